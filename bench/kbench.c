@@ -1,0 +1,261 @@
+/*
+ * kbench.c - floe-kbench: the K1 kernel benchmark of DESIGN.md on the CPU
+ * engine, scaled to the machine.
+ *
+ * K1: a table of 2^S primary slots (32 per bucket) plus 2^(S-3) secondary
+ * and 2^(S-8) stash slots, 40-bit unique random keys, keys already in memory.
+ * Rows (fill = occupied slots / all slots):
+ *   put         fill 0 -> 0.5, 0.5 -> 0.8, 0.8 -> 0.9
+ *   find-hit    every key stored, at fill 0.9
+ *   find-miss   no key stored, at fill 0.9
+ *   find-or-put a stream in which every key occurs twice, fill 0 -> 0.8
+ * Keys go through the public batch API (iceberg_insert / iceberg_find) in
+ * batches of --batch keys, so the figures include in-batch deduplication.
+ * Each row is the median of --runs runs on fresh tables.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "iceberg.h"
+#include "layout.h"
+#include "pool.h"
+
+enum { ROW_PUT05, ROW_PUT08, ROW_PUT09, ROW_HIT, ROW_MISS, ROW_FOP, ROWS };
+static const char *const ROW_NAMES[ROWS] = {
+    "put, fill 0 -> 0.5", "put, fill 0.5 -> 0.8", "put, fill 0.8 -> 0.9",
+    "find, all hits, fill 0.9", "find, all misses, fill 0.9", "find-or-put, every key twice, fill 0 -> 0.8",
+};
+
+typedef struct options {
+    unsigned log2_slots;
+    unsigned runs;
+    size_t batch;
+    unsigned threads;
+    unsigned key_bits;
+} options;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what, const floe_error *e)
+{
+    fprintf(stderr, "floe-kbench: %s: %s\n", what, e->msg);
+    exit(1);
+}
+
+/* Runs keys[0..n) through the table in batches; returns seconds. */
+static double timed(iceberg *t, int insert, const uint64_t *keys, size_t n, size_t batch, uint8_t *res,
+                    floe_counts *total)
+{
+    floe_error err;
+    memset(total, 0, sizeof *total);
+    double t0 = now();
+    for (size_t at = 0; at < n; at += batch) {
+        size_t m = n - at < batch ? n - at : batch;
+        floe_counts c;
+        floe_status st = insert ? iceberg_insert(t, keys + at, m, NULL, 0, 0, res, NULL, NULL, &c, &err)
+                                : iceberg_find(t, keys + at, m, res, NULL, NULL, &c, &err);
+        if (st != FLOE_OK)
+            die("batch", &err);
+        total->inserted += c.inserted;
+        total->present += c.present;
+        total->absent += c.absent;
+        total->full += c.full;
+    }
+    return now() - t0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: floe-kbench [options]\n"
+            "K1 kernel benchmark on the CPU engine (see bench/kbench.c and docs/PERFORMANCE.md).\n"
+            "  --log2-slots S   primary slots 2^S (default 24; DESIGN.md's K1 uses 30)\n"
+            "  --runs R         runs per row, the median is reported (default 5)\n"
+            "  --batch B        keys per batch call (default 1048576)\n"
+            "  --threads T      pool threads, 0 = one per CPU (default 0)\n"
+            "  --key-bits K     key width (default 40)\n"
+            "  --help           this text\n");
+}
+
+static void parse(int argc, char **argv, options *o)
+{
+    static const struct option longopts[] = {
+        {"log2-slots", required_argument, NULL, 's'}, {"runs", required_argument, NULL, 'r'},
+        {"batch", required_argument, NULL, 'b'},      {"threads", required_argument, NULL, 't'},
+        {"key-bits", required_argument, NULL, 'k'},   {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (options){24, 5, (size_t)1 << 20, 0, 40};
+    int c;
+    while ((c = getopt_long(argc, argv, "s:r:b:t:k:h", longopts, NULL)) != -1) {
+        char *end = NULL;
+        unsigned long long v = 0;
+        if (c != 'h' && c != '?') {
+            v = strtoull(optarg, &end, 10);
+            if (!end || *end || end == optarg) {
+                fprintf(stderr, "floe-kbench: -%c needs a number, got '%s'\n", c, optarg);
+                exit(2);
+            }
+        }
+        switch (c) {
+        case 's':
+            o->log2_slots = (unsigned)v;
+            break;
+        case 'r':
+            o->runs = (unsigned)v;
+            break;
+        case 'b':
+            o->batch = (size_t)v;
+            break;
+        case 't':
+            o->threads = (unsigned)v;
+            break;
+        case 'k':
+            o->key_bits = (unsigned)v;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            exit(2);
+        }
+    }
+    if (o->log2_slots < 10 || o->log2_slots > 34 || o->runs < 1 || o->batch < 1 || o->key_bits < 30 ||
+        o->key_bits > 64) {
+        fprintf(stderr, "floe-kbench: need 10 <= --log2-slots <= 34, --runs >= 1, --batch >= 1, "
+                        "30 <= --key-bits <= 64\n");
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    parse(argc, argv, &o);
+    floe_error err;
+    floe_pool *pool;
+    if (floe_pool_create(o.threads, &pool, &err) != FLOE_OK)
+        die("pool", &err);
+    floe_spec spec;
+    floe_spec_default(&spec);
+    strcpy(spec.name, "k1");
+    spec.key_bits = o.key_bits;
+    spec.capacity = (uint64_t)1 << o.log2_slots;
+    spec.seed = 0x5EED;
+    const uint32_t addr_bits = o.log2_slots - 5; /* 32 slots per primary bucket */
+    floe_geometry g;
+    floe_geometry_init(&g, o.key_bits, addr_bits, spec.seed);
+    const uint64_t slots = g.total_slots;
+    const size_t n09 = (size_t)(0.9 * (double)slots), n05 = (size_t)(0.5 * (double)slots),
+                 n08 = (size_t)(0.8 * (double)slots);
+
+    /* Unique keys: a bijection on key_bits applied to a counter; the first
+     * n09 are stored, the next n09 are misses. */
+    floe_perm keygen;
+    floe_perm_init(&keygen, o.key_bits, 12345, 0);
+    uint64_t *keys = malloc(2 * n09 * sizeof *keys);
+    uint64_t *twice = malloc(2 * n08 * sizeof *twice);
+    uint8_t *res = malloc(o.batch);
+    if (!keys || !twice || !res) {
+        fprintf(stderr, "floe-kbench: out of memory for %zu keys\n", 2 * n09);
+        return 1;
+    }
+    for (size_t i = 0; i < 2 * n09; i++)
+        keys[i] = floe_permute(&keygen, i);
+    /* every key of the first n08 twice, shuffled */
+    uint64_t rs = 99;
+    for (size_t i = 0; i < 2 * n08; i++)
+        twice[i] = keys[i / 2];
+    for (size_t i = 2 * n08 - 1; i > 0; i--) {
+        rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+        size_t j = (size_t)(rs % (i + 1));
+        uint64_t x = twice[i];
+        twice[i] = twice[j];
+        twice[j] = x;
+    }
+
+    printf("# floe-kbench: K1 on the CPU engine, %u threads\n", floe_pool_width(pool));
+    printf("# table: 2^%u primary slots (%u-bit rows) + 2^%u secondary (%u-bit) + 2^%u stash (%u-bit) = %llu slots, "
+           "%u-bit keys, batches of %zu, median of %u runs\n",
+           o.log2_slots, g.level[0].row_bits, g.level[1].addr_bits + 4, g.level[1].row_bits, g.level[2].addr_bits + 4,
+           g.level[2].row_bits, (unsigned long long)slots, o.key_bits, o.batch, o.runs);
+
+    double *mks[ROWS];
+    for (int r = 0; r < ROWS; r++)
+        mks[r] = calloc(o.runs, sizeof(double));
+    double bpk = 0;
+    for (unsigned run = 0; run < o.runs; run++) {
+        iceberg *t;
+        floe_counts c;
+        if (iceberg_create_sized(&spec, addr_bits, pool, &t, &err) != FLOE_OK)
+            die("create", &err);
+        double s;
+        s = timed(t, 1, keys, n05, o.batch, res, &c);
+        mks[ROW_PUT05][run] = (double)n05 / s / 1e6;
+        s = timed(t, 1, keys + n05, n08 - n05, o.batch, res, &c);
+        mks[ROW_PUT08][run] = (double)(n08 - n05) / s / 1e6;
+        s = timed(t, 1, keys + n08, n09 - n08, o.batch, res, &c);
+        mks[ROW_PUT09][run] = (double)(n09 - n08) / s / 1e6;
+        floe_table_stats st;
+        iceberg_stats(t, &st);
+        if (st.keys != n09) {
+            fprintf(stderr, "floe-kbench: table holds %llu keys after the puts, expected %zu\n",
+                    (unsigned long long)st.keys, n09);
+            return 1;
+        }
+        bpk = st.bytes_per_key;
+        s = timed(t, 0, keys, n09, o.batch, res, &c);
+        if (c.present != n09) {
+            fprintf(stderr, "floe-kbench: find-hit found %llu of %zu\n", (unsigned long long)c.present, n09);
+            return 1;
+        }
+        mks[ROW_HIT][run] = (double)n09 / s / 1e6;
+        s = timed(t, 0, keys + n09, n09, o.batch, res, &c);
+        if (c.absent != n09) {
+            fprintf(stderr, "floe-kbench: find-miss found %llu keys that were never stored\n",
+                    (unsigned long long)c.present);
+            return 1;
+        }
+        mks[ROW_MISS][run] = (double)n09 / s / 1e6;
+        iceberg_destroy(t);
+
+        if (iceberg_create_sized(&spec, addr_bits, pool, &t, &err) != FLOE_OK)
+            die("create", &err);
+        s = timed(t, 1, twice, 2 * n08, o.batch, res, &c);
+        if (c.inserted != n08 || c.present != n08) {
+            fprintf(stderr, "floe-kbench: find-or-put answered %llu INSERTED, %llu PRESENT; expected %zu each\n",
+                    (unsigned long long)c.inserted, (unsigned long long)c.present, n08);
+            return 1;
+        }
+        mks[ROW_FOP][run] = (double)(2 * n08) / s / 1e6;
+        iceberg_destroy(t);
+        fprintf(stderr, "run %u/%u done\n", run + 1, o.runs);
+    }
+    printf("| row | M keys/s (median) | min | max |\n|---|---|---|---|\n");
+    for (int r = 0; r < ROWS; r++) {
+        qsort(mks[r], o.runs, sizeof(double), cmp_double);
+        printf("| %s | %.1f | %.1f | %.1f |\n", ROW_NAMES[r], mks[r][o.runs / 2], mks[r][0], mks[r][o.runs - 1]);
+        free(mks[r]);
+    }
+    printf("# memory at fill 0.9: %.3f bytes per key\n", bpk);
+    free(keys);
+    free(twice);
+    free(res);
+    floe_pool_destroy(pool);
+    return 0;
+}

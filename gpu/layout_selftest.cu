@@ -1,0 +1,96 @@
+/*
+ * layout_selftest.cu - the shared layout header on the device.
+ *
+ * tables/layout.h is the one definition of permutations, rows and ids for
+ * CPU and GPU code.  This program compiles it with nvcc (so `make` fails if
+ * the header stops being valid CUDA) and, on a GPU host, checks that the
+ * device computes bit-for-bit what the host computes: permutation, inverse,
+ * bucket/remainder split and row encoding, for random keys of every width.
+ * Exit status 0: identical; 1: a mismatch; 2: no usable device or a CUDA error.
+ */
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "layout.h"
+
+#define CUDA_CHECK(call)                                                                                         \
+    do {                                                                                                         \
+        cudaError_t e_ = (call);                                                                                 \
+        if (e_ != cudaSuccess) {                                                                                 \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));              \
+            exit(2);                                                                                             \
+        }                                                                                                        \
+    } while (0)
+
+/* Per key: permuted value, its inverse, level-1 choice-1 bucket and row. */
+struct answer {
+    uint64_t perm, back, bucket, row;
+};
+
+__global__ void compute(const floe_geometry *g, const uint64_t *keys, size_t n, answer *out)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    uint64_t k = keys[i], b, rem;
+    answer a;
+    a.perm = floe_permute(&g->perm[0], k);
+    a.back = floe_unpermute(&g->perm[0], a.perm);
+    floe_split(g, 1, 1, k, &b, &rem);
+    a.bucket = b;
+    a.row = floe_row_encode(1, rem, 1);
+    out[i] = a;
+}
+
+int main(void)
+{
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        fprintf(stderr, "layout_selftest: no CUDA device\n");
+        return 2;
+    }
+    const size_t n = 1 << 20;
+    uint64_t state = 1;
+    size_t mismatches = 0;
+    for (uint32_t bits = 1; bits <= 64; bits++) {
+        floe_geometry g;
+        uint32_t a0 = bits < 12 ? bits : 12;
+        if (a0 < floe_min_addr_bits(bits))
+            a0 = floe_min_addr_bits(bits);
+        floe_geometry_init(&g, bits, a0, 0xC0FFEEull * bits);
+        std::vector<uint64_t> keys(n);
+        for (auto &k : keys)
+            k = floe_splitmix64(&state) & floe_mask_bits(bits);
+        floe_geometry *dg;
+        uint64_t *dk;
+        answer *da;
+        CUDA_CHECK(cudaMalloc(&dg, sizeof g));
+        CUDA_CHECK(cudaMalloc(&dk, n * sizeof(uint64_t)));
+        CUDA_CHECK(cudaMalloc(&da, n * sizeof(answer)));
+        CUDA_CHECK(cudaMemcpy(dg, &g, sizeof g, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(dk, keys.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice));
+        compute<<<(unsigned)((n + 255) / 256), 256>>>(dg, dk, n, da);
+        CUDA_CHECK(cudaGetLastError());
+        std::vector<answer> got(n);
+        CUDA_CHECK(cudaMemcpy(got.data(), da, n * sizeof(answer), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) {
+            uint64_t b, rem;
+            floe_split(&g, 1, 1, keys[i], &b, &rem);
+            answer w = {floe_permute(&g.perm[0], keys[i]), keys[i], b, floe_row_encode(1, rem, 1)};
+            if (w.perm != got[i].perm || w.back != got[i].back || w.bucket != got[i].bucket || w.row != got[i].row) {
+                if (mismatches++ < 5)
+                    fprintf(stderr, "bits %u key %llu: device differs from host\n", bits,
+                            (unsigned long long)keys[i]);
+            }
+        }
+        CUDA_CHECK(cudaFree(dg));
+        CUDA_CHECK(cudaFree(dk));
+        CUDA_CHECK(cudaFree(da));
+    }
+    printf("layout_selftest: %s (%zu keys x 64 widths, %zu mismatches)\n", mismatches ? "FAILED" : "ok", n,
+           mismatches);
+    return mismatches ? 1 : 0;
+}

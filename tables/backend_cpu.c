@@ -1,0 +1,199 @@
+/*
+ * backend_cpu.c - the CPU backend: tables/backend.h over the iceberg engine.
+ *
+ * Each table has a FIFO of submitted batches and one thread that drains it,
+ * executing each batch with the whole thread pool (iceberg.c splits it into
+ * chunks) and then calling its done().  One thread per table keeps a long
+ * SAVE of one table from holding up the others; the pool is shared, so the
+ * CPU is never oversubscribed by more than the table threads themselves.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "iceberg.h"
+#include "pool.h"
+
+typedef struct cpu_backend {
+    floe_backend base;
+    floe_pool *pool;
+} cpu_backend;
+
+typedef struct cpu_table {
+    floe_table base;
+    iceberg *ice;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    floe_batch *head, *tail;
+    bool stopping;
+} cpu_table;
+
+static void execute(cpu_table *t, floe_batch *b)
+{
+    floe_error *e = &b->error;
+    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    const bool want_values = (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
+    memset(&b->counts, 0, sizeof b->counts);
+    switch (b->op) {
+    case FLOE_OP_INSERT:
+        b->status = iceberg_insert(t->ice, b->keys, b->n, b->values, b->values_len,
+                                   (b->flags & FLOE_BATCH_OVERWRITE) ? ICEBERG_OVERWRITE : 0, b->results,
+                                   want_ids ? b->ids : NULL, want_values ? b->values_out : NULL, &b->counts, e);
+        break;
+    case FLOE_OP_FIND:
+        b->status = iceberg_find(t->ice, b->keys, b->n, b->results, want_ids ? b->ids : NULL,
+                                 want_values ? b->values_out : NULL, &b->counts, e);
+        break;
+    case FLOE_OP_ERASE:
+        b->status = iceberg_erase(t->ice, b->keys, b->n, b->results, &b->counts, e);
+        break;
+    case FLOE_OP_SCAN:
+        b->status = iceberg_scan(t->ice, b->cursor_set ? &b->cursor : NULL, b->limit, b->scan_keys,
+                                 want_values ? b->scan_values : NULL, &b->scan_n, &b->next, &b->scan_done, e);
+        break;
+    case FLOE_OP_STATS:
+        iceberg_stats(t->ice, &b->stats);
+        b->status = FLOE_OK;
+        break;
+    case FLOE_OP_REBUILD:
+        b->status = iceberg_rebuild(t->ice, b->addr_bits, e);
+        break;
+    case FLOE_OP_SAVE:
+        b->status = b->path ? iceberg_save(t->ice, b->path, e)
+                            : floe_error_set(e, FLOE_ERR_INVALID, "save needs a path");
+        break;
+    default:
+        b->status = floe_error_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
+    }
+    if (b->status == FLOE_OK)
+        floe_error_clear(e);
+}
+
+static void *table_main(void *arg)
+{
+    cpu_table *t = arg;
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        while (!t->head && !t->stopping)
+            pthread_cond_wait(&t->cv, &t->lock);
+        if (!t->head)
+            break; /* stopping and drained */
+        floe_batch *b = t->head;
+        t->head = b->link;
+        if (!t->head)
+            t->tail = NULL;
+        pthread_mutex_unlock(&t->lock);
+        b->link = NULL;
+        execute(t, b);
+        if (b->done)
+            b->done(b);
+        pthread_mutex_lock(&t->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+static floe_status start_table(cpu_backend *be, iceberg *ice, floe_table **out, floe_error *err)
+{
+    cpu_table *t = calloc(1, sizeof *t);
+    if (!t) {
+        iceberg_destroy(ice);
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    }
+    t->base.backend = &be->base;
+    t->base.spec = *iceberg_spec(ice);
+    t->ice = ice;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    if (pthread_create(&t->thread, NULL, table_main, t) != 0) {
+        pthread_cond_destroy(&t->cv);
+        pthread_mutex_destroy(&t->lock);
+        iceberg_destroy(ice);
+        free(t);
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "cannot start the table's thread");
+    }
+    *out = &t->base;
+    return FLOE_OK;
+}
+
+static floe_status cpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_error *err)
+{
+    cpu_backend *be = (cpu_backend *)base;
+    iceberg *ice;
+    floe_status st = iceberg_create(spec, be->pool, &ice, err);
+    if (st != FLOE_OK)
+        return st;
+    return start_table(be, ice, out, err);
+}
+
+static floe_status cpu_load_table(floe_backend *base, const char *path, floe_table **out, floe_error *err)
+{
+    cpu_backend *be = (cpu_backend *)base;
+    iceberg *ice;
+    floe_status st = iceberg_load(path, be->pool, &ice, err);
+    if (st != FLOE_OK)
+        return st;
+    return start_table(be, ice, out, err);
+}
+
+static void cpu_submit(floe_table *base, floe_batch *b)
+{
+    cpu_table *t = (cpu_table *)base;
+    b->link = NULL;
+    pthread_mutex_lock(&t->lock);
+    if (t->tail)
+        t->tail->link = b;
+    else
+        t->head = b;
+    t->tail = b;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void cpu_destroy_table(floe_table *base)
+{
+    cpu_table *t = (cpu_table *)base;
+    pthread_mutex_lock(&t->lock);
+    t->stopping = true;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->lock);
+    pthread_join(t->thread, NULL);
+    iceberg_destroy(t->ice);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+static void cpu_destroy(floe_backend *base)
+{
+    cpu_backend *be = (cpu_backend *)base;
+    floe_pool_destroy(be->pool);
+    free(be);
+}
+
+static const floe_backend_ops cpu_ops = {
+    .name = "cpu",
+    .create_table = cpu_create_table,
+    .load_table = cpu_load_table,
+    .submit = cpu_submit,
+    .destroy_table = cpu_destroy_table,
+    .destroy = cpu_destroy,
+};
+
+floe_status floe_backend_cpu_create(unsigned threads, floe_backend **out, floe_error *err)
+{
+    cpu_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    floe_status st = floe_pool_create(threads, &be->pool, err);
+    if (st != FLOE_OK) {
+        free(be);
+        return st;
+    }
+    be->base.ops = &cpu_ops;
+    *out = &be->base;
+    return FLOE_OK;
+}

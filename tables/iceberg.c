@@ -1,0 +1,1139 @@
+/*
+ * iceberg.c - the CPU engine for SET and MAP tables (see iceberg.h).
+ *
+ * Per key, find-or-put follows the paper's Algorithm 1/2 over the three
+ * levels of layout.h: snapshot the bucket (acquire loads, word by word), stop
+ * if the key is there, otherwise CAS the first EMPTY slot of the bucket (on
+ * level 1 and 2: of the less full of the two candidates) and retry from a
+ * fresh snapshot if the CAS fails.  Every CAS compares a whole 64-bit word
+ * against the snapshot, so success proves that the slot and every slot
+ * before it in that word are as the snapshot saw them.
+ *
+ * MAP tables claim a slot with the BUSY row, write the value, then publish
+ * the key's row with a release xor.  An insert that meets a BUSY slot in a
+ * bucket it must search waits for it (it may be its own key), so a value is
+ * never read before it is written.
+ *
+ * A batch: validate everything, find first occurrences (dedup.c), run the
+ * first occurrences in parallel chunks, then give later occurrences the
+ * answers that in-order application implies.  Growth stops the world with
+ * the write side of t->lock; batches hold the read side.
+ */
+#define _GNU_SOURCE
+#include "iceberg.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+
+#include "dedup.h"
+#include "layout.h"
+#include "tablefile.h"
+
+#define CHUNK 4096u                  /* keys per pool task */
+#define PREFETCH_AHEAD 16u           /* keys between a bucket's prefetch and its use */
+#define SCAN_MAX_SLOTS ((uint64_t)1 << 22) /* slots examined per scan call */
+#define MAX_WORDS 32                 /* largest bucket: 32 slots x 64 bits */
+
+typedef _Atomic uint64_t aword;
+
+/* One generation's storage: rebuilt as a whole, swapped under the write lock. */
+typedef struct store {
+    floe_geometry g;
+    aword *words[FLOE_LEVELS];
+    size_t bytes[FLOE_LEVELS];
+    void *values; /* _Atomic uint32_t or _Atomic uint64_t per slot (MAP) */
+    size_t values_bytes;
+    uint32_t value_bytes;
+} store;
+
+struct iceberg {
+    floe_spec spec;
+    floe_pool *pool;
+    pthread_rwlock_t lock;
+    store s;
+    uint32_t addr_bits;
+    _Atomic uint64_t used[FLOE_LEVELS]; /* non-empty slots per level */
+    _Atomic uint64_t tombstones;
+    _Atomic uint64_t generation;
+};
+
+/* ---- memory ---------------------------------------------------------------------- */
+
+/* Zeroed memory for a table array, faulted in now: a table's memory is all
+ * in use from its creation (stats report what it holds), and page faults
+ * stay off the batch path. */
+static void *map_zeroed(size_t bytes)
+{
+    if (bytes == 0)
+        return NULL;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    /* Random access over gigabytes: huge pages save most TLB misses. */
+    madvise(p, bytes, MADV_HUGEPAGE);
+    for (size_t off = 0; off < bytes; off += 4096)
+        ((volatile char *)p)[off] = 0;
+    return p;
+}
+
+static void store_free(store *s)
+{
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        if (s->words[l])
+            munmap((void *)s->words[l], s->bytes[l]);
+    if (s->values)
+        munmap(s->values, s->values_bytes);
+    memset(s, 0, sizeof *s);
+}
+
+static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bits, floe_error *err)
+{
+    memset(s, 0, sizeof *s);
+    floe_geometry_init(&s->g, spec->key_bits, addr_bits, spec->seed);
+    s->value_bytes = spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0;
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        s->bytes[l] = (size_t)floe_level_words(&s->g.level[l]) * sizeof(uint64_t);
+        s->words[l] = map_zeroed(s->bytes[l]);
+        if (!s->words[l])
+            goto oom;
+    }
+    if (s->value_bytes) {
+        s->values_bytes = (size_t)s->g.total_slots * s->value_bytes;
+        s->values = map_zeroed(s->values_bytes);
+        if (!s->values)
+            goto oom;
+    }
+    return FLOE_OK;
+oom: {
+    size_t total = s->bytes[0] + s->bytes[1] + s->bytes[2] + s->values_bytes;
+    store_free(s);
+    return floe_error_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes for a table of %u primary address bits",
+                          total, addr_bits);
+}
+}
+
+/* ---- values ---------------------------------------------------------------------- */
+
+static inline uint64_t value_load(const store *s, uint64_t id)
+{
+    if (s->value_bytes == 4)
+        return atomic_load_explicit((_Atomic uint32_t *)s->values + id, memory_order_relaxed);
+    return atomic_load_explicit((_Atomic uint64_t *)s->values + id, memory_order_relaxed);
+}
+
+static inline void value_store(const store *s, uint64_t id, uint64_t v)
+{
+    if (s->value_bytes == 4)
+        atomic_store_explicit((_Atomic uint32_t *)s->values + id, (uint32_t)v, memory_order_relaxed);
+    else
+        atomic_store_explicit((_Atomic uint64_t *)s->values + id, v, memory_order_relaxed);
+}
+
+static inline uint64_t value_exchange(const store *s, uint64_t id, uint64_t v)
+{
+    if (s->value_bytes == 4)
+        return atomic_exchange_explicit((_Atomic uint32_t *)s->values + id, (uint32_t)v, memory_order_relaxed);
+    return atomic_exchange_explicit((_Atomic uint64_t *)s->values + id, v, memory_order_relaxed);
+}
+
+/* Packed little-endian values in requests, any alignment. */
+static inline uint64_t value_in(const unsigned char *p, uint32_t vb, size_t i)
+{
+    uint64_t v = 0;
+    memcpy(&v, p + i * vb, vb);
+    return v;
+}
+
+static inline void value_out(unsigned char *p, uint32_t vb, size_t i, uint64_t v)
+{
+    memcpy(p + i * vb, &v, vb);
+}
+
+/* ---- one key ------------------------------------------------------------------------ */
+
+static inline aword *bucket_ptr(const store *s, uint32_t l, uint64_t b)
+{
+    return s->words[l] + b * s->g.level[l].words;
+}
+
+static inline void snapshot(const aword *b, uint32_t nwords, uint64_t *out)
+{
+    for (uint32_t i = 0; i < nwords; i++)
+        out[i] = atomic_load_explicit(&b[i], memory_order_acquire);
+}
+
+static inline uint32_t first_empty(const uint64_t *snap, const floe_level *lv)
+{
+    return floe_bucket_first_empty(snap, lv);
+}
+
+/* CAS slot i from EMPTY to v, expecting its word to be as in snap. */
+static inline bool claim(aword *b, const uint64_t *snap, const floe_level *lv, uint32_t i, uint64_t v)
+{
+    uint32_t w = floe_row_word(lv->row_bits, i);
+    uint64_t expect = snap[w];
+    return atomic_compare_exchange_strong_explicit(&b[w], &expect, floe_row_put(snap[w], lv->row_bits, i, v),
+                                                   memory_order_acq_rel, memory_order_relaxed);
+}
+
+/* Turns our BUSY slot i into row v: only its claimant changes a BUSY slot,
+ * so an xor of the difference touches nothing else in the word. */
+static inline void publish(aword *b, const floe_level *lv, uint32_t i, uint64_t v)
+{
+    uint32_t bit = i * lv->row_bits;
+    uint64_t diff = (floe_row_busy(lv->row_bits) ^ v) << (bit & 63);
+    atomic_fetch_xor_explicit(&b[bit >> 6], diff, memory_order_release);
+}
+
+static inline void backoff(unsigned *spins)
+{
+    if (++*spins > 64)
+        sched_yield();
+}
+
+typedef struct put_result {
+    uint8_t result;
+    uint8_t level; /* where a new key went */
+    uint64_t id;
+    uint64_t value; /* MAP: stored before (PRESENT) or now (INSERTED) */
+} put_result;
+
+static inline put_result present(const store *s, uint64_t id, uint64_t value, bool overwrite)
+{
+    put_result r = {FLOE_PRESENT, 0, id, 0};
+    if (s->value_bytes)
+        r.value = overwrite ? value_exchange(s, id, value) : value_load(s, id);
+    return r;
+}
+
+static inline put_result inserted(const store *s, aword *b, const floe_level *lv, uint32_t l, uint32_t slot,
+                                  uint64_t id, uint64_t row, uint64_t value)
+{
+    if (s->value_bytes) {
+        value_store(s, id, value);
+        publish(b, lv, slot, row);
+    }
+    return (put_result){FLOE_INSERTED, (uint8_t)l, id, value};
+}
+
+/* Find-or-put of key, whose primary bucket and remainder are b0 and rem0. */
+static put_result put_one(const store *s, uint64_t key, uint64_t b0, uint64_t rem0, uint64_t value, bool overwrite)
+{
+    const floe_geometry *g = &s->g;
+    const bool map = s->value_bytes != 0;
+    uint64_t snap[2][MAX_WORDS];
+    unsigned spins = 0;
+
+    /* Level 0: one candidate bucket. */
+    {
+        const floe_level *lv = &g->level[0];
+        const uint64_t b = b0;
+        uint64_t row = floe_row_encode(0, rem0, 0);
+        aword *bp = bucket_ptr(s, 0, b);
+        for (;;) {
+            snapshot(bp, lv->words, snap[0]);
+            int hit = floe_bucket_find(snap[0], lv, row);
+            if (hit >= 0)
+                return present(s, floe_slot_id(g, 0, b, (uint32_t)hit), value, overwrite);
+            if (map && floe_bucket_has_busy(snap[0], lv)) {
+                backoff(&spins);
+                continue;
+            }
+            uint32_t f = first_empty(snap[0], lv);
+            if (f == lv->slots)
+                break;
+            if (claim(bp, snap[0], lv, f, map ? floe_row_busy(lv->row_bits) : row))
+                return inserted(s, bp, lv, 0, f, floe_slot_id(g, 0, b, f), row, value);
+        }
+    }
+    /* Levels 1 and 2: two candidates each; the less full takes the key. */
+    for (uint32_t l = 1; l < FLOE_LEVELS; l++) {
+        const floe_level *lv = &g->level[l];
+        uint64_t b[2], row[2];
+        aword *bp[2];
+        for (uint32_t c = 0; c < 2; c++) {
+            uint64_t rem;
+            floe_split(g, l, c, key, &b[c], &rem);
+            row[c] = floe_row_encode(l, rem, c);
+            bp[c] = bucket_ptr(s, l, b[c]);
+        }
+        for (;;) {
+            bool busy = false;
+            uint32_t f[2];
+            for (uint32_t c = 0; c < 2; c++) {
+                snapshot(bp[c], lv->words, snap[c]);
+                int hit = floe_bucket_find(snap[c], lv, row[c]);
+                if (hit >= 0)
+                    return present(s, floe_slot_id(g, l, b[c], (uint32_t)hit), value, overwrite);
+                busy |= map && floe_bucket_has_busy(snap[c], lv);
+                f[c] = first_empty(snap[c], lv);
+            }
+            if (busy) {
+                backoff(&spins);
+                continue;
+            }
+            uint32_t c = floe_pick_choice(f[0], f[1]);
+            if (f[c] == lv->slots)
+                break; /* both full: next level */
+            if (claim(bp[c], snap[c], lv, f[c], map ? floe_row_busy(lv->row_bits) : row[c]))
+                return inserted(s, bp[c], lv, l, f[c], floe_slot_id(g, l, b[c], f[c]), row[c], value);
+        }
+    }
+    return (put_result){FLOE_FULL, 0, FLOE_NO_ID, 0};
+}
+
+/* Where a key lives: level, bucket pointer, slot and the snapshot word that
+ * holds it.  Returns false if the key is absent. */
+typedef struct location {
+    uint32_t level, slot;
+    aword *bucket;
+    uint64_t word;
+    uint64_t id;
+} location;
+
+static bool locate(const store *s, uint64_t key, uint64_t b0, uint64_t rem0, location *loc)
+{
+    const floe_geometry *g = &s->g;
+    uint64_t snap[MAX_WORDS];
+    for (uint32_t l = 0; l < FLOE_LEVELS; l++) {
+        const floe_level *lv = &g->level[l];
+        bool open = false; /* a candidate had room, so the key never went deeper */
+        for (uint32_t c = 0; c < lv->choices; c++) {
+            uint64_t b = b0, rem = rem0;
+            if (l > 0)
+                floe_split(g, l, c, key, &b, &rem);
+            aword *bp = bucket_ptr(s, l, b);
+            snapshot(bp, lv->words, snap);
+            int hit = floe_bucket_find(snap, lv, floe_row_encode(l, rem, c));
+            if (hit >= 0) {
+                loc->level = l;
+                loc->slot = (uint32_t)hit;
+                loc->bucket = bp;
+                loc->word = snap[floe_row_word(lv->row_bits, (uint32_t)hit)];
+                loc->id = floe_slot_id(g, l, b, (uint32_t)hit);
+                return true;
+            }
+            open |= first_empty(snap, lv) < lv->slots;
+        }
+        if (open)
+            return false;
+    }
+    return false;
+}
+
+static bool erase_one(const store *s, uint64_t key, uint64_t b0, uint64_t rem0, uint32_t *level)
+{
+    location loc;
+    while (locate(s, key, b0, rem0, &loc)) {
+        const floe_level *lv = &s->g.level[loc.level];
+        uint32_t w = floe_row_word(lv->row_bits, loc.slot);
+        uint64_t expect = loc.word;
+        uint64_t tomb = floe_row_put(loc.word, lv->row_bits, loc.slot, floe_row_tombstone(lv->row_bits));
+        if (atomic_compare_exchange_strong_explicit(&loc.bucket[w], &expect, tomb, memory_order_acq_rel,
+                                                    memory_order_relaxed)) {
+            *level = loc.level;
+            return true;
+        }
+        /* Another slot of the word changed, or someone erased the key first:
+         * look again. */
+    }
+    return false;
+}
+
+static inline void prefetch_bucket(const store *s, uint32_t l, uint64_t b, int write)
+{
+    const char *p = (const char *)bucket_ptr(s, l, b);
+    size_t bytes = s->g.level[l].words * sizeof(uint64_t);
+    for (size_t off = 0; off < bytes; off += 64) {
+        if (write)
+            __builtin_prefetch(p + off, 1);
+        else
+            __builtin_prefetch(p + off, 0);
+    }
+}
+
+/* If the primary bucket b0 (already in cache) is full, the key's search goes
+ * on to level 1: fetch both candidates early too. */
+static inline void prefetch_deeper(const store *s, uint64_t key, uint64_t b0, int write)
+{
+    const floe_level *lv = &s->g.level[0];
+    uint64_t last = atomic_load_explicit(&bucket_ptr(s, 0, b0)[lv->words - 1], memory_order_relaxed);
+    if ((last >> (64 - lv->row_bits)) == FLOE_ROW_EMPTY)
+        return;
+    for (uint32_t c = 0; c < 2; c++) {
+        uint64_t b, rem;
+        floe_split(&s->g, 1, c, key, &b, &rem);
+        prefetch_bucket(s, 1, b, write);
+    }
+}
+
+/* ---- batches --------------------------------------------------------------------------- */
+
+enum { OP_INSERT, OP_FIND, OP_ERASE };
+
+typedef struct tally {
+    uint64_t c[5];             /* per result code */
+    uint64_t used[FLOE_LEVELS]; /* slots newly claimed */
+    uint64_t tombstones;
+} tally;
+
+typedef struct batch {
+    const store *s;
+    int op;
+    bool overwrite;
+    const uint64_t *keys;
+    size_t n;            /* keys, or entries of subset */
+    const uint32_t *subset; /* NULL: all of 0..n-1 */
+    const uint32_t *rep; /* first occurrences; NULL: every key is one */
+    const uint32_t *value_src; /* index whose value a first occurrence stores */
+    const unsigned char *values;
+    uint8_t *results;
+    uint64_t *ids;
+    unsigned char *values_out;
+    tally *tallies; /* one per task */
+} batch;
+
+/* Keys are software-pipelined: the primary bucket of the key PREFETCH_AHEAD
+ * places ahead is computed and prefetched, and halfway there its fullness
+ * decides whether to prefetch level 1 as well, so that several cache misses
+ * are in flight per thread instead of one. */
+static void run_chunk(void *arg, size_t task)
+{
+    batch *bt = arg;
+    const store *s = bt->s;
+    const uint32_t vb = s->value_bytes;
+    const int write = bt->op != OP_FIND;
+    tally *ty = &bt->tallies[task];
+    size_t lo = task * CHUNK, hi = lo + CHUNK < bt->n ? lo + CHUNK : bt->n;
+    uint64_t ring_b[PREFETCH_AHEAD], ring_rem[PREFETCH_AHEAD];
+    memset(ty, 0, sizeof *ty);
+#define KEY_AT(k) bt->keys[bt->subset ? bt->subset[k] : (k)]
+    for (size_t k = lo; k < hi && k < lo + PREFETCH_AHEAD; k++) {
+        floe_split(&s->g, 0, 0, KEY_AT(k), &ring_b[k % PREFETCH_AHEAD], &ring_rem[k % PREFETCH_AHEAD]);
+        prefetch_bucket(s, 0, ring_b[k % PREFETCH_AHEAD], write);
+    }
+    for (size_t k = lo; k < hi; k++) {
+        const size_t slot = k % PREFETCH_AHEAD;
+        const uint64_t b0 = ring_b[slot], rem0 = ring_rem[slot];
+        if (k + PREFETCH_AHEAD < hi) {
+            floe_split(&s->g, 0, 0, KEY_AT(k + PREFETCH_AHEAD), &ring_b[slot], &ring_rem[slot]);
+            prefetch_bucket(s, 0, ring_b[slot], write);
+        }
+        if (k + PREFETCH_AHEAD / 2 < hi) {
+            const size_t half = (k + PREFETCH_AHEAD / 2) % PREFETCH_AHEAD;
+            prefetch_deeper(s, KEY_AT(k + PREFETCH_AHEAD / 2), ring_b[half], write);
+        }
+        size_t i = bt->subset ? bt->subset[k] : k;
+        if (bt->rep && bt->rep[i] != i)
+            continue; /* a later occurrence: answered after the batch */
+        uint64_t key = bt->keys[i];
+        switch (bt->op) {
+        case OP_INSERT: {
+            uint64_t v = vb ? value_in(bt->values, vb, bt->value_src ? bt->value_src[i] : i) : 0;
+            put_result r = put_one(s, key, b0, rem0, v, bt->overwrite);
+            bt->results[i] = r.result;
+            if (bt->ids)
+                bt->ids[i] = r.id;
+            if (bt->values_out)
+                value_out(bt->values_out, vb, i, r.value);
+            if (r.result == FLOE_INSERTED)
+                ty->used[r.level]++;
+            ty->c[r.result]++;
+            break;
+        }
+        case OP_FIND: {
+            location loc;
+            bool hit = locate(s, key, b0, rem0, &loc);
+            bt->results[i] = hit ? FLOE_PRESENT : FLOE_ABSENT;
+            if (bt->ids)
+                bt->ids[i] = hit ? loc.id : FLOE_NO_ID;
+            if (bt->values_out)
+                value_out(bt->values_out, vb, i, hit ? value_load(s, loc.id) : 0);
+            ty->c[bt->results[i]]++;
+            break;
+        }
+        case OP_ERASE: {
+            uint32_t level;
+            bool gone = erase_one(s, key, b0, rem0, &level);
+            bt->results[i] = gone ? FLOE_ERASED : FLOE_ABSENT;
+            ty->tombstones += gone;
+            ty->c[bt->results[i]]++;
+            break;
+        }
+        }
+    }
+#undef KEY_AT
+}
+
+static size_t batch_tasks(size_t n)
+{
+    return (n + CHUNK - 1) / CHUNK;
+}
+
+/* Runs bt over the pool and adds its effects to the table's counters.
+ * bt->tallies has room for batch_tasks(bt->n) entries. */
+static tally run_batch(iceberg *t, batch *bt)
+{
+    size_t tasks = batch_tasks(bt->n);
+    tally sum;
+    memset(&sum, 0, sizeof sum);
+    floe_pool_run(tasks > 1 ? t->pool : NULL, tasks, run_chunk, bt);
+    for (size_t k = 0; k < tasks; k++) {
+        for (int r = 0; r < 5; r++)
+            sum.c[r] += bt->tallies[k].c[r];
+        for (int l = 0; l < FLOE_LEVELS; l++)
+            sum.used[l] += bt->tallies[k].used[l];
+        sum.tombstones += bt->tallies[k].tombstones;
+    }
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        if (sum.used[l])
+            atomic_fetch_add_explicit(&t->used[l], sum.used[l], memory_order_relaxed);
+    if (sum.tombstones)
+        atomic_fetch_add_explicit(&t->tombstones, sum.tombstones, memory_order_relaxed);
+    return sum;
+}
+
+/* ---- validation ---------------------------------------------------------------------- */
+
+static floe_status check_keys(const iceberg *t, const uint64_t *keys, size_t n, floe_error *err)
+{
+    if (n > 0 && !keys)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no keys given for %zu keys", n);
+    if (n >= ((size_t)1 << 32))
+        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 keys, got %zu", n);
+    uint32_t kb = t->spec.key_bits;
+    if (kb < 64) {
+        uint64_t over = 0;
+        for (size_t i = 0; i < n; i++)
+            over |= keys[i] >> kb;
+        if (over) {
+            for (size_t i = 0; i < n; i++)
+                if (keys[i] >> kb)
+                    return floe_error_set(err, FLOE_ERR_INVALID,
+                                          "key %llu at index %zu does not fit in key_bits = %u (must be below 2^%u)",
+                                          (unsigned long long)keys[i], i, kb, kb);
+        }
+    }
+    return FLOE_OK;
+}
+
+/* ---- growth ---------------------------------------------------------------------------- */
+
+typedef struct rebuild_job {
+    const store *from;
+    const store *to;
+    uint32_t level;
+    uint64_t buckets_per_task;
+    tally *tallies;
+    _Atomic int failed;
+} rebuild_job;
+
+static void rebuild_chunk(void *arg, size_t task)
+{
+    rebuild_job *rj = arg;
+    const store *from = rj->from;
+    const floe_level *lv = &from->g.level[rj->level];
+    uint64_t nb = floe_level_buckets(lv);
+    uint64_t lo = task * rj->buckets_per_task;
+    uint64_t hi = lo + rj->buckets_per_task < nb ? lo + rj->buckets_per_task : nb;
+    tally *ty = &rj->tallies[task];
+    memset(ty, 0, sizeof *ty);
+    uint64_t snap[MAX_WORDS];
+    for (uint64_t b = lo; b < hi; b++) {
+        snapshot(bucket_ptr(from, rj->level, b), lv->words, snap);
+        for (uint32_t i = 0; i < lv->slots; i++) {
+            uint64_t row = floe_row_get(snap, lv->row_bits, i);
+            if (!floe_row_is_key(row, lv->row_bits))
+                continue;
+            uint64_t key = floe_join(&from->g, rj->level, floe_row_choice(rj->level, row), b,
+                                     floe_row_remainder(rj->level, row));
+            uint64_t v = from->value_bytes ? value_load(from, floe_slot_id(&from->g, rj->level, b, i)) : 0;
+            uint64_t nb0, nrem0;
+            floe_split(&rj->to->g, 0, 0, key, &nb0, &nrem0);
+            put_result r = put_one(rj->to, key, nb0, nrem0, v, false);
+            if (r.result != FLOE_INSERTED) {
+                atomic_store(&rj->failed, 1);
+                return;
+            }
+            ty->used[r.level]++;
+        }
+    }
+}
+
+/* Rebuilds t into 2^addr_bits primary buckets; caller holds the write lock. */
+static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, floe_error *err)
+{
+    uint32_t max = floe_max_addr_bits(t->spec.key_bits);
+    for (;; addr_bits++) {
+        if (addr_bits > max)
+            return floe_error_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
+        store ns;
+        floe_status st = store_alloc(&ns, &t->spec, addr_bits, err);
+        if (st != FLOE_OK)
+            return st;
+        uint64_t used[FLOE_LEVELS] = {0, 0, 0};
+        bool failed = false;
+        for (uint32_t l = 0; l < FLOE_LEVELS && !failed; l++) {
+            uint64_t nb = floe_level_buckets(&t->s.g.level[l]);
+            rebuild_job rj = {.from = &t->s, .to = &ns, .level = l, .buckets_per_task = 1024};
+            size_t tasks = (size_t)((nb + rj.buckets_per_task - 1) / rj.buckets_per_task);
+            rj.tallies = calloc(tasks, sizeof *rj.tallies);
+            if (!rj.tallies) {
+                store_free(&ns);
+                return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory rebuilding");
+            }
+            atomic_init(&rj.failed, 0);
+            floe_pool_run(t->pool, tasks, rebuild_chunk, &rj);
+            failed = atomic_load(&rj.failed) != 0;
+            for (size_t k = 0; k < tasks; k++)
+                for (int m = 0; m < FLOE_LEVELS; m++)
+                    used[m] += rj.tallies[k].used[m];
+            free(rj.tallies);
+        }
+        if (failed) { /* the new size could not hold every key: try twice as big */
+            store_free(&ns);
+            continue;
+        }
+        store_free(&t->s);
+        t->s = ns;
+        t->addr_bits = addr_bits;
+        for (int l = 0; l < FLOE_LEVELS; l++)
+            atomic_store(&t->used[l], used[l]);
+        atomic_store(&t->tombstones, 0);
+        atomic_fetch_add(&t->generation, 1);
+        return FLOE_OK;
+    }
+}
+
+static uint64_t used_slots(iceberg *t)
+{
+    uint64_t u = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        u += atomic_load_explicit(&t->used[l], memory_order_relaxed);
+    return u;
+}
+
+/* The size to grow to: twice the slots, unless tombstones hold most of the
+ * occupied space, in which case a rebuild at the same size reclaims it. */
+static uint32_t grow_target(iceberg *t)
+{
+    uint64_t keys = used_slots(t) - atomic_load(&t->tombstones);
+    if ((double)keys < t->spec.max_fill * 0.5 * (double)t->s.g.total_slots)
+        return t->addr_bits;
+    return t->addr_bits + 1;
+}
+
+/* With grow on: rebuild before a batch once occupied slots pass max_fill. */
+static void grow_if_over_fill(iceberg *t)
+{
+    if (!t->spec.grow)
+        return;
+    pthread_rwlock_rdlock(&t->lock);
+    bool over = (double)used_slots(t) > t->spec.max_fill * (double)t->s.g.total_slots;
+    pthread_rwlock_unlock(&t->lock);
+    if (!over)
+        return;
+    pthread_rwlock_wrlock(&t->lock);
+    if ((double)used_slots(t) > t->spec.max_fill * (double)t->s.g.total_slots)
+        rebuild_locked(t, grow_target(t), NULL); /* on failure the table stays as it is */
+    pthread_rwlock_unlock(&t->lock);
+}
+
+/* ---- public API ------------------------------------------------------------------------ */
+
+uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity)
+{
+    uint32_t a = floe_min_addr_bits(key_bits), max = floe_max_addr_bits(key_bits);
+    floe_geometry g;
+    for (; a < max; a++) {
+        floe_geometry_init(&g, key_bits, a, 0);
+        if ((double)g.total_slots * FLOE_DEFAULT_MAX_FILL >= (double)capacity)
+            break;
+    }
+    return a;
+}
+
+floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe_pool *pool, iceberg **out,
+                                 floe_error *err)
+{
+    floe_status st = floe_spec_validate(spec, err);
+    if (st != FLOE_OK)
+        return st;
+    if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
+        return floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
+                              floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits),
+                              spec->key_bits);
+    iceberg *t = calloc(1, sizeof *t);
+    if (!t)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    t->spec = *spec;
+    while (t->spec.seed == 0)
+        if (getrandom(&t->spec.seed, sizeof t->spec.seed, 0) != sizeof t->spec.seed)
+            t->spec.seed = 0x6A09E667F3BCC909ull; /* no entropy: a fixed seed still works */
+    t->pool = pool;
+    t->addr_bits = addr_bits;
+    st = store_alloc(&t->s, &t->spec, addr_bits, err);
+    if (st != FLOE_OK) {
+        free(t);
+        return st;
+    }
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    /* A waiting rebuild must not starve behind a stream of batches. */
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&t->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    *out = t;
+    return FLOE_OK;
+}
+
+floe_status iceberg_create(const floe_spec *spec, floe_pool *pool, iceberg **out, floe_error *err)
+{
+    floe_status st = floe_spec_validate(spec, err);
+    if (st != FLOE_OK)
+        return st;
+    return iceberg_create_sized(spec, iceberg_addr_bits_for(spec->key_bits, spec->capacity), pool, out, err);
+}
+
+void iceberg_destroy(iceberg *t)
+{
+    if (!t)
+        return;
+    store_free(&t->s);
+    pthread_rwlock_destroy(&t->lock);
+    free(t);
+}
+
+const floe_spec *iceberg_spec(const iceberg *t)
+{
+    return &t->spec;
+}
+
+static void count_into(floe_counts *c, const uint8_t *results, size_t n)
+{
+    if (!c)
+        return;
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < n; i++) {
+        switch (results[i]) {
+        case FLOE_INSERTED:
+            c->inserted++;
+            break;
+        case FLOE_PRESENT:
+            c->present++;
+            break;
+        case FLOE_ABSENT:
+            c->absent++;
+            break;
+        case FLOE_FULL:
+            c->full++;
+            break;
+        case FLOE_ERASED:
+            c->erased++;
+            break;
+        }
+    }
+}
+
+floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const void *values, size_t values_len,
+                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out, floe_counts *counts,
+                           floe_error *err)
+{
+    const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
+    const bool overwrite = (flags & ICEBERG_OVERWRITE) != 0;
+    floe_status st = check_keys(t, keys, n, err);
+    if (st != FLOE_OK)
+        return st;
+    if (!results && n > 0)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer");
+    if (!vb && (values || values_len))
+        return floe_error_set(err, FLOE_ERR_INVALID, "values given for a SET: a SET stores keys only");
+    if (!vb && values_out)
+        return floe_error_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
+    if (!vb && overwrite)
+        return floe_error_set(err, FLOE_ERR_INVALID, "overwrite is for MAP tables");
+    if (vb && (values_len != n * vb || (n > 0 && !values)))
+        return floe_error_set(err, FLOE_ERR_INVALID, "a MAP insert of %zu keys needs %zu bytes of values (%u per key), got %zu",
+                              n, n * vb, vb, values_len);
+    if (n == 0) {
+        count_into(counts, results, 0);
+        return FLOE_OK;
+    }
+
+    uint32_t *rep = malloc(n * sizeof *rep);
+    uint32_t *src = vb && overwrite ? malloc(n * sizeof *src) : NULL;
+    uint32_t *retry = malloc(n * sizeof *retry);
+    uint8_t *scratch = malloc(n);
+    tally *tallies = calloc(batch_tasks(n), sizeof *tallies);
+    size_t distinct;
+    if (!rep || (vb && overwrite && !src) || !retry || !scratch || !tallies) {
+        st = floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
+        goto out;
+    }
+    st = floe_dedup(t->pool, keys, n, rep, &distinct, err);
+    if (st != FLOE_OK)
+        goto out;
+    if (src) { /* an upsert stores the last occurrence's value */
+        for (size_t i = 0; i < n; i++)
+            src[i] = (uint32_t)i;
+        for (size_t i = 0; i < n; i++)
+            src[rep[i]] = (uint32_t)i;
+    }
+
+    grow_if_over_fill(t);
+    batch bt = {.op = OP_INSERT, .overwrite = overwrite, .keys = keys, .n = n, .rep = rep, .value_src = src,
+                .values = values, .results = results, .ids = ids, .values_out = values_out, .tallies = tallies};
+    pthread_rwlock_rdlock(&t->lock);
+    bt.s = &t->s;
+    uint64_t gen = atomic_load(&t->generation);
+    tally ty = run_batch(t, &bt);
+    pthread_rwlock_unlock(&t->lock);
+
+    /* FULL keys with grow on: rebuild at twice the size and retry them. */
+    bool rebuilt = false;
+    while (ty.c[FLOE_FULL] > 0 && t->spec.grow) {
+        size_t nr = 0;
+        for (size_t i = 0; i < n; i++)
+            if (rep[i] == i && results[i] == FLOE_FULL)
+                retry[nr++] = (uint32_t)i;
+        pthread_rwlock_wrlock(&t->lock);
+        floe_status gst = FLOE_OK;
+        if (atomic_load(&t->generation) == gen) /* nobody else grew it meanwhile */
+            gst = rebuild_locked(t, t->addr_bits + 1, NULL);
+        pthread_rwlock_unlock(&t->lock);
+        if (gst != FLOE_OK)
+            break; /* cannot grow: FULL stands */
+        rebuilt = true;
+        batch rb = bt;
+        rb.subset = retry;
+        rb.n = nr;
+        pthread_rwlock_rdlock(&t->lock);
+        rb.s = &t->s;
+        gen = atomic_load(&t->generation);
+        ty = run_batch(t, &rb);
+        pthread_rwlock_unlock(&t->lock);
+    }
+    if (rebuilt && ids) { /* ids from before the rebuild are stale: look them up again */
+        batch fb = {.op = OP_FIND, .keys = keys, .n = n, .rep = rep, .results = scratch, .ids = ids,
+                    .tallies = tallies};
+        pthread_rwlock_rdlock(&t->lock);
+        fb.s = &t->s;
+        run_batch(t, &fb);
+        pthread_rwlock_unlock(&t->lock);
+    }
+
+    /* Later occurrences, in order, see the first occurrence's effect. */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = rep[i];
+        if (r == i)
+            continue;
+        results[i] = results[r] == FLOE_FULL ? FLOE_FULL : FLOE_PRESENT;
+        if (ids)
+            ids[i] = ids[r];
+        if (values_out && !overwrite) /* the value the first occurrence left */
+            value_out(values_out, vb, i, results[r] == FLOE_FULL ? 0 : value_in(values_out, vb, r));
+    }
+    if (values_out && overwrite) {
+        /* The first occurrence stored the last occurrence's value; every
+         * occurrence answers as if applied alone, in order: a later one sees
+         * the value of the one before it (src[] now tracks that one). */
+        for (size_t i = 0; i < n; i++)
+            if (rep[i] == i)
+                src[i] = (uint32_t)i;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t r = rep[i];
+            if (r == i)
+                continue;
+            value_out(values_out, vb, i, results[r] == FLOE_FULL ? 0 : value_in(values, vb, src[r]));
+            src[r] = (uint32_t)i;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (rep[i] == i && results[i] == FLOE_INSERTED)
+                value_out(values_out, vb, i, value_in(values, vb, i));
+    }
+    count_into(counts, results, n);
+out:
+    free(rep);
+    free(src);
+    free(retry);
+    free(scratch);
+    free(tallies);
+    return st;
+}
+
+floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
+                         void *values_out, floe_counts *counts, floe_error *err)
+{
+    floe_status st = check_keys(t, keys, n, err);
+    if (st != FLOE_OK)
+        return st;
+    if (!results && n > 0)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer");
+    if (values_out && t->spec.kind != FLOE_KIND_MAP)
+        return floe_error_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
+    tally *tallies = calloc(batch_tasks(n) + 1, sizeof *tallies);
+    if (!tallies)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
+    /* Finds change nothing, so duplicates need no ordering. */
+    batch bt = {.op = OP_FIND, .keys = keys, .n = n, .results = results, .ids = ids, .values_out = values_out,
+                .tallies = tallies};
+    pthread_rwlock_rdlock(&t->lock);
+    bt.s = &t->s;
+    run_batch(t, &bt);
+    pthread_rwlock_unlock(&t->lock);
+    free(tallies);
+    count_into(counts, results, n);
+    return FLOE_OK;
+}
+
+floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, floe_counts *counts,
+                          floe_error *err)
+{
+    floe_status st = check_keys(t, keys, n, err);
+    if (st != FLOE_OK)
+        return st;
+    if (!results && n > 0)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer");
+    if (n == 0) {
+        count_into(counts, results, 0);
+        return FLOE_OK;
+    }
+    uint32_t *rep = malloc(n * sizeof *rep);
+    tally *tallies = calloc(batch_tasks(n), sizeof *tallies);
+    size_t distinct;
+    if (!rep || !tallies) {
+        free(rep);
+        free(tallies);
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
+    }
+    st = floe_dedup(t->pool, keys, n, rep, &distinct, err);
+    if (st == FLOE_OK) {
+        batch bt = {.op = OP_ERASE, .keys = keys, .n = n, .rep = rep, .results = results, .tallies = tallies};
+        pthread_rwlock_rdlock(&t->lock);
+        bt.s = &t->s;
+        run_batch(t, &bt);
+        pthread_rwlock_unlock(&t->lock);
+        for (size_t i = 0; i < n; i++)
+            if (rep[i] != i)
+                results[i] = FLOE_ABSENT; /* the first occurrence erased it, or it was absent */
+        count_into(counts, results, n);
+    }
+    free(rep);
+    free(tallies);
+    return st;
+}
+
+floe_status iceberg_scan(iceberg *t, const floe_cursor *from, size_t limit, uint64_t *keys, void *values,
+                         size_t *n, floe_cursor *next, int *done, floe_error *err)
+{
+    const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
+    if (values && !vb)
+        return floe_error_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
+    if (limit > 0 && !keys)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no keys buffer");
+    pthread_rwlock_rdlock(&t->lock);
+    const store *s = &t->s;
+    uint64_t gen = atomic_load(&t->generation);
+    uint64_t pos = from ? from->position : 0;
+    if (from && from->generation != gen) {
+        pthread_rwlock_unlock(&t->lock);
+        return floe_error_set(err, FLOE_ERR_INVALID,
+                              "scan cursor is from generation %llu but the table was rebuilt (generation %llu): "
+                              "start the scan again",
+                              (unsigned long long)from->generation, (unsigned long long)gen);
+    }
+    if (pos > s->g.total_slots) {
+        pthread_rwlock_unlock(&t->lock);
+        return floe_error_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu slots",
+                              (unsigned long long)pos, (unsigned long long)s->g.total_slots);
+    }
+    size_t got = 0;
+    uint64_t budget = SCAN_MAX_SLOTS;
+    while (pos < s->g.total_slots && got < limit && budget > 0) {
+        uint32_t l, slot;
+        uint64_t b;
+        floe_slot_split(&s->g, pos, &l, &b, &slot);
+        const floe_level *lv = &s->g.level[l];
+        uint64_t word = atomic_load_explicit(&bucket_ptr(s, l, b)[floe_row_word(lv->row_bits, slot)],
+                                             memory_order_acquire);
+        uint64_t row = (word >> ((slot * lv->row_bits) & 63)) & floe_row_mask(lv->row_bits);
+        if (floe_row_is_key(row, lv->row_bits)) {
+            keys[got] = floe_join(&s->g, l, floe_row_choice(l, row), b, floe_row_remainder(l, row));
+            if (values)
+                value_out(values, vb, got, value_load(s, pos));
+            got++;
+        }
+        pos++;
+        budget--;
+    }
+    *n = got;
+    next->position = pos;
+    next->generation = gen;
+    *done = pos >= s->g.total_slots;
+    pthread_rwlock_unlock(&t->lock);
+    return FLOE_OK;
+}
+
+void iceberg_stats(iceberg *t, floe_table_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    pthread_rwlock_rdlock(&t->lock);
+    const store *s = &t->s;
+    st->spec = t->spec;
+    st->tombstones = atomic_load(&t->tombstones);
+    uint64_t used = used_slots(t);
+    st->keys = used - st->tombstones;
+    st->slots = s->g.total_slots;
+    st->fill = (double)used / (double)st->slots;
+    st->memory_bytes = s->bytes[0] + s->bytes[1] + s->bytes[2] + s->values_bytes;
+    st->bytes_per_key = st->keys ? (double)st->memory_bytes / (double)st->keys : 0.0;
+    st->generation = atomic_load(&t->generation);
+    strcpy(st->backend, "cpu");
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        floe_level_stats *ls = &st->level[l];
+        ls->slots = floe_level_slots(&s->g.level[l]);
+        ls->used = atomic_load(&t->used[l]);
+        ls->row_bits = s->g.level[l].row_bits;
+        ls->buckets_log2 = s->g.level[l].addr_bits;
+        ls->fill = (double)ls->used / (double)ls->slots;
+    }
+    pthread_rwlock_unlock(&t->lock);
+}
+
+floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_error *err)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    if (addr_bits == 0)
+        addr_bits = t->addr_bits;
+    floe_status st;
+    if (addr_bits < floe_min_addr_bits(t->spec.key_bits) || addr_bits > floe_max_addr_bits(t->spec.key_bits))
+        st = floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
+                            floe_min_addr_bits(t->spec.key_bits), floe_max_addr_bits(t->spec.key_bits),
+                            t->spec.key_bits);
+    else
+        st = rebuild_locked(t, addr_bits, err);
+    pthread_rwlock_unlock(&t->lock);
+    return st;
+}
+
+floe_status iceberg_save(iceberg *t, const char *path, floe_error *err)
+{
+    /* The write lock: the file must be one consistent state. */
+    pthread_rwlock_wrlock(&t->lock);
+    floe_file_header h;
+    memset(&h, 0, sizeof h);
+    h.spec = t->spec;
+    h.layout_version = FLOE_LAYOUT_VERSION;
+    h.addr_bits = t->addr_bits;
+    h.generation = atomic_load(&t->generation);
+    h.tombstones = atomic_load(&t->tombstones);
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        h.used[l] = atomic_load(&t->used[l]);
+    h.keys = used_slots(t) - h.tombstones;
+    h.nsections = FLOE_LEVELS + 1;
+    const void *sections[FLOE_LEVELS + 1];
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        h.section_bytes[l] = t->s.bytes[l];
+        sections[l] = (const void *)t->s.words[l];
+    }
+    h.section_bytes[FLOE_LEVELS] = t->s.values_bytes;
+    sections[FLOE_LEVELS] = t->s.values;
+    floe_status st = floe_file_save(path, &h, sections, err);
+    pthread_rwlock_unlock(&t->lock);
+    return st;
+}
+
+/* Recounts a loaded table: counters in the header must match the rows. */
+static floe_status verify_loaded(iceberg *t, const floe_file_header *h, const char *path, floe_error *err)
+{
+    const store *s = &t->s;
+    uint64_t tomb = 0;
+    for (uint32_t l = 0; l < FLOE_LEVELS; l++) {
+        const floe_level *lv = &s->g.level[l];
+        uint64_t used = 0, nb = floe_level_buckets(lv);
+        for (uint64_t b = 0; b < nb; b++) {
+            const aword *bp = bucket_ptr(s, l, b);
+            bool seen_empty = false;
+            for (uint32_t i = 0; i < lv->slots; i++) {
+                uint64_t w = atomic_load_explicit(&bp[floe_row_word(lv->row_bits, i)], memory_order_relaxed);
+                uint64_t row = (w >> ((i * lv->row_bits) & 63)) & floe_row_mask(lv->row_bits);
+                if (row == FLOE_ROW_EMPTY) {
+                    seen_empty = true;
+                    continue;
+                }
+                if (seen_empty || row == floe_row_busy(lv->row_bits) ||
+                    (floe_row_is_key(row, lv->row_bits) && floe_row_remainder(l, row) > floe_mask_bits(lv->rem_bits)))
+                    return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: bad row in level %u bucket %llu",
+                                          path, l, (unsigned long long)b);
+                used++;
+                tomb += row == floe_row_tombstone(lv->row_bits);
+            }
+        }
+        if (used != h->used[l])
+            return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: level %u holds %llu rows, header says %llu",
+                                  path, l, (unsigned long long)used, (unsigned long long)h->used[l]);
+    }
+    if (tomb != h->tombstones || h->keys != h->used[0] + h->used[1] + h->used[2] - tomb)
+        return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: key and tombstone counts disagree", path);
+    return FLOE_OK;
+}
+
+floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_error *err)
+{
+    floe_file_header h;
+    floe_file_reader *r;
+    iceberg *t = NULL;
+    floe_status st = floe_file_open(path, &h, &r, err);
+    if (st != FLOE_OK)
+        return st;
+    floe_error spec_err;
+    if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0) {
+        st = floe_error_set(err, FLOE_ERR_INVALID, "%s holds an invalid table spec: %s", path,
+                            h.spec.seed == 0 ? "seed 0" : spec_err.msg);
+        goto out;
+    }
+    if (h.addr_bits < floe_min_addr_bits(h.spec.key_bits) || h.addr_bits > floe_max_addr_bits(h.spec.key_bits)) {
+        st = floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: primary address bits %u", path, h.addr_bits);
+        goto out;
+    }
+    floe_geometry g;
+    floe_geometry_init(&g, h.spec.key_bits, h.addr_bits, h.spec.seed);
+    uint64_t vbytes = h.spec.kind == FLOE_KIND_MAP ? g.total_slots * h.spec.value_bytes : 0;
+    bool sizes_ok = h.nsections == FLOE_LEVELS + 1 && h.section_bytes[FLOE_LEVELS] == vbytes;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        sizes_ok = sizes_ok && h.section_bytes[l] == floe_level_words(&g.level[l]) * sizeof(uint64_t);
+    if (!sizes_ok) {
+        st = floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
+                            path);
+        goto out;
+    }
+    st = iceberg_create_sized(&h.spec, h.addr_bits, pool, &t, err);
+    if (st != FLOE_OK)
+        goto out;
+    void *sections[FLOE_LEVELS + 1];
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        sections[l] = (void *)t->s.words[l];
+    sections[FLOE_LEVELS] = t->s.values;
+    st = floe_file_read(r, sections, err);
+    if (st != FLOE_OK)
+        goto out;
+    st = verify_loaded(t, &h, path, err);
+    if (st != FLOE_OK)
+        goto out;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        atomic_store(&t->used[l], h.used[l]);
+    atomic_store(&t->tombstones, h.tombstones);
+    atomic_store(&t->generation, h.generation);
+    *out = t;
+    t = NULL;
+out:
+    iceberg_destroy(t);
+    floe_file_close(r);
+    return st;
+}

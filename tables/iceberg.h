@@ -1,0 +1,76 @@
+/*
+ * iceberg.h - the CPU engine for SET and MAP tables: a compact iceberg hash
+ * table (layout in layout.h) driven batch by batch on a thread pool with C11
+ * atomics, lock-free on the hot path.
+ *
+ * Every batch call is thread-safe: any number of threads may insert, find,
+ * erase and scan one table at once (a read-write lock is taken once per
+ * batch so that a rebuild can stop the world).  Among concurrent inserts of
+ * one key exactly one sees FLOE_INSERTED.  Inside one batch keys apply in
+ * order: the first occurrence of a key is the one INSERTED (or ERASED).
+ *
+ * Per-key arrays: keys are uint64_t; values (MAP) are packed little-endian,
+ * value_bytes per key, and need no alignment; results are one byte per key
+ * (FLOE_ABSENT, FLOE_PRESENT, FLOE_INSERTED, FLOE_FULL, FLOE_ERASED); ids are
+ * the keys' stable slot ids (FLOE_NO_ID where a key has none).  An invalid
+ * batch (a key >= 2^key_bits, values of the wrong size, values on a SET)
+ * returns FLOE_ERR_INVALID and changes nothing.
+ */
+#ifndef FLOE_TABLES_ICEBERG_H
+#define FLOE_TABLES_ICEBERG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pool.h"
+#include "spec.h"
+#include "status.h"
+
+#define FLOE_NO_ID UINT64_MAX
+#define ICEBERG_OVERWRITE 1u /* insert: replace the value of a PRESENT key (MAP upsert) */
+
+typedef struct iceberg iceberg;
+
+/* Primary address bits for a table that must hold capacity keys at fill 0.9. */
+uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity);
+
+/* Creates an empty table sized for spec->capacity; pool runs its batches
+ * (NULL: inline in the caller).  The spec must pass floe_spec_validate. */
+floe_status iceberg_create(const floe_spec *spec, floe_pool *pool, iceberg **out, floe_error *err);
+/* The same with an explicit primary level of 2^addr_bits buckets (benchmarks). */
+floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe_pool *pool, iceberg **out,
+                                 floe_error *err);
+void iceberg_destroy(iceberg *t);
+const floe_spec *iceberg_spec(const iceberg *t);
+
+/* Find-or-put.  values/values_len: MAP only, n * value_bytes bytes.  Outputs
+ * may be NULL except results.  values_out (MAP): for PRESENT the value stored
+ * before this occurrence, for INSERTED the value now stored, 0 for FULL. */
+floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const void *values, size_t values_len,
+                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out, floe_counts *counts,
+                           floe_error *err);
+/* PRESENT / ABSENT; values_out (MAP only) gets the stored values, 0 if absent. */
+floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
+                         void *values_out, floe_counts *counts, floe_error *err);
+/* ERASED / ABSENT; the slot becomes a tombstone until the next rebuild. */
+floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, floe_counts *counts,
+                          floe_error *err);
+
+/* Up to limit keys (and values, MAP) from the cursor on (NULL: the start).
+ * *done is set when the scan has passed the last slot.  A cursor from an
+ * earlier generation is refused: a rebuild moved every key.  A call examines
+ * a bounded number of slots, so it may return fewer than limit keys (even 0)
+ * with *done unset. */
+floe_status iceberg_scan(iceberg *t, const floe_cursor *from, size_t limit, uint64_t *keys, void *values,
+                         size_t *n, floe_cursor *next, int *done, floe_error *err);
+
+void iceberg_stats(iceberg *t, floe_table_stats *s);
+
+/* Rebuilds into 2^addr_bits primary buckets (0: the current size), dropping
+ * tombstones; ids change and the generation increments. */
+floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_error *err);
+
+floe_status iceberg_save(iceberg *t, const char *path, floe_error *err);
+floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_error *err);
+
+#endif /* FLOE_TABLES_ICEBERG_H */

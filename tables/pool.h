@@ -1,0 +1,26 @@
+/*
+ * pool.h - the CPU engine's thread pool.
+ *
+ * One primitive: floe_pool_run(pool, tasks, fn, arg) calls fn(arg, i) for
+ * every i < tasks across the pool's threads and returns when all are done.
+ * The calling thread works on its own job too, so a caller never waits idle
+ * and several callers (one per table) may run jobs at once without deadlock:
+ * a job never waits for another job.  A NULL pool runs the tasks inline.
+ */
+#ifndef FLOE_TABLES_POOL_H
+#define FLOE_TABLES_POOL_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+typedef struct floe_pool floe_pool;
+
+/* threads = 0 uses one thread per online CPU. */
+floe_status floe_pool_create(unsigned threads, floe_pool **out, floe_error *err);
+void floe_pool_destroy(floe_pool *p);
+/* Threads that execute tasks (workers plus the caller); 1 for a NULL pool. */
+unsigned floe_pool_width(const floe_pool *p);
+void floe_pool_run(floe_pool *p, size_t tasks, void (*fn)(void *arg, size_t task), void *arg);
+
+#endif /* FLOE_TABLES_POOL_H */

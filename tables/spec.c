@@ -1,0 +1,84 @@
+/*
+ * spec.c - table spec defaults and validation (see spec.h).
+ */
+#include "spec.h"
+
+#include <math.h>
+#include <string.h>
+
+void floe_spec_default(floe_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->kind = FLOE_KIND_SET;
+    s->key_bits = 64;
+    s->capacity = (uint64_t)1 << 20;
+    s->max_fill = FLOE_DEFAULT_MAX_FILL;
+    strcpy(s->backend, "auto");
+}
+
+const char *floe_kind_name(floe_kind k)
+{
+    switch (k) {
+    case FLOE_KIND_SET:
+        return "SET";
+    case FLOE_KIND_MAP:
+        return "MAP";
+    case FLOE_KIND_TREE:
+        return "TREE";
+    case FLOE_KIND_ORDERED:
+        return "ORDERED";
+    case FLOE_KIND_STATIC:
+        return "STATIC";
+    default:
+        return "KIND_UNSPECIFIED";
+    }
+}
+
+static bool name_ok(const char *n)
+{
+    size_t len = strnlen(n, FLOE_NAME_MAX + 1);
+    if (len == 0 || len > FLOE_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = n[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                  c == '-' || c == '.';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+floe_status floe_spec_validate(const floe_spec *s, floe_error *err)
+{
+    if (!name_ok(s->name))
+        return floe_error_set(err, FLOE_ERR_INVALID,
+                              "table name must be 1 to %d characters of letters, digits, '_', '-' or '.'",
+                              FLOE_NAME_MAX);
+    if (s->kind == FLOE_KIND_TREE || s->kind == FLOE_KIND_ORDERED || s->kind == FLOE_KIND_STATIC)
+        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "table kind %s is not implemented yet",
+                              floe_kind_name(s->kind));
+    if (s->kind != FLOE_KIND_SET && s->kind != FLOE_KIND_MAP)
+        return floe_error_set(err, FLOE_ERR_INVALID, "table kind must be SET or MAP");
+    if (s->key_bits < 1 || s->key_bits > 64)
+        return floe_error_set(err, FLOE_ERR_INVALID, "key_bits must be 1..64, got %u", s->key_bits);
+    if (s->kind == FLOE_KIND_SET && s->value_bytes != 0)
+        return floe_error_set(err, FLOE_ERR_INVALID, "a SET has no values: value_bytes must be 0, got %u",
+                              s->value_bytes);
+    if (s->kind == FLOE_KIND_MAP && s->value_bytes != 4 && s->value_bytes != 8)
+        return floe_error_set(err, FLOE_ERR_INVALID, "a MAP needs value_bytes 4 or 8, got %u", s->value_bytes);
+    if (s->words != 0)
+        return floe_error_set(err, FLOE_ERR_INVALID, "words is for TREE tables; a %s needs words = 0",
+                              floe_kind_name(s->kind));
+    if (s->capacity == 0)
+        return floe_error_set(err, FLOE_ERR_INVALID, "capacity must be at least 1");
+    if (s->capacity > FLOE_MAX_CAPACITY)
+        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "capacity %llu is above the limit of 2^40 keys",
+                              (unsigned long long)s->capacity);
+    if (!(s->max_fill > 0.0 && s->max_fill <= 1.0) || isnan(s->max_fill))
+        return floe_error_set(err, FLOE_ERR_INVALID, "max_fill must be in (0, 1], got %g", s->max_fill);
+    if (strcmp(s->backend, "cpu") != 0 && strcmp(s->backend, "gpu") != 0 && strcmp(s->backend, "auto") != 0 &&
+        s->backend[0] != '\0')
+        return floe_error_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
+    return FLOE_OK;
+}

@@ -1,0 +1,86 @@
+/*
+ * spec.h - what a table is: its spec (kind, key width, values, capacity,
+ * growth) and the figures every backend reports about it.
+ *
+ * A spec is validated once, by floe_spec_validate, before any backend sees
+ * it; backends may then trust it.
+ */
+#ifndef FLOE_TABLES_SPEC_H
+#define FLOE_TABLES_SPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "status.h"
+
+/* Numbers as in the protocol's TableKind. */
+typedef enum floe_kind {
+    FLOE_KIND_UNSPECIFIED = 0,
+    FLOE_KIND_SET = 1,
+    FLOE_KIND_MAP = 2,
+    FLOE_KIND_TREE = 3,
+    FLOE_KIND_ORDERED = 4,
+    FLOE_KIND_STATIC = 5,
+} floe_kind;
+
+#define FLOE_NAME_MAX 64
+#define FLOE_BACKEND_NAME_MAX 16
+#define FLOE_DEFAULT_MAX_FILL 0.9
+/* The largest capacity a spec may ask for: 2^40 keys. */
+#define FLOE_MAX_CAPACITY ((uint64_t)1 << 40)
+
+typedef struct floe_spec {
+    char name[FLOE_NAME_MAX + 1]; /* [A-Za-z0-9_.-], 1..64 characters */
+    floe_kind kind;
+    uint32_t key_bits;    /* SET, MAP: 1..64 */
+    uint32_t words;       /* TREE: 32-bit words per vector */
+    uint32_t value_bytes; /* MAP: 4 or 8; SET: 0 */
+    uint64_t capacity;    /* keys the table holds without growing */
+    bool grow;            /* rebuild at twice the size instead of answering FULL */
+    double max_fill;      /* with grow: rebuild when occupied slots pass this fraction */
+    uint64_t seed;        /* permutation seed; 0 = pick one at random */
+    char backend[FLOE_BACKEND_NAME_MAX]; /* "cpu", "gpu" or "auto" */
+} floe_spec;
+
+/* A spec with the defaults: SET, 64-bit keys, capacity 1 Mi, no growth. */
+void floe_spec_default(floe_spec *s);
+
+/* Checks every field; on failure says which one and why. */
+floe_status floe_spec_validate(const floe_spec *s, floe_error *err);
+
+const char *floe_kind_name(floe_kind k);
+
+/* Per-batch tallies of the per-key answers. */
+typedef struct floe_counts {
+    uint64_t inserted, present, absent, full, erased;
+} floe_counts;
+
+/* Where a scan resumes: a slot position, valid for one generation. */
+typedef struct floe_cursor {
+    uint64_t position;
+    uint64_t generation;
+} floe_cursor;
+
+typedef struct floe_level_stats {
+    uint64_t slots;    /* slots in the level */
+    uint64_t used;     /* non-empty slots: keys and tombstones */
+    uint32_t row_bits; /* 16, 32 or 64 */
+    uint32_t buckets_log2;
+    double fill; /* used / slots */
+} floe_level_stats;
+
+typedef struct floe_table_stats {
+    floe_spec spec;
+    uint64_t keys;       /* live keys */
+    uint64_t tombstones; /* erased slots awaiting a rebuild */
+    uint64_t slots;      /* all slots, every level */
+    double fill;         /* (keys + tombstones) / slots */
+    uint64_t memory_bytes;
+    double bytes_per_key; /* memory_bytes / keys (0 when empty) */
+    uint64_t generation;  /* rebuilds so far */
+    char backend[FLOE_BACKEND_NAME_MAX];
+    floe_level_stats level[FLOE_LEVELS]; /* primary, secondary, stash */
+} floe_table_stats;
+
+#endif /* FLOE_TABLES_SPEC_H */

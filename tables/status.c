@@ -1,0 +1,38 @@
+/*
+ * status.c - status names and error messages (see status.h).
+ */
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+floe_status floe_error_set(floe_error *e, floe_status code, const char *fmt, ...)
+{
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        e->code = code;
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void floe_error_clear(floe_error *e)
+{
+    if (e) {
+        e->code = FLOE_OK;
+        e->msg[0] = '\0';
+    }
+}
+
+const char *floe_status_name(floe_status s)
+{
+    static const char *const names[] = {
+        "OK",      "ERR_INVALID",         "ERR_NO_TABLE",   "ERR_EXISTS",          "ERR_FULL",     "ERR_BUSY",
+        "ERR_UNAUTHENTICATED", "ERR_TOO_LARGE", "ERR_UNSUPPORTED", "ERR_SHUTTING_DOWN", "ERR_INTERNAL",
+    };
+    if ((unsigned)s < sizeof names / sizeof names[0])
+        return names[s];
+    return "ERR_UNKNOWN";
+}

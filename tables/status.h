@@ -1,0 +1,46 @@
+/*
+ * status.h - errors as values.
+ *
+ * Every fallible function in floe returns a floe_status and, when given a
+ * floe_error, fills it with a human-readable message.  Nothing in the table
+ * engine prints or exits; the caller decides.  The numbers are those of the
+ * wire protocol's Status enum (proto/floe.proto), so a status travels to the
+ * client unchanged.
+ */
+#ifndef FLOE_TABLES_STATUS_H
+#define FLOE_TABLES_STATUS_H
+
+#include <stddef.h>
+
+typedef enum floe_status {
+    FLOE_OK = 0,
+    FLOE_ERR_INVALID = 1,
+    FLOE_ERR_NO_TABLE = 2,
+    FLOE_ERR_EXISTS = 3,
+    FLOE_ERR_FULL = 4,
+    FLOE_ERR_BUSY = 5,
+    FLOE_ERR_UNAUTHENTICATED = 6,
+    FLOE_ERR_TOO_LARGE = 7,
+    FLOE_ERR_UNSUPPORTED = 8,
+    FLOE_ERR_SHUTTING_DOWN = 9,
+    FLOE_ERR_INTERNAL = 10,
+} floe_status;
+
+#define FLOE_ERROR_MAX 256
+
+typedef struct floe_error {
+    floe_status code;
+    char msg[FLOE_ERROR_MAX];
+} floe_error;
+
+/* Records code and a printf-style message in e (if e is not NULL); returns code. */
+floe_status floe_error_set(floe_error *e, floe_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Resets e to FLOE_OK with an empty message. */
+void floe_error_clear(floe_error *e);
+
+/* "OK", "ERR_INVALID", ...: the protocol's names. */
+const char *floe_status_name(floe_status s);
+
+#endif /* FLOE_TABLES_STATUS_H */

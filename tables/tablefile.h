@@ -1,0 +1,58 @@
+/*
+ * tablefile.h - the table file format, shared by every backend.
+ *
+ * A file is a 512-byte header, the table's arrays as sections, and a SHA-256
+ * of everything before it:
+ *
+ *   header   magic "FLOETBL\0", format version, the spec (name, kind,
+ *            key_bits, words, value_bytes, capacity, grow, max_fill, seed),
+ *            the layout version and primary address bits (from which the
+ *            geometry is recomputed), generation, counters, section sizes
+ *   sections raw little-endian arrays (for SET/MAP: level 0, 1, 2, values)
+ *   trailer  SHA-256 (OpenSSL) over header and sections
+ *
+ * Saving writes a temporary file beside the target, fsyncs it and renames it
+ * into place, so a crash leaves the old file or the new one, never half of
+ * one.  Loading checks magic, versions, sizes against the file's length and
+ * the checksum before anything is trusted; a damaged or truncated file is
+ * refused with a message saying what is wrong.
+ */
+#ifndef FLOE_TABLES_TABLEFILE_H
+#define FLOE_TABLES_TABLEFILE_H
+
+#include <stdint.h>
+
+#include "spec.h"
+#include "status.h"
+
+#define FLOE_FILE_VERSION 1
+#define FLOE_FILE_HEADER_BYTES 512
+#define FLOE_FILE_MAX_SECTIONS 8
+/* Bumped whenever layout.h changes how keys map to slots. */
+#define FLOE_LAYOUT_VERSION 1
+
+typedef struct floe_file_header {
+    floe_spec spec;
+    uint32_t layout_version;
+    uint32_t addr_bits; /* primary address bits */
+    uint64_t generation;
+    uint64_t keys, tombstones;
+    uint64_t used[FLOE_LEVELS];
+    uint32_t nsections;
+    uint64_t section_bytes[FLOE_FILE_MAX_SECTIONS];
+} floe_file_header;
+
+/* Writes h and its sections (sections[i] holds h->section_bytes[i] bytes). */
+floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections,
+                           floe_error *err);
+
+typedef struct floe_file_reader floe_file_reader;
+
+/* Opens path and reads and checks its header; the caller then allocates the
+ * sections h describes and calls floe_file_read. */
+floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_reader **r, floe_error *err);
+/* Reads every section into sections[i] and verifies the checksum. */
+floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_error *err);
+void floe_file_close(floe_file_reader *r);
+
+#endif /* FLOE_TABLES_TABLEFILE_H */

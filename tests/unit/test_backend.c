@@ -1,0 +1,158 @@
+/*
+ * test_backend.c - the backend interface over the CPU engine: every
+ * operation through floe_table_run, and many asynchronous batches on one
+ * table completing in submission order.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "testutil.h"
+
+static floe_spec map_spec(void)
+{
+    floe_spec s;
+    floe_spec_default(&s);
+    strcpy(s.name, "be");
+    s.kind = FLOE_KIND_MAP;
+    s.key_bits = 32;
+    s.value_bytes = 4;
+    s.capacity = 10000;
+    s.backend[0] = '\0';
+    strcpy(s.backend, "cpu");
+    return s;
+}
+
+START_TEST(every_operation)
+{
+    floe_backend *be;
+    ck_assert_int_eq(floe_backend_cpu_create(2, &be, NULL), FLOE_OK);
+    ck_assert_str_eq(floe_backend_name(be), "cpu");
+    floe_spec s = map_spec();
+    floe_table *t;
+    ck_assert_int_eq(floe_table_create(be, &s, &t, NULL), FLOE_OK);
+    ck_assert_uint_ne(t->spec.seed, 0);
+
+    uint64_t keys[3] = {7, 8, 7}, ids[3];
+    uint32_t vals[3] = {70, 80, 71}, vout[3];
+    uint8_t res[3];
+    floe_batch b = {.op = FLOE_OP_INSERT, .flags = FLOE_BATCH_WANT_IDS | FLOE_BATCH_WANT_VALUES, .keys = keys,
+                    .n = 3, .values = vals, .values_len = sizeof vals, .results = res, .ids = ids, .values_out = vout};
+    ck_assert_int_eq(floe_table_run(t, &b), FLOE_OK);
+    ck_assert_uint_eq(b.counts.inserted, 2);
+    ck_assert_uint_eq(b.counts.present, 1);
+    ck_assert_uint_eq(res[2], FLOE_PRESENT);
+    ck_assert_uint_eq(vout[2], 70);
+
+    floe_batch f = {.op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_VALUES, .keys = keys, .n = 2, .results = res,
+                    .values_out = vout};
+    ck_assert_int_eq(floe_table_run(t, &f), FLOE_OK);
+    ck_assert_uint_eq(vout[0], 70);
+    ck_assert_uint_eq(vout[1], 80);
+
+    floe_batch st = {.op = FLOE_OP_STATS};
+    ck_assert_int_eq(floe_table_run(t, &st), FLOE_OK);
+    ck_assert_uint_eq(st.stats.keys, 2);
+    ck_assert_str_eq(st.stats.backend, "cpu");
+
+    uint64_t sk[16];
+    uint32_t sv[16];
+    floe_batch sc = {.op = FLOE_OP_SCAN, .flags = FLOE_BATCH_WANT_VALUES, .limit = 16, .scan_keys = sk,
+                     .scan_values = sv};
+    size_t got = 0;
+    do {
+        ck_assert_int_eq(floe_table_run(t, &sc), FLOE_OK);
+        got += sc.scan_n;
+        sc.cursor = sc.next;
+        sc.cursor_set = 1;
+    } while (!sc.scan_done);
+    ck_assert_uint_eq(got, 2);
+
+    char path[] = "/tmp/floe-be-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    floe_batch sv_b = {.op = FLOE_OP_SAVE, .path = path};
+    ck_assert_int_eq(floe_table_run(t, &sv_b), FLOE_OK);
+    floe_batch rb = {.op = FLOE_OP_REBUILD};
+    ck_assert_int_eq(floe_table_run(t, &rb), FLOE_OK);
+
+    floe_batch er = {.op = FLOE_OP_ERASE, .keys = keys, .n = 1, .results = res};
+    ck_assert_int_eq(floe_table_run(t, &er), FLOE_OK);
+    ck_assert_uint_eq(er.counts.erased, 1);
+
+    /* an invalid batch fails with its message and changes nothing */
+    uint64_t wide = (uint64_t)1 << 32;
+    floe_batch bad = {.op = FLOE_OP_INSERT, .keys = &wide, .n = 1, .values = vals, .values_len = 4, .results = res};
+    ck_assert_int_eq(floe_table_run(t, &bad), FLOE_ERR_INVALID);
+    ck_assert(strstr(bad.error.msg, "key_bits") != NULL);
+
+    floe_table *u;
+    ck_assert_int_eq(floe_table_load(be, path, &u, NULL), FLOE_OK);
+    floe_batch st2 = {.op = FLOE_OP_STATS};
+    ck_assert_int_eq(floe_table_run(u, &st2), FLOE_OK);
+    ck_assert_uint_eq(st2.stats.keys, 2);
+    unlink(path);
+    floe_table_destroy(u);
+    floe_table_destroy(t);
+    floe_backend_destroy(be);
+}
+END_TEST
+
+typedef struct order_check {
+    atomic_int next;
+    atomic_int errors;
+} order_check;
+
+static void in_order(floe_batch *b)
+{
+    order_check *oc = b->user;
+    int me = (int)(intptr_t)b->keys[0];
+    if (atomic_fetch_add(&oc->next, 1) != me || b->status != FLOE_OK)
+        atomic_fetch_add(&oc->errors, 1);
+}
+
+START_TEST(batches_complete_in_order)
+{
+    enum { N = 300 };
+    floe_backend *be;
+    ck_assert_int_eq(floe_backend_cpu_create(2, &be, NULL), FLOE_OK);
+    floe_spec s = map_spec();
+    s.kind = FLOE_KIND_SET;
+    s.value_bytes = 0;
+    floe_table *t;
+    ck_assert_int_eq(floe_table_create(be, &s, &t, NULL), FLOE_OK);
+    static uint64_t keys[N][50];
+    static uint8_t res[N][50];
+    static floe_batch b[N];
+    order_check oc;
+    atomic_init(&oc.next, 0);
+    atomic_init(&oc.errors, 0);
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < 50; k++)
+            keys[i][k] = k == 0 ? (uint64_t)i : (uint64_t)(i * 50 + k);
+        b[i] = (floe_batch){.op = i % 3 == 2 ? FLOE_OP_FIND : FLOE_OP_INSERT, .keys = keys[i], .n = 50,
+                            .results = res[i], .done = in_order, .user = &oc};
+        floe_table_submit(t, &b[i]);
+    }
+    floe_table_destroy(t); /* waits for every submitted batch */
+    ck_assert_int_eq(atomic_load(&oc.next), N);
+    ck_assert_int_eq(atomic_load(&oc.errors), 0);
+    floe_backend_destroy(be);
+}
+END_TEST
+
+Suite *backend_suite(void)
+{
+    Suite *s = suite_create("backend");
+    TCase *tc = tcase_create("backend");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, every_operation);
+    tcase_add_test(tc, batches_complete_in_order);
+    suite_add_tcase(s, tc);
+    return s;
+}

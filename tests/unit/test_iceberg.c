@@ -1,0 +1,469 @@
+/*
+ * test_iceberg.c - the CPU engine against the reference model: random
+ * batches with heavy duplication, for many key widths, table sizes, SET and
+ * MAP, with and without growth, up to fill 0.95.  Every per-key answer, value
+ * and id is checked, and at the end the table's contents equal the model's.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "iceberg.h"
+#include "testutil.h"
+
+typedef struct workload {
+    uint32_t key_bits;
+    uint64_t capacity;
+    uint32_t value_bytes; /* 0: SET */
+    bool grow;
+    double target_fill;
+    int max_rounds;
+} workload;
+
+static floe_spec make_spec(uint32_t kb, uint64_t cap, uint32_t vb, bool grow, uint64_t seed)
+{
+    floe_spec s;
+    floe_spec_default(&s);
+    strcpy(s.name, "t");
+    s.kind = vb ? FLOE_KIND_MAP : FLOE_KIND_SET;
+    s.key_bits = kb;
+    s.capacity = cap;
+    s.value_bytes = vb;
+    s.grow = grow;
+    s.seed = seed;
+    return s;
+}
+
+static uint64_t get_value(const uint8_t *p, uint32_t vb, size_t i)
+{
+    uint64_t v = 0;
+    memcpy(&v, p + i * vb, vb);
+    return v;
+}
+
+/* Checks that the table holds exactly the model's keys (and values). */
+static void check_contents(iceberg *t, const model *m, uint32_t vb)
+{
+    floe_table_stats st;
+    iceberg_stats(t, &st);
+    ck_assert_uint_eq(st.keys, m->live);
+
+    /* scan: every key exactly once, in pages */
+    model seen;
+    model_init(&seen, m->live);
+    uint64_t keys[777];
+    uint8_t vals[777 * 8];
+    floe_cursor cur, next;
+    int done = 0, first = 1;
+    size_t total = 0;
+    while (!done) {
+        size_t n;
+        floe_error err;
+        ck_assert_int_eq(iceberg_scan(t, first ? NULL : &cur, 777, keys, vb ? vals : NULL, &n, &next, &done, &err),
+                         FLOE_OK);
+        first = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v;
+            ck_assert_msg(model_get(m, keys[i], &v, NULL), "scan returned key %llu that is not stored",
+                          (unsigned long long)keys[i]);
+            ck_assert_msg(!model_get(&seen, keys[i], NULL, NULL), "scan returned key %llu twice",
+                          (unsigned long long)keys[i]);
+            model_put(&seen, keys[i], 0, 0);
+            if (vb)
+                ck_assert_uint_eq(get_value(vals, vb, i), v);
+        }
+        total += n;
+        cur = next;
+    }
+    ck_assert_uint_eq(total, m->live);
+    model_free(&seen);
+
+    /* find every model key: PRESENT with its value, ids all distinct */
+    size_t n = 0;
+    uint64_t *all = malloc((m->live + 1) * sizeof *all);
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->state[i] == 1)
+            all[n++] = m->keys[i];
+    uint8_t *res = malloc(n + 1);
+    uint64_t *ids = malloc((n + 1) * sizeof *ids);
+    uint8_t *vout = malloc((n + 1) * 8);
+    ck_assert_int_eq(iceberg_find(t, all, n, res, ids, vb ? vout : NULL, NULL, NULL), FLOE_OK);
+    model idset;
+    model_init(&idset, n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(res[i] == FLOE_PRESENT, "stored key %llu not found", (unsigned long long)all[i]);
+        ck_assert_uint_lt(ids[i], st.slots);
+        ck_assert_msg(!model_get(&idset, ids[i], NULL, NULL), "two keys share id %llu", (unsigned long long)ids[i]);
+        model_put(&idset, ids[i], 0, 0);
+        if (vb) {
+            uint64_t v;
+            model_get(m, all[i], &v, NULL);
+            ck_assert_uint_eq(get_value(vout, vb, i), v);
+        }
+    }
+    model_free(&idset);
+    free(all);
+    free(res);
+    free(ids);
+    free(vout);
+}
+
+static void run_workload(const workload *w, floe_pool *pool, uint64_t seed)
+{
+    const uint32_t vb = w->value_bytes;
+    floe_spec spec = make_spec(w->key_bits, w->capacity, vb, w->grow, seed | 1);
+    iceberg *t;
+    floe_error err;
+    ck_assert_int_eq(iceberg_create(&spec, pool, &t, &err), FLOE_OK);
+    floe_table_stats st;
+    iceberg_stats(t, &st);
+
+    /* The key universe: all keys for narrow widths, else random keys about
+     * 1.3x the slots so that the table can fill and keys repeat. */
+    uint64_t mask = floe_mask_bits(w->key_bits);
+    uint64_t ucount = w->key_bits <= 16 ? mask + 1 : (uint64_t)(st.slots * 1.3) + 8;
+    if (w->grow)
+        ucount = w->capacity * 40 + 64;
+    uint64_t *universe = malloc(ucount * sizeof *universe);
+    uint64_t r = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (uint64_t i = 0; i < ucount; i++)
+        universe[i] = w->key_bits <= 16 ? i : (rng_next(&r) & mask);
+
+    model m, idm;
+    model_init(&m, ucount);
+    model_init(&idm, ucount);
+    uint64_t idgen = 0;
+    const size_t maxb = 5000;
+    uint64_t *keys = malloc(maxb * sizeof *keys);
+    uint8_t *vin = malloc(maxb * 8), *vout = malloc(maxb * 8), *res = malloc(maxb);
+    uint64_t *ids = malloc(maxb * sizeof *ids);
+    bool saw_full = false;
+
+    for (int round = 0; round < w->max_rounds; round++) {
+        iceberg_stats(t, &st);
+        if (st.fill >= w->target_fill && !w->grow)
+            break;
+        if (st.generation != idgen) { /* a rebuild moved every key */
+            model_free(&idm);
+            model_init(&idm, ucount);
+            idgen = st.generation;
+        }
+        size_t n = 1 + (size_t)rng_below(&r, round % 7 == 0 ? maxb : 300);
+        for (size_t i = 0; i < n; i++) {
+            /* a third of the keys repeat one already in this batch */
+            keys[i] = (i > 0 && rng_below(&r, 3) == 0) ? keys[rng_below(&r, i)] : universe[rng_below(&r, ucount)];
+            uint64_t v = rng_next(&r);
+            memcpy(vin + i * vb, &v, vb);
+        }
+        unsigned op = (unsigned)rng_below(&r, 10); /* 0-6 insert, 7-8 find, 9 erase */
+        floe_counts c;
+        if (op <= 6) {
+            bool ow = vb && rng_below(&r, 2);
+            ck_assert_int_eq(iceberg_insert(t, keys, n, vb ? vin : NULL, n * vb, ow ? ICEBERG_OVERWRITE : 0, res,
+                                            ids, vb ? vout : NULL, &c, &err),
+                             FLOE_OK);
+            iceberg_stats(t, &st);
+            bool same_gen = st.generation == idgen;
+            for (size_t i = 0; i < n; i++) {
+                uint64_t old, want_id, nv = get_value(vin, vb, i);
+                if (model_get(&m, keys[i], &old, NULL)) {
+                    ck_assert_msg(res[i] == FLOE_PRESENT, "round %d: key %llu stored but answer %u", round,
+                                  (unsigned long long)keys[i], res[i]);
+                    if (vb)
+                        ck_assert_uint_eq(get_value(vout, vb, i), old);
+                    if (ow)
+                        model_put(&m, keys[i], nv, 0);
+                } else if (res[i] == FLOE_FULL) {
+                    ck_assert(!w->grow);
+                    saw_full = true;
+                    ck_assert_uint_eq(ids[i], FLOE_NO_ID);
+                    continue;
+                } else {
+                    ck_assert_msg(res[i] == FLOE_INSERTED, "round %d: new key %llu answered %u", round,
+                                  (unsigned long long)keys[i], res[i]);
+                    if (vb)
+                        ck_assert_uint_eq(get_value(vout, vb, i), nv);
+                    model_put(&m, keys[i], nv, 0);
+                }
+                /* a key's id is stable while the generation stays */
+                if (same_gen && model_get(&idm, keys[i], &want_id, NULL))
+                    ck_assert_uint_eq(ids[i], want_id);
+                else if (same_gen)
+                    model_put(&idm, keys[i], ids[i], 0);
+            }
+        } else if (op <= 8) {
+            ck_assert_int_eq(iceberg_find(t, keys, n, res, ids, vb ? vout : NULL, &c, &err), FLOE_OK);
+            for (size_t i = 0; i < n; i++) {
+                uint64_t v;
+                bool have = model_get(&m, keys[i], &v, NULL);
+                ck_assert_msg(res[i] == (have ? FLOE_PRESENT : FLOE_ABSENT), "find of %llu: answer %u, model %d",
+                              (unsigned long long)keys[i], res[i], have);
+                if (vb)
+                    ck_assert_uint_eq(get_value(vout, vb, i), have ? v : 0);
+                if (!have)
+                    ck_assert_uint_eq(ids[i], FLOE_NO_ID);
+            }
+        } else {
+            ck_assert_int_eq(iceberg_erase(t, keys, n, res, &c, &err), FLOE_OK);
+            for (size_t i = 0; i < n; i++) {
+                bool had = model_del(&m, keys[i]);
+                ck_assert_uint_eq(res[i], had ? FLOE_ERASED : FLOE_ABSENT);
+                if (had)
+                    model_del(&idm, keys[i]);
+            }
+        }
+        /* the counts agree with the answers */
+        uint64_t sum[5] = {0};
+        for (size_t i = 0; i < n; i++)
+            sum[res[i]]++;
+        ck_assert_uint_eq(c.inserted, sum[FLOE_INSERTED]);
+        ck_assert_uint_eq(c.present, sum[FLOE_PRESENT]);
+        ck_assert_uint_eq(c.absent, sum[FLOE_ABSENT]);
+        ck_assert_uint_eq(c.full, sum[FLOE_FULL]);
+        ck_assert_uint_eq(c.erased, sum[FLOE_ERASED]);
+    }
+    iceberg_stats(t, &st);
+    if (!w->grow && w->key_bits > 16)
+        ck_assert_msg(st.fill >= w->target_fill, "workload stopped at fill %.3f", st.fill);
+    if (w->grow)
+        ck_assert_msg(st.generation > 0, "a growing table that took %llu keys never grew",
+                      (unsigned long long)st.keys);
+    (void)saw_full;
+    check_contents(t, &m, vb);
+    iceberg_destroy(t);
+    model_free(&m);
+    model_free(&idm);
+    free(universe);
+    free(keys);
+    free(vin);
+    free(vout);
+    free(res);
+    free(ids);
+}
+
+static const uint32_t WIDTHS[] = {1, 7, 16, 31, 40, 64};
+
+START_TEST(exact_set_to_095)
+{
+    floe_pool *pool;
+    ck_assert_int_eq(floe_pool_create(3, &pool, NULL), FLOE_OK);
+    workload w = {WIDTHS[_i], 3000, 0, false, 0.95, 4000};
+    run_workload(&w, pool, 100 + (uint64_t)_i);
+    w.capacity = 100;
+    run_workload(&w, NULL, 200 + (uint64_t)_i);
+    floe_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(exact_map_to_095)
+{
+    floe_pool *pool;
+    ck_assert_int_eq(floe_pool_create(2, &pool, NULL), FLOE_OK);
+    workload w = {WIDTHS[_i], 20000, 8, false, 0.95, 20000};
+    run_workload(&w, pool, 300 + (uint64_t)_i);
+    w.value_bytes = 4;
+    w.capacity = 500;
+    run_workload(&w, pool, 400 + (uint64_t)_i);
+    floe_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(exact_with_growth)
+{
+    floe_pool *pool;
+    ck_assert_int_eq(floe_pool_create(2, &pool, NULL), FLOE_OK);
+    uint32_t kb = WIDTHS[_i];
+    if (kb >= 16) { /* narrower keys never need to grow past their universe */
+        workload w = {kb, 64, 0, true, 1.0, 600};
+        run_workload(&w, pool, 500 + (uint64_t)_i);
+        workload wm = {kb, 64, 4, true, 1.0, 600};
+        run_workload(&wm, pool, 600 + (uint64_t)_i);
+    }
+    floe_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(first_occurrence_wins)
+{
+    /* A batch of one key many times: the first is INSERTED, the rest PRESENT;
+     * with upsert the last value stays and each occurrence sees the one before. */
+    floe_spec spec = make_spec(40, 1000, 8, false, 9);
+    iceberg *t;
+    ck_assert_int_eq(iceberg_create(&spec, NULL, &t, NULL), FLOE_OK);
+    uint64_t keys[6] = {5, 9, 5, 5, 9, 7};
+    uint64_t vals[6] = {10, 20, 30, 40, 50, 60};
+    uint64_t out[6], ids[6];
+    uint8_t res[6];
+    ck_assert_int_eq(iceberg_insert(t, keys, 6, vals, sizeof vals, ICEBERG_OVERWRITE, res, ids, out, NULL, NULL),
+                     FLOE_OK);
+    const uint8_t want[6] = {FLOE_INSERTED, FLOE_INSERTED, FLOE_PRESENT, FLOE_PRESENT, FLOE_PRESENT, FLOE_INSERTED};
+    const uint64_t want_out[6] = {10, 20, 10, 30, 20, 60};
+    for (int i = 0; i < 6; i++) {
+        ck_assert_uint_eq(res[i], want[i]);
+        ck_assert_uint_eq(out[i], want_out[i]);
+    }
+    ck_assert_uint_eq(ids[0], ids[2]);
+    ck_assert_uint_eq(ids[0], ids[3]);
+    ck_assert_uint_eq(ids[1], ids[4]);
+    ck_assert_uint_ne(ids[0], ids[1]);
+    uint64_t got[3];
+    uint64_t q[3] = {5, 9, 7};
+    ck_assert_int_eq(iceberg_find(t, q, 3, res, NULL, got, NULL, NULL), FLOE_OK);
+    ck_assert_uint_eq(got[0], 40);
+    ck_assert_uint_eq(got[1], 50);
+    ck_assert_uint_eq(got[2], 60);
+    /* without overwrite, the first value stays and everyone sees it */
+    uint64_t k2[3] = {11, 11, 11}, v2[3] = {1, 2, 3};
+    ck_assert_int_eq(iceberg_insert(t, k2, 3, v2, sizeof v2, 0, res, NULL, out, NULL, NULL), FLOE_OK);
+    ck_assert_uint_eq(res[0], FLOE_INSERTED);
+    ck_assert_uint_eq(out[0], 1);
+    ck_assert_uint_eq(out[1], 1);
+    ck_assert_uint_eq(out[2], 1);
+    /* erase: the first occurrence erases, the rest find nothing */
+    uint64_t k3[3] = {5, 5, 12};
+    ck_assert_int_eq(iceberg_erase(t, k3, 3, res, NULL, NULL), FLOE_OK);
+    ck_assert_uint_eq(res[0], FLOE_ERASED);
+    ck_assert_uint_eq(res[1], FLOE_ABSENT);
+    ck_assert_uint_eq(res[2], FLOE_ABSENT);
+    iceberg_destroy(t);
+}
+END_TEST
+
+START_TEST(tombstones_and_rebuild)
+{
+    floe_spec spec = make_spec(40, 5000, 0, false, 21);
+    iceberg *t;
+    ck_assert_int_eq(iceberg_create(&spec, NULL, &t, NULL), FLOE_OK);
+    enum { N = 4000 };
+    static uint64_t keys[N], ids[N], ids2[N];
+    static uint8_t res[N];
+    uint64_t r = 77;
+    for (int i = 0; i < N; i++)
+        keys[i] = rng_next(&r) & floe_mask_bits(40);
+    ck_assert_int_eq(iceberg_insert(t, keys, N, NULL, 0, 0, res, ids, NULL, NULL, NULL), FLOE_OK);
+    /* erase the first half */
+    ck_assert_int_eq(iceberg_erase(t, keys, N / 2, res, NULL, NULL), FLOE_OK);
+    for (int i = 0; i < N / 2; i++)
+        ck_assert_uint_eq(res[i], FLOE_ERASED);
+    floe_table_stats st;
+    iceberg_stats(t, &st);
+    ck_assert_uint_eq(st.keys, N / 2);
+    ck_assert_uint_eq(st.tombstones, N / 2);
+    ck_assert_uint_eq(st.generation, 0);
+    ck_assert_int_eq(iceberg_find(t, keys, N, res, NULL, NULL, NULL, NULL), FLOE_OK);
+    for (int i = 0; i < N; i++)
+        ck_assert_uint_eq(res[i], i < N / 2 ? FLOE_ABSENT : FLOE_PRESENT);
+    /* re-inserting erased keys: new slots, tombstones are not reused */
+    ck_assert_int_eq(iceberg_insert(t, keys, N / 2, NULL, 0, 0, res, ids2, NULL, NULL, NULL), FLOE_OK);
+    for (int i = 0; i < N / 2; i++) {
+        ck_assert_uint_eq(res[i], FLOE_INSERTED);
+        ck_assert_uint_ne(ids2[i], ids[i]);
+    }
+    iceberg_stats(t, &st);
+    ck_assert_uint_eq(st.keys, N);
+    ck_assert_uint_eq(st.tombstones, N / 2);
+    /* a rebuild drops the tombstones, keeps every key, bumps the generation */
+    floe_cursor stale = {0, st.generation};
+    ck_assert_int_eq(iceberg_rebuild(t, 0, NULL), FLOE_OK);
+    iceberg_stats(t, &st);
+    ck_assert_uint_eq(st.keys, N);
+    ck_assert_uint_eq(st.tombstones, 0);
+    ck_assert_uint_eq(st.generation, 1);
+    ck_assert_int_eq(iceberg_find(t, keys, N, res, NULL, NULL, NULL, NULL), FLOE_OK);
+    for (int i = 0; i < N; i++)
+        ck_assert_uint_eq(res[i], FLOE_PRESENT);
+    /* a scan cursor from before the rebuild is refused */
+    uint64_t out[8];
+    size_t n;
+    floe_cursor next;
+    int done;
+    floe_error err;
+    ck_assert_int_eq(iceberg_scan(t, &stale, 8, out, NULL, &n, &next, &done, &err), FLOE_ERR_INVALID);
+    ck_assert(strstr(err.msg, "rebuilt") != NULL);
+    /* growing by hand: twice the slots */
+    uint64_t slots = st.slots;
+    ck_assert_int_eq(iceberg_rebuild(t, st.level[0].buckets_log2 + 1, NULL), FLOE_OK);
+    iceberg_stats(t, &st);
+    ck_assert_uint_eq(st.slots, 2 * slots);
+    ck_assert_uint_eq(st.keys, N);
+    iceberg_destroy(t);
+}
+END_TEST
+
+START_TEST(growth_on_full_never_reports_full)
+{
+    /* max_fill 1.0: growth comes only from FULL keys, which are retried. */
+    floe_spec spec = make_spec(40, 10, 0, true, 31);
+    spec.max_fill = 1.0;
+    iceberg *t;
+    ck_assert_int_eq(iceberg_create(&spec, NULL, &t, NULL), FLOE_OK);
+    enum { N = 20000 };
+    static uint64_t keys[N], ids[N];
+    static uint8_t res[N];
+    uint64_t r = 99;
+    for (int i = 0; i < N; i++)
+        keys[i] = rng_next(&r) & floe_mask_bits(40);
+    floe_counts c;
+    ck_assert_int_eq(iceberg_insert(t, keys, N, NULL, 0, 0, res, ids, NULL, &c, NULL), FLOE_OK);
+    ck_assert_uint_eq(c.full, 0);
+    floe_table_stats st;
+    iceberg_stats(t, &st);
+    ck_assert_uint_gt(st.generation, 0);
+    ck_assert_uint_eq(st.keys, c.inserted);
+    /* the ids returned are those of the final table */
+    uint64_t ids2[N];
+    ck_assert_int_eq(iceberg_find(t, keys, N, res, ids2, NULL, NULL, NULL), FLOE_OK);
+    for (int i = 0; i < N; i++) {
+        ck_assert_uint_eq(res[i], FLOE_PRESENT);
+        ck_assert_uint_eq(ids2[i], ids[i]);
+    }
+    iceberg_destroy(t);
+}
+END_TEST
+
+START_TEST(no_growth_reports_full)
+{
+    /* 7-bit keys in... a tiny table cannot be FULL (one key per remainder), so
+     * use 40-bit keys and a small table: FULL appears, and FULL keys are absent. */
+    floe_spec spec = make_spec(40, 50, 0, false, 41);
+    iceberg *t;
+    ck_assert_int_eq(iceberg_create(&spec, NULL, &t, NULL), FLOE_OK);
+    floe_table_stats st;
+    iceberg_stats(t, &st);
+    size_t n = st.slots * 2;
+    uint64_t *keys = malloc(n * sizeof *keys);
+    uint8_t *res = malloc(n), *res2 = malloc(n);
+    uint64_t r = 3;
+    for (size_t i = 0; i < n; i++)
+        keys[i] = rng_next(&r) & floe_mask_bits(40);
+    floe_counts c;
+    ck_assert_int_eq(iceberg_insert(t, keys, n, NULL, 0, 0, res, NULL, NULL, &c, NULL), FLOE_OK);
+    ck_assert_uint_gt(c.full, 0);
+    ck_assert_uint_le(c.inserted, st.slots);
+    ck_assert_int_eq(iceberg_find(t, keys, n, res2, NULL, NULL, NULL, NULL), FLOE_OK);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_uint_eq(res2[i], res[i] == FLOE_FULL ? FLOE_ABSENT : FLOE_PRESENT);
+    iceberg_stats(t, &st);
+    ck_assert_uint_eq(st.generation, 0);
+    ck_assert_uint_eq(st.keys, c.inserted);
+    free(keys);
+    free(res);
+    free(res2);
+    iceberg_destroy(t);
+}
+END_TEST
+
+Suite *iceberg_suite(void)
+{
+    Suite *s = suite_create("iceberg");
+    TCase *tc = tcase_create("exact");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, exact_set_to_095, 0, 6);
+    tcase_add_loop_test(tc, exact_map_to_095, 0, 6);
+    tcase_add_loop_test(tc, exact_with_growth, 0, 6);
+    tcase_add_test(tc, first_occurrence_wins);
+    tcase_add_test(tc, tombstones_and_rebuild);
+    tcase_add_test(tc, growth_on_full_never_reports_full);
+    tcase_add_test(tc, no_growth_reports_full);
+    suite_add_tcase(s, tc);
+    return s;
+}

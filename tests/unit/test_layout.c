@@ -1,0 +1,211 @@
+/*
+ * test_layout.c - the shared layout: permutations are bijections with exact
+ * inverses, rows encode and decode, keys split and join, ids round-trip.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "layout.h"
+#include "testutil.h"
+
+static const uint64_t SEEDS[] = {1, 0x123456789ABCDEFull, 0xFFFFFFFFFFFFFFFFull};
+
+START_TEST(perm_exhaustive_small_widths)
+{
+    /* Every width up to 20: the image of all 2^w inputs is all of 2^w, and
+     * the inverse maps each output back. */
+    for (uint32_t bits = 1; bits <= 20; bits++) {
+        for (size_t s = 0; s < sizeof SEEDS / sizeof SEEDS[0]; s++) {
+            floe_perm p;
+            floe_perm_init(&p, bits, SEEDS[s], (uint32_t)s);
+            uint64_t n = (uint64_t)1 << bits;
+            uint8_t *seen = calloc(n, 1);
+            ck_assert_ptr_nonnull(seen);
+            for (uint64_t x = 0; x < n; x++) {
+                uint64_t y = floe_permute(&p, x);
+                ck_assert_msg(y < n, "bits %u: %llu -> %llu out of range", bits, (unsigned long long)x,
+                              (unsigned long long)y);
+                ck_assert_msg(!seen[y], "bits %u: collision at %llu", bits, (unsigned long long)y);
+                seen[y] = 1;
+                ck_assert_uint_eq(floe_unpermute(&p, y), x);
+            }
+            free(seen);
+        }
+    }
+}
+END_TEST
+
+START_TEST(perm_random_large_widths)
+{
+    uint64_t r = 42;
+    for (uint32_t bits = 21; bits <= 64; bits++) {
+        for (size_t s = 0; s < sizeof SEEDS / sizeof SEEDS[0]; s++) {
+            floe_perm p;
+            floe_perm_init(&p, bits, SEEDS[s], 3);
+            uint64_t mask = floe_mask_bits(bits);
+            for (int i = 0; i < 20000; i++) {
+                uint64_t x = rng_next(&r) & mask;
+                uint64_t y = floe_permute(&p, x);
+                ck_assert_uint_le(y, mask);
+                ck_assert_uint_eq(floe_unpermute(&p, y), x);
+                ck_assert_uint_eq(floe_permute(&p, floe_unpermute(&p, x)), x);
+            }
+            /* the edges of the domain */
+            ck_assert_uint_eq(floe_unpermute(&p, floe_permute(&p, 0)), 0);
+            ck_assert_uint_eq(floe_unpermute(&p, floe_permute(&p, mask)), mask);
+        }
+    }
+}
+END_TEST
+
+START_TEST(perm_mixes_sequential_keys)
+{
+    /* Sequential keys must spread over buckets: with 2^10 buckets and 2^16
+     * keys, no bucket should get more than twice its share. */
+    floe_perm p;
+    floe_perm_init(&p, 40, 7, 0);
+    static uint32_t count[1024];
+    memset(count, 0, sizeof count);
+    for (uint64_t k = 0; k < 65536; k++)
+        count[floe_permute(&p, k) >> 30]++;
+    for (int b = 0; b < 1024; b++)
+        ck_assert_msg(count[b] > 16 && count[b] < 128, "bucket %d got %u of 65536 sequential keys", b, count[b]);
+}
+END_TEST
+
+START_TEST(geometry_rows_fit)
+{
+    for (uint32_t kb = 1; kb <= 64; kb++) {
+        for (uint32_t a = floe_min_addr_bits(kb); a <= floe_max_addr_bits(kb) && a <= 30; a++) {
+            floe_geometry g;
+            floe_geometry_init(&g, kb, a, 9);
+            for (uint32_t l = 0; l < FLOE_LEVELS; l++) {
+                const floe_level *lv = &g.level[l];
+                ck_assert_uint_eq(lv->addr_bits + lv->rem_bits, kb);
+                ck_assert(lv->row_bits == 16 || lv->row_bits == 32 || lv->row_bits == 64);
+                ck_assert_uint_le(lv->rem_bits + (l == 0 ? 1 : 2), lv->row_bits);
+                ck_assert_uint_eq(lv->words * 64, lv->slots * lv->row_bits);
+                /* the largest stored row stays below BUSY and TOMBSTONE */
+                uint64_t top = floe_row_encode(l, floe_mask_bits(lv->rem_bits), lv->choices - 1);
+                ck_assert(floe_row_is_key(top, lv->row_bits));
+                ck_assert_uint_lt(top, floe_row_busy(lv->row_bits));
+                ck_assert(!floe_row_is_key(floe_row_busy(lv->row_bits), lv->row_bits));
+                ck_assert(!floe_row_is_key(floe_row_tombstone(lv->row_bits), lv->row_bits));
+                ck_assert(!floe_row_is_key(FLOE_ROW_EMPTY, lv->row_bits));
+                ck_assert(floe_row_is_key(floe_row_encode(l, 0, 0), lv->row_bits));
+            }
+            ck_assert_uint_eq(g.level[1].first_id, floe_level_slots(&g.level[0]));
+        }
+    }
+}
+END_TEST
+
+START_TEST(geometry_k1_shape)
+{
+    /* The K1 table: 2^30 primary slots, 40-bit keys -> 16-bit primary rows and
+     * 32-bit secondary rows (the reference library's faulty configuration). */
+    floe_geometry g;
+    floe_geometry_init(&g, 40, 25, 1);
+    ck_assert_uint_eq(floe_level_slots(&g.level[0]), (uint64_t)1 << 30);
+    ck_assert_uint_eq(floe_level_slots(&g.level[1]), (uint64_t)1 << 27);
+    ck_assert_uint_eq(floe_level_slots(&g.level[2]), (uint64_t)1 << 22);
+    ck_assert_uint_eq(g.level[0].row_bits, 16);
+    ck_assert_uint_eq(g.level[1].row_bits, 32);
+    ck_assert_uint_eq(g.level[0].words * 8, 64); /* one cache line per primary bucket */
+}
+END_TEST
+
+START_TEST(split_join_roundtrip)
+{
+    uint64_t r = 5;
+    const uint32_t widths[] = {1, 2, 7, 16, 31, 40, 63, 64};
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        uint32_t kb = widths[w];
+        uint32_t a = floe_clamp_u32(12, floe_min_addr_bits(kb), floe_max_addr_bits(kb));
+        floe_geometry g;
+        floe_geometry_init(&g, kb, a, 77);
+        for (int i = 0; i < 5000; i++) {
+            uint64_t key = rng_next(&r) & floe_mask_bits(kb);
+            for (uint32_t l = 0; l < FLOE_LEVELS; l++) {
+                for (uint32_t c = 0; c < g.level[l].choices; c++) {
+                    uint64_t b, rem;
+                    floe_split(&g, l, c, key, &b, &rem);
+                    ck_assert_uint_lt(b, floe_level_buckets(&g.level[l]));
+                    ck_assert_uint_le(rem, floe_mask_bits(g.level[l].rem_bits));
+                    uint64_t row = floe_row_encode(l, rem, c);
+                    ck_assert_uint_eq(floe_row_choice(l, row), c);
+                    ck_assert_uint_eq(floe_row_remainder(l, row), rem);
+                    ck_assert_uint_eq(floe_join(&g, l, c, b, rem), key);
+                }
+            }
+        }
+    }
+}
+END_TEST
+
+START_TEST(rows_pack_into_words)
+{
+    const uint32_t widths[] = {16, 32, 64};
+    for (size_t w = 0; w < 3; w++) {
+        uint32_t rb = widths[w];
+        floe_level lv = {.row_bits = rb, .slots = 32, .words = 32 * rb / 64};
+        uint64_t words[32];
+        memset(words, 0, sizeof words);
+        ck_assert_uint_eq(floe_bucket_load(words, &lv), 0);
+        for (uint32_t i = 0; i < 32; i++) {
+            uint32_t wi = floe_row_word(rb, i);
+            words[wi] = floe_row_put(words[wi], rb, i, i + 1);
+        }
+        for (uint32_t i = 0; i < 32; i++)
+            ck_assert_uint_eq(floe_row_get(words, rb, i), i + 1);
+        ck_assert_int_eq(floe_bucket_find(words, &lv, 17), 16);
+        ck_assert_int_eq(floe_bucket_find(words, &lv, 99), -1);
+        ck_assert_uint_eq(floe_bucket_load(words, &lv), 32);
+        ck_assert(!floe_bucket_has_busy(words, &lv));
+    }
+    ck_assert_uint_eq(floe_pick_choice(3, 4), 0);
+    ck_assert_uint_eq(floe_pick_choice(4, 4), 1);
+    ck_assert_uint_eq(floe_pick_choice(5, 4), 1);
+}
+END_TEST
+
+START_TEST(slot_ids_roundtrip)
+{
+    floe_geometry g;
+    floe_geometry_init(&g, 40, 10, 3);
+    uint64_t r = 11;
+    for (int i = 0; i < 10000; i++) {
+        uint32_t l = (uint32_t)rng_below(&r, FLOE_LEVELS);
+        uint64_t b = rng_below(&r, floe_level_buckets(&g.level[l]));
+        uint32_t s = (uint32_t)rng_below(&r, g.level[l].slots);
+        uint64_t id = floe_slot_id(&g, l, b, s);
+        uint32_t l2, s2;
+        uint64_t b2;
+        ck_assert(floe_slot_split(&g, id, &l2, &b2, &s2));
+        ck_assert_uint_eq(l2, l);
+        ck_assert_uint_eq(b2, b);
+        ck_assert_uint_eq(s2, s);
+    }
+    uint32_t l;
+    uint64_t b;
+    uint32_t s;
+    ck_assert(!floe_slot_split(&g, g.total_slots, &l, &b, &s));
+}
+END_TEST
+
+Suite *layout_suite(void)
+{
+    Suite *s = suite_create("layout");
+    TCase *tc = tcase_create("layout");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, perm_exhaustive_small_widths);
+    tcase_add_test(tc, perm_random_large_widths);
+    tcase_add_test(tc, perm_mixes_sequential_keys);
+    tcase_add_test(tc, geometry_rows_fit);
+    tcase_add_test(tc, geometry_k1_shape);
+    tcase_add_test(tc, split_join_roundtrip);
+    tcase_add_test(tc, rows_pack_into_words);
+    tcase_add_test(tc, slot_ids_roundtrip);
+    suite_add_tcase(s, tc);
+    return s;
+}

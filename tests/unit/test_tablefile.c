@@ -1,0 +1,211 @@
+/*
+ * test_tablefile.c - save and load: a round trip keeps every key, value, id,
+ * counter and the generation; damaged, truncated and foreign files are
+ * refused with a message that says so, and nothing is loaded.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "iceberg.h"
+#include "testutil.h"
+
+static char dir[256];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/floe-test-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void path_in_dir(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/%s", dir, name);
+}
+
+static iceberg *filled_table(uint32_t vb, size_t n, uint64_t **keys_out)
+{
+    floe_spec s;
+    floe_spec_default(&s);
+    strcpy(s.name, "saved");
+    s.kind = vb ? FLOE_KIND_MAP : FLOE_KIND_SET;
+    s.value_bytes = vb;
+    s.key_bits = 48;
+    s.capacity = n;
+    s.seed = 0; /* random: the file must carry it */
+    iceberg *t;
+    ck_assert_int_eq(iceberg_create(&s, NULL, &t, NULL), FLOE_OK);
+    uint64_t *keys = malloc(n * sizeof *keys), *vals = malloc(n * sizeof *vals);
+    uint8_t *res = malloc(n);
+    uint64_t r = 17;
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = rng_next(&r) & floe_mask_bits(48);
+        vals[i] = rng_next(&r) & (vb == 4 ? 0xFFFFFFFFull : ~0ull);
+    }
+    if (vb == 4) {
+        uint32_t *v4 = malloc(n * 4);
+        for (size_t i = 0; i < n; i++)
+            v4[i] = (uint32_t)vals[i];
+        ck_assert_int_eq(iceberg_insert(t, keys, n, v4, n * 4, 0, res, NULL, NULL, NULL, NULL), FLOE_OK);
+        free(v4);
+    } else {
+        ck_assert_int_eq(iceberg_insert(t, keys, n, vb ? vals : NULL, n * vb, 0, res, NULL, NULL, NULL, NULL),
+                         FLOE_OK);
+    }
+    ck_assert_int_eq(iceberg_erase(t, keys, n / 10, res, NULL, NULL), FLOE_OK); /* some tombstones */
+    free(vals);
+    free(res);
+    *keys_out = keys;
+    return t;
+}
+
+static void roundtrip(uint32_t vb)
+{
+    enum { N = 30000 };
+    char path[512];
+    path_in_dir(path, sizeof path, "t.floe");
+    uint64_t *keys;
+    iceberg *t = filled_table(vb, N, &keys);
+    floe_error err;
+    ck_assert_int_eq(iceberg_save(t, path, &err), FLOE_OK);
+    iceberg *u;
+    ck_assert_msg(iceberg_load(path, NULL, &u, &err) == FLOE_OK, "load: %s", err.msg);
+    floe_table_stats a, b;
+    iceberg_stats(t, &a);
+    iceberg_stats(u, &b);
+    ck_assert_uint_eq(a.keys, b.keys);
+    ck_assert_uint_eq(a.tombstones, b.tombstones);
+    ck_assert_uint_eq(a.slots, b.slots);
+    ck_assert_uint_eq(a.generation, b.generation);
+    ck_assert_uint_eq(a.spec.seed, b.spec.seed);
+    ck_assert_str_eq(b.spec.name, "saved");
+    uint8_t *r1 = malloc(N), *r2 = malloc(N);
+    uint64_t *i1 = malloc(N * 8), *i2 = malloc(N * 8), *v1 = malloc(N * 8), *v2 = malloc(N * 8);
+    ck_assert_int_eq(iceberg_find(t, keys, N, r1, i1, vb ? v1 : NULL, NULL, NULL), FLOE_OK);
+    ck_assert_int_eq(iceberg_find(u, keys, N, r2, i2, vb ? v2 : NULL, NULL, NULL), FLOE_OK);
+    ck_assert_mem_eq(r1, r2, N);
+    ck_assert_mem_eq(i1, i2, N * 8);
+    if (vb)
+        ck_assert_mem_eq(v1, v2, (size_t)N * vb);
+    /* the loaded table keeps working */
+    uint64_t fresh = 1;
+    uint8_t res;
+    ck_assert_int_eq(iceberg_insert(u, &fresh, 1, vb ? v1 : NULL, vb, 0, &res, NULL, NULL, NULL, NULL), FLOE_OK);
+    free(r1);
+    free(r2);
+    free(i1);
+    free(i2);
+    free(v1);
+    free(v2);
+    free(keys);
+    iceberg_destroy(t);
+    iceberg_destroy(u);
+    unlink(path);
+}
+
+START_TEST(save_load_roundtrip)
+{
+    make_dir();
+    roundtrip(0);
+    roundtrip(4);
+    roundtrip(8);
+    rmdir(dir);
+}
+END_TEST
+
+static void expect_refused(const char *path, const char *words)
+{
+    iceberg *u = NULL;
+    floe_error err;
+    floe_status st = iceberg_load(path, NULL, &u, &err);
+    ck_assert_msg(st != FLOE_OK, "a bad file (%s) was loaded", words);
+    ck_assert_ptr_null(u);
+    ck_assert_msg(strstr(err.msg, words) != NULL, "message '%s' does not say '%s'", err.msg, words);
+}
+
+static void corrupt_at(const char *path, off_t off)
+{
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    unsigned char c;
+    ck_assert_int_eq(pread(fd, &c, 1, off), 1);
+    c ^= 0x40;
+    ck_assert_int_eq(pwrite(fd, &c, 1, off), 1);
+    close(fd);
+}
+
+START_TEST(damaged_files_refused)
+{
+    make_dir();
+    char path[512], other[512];
+    path_in_dir(path, sizeof path, "d.floe");
+    path_in_dir(other, sizeof other, "x.floe");
+    uint64_t *keys;
+    iceberg *t = filled_table(8, 5000, &keys);
+    ck_assert_int_eq(iceberg_save(t, path, NULL), FLOE_OK);
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+
+    /* a flipped bit in the arrays: checksum */
+    ck_assert_int_eq(iceberg_save(t, other, NULL), FLOE_OK);
+    corrupt_at(other, sb.st_size / 2);
+    expect_refused(other, "checksum");
+    /* a flipped bit in the header's key count: checksum too */
+    ck_assert_int_eq(iceberg_save(t, other, NULL), FLOE_OK);
+    corrupt_at(other, 157);
+    expect_refused(other, "checksum");
+    /* a section size that disagrees with the file's length */
+    ck_assert_int_eq(iceberg_save(t, other, NULL), FLOE_OK);
+    corrupt_at(other, 204);
+    expect_refused(other, "damaged");
+    /* truncated */
+    ck_assert_int_eq(iceberg_save(t, other, NULL), FLOE_OK);
+    ck_assert_int_eq(truncate(other, sb.st_size - 100), 0);
+    expect_refused(other, "truncated");
+    ck_assert_int_eq(truncate(other, 10), 0);
+    expect_refused(other, "truncated");
+    /* trailing garbage */
+    ck_assert_int_eq(iceberg_save(t, other, NULL), FLOE_OK);
+    ck_assert_int_eq(truncate(other, sb.st_size + 7), 0);
+    expect_refused(other, "trailing");
+    /* not a table file */
+    FILE *f = fopen(other, "w");
+    for (int i = 0; i < 2000; i++)
+        fputs("hello ", f);
+    fclose(f);
+    expect_refused(other, "not a floe table file");
+    /* missing */
+    expect_refused("/nonexistent/dir/t.floe", "cannot open");
+    /* a version from the future */
+    ck_assert_int_eq(iceberg_save(t, other, NULL), FLOE_OK);
+    corrupt_at(other, 9);
+    expect_refused(other, "version");
+    /* the good file still loads */
+    iceberg *u;
+    ck_assert_int_eq(iceberg_load(path, NULL, &u, NULL), FLOE_OK);
+    iceberg_destroy(u);
+    /* saving into a missing directory fails cleanly */
+    floe_error err;
+    ck_assert_int_ne(iceberg_save(t, "/nonexistent/dir/t.floe", &err), FLOE_OK);
+    ck_assert(strstr(err.msg, "cannot create") != NULL);
+    iceberg_destroy(t);
+    free(keys);
+    unlink(path);
+    unlink(other);
+    rmdir(dir);
+}
+END_TEST
+
+Suite *tablefile_suite(void)
+{
+    Suite *s = suite_create("tablefile");
+    TCase *tc = tcase_create("tablefile");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, save_load_roundtrip);
+    tcase_add_test(tc, damaged_files_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
