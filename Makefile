@@ -5,6 +5,7 @@
 #   make          build the release libraries and tools into build/rel
 #   make test     build with AddressSanitizer + UBSan and run every test that
 #                 needs no GPU, then the large capacity test in the release build
+#   make test-tsan  the unit tests under ThreadSanitizer (slow; not in `make test`)
 #   make bench    run the CPU kernel benchmark (K1 scaled to this machine)
 #   make GPU=0    build without CUDA, even where nvcc is present
 
@@ -19,6 +20,7 @@ CSTD    := -std=gnu11 -pthread -MMD -MP -Itables
 OPT_rel := -O2 -g
 OPT_san := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 LDSAN   := -fsanitize=address,undefined
+OPT_tsan := -O1 -g -fsanitize=thread
 
 PKG_CRYPTO := $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
 PKG_CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -31,7 +33,7 @@ TEST_SRC   := $(wildcard tests/unit/*.c)
 tables_objs = $(patsubst %.c,build/$(1)/%.o,$(TABLES_SRC))
 test_objs   = $(patsubst %.c,build/$(1)/%.o,$(TEST_SRC))
 
-.PHONY: all deps test test-unit test-big bench clean check-cuda format
+.PHONY: all deps test test-unit test-big test-tsan bench clean check-cuda format
 .DEFAULT_GOAL := all
 
 all: build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-tests check-cuda
@@ -51,10 +53,15 @@ build/rel/%.o: %.c
 build/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT_san) $(PKG_CHECK_CFLAGS) -c $< -o $@
+build/tsan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT_tsan) $(PKG_CHECK_CFLAGS) -c $< -o $@
 
 build/rel/libfloetables.a: $(call tables_objs,rel)
 	ar rcs $@ $^
 build/san/libfloetables.a: $(call tables_objs,san)
+	ar rcs $@ $^
+build/tsan/libfloetables.a: $(call tables_objs,tsan)
 	ar rcs $@ $^
 
 build/rel/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
@@ -64,6 +71,8 @@ build/rel/floe-tests: $(call test_objs,rel) build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
 build/san/floe-tests: $(call test_objs,san) build/san/libfloetables.a
 	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
+build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/libfloetables.a
+	$(CC) -pthread -fsanitize=thread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
 
 # The layout header is shared with CUDA: make sure nvcc compiles it.
 ifeq ($(GPU),1)
@@ -88,6 +97,11 @@ test-unit: build/san/floe-tests
 # 2^30 primary slots of 40-bit keys filled to 0.95: too big for the sanitizers.
 test-big: build/rel/floe-tests
 	CK_INCLUDE_TAGS=big ./build/rel/floe-tests
+
+# The lock-free engine under ThreadSanitizer (not part of `make test`: slow).
+# setarch -R: TSan needs the address layout that ASLR on newer kernels breaks.
+test-tsan: build/tsan/floe-tests
+	CK_FORK=no CK_EXCLUDE_TAGS=big setarch -R ./build/tsan/floe-tests
 
 bench: build/rel/floe-kbench
 	./build/rel/floe-kbench

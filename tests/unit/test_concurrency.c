@@ -12,7 +12,7 @@
 #include "iceberg.h"
 #include "testutil.h"
 
-enum { THREADS = 4, KEYS = 60000, BATCH = 997 };
+enum { THREADS = 4, KEYS = 150000, BATCH = 997 };
 
 typedef struct worker {
     iceberg *t;

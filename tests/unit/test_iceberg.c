@@ -250,6 +250,9 @@ START_TEST(exact_set_to_095)
     run_workload(&w, pool, 100 + (uint64_t)_i);
     w.capacity = 100;
     run_workload(&w, NULL, 200 + (uint64_t)_i);
+    w.capacity = 40000;
+    w.max_rounds = 40000;
+    run_workload(&w, pool, 250 + (uint64_t)_i);
     floe_pool_destroy(pool);
 }
 END_TEST

@@ -169,6 +169,40 @@ START_TEST(rows_pack_into_words)
 }
 END_TEST
 
+START_TEST(swar_search_matches_naive)
+{
+    /* The word-at-a-time search must agree with a slot-by-slot scan for
+     * every width, including rows next to the searched value (borrows). */
+    uint64_t r = 1;
+    const uint32_t widths[] = {16, 32, 64};
+    for (size_t w = 0; w < 3; w++) {
+        uint32_t rb = widths[w];
+        for (uint32_t slots = 16; slots <= 32; slots += 16) {
+            floe_level lv = {.row_bits = rb, .slots = slots, .words = slots * rb / 64};
+            for (int trial = 0; trial < 20000; trial++) {
+                uint64_t words[32] = {0};
+                uint64_t pool[4] = {rng_next(&r) & floe_row_mask(rb), 0, floe_row_busy(rb), 1};
+                pool[1] = pool[0] + 1;
+                for (uint32_t i = 0; i < slots; i++) {
+                    uint64_t v = rng_below(&r, 3) ? pool[rng_below(&r, 4)] : (rng_next(&r) & floe_row_mask(rb));
+                    uint32_t wi = floe_row_word(rb, i);
+                    words[wi] = floe_row_put(words[wi], rb, i, v);
+                }
+                uint64_t probes[5] = {pool[0], pool[1], 0, floe_row_busy(rb), floe_row_tombstone(rb)};
+                for (int p = 0; p < 5; p++) {
+                    uint32_t naive = slots;
+                    for (uint32_t i = 0; i < slots && naive == slots; i++)
+                        if (floe_row_get(words, rb, i) == probes[p])
+                            naive = i;
+                    ck_assert_uint_eq(floe_bucket_first(words, &lv, probes[p]), naive);
+                }
+                ck_assert_uint_eq(floe_bucket_first_empty(words, &lv), floe_bucket_first(words, &lv, 0));
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(slot_ids_roundtrip)
 {
     floe_geometry g;
@@ -205,6 +239,7 @@ Suite *layout_suite(void)
     tcase_add_test(tc, geometry_k1_shape);
     tcase_add_test(tc, split_join_roundtrip);
     tcase_add_test(tc, rows_pack_into_words);
+    tcase_add_test(tc, swar_search_matches_naive);
     tcase_add_test(tc, slot_ids_roundtrip);
     suite_add_tcase(s, tc);
     return s;
