@@ -25,7 +25,7 @@
 
 enum { ROW_PUT05, ROW_PUT08, ROW_PUT09, ROW_HIT, ROW_MISS, ROW_FOP, ROWS };
 static const char *const ROW_NAMES[ROWS] = {
-    "put, fill 0 -> 0.5", "put, fill 0.5 -> 0.8", "put, fill 0.8 -> 0.9",
+    "put, fill 0 -> 0.5",       "put, fill 0.5 -> 0.8",       "put, fill 0.8 -> 0.9",
     "find, all hits, fill 0.9", "find, all misses, fill 0.9", "find-or-put, every key twice, fill 0 -> 0.8",
 };
 
@@ -80,23 +80,25 @@ static int cmp_double(const void *a, const void *b)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: floe-kbench [options]\n"
-            "K1 kernel benchmark on the CPU engine (see bench/kbench.c and docs/PERFORMANCE.md).\n"
-            "  --log2-slots S   primary slots 2^S (default 24; DESIGN.md's K1 uses 30)\n"
-            "  --runs R         runs per row, the median is reported (default 5)\n"
-            "  --batch B        keys per batch call (default 1048576)\n"
-            "  --threads T      pool threads, 0 = one per CPU (default 0)\n"
-            "  --key-bits K     key width (default 40)\n"
-            "  --help           this text\n");
+    fprintf(f, "usage: floe-kbench [options]\n"
+               "K1 kernel benchmark on the CPU engine (see bench/kbench.c and docs/PERFORMANCE.md).\n"
+               "  --log2-slots S   primary slots 2^S (default 24; DESIGN.md's K1 uses 30)\n"
+               "  --runs R         runs per row, the median is reported (default 5)\n"
+               "  --batch B        keys per batch call (default 1048576)\n"
+               "  --threads T      pool threads, 0 = one per CPU (default 0)\n"
+               "  --key-bits K     key width (default 40)\n"
+               "  --help           this text\n");
 }
 
 static void parse(int argc, char **argv, options *o)
 {
     static const struct option longopts[] = {
-        {"log2-slots", required_argument, NULL, 's'}, {"runs", required_argument, NULL, 'r'},
-        {"batch", required_argument, NULL, 'b'},      {"threads", required_argument, NULL, 't'},
-        {"key-bits", required_argument, NULL, 'k'},   {"help", no_argument, NULL, 'h'},
+        {"log2-slots", required_argument, NULL, 's'},
+        {"runs", required_argument, NULL, 'r'},
+        {"batch", required_argument, NULL, 'b'},
+        {"threads", required_argument, NULL, 't'},
+        {"key-bits", required_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     *o = (options){24, 5, (size_t)1 << 20, 0, 40};

@@ -16,13 +16,13 @@
 
 #include "layout.h"
 
-#define CUDA_CHECK(call)                                                                                         \
-    do {                                                                                                         \
-        cudaError_t e_ = (call);                                                                                 \
-        if (e_ != cudaSuccess) {                                                                                 \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));              \
-            exit(2);                                                                                             \
-        }                                                                                                        \
+#define CUDA_CHECK(call)                                                                                               \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                     \
+            exit(2);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* Per key: permuted value, its inverse, level-1 choice-1 bucket and row. */
@@ -82,15 +82,13 @@ int main(void)
             answer w = {floe_permute(&g.perm[0], keys[i]), keys[i], b, floe_row_encode(1, rem, 1)};
             if (w.perm != got[i].perm || w.back != got[i].back || w.bucket != got[i].bucket || w.row != got[i].row) {
                 if (mismatches++ < 5)
-                    fprintf(stderr, "bits %u key %llu: device differs from host\n", bits,
-                            (unsigned long long)keys[i]);
+                    fprintf(stderr, "bits %u key %llu: device differs from host\n", bits, (unsigned long long)keys[i]);
             }
         }
         CUDA_CHECK(cudaFree(dg));
         CUDA_CHECK(cudaFree(dk));
         CUDA_CHECK(cudaFree(da));
     }
-    printf("layout_selftest: %s (%zu keys x 64 widths, %zu mismatches)\n", mismatches ? "FAILED" : "ok", n,
-           mismatches);
+    printf("layout_selftest: %s (%zu keys x 64 widths, %zu mismatches)\n", mismatches ? "FAILED" : "ok", n, mismatches);
     return mismatches ? 1 : 0;
 }

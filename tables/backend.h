@@ -36,8 +36,8 @@ typedef enum floe_op {
     FLOE_OP_SAVE,    /* write the table to path */
 } floe_op;
 
-#define FLOE_BATCH_OVERWRITE 1u   /* INSERT on a MAP: replace the value of PRESENT keys */
-#define FLOE_BATCH_WANT_IDS 2u    /* INSERT, FIND: fill ids */
+#define FLOE_BATCH_OVERWRITE   1u /* INSERT on a MAP: replace the value of PRESENT keys */
+#define FLOE_BATCH_WANT_IDS    2u /* INSERT, FIND: fill ids */
 #define FLOE_BATCH_WANT_VALUES 4u /* INSERT, FIND on a MAP: fill values_out; SCAN: fill scan_values */
 
 typedef struct floe_batch floe_batch;

@@ -62,8 +62,8 @@ static void execute(cpu_table *t, floe_batch *b)
         b->status = iceberg_rebuild(t->ice, b->addr_bits, e);
         break;
     case FLOE_OP_SAVE:
-        b->status = b->path ? iceberg_save(t->ice, b->path, e)
-                            : floe_error_set(e, FLOE_ERR_INVALID, "save needs a path");
+        b->status =
+            b->path ? iceberg_save(t->ice, b->path, e) : floe_error_set(e, FLOE_ERR_INVALID, "save needs a path");
         break;
     default:
         b->status = floe_error_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);

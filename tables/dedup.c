@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK 16384u         /* keys per counting/scatter task */
-#define PART_TARGET 8192u    /* keys per partition, so its table fits in L2 */
-#define MAX_PARTS 4096u
+#define CHUNK       16384u /* keys per counting/scatter task */
+#define PART_TARGET 8192u  /* keys per partition, so its table fits in L2 */
+#define MAX_PARTS   4096u
 
 static inline uint64_t mix(uint64_t x)
 {
@@ -32,8 +32,8 @@ typedef struct dedup_job {
     const uint64_t *keys;
     size_t n;
     uint32_t *rep;
-    uint32_t *order;   /* indices grouped by partition */
-    size_t *counts;    /* [chunk][part]: counts, then start offsets */
+    uint32_t *order; /* indices grouped by partition */
+    size_t *counts;  /* [chunk][part]: counts, then start offsets */
     size_t *part_start;
     size_t *part_distinct;
     unsigned part_shift; /* partition = mix(key) >> part_shift */

@@ -35,10 +35,10 @@
 #include "layout.h"
 #include "tablefile.h"
 
-#define CHUNK 4096u                  /* keys per pool task */
-#define PREFETCH_AHEAD 16u           /* keys between a bucket's prefetch and its use */
+#define CHUNK          4096u               /* keys per pool task */
+#define PREFETCH_AHEAD 16u                 /* keys between a bucket's prefetch and its use */
 #define SCAN_MAX_SLOTS ((uint64_t)1 << 22) /* slots examined per scan call */
-#define MAX_WORDS 32                 /* largest bucket: 32 slots x 64 bits */
+#define MAX_WORDS      32                  /* largest bucket: 32 slots x 64 bits */
 
 typedef _Atomic uint64_t aword;
 
@@ -110,11 +110,11 @@ static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bi
             goto oom;
     }
     return FLOE_OK;
-oom: {
+oom : {
     size_t total = s->bytes[0] + s->bytes[1] + s->bytes[2] + s->values_bytes;
     store_free(s);
-    return floe_error_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes for a table of %u primary address bits",
-                          total, addr_bits);
+    return floe_error_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes for a table of %u primary address bits", total,
+                          addr_bits);
 }
 }
 
@@ -378,7 +378,7 @@ static inline void prefetch_deeper(const store *s, uint64_t key, uint64_t b0, in
 enum { OP_INSERT, OP_FIND, OP_ERASE };
 
 typedef struct tally {
-    uint64_t c[5];             /* per result code */
+    uint64_t c[5];              /* per result code */
     uint64_t used[FLOE_LEVELS]; /* slots newly claimed */
     uint64_t tombstones;
 } tally;
@@ -388,9 +388,9 @@ typedef struct batch {
     int op;
     bool overwrite;
     const uint64_t *keys;
-    size_t n;            /* keys, or entries of subset */
-    const uint32_t *subset; /* NULL: all of 0..n-1 */
-    const uint32_t *rep; /* first occurrences; NULL: every key is one */
+    size_t n;                  /* keys, or entries of subset */
+    const uint32_t *subset;    /* NULL: all of 0..n-1 */
+    const uint32_t *rep;       /* first occurrences; NULL: every key is one */
     const uint32_t *value_src; /* index whose value a first occurrence stores */
     const unsigned char *values;
     uint8_t *results;
@@ -551,8 +551,8 @@ static void rebuild_chunk(void *arg, size_t task)
             uint64_t row = floe_row_get(snap, lv->row_bits, i);
             if (!floe_row_is_key(row, lv->row_bits))
                 continue;
-            uint64_t key = floe_join(&from->g, rj->level, floe_row_choice(rj->level, row), b,
-                                     floe_row_remainder(rj->level, row));
+            uint64_t key =
+                floe_join(&from->g, rj->level, floe_row_choice(rj->level, row), b, floe_row_remainder(rj->level, row));
             uint64_t v = from->value_bytes ? value_load(from, floe_slot_id(&from->g, rj->level, b, i)) : 0;
             uint64_t nb0, nrem0;
             floe_split(&rj->to->g, 0, 0, key, &nb0, &nrem0);
@@ -667,8 +667,7 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe
         return st;
     if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
         return floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
-                              floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits),
-                              spec->key_bits);
+                              floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits), spec->key_bits);
     iceberg *t = calloc(1, sizeof *t);
     if (!t)
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
@@ -759,8 +758,9 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
     if (!vb && overwrite)
         return floe_error_set(err, FLOE_ERR_INVALID, "overwrite is for MAP tables");
     if (vb && (values_len != n * vb || (n > 0 && !values)))
-        return floe_error_set(err, FLOE_ERR_INVALID, "a MAP insert of %zu keys needs %zu bytes of values (%u per key), got %zu",
-                              n, n * vb, vb, values_len);
+        return floe_error_set(err, FLOE_ERR_INVALID,
+                              "a MAP insert of %zu keys needs %zu bytes of values (%u per key), got %zu", n, n * vb, vb,
+                              values_len);
     if (n == 0) {
         count_into(counts, results, 0);
         return FLOE_OK;
@@ -787,8 +787,17 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
     }
 
     grow_if_over_fill(t);
-    batch bt = {.op = OP_INSERT, .overwrite = overwrite, .keys = keys, .n = n, .rep = rep, .value_src = src,
-                .values = values, .results = results, .ids = ids, .values_out = values_out, .tallies = tallies};
+    batch bt = {.op = OP_INSERT,
+                .overwrite = overwrite,
+                .keys = keys,
+                .n = n,
+                .rep = rep,
+                .value_src = src,
+                .values = values,
+                .results = results,
+                .ids = ids,
+                .values_out = values_out,
+                .tallies = tallies};
     pthread_rwlock_rdlock(&t->lock);
     bt.s = &t->s;
     uint64_t gen = atomic_load(&t->generation);
@@ -820,8 +829,8 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         pthread_rwlock_unlock(&t->lock);
     }
     if (rebuilt && ids) { /* ids from before the rebuild are stale: look them up again */
-        batch fb = {.op = OP_FIND, .keys = keys, .n = n, .rep = rep, .results = scratch, .ids = ids,
-                    .tallies = tallies};
+        batch fb = {
+            .op = OP_FIND, .keys = keys, .n = n, .rep = rep, .results = scratch, .ids = ids, .tallies = tallies};
         pthread_rwlock_rdlock(&t->lock);
         fb.s = &t->s;
         run_batch(t, &fb);
@@ -867,8 +876,8 @@ out:
     return st;
 }
 
-floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
-                         void *values_out, floe_counts *counts, floe_error *err)
+floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids, void *values_out,
+                         floe_counts *counts, floe_error *err)
 {
     floe_status st = check_keys(t, keys, n, err);
     if (st != FLOE_OK)
@@ -881,7 +890,12 @@ floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *re
     if (!tallies)
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
     /* Finds change nothing, so duplicates need no ordering. */
-    batch bt = {.op = OP_FIND, .keys = keys, .n = n, .results = results, .ids = ids, .values_out = values_out,
+    batch bt = {.op = OP_FIND,
+                .keys = keys,
+                .n = n,
+                .results = results,
+                .ids = ids,
+                .values_out = values_out,
                 .tallies = tallies};
     pthread_rwlock_rdlock(&t->lock);
     bt.s = &t->s;
@@ -929,8 +943,8 @@ floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *r
     return st;
 }
 
-floe_status iceberg_scan(iceberg *t, const floe_cursor *from, size_t limit, uint64_t *keys, void *values,
-                         size_t *n, floe_cursor *next, int *done, floe_error *err)
+floe_status iceberg_scan(iceberg *t, const floe_cursor *from, size_t limit, uint64_t *keys, void *values, size_t *n,
+                         floe_cursor *next, int *done, floe_error *err)
 {
     const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
     if (values && !vb)
@@ -960,8 +974,8 @@ floe_status iceberg_scan(iceberg *t, const floe_cursor *from, size_t limit, uint
         uint64_t b;
         floe_slot_split(&s->g, pos, &l, &b, &slot);
         const floe_level *lv = &s->g.level[l];
-        uint64_t word = atomic_load_explicit(&bucket_ptr(s, l, b)[floe_row_word(lv->row_bits, slot)],
-                                             memory_order_acquire);
+        uint64_t word =
+            atomic_load_explicit(&bucket_ptr(s, l, b)[floe_row_word(lv->row_bits, slot)], memory_order_acquire);
         uint64_t row = (word >> ((slot * lv->row_bits) & 63)) & floe_row_mask(lv->row_bits);
         if (floe_row_is_key(row, lv->row_bits)) {
             keys[got] = floe_join(&s->g, l, floe_row_choice(l, row), b, floe_row_remainder(l, row));
@@ -1069,8 +1083,8 @@ static floe_status verify_loaded(iceberg *t, const floe_file_header *h, const ch
                 }
                 if (seen_empty || row == floe_row_busy(lv->row_bits) ||
                     (floe_row_is_key(row, lv->row_bits) && floe_row_remainder(l, row) > floe_mask_bits(lv->rem_bits)))
-                    return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: bad row in level %u bucket %llu",
-                                          path, l, (unsigned long long)b);
+                    return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: bad row in level %u bucket %llu", path,
+                                          l, (unsigned long long)b);
                 used++;
                 tomb += row == floe_row_tombstone(lv->row_bits);
             }

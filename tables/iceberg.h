@@ -26,7 +26,7 @@
 #include "spec.h"
 #include "status.h"
 
-#define FLOE_NO_ID UINT64_MAX
+#define FLOE_NO_ID        UINT64_MAX
 #define ICEBERG_OVERWRITE 1u /* insert: replace the value of a PRESENT key (MAP upsert) */
 
 typedef struct iceberg iceberg;
@@ -50,8 +50,8 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
                            unsigned flags, uint8_t *results, uint64_t *ids, void *values_out, floe_counts *counts,
                            floe_error *err);
 /* PRESENT / ABSENT; values_out (MAP only) gets the stored values, 0 if absent. */
-floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
-                         void *values_out, floe_counts *counts, floe_error *err);
+floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids, void *values_out,
+                         floe_counts *counts, floe_error *err);
 /* ERASED / ABSENT; the slot becomes a tombstone until the next rebuild. */
 floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, floe_counts *counts,
                           floe_error *err);
@@ -61,8 +61,8 @@ floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *r
  * earlier generation is refused: a rebuild moved every key.  A call examines
  * a bounded number of slots, so it may return fewer than limit keys (even 0)
  * with *done unset. */
-floe_status iceberg_scan(iceberg *t, const floe_cursor *from, size_t limit, uint64_t *keys, void *values,
-                         size_t *n, floe_cursor *next, int *done, floe_error *err);
+floe_status iceberg_scan(iceberg *t, const floe_cursor *from, size_t limit, uint64_t *keys, void *values, size_t *n,
+                         floe_cursor *next, int *done, floe_error *err);
 
 void iceberg_stats(iceberg *t, floe_table_stats *s);
 

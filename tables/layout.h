@@ -51,13 +51,13 @@ enum {
     FLOE_ERASED = 4,
 };
 
-#define FLOE_LEVELS 3
-#define FLOE_L0_SLOTS 32u      /* slots per primary bucket */
-#define FLOE_L1_SLOTS 16u      /* slots per secondary / stash bucket */
-#define FLOE_L1_SHIFT 2u       /* secondary buckets = primary buckets >> 2 (1/8 of the slots) */
-#define FLOE_L2_SHIFT 7u       /* stash buckets = primary buckets >> 7 (1/256 of the slots) */
+#define FLOE_LEVELS        3
+#define FLOE_L0_SLOTS      32u /* slots per primary bucket */
+#define FLOE_L1_SLOTS      16u /* slots per secondary / stash bucket */
+#define FLOE_L1_SHIFT      2u  /* secondary buckets = primary buckets >> 2 (1/8 of the slots) */
+#define FLOE_L2_SHIFT      7u  /* stash buckets = primary buckets >> 7 (1/256 of the slots) */
 #define FLOE_MAX_ADDR_BITS 40u /* 2^45 primary slots: far beyond any device */
-#define FLOE_PERMS 5           /* level 0; level 1 choices 0,1; level 2 choices 0,1 */
+#define FLOE_PERMS         5   /* level 0; level 1 choices 0,1; level 2 choices 0,1 */
 
 /* Row codes shared by every width: 0 is EMPTY, all-ones is TOMBSTONE and
  * all-ones minus one is BUSY (a MAP slot claimed whose value is still being
@@ -206,7 +206,10 @@ FLOE_HD static inline void floe_geometry_init(floe_geometry *g, uint32_t key_bit
         floe_level *lv = &g->level[l];
         uint32_t tag = l == 0 ? 1u : 2u;
         int64_t lo = (int64_t)key_bits - (64 - (int64_t)tag);
-        lv->addr_bits = floe_clamp_u32((int64_t)a0 - (l == 0 ? 0 : l == 1 ? FLOE_L1_SHIFT : FLOE_L2_SHIFT), lo < 0 ? 0 : lo, key_bits);
+        lv->addr_bits = floe_clamp_u32((int64_t)a0 - (l == 0   ? 0
+                                                      : l == 1 ? FLOE_L1_SHIFT
+                                                               : FLOE_L2_SHIFT),
+                                       lo < 0 ? 0 : lo, key_bits);
         lv->rem_bits = key_bits - lv->addr_bits;
         lv->row_bits = floe_row_bits_for(lv->rem_bits, tag);
         lv->slots = l == 0 ? FLOE_L0_SLOTS : FLOE_L1_SLOTS;
@@ -305,8 +308,8 @@ FLOE_HD static inline uint32_t floe_row_word(uint32_t row_bits, uint32_t i)
 /* ---- keys <-> (bucket, remainder) ----------------------------------------------------- */
 
 /* The permuted key's high addr_bits pick the bucket, the low rem_bits are stored. */
-FLOE_HD static inline void floe_split(const floe_geometry *g, uint32_t l, uint32_t c, uint64_t key,
-                                      uint64_t *bucket, uint64_t *rem)
+FLOE_HD static inline void floe_split(const floe_geometry *g, uint32_t l, uint32_t c, uint64_t key, uint64_t *bucket,
+                                      uint64_t *rem)
 {
     const floe_level *lv = &g->level[l];
     uint64_t x = floe_permute(&g->perm[floe_perm_index(l, c)], key);

@@ -41,8 +41,8 @@ static bool name_ok(const char *n)
         return false;
     for (size_t i = 0; i < len; i++) {
         char c = n[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                  c == '-' || c == '.';
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                  c == '.';
         if (!ok)
             return false;
     }

@@ -24,7 +24,7 @@ typedef enum floe_kind {
     FLOE_KIND_STATIC = 5,
 } floe_kind;
 
-#define FLOE_NAME_MAX 64
+#define FLOE_NAME_MAX         64
 #define FLOE_BACKEND_NAME_MAX 16
 #define FLOE_DEFAULT_MAX_FILL 0.9
 /* The largest capacity a spec may ask for: 2^40 keys. */
@@ -33,13 +33,13 @@ typedef enum floe_kind {
 typedef struct floe_spec {
     char name[FLOE_NAME_MAX + 1]; /* [A-Za-z0-9_.-], 1..64 characters */
     floe_kind kind;
-    uint32_t key_bits;    /* SET, MAP: 1..64 */
-    uint32_t words;       /* TREE: 32-bit words per vector */
-    uint32_t value_bytes; /* MAP: 4 or 8; SET: 0 */
-    uint64_t capacity;    /* keys the table holds without growing */
-    bool grow;            /* rebuild at twice the size instead of answering FULL */
-    double max_fill;      /* with grow: rebuild when occupied slots pass this fraction */
-    uint64_t seed;        /* permutation seed; 0 = pick one at random */
+    uint32_t key_bits;                   /* SET, MAP: 1..64 */
+    uint32_t words;                      /* TREE: 32-bit words per vector */
+    uint32_t value_bytes;                /* MAP: 4 or 8; SET: 0 */
+    uint64_t capacity;                   /* keys the table holds without growing */
+    bool grow;                           /* rebuild at twice the size instead of answering FULL */
+    double max_fill;                     /* with grow: rebuild when occupied slots pass this fraction */
+    uint64_t seed;                       /* permutation seed; 0 = pick one at random */
     char backend[FLOE_BACKEND_NAME_MAX]; /* "cpu", "gpu" or "auto" */
 } floe_spec;
 

@@ -34,8 +34,7 @@ typedef struct floe_error {
 } floe_error;
 
 /* Records code and a printf-style message in e (if e is not NULL); returns code. */
-floe_status floe_error_set(floe_error *e, floe_status code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+floe_status floe_error_set(floe_error *e, floe_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Resets e to FLOE_OK with an empty message. */
 void floe_error_clear(floe_error *e);

@@ -173,8 +173,7 @@ static void fsync_dir_of(const char *path)
     free(copy);
 }
 
-floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections,
-                           floe_error *err)
+floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_error *err)
 {
     unsigned char hdr[FLOE_FILE_HEADER_BYTES];
     unsigned char digest[EVP_MAX_MD_SIZE];
@@ -259,8 +258,8 @@ floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_read
     }
     r->f = fopen(path, "rbe");
     if (!r->f) {
-        st = floe_error_set(err, errno == ENOENT ? FLOE_ERR_NO_TABLE : FLOE_ERR_INTERNAL, "cannot open %s: %s",
-                            path, strerror(errno));
+        st = floe_error_set(err, errno == ENOENT ? FLOE_ERR_NO_TABLE : FLOE_ERR_INTERNAL, "cannot open %s: %s", path,
+                            strerror(errno));
         goto fail;
     }
     if (fstat(fileno(r->f), &sb) != 0 || !S_ISREG(sb.st_mode)) {

@@ -25,7 +25,7 @@
 #include "spec.h"
 #include "status.h"
 
-#define FLOE_FILE_VERSION 1
+#define FLOE_FILE_VERSION      1
 #define FLOE_FILE_HEADER_BYTES 512
 #define FLOE_FILE_MAX_SECTIONS 8
 /* Bumped whenever layout.h changes how keys map to slots. */
@@ -43,8 +43,7 @@ typedef struct floe_file_header {
 } floe_file_header;
 
 /* Writes h and its sections (sections[i] holds h->section_bytes[i] bytes). */
-floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections,
-                           floe_error *err);
+floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_error *err);
 
 typedef struct floe_file_reader floe_file_reader;
 

@@ -40,16 +40,23 @@ START_TEST(every_operation)
     uint64_t keys[3] = {7, 8, 7}, ids[3];
     uint32_t vals[3] = {70, 80, 71}, vout[3];
     uint8_t res[3];
-    floe_batch b = {.op = FLOE_OP_INSERT, .flags = FLOE_BATCH_WANT_IDS | FLOE_BATCH_WANT_VALUES, .keys = keys,
-                    .n = 3, .values = vals, .values_len = sizeof vals, .results = res, .ids = ids, .values_out = vout};
+    floe_batch b = {.op = FLOE_OP_INSERT,
+                    .flags = FLOE_BATCH_WANT_IDS | FLOE_BATCH_WANT_VALUES,
+                    .keys = keys,
+                    .n = 3,
+                    .values = vals,
+                    .values_len = sizeof vals,
+                    .results = res,
+                    .ids = ids,
+                    .values_out = vout};
     ck_assert_int_eq(floe_table_run(t, &b), FLOE_OK);
     ck_assert_uint_eq(b.counts.inserted, 2);
     ck_assert_uint_eq(b.counts.present, 1);
     ck_assert_uint_eq(res[2], FLOE_PRESENT);
     ck_assert_uint_eq(vout[2], 70);
 
-    floe_batch f = {.op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_VALUES, .keys = keys, .n = 2, .results = res,
-                    .values_out = vout};
+    floe_batch f = {
+        .op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_VALUES, .keys = keys, .n = 2, .results = res, .values_out = vout};
     ck_assert_int_eq(floe_table_run(t, &f), FLOE_OK);
     ck_assert_uint_eq(vout[0], 70);
     ck_assert_uint_eq(vout[1], 80);
@@ -61,8 +68,8 @@ START_TEST(every_operation)
 
     uint64_t sk[16];
     uint32_t sv[16];
-    floe_batch sc = {.op = FLOE_OP_SCAN, .flags = FLOE_BATCH_WANT_VALUES, .limit = 16, .scan_keys = sk,
-                     .scan_values = sv};
+    floe_batch sc = {
+        .op = FLOE_OP_SCAN, .flags = FLOE_BATCH_WANT_VALUES, .limit = 16, .scan_keys = sk, .scan_values = sv};
     size_t got = 0;
     do {
         ck_assert_int_eq(floe_table_run(t, &sc), FLOE_OK);
@@ -135,8 +142,12 @@ START_TEST(batches_complete_in_order)
     for (int i = 0; i < N; i++) {
         for (int k = 0; k < 50; k++)
             keys[i][k] = k == 0 ? (uint64_t)i : (uint64_t)(i * 50 + k);
-        b[i] = (floe_batch){.op = i % 3 == 2 ? FLOE_OP_FIND : FLOE_OP_INSERT, .keys = keys[i], .n = 50,
-                            .results = res[i], .done = in_order, .user = &oc};
+        b[i] = (floe_batch){.op = i % 3 == 2 ? FLOE_OP_FIND : FLOE_OP_INSERT,
+                            .keys = keys[i],
+                            .n = 50,
+                            .results = res[i],
+                            .done = in_order,
+                            .user = &oc};
         floe_table_submit(t, &b[i]);
     }
     floe_table_destroy(t); /* waits for every submitted batch */

@@ -18,10 +18,10 @@ typedef struct worker {
     iceberg *t;
     const uint64_t *keys; /* KEYS distinct keys, shared by all threads */
     int id;
-    int op; /* 0 insert, 1 erase */
+    int op;                  /* 0 insert, 1 erase */
     _Atomic uint32_t *wins;  /* per key: INSERTED (or ERASED) answers */
     _Atomic int *bad_values; /* PRESENT with a value other than the key's */
-    uint32_t vb; /* value bytes; 0 for a SET */
+    uint32_t vb;             /* value bytes; 0 for a SET */
 } worker;
 
 static uint64_t value_of(uint64_t key, uint32_t vb)
@@ -79,8 +79,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void run_threads(iceberg *t, const uint64_t *keys, int op, uint32_t vb, _Atomic uint32_t *wins,
-                        _Atomic int *bad)
+static void run_threads(iceberg *t, const uint64_t *keys, int op, uint32_t vb, _Atomic uint32_t *wins, _Atomic int *bad)
 {
     pthread_t th[THREADS];
     worker w[THREADS];

@@ -44,10 +44,10 @@ START_TEST(dedup_matches_model)
     ck_assert_int_eq(floe_pool_create(3, &pool, NULL), FLOE_OK);
     check_dedup(pool, 0, 10, 1);
     check_dedup(pool, 1, 10, 2);
-    check_dedup(pool, 1000, 10, 3);       /* almost all duplicates */
-    check_dedup(pool, 100000, 50000, 4);  /* many partitions, heavy duplication */
-    check_dedup(pool, 200000, 0, 5);      /* all distinct */
-    check_dedup(NULL, 50000, 20000, 6);   /* inline */
+    check_dedup(pool, 1000, 10, 3);      /* almost all duplicates */
+    check_dedup(pool, 100000, 50000, 4); /* many partitions, heavy duplication */
+    check_dedup(pool, 200000, 0, 5);     /* all distinct */
+    check_dedup(NULL, 50000, 20000, 6);  /* inline */
     floe_pool_destroy(pool);
 }
 END_TEST

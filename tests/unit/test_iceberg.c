@@ -158,8 +158,8 @@ static void run_workload(const workload *w, floe_pool *pool, uint64_t seed)
         floe_counts c;
         if (op <= 6) {
             bool ow = vb && rng_below(&r, 2);
-            ck_assert_int_eq(iceberg_insert(t, keys, n, vb ? vin : NULL, n * vb, ow ? ICEBERG_OVERWRITE : 0, res,
-                                            ids, vb ? vout : NULL, &c, &err),
+            ck_assert_int_eq(iceberg_insert(t, keys, n, vb ? vin : NULL, n * vb, ow ? ICEBERG_OVERWRITE : 0, res, ids,
+                                            vb ? vout : NULL, &c, &err),
                              FLOE_OK);
             iceberg_stats(t, &st);
             bool same_gen = st.generation == idgen;
@@ -225,8 +225,7 @@ static void run_workload(const workload *w, floe_pool *pool, uint64_t seed)
     if (!w->grow && w->key_bits > 16)
         ck_assert_msg(st.fill >= w->target_fill, "workload stopped at fill %.3f", st.fill);
     if (w->grow)
-        ck_assert_msg(st.generation > 0, "a growing table that took %llu keys never grew",
-                      (unsigned long long)st.keys);
+        ck_assert_msg(st.generation > 0, "a growing table that took %llu keys never grew", (unsigned long long)st.keys);
     (void)saw_full;
     check_contents(t, &m, vb);
     iceberg_destroy(t);

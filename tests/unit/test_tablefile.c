@@ -52,8 +52,7 @@ static iceberg *filled_table(uint32_t vb, size_t n, uint64_t **keys_out)
         ck_assert_int_eq(iceberg_insert(t, keys, n, v4, n * 4, 0, res, NULL, NULL, NULL, NULL), FLOE_OK);
         free(v4);
     } else {
-        ck_assert_int_eq(iceberg_insert(t, keys, n, vb ? vals : NULL, n * vb, 0, res, NULL, NULL, NULL, NULL),
-                         FLOE_OK);
+        ck_assert_int_eq(iceberg_insert(t, keys, n, vb ? vals : NULL, n * vb, 0, res, NULL, NULL, NULL, NULL), FLOE_OK);
     }
     ck_assert_int_eq(iceberg_erase(t, keys, n / 10, res, NULL, NULL), FLOE_OK); /* some tombstones */
     free(vals);

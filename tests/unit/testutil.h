@@ -38,7 +38,7 @@ typedef struct model {
     uint64_t *keys;
     uint64_t *values;
     uint64_t *ids;
-    uint8_t *state; /* 0 empty, 1 live, 2 deleted */
+    uint8_t *state;         /* 0 empty, 1 live, 2 deleted */
     size_t cap, live, used; /* used: live + deleted */
 } model;
 
