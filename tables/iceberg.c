@@ -718,26 +718,14 @@ static void count_into(floe_counts *c, const uint8_t *results, size_t n)
 {
     if (!c)
         return;
-    memset(c, 0, sizeof *c);
-    for (size_t i = 0; i < n; i++) {
-        switch (results[i]) {
-        case FLOE_INSERTED:
-            c->inserted++;
-            break;
-        case FLOE_PRESENT:
-            c->present++;
-            break;
-        case FLOE_ABSENT:
-            c->absent++;
-            break;
-        case FLOE_FULL:
-            c->full++;
-            break;
-        case FLOE_ERASED:
-            c->erased++;
-            break;
-        }
-    }
+    uint64_t h[8] = {0}; /* a branch-free histogram: answers are 0..4 */
+    for (size_t i = 0; i < n; i++)
+        h[results[i] & 7]++;
+    c->inserted = h[FLOE_INSERTED];
+    c->present = h[FLOE_PRESENT];
+    c->absent = h[FLOE_ABSENT];
+    c->full = h[FLOE_FULL];
+    c->erased = h[FLOE_ERASED];
 }
 
 floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const void *values, size_t values_len,
@@ -838,7 +826,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
     }
 
     /* Later occurrences, in order, see the first occurrence's effect. */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && distinct < n; i++) {
         uint32_t r = rep[i];
         if (r == i)
             continue;
@@ -848,7 +836,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         if (values_out && !overwrite) /* the value the first occurrence left */
             value_out(values_out, vb, i, results[r] == FLOE_FULL ? 0 : value_in(values_out, vb, r));
     }
-    if (values_out && overwrite) {
+    if (values_out && overwrite && distinct < n) {
         /* The first occurrence stored the last occurrence's value; every
          * occurrence answers as if applied alone, in order: a later one sees
          * the value of the one before it (src[] now tracks that one). */
@@ -933,7 +921,7 @@ floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *r
         bt.s = &t->s;
         run_batch(t, &bt);
         pthread_rwlock_unlock(&t->lock);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n && distinct < n; i++)
             if (rep[i] != i)
                 results[i] = FLOE_ABSENT; /* the first occurrence erased it, or it was absent */
         count_into(counts, results, n);
