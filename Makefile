@@ -88,7 +88,7 @@ check-cuda:
 	@echo "GPU=0: CUDA code not built"
 endif
 
-test: test-unit test-big
+test: all test-unit test-big
 
 # Every suite but the large one, under AddressSanitizer and UBSan.
 test-unit: build/san/floe-tests
