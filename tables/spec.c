@@ -77,8 +77,9 @@ floe_status floe_spec_validate(const floe_spec *s, floe_error *err)
                               (unsigned long long)s->capacity);
     if (!(s->max_fill > 0.0 && s->max_fill <= 1.0) || isnan(s->max_fill))
         return floe_error_set(err, FLOE_ERR_INVALID, "max_fill must be in (0, 1], got %g", s->max_fill);
-    if (strcmp(s->backend, "cpu") != 0 && strcmp(s->backend, "gpu") != 0 && strcmp(s->backend, "auto") != 0 &&
-        s->backend[0] != '\0')
+    if (!memchr(s->backend, '\0', sizeof s->backend) ||
+        (s->backend[0] && strcmp(s->backend, "cpu") != 0 && strcmp(s->backend, "gpu") != 0 &&
+         strcmp(s->backend, "auto") != 0))
         return floe_error_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
     return FLOE_OK;
 }
