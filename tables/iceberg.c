@@ -499,6 +499,19 @@ static tally run_batch(iceberg *t, batch *bt)
     return sum;
 }
 
+/* run_batch on the current storage, under the read lock; *gen (if not NULL)
+ * gets the generation the batch ran on. */
+static tally run_locked(iceberg *t, batch *bt, uint64_t *gen)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    bt->s = &t->s;
+    if (gen)
+        *gen = atomic_load(&t->generation);
+    tally ty = run_batch(t, bt);
+    pthread_rwlock_unlock(&t->lock);
+    return ty;
+}
+
 /* ---- validation ---------------------------------------------------------------------- */
 
 static floe_status check_keys(const iceberg *t, const uint64_t *keys, size_t n, floe_error *err)
@@ -786,11 +799,8 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
                 .ids = ids,
                 .values_out = values_out,
                 .tallies = tallies};
-    pthread_rwlock_rdlock(&t->lock);
-    bt.s = &t->s;
-    uint64_t gen = atomic_load(&t->generation);
-    tally ty = run_batch(t, &bt);
-    pthread_rwlock_unlock(&t->lock);
+    uint64_t gen;
+    tally ty = run_locked(t, &bt, &gen);
 
     /* FULL keys with grow on: rebuild at twice the size and retry them. */
     bool rebuilt = false;
@@ -810,19 +820,12 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         batch rb = bt;
         rb.subset = retry;
         rb.n = nr;
-        pthread_rwlock_rdlock(&t->lock);
-        rb.s = &t->s;
-        gen = atomic_load(&t->generation);
-        ty = run_batch(t, &rb);
-        pthread_rwlock_unlock(&t->lock);
+        ty = run_locked(t, &rb, &gen);
     }
     if (rebuilt && ids) { /* ids from before the rebuild are stale: look them up again */
         batch fb = {
             .op = OP_FIND, .keys = keys, .n = n, .rep = rep, .results = scratch, .ids = ids, .tallies = tallies};
-        pthread_rwlock_rdlock(&t->lock);
-        fb.s = &t->s;
-        run_batch(t, &fb);
-        pthread_rwlock_unlock(&t->lock);
+        run_locked(t, &fb, NULL);
     }
 
     /* Later occurrences, in order, see the first occurrence's effect. */
@@ -885,10 +888,7 @@ floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *re
                 .ids = ids,
                 .values_out = values_out,
                 .tallies = tallies};
-    pthread_rwlock_rdlock(&t->lock);
-    bt.s = &t->s;
-    run_batch(t, &bt);
-    pthread_rwlock_unlock(&t->lock);
+    run_locked(t, &bt, NULL);
     free(tallies);
     count_into(counts, results, n);
     return FLOE_OK;
@@ -917,10 +917,7 @@ floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *r
     st = floe_dedup(t->pool, keys, n, rep, &distinct, err);
     if (st == FLOE_OK) {
         batch bt = {.op = OP_ERASE, .keys = keys, .n = n, .rep = rep, .results = results, .tallies = tallies};
-        pthread_rwlock_rdlock(&t->lock);
-        bt.s = &t->s;
-        run_batch(t, &bt);
-        pthread_rwlock_unlock(&t->lock);
+        run_locked(t, &bt, NULL);
         for (size_t i = 0; i < n && distinct < n; i++)
             if (rep[i] != i)
                 results[i] = FLOE_ABSENT; /* the first occurrence erased it, or it was absent */
