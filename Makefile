@@ -16,27 +16,39 @@ NVCC    ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v n
 GPU     ?= $(if $(NVCC),1,0)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-CSTD    := -std=gnu11 -pthread -MMD -MP -Itables
+GEN     := build/gen
+CSTD    := -std=gnu11 -pthread -MMD -MP -Iproto -Itables -I$(GEN) -Idaemon -Iclient
 OPT_rel := -O2 -g
 OPT_san := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 LDSAN   := -fsanitize=address,undefined
 OPT_tsan := -O1 -g -fsanitize=thread
 
 PKG_CRYPTO := $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
+PKG_EVENT  := $(shell pkg-config --libs libevent_pthreads 2>/dev/null || echo -levent_core -levent_pthreads)
+PKG_PROTO  := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 PKG_CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 PKG_CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
 TABLES_SRC := tables/status.c tables/spec.c tables/pool.c tables/dedup.c tables/iceberg.c \
               tables/tablefile.c tables/backend.c tables/backend_cpu.c
 TEST_SRC   := $(wildcard tests/unit/*.c)
+DAEMON_SRC := $(wildcard daemon/*.c)
+PROTO_SRC  := $(GEN)/floe.pb-c.c
+CLIENT_SRC := client/floe.c client/batcher.c
+ITEST_SRC  := $(wildcard tests/integration/*.c)
 
 tables_objs = $(patsubst %.c,build/$(1)/%.o,$(TABLES_SRC))
+daemon_objs = $(patsubst %.c,build/$(1)/%.o,$(DAEMON_SRC))
+proto_obj   = build/$(1)/proto/floe.pb-c.o
+client_objs = $(patsubst %.c,build/$(1)/%.o,$(CLIENT_SRC))
+itest_objs  = $(patsubst %.c,build/$(1)/%.o,$(ITEST_SRC))
 test_objs   = $(patsubst %.c,build/$(1)/%.o,$(TEST_SRC))
 
 .PHONY: all deps test test-unit test-big test-tsan bench clean check-cuda format
 .DEFAULT_GOAL := all
+.SECONDEXPANSION:
 
-all: build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-tests check-cuda
+all: build/rel/floed build/rel/floe build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-tests check-cuda
 
 deps:
 	@if dpkg -s $(DEPS_PKGS) >/dev/null 2>&1; then \
@@ -47,13 +59,24 @@ deps:
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEPS_PKGS); \
 	fi
 
-build/rel/%.o: %.c
+# The protocol's C code is generated at build time from proto/floe.proto.
+$(GEN)/floe.pb-c.c $(GEN)/floe.pb-c.h: proto/floe.proto
+	@mkdir -p $(GEN)
+	protoc-c --c_out=$(GEN) --proto_path=proto proto/floe.proto
+build/%/proto/floe.pb-c.o: $(GEN)/floe.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) -O2 -g $(if $(filter san,$*),$(OPT_san),) $(if $(filter tsan,$*),$(OPT_tsan),) $(if $(filter pic,$*),-fPIC,) -c $< -o $@
+
+build/rel/%.o: %.c | $(GEN)/floe.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT_rel) $(PKG_CHECK_CFLAGS) -c $< -o $@
-build/san/%.o: %.c
+build/san/%.o: %.c | $(GEN)/floe.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT_san) $(PKG_CHECK_CFLAGS) -c $< -o $@
-build/tsan/%.o: %.c
+build/pic/%.o: %.c | $(GEN)/floe.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT_rel) -fPIC -c $< -o $@
+build/tsan/%.o: %.c | $(GEN)/floe.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT_tsan) $(PKG_CHECK_CFLAGS) -c $< -o $@
 
@@ -63,6 +86,21 @@ build/san/libfloetables.a: $(call tables_objs,san)
 	ar rcs $@ $^
 build/tsan/libfloetables.a: $(call tables_objs,tsan)
 	ar rcs $@ $^
+
+build/rel/floed: $(call daemon_objs,rel) $(call proto_obj,rel) build/rel/libfloetables.a
+	$(CC) -pthread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) -lm -o $@
+build/san/floed: $(call daemon_objs,san) $(call proto_obj,san) build/san/libfloetables.a
+	$(CC) -pthread $(LDSAN) $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) -lm -o $@
+
+# libfloe: static and shared; the floe CLI links the static one.
+build/%/libfloe.a: $$(call client_objs,$$*) $$(call proto_obj,$$*)
+	ar rcs $@ $^
+build/rel/libfloe.so: $(call client_objs,pic) $(call proto_obj,pic)
+	$(CC) -shared -Wl,-soname,libfloe.so.0 $^ $(PKG_PROTO) -o $@
+build/rel/floe: build/rel/client/cli.o build/rel/libfloe.a
+	$(CC) $^ $(PKG_PROTO) -o $@
+build/san/floe: build/san/client/cli.o build/san/libfloe.a
+	$(CC) $(LDSAN) $^ $(PKG_PROTO) -o $@
 
 build/rel/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CRYPTO) -lm -o $@
@@ -77,9 +115,9 @@ build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/libfloetables.a
 # The layout header is shared with CUDA: make sure nvcc compiles it.
 ifeq ($(GPU),1)
 check-cuda: build/gpu/layout_selftest
-build/gpu/layout_selftest: gpu/layout_selftest.cu tables/layout.h
+build/gpu/layout_selftest: gpu/layout_selftest.cu tables/layout.h proto/floe_wire.h
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O2 -Itables -cudart static \
+	$(NVCC) -std=c++17 -O2 -Iproto -Itables -cudart static \
 	  -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
 	  -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
 	  -Xcompiler -Wall,-Wextra,-Werror $< -o $@

@@ -32,6 +32,8 @@
 
 #include <stdint.h>
 
+#include "floe_wire.h"
+
 #ifdef __CUDACC__
 #define FLOE_HD __host__ __device__
 #else
@@ -42,14 +44,7 @@
 extern "C" {
 #endif
 
-/* Per-key answers, as they travel on the wire (docs/PROTOCOL.md). */
-enum {
-    FLOE_ABSENT = 0,
-    FLOE_PRESENT = 1,
-    FLOE_INSERTED = 2,
-    FLOE_FULL = 3,
-    FLOE_ERASED = 4,
-};
+/* Per-key answers (FLOE_ABSENT ... FLOE_ERASED) are the protocol's: floe_wire.h. */
 
 #define FLOE_LEVELS        3
 #define FLOE_L0_SLOTS      32u /* slots per primary bucket */

@@ -5,26 +5,14 @@
  * floe_error, fills it with a human-readable message.  Nothing in the table
  * engine prints or exits; the caller decides.  The numbers are those of the
  * wire protocol's Status enum (proto/floe.proto), so a status travels to the
- * client unchanged.
+ * client unchanged (one definition, in proto/floe_wire.h).
  */
 #ifndef FLOE_TABLES_STATUS_H
 #define FLOE_TABLES_STATUS_H
 
 #include <stddef.h>
 
-typedef enum floe_status {
-    FLOE_OK = 0,
-    FLOE_ERR_INVALID = 1,
-    FLOE_ERR_NO_TABLE = 2,
-    FLOE_ERR_EXISTS = 3,
-    FLOE_ERR_FULL = 4,
-    FLOE_ERR_BUSY = 5,
-    FLOE_ERR_UNAUTHENTICATED = 6,
-    FLOE_ERR_TOO_LARGE = 7,
-    FLOE_ERR_UNSUPPORTED = 8,
-    FLOE_ERR_SHUTTING_DOWN = 9,
-    FLOE_ERR_INTERNAL = 10,
-} floe_status;
+#include "floe_wire.h" /* floe_status: the protocol's Status enum */
 
 #define FLOE_ERROR_MAX 256
 

@@ -1,0 +1,809 @@
+/*
+ * floe.c - libfloe (see floe.h).
+ *
+ * One non-blocking socket; requests are packed into an output buffer at
+ * send time, and floe_poll writes it out while reading responses, so a
+ * client never deadlocks against a server that is pushing back.  Calls in
+ * flight wait in a list; a response completes the call with its id
+ * (responses on different tables may overtake each other).
+ */
+#define _GNU_SOURCE
+#include "floe.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "floe.pb-c.h"
+
+struct floe_call {
+    uint64_t id;
+    bool done;
+    int status;
+    char *error;
+    Floe__V1__Response *resp;
+    floe_callback *cb;
+    void *arg;
+    floe_call *next, *prev;
+};
+
+struct floe {
+    int fd;
+    int err;
+    char errstr[256];
+    uint64_t next_id;
+    unsigned char *out;
+    size_t out_len, out_off, out_cap;
+    unsigned char *in;
+    size_t in_len, in_cap;
+    floe_call *head, *tail; /* in flight */
+    size_t inflight;
+    floe_server_info info;
+};
+
+static int set_error(floe *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int set_error(floe *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    c->err = code;
+    vsnprintf(c->errstr, sizeof c->errstr, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *floe_strerror(int code)
+{
+    static const char *const names[] = {
+        "OK",           "ERR_INVALID",         "ERR_NO_TABLE",  "ERR_EXISTS",      "ERR_FULL",
+        "ERR_BUSY",     "ERR_UNAUTHENTICATED", "ERR_TOO_LARGE", "ERR_UNSUPPORTED", "ERR_SHUTTING_DOWN",
+        "ERR_INTERNAL",
+    };
+    if (code >= 0 && code < (int)(sizeof names / sizeof names[0]))
+        return names[code];
+    if (code == FLOE_ERR_IO)
+        return "ERR_IO";
+    if (code == FLOE_ERR_PROTOCOL)
+        return "ERR_PROTOCOL";
+    return "ERR_UNKNOWN";
+}
+
+int floe_error(const floe *c)
+{
+    return c ? c->err : FLOE_ERR_IO;
+}
+
+const char *floe_errstr(const floe *c)
+{
+    return c ? c->errstr : "out of memory";
+}
+
+const floe_server_info *floe_info(const floe *c)
+{
+    return &c->info;
+}
+
+size_t floe_inflight(const floe *c)
+{
+    return c->inflight;
+}
+
+/* ---- calls ------------------------------------------------------------------------------------- */
+
+static void complete(floe *c, floe_call *call, int status, const char *error, Floe__V1__Response *resp)
+{
+    if (call->prev)
+        call->prev->next = call->next;
+    else
+        c->head = call->next;
+    if (call->next)
+        call->next->prev = call->prev;
+    else
+        c->tail = call->prev;
+    call->next = call->prev = NULL;
+    c->inflight--;
+    call->done = true;
+    call->status = status;
+    call->error = strdup(error ? error : "");
+    call->resp = resp;
+    if (call->cb) {
+        call->cb(c, call, call->arg);
+        floe_call_free(call);
+    }
+}
+
+/* The connection is gone: every call in flight fails. */
+static void fail_all(floe *c)
+{
+    while (c->head)
+        complete(c, c->head, FLOE_ERR_IO, c->errstr, NULL);
+}
+
+static void broken(floe *c, const char *fmt, const char *detail)
+{
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    set_error(c, FLOE_ERR_IO, fmt, detail);
+    fail_all(c);
+}
+
+static floe_call *new_call(floe *c, floe_callback *cb, void *arg)
+{
+    floe_call *call = calloc(1, sizeof *call);
+    if (!call)
+        return NULL;
+    call->id = ++c->next_id;
+    call->cb = cb;
+    call->arg = arg;
+    call->prev = c->tail;
+    if (c->tail)
+        c->tail->next = call;
+    else
+        c->head = call;
+    c->tail = call;
+    c->inflight++;
+    return call;
+}
+
+/* Packs req into the output buffer and registers call; on a broken
+ * connection the call completes at once with FLOE_ERR_IO. */
+static floe_call *send_request(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg)
+{
+    floe_call *call = new_call(c, cb, arg);
+    if (!call)
+        return NULL;
+    req->id = call->id;
+    if (c->fd < 0) {
+        complete(c, call, FLOE_ERR_IO, c->errstr[0] ? c->errstr : "not connected", NULL);
+        return cb ? NULL : call;
+    }
+    size_t len = floe__v1__request__get_packed_size(req);
+    if (len > UINT32_MAX || (c->info.max_frame && len > c->info.max_frame)) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "request of %zu bytes is above the server's max-frame (%llu)", len,
+                 (unsigned long long)c->info.max_frame);
+        complete(c, call, FLOE_ERR_TOO_LARGE, msg, NULL);
+        return cb ? NULL : call;
+    }
+    if (c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    if (c->out_len + 4 + len > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 65536;
+        while (cap < c->out_len + 4 + len)
+            cap *= 2;
+        unsigned char *grown = realloc(c->out, cap);
+        if (!grown) {
+            complete(c, call, FLOE_ERR_IO, "out of memory", NULL);
+            return cb ? NULL : call;
+        }
+        c->out = grown;
+        c->out_cap = cap;
+    }
+    unsigned char *p = c->out + c->out_len;
+    p[0] = (unsigned char)(len >> 24);
+    p[1] = (unsigned char)(len >> 16);
+    p[2] = (unsigned char)(len >> 8);
+    p[3] = (unsigned char)len;
+    floe__v1__request__pack(req, p + 4);
+    c->out_len += 4 + len;
+    floe_poll(c, 0); /* start writing at once */
+    return call;
+}
+
+/* ---- I/O ---------------------------------------------------------------------------------------- */
+
+static int handle_frames(floe *c)
+{
+    int completed = 0;
+    size_t off = 0;
+    while (c->in_len - off >= 4) {
+        const unsigned char *p = c->in + off;
+        uint32_t len = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        if (c->in_len - off - 4 < len)
+            break;
+        Floe__V1__Response *r = floe__v1__response__unpack(NULL, len, p + 4);
+        off += 4 + (size_t)len;
+        if (!r) {
+            c->err = FLOE_ERR_PROTOCOL;
+            snprintf(c->errstr, sizeof c->errstr, "a response of %u bytes does not parse", len);
+            continue;
+        }
+        floe_call *call = c->head;
+        while (call && call->id != r->id)
+            call = call->next;
+        if (!call) {
+            /* id 0: the server answers a frame it could not read; keep the message */
+            if (r->status != FLOE__V1__STATUS__OK)
+                set_error(c, (int)r->status, "%s", r->error ? r->error : "");
+            floe__v1__response__free_unpacked(r, NULL);
+            continue;
+        }
+        complete(c, call, (int)r->status, r->error, r);
+        completed++;
+    }
+    if (off) {
+        memmove(c->in, c->in + off, c->in_len - off);
+        c->in_len -= off;
+    }
+    return completed;
+}
+
+int floe_poll(floe *c, int timeout_ms)
+{
+    int completed = 0;
+    for (;;) {
+        if (c->fd < 0)
+            return completed ? completed : -1;
+        struct pollfd pfd = {c->fd, POLLIN | (c->out_off < c->out_len ? POLLOUT : 0), 0};
+        int wait = completed ? 0 : timeout_ms;
+        int rc = poll(&pfd, 1, wait);
+        if (rc < 0) {
+            if (errno == EINTR)
+                continue;
+            broken(c, "poll: %s", strerror(errno));
+            return -1;
+        }
+        if (rc == 0)
+            return completed;
+        if (pfd.revents & POLLOUT) {
+            ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+            if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                broken(c, "send: %s", strerror(errno));
+                return -1;
+            }
+            if (w > 0)
+                c->out_off += (size_t)w;
+        }
+        if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
+            if (c->in_cap - c->in_len < 65536) {
+                size_t cap = c->in_cap ? c->in_cap * 2 : 131072;
+                unsigned char *grown = realloc(c->in, cap);
+                if (!grown) {
+                    broken(c, "%s", "out of memory");
+                    return -1;
+                }
+                c->in = grown;
+                c->in_cap = cap;
+            }
+            ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+            if (r == 0) {
+                broken(c, "%s", "the server closed the connection");
+                handle_frames(c);
+                return completed ? completed : -1;
+            }
+            if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                broken(c, "recv: %s", strerror(errno));
+                return -1;
+            }
+            if (r > 0) {
+                c->in_len += (size_t)r;
+                completed += handle_frames(c);
+            }
+        }
+        if (timeout_ms == 0 && !(pfd.revents & POLLIN))
+            return completed;
+        if (completed && timeout_ms >= 0 && c->out_off == c->out_len)
+            return completed;
+    }
+}
+
+int floe_wait(floe *c, floe_call *call)
+{
+    while (!call->done) {
+        if (floe_poll(c, -1) < 0 && !call->done)
+            return FLOE_ERR_IO;
+    }
+    return call->status;
+}
+
+int floe_wait_all(floe *c)
+{
+    while (c->inflight > 0)
+        if (floe_poll(c, -1) < 0)
+            return FLOE_ERR_IO;
+    return c->err == FLOE_ERR_IO ? FLOE_ERR_IO : FLOE_OK;
+}
+
+/* ---- call accessors ----------------------------------------------------------------------------- */
+
+int floe_call_status(const floe_call *call)
+{
+    return call->done ? call->status : -1;
+}
+
+const char *floe_call_error(const floe_call *call)
+{
+    return call->error ? call->error : "";
+}
+
+uint64_t floe_call_id(const floe_call *call)
+{
+    return call->id;
+}
+
+const uint8_t *floe_call_results(const floe_call *call, size_t *n)
+{
+    *n = call->resp ? call->resp->results.len : 0;
+    return call->resp ? call->resp->results.data : NULL;
+}
+
+const unsigned char *floe_call_ids(const floe_call *call, size_t *bytes)
+{
+    *bytes = call->resp ? call->resp->ids.len : 0;
+    return call->resp ? call->resp->ids.data : NULL;
+}
+
+const unsigned char *floe_call_values(const floe_call *call, size_t *bytes)
+{
+    *bytes = call->resp ? call->resp->values.len : 0;
+    return call->resp ? call->resp->values.data : NULL;
+}
+
+void floe_call_counts(const floe_call *call, floe_counts *k)
+{
+    memset(k, 0, sizeof *k);
+    if (!call->resp)
+        return;
+    k->inserted = call->resp->inserted;
+    k->present = call->resp->present;
+    k->absent = call->resp->absent;
+    k->full = call->resp->full;
+    k->erased = call->resp->erased;
+}
+
+void floe_call_free(floe_call *call)
+{
+    if (!call)
+        return;
+    if (call->resp)
+        floe__v1__response__free_unpacked(call->resp, NULL);
+    free(call->error);
+    free(call);
+}
+
+/* ---- sending ------------------------------------------------------------------------------------ */
+
+floe_call *floe_send_insert(floe *c, const char *table, const uint64_t *keys, size_t n, const void *values,
+                            size_t values_len, unsigned flags, floe_callback *cb, void *arg)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
+    in.table = (char *)table;
+    in.keys.data = (uint8_t *)keys;
+    in.keys.len = n * 8;
+    in.values.data = (uint8_t *)values;
+    in.values.len = values ? values_len : 0;
+    in.overwrite = (flags & FLOE_OVERWRITE) != 0;
+    in.want_ids = (flags & FLOE_WANT_IDS) != 0;
+    req.op_case = FLOE__V1__REQUEST__OP_INSERT;
+    req.insert = &in;
+    return send_request(c, &req, cb, arg);
+}
+
+floe_call *floe_send_find(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags, floe_callback *cb,
+                          void *arg)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Find f = FLOE__V1__FIND__INIT;
+    f.table = (char *)table;
+    f.keys.data = (uint8_t *)keys;
+    f.keys.len = n * 8;
+    f.want_ids = (flags & FLOE_WANT_IDS) != 0;
+    f.want_values = (flags & FLOE_WANT_VALUES) != 0;
+    req.op_case = FLOE__V1__REQUEST__OP_FIND;
+    req.find = &f;
+    return send_request(c, &req, cb, arg);
+}
+
+floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, size_t n, floe_callback *cb, void *arg)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Erase e = FLOE__V1__ERASE__INIT;
+    e.table = (char *)table;
+    e.keys.data = (uint8_t *)keys;
+    e.keys.len = n * 8;
+    req.op_case = FLOE__V1__REQUEST__OP_ERASE;
+    req.erase = &e;
+    return send_request(c, &req, cb, arg);
+}
+
+floe_call *floe_send_ping(floe *c, floe_callback *cb, void *arg)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Ping p = FLOE__V1__PING__INIT;
+    req.op_case = FLOE__V1__REQUEST__OP_PING;
+    req.ping = &p;
+    return send_request(c, &req, cb, arg);
+}
+
+/* ---- blocking calls: send + wait ------------------------------------------------------------------ */
+
+/* Waits for a future, records its error on c, and returns its status. */
+static int finish(floe *c, floe_call *call)
+{
+    if (!call)
+        return set_error(c, FLOE_ERR_IO, "out of memory");
+    int st = floe_wait(c, call);
+    if (st != FLOE_OK)
+        set_error(c, st, "%s", floe_call_error(call)[0] ? floe_call_error(call) : floe_strerror(st));
+    else
+        c->err = FLOE_OK, c->errstr[0] = '\0';
+    return st;
+}
+
+static int copy_key_answers(floe *c, floe_call *call, size_t n, uint8_t *results, void *values, size_t vbytes,
+                            floe_counts *counts)
+{
+    size_t got, vgot;
+    const uint8_t *r = floe_call_results(call, &got);
+    const unsigned char *v = floe_call_values(call, &vgot);
+    if (got != n || (values && vgot != vbytes)) {
+        floe_call_free(call);
+        return set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu keys of %zu", got, n);
+    }
+    if (results && n)
+        memcpy(results, r, n);
+    if (values && vbytes)
+        memcpy(values, v, vbytes);
+    if (counts)
+        floe_call_counts(call, counts);
+    floe_call_free(call);
+    return FLOE_OK;
+}
+
+int floe_ping(floe *c)
+{
+    floe_call *call = floe_send_ping(c, NULL, NULL);
+    int st = finish(c, call);
+    floe_call_free(call);
+    return st;
+}
+
+int floe_insert(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, floe_counts *counts)
+{
+    floe_call *call = floe_send_insert(c, table, keys, n, NULL, 0, 0, NULL, NULL);
+    int st = finish(c, call);
+    if (st != FLOE_OK) {
+        floe_call_free(call);
+        return st;
+    }
+    return copy_key_answers(c, call, n, results, NULL, 0, counts);
+}
+
+int floe_insert_values(floe *c, const char *table, const uint64_t *keys, const void *values, size_t n,
+                       unsigned value_bytes, int overwrite, uint8_t *results, void *old_values, floe_counts *counts)
+{
+    floe_call *call =
+        floe_send_insert(c, table, keys, n, values, n * value_bytes, overwrite ? FLOE_OVERWRITE : 0, NULL, NULL);
+    int st = finish(c, call);
+    if (st != FLOE_OK) {
+        floe_call_free(call);
+        return st;
+    }
+    return copy_key_answers(c, call, n, results, old_values, old_values ? n * value_bytes : 0, counts);
+}
+
+int floe_find(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, void *values,
+              unsigned value_bytes, floe_counts *counts)
+{
+    floe_call *call = floe_send_find(c, table, keys, n, values ? FLOE_WANT_VALUES : 0, NULL, NULL);
+    int st = finish(c, call);
+    if (st != FLOE_OK) {
+        floe_call_free(call);
+        return st;
+    }
+    return copy_key_answers(c, call, n, results, values, values ? n * value_bytes : 0, counts);
+}
+
+int floe_erase(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, floe_counts *counts)
+{
+    floe_call *call = floe_send_erase(c, table, keys, n, NULL, NULL);
+    int st = finish(c, call);
+    if (st != FLOE_OK) {
+        floe_call_free(call);
+        return st;
+    }
+    return copy_key_answers(c, call, n, results, NULL, 0, counts);
+}
+
+int floe_create(floe *c, const floe_table_def *def)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__CreateTable ct = FLOE__V1__CREATE_TABLE__INIT;
+    Floe__V1__TableSpec spec = FLOE__V1__TABLE_SPEC__INIT;
+    spec.name = (char *)(def->name ? def->name : "");
+    spec.kind = (Floe__V1__TableKind)def->kind;
+    spec.key_bits = def->key_bits;
+    spec.value_bytes = def->value_bytes;
+    spec.capacity = def->capacity;
+    spec.grow = def->grow != 0;
+    spec.max_fill = def->max_fill;
+    spec.backend = (char *)(def->backend ? def->backend : "");
+    ct.spec = &spec;
+    req.op_case = FLOE__V1__REQUEST__OP_CREATE_TABLE;
+    req.create_table = &ct;
+    floe_call *call = send_request(c, &req, NULL, NULL);
+    int st = finish(c, call);
+    floe_call_free(call);
+    return st;
+}
+
+int floe_drop(floe *c, const char *table)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__DropTable d = FLOE__V1__DROP_TABLE__INIT;
+    d.table = (char *)table;
+    req.op_case = FLOE__V1__REQUEST__OP_DROP_TABLE;
+    req.drop_table = &d;
+    floe_call *call = send_request(c, &req, NULL, NULL);
+    int st = finish(c, call);
+    floe_call_free(call);
+    return st;
+}
+
+int floe_snapshot(floe *c, const char *table)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Snapshot s = FLOE__V1__SNAPSHOT__INIT;
+    s.table = (char *)(table ? table : "");
+    req.op_case = FLOE__V1__REQUEST__OP_SNAPSHOT;
+    req.snapshot = &s;
+    floe_call *call = send_request(c, &req, NULL, NULL);
+    int st = finish(c, call);
+    floe_call_free(call);
+    return st;
+}
+
+static void info_from(floe_table_info *o, const Floe__V1__TableStats *s)
+{
+    memset(o, 0, sizeof *o);
+    if (s->spec) {
+        snprintf(o->name, sizeof o->name, "%s", s->spec->name ? s->spec->name : "");
+        o->kind = (int)s->spec->kind;
+        o->key_bits = s->spec->key_bits;
+        o->value_bytes = s->spec->value_bytes;
+        o->capacity = s->spec->capacity;
+        o->grow = s->spec->grow;
+        o->max_fill = s->spec->max_fill;
+        o->seed = s->spec->seed;
+    }
+    o->keys = s->keys;
+    o->tombstones = s->tombstones;
+    o->slots = s->slots;
+    o->memory_bytes = s->memory_bytes;
+    o->generation = s->generation;
+    o->fill = s->fill;
+    o->bytes_per_key = s->bytes_per_key;
+    snprintf(o->backend, sizeof o->backend, "%s", s->backend ? s->backend : "");
+    for (size_t l = 0; l < s->n_levels && l < 3; l++) {
+        o->level[l].slots = s->levels[l]->slots;
+        o->level[l].used = s->levels[l]->used;
+        o->level[l].row_bits = s->levels[l]->row_bits;
+        o->level[l].fill = s->levels[l]->fill;
+    }
+}
+
+int floe_stats(floe *c, const char *table, floe_table_info *info)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Stats s = FLOE__V1__STATS__INIT;
+    s.table = (char *)table;
+    req.op_case = FLOE__V1__REQUEST__OP_STATS;
+    req.stats = &s;
+    floe_call *call = send_request(c, &req, NULL, NULL);
+    int st = finish(c, call);
+    if (st == FLOE_OK) {
+        if (call->resp->body_case != FLOE__V1__RESPONSE__BODY_STATS)
+            st = set_error(c, FLOE_ERR_PROTOCOL, "stats reply without stats");
+        else
+            info_from(info, call->resp->stats);
+    }
+    floe_call_free(call);
+    return st;
+}
+
+int floe_tables(floe *c, floe_table_info **tables, size_t *n)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__ListTables l = FLOE__V1__LIST_TABLES__INIT;
+    req.op_case = FLOE__V1__REQUEST__OP_LIST_TABLES;
+    req.list_tables = &l;
+    *tables = NULL;
+    *n = 0;
+    floe_call *call = send_request(c, &req, NULL, NULL);
+    int st = finish(c, call);
+    if (st == FLOE_OK && call->resp->body_case == FLOE__V1__RESPONSE__BODY_TABLES) {
+        const Floe__V1__TableList *tl = call->resp->tables;
+        *tables = calloc(tl->n_tables + 1, sizeof **tables);
+        if (!*tables) {
+            st = set_error(c, FLOE_ERR_IO, "out of memory");
+        } else {
+            for (size_t i = 0; i < tl->n_tables; i++)
+                info_from(&(*tables)[i], tl->tables[i]);
+            *n = tl->n_tables;
+        }
+    } else if (st == FLOE_OK) {
+        st = set_error(c, FLOE_ERR_PROTOCOL, "list reply without tables");
+    }
+    floe_call_free(call);
+    return st;
+}
+
+int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uint64_t *keys, void *values,
+              unsigned value_bytes, size_t *n, int *done)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Scan s = FLOE__V1__SCAN__INIT;
+    s.table = (char *)table;
+    if (cursor->started) {
+        s.cursor.data = cursor->bytes;
+        s.cursor.len = sizeof cursor->bytes;
+    }
+    s.limit = (uint32_t)(limit > UINT32_MAX ? UINT32_MAX : limit);
+    s.want_values = values != NULL;
+    req.op_case = FLOE__V1__REQUEST__OP_SCAN;
+    req.scan = &s;
+    *n = 0;
+    *done = 0;
+    floe_call *call = send_request(c, &req, NULL, NULL);
+    int st = finish(c, call);
+    if (st == FLOE_OK) {
+        const Floe__V1__ScanReply *r = call->resp->body_case == FLOE__V1__RESPONSE__BODY_SCAN ? call->resp->scan : NULL;
+        size_t got = r ? r->keys.len / 8 : 0;
+        if (!r || got > limit || r->cursor.len != sizeof cursor->bytes ||
+            (values && r->values.len != got * value_bytes)) {
+            st = set_error(c, FLOE_ERR_PROTOCOL, "malformed scan reply");
+        } else {
+            memcpy(keys, r->keys.data, got * 8);
+            if (values)
+                memcpy(values, r->values.data, got * value_bytes);
+            memcpy(cursor->bytes, r->cursor.data, sizeof cursor->bytes);
+            cursor->started = 1;
+            *n = got;
+            *done = r->done;
+        }
+    }
+    floe_call_free(call);
+    return st;
+}
+
+/* ---- connecting ---------------------------------------------------------------------------------- */
+
+static int parse_uri(floe *c, const char *uri, char *host, size_t hostlen, char *port, size_t portlen, char *token,
+                     size_t toklen)
+{
+    const char *p = uri;
+    if (strncmp(p, "floes://", 8) == 0)
+        return set_error(c, FLOE_ERR_UNSUPPORTED, "floes:// (TLS) is not supported by this libfloe yet");
+    if (strncmp(p, "floe://", 7) == 0)
+        p += 7;
+    else if (strstr(p, "://"))
+        return set_error(c, FLOE_ERR_INVALID, "'%s': the scheme must be floe://", uri);
+    const char *q = strchr(p, '?');
+    size_t hplen = q ? (size_t)(q - p) : strlen(p);
+    char hp[300];
+    if (hplen == 0 || hplen >= sizeof hp)
+        return set_error(c, FLOE_ERR_INVALID, "'%s': no host", uri);
+    memcpy(hp, p, hplen);
+    hp[hplen] = '\0';
+    if (hp[hplen - 1] == '/')
+        hp[--hplen] = '\0';
+    const char *h = hp, *colon;
+    size_t hl;
+    if (hp[0] == '[') { /* [v6]:port */
+        const char *end = strchr(hp, ']');
+        if (!end)
+            return set_error(c, FLOE_ERR_INVALID, "'%s': unclosed [", uri);
+        h = hp + 1;
+        hl = (size_t)(end - h);
+        colon = end[1] == ':' ? end + 1 : NULL;
+    } else {
+        colon = strrchr(hp, ':');
+        hl = colon ? (size_t)(colon - hp) : hplen;
+    }
+    if (hl == 0 || hl >= hostlen)
+        return set_error(c, FLOE_ERR_INVALID, "'%s': bad host", uri);
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    snprintf(port, portlen, "%s", colon ? colon + 1 : "7450");
+    char *end;
+    long pn = strtol(port, &end, 10);
+    if (!port[0] || *end || pn < 1 || pn > 65535)
+        return set_error(c, FLOE_ERR_INVALID, "'%s': the port must be 1..65535", uri);
+    token[0] = '\0';
+    if (q) {
+        const char *t = strstr(q + 1, "token=");
+        if (t)
+            snprintf(token, toklen, "%.*s", (int)strcspn(t + 6, "&"), t + 6);
+    }
+    return FLOE_OK;
+}
+
+static int hello(floe *c, const char *token)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Hello h = FLOE__V1__HELLO__INIT;
+    h.version = 1;
+    h.token = (char *)(token ? token : "");
+    req.op_case = FLOE__V1__REQUEST__OP_HELLO;
+    req.hello = &h;
+    floe_call *call = send_request(c, &req, NULL, NULL);
+    int st = finish(c, call);
+    if (st == FLOE_OK && call->resp && call->resp->body_case == FLOE__V1__RESPONSE__BODY_HELLO) {
+        const Floe__V1__HelloReply *r = call->resp->hello;
+        c->info.version = r->version;
+        snprintf(c->info.server, sizeof c->info.server, "%s", r->server ? r->server : "");
+        c->info.max_frame = r->max_frame;
+        c->info.max_batch_keys = r->max_batch_keys;
+        c->info.max_inflight = r->max_inflight;
+        snprintf(c->info.backend, sizeof c->info.backend, "%s", r->backend ? r->backend : "");
+    } else if (st == FLOE_OK) {
+        st = set_error(c, FLOE_ERR_PROTOCOL, "the server's hello reply is malformed");
+    }
+    floe_call_free(call);
+    return st;
+}
+
+int floe_connect(const char *uri, const char *token, floe **out)
+{
+    floe *c = calloc(1, sizeof *c);
+    *out = c;
+    if (!c)
+        return FLOE_ERR_IO;
+    c->fd = -1;
+    char host[256], port[16], utoken[256];
+    int st = parse_uri(c, uri ? uri : "", host, sizeof host, port, sizeof port, utoken, sizeof utoken);
+    if (st != FLOE_OK)
+        return st;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC}, *ai, *a;
+    int gai = getaddrinfo(host, port, &hints, &ai);
+    if (gai != 0)
+        return set_error(c, FLOE_ERR_IO, "cannot resolve %s: %s", host, gai_strerror(gai));
+    int last = 0;
+    for (a = ai; a; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0)
+            continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+            c->fd = fd;
+            break;
+        }
+        last = errno;
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    if (c->fd < 0)
+        return set_error(c, FLOE_ERR_IO, "cannot connect to %s:%s: %s", host, port, strerror(last));
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int fl = fcntl(c->fd, F_GETFL);
+    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) != 0)
+        return set_error(c, FLOE_ERR_IO, "cannot make the socket non-blocking");
+    return hello(c, token && token[0] ? token : utoken);
+}
+
+void floe_close(floe *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    set_error(c, FLOE_ERR_IO, "connection closed");
+    fail_all(c);
+    free(c->out);
+    free(c->in);
+    free(c);
+}

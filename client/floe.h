@@ -1,0 +1,225 @@
+/*
+ * floe.h - libfloe, the C client of floed.  The whole public API is here.
+ *
+ * A `floe` is one TCP connection to a floed.  Three ways to use it:
+ *
+ *   Blocking     floe_insert(c, "states", keys, n, results, &counts): send one
+ *                request, wait for its answer.  Simple; one round trip each.
+ *   Pipelined    floe_send_insert(...) queues a request and returns a
+ *                floe_call at once; many may be in flight.  Completion comes
+ *                through a callback (run inside floe_poll / floe_wait) or by
+ *                waiting on the call like a future (floe_wait).  The blocking
+ *                calls are exactly send + wait.
+ *   Batcher      floe_batcher_add(b, key, tag) one key at a time; keys are
+ *                sent in large requests with several in flight, and a
+ *                callback gets every key's answer with its tag.  For
+ *                producers of single states, such as model-checker workers.
+ *
+ * Errors are values.  Every call returns FLOE_OK (0) or an error code: the
+ * protocol's Status codes (floe_wire.h) for errors the server reports, and
+ * FLOE_ERR_IO / FLOE_ERR_PROTOCOL for the connection.  floe_errstr(c) holds
+ * the last message; floe_strerror(code) names a code.  Nothing is printed.
+ *
+ * Keys are uint64_t, below 2^key_bits of the table.  MAP values are packed
+ * little-endian, value_bytes (4 or 8) per key.  Answers are one byte per key:
+ * FLOE_ABSENT, FLOE_PRESENT, FLOE_INSERTED, FLOE_FULL, FLOE_ERASED.
+ *
+ * Threads: a floe and everything made from it (calls, batchers) belong to
+ * one thread at a time; use one connection per thread.  Distinct
+ * connections are independent.  Callbacks run on the thread that calls
+ * floe_poll or floe_wait, and may send new requests on the same connection.
+ */
+#ifndef FLOE_CLIENT_H
+#define FLOE_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "floe_wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLOE_DEFAULT_PORT 7450
+#define FLOE_ERR_IO       100 /* the connection failed or was lost */
+#define FLOE_ERR_PROTOCOL 101 /* the server sent something that is not a floe response */
+
+/* Table kinds (the protocol's TableKind). */
+#define FLOE_TABLE_SET 1
+#define FLOE_TABLE_MAP 2
+
+typedef struct floe floe;
+typedef struct floe_call floe_call;
+
+/* ---- connecting ---------------------------------------------------------------------------- */
+
+/* Connects to uri and says hello.  uri: "floe://host:port", "host:port" or
+ * "host" (port 7450); "?token=SECRET" may follow; token (may be NULL)
+ * overrides it.  On success *out is the connection.  On failure the return
+ * code says why and *out, if not NULL, is a closed connection whose
+ * floe_errstr tells more: floe_close it either way. */
+int floe_connect(const char *uri, const char *token, floe **out);
+void floe_close(floe *c);
+
+int floe_error(const floe *c);          /* the last error code, or FLOE_OK */
+const char *floe_errstr(const floe *c); /* its message ("" if none) */
+const char *floe_strerror(int code);    /* "OK", "ERR_NO_TABLE", "ERR_IO", ... */
+
+typedef struct floe_server_info {
+    unsigned version;   /* protocol version */
+    char server[64];    /* "floed 0.1.0" */
+    uint64_t max_frame; /* bytes */
+    uint64_t max_batch_keys;
+    unsigned max_inflight; /* per connection, before the server pushes back */
+    char backend[16];
+} floe_server_info;
+
+/* What the server said in its hello reply. */
+const floe_server_info *floe_info(const floe *c);
+
+/* ---- tables ---------------------------------------------------------------------------------- */
+
+typedef struct floe_table_def {
+    const char *name;     /* 1..64 of [A-Za-z0-9_.-] */
+    int kind;             /* FLOE_TABLE_SET or FLOE_TABLE_MAP */
+    unsigned key_bits;    /* 1..64; 0 means 64 */
+    unsigned value_bytes; /* MAP: 4 or 8 */
+    uint64_t capacity;    /* keys to hold without growing; 0 means 1 Mi */
+    int grow;             /* rebuild at twice the size instead of answering FULL */
+    double max_fill;      /* with grow: 0 means 0.9 */
+    const char *backend;  /* "cpu", "gpu", "auto" or NULL (the server's default) */
+} floe_table_def;
+
+typedef struct floe_level_info {
+    uint64_t slots, used;
+    unsigned row_bits;
+    double fill;
+} floe_level_info;
+
+typedef struct floe_table_info {
+    char name[65];
+    int kind;
+    unsigned key_bits, value_bytes;
+    uint64_t capacity;
+    int grow;
+    double max_fill;
+    uint64_t seed;
+    uint64_t keys, tombstones, slots, memory_bytes, generation;
+    double fill, bytes_per_key;
+    char backend[16];
+    floe_level_info level[3]; /* primary, secondary, stash */
+} floe_table_info;
+
+typedef struct floe_counts {
+    uint64_t inserted, present, absent, full, erased;
+} floe_counts;
+
+/* A scan position; zero it to start. */
+typedef struct floe_cursor {
+    unsigned char bytes[16];
+    int started;
+} floe_cursor;
+
+/* ---- blocking calls ------------------------------------------------------------------------ */
+
+int floe_ping(floe *c);
+int floe_create(floe *c, const floe_table_def *def);
+int floe_drop(floe *c, const char *table);
+/* *tables is malloc'ed (free it); *n entries. */
+int floe_tables(floe *c, floe_table_info **tables, size_t *n);
+int floe_stats(floe *c, const char *table, floe_table_info *info);
+/* Find-or-put.  results (n bytes), ids (n) and counts may be NULL. */
+int floe_insert(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, floe_counts *counts);
+/* Find-or-put on a MAP: values and old_values hold n * value_bytes bytes;
+ * old_values (may be NULL) gets each key's value before this request (its
+ * own value where INSERTED).  overwrite: replace values of PRESENT keys. */
+int floe_insert_values(floe *c, const char *table, const uint64_t *keys, const void *values, size_t n,
+                       unsigned value_bytes, int overwrite, uint8_t *results, void *old_values, floe_counts *counts);
+/* values (MAP, may be NULL): n * value_bytes bytes, 0 for absent keys. */
+int floe_find(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, void *values,
+              unsigned value_bytes, floe_counts *counts);
+int floe_erase(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, floe_counts *counts);
+/* Up to limit keys from *cursor on; *done when the table has been walked.
+ * values (MAP, may be NULL): limit * value_bytes bytes. */
+int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uint64_t *keys, void *values,
+              unsigned value_bytes, size_t *n, int *done);
+/* Saves the table (NULL: every table) into the server's data-dir. */
+int floe_snapshot(floe *c, const char *table);
+
+/* ---- pipelined calls ------------------------------------------------------------------------ */
+
+/* Runs when the call completes (inside floe_poll or floe_wait); the library
+ * frees the call after it returns.  Calls sent without a callback are
+ * futures: floe_wait for them, read them, floe_call_free them. */
+typedef void floe_callback(floe *c, floe_call *call, void *arg);
+
+#define FLOE_OVERWRITE   1u /* insert on a MAP: replace values of PRESENT keys */
+#define FLOE_WANT_IDS    2u /* insert, find: return each key's slot id */
+#define FLOE_WANT_VALUES 4u /* find on a MAP: return values */
+
+/* Each returns the call, or NULL when out of memory.  A request that cannot
+ * be sent (a broken connection: FLOE_ERR_IO; above max-frame:
+ * FLOE_ERR_TOO_LARGE) completes at once: a future is returned completed, a
+ * callback has run and NULL is returned.  Keys and values are copied before
+ * the function returns. */
+floe_call *floe_send_insert(floe *c, const char *table, const uint64_t *keys, size_t n, const void *values,
+                            size_t values_len, unsigned flags, floe_callback *cb, void *arg);
+floe_call *floe_send_find(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags, floe_callback *cb,
+                          void *arg);
+floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, size_t n, floe_callback *cb, void *arg);
+floe_call *floe_send_ping(floe *c, floe_callback *cb, void *arg);
+
+/* Writes what is queued and handles what arrives for up to timeout_ms
+ * (0: do not wait; -1: until at least one call completes).  Returns the
+ * number of calls completed, or -1 if the connection failed. */
+int floe_poll(floe *c, int timeout_ms);
+/* Drives the connection until call completes; returns its status. */
+int floe_wait(floe *c, floe_call *call);
+/* Drives the connection until no call is in flight. */
+int floe_wait_all(floe *c);
+size_t floe_inflight(const floe *c);
+
+int floe_call_status(const floe_call *call);
+const char *floe_call_error(const floe_call *call);
+uint64_t floe_call_id(const floe_call *call);
+/* Answers of a key operation: n bytes (NULL before completion or on error). */
+const uint8_t *floe_call_results(const floe_call *call, size_t *n);
+/* ids: 8 bytes little-endian per key; values: value_bytes per key. */
+const unsigned char *floe_call_ids(const floe_call *call, size_t *bytes);
+const unsigned char *floe_call_values(const floe_call *call, size_t *bytes);
+void floe_call_counts(const floe_call *call, floe_counts *counts);
+void floe_call_free(floe_call *call);
+
+/* ---- the batcher --------------------------------------------------------------------------- */
+
+typedef struct floe_batcher floe_batcher;
+
+/* Gets the answers of one request: keys[i] was added with tags[i] and
+ * answered results[i].  status is the request's (on an error every key of
+ * that request is unanswered). */
+typedef void floe_batch_callback(void *arg, int status, const uint64_t *keys, const uint64_t *tags,
+                                 const uint8_t *results, size_t n);
+
+#define FLOE_BATCH_INSERT 1
+#define FLOE_BATCH_FIND   2
+
+/* op: FLOE_BATCH_INSERT or FLOE_BATCH_FIND; batch_keys per request (0:
+ * 65536); max_inflight requests (0: 4).  Answers come in the order the keys
+ * were added. */
+floe_batcher *floe_batcher_new(floe *c, const char *table, int op, size_t batch_keys, unsigned max_inflight,
+                               floe_batch_callback *cb, void *arg);
+/* Adds a key; sends a request when batch_keys are gathered, and waits for
+ * an answer first if max_inflight requests are out.  Callbacks may run. */
+int floe_batcher_add(floe_batcher *b, uint64_t key, uint64_t tag);
+/* Sends the keys gathered so far. */
+int floe_batcher_flush(floe_batcher *b);
+/* Flushes and waits for every answer. */
+int floe_batcher_finish(floe_batcher *b);
+void floe_batcher_free(floe_batcher *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLOE_CLIENT_H */

@@ -1,0 +1,444 @@
+/*
+ * batcher.c - per-table batching (see batcher.h).
+ *
+ * launch_locked() runs with the batcher's lock held and the backend idle: it
+ * answers items that need no engine work (validation errors, DRAIN), then
+ * takes the longest run of compatible items from the head of the queue and
+ * submits them as one floe_batch.  batch_done() runs on the backend's
+ * thread: it slices the batch's answers back into one response per item,
+ * hands each to its connection, and launches the next batch.
+ */
+#define _GNU_SOURCE
+#include "batcher.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "log.h"
+#include "registry.h"
+#include "reply.h"
+#include "server.h"
+
+item *item_new(struct conn *c, uint64_t id, int op, Floe__V1__Request *req)
+{
+    item *it = calloc(1, sizeof *it);
+    if (!it)
+        return NULL;
+    it->c = c;
+    it->id = id;
+    it->op = op;
+    it->req = req;
+    return it;
+}
+
+void item_free(item *it)
+{
+    if (!it)
+        return;
+    if (it->req)
+        floe__v1__request__free_unpacked(it->req, NULL);
+    free(it->keys_copy);
+    free(it->pre_error);
+    free(it->path);
+    free(it);
+}
+
+void batcher_init(batcher *bt, struct server *srv, floe_table *table)
+{
+    memset(bt, 0, sizeof *bt);
+    pthread_mutex_init(&bt->lock, NULL);
+    bt->srv = srv;
+    bt->table = table;
+    bt->value_bytes = table->spec.kind == FLOE_KIND_MAP ? table->spec.value_bytes : 0;
+}
+
+void batcher_destroy(batcher *bt)
+{
+    pthread_mutex_destroy(&bt->lock);
+}
+
+/* Answers it and frees it (its request's reference on the connection goes
+ * with the answer). */
+static void answer(item *it, frame *f)
+{
+    conn_deliver(it->c, f);
+    item_free(it);
+}
+
+static void answer_error(item *it, floe_status st, const char *msg)
+{
+    if (it->multi) {
+        multi_part_done(it->multi, it->multi_index, st, msg, NULL);
+        item_free(it);
+        return;
+    }
+    answer(it, reply_error(it->id, st, msg));
+}
+
+static bool is_key_op(int op)
+{
+    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE;
+}
+
+static void batch_done(floe_batch *b);
+
+static void free_buffers(batcher *bt)
+{
+    free(bt->keys_buf);
+    free(bt->values_buf);
+    free(bt->results);
+    free(bt->ids);
+    free(bt->values_out);
+    free(bt->scan_keys);
+    free(bt->scan_values);
+    bt->keys_buf = NULL;
+    bt->values_buf = bt->results = bt->values_out = NULL;
+    bt->ids = bt->scan_keys = NULL;
+    bt->scan_values = NULL;
+}
+
+/* Returns the table entry to reap if a DRAIN was answered: the caller hands
+ * it to server_reap after unlocking, because reaping frees this batcher. */
+static struct table_entry *launch_locked(batcher *bt)
+{
+    const uint64_t max_keys = bt->srv->cfg.max_batch_keys;
+    struct table_entry *reap = NULL;
+    while (!bt->busy && bt->head) {
+        item *first = bt->head;
+        if (first->pre_status != FLOE_OK || first->op == ITEM_DRAIN) {
+            bt->head = first->next;
+            if (!bt->head)
+                bt->tail = NULL;
+            if (first->op == ITEM_DRAIN) {
+                /* Everything queued before the drop has been answered. */
+                reap = first->drop;
+                answer(first, reply_ok(first->id));
+            } else {
+                answer_error(first, first->pre_status, first->pre_error);
+            }
+            continue;
+        }
+        /* The run of compatible items at the head. */
+        size_t n = first->n, count = 1;
+        unsigned flags = first->flags;
+        item *last = first;
+        if (is_key_op(first->op)) {
+            for (item *it = first->next; it; it = it->next) {
+                if (it->op != first->op || it->pre_status != FLOE_OK ||
+                    (it->flags & FLOE_BATCH_OVERWRITE) != (first->flags & FLOE_BATCH_OVERWRITE) || n + it->n > max_keys)
+                    break;
+                n += it->n;
+                flags |= it->flags;
+                last = it;
+                count++;
+            }
+        }
+        bt->head = last->next;
+        if (!bt->head)
+            bt->tail = NULL;
+        last->next = NULL;
+        bt->running = first;
+
+        floe_batch *b = &bt->b;
+        memset(b, 0, sizeof *b);
+        b->op = (floe_op)first->op;
+        b->flags = flags;
+        b->done = batch_done;
+        b->user = bt;
+        const size_t vb = bt->value_bytes;
+        bool ok = true;
+        if (is_key_op(first->op)) {
+            b->n = n;
+            if (count == 1) {
+                b->keys = first->keys;
+                b->values = first->values;
+                b->values_len = first->values_len;
+            } else {
+                bt->keys_buf = malloc(n * 8 + 8);
+                if (first->op == FLOE_OP_INSERT && vb)
+                    bt->values_buf = malloc(n * vb + 8);
+                ok = bt->keys_buf && (first->op != FLOE_OP_INSERT || !vb || bt->values_buf);
+                size_t at = 0;
+                for (item *it = first; ok && it; it = it->next) {
+                    memcpy(bt->keys_buf + at, it->keys, it->n * 8);
+                    if (bt->values_buf)
+                        memcpy(bt->values_buf + at * vb, it->values, it->n * vb);
+                    at += it->n;
+                }
+                b->keys = bt->keys_buf;
+                b->values = bt->values_buf;
+                b->values_len = bt->values_buf ? n * vb : 0;
+            }
+            bt->results = malloc(n + 1);
+            b->results = bt->results;
+            if (flags & FLOE_BATCH_WANT_IDS)
+                b->ids = bt->ids = malloc(n * 8 + 8);
+            if ((flags & FLOE_BATCH_WANT_VALUES) && vb)
+                b->values_out = bt->values_out = malloc(n * vb + 8);
+            ok = ok && bt->results && (!(flags & FLOE_BATCH_WANT_IDS) || bt->ids) &&
+                 (!((flags & FLOE_BATCH_WANT_VALUES) && vb) || bt->values_out);
+        } else if (first->op == FLOE_OP_SCAN) {
+            b->cursor = first->cursor;
+            b->cursor_set = first->cursor_set;
+            b->limit = first->limit;
+            b->scan_keys = bt->scan_keys = malloc(first->limit * 8 + 8);
+            if (flags & FLOE_BATCH_WANT_VALUES)
+                b->scan_values = bt->scan_values = malloc(first->limit * (vb ? vb : 1) + 8);
+            ok = bt->scan_keys && (!(flags & FLOE_BATCH_WANT_VALUES) || bt->scan_values);
+        } else if (first->op == FLOE_OP_SAVE) {
+            b->path = first->path;
+        }
+        if (!ok) {
+            log_error("table %s: out of memory for a batch of %zu keys", bt->table->spec.name, n);
+            for (item *it = first, *next; it; it = next) {
+                next = it->next;
+                answer_error(it, FLOE_ERR_INTERNAL, "out of memory for this batch");
+            }
+            bt->running = NULL;
+            free_buffers(bt);
+            continue;
+        }
+        bt->busy = true;
+        floe_table_submit(bt->table, b);
+    }
+    return reap;
+}
+
+floe_status batcher_submit(batcher *bt, item *it)
+{
+    pthread_mutex_lock(&bt->lock);
+    if (bt->closed) {
+        pthread_mutex_unlock(&bt->lock);
+        return atomic_load(&bt->srv->shutting_down) ? FLOE_ERR_SHUTTING_DOWN : FLOE_ERR_NO_TABLE;
+    }
+    if (it->op == ITEM_DRAIN)
+        bt->closed = true;
+    it->next = NULL;
+    if (bt->tail)
+        bt->tail->next = it;
+    else
+        bt->head = it;
+    bt->tail = it;
+    struct server *srv = bt->srv;
+    struct table_entry *reap = launch_locked(bt);
+    pthread_mutex_unlock(&bt->lock);
+    if (reap)
+        server_reap(srv, reap);
+    return FLOE_OK;
+}
+
+void batcher_shutdown(batcher *bt)
+{
+    pthread_mutex_lock(&bt->lock);
+    bt->closed = true;
+    item *list = bt->head;
+    bt->head = bt->tail = NULL;
+    pthread_mutex_unlock(&bt->lock);
+    while (list) {
+        item *it = list;
+        list = it->next;
+        if (it->op == ITEM_DRAIN)
+            server_reap(bt->srv, it->drop);
+        answer_error(it, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
+    }
+}
+
+bool batcher_idle(batcher *bt)
+{
+    pthread_mutex_lock(&bt->lock);
+    bool idle = !bt->busy && !bt->head;
+    pthread_mutex_unlock(&bt->lock);
+    return idle;
+}
+
+static uint64_t count_of(const uint8_t *r, size_t n, uint8_t what)
+{
+    uint64_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += r[i] == what;
+    return c;
+}
+
+/* The response of one key-operation item: its slice [at, at + n) of b. */
+static frame *key_reply(const batcher *bt, const floe_batch *b, const item *it, size_t at)
+{
+    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
+    const size_t n = it->n, vb = bt->value_bytes;
+    r.id = it->id;
+    r.results.data = (uint8_t *)b->results + at;
+    r.results.len = n;
+    if (it->flags & FLOE_BATCH_WANT_IDS) {
+        r.ids.data = (uint8_t *)(b->ids + at);
+        r.ids.len = n * 8;
+    }
+    if ((it->flags & FLOE_BATCH_WANT_VALUES) && vb) {
+        r.values.data = (uint8_t *)b->values_out + at * vb;
+        r.values.len = n * vb;
+    }
+    r.inserted = count_of(r.results.data, n, FLOE_INSERTED);
+    r.present = count_of(r.results.data, n, FLOE_PRESENT);
+    r.absent = count_of(r.results.data, n, FLOE_ABSENT);
+    r.full = count_of(r.results.data, n, FLOE_FULL);
+    r.erased = count_of(r.results.data, n, FLOE_ERASED);
+    return reply_pack(&r);
+}
+
+static frame *scan_reply(const batcher *bt, const floe_batch *b, const item *it)
+{
+    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
+    Floe__V1__ScanReply sr = FLOE__V1__SCAN_REPLY__INIT;
+    uint8_t cursor[16];
+    memcpy(cursor, &b->next.position, 8);
+    memcpy(cursor + 8, &b->next.generation, 8);
+    r.id = it->id;
+    sr.keys.data = (uint8_t *)b->scan_keys;
+    sr.keys.len = b->scan_n * 8;
+    if (b->scan_values) {
+        sr.values.data = b->scan_values;
+        sr.values.len = b->scan_n * bt->value_bytes;
+    }
+    sr.cursor.data = cursor;
+    sr.cursor.len = sizeof cursor;
+    sr.done = b->scan_done != 0;
+    r.body_case = FLOE__V1__RESPONSE__BODY_SCAN;
+    r.scan = &sr;
+    return reply_pack(&r);
+}
+
+static frame *stats_reply(const floe_batch *b, const item *it)
+{
+    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
+    Floe__V1__TableStats ts;
+    Floe__V1__TableSpec spec;
+    Floe__V1__LevelStats lv[FLOE_LEVELS], *lvp[FLOE_LEVELS];
+    reply_fill_stats(&ts, &spec, lv, lvp, &b->stats);
+    r.id = it->id;
+    r.body_case = FLOE__V1__RESPONSE__BODY_STATS;
+    r.stats = &ts;
+    return reply_pack(&r);
+}
+
+static void batch_done(floe_batch *b)
+{
+    batcher *bt = b->user;
+    item *list = bt->running;
+    bt->running = NULL;
+    if (b->status != FLOE_OK && b->op != FLOE_OP_SAVE)
+        log_error("table %s: %s batch failed: %s", bt->table->spec.name,
+                  b->op == FLOE_OP_INSERT ? "insert"
+                  : b->op == FLOE_OP_FIND ? "find"
+                                          : "engine",
+                  b->error.msg);
+    size_t at = 0;
+    while (list) {
+        item *it = list;
+        list = it->next;
+        if (it->multi) {
+            multi_part_done(it->multi, it->multi_index, b->status, b->error.msg,
+                            b->op == FLOE_OP_STATS ? &b->stats : NULL);
+            item_free(it);
+        } else if (b->status != FLOE_OK) {
+            answer(it, reply_error(it->id, b->status, b->error.msg));
+        } else if (is_key_op(it->op)) {
+            answer(it, key_reply(bt, b, it, at));
+        } else if (it->op == FLOE_OP_SCAN) {
+            answer(it, scan_reply(bt, b, it));
+        } else if (it->op == FLOE_OP_STATS) {
+            answer(it, stats_reply(b, it));
+        } else {
+            answer(it, reply_ok(it->id));
+        }
+        at += is_key_op(b->op) ? it->n : 0;
+    }
+    free_buffers(bt);
+    struct server *srv = bt->srv;
+    pthread_mutex_lock(&bt->lock);
+    bt->busy = false;
+    struct table_entry *reap = launch_locked(bt);
+    pthread_mutex_unlock(&bt->lock);
+    if (reap)
+        server_reap(srv, reap);
+}
+
+/* ---- one response for several tables ------------------------------------------------------- */
+
+multi *multi_new(struct conn *c, uint64_t id, int op, size_t n)
+{
+    multi *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->stats = calloc(n + 1, sizeof *m->stats);
+    m->have = calloc(n + 1, sizeof *m->have);
+    if (!m->stats || !m->have) {
+        free(m->stats);
+        free(m->have);
+        free(m);
+        return NULL;
+    }
+    pthread_mutex_init(&m->lock, NULL);
+    m->left = n ? (int)n : 1;
+    m->c = c;
+    m->id = id;
+    m->op = op;
+    m->n = n;
+    return m;
+}
+
+void multi_part_done(multi *m, size_t index, floe_status st, const char *error, const floe_table_stats *stats)
+{
+    pthread_mutex_lock(&m->lock);
+    if (stats && index < m->n) {
+        m->stats[index] = *stats;
+        m->have[index] = true;
+    }
+    if (st != FLOE_OK && m->op == FLOE_OP_SAVE && m->status == FLOE_OK) {
+        m->status = st;
+        snprintf(m->error, sizeof m->error, "%s", error ? error : "");
+    }
+    bool last = --m->left == 0;
+    pthread_mutex_unlock(&m->lock);
+    if (!last)
+        return;
+    frame *f;
+    if (m->op == FLOE_OP_SAVE) {
+        f = m->status == FLOE_OK ? reply_ok(m->id) : reply_error(m->id, m->status, m->error);
+    } else {
+        /* LIST: the tables that answered (one dropped meanwhile is left out). */
+        Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
+        Floe__V1__TableList tl = FLOE__V1__TABLE_LIST__INIT;
+        size_t k = 0;
+        Floe__V1__TableStats *ts = calloc(m->n + 1, sizeof *ts);
+        Floe__V1__TableStats **tsp = calloc(m->n + 1, sizeof *tsp);
+        Floe__V1__TableSpec *specs = calloc(m->n + 1, sizeof *specs);
+        Floe__V1__LevelStats *lv = calloc((m->n + 1) * FLOE_LEVELS, sizeof *lv);
+        Floe__V1__LevelStats **lvp = calloc((m->n + 1) * FLOE_LEVELS, sizeof *lvp);
+        if (ts && tsp && specs && lv && lvp) {
+            for (size_t i = 0; i < m->n; i++) {
+                if (!m->have[i])
+                    continue;
+                reply_fill_stats(&ts[k], &specs[k], &lv[k * FLOE_LEVELS], &lvp[k * FLOE_LEVELS], &m->stats[i]);
+                tsp[k] = &ts[k];
+                k++;
+            }
+            tl.n_tables = k;
+            tl.tables = tsp;
+            r.id = m->id;
+            r.body_case = FLOE__V1__RESPONSE__BODY_TABLES;
+            r.tables = &tl;
+            f = reply_pack(&r);
+        } else {
+            f = reply_error(m->id, FLOE_ERR_INTERNAL, "out of memory listing tables");
+        }
+        free(ts);
+        free(tsp);
+        free(specs);
+        free(lv);
+        free(lvp);
+    }
+    conn_deliver(m->c, f);
+    pthread_mutex_destroy(&m->lock);
+    free(m->stats);
+    free(m->have);
+    free(m);
+}

@@ -1,0 +1,45 @@
+/*
+ * config.h - floed's settings: one table (config.c) names every setting,
+ * its type, default and one line of help.  A setting comes from, in rising
+ * precedence: its default, the config file (`key value` lines, `#`
+ * comments, sizes with K/M/G/T units), and the command line (`--key value`).
+ * config/floed.conf lists every setting with its default.
+ */
+#ifndef FLOE_DAEMON_CONFIG_H
+#define FLOE_DAEMON_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct floed_config {
+    char bind[256];
+    uint64_t port;
+    uint64_t io_threads;
+    uint64_t engine_threads;
+    uint64_t max_connections;
+    uint64_t max_frame;
+    uint64_t max_inflight;
+    uint64_t max_tables;
+    uint64_t max_batch_keys;
+    char token[256];
+    char token_file[1024];
+    char log_level[16];
+    char data_dir[1024];
+    char port_file[1024];
+    char backend[16];
+} floed_config;
+
+void config_defaults(floed_config *c);
+/* Applies a file of `key value` lines.  Returns 0, or -1 with a message. */
+int config_load_file(floed_config *c, const char *path, char *err, size_t errlen);
+/* Sets one setting by name (without dashes) from text. */
+int config_set(floed_config *c, const char *key, const char *value, char *err, size_t errlen);
+/* Checks cross-field rules and reads token_file; 0 or -1 with a message. */
+int config_finish(floed_config *c, char *err, size_t errlen);
+/* Prints every setting: name, default and help (for --help). */
+void config_print_help(FILE *f);
+/* Number of settings and the name of setting i (for tests). */
+size_t config_count(void);
+const char *config_name(size_t i);
+
+#endif

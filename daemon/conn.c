@@ -1,0 +1,712 @@
+/*
+ * conn.c - client connections: framing, authentication, back-pressure and
+ * the dispatch of each request (see conn.h and server.h).
+ *
+ * Everything here runs on the connection's io thread except conn_deliver,
+ * which any thread may call to hand a response over.
+ */
+#define _GNU_SOURCE
+#include "conn.h"
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "batcher.h"
+#include "log.h"
+#include "registry.h"
+
+#define SCAN_DEFAULT_LIMIT 1024
+#define SCAN_MAX_LIMIT     (1u << 20)
+
+static atomic_ulong next_serial = 1;
+
+void conn_ref(conn *c)
+{
+    atomic_fetch_add(&c->refs, 1);
+}
+
+void conn_unref(conn *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1)
+        free(c);
+}
+
+static void close_now(conn *c)
+{
+    if (!c->open)
+        return;
+    c->open = false;
+    bufferevent_free(c->bev);
+    c->bev = NULL;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        c->io->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    atomic_fetch_sub(&c->srv->nconns, 1);
+    if (c->io->stop_seen && !c->io->conns)
+        event_base_loopbreak(c->io->base);
+    log_debug("connection %llu (%s) closed, %u requests in flight", (unsigned long long)c->serial, c->peer,
+              c->inflight);
+    conn_unref(c); /* the io thread's own reference */
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+    conn *c = arg;
+    if (c->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+        close_now(c);
+}
+
+/* Writes f to c now (io thread); frees f. */
+static void send_frame(conn *c, frame *f)
+{
+    if (!f) {
+        log_error("out of memory building a response for connection %llu", (unsigned long long)c->serial);
+        close_now(c);
+        return;
+    }
+    if (c->open)
+        bufferevent_write(c->bev, f->data, f->len);
+    free(f);
+}
+
+static void send_error(conn *c, uint64_t id, floe_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void send_error(conn *c, uint64_t id, floe_status st, const char *fmt, ...)
+{
+    char msg[FLOE_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    send_frame(c, reply_error(id, st, msg));
+}
+
+/* Answers, then closes once the answer is written. */
+static void fail_and_close(conn *c, uint64_t id, floe_status st, const char *msg)
+{
+    log_info("connection %llu (%s): %s; closing", (unsigned long long)c->serial, c->peer, msg);
+    send_frame(c, reply_error(id, st, msg));
+    if (!c->open)
+        return;
+    c->closing = true;
+    bufferevent_disable(c->bev, EV_READ);
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+        close_now(c);
+}
+
+/* ---- request dispatch ---------------------------------------------------------------- */
+
+static bool token_matches(const char *want, const char *got)
+{
+    /* Compare digests so that neither the content nor the length leaks through timing. */
+    unsigned char a[32], b[32];
+    unsigned int la = 0, lb = 0;
+    EVP_Digest(want, strlen(want), a, &la, EVP_sha256(), NULL);
+    EVP_Digest(got, strlen(got), b, &lb, EVP_sha256(), NULL);
+    return la == 32 && lb == 32 && CRYPTO_memcmp(a, b, 32) == 0;
+}
+
+static void handle_hello(conn *c, Floe__V1__Request *req)
+{
+    const Floe__V1__Hello *h = req->hello;
+    const char *token = c->srv->cfg.token;
+    if (token[0]) {
+        if (!h->token || !token_matches(token, h->token)) {
+            fail_and_close(c, req->id, FLOE_ERR_UNAUTHENTICATED, "wrong token");
+            return;
+        }
+        c->authed = true;
+    }
+    if (h->version > FLOE_PROTOCOL_VERSION) {
+        log_debug("connection %llu speaks protocol %u; answering with %u", (unsigned long long)c->serial, h->version,
+                  FLOE_PROTOCOL_VERSION);
+    }
+    Floe__V1__HelloReply hr = FLOE__V1__HELLO_REPLY__INIT;
+    hr.version = FLOE_PROTOCOL_VERSION;
+    hr.server = "floed " FLOED_VERSION;
+    hr.max_frame = c->srv->cfg.max_frame;
+    hr.max_batch_keys = c->srv->cfg.max_batch_keys;
+    hr.max_inflight = (uint32_t)c->srv->cfg.max_inflight;
+    hr.backend = (char *)floe_backend_name(c->srv->cpu);
+    hr.authenticated = c->authed;
+    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
+    r.id = req->id;
+    r.body_case = FLOE__V1__RESPONSE__BODY_HELLO;
+    r.hello = &hr;
+    send_frame(c, reply_pack(&r));
+}
+
+static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *default_backend, floe_spec *s,
+                                   floe_error *err)
+{
+    floe_spec_default(s);
+    if (!p)
+        return floe_error_set(err, FLOE_ERR_INVALID, "create_table needs a spec");
+    if (!p->name || strlen(p->name) > FLOE_NAME_MAX)
+        return floe_error_set(err, FLOE_ERR_INVALID, "table name must be 1 to %d characters", FLOE_NAME_MAX);
+    strcpy(s->name, p->name);
+    s->kind = (floe_kind)p->kind;
+    s->key_bits = p->key_bits ? p->key_bits : 64;
+    s->words = p->words;
+    s->value_bytes = p->value_bytes;
+    s->capacity = p->capacity ? p->capacity : s->capacity;
+    s->grow = p->grow;
+    s->max_fill = p->max_fill != 0.0 ? p->max_fill : FLOE_DEFAULT_MAX_FILL;
+    s->seed = p->seed;
+    const char *be = p->backend && p->backend[0] ? p->backend : default_backend;
+    if (strlen(be) >= sizeof s->backend)
+        return floe_error_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
+    strcpy(s->backend, be);
+    return floe_spec_validate(s, err);
+}
+
+static void handle_create(conn *c, Floe__V1__Request *req)
+{
+    server *srv = c->srv;
+    floe_spec spec;
+    floe_error err;
+    floe_status st = spec_from_proto(req->create_table->spec, srv->cfg.backend, &spec, &err);
+    if (st == FLOE_OK && strcmp(spec.backend, "gpu") == 0)
+        st = floe_error_set(&err, FLOE_ERR_UNSUPPORTED,
+                            "backend gpu: this floed has no GPU backend (it runs tables on the CPU engine)");
+    if (st != FLOE_OK) {
+        send_frame(c, reply_error(req->id, st, err.msg));
+        return;
+    }
+    table_entry *probe = registry_get(&srv->reg, spec.name);
+    if (probe) { /* cheap early answer; registry_add decides for real */
+        entry_unref(probe);
+        send_error(c, req->id, FLOE_ERR_EXISTS, "table %s exists", spec.name);
+        return;
+    }
+    table_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    st = floe_table_create(srv->cpu, &spec, &e->table, &err);
+    if (st != FLOE_OK) {
+        free(e);
+        send_frame(c, reply_error(req->id, st, err.msg));
+        return;
+    }
+    strcpy(e->name, spec.name);
+    atomic_init(&e->refs, 1);
+    batcher_init(&e->bt, srv, e->table);
+    st = registry_add(&srv->reg, e, srv->cfg.max_tables, &err);
+    if (st != FLOE_OK) {
+        floe_table_destroy(e->table);
+        e->table = NULL;
+        entry_unref(e);
+        send_frame(c, reply_error(req->id, st, err.msg));
+        return;
+    }
+    log_info("created table %s: %s, key_bits %u, value_bytes %u, capacity %llu%s", spec.name, floe_kind_name(spec.kind),
+             spec.key_bits, spec.value_bytes, (unsigned long long)spec.capacity, spec.grow ? ", grows" : "");
+    send_frame(c, reply_ok(req->id));
+}
+
+/* Hands it to e's batcher; on refusal answers with the reason. */
+static void submit(conn *c, table_entry *e, item *it)
+{
+    conn_ref(c);
+    c->inflight++;
+    floe_status st = batcher_submit(&e->bt, it);
+    if (st != FLOE_OK) {
+        c->inflight--;
+        conn_unref(c);
+        if (st == FLOE_ERR_SHUTTING_DOWN)
+            send_error(c, it->id, st, "floed is shutting down");
+        else
+            send_error(c, it->id, st, "no table %s", e->name);
+        if (it->op == ITEM_DRAIN)
+            server_reap(c->srv, it->drop);
+        item_free(it);
+    }
+}
+
+static void handle_drop(conn *c, Floe__V1__Request *req)
+{
+    const char *name = req->drop_table->table ? req->drop_table->table : "";
+    table_entry *e = registry_remove(&c->srv->reg, name);
+    if (!e) {
+        send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", name);
+        return;
+    }
+    log_info("dropping table %s", name);
+    item *it = item_new(c, req->id, ITEM_DRAIN, NULL);
+    if (!it) {
+        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
+        server_reap(c->srv, e);
+        return;
+    }
+    it->drop = e; /* the registry's reference travels with the DRAIN */
+    submit(c, e, it);
+}
+
+static void handle_list(conn *c, Floe__V1__Request *req, int op)
+{
+    size_t n;
+    table_entry **all = registry_list(&c->srv->reg, &n);
+    const char *only = op == FLOE_OP_SAVE && req->snapshot->table ? req->snapshot->table : "";
+    size_t want = 0;
+    for (size_t i = 0; i < n; i++)
+        want += !only[0] || strcmp(all[i]->name, only) == 0;
+    if (only[0] && want == 0) {
+        send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", only);
+    } else {
+        multi *m = multi_new(c, req->id, op, want);
+        if (!m) {
+            send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
+        } else {
+            conn_ref(c);
+            c->inflight++;
+            size_t k = 0;
+            for (size_t i = 0; i < n; i++) {
+                if (only[0] && strcmp(all[i]->name, only) != 0)
+                    continue;
+                item *it = item_new(c, req->id, op, NULL);
+                if (it && op == FLOE_OP_SAVE &&
+                    asprintf(&it->path, "%s/%s.floe", c->srv->cfg.data_dir, all[i]->name) < 0)
+                    it->path = NULL;
+                if (it) {
+                    it->multi = m;
+                    it->multi_index = k;
+                }
+                if (!it || (op == FLOE_OP_SAVE && !it->path) || batcher_submit(&all[i]->bt, it) != FLOE_OK) {
+                    item_free(it);
+                    multi_part_done(m, k, FLOE_ERR_NO_TABLE, "dropped meanwhile", NULL);
+                }
+                k++;
+            }
+            if (want == 0)
+                multi_part_done(m, 0, FLOE_OK, NULL, NULL);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        entry_unref(all[i]);
+    free(all);
+}
+
+/* Checks the keys (and values) of a key operation against the table. */
+static floe_status check_keys(const floe_spec *spec, const ProtobufCBinaryData *keys, const ProtobufCBinaryData *values,
+                              bool values_allowed, char *msg, size_t len)
+{
+    if (keys->len % 8) {
+        snprintf(msg, len, "keys are 8 bytes each (little-endian u64); got %zu bytes, not a multiple of 8", keys->len);
+        return FLOE_ERR_INVALID;
+    }
+    size_t n = keys->len / 8;
+    if (spec->key_bits < 64) {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t k;
+            memcpy(&k, keys->data + 8 * i, 8);
+            if (k >> spec->key_bits) {
+                snprintf(msg, len, "key %llu at index %zu does not fit in key_bits = %u of table %s",
+                         (unsigned long long)k, i, spec->key_bits, spec->name);
+                return FLOE_ERR_INVALID;
+            }
+        }
+    }
+    if (values && values->len && !values_allowed) {
+        snprintf(msg, len, "table %s is a %s: values are for MAP tables", spec->name, floe_kind_name(spec->kind));
+        return FLOE_ERR_INVALID;
+    }
+    if (values_allowed && values && values->len != n * spec->value_bytes) {
+        snprintf(msg, len, "%zu keys need %zu bytes of values (%u per key) in table %s; got %zu", n,
+                 n * spec->value_bytes, spec->value_bytes, spec->name, values->len);
+        return FLOE_ERR_INVALID;
+    }
+    return FLOE_OK;
+}
+
+static void handle_key_op(conn *c, Floe__V1__Request *req, int op, const char *table, const ProtobufCBinaryData *keys,
+                          const ProtobufCBinaryData *values, unsigned flags)
+{
+    table_entry *e = registry_get(&c->srv->reg, table ? table : "");
+    if (!e) {
+        send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", table ? table : "");
+        floe__v1__request__free_unpacked(req, NULL);
+        return;
+    }
+    const floe_spec *spec = &e->table->spec;
+    const bool map = spec->kind == FLOE_KIND_MAP;
+    char msg[FLOE_ERROR_MAX];
+    floe_status st =
+        check_keys(spec, keys, op == FLOE_OP_INSERT ? values : NULL, map && op == FLOE_OP_INSERT, msg, sizeof msg);
+    if (st == FLOE_OK && op == FLOE_OP_INSERT && map && keys->len && values->len == 0)
+        st = FLOE_ERR_INVALID, snprintf(msg, sizeof msg, "an insert into MAP %s needs values", spec->name);
+    if (st == FLOE_OK && !map && (flags & (FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES)))
+        st = FLOE_ERR_INVALID, snprintf(msg, sizeof msg, "table %s is a %s: overwrite and values are for MAP tables",
+                                        spec->name, floe_kind_name(spec->kind));
+    item *it = item_new(c, req->id, op, req);
+    if (!it) {
+        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
+        floe__v1__request__free_unpacked(req, NULL);
+        entry_unref(e);
+        return;
+    }
+    if (map && op == FLOE_OP_INSERT)
+        flags |= FLOE_BATCH_WANT_VALUES; /* a MAP insert returns each key's stored value */
+    it->flags = flags;
+    if (st != FLOE_OK) {
+        it->pre_status = st;
+        it->pre_error = strdup(msg);
+    } else {
+        it->n = keys->len / 8;
+        if (((uintptr_t)keys->data & 7) == 0) {
+            it->keys = (const uint64_t *)keys->data;
+        } else if (it->n) {
+            it->keys_copy = malloc(keys->len);
+            if (it->keys_copy)
+                memcpy(it->keys_copy, keys->data, keys->len);
+            else
+                it->pre_status = FLOE_ERR_INTERNAL, it->pre_error = strdup("out of memory");
+            it->keys = it->keys_copy;
+        }
+        if (op == FLOE_OP_INSERT && map) {
+            it->values = values->data;
+            it->values_len = values->len;
+        }
+    }
+    submit(c, e, it);
+    entry_unref(e);
+}
+
+static void handle_scan(conn *c, Floe__V1__Request *req)
+{
+    const Floe__V1__Scan *s = req->scan;
+    table_entry *e = registry_get(&c->srv->reg, s->table ? s->table : "");
+    if (!e) {
+        send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", s->table ? s->table : "");
+        floe__v1__request__free_unpacked(req, NULL);
+        return;
+    }
+    item *it = item_new(c, req->id, FLOE_OP_SCAN, req);
+    if (!it) {
+        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
+        floe__v1__request__free_unpacked(req, NULL);
+        entry_unref(e);
+        return;
+    }
+    it->limit = s->limit ? s->limit : SCAN_DEFAULT_LIMIT;
+    if (it->limit > SCAN_MAX_LIMIT)
+        it->limit = SCAN_MAX_LIMIT;
+    if (s->want_values)
+        it->flags |= FLOE_BATCH_WANT_VALUES;
+    if (s->want_values && e->table->spec.kind != FLOE_KIND_MAP) {
+        it->pre_status = FLOE_ERR_INVALID;
+        it->pre_error = strdup("values are for MAP tables");
+    } else if (s->cursor.len == 16) {
+        memcpy(&it->cursor.position, s->cursor.data, 8);
+        memcpy(&it->cursor.generation, s->cursor.data + 8, 8);
+        it->cursor_set = 1;
+    } else if (s->cursor.len != 0) {
+        it->pre_status = FLOE_ERR_INVALID;
+        it->pre_error = strdup("a scan cursor is empty (start) or the 16 bytes of a previous ScanReply.cursor");
+    }
+    submit(c, e, it);
+    entry_unref(e);
+}
+
+static void handle_stats(conn *c, Floe__V1__Request *req)
+{
+    const char *name = req->stats->table ? req->stats->table : "";
+    table_entry *e = registry_get(&c->srv->reg, name);
+    if (!e) {
+        send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", name);
+        floe__v1__request__free_unpacked(req, NULL);
+        return;
+    }
+    item *it = item_new(c, req->id, FLOE_OP_STATS, req);
+    if (!it)
+        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory"), floe__v1__request__free_unpacked(req, NULL);
+    else
+        submit(c, e, it);
+    entry_unref(e);
+}
+
+/* Takes ownership of req. */
+static void handle_request(conn *c, Floe__V1__Request *req)
+{
+    server *srv = c->srv;
+    uint64_t id = req->id;
+    if (srv->cfg.token[0] && !c->authed && req->op_case != FLOE__V1__REQUEST__OP_HELLO) {
+        fail_and_close(c, id, FLOE_ERR_UNAUTHENTICATED, "this server requires a token: send hello with it first");
+        floe__v1__request__free_unpacked(req, NULL);
+        return;
+    }
+    if (atomic_load(&srv->shutting_down) && req->op_case != FLOE__V1__REQUEST__OP_HELLO &&
+        req->op_case != FLOE__V1__REQUEST__OP_PING) {
+        send_error(c, id, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
+        floe__v1__request__free_unpacked(req, NULL);
+        return;
+    }
+    switch (req->op_case) {
+    case FLOE__V1__REQUEST__OP_HELLO:
+        handle_hello(c, req);
+        break;
+    case FLOE__V1__REQUEST__OP_PING:
+        send_frame(c, reply_ok(id));
+        break;
+    case FLOE__V1__REQUEST__OP_CREATE_TABLE:
+        handle_create(c, req);
+        break;
+    case FLOE__V1__REQUEST__OP_DROP_TABLE:
+        handle_drop(c, req);
+        break;
+    case FLOE__V1__REQUEST__OP_LIST_TABLES:
+        handle_list(c, req, FLOE_OP_STATS);
+        break;
+    case FLOE__V1__REQUEST__OP_SNAPSHOT:
+        if (!srv->cfg.data_dir[0])
+            send_error(c, id, FLOE_ERR_UNSUPPORTED, "snapshots need a data-dir: start floed with --data-dir DIR");
+        else
+            handle_list(c, req, FLOE_OP_SAVE);
+        break;
+    case FLOE__V1__REQUEST__OP_INSERT: {
+        const Floe__V1__Insert *in = req->insert;
+        unsigned flags = (in->overwrite ? FLOE_BATCH_OVERWRITE : 0) | (in->want_ids ? FLOE_BATCH_WANT_IDS : 0);
+        handle_key_op(c, req, FLOE_OP_INSERT, in->table, &in->keys, &in->values, flags);
+        return; /* req owned by the item */
+    }
+    case FLOE__V1__REQUEST__OP_FIND: {
+        const Floe__V1__Find *f = req->find;
+        unsigned flags = (f->want_ids ? FLOE_BATCH_WANT_IDS : 0) | (f->want_values ? FLOE_BATCH_WANT_VALUES : 0);
+        handle_key_op(c, req, FLOE_OP_FIND, f->table, &f->keys, NULL, flags);
+        return;
+    }
+    case FLOE__V1__REQUEST__OP_ERASE:
+        handle_key_op(c, req, FLOE_OP_ERASE, req->erase->table, &req->erase->keys, NULL, 0);
+        return;
+    case FLOE__V1__REQUEST__OP_STATS:
+        handle_stats(c, req);
+        return;
+    case FLOE__V1__REQUEST__OP_SCAN:
+        handle_scan(c, req);
+        return;
+    case FLOE__V1__REQUEST__OP_GET_BY_ID:
+        send_error(c, id, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables, which this floed does not have yet");
+        break;
+    case FLOE__V1__REQUEST__OP_RANGE:
+        send_error(c, id, FLOE_ERR_UNSUPPORTED, "range is for ORDERED tables, which this floed does not have yet");
+        break;
+    default:
+        send_error(c, id, FLOE_ERR_INVALID, "unknown or missing operation in request %llu", (unsigned long long)id);
+        break;
+    }
+    floe__v1__request__free_unpacked(req, NULL);
+}
+
+/* ---- framing ------------------------------------------------------------------------------- */
+
+static void pause_if_full(conn *c)
+{
+    if (c->open && !c->paused && c->inflight >= c->srv->cfg.max_inflight) {
+        c->paused = true;
+        bufferevent_disable(c->bev, EV_READ);
+    }
+}
+
+static void read_frames(conn *c)
+{
+    const uint64_t max_frame = c->srv->cfg.max_frame;
+    while (c->open && !c->closing && !c->paused) {
+        struct evbuffer *in = bufferevent_get_input(c->bev);
+        size_t have = evbuffer_get_length(in);
+        unsigned char hdr[4];
+        if (have < 4)
+            return;
+        evbuffer_copyout(in, hdr, 4);
+        uint32_t len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
+        if (len == 0) {
+            fail_and_close(c, 0, FLOE_ERR_INVALID, "frame of length 0");
+            return;
+        }
+        if (len > max_frame) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "frame of %u bytes is above max-frame (%llu bytes)", len,
+                     (unsigned long long)max_frame);
+            fail_and_close(c, 0, FLOE_ERR_TOO_LARGE, msg);
+            return;
+        }
+        if (have < 4 + (size_t)len)
+            return; /* the rest is on its way */
+        evbuffer_drain(in, 4);
+        unsigned char *buf = evbuffer_pullup(in, len);
+        Floe__V1__Request *req = buf ? floe__v1__request__unpack(NULL, len, buf) : NULL;
+        evbuffer_drain(in, len);
+        if (!req) {
+            send_error(c, 0, FLOE_ERR_INVALID, "a frame of %u bytes does not parse as a floe.v1.Request", len);
+            continue;
+        }
+        handle_request(c, req);
+        pause_if_full(c);
+    }
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    read_frames(arg);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    conn *c = arg;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        close_now(c);
+}
+
+void conn_accept(io_thread *io, int fd)
+{
+    server *srv = io->srv;
+    if (atomic_fetch_add(&srv->nconns, 1) >= (int)srv->cfg.max_connections) {
+        atomic_fetch_sub(&srv->nconns, 1);
+        frame *f = reply_error(0, FLOE_ERR_BUSY, "too many connections (max-connections)");
+        if (f) {
+            ssize_t ignored = send(fd, f->data, f->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)ignored;
+            free(f);
+        }
+        log_warn("refused a connection: max-connections (%llu) reached", (unsigned long long)srv->cfg.max_connections);
+        evutil_closesocket(fd);
+        return;
+    }
+    conn *c = calloc(1, sizeof *c);
+    struct bufferevent *bev = c ? bufferevent_socket_new(io->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+    if (!bev) {
+        free(c);
+        evutil_closesocket(fd);
+        atomic_fetch_sub(&srv->nconns, 1);
+        log_error("out of memory accepting a connection");
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    atomic_init(&c->refs, 1);
+    c->io = io;
+    c->srv = srv;
+    c->bev = bev;
+    c->open = true;
+    c->serial = atomic_fetch_add(&next_serial, 1);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        char ip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(sin->sin_port));
+    } else {
+        strcpy(c->peer, "?");
+    }
+    c->next = io->conns;
+    if (io->conns)
+        io->conns->prev = c;
+    io->conns = c;
+    /* Stop reading when a frame's worth is buffered and unparsed: the high
+     * watermark bounds memory per connection. */
+    bufferevent_setwatermark(bev, EV_READ, 0, (size_t)srv->cfg.max_frame + 4 + 65536);
+    bufferevent_setcb(bev, on_read, on_write, on_event, c);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    log_debug("connection %llu from %s", (unsigned long long)c->serial, c->peer);
+}
+
+void conn_deliver(conn *c, frame *f)
+{
+    io_thread *io = c->io;
+    if (!f) {
+        f = malloc(sizeof *f); /* still must answer for the in-flight count */
+        if (!f)
+            abort();
+        f->len = 0;
+    }
+    f->to = c;
+    f->next = NULL;
+    pthread_mutex_lock(&io->lock);
+    if (io->deliveries_tail)
+        io->deliveries_tail->next = f;
+    else
+        io->deliveries = f;
+    io->deliveries_tail = f;
+    pthread_mutex_unlock(&io->lock);
+    event_active(io->wake, EV_READ, 0);
+}
+
+static void stop_now(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    io_thread *io = arg;
+    while (io->conns)
+        close_now(io->conns);
+    event_base_loopbreak(io->base);
+}
+
+void io_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    io_thread *io = arg;
+    pthread_mutex_lock(&io->lock);
+    frame *list = io->deliveries;
+    io->deliveries = io->deliveries_tail = NULL;
+    int *fds = io->new_fds;
+    size_t nfds = io->nnew;
+    io->new_fds = NULL;
+    io->nnew = io->capnew = 0;
+    bool stopping = io->stopping;
+    pthread_mutex_unlock(&io->lock);
+
+    for (size_t i = 0; i < nfds; i++)
+        conn_accept(io, fds[i]);
+    free(fds);
+    while (list) {
+        frame *f = list;
+        list = f->next;
+        conn *c = f->to;
+        if (c->open && f->len)
+            bufferevent_write(c->bev, f->data, f->len);
+        free(f);
+        c->inflight--;
+        if (c->open && c->paused && c->inflight < c->srv->cfg.max_inflight) {
+            c->paused = false;
+            bufferevent_enable(c->bev, EV_READ);
+            read_frames(c); /* frames already buffered get no new read event */
+        }
+        conn_unref(c);
+    }
+    if (stopping) {
+        io->stop_seen = true;
+        /* Close connections whose responses are all written; the others
+         * close when their output drains, or when the stop timer fires. */
+        for (conn *c = io->conns, *next; c; c = next) {
+            next = c->next;
+            if (c->inflight == 0 && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+                close_now(c);
+            else if (c->inflight == 0)
+                c->closing = true;
+        }
+        if (!io->conns)
+            event_base_loopbreak(io->base);
+        else if (!io->stop_timer) {
+            struct timeval tv = {2, 0};
+            io->stop_timer = evtimer_new(io->base, stop_now, io);
+            if (io->stop_timer)
+                evtimer_add(io->stop_timer, &tv);
+        }
+    }
+}

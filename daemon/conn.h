@@ -1,0 +1,42 @@
+/*
+ * conn.h - one client connection, owned by one io thread.
+ *
+ * States: open (reading frames) -> paused (max-inflight requests queued:
+ * the socket is not read, TCP pushes back on the client) -> open ...;
+ * closing (an error response is being flushed, then the socket closes) ->
+ * closed (socket gone; the struct lives on while requests in flight hold
+ * references, and their responses are dropped).
+ */
+#ifndef FLOE_DAEMON_CONN_H
+#define FLOE_DAEMON_CONN_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reply.h"
+#include "server.h"
+
+struct conn {
+    atomic_int refs;
+    io_thread *io;
+    server *srv;
+    struct bufferevent *bev;
+    bool open, authed, paused, closing;
+    unsigned inflight; /* requests handed to batchers, not yet answered */
+    uint64_t serial;
+    char peer[64];
+    conn *prev, *next;
+};
+
+/* Takes over an accepted socket on io's thread. */
+void conn_accept(io_thread *io, int fd);
+/* Any thread: queues response f for c (answering one in-flight request and
+ * releasing that request's reference on c). */
+void conn_deliver(conn *c, frame *f);
+void conn_ref(conn *c);
+void conn_unref(conn *c);
+/* io thread: the wake event's callback (new sockets, deliveries, stop). */
+void io_wake(evutil_socket_t fd, short what, void *arg);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * reply.c - response frames (see reply.h).
+ */
+#include "reply.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+frame *reply_pack(const Floe__V1__Response *r)
+{
+    size_t len = floe__v1__response__get_packed_size(r);
+    frame *f = malloc(sizeof *f + 4 + len);
+    if (!f)
+        return NULL;
+    f->next = NULL;
+    f->to = NULL;
+    f->len = 4 + len;
+    f->data[0] = (unsigned char)(len >> 24);
+    f->data[1] = (unsigned char)(len >> 16);
+    f->data[2] = (unsigned char)(len >> 8);
+    f->data[3] = (unsigned char)len;
+    floe__v1__response__pack(r, f->data + 4);
+    return f;
+}
+
+frame *reply_error(uint64_t id, floe_status st, const char *msg)
+{
+    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
+    r.id = id;
+    r.status = (Floe__V1__Status)st;
+    r.error = (char *)(msg ? msg : "");
+    return reply_pack(&r);
+}
+
+frame *reply_ok(uint64_t id)
+{
+    return reply_error(id, FLOE_OK, NULL);
+}
+
+void reply_fill_stats(Floe__V1__TableStats *out, Floe__V1__TableSpec *spec, Floe__V1__LevelStats *lv,
+                      Floe__V1__LevelStats **lvp, const floe_table_stats *s)
+{
+    floe__v1__table_stats__init(out);
+    floe__v1__table_spec__init(spec);
+    spec->name = (char *)s->spec.name;
+    spec->kind = (Floe__V1__TableKind)s->spec.kind;
+    spec->key_bits = s->spec.key_bits;
+    spec->words = s->spec.words;
+    spec->value_bytes = s->spec.value_bytes;
+    spec->capacity = s->spec.capacity;
+    spec->grow = s->spec.grow;
+    spec->backend = (char *)s->spec.backend;
+    spec->max_fill = s->spec.max_fill;
+    spec->seed = s->spec.seed;
+    out->spec = spec;
+    out->keys = s->keys;
+    out->slots = s->slots;
+    out->fill = s->fill;
+    out->memory_bytes = s->memory_bytes;
+    out->bytes_per_key = s->bytes_per_key;
+    out->generation = s->generation;
+    out->backend = (char *)s->backend;
+    out->tombstones = s->tombstones;
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        floe__v1__level_stats__init(&lv[l]);
+        lv[l].slots = s->level[l].slots;
+        lv[l].used = s->level[l].used;
+        lv[l].row_bits = s->level[l].row_bits;
+        lv[l].fill = s->level[l].fill;
+        lvp[l] = &lv[l];
+    }
+    out->n_levels = FLOE_LEVELS;
+    out->levels = lvp;
+}

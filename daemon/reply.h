@@ -1,0 +1,33 @@
+/*
+ * reply.h - building response frames: a 4-byte big-endian length and a
+ * packed floe.v1.Response, ready to write to a socket.
+ */
+#ifndef FLOE_DAEMON_REPLY_H
+#define FLOE_DAEMON_REPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "floe.pb-c.h"
+#include "spec.h"
+#include "status.h"
+
+struct conn;
+
+typedef struct frame {
+    struct frame *next;
+    struct conn *to; /* for deliveries */
+    size_t len;
+    unsigned char data[];
+} frame;
+
+/* Packs r into a frame (r->id and r->status as set by the caller). */
+frame *reply_pack(const Floe__V1__Response *r);
+frame *reply_error(uint64_t id, floe_status st, const char *msg);
+frame *reply_ok(uint64_t id);
+/* Fills a TableStats message from s; the strings and levels point into s
+ * and lv, which must outlive the packing. */
+void reply_fill_stats(Floe__V1__TableStats *out, Floe__V1__TableSpec *spec, Floe__V1__LevelStats *lv,
+                      Floe__V1__LevelStats **lvp, const floe_table_stats *s);
+
+#endif

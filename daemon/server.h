@@ -1,0 +1,73 @@
+/*
+ * server.h - floed's moving parts and how they fit.
+ *
+ * Threads (written down once, as in memcached):
+ *   main       the listener, signals and the reaper (tables being dropped are
+ *              destroyed here, never on their own backend thread);
+ *   io x N     each with its own libevent base: reads frames, parses requests,
+ *              answers what needs no table at once and hands the rest to the
+ *              table's batcher; writes every response of its connections;
+ *   backend    the table engine's threads (tables/backend.h) run batches and
+ *              call back into the batcher, which packs the responses and
+ *              hands each to its connection's io thread (conn_deliver).
+ * A connection belongs to one io thread for its whole life.  Requests in
+ * flight hold a reference to their connection, so a client that disconnects
+ * costs only the work already queued for it.
+ */
+#ifndef FLOE_DAEMON_SERVER_H
+#define FLOE_DAEMON_SERVER_H
+
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "backend.h"
+#include "config.h"
+#include "registry.h"
+
+#define FLOED_VERSION         "0.1.0"
+#define FLOE_PROTOCOL_VERSION 1
+
+typedef struct conn conn;
+typedef struct frame frame;
+
+typedef struct io_thread {
+    struct server *srv;
+    pthread_t thread;
+    struct event_base *base;
+    struct event *wake;
+    pthread_mutex_t lock; /* guards the inboxes below */
+    frame *deliveries, *deliveries_tail;
+    int *new_fds;
+    size_t nnew, capnew;
+    bool stopping;  /* under lock: set by the main thread */
+    bool stop_seen; /* io thread's copy */
+    struct event *stop_timer;
+    conn *conns; /* open connections, io thread only */
+} io_thread;
+
+typedef struct server {
+    floed_config cfg;
+    struct event_base *base;
+    struct evconnlistener *listener;
+    io_thread *io;
+    size_t nio, next_io;
+    atomic_int nconns;
+    atomic_bool shutting_down;
+    registry reg;
+    floe_backend *cpu;
+    struct event *sig_term, *sig_int, *reap_ev, *drain_ev;
+    pthread_mutex_t reap_lock;
+    table_entry *reap_list;
+    unsigned port;
+    int exit_code;
+} server;
+
+/* Runs floed until SIGTERM or SIGINT; returns the exit code. */
+int server_run(const floed_config *cfg);
+
+/* Queues a dropped table for destruction on the main thread. */
+void server_reap(server *srv, table_entry *e);
+
+#endif
