@@ -44,7 +44,7 @@ client_objs = $(patsubst %.c,build/$(1)/%.o,$(CLIENT_SRC))
 itest_objs  = $(patsubst %.c,build/$(1)/%.o,$(ITEST_SRC))
 test_objs   = $(patsubst %.c,build/$(1)/%.o,$(TEST_SRC))
 
-.PHONY: all deps test test-unit test-big test-tsan bench clean check-cuda format
+.PHONY: all deps test test-unit test-integration test-big test-tsan bench clean check-cuda format
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
 
@@ -102,6 +102,9 @@ build/rel/floe: build/rel/client/cli.o build/rel/libfloe.a
 build/san/floe: build/san/client/cli.o build/san/libfloe.a
 	$(CC) $(LDSAN) $^ $(PKG_PROTO) -o $@
 
+build/san/floe-itests: $(call itest_objs,san) build/san/libfloe.a
+	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(PKG_PROTO) -lm -o $@
+
 build/rel/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CRYPTO) -lm -o $@
 
@@ -126,7 +129,11 @@ check-cuda:
 	@echo "GPU=0: CUDA code not built"
 endif
 
-test: all test-unit test-big
+test: all test-unit test-integration test-big
+
+# floed, libfloe and the CLI end to end (sanitizer builds), on ephemeral ports.
+test-integration: build/san/floe-itests build/san/floed build/san/floe
+	FLOED=build/san/floed FLOE_CLI=build/san/floe ./build/san/floe-itests
 
 # Every suite but the large one, under AddressSanitizer and UBSan.
 test-unit: build/san/floe-tests

@@ -109,14 +109,23 @@ static int add_key(keylist *kl, const char *text, bool with_value, const char *w
     return 0;
 }
 
+static void free_keys(keylist *kl)
+{
+    free(kl->keys);
+    free(kl->values);
+}
+
 /* Keys from argv, or (when none) one per line on stdin. */
 static int read_keys(int argc, char **argv, bool with_value, keylist *kl)
 {
     memset(kl, 0, sizeof *kl);
     if (argc > 0) {
-        for (int i = 0; i < argc; i++)
-            if (add_key(kl, argv[i], with_value, "argument"))
+        for (int i = 0; i < argc; i++) {
+            if (add_key(kl, argv[i], with_value, "argument")) {
+                free_keys(kl);
                 return EXIT_USAGE;
+            }
+        }
         return 0;
     }
     char *line = NULL;
@@ -138,17 +147,12 @@ static int read_keys(int argc, char **argv, bool with_value, keylist *kl)
         snprintf(where, sizeof where, "stdin line %ld", lineno);
         if (add_key(kl, p, with_value, where)) {
             free(line);
+            free_keys(kl);
             return EXIT_USAGE;
         }
     }
     free(line);
     return 0;
-}
-
-static void free_keys(keylist *kl)
-{
-    free(kl->keys);
-    free(kl->values);
 }
 
 /* ---- subcommands --------------------------------------------------------------------------------- */

@@ -334,6 +334,7 @@ static void batch_done(floe_batch *b)
     while (list) {
         item *it = list;
         list = it->next;
+        const size_t step = is_key_op(b->op) ? it->n : 0; /* it is freed once answered */
         if (it->multi) {
             multi_part_done(it->multi, it->multi_index, b->status, b->error.msg,
                             b->op == FLOE_OP_STATS ? &b->stats : NULL);
@@ -349,7 +350,7 @@ static void batch_done(floe_batch *b)
         } else {
             answer(it, reply_ok(it->id));
         }
-        at += is_key_op(b->op) ? it->n : 0;
+        at += step;
     }
     free_buffers(bt);
     struct server *srv = bt->srv;

@@ -346,8 +346,6 @@ static void handle_key_op(conn *c, Floe__V1__Request *req, int op, const char *t
     char msg[FLOE_ERROR_MAX];
     floe_status st =
         check_keys(spec, keys, op == FLOE_OP_INSERT ? values : NULL, map && op == FLOE_OP_INSERT, msg, sizeof msg);
-    if (st == FLOE_OK && op == FLOE_OP_INSERT && map && keys->len && values->len == 0)
-        st = FLOE_ERR_INVALID, snprintf(msg, sizeof msg, "an insert into MAP %s needs values", spec->name);
     if (st == FLOE_OK && !map && (flags & (FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES)))
         st = FLOE_ERR_INVALID, snprintf(msg, sizeof msg, "table %s is a %s: overwrite and values are for MAP tables",
                                         spec->name, floe_kind_name(spec->kind));

@@ -347,6 +347,9 @@ int server_run(const floed_config *cfg)
     event_base_loop(srv->base, EVLOOP_NO_EXIT_ON_EMPTY);
     rc = srv->exit_code;
 out:
+    /* Stopping: a second signal must not kill floed halfway through. */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
     if (srv->listener)
         evconnlistener_free(srv->listener);
     if (srv->io)

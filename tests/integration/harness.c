@@ -1,0 +1,236 @@
+/*
+ * harness.c - starting and stopping floed, raw frames, running the CLI.
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *floed_path(void)
+{
+    const char *p = getenv("FLOED");
+    return p ? p : "build/san/floed";
+}
+
+static const char *cli_path(void)
+{
+    const char *p = getenv("FLOE_CLI");
+    return p ? p : "build/san/floe";
+}
+
+void daemon_start(daemon_proc *d, const char *const *flags)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->dir, sizeof d->dir, "/tmp/floe-itest-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(d->dir));
+    char portfile[256];
+    snprintf(portfile, sizeof portfile, "%s/port", d->dir);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = floed_path();
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--port-file";
+    argv[n++] = portfile;
+    argv[n++] = "--log-level";
+    argv[n++] = getenv("FLOED_LOG") ? getenv("FLOED_LOG") : "warn";
+    argv[n++] = "--io-threads";
+    argv[n++] = "2";
+    argv[n++] = "--engine-threads";
+    argv[n++] = "2";
+    for (int i = 0; flags && flags[i]; i++)
+        argv[n++] = flags[i];
+    argv[n] = NULL;
+    d->pid = fork();
+    ck_assert_int_ge(d->pid, 0);
+    if (d->pid == 0) {
+        execv(argv[0], (char *const *)argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    for (int i = 0; i < 2000; i++) { /* up to 20 s: the sanitizer build starts slowly */
+        FILE *f = fopen(portfile, "r");
+        if (f) {
+            int ok = fscanf(f, "%u", &d->port) == 1;
+            fclose(f);
+            if (ok && d->port) {
+                snprintf(d->uri, sizeof d->uri, "floe://127.0.0.1:%u", d->port);
+                return;
+            }
+        }
+        int status;
+        if (waitpid(d->pid, &status, WNOHANG) == d->pid)
+            ck_abort_msg("floed exited before listening (status %d)", status);
+        usleep(10000);
+    }
+    ck_abort_msg("floed did not start listening in 20 s");
+}
+
+int daemon_stop(daemon_proc *d, int sig)
+{
+    int status = -1;
+    if (d->pid > 0) {
+        kill(d->pid, sig);
+        for (int i = 0; i < 2000; i++) {
+            if (waitpid(d->pid, &status, WNOHANG) == d->pid)
+                break;
+            usleep(10000);
+            if (i == 1999) {
+                kill(d->pid, SIGKILL);
+                waitpid(d->pid, &status, 0);
+                status = -1;
+            }
+        }
+        d->pid = 0;
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", d->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", d->dir);
+    if (status == -1)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+floe *connect_ok(const daemon_proc *d)
+{
+    floe *c;
+    int st = floe_connect(d->uri, NULL, &c);
+    ck_assert_msg(st == FLOE_OK, "connect: %s", floe_errstr(c));
+    return c;
+}
+
+int raw_connect(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    return fd;
+}
+
+void raw_send(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+        if (w <= 0)
+            return; /* the server may have closed: the test reads the answer */
+        p += w;
+        len -= (size_t)w;
+    }
+}
+
+void raw_send_request(int fd, Floe__V1__Request *req)
+{
+    size_t len = floe__v1__request__get_packed_size(req);
+    unsigned char *buf = malloc(len + 4);
+    buf[0] = (unsigned char)(len >> 24);
+    buf[1] = (unsigned char)(len >> 16);
+    buf[2] = (unsigned char)(len >> 8);
+    buf[3] = (unsigned char)len;
+    floe__v1__request__pack(req, buf + 4);
+    raw_send(fd, buf, len + 4);
+    free(buf);
+}
+
+static int read_full(int fd, void *buf, size_t len, int timeout_ms)
+{
+    char *p = buf;
+    while (len) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, timeout_ms) <= 0)
+            return -1;
+        ssize_t r = recv(fd, p, len, 0);
+        if (r <= 0)
+            return -1;
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+Floe__V1__Response *raw_read_response(int fd, int timeout_ms)
+{
+    unsigned char hdr[4];
+    if (read_full(fd, hdr, 4, timeout_ms) != 0)
+        return NULL;
+    uint32_t len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
+    unsigned char *buf = malloc(len + 1);
+    if (read_full(fd, buf, len, timeout_ms) != 0) {
+        free(buf);
+        return NULL;
+    }
+    Floe__V1__Response *r = floe__v1__response__unpack(NULL, len, buf);
+    free(buf);
+    return r;
+}
+
+int raw_closed(int fd, int timeout_ms)
+{
+    char c;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    if (poll(&pfd, 1, timeout_ms) <= 0)
+        return 0;
+    return recv(fd, &c, 1, 0) == 0;
+}
+
+int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char *const *args)
+{
+    char inpath[256], outpath[256];
+    snprintf(inpath, sizeof inpath, "%s/cli.in", d->dir);
+    snprintf(outpath, sizeof outpath, "%s/cli.out", d->dir);
+    FILE *f = fopen(inpath, "w");
+    ck_assert_ptr_nonnull(f);
+    if (stdin_text)
+        fputs(stdin_text, f);
+    fclose(f);
+    char hostport[64];
+    snprintf(hostport, sizeof hostport, "127.0.0.1:%u", d->port);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        const char *argv[64];
+        int n = 0;
+        argv[n++] = cli_path();
+        argv[n++] = "-H";
+        argv[n++] = hostport;
+        for (int i = 0; args[i]; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        char errpath[300];
+        snprintf(errpath, sizeof errpath, "%s/cli.err", d->dir);
+        if (!freopen(inpath, "r", stdin) || !freopen(outpath, "w", stdout) || !freopen(errpath, "w", stderr))
+            _exit(126);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    f = fopen(outpath, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while ((r = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += r;
+        if (len + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    fclose(f);
+    *out = buf;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}

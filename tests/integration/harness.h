@@ -1,0 +1,53 @@
+/*
+ * harness.h - integration tests: a real floed on an ephemeral port, raw
+ * frames for the malformed-input tests, and the suites main.c runs.
+ */
+#ifndef FLOE_TESTS_HARNESS_H
+#define FLOE_TESTS_HARNESS_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "floe.h"
+#include "floe.pb-c.h"
+
+/* Passing assertions record nothing (see tests/unit/testutil.h). */
+#undef _mark_point
+#define _mark_point(file, line) ((void)0)
+
+typedef struct daemon_proc {
+    pid_t pid;
+    unsigned port;
+    char uri[64];
+    char dir[128]; /* a scratch directory for this daemon */
+} daemon_proc;
+
+/* Starts floed with extra flags (NULL-terminated), waits until it listens. */
+void daemon_start(daemon_proc *d, const char *const *flags);
+/* Sends sig and returns the exit status (-1 if it did not stop in 20 s). */
+int daemon_stop(daemon_proc *d, int sig);
+/* A connection to d that must succeed. */
+floe *connect_ok(const daemon_proc *d);
+
+/* Raw socket helpers. */
+int raw_connect(unsigned port);
+void raw_send(int fd, const void *buf, size_t len);
+void raw_send_request(int fd, Floe__V1__Request *req);
+/* Reads one response frame (NULL on EOF or after timeout_ms). */
+Floe__V1__Response *raw_read_response(int fd, int timeout_ms);
+/* 1 if the server closed the connection within timeout_ms. */
+int raw_closed(int fd, int timeout_ms);
+
+/* Runs the floe CLI with args (NULL-terminated) against d; returns its exit
+ * code and its stdout (malloc'ed) in *out. */
+int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char *const *args);
+
+Suite *ops_suite(void);
+Suite *load_suite(void);
+Suite *badinput_suite(void);
+Suite *lifecycle_suite(void);
+Suite *cli_suite(void);
+
+#endif

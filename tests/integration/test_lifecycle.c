@@ -1,0 +1,150 @@
+/*
+ * test_lifecycle.c - clients that vanish, SIGTERM with requests in flight,
+ * and tables that survive a restart through data-dir.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+START_TEST(client_killed_mid_request)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    floe *c = connect_ok(&d);
+    floe_table_def t = {.name = "k", .kind = FLOE_TABLE_SET, .capacity = 4000000};
+    ck_assert_int_eq(floe_create(c, &t), FLOE_OK);
+    pid_t pid = fork();
+    if (pid == 0) {
+        floe *x;
+        if (floe_connect(d.uri, NULL, &x) != FLOE_OK)
+            _exit(1);
+        static uint64_t keys[200000];
+        for (int i = 0; i < 200000; i++)
+            keys[i] = (uint64_t)i;
+        for (int r = 0; r < 10; r++)
+            floe_send_insert(x, "k", keys, 200000, NULL, 0, 0, NULL, NULL);
+        floe_poll(x, 50);
+        _exit(0); /* gone, answers unread */
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* the server goes on, and the table is consistent */
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(floe_ping(c), FLOE_OK);
+    uint64_t probe[2] = {5, 1u << 30};
+    uint8_t res[2];
+    ck_assert_int_eq(floe_find(c, "k", probe, 2, res, NULL, 0, NULL), FLOE_OK);
+    ck_assert_uint_eq(res[1], FLOE_ABSENT);
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "k", &info), FLOE_OK);
+    ck_assert(info.keys == 0 || info.keys == 200000);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+START_TEST(sigterm_with_requests_in_flight)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    floe *c = connect_ok(&d);
+    floe_table_def t = {.name = "t", .kind = FLOE_TABLE_SET, .capacity = 100, .grow = 1};
+    ck_assert_int_eq(floe_create(c, &t), FLOE_OK);
+    enum { R = 40, K = 50000 };
+    static uint64_t keys[R][K];
+    floe_call *calls[R];
+    for (int r = 0; r < R; r++) {
+        for (int i = 0; i < K; i++)
+            keys[r][i] = (uint64_t)r * K + (uint64_t)i;
+        calls[r] = floe_send_insert(c, "t", keys[r], K, NULL, 0, 0, NULL, NULL);
+    }
+    floe_poll(c, 20);
+    kill(d.pid, SIGTERM);
+    int ok = 0, stopped = 0;
+    for (int r = 0; r < R; r++) {
+        int st = floe_wait(c, calls[r]);
+        ck_assert_msg(st == FLOE_OK || st == FLOE_ERR_SHUTTING_DOWN, "request %d: %s (%s)", r, floe_strerror(st),
+                      floe_call_error(calls[r]));
+        ok += st == FLOE_OK;
+        stopped += st == FLOE_ERR_SHUTTING_DOWN;
+        floe_call_free(calls[r]);
+    }
+    ck_assert_int_eq(ok + stopped, R);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0); /* exit 0 */
+}
+END_TEST
+
+START_TEST(tables_survive_restart)
+{
+    char dir[] = "/tmp/floe-data-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *flags[] = {"--data-dir", dir, NULL};
+    daemon_proc d;
+    daemon_start(&d, flags);
+    floe *c = connect_ok(&d);
+    floe_table_def t = {.name = "keep", .kind = FLOE_TABLE_MAP, .key_bits = 48, .value_bytes = 8, .capacity = 5000};
+    ck_assert_int_eq(floe_create(c, &t), FLOE_OK);
+    uint64_t keys[3] = {1, 2, 3}, vals[3] = {10, 20, 30};
+    ck_assert_int_eq(floe_insert_values(c, "keep", keys, vals, 3, 8, 0, NULL, NULL, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_snapshot(c, "keep"), FLOE_OK);
+    ck_assert_int_eq(floe_snapshot(c, "nosuch"), FLOE_ERR_NO_TABLE);
+    uint64_t k4 = 4, v4 = 40;
+    ck_assert_int_eq(floe_insert_values(c, "keep", &k4, &v4, 1, 8, 0, NULL, NULL, NULL), FLOE_OK);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0); /* saves at shutdown */
+
+    daemon_start(&d, flags);
+    c = connect_ok(&d);
+    uint64_t q[5] = {1, 2, 3, 4, 5}, got[5];
+    uint8_t res[5];
+    ck_assert_int_eq(floe_find(c, "keep", q, 5, res, got, 8, NULL), FLOE_OK);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(res[i], FLOE_PRESENT);
+        ck_assert_uint_eq(got[i], (uint64_t)(i + 1) * 10);
+    }
+    ck_assert_uint_eq(res[4], FLOE_ABSENT);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGINT), 0);
+
+    /* a damaged snapshot keeps floed from starting, with a message */
+    char path[256];
+    snprintf(path, sizeof path, "%s/keep.floe", dir);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 600, SEEK_SET);
+    fputc(0x5a, f);
+    fclose(f);
+    pid_t pid = fork();
+    if (pid == 0) {
+        const char *fl = getenv("FLOED") ? getenv("FLOED") : "build/san/floed";
+        if (!freopen("/dev/null", "w", stderr))
+            _exit(126);
+        execl(fl, fl, "--port", "0", "--data-dir", dir, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+Suite *lifecycle_suite(void)
+{
+    Suite *s = suite_create("lifecycle");
+    TCase *tc = tcase_create("lifecycle");
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, client_killed_mid_request);
+    tcase_add_test(tc, sigterm_with_requests_in_flight);
+    tcase_add_test(tc, tables_survive_restart);
+    suite_add_tcase(s, tc);
+    return s;
+}
