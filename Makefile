@@ -1,6 +1,7 @@
-# floe - one entry point: deps, all, test, bench, clean (run, device-bundle and
-# install arrive with the daemon and the GPU engine).
+# floe - one entry point: deps, all, run, test, bench, install, clean
+# (device-bundle arrives with the GPU engine).
 #
+#   make run      install deps, build, and start floed in the foreground (RUN_ARGS="--port 7451")
 #   make deps     install the Debian packages floe builds with (root or sudo)
 #   make          build the release libraries and tools into build/rel
 #   make test     build with AddressSanitizer + UBSan and run every test that
@@ -44,11 +45,11 @@ client_objs = $(patsubst %.c,build/$(1)/%.o,$(CLIENT_SRC))
 itest_objs  = $(patsubst %.c,build/$(1)/%.o,$(ITEST_SRC))
 test_objs   = $(patsubst %.c,build/$(1)/%.o,$(TEST_SRC))
 
-.PHONY: all deps test test-unit test-integration test-big test-tsan bench clean check-cuda format
+.PHONY: all run install deps test test-unit test-integration test-big test-tsan bench clean check-cuda format
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
 
-all: build/rel/floed build/rel/floe build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-tests check-cuda
+all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-tests check-cuda
 
 deps:
 	@if dpkg -s $(DEPS_PKGS) >/dev/null 2>&1; then \
@@ -89,6 +90,8 @@ build/tsan/libfloetables.a: $(call tables_objs,tsan)
 
 build/rel/floed: $(call daemon_objs,rel) $(call proto_obj,rel) build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) -lm -o $@
+build/tsan/floed: $(call daemon_objs,tsan) $(call proto_obj,tsan) build/tsan/libfloetables.a
+	$(CC) -pthread -fsanitize=thread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) -lm -o $@
 build/san/floed: $(call daemon_objs,san) $(call proto_obj,san) build/san/libfloetables.a
 	$(CC) -pthread $(LDSAN) $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) -lm -o $@
 
@@ -98,6 +101,8 @@ build/%/libfloe.a: $$(call client_objs,$$*) $$(call proto_obj,$$*)
 build/rel/libfloe.so: $(call client_objs,pic) $(call proto_obj,pic)
 	$(CC) -shared -Wl,-soname,libfloe.so.0 $^ $(PKG_PROTO) -o $@
 build/rel/floe: build/rel/client/cli.o build/rel/libfloe.a
+	$(CC) $^ $(PKG_PROTO) -o $@
+build/rel/floe-hello: build/rel/examples/hello.o build/rel/libfloe.a
 	$(CC) $^ $(PKG_PROTO) -o $@
 build/san/floe: build/san/client/cli.o build/san/libfloe.a
 	$(CC) $(LDSAN) $^ $(PKG_PROTO) -o $@
@@ -129,6 +134,19 @@ check-cuda:
 	@echo "GPU=0: CUDA code not built"
 endif
 
+run: deps all
+	./build/rel/floed $(RUN_ARGS)
+
+PREFIX ?= /usr/local
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/etc/floe
+	install -m 755 build/rel/floed build/rel/floe $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 build/rel/libfloe.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 build/rel/libfloe.so $(DESTDIR)$(PREFIX)/lib/libfloe.so.0
+	ln -sf libfloe.so.0 $(DESTDIR)$(PREFIX)/lib/libfloe.so
+	install -m 644 client/floe.h proto/floe_wire.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 config/floed.conf $(DESTDIR)$(PREFIX)/etc/floe/
+
 test: all test-unit test-integration test-big
 
 # floed, libfloe and the CLI end to end (sanitizer builds), on ephemeral ports.
@@ -145,14 +163,16 @@ test-big: build/rel/floe-tests
 
 # The lock-free engine under ThreadSanitizer (not part of `make test`: slow).
 # setarch -R: TSan needs the address layout that ASLR on newer kernels breaks.
-test-tsan: build/tsan/floe-tests
+test-tsan: build/tsan/floe-tests build/tsan/floed build/san/floe-itests build/san/floe
 	CK_FORK=no CK_EXCLUDE_TAGS=big setarch -R ./build/tsan/floe-tests
+	FLOED=build/tsan/floed FLOE_CLI=build/san/floe TSAN_OPTIONS=halt_on_error=1 setarch -R ./build/san/floe-itests
 
 bench: build/rel/floe-kbench
 	./build/rel/floe-kbench
 
 format:
-	clang-format -i tables/*.c tables/*.h bench/*.c tests/unit/*.c tests/unit/*.h gpu/*.cu
+	clang-format -i tables/*.[ch] daemon/*.[ch] client/*.[ch] proto/*.h bench/*.c examples/*.c \
+	  tests/unit/*.[ch] tests/integration/*.[ch] gpu/*.cu
 
 clean:
 	rm -rf build

@@ -313,6 +313,7 @@ static int table_shape(floe *c, const char *table, floe_table_info *t)
 
 static void print_summary(const floe_counts *k)
 {
+    fflush(stdout); /* the answers first, then the tally */
     fprintf(stderr,
             "inserted %" PRIu64 ", present %" PRIu64 ", absent %" PRIu64 ", full %" PRIu64 ", erased %" PRIu64 "\n",
             k->inserted, k->present, k->absent, k->full, k->erased);
