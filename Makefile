@@ -113,11 +113,11 @@ build/san/floe-itests: $(call itest_objs,san) build/san/libfloe.a
 build/rel/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CRYPTO) -lm -o $@
 
-build/rel/floe-tests: $(call test_objs,rel) build/rel/libfloetables.a
+build/rel/floe-tests: $(call test_objs,rel) build/rel/daemon/config.o build/rel/daemon/log.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
-build/san/floe-tests: $(call test_objs,san) build/san/libfloetables.a
+build/san/floe-tests: $(call test_objs,san) build/san/daemon/config.o build/san/daemon/log.o build/san/libfloetables.a
 	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
-build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/libfloetables.a
+build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/daemon/config.o build/tsan/daemon/log.o build/tsan/libfloetables.a
 	$(CC) -pthread -fsanitize=thread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
 
 # The layout header is shared with CUDA: make sure nvcc compiles it.

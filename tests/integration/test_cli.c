@@ -71,6 +71,7 @@ START_TEST(cli_subcommands)
     expect_cli(&d, NULL, 2, NULL, ARGS("insert", "s", "banana"));
     expect_cli(&d, NULL, 2, NULL, ARGS("frobnicate"));
     expect_cli(&d, NULL, 0, "usage: floe load", ARGS("load", "--help"));
+    expect_cli(&d, NULL, 1, NULL, ARGS("snapshot")); /* no data-dir: ERR_UNSUPPORTED */
     expect_cli(&d, NULL, 0, "dropped m", ARGS("drop", "m"));
     expect_cli(&d, NULL, 1, NULL, ARGS("drop", "m"));
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);

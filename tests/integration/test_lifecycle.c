@@ -94,6 +94,10 @@ START_TEST(tables_survive_restart)
     uint64_t keys[3] = {1, 2, 3}, vals[3] = {10, 20, 30};
     ck_assert_int_eq(floe_insert_values(c, "keep", keys, vals, 3, 8, 0, NULL, NULL, NULL), FLOE_OK);
     ck_assert_int_eq(floe_snapshot(c, "keep"), FLOE_OK);
+    char *out;
+    ck_assert_int_eq(run_cli(&d, NULL, &out, (const char *const[]){"snapshot", NULL}), 0);
+    ck_assert(strstr(out, "saved every table") != NULL);
+    free(out);
     ck_assert_int_eq(floe_snapshot(c, "nosuch"), FLOE_ERR_NO_TABLE);
     uint64_t k4 = 4, v4 = 40;
     ck_assert_int_eq(floe_insert_values(c, "keep", &k4, &v4, 1, 8, 0, NULL, NULL, NULL), FLOE_OK);
@@ -137,6 +141,27 @@ START_TEST(tables_survive_restart)
 }
 END_TEST
 
+START_TEST(config_file_and_flags)
+{
+    /* the file sets two limits; a flag overrides one of them wherever it stands */
+    char conf[] = "/tmp/floe-conf-XXXXXX";
+    int fd = mkstemp(conf);
+    ck_assert_int_ge(fd, 0);
+    const char *body = "max-inflight 7\nmax-batch-keys 1K\n";
+    ck_assert_int_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+    close(fd);
+    const char *flags[] = {"--max-inflight", "9", "--config", conf, NULL};
+    daemon_proc d;
+    daemon_start(&d, flags);
+    floe *c = connect_ok(&d);
+    ck_assert_uint_eq(floe_info(c)->max_inflight, 9);
+    ck_assert_uint_eq(floe_info(c)->max_batch_keys, 1024);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+    unlink(conf);
+}
+END_TEST
+
 Suite *lifecycle_suite(void)
 {
     Suite *s = suite_create("lifecycle");
@@ -145,6 +170,7 @@ Suite *lifecycle_suite(void)
     tcase_add_test(tc, client_killed_mid_request);
     tcase_add_test(tc, sigterm_with_requests_in_flight);
     tcase_add_test(tc, tables_survive_restart);
+    tcase_add_test(tc, config_file_and_flags);
     suite_add_tcase(s, tc);
     return s;
 }

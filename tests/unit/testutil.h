@@ -57,5 +57,6 @@ Suite *tablefile_suite(void);
 Suite *badinput_suite(void);
 Suite *backend_suite(void);
 Suite *capacity_suite(void);
+Suite *config_suite(void);
 
 #endif

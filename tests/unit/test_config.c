@@ -1,0 +1,86 @@
+/*
+ * test_config.c - floed's settings: the shipped config/floed.conf names
+ * every setting with its default, units parse, and bad lines are refused
+ * with the file, the line and the reason.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "testutil.h"
+
+START_TEST(shipped_file_lists_every_setting_with_its_default)
+{
+    floed_config defaults, from_file;
+    char err[512];
+    config_defaults(&defaults);
+    config_defaults(&from_file);
+    memset(&from_file.max_frame, 0xAB, sizeof from_file.max_frame); /* must be set by the file */
+    ck_assert_msg(config_load_file(&from_file, "config/floed.conf", err, sizeof err) == 0, "%s", err);
+    ck_assert_mem_eq(&defaults, &from_file, sizeof defaults);
+    FILE *f = fopen("config/floed.conf", "r");
+    ck_assert_ptr_nonnull(f);
+    char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    for (size_t i = 0; i < config_count(); i++) {
+        char line[128];
+        snprintf(line, sizeof line, "\n%s", config_name(i));
+        ck_assert_msg(strstr(text, line) != NULL, "config/floed.conf does not list %s", config_name(i));
+    }
+}
+END_TEST
+
+START_TEST(values_units_and_errors)
+{
+    floed_config c;
+    char err[512];
+    config_defaults(&c);
+    ck_assert_int_eq(config_set(&c, "max-frame", "1G", err, sizeof err), 0);
+    ck_assert_uint_eq(c.max_frame, 1ull << 30);
+    ck_assert_int_eq(config_set(&c, "max-batch-keys", "64KiB", err, sizeof err), 0);
+    ck_assert_uint_eq(c.max_batch_keys, 65536);
+    ck_assert_int_eq(config_set(&c, "port", "70000", err, sizeof err), -1);
+    ck_assert(strstr(err, "out of range") != NULL);
+    ck_assert_int_eq(config_set(&c, "port", "12x", err, sizeof err), -1);
+    ck_assert(strstr(err, "whole number") != NULL);
+    ck_assert_int_eq(config_set(&c, "max-frame", "12Q", err, sizeof err), -1);
+    ck_assert_int_eq(config_set(&c, "nonsense", "1", err, sizeof err), -1);
+    ck_assert(strstr(err, "unknown setting") != NULL);
+    ck_assert_uint_eq(c.port, 7450); /* failed sets changed nothing */
+
+    char path[] = "/tmp/floe-conf-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char *body = "# comment\n\nport 7451   # trailing comment\nio-threads 2\nmax-frame 8M\nbogus 1\n";
+    ck_assert_int_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+    close(fd);
+    ck_assert_int_eq(config_load_file(&c, path, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, ":6:") != NULL && strstr(err, "bogus") != NULL, "%s", err);
+    ck_assert_uint_eq(c.port, 7451);
+    ck_assert_uint_eq(c.max_frame, 8ull << 20);
+    unlink(path);
+    ck_assert_int_eq(config_load_file(&c, "/nonexistent/floed.conf", err, sizeof err), -1);
+
+    config_defaults(&c);
+    strcpy(c.log_level, "loud");
+    ck_assert_int_eq(config_finish(&c, err, sizeof err), -1);
+    config_defaults(&c);
+    strcpy(c.token_file, "/nonexistent/token");
+    ck_assert_int_eq(config_finish(&c, err, sizeof err), -1);
+    ck_assert(strstr(err, "token-file") != NULL);
+}
+END_TEST
+
+Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("config");
+    tcase_add_test(tc, shipped_file_lists_every_setting_with_its_default);
+    tcase_add_test(tc, values_units_and_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
