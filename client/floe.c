@@ -64,18 +64,11 @@ static int set_error(floe *c, int code, const char *fmt, ...)
 
 const char *floe_strerror(int code)
 {
-    static const char *const names[] = {
-        "OK",           "ERR_INVALID",         "ERR_NO_TABLE",  "ERR_EXISTS",      "ERR_FULL",
-        "ERR_BUSY",     "ERR_UNAUTHENTICATED", "ERR_TOO_LARGE", "ERR_UNSUPPORTED", "ERR_SHUTTING_DOWN",
-        "ERR_INTERNAL",
-    };
-    if (code >= 0 && code < (int)(sizeof names / sizeof names[0]))
-        return names[code];
     if (code == FLOE_ERR_IO)
         return "ERR_IO";
     if (code == FLOE_ERR_PROTOCOL)
         return "ERR_PROTOCOL";
-    return "ERR_UNKNOWN";
+    return floe_wire_status_name(code);
 }
 
 int floe_error(const floe *c)
@@ -443,6 +436,15 @@ static int finish(floe *c, floe_call *call)
     return st;
 }
 
+/* Sends req, waits, and keeps only the status: for calls with no answer body. */
+static int simple_call(floe *c, Floe__V1__Request *req)
+{
+    floe_call *call = send_request(c, req, NULL, NULL);
+    int st = finish(c, call);
+    floe_call_free(call);
+    return st;
+}
+
 static int copy_key_answers(floe *c, floe_call *call, size_t n, uint8_t *results, void *values, size_t vbytes,
                             floe_counts *counts)
 {
@@ -534,10 +536,7 @@ int floe_create(floe *c, const floe_table_def *def)
     ct.spec = &spec;
     req.op_case = FLOE__V1__REQUEST__OP_CREATE_TABLE;
     req.create_table = &ct;
-    floe_call *call = send_request(c, &req, NULL, NULL);
-    int st = finish(c, call);
-    floe_call_free(call);
-    return st;
+    return simple_call(c, &req);
 }
 
 int floe_drop(floe *c, const char *table)
@@ -547,10 +546,7 @@ int floe_drop(floe *c, const char *table)
     d.table = (char *)table;
     req.op_case = FLOE__V1__REQUEST__OP_DROP_TABLE;
     req.drop_table = &d;
-    floe_call *call = send_request(c, &req, NULL, NULL);
-    int st = finish(c, call);
-    floe_call_free(call);
-    return st;
+    return simple_call(c, &req);
 }
 
 int floe_snapshot(floe *c, const char *table)
@@ -560,10 +556,7 @@ int floe_snapshot(floe *c, const char *table)
     s.table = (char *)(table ? table : "");
     req.op_case = FLOE__V1__REQUEST__OP_SNAPSHOT;
     req.snapshot = &s;
-    floe_call *call = send_request(c, &req, NULL, NULL);
-    int st = finish(c, call);
-    floe_call_free(call);
-    return st;
+    return simple_call(c, &req);
 }
 
 static void info_from(floe_table_info *o, const Floe__V1__TableStats *s)

@@ -191,25 +191,11 @@ static void handle_create(conn *c, Floe__V1__Request *req)
         send_error(c, req->id, FLOE_ERR_EXISTS, "table %s exists", spec.name);
         return;
     }
-    table_entry *e = calloc(1, sizeof *e);
-    if (!e) {
-        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
-        return;
-    }
-    st = floe_table_create(srv->cpu, &spec, &e->table, &err);
+    floe_table *t;
+    st = floe_table_create(srv->cpu, &spec, &t, &err);
+    if (st == FLOE_OK)
+        st = registry_install(&srv->reg, srv, t, srv->cfg.max_tables, &err);
     if (st != FLOE_OK) {
-        free(e);
-        send_frame(c, reply_error(req->id, st, err.msg));
-        return;
-    }
-    strcpy(e->name, spec.name);
-    atomic_init(&e->refs, 1);
-    batcher_init(&e->bt, srv, e->table);
-    st = registry_add(&srv->reg, e, srv->cfg.max_tables, &err);
-    if (st != FLOE_OK) {
-        floe_table_destroy(e->table);
-        e->table = NULL;
-        entry_unref(e);
         send_frame(c, reply_error(req->id, st, err.msg));
         return;
     }

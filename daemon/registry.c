@@ -62,6 +62,26 @@ floe_status registry_add(registry *r, table_entry *e, size_t max_tables, floe_er
     return st;
 }
 
+floe_status registry_install(registry *r, struct server *srv, floe_table *t, size_t max_tables, floe_error *err)
+{
+    table_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        floe_table_destroy(t);
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    }
+    strcpy(e->name, t->spec.name);
+    e->table = t;
+    atomic_init(&e->refs, 1);
+    batcher_init(&e->bt, srv, t);
+    floe_status st = registry_add(r, e, max_tables, err);
+    if (st != FLOE_OK) {
+        floe_table_destroy(t);
+        e->table = NULL;
+        entry_unref(e);
+    }
+    return st;
+}
+
 table_entry *registry_remove(registry *r, const char *name)
 {
     pthread_mutex_lock(&r->lock);

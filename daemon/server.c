@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -139,8 +140,8 @@ static int load_tables(server *srv)
 {
     DIR *d = opendir(srv->cfg.data_dir);
     if (!d) {
-        if (errno == ENOENT) {
-            log_info("data-dir %s does not exist yet: starting with no tables", srv->cfg.data_dir);
+        if (errno == ENOENT && mkdir(srv->cfg.data_dir, 0755) == 0) {
+            log_info("created data-dir %s: starting with no tables", srv->cfg.data_dir);
             return 0;
         }
         log_error("cannot open data-dir %s: %s", srv->cfg.data_dir, strerror(errno));
@@ -155,25 +156,15 @@ static int load_tables(server *srv)
         char *path;
         if (asprintf(&path, "%s/%s", srv->cfg.data_dir, de->d_name) < 0)
             return -1;
-        table_entry *e = calloc(1, sizeof *e);
         floe_error err;
-        floe_status st = e ? floe_table_load(srv->cpu, path, &e->table, &err)
-                           : floe_error_set(&err, FLOE_ERR_INTERNAL, "out of memory");
+        floe_table *t;
+        floe_status st = floe_table_load(srv->cpu, path, &t, &err);
         if (st == FLOE_OK) {
-            strcpy(e->name, e->table->spec.name);
-            atomic_init(&e->refs, 1);
-            batcher_init(&e->bt, srv, e->table);
-            st = registry_add(&srv->reg, e, srv->cfg.max_tables, &err);
-            if (st != FLOE_OK) {
-                floe_table_destroy(e->table);
-                e->table = NULL;
-                entry_unref(e);
-                e = NULL;
-            } else {
-                log_info("loaded table %s from %s", e->name, path);
-            }
-        } else {
-            free(e);
+            char name[FLOE_NAME_MAX + 1];
+            strcpy(name, t->spec.name);
+            st = registry_install(&srv->reg, srv, t, srv->cfg.max_tables, &err);
+            if (st == FLOE_OK)
+                log_info("loaded table %s from %s", name, path);
         }
         if (st != FLOE_OK) {
             log_error("cannot load %s: %s (move the file away to start without it)", path, err.msg);

@@ -31,4 +31,15 @@ enum {
     FLOE_ERASED = 4,   /* erase: the key was stored and is now gone */
 };
 
+/* "OK", "ERR_INVALID", ...: a Status code's name in the protocol. */
+static inline const char *floe_wire_status_name(int s)
+{
+    static const char *const names[] = {
+        "OK",           "ERR_INVALID",         "ERR_NO_TABLE",  "ERR_EXISTS",      "ERR_FULL",
+        "ERR_BUSY",     "ERR_UNAUTHENTICATED", "ERR_TOO_LARGE", "ERR_UNSUPPORTED", "ERR_SHUTTING_DOWN",
+        "ERR_INTERNAL",
+    };
+    return s >= 0 && s < (int)(sizeof names / sizeof names[0]) ? names[s] : "ERR_UNKNOWN";
+}
+
 #endif /* FLOE_WIRE_H */

@@ -28,12 +28,5 @@ void floe_error_clear(floe_error *e)
 
 const char *floe_status_name(floe_status s)
 {
-    static const char *const names[] = {
-        "OK",           "ERR_INVALID",         "ERR_NO_TABLE",  "ERR_EXISTS",      "ERR_FULL",
-        "ERR_BUSY",     "ERR_UNAUTHENTICATED", "ERR_TOO_LARGE", "ERR_UNSUPPORTED", "ERR_SHUTTING_DOWN",
-        "ERR_INTERNAL",
-    };
-    if ((unsigned)s < sizeof names / sizeof names[0])
-        return names[s];
-    return "ERR_UNKNOWN";
+    return floe_wire_status_name((int)s);
 }
