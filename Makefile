@@ -120,15 +120,23 @@ build/san/floe-tests: $(call test_objs,san) build/san/daemon/config.o build/san/
 build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/daemon/config.o build/tsan/daemon/log.o build/tsan/libfloetables.a
 	$(CC) -pthread -fsanitize=thread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
 
-# The layout header is shared with CUDA: make sure nvcc compiles it.
+# CUDA: the GPU engine, its tests and the K1 benchmark (fat binaries, static cudart).
 ifeq ($(GPU),1)
-check-cuda: build/gpu/layout_selftest
-build/gpu/layout_selftest: gpu/layout_selftest.cu tables/layout.h proto/floe_wire.h
+NVFLAGS := -std=c++17 -O3 -Iproto -Itables -Igpu -cudart static \
+  -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
+  -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
+  -Xcompiler -Wall,-Wextra,-Werror
+GPU_BINS := build/gpu/layout_selftest build/gpu/floe-gpu-tests build/gpu/floe-k1-gpu
+check-cuda: $(GPU_BINS)
+build/gpu/%.o: gpu/%.cu $(wildcard gpu/*.h) tables/layout.h proto/floe_wire.h
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O2 -Iproto -Itables -cudart static \
-	  -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
-	  -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
-	  -Xcompiler -Wall,-Wextra,-Werror $< -o $@
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+build/gpu/layout_selftest: build/gpu/layout_selftest.o
+	$(NVCC) $(NVFLAGS) $^ -o $@
+build/gpu/floe-gpu-tests: build/gpu/gpu_test.o build/gpu/iceberg_gpu.o build/rel/libfloetables.a
+	$(NVCC) $(NVFLAGS) $^ $(PKG_CRYPTO) -lpthread -o $@
+build/gpu/floe-k1-gpu: build/gpu/k1_bench.o build/gpu/iceberg_gpu.o build/rel/libfloetables.a
+	$(NVCC) $(NVFLAGS) $^ $(PKG_CRYPTO) -lpthread -o $@
 else
 check-cuda:
 	@echo "GPU=0: CUDA code not built"

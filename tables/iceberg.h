@@ -26,6 +26,10 @@
 #include "spec.h"
 #include "status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define FLOE_NO_ID        UINT64_MAX
 #define ICEBERG_OVERWRITE 1u /* insert: replace the value of a PRESENT key (MAP upsert) */
 
@@ -72,5 +76,9 @@ floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_error *err);
 
 floe_status iceberg_save(iceberg *t, const char *path, floe_error *err);
 floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FLOE_TABLES_ICEBERG_H */

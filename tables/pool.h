@@ -14,6 +14,10 @@
 
 #include "status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct floe_pool floe_pool;
 
 /* threads = 0 uses one thread per online CPU. */
@@ -22,5 +26,9 @@ void floe_pool_destroy(floe_pool *p);
 /* Threads that execute tasks (workers plus the caller); 1 for a NULL pool. */
 unsigned floe_pool_width(const floe_pool *p);
 void floe_pool_run(floe_pool *p, size_t tasks, void (*fn)(void *arg, size_t task), void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FLOE_TABLES_POOL_H */

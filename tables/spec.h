@@ -14,6 +14,10 @@
 #include "layout.h"
 #include "status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Numbers as in the protocol's TableKind. */
 typedef enum floe_kind {
     FLOE_KIND_UNSPECIFIED = 0,
@@ -82,5 +86,9 @@ typedef struct floe_table_stats {
     char backend[FLOE_BACKEND_NAME_MAX];
     floe_level_stats level[FLOE_LEVELS]; /* primary, secondary, stash */
 } floe_table_stats;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FLOE_TABLES_SPEC_H */

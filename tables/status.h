@@ -12,6 +12,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #include "floe_wire.h" /* floe_status: the protocol's Status enum */
 
 #define FLOE_ERROR_MAX 256
@@ -29,5 +33,9 @@ void floe_error_clear(floe_error *e);
 
 /* "OK", "ERR_INVALID", ...: the protocol's names. */
 const char *floe_status_name(floe_status s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FLOE_TABLES_STATUS_H */

@@ -1,0 +1,510 @@
+/*
+ * iceberg_gpu.cu - the GPU engine's kernels for SET tables (see
+ * iceberg_gpu.h).  The layout, permutations, row codes and word-at-a-time
+ * search are tables/layout.h's; this file only adds device access.
+ *
+ * One thread per key, no warp cooperation: each thread reads its own
+ * primary bucket with 16-byte loads that bypass L1 (__ldcg: other SMs write
+ * the table), so a warp has 32 independent bucket reads in flight instead of
+ * one key at a time per 32-thread tile (the reference library's shape).  A
+ * thread writes with a 64-bit atomicCAS on the word that holds the first
+ * empty slot, exactly as the CPU engine does, so the paper's invariant and
+ * the exactly-one-INSERTED guarantee carry over unchanged.
+ *
+ * Buckets of the primary and secondary levels are templated on their row
+ * width so that a snapshot lives in registers; the stash (rarely reached)
+ * uses the generic layout.h functions.
+ *
+ * First occurrence wins inside a batch: all occurrences race in the table
+ * (exactly one is INSERTED), then a fix-up groups occurrences by the slot id
+ * they all share (ids are below 2^45, so ~0 marks an empty scratch entry)
+ * and gives INSERTED to the smallest index of a group that had one.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iceberg_gpu.h"
+#include "layout.h"
+
+#define CUDA_TRY(call, err)                                                                                            \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess)                                                                                         \
+            return floe_error_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                  \
+    } while (0)
+
+#define BLOCK 256
+#define NO_ID (~0ull)
+
+struct gpu_iceberg {
+    floe_spec spec;
+    floe_geometry g;
+    uint32_t addr_bits;
+    uint64_t *level[FLOE_LEVELS];
+    size_t bytes[FLOE_LEVELS];
+    /* fix-up scratch, grown on demand */
+    uint64_t *scratch_ids;
+    uint32_t *scratch_min;
+    uint32_t *scratch_flag;
+    uint64_t *tmp_ids;
+    size_t scratch_cap, tmp_cap;
+};
+
+/* ---- device helpers ----------------------------------------------------------------------------- */
+
+template <int W> __device__ __forceinline__ void load_bucket(const uint64_t *p, uint64_t (&s)[W])
+{
+    if (W == 1) {
+        s[0] = __ldcg(p);
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < W; i += 2) {
+        ulonglong2 v = __ldcg(reinterpret_cast<const ulonglong2 *>(p + i));
+        s[i] = v.x;
+        if (i + 1 < W)
+            s[i + 1] = v.y;
+    }
+}
+
+/* First slot whose row equals v, or SLOTS. */
+template <int W, int RB> __device__ __forceinline__ int first_eq(const uint64_t (&s)[W], uint64_t v)
+{
+    const uint64_t pattern = v * floe_lanes_lo(RB);
+#pragma unroll
+    for (int i = 0; i < W; i++) {
+        uint64_t z = floe_zero_lanes(s[i] ^ pattern, RB);
+        if (z)
+            return i * (64 / RB) + (int)(floe_ctz64(z) / RB);
+    }
+    return W * 64 / RB;
+}
+
+template <int W> __device__ __forceinline__ uint64_t word_at(const uint64_t (&s)[W], int w)
+{
+    uint64_t x = 0;
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        x = i == w ? s[i] : x;
+    return x;
+}
+
+enum { R_ABSENT = FLOE_ABSENT, R_PRESENT = FLOE_PRESENT, R_INSERTED = FLOE_INSERTED, R_FULL = FLOE_FULL };
+
+/* One candidate bucket (level 0): 0 = found or inserted (res/id set), 1 = full. */
+template <int RB, int SLOTS>
+__device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, bool insert, uint64_t first_id, uint8_t *res,
+                                          uint64_t *id)
+{
+    constexpr int W = SLOTS * RB / 64;
+    uint64_t s[W];
+    load_bucket<W>(bp, s);
+    for (;;) {
+        int hit = first_eq<W, RB>(s, row);
+        if (hit < SLOTS) {
+            *res = R_PRESENT;
+            *id = first_id + (uint64_t)hit;
+            return 0;
+        }
+        int f = first_eq<W, RB>(s, FLOE_ROW_EMPTY);
+        if (f == SLOTS)
+            return 1;
+        if (!insert) {
+            *res = R_ABSENT;
+            *id = NO_ID;
+            return 0;
+        }
+        int w = f * RB / 64;
+        uint64_t expect = word_at<W>(s, w);
+        uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, row);
+        uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(bp + w), expect, desired);
+        if (old == expect) {
+            *res = R_INSERTED;
+            *id = first_id + (uint64_t)f;
+            return 0;
+        }
+        load_bucket<W>(bp, s);
+    }
+}
+
+/* Two candidates (levels 1 and 2 when their rows are RB wide). */
+template <int RB, int SLOTS>
+__device__ __forceinline__ int put_double(uint64_t *b0, uint64_t *b1, uint64_t r0, uint64_t r1, bool insert,
+                                          uint64_t id0, uint64_t id1, uint8_t *res, uint64_t *id)
+{
+    constexpr int W = SLOTS * RB / 64;
+    uint64_t s0[W], s1[W];
+    for (;;) {
+        load_bucket<W>(b0, s0);
+        int hit = first_eq<W, RB>(s0, r0);
+        if (hit < SLOTS) {
+            *res = R_PRESENT;
+            *id = id0 + (uint64_t)hit;
+            return 0;
+        }
+        load_bucket<W>(b1, s1);
+        hit = first_eq<W, RB>(s1, r1);
+        if (hit < SLOTS) {
+            *res = R_PRESENT;
+            *id = id1 + (uint64_t)hit;
+            return 0;
+        }
+        int f0 = first_eq<W, RB>(s0, FLOE_ROW_EMPTY), f1 = first_eq<W, RB>(s1, FLOE_ROW_EMPTY);
+        int c = (int)floe_pick_choice((uint32_t)f0, (uint32_t)f1);
+        int f = c ? f1 : f0;
+        if (!insert) {
+            if (f0 < SLOTS || f1 < SLOTS) { /* a candidate had room: the key never went deeper */
+                *res = R_ABSENT;
+                *id = NO_ID;
+                return 0;
+            }
+            return 1;
+        }
+        if (f == SLOTS)
+            return 1;
+        uint64_t *bp = c ? b1 : b0;
+        int w = f * RB / 64;
+        uint64_t expect = c ? word_at<W>(s1, w) : word_at<W>(s0, w);
+        uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, c ? r1 : r0);
+        if (atomicCAS(reinterpret_cast<unsigned long long *>(bp + w), expect, desired) == expect) {
+            *res = R_INSERTED;
+            *id = (c ? id1 : id0) + (uint64_t)f;
+            return 0;
+        }
+    }
+}
+
+template <int RB>
+__device__ __forceinline__ int level_double(const floe_geometry &g, uint32_t l, uint64_t *base, uint64_t key,
+                                            bool insert, uint8_t *res, uint64_t *id)
+{
+    const floe_level &lv = g.level[l];
+    uint64_t b0, b1, rem0, rem1;
+    floe_split(&g, l, 0, key, &b0, &rem0);
+    floe_split(&g, l, 1, key, &b1, &rem1);
+    return put_double<RB, FLOE_L1_SLOTS>(base + b0 * lv.words, base + b1 * lv.words, floe_row_encode(l, rem0, 0),
+                                         floe_row_encode(l, rem1, 1), insert, floe_slot_id(&g, l, b0, 0),
+                                         floe_slot_id(&g, l, b1, 0), res, id);
+}
+
+__device__ __forceinline__ int level_double_any(const floe_geometry &g, uint32_t l, uint64_t *base, uint64_t key,
+                                                bool insert, uint8_t *res, uint64_t *id)
+{
+    switch (g.level[l].row_bits) {
+    case 16:
+        return level_double<16>(g, l, base, key, insert, res, id);
+    case 32:
+        return level_double<32>(g, l, base, key, insert, res, id);
+    default:
+        return level_double<64>(g, l, base, key, insert, res, id);
+    }
+}
+
+template <int RB0>
+__device__ __forceinline__ void op_key(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2, uint64_t key,
+                                       bool insert, uint8_t *res, uint64_t *id)
+{
+    uint64_t b, rem;
+    floe_split(&g, 0, 0, key, &b, &rem);
+    if (put_single<RB0, FLOE_L0_SLOTS>(L0 + b * g.level[0].words, floe_row_encode(0, rem, 0), insert,
+                                       floe_slot_id(&g, 0, b, 0), res, id) == 0)
+        return;
+    if (level_double_any(g, 1, L1, key, insert, res, id) == 0)
+        return;
+    if (level_double_any(g, 2, L2, key, insert, res, id) == 0)
+        return;
+    *res = insert ? R_FULL : R_ABSENT;
+    *id = NO_ID;
+}
+
+template <int RB0>
+__global__ void k_op(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
+                     const uint64_t *keys, uint64_t n, bool insert, uint8_t *results, uint64_t *ids)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    uint8_t res;
+    uint64_t id;
+    op_key<RB0>(g, L0, L1, L2, __ldg(keys + i), insert, &res, &id);
+    results[i] = res;
+    if (ids)
+        ids[i] = id;
+}
+
+/* ---- first occurrence wins: the fix-up ------------------------------------------------------------ */
+
+__device__ __forceinline__ uint64_t scratch_hash(uint64_t x)
+{
+    x ^= x >> 31;
+    x *= 0x7FB5D329728EA185ull;
+    x ^= x >> 27;
+    return x;
+}
+
+__global__ void k_group(const uint64_t *ids, const uint8_t *results, uint64_t n, uint64_t *skeys, uint32_t *smin,
+                        uint32_t *sflag, uint64_t mask)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n || ids[i] == NO_ID)
+        return;
+    uint64_t id = ids[i], h = scratch_hash(id) & mask;
+    for (;;) {
+        unsigned long long old = atomicCAS(reinterpret_cast<unsigned long long *>(skeys + h), NO_ID, id);
+        if (old == NO_ID || old == id) {
+            atomicMin(smin + h, (uint32_t)i);
+            if (results[i] == R_INSERTED)
+                atomicOr(sflag + h, 1u);
+            return;
+        }
+        h = (h + 1) & mask;
+    }
+}
+
+__global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, const uint64_t *skeys, const uint32_t *smin,
+                         const uint32_t *sflag, uint64_t mask)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n || ids[i] == NO_ID)
+        return;
+    uint64_t id = ids[i], h = scratch_hash(id) & mask;
+    while (skeys[h] != id)
+        h = (h + 1) & mask;
+    results[i] = (sflag[h] && smin[h] == (uint32_t)i) ? R_INSERTED : R_PRESENT;
+}
+
+/* ---- host side ------------------------------------------------------------------------------------ */
+
+extern "C" int gpu_available(char *name, size_t len)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+        return 0;
+    if (name && len) {
+        cudaDeviceProp p;
+        if (cudaGetDeviceProperties(&p, 0) == cudaSuccess)
+            snprintf(name, len, "%s", p.name);
+    }
+    return 1;
+}
+
+extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_iceberg **out, floe_error *err)
+{
+    floe_status st = floe_spec_validate(spec, err);
+    if (st != FLOE_OK)
+        return st;
+    if (spec->kind != FLOE_KIND_SET)
+        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "the GPU engine has SET tables only so far");
+    if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
+        return floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u",
+                              floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits));
+    gpu_iceberg *t = (gpu_iceberg *)calloc(1, sizeof *t);
+    if (!t)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    t->spec = *spec;
+    if (!t->spec.seed)
+        t->spec.seed = 0x243F6A8885A308D3ull;
+    t->addr_bits = addr_bits;
+    floe_geometry_init(&t->g, spec->key_bits, addr_bits, t->spec.seed);
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        t->bytes[l] = floe_level_words(&t->g.level[l]) * sizeof(uint64_t);
+        cudaError_t e = cudaMalloc(&t->level[l], t->bytes[l]);
+        if (e == cudaSuccess)
+            e = cudaMemset(t->level[l], 0, t->bytes[l]);
+        if (e != cudaSuccess) {
+            size_t bytes = t->bytes[l];
+            gpu_iceberg_destroy(t);
+            return floe_error_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes of device memory: %s", bytes,
+                                  cudaGetErrorString(e));
+        }
+    }
+    *out = t;
+    return FLOE_OK;
+}
+
+extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
+{
+    if (!t)
+        return;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        cudaFree(t->level[l]);
+    cudaFree(t->scratch_ids);
+    cudaFree(t->scratch_min);
+    cudaFree(t->scratch_flag);
+    cudaFree(t->tmp_ids);
+    free(t);
+}
+
+static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool insert, uint8_t *d_results,
+                          uint64_t *d_ids, cudaStream_t s, floe_error *err)
+{
+    if (n == 0)
+        return FLOE_OK;
+    unsigned blocks = (unsigned)((n + BLOCK - 1) / BLOCK);
+    switch (t->g.level[0].row_bits) {
+    case 16:
+        k_op<16>
+            <<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], d_keys, n, insert, d_results, d_ids);
+        break;
+    case 32:
+        k_op<32>
+            <<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], d_keys, n, insert, d_results, d_ids);
+        break;
+    default:
+        k_op<64>
+            <<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], d_keys, n, insert, d_results, d_ids);
+        break;
+    }
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
+}
+
+static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_error *err)
+{
+    size_t cap = 1024;
+    while (cap < 2 * n)
+        cap <<= 1;
+    if (cap > t->scratch_cap) {
+        cudaFree(t->scratch_ids);
+        cudaFree(t->scratch_min);
+        cudaFree(t->scratch_flag);
+        t->scratch_ids = NULL;
+        t->scratch_min = t->scratch_flag = NULL;
+        t->scratch_cap = 0;
+        CUDA_TRY(cudaMalloc(&t->scratch_ids, cap * sizeof(uint64_t)), err);
+        CUDA_TRY(cudaMalloc(&t->scratch_min, cap * sizeof(uint32_t)), err);
+        CUDA_TRY(cudaMalloc(&t->scratch_flag, cap * sizeof(uint32_t)), err);
+        t->scratch_cap = cap;
+    }
+    if (n > t->tmp_cap) {
+        cudaFree(t->tmp_ids);
+        t->tmp_ids = NULL;
+        t->tmp_cap = 0;
+        CUDA_TRY(cudaMalloc(&t->tmp_ids, n * sizeof(uint64_t)), err);
+        t->tmp_cap = n;
+    }
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
+                                       uint64_t *d_ids, unsigned flags, gpu_stream stream, floe_error *err)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (n >= (1ull << 32))
+        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a GPU batch holds at most 2^32 - 1 keys");
+    if (flags & GPU_NO_DEDUP)
+        return launch(t, d_keys, n, true, d_results, d_ids, s, err);
+    floe_status st = grow_scratch(t, n, err);
+    if (st != FLOE_OK)
+        return st;
+    uint64_t *ids = d_ids ? d_ids : t->tmp_ids;
+    st = launch(t, d_keys, n, true, d_results, ids, s, err);
+    if (st != FLOE_OK || n == 0)
+        return st;
+    size_t cap = 1024;
+    while (cap < 2 * n)
+        cap <<= 1;
+    CUDA_TRY(cudaMemsetAsync(t->scratch_ids, 0xFF, cap * sizeof(uint64_t), s), err);
+    CUDA_TRY(cudaMemsetAsync(t->scratch_min, 0xFF, cap * sizeof(uint32_t), s), err);
+    CUDA_TRY(cudaMemsetAsync(t->scratch_flag, 0, cap * sizeof(uint32_t), s), err);
+    unsigned blocks = (unsigned)((n + BLOCK - 1) / BLOCK);
+    k_group<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->scratch_flag, cap - 1);
+    k_settle<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->scratch_flag, cap - 1);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
+                                        uint64_t *d_ids, gpu_stream stream, floe_error *err)
+{
+    return launch(t, d_keys, n, false, d_results, d_ids, (cudaStream_t)stream, err);
+}
+
+static floe_status host_op(gpu_iceberg *t, bool insert, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
+                           floe_error *err)
+{
+    uint64_t *dk = NULL, *di = NULL;
+    uint8_t *dr = NULL;
+    floe_status st = FLOE_OK;
+    if (n == 0)
+        return FLOE_OK;
+    cudaError_t e = cudaMalloc(&dk, n * 8);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&dr, n);
+    if (e == cudaSuccess && ids)
+        e = cudaMalloc(&di, n * 8);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(dk, keys, n * 8, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        st = floe_error_set(err, FLOE_ERR_INTERNAL, "staging a batch: %s", cudaGetErrorString(e));
+    } else {
+        st = insert ? gpu_iceberg_put(t, dk, n, dr, di, 0, 0, err) : gpu_iceberg_find(t, dk, n, dr, di, 0, err);
+        if (st == FLOE_OK) {
+            e = cudaMemcpy(results, dr, n, cudaMemcpyDeviceToHost);
+            if (e == cudaSuccess && ids)
+                e = cudaMemcpy(ids, di, n * 8, cudaMemcpyDeviceToHost);
+            if (e != cudaSuccess)
+                st = floe_error_set(err, FLOE_ERR_INTERNAL, "batch: %s", cudaGetErrorString(e));
+        }
+    }
+    cudaFree(dk);
+    cudaFree(dr);
+    cudaFree(di);
+    return st;
+}
+
+extern "C" floe_status gpu_iceberg_put_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results,
+                                            uint64_t *ids, floe_error *err)
+{
+    return host_op(t, true, keys, n, results, ids, err);
+}
+
+extern "C" floe_status gpu_iceberg_find_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results,
+                                             uint64_t *ids, floe_error *err)
+{
+    return host_op(t, false, keys, n, results, ids, err);
+}
+
+__global__ void k_count(const uint64_t *words, uint64_t nwords, uint32_t row_bits, unsigned long long *out)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= nwords)
+        return;
+    uint64_t w = words[i];
+    unsigned c = 0;
+    for (uint32_t r = 0; r < 64 / row_bits; r++)
+        c += ((w >> (r * row_bits)) & floe_row_mask(row_bits)) != 0;
+    if (c)
+        atomicAdd(out, (unsigned long long)c);
+}
+
+extern "C" floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_error *err)
+{
+    unsigned long long *d;
+    CUDA_TRY(cudaMalloc(&d, 3 * sizeof *d), err);
+    CUDA_TRY(cudaMemset(d, 0, 3 * sizeof *d), err);
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        uint64_t nw = floe_level_words(&t->g.level[l]);
+        k_count<<<(unsigned)((nw + BLOCK - 1) / BLOCK), BLOCK>>>(t->level[l], nw, t->g.level[l].row_bits, d + l);
+    }
+    unsigned long long h[3];
+    cudaError_t e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    cudaFree(d);
+    if (e != cudaSuccess)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "counting rows: %s", cudaGetErrorString(e));
+    for (int l = 0; l < 3; l++)
+        used[l] = h[l];
+    return FLOE_OK;
+}
+
+extern "C" uint64_t gpu_iceberg_memory(const gpu_iceberg *t)
+{
+    return t->bytes[0] + t->bytes[1] + t->bytes[2];
+}
+
+extern "C" uint64_t gpu_iceberg_slots(const gpu_iceberg *t)
+{
+    return t->g.total_slots;
+}

@@ -1,0 +1,232 @@
+/*
+ * k1_bench.cu - floe-k1-gpu: the K1 kernel benchmark of DESIGN.md on the GPU
+ * engine.  Table already on the device: 2^S primary slots (32 per bucket;
+ * S = 30 gives 16-bit rows for 40-bit keys), 2^(S-3) secondary, 2^(S-8)
+ * stash; 40-bit unique random keys generated on the device.  Rows as in
+ * DESIGN.md (fill = occupied slots / all slots); puts run in batches of
+ * --batch keys.  Each row is timed with CUDA events; medians of --runs runs.
+ * `--no-dedup` also times the puts without the first-occurrence fix-up (the
+ * reference library's semantics: any occurrence may win).
+ */
+#include <algorithm>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "iceberg_gpu.h"
+#include "layout.h"
+
+#define CHECK(call)                                                                                                    \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                     \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+static void must(floe_status st, const floe_error &err)
+{
+    if (st != FLOE_OK) {
+        fprintf(stderr, "floe-k1-gpu: %s\n", err.msg);
+        exit(1);
+    }
+}
+
+/* keys[i] = perm(start + i): distinct for distinct inputs. */
+__global__ void k_keys(const __grid_constant__ floe_perm p, uint64_t start, uint64_t n, uint64_t *keys)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i < n)
+        keys[i] = floe_permute(&p, start + i);
+}
+
+/* A stream of 2m keys in which each of keys perm(0..m) occurs twice, at
+ * positions scattered by a bijection on [0, 2m) (cycle-walking a
+ * power-of-two permutation). */
+__global__ void k_twice(const __grid_constant__ floe_perm keyp, const __grid_constant__ floe_perm walk, uint64_t m,
+                        uint64_t *keys)
+{
+    uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (j >= 2 * m)
+        return;
+    uint64_t x = floe_permute(&walk, j);
+    while (x >= 2 * m)
+        x = floe_permute(&walk, x);
+    keys[j] = floe_permute(&keyp, x >> 1);
+}
+
+__global__ void k_count(const uint8_t *r, uint64_t n, unsigned long long *c)
+{
+    __shared__ unsigned long long s[5];
+    if (threadIdx.x < 5)
+        s[threadIdx.x] = 0;
+    __syncthreads();
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i < n && r[i] < 5)
+        atomicAdd(&s[r[i]], 1ull);
+    __syncthreads();
+    if (threadIdx.x < 5 && s[threadIdx.x])
+        atomicAdd(&c[threadIdx.x], s[threadIdx.x]);
+}
+
+static void counts(const uint8_t *d_r, uint64_t n, unsigned long long *d_c, unsigned long long h[5])
+{
+    CHECK(cudaMemset(d_c, 0, 5 * sizeof *d_c));
+    k_count<<<(unsigned)((n + 255) / 256), 256>>>(d_r, n, d_c);
+    CHECK(cudaMemcpy(h, d_c, 5 * sizeof *h, cudaMemcpyDeviceToHost));
+}
+
+int main(int argc, char **argv)
+{
+    unsigned log2_slots = 30, runs = 3, key_bits = 40;
+    uint64_t batch = 1ull << 26;
+    bool no_dedup = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--log2-slots") && i + 1 < argc)
+            log2_slots = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+            runs = (unsigned)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--no-dedup"))
+            no_dedup = true;
+        else {
+            printf("usage: floe-k1-gpu [--log2-slots S (30)] [--runs R (3)] [--batch B (2^26)] [--no-dedup]\n");
+            return strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+    char name[256];
+    if (!gpu_available(name, sizeof name)) {
+        fprintf(stderr, "floe-k1-gpu: no CUDA device\n");
+        return 2;
+    }
+    floe_spec spec;
+    floe_spec_default(&spec);
+    strcpy(spec.name, "k1");
+    spec.key_bits = key_bits;
+    spec.seed = 0x5EED;
+    const uint32_t a0 = log2_slots - 5;
+    floe_geometry g;
+    floe_geometry_init(&g, key_bits, a0, spec.seed);
+    const uint64_t slots = g.total_slots;
+    const uint64_t n05 = (uint64_t)(0.5 * slots), n08 = (uint64_t)(0.8 * slots), n09 = (uint64_t)(0.9 * slots);
+    printf("# floe-k1-gpu on %s: 2^%u primary slots (%u-bit rows) + %llu secondary (%u-bit) + %llu stash (%u-bit) = "
+           "%llu slots, %u-bit keys, put batches of %llu, median of %u runs\n",
+           name, log2_slots, g.level[0].row_bits, (unsigned long long)floe_level_slots(&g.level[1]),
+           g.level[1].row_bits, (unsigned long long)floe_level_slots(&g.level[2]), g.level[2].row_bits,
+           (unsigned long long)slots, key_bits, (unsigned long long)batch, runs);
+
+    floe_perm keyp, walk;
+    floe_perm_init(&keyp, key_bits, 12345, 0);
+    unsigned walk_bits = 1;
+    while ((1ull << walk_bits) < 2 * n08)
+        walk_bits++;
+    floe_perm_init(&walk, walk_bits, 777, 0);
+
+    uint64_t *d_keys;
+    uint8_t *d_res;
+    unsigned long long *d_cnt;
+    const uint64_t nkeys = std::max(2 * n09, 2 * n08);
+    CHECK(cudaMalloc(&d_keys, nkeys * 8));
+    CHECK(cudaMalloc(&d_res, nkeys));
+    CHECK(cudaMalloc(&d_cnt, 5 * sizeof *d_cnt));
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+
+    const char *rows[] = {"put, fill 0 -> 0.5",         "put, fill 0.5 -> 0.8",
+                          "put, fill 0.8 -> 0.9",       "find, all hits, fill 0.9",
+                          "find, all misses, fill 0.9", "find-or-put, every key twice, fill 0 -> 0.8"};
+    const int nrows = 6;
+    std::vector<std::vector<double>> gks(2 * nrows);
+    floe_error err;
+    double bpk = 0;
+
+    for (int pass = 0; pass < (no_dedup ? 2 : 1); pass++) {
+        unsigned flags = pass ? GPU_NO_DEDUP : 0;
+        for (unsigned run = 0; run < runs; run++) {
+            gpu_iceberg *t;
+            must(gpu_iceberg_create(&spec, a0, &t, &err), err);
+            k_keys<<<(unsigned)((2 * n09 + 255) / 256), 256>>>(keyp, 0, 2 * n09, d_keys);
+            CHECK(cudaGetLastError());
+            CHECK(cudaDeviceSynchronize());
+            uint64_t bounds[4] = {0, n05, n08, n09};
+            for (int r = 0; r < 3; r++) {
+                CHECK(cudaEventRecord(e0));
+                for (uint64_t at = bounds[r]; at < bounds[r + 1]; at += batch) {
+                    uint64_t m = std::min(batch, bounds[r + 1] - at);
+                    must(gpu_iceberg_put(t, d_keys + at, m, d_res + at, NULL, flags, 0, &err), err);
+                }
+                CHECK(cudaEventRecord(e1));
+                CHECK(cudaEventSynchronize(e1));
+                float ms;
+                CHECK(cudaEventElapsedTime(&ms, e0, e1));
+                gks[pass * nrows + r].push_back((double)(bounds[r + 1] - bounds[r]) / ms / 1e6);
+            }
+            unsigned long long c[5];
+            counts(d_res, n09, d_cnt, c);
+            if (c[FLOE_INSERTED] != n09) {
+                fprintf(stderr, "floe-k1-gpu: %llu of %llu puts INSERTED (%llu FULL)\n", c[FLOE_INSERTED],
+                        (unsigned long long)n09, c[FLOE_FULL]);
+                return 1;
+            }
+            bpk = (double)gpu_iceberg_memory(t) / (double)n09;
+            for (int r = 0; r < 2; r++) {
+                CHECK(cudaEventRecord(e0));
+                must(gpu_iceberg_find(t, d_keys + r * n09, n09, d_res, NULL, 0, &err), err);
+                CHECK(cudaEventRecord(e1));
+                CHECK(cudaEventSynchronize(e1));
+                float ms;
+                CHECK(cudaEventElapsedTime(&ms, e0, e1));
+                gks[pass * nrows + 3 + r].push_back((double)n09 / ms / 1e6);
+                counts(d_res, n09, d_cnt, c);
+                if (c[r == 0 ? FLOE_PRESENT : FLOE_ABSENT] != n09) {
+                    fprintf(stderr, "floe-k1-gpu: find-%s answered %llu PRESENT, %llu ABSENT of %llu\n",
+                            r ? "miss" : "hit", c[FLOE_PRESENT], c[FLOE_ABSENT], (unsigned long long)n09);
+                    return 1;
+                }
+            }
+            gpu_iceberg_destroy(t);
+            must(gpu_iceberg_create(&spec, a0, &t, &err), err);
+            k_twice<<<(unsigned)((2 * n08 + 255) / 256), 256>>>(keyp, walk, n08, d_keys);
+            CHECK(cudaGetLastError());
+            CHECK(cudaDeviceSynchronize());
+            CHECK(cudaEventRecord(e0));
+            for (uint64_t at = 0; at < 2 * n08; at += batch) {
+                uint64_t m = std::min(batch, 2 * n08 - at);
+                must(gpu_iceberg_put(t, d_keys + at, m, d_res + at, NULL, flags, 0, &err), err);
+            }
+            CHECK(cudaEventRecord(e1));
+            CHECK(cudaEventSynchronize(e1));
+            float ms;
+            CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            gks[pass * nrows + 5].push_back((double)(2 * n08) / ms / 1e6);
+            counts(d_res, 2 * n08, d_cnt, c);
+            if (c[FLOE_INSERTED] != n08 || c[FLOE_PRESENT] != n08) {
+                fprintf(stderr, "floe-k1-gpu: find-or-put answered %llu INSERTED, %llu PRESENT; expected %llu each\n",
+                        c[FLOE_INSERTED], c[FLOE_PRESENT], (unsigned long long)n08);
+                return 1;
+            }
+            gpu_iceberg_destroy(t);
+            fprintf(stderr, "%s run %u/%u done\n", pass ? "no-dedup" : "ordered", run + 1, runs);
+        }
+    }
+    printf("| row | G keys/s (median) | min | max |%s\n|---|---|---|---|%s\n", no_dedup ? " no fix-up (median) |" : "",
+           no_dedup ? "---|" : "");
+    for (int r = 0; r < nrows; r++) {
+        std::vector<double> &v = gks[r];
+        std::sort(v.begin(), v.end());
+        printf("| %s | %.2f | %.2f | %.2f |", rows[r], v[v.size() / 2], v.front(), v.back());
+        if (no_dedup) {
+            std::vector<double> &w = gks[nrows + r];
+            std::sort(w.begin(), w.end());
+            printf(" %.2f |", w[w.size() / 2]);
+        }
+        printf("\n");
+    }
+    printf("# memory at fill 0.9: %.3f bytes per key\n", bpk);
+    return 0;
+}
