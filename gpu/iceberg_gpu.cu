@@ -15,10 +15,14 @@
  * width so that a snapshot lives in registers; the stash (rarely reached)
  * uses the generic layout.h functions.
  *
- * First occurrence wins inside a batch: all occurrences race in the table
- * (exactly one is INSERTED), then a fix-up groups occurrences by the slot id
- * they all share (ids are below 2^45, so ~0 marks an empty scratch entry)
- * and gives INSERTED to the smallest index of a group that had one.
+ * First occurrence wins inside a batch.  A find pass first marks the keys
+ * present before the batch; only the others race in the table, where
+ * exactly one occurrence of each is INSERTED.  An occurrence that was absent
+ * before but comes back PRESENT lost to another occurrence of its own batch:
+ * a "loser".  Losers (none in a batch of distinct keys) go into a small
+ * scratch map keyed by the slot id all occurrences share (ids are below
+ * 2^45, so ~0 marks an empty entry) with the smallest loser index; a winner
+ * whose map entry has a smaller index hands INSERTED to it.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -47,7 +51,7 @@ struct gpu_iceberg {
     /* fix-up scratch, grown on demand */
     uint64_t *scratch_ids;
     uint32_t *scratch_min;
-    uint32_t *scratch_flag;
+    unsigned long long *losers;
     uint64_t *tmp_ids;
     size_t scratch_cap, tmp_cap;
 };
@@ -244,35 +248,86 @@ __device__ __forceinline__ uint64_t scratch_hash(uint64_t x)
     return x;
 }
 
-__global__ void k_group(const uint64_t *ids, const uint8_t *results, uint64_t n, uint64_t *skeys, uint32_t *smin,
-                        uint32_t *sflag, uint64_t mask)
+#define LOSER 0x80 /* results flag: absent before the batch, PRESENT after */
+
+/* Pass 2: the keys absent before the batch (pass 1 left them ABSENT). */
+template <int RB0>
+__global__ void k_put_absent(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
+                             const uint64_t *keys, uint64_t n, uint8_t *results, uint64_t *ids,
+                             unsigned long long *losers)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n || ids[i] == NO_ID)
+    if (i >= n || results[i] != R_ABSENT)
         return;
+    uint8_t res;
+    uint64_t id;
+    op_key<RB0>(g, L0, L1, L2, __ldg(keys + i), true, &res, &id);
+    if (res == R_PRESENT) {
+        res |= LOSER;
+        atomicAdd(losers, 1ull);
+    }
+    results[i] = res;
+    ids[i] = id;
+}
+
+__device__ __forceinline__ uint64_t scratch_mask(const unsigned long long *losers)
+{
+    uint64_t cap = 1024;
+    while (cap < 2 * *losers)
+        cap <<= 1;
+    return cap - 1;
+}
+
+__global__ void k_clear(uint64_t *skeys, uint32_t *smin, const unsigned long long *losers, uint64_t limit)
+{
+    uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (j > scratch_mask(losers) || j >= limit)
+        return;
+    skeys[j] = NO_ID;
+    smin[j] = 0xFFFFFFFFu;
+}
+
+/* Losers enter the map with their index; each clears its flag. */
+__global__ void k_group(const uint64_t *ids, uint8_t *results, uint64_t n, uint64_t *skeys, uint32_t *smin,
+                        const unsigned long long *losers)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n || !(results[i] & LOSER))
+        return;
+    const uint64_t mask = scratch_mask(losers);
     uint64_t id = ids[i], h = scratch_hash(id) & mask;
     for (;;) {
         unsigned long long old = atomicCAS(reinterpret_cast<unsigned long long *>(skeys + h), NO_ID, id);
         if (old == NO_ID || old == id) {
             atomicMin(smin + h, (uint32_t)i);
-            if (results[i] == R_INSERTED)
-                atomicOr(sflag + h, 1u);
-            return;
+            break;
         }
         h = (h + 1) & mask;
     }
+    results[i] = R_PRESENT;
 }
 
+/* A winner with an earlier loser of its key hands INSERTED over. */
 __global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, const uint64_t *skeys, const uint32_t *smin,
-                         const uint32_t *sflag, uint64_t mask)
+                         const unsigned long long *losers)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n || ids[i] == NO_ID)
+    if (i >= n || results[i] != R_INSERTED || *losers == 0)
         return;
+    const uint64_t mask = scratch_mask(losers);
     uint64_t id = ids[i], h = scratch_hash(id) & mask;
-    while (skeys[h] != id)
+    for (;;) {
+        uint64_t k = skeys[h];
+        if (k == NO_ID)
+            return; /* no loser of this key */
+        if (k == id)
+            break;
         h = (h + 1) & mask;
-    results[i] = (sflag[h] && smin[h] == (uint32_t)i) ? R_INSERTED : R_PRESENT;
+    }
+    if (smin[h] < (uint32_t)i) {
+        results[i] = R_PRESENT;
+        results[smin[h]] = R_INSERTED;
+    }
 }
 
 /* ---- host side ------------------------------------------------------------------------------------ */
@@ -332,7 +387,7 @@ extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
         cudaFree(t->level[l]);
     cudaFree(t->scratch_ids);
     cudaFree(t->scratch_min);
-    cudaFree(t->scratch_flag);
+    cudaFree(t->losers);
     cudaFree(t->tmp_ids);
     free(t);
 }
@@ -366,16 +421,16 @@ static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_error *err)
     size_t cap = 1024;
     while (cap < 2 * n)
         cap <<= 1;
+    if (!t->losers)
+        CUDA_TRY(cudaMalloc(&t->losers, sizeof *t->losers), err);
     if (cap > t->scratch_cap) {
         cudaFree(t->scratch_ids);
         cudaFree(t->scratch_min);
-        cudaFree(t->scratch_flag);
         t->scratch_ids = NULL;
-        t->scratch_min = t->scratch_flag = NULL;
+        t->scratch_min = NULL;
         t->scratch_cap = 0;
         CUDA_TRY(cudaMalloc(&t->scratch_ids, cap * sizeof(uint64_t)), err);
         CUDA_TRY(cudaMalloc(&t->scratch_min, cap * sizeof(uint32_t)), err);
-        CUDA_TRY(cudaMalloc(&t->scratch_flag, cap * sizeof(uint32_t)), err);
         t->scratch_cap = cap;
     }
     if (n > t->tmp_cap) {
@@ -394,24 +449,36 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
     cudaStream_t s = (cudaStream_t)stream;
     if (n >= (1ull << 32))
         return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a GPU batch holds at most 2^32 - 1 keys");
+    if (n == 0)
+        return FLOE_OK;
     if (flags & GPU_NO_DEDUP)
         return launch(t, d_keys, n, true, d_results, d_ids, s, err);
     floe_status st = grow_scratch(t, n, err);
     if (st != FLOE_OK)
         return st;
     uint64_t *ids = d_ids ? d_ids : t->tmp_ids;
-    st = launch(t, d_keys, n, true, d_results, ids, s, err);
-    if (st != FLOE_OK || n == 0)
+    /* pass 1: which keys were there before the batch */
+    st = launch(t, d_keys, n, false, d_results, ids, s, err);
+    if (st != FLOE_OK)
         return st;
-    size_t cap = 1024;
-    while (cap < 2 * n)
-        cap <<= 1;
-    CUDA_TRY(cudaMemsetAsync(t->scratch_ids, 0xFF, cap * sizeof(uint64_t), s), err);
-    CUDA_TRY(cudaMemsetAsync(t->scratch_min, 0xFF, cap * sizeof(uint32_t), s), err);
-    CUDA_TRY(cudaMemsetAsync(t->scratch_flag, 0, cap * sizeof(uint32_t), s), err);
+    CUDA_TRY(cudaMemsetAsync(t->losers, 0, sizeof *t->losers, s), err);
     unsigned blocks = (unsigned)((n + BLOCK - 1) / BLOCK);
-    k_group<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->scratch_flag, cap - 1);
-    k_settle<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->scratch_flag, cap - 1);
+    uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
+    switch (t->g.level[0].row_bits) {
+    case 16:
+        k_put_absent<16><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers);
+        break;
+    case 32:
+        k_put_absent<32><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers);
+        break;
+    default:
+        k_put_absent<64><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers);
+        break;
+    }
+    unsigned cblocks = (unsigned)((t->scratch_cap + BLOCK - 1) / BLOCK);
+    k_clear<<<cblocks, BLOCK, 0, s>>>(t->scratch_ids, t->scratch_min, t->losers, t->scratch_cap);
+    k_group<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->losers);
+    k_settle<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->losers);
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }
