@@ -58,18 +58,19 @@ struct gpu_iceberg {
 
 /* ---- device helpers ----------------------------------------------------------------------------- */
 
-template <int W> __device__ __forceinline__ void load_bucket(const uint64_t *p, uint64_t (&s)[W])
+/* A bucket snapshot with 16-byte loads.  Inserts bypass L1 (__ldcg): other
+ * SMs change buckets during the kernel, and a CAS retry must see them.  A
+ * find kernel writes nothing and runs alone on its table, so it may use the
+ * read-only path (__ldg), where the second 16 bytes of a 32-byte sector hit
+ * L1 instead of costing another L2 request. */
+template <int W, bool cached> __device__ __forceinline__ void load_bucket(const uint64_t *p, uint64_t (&s)[W])
 {
-    if (W == 1) {
-        s[0] = __ldcg(p);
-        return;
-    }
 #pragma unroll
     for (int i = 0; i < W; i += 2) {
-        ulonglong2 v = __ldcg(reinterpret_cast<const ulonglong2 *>(p + i));
+        const ulonglong2 *q = reinterpret_cast<const ulonglong2 *>(p + i);
+        ulonglong2 v = cached ? __ldg(q) : __ldcg(q);
         s[i] = v.x;
-        if (i + 1 < W)
-            s[i + 1] = v.y;
+        s[i + 1] = v.y;
     }
 }
 
@@ -98,13 +99,12 @@ template <int W> __device__ __forceinline__ uint64_t word_at(const uint64_t (&s)
 enum { R_ABSENT = FLOE_ABSENT, R_PRESENT = FLOE_PRESENT, R_INSERTED = FLOE_INSERTED, R_FULL = FLOE_FULL };
 
 /* One candidate bucket (level 0): 0 = found or inserted (res/id set), 1 = full. */
-template <int RB, int SLOTS>
-__device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, bool insert, uint64_t first_id, uint8_t *res,
-                                          uint64_t *id)
+template <int RB, int SLOTS, bool insert>
+__device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, uint64_t first_id, uint8_t *res, uint64_t *id)
 {
     constexpr int W = SLOTS * RB / 64;
     uint64_t s[W];
-    load_bucket<W>(bp, s);
+    load_bucket<W, !insert>(bp, s);
     for (;;) {
         int hit = first_eq<W, RB>(s, row);
         if (hit < SLOTS) {
@@ -129,26 +129,26 @@ __device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, bool inser
             *id = first_id + (uint64_t)f;
             return 0;
         }
-        load_bucket<W>(bp, s);
+        load_bucket<W, !insert>(bp, s);
     }
 }
 
 /* Two candidates (levels 1 and 2 when their rows are RB wide). */
-template <int RB, int SLOTS>
-__device__ __forceinline__ int put_double(uint64_t *b0, uint64_t *b1, uint64_t r0, uint64_t r1, bool insert,
-                                          uint64_t id0, uint64_t id1, uint8_t *res, uint64_t *id)
+template <int RB, int SLOTS, bool insert>
+__device__ __forceinline__ int put_double(uint64_t *b0, uint64_t *b1, uint64_t r0, uint64_t r1, uint64_t id0,
+                                          uint64_t id1, uint8_t *res, uint64_t *id)
 {
     constexpr int W = SLOTS * RB / 64;
     uint64_t s0[W], s1[W];
     for (;;) {
-        load_bucket<W>(b0, s0);
+        load_bucket<W, !insert>(b0, s0);
         int hit = first_eq<W, RB>(s0, r0);
         if (hit < SLOTS) {
             *res = R_PRESENT;
             *id = id0 + (uint64_t)hit;
             return 0;
         }
-        load_bucket<W>(b1, s1);
+        load_bucket<W, !insert>(b1, s1);
         hit = first_eq<W, RB>(s1, r1);
         if (hit < SLOTS) {
             *res = R_PRESENT;
@@ -180,59 +180,65 @@ __device__ __forceinline__ int put_double(uint64_t *b0, uint64_t *b1, uint64_t r
     }
 }
 
-template <int RB>
+template <int RB, bool insert>
 __device__ __forceinline__ int level_double(const floe_geometry &g, uint32_t l, uint64_t *base, uint64_t key,
-                                            bool insert, uint8_t *res, uint64_t *id)
+                                            uint8_t *res, uint64_t *id)
 {
     const floe_level &lv = g.level[l];
     uint64_t b0, b1, rem0, rem1;
     floe_split(&g, l, 0, key, &b0, &rem0);
     floe_split(&g, l, 1, key, &b1, &rem1);
-    return put_double<RB, FLOE_L1_SLOTS>(base + b0 * lv.words, base + b1 * lv.words, floe_row_encode(l, rem0, 0),
-                                         floe_row_encode(l, rem1, 1), insert, floe_slot_id(&g, l, b0, 0),
-                                         floe_slot_id(&g, l, b1, 0), res, id);
+    return put_double<RB, FLOE_L1_SLOTS, insert>(base + b0 * lv.words, base + b1 * lv.words,
+                                                 floe_row_encode(l, rem0, 0), floe_row_encode(l, rem1, 1),
+                                                 floe_slot_id(&g, l, b0, 0), floe_slot_id(&g, l, b1, 0), res, id);
 }
 
+template <bool insert>
 __device__ __forceinline__ int level_double_any(const floe_geometry &g, uint32_t l, uint64_t *base, uint64_t key,
-                                                bool insert, uint8_t *res, uint64_t *id)
+                                                uint8_t *res, uint64_t *id)
 {
     switch (g.level[l].row_bits) {
     case 16:
-        return level_double<16>(g, l, base, key, insert, res, id);
+        return level_double<16, insert>(g, l, base, key, res, id);
     case 32:
-        return level_double<32>(g, l, base, key, insert, res, id);
+        return level_double<32, insert>(g, l, base, key, res, id);
     default:
-        return level_double<64>(g, l, base, key, insert, res, id);
+        return level_double<64, insert>(g, l, base, key, res, id);
     }
 }
 
-template <int RB0>
+template <int RB0, bool insert>
 __device__ __forceinline__ void op_key(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2, uint64_t key,
-                                       bool insert, uint8_t *res, uint64_t *id)
+                                       uint8_t *res, uint64_t *id)
 {
     uint64_t b, rem;
     floe_split(&g, 0, 0, key, &b, &rem);
-    if (put_single<RB0, FLOE_L0_SLOTS>(L0 + b * g.level[0].words, floe_row_encode(0, rem, 0), insert,
-                                       floe_slot_id(&g, 0, b, 0), res, id) == 0)
+    if (put_single<RB0, FLOE_L0_SLOTS, insert>(L0 + b * g.level[0].words, floe_row_encode(0, rem, 0),
+                                               floe_slot_id(&g, 0, b, 0), res, id) == 0)
         return;
-    if (level_double_any(g, 1, L1, key, insert, res, id) == 0)
+    if (level_double_any<insert>(g, 1, L1, key, res, id) == 0)
         return;
-    if (level_double_any(g, 2, L2, key, insert, res, id) == 0)
+    if (level_double_any<insert>(g, 2, L2, key, res, id) == 0)
         return;
     *res = insert ? R_FULL : R_ABSENT;
     *id = NO_ID;
 }
 
-template <int RB0>
-__global__ void k_op(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
-                     const uint64_t *keys, uint64_t n, bool insert, uint8_t *results, uint64_t *ids)
+/* MIN_BLOCKS per SM caps the registers so that enough warps are resident to
+ * keep many bucket reads in flight (the kernels are latency-bound). */
+#define MIN_BLOCKS 3
+
+template <int RB0, bool insert>
+__global__ void __launch_bounds__(BLOCK, insert ? 2 : MIN_BLOCKS)
+    k_op(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
+         uint64_t n, uint8_t *results, uint64_t *ids)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
     uint8_t res;
     uint64_t id;
-    op_key<RB0>(g, L0, L1, L2, __ldg(keys + i), insert, &res, &id);
+    op_key<RB0, insert>(g, L0, L1, L2, __ldg(keys + i), &res, &id);
     results[i] = res;
     if (ids)
         ids[i] = id;
@@ -252,16 +258,16 @@ __device__ __forceinline__ uint64_t scratch_hash(uint64_t x)
 
 /* Pass 2: the keys absent before the batch (pass 1 left them ABSENT). */
 template <int RB0>
-__global__ void k_put_absent(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
-                             const uint64_t *keys, uint64_t n, uint8_t *results, uint64_t *ids,
-                             unsigned long long *losers)
+__global__ void __launch_bounds__(BLOCK, 2)
+    k_put_absent(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
+                 const uint64_t *keys, uint64_t n, uint8_t *results, uint64_t *ids, unsigned long long *losers)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n || results[i] != R_ABSENT)
         return;
     uint8_t res;
     uint64_t id;
-    op_key<RB0>(g, L0, L1, L2, __ldg(keys + i), true, &res, &id);
+    op_key<RB0, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id);
     if (res == R_PRESENT) {
         res |= LOSER;
         atomicAdd(losers, 1ull);
@@ -398,20 +404,29 @@ static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool
     if (n == 0)
         return FLOE_OK;
     unsigned blocks = (unsigned)((n + BLOCK - 1) / BLOCK);
-    switch (t->g.level[0].row_bits) {
-    case 16:
-        k_op<16>
-            <<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], d_keys, n, insert, d_results, d_ids);
-        break;
+    uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
+#define K_OP(RB, INS) k_op<RB, INS><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, d_ids)
+    switch (t->g.level[0].row_bits * 2 + (insert ? 1 : 0)) {
     case 32:
-        k_op<32>
-            <<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], d_keys, n, insert, d_results, d_ids);
+        K_OP(16, false);
+        break;
+    case 33:
+        K_OP(16, true);
+        break;
+    case 64:
+        K_OP(32, false);
+        break;
+    case 65:
+        K_OP(32, true);
+        break;
+    case 128:
+        K_OP(64, false);
         break;
     default:
-        k_op<64>
-            <<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], d_keys, n, insert, d_results, d_ids);
+        K_OP(64, true);
         break;
     }
+#undef K_OP
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }
