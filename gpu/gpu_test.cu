@@ -45,7 +45,8 @@ static uint64_t rng(uint64_t *s)
 }
 
 /* Same spec and geometry on both engines; batches until fill >= target. */
-static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, uint64_t seed, bool check_levels)
+static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, uint64_t seed, bool check_levels,
+                        bool with_erase = false)
 {
     floe_spec spec;
     floe_spec_default(&spec);
@@ -84,6 +85,15 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
         rc.assign(n, 9);
         rg.assign(n, 9);
         floe_counts c;
+        if (with_erase && rng(&r) % 7 == 0) { /* an erase batch */
+            EXPECT(iceberg_erase(cpu, keys.data(), n, rc.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
+            EXPECT(gpu_iceberg_erase_host(gpu, keys.data(), n, rg.data(), &err) == FLOE_OK, "%s", err.msg);
+            for (size_t i = 0; i < n; i++)
+                EXPECT(rc[i] == rg[i], "erase: key_bits %u batch %d key %zu (%llu): cpu %u gpu %u", key_bits, batches,
+                       i, (unsigned long long)keys[i], rc[i], rg[i]);
+            batches++;
+            continue;
+        }
         EXPECT(iceberg_insert(cpu, keys.data(), n, NULL, 0, 0, rc.data(), NULL, NULL, &c, &err) == FLOE_OK, "%s",
                err.msg);
         EXPECT(gpu_iceberg_put_host(gpu, keys.data(), n, rg.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
@@ -115,20 +125,23 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
     EXPECT(gpu_iceberg_find_host(gpu, universe.data(), U, rg.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
     for (uint64_t i = 0; i < U; i++)
         EXPECT(rc[i] == rg[i], "final find of %llu: cpu %u gpu %u", (unsigned long long)universe[i], rc[i], rg[i]);
-    std::vector<uint8_t> f(all_inserted.size());
-    EXPECT(gpu_iceberg_find_host(gpu, all_inserted.data(), all_inserted.size(), f.data(), NULL, &err) == FLOE_OK, "%s",
-           err.msg);
-    for (size_t i = 0; i < f.size(); i++)
-        EXPECT(f[i] == FLOE_PRESENT, "inserted key %llu not found", (unsigned long long)all_inserted[i]);
+    if (!with_erase) {
+        std::vector<uint8_t> f(all_inserted.size());
+        EXPECT(gpu_iceberg_find_host(gpu, all_inserted.data(), all_inserted.size(), f.data(), NULL, &err) == FLOE_OK,
+               "%s", err.msg);
+        for (size_t i = 0; i < f.size(); i++)
+            EXPECT(f[i] == FLOE_PRESENT, "inserted key %llu not found", (unsigned long long)all_inserted[i]);
+    }
     uint64_t used[3];
     EXPECT(gpu_iceberg_used(gpu, used, &err) == FLOE_OK, "%s", err.msg);
     EXPECT(used[0] + used[1] + used[2] == all_inserted.size(), "gpu holds %llu rows, %zu keys inserted",
            (unsigned long long)(used[0] + used[1] + used[2]), all_inserted.size());
     iceberg_stats(cpu, &st);
-    printf("ok: key_bits %2u, 2^%u primary buckets (%u/%u-bit rows), %d batches, %zu keys, fill %.4f, gpu levels "
+    printf("ok: key_bits %2u%s, 2^%u primary buckets (%u/%u-bit rows), %d batches, %zu keys, fill %.4f, gpu levels "
            "%llu/%llu/%llu\n",
-           key_bits, addr_bits, st.level[0].row_bits, st.level[1].row_bits, batches, all_inserted.size(), st.fill,
-           (unsigned long long)used[0], (unsigned long long)used[1], (unsigned long long)used[2]);
+           key_bits, with_erase ? " with erases" : "", addr_bits, st.level[0].row_bits, st.level[1].row_bits, batches,
+           all_inserted.size(), st.fill, (unsigned long long)used[0], (unsigned long long)used[1],
+           (unsigned long long)used[2]);
     iceberg_destroy(cpu);
     gpu_iceberg_destroy(gpu);
 }
@@ -148,13 +161,16 @@ int main(int argc, char **argv)
     printf("seed %llu\n", (unsigned long long)seed);
     if (small) {
         against_cpu(40, 8, 0.9, seed, true);
-        against_cpu(64, 9, 0.9, seed + 1, false);
+        against_cpu(64, 9, 0.9, seed + 1, false, true);
     } else {
         const uint32_t widths[] = {16, 24, 31, 40, 48, 64};
         for (int i = 0; i < 6; i++)
             against_cpu(widths[i], widths[i] == 16 ? 10 : 14, 0.95, seed + i, true);
         /* the reference library's fault configuration: 16-bit primary, 32-bit secondary rows */
         against_cpu(31, 16, 0.95, seed + 10, true);
+        /* erase batches mixed in: first occurrence ERASED, tombstones never reused */
+        against_cpu(40, 14, 0.95, seed + 20, false, true);
+        against_cpu(64, 12, 0.95, seed + 21, false, true);
     }
     printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;

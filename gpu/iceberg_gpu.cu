@@ -293,9 +293,10 @@ __global__ void k_clear(uint64_t *skeys, uint32_t *smin, const unsigned long lon
     smin[j] = 0xFFFFFFFFu;
 }
 
-/* Losers enter the map with their index; each clears its flag. */
+/* Losers enter the map with their index; each takes its plain answer
+ * (PRESENT for a put, ABSENT for an erase). */
 __global__ void k_group(const uint64_t *ids, uint8_t *results, uint64_t n, uint64_t *skeys, uint32_t *smin,
-                        const unsigned long long *losers)
+                        const unsigned long long *losers, uint8_t lose)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n || !(results[i] & LOSER))
@@ -310,15 +311,15 @@ __global__ void k_group(const uint64_t *ids, uint8_t *results, uint64_t n, uint6
         }
         h = (h + 1) & mask;
     }
-    results[i] = R_PRESENT;
+    results[i] = lose;
 }
 
-/* A winner with an earlier loser of its key hands INSERTED over. */
+/* A winner (INSERTED, ERASED) with an earlier loser of its key hands its answer over. */
 __global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, const uint64_t *skeys, const uint32_t *smin,
-                         const unsigned long long *losers)
+                         const unsigned long long *losers, uint8_t win, uint8_t lose)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n || results[i] != R_INSERTED || *losers == 0)
+    if (i >= n || results[i] != win || *losers == 0)
         return;
     const uint64_t mask = scratch_mask(losers);
     uint64_t id = ids[i], h = scratch_hash(id) & mask;
@@ -331,8 +332,42 @@ __global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, cons
         h = (h + 1) & mask;
     }
     if (smin[h] < (uint32_t)i) {
-        results[i] = R_PRESENT;
-        results[smin[h]] = R_INSERTED;
+        results[i] = lose;
+        results[smin[h]] = win;
+    }
+}
+
+/* Erase pass 2: tombstone the slot pass 1 found.  Keys never move and an
+ * erase batch runs alone, so the slot holds the key until some occurrence
+ * tombstones it; the CAS loop only retries when a neighbour in the word
+ * changed.  An occurrence that finds the tombstone already there lost to a
+ * twin in its own batch. */
+__global__ void k_erase(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, uint64_t n,
+                        uint8_t *results, const uint64_t *ids, unsigned long long *losers)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n || results[i] != R_PRESENT)
+        return;
+    uint32_t l, slot;
+    uint64_t b;
+    floe_slot_split(&g, ids[i], &l, &b, &slot);
+    const floe_level &lv = g.level[l];
+    uint64_t *word = (l == 0 ? L0 : l == 1 ? L1 : L2) + b * lv.words + floe_row_word(lv.row_bits, slot);
+    const uint64_t tomb = floe_row_tombstone(lv.row_bits);
+    uint64_t w = __ldcg(word);
+    for (;;) {
+        if (floe_row_get(&w, lv.row_bits, slot % (64 / lv.row_bits)) == tomb) {
+            results[i] = R_ABSENT | LOSER;
+            atomicAdd(losers, 1ull);
+            return;
+        }
+        uint64_t desired = floe_row_put(w, lv.row_bits, slot % (64 / lv.row_bits), tomb);
+        uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(word), w, desired);
+        if (old == w) {
+            results[i] = FLOE_ERASED;
+            return;
+        }
+        w = old;
     }
 }
 
@@ -458,6 +493,19 @@ static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_error *err)
     return FLOE_OK;
 }
 
+/* The first-occurrence fix-up over results flagged LOSER (see the top). */
+static floe_status settle(gpu_iceberg *t, const uint64_t *ids, uint8_t *d_results, size_t n, uint8_t win, uint8_t lose,
+                          cudaStream_t s, floe_error *err)
+{
+    unsigned blocks = (unsigned)((n + BLOCK - 1) / BLOCK);
+    unsigned cblocks = (unsigned)((t->scratch_cap + BLOCK - 1) / BLOCK);
+    k_clear<<<cblocks, BLOCK, 0, s>>>(t->scratch_ids, t->scratch_min, t->losers, t->scratch_cap);
+    k_group<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->losers, lose);
+    k_settle<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->losers, win, lose);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
+}
+
 extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
                                        uint64_t *d_ids, unsigned flags, gpu_stream stream, floe_error *err)
 {
@@ -490,12 +538,26 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
         k_put_absent<64><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers);
         break;
     }
-    unsigned cblocks = (unsigned)((t->scratch_cap + BLOCK - 1) / BLOCK);
-    k_clear<<<cblocks, BLOCK, 0, s>>>(t->scratch_ids, t->scratch_min, t->losers, t->scratch_cap);
-    k_group<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->losers);
-    k_settle<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->losers);
-    CUDA_TRY(cudaGetLastError(), err);
-    return FLOE_OK;
+    return settle(t, ids, d_results, n, R_INSERTED, R_PRESENT, s, err);
+}
+
+extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
+                                         gpu_stream stream, floe_error *err)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (n >= (1ull << 32))
+        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a GPU batch holds at most 2^32 - 1 keys");
+    if (n == 0)
+        return FLOE_OK;
+    floe_status st = grow_scratch(t, n, err);
+    if (st == FLOE_OK)
+        st = launch(t, d_keys, n, false, d_results, t->tmp_ids, s, err); /* where each key lives */
+    if (st != FLOE_OK)
+        return st;
+    CUDA_TRY(cudaMemsetAsync(t->losers, 0, sizeof *t->losers, s), err);
+    unsigned blocks = (unsigned)((n + BLOCK - 1) / BLOCK);
+    k_erase<<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], n, d_results, t->tmp_ids, t->losers);
+    return settle(t, t->tmp_ids, d_results, n, FLOE_ERASED, R_ABSENT, s, err);
 }
 
 extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
@@ -541,6 +603,27 @@ extern "C" floe_status gpu_iceberg_put_host(gpu_iceberg *t, const uint64_t *keys
                                             uint64_t *ids, floe_error *err)
 {
     return host_op(t, true, keys, n, results, ids, err);
+}
+
+extern "C" floe_status gpu_iceberg_erase_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results,
+                                              floe_error *err)
+{
+    uint64_t *dk = NULL;
+    uint8_t *dr = NULL;
+    if (n == 0)
+        return FLOE_OK;
+    cudaError_t e = cudaMalloc(&dk, n * 8);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&dr, n);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(dk, keys, n * 8, cudaMemcpyHostToDevice);
+    floe_status st = e == cudaSuccess ? gpu_iceberg_erase(t, dk, n, dr, 0, err)
+                                      : floe_error_set(err, FLOE_ERR_INTERNAL, "staging: %s", cudaGetErrorString(e));
+    if (st == FLOE_OK && (e = cudaMemcpy(results, dr, n, cudaMemcpyDeviceToHost)) != cudaSuccess)
+        st = floe_error_set(err, FLOE_ERR_INTERNAL, "erase: %s", cudaGetErrorString(e));
+    cudaFree(dk);
+    cudaFree(dr);
+    return st;
 }
 
 extern "C" floe_status gpu_iceberg_find_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results,

@@ -2,7 +2,7 @@
  * iceberg_gpu.h - the GPU engine for SET tables, a plain C API over CUDA
  * kernels (iceberg_gpu.cu).  Same layout as the CPU engine (tables/layout.h),
  * same answers: find-or-put with the first occurrence of a key in a batch
- * INSERTED, find, erase-free for now.
+ * INSERTED, find, and erase with the first occurrence ERASED.
  *
  * Work step 1 of the GPU engine: device-resident tables and kernels driven
  * with device-resident keys (the K1 benchmark's setting) and a host path
@@ -46,9 +46,15 @@ floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, ui
 floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, uint64_t *d_ids,
                              gpu_stream stream, floe_error *err);
 
+/* ERASED / ABSENT for n device-resident keys (the first occurrence of a key
+ * in the batch is the one ERASED); the slot becomes a tombstone. */
+floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, gpu_stream stream,
+                              floe_error *err);
+
 /* The same with host arrays: copies in, runs, copies out, waits. */
 floe_status gpu_iceberg_put_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
                                  floe_error *err);
+floe_status gpu_iceberg_erase_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, floe_error *err);
 floe_status gpu_iceberg_find_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
                                   floe_error *err);
 
