@@ -566,8 +566,11 @@ extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, 
     return launch(t, d_keys, n, false, d_results, d_ids, (cudaStream_t)stream, err);
 }
 
-static floe_status host_op(gpu_iceberg *t, bool insert, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
-                           floe_error *err)
+enum host_kind { HOST_PUT, HOST_FIND, HOST_ERASE };
+
+/* Stages host keys on the device, runs one operation, copies the answers back, waits. */
+static floe_status host_op(gpu_iceberg *t, host_kind op, const uint64_t *keys, size_t n, uint8_t *results,
+                           uint64_t *ids, floe_error *err)
 {
     uint64_t *dk = NULL, *di = NULL;
     uint8_t *dr = NULL;
@@ -584,7 +587,9 @@ static floe_status host_op(gpu_iceberg *t, bool insert, const uint64_t *keys, si
     if (e != cudaSuccess) {
         st = floe_error_set(err, FLOE_ERR_INTERNAL, "staging a batch: %s", cudaGetErrorString(e));
     } else {
-        st = insert ? gpu_iceberg_put(t, dk, n, dr, di, 0, 0, err) : gpu_iceberg_find(t, dk, n, dr, di, 0, err);
+        st = op == HOST_PUT    ? gpu_iceberg_put(t, dk, n, dr, di, 0, 0, err)
+             : op == HOST_FIND ? gpu_iceberg_find(t, dk, n, dr, di, 0, err)
+                               : gpu_iceberg_erase(t, dk, n, dr, 0, err);
         if (st == FLOE_OK) {
             e = cudaMemcpy(results, dr, n, cudaMemcpyDeviceToHost);
             if (e == cudaSuccess && ids)
@@ -602,34 +607,19 @@ static floe_status host_op(gpu_iceberg *t, bool insert, const uint64_t *keys, si
 extern "C" floe_status gpu_iceberg_put_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results,
                                             uint64_t *ids, floe_error *err)
 {
-    return host_op(t, true, keys, n, results, ids, err);
+    return host_op(t, HOST_PUT, keys, n, results, ids, err);
 }
 
 extern "C" floe_status gpu_iceberg_erase_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results,
                                               floe_error *err)
 {
-    uint64_t *dk = NULL;
-    uint8_t *dr = NULL;
-    if (n == 0)
-        return FLOE_OK;
-    cudaError_t e = cudaMalloc(&dk, n * 8);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&dr, n);
-    if (e == cudaSuccess)
-        e = cudaMemcpy(dk, keys, n * 8, cudaMemcpyHostToDevice);
-    floe_status st = e == cudaSuccess ? gpu_iceberg_erase(t, dk, n, dr, 0, err)
-                                      : floe_error_set(err, FLOE_ERR_INTERNAL, "staging: %s", cudaGetErrorString(e));
-    if (st == FLOE_OK && (e = cudaMemcpy(results, dr, n, cudaMemcpyDeviceToHost)) != cudaSuccess)
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "erase: %s", cudaGetErrorString(e));
-    cudaFree(dk);
-    cudaFree(dr);
-    return st;
+    return host_op(t, HOST_ERASE, keys, n, results, NULL, err);
 }
 
 extern "C" floe_status gpu_iceberg_find_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results,
                                              uint64_t *ids, floe_error *err)
 {
-    return host_op(t, false, keys, n, results, ids, err);
+    return host_op(t, HOST_FIND, keys, n, results, ids, err);
 }
 
 __global__ void k_count(const uint64_t *words, uint64_t nwords, uint32_t row_bits, unsigned long long *out)
