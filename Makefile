@@ -1,5 +1,4 @@
-# floe - one entry point: deps, all, run, test, bench, install, clean
-# (device-bundle arrives with the GPU engine).
+# floe - one entry point: deps, all, run, test, bench, device-bundle, install, clean
 #
 #   make run      install deps, build, and start floed in the foreground (RUN_ARGS="--port 7451")
 #   make deps     install the Debian packages floe builds with (root or sudo)
@@ -9,6 +8,8 @@
 #   make test-tsan  the unit tests under ThreadSanitizer (slow; not in `make test`)
 #   make bench    run the CPU kernel benchmark (K1 scaled to this machine)
 #   make GPU=0    build without CUDA, even where nvcc is present
+#   make device-bundle  self-contained binaries in bundle/ (static libevent, protobuf-c,
+#                 OpenSSL, Check, CUDA runtime) for a GPU host with only the driver
 
 DEPS_PKGS := libevent-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev check pkg-config
 
@@ -18,7 +19,7 @@ GPU     ?= $(if $(NVCC),1,0)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 GEN     := build/gen
-CSTD    := -std=gnu11 -pthread -MMD -MP -Iproto -Itables -I$(GEN) -Idaemon -Iclient
+CSTD    := -std=gnu11 -pthread -MMD -MP -Iproto -Itables -I$(GEN) -Idaemon -Iclient -Igpu
 OPT_rel := -O2 -g
 OPT_san := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 LDSAN   := -fsanitize=address,undefined
@@ -39,6 +40,15 @@ CLIENT_SRC := client/floe.c client/batcher.c
 ITEST_SRC  := $(wildcard tests/integration/*.c)
 
 tables_objs = $(patsubst %.c,build/$(1)/%.o,$(TABLES_SRC))
+# The GPU backend: CUDA objects (one build, shared by every variant) or the stub.
+ifeq ($(GPU),1)
+CUDA_LIB := $(dir $(NVCC))../lib64
+gpu_objs  = build/gpu/libfloegpu.a
+GPU_LINK := -L$(CUDA_LIB) -Wl,-Bstatic -lcudart_static -Wl,-Bdynamic -ldl -lrt -lstdc++
+else
+gpu_objs  = build/$(1)/gpu/backend_gpu_none.o
+GPU_LINK :=
+endif
 daemon_objs = $(patsubst %.c,build/$(1)/%.o,$(DAEMON_SRC))
 proto_obj   = build/$(1)/proto/floe.pb-c.o
 client_objs = $(patsubst %.c,build/$(1)/%.o,$(CLIENT_SRC))
@@ -88,12 +98,12 @@ build/san/libfloetables.a: $(call tables_objs,san)
 build/tsan/libfloetables.a: $(call tables_objs,tsan)
 	ar rcs $@ $^
 
-build/rel/floed: $(call daemon_objs,rel) $(call proto_obj,rel) build/rel/libfloetables.a
-	$(CC) -pthread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) -lm -o $@
-build/tsan/floed: $(call daemon_objs,tsan) $(call proto_obj,tsan) build/tsan/libfloetables.a
-	$(CC) -pthread -fsanitize=thread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) -lm -o $@
-build/san/floed: $(call daemon_objs,san) $(call proto_obj,san) build/san/libfloetables.a
-	$(CC) -pthread $(LDSAN) $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) -lm -o $@
+build/rel/floed: $(call daemon_objs,rel) $(call proto_obj,rel) $(call gpu_objs,rel) build/rel/libfloetables.a
+	$(CC) -pthread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(GPU_LINK) -lm -o $@
+build/tsan/floed: $(call daemon_objs,tsan) $(call proto_obj,tsan) $(call gpu_objs,tsan) build/tsan/libfloetables.a
+	$(CC) -pthread -fsanitize=thread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(GPU_LINK) -lm -o $@
+build/san/floed: $(call daemon_objs,san) $(call proto_obj,san) $(call gpu_objs,san) build/san/libfloetables.a
+	$(CC) -pthread $(LDSAN) $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(GPU_LINK) -lm -o $@
 
 # libfloe: static and shared; the floe CLI links the static one.
 build/%/libfloe.a: $$(call client_objs,$$*) $$(call proto_obj,$$*)
@@ -128,18 +138,53 @@ NVFLAGS := -std=c++17 -O3 -Iproto -Itables -Igpu -cudart static \
   -Xcompiler -Wall,-Wextra,-Werror
 GPU_BINS := build/gpu/layout_selftest build/gpu/floe-gpu-tests build/gpu/floe-k1-gpu
 check-cuda: $(GPU_BINS)
-build/gpu/%.o: gpu/%.cu $(wildcard gpu/*.h) tables/layout.h proto/floe_wire.h
+build/gpu/%.o: gpu/%.cu $(wildcard gpu/*.h) $(wildcard tables/*.h) proto/floe_wire.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
+# libcrypto linked in, so that the GPU programs run on hosts without it
+NV_CRYPTO := -Xlinker -Bstatic -lcrypto -Xlinker -Bdynamic -ldl
+build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/backend_gpu.o
+	ar rcs $@ $^
 build/gpu/layout_selftest: build/gpu/layout_selftest.o
 	$(NVCC) $(NVFLAGS) $^ -o $@
-build/gpu/floe-gpu-tests: build/gpu/gpu_test.o build/gpu/iceberg_gpu.o build/rel/libfloetables.a
-	$(NVCC) $(NVFLAGS) $^ $(PKG_CRYPTO) -lpthread -o $@
-build/gpu/floe-k1-gpu: build/gpu/k1_bench.o build/gpu/iceberg_gpu.o build/rel/libfloetables.a
-	$(NVCC) $(NVFLAGS) $^ $(PKG_CRYPTO) -lpthread -o $@
+build/gpu/floe-gpu-tests: build/gpu/gpu_test.o build/gpu/backend_test.o build/gpu/libfloegpu.a build/rel/libfloetables.a
+	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
+build/gpu/floe-k1-gpu: build/gpu/k1_bench.o build/gpu/libfloegpu.a build/rel/libfloetables.a
+	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 else
 check-cuda:
 	@echo "GPU=0: CUDA code not built"
+endif
+
+# device-bundle: the same programs with every library but glibc, libstdc++ and
+# the NVIDIA driver linked in, for GPU hosts that have nothing installed
+# (built on Debian 12, run on Ubuntu 24.04).  See docs/OPERATIONS.md.
+BUNDLE_STATIC := -Wl,-Bstatic -levent_pthreads -levent_core -lprotobuf-c -lcheck_pic -lsubunit -lcrypto \
+  -Wl,-Bdynamic -ldl -lrt -lm -pthread
+BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-gpu-tests \
+  bundle/floe-k1-gpu bundle/layout_selftest
+.PHONY: device-bundle
+ifeq ($(GPU),1)
+device-bundle: $(BUNDLE_BINS)
+	@echo "device-bundle: $(BUNDLE_BINS)"
+bundle/floed: $(call daemon_objs,rel) $(call proto_obj,rel) build/gpu/libfloegpu.a build/rel/libfloetables.a
+	@mkdir -p bundle
+	$(CC) $^ $(GPU_LINK) $(BUNDLE_STATIC) -o $@
+bundle/floe: build/rel/client/cli.o build/rel/libfloe.a
+	@mkdir -p bundle
+	$(CC) $^ $(BUNDLE_STATIC) -o $@
+bundle/floe-itests: $(call itest_objs,rel) build/rel/libfloe.a
+	@mkdir -p bundle
+	$(CC) $^ $(BUNDLE_STATIC) -o $@
+bundle/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
+	@mkdir -p bundle
+	$(CC) $^ $(BUNDLE_STATIC) -o $@
+bundle/floe-gpu-tests bundle/floe-k1-gpu bundle/layout_selftest: bundle/%: build/gpu/%
+	@mkdir -p bundle
+	cp $< $@
+else
+device-bundle:
+	@echo "device-bundle needs nvcc (GPU=1)"; exit 1
 endif
 
 run: deps all

@@ -139,7 +139,10 @@ static void handle_hello(conn *c, Floe__V1__Request *req)
     hr.max_frame = c->srv->cfg.max_frame;
     hr.max_batch_keys = c->srv->cfg.max_batch_keys;
     hr.max_inflight = (uint32_t)c->srv->cfg.max_inflight;
-    hr.backend = (char *)floe_backend_name(c->srv->cpu);
+    floe_backend *dflt = c->srv->cpu;
+    floe_error ignored;
+    server_backend_for(c->srv, c->srv->cfg.backend, &dflt, &ignored);
+    hr.backend = (char *)floe_backend_name(dflt);
     hr.authenticated = c->authed;
     Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
     r.id = req->id;
@@ -177,10 +180,10 @@ static void handle_create(conn *c, Floe__V1__Request *req)
     server *srv = c->srv;
     floe_spec spec;
     floe_error err;
+    floe_backend *be = NULL;
     floe_status st = spec_from_proto(req->create_table->spec, srv->cfg.backend, &spec, &err);
-    if (st == FLOE_OK && strcmp(spec.backend, "gpu") == 0)
-        st = floe_error_set(&err, FLOE_ERR_UNSUPPORTED,
-                            "backend gpu: this floed has no GPU backend (it runs tables on the CPU engine)");
+    if (st == FLOE_OK)
+        st = server_backend_for(srv, spec.backend, &be, &err);
     if (st != FLOE_OK) {
         send_frame(c, reply_error(req->id, st, err.msg));
         return;
@@ -192,15 +195,17 @@ static void handle_create(conn *c, Floe__V1__Request *req)
         return;
     }
     floe_table *t;
-    st = floe_table_create(srv->cpu, &spec, &t, &err);
+    snprintf(spec.backend, sizeof spec.backend, "%s", floe_backend_name(be)); /* what it runs on, for stats */
+    st = floe_table_create(be, &spec, &t, &err);
     if (st == FLOE_OK)
         st = registry_install(&srv->reg, srv, t, srv->cfg.max_tables, &err);
     if (st != FLOE_OK) {
         send_frame(c, reply_error(req->id, st, err.msg));
         return;
     }
-    log_info("created table %s: %s, key_bits %u, value_bytes %u, capacity %llu%s", spec.name, floe_kind_name(spec.kind),
-             spec.key_bits, spec.value_bytes, (unsigned long long)spec.capacity, spec.grow ? ", grows" : "");
+    log_info("created table %s: %s, key_bits %u, value_bytes %u, capacity %llu%s, backend %s", spec.name,
+             floe_kind_name(spec.kind), spec.key_bits, spec.value_bytes, (unsigned long long)spec.capacity,
+             spec.grow ? ", grows" : "", floe_backend_name(be));
     send_frame(c, reply_ok(req->id));
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_gpu.h"
 #include "config.h"
 #include "log.h"
 #include "server.h"
@@ -27,8 +28,16 @@ static void usage(FILE *f)
                "\n"
                "Settings (each also a `key value` line in the config file; flags override it):\n");
     config_print_help(f);
-    fprintf(f, "\nBackends: cpu (the CPU engine, always present). This build has no GPU backend.\n"
-               "Example: floed --port 7450 --data-dir /var/lib/floe --token-file /etc/floe/token\n");
+    char dev[96];
+    fprintf(f, "\nBackends (the `backend` setting is the default for new tables; a create_table request may\n"
+               "name its own; stats and `floe stats` say which one a table runs on):\n"
+               "  cpu   the CPU engine on engine-threads threads, always present\n"
+               "  gpu   the GPU engine (device memory, pinned staging, overlapped streams): %s\n"
+               "  auto  gpu where a device is present, else cpu (the default)\n",
+            !floe_gpu_built()              ? "not in this build (GPU=0)"
+            : floe_gpu_device(dev, sizeof dev) ? dev
+                                           : "in this build, but no CUDA device found now");
+    fprintf(f, "\nExample: floed --port 7450 --data-dir /var/lib/floe --token-file /etc/floe/token\n");
 }
 
 int main(int argc, char **argv)

@@ -20,8 +20,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend_gpu.h"
 #include "conn.h"
 #include "log.h"
+#include "tablefile.h"
 
 /* ---- io threads ------------------------------------------------------------------------ */
 
@@ -136,6 +138,34 @@ void server_reap(server *srv, table_entry *e)
 
 /* ---- persistence ------------------------------------------------------------------------- */
 
+floe_status server_backend_for(server *srv, const char *want, floe_backend **be, floe_error *err)
+{
+    if (strcmp(want, "cpu") == 0) {
+        *be = srv->cpu;
+        return FLOE_OK;
+    }
+    if (strcmp(want, "gpu") == 0 && !srv->gpu)
+        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "backend gpu: %s", srv->gpu_name);
+    *be = srv->gpu ? srv->gpu : srv->cpu;
+    return FLOE_OK;
+}
+
+/* A saved table goes back to the backend it ran on, or to the CPU engine
+ * where this host has no GPU (the file format is the same). */
+static floe_status backend_for_file(server *srv, const char *path, floe_backend **be, floe_error *err)
+{
+    floe_file_header h;
+    floe_file_reader *r;
+    floe_status st = floe_file_open(path, &h, &r, err);
+    if (st != FLOE_OK)
+        return st;
+    floe_file_close(r);
+    if (strcmp(h.spec.backend, "gpu") == 0 && !srv->gpu)
+        log_warn("%s ran on the GPU; this floed has none, so it is loaded on the CPU engine", path);
+    *be = strcmp(h.spec.backend, "cpu") == 0 || !srv->gpu ? srv->cpu : srv->gpu;
+    return FLOE_OK;
+}
+
 static int load_tables(server *srv)
 {
     DIR *d = opendir(srv->cfg.data_dir);
@@ -158,13 +188,16 @@ static int load_tables(server *srv)
             return -1;
         floe_error err;
         floe_table *t;
-        floe_status st = floe_table_load(srv->cpu, path, &t, &err);
+        floe_backend *be = NULL;
+        floe_status st = backend_for_file(srv, path, &be, &err);
+        if (st == FLOE_OK)
+            st = floe_table_load(be, path, &t, &err);
         if (st == FLOE_OK) {
             char name[FLOE_NAME_MAX + 1];
             strcpy(name, t->spec.name);
             st = registry_install(&srv->reg, srv, t, srv->cfg.max_tables, &err);
             if (st == FLOE_OK)
-                log_info("loaded table %s from %s", name, path);
+                log_info("loaded table %s from %s (backend %s)", name, path, floe_backend_name(be));
         }
         if (st != FLOE_OK) {
             log_error("cannot load %s: %s (move the file away to start without it)", path, err.msg);
@@ -296,6 +329,28 @@ static int start_listener(server *srv)
     return 0;
 }
 
+/* The GPU backend, where this build has one and the host a device. */
+static int start_gpu(server *srv)
+{
+    floe_error err;
+    char dev[96];
+    if (!floe_gpu_built()) {
+        snprintf(srv->gpu_name, sizeof srv->gpu_name, "this floed was built without GPU support (GPU=0)");
+    } else if (!floe_gpu_device(dev, sizeof dev)) {
+        snprintf(srv->gpu_name, sizeof srv->gpu_name, "this host has no GPU (no CUDA device found)");
+    } else if (floe_backend_gpu_create((unsigned)srv->cfg.engine_threads, &srv->gpu, &err) != FLOE_OK) {
+        snprintf(srv->gpu_name, sizeof srv->gpu_name, "the GPU backend did not start: %s", err.msg);
+    } else {
+        snprintf(srv->gpu_name, sizeof srv->gpu_name, "%s", dev);
+        log_info("GPU backend on %s", dev);
+    }
+    if (!srv->gpu && strcmp(srv->cfg.backend, "gpu") == 0) {
+        log_error("backend gpu: %s", srv->gpu_name);
+        return -1;
+    }
+    return 0;
+}
+
 int server_run(const floed_config *cfg)
 {
     server *srv = calloc(1, sizeof *srv);
@@ -314,6 +369,8 @@ int server_run(const floed_config *cfg)
         free(srv);
         return 1;
     }
+    if (start_gpu(srv) != 0)
+        goto out;
     srv->base = event_base_new();
     srv->reap_ev = srv->base ? event_new(srv->base, -1, 0, on_reap, srv) : NULL;
     srv->sig_term = srv->base ? evsignal_new(srv->base, SIGTERM, on_signal, srv) : NULL;
@@ -331,8 +388,10 @@ int server_run(const floed_config *cfg)
         log_error("cannot write port-file %s: %s", cfg->port_file, strerror(errno));
         goto out;
     }
-    log_info("floed %s listening on %s:%u (backend %s, %zu io threads, max-frame %llu, max-inflight %llu%s)",
-             FLOED_VERSION, cfg->bind, srv->port, floe_backend_name(srv->cpu), srv->nio,
+    floe_backend *dflt = srv->cpu;
+    server_backend_for(srv, cfg->backend, &dflt, &err);
+    log_info("floed %s listening on %s:%u (new tables: backend %s, %zu io threads, max-frame %llu, max-inflight %llu%s)",
+             FLOED_VERSION, cfg->bind, srv->port, floe_backend_name(dflt), srv->nio,
              (unsigned long long)cfg->max_frame, (unsigned long long)cfg->max_inflight,
              cfg->token[0] ? ", token required" : "");
     event_base_loop(srv->base, EVLOOP_NO_EXIT_ON_EMPTY);
@@ -364,6 +423,7 @@ out:
     if (srv->base)
         event_base_free(srv->base);
     floe_backend_destroy(srv->cpu);
+    floe_backend_destroy(srv->gpu);
     if (rc == 0)
         log_info("floed stopped");
     free(srv);

@@ -57,6 +57,8 @@ typedef struct server {
     atomic_bool shutting_down;
     registry reg;
     floe_backend *cpu;
+    floe_backend *gpu; /* NULL without a device (or a GPU build) */
+    char gpu_name[400]; /* the device, or why there is none */
     struct event *sig_term, *sig_int, *reap_ev, *drain_ev;
     pthread_mutex_t reap_lock;
     table_entry *reap_list;
@@ -66,6 +68,10 @@ typedef struct server {
 
 /* Runs floed until SIGTERM or SIGINT; returns the exit code. */
 int server_run(const floed_config *cfg);
+
+/* The backend a table asking for `want` (cpu, gpu or auto) runs on: auto
+ * is the GPU where floed has one.  gpu without a device is an error. */
+floe_status server_backend_for(server *srv, const char *want, floe_backend **be, floe_error *err);
 
 /* Queues a dropped table for destruction on the main thread. */
 void server_reap(server *srv, table_entry *e);

@@ -8,7 +8,8 @@
  * end both hold the same keys.  One case repeats the reference library's
  * fault: 16-bit primary rows with 32-bit secondary rows, where its find
  * missed keys stored in level 2; here every inserted key must be found at
- * fill 0.9 and 0.95.  Exit 0: all passed.
+ * fill 0.9 and 0.95.  Then the GPU backend against the CPU backend
+ * (backend_test.cu).  Exit 0: all passed.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -17,11 +18,12 @@
 #include <time.h>
 #include <vector>
 
+#include "backend_test.h"
 #include "iceberg.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
 
-static int failures = 0;
+int failures = 0;
 
 #define EXPECT(cond, ...)                                                                                              \
     do {                                                                                                               \
@@ -156,12 +158,20 @@ int main(int argc, char **argv)
     bool small = argc > 1 && !strcmp(argv[1], "--small"); /* for compute-sanitizer */
     printf("floe-gpu-tests on %s\n", name);
     uint64_t seed = (uint64_t)time(NULL); /* fresh inputs every run; printed to reproduce */
-    if (argc > 2)
+    if (argc > 2 && strcmp(argv[1], "--backend-case"))
         seed = strtoull(argv[2], NULL, 0);
+    if (argc > 3)
+        seed = strtoull(argv[3], NULL, 0);
     printf("seed %llu\n", (unsigned long long)seed);
+    if (argc > 1 && !strcmp(argv[1], "--backend-case")) { /* floe-gpu-tests --backend-case NAME [SEED] */
+        backend_suite(seed + 30, false, argc > 2 ? argv[2] : "");
+        printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
+        return failures ? 1 : 0;
+    }
     if (small) {
         against_cpu(40, 8, 0.9, seed, true);
         against_cpu(64, 9, 0.9, seed + 1, false, true);
+        backend_suite(seed + 2, true, NULL);
     } else {
         const uint32_t widths[] = {16, 24, 31, 40, 48, 64};
         for (int i = 0; i < 6; i++)
@@ -171,6 +181,8 @@ int main(int argc, char **argv)
         /* erase batches mixed in: first occurrence ERASED, tombstones never reused */
         against_cpu(40, 14, 0.95, seed + 20, false, true);
         against_cpu(64, 12, 0.95, seed + 21, false, true);
+        /* the backend floed uses: pipeline, MAP, growth, scan, save/load across backends */
+        backend_suite(seed + 30, false, NULL);
     }
     printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;

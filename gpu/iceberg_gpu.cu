@@ -24,7 +24,9 @@
  * 2^45, so ~0 marks an empty entry) with the smallest loser index; a winner
  * whose map entry has a smaller index hands INSERTED to it.
  */
+#include <cub/device/device_select.cuh>
 #include <cuda_runtime.h>
+#include <thrust/iterator/counting_iterator.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,16 @@ struct gpu_iceberg {
     uint32_t addr_bits;
     uint64_t *level[FLOE_LEVELS];
     size_t bytes[FLOE_LEVELS];
+    void *values; /* MAP: vb bytes per slot */
+    size_t values_bytes;
+    uint32_t vb;
+    unsigned *halt; /* grow tables: the sequence number of the batch that met FULL, 0: none */
+    unsigned seq;   /* batches launched, numbered from 1 */
+    /* scan scratch */
+    uint64_t *scan_pos;
+    unsigned long long *scan_count;
+    void *scan_tmp;
+    size_t scan_tmp_bytes;
     /* fix-up scratch, grown on demand */
     uint64_t *scratch_ids;
     uint32_t *scratch_min;
@@ -98,9 +110,12 @@ template <int W> __device__ __forceinline__ uint64_t word_at(const uint64_t (&s)
 
 enum { R_ABSENT = FLOE_ABSENT, R_PRESENT = FLOE_PRESENT, R_INSERTED = FLOE_INSERTED, R_FULL = FLOE_FULL };
 
-/* One candidate bucket (level 0): 0 = found or inserted (res/id set), 1 = full. */
-template <int RB, int SLOTS, bool insert>
-__device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, uint64_t first_id, uint8_t *res, uint64_t *id)
+/* One candidate bucket (level 0): 0 = found or inserted (res/id set), 1 = full.
+ * A MAP insert claims its slot with the BUSY row and publishes the key's row
+ * (*put) once the value is written (publish()). */
+template <int RB, int SLOTS, bool insert, bool map = false>
+__device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, uint64_t first_id, uint8_t *res, uint64_t *id,
+                                          uint64_t *put)
 {
     constexpr int W = SLOTS * RB / 64;
     uint64_t s[W];
@@ -122,11 +137,12 @@ __device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, uint64_t f
         }
         int w = f * RB / 64;
         uint64_t expect = word_at<W>(s, w);
-        uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, row);
+        uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, map ? floe_row_busy(RB) : row);
         uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(bp + w), expect, desired);
         if (old == expect) {
             *res = R_INSERTED;
             *id = first_id + (uint64_t)f;
+            *put = row;
             return 0;
         }
         load_bucket<W, !insert>(bp, s);
@@ -134,9 +150,9 @@ __device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, uint64_t f
 }
 
 /* Two candidates (levels 1 and 2 when their rows are RB wide). */
-template <int RB, int SLOTS, bool insert>
+template <int RB, int SLOTS, bool insert, bool map>
 __device__ __forceinline__ int put_double(uint64_t *b0, uint64_t *b1, uint64_t r0, uint64_t r1, uint64_t id0,
-                                          uint64_t id1, uint8_t *res, uint64_t *id)
+                                          uint64_t id1, uint8_t *res, uint64_t *id, uint64_t *put)
 {
     constexpr int W = SLOTS * RB / 64;
     uint64_t s0[W], s1[W];
@@ -171,77 +187,192 @@ __device__ __forceinline__ int put_double(uint64_t *b0, uint64_t *b1, uint64_t r
         uint64_t *bp = c ? b1 : b0;
         int w = f * RB / 64;
         uint64_t expect = c ? word_at<W>(s1, w) : word_at<W>(s0, w);
-        uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, c ? r1 : r0);
+        uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, map ? floe_row_busy(RB) : (c ? r1 : r0));
         if (atomicCAS(reinterpret_cast<unsigned long long *>(bp + w), expect, desired) == expect) {
             *res = R_INSERTED;
             *id = (c ? id1 : id0) + (uint64_t)f;
+            *put = c ? r1 : r0;
             return 0;
         }
     }
 }
 
-template <int RB, bool insert>
+template <int RB, bool insert, bool map>
 __device__ __forceinline__ int level_double(const floe_geometry &g, uint32_t l, uint64_t *base, uint64_t key,
-                                            uint8_t *res, uint64_t *id)
+                                            uint8_t *res, uint64_t *id, uint64_t *put)
 {
     const floe_level &lv = g.level[l];
     uint64_t b0, b1, rem0, rem1;
     floe_split(&g, l, 0, key, &b0, &rem0);
     floe_split(&g, l, 1, key, &b1, &rem1);
-    return put_double<RB, FLOE_L1_SLOTS, insert>(base + b0 * lv.words, base + b1 * lv.words,
-                                                 floe_row_encode(l, rem0, 0), floe_row_encode(l, rem1, 1),
-                                                 floe_slot_id(&g, l, b0, 0), floe_slot_id(&g, l, b1, 0), res, id);
+    return put_double<RB, FLOE_L1_SLOTS, insert, map>(base + b0 * lv.words, base + b1 * lv.words,
+                                                      floe_row_encode(l, rem0, 0), floe_row_encode(l, rem1, 1),
+                                                      floe_slot_id(&g, l, b0, 0), floe_slot_id(&g, l, b1, 0), res, id,
+                                                      put);
 }
 
-template <bool insert>
+template <bool insert, bool map>
 __device__ __forceinline__ int level_double_any(const floe_geometry &g, uint32_t l, uint64_t *base, uint64_t key,
-                                                uint8_t *res, uint64_t *id)
+                                                uint8_t *res, uint64_t *id, uint64_t *put)
 {
     switch (g.level[l].row_bits) {
     case 16:
-        return level_double<16, insert>(g, l, base, key, res, id);
+        return level_double<16, insert, map>(g, l, base, key, res, id, put);
     case 32:
-        return level_double<32, insert>(g, l, base, key, res, id);
+        return level_double<32, insert, map>(g, l, base, key, res, id, put);
     default:
-        return level_double<64, insert>(g, l, base, key, res, id);
+        return level_double<64, insert, map>(g, l, base, key, res, id, put);
     }
 }
 
-template <int RB0, bool insert>
+/* Find (insert = false) or find-or-put of one key; *put gets the row an
+ * INSERTED key was given. */
+template <int RB0, bool insert, bool map = false>
 __device__ __forceinline__ void op_key(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2, uint64_t key,
-                                       uint8_t *res, uint64_t *id)
+                                       uint8_t *res, uint64_t *id, uint64_t *put)
 {
     uint64_t b, rem;
     floe_split(&g, 0, 0, key, &b, &rem);
-    if (put_single<RB0, FLOE_L0_SLOTS, insert>(L0 + b * g.level[0].words, floe_row_encode(0, rem, 0),
-                                               floe_slot_id(&g, 0, b, 0), res, id) == 0)
+    if (put_single<RB0, FLOE_L0_SLOTS, insert, map>(L0 + b * g.level[0].words, floe_row_encode(0, rem, 0),
+                                                    floe_slot_id(&g, 0, b, 0), res, id, put) == 0)
         return;
-    if (level_double_any<insert>(g, 1, L1, key, res, id) == 0)
+    if (level_double_any<insert, map>(g, 1, L1, key, res, id, put) == 0)
         return;
-    if (level_double_any<insert>(g, 2, L2, key, res, id) == 0)
+    if (level_double_any<insert, map>(g, 2, L2, key, res, id, put) == 0)
         return;
     *res = insert ? R_FULL : R_ABSENT;
     *id = NO_ID;
+}
+
+/* The 64-bit word that holds slot id, and the slot's shift inside it. */
+__device__ __forceinline__ uint64_t *slot_word(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
+                                               uint64_t id, uint32_t *shift, uint32_t *row_bits)
+{
+    uint32_t l, slot;
+    uint64_t b;
+    floe_slot_split(&g, id, &l, &b, &slot);
+    const floe_level &lv = g.level[l];
+    *shift = (slot * lv.row_bits) & 63;
+    *row_bits = lv.row_bits;
+    return (l == 0 ? L0 : l == 1 ? L1 : L2) + b * lv.words + floe_row_word(lv.row_bits, slot);
+}
+
+/* MAP values: 4 or 8 bytes per slot, indexed by slot id. */
+__device__ __forceinline__ uint64_t value_get(const void *vals, uint32_t vb, uint64_t i)
+{
+    return vb == 4 ? (uint64_t)__ldcg(reinterpret_cast<const unsigned int *>(vals) + i)
+                   : (uint64_t)__ldcg(reinterpret_cast<const unsigned long long *>(vals) + i);
+}
+
+__device__ __forceinline__ void value_set(void *vals, uint32_t vb, uint64_t i, uint64_t v)
+{
+    if (vb == 4)
+        reinterpret_cast<uint32_t *>(vals)[i] = (uint32_t)v;
+    else
+        reinterpret_cast<uint64_t *>(vals)[i] = v;
+}
+
+__device__ __forceinline__ uint64_t value_swap(void *vals, uint32_t vb, uint64_t i, uint64_t v)
+{
+    if (vb == 4)
+        return atomicExch(reinterpret_cast<unsigned int *>(vals) + i, (unsigned int)v);
+    return atomicExch(reinterpret_cast<unsigned long long *>(vals) + i, (unsigned long long)v);
+}
+
+/* A MAP insert's slot holds BUSY until the value is written; only its
+ * claimant changes a BUSY slot, so an xor of the difference publishes the
+ * key's row without touching the word's other slots. */
+__device__ __forceinline__ void publish(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2, uint64_t id,
+                                       uint64_t row)
+{
+    uint32_t shift, rb;
+    uint64_t *w = slot_word(g, L0, L1, L2, id, &shift, &rb);
+    __threadfence(); /* the value before the row */
+    atomicXor(reinterpret_cast<unsigned long long *>(w), (unsigned long long)((floe_row_busy(rb) ^ row) << shift));
 }
 
 /* MIN_BLOCKS per SM caps the registers so that enough warps are resident to
  * keep many bucket reads in flight (the kernels are latency-bound). */
 #define MIN_BLOCKS 3
 
+#define SKIPPED 0x40 /* results: the table was halted (see gpu_iceberg_clear_halt) */
+
+/* A batch is skipped if an EARLIER batch met FULL: the batch that sets the
+ * flag (its own sequence number) keeps running in every thread. */
+__device__ __forceinline__ bool halted(const unsigned *halt, unsigned seq)
+{
+    if (!halt)
+        return false;
+    unsigned h = *(volatile const unsigned *)halt;
+    return h != 0 && h != seq;
+}
+
+__device__ __forceinline__ void halt_on_full(unsigned *halt, unsigned seq)
+{
+    if (halt)
+        atomicCAS(halt, 0u, seq);
+}
+
 template <int RB0, bool insert>
 __global__ void __launch_bounds__(BLOCK, insert ? 2 : MIN_BLOCKS)
     k_op(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
-         uint64_t n, uint8_t *results, uint64_t *ids)
+         uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, const void *vals, uint32_t vb,
+         void *vals_out)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
+    if (halted(halt, seq)) {
+        results[i] = SKIPPED;
+        return;
+    }
     uint8_t res;
-    uint64_t id;
-    op_key<RB0, insert>(g, L0, L1, L2, __ldg(keys + i), &res, &id);
+    uint64_t id, put;
+    op_key<RB0, insert>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
+    if (insert && res == R_FULL)
+        halt_on_full(halt, seq);
     results[i] = res;
     if (ids)
         ids[i] = id;
+    if (vals_out) /* a MAP find: values were published by earlier kernels */
+        value_set(vals_out, vb, i, res == R_PRESENT ? value_get(vals, vb, id) : 0);
+}
+
+/* MAP find-or-put of distinct keys (the host deduplicated the batch): a new
+ * key's slot is claimed BUSY, its value written, then its row published; a
+ * PRESENT key's value comes back (swapped for the new one with overwrite). */
+template <int RB0>
+__global__ void __launch_bounds__(BLOCK, 2)
+    k_put_map(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
+              const void *in, uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, void *vals,
+              uint32_t vb, int overwrite, void *out)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    if (halted(halt, seq)) {
+        results[i] = SKIPPED;
+        return;
+    }
+    uint8_t res;
+    uint64_t id, put;
+    op_key<RB0, true, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
+    uint64_t v = vb == 4 ? (uint64_t)reinterpret_cast<const uint32_t *>(in)[i] : reinterpret_cast<const uint64_t *>(in)[i];
+    uint64_t answer = 0;
+    if (res == R_INSERTED) {
+        value_set(vals, vb, id, v);
+        publish(g, L0, L1, L2, id, put);
+        answer = v;
+    } else if (res == R_PRESENT) {
+        answer = overwrite ? value_swap(vals, vb, id, v) : value_get(vals, vb, id);
+    } else {
+        halt_on_full(halt, seq);
+    }
+    results[i] = res;
+    if (ids)
+        ids[i] = id;
+    if (out)
+        value_set(out, vb, i, answer);
 }
 
 /* ---- first occurrence wins: the fix-up ------------------------------------------------------------ */
@@ -260,14 +391,17 @@ __device__ __forceinline__ uint64_t scratch_hash(uint64_t x)
 template <int RB0>
 __global__ void __launch_bounds__(BLOCK, 2)
     k_put_absent(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
-                 const uint64_t *keys, uint64_t n, uint8_t *results, uint64_t *ids, unsigned long long *losers)
+                 const uint64_t *keys, uint64_t n, uint8_t *results, uint64_t *ids, unsigned long long *losers,
+                 unsigned *halt, unsigned seq)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n || results[i] != R_ABSENT)
         return;
     uint8_t res;
-    uint64_t id;
-    op_key<RB0, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id);
+    uint64_t id, put;
+    op_key<RB0, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
+    if (res == R_FULL)
+        halt_on_full(halt, seq);
     if (res == R_PRESENT) {
         res |= LOSER;
         atomicAdd(losers, 1ull);
@@ -371,7 +505,114 @@ __global__ void k_erase(const __grid_constant__ floe_geometry g, uint64_t *L0, u
     }
 }
 
+/* ---- whole-table kernels: count, rebuild, scan --------------------------------------------------- */
+
+/* out[0] += non-empty rows, out[1] += tombstones, over nwords words. */
+__global__ void k_count(const uint64_t *words, uint64_t nwords, uint32_t row_bits, unsigned long long *out)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    unsigned used = 0, tomb = 0;
+    if (i < nwords) {
+        uint64_t w = words[i];
+        const uint64_t mask = floe_row_mask(row_bits), t = floe_row_tombstone(row_bits);
+        for (uint32_t r = 0; r < 64 / row_bits; r++) {
+            uint64_t row = (w >> (r * row_bits)) & mask;
+            used += row != 0;
+            tomb += row == t;
+        }
+    }
+    /* one atomic per warp */
+    for (int o = 16; o > 0; o >>= 1) {
+        used += __shfl_down_sync(0xFFFFFFFFu, used, o);
+        tomb += __shfl_down_sync(0xFFFFFFFFu, tomb, o);
+    }
+    if ((threadIdx.x & 31) == 0 && (used || tomb)) {
+        atomicAdd(out, (unsigned long long)used);
+        atomicAdd(out + 1, (unsigned long long)tomb);
+    }
+}
+
+/* The key in slot position p of the table, if the slot holds one. */
+__device__ __forceinline__ bool key_at(const floe_geometry &g, uint64_t *const *L, uint64_t p, uint64_t *key)
+{
+    uint32_t l, slot;
+    uint64_t b;
+    floe_slot_split(&g, p, &l, &b, &slot);
+    const floe_level &lv = g.level[l];
+    uint64_t w = __ldcg(L[l] + b * lv.words + floe_row_word(lv.row_bits, slot));
+    uint64_t row = (w >> ((slot * lv.row_bits) & 63)) & floe_row_mask(lv.row_bits);
+    if (!floe_row_is_key(row, lv.row_bits))
+        return false;
+    *key = floe_join(&g, l, floe_row_choice(l, row), b, floe_row_remainder(l, row));
+    return true;
+}
+
+struct levels {
+    uint64_t *L[FLOE_LEVELS];
+};
+
+/* Every key of the old table into the new one (distinct keys, no readers:
+ * rows go in directly, values after). */
+template <int RB0>
+__global__ void __launch_bounds__(BLOCK, 2)
+    k_rebuild(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
+              const __grid_constant__ floe_geometry to, levels nw, void *new_vals, uint32_t vb, uint64_t first,
+              uint64_t count, int *failed)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= count)
+        return;
+    uint64_t key, p = first + i;
+    if (!key_at(from, old.L, p, &key))
+        return;
+    uint8_t res;
+    uint64_t id, put;
+    op_key<RB0, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+    if (res != R_INSERTED) {
+        *(volatile int *)failed = 1;
+        return;
+    }
+    if (vb)
+        value_set(new_vals, vb, id, value_get(old_vals, vb, p));
+}
+
+struct live_slot {
+    floe_geometry g;
+    levels lv;
+    __device__ bool operator()(uint64_t p) const
+    {
+        uint64_t key;
+        return key_at(g, lv.L, p, &key);
+    }
+};
+
+__global__ void k_scan_gather(const __grid_constant__ floe_geometry g, const levels lv, const uint64_t *pos, uint64_t m,
+                              const void *vals, uint32_t vb, uint64_t *keys, void *vals_out)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= m)
+        return;
+    uint64_t key = 0;
+    key_at(g, lv.L, pos[i], &key);
+    keys[i] = key;
+    if (vals_out)
+        value_set(vals_out, vb, i, value_get(vals, vb, pos[i]));
+}
+
 /* ---- host side ------------------------------------------------------------------------------------ */
+
+static inline unsigned blocks_for(uint64_t n)
+{
+    return (unsigned)((n + BLOCK - 1) / BLOCK);
+}
+
+static levels levels_of(const gpu_iceberg *t)
+{
+    levels v;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        v.L[l] = t->level[l];
+    return v;
+}
 
 extern "C" int gpu_available(char *name, size_t len)
 {
@@ -386,13 +627,54 @@ extern "C" int gpu_available(char *name, size_t len)
     return 1;
 }
 
+static void free_arrays(gpu_iceberg *t)
+{
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        cudaFree(t->level[l]);
+        t->level[l] = NULL;
+    }
+    cudaFree(t->values);
+    t->values = NULL;
+}
+
+/* Zeroed level and value arrays for 2^addr_bits primary buckets. */
+static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, floe_error *err)
+{
+    floe_geometry_init(&t->g, t->spec.key_bits, addr_bits, t->spec.seed);
+    t->addr_bits = addr_bits;
+    size_t total = 0;
+    cudaError_t e = cudaSuccess;
+    for (int l = 0; l < FLOE_LEVELS && e == cudaSuccess; l++) {
+        t->bytes[l] = floe_level_words(&t->g.level[l]) * sizeof(uint64_t);
+        total += t->bytes[l];
+        e = cudaMalloc(&t->level[l], t->bytes[l]);
+        if (e == cudaSuccess)
+            e = cudaMemset(t->level[l], 0, t->bytes[l]);
+    }
+    t->values_bytes = t->vb ? (size_t)t->g.total_slots * t->vb : 0;
+    total += t->values_bytes;
+    if (e == cudaSuccess && t->vb) {
+        e = cudaMalloc(&t->values, t->values_bytes);
+        if (e == cudaSuccess)
+            e = cudaMemset(t->values, 0, t->values_bytes);
+    }
+    if (e != cudaSuccess) {
+        free_arrays(t);
+        cudaGetLastError(); /* an out-of-memory error is not sticky: clear it */
+        return floe_error_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes of device memory for a table of 2^%u "
+                              "primary buckets: %s", total, addr_bits, cudaGetErrorString(e));
+    }
+    return FLOE_OK;
+}
+
 extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_iceberg **out, floe_error *err)
 {
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
         return st;
-    if (spec->kind != FLOE_KIND_SET)
-        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "the GPU engine has SET tables only so far");
+    if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP)
+        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "the GPU engine holds SET and MAP tables, not %s",
+                              floe_kind_name(spec->kind));
     if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
         return floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u",
                               floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits));
@@ -402,19 +684,18 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     t->spec = *spec;
     if (!t->spec.seed)
         t->spec.seed = 0x243F6A8885A308D3ull;
-    t->addr_bits = addr_bits;
-    floe_geometry_init(&t->g, spec->key_bits, addr_bits, t->spec.seed);
-    for (int l = 0; l < FLOE_LEVELS; l++) {
-        t->bytes[l] = floe_level_words(&t->g.level[l]) * sizeof(uint64_t);
-        cudaError_t e = cudaMalloc(&t->level[l], t->bytes[l]);
+    t->vb = spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0;
+    st = alloc_arrays(t, addr_bits, err);
+    if (st == FLOE_OK && spec->grow) {
+        cudaError_t e = cudaMalloc((void **)&t->halt, sizeof *t->halt);
         if (e == cudaSuccess)
-            e = cudaMemset(t->level[l], 0, t->bytes[l]);
-        if (e != cudaSuccess) {
-            size_t bytes = t->bytes[l];
-            gpu_iceberg_destroy(t);
-            return floe_error_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes of device memory: %s", bytes,
-                                  cudaGetErrorString(e));
-        }
+            e = cudaMemset(t->halt, 0, sizeof *t->halt);
+        if (e != cudaSuccess)
+            st = floe_error_set(err, FLOE_ERR_INTERNAL, "allocating a flag: %s", cudaGetErrorString(e));
+    }
+    if (st != FLOE_OK) {
+        gpu_iceberg_destroy(t);
+        return st;
     }
     *out = t;
     return FLOE_OK;
@@ -424,23 +705,38 @@ extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
 {
     if (!t)
         return;
-    for (int l = 0; l < FLOE_LEVELS; l++)
-        cudaFree(t->level[l]);
+    free_arrays(t);
+    cudaFree(t->halt);
     cudaFree(t->scratch_ids);
     cudaFree(t->scratch_min);
     cudaFree(t->losers);
     cudaFree(t->tmp_ids);
+    cudaFree(t->scan_pos);
+    cudaFree(t->scan_count);
+    cudaFree(t->scan_tmp);
     free(t);
 }
 
+extern "C" const floe_spec *gpu_iceberg_spec(const gpu_iceberg *t)
+{
+    return &t->spec;
+}
+
+extern "C" uint32_t gpu_iceberg_addr_bits(const gpu_iceberg *t)
+{
+    return t->addr_bits;
+}
+
 static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool insert, uint8_t *d_results,
-                          uint64_t *d_ids, cudaStream_t s, floe_error *err)
+                          uint64_t *d_ids, void *d_vout, cudaStream_t s, floe_error *err)
 {
     if (n == 0)
         return FLOE_OK;
-    unsigned blocks = (unsigned)((n + BLOCK - 1) / BLOCK);
+    unsigned blocks = blocks_for(n);
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
-#define K_OP(RB, INS) k_op<RB, INS><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, d_ids)
+#define K_OP(RB, INS)                                                                                                  \
+    k_op<RB, INS><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, d_ids, t->halt, t->seq,        \
+                                           t->values, t->vb, d_vout)
     switch (t->g.level[0].row_bits * 2 + (insert ? 1 : 0)) {
     case 32:
         K_OP(16, false);
@@ -497,8 +793,8 @@ static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_error *err)
 static floe_status settle(gpu_iceberg *t, const uint64_t *ids, uint8_t *d_results, size_t n, uint8_t win, uint8_t lose,
                           cudaStream_t s, floe_error *err)
 {
-    unsigned blocks = (unsigned)((n + BLOCK - 1) / BLOCK);
-    unsigned cblocks = (unsigned)((t->scratch_cap + BLOCK - 1) / BLOCK);
+    unsigned blocks = blocks_for(n);
+    unsigned cblocks = blocks_for(t->scratch_cap);
     k_clear<<<cblocks, BLOCK, 0, s>>>(t->scratch_ids, t->scratch_min, t->losers, t->scratch_cap);
     k_group<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->losers, lose);
     k_settle<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->losers, win, lose);
@@ -506,64 +802,124 @@ static floe_status settle(gpu_iceberg *t, const uint64_t *ids, uint8_t *d_result
     return FLOE_OK;
 }
 
+/* Each batch gets the next sequence number (0 stays "no halt"). */
+static void next_seq(gpu_iceberg *t)
+{
+    if (++t->seq == 0)
+        t->seq = 1;
+}
+
+static floe_status check_n(size_t n, floe_error *err)
+{
+    if (n >= (1ull << 32))
+        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a GPU batch holds at most 2^32 - 1 keys");
+    return FLOE_OK;
+}
+
 extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
                                        uint64_t *d_ids, unsigned flags, gpu_stream stream, floe_error *err)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    if (n >= (1ull << 32))
-        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a GPU batch holds at most 2^32 - 1 keys");
-    if (n == 0)
-        return FLOE_OK;
+    floe_status st = check_n(n, err);
+    next_seq(t);
+    if (st != FLOE_OK || n == 0)
+        return st;
+    if (t->vb)
+        return floe_error_set(err, FLOE_ERR_INVALID, "gpu_iceberg_put is for SET tables; MAP inserts need values");
     if (flags & GPU_NO_DEDUP)
-        return launch(t, d_keys, n, true, d_results, d_ids, s, err);
-    floe_status st = grow_scratch(t, n, err);
+        return launch(t, d_keys, n, true, d_results, d_ids, NULL, s, err);
+    st = grow_scratch(t, n, err);
     if (st != FLOE_OK)
         return st;
     uint64_t *ids = d_ids ? d_ids : t->tmp_ids;
     /* pass 1: which keys were there before the batch */
-    st = launch(t, d_keys, n, false, d_results, ids, s, err);
+    st = launch(t, d_keys, n, false, d_results, ids, NULL, s, err);
     if (st != FLOE_OK)
         return st;
     CUDA_TRY(cudaMemsetAsync(t->losers, 0, sizeof *t->losers, s), err);
-    unsigned blocks = (unsigned)((n + BLOCK - 1) / BLOCK);
+    unsigned blocks = blocks_for(n);
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
     switch (t->g.level[0].row_bits) {
     case 16:
-        k_put_absent<16><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers);
+        k_put_absent<16><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
         break;
     case 32:
-        k_put_absent<32><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers);
+        k_put_absent<32><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
         break;
     default:
-        k_put_absent<64><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers);
+        k_put_absent<64><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
         break;
     }
     return settle(t, ids, d_results, n, R_INSERTED, R_PRESENT, s, err);
+}
+
+extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_keys, const void *d_values, size_t n,
+                                           int overwrite, uint8_t *d_results, uint64_t *d_ids, void *d_values_out,
+                                           gpu_stream stream, floe_error *err)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    floe_status st = check_n(n, err);
+    next_seq(t);
+    if (st != FLOE_OK || n == 0)
+        return st;
+    if (!t->vb)
+        return floe_error_set(err, FLOE_ERR_INVALID, "gpu_iceberg_put_map is for MAP tables");
+    uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
+#define K_MAP(RB)                                                                                                      \
+    k_put_map<RB><<<blocks_for(n), BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, d_values, n, d_results, d_ids, t->halt,   \
+                                                  t->seq, t->values, t->vb, overwrite, d_values_out)
+    switch (t->g.level[0].row_bits) {
+    case 16:
+        K_MAP(16);
+        break;
+    case 32:
+        K_MAP(32);
+        break;
+    default:
+        K_MAP(64);
+        break;
+    }
+#undef K_MAP
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
 }
 
 extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
                                          gpu_stream stream, floe_error *err)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    if (n >= (1ull << 32))
-        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a GPU batch holds at most 2^32 - 1 keys");
-    if (n == 0)
-        return FLOE_OK;
-    floe_status st = grow_scratch(t, n, err);
+    floe_status st = check_n(n, err);
+    next_seq(t);
+    if (st != FLOE_OK || n == 0)
+        return st;
+    st = grow_scratch(t, n, err);
     if (st == FLOE_OK)
-        st = launch(t, d_keys, n, false, d_results, t->tmp_ids, s, err); /* where each key lives */
+        st = launch(t, d_keys, n, false, d_results, t->tmp_ids, NULL, s, err); /* where each key lives */
     if (st != FLOE_OK)
         return st;
     CUDA_TRY(cudaMemsetAsync(t->losers, 0, sizeof *t->losers, s), err);
-    unsigned blocks = (unsigned)((n + BLOCK - 1) / BLOCK);
-    k_erase<<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], n, d_results, t->tmp_ids, t->losers);
+    k_erase<<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], n, d_results, t->tmp_ids,
+                                            t->losers);
     return settle(t, t->tmp_ids, d_results, n, FLOE_ERASED, R_ABSENT, s, err);
 }
 
 extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
-                                        uint64_t *d_ids, gpu_stream stream, floe_error *err)
+                                        uint64_t *d_ids, void *d_values_out, gpu_stream stream, floe_error *err)
 {
-    return launch(t, d_keys, n, false, d_results, d_ids, (cudaStream_t)stream, err);
+    floe_status st = check_n(n, err);
+    next_seq(t);
+    if (st != FLOE_OK)
+        return st;
+    if (d_values_out && !t->vb)
+        return floe_error_set(err, FLOE_ERR_INVALID, "values requested from a SET");
+    return launch(t, d_keys, n, false, d_results, d_ids, d_values_out, (cudaStream_t)stream, err);
+}
+
+extern "C" floe_status gpu_iceberg_clear_halt(gpu_iceberg *t, gpu_stream stream, floe_error *err)
+{
+    if (t->halt)
+        CUDA_TRY(cudaMemsetAsync(t->halt, 0, sizeof *t->halt, (cudaStream_t)stream), err);
+    return FLOE_OK;
 }
 
 enum host_kind { HOST_PUT, HOST_FIND, HOST_ERASE };
@@ -588,7 +944,7 @@ static floe_status host_op(gpu_iceberg *t, host_kind op, const uint64_t *keys, s
         st = floe_error_set(err, FLOE_ERR_INTERNAL, "staging a batch: %s", cudaGetErrorString(e));
     } else {
         st = op == HOST_PUT    ? gpu_iceberg_put(t, dk, n, dr, di, 0, 0, err)
-             : op == HOST_FIND ? gpu_iceberg_find(t, dk, n, dr, di, 0, err)
+             : op == HOST_FIND ? gpu_iceberg_find(t, dk, n, dr, di, NULL, 0, err)
                                : gpu_iceberg_erase(t, dk, n, dr, 0, err);
         if (st == FLOE_OK) {
             e = cudaMemcpy(results, dr, n, cudaMemcpyDeviceToHost);
@@ -622,44 +978,196 @@ extern "C" floe_status gpu_iceberg_find_host(gpu_iceberg *t, const uint64_t *key
     return host_op(t, HOST_FIND, keys, n, results, ids, err);
 }
 
-__global__ void k_count(const uint64_t *words, uint64_t nwords, uint32_t row_bits, unsigned long long *out)
+/* Counts of a table's arrays as they are in g/L (waits). */
+static floe_status count_levels(const floe_geometry &g, uint64_t *const *L, uint64_t used[3], uint64_t *tomb,
+                                floe_error *err)
 {
-    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= nwords)
-        return;
-    uint64_t w = words[i];
-    unsigned c = 0;
-    for (uint32_t r = 0; r < 64 / row_bits; r++)
-        c += ((w >> (r * row_bits)) & floe_row_mask(row_bits)) != 0;
-    if (c)
-        atomicAdd(out, (unsigned long long)c);
+    unsigned long long *d, h[2 * FLOE_LEVELS];
+    CUDA_TRY(cudaMalloc(&d, sizeof h), err);
+    cudaError_t e = cudaMemset(d, 0, sizeof h);
+    for (int l = 0; l < FLOE_LEVELS && e == cudaSuccess; l++) {
+        uint64_t nw = floe_level_words(&g.level[l]);
+        k_count<<<blocks_for(nw), BLOCK>>>(L[l], nw, g.level[l].row_bits, d + 2 * l);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    cudaFree(d);
+    if (e != cudaSuccess)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "counting rows: %s", cudaGetErrorString(e));
+    *tomb = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        used[l] = h[2 * l];
+        *tomb += h[2 * l + 1];
+    }
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, floe_error *err)
+{
+    return count_levels(t->g, t->level, used, tombstones, err);
 }
 
 extern "C" floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_error *err)
 {
-    unsigned long long *d;
-    CUDA_TRY(cudaMalloc(&d, 3 * sizeof *d), err);
-    CUDA_TRY(cudaMemset(d, 0, 3 * sizeof *d), err);
-    for (int l = 0; l < FLOE_LEVELS; l++) {
-        uint64_t nw = floe_level_words(&t->g.level[l]);
-        k_count<<<(unsigned)((nw + BLOCK - 1) / BLOCK), BLOCK>>>(t->level[l], nw, t->g.level[l].row_bits, d + l);
-    }
-    unsigned long long h[3];
-    cudaError_t e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
-    cudaFree(d);
-    if (e != cudaSuccess)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "counting rows: %s", cudaGetErrorString(e));
-    for (int l = 0; l < 3; l++)
-        used[l] = h[l];
-    return FLOE_OK;
+    uint64_t tomb;
+    return gpu_iceberg_count(t, used, &tomb, err);
 }
 
 extern "C" uint64_t gpu_iceberg_memory(const gpu_iceberg *t)
 {
-    return t->bytes[0] + t->bytes[1] + t->bytes[2];
+    return t->bytes[0] + t->bytes[1] + t->bytes[2] + t->values_bytes;
 }
 
 extern "C" uint64_t gpu_iceberg_slots(const gpu_iceberg *t)
 {
     return t->g.total_slots;
+}
+
+extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, floe_error *err)
+{
+    const uint32_t max = floe_max_addr_bits(t->spec.key_bits);
+    CUDA_TRY(cudaDeviceSynchronize(), err);
+    int *failed;
+    CUDA_TRY(cudaMalloc(&failed, sizeof *failed), err);
+    for (uint32_t a = *addr_bits;; a++) {
+        if (a > max) {
+            cudaFree(failed);
+            return floe_error_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
+        }
+        gpu_iceberg nt = *t; /* the new arrays; everything else shared */
+        floe_status st = alloc_arrays(&nt, a, err);
+        if (st != FLOE_OK) {
+            cudaFree(failed);
+            return st;
+        }
+        cudaError_t e = cudaMemset(failed, 0, sizeof *failed);
+        const levels from = levels_of(t), to = levels_of(&nt);
+        const uint64_t total = t->g.total_slots, step = (uint64_t)1 << 30;
+        for (uint64_t first = 0; first < total && e == cudaSuccess; first += step) {
+            uint64_t count = total - first < step ? total - first : step;
+#define K_RB(RB) k_rebuild<RB><<<blocks_for(count), BLOCK>>>(t->g, from, t->values, nt.g, to, nt.values, t->vb, first, count, failed)
+            switch (nt.g.level[0].row_bits) {
+            case 16:
+                K_RB(16);
+                break;
+            case 32:
+                K_RB(32);
+                break;
+            default:
+                K_RB(64);
+                break;
+            }
+#undef K_RB
+            e = cudaGetLastError();
+        }
+        int h = 1;
+        if (e == cudaSuccess)
+            e = cudaMemcpy(&h, failed, sizeof h, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) {
+            free_arrays(&nt);
+            cudaFree(failed);
+            return floe_error_set(err, FLOE_ERR_INTERNAL, "rebuilding: %s", cudaGetErrorString(e));
+        }
+        if (h) { /* the new size could not hold every key: try twice as big */
+            free_arrays(&nt);
+            continue;
+        }
+        free_arrays(t);
+        for (int l = 0; l < FLOE_LEVELS; l++) {
+            t->level[l] = nt.level[l];
+            t->bytes[l] = nt.bytes[l];
+        }
+        t->values = nt.values;
+        t->values_bytes = nt.values_bytes;
+        t->g = nt.g;
+        t->addr_bits = a;
+        *addr_bits = a;
+        cudaFree(failed);
+        return FLOE_OK;
+    }
+}
+
+extern "C" floe_status gpu_iceberg_scan(gpu_iceberg *t, uint64_t pos, size_t limit, uint64_t *keys, void *values,
+                                        size_t *n, uint64_t *next, int *done, floe_error *err)
+{
+    const uint64_t total = t->g.total_slots;
+    *n = 0;
+    *next = pos;
+    *done = pos >= total;
+    if (pos >= total || limit == 0)
+        return FLOE_OK;
+    const uint64_t window = total - pos < GPU_SCAN_WINDOW ? total - pos : GPU_SCAN_WINDOW;
+    if (!t->scan_pos) {
+        CUDA_TRY(cudaMalloc(&t->scan_pos, GPU_SCAN_WINDOW * sizeof(uint64_t)), err);
+        CUDA_TRY(cudaMalloc(&t->scan_count, sizeof *t->scan_count), err);
+    }
+    live_slot pred;
+    pred.g = t->g;
+    pred.lv = levels_of(t);
+    thrust::counting_iterator<uint64_t> first(pos);
+    size_t need = 0;
+    CUDA_TRY(cub::DeviceSelect::If(NULL, need, first, t->scan_pos, t->scan_count, (int64_t)window, pred), err);
+    if (need > t->scan_tmp_bytes) {
+        cudaFree(t->scan_tmp);
+        t->scan_tmp = NULL;
+        t->scan_tmp_bytes = 0;
+        CUDA_TRY(cudaMalloc(&t->scan_tmp, need), err);
+        t->scan_tmp_bytes = need;
+    }
+    size_t have = t->scan_tmp_bytes;
+    CUDA_TRY(cub::DeviceSelect::If(t->scan_tmp, have, first, t->scan_pos, t->scan_count, (int64_t)window, pred), err);
+    unsigned long long found = 0;
+    CUDA_TRY(cudaMemcpy(&found, t->scan_count, sizeof found, cudaMemcpyDeviceToHost), err);
+    uint64_t m = found < limit ? found : limit;
+    uint64_t resume = pos + window;
+    if (m > 0) {
+        uint64_t *dkeys = NULL;
+        void *dvals = NULL;
+        cudaError_t e = cudaMalloc(&dkeys, m * 8);
+        if (e == cudaSuccess && values)
+            e = cudaMalloc(&dvals, m * t->vb);
+        if (e == cudaSuccess) {
+            k_scan_gather<<<blocks_for(m), BLOCK>>>(t->g, levels_of(t), t->scan_pos, m, t->values, t->vb, dkeys,
+                                                     values ? dvals : NULL);
+            e = cudaGetLastError();
+        }
+        if (e == cudaSuccess)
+            e = cudaMemcpy(keys, dkeys, m * 8, cudaMemcpyDeviceToHost);
+        if (e == cudaSuccess && values)
+            e = cudaMemcpy(values, dvals, m * t->vb, cudaMemcpyDeviceToHost);
+        if (e == cudaSuccess && m < found) { /* stopped at limit: resume after the last key taken */
+            uint64_t last;
+            e = cudaMemcpy(&last, t->scan_pos + m - 1, sizeof last, cudaMemcpyDeviceToHost);
+            resume = last + 1;
+        }
+        cudaFree(dkeys);
+        cudaFree(dvals);
+        if (e != cudaSuccess)
+            return floe_error_set(err, FLOE_ERR_INTERNAL, "scan: %s", cudaGetErrorString(e));
+    }
+    *n = (size_t)m;
+    *next = resume;
+    *done = resume >= total;
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections[FLOE_LEVELS + 1], floe_error *err)
+{
+    CUDA_TRY(cudaDeviceSynchronize(), err);
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        CUDA_TRY(cudaMemcpy(sections[l], t->level[l], t->bytes[l], cudaMemcpyDeviceToHost), err);
+    if (t->vb)
+        CUDA_TRY(cudaMemcpy(sections[FLOE_LEVELS], t->values, t->values_bytes, cudaMemcpyDeviceToHost), err);
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1], floe_error *err)
+{
+    CUDA_TRY(cudaDeviceSynchronize(), err);
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        CUDA_TRY(cudaMemcpy(t->level[l], sections[l], t->bytes[l], cudaMemcpyHostToDevice), err);
+    if (t->vb)
+        CUDA_TRY(cudaMemcpy(t->values, sections[FLOE_LEVELS], t->values_bytes, cudaMemcpyHostToDevice), err);
+    return FLOE_OK;
 }

@@ -1,17 +1,16 @@
 /*
- * iceberg_gpu.h - the GPU engine for SET tables, a plain C API over CUDA
- * kernels (iceberg_gpu.cu).  Same layout as the CPU engine (tables/layout.h),
- * same answers: find-or-put with the first occurrence of a key in a batch
- * INSERTED, find, and erase with the first occurrence ERASED.
+ * iceberg_gpu.h - the GPU engine for SET and MAP tables, a plain C API over
+ * CUDA kernels (iceberg_gpu.cu).  Same layout as the CPU engine
+ * (tables/layout.h), same answers: find-or-put with the first occurrence of a
+ * key in a batch INSERTED, find, and erase with the first occurrence ERASED.
  *
- * Work step 1 of the GPU engine: device-resident tables and kernels driven
- * with device-resident keys (the K1 benchmark's setting) and a host path
- * for tests.  The batch pipeline behind tables/backend.h comes next.
+ * Batch functions take device-resident arrays and a CUDA stream and only
+ * enqueue work; the batch pipeline (backend_gpu.cu) stages host batches
+ * around them.  The _host variants copy in, run and copy out, and wait: for
+ * tests.  Functions that say "waits" synchronise the table's work.
  *
- * Every function takes a CUDA stream (0: the legacy default stream) and
- * returns a floe_status; CUDA errors come back as FLOE_ERR_INTERNAL with the
- * CUDA message in err.  Nothing synchronises the device except where a
- * function says it waits.
+ * Every function returns a floe_status; CUDA errors come back as
+ * FLOE_ERR_INTERNAL with the CUDA message in err.
  */
 #ifndef FLOE_GPU_ICEBERG_GPU_H
 #define FLOE_GPU_ICEBERG_GPU_H
@@ -32,24 +31,39 @@ typedef struct CUstream_st *gpu_stream;
 /* Whether a usable CUDA device is present (and its name in name, if not NULL). */
 int gpu_available(char *name, size_t len);
 
-/* An empty SET table of 2^addr_bits primary buckets in device memory. */
+/* An empty SET or MAP table of 2^addr_bits primary buckets in device memory
+ * (spec->seed must be set: the caller picks it). */
 floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_iceberg **out, floe_error *err);
 void gpu_iceberg_destroy(gpu_iceberg *t);
+const floe_spec *gpu_iceberg_spec(const gpu_iceberg *t);
+uint32_t gpu_iceberg_addr_bits(const gpu_iceberg *t);
 
-#define GPU_NO_DEDUP 1u /* skip the first-occurrence fix-up: any occurrence may be INSERTED */
+#define GPU_NO_DEDUP 1u /* SET put: skip the first-occurrence fix-up (any occurrence may be INSERTED) */
+/* Answer code in results: the batch did not run because the table is halted. */
+#define GPU_SKIPPED 0x40
 
-/* Find-or-put of n device-resident keys; d_results (n bytes) and d_ids (n,
- * may be NULL) in device memory.  Asynchronous on stream. */
+/* SET find-or-put of n device-resident keys; d_results (n bytes) and d_ids
+ * (n, may be NULL) in device memory. */
 floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, uint64_t *d_ids,
                             unsigned flags, gpu_stream stream, floe_error *err);
-/* PRESENT / ABSENT for n device-resident keys. */
+/* MAP find-or-put of n DISTINCT keys with their values (d_values: n x
+ * value_bytes, packed).  d_values_out (may be NULL): the value stored before
+ * (PRESENT; with overwrite the key now holds the new one) or now (INSERTED). */
+floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_keys, const void *d_values, size_t n, int overwrite,
+                                uint8_t *d_results, uint64_t *d_ids, void *d_values_out, gpu_stream stream,
+                                floe_error *err);
+/* PRESENT / ABSENT; d_values_out (MAP, may be NULL) gets stored values, 0 if absent. */
 floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, uint64_t *d_ids,
-                             gpu_stream stream, floe_error *err);
-
-/* ERASED / ABSENT for n device-resident keys (the first occurrence of a key
- * in the batch is the one ERASED); the slot becomes a tombstone. */
+                             void *d_values_out, gpu_stream stream, floe_error *err);
+/* ERASED / ABSENT (the first occurrence of a key in the batch is the one
+ * ERASED); the slot becomes a tombstone. */
 floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, gpu_stream stream,
                               floe_error *err);
+
+/* Grow tables halt when a key comes back FULL: every later batch answers
+ * GPU_SKIPPED for all its keys and changes nothing, so that the pipeline
+ * can grow the table and re-run them in order.  Clearing is asynchronous. */
+floe_status gpu_iceberg_clear_halt(gpu_iceberg *t, gpu_stream stream, floe_error *err);
 
 /* The same with host arrays: copies in, runs, copies out, waits. */
 floe_status gpu_iceberg_put_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
@@ -58,11 +72,31 @@ floe_status gpu_iceberg_erase_host(gpu_iceberg *t, const uint64_t *keys, size_t 
 floe_status gpu_iceberg_find_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
                                   floe_error *err);
 
-/* Occupied slots per level (waits for the device). */
+/* Non-empty slots per level and tombstones, counted on the device (waits). */
+floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, floe_error *err);
+/* Occupied slots per level (waits). */
 floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_error *err);
-/* Bytes of device memory the table holds. */
+/* Bytes of device memory the table's arrays hold. */
 uint64_t gpu_iceberg_memory(const gpu_iceberg *t);
 uint64_t gpu_iceberg_slots(const gpu_iceberg *t);
+
+/* Rebuilds on the device into 2^addr_bits primary buckets (larger if that
+ * cannot hold every key), dropping tombstones; *addr_bits gets the size
+ * used.  On failure the table is unchanged.  Waits. */
+floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, floe_error *err);
+
+/* Slots a scan call examines at most. */
+#define GPU_SCAN_WINDOW ((uint64_t)1 << 22)
+/* Up to limit live keys (values: MAP, may be NULL) in slot order from slot
+ * position pos into host arrays; *next is where to resume, *done set when
+ * the scan passed the last slot.  Waits. */
+floe_status gpu_iceberg_scan(gpu_iceberg *t, uint64_t pos, size_t limit, uint64_t *keys, void *values, size_t *n,
+                             uint64_t *next, int *done, floe_error *err);
+
+/* The table's arrays (levels 0..2, then values), as tables/iceberg.h's
+ * iceberg_image lays them out, to and from host memory (waits). */
+floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections[FLOE_LEVELS + 1], floe_error *err);
+floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1], floe_error *err);
 
 #ifdef __cplusplus
 }

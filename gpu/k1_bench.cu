@@ -176,7 +176,7 @@ int main(int argc, char **argv)
             bpk = (double)gpu_iceberg_memory(t) / (double)n09;
             for (int r = 0; r < 2; r++) {
                 CHECK(cudaEventRecord(e0));
-                must(gpu_iceberg_find(t, d_keys + r * n09, n09, d_res, NULL, 0, &err), err);
+                must(gpu_iceberg_find(t, d_keys + r * n09, n09, d_res, NULL, NULL, 0, &err), err);
                 CHECK(cudaEventRecord(e1));
                 CHECK(cudaEventSynchronize(e1));
                 float ms;

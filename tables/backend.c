@@ -44,6 +44,45 @@ const char *floe_backend_name(const floe_backend *be)
     return be->ops->name;
 }
 
+floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_error *err)
+{
+    if (b->op != FLOE_OP_INSERT && b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE)
+        return FLOE_OK;
+    const size_t n = b->n;
+    const uint32_t vb = spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0;
+    const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
+    const bool want_values = (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
+    if (n > 0 && (!b->keys || !b->results))
+        return floe_error_set(err, FLOE_ERR_INVALID, "no keys or results buffer for %zu keys", n);
+    if (n >= ((size_t)1 << 32))
+        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 keys, got %zu", n);
+    if (spec->key_bits < 64) {
+        uint64_t over = 0;
+        for (size_t i = 0; i < n; i++)
+            over |= b->keys[i] >> spec->key_bits;
+        for (size_t i = 0; over && i < n; i++)
+            if (b->keys[i] >> spec->key_bits)
+                return floe_error_set(err, FLOE_ERR_INVALID,
+                                      "key %llu at index %zu does not fit in key_bits = %u (must be below 2^%u)",
+                                      (unsigned long long)b->keys[i], i, spec->key_bits, spec->key_bits);
+    }
+    if ((b->flags & FLOE_BATCH_WANT_IDS) && n > 0 && !b->ids)
+        return floe_error_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
+    if (!vb && (b->values || b->values_len))
+        return floe_error_set(err, FLOE_ERR_INVALID, "values given for a SET: a SET stores keys only");
+    if (!vb && want_values && b->op != FLOE_OP_ERASE)
+        return floe_error_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
+    if (!vb && overwrite)
+        return floe_error_set(err, FLOE_ERR_INVALID, "overwrite is for MAP tables");
+    if (vb && want_values && n > 0 && !b->values_out)
+        return floe_error_set(err, FLOE_ERR_INVALID, "values requested without a values buffer");
+    if (vb && b->op == FLOE_OP_INSERT && (b->values_len != n * vb || (n > 0 && !b->values)))
+        return floe_error_set(err, FLOE_ERR_INVALID,
+                              "a MAP insert of %zu keys needs %zu bytes of values (%u per key), got %zu", n, n * vb, vb,
+                              b->values_len);
+    return FLOE_OK;
+}
+
 typedef struct waiter {
     pthread_mutex_t lock;
     pthread_cond_t cv;

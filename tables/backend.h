@@ -26,6 +26,10 @@
 #include "spec.h"
 #include "status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum floe_op {
     FLOE_OP_INSERT = 1, /* find-or-put: INSERTED / PRESENT / FULL */
     FLOE_OP_FIND,       /* PRESENT / ABSENT */
@@ -113,7 +117,17 @@ void floe_table_destroy(floe_table *t);
 void floe_backend_destroy(floe_backend *be);
 const char *floe_backend_name(const floe_backend *be);
 
+/* Checks an INSERT, FIND or ERASE batch against the table's spec the way
+ * every engine must (keys below 2^key_bits, values sized for a MAP insert,
+ * no values on a SET, buffers present): for backends that validate before
+ * they split a batch.  FLOE_OK for other operations. */
+floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_error *err);
+
 /* The CPU backend, on a pool of `threads` threads (0: one per CPU). */
 floe_status floe_backend_cpu_create(unsigned threads, floe_backend **out, floe_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FLOE_TABLES_BACKEND_H */

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "floe_wire.h"
+
 #define CHUNK       16384u /* keys per counting/scatter task */
 #define PART_TARGET 8192u  /* keys per partition, so its table fits in L2 */
 #define MAX_PARTS   4096u
@@ -154,4 +156,61 @@ out:
     free(d.part_distinct);
     free(d.order);
     return st;
+}
+
+void floe_dedup_value_src(const uint32_t *rep, size_t n, uint32_t *src)
+{
+    for (size_t i = 0; i < n; i++)
+        src[i] = (uint32_t)i;
+    for (size_t i = 0; i < n; i++)
+        src[rep[i]] = (uint32_t)i;
+}
+
+/* Packed little-endian values, any alignment. */
+static inline uint64_t value_in(const unsigned char *p, uint32_t vb, size_t i)
+{
+    uint64_t v = 0;
+    memcpy(&v, p + i * vb, vb);
+    return v;
+}
+
+static inline void value_out(unsigned char *p, uint32_t vb, size_t i, uint64_t v)
+{
+    memcpy(p + i * vb, &v, vb);
+}
+
+void floe_dedup_settle(const uint32_t *rep, size_t n, size_t distinct, uint32_t vb, int overwrite, const void *values,
+                       uint32_t *src, uint8_t *results, uint64_t *ids, void *values_out)
+{
+    unsigned char *vo = values_out;
+    if (distinct == n)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = rep[i];
+        if (r == i)
+            continue;
+        results[i] = results[r] == FLOE_FULL ? FLOE_FULL : FLOE_PRESENT;
+        if (ids)
+            ids[i] = ids[r];
+        if (vo && !overwrite) /* the value the first occurrence left */
+            value_out(vo, vb, i, results[r] == FLOE_FULL ? 0 : value_in(vo, vb, r));
+    }
+    if (vo && overwrite) {
+        /* The first occurrence stored the last occurrence's value; every
+         * occurrence answers as if applied alone, in order: a later one sees
+         * the value of the one before it (src[] now tracks that one). */
+        for (size_t i = 0; i < n; i++)
+            if (rep[i] == i)
+                src[i] = (uint32_t)i;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t r = rep[i];
+            if (r == i)
+                continue;
+            value_out(vo, vb, i, results[r] == FLOE_FULL ? 0 : value_in(values, vb, src[r]));
+            src[r] = (uint32_t)i;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (rep[i] == i && results[i] == FLOE_INSERTED)
+                value_out(vo, vb, i, value_in(values, vb, i));
+    }
 }

@@ -15,10 +15,31 @@
 #include "pool.h"
 #include "status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Sets rep[i] to the smallest j with keys[j] == keys[i] (so rep[i] == i marks
  * a first occurrence) and *distinct to the number of distinct keys.
  * n must be below 2^32.  Runs on pool (NULL: inline). */
 floe_status floe_dedup(floe_pool *pool, const uint64_t *keys, size_t n, uint32_t *rep, size_t *distinct,
                        floe_error *err);
+
+/* For an upsert: src[r] = the last occurrence of first occurrence r's key
+ * (whose value the table must end up holding); src[i] = i elsewhere. */
+void floe_dedup_value_src(const uint32_t *rep, size_t n, uint32_t *src);
+
+/* After the first occurrences ran (results, ids, values_out filled at every
+ * i with rep[i] == i), gives every later occurrence the answer in-order
+ * application implies: PRESENT (FULL if its first occurrence was FULL), the
+ * same id, and the value stored before it.  vb: value bytes (0: SET);
+ * values: the request's values (needed with overwrite); src: the array
+ * floe_dedup_value_src filled (with overwrite), used as scratch. */
+void floe_dedup_settle(const uint32_t *rep, size_t n, size_t distinct, uint32_t vb, int overwrite, const void *values,
+                       uint32_t *src, uint8_t *results, uint64_t *ids, void *values_out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FLOE_TABLES_DEDUP_H */

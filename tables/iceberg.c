@@ -727,20 +727,6 @@ const floe_spec *iceberg_spec(const iceberg *t)
     return &t->spec;
 }
 
-static void count_into(floe_counts *c, const uint8_t *results, size_t n)
-{
-    if (!c)
-        return;
-    uint64_t h[8] = {0}; /* a branch-free histogram: answers are 0..4 */
-    for (size_t i = 0; i < n; i++)
-        h[results[i] & 7]++;
-    c->inserted = h[FLOE_INSERTED];
-    c->present = h[FLOE_PRESENT];
-    c->absent = h[FLOE_ABSENT];
-    c->full = h[FLOE_FULL];
-    c->erased = h[FLOE_ERASED];
-}
-
 floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const void *values, size_t values_len,
                            unsigned flags, uint8_t *results, uint64_t *ids, void *values_out, floe_counts *counts,
                            floe_error *err)
@@ -763,7 +749,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
                               "a MAP insert of %zu keys needs %zu bytes of values (%u per key), got %zu", n, n * vb, vb,
                               values_len);
     if (n == 0) {
-        count_into(counts, results, 0);
+        floe_counts_tally(counts, results, 0);
         return FLOE_OK;
     }
 
@@ -780,12 +766,8 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
     st = floe_dedup(t->pool, keys, n, rep, &distinct, err);
     if (st != FLOE_OK)
         goto out;
-    if (src) { /* an upsert stores the last occurrence's value */
-        for (size_t i = 0; i < n; i++)
-            src[i] = (uint32_t)i;
-        for (size_t i = 0; i < n; i++)
-            src[rep[i]] = (uint32_t)i;
-    }
+    if (src) /* an upsert stores the last occurrence's value */
+        floe_dedup_value_src(rep, n, src);
 
     grow_if_over_fill(t);
     batch bt = {.op = OP_INSERT,
@@ -828,36 +810,8 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         run_locked(t, &fb, NULL);
     }
 
-    /* Later occurrences, in order, see the first occurrence's effect. */
-    for (size_t i = 0; i < n && distinct < n; i++) {
-        uint32_t r = rep[i];
-        if (r == i)
-            continue;
-        results[i] = results[r] == FLOE_FULL ? FLOE_FULL : FLOE_PRESENT;
-        if (ids)
-            ids[i] = ids[r];
-        if (values_out && !overwrite) /* the value the first occurrence left */
-            value_out(values_out, vb, i, results[r] == FLOE_FULL ? 0 : value_in(values_out, vb, r));
-    }
-    if (values_out && overwrite && distinct < n) {
-        /* The first occurrence stored the last occurrence's value; every
-         * occurrence answers as if applied alone, in order: a later one sees
-         * the value of the one before it (src[] now tracks that one). */
-        for (size_t i = 0; i < n; i++)
-            if (rep[i] == i)
-                src[i] = (uint32_t)i;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t r = rep[i];
-            if (r == i)
-                continue;
-            value_out(values_out, vb, i, results[r] == FLOE_FULL ? 0 : value_in(values, vb, src[r]));
-            src[r] = (uint32_t)i;
-        }
-        for (size_t i = 0; i < n; i++)
-            if (rep[i] == i && results[i] == FLOE_INSERTED)
-                value_out(values_out, vb, i, value_in(values, vb, i));
-    }
-    count_into(counts, results, n);
+    floe_dedup_settle(rep, n, distinct, vb, overwrite, values, src, results, ids, values_out);
+    floe_counts_tally(counts, results, n);
 out:
     free(rep);
     free(src);
@@ -890,7 +844,7 @@ floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *re
                 .tallies = tallies};
     run_locked(t, &bt, NULL);
     free(tallies);
-    count_into(counts, results, n);
+    floe_counts_tally(counts, results, n);
     return FLOE_OK;
 }
 
@@ -903,7 +857,7 @@ floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *r
     if (!results && n > 0)
         return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer");
     if (n == 0) {
-        count_into(counts, results, 0);
+        floe_counts_tally(counts, results, 0);
         return FLOE_OK;
     }
     uint32_t *rep = malloc(n * sizeof *rep);
@@ -921,7 +875,7 @@ floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *r
         for (size_t i = 0; i < n && distinct < n; i++)
             if (rep[i] != i)
                 results[i] = FLOE_ABSENT; /* the first occurrence erased it, or it was absent */
-        count_into(counts, results, n);
+        floe_counts_tally(counts, results, n);
     }
     free(rep);
     free(tallies);
@@ -1135,4 +1089,27 @@ out:
     iceberg_destroy(t);
     floe_file_close(r);
     return st;
+}
+
+void iceberg_get_image(iceberg *t, iceberg_image *im)
+{
+    memset(im, 0, sizeof *im);
+    im->addr_bits = t->addr_bits;
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        im->sections[l] = (void *)t->s.words[l];
+        im->bytes[l] = t->s.bytes[l];
+        im->used[l] = atomic_load(&t->used[l]);
+    }
+    im->sections[FLOE_LEVELS] = t->s.values;
+    im->bytes[FLOE_LEVELS] = t->s.values_bytes;
+    im->tombstones = atomic_load(&t->tombstones);
+    im->generation = atomic_load(&t->generation);
+}
+
+void iceberg_set_counters(iceberg *t, const uint64_t used[FLOE_LEVELS], uint64_t tombstones, uint64_t generation)
+{
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        atomic_store(&t->used[l], used[l]);
+    atomic_store(&t->tombstones, tombstones);
+    atomic_store(&t->generation, generation);
 }

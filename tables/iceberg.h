@@ -77,6 +77,20 @@ floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_error *err);
 floe_status iceberg_save(iceberg *t, const char *path, floe_error *err);
 floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_error *err);
 
+/* The table's raw arrays (layout.h's words per level, then the values) and
+ * its counters: for another engine that holds the same layout, so that the
+ * GPU backend saves and loads through this engine's file code. */
+typedef struct iceberg_image {
+    uint32_t addr_bits;
+    void *sections[FLOE_LEVELS + 1];
+    size_t bytes[FLOE_LEVELS + 1];
+    uint64_t used[FLOE_LEVELS], tombstones, generation;
+} iceberg_image;
+
+/* Not thread-safe against batches: for a table no batch is running on. */
+void iceberg_get_image(iceberg *t, iceberg_image *im);
+void iceberg_set_counters(iceberg *t, const uint64_t used[FLOE_LEVELS], uint64_t tombstones, uint64_t generation);
+
 #ifdef __cplusplus
 }
 #endif

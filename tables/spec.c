@@ -83,3 +83,17 @@ floe_status floe_spec_validate(const floe_spec *s, floe_error *err)
         return floe_error_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
     return FLOE_OK;
 }
+
+void floe_counts_tally(floe_counts *c, const uint8_t *results, size_t n)
+{
+    if (!c)
+        return;
+    uint64_t h[8] = {0}; /* a branch-free histogram: answers are 0..4 */
+    for (size_t i = 0; i < n; i++)
+        h[results[i] & 7]++;
+    c->inserted = h[FLOE_INSERTED];
+    c->present = h[FLOE_PRESENT];
+    c->absent = h[FLOE_ABSENT];
+    c->full = h[FLOE_FULL];
+    c->erased = h[FLOE_ERASED];
+}

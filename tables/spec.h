@@ -60,6 +60,9 @@ typedef struct floe_counts {
     uint64_t inserted, present, absent, full, erased;
 } floe_counts;
 
+/* Sets c from n per-key answers (c may be NULL). */
+void floe_counts_tally(floe_counts *c, const uint8_t *results, size_t n);
+
 /* Where a scan resumes: a slot position, valid for one generation. */
 typedef struct floe_cursor {
     uint64_t position;

@@ -25,6 +25,10 @@
 #include "spec.h"
 #include "status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define FLOE_FILE_VERSION      1
 #define FLOE_FILE_HEADER_BYTES 512
 #define FLOE_FILE_MAX_SECTIONS 8
@@ -53,5 +57,9 @@ floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_read
 /* Reads every section into sections[i] and verifies the checksum. */
 floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_error *err);
 void floe_file_close(floe_file_reader *r);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FLOE_TABLES_TABLEFILE_H */

@@ -29,6 +29,12 @@ static const char *cli_path(void)
     return p ? p : "build/san/floe";
 }
 
+const char *expected_backend(void)
+{
+    const char *b = getenv("FLOE_BACKEND");
+    return b && b[0] ? b : "cpu";
+}
+
 void daemon_start(daemon_proc *d, const char *const *flags)
 {
     memset(d, 0, sizeof *d);

@@ -24,6 +24,10 @@ typedef struct daemon_proc {
     char dir[128]; /* a scratch directory for this daemon */
 } daemon_proc;
 
+/* The backend floed is expected to run tables on: $FLOE_BACKEND, default
+ * cpu (tests/gpu/device-check.sh sets gpu on a GPU host). */
+const char *expected_backend(void);
+
 /* Starts floed with extra flags (NULL-terminated), waits until it listens. */
 void daemon_start(daemon_proc *d, const char *const *flags);
 /* Sends sig and returns the exit status (-1 if it did not stop in 20 s). */

@@ -87,9 +87,11 @@ START_TEST(bad_requests_change_nothing)
     ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_INVALID);
     bad = (floe_table_def){.name = "x", .kind = 3};
     ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_UNSUPPORTED);
-    bad = (floe_table_def){.name = "x", .kind = FLOE_TABLE_SET, .backend = "gpu"};
-    ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_UNSUPPORTED);
-    ck_assert(strstr(floe_errstr(c), "GPU") != NULL);
+    if (strcmp(expected_backend(), "gpu") != 0) { /* no GPU here: a clear refusal */
+        bad = (floe_table_def){.name = "x", .kind = FLOE_TABLE_SET, .backend = "gpu"};
+        ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_UNSUPPORTED);
+        ck_assert_msg(strstr(floe_errstr(c), "GPU") != NULL, "message: %s", floe_errstr(c));
+    }
 
     /* nothing changed, and the server still serves */
     ck_assert_uint_eq(keys_in(c, "s"), 3);

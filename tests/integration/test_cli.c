@@ -27,7 +27,9 @@ START_TEST(cli_subcommands)
     daemon_proc d;
     daemon_start(&d, NULL);
     expect_cli(&d, NULL, 0, "PONG", ARGS("ping"));
-    expect_cli(&d, NULL, 0, "backend: cpu", ARGS("info"));
+    char want_backend[32];
+    snprintf(want_backend, sizeof want_backend, "backend: %s", expected_backend());
+    expect_cli(&d, NULL, 0, want_backend, ARGS("info"));
     expect_cli(&d, NULL, 0, "created s", ARGS("create", "s", "--key-bits", "32", "--capacity", "100000"));
     expect_cli(&d, NULL, 1, NULL, ARGS("create", "s"));
     expect_cli(&d, NULL, 0, "created m", ARGS("create", "m", "--kind", "map", "--value-bytes", "4"));

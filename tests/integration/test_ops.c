@@ -21,7 +21,7 @@ START_TEST(every_operation)
     daemon_start(&d, NULL);
     floe *c = connect_ok(&d);
     ck_assert_int_eq(floe_ping(c), FLOE_OK);
-    ck_assert_str_eq(floe_info(c)->backend, "cpu");
+    ck_assert_str_eq(floe_info(c)->backend, expected_backend());
     ck_assert_uint_eq(floe_info(c)->version, 1);
     ck_assert(strncmp(floe_info(c)->server, "floed ", 6) == 0);
 

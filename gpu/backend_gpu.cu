@@ -1,0 +1,917 @@
+/*
+ * backend_gpu.cu - the GPU backend (see backend_gpu.h): tables in device
+ * memory, batches through a pipeline of pinned staging buffers.
+ *
+ * Each table has one worker thread and STAGES stages.  A batch is cut into
+ * pieces of at most PIECE_MAX keys (applying consecutive pieces in order is
+ * applying the batch in order, so the semantics hold); each piece takes a
+ * stage: its keys are copied into the stage's pinned buffer, then on the
+ * stage's copy stream to the device, the table's kernels run on the
+ * table's kernel stream (which waits for the copy with an event, and so runs
+ * the pieces one after another in submission order), and the answers come
+ * back on the copy stream.  With three stages, copy-in of piece k+1, the
+ * kernels of piece k and copy-out of piece k-1 overlap.  The worker retires
+ * stages in order, so batches complete in submission order.  Nothing
+ * synchronises the device on this path: the worker waits on events only.
+ *
+ * MAP inserts are deduplicated on the host (tables/dedup.c) so that the
+ * device sees distinct keys, and later occurrences are answered with the
+ * CPU engine's own settle function.  SET inserts and erases resolve
+ * first occurrences on the device (iceberg_gpu.cu).
+ *
+ * Growth: before an insert batch the worker checks an upper bound on the
+ * fill and, past max_fill, drains the pipeline and rebuilds on the device.
+ * A key that still comes back FULL halts the table on the device (every
+ * later piece in flight answers GPU_SKIPPED and changes nothing); the worker
+ * then drains, rebuilds at twice the size, retries the FULL keys, and runs
+ * the skipped pieces again, in their order.
+ *
+ * SCAN, STATS, REBUILD and SAVE drain the pipeline and run on the worker.
+ * A CUDA error fails the batch it hit with FLOE_ERR_INTERNAL and the CUDA
+ * message; the daemon logs it.
+ */
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "backend_gpu.h"
+#include "dedup.h"
+#include "iceberg.h"
+#include "iceberg_gpu.h"
+#include "pool.h"
+
+#define STAGES    3
+#define PIECE_MAX (1u << 20) /* keys per piece */
+
+struct gpu_backend {
+    floe_backend base;
+    floe_pool *pool;
+};
+
+struct piece {
+    floe_batch *b;
+    size_t off, n;
+    bool last; /* the batch's last piece */
+};
+
+struct stage {
+    cudaStream_t copy;
+    cudaEvent_t in_ev, k_ev, done_ev;
+    size_t cap; /* keys */
+    /* pinned host */
+    uint64_t *h_keys, *h_ids;
+    uint8_t *h_res;
+    void *h_vin, *h_vout;
+    /* device */
+    uint64_t *d_keys, *d_ids;
+    uint8_t *d_res;
+    void *d_vin, *d_vout;
+    /* MAP inserts: first occurrences (host) */
+    uint32_t *rep, *src, *uniq;
+    size_t distinct, m; /* keys sent to the device */
+    piece p;
+    floe_status st;
+    floe_error err;
+};
+
+struct gpu_table {
+    floe_table base;
+    gpu_backend *be;
+    gpu_iceberg *ice;
+    uint32_t vb;
+    cudaStream_t ks; /* kernels, in submission order */
+    stage stg[STAGES];
+    unsigned head, count; /* stages in flight: stg[head], stg[head+1], ... */
+
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    floe_batch *qhead, *qtail;
+    bool stopping;
+
+    /* worker only */
+    floe_batch *cur; /* the batch being cut into pieces */
+    size_t cur_off;
+    piece redo[2 * STAGES];
+    unsigned nredo, redo_at;
+    uint64_t used, tombstones, generation; /* after every retired piece */
+    uint64_t inflight_keys;                /* keys of insert pieces in flight */
+};
+
+/* ---- stages ------------------------------------------------------------------------------------- */
+
+static const char *cuda_msg(cudaError_t e)
+{
+    return cudaGetErrorString(e);
+}
+
+static void stage_free_buffers(stage *s)
+{
+    cudaFreeHost(s->h_keys);
+    cudaFreeHost(s->h_ids);
+    cudaFreeHost(s->h_res);
+    cudaFreeHost(s->h_vin);
+    cudaFreeHost(s->h_vout);
+    cudaFree(s->d_keys);
+    cudaFree(s->d_ids);
+    cudaFree(s->d_res);
+    cudaFree(s->d_vin);
+    cudaFree(s->d_vout);
+    free(s->rep);
+    free(s->src);
+    free(s->uniq);
+    s->h_keys = s->h_ids = s->d_keys = s->d_ids = NULL;
+    s->h_res = s->d_res = NULL;
+    s->h_vin = s->h_vout = s->d_vin = s->d_vout = NULL;
+    s->rep = s->src = s->uniq = NULL;
+    s->cap = 0;
+}
+
+/* Buffers for n keys (grown to a power of two, at most PIECE_MAX). */
+static floe_status stage_reserve(stage *s, size_t n, uint32_t vb, floe_error *err)
+{
+    if (n <= s->cap)
+        return FLOE_OK;
+    size_t cap = 4096;
+    while (cap < n)
+        cap <<= 1;
+    stage_free_buffers(s);
+    cudaError_t e = cudaHostAlloc(&s->h_keys, cap * 8, cudaHostAllocDefault);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc(&s->h_ids, cap * 8, cudaHostAllocDefault);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc(&s->h_res, cap, cudaHostAllocDefault);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_keys, cap * 8);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_ids, cap * 8);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_res, cap);
+    if (vb) {
+        if (e == cudaSuccess)
+            e = cudaHostAlloc(&s->h_vin, cap * vb, cudaHostAllocDefault);
+        if (e == cudaSuccess)
+            e = cudaHostAlloc(&s->h_vout, cap * vb, cudaHostAllocDefault);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&s->d_vin, cap * vb);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&s->d_vout, cap * vb);
+        s->rep = (uint32_t *)malloc(cap * sizeof(uint32_t));
+        s->src = (uint32_t *)malloc(cap * sizeof(uint32_t));
+        s->uniq = (uint32_t *)malloc(cap * sizeof(uint32_t));
+        if (e == cudaSuccess && (!s->rep || !s->src || !s->uniq))
+            e = cudaErrorMemoryAllocation;
+    }
+    if (e != cudaSuccess) {
+        stage_free_buffers(s);
+        cudaGetLastError();
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "cannot allocate staging buffers for %zu keys: %s", cap,
+                              cuda_msg(e));
+    }
+    s->cap = cap;
+    return FLOE_OK;
+}
+
+/* ---- table state ------------------------------------------------------------------------------------ */
+
+static uint64_t table_slots(const gpu_table *t)
+{
+    return gpu_iceberg_slots(t->ice);
+}
+
+/* Exact counters from the device (after a load or rebuild). */
+static floe_status recount(gpu_table *t, floe_error *err)
+{
+    uint64_t used[3], tomb;
+    floe_status st = gpu_iceberg_count(t->ice, used, &tomb, err);
+    if (st == FLOE_OK) {
+        t->used = used[0] + used[1] + used[2];
+        t->tombstones = tomb;
+    }
+    return st;
+}
+
+/* Rebuild at 2^addr_bits primary buckets (0: the current size). */
+static floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_error *err)
+{
+    const uint32_t kb = t->base.spec.key_bits;
+    if (addr_bits == 0)
+        addr_bits = gpu_iceberg_addr_bits(t->ice);
+    if (addr_bits < floe_min_addr_bits(kb) || addr_bits > floe_max_addr_bits(kb))
+        return floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
+                              floe_min_addr_bits(kb), floe_max_addr_bits(kb), kb);
+    floe_status st = gpu_iceberg_rebuild(t->ice, &addr_bits, err);
+    if (st != FLOE_OK)
+        return st;
+    t->generation++;
+    return recount(t, err);
+}
+
+/* The size to grow to: twice the slots, unless tombstones hold most of the
+ * occupied space (then the same size reclaims it): the CPU engine's rule. */
+static uint32_t grow_target(const gpu_table *t)
+{
+    uint64_t keys = t->used - t->tombstones;
+    uint32_t a = gpu_iceberg_addr_bits(t->ice);
+    if ((double)keys < t->base.spec.max_fill * 0.5 * (double)table_slots(t))
+        return a;
+    return a + 1;
+}
+
+/* ---- the pipeline ------------------------------------------------------------------------------------ */
+
+static void complete(floe_batch *b)
+{
+    if (b->status == FLOE_OK)
+        floe_error_clear(&b->error);
+    if (b->done)
+        b->done(b);
+}
+
+static void fail_batch(floe_batch *b, floe_status st, const floe_error *err)
+{
+    if (b->status == FLOE_OK) {
+        b->status = st;
+        b->error = *err;
+    }
+}
+
+/* Stages a piece and enqueues its copies and kernels. */
+static void launch(gpu_table *t, const piece &p)
+{
+    stage *s = &t->stg[(t->head + t->count) % STAGES];
+    floe_batch *b = p.b;
+    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
+    const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
+    const uint32_t vb = t->vb;
+    gpu_stream ks = (gpu_stream)t->ks;
+    s->p = p;
+    s->st = FLOE_OK;
+    t->count++;
+
+    floe_status st = stage_reserve(s, p.n, vb, &s->err);
+    size_t m = p.n;
+    const uint64_t *keys = b->keys + p.off;
+    if (st == FLOE_OK && b->op == FLOE_OP_INSERT && vb) {
+        /* first occurrences only; each stores its own value, or the last one with overwrite */
+        st = floe_dedup(t->be->pool, keys, p.n, s->rep, &s->distinct, &s->err);
+        if (st == FLOE_OK) {
+            const unsigned char *vin = (const unsigned char *)b->values + p.off * vb;
+            if (overwrite)
+                floe_dedup_value_src(s->rep, p.n, s->src);
+            m = 0;
+            for (size_t i = 0; i < p.n; i++) {
+                if (s->rep[i] != i)
+                    continue;
+                s->uniq[m] = (uint32_t)i;
+                s->h_keys[m] = keys[i];
+                memcpy((unsigned char *)s->h_vin + m * vb, vin + (size_t)(overwrite ? s->src[i] : i) * vb, vb);
+                m++;
+            }
+        }
+    } else if (st == FLOE_OK) {
+        memcpy(s->h_keys, keys, p.n * 8);
+    }
+    s->m = m;
+    if (b->op == FLOE_OP_INSERT)
+        t->inflight_keys += m;
+    if (st != FLOE_OK) {
+        s->st = st;
+        return;
+    }
+
+    cudaError_t e = cudaMemcpyAsync(s->d_keys, s->h_keys, m * 8, cudaMemcpyHostToDevice, s->copy);
+    if (e == cudaSuccess && b->op == FLOE_OP_INSERT && vb)
+        e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, s->copy);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(s->in_ev, s->copy);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(t->ks, s->in_ev, 0);
+    if (e != cudaSuccess) {
+        s->st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "staging a batch: %s", cuda_msg(e));
+        return;
+    }
+    uint64_t *d_ids = want_ids ? s->d_ids : NULL;
+    void *d_vout = want_values ? s->d_vout : NULL;
+    switch (b->op) {
+    case FLOE_OP_INSERT:
+        st = vb ? gpu_iceberg_put_map(t->ice, s->d_keys, s->d_vin, m, overwrite, s->d_res, d_ids, d_vout, ks, &s->err)
+                : gpu_iceberg_put(t->ice, s->d_keys, m, s->d_res, d_ids, 0, ks, &s->err);
+        break;
+    case FLOE_OP_FIND:
+        st = gpu_iceberg_find(t->ice, s->d_keys, m, s->d_res, d_ids, d_vout, ks, &s->err);
+        break;
+    default:
+        st = gpu_iceberg_erase(t->ice, s->d_keys, m, s->d_res, ks, &s->err);
+        break;
+    }
+    if (st != FLOE_OK) {
+        s->st = st;
+        return;
+    }
+    e = cudaEventRecord(s->k_ev, t->ks);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(s->copy, s->k_ev, 0);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(s->h_res, s->d_res, m, cudaMemcpyDeviceToHost, s->copy);
+    if (e == cudaSuccess && d_ids)
+        e = cudaMemcpyAsync(s->h_ids, s->d_ids, m * 8, cudaMemcpyDeviceToHost, s->copy);
+    if (e == cudaSuccess && d_vout)
+        e = cudaMemcpyAsync(s->h_vout, s->d_vout, m * vb, cudaMemcpyDeviceToHost, s->copy);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(s->done_ev, s->copy);
+    if (e != cudaSuccess)
+        s->st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "running a batch: %s", cuda_msg(e));
+}
+
+/* Waits for the oldest stage's work (none if its launch failed early). */
+static floe_status stage_wait(stage *s)
+{
+    if (s->st != FLOE_OK)
+        return s->st;
+    cudaError_t e = cudaEventSynchronize(s->done_ev);
+    if (e != cudaSuccess)
+        s->st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "batch on the GPU: %s", cuda_msg(e));
+    return s->st;
+}
+
+/* Runs m keys (already in s->h_keys, values in s->h_vin) through one
+ * operation synchronously on the table's stream: for retries after growth. */
+static floe_status run_now(gpu_table *t, stage *s, floe_op op, size_t m, bool ids, bool overwrite, bool values,
+                           floe_error *err)
+{
+    gpu_stream ks = (gpu_stream)t->ks;
+    const uint32_t vb = t->vb;
+    cudaError_t e = cudaMemcpyAsync(s->d_keys, s->h_keys, m * 8, cudaMemcpyHostToDevice, t->ks);
+    if (e == cudaSuccess && op == FLOE_OP_INSERT && vb)
+        e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, t->ks);
+    if (e != cudaSuccess)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "staging a retry: %s", cuda_msg(e));
+    floe_status st;
+    if (op == FLOE_OP_INSERT)
+        st = vb ? gpu_iceberg_put_map(t->ice, s->d_keys, s->d_vin, m, overwrite, s->d_res, ids ? s->d_ids : NULL,
+                                      values ? s->d_vout : NULL, ks, err)
+                : gpu_iceberg_put(t->ice, s->d_keys, m, s->d_res, ids ? s->d_ids : NULL, 0, ks, err);
+    else
+        st = gpu_iceberg_find(t->ice, s->d_keys, m, s->d_res, ids ? s->d_ids : NULL, NULL, ks, err);
+    if (st != FLOE_OK)
+        return st;
+    e = cudaMemcpyAsync(s->h_res, s->d_res, m, cudaMemcpyDeviceToHost, t->ks);
+    if (e == cudaSuccess && ids)
+        e = cudaMemcpyAsync(s->h_ids, s->d_ids, m * 8, cudaMemcpyDeviceToHost, t->ks);
+    if (e == cudaSuccess && values)
+        e = cudaMemcpyAsync(s->h_vout, s->d_vout, m * vb, cudaMemcpyDeviceToHost, t->ks);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(t->ks);
+    if (e != cudaSuccess)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "retry on the GPU: %s", cuda_msg(e));
+    return FLOE_OK;
+}
+
+/* Stage s (retired, its results in h_res) had FULL keys on a grow table:
+ * every piece in flight behind it was skipped.  Drain them into the redo
+ * list, grow, and retry the FULL keys until none is left or the table
+ * cannot grow. */
+static floe_status grow_and_retry(gpu_table *t, stage *s, floe_error *err)
+{
+    piece later[2 * STAGES];
+    unsigned nl = 0;
+    while (t->count > 0) { /* skipped (or failed): run them again after the retry */
+        stage *q = &t->stg[t->head];
+        stage_wait(q);
+        later[nl++] = q->p;
+        t->head = (t->head + 1) % STAGES;
+        t->count--;
+    }
+    for (unsigned i = t->redo_at; i < t->nredo && nl < 2 * STAGES; i++)
+        later[nl++] = t->redo[i]; /* never more than 2 * STAGES: see the top */
+    memcpy(t->redo, later, nl * sizeof *later);
+    t->nredo = nl;
+    t->redo_at = 0;
+    t->inflight_keys = 0;
+
+    floe_batch *b = s->p.b;
+    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
+    const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
+    const uint32_t vb = t->vb;
+    uint64_t *keys = (uint64_t *)malloc(s->m * 8);
+    uint32_t *idx = (uint32_t *)malloc(s->m * sizeof *idx);
+    uint8_t *res = (uint8_t *)malloc(s->m);
+    uint64_t *ids = (uint64_t *)malloc(s->m * 8);
+    unsigned char *vin = vb ? (unsigned char *)malloc(s->m * vb) : NULL;
+    unsigned char *vout = vb ? (unsigned char *)malloc(s->m * vb) : NULL;
+    floe_status st = FLOE_OK;
+    if (!keys || !idx || !res || !ids || (vb && (!vin || !vout))) {
+        st = floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory retrying FULL keys");
+        goto out;
+    }
+    /* the stage's keys and answers, kept while its buffers serve the retries */
+    memcpy(keys, s->h_keys, s->m * 8);
+    memcpy(res, s->h_res, s->m);
+    if (want_ids)
+        memcpy(ids, s->h_ids, s->m * 8);
+    if (vb) {
+        memcpy(vin, s->h_vin, s->m * vb);
+        if (want_values)
+            memcpy(vout, s->h_vout, s->m * vb);
+    }
+    st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
+    for (;;) {
+        size_t nf = 0;
+        for (size_t j = 0; j < s->m; j++)
+            if (res[j] == FLOE_FULL)
+                idx[nf++] = (uint32_t)j;
+        if (nf == 0 || st != FLOE_OK)
+            break;
+        floe_error ignored;
+        if (cudaStreamSynchronize(t->ks) != cudaSuccess ||
+            rebuild(t, gpu_iceberg_addr_bits(t->ice) + 1, &ignored) != FLOE_OK)
+            break; /* cannot grow: FULL stands */
+        for (size_t k = 0; k < nf; k++) {
+            s->h_keys[k] = keys[idx[k]];
+            if (vb)
+                memcpy((unsigned char *)s->h_vin + k * vb, vin + (size_t)idx[k] * vb, vb);
+        }
+        /* the FULL keys keep their order, so first occurrences stay first */
+        st = run_now(t, s, FLOE_OP_INSERT, nf, false, overwrite, want_values, err);
+        if (st != FLOE_OK)
+            break;
+        for (size_t k = 0; k < nf; k++) {
+            res[idx[k]] = s->h_res[k];
+            if (want_values)
+                memcpy(vout + (size_t)idx[k] * vb, (unsigned char *)s->h_vout + k * vb, vb);
+        }
+        st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
+    }
+    if (st == FLOE_OK)
+        st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
+    memcpy(s->h_keys, keys, s->m * 8);
+    if (st == FLOE_OK && want_ids) { /* ids from before the rebuild are stale */
+        st = run_now(t, s, FLOE_OP_FIND, s->m, true, false, false, err);
+        if (st == FLOE_OK)
+            for (size_t j = 0; j < s->m; j++)
+                ids[j] = res[j] == FLOE_FULL ? FLOE_NO_ID : s->h_ids[j];
+    }
+    if (st == FLOE_OK) {
+        memcpy(s->h_res, res, s->m);
+        if (want_ids)
+            memcpy(s->h_ids, ids, s->m * 8);
+        if (want_values)
+            memcpy(s->h_vout, vout, s->m * vb);
+    }
+out:
+    free(keys);
+    free(idx);
+    free(res);
+    free(ids);
+    free(vin);
+    free(vout);
+    return st;
+}
+
+/* Hands the oldest stage's answers to its batch (waits for them). */
+static void retire(gpu_table *t)
+{
+    stage *s = &t->stg[t->head];
+    floe_status st = stage_wait(s);
+    t->head = (t->head + 1) % STAGES;
+    t->count--;
+    floe_batch *b = s->p.b;
+    if (b->op == FLOE_OP_INSERT)
+        t->inflight_keys -= s->m < t->inflight_keys ? s->m : t->inflight_keys;
+    const size_t off = s->p.off, n = s->p.n, m = s->m;
+    if (st == FLOE_OK && m > 0 && s->h_res[0] == GPU_SKIPPED) /* grow_and_retry collects skipped pieces */
+        st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "a batch was skipped on a halted table");
+    if (st == FLOE_OK && b->op == FLOE_OP_INSERT && t->base.spec.grow) {
+        bool full = false;
+        for (size_t j = 0; j < m && !full; j++)
+            full = s->h_res[j] == FLOE_FULL;
+        if (full)
+            st = grow_and_retry(t, s, &s->err);
+    }
+    if (st != FLOE_OK) {
+        fail_batch(b, st, &s->err);
+    } else {
+        const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+        const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
+        const uint32_t vb = t->vb;
+        uint8_t *res = b->results + off;
+        uint64_t *ids = want_ids ? b->ids + off : NULL;
+        unsigned char *vout = want_values ? (unsigned char *)b->values_out + off * vb : NULL;
+        if (b->op == FLOE_OP_INSERT && vb) { /* scatter the first occurrences' answers, then settle the rest */
+            for (size_t j = 0; j < m; j++) {
+                size_t i = s->uniq[j];
+                res[i] = s->h_res[j];
+                if (ids)
+                    ids[i] = s->h_ids[j];
+                if (vout)
+                    memcpy(vout + i * vb, (unsigned char *)s->h_vout + j * vb, vb);
+            }
+            floe_dedup_settle(s->rep, n, s->distinct, vb, (b->flags & FLOE_BATCH_OVERWRITE) != 0,
+                              (const unsigned char *)b->values + off * vb, s->src, res, ids, vout);
+        } else {
+            memcpy(res, s->h_res, n);
+            if (ids)
+                memcpy(ids, s->h_ids, n * 8);
+            if (vout)
+                memcpy(vout, s->h_vout, n * vb);
+        }
+        floe_counts c;
+        floe_counts_tally(&c, res, n);
+        b->counts.inserted += c.inserted;
+        b->counts.present += c.present;
+        b->counts.absent += c.absent;
+        b->counts.full += c.full;
+        b->counts.erased += c.erased;
+        t->used += c.inserted;
+        t->tombstones += c.erased;
+    }
+    if (s->p.last)
+        complete(b);
+}
+
+static void launch_next(gpu_table *t);
+
+/* Runs everything launched or begun to completion: stages in flight, pieces
+ * to redo, the rest of the current batch. */
+static void drain(gpu_table *t)
+{
+    while (t->count > 0 || t->redo_at < t->nredo || t->cur) {
+        if ((t->redo_at < t->nredo || t->cur) && t->count < STAGES)
+            launch_next(t);
+        else
+            retire(t);
+    }
+}
+
+/* ---- operations that run alone ------------------------------------------------------------------------ */
+
+static void fill_stats(gpu_table *t, floe_table_stats *st)
+{
+    uint64_t used[3] = {0, 0, 0}, tomb = 0;
+    floe_error err;
+    memset(st, 0, sizeof *st);
+    if (gpu_iceberg_count(t->ice, used, &tomb, &err) != FLOE_OK) {
+        used[0] = t->used; /* the device cannot count: report what the host knows */
+        tomb = t->tombstones;
+    }
+    floe_geometry g;
+    floe_geometry_init(&g, t->base.spec.key_bits, gpu_iceberg_addr_bits(t->ice), t->base.spec.seed);
+    st->spec = t->base.spec;
+    st->tombstones = tomb;
+    uint64_t u = used[0] + used[1] + used[2];
+    st->keys = u - tomb;
+    st->slots = g.total_slots;
+    st->fill = (double)u / (double)st->slots;
+    st->memory_bytes = gpu_iceberg_memory(t->ice);
+    st->bytes_per_key = st->keys ? (double)st->memory_bytes / (double)st->keys : 0.0;
+    st->generation = t->generation;
+    strcpy(st->backend, "gpu");
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        floe_level_stats *ls = &st->level[l];
+        ls->slots = floe_level_slots(&g.level[l]);
+        ls->used = used[l];
+        ls->row_bits = g.level[l].row_bits;
+        ls->buckets_log2 = g.level[l].addr_bits;
+        ls->fill = (double)ls->used / (double)ls->slots;
+    }
+}
+
+/* Saves through the CPU engine's file code: the arrays are the same. */
+static floe_status save(gpu_table *t, const char *path, floe_error *err)
+{
+    if (!path)
+        return floe_error_set(err, FLOE_ERR_INVALID, "save needs a path");
+    iceberg *host;
+    floe_status st = iceberg_create_sized(&t->base.spec, gpu_iceberg_addr_bits(t->ice), NULL, &host, err);
+    if (st != FLOE_OK)
+        return st;
+    iceberg_image im;
+    iceberg_get_image(host, &im);
+    uint64_t used[3], tomb;
+    st = gpu_iceberg_download(t->ice, im.sections, err);
+    if (st == FLOE_OK)
+        st = gpu_iceberg_count(t->ice, used, &tomb, err);
+    if (st == FLOE_OK) {
+        iceberg_set_counters(host, used, tomb, t->generation);
+        st = iceberg_save(host, path, err);
+    }
+    iceberg_destroy(host);
+    return st;
+}
+
+static void run_alone(gpu_table *t, floe_batch *b)
+{
+    floe_error *e = &b->error;
+    drain(t);
+    switch (b->op) {
+    case FLOE_OP_SCAN: {
+        const uint32_t vb = t->vb;
+        const bool want_values = (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
+        uint64_t pos = b->cursor_set ? b->cursor.position : 0;
+        b->scan_n = 0;
+        if (want_values && !vb)
+            b->status = floe_error_set(e, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
+        else if (b->limit > 0 && !b->scan_keys)
+            b->status = floe_error_set(e, FLOE_ERR_INVALID, "no keys buffer");
+        else if (b->cursor_set && b->cursor.generation != t->generation)
+            b->status = floe_error_set(e, FLOE_ERR_INVALID,
+                                       "scan cursor is from generation %llu but the table was rebuilt (generation "
+                                       "%llu): start the scan again",
+                                       (unsigned long long)b->cursor.generation, (unsigned long long)t->generation);
+        else if (pos > table_slots(t))
+            b->status = floe_error_set(e, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu slots",
+                                       (unsigned long long)pos, (unsigned long long)table_slots(t));
+        else {
+            uint64_t next;
+            b->status = gpu_iceberg_scan(t->ice, pos, b->limit, b->scan_keys, want_values ? b->scan_values : NULL,
+                                         &b->scan_n, &next, &b->scan_done, e);
+            b->next.position = next;
+            b->next.generation = t->generation;
+        }
+        break;
+    }
+    case FLOE_OP_STATS:
+        fill_stats(t, &b->stats);
+        b->status = FLOE_OK;
+        break;
+    case FLOE_OP_REBUILD:
+        b->status = rebuild(t, b->addr_bits, e);
+        break;
+    case FLOE_OP_SAVE:
+        b->status = save(t, b->path, e);
+        break;
+    default:
+        b->status = floe_error_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
+    }
+    complete(b);
+}
+
+/* ---- the worker ---------------------------------------------------------------------------------------- */
+
+/* Takes a batch off the queue: key batches become the current batch to cut
+ * into pieces, the others run alone. */
+static void begin(gpu_table *t, floe_batch *b)
+{
+    memset(&b->counts, 0, sizeof b->counts);
+    b->status = FLOE_OK;
+    if (b->op != FLOE_OP_INSERT && b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE) {
+        run_alone(t, b);
+        return;
+    }
+    floe_status st = floe_batch_check(&t->base.spec, b, &b->error);
+    if (st != FLOE_OK || b->n == 0) { /* answered in order: after everything before it */
+        drain(t);
+        b->status = st;
+        complete(b);
+        return;
+    }
+    if (b->op == FLOE_OP_INSERT && t->base.spec.grow) {
+        const double limit = t->base.spec.max_fill * (double)table_slots(t);
+        if ((double)(t->used + t->inflight_keys + b->n) > limit) {
+            drain(t);
+            if ((double)t->used > limit) {
+                floe_error ignored;
+                rebuild(t, grow_target(t), &ignored); /* on failure the table stays as it is */
+            }
+        }
+    }
+    t->cur = b;
+    t->cur_off = 0;
+}
+
+/* Launches the next piece: redone pieces first, then the current batch. */
+static void launch_next(gpu_table *t)
+{
+    if (t->redo_at < t->nredo) {
+        piece p = t->redo[t->redo_at++];
+        if (t->redo_at == t->nredo)
+            t->redo_at = t->nredo = 0;
+        launch(t, p);
+        return;
+    }
+    floe_batch *b = t->cur;
+    piece p;
+    p.b = b;
+    p.off = t->cur_off;
+    p.n = b->n - t->cur_off < PIECE_MAX ? b->n - t->cur_off : PIECE_MAX;
+    t->cur_off += p.n;
+    p.last = t->cur_off == b->n;
+    if (p.last)
+        t->cur = NULL;
+    launch(t, p);
+}
+
+static void *table_main(void *arg)
+{
+    gpu_table *t = (gpu_table *)arg;
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        bool pieces = t->redo_at < t->nredo || t->cur;
+        if (!pieces && t->count == 0 && !t->qhead) {
+            if (t->stopping)
+                break;
+            pthread_cond_wait(&t->cv, &t->lock);
+            continue;
+        }
+        floe_batch *next = NULL;
+        if (!pieces && t->qhead && t->count < STAGES) {
+            next = t->qhead;
+            t->qhead = next->link;
+            if (!t->qhead)
+                t->qtail = NULL;
+            next->link = NULL;
+        }
+        pthread_mutex_unlock(&t->lock);
+        if (t->count > 0 && t->stg[t->head].st == FLOE_OK && cudaEventQuery(t->stg[t->head].done_ev) == cudaSuccess)
+            retire(t); /* finished already: answer it now */
+        if (next)
+            begin(t, next);
+        else if (pieces && t->count < STAGES)
+            launch_next(t);
+        else if (t->count > 0)
+            retire(t); /* every stage busy, or nothing else to do: wait for the oldest */
+        pthread_mutex_lock(&t->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+/* ---- backend interface ------------------------------------------------------------------------------------ */
+
+static void table_free(gpu_table *t)
+{
+    for (int i = 0; i < STAGES; i++) {
+        stage *s = &t->stg[i];
+        stage_free_buffers(s);
+        if (s->copy)
+            cudaStreamDestroy(s->copy);
+        if (s->in_ev)
+            cudaEventDestroy(s->in_ev);
+        if (s->k_ev)
+            cudaEventDestroy(s->k_ev);
+        if (s->done_ev)
+            cudaEventDestroy(s->done_ev);
+    }
+    if (t->ks)
+        cudaStreamDestroy(t->ks);
+    gpu_iceberg_destroy(t->ice);
+    free(t);
+}
+
+static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, uint64_t generation, floe_table **out,
+                               floe_error *err)
+{
+    gpu_table *t = (gpu_table *)calloc(1, sizeof *t);
+    if (!t) {
+        gpu_iceberg_destroy(ice);
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    }
+    t->base.backend = &be->base;
+    t->base.spec = *gpu_iceberg_spec(ice);
+    t->be = be;
+    t->ice = ice;
+    t->vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
+    t->generation = generation;
+    cudaError_t e = cudaStreamCreateWithFlags(&t->ks, cudaStreamNonBlocking);
+    for (int i = 0; i < STAGES && e == cudaSuccess; i++) {
+        stage *s = &t->stg[i];
+        e = cudaStreamCreateWithFlags(&s->copy, cudaStreamNonBlocking);
+        if (e == cudaSuccess)
+            e = cudaEventCreateWithFlags(&s->in_ev, cudaEventDisableTiming);
+        if (e == cudaSuccess)
+            e = cudaEventCreateWithFlags(&s->k_ev, cudaEventDisableTiming);
+        if (e == cudaSuccess)
+            e = cudaEventCreateWithFlags(&s->done_ev, cudaEventDisableTiming);
+    }
+    floe_status st = FLOE_OK;
+    if (e != cudaSuccess)
+        st = floe_error_set(err, FLOE_ERR_INTERNAL, "creating CUDA streams: %s", cuda_msg(e));
+    if (st == FLOE_OK)
+        st = recount(t, err);
+    if (st != FLOE_OK) {
+        table_free(t);
+        return st;
+    }
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    if (pthread_create(&t->thread, NULL, table_main, t) != 0) {
+        pthread_cond_destroy(&t->cv);
+        pthread_mutex_destroy(&t->lock);
+        table_free(t);
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "cannot start the table's thread");
+    }
+    *out = &t->base;
+    return FLOE_OK;
+}
+
+static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_error *err)
+{
+    gpu_backend *be = (gpu_backend *)base;
+    floe_spec s = *spec;
+    while (s.seed == 0)
+        if (getrandom(&s.seed, sizeof s.seed, 0) != sizeof s.seed)
+            s.seed = 0x6A09E667F3BCC909ull; /* no entropy: a fixed seed still works */
+    gpu_iceberg *ice;
+    floe_status st = gpu_iceberg_create(&s, iceberg_addr_bits_for(s.key_bits, s.capacity), &ice, err);
+    if (st != FLOE_OK)
+        return st;
+    return start_table(be, ice, 0, out, err);
+}
+
+/* Loads through the CPU engine's file code (checksums, damage checks), then
+ * copies the arrays to the device. */
+static floe_status gpu_load_table(floe_backend *base, const char *path, floe_table **out, floe_error *err)
+{
+    gpu_backend *be = (gpu_backend *)base;
+    iceberg *host;
+    floe_status st = iceberg_load(path, be->pool, &host, err);
+    if (st != FLOE_OK)
+        return st;
+    iceberg_image im;
+    iceberg_get_image(host, &im);
+    gpu_iceberg *ice = NULL;
+    st = gpu_iceberg_create(iceberg_spec(host), im.addr_bits, &ice, err);
+    if (st == FLOE_OK)
+        st = gpu_iceberg_upload(ice, im.sections, err);
+    iceberg_destroy(host);
+    if (st != FLOE_OK) {
+        gpu_iceberg_destroy(ice);
+        return st;
+    }
+    return start_table(be, ice, im.generation, out, err);
+}
+
+static void gpu_submit(floe_table *base, floe_batch *b)
+{
+    gpu_table *t = (gpu_table *)base;
+    b->link = NULL;
+    pthread_mutex_lock(&t->lock);
+    if (t->qtail)
+        t->qtail->link = b;
+    else
+        t->qhead = b;
+    t->qtail = b;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void gpu_destroy_table(floe_table *base)
+{
+    gpu_table *t = (gpu_table *)base;
+    pthread_mutex_lock(&t->lock);
+    t->stopping = true;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->lock);
+    pthread_join(t->thread, NULL);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->lock);
+    table_free(t);
+}
+
+static void gpu_destroy(floe_backend *base)
+{
+    gpu_backend *be = (gpu_backend *)base;
+    floe_pool_destroy(be->pool);
+    free(be);
+}
+
+static const floe_backend_ops gpu_ops = {
+    "gpu", gpu_create_table, gpu_load_table, gpu_submit, gpu_destroy_table, gpu_destroy,
+};
+
+extern "C" int floe_gpu_built(void)
+{
+    return 1;
+}
+
+extern "C" int floe_gpu_device(char *name, size_t len)
+{
+    return gpu_available(name, len);
+}
+
+extern "C" floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_error *err)
+{
+    *out = NULL;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "no CUDA device: %s",
+                              e != cudaSuccess ? cuda_msg(e) : "the driver reports none");
+    gpu_backend *be = (gpu_backend *)calloc(1, sizeof *be);
+    if (!be)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    floe_status st = floe_pool_create(host_threads, &be->pool, err);
+    if (st != FLOE_OK) {
+        free(be);
+        return st;
+    }
+    be->base.ops = &gpu_ops;
+    *out = &be->base;
+    return FLOE_OK;
+}

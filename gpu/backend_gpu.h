@@ -1,0 +1,34 @@
+/*
+ * backend_gpu.h - the GPU backend: tables/backend.h over the GPU engine
+ * (iceberg_gpu.h), with the batch pipeline (backend_gpu.cu).
+ *
+ * Builds without CUDA (make GPU=0) link backend_gpu_none.c instead, whose
+ * functions say so; callers need no #ifdef.
+ */
+#ifndef FLOE_GPU_BACKEND_GPU_H
+#define FLOE_GPU_BACKEND_GPU_H
+
+#include <stddef.h>
+
+#include "backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 if this build has the GPU backend. */
+int floe_gpu_built(void);
+
+/* 1 if a usable CUDA device is present; its name goes to name (if not NULL). */
+int floe_gpu_device(char *name, size_t len);
+
+/* The GPU backend on device 0; host_threads size the pool that
+ * deduplicates MAP batches (0: one per CPU).  FLOE_ERR_UNSUPPORTED with a
+ * message saying why where there is no device or no CUDA in this build. */
+floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLOE_GPU_BACKEND_GPU_H */

@@ -1,0 +1,25 @@
+/*
+ * backend_gpu_none.c - the GPU backend's entry points in a build without
+ * CUDA (make GPU=0, or no nvcc): they report that, so that floed and the
+ * tools need no #ifdef.
+ */
+#include "backend_gpu.h"
+
+int floe_gpu_built(void)
+{
+    return 0;
+}
+
+int floe_gpu_device(char *name, size_t len)
+{
+    if (name && len)
+        name[0] = '\0';
+    return 0;
+}
+
+floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_error *err)
+{
+    (void)host_threads;
+    *out = NULL;
+    return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "this build has no GPU backend (built with GPU=0 or without nvcc)");
+}

@@ -1,0 +1,10 @@
+/* backend_test.h - the GPU backend's part of floe-gpu-tests (backend_test.cu). */
+#ifndef FLOE_GPU_BACKEND_TEST_H
+#define FLOE_GPU_BACKEND_TEST_H
+
+#include <stdint.h>
+
+/* The GPU backend against the CPU backend; failures counted in `failures`. */
+void backend_suite(uint64_t seed, bool small, const char *only);
+
+#endif

@@ -1,0 +1,57 @@
+#!/bin/bash
+# device-check.sh - the GPU checks, run on a GPU host from the repository
+# root after `make device-bundle` (the bundle/ folder travels with it):
+#
+#   tests/gpu/device-check.sh [tests|sanitize|itests|load|k1]...   (default: all)
+#
+# Logs go to $OUT (default /tmp/floe-device), one file per step; a summary
+# line per step goes to stdout.  Exit 1 if any step failed.
+set -u
+B=${BUNDLE:-bundle}
+O=${OUT:-/tmp/floe-device}
+mkdir -p "$O"
+steps=${*:-tests sanitize itests load k1}
+rc=0
+step() { # name, then the command
+    local name=$1; shift
+    local t0=$(date +%s.%N)
+    "$@" >"$O/$name.log" 2>&1
+    local r=$?
+    printf '%-10s rc=%d  %.1fs  %s\n' "$name" $r "$(awk "BEGIN{print $(date +%s.%N) - $t0}")" "$(tail -1 "$O/$name.log")"
+    [ $r -eq 0 ] || rc=1
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$O/gpu.txt"
+for s in $steps; do
+    case $s in
+    tests)
+        step selftest "$B/layout_selftest"
+        step gpu-tests "$B/floe-gpu-tests" ;;
+    sanitize)
+        step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$B/floe-gpu-tests" --small
+        step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$B/floe-gpu-tests" --small ;;
+    itests) # the daemon's integration tests against a floed whose tables run on the GPU
+        step itests env FLOE_BACKEND=gpu FLOED="$B/floed" FLOE_CLI="$B/floe" "$B/floe-itests" ;;
+    load) # the CLI loads 10^8 random 64-bit keys into a GPU table through floed, 3 times
+        head -c 800000000 /dev/urandom >/tmp/floe-keys.bin
+        rm -f /tmp/floe-port
+        "$B/floed" --port 0 --port-file /tmp/floe-port --log-level info >"$O/floed.log" 2>&1 &
+        pid=$!
+        for _ in $(seq 100); do [ -s /tmp/floe-port ] && break; sleep 0.1; done
+        S=127.0.0.1:$(cat /tmp/floe-port)
+        for run in 1 2 3; do
+            "$B/floe" -H $S create big --capacity 100000000 --backend gpu >/dev/null
+            step load$run "$B/floe" -H $S load big /tmp/floe-keys.bin --binary --batch ${LOAD_BATCH:-1048576}
+            "$B/floe" -H $S stats big >"$O/stats$run.log" 2>&1
+            "$B/floe" -H $S drop big >/dev/null
+        done
+        # the same load on the CPU engine of this host, for comparison
+        "$B/floe" -H $S create bigcpu --capacity 100000000 --backend cpu >/dev/null
+        step load-cpu "$B/floe" -H $S load bigcpu /tmp/floe-keys.bin --binary --batch ${LOAD_BATCH:-1048576}
+        "$B/floe" -H $S drop bigcpu >/dev/null
+        kill -TERM $pid; wait $pid
+        rm -f /tmp/floe-keys.bin ;;
+    k1)
+        step k1 "$B/floe-k1-gpu" --runs 3 ;;
+    esac
+done
+exit $rc
