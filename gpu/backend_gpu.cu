@@ -328,11 +328,16 @@ static void launch(gpu_table *t, const piece &p)
         s->st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "running a batch: %s", cuda_msg(e));
 }
 
-/* Waits for the oldest stage's work (none if its launch failed early). */
-static floe_status stage_wait(stage *s)
+/* Waits for a stage's work.  A launch that failed halfway may have left
+ * copies or kernels queued: wait for the streams, so the stage's buffers
+ * are free before it is used again. */
+static floe_status stage_wait(gpu_table *t, stage *s)
 {
-    if (s->st != FLOE_OK)
+    if (s->st != FLOE_OK) {
+        cudaStreamSynchronize(t->ks);
+        cudaStreamSynchronize(s->copy);
         return s->st;
+    }
     cudaError_t e = cudaEventSynchronize(s->done_ev);
     if (e != cudaSuccess)
         s->st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "batch on the GPU: %s", cuda_msg(e));
@@ -382,13 +387,13 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_error *err)
     unsigned nl = 0;
     while (t->count > 0) { /* skipped (or failed): run them again after the retry */
         stage *q = &t->stg[t->head];
-        stage_wait(q);
+        stage_wait(t, q);
         later[nl++] = q->p;
         t->head = (t->head + 1) % STAGES;
         t->count--;
     }
     for (unsigned i = t->redo_at; i < t->nredo && nl < 2 * STAGES; i++)
-        later[nl++] = t->redo[i]; /* never more than 2 * STAGES: see the top */
+        later[nl++] = t->redo[i]; /* the list only shrinks: at most STAGES - 1 pieces */
     memcpy(t->redo, later, nl * sizeof *later);
     t->nredo = nl;
     t->redo_at = 0;
@@ -478,7 +483,7 @@ out:
 static void retire(gpu_table *t)
 {
     stage *s = &t->stg[t->head];
-    floe_status st = stage_wait(s);
+    floe_status st = stage_wait(t, s);
     t->head = (t->head + 1) % STAGES;
     t->count--;
     floe_batch *b = s->p.b;
