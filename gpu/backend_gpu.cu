@@ -99,6 +99,7 @@ struct gpu_table {
     unsigned nredo, redo_at;
     uint64_t used, tombstones, generation; /* after every retired piece */
     uint64_t inflight_keys;                /* keys of insert pieces in flight */
+    uint64_t ids_gen;                      /* generation the retiring batch's first piece ran on */
 };
 
 /* ---- stages ------------------------------------------------------------------------------------- */
@@ -479,6 +480,28 @@ out:
     return st;
 }
 
+/* Ids of keys [0, upto) of b from before a rebuild are stale: look them up
+ * again (through stage s, free now), as the CPU engine does after growth. */
+static void refind_ids(gpu_table *t, stage *s, floe_batch *b, size_t upto)
+{
+    floe_error err;
+    for (size_t at = 0; at < upto;) {
+        size_t m = upto - at < PIECE_MAX ? upto - at : PIECE_MAX;
+        floe_status st = stage_reserve(s, m, t->vb, &err);
+        if (st == FLOE_OK) {
+            memcpy(s->h_keys, b->keys + at, m * 8);
+            st = run_now(t, s, FLOE_OP_FIND, m, true, false, false, &err);
+        }
+        if (st != FLOE_OK) {
+            fail_batch(b, st, &err);
+            return;
+        }
+        for (size_t j = 0; j < m; j++)
+            b->ids[at + j] = s->h_res[j] == FLOE_PRESENT ? s->h_ids[j] : FLOE_NO_ID;
+        at += m;
+    }
+}
+
 /* Hands the oldest stage's answers to its batch (waits for them). */
 static void retire(gpu_table *t)
 {
@@ -536,6 +559,10 @@ static void retire(gpu_table *t)
         t->used += c.inserted;
         t->tombstones += c.erased;
     }
+    if (s->p.off == 0)
+        t->ids_gen = t->generation;
+    if (s->p.last && b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && t->ids_gen != t->generation)
+        refind_ids(t, s, b, off); /* the table grew between the batch's pieces */
     if (s->p.last)
         complete(b);
 }
