@@ -401,26 +401,22 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_error *err)
     t->inflight_keys = 0;
 
     floe_batch *b = s->p.b;
-    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
     const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
     const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
     const uint32_t vb = t->vb;
     uint64_t *keys = (uint64_t *)malloc(s->m * 8);
     uint32_t *idx = (uint32_t *)malloc(s->m * sizeof *idx);
     uint8_t *res = (uint8_t *)malloc(s->m);
-    uint64_t *ids = (uint64_t *)malloc(s->m * 8);
     unsigned char *vin = vb ? (unsigned char *)malloc(s->m * vb) : NULL;
     unsigned char *vout = vb ? (unsigned char *)malloc(s->m * vb) : NULL;
     floe_status st = FLOE_OK;
-    if (!keys || !idx || !res || !ids || (vb && (!vin || !vout))) {
+    if (!keys || !idx || !res || (vb && (!vin || !vout))) {
         st = floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory retrying FULL keys");
         goto out;
     }
     /* the stage's keys and answers, kept while its buffers serve the retries */
     memcpy(keys, s->h_keys, s->m * 8);
     memcpy(res, s->h_res, s->m);
-    if (want_ids)
-        memcpy(ids, s->h_ids, s->m * 8);
     if (vb) {
         memcpy(vin, s->h_vin, s->m * vb);
         if (want_values)
@@ -456,17 +452,9 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_error *err)
     }
     if (st == FLOE_OK)
         st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
-    memcpy(s->h_keys, keys, s->m * 8);
-    if (st == FLOE_OK && want_ids) { /* ids from before the rebuild are stale */
-        st = run_now(t, s, FLOE_OP_FIND, s->m, true, false, false, err);
-        if (st == FLOE_OK)
-            for (size_t j = 0; j < s->m; j++)
-                ids[j] = res[j] == FLOE_FULL ? FLOE_NO_ID : s->h_ids[j];
-    }
+    /* ids are looked up again for the whole batch once it is retired (refind_ids) */
     if (st == FLOE_OK) {
         memcpy(s->h_res, res, s->m);
-        if (want_ids)
-            memcpy(s->h_ids, ids, s->m * 8);
         if (want_values)
             memcpy(s->h_vout, vout, s->m * vb);
     }
@@ -474,14 +462,14 @@ out:
     free(keys);
     free(idx);
     free(res);
-    free(ids);
     free(vin);
     free(vout);
     return st;
 }
 
-/* Ids of keys [0, upto) of b from before a rebuild are stale: look them up
- * again (through stage s, free now), as the CPU engine does after growth. */
+/* The table was rebuilt while b ran, so ids of keys [0, upto) may be stale:
+ * look them all up again (through stage s, free now), as the CPU engine
+ * does after growth. */
 static void refind_ids(gpu_table *t, stage *s, floe_batch *b, size_t upto)
 {
     floe_error err;
@@ -515,6 +503,8 @@ static void retire(gpu_table *t)
     const size_t off = s->p.off, n = s->p.n, m = s->m;
     if (st == FLOE_OK && m > 0 && s->h_res[0] == GPU_SKIPPED) /* grow_and_retry collects skipped pieces */
         st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "a batch was skipped on a halted table");
+    if (s->p.off == 0)
+        t->ids_gen = t->generation; /* the generation the batch's ids start from */
     if (st == FLOE_OK && b->op == FLOE_OP_INSERT && t->base.spec.grow) {
         bool full = false;
         for (size_t j = 0; j < m && !full; j++)
@@ -559,10 +549,8 @@ static void retire(gpu_table *t)
         t->used += c.inserted;
         t->tombstones += c.erased;
     }
-    if (s->p.off == 0)
-        t->ids_gen = t->generation;
     if (s->p.last && b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && t->ids_gen != t->generation)
-        refind_ids(t, s, b, off); /* the table grew between the batch's pieces */
+        refind_ids(t, s, b, off + n); /* the table grew while the batch ran */
     if (s->p.last)
         complete(b);
 }

@@ -38,16 +38,6 @@ extern int failures;
         }                                                                                                              \
     } while (0)
 
-static uint64_t rnd(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-
 /* One batch and its buffers, for one backend. */
 struct job {
     floe_batch b;
@@ -163,27 +153,27 @@ static bool stream(floe_table *cpu, floe_table *gpu, uint32_t key_bits, uint32_t
     const uint64_t mask = key_bits == 64 ? ~0ull : ((1ull << key_bits) - 1);
     std::vector<uint64_t> pool(universe);
     for (auto &k : pool)
-        k = rnd(&r) & mask;
+        k = test_rng(&r) & mask;
     counter cc = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     counter cg = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     const size_t per_round = 6;
     for (size_t round = 0; round < rounds; round++) {
         std::vector<job> jc(per_round), jg(per_round);
         for (size_t k = 0; k < per_round; k++) {
-            size_t n = 1 + (size_t)(rnd(&r) % (k == 0 ? max_n : max_n / 8 + 1));
+            size_t n = 1 + (size_t)(test_rng(&r) % (k == 0 ? max_n : max_n / 8 + 1));
             std::vector<uint64_t> keys(n);
             for (size_t i = 0; i < n; i++)
-                keys[i] = (i > 0 && rnd(&r) % 5 == 0) ? keys[rnd(&r) % i] : pool[rnd(&r) % universe];
-            unsigned pick = (unsigned)(rnd(&r) % 10);
+                keys[i] = (i > 0 && test_rng(&r) % 5 == 0) ? keys[test_rng(&r) % i] : pool[test_rng(&r) % universe];
+            unsigned pick = (unsigned)(test_rng(&r) % 10);
             floe_op op = pick < 6 ? FLOE_OP_INSERT : pick < 9 ? FLOE_OP_FIND : FLOE_OP_ERASE;
             unsigned flags = FLOE_BATCH_WANT_IDS;
             if (vb && op != FLOE_OP_ERASE)
                 flags |= FLOE_BATCH_WANT_VALUES;
-            if (vb && op == FLOE_OP_INSERT && rnd(&r) % 3 == 0)
+            if (vb && op == FLOE_OP_INSERT && test_rng(&r) % 3 == 0)
                 flags |= FLOE_BATCH_OVERWRITE;
             std::vector<unsigned char> values(n * vb);
             for (auto &x : values)
-                x = (unsigned char)rnd(&r);
+                x = (unsigned char)test_rng(&r);
             if (round == 1 && k == 3 && key_bits < 64) { /* a bad batch: refused, changes nothing */
                 keys[n / 2] = mask + 1;
                 op = FLOE_OP_INSERT;

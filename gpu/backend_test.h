@@ -4,6 +4,9 @@
 
 #include <stdint.h>
 
+/* xorshift64*: the tests' random numbers (gpu_test.cu). */
+uint64_t test_rng(uint64_t *s);
+
 /* The GPU backend against the CPU backend; failures counted in `failures`. */
 void backend_suite(uint64_t seed, bool small, const char *only);
 

@@ -36,7 +36,7 @@ int failures = 0;
         }                                                                                                              \
     } while (0)
 
-static uint64_t rng(uint64_t *s)
+uint64_t test_rng(uint64_t *s)
 {
     uint64_t x = *s;
     x ^= x >> 12;
@@ -69,13 +69,13 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
     std::vector<uint64_t> universe(U);
     uint64_t r = seed * 7919 + 1;
     for (auto &k : universe)
-        k = rng(&r) & mask;
+        k = test_rng(&r) & mask;
     std::vector<uint64_t> keys, all_inserted;
     std::vector<uint8_t> rc, rg;
     uint64_t total_ins = 0;
     int batches = 0;
     while ((double)total_ins < target * (double)slots && batches < 100000) {
-        size_t n = 1 + (size_t)(rng(&r) % (batches % 5 == 0 ? 200000 : 5000));
+        size_t n = 1 + (size_t)(test_rng(&r) % (batches % 5 == 0 ? 200000 : 5000));
         /* never overshoot the target: past 0.95 FULL may appear, and where it
          * appears depends on placement, which differs between the engines */
         uint64_t room = (uint64_t)(target * (double)slots) - total_ins;
@@ -83,11 +83,11 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
             n = (size_t)room + 1;
         keys.resize(n);
         for (size_t i = 0; i < n; i++)
-            keys[i] = (i > 0 && rng(&r) % 4 == 0) ? keys[rng(&r) % i] : universe[rng(&r) % U];
+            keys[i] = (i > 0 && test_rng(&r) % 4 == 0) ? keys[test_rng(&r) % i] : universe[test_rng(&r) % U];
         rc.assign(n, 9);
         rg.assign(n, 9);
         floe_counts c;
-        if (with_erase && rng(&r) % 7 == 0) { /* an erase batch */
+        if (with_erase && test_rng(&r) % 7 == 0) { /* an erase batch */
             EXPECT(iceberg_erase(cpu, keys.data(), n, rc.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
             EXPECT(gpu_iceberg_erase_host(gpu, keys.data(), n, rg.data(), &err) == FLOE_OK, "%s", err.msg);
             for (size_t i = 0; i < n; i++)

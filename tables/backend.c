@@ -52,20 +52,11 @@ floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_er
     const uint32_t vb = spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0;
     const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
     const bool want_values = (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
-    if (n > 0 && (!b->keys || !b->results))
-        return floe_error_set(err, FLOE_ERR_INVALID, "no keys or results buffer for %zu keys", n);
-    if (n >= ((size_t)1 << 32))
-        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 keys, got %zu", n);
-    if (spec->key_bits < 64) {
-        uint64_t over = 0;
-        for (size_t i = 0; i < n; i++)
-            over |= b->keys[i] >> spec->key_bits;
-        for (size_t i = 0; over && i < n; i++)
-            if (b->keys[i] >> spec->key_bits)
-                return floe_error_set(err, FLOE_ERR_INVALID,
-                                      "key %llu at index %zu does not fit in key_bits = %u (must be below 2^%u)",
-                                      (unsigned long long)b->keys[i], i, spec->key_bits, spec->key_bits);
-    }
+    floe_status st = floe_keys_check(spec->key_bits, b->keys, n, err);
+    if (st != FLOE_OK)
+        return st;
+    if (n > 0 && !b->results)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer for %zu keys", n);
     if ((b->flags & FLOE_BATCH_WANT_IDS) && n > 0 && !b->ids)
         return floe_error_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
     if (!vb && (b->values || b->values_len))

@@ -516,24 +516,7 @@ static tally run_locked(iceberg *t, batch *bt, uint64_t *gen)
 
 static floe_status check_keys(const iceberg *t, const uint64_t *keys, size_t n, floe_error *err)
 {
-    if (n > 0 && !keys)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no keys given for %zu keys", n);
-    if (n >= ((size_t)1 << 32))
-        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 keys, got %zu", n);
-    uint32_t kb = t->spec.key_bits;
-    if (kb < 64) {
-        uint64_t over = 0;
-        for (size_t i = 0; i < n; i++)
-            over |= keys[i] >> kb;
-        if (over) {
-            for (size_t i = 0; i < n; i++)
-                if (keys[i] >> kb)
-                    return floe_error_set(err, FLOE_ERR_INVALID,
-                                          "key %llu at index %zu does not fit in key_bits = %u (must be below 2^%u)",
-                                          (unsigned long long)keys[i], i, kb, kb);
-        }
-    }
-    return FLOE_OK;
+    return floe_keys_check(t->spec.key_bits, keys, n, err);
 }
 
 /* ---- growth ---------------------------------------------------------------------------- */

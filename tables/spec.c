@@ -97,3 +97,22 @@ void floe_counts_tally(floe_counts *c, const uint8_t *results, size_t n)
     c->full = h[FLOE_FULL];
     c->erased = h[FLOE_ERASED];
 }
+
+floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_error *err)
+{
+    if (n > 0 && !keys)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no keys given for %zu keys", n);
+    if (n >= ((size_t)1 << 32))
+        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 keys, got %zu", n);
+    if (key_bits >= 64)
+        return FLOE_OK;
+    uint64_t over = 0; /* one branch-free pass; the slow one only to name the culprit */
+    for (size_t i = 0; i < n; i++)
+        over |= keys[i] >> key_bits;
+    for (size_t i = 0; over && i < n; i++)
+        if (keys[i] >> key_bits)
+            return floe_error_set(err, FLOE_ERR_INVALID,
+                                  "key %llu at index %zu does not fit in key_bits = %u (must be below 2^%u)",
+                                  (unsigned long long)keys[i], i, key_bits, key_bits);
+    return FLOE_OK;
+}

@@ -60,6 +60,10 @@ typedef struct floe_counts {
     uint64_t inserted, present, absent, full, erased;
 } floe_counts;
 
+/* A batch's keys: present, fewer than 2^32, each below 2^key_bits.  Every
+ * engine checks its batches with this before touching a table. */
+floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_error *err);
+
 /* Sets c from n per-key answers (c may be NULL). */
 void floe_counts_tally(floe_counts *c, const uint8_t *results, size_t n);
 
