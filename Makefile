@@ -31,7 +31,7 @@ PKG_PROTO  := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprot
 PKG_CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 PKG_CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-TABLES_SRC := tables/status.c tables/spec.c tables/pool.c tables/dedup.c tables/iceberg.c \
+TABLES_SRC := tables/status.c tables/spec.c tables/pool.c tables/dedup.c tables/iceberg.c tables/tree.c \
               tables/tablefile.c tables/backend.c tables/backend_cpu.c
 TEST_SRC   := $(wildcard tests/unit/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)

@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "tree.h"
+
 floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_error *err)
 {
     floe_status st = floe_spec_validate(spec, err);
@@ -44,8 +46,45 @@ const char *floe_backend_name(const floe_backend *be)
     return be->ops->name;
 }
 
+static floe_status tree_batch_check(const floe_spec *spec, const floe_batch *b, floe_error *err)
+{
+    const size_t n = b->n;
+    switch (b->op) {
+    case FLOE_OP_INSERT:
+    case FLOE_OP_FIND: {
+        floe_status st = tree_vectors_check(b->vectors, n, err);
+        if (st != FLOE_OK)
+            return st;
+        break;
+    }
+    case FLOE_OP_GET:
+        if (n > 0 && (!b->keys || !b->vectors_out))
+            return floe_error_set(err, FLOE_ERR_INVALID, "get_by_id needs ids and a vectors buffer");
+        break;
+    case FLOE_OP_ERASE:
+        return floe_error_set(err, FLOE_ERR_UNSUPPORTED,
+                              "TREE tables do not erase: vectors share their nodes, and a model checker's "
+                              "visited set only grows");
+    case FLOE_OP_REBUILD:
+        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "TREE tables do not rebuild: ids must stay valid");
+    default:
+        return FLOE_OK;
+    }
+    if (n > 0 && !b->results)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer for %zu vectors", n);
+    if ((b->flags & FLOE_BATCH_WANT_IDS) && n > 0 && !b->ids)
+        return floe_error_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
+    if (b->values || b->values_len || (b->flags & (FLOE_BATCH_WANT_VALUES | FLOE_BATCH_OVERWRITE)))
+        return floe_error_set(err, FLOE_ERR_INVALID, "values and overwrite are for MAP tables; a TREE stores vectors");
+    return FLOE_OK;
+}
+
 floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_error *err)
 {
+    if (spec->kind == FLOE_KIND_TREE)
+        return tree_batch_check(spec, b, err);
+    if (b->op == FLOE_OP_GET)
+        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
     if (b->op != FLOE_OP_INSERT && b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE)
         return FLOE_OK;
     const size_t n = b->n;

@@ -16,6 +16,12 @@
  * results n bytes; ids n * 8 bytes (FLOE_BATCH_WANT_IDS); values_out
  * n * value_bytes (MAP, FLOE_BATCH_WANT_VALUES); scan_keys limit * 8 bytes and
  * scan_values limit * value_bytes.
+ *
+ * TREE tables take vectors where other kinds take keys: INSERT and FIND read
+ * n vectors of spec.words 32-bit words from `vectors`; GET reads n ids from
+ * `keys` and writes n * words words to vectors_out; SCAN writes ids to
+ * scan_keys and, if scan_vectors is set, limit * words words there.  ERASE,
+ * REBUILD and values are for SET and MAP only.
  */
 #ifndef FLOE_TABLES_BACKEND_H
 #define FLOE_TABLES_BACKEND_H
@@ -38,6 +44,7 @@ typedef enum floe_op {
     FLOE_OP_STATS,
     FLOE_OP_REBUILD, /* rebuild at 2^addr_bits primary buckets (0: same size), drop tombstones */
     FLOE_OP_SAVE,    /* write the table to path */
+    FLOE_OP_GET,     /* TREE: the vectors of ids: PRESENT / ABSENT */
 } floe_op;
 
 #define FLOE_BATCH_OVERWRITE   1u /* INSERT on a MAP: replace the value of PRESENT keys */
@@ -60,12 +67,17 @@ struct floe_batch {
     void *values_out;
     floe_counts counts;
 
+    /* TREE */
+    const uint32_t *vectors; /* INSERT, FIND: n * words words */
+    uint32_t *vectors_out;   /* GET: n * words words */
+
     /* SCAN */
     floe_cursor cursor;
     int cursor_set; /* 0: start from the beginning */
     size_t limit;
     uint64_t *scan_keys;
     void *scan_values;
+    uint32_t *scan_vectors; /* TREE */
     size_t scan_n;
     floe_cursor next;
     int scan_done;
@@ -117,10 +129,11 @@ void floe_table_destroy(floe_table *t);
 void floe_backend_destroy(floe_backend *be);
 const char *floe_backend_name(const floe_backend *be);
 
-/* Checks an INSERT, FIND or ERASE batch against the table's spec the way
- * every engine must (keys below 2^key_bits, values sized for a MAP insert,
- * no values on a SET, buffers present): for backends that validate before
- * they split a batch.  FLOE_OK for other operations. */
+/* Checks an INSERT, FIND, ERASE or GET batch against the table's spec the
+ * way every engine must (keys below 2^key_bits, values sized for a MAP
+ * insert, no values on a SET, vectors for a TREE, buffers present, the
+ * operation possible on the kind): for backends that validate before they
+ * split a batch.  FLOE_OK for other operations. */
 floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_error *err);
 
 /* The CPU backend, on a pool of `threads` threads (0: one per CPU). */

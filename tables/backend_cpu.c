@@ -1,5 +1,6 @@
 /*
- * backend_cpu.c - the CPU backend: tables/backend.h over the iceberg engine.
+ * backend_cpu.c - the CPU backend: tables/backend.h over the iceberg engine
+ * (SET, MAP) and the tree engine (TREE).
  *
  * Each table has a FIFO of submitted batches and one thread that drains it,
  * executing each batch with the whole thread pool (iceberg.c splits it into
@@ -15,6 +16,8 @@
 #include "backend.h"
 #include "iceberg.h"
 #include "pool.h"
+#include "tablefile.h"
+#include "tree.h"
 
 typedef struct cpu_backend {
     floe_backend base;
@@ -23,7 +26,8 @@ typedef struct cpu_backend {
 
 typedef struct cpu_table {
     floe_table base;
-    iceberg *ice;
+    iceberg *ice; /* SET, MAP */
+    tree *tree;   /* TREE */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cv;
@@ -31,12 +35,52 @@ typedef struct cpu_table {
     bool stopping;
 } cpu_table;
 
+static void execute_tree(cpu_table *t, floe_batch *b)
+{
+    floe_error *e = &b->error;
+    tree *tr = t->tree;
+    uint64_t *ids = (b->flags & FLOE_BATCH_WANT_IDS) ? b->ids : NULL;
+    b->status = floe_batch_check(&t->base.spec, b, e);
+    if (b->status != FLOE_OK)
+        return;
+    switch (b->op) {
+    case FLOE_OP_INSERT:
+        b->status = tree_insert(tr, b->vectors, b->n, b->results, ids, &b->counts, e);
+        break;
+    case FLOE_OP_FIND:
+        b->status = tree_find(tr, b->vectors, b->n, b->results, ids, &b->counts, e);
+        break;
+    case FLOE_OP_GET:
+        b->status = tree_get(tr, b->keys, b->n, b->results, b->vectors_out, &b->counts, e);
+        break;
+    case FLOE_OP_SCAN:
+        b->status = tree_scan(tr, b->cursor_set ? &b->cursor : NULL, b->limit, b->scan_keys, b->scan_vectors,
+                              &b->scan_n, &b->next, &b->scan_done, e);
+        break;
+    case FLOE_OP_STATS:
+        tree_stats(tr, &b->stats);
+        b->status = FLOE_OK;
+        break;
+    case FLOE_OP_SAVE:
+        b->status = b->path ? tree_save(tr, b->path, e) : floe_error_set(e, FLOE_ERR_INVALID, "save needs a path");
+        break;
+    default:
+        b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
+    }
+}
+
 static void execute(cpu_table *t, floe_batch *b)
 {
     floe_error *e = &b->error;
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
     const bool want_values = (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
     memset(&b->counts, 0, sizeof b->counts);
+    if (t->tree) {
+        execute_tree(t, b);
+        if (b->status == FLOE_OK)
+            floe_error_clear(e);
+        return;
+    }
     switch (b->op) {
     case FLOE_OP_INSERT:
         b->status = iceberg_insert(t->ice, b->keys, b->n, b->values, b->values_len,
@@ -64,6 +108,9 @@ static void execute(cpu_table *t, floe_batch *b)
     case FLOE_OP_SAVE:
         b->status =
             b->path ? iceberg_save(t->ice, b->path, e) : floe_error_set(e, FLOE_ERR_INVALID, "save needs a path");
+        break;
+    case FLOE_OP_GET:
+        b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
         break;
     default:
         b->status = floe_error_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
@@ -96,22 +143,26 @@ static void *table_main(void *arg)
     return NULL;
 }
 
-static floe_status start_table(cpu_backend *be, iceberg *ice, floe_table **out, floe_error *err)
+/* Takes ownership of ice or tr (one of them). */
+static floe_status start_table(cpu_backend *be, iceberg *ice, tree *tr, floe_table **out, floe_error *err)
 {
     cpu_table *t = calloc(1, sizeof *t);
     if (!t) {
         iceberg_destroy(ice);
+        tree_destroy(tr);
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
     t->base.backend = &be->base;
-    t->base.spec = *iceberg_spec(ice);
+    t->base.spec = ice ? *iceberg_spec(ice) : *tree_spec(tr);
     t->ice = ice;
+    t->tree = tr;
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cv, NULL);
     if (pthread_create(&t->thread, NULL, table_main, t) != 0) {
         pthread_cond_destroy(&t->cv);
         pthread_mutex_destroy(&t->lock);
         iceberg_destroy(ice);
+        tree_destroy(tr);
         free(t);
         return floe_error_set(err, FLOE_ERR_INTERNAL, "cannot start the table's thread");
     }
@@ -122,21 +173,27 @@ static floe_status start_table(cpu_backend *be, iceberg *ice, floe_table **out, 
 static floe_status cpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_error *err)
 {
     cpu_backend *be = (cpu_backend *)base;
-    iceberg *ice;
-    floe_status st = iceberg_create(spec, be->pool, &ice, err);
+    iceberg *ice = NULL;
+    tree *tr = NULL;
+    floe_status st = spec->kind == FLOE_KIND_TREE ? tree_create(spec, be->pool, &tr, err)
+                                                  : iceberg_create(spec, be->pool, &ice, err);
     if (st != FLOE_OK)
         return st;
-    return start_table(be, ice, out, err);
+    return start_table(be, ice, tr, out, err);
 }
 
 static floe_status cpu_load_table(floe_backend *base, const char *path, floe_table **out, floe_error *err)
 {
     cpu_backend *be = (cpu_backend *)base;
-    iceberg *ice;
-    floe_status st = iceberg_load(path, be->pool, &ice, err);
+    iceberg *ice = NULL;
+    tree *tr = NULL;
+    floe_kind kind;
+    floe_status st = floe_file_kind(path, &kind, err);
+    if (st == FLOE_OK)
+        st = kind == FLOE_KIND_TREE ? tree_load(path, be->pool, &tr, err) : iceberg_load(path, be->pool, &ice, err);
     if (st != FLOE_OK)
         return st;
-    return start_table(be, ice, out, err);
+    return start_table(be, ice, tr, out, err);
 }
 
 static void cpu_submit(floe_table *base, floe_batch *b)
@@ -162,6 +219,7 @@ static void cpu_destroy_table(floe_table *base)
     pthread_mutex_unlock(&t->lock);
     pthread_join(t->thread, NULL);
     iceberg_destroy(t->ice);
+    tree_destroy(t->tree);
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->lock);
     free(t);

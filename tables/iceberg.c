@@ -68,7 +68,7 @@ struct iceberg {
 /* Zeroed memory for a table array, faulted in now: a table's memory is all
  * in use from its creation (stats report what it holds), and page faults
  * stay off the batch path. */
-static void *map_zeroed(size_t bytes)
+void *iceberg_map_zeroed(size_t bytes)
 {
     if (bytes == 0)
         return NULL;
@@ -99,13 +99,13 @@ static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bi
     s->value_bytes = spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0;
     for (int l = 0; l < FLOE_LEVELS; l++) {
         s->bytes[l] = (size_t)floe_level_words(&s->g.level[l]) * sizeof(uint64_t);
-        s->words[l] = map_zeroed(s->bytes[l]);
+        s->words[l] = iceberg_map_zeroed(s->bytes[l]);
         if (!s->words[l])
             goto oom;
     }
     if (s->value_bytes) {
         s->values_bytes = (size_t)s->g.total_slots * s->value_bytes;
-        s->values = map_zeroed(s->values_bytes);
+        s->values = iceberg_map_zeroed(s->values_bytes);
         if (!s->values)
             goto oom;
     }
@@ -661,6 +661,9 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
         return st;
+    if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP)
+        return floe_error_set(err, FLOE_ERR_INVALID, "the iceberg engine holds SET and MAP tables, not %s",
+                              floe_kind_name(spec->kind));
     if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
         return floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
                               floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits), spec->key_bits);
@@ -916,6 +919,32 @@ floe_status iceberg_scan(iceberg *t, const floe_cursor *from, size_t limit, uint
     return FLOE_OK;
 }
 
+int iceberg_key_at(iceberg *t, uint64_t id, uint64_t *key)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    const store *s = &t->s;
+    uint32_t l, slot;
+    uint64_t b;
+    int found = 0;
+    if (floe_slot_split(&s->g, id, &l, &b, &slot)) {
+        const floe_level *lv = &s->g.level[l];
+        uint64_t word =
+            atomic_load_explicit(&bucket_ptr(s, l, b)[floe_row_word(lv->row_bits, slot)], memory_order_acquire);
+        uint64_t row = (word >> ((slot * lv->row_bits) & 63)) & floe_row_mask(lv->row_bits);
+        if (floe_row_is_key(row, lv->row_bits)) {
+            *key = floe_join(&s->g, l, floe_row_choice(l, row), b, floe_row_remainder(l, row));
+            found = 1;
+        }
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return found;
+}
+
+uint64_t iceberg_total_slots(const iceberg *t)
+{
+    return t->s.g.total_slots;
+}
+
 void iceberg_stats(iceberg *t, floe_table_stats *st)
 {
     memset(st, 0, sizeof *st);
@@ -1029,6 +1058,11 @@ floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_
     if (st != FLOE_OK)
         return st;
     floe_error spec_err;
+    if (h.spec.kind != FLOE_KIND_SET && h.spec.kind != FLOE_KIND_MAP) {
+        st = floe_error_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a SET or MAP", path,
+                            floe_kind_name(h.spec.kind));
+        goto out;
+    }
     if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0) {
         st = floe_error_set(err, FLOE_ERR_INVALID, "%s holds an invalid table spec: %s", path,
                             h.spec.seed == 0 ? "seed 0" : spec_err.msg);

@@ -70,6 +70,17 @@ floe_status iceberg_scan(iceberg *t, const floe_cursor *from, size_t limit, uint
 
 void iceberg_stats(iceberg *t, floe_table_stats *s);
 
+/* The key in slot id: 1 and *key if the slot holds one, else 0 (an empty
+ * or erased slot, or an id past the table). */
+int iceberg_key_at(iceberg *t, uint64_t id, uint64_t *key);
+/* Slots of every level: ids are below this. */
+uint64_t iceberg_total_slots(const iceberg *t);
+
+/* Zeroed table memory (mmap, huge pages advised), faulted in now so that page
+ * faults stay off the batch path; release with munmap.  NULL for 0 bytes or
+ * when out of memory. */
+void *iceberg_map_zeroed(size_t bytes);
+
 /* Rebuilds into 2^addr_bits primary buckets (0: the current size), dropping
  * tombstones; ids change and the generation increments. */
 floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_error *err);

@@ -3,6 +3,8 @@
  */
 #include "spec.h"
 
+#include "tree_layout.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -55,21 +57,43 @@ floe_status floe_spec_validate(const floe_spec *s, floe_error *err)
         return floe_error_set(err, FLOE_ERR_INVALID,
                               "table name must be 1 to %d characters of letters, digits, '_', '-' or '.'",
                               FLOE_NAME_MAX);
-    if (s->kind == FLOE_KIND_TREE || s->kind == FLOE_KIND_ORDERED || s->kind == FLOE_KIND_STATIC)
+    if (s->kind == FLOE_KIND_ORDERED || s->kind == FLOE_KIND_STATIC)
         return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "table kind %s is not implemented yet",
                               floe_kind_name(s->kind));
-    if (s->kind != FLOE_KIND_SET && s->kind != FLOE_KIND_MAP)
-        return floe_error_set(err, FLOE_ERR_INVALID, "table kind must be SET or MAP");
-    if (s->key_bits < 1 || s->key_bits > 64)
-        return floe_error_set(err, FLOE_ERR_INVALID, "key_bits must be 1..64, got %u", s->key_bits);
-    if (s->kind == FLOE_KIND_SET && s->value_bytes != 0)
-        return floe_error_set(err, FLOE_ERR_INVALID, "a SET has no values: value_bytes must be 0, got %u",
-                              s->value_bytes);
-    if (s->kind == FLOE_KIND_MAP && s->value_bytes != 4 && s->value_bytes != 8)
-        return floe_error_set(err, FLOE_ERR_INVALID, "a MAP needs value_bytes 4 or 8, got %u", s->value_bytes);
-    if (s->words != 0)
-        return floe_error_set(err, FLOE_ERR_INVALID, "words is for TREE tables; a %s needs words = 0",
-                              floe_kind_name(s->kind));
+    if (s->kind != FLOE_KIND_SET && s->kind != FLOE_KIND_MAP && s->kind != FLOE_KIND_TREE)
+        return floe_error_set(err, FLOE_ERR_INVALID, "table kind must be SET, MAP or TREE");
+    if (s->kind == FLOE_KIND_TREE) {
+        if (s->words < FLOE_TREE_MIN_WORDS || s->words > FLOE_TREE_MAX_WORDS)
+            return floe_error_set(err, FLOE_ERR_INVALID, "a TREE needs words = %u..%u (32-bit words per vector), got %u",
+                                  FLOE_TREE_MIN_WORDS, FLOE_TREE_MAX_WORDS, s->words);
+        if (s->key_bits != 0)
+            return floe_error_set(err, FLOE_ERR_INVALID,
+                                  "key_bits is for SET and MAP; a TREE's keys are vectors of `words` words (got "
+                                  "key_bits %u)",
+                                  s->key_bits);
+        if (s->value_bytes != 0)
+            return floe_error_set(err, FLOE_ERR_INVALID, "a TREE has no values: value_bytes must be 0, got %u",
+                                  s->value_bytes);
+        if (s->grow)
+            return floe_error_set(err, FLOE_ERR_UNSUPPORTED,
+                                  "TREE tables do not grow (ids and node references must stay valid): size them "
+                                  "with capacity and memory");
+    } else {
+        if (s->key_bits < 1 || s->key_bits > 64)
+            return floe_error_set(err, FLOE_ERR_INVALID, "key_bits must be 1..64, got %u", s->key_bits);
+        if (s->kind == FLOE_KIND_SET && s->value_bytes != 0)
+            return floe_error_set(err, FLOE_ERR_INVALID, "a SET has no values: value_bytes must be 0, got %u",
+                                  s->value_bytes);
+        if (s->kind == FLOE_KIND_MAP && s->value_bytes != 4 && s->value_bytes != 8)
+            return floe_error_set(err, FLOE_ERR_INVALID, "a MAP needs value_bytes 4 or 8, got %u", s->value_bytes);
+        if (s->words != 0)
+            return floe_error_set(err, FLOE_ERR_INVALID, "words is for TREE tables; a %s needs words = 0",
+                                  floe_kind_name(s->kind));
+        if (s->memory != 0)
+            return floe_error_set(err, FLOE_ERR_INVALID,
+                                  "memory is for TREE tables; a %s is sized by capacity (memory must be 0)",
+                                  floe_kind_name(s->kind));
+    }
     if (s->capacity == 0)
         return floe_error_set(err, FLOE_ERR_INVALID, "capacity must be at least 1");
     if (s->capacity > FLOE_MAX_CAPACITY)

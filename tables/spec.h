@@ -38,16 +38,18 @@ typedef struct floe_spec {
     char name[FLOE_NAME_MAX + 1]; /* [A-Za-z0-9_.-], 1..64 characters */
     floe_kind kind;
     uint32_t key_bits;                   /* SET, MAP: 1..64 */
-    uint32_t words;                      /* TREE: 32-bit words per vector */
+    uint32_t words;                      /* TREE: 32-bit words per vector, 2..256 */
     uint32_t value_bytes;                /* MAP: 4 or 8; SET: 0 */
     uint64_t capacity;                   /* keys the table holds without growing */
     bool grow;                           /* rebuild at twice the size instead of answering FULL */
     double max_fill;                     /* with grow: rebuild when occupied slots pass this fraction */
     uint64_t seed;                       /* permutation seed; 0 = pick one at random */
     char backend[FLOE_BACKEND_NAME_MAX]; /* "cpu", "gpu" or "auto" */
+    uint64_t memory;                     /* TREE: bytes for node and root tables (0: sized from capacity) */
 } floe_spec;
 
-/* A spec with the defaults: SET, 64-bit keys, capacity 1 Mi, no growth. */
+/* A spec with the defaults: SET, 64-bit keys, capacity 1 Mi, no growth.
+ * (A TREE spec has key_bits 0: its keys are vectors of `words` words.) */
 void floe_spec_default(floe_spec *s);
 
 /* Checks every field; on failure says which one and why. */
@@ -91,7 +93,13 @@ typedef struct floe_table_stats {
     double bytes_per_key; /* memory_bytes / keys (0 when empty) */
     uint64_t generation;  /* rebuilds so far */
     char backend[FLOE_BACKEND_NAME_MAX];
-    floe_level_stats level[FLOE_LEVELS]; /* primary, secondary, stash */
+    floe_level_stats level[FLOE_LEVELS]; /* primary, secondary, stash (TREE: of the root table) */
+    /* TREE only */
+    uint64_t nodes;        /* node slots in use */
+    uint64_t node_slots;   /* node table size */
+    double node_fill;      /* nodes / node_slots */
+    uint64_t orphan_nodes; /* nodes written for vectors that came back FULL (later vectors may share them) */
+    double compression;    /* stored bytes (nodes x 8 + roots x root row bytes) / (vectors x words x 4) */
 } floe_table_stats;
 
 #ifdef __cplusplus

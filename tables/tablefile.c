@@ -91,6 +91,10 @@ static void encode_header(const floe_file_header *h, unsigned char *buf)
     put_u32(&c, h->nsections);
     for (int i = 0; i < FLOE_FILE_MAX_SECTIONS; i++)
         put_u64(&c, h->section_bytes[i]);
+    /* Added after version 1's first fields: zero in files that predate them. */
+    put_u64(&c, h->spec.memory);
+    put_u64(&c, h->nodes);
+    put_u64(&c, h->orphans);
 }
 
 static floe_status decode_header(const unsigned char *buf, floe_file_header *h, const char *path, floe_error *err)
@@ -133,6 +137,9 @@ static floe_status decode_header(const unsigned char *buf, floe_file_header *h, 
         return floe_error_set(err, FLOE_ERR_INVALID, "%s: damaged header (%u sections)", path, h->nsections);
     for (int i = 0; i < FLOE_FILE_MAX_SECTIONS; i++)
         h->section_bytes[i] = get_u64(&c);
+    h->spec.memory = get_u64(&c);
+    h->nodes = get_u64(&c);
+    h->orphans = get_u64(&c);
     if (h->layout_version != FLOE_LAYOUT_VERSION)
         return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "%s uses table layout version %u; this floe uses %u", path,
                               h->layout_version, FLOE_LAYOUT_VERSION);
@@ -320,5 +327,17 @@ floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_erro
         return floe_error_set(err, FLOE_ERR_INTERNAL, "cannot finish SHA-256");
     if (memcmp(want, got, DIGEST_BYTES) != 0)
         return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: checksum mismatch", r->path);
+    return FLOE_OK;
+}
+
+floe_status floe_file_kind(const char *path, floe_kind *kind, floe_error *err)
+{
+    floe_file_header h;
+    floe_file_reader *r;
+    floe_status st = floe_file_open(path, &h, &r, err);
+    if (st != FLOE_OK)
+        return st;
+    *kind = h.spec.kind;
+    floe_file_close(r);
     return FLOE_OK;
 }

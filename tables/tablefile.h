@@ -5,10 +5,13 @@
  * of everything before it:
  *
  *   header   magic "FLOETBL\0", format version, the spec (name, kind,
- *            key_bits, words, value_bytes, capacity, grow, max_fill, seed),
+ *            key_bits, words, value_bytes, capacity, grow, max_fill, seed,
+ *            memory),
  *            the layout version and primary address bits (from which the
  *            geometry is recomputed), generation, counters, section sizes
- *   sections raw little-endian arrays (for SET/MAP: level 0, 1, 2, values)
+ *   sections raw little-endian arrays (SET/MAP: level 0, 1, 2, values;
+ *            TREE: the root table's level 0, 1, 2, an empty values section,
+ *            then the node table)
  *   trailer  SHA-256 (OpenSSL) over header and sections
  *
  * Saving writes a temporary file beside the target, fsyncs it and renames it
@@ -44,6 +47,7 @@ typedef struct floe_file_header {
     uint64_t used[FLOE_LEVELS];
     uint32_t nsections;
     uint64_t section_bytes[FLOE_FILE_MAX_SECTIONS];
+    uint64_t nodes, orphans; /* TREE: node slots in use, orphan nodes */
 } floe_file_header;
 
 /* Writes h and its sections (sections[i] holds h->section_bytes[i] bytes). */
@@ -57,6 +61,9 @@ floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_read
 /* Reads every section into sections[i] and verifies the checksum. */
 floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_error *err);
 void floe_file_close(floe_file_reader *r);
+
+/* The kind of table a file holds (its header checked as by floe_file_open). */
+floe_status floe_file_kind(const char *path, floe_kind *kind, floe_error *err);
 
 #ifdef __cplusplus
 }

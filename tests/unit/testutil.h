@@ -58,5 +58,6 @@ Suite *badinput_suite(void);
 Suite *backend_suite(void);
 Suite *capacity_suite(void);
 Suite *config_suite(void);
+Suite *tree_suite(void);
 
 #endif

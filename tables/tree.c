@@ -1,0 +1,546 @@
+/*
+ * tree.c - the CPU engine for TREE tables (see tree.h, layout in
+ * tree_layout.h).
+ *
+ * A batch runs in two passes.  First every vector is folded bottom-up into
+ * its root pair, in parallel chunks: each node is found or put in the node
+ * table (acquire loads, one CAS from EMPTY), its reference replaces the pair.
+ * Then the root keys of the vectors that got that far go to the root table,
+ * an iceberg SET, as one batch: the iceberg engine gives first-occurrence
+ * order inside the batch and exactly one INSERTED among concurrent batches,
+ * and its slot ids are the vectors' ids.  "Was this vector new" is decided by
+ * the root alone: its nodes may all exist already as parts of other vectors.
+ */
+#define _GNU_SOURCE
+#include "tree.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+
+#include "tablefile.h"
+
+#define CHUNK          1024u               /* vectors per pool task */
+#define SCAN_MAX_SLOTS ((uint64_t)1 << 20) /* root slots examined per scan call */
+#define TREE_SECTIONS  (FLOE_LEVELS + 2)   /* root levels, (no) values, nodes */
+
+typedef _Atomic uint64_t aword;
+
+struct tree {
+    floe_spec spec;
+    floe_tree_geometry g;
+    tree_sizing z;
+    floe_pool *pool;
+    aword *nodes;
+    iceberg *roots;
+    _Atomic uint64_t nodes_used, orphans;
+};
+
+/* ---- sizing ------------------------------------------------------------------------- */
+
+static uint64_t root_bytes_for(uint32_t key_bits, uint32_t addr_bits)
+{
+    floe_geometry g;
+    floe_geometry_init(&g, key_bits, addr_bits, 0);
+    uint64_t b = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        b += floe_level_words(&g.level[l]) * 8;
+    return b;
+}
+
+/* The root table for node_bits: its spec and size. */
+static void size_roots(const floe_spec *spec, uint32_t node_bits, tree_sizing *z)
+{
+    floe_tree_geometry g;
+    floe_tree_geometry_init(&g, spec->words, node_bits, spec->seed);
+    floe_spec *r = &z->root_spec;
+    floe_spec_default(r);
+    memcpy(r->name, spec->name, sizeof r->name);
+    r->kind = FLOE_KIND_SET;
+    r->key_bits = g.root_key_bits;
+    /* No more roots than root keys. */
+    uint64_t keys = g.root_key_bits >= 64 ? UINT64_MAX : (uint64_t)1 << g.root_key_bits;
+    r->capacity = spec->capacity < keys ? spec->capacity : keys;
+    r->seed = spec->seed ^ 0xA0761D6478BD642Full;
+    if (r->seed == 0)
+        r->seed = 1;
+    strcpy(r->backend, "cpu");
+    z->node_bits = node_bits;
+    z->root_addr_bits = iceberg_addr_bits_for(r->key_bits, r->capacity);
+    z->node_bytes = g.node_slots * 8;
+    z->root_bytes = root_bytes_for(r->key_bits, z->root_addr_bits);
+}
+
+floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_error *err)
+{
+    memset(z, 0, sizeof *z);
+    if (spec->memory == 0) {
+        /* TREE_DEFAULT_NODES_PER_VECTOR nodes per vector (N - 2 at most), and
+         * room for the first TREE_UNSHARED_VECTORS to share nothing. */
+        uint64_t per = spec->words - 2 < TREE_DEFAULT_NODES_PER_VECTOR ? spec->words - 2 : TREE_DEFAULT_NODES_PER_VECTOR;
+        uint64_t unshared = spec->capacity < TREE_UNSHARED_VECTORS ? spec->capacity : TREE_UNSHARED_VECTORS;
+        double want = ((double)spec->capacity * (double)per + (double)unshared * (spec->words - 2)) / TREE_NODE_FILL;
+        uint32_t bits = FLOE_NODE_MIN_BITS;
+        while (bits < FLOE_NODE_MAX_BITS && (double)((uint64_t)1 << bits) < want)
+            bits++;
+        size_roots(spec, bits, z);
+        return FLOE_OK;
+    }
+    /* A budget: the largest node table that fits beside the root table. */
+    for (uint32_t bits = FLOE_NODE_MAX_BITS; bits >= FLOE_NODE_MIN_BITS; bits--) {
+        size_roots(spec, bits, z);
+        if (z->node_bytes + z->root_bytes <= spec->memory)
+            return FLOE_OK;
+    }
+    return floe_error_set(err, FLOE_ERR_INVALID,
+                          "memory %llu bytes is too small for a TREE of capacity %llu: its root table alone needs "
+                          "%llu bytes plus %llu for the smallest node table",
+                          (unsigned long long)spec->memory, (unsigned long long)spec->capacity,
+                          (unsigned long long)z->root_bytes, (unsigned long long)z->node_bytes);
+}
+
+/* ---- nodes ---------------------------------------------------------------------------- */
+
+/* Finds or (insert) puts one node; returns 1 and its reference, or 0 when it
+ * is absent (find) or no probe had room (insert). */
+static inline int node_ref(const tree *t, uint64_t node, int insert, uint32_t *ref, unsigned *created)
+{
+    const floe_tree_geometry *g = &t->g;
+    uint64_t home, rem;
+    floe_node_home(g, node, &home, &rem);
+    for (uint32_t c = 0; c < FLOE_NODE_CHOICES; c++) {
+        const uint64_t b = floe_node_bucket(g, home, c), v = floe_node_stored(rem, c);
+        aword *slots = t->nodes + (b << FLOE_NODE_BUCKET_SHIFT);
+        for (uint32_t i = 0; i < FLOE_NODE_BUCKET; i++) {
+            uint64_t cur = atomic_load_explicit(&slots[i], memory_order_acquire);
+            if (cur == FLOE_NODE_EMPTY) {
+                if (!insert)
+                    return 0; /* nodes fill buckets from the front: it would be here */
+                if (atomic_compare_exchange_strong_explicit(&slots[i], &cur, v, memory_order_acq_rel,
+                                                            memory_order_acquire)) {
+                    *ref = (uint32_t)((b << FLOE_NODE_BUCKET_SHIFT) + i);
+                    ++*created;
+                    return 1;
+                }
+                /* Lost the slot: cur is the winner's node, maybe ours. */
+            }
+            if (cur == v) {
+                *ref = (uint32_t)((b << FLOE_NODE_BUCKET_SHIFT) + i);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+#define FOLDED 0xFFu /* a fold's outcome besides the answers FLOE_FULL and FLOE_ABSENT */
+
+/* Folds one vector into its root key: FOLDED, or FLOE_FULL / FLOE_ABSENT
+ * when a node had no room / is not stored. */
+static int fold(const tree *t, const uint32_t *vec, int insert, uint64_t *root_key, unsigned *created)
+{
+    uint32_t items[FLOE_TREE_MAX_WORDS];
+    uint32_t m = t->g.words;
+    memcpy(items, vec, m * sizeof *items);
+    while (m > 2) {
+        const uint32_t half = m / 2;
+        for (uint32_t j = 0; j < half; j++)
+            if (!node_ref(t, floe_node_pack(items[2 * j], items[2 * j + 1]), insert, &items[j], created))
+                return insert ? FLOE_FULL : FLOE_ABSENT;
+        if (m & 1)
+            items[half] = items[m - 1];
+        m = floe_tree_up(m);
+    }
+    *root_key = floe_tree_root_key(&t->g, items[0], items[1]);
+    return FOLDED;
+}
+
+typedef struct fold_job {
+    tree *t;
+    const uint32_t *vectors;
+    size_t n;
+    int insert;
+    uint64_t *root_keys;
+    uint8_t *state;    /* FOLDED or the answer */
+    uint8_t *created;  /* nodes each vector wrote (<= 254) */
+    _Atomic uint64_t new_nodes, orphans;
+} fold_job;
+
+static void fold_chunk(void *arg, size_t task)
+{
+    fold_job *j = arg;
+    const size_t W = j->t->g.words;
+    size_t lo = task * CHUNK, hi = lo + CHUNK < j->n ? lo + CHUNK : j->n;
+    uint64_t made = 0, lost = 0;
+    for (size_t i = lo; i < hi; i++) {
+        unsigned created = 0;
+        j->state[i] = (uint8_t)fold(j->t, j->vectors + i * W, j->insert, &j->root_keys[i], &created);
+        if (j->created)
+            j->created[i] = (uint8_t)created;
+        made += created;
+        if (j->state[i] != FOLDED)
+            lost += created;
+    }
+    atomic_fetch_add(&j->new_nodes, made);
+    atomic_fetch_add(&j->orphans, lost);
+}
+
+floe_status tree_vectors_check(const uint32_t *vectors, size_t n, floe_error *err)
+{
+    if (n > 0 && !vectors)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no vectors given for %zu vectors", n);
+    if (n >= ((size_t)1 << 32))
+        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 vectors, got %zu", n);
+    return FLOE_OK;
+}
+
+/* The shared body of insert and find. */
+static floe_status run_vectors(tree *t, const uint32_t *vectors, size_t n, int insert, uint8_t *results, uint64_t *ids,
+                               floe_counts *counts, floe_error *err)
+{
+    floe_status st = tree_vectors_check(vectors, n, err);
+    if (st != FLOE_OK)
+        return st;
+    if (n > 0 && !results)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer");
+    /* One allocation: root keys, compacted root keys, their ids, state,
+     * created counts, their results, and the compaction map. */
+    size_t bytes = n * (8 + 8 + 8 + 1 + 1 + 1) + n * sizeof(uint32_t) + 64;
+    unsigned char *mem = malloc(bytes ? bytes : 1);
+    if (!mem)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu vectors", n);
+    uint64_t *root_keys = (uint64_t *)mem;
+    uint64_t *sub_keys = root_keys + n;
+    uint64_t *sub_ids = sub_keys + n;
+    uint32_t *sub_of = (uint32_t *)(sub_ids + n);
+    uint8_t *state = (uint8_t *)(sub_of + n);
+    uint8_t *created = state + n;
+    uint8_t *sub_results = created + n;
+
+    fold_job j = {.t = t, .vectors = vectors, .n = n, .insert = insert, .root_keys = root_keys, .state = state,
+                  .created = created};
+    floe_pool_run(t->pool, (n + CHUNK - 1) / CHUNK, fold_chunk, &j);
+    atomic_fetch_add(&t->nodes_used, atomic_load(&j.new_nodes));
+
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (state[i] == FOLDED) {
+            sub_keys[m] = root_keys[i];
+            sub_of[m++] = (uint32_t)i;
+        } else {
+            results[i] = state[i];
+            if (ids)
+                ids[i] = FLOE_NO_ID;
+        }
+    }
+    uint64_t orphans = atomic_load(&j.orphans);
+    if (m > 0) {
+        st = insert ? iceberg_insert(t->roots, sub_keys, m, NULL, 0, 0, sub_results, sub_ids, NULL, NULL, err)
+                    : iceberg_find(t->roots, sub_keys, m, sub_results, sub_ids, NULL, NULL, err);
+        if (st != FLOE_OK) {
+            free(mem);
+            return st;
+        }
+        for (size_t k = 0; k < m; k++) {
+            size_t i = sub_of[k];
+            results[i] = sub_results[k];
+            if (ids)
+                ids[i] = sub_ids[k];
+            if (sub_results[k] == FLOE_FULL)
+                orphans += created[i];
+        }
+    }
+    atomic_fetch_add(&t->orphans, orphans);
+    free(mem);
+    floe_counts_tally(counts, results, n);
+    return FLOE_OK;
+}
+
+floe_status tree_insert(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
+                        floe_counts *counts, floe_error *err)
+{
+    return run_vectors(t, vectors, n, 1, results, ids, counts, err);
+}
+
+floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids, floe_counts *counts,
+                      floe_error *err)
+{
+    return run_vectors(t, vectors, n, 0, results, ids, counts, err);
+}
+
+/* The vector of one id: 1 (out filled), 0 (no vector there), -1 (damaged). */
+static int get_one(tree *t, uint64_t id, uint32_t *out)
+{
+    uint64_t key;
+    if (!iceberg_key_at(t->roots, id, &key))
+        return 0;
+    uint32_t left, right;
+    floe_tree_root_split(&t->g, key, &left, &right);
+    return floe_tree_unfold(&t->g, (const uint64_t *)t->nodes, left, right, out) ? 1 : -1;
+}
+
+floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors, floe_counts *counts,
+                     floe_error *err)
+{
+    if (n > 0 && (!ids || !results || !vectors))
+        return floe_error_set(err, FLOE_ERR_INVALID, "get_by_id needs ids, results and vector buffers");
+    const size_t W = t->g.words;
+    for (size_t i = 0; i < n; i++) {
+        int r = get_one(t, ids[i], vectors + i * W);
+        if (r < 0)
+            return floe_error_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
+                                  t->spec.name, (unsigned long long)ids[i]);
+        results[i] = r ? FLOE_PRESENT : FLOE_ABSENT;
+        if (!r)
+            memset(vectors + i * W, 0, W * sizeof *vectors);
+    }
+    floe_counts_tally(counts, results, n);
+    return FLOE_OK;
+}
+
+floe_status tree_scan(tree *t, const floe_cursor *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
+                      floe_cursor *next, int *done, floe_error *err)
+{
+    const uint64_t total = iceberg_total_slots(t->roots);
+    uint64_t pos = from ? from->position : 0;
+    if (limit > 0 && !ids)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no ids buffer");
+    if (from && from->generation != 0)
+        return floe_error_set(err, FLOE_ERR_INVALID, "scan cursor is from generation %llu; TREE tables stay at 0",
+                              (unsigned long long)from->generation);
+    if (pos > total)
+        return floe_error_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
+                              (unsigned long long)pos, (unsigned long long)total);
+    const size_t W = t->g.words;
+    uint32_t scratch[FLOE_TREE_MAX_WORDS];
+    size_t got = 0;
+    for (uint64_t budget = SCAN_MAX_SLOTS; pos < total && got < limit && budget > 0; pos++, budget--) {
+        int r = get_one(t, pos, vectors ? vectors + got * W : scratch);
+        if (r < 0)
+            return floe_error_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
+                                  t->spec.name, (unsigned long long)pos);
+        if (r)
+            ids[got++] = pos;
+    }
+    *n = got;
+    next->position = pos;
+    next->generation = 0;
+    *done = pos >= total;
+    return FLOE_OK;
+}
+
+/* ---- life cycle -------------------------------------------------------------------------- */
+
+static floe_status create_sized(const floe_spec *spec, floe_pool *pool, tree **out, floe_error *err)
+{
+    floe_status st = floe_spec_validate(spec, err);
+    if (st != FLOE_OK)
+        return st;
+    if (spec->kind != FLOE_KIND_TREE)
+        return floe_error_set(err, FLOE_ERR_INVALID, "not a TREE spec");
+    tree *t = calloc(1, sizeof *t);
+    if (!t)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    t->spec = *spec;
+    while (t->spec.seed == 0)
+        if (getrandom(&t->spec.seed, sizeof t->spec.seed, 0) != sizeof t->spec.seed)
+            t->spec.seed = 0xBB67AE8584CAA73Bull;
+    t->pool = pool;
+    st = tree_size(&t->spec, &t->z, err);
+    if (st != FLOE_OK) {
+        free(t);
+        return st;
+    }
+    floe_tree_geometry_init(&t->g, t->spec.words, t->z.node_bits, t->spec.seed);
+    t->nodes = iceberg_map_zeroed(t->z.node_bytes);
+    if (!t->nodes) {
+        unsigned long long bytes = t->z.node_bytes;
+        free(t);
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a node table of %llu bytes", bytes);
+    }
+    st = iceberg_create_sized(&t->z.root_spec, t->z.root_addr_bits, pool, &t->roots, err);
+    if (st != FLOE_OK) {
+        munmap((void *)t->nodes, t->z.node_bytes);
+        free(t);
+        return st;
+    }
+    *out = t;
+    return FLOE_OK;
+}
+
+floe_status tree_create(const floe_spec *spec, floe_pool *pool, tree **out, floe_error *err)
+{
+    return create_sized(spec, pool, out, err);
+}
+
+void tree_destroy(tree *t)
+{
+    if (!t)
+        return;
+    iceberg_destroy(t->roots);
+    munmap((void *)t->nodes, t->z.node_bytes);
+    free(t);
+}
+
+const floe_spec *tree_spec(const tree *t)
+{
+    return &t->spec;
+}
+
+const floe_tree_geometry *tree_geometry(const tree *t)
+{
+    return &t->g;
+}
+
+uint64_t *tree_nodes(tree *t)
+{
+    return (uint64_t *)t->nodes;
+}
+
+iceberg *tree_roots(tree *t)
+{
+    return t->roots;
+}
+
+void tree_counters(tree *t, uint64_t *nodes, uint64_t *orphans)
+{
+    *nodes = atomic_load(&t->nodes_used);
+    *orphans = atomic_load(&t->orphans);
+}
+
+void tree_set_counters(tree *t, uint64_t nodes, uint64_t orphans)
+{
+    atomic_store(&t->nodes_used, nodes);
+    atomic_store(&t->orphans, orphans);
+}
+
+/* ---- stats ---------------------------------------------------------------------------------- */
+
+void tree_fill_stats(floe_table_stats *s, const floe_tree_geometry *g, uint64_t nodes, uint64_t orphans,
+                     uint64_t node_bytes)
+{
+    const uint64_t vectors = s->keys;
+    uint64_t root_used_bytes = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        root_used_bytes += s->level[l].used * s->level[l].row_bits / 8;
+    s->nodes = nodes;
+    s->node_slots = g->node_slots;
+    s->node_fill = (double)nodes / (double)g->node_slots;
+    s->orphan_nodes = orphans;
+    s->memory_bytes += node_bytes;
+    s->slots += g->node_slots;
+    s->bytes_per_key = vectors ? (double)s->memory_bytes / (double)vectors : 0.0;
+    s->compression =
+        vectors ? (double)(nodes * 8 + root_used_bytes) / ((double)vectors * g->words * 4.0) : 0.0;
+}
+
+void tree_stats(tree *t, floe_table_stats *s)
+{
+    iceberg_stats(t->roots, s);
+    s->spec = t->spec;
+    tree_fill_stats(s, &t->g, atomic_load(&t->nodes_used), atomic_load(&t->orphans), t->z.node_bytes);
+}
+
+/* ---- files ------------------------------------------------------------------------------------ */
+
+floe_status tree_save(tree *t, const char *path, floe_error *err)
+{
+    iceberg_image im;
+    iceberg_get_image(t->roots, &im);
+    floe_file_header h;
+    memset(&h, 0, sizeof h);
+    h.spec = t->spec;
+    h.layout_version = FLOE_LAYOUT_VERSION;
+    h.addr_bits = im.addr_bits;
+    h.generation = 0;
+    h.tombstones = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        h.used[l] = im.used[l];
+        h.keys += im.used[l];
+    }
+    h.nodes = atomic_load(&t->nodes_used);
+    h.orphans = atomic_load(&t->orphans);
+    h.nsections = TREE_SECTIONS;
+    const void *sections[TREE_SECTIONS];
+    for (int l = 0; l <= FLOE_LEVELS; l++) {
+        h.section_bytes[l] = im.bytes[l];
+        sections[l] = im.sections[l];
+    }
+    h.section_bytes[FLOE_LEVELS + 1] = t->z.node_bytes;
+    sections[FLOE_LEVELS + 1] = (const void *)t->nodes;
+    return floe_file_save(path, &h, sections, err);
+}
+
+/* Every node slot holds EMPTY or a valid probe tag, and the count matches. */
+static floe_status verify_nodes(tree *t, uint64_t want, const char *path, floe_error *err)
+{
+    uint64_t used = 0;
+    const uint64_t *nodes = (const uint64_t *)t->nodes;
+    for (uint64_t i = 0; i < t->g.node_slots; i++) {
+        if (nodes[i] == FLOE_NODE_EMPTY)
+            continue;
+        if (!floe_node_valid(nodes[i]))
+            return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: node slot %llu holds no valid node", path,
+                                  (unsigned long long)i);
+        used++;
+    }
+    if (used != want)
+        return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: %llu nodes stored, header says %llu", path,
+                              (unsigned long long)used, (unsigned long long)want);
+    return FLOE_OK;
+}
+
+floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_error *err)
+{
+    floe_file_header h;
+    floe_file_reader *r;
+    tree *t = NULL;
+    floe_status st = floe_file_open(path, &h, &r, err);
+    if (st != FLOE_OK)
+        return st;
+    floe_error spec_err;
+    if (h.spec.kind != FLOE_KIND_TREE) {
+        st = floe_error_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a TREE", path,
+                            floe_kind_name(h.spec.kind));
+        goto out;
+    }
+    if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0) {
+        st = floe_error_set(err, FLOE_ERR_INVALID, "%s holds an invalid table spec: %s", path,
+                            h.spec.seed == 0 ? "seed 0" : spec_err.msg);
+        goto out;
+    }
+    st = create_sized(&h.spec, pool, &t, err);
+    if (st != FLOE_OK)
+        goto out;
+    iceberg_image im;
+    iceberg_get_image(t->roots, &im);
+    bool sizes_ok = h.nsections == TREE_SECTIONS && h.addr_bits == im.addr_bits &&
+                    h.section_bytes[FLOE_LEVELS + 1] == t->z.node_bytes;
+    for (int l = 0; l <= FLOE_LEVELS; l++)
+        sizes_ok = sizes_ok && h.section_bytes[l] == im.bytes[l];
+    if (!sizes_ok) {
+        st = floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
+                            path);
+        goto out;
+    }
+    void *sections[TREE_SECTIONS];
+    for (int l = 0; l <= FLOE_LEVELS; l++)
+        sections[l] = im.sections[l];
+    sections[FLOE_LEVELS + 1] = (void *)t->nodes;
+    st = floe_file_read(r, sections, err);
+    if (st == FLOE_OK)
+        st = verify_nodes(t, h.nodes, path, err);
+    if (st != FLOE_OK)
+        goto out;
+    iceberg_set_counters(t->roots, h.used, 0, 0);
+    tree_set_counters(t, h.nodes, h.orphans);
+    *out = t;
+    t = NULL;
+out:
+    tree_destroy(t);
+    floe_file_close(r);
+    return st;
+}

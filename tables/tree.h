@@ -1,0 +1,95 @@
+/*
+ * tree.h - the CPU engine for TREE tables: tree-compressed vectors of
+ * `words` 32-bit words (layout in tree_layout.h), batch by batch on the
+ * thread pool, lock-free: nodes are claimed with one 64-bit CAS, roots go
+ * through the iceberg engine (a SET keyed by the root pair).
+ *
+ * Every call is thread-safe.  Among concurrent inserts of one vector exactly
+ * one sees FLOE_INSERTED; inside one batch the first occurrence of a vector
+ * is the one INSERTED.  Vectors are packed: vector i is words[i * W ..
+ * i * W + W).  A vector's id is its root slot id, stable for the table's
+ * life (TREE tables never rebuild).  FULL: the node table or the root table
+ * had no room; nodes written on the way stay (counted as orphans).
+ */
+#ifndef FLOE_TABLES_TREE_H
+#define FLOE_TABLES_TREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "iceberg.h"
+#include "pool.h"
+#include "spec.h"
+#include "status.h"
+#include "tree_layout.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tree tree;
+
+/* How a TREE spec is laid out: node table bits, and the root table's own
+ * SET spec and primary address bits.  A pure function of the spec
+ * (capacity, words, memory, seed), so a saved table recomputes it. */
+typedef struct tree_sizing {
+    uint32_t node_bits;
+    floe_spec root_spec;
+    uint32_t root_addr_bits;
+    uint64_t node_bytes, root_bytes;
+} tree_sizing;
+
+/* Node slots per vector when no memory budget is given (words > 3). */
+#define TREE_DEFAULT_NODES_PER_VECTOR 2u
+/* ... plus N - 2 nodes for each of the first vectors (they share nothing). */
+#define TREE_UNSHARED_VECTORS 1024u
+/* Node table fill the default sizing aims at. */
+#define TREE_NODE_FILL 0.8
+
+floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_error *err);
+
+/* The spec must pass floe_spec_validate with kind TREE (seed 0: pick one). */
+floe_status tree_create(const floe_spec *spec, floe_pool *pool, tree **out, floe_error *err);
+void tree_destroy(tree *t);
+const floe_spec *tree_spec(const tree *t);
+const floe_tree_geometry *tree_geometry(const tree *t);
+
+/* Find-or-put of n vectors: INSERTED / PRESENT / FULL; ids may be NULL. */
+floe_status tree_insert(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
+                        floe_counts *counts, floe_error *err);
+/* PRESENT / ABSENT; changes nothing. */
+floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids, floe_counts *counts,
+                      floe_error *err);
+/* The vectors of n ids: PRESENT and the vector (n * words words), or ABSENT
+ * and zeros where the id names no stored vector. */
+floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors, floe_counts *counts,
+                     floe_error *err);
+/* Up to limit stored vectors from the cursor on: their ids and (vectors not
+ * NULL) the vectors.  As iceberg_scan: a bounded number of slots per call. */
+floe_status tree_scan(tree *t, const floe_cursor *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
+                      floe_cursor *next, int *done, floe_error *err);
+void tree_stats(tree *t, floe_table_stats *s);
+
+floe_status tree_save(tree *t, const char *path, floe_error *err);
+floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_error *err);
+
+/* The raw node array and the root table: for the GPU backend, which keeps
+ * the same layout on the device and saves and loads through this file code.
+ * Not thread-safe against batches. */
+uint64_t *tree_nodes(tree *t);
+iceberg *tree_roots(tree *t);
+void tree_counters(tree *t, uint64_t *nodes, uint64_t *orphans);
+void tree_set_counters(tree *t, uint64_t nodes, uint64_t orphans);
+
+/* Figures every TREE engine reports alike, from its raw counts. */
+void tree_fill_stats(floe_table_stats *s, const floe_tree_geometry *g, uint64_t nodes, uint64_t orphans,
+                     uint64_t node_bytes);
+
+/* Stored vectors checked the way every engine must: present, fewer than 2^32. */
+floe_status tree_vectors_check(const uint32_t *vectors, size_t n, floe_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLOE_TABLES_TREE_H */

@@ -1,0 +1,599 @@
+/*
+ * test_tree.c - the TREE engine against a reference set of whole vectors:
+ * streams with heavy sharing (a random walk that changes one or two words a
+ * step) and heavy duplication, for lengths 2, 3, 16, 17, 64 and 256; ids
+ * stable and distinct, get_by_id and scan give back the exact vectors, save
+ * and load keep everything; concurrent inserters see exactly one INSERTED
+ * per distinct vector; a full node table answers FULL and never a false
+ * PRESENT; bad specs and batches are refused and change nothing.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "testutil.h"
+#include "tree.h"
+
+/* ---- the reference: a set of vectors, each with the id the table gave it ---- */
+
+typedef struct vset {
+    uint32_t W;
+    size_t cap, n;
+    uint32_t *slot; /* index + 1 into vecs, 0 empty */
+    uint32_t *vecs;
+    uint64_t *ids;
+} vset;
+
+static uint64_t vhash(const uint32_t *v, uint32_t W)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (uint32_t i = 0; i < W; i++)
+        h = (h ^ v[i]) * 0xff51afd7ed558ccdull, h ^= h >> 29;
+    return h;
+}
+
+static void vset_init(vset *s, uint32_t W, size_t max)
+{
+    s->W = W;
+    s->cap = 4;
+    while (s->cap < 2 * max)
+        s->cap *= 2;
+    s->n = 0;
+    s->slot = calloc(s->cap, sizeof *s->slot);
+    s->vecs = malloc(max * W * sizeof *s->vecs);
+    s->ids = malloc(max * sizeof *s->ids);
+}
+
+static void vset_free(vset *s)
+{
+    free(s->slot);
+    free(s->vecs);
+    free(s->ids);
+}
+
+/* Index of v in s, or -1; with add, adds it when absent (returning -1). */
+static long vset_find(vset *s, const uint32_t *v, int add, uint64_t id)
+{
+    size_t i = vhash(v, s->W) & (s->cap - 1);
+    for (; s->slot[i]; i = (i + 1) & (s->cap - 1))
+        if (memcmp(s->vecs + (size_t)(s->slot[i] - 1) * s->W, v, s->W * 4) == 0)
+            return (long)s->slot[i] - 1;
+    if (add) {
+        memcpy(s->vecs + s->n * s->W, v, s->W * 4);
+        s->ids[s->n] = id;
+        s->slot[i] = (uint32_t)++s->n;
+    }
+    return -1;
+}
+
+/* ---- streams: a random walk with repeats ---------------------------------------------- */
+
+typedef struct walk {
+    uint32_t W;
+    uint32_t v[FLOE_TREE_MAX_WORDS];
+    uint64_t rng;
+    uint32_t domain;
+} walk;
+
+static uint32_t walk_value(walk *w)
+{
+    /* Mostly small values (shared subtrees), sometimes any 32-bit word,
+     * including the extremes. */
+    uint64_t r = rng_next(&w->rng);
+    switch (r & 15) {
+    case 0:
+        return 0xFFFFFFFFu;
+    case 1:
+        return (uint32_t)(r >> 32);
+    default:
+        return (uint32_t)((r >> 32) % w->domain);
+    }
+}
+
+static void walk_init(walk *w, uint32_t W, uint64_t seed, uint32_t domain)
+{
+    w->W = W;
+    w->rng = seed | 1;
+    w->domain = domain;
+    for (uint32_t i = 0; i < W; i++)
+        w->v[i] = 0;
+}
+
+/* n vectors: walk steps changing 1-2 words, and ~30% repeats of recent ones. */
+static void walk_stream(walk *w, uint32_t *out, size_t n)
+{
+    const uint32_t W = w->W;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && rng_below(&w->rng, 10) < 3) {
+            size_t back = 1 + rng_below(&w->rng, i < 64 ? i : 64);
+            memcpy(out + i * W, out + (i - back) * W, W * 4);
+            continue;
+        }
+        int changes = 1 + (int)rng_below(&w->rng, 2);
+        for (int c = 0; c < changes; c++)
+            w->v[rng_below(&w->rng, W)] = walk_value(w);
+        memcpy(out + i * W, w->v, W * 4);
+    }
+}
+
+static tree *make_tree(uint32_t W, uint64_t capacity, uint64_t memory, floe_pool *pool)
+{
+    floe_spec s;
+    floe_error err;
+    floe_spec_default(&s);
+    strcpy(s.name, "t");
+    s.kind = FLOE_KIND_TREE;
+    s.key_bits = 0;
+    s.words = W;
+    s.capacity = capacity;
+    s.memory = memory;
+    s.seed = 77 + W;
+    tree *t = NULL;
+    floe_status st = tree_create(&s, pool, &t, &err);
+    ck_assert_msg(st == FLOE_OK, "tree_create: %s", err.msg);
+    return t;
+}
+
+/* Every stored vector comes back from its id, from find, and once from a scan. */
+static void check_contents(tree *t, vset *ref)
+{
+    const uint32_t W = ref->W;
+    floe_error err;
+    size_t n = ref->n;
+    uint8_t *res = malloc(n + 1);
+    uint64_t *ids = malloc((n + 1) * 8);
+    uint32_t *got = malloc((n + 1) * W * 4);
+    ck_assert_int_eq(tree_get(t, ref->ids, n, res, got, NULL, &err), FLOE_OK);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(res[i], FLOE_PRESENT);
+        ck_assert_msg(memcmp(got + i * W, ref->vecs + i * W, W * 4) == 0, "get_by_id(%llu) differs",
+                      (unsigned long long)ref->ids[i]);
+    }
+    ck_assert_int_eq(tree_find(t, ref->vecs, n, res, ids, NULL, &err), FLOE_OK);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(res[i], FLOE_PRESENT);
+        ck_assert_uint_eq(ids[i], ref->ids[i]);
+    }
+    /* scan: each id exactly once, with its vector */
+    vset seen;
+    vset_init(&seen, W, n + 1);
+    floe_cursor cur = {0, 0}, next;
+    int done = 0, first = 1;
+    size_t total = 0;
+    while (!done) {
+        size_t got_n;
+        ck_assert_int_eq(tree_scan(t, first ? NULL : &cur, 333, ids, got, &got_n, &next, &done, &err), FLOE_OK);
+        for (size_t k = 0; k < got_n; k++) {
+            long at = vset_find(ref, got + k * W, 0, 0);
+            ck_assert_msg(at >= 0, "scan returned a vector never inserted");
+            ck_assert_uint_eq(ids[k], ref->ids[at]);
+            ck_assert_msg(vset_find(&seen, got + k * W, 1, ids[k]) < 0, "scan returned a vector twice");
+        }
+        total += got_n;
+        cur = next;
+        first = 0;
+    }
+    ck_assert_uint_eq(total, n);
+    vset_free(&seen);
+    floe_table_stats st;
+    tree_stats(t, &st);
+    ck_assert_uint_eq(st.keys, n);
+    ck_assert_int_eq(st.spec.kind, FLOE_KIND_TREE);
+    ck_assert(st.nodes <= st.node_slots);
+    free(res);
+    free(ids);
+    free(got);
+}
+
+static void run_length(uint32_t W, size_t total, floe_pool *pool)
+{
+    walk w;
+    walk_init(&w, W, 1000 + W, W > 64 ? 4 : 16);
+    uint32_t *stream = malloc(total * W * 4);
+    walk_stream(&w, stream, total);
+    /* Nodes for every step of the walk: random data shares little. */
+    tree *t = make_tree(W, total, (uint64_t)total * W * 16 + (1u << 20), pool);
+    vset ref;
+    vset_init(&ref, W, total);
+    uint8_t *res = malloc(total);
+    uint64_t *ids = malloc(total * 8);
+    floe_error err;
+    /* Batches of varying size, so duplicates fall inside and across batches. */
+    size_t at = 0;
+    uint64_t r = W;
+    while (at < total) {
+        size_t b = 1 + rng_below(&r, 3000);
+        if (b > total - at)
+            b = total - at;
+        floe_counts c;
+        ck_assert_int_eq(tree_insert(t, stream + at * W, b, res, ids, &c, &err), FLOE_OK);
+        for (size_t i = 0; i < b; i++) {
+            const uint32_t *v = stream + (at + i) * W;
+            long k = vset_find(&ref, v, 0, 0);
+            if (k < 0) {
+                ck_assert_msg(res[i] == FLOE_INSERTED, "W=%u vector %zu: want INSERTED, got %d", W, at + i,
+                              res[i]);
+                vset_find(&ref, v, 1, ids[i]);
+            } else {
+                ck_assert_msg(res[i] == FLOE_PRESENT, "W=%u vector %zu: want PRESENT, got %d", W, at + i, res[i]);
+                ck_assert_uint_eq(ids[i], ref.ids[k]);
+            }
+        }
+        ck_assert_uint_eq(c.inserted + c.present, b);
+        at += b;
+    }
+    /* Distinct ids for distinct vectors. */
+    model m;
+    model_init(&m, ref.n);
+    for (size_t i = 0; i < ref.n; i++) {
+        ck_assert_msg(!model_get(&m, ref.ids[i], NULL, NULL), "two vectors share id %llu",
+                      (unsigned long long)ref.ids[i]);
+        model_put(&m, ref.ids[i], 0, 0);
+    }
+    model_free(&m);
+    check_contents(t, &ref);
+
+    /* Vectors never inserted: ABSENT (a fresh walk far from the first). */
+    walk w2;
+    walk_init(&w2, W, 5000 + W, 1u << 30);
+    size_t probes = 2000;
+    uint32_t *other = malloc(probes * W * 4);
+    walk_stream(&w2, other, probes);
+    floe_status fst = tree_find(t, other, probes, res, ids, NULL, &err);
+    ck_assert_msg(fst == FLOE_OK, "W=%u find: %s", W, err.msg);
+    for (size_t i = 0; i < probes; i++) {
+        bool in = vset_find(&ref, other + i * W, 0, 0) >= 0;
+        ck_assert_int_eq(res[i], in ? FLOE_PRESENT : FLOE_ABSENT);
+    }
+    /* Ids naming no vector: ABSENT. */
+    uint64_t bad_ids[2] = {UINT64_MAX, 1ull << 50};
+    uint32_t *vec2 = malloc(2 * W * 4);
+    ck_assert_int_eq(tree_get(t, bad_ids, 2, res, vec2, NULL, &err), FLOE_OK);
+    ck_assert_int_eq(res[0], FLOE_ABSENT);
+    ck_assert_int_eq(res[1], FLOE_ABSENT);
+
+    /* Save and load: same contents, same ids, and it goes on working. */
+    char path[] = "/tmp/floe-tree-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(tree_save(t, path, &err) == FLOE_OK, "save: %s", err.msg);
+    floe_table_stats before, after;
+    tree_stats(t, &before);
+    tree_destroy(t);
+    ck_assert_msg(tree_load(path, pool, &t, &err) == FLOE_OK, "load: %s", err.msg);
+    unlink(path);
+    tree_stats(t, &after);
+    ck_assert_uint_eq(after.keys, before.keys);
+    ck_assert_uint_eq(after.nodes, before.nodes);
+    check_contents(t, &ref);
+    ck_assert_int_eq(tree_insert(t, other, probes, res, ids, NULL, &err), FLOE_OK);
+    for (size_t i = 0; i < probes; i++) {
+        long k = vset_find(&ref, other + i * W, 0, 0);
+        if (k < 0) {
+            ck_assert_int_eq(res[i], FLOE_INSERTED);
+            vset_find(&ref, other + i * W, 1, ids[i]);
+        } else {
+            ck_assert_int_eq(res[i], FLOE_PRESENT);
+            ck_assert_uint_eq(ids[i], ref.ids[k]);
+        }
+    }
+    check_contents(t, &ref);
+    tree_destroy(t);
+    vset_free(&ref);
+    free(other);
+    free(vec2);
+    free(stream);
+    free(res);
+    free(ids);
+}
+
+START_TEST(lengths_against_reference)
+{
+    static const uint32_t lengths[] = {2, 3, 16, 17, 64, 256};
+    floe_pool *pool;
+    floe_error err;
+    ck_assert_int_eq(floe_pool_create(3, &pool, &err), FLOE_OK);
+    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++)
+        run_length(lengths[i], lengths[i] >= 64 ? 12000 : 40000, pool);
+    floe_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(shape_of_every_length)
+{
+    /* Every length folds and unfolds: one vector of distinct words each. */
+    floe_error err;
+    for (uint32_t W = FLOE_TREE_MIN_WORDS; W <= FLOE_TREE_MAX_WORDS; W++) {
+        tree *t = make_tree(W, 64, 0, NULL);
+        uint32_t v[FLOE_TREE_MAX_WORDS], back[FLOE_TREE_MAX_WORDS];
+        for (uint32_t i = 0; i < W; i++)
+            v[i] = 0x01000193u * (i + 1) ^ W;
+        uint8_t res;
+        uint64_t id;
+        ck_assert_int_eq(tree_insert(t, v, 1, &res, &id, NULL, &err), FLOE_OK);
+        ck_assert_int_eq(res, FLOE_INSERTED);
+        ck_assert_int_eq(tree_get(t, &id, 1, &res, back, NULL, &err), FLOE_OK);
+        ck_assert_int_eq(res, FLOE_PRESENT);
+        ck_assert_msg(memcmp(v, back, W * 4) == 0, "W=%u: unfold differs", W);
+        floe_table_stats st;
+        tree_stats(t, &st);
+        ck_assert_uint_eq(st.nodes, W - 2); /* N - 2 nodes plus the root */
+        tree_destroy(t);
+    }
+}
+END_TEST
+
+/* ---- concurrency ------------------------------------------------------------------------ */
+
+enum { CT_THREADS = 4, CT_VECTORS = 60000, CT_W = 16 };
+
+typedef struct ct_worker {
+    tree *t;
+    const uint32_t *vecs; /* CT_VECTORS distinct vectors */
+    int id;
+    _Atomic uint32_t *wins;
+    uint64_t *ids; /* per vector, as seen by this worker */
+} ct_worker;
+
+static void *ct_main(void *arg)
+{
+    ct_worker *w = arg;
+    uint64_t r = 99 + (uint64_t)w->id;
+    uint32_t *order = malloc(CT_VECTORS * sizeof *order);
+    for (uint32_t i = 0; i < CT_VECTORS; i++)
+        order[i] = i;
+    for (uint32_t i = CT_VECTORS - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)rng_below(&r, i + 1), x = order[i];
+        order[i] = order[j], order[j] = x;
+    }
+    enum { B = 777 };
+    uint32_t *batch = malloc(B * CT_W * 4);
+    uint8_t res[B];
+    uint64_t ids[B];
+    floe_error err;
+    for (size_t at = 0; at < CT_VECTORS; at += B) {
+        size_t b = CT_VECTORS - at < B ? CT_VECTORS - at : B;
+        for (size_t k = 0; k < b; k++)
+            memcpy(batch + k * CT_W, w->vecs + (size_t)order[at + k] * CT_W, CT_W * 4);
+        if (tree_insert(w->t, batch, b, res, ids, NULL, &err) != FLOE_OK)
+            break;
+        for (size_t k = 0; k < b; k++) {
+            if (res[k] == FLOE_INSERTED)
+                atomic_fetch_add(&w->wins[order[at + k]], 1);
+            w->ids[order[at + k]] = res[k] == FLOE_FULL ? FLOE_NO_ID : ids[k];
+        }
+    }
+    free(batch);
+    free(order);
+    return NULL;
+}
+
+START_TEST(concurrent_inserts)
+{
+    /* Distinct vectors with much sharing: a walk over a small domain,
+     * deduplicated. */
+    walk w;
+    walk_init(&w, CT_W, 4242, 8);
+    size_t want = CT_VECTORS;
+    uint32_t *raw = malloc(want * 2 * CT_W * 4);
+    uint32_t *vecs = malloc(want * CT_W * 4);
+    vset s;
+    vset_init(&s, CT_W, want * 2);
+    size_t n = 0;
+    while (n < want) {
+        walk_stream(&w, raw, want * 2);
+        for (size_t i = 0; i < want * 2 && n < want; i++)
+            if (vset_find(&s, raw + i * CT_W, 1, 0) < 0)
+                memcpy(vecs + n++ * CT_W, raw + i * CT_W, CT_W * 4);
+    }
+    floe_pool *pool;
+    floe_error err;
+    ck_assert_int_eq(floe_pool_create(2, &pool, &err), FLOE_OK);
+    tree *t = make_tree(CT_W, CT_VECTORS, 0, pool);
+    _Atomic uint32_t *wins = calloc(CT_VECTORS, sizeof *wins);
+    pthread_t th[CT_THREADS];
+    ct_worker wk[CT_THREADS];
+    for (int i = 0; i < CT_THREADS; i++) {
+        wk[i] = (ct_worker){t, vecs, i, wins, malloc(CT_VECTORS * 8)};
+        pthread_create(&th[i], NULL, ct_main, &wk[i]);
+    }
+    for (int i = 0; i < CT_THREADS; i++)
+        pthread_join(th[i], NULL);
+    for (size_t i = 0; i < CT_VECTORS; i++) {
+        ck_assert_msg(wins[i] == 1, "vector %zu INSERTED %u times", i, wins[i]);
+        for (int k = 1; k < CT_THREADS; k++)
+            ck_assert_uint_eq(wk[k].ids[i], wk[0].ids[i]);
+    }
+    floe_table_stats st;
+    tree_stats(t, &st);
+    ck_assert_uint_eq(st.keys, CT_VECTORS);
+    /* Every vector back from its id. */
+    uint32_t back[CT_W];
+    uint8_t res;
+    for (size_t i = 0; i < CT_VECTORS; i += 97) {
+        ck_assert_int_eq(tree_get(t, &wk[0].ids[i], 1, &res, back, NULL, &err), FLOE_OK);
+        ck_assert(memcmp(back, vecs + i * CT_W, sizeof back) == 0);
+    }
+    for (int i = 0; i < CT_THREADS; i++)
+        free(wk[i].ids);
+    tree_destroy(t);
+    floe_pool_destroy(pool);
+    free((void *)wins);
+    free(raw);
+    free(vecs);
+    vset_free(&s);
+}
+END_TEST
+
+/* ---- FULL ------------------------------------------------------------------------------------ */
+
+START_TEST(full_is_exact)
+{
+    /* A node table far too small for random 16-word vectors: FULL comes, and
+     * a vector that got FULL is not reported PRESENT later. */
+    const uint32_t W = 16;
+    floe_error err;
+    floe_spec s;
+    floe_spec_default(&s);
+    strcpy(s.name, "small");
+    s.kind = FLOE_KIND_TREE;
+    s.key_bits = 0;
+    s.words = W;
+    s.capacity = 4096;
+    tree_sizing z;
+    ck_assert_int_eq(tree_size(&s, &z, &err), FLOE_OK);
+    s.memory = z.root_bytes + 8192 * 8; /* 8 Ki node slots */
+    tree *t = NULL;
+    ck_assert_msg(tree_create(&s, NULL, &t, &err) == FLOE_OK, "%s", err.msg);
+    size_t n = 4000;
+    uint32_t *v = malloc(n * W * 4);
+    uint64_t r = 5;
+    for (size_t i = 0; i < n * W; i++)
+        v[i] = (uint32_t)rng_next(&r);
+    uint8_t *res = malloc(n), *res2 = malloc(n);
+    uint64_t *ids = malloc(n * 8), *ids2 = malloc(n * 8);
+    ck_assert_int_eq(tree_insert(t, v, n, res, ids, NULL, &err), FLOE_OK);
+    size_t full = 0, ins = 0;
+    for (size_t i = 0; i < n; i++) {
+        full += res[i] == FLOE_FULL;
+        ins += res[i] == FLOE_INSERTED;
+        ck_assert(res[i] == FLOE_FULL || res[i] == FLOE_INSERTED);
+    }
+    ck_assert_msg(full > 0 && ins > 0, "want both FULL and INSERTED (%zu / %zu)", full, ins);
+    ck_assert_int_eq(tree_find(t, v, n, res2, ids2, NULL, &err), FLOE_OK);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(res2[i], res[i] == FLOE_FULL ? FLOE_ABSENT : FLOE_PRESENT);
+        if (res[i] == FLOE_INSERTED)
+            ck_assert_uint_eq(ids2[i], ids[i]);
+    }
+    floe_table_stats st;
+    tree_stats(t, &st);
+    ck_assert_uint_eq(st.keys, ins);
+    ck_assert(st.orphan_nodes > 0);
+    ck_assert(st.node_fill > 0.8);
+    tree_destroy(t);
+    free(v);
+    free(res);
+    free(res2);
+    free(ids);
+    free(ids2);
+}
+END_TEST
+
+/* ---- bad input -------------------------------------------------------------------------------- */
+
+START_TEST(bad_specs_and_batches)
+{
+    floe_spec s;
+    floe_error err;
+    tree *t = NULL;
+    floe_spec_default(&s);
+    strcpy(s.name, "b");
+    s.kind = FLOE_KIND_TREE;
+    s.key_bits = 0;
+    s.words = 1;
+    ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "words"));
+    s.words = 257;
+    ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_ERR_INVALID);
+    s.words = 8;
+    s.key_bits = 40;
+    ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_ERR_INVALID);
+    s.key_bits = 0;
+    s.grow = true;
+    ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_ERR_UNSUPPORTED);
+    s.grow = false;
+    s.value_bytes = 8;
+    ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_ERR_INVALID);
+    s.value_bytes = 0;
+    s.memory = 1000;
+    ck_assert_int_eq(tree_create(&s, NULL, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "too small"));
+    s.memory = 0;
+    ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_OK);
+    floe_spec set;
+    floe_spec_default(&set);
+    strcpy(set.name, "s");
+    set.memory = 1 << 20;
+    ck_assert_int_eq(floe_spec_validate(&set, &err), FLOE_ERR_INVALID);
+    set.memory = 0;
+    set.words = 4;
+    ck_assert_int_eq(floe_spec_validate(&set, &err), FLOE_ERR_INVALID);
+
+    /* Through the backend: erase, rebuild and MAP flags on a TREE, get_by_id
+     * on a SET; none changes anything. */
+    floe_backend *be;
+    ck_assert_int_eq(floe_backend_cpu_create(1, &be, &err), FLOE_OK);
+    floe_table *tt, *st;
+    ck_assert_int_eq(floe_table_create(be, &s, &tt, &err), FLOE_OK);
+    ck_assert_int_eq(floe_table_create(be, &set, &st, &err), FLOE_ERR_INVALID);
+    set.words = 0;
+    ck_assert_int_eq(floe_table_create(be, &set, &st, &err), FLOE_OK);
+    uint32_t vec[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint8_t res[2];
+    uint64_t ids[2];
+    floe_batch b;
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_ERASE;
+    b.vectors = vec;
+    b.n = 1;
+    b.results = res;
+    ck_assert_int_eq(floe_table_run(tt, &b), FLOE_ERR_UNSUPPORTED);
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_INSERT;
+    b.flags = FLOE_BATCH_OVERWRITE;
+    b.vectors = vec;
+    b.n = 1;
+    b.results = res;
+    ck_assert_int_eq(floe_table_run(tt, &b), FLOE_ERR_INVALID);
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_REBUILD;
+    ck_assert_int_eq(floe_table_run(tt, &b), FLOE_ERR_UNSUPPORTED);
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_GET;
+    ids[0] = 0;
+    b.keys = ids;
+    b.n = 1;
+    b.results = res;
+    b.vectors_out = vec;
+    ck_assert_int_eq(floe_table_run(st, &b), FLOE_ERR_UNSUPPORTED);
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_STATS;
+    ck_assert_int_eq(floe_table_run(tt, &b), FLOE_OK);
+    ck_assert_uint_eq(b.stats.keys, 0);
+    ck_assert_uint_eq(b.stats.nodes, 0);
+    /* A good insert through the backend works. */
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_INSERT;
+    b.flags = FLOE_BATCH_WANT_IDS;
+    b.vectors = vec;
+    b.n = 1;
+    b.results = res;
+    b.ids = ids;
+    ck_assert_int_eq(floe_table_run(tt, &b), FLOE_OK);
+    ck_assert_int_eq(res[0], FLOE_INSERTED);
+    ck_assert_uint_eq(b.counts.inserted, 1);
+    floe_table_destroy(tt);
+    floe_table_destroy(st);
+    floe_backend_destroy(be);
+}
+END_TEST
+
+Suite *tree_suite(void)
+{
+    Suite *s = suite_create("tree");
+    TCase *tc = tcase_create("tree");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, shape_of_every_length);
+    tcase_add_test(tc, lengths_against_reference);
+    tcase_add_test(tc, concurrent_inserts);
+    tcase_add_test(tc, full_is_exact);
+    tcase_add_test(tc, bad_specs_and_batches);
+    suite_add_tcase(s, tc);
+    return s;
+}
