@@ -136,20 +136,22 @@ NVFLAGS := -std=c++17 -O3 -Iproto -Itables -Igpu -cudart static \
   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
   -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
   -Xcompiler -Wall,-Wextra,-Werror
-GPU_BINS := build/gpu/layout_selftest build/gpu/floe-gpu-tests build/gpu/floe-k1-gpu
+GPU_BINS := build/gpu/layout_selftest build/gpu/floe-gpu-tests build/gpu/floe-k1-gpu build/gpu/floe-t1-gpu
 check-cuda: $(GPU_BINS)
 build/gpu/%.o: gpu/%.cu $(wildcard gpu/*.h) $(wildcard tables/*.h) proto/floe_wire.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 # libcrypto linked in, so that the GPU programs run on hosts without it
 NV_CRYPTO := -Xlinker -Bstatic -lcrypto -Xlinker -Bdynamic -ldl
-build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/backend_gpu.o
+build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/tree_gpu.o build/gpu/backend_gpu.o
 	ar rcs $@ $^
 build/gpu/layout_selftest: build/gpu/layout_selftest.o
 	$(NVCC) $(NVFLAGS) $^ -o $@
-build/gpu/floe-gpu-tests: build/gpu/gpu_test.o build/gpu/backend_test.o build/gpu/libfloegpu.a build/rel/libfloetables.a
+build/gpu/floe-gpu-tests: build/gpu/gpu_test.o build/gpu/backend_test.o build/gpu/tree_test.o build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 build/gpu/floe-k1-gpu: build/gpu/k1_bench.o build/gpu/libfloegpu.a build/rel/libfloetables.a
+	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
+build/gpu/floe-t1-gpu: build/gpu/t1_bench.o build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 else
 check-cuda:
@@ -162,7 +164,7 @@ endif
 BUNDLE_STATIC := -Wl,-Bstatic -levent_pthreads -levent_core -lprotobuf-c -lcheck_pic -lsubunit -lcrypto \
   -Wl,-Bdynamic -ldl -lrt -lm -pthread
 BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-gpu-tests \
-  bundle/floe-k1-gpu bundle/layout_selftest
+  bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest
 .PHONY: device-bundle
 ifeq ($(GPU),1)
 device-bundle: $(BUNDLE_BINS)
@@ -179,7 +181,7 @@ bundle/floe-itests: $(call itest_objs,rel) build/rel/libfloe.a
 bundle/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
-bundle/floe-gpu-tests bundle/floe-k1-gpu bundle/layout_selftest: bundle/%: build/gpu/%
+bundle/floe-gpu-tests bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest: bundle/%: build/gpu/%
 	@mkdir -p bundle
 	cp $< $@
 else

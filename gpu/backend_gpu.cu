@@ -27,6 +27,10 @@
  * the skipped pieces again, in their order.
  *
  * SCAN, STATS, REBUILD and SAVE drain the pipeline and run on the worker.
+ *
+ * TREE tables (tree_gpu.cu) run one batch at a time on the worker, in
+ * pieces through one pinned staging area: their engine reads a count back
+ * from the device in the middle of every batch anyway.
  * A CUDA error fails the batch it hit with FLOE_ERR_INTERNAL and the CUDA
  * message; the daemon logs it.
  */
@@ -42,6 +46,8 @@
 #include "iceberg.h"
 #include "iceberg_gpu.h"
 #include "pool.h"
+#include "tablefile.h"
+#include "tree_gpu.h"
 
 #define STAGES    3
 #define PIECE_MAX (1u << 20) /* keys per piece */
@@ -77,10 +83,20 @@ struct stage {
     floe_error err;
 };
 
+/* A TREE table's staging: pinned host and device buffers for one piece. */
+struct tree_stage {
+    size_t cap; /* vectors */
+    uint32_t *h_vec, *d_vec;
+    uint64_t *h_ids, *d_ids;
+    uint8_t *h_res, *d_res;
+};
+
 struct gpu_table {
     floe_table base;
     gpu_backend *be;
-    gpu_iceberg *ice;
+    gpu_iceberg *ice; /* SET, MAP */
+    gpu_tree *tree;   /* TREE */
+    tree_stage ts;
     uint32_t vb;
     cudaStream_t ks; /* kernels, in submission order */
     stage stg[STAGES];
@@ -625,6 +641,180 @@ static floe_status save(gpu_table *t, const char *path, floe_error *err)
     return st;
 }
 
+/* ---- TREE tables ---------------------------------------------------------------------------------------- */
+
+#define TREE_PIECE_MAX (1u << 20) /* vectors per piece */
+#define TREE_SCAN_STEP (1u << 16) /* root slots per scan step */
+
+static void tree_stage_free(tree_stage *s)
+{
+    cudaFreeHost(s->h_vec);
+    cudaFreeHost(s->h_ids);
+    cudaFreeHost(s->h_res);
+    cudaFree(s->d_vec);
+    cudaFree(s->d_ids);
+    cudaFree(s->d_res);
+    memset(s, 0, sizeof *s);
+}
+
+static floe_status tree_stage_reserve(tree_stage *s, size_t n, uint32_t W, floe_error *err)
+{
+    if (n <= s->cap)
+        return FLOE_OK;
+    tree_stage_free(s);
+    cudaError_t e = cudaMallocHost(&s->h_vec, n * W * 4);
+    if (e == cudaSuccess)
+        e = cudaMallocHost(&s->h_ids, n * 8);
+    if (e == cudaSuccess)
+        e = cudaMallocHost(&s->h_res, n);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_vec, n * W * 4);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_ids, n * 8);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_res, n);
+    if (e != cudaSuccess) {
+        tree_stage_free(s);
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "staging for %zu vectors: %s", n, cuda_msg(e));
+    }
+    s->cap = n;
+    return FLOE_OK;
+}
+
+#define TREE_CUDA(call)                                                                                                \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess)                                                                                         \
+            return floe_error_set(err, FLOE_ERR_INTERNAL, "%s: %s", #call, cuda_msg(e_));                            \
+    } while (0)
+
+/* INSERT, FIND or GET of vectors [off, off + m). */
+static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m, floe_error *err)
+{
+    const uint32_t W = t->base.spec.words;
+    tree_stage *s = &t->ts;
+    const bool want_ids = b->op != FLOE_OP_GET && (b->flags & FLOE_BATCH_WANT_IDS);
+    floe_status st = tree_stage_reserve(s, m, W, err);
+    if (st != FLOE_OK)
+        return st;
+    if (b->op == FLOE_OP_GET) {
+        memcpy(s->h_ids, b->keys + off, m * 8);
+        TREE_CUDA(cudaMemcpyAsync(s->d_ids, s->h_ids, m * 8, cudaMemcpyHostToDevice, t->ks));
+        st = gpu_tree_get(t->tree, s->d_ids, 0, m, s->d_res, s->d_vec, t->ks, err);
+        if (st != FLOE_OK)
+            return st;
+        TREE_CUDA(cudaMemcpyAsync(s->h_vec, s->d_vec, m * W * 4, cudaMemcpyDeviceToHost, t->ks));
+    } else {
+        memcpy(s->h_vec, b->vectors + off * W, m * W * 4);
+        TREE_CUDA(cudaMemcpyAsync(s->d_vec, s->h_vec, m * W * 4, cudaMemcpyHostToDevice, t->ks));
+        st = b->op == FLOE_OP_INSERT
+                 ? gpu_tree_insert(t->tree, s->d_vec, m, s->d_res, want_ids ? s->d_ids : NULL, t->ks, err)
+                 : gpu_tree_find(t->tree, s->d_vec, m, s->d_res, want_ids ? s->d_ids : NULL, t->ks, err);
+        if (st != FLOE_OK)
+            return st;
+        if (want_ids)
+            TREE_CUDA(cudaMemcpyAsync(s->h_ids, s->d_ids, m * 8, cudaMemcpyDeviceToHost, t->ks));
+    }
+    TREE_CUDA(cudaMemcpyAsync(s->h_res, s->d_res, m, cudaMemcpyDeviceToHost, t->ks));
+    TREE_CUDA(cudaStreamSynchronize(t->ks));
+    memcpy(b->results + off, s->h_res, m);
+    if (want_ids)
+        memcpy(b->ids + off, s->h_ids, m * 8);
+    if (b->op == FLOE_OP_GET)
+        memcpy(b->vectors_out + off * W, s->h_vec, m * W * 4);
+    return FLOE_OK;
+}
+
+/* Up to limit vectors from the cursor: root slots in steps, stored ones kept. */
+static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_error *err)
+{
+    const uint32_t W = t->base.spec.words;
+    const uint64_t total = gpu_tree_root_slots(t->tree);
+    uint64_t pos = b->cursor_set ? b->cursor.position : 0;
+    b->scan_n = 0;
+    if (b->limit > 0 && !b->scan_keys)
+        return floe_error_set(err, FLOE_ERR_INVALID, "no ids buffer");
+    if (b->cursor_set && b->cursor.generation != 0)
+        return floe_error_set(err, FLOE_ERR_INVALID, "scan cursor is from generation %llu; TREE tables stay at 0",
+                              (unsigned long long)b->cursor.generation);
+    if (pos > total)
+        return floe_error_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
+                              (unsigned long long)pos, (unsigned long long)total);
+    tree_stage *s = &t->ts;
+    floe_status st = tree_stage_reserve(s, TREE_SCAN_STEP, W, err);
+    uint64_t budget = GPU_SCAN_WINDOW;
+    while (st == FLOE_OK && pos < total && b->scan_n < b->limit && budget > 0) {
+        size_t m = total - pos < TREE_SCAN_STEP ? (size_t)(total - pos) : TREE_SCAN_STEP;
+        st = gpu_tree_get(t->tree, NULL, pos, m, s->d_res, s->d_vec, t->ks, err);
+        if (st != FLOE_OK)
+            break;
+        TREE_CUDA(cudaMemcpyAsync(s->h_res, s->d_res, m, cudaMemcpyDeviceToHost, t->ks));
+        TREE_CUDA(cudaMemcpyAsync(s->h_vec, s->d_vec, m * W * 4, cudaMemcpyDeviceToHost, t->ks));
+        TREE_CUDA(cudaStreamSynchronize(t->ks));
+        size_t k = 0;
+        for (; k < m && b->scan_n < b->limit; k++) {
+            if (s->h_res[k] != FLOE_PRESENT)
+                continue;
+            b->scan_keys[b->scan_n] = pos + k;
+            if (b->scan_vectors)
+                memcpy(b->scan_vectors + b->scan_n * W, s->h_vec + k * W, W * 4);
+            b->scan_n++;
+        }
+        pos += k;
+        budget = budget > k ? budget - k : 0;
+    }
+    b->next.position = pos;
+    b->next.generation = 0;
+    b->scan_done = pos >= total;
+    return st;
+}
+
+/* Saves through the CPU engine's file code: the arrays are the same. */
+static floe_status tree_save_gpu(gpu_table *t, const char *path, floe_error *err)
+{
+    if (!path)
+        return floe_error_set(err, FLOE_ERR_INVALID, "save needs a path");
+    tree *host;
+    floe_status st = tree_create(&t->base.spec, NULL, &host, err);
+    if (st != FLOE_OK)
+        return st;
+    st = gpu_tree_download(t->tree, host, err);
+    if (st == FLOE_OK)
+        st = tree_save(host, path, err);
+    tree_destroy(host);
+    return st;
+}
+
+static void run_tree(gpu_table *t, floe_batch *b)
+{
+    floe_error *e = &b->error;
+    b->status = floe_batch_check(&t->base.spec, b, e);
+    if (b->status == FLOE_OK) {
+        switch (b->op) {
+        case FLOE_OP_INSERT:
+        case FLOE_OP_FIND:
+        case FLOE_OP_GET:
+            for (size_t off = 0; off < b->n && b->status == FLOE_OK; off += TREE_PIECE_MAX)
+                b->status = tree_piece(t, b, off, b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX, e);
+            if (b->status == FLOE_OK)
+                floe_counts_tally(&b->counts, b->results, b->n);
+            break;
+        case FLOE_OP_SCAN:
+            b->status = tree_scan(t, b, e);
+            break;
+        case FLOE_OP_STATS:
+            b->status = gpu_tree_stats(t->tree, &b->stats, e);
+            break;
+        case FLOE_OP_SAVE:
+            b->status = tree_save_gpu(t, b->path, e);
+            break;
+        default:
+            b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
+        }
+    }
+    complete(b);
+}
+
 static void run_alone(gpu_table *t, floe_batch *b)
 {
     floe_error *e = &b->error;
@@ -666,6 +856,9 @@ static void run_alone(gpu_table *t, floe_batch *b)
     case FLOE_OP_SAVE:
         b->status = save(t, b->path, e);
         break;
+    case FLOE_OP_GET:
+        b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
+        break;
     default:
         b->status = floe_error_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
     }
@@ -680,6 +873,10 @@ static void begin(gpu_table *t, floe_batch *b)
 {
     memset(&b->counts, 0, sizeof b->counts);
     b->status = FLOE_OK;
+    if (t->tree) {
+        run_tree(t, b);
+        return;
+    }
     if (b->op != FLOE_OP_INSERT && b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE) {
         run_alone(t, b);
         return;
@@ -780,22 +977,27 @@ static void table_free(gpu_table *t)
     }
     if (t->ks)
         cudaStreamDestroy(t->ks);
+    tree_stage_free(&t->ts);
     gpu_iceberg_destroy(t->ice);
+    gpu_tree_destroy(t->tree);
     free(t);
 }
 
-static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, uint64_t generation, floe_table **out,
-                               floe_error *err)
+/* Takes ownership of ice or tree (one of them). */
+static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree, uint64_t generation,
+                               floe_table **out, floe_error *err)
 {
     gpu_table *t = (gpu_table *)calloc(1, sizeof *t);
     if (!t) {
         gpu_iceberg_destroy(ice);
+        gpu_tree_destroy(tree);
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
     t->base.backend = &be->base;
-    t->base.spec = *gpu_iceberg_spec(ice);
+    t->base.spec = ice ? *gpu_iceberg_spec(ice) : *gpu_tree_spec(tree);
     t->be = be;
     t->ice = ice;
+    t->tree = tree;
     t->vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
     t->generation = generation;
     cudaError_t e = cudaStreamCreateWithFlags(&t->ks, cudaStreamNonBlocking);
@@ -812,7 +1014,7 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, uint64_t gener
     floe_status st = FLOE_OK;
     if (e != cudaSuccess)
         st = floe_error_set(err, FLOE_ERR_INTERNAL, "creating CUDA streams: %s", cuda_msg(e));
-    if (st == FLOE_OK)
+    if (st == FLOE_OK && ice)
         st = recount(t, err);
     if (st != FLOE_OK) {
         table_free(t);
@@ -837,11 +1039,18 @@ static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, f
     while (s.seed == 0)
         if (getrandom(&s.seed, sizeof s.seed, 0) != sizeof s.seed)
             s.seed = 0x6A09E667F3BCC909ull; /* no entropy: a fixed seed still works */
+    if (s.kind == FLOE_KIND_TREE) {
+        gpu_tree *tree;
+        floe_status st = gpu_tree_create(&s, &tree, err);
+        if (st != FLOE_OK)
+            return st;
+        return start_table(be, NULL, tree, 0, out, err);
+    }
     gpu_iceberg *ice;
     floe_status st = gpu_iceberg_create(&s, iceberg_addr_bits_for(s.key_bits, s.capacity), &ice, err);
     if (st != FLOE_OK)
         return st;
-    return start_table(be, ice, 0, out, err);
+    return start_table(be, ice, NULL, 0, out, err);
 }
 
 /* Loads through the CPU engine's file code (checksums, damage checks), then
@@ -849,8 +1058,28 @@ static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, f
 static floe_status gpu_load_table(floe_backend *base, const char *path, floe_table **out, floe_error *err)
 {
     gpu_backend *be = (gpu_backend *)base;
+    floe_kind kind;
+    floe_status st = floe_file_kind(path, &kind, err);
+    if (st != FLOE_OK)
+        return st;
+    if (kind == FLOE_KIND_TREE) {
+        tree *th;
+        st = tree_load(path, be->pool, &th, err);
+        if (st != FLOE_OK)
+            return st;
+        gpu_tree *gt = NULL;
+        st = gpu_tree_create(tree_spec(th), &gt, err);
+        if (st == FLOE_OK)
+            st = gpu_tree_upload(gt, th, err);
+        tree_destroy(th);
+        if (st != FLOE_OK) {
+            gpu_tree_destroy(gt);
+            return st;
+        }
+        return start_table(be, NULL, gt, 0, out, err);
+    }
     iceberg *host;
-    floe_status st = iceberg_load(path, be->pool, &host, err);
+    st = iceberg_load(path, be->pool, &host, err);
     if (st != FLOE_OK)
         return st;
     iceberg_image im;
@@ -864,7 +1093,7 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, floe_tab
         gpu_iceberg_destroy(ice);
         return st;
     }
-    return start_table(be, ice, im.generation, out, err);
+    return start_table(be, ice, NULL, im.generation, out, err);
 }
 
 static void gpu_submit(floe_table *base, floe_batch *b)

@@ -10,4 +10,8 @@ uint64_t test_rng(uint64_t *s);
 /* The GPU backend against the CPU backend; failures counted in `failures`. */
 void backend_suite(uint64_t seed, bool small, const char *only);
 
+/* The GPU TREE engine against the CPU one, and TREE tables through both
+ * backends (tree_test.cu). */
+void tree_suite(uint64_t seed, bool small);
+
 #endif

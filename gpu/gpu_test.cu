@@ -9,7 +9,8 @@
  * fault: 16-bit primary rows with 32-bit secondary rows, where its find
  * missed keys stored in level 2; here every inserted key must be found at
  * fill 0.9 and 0.95.  Then the GPU backend against the CPU backend
- * (backend_test.cu).  Exit 0: all passed.
+ * (backend_test.cu), and the TREE engine and backend against the CPU ones
+ * (tree_test.cu).  Exit 0: all passed.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -158,13 +159,17 @@ int main(int argc, char **argv)
     bool small = argc > 1 && !strcmp(argv[1], "--small"); /* for compute-sanitizer */
     printf("floe-gpu-tests on %s\n", name);
     uint64_t seed = (uint64_t)time(NULL); /* fresh inputs every run; printed to reproduce */
-    if (argc > 2 && strcmp(argv[1], "--backend-case"))
-        seed = strtoull(argv[2], NULL, 0);
-    if (argc > 3)
-        seed = strtoull(argv[3], NULL, 0);
+    for (int i = 1; i < argc; i++) /* a number among the arguments is the seed */
+        if (argv[i][0] >= '0' && argv[i][0] <= '9')
+            seed = strtoull(argv[i], NULL, 0);
     printf("seed %llu\n", (unsigned long long)seed);
     if (argc > 1 && !strcmp(argv[1], "--backend-case")) { /* floe-gpu-tests --backend-case NAME [SEED] */
         backend_suite(seed + 30, false, argc > 2 ? argv[2] : "");
+        printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
+        return failures ? 1 : 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--tree")) { /* floe-gpu-tests --tree [--small] [SEED]: TREE tables only */
+        tree_suite(seed + 40, argc > 2 && !strcmp(argv[2], "--small"));
         printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
         return failures ? 1 : 0;
     }
@@ -172,6 +177,7 @@ int main(int argc, char **argv)
         against_cpu(40, 8, 0.9, seed, true);
         against_cpu(64, 9, 0.9, seed + 1, false, true);
         backend_suite(seed + 2, true, NULL);
+        tree_suite(seed + 3, true);
     } else {
         const uint32_t widths[] = {16, 24, 31, 40, 48, 64};
         for (int i = 0; i < 6; i++)
@@ -183,6 +189,8 @@ int main(int argc, char **argv)
         against_cpu(64, 12, 0.95, seed + 21, false, true);
         /* the backend floed uses: pipeline, MAP, growth, scan, save/load across backends */
         backend_suite(seed + 30, false, NULL);
+        /* TREE tables: engine against the CPU engine, both backends */
+        tree_suite(seed + 40, false);
     }
     printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;

@@ -599,6 +599,20 @@ __global__ void k_scan_gather(const __grid_constant__ floe_geometry g, const lev
         value_set(vals_out, vb, i, value_get(vals, vb, pos[i]));
 }
 
+/* The key in each slot id (ids NULL: slot first + i); found[i] 0 where the
+ * slot holds none (empty, erased, or past the table). */
+__global__ void k_keys_at(const __grid_constant__ floe_geometry g, const levels lv, const uint64_t *ids, uint64_t first,
+                          uint64_t n, uint64_t *keys, uint8_t *found)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    uint64_t p = ids ? ids[i] : first + i, key = 0;
+    bool ok = p < g.total_slots && key_at(g, lv.L, p, &key);
+    keys[i] = key;
+    found[i] = ok ? 1 : 0;
+}
+
 /* ---- host side ------------------------------------------------------------------------------------ */
 
 static inline unsigned blocks_for(uint64_t n)
@@ -1169,5 +1183,15 @@ extern "C" floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sect
         CUDA_TRY(cudaMemcpy(t->level[l], sections[l], t->bytes[l], cudaMemcpyHostToDevice), err);
     if (t->vb)
         CUDA_TRY(cudaMemcpy(t->values, sections[FLOE_LEVELS], t->values_bytes, cudaMemcpyHostToDevice), err);
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_iceberg_keys_at(gpu_iceberg *t, const uint64_t *d_ids, uint64_t first, size_t n,
+                                           uint64_t *d_keys, uint8_t *d_found, gpu_stream stream, floe_error *err)
+{
+    if (n == 0)
+        return FLOE_OK;
+    k_keys_at<<<blocks_for(n), BLOCK, 0, stream>>>(t->g, levels_of(t), d_ids, first, n, d_keys, d_found);
+    CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }

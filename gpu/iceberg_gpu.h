@@ -93,6 +93,12 @@ floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, floe_error 
 floe_status gpu_iceberg_scan(gpu_iceberg *t, uint64_t pos, size_t limit, uint64_t *keys, void *values, size_t *n,
                              uint64_t *next, int *done, floe_error *err);
 
+/* The key held by each of n slot ids (d_ids NULL: ids first, first + 1,
+ * ...): d_keys[i], and d_found[i] = 1, or 0 where the slot holds no key.
+ * Enqueues only. */
+floe_status gpu_iceberg_keys_at(gpu_iceberg *t, const uint64_t *d_ids, uint64_t first, size_t n, uint64_t *d_keys,
+                                uint8_t *d_found, gpu_stream stream, floe_error *err);
+
 /* The table's arrays (levels 0..2, then values), as tables/iceberg.h's
  * iceberg_image lays them out, to and from host memory (waits). */
 floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections[FLOE_LEVELS + 1], floe_error *err);

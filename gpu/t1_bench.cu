@@ -1,0 +1,224 @@
+/*
+ * t1_bench.cu - floe-t1-gpu: the T1 tree benchmark of DESIGN.md on the GPU
+ * TREE engine.  Vectors of --words words (16) from a random walk over a
+ * model: --walkers independent walkers start from the all-zero state, and
+ * each step changes one or two words (uniform positions) to a value below
+ * --domain (the model's local state space per word).  Every vector occurs
+ * twice: a batch holds --batch walk vectors and then the same vectors again
+ * in a scattered order.  Vectors are generated on the device and not timed;
+ * each gpu_tree_insert of a batch is timed with CUDA events (dedup, fold,
+ * root table, answers, and the one count read back).  Reports G vectors/s
+ * over all vectors sent (both occurrences), INSERTED = distinct vectors,
+ * and the table's bytes per stored vector; medians of --runs runs, each on
+ * a fresh table.
+ */
+#include <algorithm>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "tree.h"
+#include "tree_gpu.h"
+
+#define CHECK(call)                                                                                                    \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                     \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+static void must(floe_status st, const floe_error &err)
+{
+    if (st != FLOE_OK) {
+        fprintf(stderr, "floe-t1-gpu: %s\n", err.msg);
+        exit(1);
+    }
+}
+
+__device__ __forceinline__ uint64_t xs(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Each walker takes `steps` steps; step k of walker w is vector k * walkers + w. */
+__global__ void k_walk(uint32_t *state, uint64_t *rng, uint32_t W, uint32_t walkers, uint32_t steps, uint32_t domain,
+                       uint32_t *out)
+{
+    uint32_t w = blockIdx.x * blockDim.x + threadIdx.x;
+    if (w >= walkers)
+        return;
+    uint32_t *v = state + (uint64_t)w * W;
+    uint64_t r = rng[w];
+    for (uint32_t k = 0; k < steps; k++) {
+        uint64_t x = xs(&r);
+        int changes = 1 + (int)(x & 1);
+        for (int c = 0; c < changes; c++) {
+            uint64_t y = xs(&r);
+            v[(y >> 8) % W] = (uint32_t)((y >> 40) % domain);
+        }
+        uint32_t *o = out + ((uint64_t)k * walkers + w) * W;
+        for (uint32_t i = 0; i < W; i++)
+            o[i] = v[i];
+    }
+    rng[w] = r;
+}
+
+/* The second occurrences: vector b + j is vector (j * odd) mod b (b a power of two). */
+__global__ void k_again(uint32_t *vecs, uint32_t W, uint64_t b)
+{
+    uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (j >= b)
+        return;
+    uint64_t from = (j * 0x9E3779B97F4A7C15ull) & (b - 1);
+    for (uint32_t i = 0; i < W; i++)
+        vecs[(b + j) * W + i] = vecs[from * W + i];
+}
+
+__global__ void k_count(const uint8_t *r, uint64_t n, unsigned long long *c)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i < n && r[i] < 5)
+        atomicAdd(&c[r[i]], 1ull);
+}
+
+static uint64_t parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    switch (*end) {
+    case 'K': case 'k': v *= 1024.0; break;
+    case 'M': case 'm': v *= 1024.0 * 1024; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+    }
+    return (uint64_t)v;
+}
+
+int main(int argc, char **argv)
+{
+    uint32_t W = 16, walkers = 1u << 16, domain = 4, runs = 3;
+    uint64_t batch = 1ull << 21, vectors = 1ull << 25, memory = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--words") && i + 1 < argc)
+            W = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--walkers") && i + 1 < argc)
+            walkers = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--domain") && i + 1 < argc)
+            domain = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+            runs = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch = parse_size(argv[++i]);
+        else if (!strcmp(argv[i], "--vectors") && i + 1 < argc)
+            vectors = parse_size(argv[++i]);
+        else if (!strcmp(argv[i], "--memory") && i + 1 < argc)
+            memory = parse_size(argv[++i]);
+        else {
+            printf("usage: floe-t1-gpu [--words W (16)] [--vectors N (32M) walk vectors, each sent twice]\n"
+                   "       [--batch B (2M) walk vectors per batch, a power of two] [--walkers K (65536)]\n"
+                   "       [--domain D (4) values per word] [--memory SIZE (0: sized from N)] [--runs R (3)]\n");
+            return strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+    if ((batch & (batch - 1)) || batch % walkers || vectors % batch || W < 2 || W > 256 || domain == 0) {
+        fprintf(stderr, "floe-t1-gpu: --batch must be a power of two and a multiple of --walkers, --vectors a "
+                        "multiple of --batch, 2 <= --words <= 256, --domain >= 1\n");
+        return 2;
+    }
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    printf("T1 on %s: %u-word vectors, %u walkers, domain %u, %llu walk vectors each sent twice, batches of %llu "
+           "(+ %llu repeats), median of %u runs\n",
+           prop.name, W, walkers, domain, (unsigned long long)vectors, (unsigned long long)batch,
+           (unsigned long long)batch, runs);
+    uint32_t *d_vec, *d_state;
+    uint64_t *d_rng, *d_ids;
+    uint8_t *d_res;
+    unsigned long long *d_c;
+    CHECK(cudaMalloc(&d_vec, 2 * batch * W * 4));
+    CHECK(cudaMalloc(&d_res, 2 * batch));
+    CHECK(cudaMalloc(&d_ids, 2 * batch * 8));
+    CHECK(cudaMalloc(&d_state, (uint64_t)walkers * W * 4));
+    CHECK(cudaMalloc(&d_rng, (uint64_t)walkers * 8));
+    CHECK(cudaMalloc(&d_c, 5 * sizeof *d_c));
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    std::vector<double> rate, bpv, bpv_used, comp;
+    unsigned long long c[5];
+    floe_table_stats st;
+    for (uint32_t run = 0; run < runs; run++) {
+        floe_spec spec;
+        floe_spec_default(&spec);
+        strcpy(spec.name, "t1");
+        spec.kind = FLOE_KIND_TREE;
+        spec.key_bits = 0;
+        spec.words = W;
+        spec.capacity = vectors;
+        spec.memory = memory;
+        spec.seed = 0x7165 + run;
+        floe_error err;
+        gpu_tree *t;
+        must(gpu_tree_create(&spec, &t, &err), err);
+        CHECK(cudaMemset(d_state, 0, (uint64_t)walkers * W * 4));
+        std::vector<uint64_t> seeds(walkers);
+        for (uint32_t w = 0; w < walkers; w++)
+            seeds[w] = 0x9E3779B97F4A7C15ull * (w + 1 + 1000003ull * run) | 1;
+        CHECK(cudaMemcpy(d_rng, seeds.data(), walkers * 8, cudaMemcpyHostToDevice));
+        CHECK(cudaMemset(d_c, 0, 5 * sizeof *d_c));
+        double ms_total = 0;
+        for (uint64_t done = 0; done < vectors; done += batch) {
+            k_walk<<<(walkers + 255) / 256, 256, 0, s>>>(d_state, d_rng, W, walkers, (uint32_t)(batch / walkers),
+                                                          domain, d_vec);
+            k_again<<<(unsigned)((batch + 255) / 256), 256, 0, s>>>(d_vec, W, batch);
+            CHECK(cudaEventRecord(e0, s));
+            must(gpu_tree_insert(t, d_vec, 2 * batch, d_res, d_ids, s, &err), err);
+            CHECK(cudaEventRecord(e1, s));
+            CHECK(cudaEventSynchronize(e1));
+            float ms;
+            CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            ms_total += ms;
+            k_count<<<(unsigned)((2 * batch + 255) / 256), 256, 0, s>>>(d_res, 2 * batch, d_c);
+        }
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaMemcpy(c, d_c, sizeof c, cudaMemcpyDeviceToHost));
+        must(gpu_tree_stats(t, &st, &err), err);
+        double used_bytes = (double)st.nodes * 8;
+        for (int l = 0; l < 3; l++)
+            used_bytes += (double)st.level[l].used * st.level[l].row_bits / 8;
+        rate.push_back(2.0 * vectors / (ms_total * 1e-3) / 1e9);
+        bpv.push_back(st.bytes_per_key);
+        bpv_used.push_back(st.keys ? used_bytes / st.keys : 0);
+        comp.push_back(st.compression);
+        printf("run %u: %.3f G vectors/s; INSERTED %llu PRESENT %llu FULL %llu; %llu vectors, %llu nodes (fill %.3f), "
+               "root rows %u bits, %.2f bytes/vector allocated, %.2f used, compression %.4f\n",
+               run, rate.back(), c[FLOE_INSERTED], c[FLOE_PRESENT], c[FLOE_FULL], (unsigned long long)st.keys,
+               (unsigned long long)st.nodes, st.node_fill, st.level[0].row_bits, bpv.back(), bpv_used.back(),
+               comp.back());
+        if (c[FLOE_INSERTED] != st.keys || c[FLOE_INSERTED] + c[FLOE_PRESENT] + c[FLOE_FULL] != 2 * vectors) {
+            fprintf(stderr, "floe-t1-gpu: answers do not add up\n");
+            return 1;
+        }
+        gpu_tree_destroy(t);
+    }
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    printf("T1 median: %.3f G vectors/s (min %.3f, max %.3f), %.2f bytes per stored vector allocated (%.2f used), "
+           "compression %.4f, memory %.1f MiB\n",
+           median(rate), *std::min_element(rate.begin(), rate.end()), *std::max_element(rate.begin(), rate.end()),
+           median(bpv), median(bpv_used), median(comp), st.memory_bytes / 1048576.0);
+    return 0;
+}

@@ -1,0 +1,666 @@
+/*
+ * tree_gpu.cu - the GPU engine's kernels for TREE tables (see tree_gpu.h).
+ * Layout, node encoding and the unfold walk are tables/tree_layout.h's.
+ *
+ * A batch, all on one stream:
+ *   dedup   each vector looks itself up in a scratch hash table of vector
+ *           indices (2n+ slots, 64-bit entries: hash tag | index) and joins
+ *           the class of equal vectors there, lowering the class's index
+ *           with atomicMin; the class's final index is its first occurrence,
+ *           the leader.  Equal vectors probe the same sequence, and a slot
+ *           once taken holds one class for the batch, so the classes are
+ *           exact (the full vectors are compared, not just hashes).
+ *   fold    one thread per leader folds its vector bottom-up: each node is
+ *           found or put with one 64-bit atomicCAS from EMPTY, its
+ *           reference replaces the pair; leaders that fold write their root
+ *           key into a compact list (one atomicAdd per warp).
+ *   roots   the root keys, distinct by construction, go to the root table
+ *           (gpu_iceberg, without its in-batch fix-up: they are distinct).
+ *   answer  leaders take the root table's answers; the other occurrences
+ *           copy their leader's (INSERTED becomes PRESENT).
+ * The host reads the number of folded leaders between fold and roots: the
+ * one synchronisation of a batch.
+ *
+ * One thread per vector, no intra-vector parallelism (the tree thesis found
+ * it the best of its variants); for 16-word vectors the fold is compiled for
+ * that length so the items stay in registers.
+ */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tree_gpu.h"
+#include "tree_layout.h"
+
+#define CUDA_TRY(call, err)                                                                                            \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess)                                                                                         \
+            return floe_error_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                  \
+    } while (0)
+
+#define BLOCK       256
+#define NO_ID       (~0ull)
+#define DEDUP_EMPTY (~0ull)
+#define FOLDED      0xFFu
+
+struct gpu_tree {
+    floe_spec spec;
+    floe_tree_geometry g;
+    tree_sizing z;
+    uint64_t *nodes;
+    gpu_iceberg *roots;
+    unsigned long long *orphans;
+    unsigned long long *counter; /* folded leaders, node count */
+    unsigned long long *h_counter; /* pinned */
+    /* batch scratch, grown on demand */
+    size_t cap;
+    uint64_t *dd_table; /* dedup table */
+    uint64_t dd_mask;
+    uint32_t *dd_slot, *leader, *list, *rk_idx;
+    uint64_t *rk, *ids_c;
+    uint8_t *res_c, *created;
+};
+
+/* ---- device ------------------------------------------------------------------------------------------ */
+
+__device__ __forceinline__ uint64_t vector_hash(const uint32_t *v, uint32_t W)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ W;
+    for (uint32_t i = 0; i < W; i++) {
+        h = (h ^ v[i]) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    h *= 0xC4CEB9FE1A85EC53ull;
+    return h ^ (h >> 29);
+}
+
+__device__ __forceinline__ bool vectors_equal(const uint32_t *a, const uint32_t *b, uint32_t W)
+{
+    for (uint32_t i = 0; i < W; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
+}
+
+/* Joins vector i's class in the dedup table; dd_slot[i] = the class's slot. */
+__global__ void k_dedup(const uint32_t *vecs, uint32_t W, uint64_t n, uint64_t *table, uint64_t mask, uint32_t *dd_slot)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const uint32_t *v = vecs + i * W;
+    const uint64_t h = vector_hash(v, W);
+    const uint64_t tag = h >> 32, mine = (tag << 32) | i;
+    uint64_t s = h & mask;
+    for (;;) {
+        uint64_t cur = __ldcg(table + s);
+        if (cur == DEDUP_EMPTY) {
+            cur = atomicCAS((unsigned long long *)(table + s), DEDUP_EMPTY, mine);
+            if (cur == DEDUP_EMPTY) {
+                dd_slot[i] = (uint32_t)s;
+                return;
+            }
+        }
+        if ((cur >> 32) == tag && vectors_equal(v, vecs + (cur & 0xFFFFFFFFull) * W, W)) {
+            atomicMin((unsigned long long *)(table + s), mine);
+            dd_slot[i] = (uint32_t)s;
+            return;
+        }
+        s = (s + 1) & mask;
+    }
+}
+
+/* Appends to a compact list with one atomicAdd per warp; returns i's place. */
+__device__ __forceinline__ unsigned long long warp_append(unsigned long long *counter)
+{
+    unsigned active = __activemask();
+    int lane = threadIdx.x & 31, leader = __ffs(active) - 1;
+    unsigned long long base = 0;
+    if (lane == leader)
+        base = atomicAdd(counter, (unsigned long long)__popc(active));
+    base = __shfl_sync(active, base, leader);
+    return base + __popc(active & ((1u << lane) - 1));
+}
+
+/* leader[i]: the first occurrence of vector i; leaders go to the list. */
+__global__ void k_leaders(const uint64_t *table, const uint32_t *dd_slot, uint64_t n, uint32_t *leader, uint32_t *list,
+                          unsigned long long *count)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    uint32_t l = (uint32_t)(table[dd_slot[i]] & 0xFFFFFFFFull);
+    leader[i] = l;
+    if (l == i)
+        list[warp_append(count)] = (uint32_t)i;
+}
+
+/* Finds or (insert) puts one node: 1 and its reference, or 0. */
+template <bool insert>
+__device__ __forceinline__ int node_ref(const floe_tree_geometry &g, uint64_t *nodes, uint64_t node, uint32_t *ref,
+                                        unsigned *created)
+{
+    uint64_t home, rem;
+    floe_node_home(&g, node, &home, &rem);
+    for (uint32_t c = 0; c < FLOE_NODE_CHOICES; c++) {
+        const uint64_t b = floe_node_bucket(&g, home, c), v = floe_node_stored(rem, c);
+        uint64_t *slots = nodes + (b << FLOE_NODE_BUCKET_SHIFT);
+        const ulonglong2 *q = reinterpret_cast<const ulonglong2 *>(slots);
+        /* Inserts bypass L1: other SMs claim slots during the kernel. */
+        ulonglong2 a = insert ? __ldcg(q) : __ldg(q), d = insert ? __ldcg(q + 1) : __ldg(q + 1);
+        uint64_t s[FLOE_NODE_BUCKET] = {a.x, a.y, d.x, d.y};
+#pragma unroll
+        for (uint32_t i = 0; i < FLOE_NODE_BUCKET; i++) {
+            uint64_t cur = s[i];
+            if (cur == FLOE_NODE_EMPTY) {
+                if (!insert)
+                    return 0;
+                cur = atomicCAS((unsigned long long *)(slots + i), FLOE_NODE_EMPTY, v);
+                if (cur == FLOE_NODE_EMPTY) {
+                    *ref = (uint32_t)((b << FLOE_NODE_BUCKET_SHIFT) + i);
+                    ++*created;
+                    return 1;
+                }
+            }
+            if (cur == v) {
+                *ref = (uint32_t)((b << FLOE_NODE_BUCKET_SHIFT) + i);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Folds items[0..W) in place; FOLDED and the root pair in items[0..1], or
+ * FLOE_FULL / FLOE_ABSENT.  WC > 0: the length known at compile time. */
+template <int WC, bool insert>
+__device__ __forceinline__ uint32_t fold(const floe_tree_geometry &g, uint64_t *nodes, uint32_t *items, uint32_t W,
+                                         unsigned *created)
+{
+    uint32_t m = WC > 0 ? (uint32_t)WC : W;
+#pragma unroll
+    for (int level = 0; level < 9; level++) {
+        if (m <= 2)
+            break;
+        const uint32_t half = m / 2;
+#pragma unroll
+        for (uint32_t j = 0; j < (WC > 0 ? (uint32_t)WC / 2 : half); j++) {
+            if (j >= half)
+                break;
+            if (!node_ref<insert>(g, nodes, floe_node_pack(items[2 * j], items[2 * j + 1]), &items[j], created))
+                return insert ? FLOE_FULL : FLOE_ABSENT;
+        }
+        if (m & 1)
+            items[half] = items[m - 1];
+        m = floe_tree_up(m);
+    }
+    return FOLDED;
+}
+
+template <int WC, bool insert>
+__global__ void __launch_bounds__(BLOCK)
+    k_fold(const __grid_constant__ floe_tree_geometry g, uint64_t *nodes, const uint32_t *vecs, uint32_t W,
+           const uint32_t *list, const unsigned long long *nlist, uint64_t *rk, uint32_t *rk_idx,
+           unsigned long long *nrk, uint8_t *results, uint64_t *ids, uint8_t *created_out,
+           unsigned long long *orphans)
+{
+    uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (k >= *nlist)
+        return;
+    const uint32_t i = list[k];
+    constexpr int N = WC > 0 ? WC : FLOE_TREE_MAX_WORDS;
+    uint32_t items[N];
+    const uint32_t *v = vecs + (uint64_t)i * W;
+    if (WC > 0 && (WC % 4) == 0) {
+#pragma unroll
+        for (int w = 0; w < N; w += 4) {
+            uint4 q = *reinterpret_cast<const uint4 *>(v + w);
+            items[w] = q.x, items[w + 1] = q.y, items[w + 2] = q.z, items[w + 3] = q.w;
+        }
+    } else {
+        for (uint32_t w = 0; w < W; w++)
+            items[w] = v[w];
+    }
+    unsigned created = 0;
+    uint32_t r = fold<WC, insert>(g, nodes, items, W, &created);
+    if (created_out)
+        created_out[i] = (uint8_t)created;
+    if (r == FOLDED) {
+        unsigned long long at = warp_append(nrk);
+        rk[at] = floe_tree_root_key(&g, items[0], items[1]);
+        rk_idx[at] = i;
+        return;
+    }
+    results[i] = (uint8_t)r;
+    if (ids)
+        ids[i] = NO_ID;
+    if (created)
+        atomicAdd(orphans, (unsigned long long)created);
+}
+
+/* Leaders take the root table's answers. */
+__global__ void k_scatter(const uint32_t *rk_idx, const unsigned long long *nrk, const uint8_t *res_c,
+                          const uint64_t *ids_c, uint8_t *results, uint64_t *ids, const uint8_t *created,
+                          unsigned long long *orphans)
+{
+    uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (k >= *nrk)
+        return;
+    uint32_t i = rk_idx[k];
+    results[i] = res_c[k];
+    if (ids)
+        ids[i] = res_c[k] == FLOE_FULL || res_c[k] == FLOE_ABSENT ? NO_ID : ids_c[k];
+    if (res_c[k] == FLOE_FULL && created && created[i])
+        atomicAdd(orphans, (unsigned long long)created[i]);
+}
+
+/* Later occurrences copy their leader's answer. */
+__global__ void k_copy_dups(const uint32_t *leader, uint64_t n, uint8_t *results, uint64_t *ids)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    uint32_t l = leader[i];
+    if (l == i)
+        return;
+    uint8_t r = results[l];
+    results[i] = r == FLOE_INSERTED ? (uint8_t)FLOE_PRESENT : r;
+    if (ids)
+        ids[i] = ids[l];
+}
+
+__global__ void k_unfold(const __grid_constant__ floe_tree_geometry g, const uint64_t *nodes, const uint64_t *keys,
+                         const uint8_t *found, uint64_t n, uint8_t *results, uint32_t *vecs, int *damaged)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    uint32_t *out = vecs + i * g.words;
+    if (!found[i]) {
+        results[i] = FLOE_ABSENT;
+        for (uint32_t w = 0; w < g.words; w++)
+            out[w] = 0;
+        return;
+    }
+    uint32_t left, right;
+    floe_tree_root_split(&g, keys[i], &left, &right);
+    if (!floe_tree_unfold(&g, nodes, left, right, out))
+        *damaged = 1;
+    results[i] = FLOE_PRESENT;
+}
+
+__global__ void k_count_nodes(const uint64_t *nodes, uint64_t n, unsigned long long *out)
+{
+    unsigned long long c = 0;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+        c += nodes[i] != FLOE_NODE_EMPTY;
+    for (int o = 16; o > 0; o /= 2)
+        c += __shfl_down_sync(0xFFFFFFFFu, c, o);
+    if ((threadIdx.x & 31) == 0 && c)
+        atomicAdd(out, c);
+}
+
+/* ---- host ------------------------------------------------------------------------------------------------ */
+
+static inline unsigned blocks_for(uint64_t n)
+{
+    return (unsigned)((n + BLOCK - 1) / BLOCK);
+}
+
+static void scratch_free(gpu_tree *t)
+{
+    cudaFree(t->dd_table);
+    cudaFree(t->dd_slot);
+    cudaFree(t->leader);
+    cudaFree(t->list);
+    cudaFree(t->rk_idx);
+    cudaFree(t->rk);
+    cudaFree(t->ids_c);
+    cudaFree(t->res_c);
+    cudaFree(t->created);
+    t->dd_table = t->rk = t->ids_c = NULL;
+    t->dd_slot = t->leader = t->list = t->rk_idx = NULL;
+    t->res_c = t->created = NULL;
+    t->cap = 0;
+}
+
+static floe_status scratch_reserve(gpu_tree *t, size_t n, floe_error *err)
+{
+    if (n <= t->cap)
+        return FLOE_OK;
+    scratch_free(t);
+    size_t slots = 1024;
+    while (slots < 2 * n)
+        slots *= 2;
+    CUDA_TRY(cudaMalloc(&t->dd_table, slots * 8), err);
+    CUDA_TRY(cudaMalloc(&t->dd_slot, n * 4), err);
+    CUDA_TRY(cudaMalloc(&t->leader, n * 4), err);
+    CUDA_TRY(cudaMalloc(&t->list, n * 4), err);
+    CUDA_TRY(cudaMalloc(&t->rk_idx, n * 4), err);
+    CUDA_TRY(cudaMalloc(&t->rk, n * 8), err);
+    CUDA_TRY(cudaMalloc(&t->ids_c, n * 8), err);
+    CUDA_TRY(cudaMalloc(&t->res_c, n), err);
+    CUDA_TRY(cudaMalloc(&t->created, n), err);
+    t->dd_mask = slots - 1;
+    t->cap = n;
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_tree_create(const floe_spec *spec, gpu_tree **out, floe_error *err)
+{
+    *out = NULL;
+    if (spec->kind != FLOE_KIND_TREE || spec->seed == 0)
+        return floe_error_set(err, FLOE_ERR_INVALID, "gpu_tree_create needs a TREE spec with its seed set");
+    gpu_tree *t = (gpu_tree *)calloc(1, sizeof *t);
+    if (!t)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    t->spec = *spec;
+    floe_status st = tree_size(spec, &t->z, err);
+    if (st != FLOE_OK) {
+        free(t);
+        return st;
+    }
+    floe_tree_geometry_init(&t->g, spec->words, t->z.node_bits, spec->seed);
+    cudaError_t e = cudaMalloc(&t->nodes, t->z.node_bytes);
+    if (e == cudaSuccess)
+        e = cudaMemset(t->nodes, 0, t->z.node_bytes);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&t->orphans, sizeof *t->orphans);
+    if (e == cudaSuccess)
+        e = cudaMemset(t->orphans, 0, sizeof *t->orphans);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&t->counter, 2 * sizeof *t->counter);
+    if (e == cudaSuccess)
+        e = cudaMallocHost(&t->h_counter, 2 * sizeof *t->h_counter);
+    if (e != cudaSuccess) {
+        st = floe_error_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
+                            "device memory for a TREE node table of %llu bytes: %s",
+                            (unsigned long long)t->z.node_bytes, cudaGetErrorString(e));
+        gpu_tree_destroy(t);
+        return st;
+    }
+    st = gpu_iceberg_create(&t->z.root_spec, t->z.root_addr_bits, &t->roots, err);
+    if (st != FLOE_OK) {
+        gpu_tree_destroy(t);
+        return st;
+    }
+    *out = t;
+    return FLOE_OK;
+}
+
+extern "C" void gpu_tree_destroy(gpu_tree *t)
+{
+    if (!t)
+        return;
+    scratch_free(t);
+    cudaFree(t->nodes);
+    cudaFree(t->orphans);
+    cudaFree(t->counter);
+    cudaFreeHost(t->h_counter);
+    gpu_iceberg_destroy(t->roots);
+    free(t);
+}
+
+extern "C" const floe_spec *gpu_tree_spec(const gpu_tree *t)
+{
+    return &t->spec;
+}
+
+extern "C" uint64_t gpu_tree_root_slots(const gpu_tree *t)
+{
+    return gpu_iceberg_slots(t->roots);
+}
+
+template <bool insert> static void launch_fold(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results,
+                                               uint64_t *d_ids, cudaStream_t s)
+{
+    const uint32_t W = t->g.words;
+    unsigned long long *nlist = t->counter, *nrk = t->counter + 1;
+    uint8_t *created = insert ? t->created : NULL;
+    if (W == 16)
+        k_fold<16, insert><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, d_vectors, W, t->list, nlist, t->rk,
+                                                           t->rk_idx, nrk, d_results, d_ids, created, t->orphans);
+    else
+        k_fold<0, insert><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, d_vectors, W, t->list, nlist, t->rk,
+                                                          t->rk_idx, nrk, d_results, d_ids, created, t->orphans);
+}
+
+/* The shared body of insert and find. */
+template <bool insert>
+static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
+                             gpu_stream stream, floe_error *err)
+{
+    if (n == 0)
+        return FLOE_OK;
+    if (n >= ((size_t)1 << 32))
+        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a GPU TREE batch holds fewer than 2^32 vectors");
+    floe_status st = scratch_reserve(t, n, err);
+    if (st != FLOE_OK)
+        return st;
+    cudaStream_t s = (cudaStream_t)stream;
+    const uint32_t W = t->g.words;
+    CUDA_TRY(cudaMemsetAsync(t->dd_table, 0xFF, (t->dd_mask + 1) * 8, s), err);
+    CUDA_TRY(cudaMemsetAsync(t->counter, 0, 2 * sizeof *t->counter, s), err);
+    k_dedup<<<blocks_for(n), BLOCK, 0, s>>>(d_vectors, W, n, t->dd_table, t->dd_mask, t->dd_slot);
+    k_leaders<<<blocks_for(n), BLOCK, 0, s>>>(t->dd_table, t->dd_slot, n, t->leader, t->list, t->counter);
+    launch_fold<insert>(t, d_vectors, n, d_results, d_ids, s);
+    CUDA_TRY(cudaGetLastError(), err);
+    CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, 2 * sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
+    CUDA_TRY(cudaStreamSynchronize(s), err);
+    const size_t m = (size_t)t->h_counter[1];
+    if (m > 0) {
+        st = insert ? gpu_iceberg_put(t->roots, t->rk, m, t->res_c, t->ids_c, GPU_NO_DEDUP, stream, err)
+                    : gpu_iceberg_find(t->roots, t->rk, m, t->res_c, t->ids_c, NULL, stream, err);
+        if (st != FLOE_OK)
+            return st;
+        k_scatter<<<blocks_for(m), BLOCK, 0, s>>>(t->rk_idx, t->counter + 1, t->res_c, t->ids_c, d_results, d_ids,
+                                                  insert ? t->created : NULL, t->orphans);
+    }
+    k_copy_dups<<<blocks_for(n), BLOCK, 0, s>>>(t->leader, n, d_results, d_ids);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_tree_insert(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results,
+                                       uint64_t *d_ids, gpu_stream stream, floe_error *err)
+{
+    return run_batch<true>(t, d_vectors, n, d_results, d_ids, stream, err);
+}
+
+extern "C" floe_status gpu_tree_find(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results,
+                                     uint64_t *d_ids, gpu_stream stream, floe_error *err)
+{
+    return run_batch<false>(t, d_vectors, n, d_results, d_ids, stream, err);
+}
+
+extern "C" floe_status gpu_tree_get(gpu_tree *t, const uint64_t *d_ids, uint64_t first, size_t n, uint8_t *d_results,
+                                    uint32_t *d_vectors, gpu_stream stream, floe_error *err)
+{
+    if (n == 0)
+        return FLOE_OK;
+    floe_status st = scratch_reserve(t, n, err);
+    if (st != FLOE_OK)
+        return st;
+    cudaStream_t s = (cudaStream_t)stream;
+    /* rk and res_c hold the root keys and whether each id has one. */
+    st = gpu_iceberg_keys_at(t->roots, d_ids, first, n, t->rk, t->res_c, stream, err);
+    if (st != FLOE_OK)
+        return st;
+    int *damaged = (int *)t->counter;
+    CUDA_TRY(cudaMemsetAsync(damaged, 0, sizeof *damaged, s), err);
+    k_unfold<<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, t->rk, t->res_c, n, d_results, d_vectors, damaged);
+    CUDA_TRY(cudaGetLastError(), err);
+    int h_damaged = 0;
+    CUDA_TRY(cudaMemcpyAsync(&h_damaged, damaged, sizeof h_damaged, cudaMemcpyDeviceToHost, s), err);
+    CUDA_TRY(cudaStreamSynchronize(s), err);
+    if (h_damaged)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: an id leads to a missing node",
+                              t->spec.name);
+    return FLOE_OK;
+}
+
+/* ---- host variants ---------------------------------------------------------------------------------------- */
+
+typedef floe_status (*vec_fn)(gpu_tree *, const uint32_t *, size_t, uint8_t *, uint64_t *, gpu_stream, floe_error *);
+
+static floe_status run_host(gpu_tree *t, vec_fn fn, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
+                            floe_error *err)
+{
+    if (n == 0)
+        return FLOE_OK;
+    const size_t W = t->g.words;
+    uint32_t *d_vec = NULL;
+    uint8_t *d_res = NULL;
+    uint64_t *d_ids = NULL;
+    floe_status st = FLOE_OK;
+    cudaError_t e = cudaMalloc(&d_vec, n * W * 4);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d_res, n);
+    if (e == cudaSuccess && ids)
+        e = cudaMalloc(&d_ids, n * 8);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(d_vec, vectors, n * W * 4, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) {
+        st = fn(t, d_vec, n, d_res, d_ids, NULL, err);
+        if (st == FLOE_OK) {
+            e = cudaMemcpy(results, d_res, n, cudaMemcpyDeviceToHost);
+            if (e == cudaSuccess && ids)
+                e = cudaMemcpy(ids, d_ids, n * 8, cudaMemcpyDeviceToHost);
+        }
+    }
+    if (st == FLOE_OK && e != cudaSuccess)
+        st = floe_error_set(err, FLOE_ERR_INTERNAL, "CUDA: %s", cudaGetErrorString(e));
+    cudaFree(d_vec);
+    cudaFree(d_res);
+    cudaFree(d_ids);
+    return st;
+}
+
+extern "C" floe_status gpu_tree_insert_host(gpu_tree *t, const uint32_t *vectors, size_t n, uint8_t *results,
+                                            uint64_t *ids, floe_error *err)
+{
+    return run_host(t, gpu_tree_insert, vectors, n, results, ids, err);
+}
+
+extern "C" floe_status gpu_tree_find_host(gpu_tree *t, const uint32_t *vectors, size_t n, uint8_t *results,
+                                          uint64_t *ids, floe_error *err)
+{
+    return run_host(t, gpu_tree_find, vectors, n, results, ids, err);
+}
+
+extern "C" floe_status gpu_tree_get_host(gpu_tree *t, const uint64_t *ids, size_t n, uint8_t *results,
+                                         uint32_t *vectors, floe_error *err)
+{
+    if (n == 0)
+        return FLOE_OK;
+    const size_t W = t->g.words;
+    uint64_t *d_ids = NULL;
+    uint8_t *d_res = NULL;
+    uint32_t *d_vec = NULL;
+    floe_status st = FLOE_OK;
+    cudaError_t e = cudaMalloc(&d_ids, n * 8);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d_res, n);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d_vec, n * W * 4);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(d_ids, ids, n * 8, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) {
+        st = gpu_tree_get(t, d_ids, 0, n, d_res, d_vec, NULL, err);
+        if (st == FLOE_OK) {
+            e = cudaMemcpy(results, d_res, n, cudaMemcpyDeviceToHost);
+            if (e == cudaSuccess)
+                e = cudaMemcpy(vectors, d_vec, n * W * 4, cudaMemcpyDeviceToHost);
+        }
+    }
+    if (st == FLOE_OK && e != cudaSuccess)
+        st = floe_error_set(err, FLOE_ERR_INTERNAL, "CUDA: %s", cudaGetErrorString(e));
+    cudaFree(d_ids);
+    cudaFree(d_res);
+    cudaFree(d_vec);
+    return st;
+}
+
+/* ---- stats, save, load ------------------------------------------------------------------------------------------ */
+
+static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, floe_error *err)
+{
+    CUDA_TRY(cudaMemset(t->counter, 0, sizeof *t->counter), err);
+    unsigned blocks = blocks_for(t->g.node_slots);
+    if (blocks > 4096)
+        blocks = 4096;
+    k_count_nodes<<<blocks, BLOCK>>>(t->nodes, t->g.node_slots, t->counter);
+    CUDA_TRY(cudaGetLastError(), err);
+    unsigned long long c[2];
+    CUDA_TRY(cudaMemcpy(&c[0], t->counter, sizeof c[0], cudaMemcpyDeviceToHost), err);
+    CUDA_TRY(cudaMemcpy(&c[1], t->orphans, sizeof c[1], cudaMemcpyDeviceToHost), err);
+    *nodes = c[0];
+    *orphans = c[1];
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_tree_stats(gpu_tree *t, floe_table_stats *st, floe_error *err)
+{
+    memset(st, 0, sizeof *st);
+    uint64_t used[FLOE_LEVELS], nodes, orphans;
+    CUDA_TRY(cudaDeviceSynchronize(), err);
+    floe_status s = gpu_iceberg_used(t->roots, used, err);
+    if (s == FLOE_OK)
+        s = count_nodes(t, &nodes, &orphans, err);
+    if (s != FLOE_OK)
+        return s;
+    floe_geometry rg;
+    floe_geometry_init(&rg, t->z.root_spec.key_bits, t->z.root_addr_bits, t->z.root_spec.seed);
+    st->spec = t->spec;
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        floe_level_stats *ls = &st->level[l];
+        ls->slots = floe_level_slots(&rg.level[l]);
+        ls->used = used[l];
+        ls->row_bits = rg.level[l].row_bits;
+        ls->buckets_log2 = rg.level[l].addr_bits;
+        ls->fill = (double)used[l] / (double)ls->slots;
+        st->keys += used[l];
+    }
+    st->slots = rg.total_slots;
+    st->fill = (double)st->keys / (double)st->slots;
+    st->memory_bytes = gpu_iceberg_memory(t->roots);
+    strcpy(st->backend, "gpu");
+    tree_fill_stats(st, &t->g, nodes, orphans, t->z.node_bytes);
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_tree_download(gpu_tree *t, tree *host, floe_error *err)
+{
+    CUDA_TRY(cudaDeviceSynchronize(), err);
+    CUDA_TRY(cudaMemcpy(tree_nodes(host), t->nodes, t->z.node_bytes, cudaMemcpyDeviceToHost), err);
+    iceberg_image im;
+    iceberg_get_image(tree_roots(host), &im);
+    floe_status st = gpu_iceberg_download(t->roots, im.sections, err);
+    if (st != FLOE_OK)
+        return st;
+    uint64_t used[FLOE_LEVELS], nodes, orphans;
+    st = gpu_iceberg_used(t->roots, used, err);
+    if (st == FLOE_OK)
+        st = count_nodes(t, &nodes, &orphans, err);
+    if (st != FLOE_OK)
+        return st;
+    iceberg_set_counters(tree_roots(host), used, 0, 0);
+    tree_set_counters(host, nodes, orphans);
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_tree_upload(gpu_tree *t, tree *host, floe_error *err)
+{
+    CUDA_TRY(cudaMemcpy(t->nodes, tree_nodes(host), t->z.node_bytes, cudaMemcpyHostToDevice), err);
+    iceberg_image im;
+    iceberg_get_image(tree_roots(host), &im);
+    floe_status st = gpu_iceberg_upload(t->roots, im.sections, err);
+    if (st != FLOE_OK)
+        return st;
+    uint64_t nodes, orphans;
+    tree_counters(host, &nodes, &orphans);
+    unsigned long long o = orphans;
+    CUDA_TRY(cudaMemcpy(t->orphans, &o, sizeof o, cudaMemcpyHostToDevice), err);
+    return FLOE_OK;
+}

@@ -1,0 +1,353 @@
+/*
+ * tree_test.cu - the GPU TREE engine against the CPU engine (part of
+ * floe-gpu-tests).
+ *
+ * Both engines get the same fresh streams: random walks that change one or
+ * two words a step (heavy sharing of subtrees), with ~30% repeats inside and
+ * across batches of random sizes, for lengths 2, 3, 16, 17, 64 and 256.
+ * Every per-vector answer must be identical; ids may differ (node placement
+ * depends on the order of concurrent CASes) but must be consistent: one id
+ * per distinct vector, and get_by_id gives the exact vector back.  Both end
+ * with the same number of vectors and nodes.  A GPU table saved through the
+ * file code and loaded by the CPU engine (and back to the GPU) answers the
+ * same.  A full node table answers FULL without a false PRESENT.  Then a TREE
+ * table through the GPU backend against one through the CPU backend.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <string>
+#include <unistd.h>
+#include <unordered_map>
+#include <vector>
+
+#include "backend.h"
+#include "backend_gpu.h"
+#include "backend_test.h"
+#include "tree.h"
+#include "tree_gpu.h"
+
+extern int failures;
+
+#define EXPECT(cond, ...)                                                                                              \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fprintf(stderr, "\n");                                                                                     \
+            return;                                                                                                    \
+        }                                                                                                              \
+    } while (0)
+
+/* A walk stream: n vectors of W words, values mostly below domain. */
+static void walk_stream(uint32_t W, size_t n, uint32_t domain, uint64_t *rng, std::vector<uint32_t> &state,
+                        std::vector<uint32_t> &out)
+{
+    out.resize(n * W);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && test_rng(rng) % 10 < 3) {
+            size_t back = 1 + test_rng(rng) % (i < 64 ? i : 64);
+            memcpy(&out[i * W], &out[(i - back) * W], W * 4);
+            continue;
+        }
+        int changes = 1 + (int)(test_rng(rng) % 2);
+        for (int c = 0; c < changes; c++) {
+            uint64_t r = test_rng(rng);
+            uint32_t v = (r & 15) == 0 ? 0xFFFFFFFFu : (r & 15) == 1 ? (uint32_t)(r >> 32) : (uint32_t)((r >> 32) % domain);
+            state[test_rng(rng) % W] = v;
+        }
+        memcpy(&out[i * W], state.data(), W * 4);
+    }
+}
+
+static floe_spec tree_spec_for(uint32_t W, uint64_t capacity, uint64_t memory, uint64_t seed)
+{
+    floe_spec s;
+    floe_spec_default(&s);
+    strcpy(s.name, "gt");
+    s.kind = FLOE_KIND_TREE;
+    s.key_bits = 0;
+    s.words = W;
+    s.capacity = capacity;
+    s.memory = memory;
+    s.seed = seed | 1;
+    return s;
+}
+
+static std::string key_of(const uint32_t *v, uint32_t W)
+{
+    return std::string((const char *)v, W * 4);
+}
+
+static void engine_vs_cpu(uint32_t W, size_t total, uint64_t seed)
+{
+    floe_error err;
+    floe_spec spec = tree_spec_for(W, total, (uint64_t)total * W * 16 + (1u << 20), seed);
+    tree *cpu = NULL;
+    gpu_tree *gpu = NULL;
+    EXPECT(tree_create(&spec, NULL, &cpu, &err) == FLOE_OK, "tree_create: %s", err.msg);
+    EXPECT(gpu_tree_create(&spec, &gpu, &err) == FLOE_OK, "gpu_tree_create: %s", err.msg);
+    uint64_t rng = seed;
+    std::vector<uint32_t> state(W, 0), stream;
+    walk_stream(W, total, W > 64 ? 4 : 16, &rng, state, stream);
+    std::vector<uint8_t> rc(total), rg(total);
+    std::vector<uint64_t> ic(total), ig(total);
+    std::unordered_map<std::string, uint64_t> gid;
+    size_t at = 0;
+    while (at < total) {
+        size_t b = 1 + test_rng(&rng) % 5000;
+        if (b > total - at)
+            b = total - at;
+        const uint32_t *v = &stream[at * W];
+        EXPECT(tree_insert(cpu, v, b, &rc[at], &ic[at], NULL, &err) == FLOE_OK, "cpu insert: %s", err.msg);
+        EXPECT(gpu_tree_insert_host(gpu, v, b, &rg[at], &ig[at], &err) == FLOE_OK, "gpu insert: %s", err.msg);
+        for (size_t i = at; i < at + b; i++) {
+            EXPECT(rc[i] == rg[i], "W=%u vector %zu: cpu %d gpu %d", W, i, rc[i], rg[i]);
+            std::string k = key_of(&stream[i * W], W);
+            auto it = gid.find(k);
+            if (rg[i] == FLOE_INSERTED) {
+                EXPECT(it == gid.end(), "W=%u vector %zu INSERTED twice", W, i);
+                gid[k] = ig[i];
+            } else {
+                EXPECT(it != gid.end() && it->second == ig[i], "W=%u vector %zu: PRESENT with another id", W, i);
+            }
+        }
+        at += b;
+    }
+    /* get_by_id: every vector back, exactly */
+    std::vector<uint64_t> ids;
+    std::vector<uint32_t> want;
+    for (auto &kv : gid) {
+        ids.push_back(kv.second);
+        want.insert(want.end(), (const uint32_t *)kv.first.data(), (const uint32_t *)kv.first.data() + W);
+    }
+    size_t n = ids.size();
+    std::vector<uint8_t> res(n);
+    std::vector<uint32_t> back(n * W);
+    EXPECT(gpu_tree_get_host(gpu, ids.data(), n, res.data(), back.data(), &err) == FLOE_OK, "get: %s", err.msg);
+    for (size_t i = 0; i < n; i++)
+        EXPECT(res[i] == FLOE_PRESENT && !memcmp(&back[i * W], &want[i * W], W * 4), "W=%u get_by_id %llu differs",
+               W, (unsigned long long)ids[i]);
+    /* find: stored and never-stored vectors, against the CPU engine */
+    std::vector<uint32_t> other, st2(W, 7);
+    walk_stream(W, 3000, 1u << 30, &rng, st2, other);
+    other.insert(other.end(), stream.begin(), stream.begin() + (total < 3000 ? total : 3000) * W);
+    size_t m = other.size() / W;
+    std::vector<uint8_t> fc(m), fg(m);
+    std::vector<uint64_t> fi(m);
+    EXPECT(tree_find(cpu, other.data(), m, fc.data(), NULL, NULL, &err) == FLOE_OK, "cpu find: %s", err.msg);
+    EXPECT(gpu_tree_find_host(gpu, other.data(), m, fg.data(), fi.data(), &err) == FLOE_OK, "gpu find: %s", err.msg);
+    for (size_t i = 0; i < m; i++) {
+        EXPECT(fc[i] == fg[i], "W=%u find %zu: cpu %d gpu %d", W, i, fc[i], fg[i]);
+        if (fg[i] == FLOE_PRESENT)
+            EXPECT(gid[key_of(&other[i * W], W)] == fi[i], "W=%u find %zu: another id", W, i);
+    }
+    floe_table_stats sc, sg;
+    tree_stats(cpu, &sc);
+    EXPECT(gpu_tree_stats(gpu, &sg, &err) == FLOE_OK, "stats: %s", err.msg);
+    EXPECT(sc.keys == sg.keys && sg.keys == gid.size(), "W=%u vectors: cpu %llu gpu %llu model %zu", W,
+           (unsigned long long)sc.keys, (unsigned long long)sg.keys, gid.size());
+    EXPECT(sc.nodes == sg.nodes, "W=%u nodes: cpu %llu gpu %llu", W, (unsigned long long)sc.nodes,
+           (unsigned long long)sg.nodes);
+    /* save the GPU table through the file code, load it on the CPU, and back */
+    char path[] = "/tmp/floe-gtree-XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT(fd >= 0, "mkstemp");
+    close(fd);
+    tree *host = NULL, *loaded = NULL;
+    EXPECT(tree_create(&spec, NULL, &host, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(gpu_tree_download(gpu, host, &err) == FLOE_OK, "download: %s", err.msg);
+    EXPECT(tree_save(host, path, &err) == FLOE_OK, "save: %s", err.msg);
+    EXPECT(tree_load(path, NULL, &loaded, &err) == FLOE_OK, "load: %s", err.msg);
+    unlink(path);
+    EXPECT(tree_get(loaded, ids.data(), n, res.data(), back.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
+    for (size_t i = 0; i < n; i++)
+        EXPECT(res[i] == FLOE_PRESENT && !memcmp(&back[i * W], &want[i * W], W * 4), "W=%u loaded get differs", W);
+    gpu_tree *again = NULL;
+    EXPECT(gpu_tree_create(&spec, &again, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(gpu_tree_upload(again, loaded, &err) == FLOE_OK, "upload: %s", err.msg);
+    std::vector<uint64_t> ids2(n);
+    EXPECT(gpu_tree_find_host(again, want.data(), n, res.data(), ids2.data(), &err) == FLOE_OK, "%s", err.msg);
+    for (size_t i = 0; i < n; i++)
+        EXPECT(res[i] == FLOE_PRESENT && ids2[i] == ids[i], "W=%u uploaded find differs", W);
+    printf("tree W=%u: %zu vectors (%zu distinct), %llu nodes, compression %.3f: GPU = CPU\n", W, total, gid.size(),
+           (unsigned long long)sg.nodes, sg.compression);
+    gpu_tree_destroy(again);
+    tree_destroy(loaded);
+    tree_destroy(host);
+    tree_destroy(cpu);
+    gpu_tree_destroy(gpu);
+}
+
+static void full_is_exact(uint64_t seed)
+{
+    const uint32_t W = 16;
+    floe_error err;
+    floe_spec spec = tree_spec_for(W, 4096, 0, seed);
+    tree_sizing z;
+    EXPECT(tree_size(&spec, &z, &err) == FLOE_OK, "%s", err.msg);
+    spec.memory = z.root_bytes + 8192 * 8;
+    gpu_tree *gpu = NULL;
+    EXPECT(gpu_tree_create(&spec, &gpu, &err) == FLOE_OK, "%s", err.msg);
+    /* A first batch that fits, then one that does not: on the GPU every
+     * vector of a batch claims nodes at once, so an overfull batch may leave
+     * each of its vectors a partial tree (all FULL, all nodes orphans). */
+    size_t n = 4000, first = 400;
+    std::vector<uint32_t> v(n * W);
+    uint64_t rng = seed;
+    for (auto &x : v)
+        x = (uint32_t)test_rng(&rng);
+    std::vector<uint8_t> r(n), f(n);
+    std::vector<uint64_t> id(n), fid(n);
+    EXPECT(gpu_tree_insert_host(gpu, v.data(), first, r.data(), id.data(), &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(gpu_tree_insert_host(gpu, v.data() + first * W, n - first, r.data() + first, id.data() + first, &err) ==
+               FLOE_OK,
+           "%s", err.msg);
+    EXPECT(gpu_tree_find_host(gpu, v.data(), n, f.data(), fid.data(), &err) == FLOE_OK, "%s", err.msg);
+    size_t full = 0, ins = 0;
+    for (size_t i = 0; i < n; i++) {
+        full += r[i] == FLOE_FULL;
+        ins += r[i] == FLOE_INSERTED;
+        EXPECT(f[i] == (r[i] == FLOE_FULL ? FLOE_ABSENT : FLOE_PRESENT), "vector %zu: insert %d, find %d", i, r[i],
+               f[i]);
+        if (r[i] == FLOE_INSERTED)
+            EXPECT(fid[i] == id[i], "vector %zu: another id", i);
+    }
+    floe_table_stats st;
+    EXPECT(gpu_tree_stats(gpu, &st, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(full > 0 && ins > 0 && st.keys == ins && st.orphan_nodes > 0, "full %zu ins %zu keys %llu orphans %llu",
+           full, ins, (unsigned long long)st.keys, (unsigned long long)st.orphan_nodes);
+    printf("tree FULL: %zu of %zu vectors FULL at node fill %.3f, %llu orphan nodes, no false PRESENT\n", full, n,
+           st.node_fill, (unsigned long long)st.orphan_nodes);
+    gpu_tree_destroy(gpu);
+}
+
+/* One TREE table through each backend, the same batches. */
+static void backends_agree(uint64_t seed, bool small)
+{
+    const uint32_t W = 17;
+    floe_error err;
+    floe_backend *gb = NULL, *cb = NULL;
+    EXPECT(floe_backend_gpu_create(0, &gb, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(floe_backend_cpu_create(0, &cb, &err) == FLOE_OK, "%s", err.msg);
+    size_t total = small ? 5000 : 200000;
+    floe_spec spec = tree_spec_for(W, total, (uint64_t)total * W * 16 + (1u << 20), seed);
+    floe_table *gt = NULL, *ct = NULL;
+    EXPECT(floe_table_create(gb, &spec, &gt, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(floe_table_create(cb, &spec, &ct, &err) == FLOE_OK, "%s", err.msg);
+    uint64_t rng = seed;
+    std::vector<uint32_t> state(W, 0), stream;
+    walk_stream(W, total, 16, &rng, state, stream);
+    std::vector<uint8_t> rg(total), rc(total);
+    std::vector<uint64_t> ig(total);
+    floe_batch b;
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_INSERT;
+    b.flags = FLOE_BATCH_WANT_IDS;
+    b.vectors = stream.data();
+    b.n = total;
+    b.results = rg.data();
+    b.ids = ig.data();
+    EXPECT(floe_table_run(gt, &b) == FLOE_OK, "gpu backend insert: %s", b.error.msg);
+    uint64_t inserted = b.counts.inserted;
+    b.results = rc.data();
+    b.ids = NULL;
+    b.flags = 0;
+    EXPECT(floe_table_run(ct, &b) == FLOE_OK, "cpu backend insert: %s", b.error.msg);
+    EXPECT(b.counts.inserted == inserted, "inserted: cpu %llu gpu %llu", (unsigned long long)b.counts.inserted,
+           (unsigned long long)inserted);
+    for (size_t i = 0; i < total; i++)
+        EXPECT(rg[i] == rc[i], "backend answer %zu: cpu %d gpu %d", i, rc[i], rg[i]);
+    /* GET through the backend */
+    std::vector<uint32_t> back(total * W);
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_GET;
+    b.keys = ig.data();
+    b.n = total;
+    b.results = rg.data();
+    b.vectors_out = back.data();
+    EXPECT(floe_table_run(gt, &b) == FLOE_OK, "get: %s", b.error.msg);
+    EXPECT(!memcmp(back.data(), stream.data(), total * W * 4), "backend get_by_id differs");
+    /* SCAN: every vector once */
+    std::unordered_map<std::string, int> seen;
+    std::vector<uint64_t> sids(1000);
+    std::vector<uint32_t> svec(1000 * W);
+    floe_cursor cur = {0, 0};
+    int first = 1, done = 0;
+    while (!done) {
+        memset(&b, 0, sizeof b);
+        b.op = FLOE_OP_SCAN;
+        b.cursor = cur;
+        b.cursor_set = !first;
+        b.limit = 1000;
+        b.scan_keys = sids.data();
+        b.scan_vectors = svec.data();
+        EXPECT(floe_table_run(gt, &b) == FLOE_OK, "scan: %s", b.error.msg);
+        for (size_t k = 0; k < b.scan_n; k++)
+            EXPECT(++seen[key_of(&svec[k * W], W)] == 1, "scan returned a vector twice");
+        cur = b.next;
+        done = b.scan_done;
+        first = 0;
+    }
+    EXPECT(seen.size() == inserted, "scan: %zu vectors, %llu inserted", seen.size(), (unsigned long long)inserted);
+    /* STATS, SAVE on the GPU, LOAD on the CPU backend */
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_STATS;
+    EXPECT(floe_table_run(gt, &b) == FLOE_OK, "stats: %s", b.error.msg);
+    EXPECT(b.stats.keys == inserted && !strcmp(b.stats.backend, "gpu"), "stats keys %llu",
+           (unsigned long long)b.stats.keys);
+    char path[] = "/tmp/floe-gtreeb-XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT(fd >= 0, "mkstemp");
+    close(fd);
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_SAVE;
+    b.path = path;
+    EXPECT(floe_table_run(gt, &b) == FLOE_OK, "save: %s", b.error.msg);
+    floe_table *lt = NULL;
+    EXPECT(floe_table_load(cb, path, &lt, &err) == FLOE_OK, "load on cpu: %s", err.msg);
+    floe_table *lg = NULL;
+    EXPECT(floe_table_load(gb, path, &lg, &err) == FLOE_OK, "load on gpu: %s", err.msg);
+    unlink(path);
+    for (floe_table *t : {lt, lg}) {
+        memset(&b, 0, sizeof b);
+        b.op = FLOE_OP_FIND;
+        b.flags = FLOE_BATCH_WANT_IDS;
+        b.vectors = stream.data();
+        b.n = total;
+        b.results = rc.data();
+        std::vector<uint64_t> fi(total);
+        b.ids = fi.data();
+        EXPECT(floe_table_run(t, &b) == FLOE_OK, "find after load: %s", b.error.msg);
+        EXPECT(b.counts.present == total, "after load: %llu of %zu present", (unsigned long long)b.counts.present,
+               total);
+        EXPECT(!memcmp(fi.data(), ig.data(), total * 8), "after load: ids differ");
+    }
+    /* refused on a TREE: erase; changes nothing */
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_ERASE;
+    b.vectors = stream.data();
+    b.n = 1;
+    b.results = rc.data();
+    EXPECT(floe_table_run(gt, &b) == FLOE_ERR_UNSUPPORTED, "erase on a TREE: %d", (int)b.status);
+    printf("tree backends: %zu vectors through the GPU and CPU backends agree (insert, get, scan, save/load)\n", total);
+    floe_table_destroy(lg);
+    floe_table_destroy(lt);
+    floe_table_destroy(gt);
+    floe_table_destroy(ct);
+    floe_backend_destroy(gb);
+    floe_backend_destroy(cb);
+}
+
+void tree_suite(uint64_t seed, bool small)
+{
+    static const uint32_t lengths[] = {2, 3, 16, 17, 64, 256};
+    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
+        size_t total = small ? 3000 : (lengths[i] >= 64 ? 100000 : 400000);
+        engine_vs_cpu(lengths[i], total, seed + 100 + i);
+    }
+    full_is_exact(seed + 200);
+    backends_agree(seed + 300, small);
+}
