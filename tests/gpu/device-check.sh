@@ -2,7 +2,7 @@
 # device-check.sh - the GPU checks, run on a GPU host from the repository
 # root after `make device-bundle` (the bundle/ folder travels with it):
 #
-#   tests/gpu/device-check.sh [tests|sanitize|itests|load|k1]...   (default: all)
+#   tests/gpu/device-check.sh [tests|sanitize|itests|load|k1|t1]...   (default: all)
 #
 # Logs go to $OUT (default /tmp/floe-device), one file per step; a summary
 # line per step goes to stdout.  Exit 1 if any step failed.
@@ -10,7 +10,7 @@ set -u
 B=${BUNDLE:-bundle}
 O=${OUT:-/tmp/floe-device}
 mkdir -p "$O"
-steps=${*:-tests sanitize itests load k1}
+steps=${*:-tests sanitize itests load k1 t1}
 rc=0
 step() { # name, then the command
     local name=$1; shift
@@ -52,6 +52,10 @@ for s in $steps; do
         rm -f /tmp/floe-keys.bin ;;
     k1)
         step k1 "$B/floe-k1-gpu" --runs 3 ;;
+    t1) # the tree benchmark: a tight memory budget, then default sizing for wider word domains
+        step t1-d4 "$B/floe-t1-gpu" --runs 3 --memory 160M
+        step t1-d8 "$B/floe-t1-gpu" --runs 3 --domain 8
+        step t1-d16 "$B/floe-t1-gpu" --runs 3 --domain 16 ;;
     esac
 done
 exit $rc
