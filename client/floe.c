@@ -344,6 +344,12 @@ const unsigned char *floe_call_values(const floe_call *call, size_t *bytes)
     return call->resp ? call->resp->values.data : NULL;
 }
 
+const unsigned char *floe_call_vectors(const floe_call *call, size_t *bytes)
+{
+    *bytes = call->resp ? call->resp->vectors.len : 0;
+    return call->resp ? call->resp->vectors.data : NULL;
+}
+
 void floe_call_counts(const floe_call *call, floe_counts *k)
 {
     memset(k, 0, sizeof *k);
@@ -409,6 +415,68 @@ floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, siz
     e.keys.len = n * 8;
     req.op_case = FLOE__V1__REQUEST__OP_ERASE;
     req.erase = &e;
+    return send_request(c, &req, cb, arg);
+}
+
+/* A call that fails here, before anything is sent: completed at once, as
+ * send_request does for a broken connection. */
+static floe_call *refuse_call(floe *c, int status, const char *msg, floe_callback *cb, void *arg)
+{
+    floe_call *call = new_call(c, cb, arg);
+    if (!call)
+        return NULL;
+    complete(c, call, status, msg, NULL);
+    return cb ? NULL : call;
+}
+
+static floe_call *send_vectors(floe *c, int op, const char *table, const uint32_t *vectors, size_t n, unsigned words,
+                               unsigned flags, floe_callback *cb, void *arg)
+{
+    if (words == 0 && n > 0)
+        return refuse_call(c, FLOE_ERR_INVALID, "words must be the TREE table's words per vector (2..256), not 0", cb,
+                           arg);
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
+    Floe__V1__Find f = FLOE__V1__FIND__INIT;
+    const size_t len = n * words * 4; /* little-endian u32 words: the host's order on the platforms floe runs on */
+    if (op == FLOE__V1__REQUEST__OP_INSERT) {
+        in.table = (char *)table;
+        in.keys.data = (uint8_t *)vectors;
+        in.keys.len = len;
+        in.want_ids = (flags & FLOE_WANT_IDS) != 0;
+        req.insert = &in;
+    } else {
+        f.table = (char *)table;
+        f.keys.data = (uint8_t *)vectors;
+        f.keys.len = len;
+        f.want_ids = (flags & FLOE_WANT_IDS) != 0;
+        req.find = &f;
+    }
+    req.op_case = (Floe__V1__Request__OpCase)op;
+    return send_request(c, &req, cb, arg);
+}
+
+floe_call *floe_send_insert_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words,
+                                    unsigned flags, floe_callback *cb, void *arg)
+{
+    return send_vectors(c, FLOE__V1__REQUEST__OP_INSERT, table, vectors, n, words, flags, cb, arg);
+}
+
+floe_call *floe_send_find_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words,
+                                  unsigned flags, floe_callback *cb, void *arg)
+{
+    return send_vectors(c, FLOE__V1__REQUEST__OP_FIND, table, vectors, n, words, flags, cb, arg);
+}
+
+floe_call *floe_send_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, floe_callback *cb, void *arg)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__GetById g = FLOE__V1__GET_BY_ID__INIT;
+    g.table = (char *)table;
+    g.ids.data = (uint8_t *)ids;
+    g.ids.len = n * 8;
+    req.op_case = FLOE__V1__REQUEST__OP_GET_BY_ID;
+    req.get_by_id = &g;
     return send_request(c, &req, cb, arg);
 }
 
@@ -520,6 +588,66 @@ int floe_erase(floe *c, const char *table, const uint64_t *keys, size_t n, uint8
     return copy_key_answers(c, call, n, results, NULL, 0, counts);
 }
 
+/* Blocking insert or find of vectors: send + wait + copy the answers. */
+static int vectors_call(floe *c, floe_call *call, size_t n, uint8_t *results, uint64_t *ids, floe_counts *counts)
+{
+    int st = finish(c, call);
+    if (st != FLOE_OK) {
+        floe_call_free(call);
+        return st;
+    }
+    size_t idb;
+    const unsigned char *got_ids = floe_call_ids(call, &idb);
+    if (ids && idb != n * 8) {
+        floe_call_free(call);
+        return set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu ids for %zu vectors", idb / 8, n);
+    }
+    if (ids && n)
+        memcpy(ids, got_ids, n * 8);
+    return copy_key_answers(c, call, n, results, NULL, 0, counts);
+}
+
+int floe_insert_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words, uint8_t *results,
+                        uint64_t *ids, floe_counts *counts)
+{
+    return vectors_call(c, floe_send_insert_vectors(c, table, vectors, n, words, ids ? FLOE_WANT_IDS : 0, NULL, NULL),
+                        n, results, ids, counts);
+}
+
+int floe_find_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words, uint8_t *results,
+                      uint64_t *ids, floe_counts *counts)
+{
+    return vectors_call(c, floe_send_find_vectors(c, table, vectors, n, words, ids ? FLOE_WANT_IDS : 0, NULL, NULL), n,
+                        results, ids, counts);
+}
+
+int floe_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, unsigned words, uint8_t *results,
+                   uint32_t *vectors)
+{
+    if (words == 0 && vectors && n > 0)
+        return set_error(c, FLOE_ERR_INVALID, "words must be the TREE table's words per vector (2..256), not 0");
+    floe_call *call = floe_send_get_by_id(c, table, ids, n, NULL, NULL);
+    int st = finish(c, call);
+    if (st != FLOE_OK) {
+        floe_call_free(call);
+        return st;
+    }
+    size_t vbytes;
+    const unsigned char *v = floe_call_vectors(call, &vbytes);
+    if (vectors && vbytes != n * words * 4) {
+        if (n > 0 && vbytes % (n * 4) == 0)
+            st = set_error(c, FLOE_ERR_INVALID, "table %s holds vectors of %zu words; the call said words = %u", table,
+                           vbytes / (n * 4), words);
+        else
+            st = set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu bytes of vectors for %zu ids", vbytes, n);
+        floe_call_free(call);
+        return st;
+    }
+    if (vectors && n)
+        memcpy(vectors, v, vbytes);
+    return copy_key_answers(c, call, n, results, NULL, 0, NULL);
+}
+
 int floe_create(floe *c, const floe_table_def *def)
 {
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
@@ -533,6 +661,8 @@ int floe_create(floe *c, const floe_table_def *def)
     spec.grow = def->grow != 0;
     spec.max_fill = def->max_fill;
     spec.backend = (char *)(def->backend ? def->backend : "");
+    spec.words = def->words;
+    spec.memory = def->memory;
     ct.spec = &spec;
     req.op_case = FLOE__V1__REQUEST__OP_CREATE_TABLE;
     req.create_table = &ct;
@@ -571,7 +701,14 @@ static void info_from(floe_table_info *o, const Floe__V1__TableStats *s)
         o->grow = s->spec->grow;
         o->max_fill = s->spec->max_fill;
         o->seed = s->spec->seed;
+        o->words = s->spec->words;
+        o->memory = s->spec->memory;
     }
+    o->nodes = s->nodes;
+    o->node_slots = s->node_slots;
+    o->node_fill = s->node_fill;
+    o->orphan_nodes = s->orphan_nodes;
+    o->compression = s->compression;
     o->keys = s->keys;
     o->tombstones = s->tombstones;
     o->slots = s->slots;
@@ -634,8 +771,10 @@ int floe_tables(floe *c, floe_table_info **tables, size_t *n)
     return st;
 }
 
-int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uint64_t *keys, void *values,
-              unsigned value_bytes, size_t *n, int *done)
+/* One scan request: keys (8 bytes per key, or TREE vectors of words words)
+ * into keys, values or ids when asked. */
+static int scan_call(floe *c, const char *table, floe_cursor *cursor, size_t limit, size_t key_bytes, void *keys,
+                     void *values, unsigned value_bytes, uint64_t *ids, bool want_ids, size_t *n, int *done)
 {
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__Scan s = FLOE__V1__SCAN__INIT;
@@ -646,6 +785,7 @@ int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uin
     }
     s.limit = (uint32_t)(limit > UINT32_MAX ? UINT32_MAX : limit);
     s.want_values = values != NULL;
+    s.want_ids = want_ids;
     req.op_case = FLOE__V1__REQUEST__OP_SCAN;
     req.scan = &s;
     *n = 0;
@@ -654,14 +794,21 @@ int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uin
     int st = finish(c, call);
     if (st == FLOE_OK) {
         const Floe__V1__ScanReply *r = call->resp->body_case == FLOE__V1__RESPONSE__BODY_SCAN ? call->resp->scan : NULL;
-        size_t got = r ? r->keys.len / 8 : 0;
-        if (!r || got > limit || r->cursor.len != sizeof cursor->bytes ||
-            (values && r->values.len != got * value_bytes)) {
+        /* with ids (TREE) they count the vectors, so a wrong words shows as such */
+        size_t got = !r ? 0 : want_ids ? r->ids.len / 8 : r->keys.len / key_bytes;
+        if (r && want_ids && got > 0 && r->keys.len != got * key_bytes && r->keys.len % (got * 4) == 0) {
+            st = set_error(c, FLOE_ERR_INVALID, "table %s holds vectors of %zu words; the call said words = %zu", table,
+                           r->keys.len / (got * 4), key_bytes / 4);
+        } else if (!r || r->keys.len != got * key_bytes || got > limit || r->cursor.len != sizeof cursor->bytes ||
+                   (want_ids && r->ids.len != got * 8) || (values && r->values.len != got * value_bytes)) {
             st = set_error(c, FLOE_ERR_PROTOCOL, "malformed scan reply");
         } else {
-            memcpy(keys, r->keys.data, got * 8);
-            if (values)
+            if (keys && got)
+                memcpy(keys, r->keys.data, got * key_bytes);
+            if (values && got)
                 memcpy(values, r->values.data, got * value_bytes);
+            if (ids && got)
+                memcpy(ids, r->ids.data, got * 8);
             memcpy(cursor->bytes, r->cursor.data, sizeof cursor->bytes);
             cursor->started = 1;
             *n = got;
@@ -670,6 +817,24 @@ int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uin
     }
     floe_call_free(call);
     return st;
+}
+
+int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uint64_t *keys, void *values,
+              unsigned value_bytes, size_t *n, int *done)
+{
+    return scan_call(c, table, cursor, limit, 8, keys, values, value_bytes, NULL, false, n, done);
+}
+
+int floe_scan_vectors(floe *c, const char *table, floe_cursor *cursor, size_t limit, unsigned words, uint64_t *ids,
+                      uint32_t *vectors, size_t *n, int *done)
+{
+    if (words == 0) {
+        *n = 0;
+        *done = 0;
+        return set_error(c, FLOE_ERR_INVALID, "words must be the TREE table's words per vector (2..256), not 0");
+    }
+    /* ids are always asked for: they say how many vectors came, whatever words is */
+    return scan_call(c, table, cursor, limit, (size_t)words * 4, vectors, NULL, 0, ids, true, n, done);
 }
 
 /* ---- connecting ---------------------------------------------------------------------------------- */

@@ -24,6 +24,12 @@
  * little-endian, value_bytes (4 or 8) per key.  Answers are one byte per key:
  * FLOE_ABSENT, FLOE_PRESENT, FLOE_INSERTED, FLOE_FULL, FLOE_ERASED.
  *
+ * TREE tables store vectors of `words` uint32_t words (2..256, fixed at
+ * creation) instead of keys: the *_vectors calls take them packed, vector i
+ * at vectors[i * words .. i * words + words).  Each stored vector has an id
+ * (stable for the table's life) that floe_get_by_id turns back into the
+ * vector.  A TREE does not erase, grow or hold values.
+ *
  * Threads: a floe and everything made from it (calls, batchers) belong to
  * one thread at a time; use one connection per thread.  Distinct
  * connections are independent.  Callbacks run on the thread that calls
@@ -46,8 +52,9 @@ extern "C" {
 #define FLOE_ERR_PROTOCOL 101 /* the server sent something that is not a floe response */
 
 /* Table kinds (the protocol's TableKind). */
-#define FLOE_TABLE_SET 1
-#define FLOE_TABLE_MAP 2
+#define FLOE_TABLE_SET  1
+#define FLOE_TABLE_MAP  2
+#define FLOE_TABLE_TREE 3
 
 typedef struct floe floe;
 typedef struct floe_call floe_call;
@@ -82,13 +89,15 @@ const floe_server_info *floe_info(const floe *c);
 
 typedef struct floe_table_def {
     const char *name;     /* 1..64 of [A-Za-z0-9_.-] */
-    int kind;             /* FLOE_TABLE_SET or FLOE_TABLE_MAP */
-    unsigned key_bits;    /* 1..64; 0 means 64 */
+    int kind;             /* FLOE_TABLE_SET, FLOE_TABLE_MAP or FLOE_TABLE_TREE */
+    unsigned key_bits;    /* SET, MAP: 1..64; 0 means 64.  TREE: 0 */
     unsigned value_bytes; /* MAP: 4 or 8 */
-    uint64_t capacity;    /* keys to hold without growing; 0 means 1 Mi */
-    int grow;             /* rebuild at twice the size instead of answering FULL */
+    uint64_t capacity;    /* keys (TREE: vectors) to hold without growing; 0 means 1 Mi */
+    int grow;             /* rebuild at twice the size instead of answering FULL (not TREE) */
     double max_fill;      /* with grow: 0 means 0.9 */
     const char *backend;  /* "cpu", "gpu", "auto" or NULL (the server's default) */
+    unsigned words;       /* TREE: 32-bit words per vector, 2..256 */
+    uint64_t memory;      /* TREE: bytes for the node and root tables; 0: sized from capacity */
 } floe_table_def;
 
 typedef struct floe_level_info {
@@ -105,10 +114,18 @@ typedef struct floe_table_info {
     int grow;
     double max_fill;
     uint64_t seed;
-    uint64_t keys, tombstones, slots, memory_bytes, generation;
-    double fill, bytes_per_key;
+    uint64_t keys, tombstones, slots, memory_bytes, generation; /* TREE: keys = vectors */
+    double fill, bytes_per_key;                                 /* TREE: bytes per vector */
     char backend[16];
-    floe_level_info level[3]; /* primary, secondary, stash */
+    floe_level_info level[3]; /* primary, secondary, stash (TREE: of the root table) */
+    /* TREE only (the spec's words and memory; the node table's figures) */
+    unsigned words;
+    uint64_t memory;       /* as asked at creation (0: sized from capacity); memory_bytes is what it uses */
+    uint64_t nodes;        /* node slots in use */
+    uint64_t node_slots;   /* node table size */
+    double node_fill;      /* nodes / node_slots */
+    uint64_t orphan_nodes; /* nodes written for vectors that came back FULL */
+    double compression;    /* stored bytes / (vectors x words x 4): below 1 is a saving */
 } floe_table_info;
 
 typedef struct floe_counts {
@@ -141,11 +158,35 @@ int floe_find(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_
               unsigned value_bytes, floe_counts *counts);
 int floe_erase(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, floe_counts *counts);
 /* Up to limit keys from *cursor on; *done when the table has been walked.
- * values (MAP, may be NULL): limit * value_bytes bytes. */
+ * values (MAP, may be NULL): limit * value_bytes bytes.  SET and MAP: scan a
+ * TREE with floe_scan_vectors. */
 int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uint64_t *keys, void *values,
               unsigned value_bytes, size_t *n, int *done);
 /* Saves the table (NULL: every table) into the server's data-dir. */
 int floe_snapshot(floe *c, const char *table);
+
+/* TREE tables.  words must be the table's (floe_stats says it).
+ * Find-or-put of n vectors (n * words words): INSERTED / PRESENT / FULL per
+ * vector, the first occurrence inside a request being the one INSERTED.
+ * results (n bytes), ids (n; each vector's id, UINT64_MAX for FULL) and
+ * counts may be NULL. */
+int floe_insert_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words, uint8_t *results,
+                        uint64_t *ids, floe_counts *counts);
+/* PRESENT / ABSENT per vector; ids (may be NULL): UINT64_MAX for ABSENT. */
+int floe_find_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words, uint8_t *results,
+                      uint64_t *ids, floe_counts *counts);
+/* The vectors of n ids: results[i] PRESENT and vectors[i * words ..] the
+ * vector, or ABSENT and zeros where the id names no stored vector.  results
+ * and vectors (n * words words) may be NULL.  A non-TREE table answers
+ * FLOE_ERR_UNSUPPORTED. */
+int floe_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, unsigned words, uint8_t *results,
+                   uint32_t *vectors);
+/* As floe_scan, for a TREE: up to limit vectors from *cursor on, their ids
+ * (limit entries, may be NULL) and the vectors (limit * words words, may be
+ * NULL).  The server may return fewer than limit per call (a reply holds at
+ * most 32 MiB); go on until *done. */
+int floe_scan_vectors(floe *c, const char *table, floe_cursor *cursor, size_t limit, unsigned words, uint64_t *ids,
+                      uint32_t *vectors, size_t *n, int *done);
 
 /* ---- pipelined calls ------------------------------------------------------------------------ */
 
@@ -169,6 +210,14 @@ floe_call *floe_send_find(floe *c, const char *table, const uint64_t *keys, size
                           void *arg);
 floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, size_t n, floe_callback *cb, void *arg);
 floe_call *floe_send_ping(floe *c, floe_callback *cb, void *arg);
+/* TREE: n vectors of words words each (copied before return); flags:
+ * FLOE_WANT_IDS.  words 0 completes the call at once with FLOE_ERR_INVALID. */
+floe_call *floe_send_insert_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words,
+                                    unsigned flags, floe_callback *cb, void *arg);
+floe_call *floe_send_find_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words,
+                                  unsigned flags, floe_callback *cb, void *arg);
+/* TREE: the vectors of n ids; read them with floe_call_vectors. */
+floe_call *floe_send_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, floe_callback *cb, void *arg);
 
 /* Writes what is queued and handles what arrives for up to timeout_ms
  * (0: do not wait; -1: until at least one call completes).  Returns the
@@ -188,6 +237,8 @@ const uint8_t *floe_call_results(const floe_call *call, size_t *n);
 /* ids: 8 bytes little-endian per key; values: value_bytes per key. */
 const unsigned char *floe_call_ids(const floe_call *call, size_t *bytes);
 const unsigned char *floe_call_values(const floe_call *call, size_t *bytes);
+/* get_by_id: words little-endian u32 per id (zeros for ABSENT ids). */
+const unsigned char *floe_call_vectors(const floe_call *call, size_t *bytes);
 void floe_call_counts(const floe_call *call, floe_counts *counts);
 void floe_call_free(floe_call *call);
 

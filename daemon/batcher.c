@@ -51,6 +51,7 @@ void batcher_init(batcher *bt, struct server *srv, floe_table *table)
     bt->srv = srv;
     bt->table = table;
     bt->value_bytes = table->spec.kind == FLOE_KIND_MAP ? table->spec.value_bytes : 0;
+    bt->words = table->spec.kind == FLOE_KIND_TREE ? table->spec.words : 0;
 }
 
 void batcher_destroy(batcher *bt)
@@ -78,8 +79,25 @@ static void answer_error(item *it, floe_status st, const char *msg)
 
 static bool is_key_op(int op)
 {
-    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE;
+    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET;
 }
+
+/* Bytes per key of op on this table: a vector for TREE INSERT and FIND,
+ * else 8 (a key, or the id of a GET). */
+static size_t key_bytes(const batcher *bt, int op)
+{
+    return bt->words && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND) ? (size_t)bt->words * 4 : 8;
+}
+
+static const void *item_keys(const item *it)
+{
+    return it->vectors ? (const void *)it->vectors : (const void *)it->keys;
+}
+
+/* Requests are merged into one batch up to max-batch-keys keys and this many
+ * bytes of keys and vectors out (a TREE's vectors are large; SET and MAP
+ * batches stay far below it). */
+#define MERGE_MAX_BYTES ((size_t)256 << 20)
 
 static void batch_done(floe_batch *b);
 
@@ -92,10 +110,13 @@ static void free_buffers(batcher *bt)
     free(bt->values_out);
     free(bt->scan_keys);
     free(bt->scan_values);
+    free(bt->vectors_out);
+    free(bt->scan_vectors);
     bt->keys_buf = NULL;
     bt->values_buf = bt->results = bt->values_out = NULL;
     bt->ids = bt->scan_keys = NULL;
     bt->scan_values = NULL;
+    bt->vectors_out = bt->scan_vectors = NULL;
 }
 
 /* Returns the table entry to reap if a DRAIN was answered: the caller hands
@@ -123,10 +144,13 @@ static struct table_entry *launch_locked(batcher *bt)
         size_t n = first->n, count = 1;
         unsigned flags = first->flags;
         item *last = first;
+        const size_t kb = key_bytes(bt, first->op);
         if (is_key_op(first->op)) {
+            const size_t per_key = kb + (first->op == FLOE_OP_GET ? (size_t)bt->words * 4 : 0);
             for (item *it = first->next; it; it = it->next) {
                 if (it->op != first->op || it->pre_status != FLOE_OK ||
-                    (it->flags & FLOE_BATCH_OVERWRITE) != (first->flags & FLOE_BATCH_OVERWRITE) || n + it->n > max_keys)
+                    (it->flags & FLOE_BATCH_OVERWRITE) != (first->flags & FLOE_BATCH_OVERWRITE) ||
+                    n + it->n > max_keys || (n + it->n) * per_key > MERGE_MAX_BYTES)
                     break;
                 n += it->n;
                 flags |= it->flags;
@@ -150,25 +174,35 @@ static struct table_entry *launch_locked(batcher *bt)
         bool ok = true;
         if (is_key_op(first->op)) {
             b->n = n;
+            const void *keys;
             if (count == 1) {
-                b->keys = first->keys;
+                keys = item_keys(first);
                 b->values = first->values;
                 b->values_len = first->values_len;
             } else {
-                bt->keys_buf = malloc(n * 8 + 8);
+                bt->keys_buf = malloc(n * kb + 8);
                 if (first->op == FLOE_OP_INSERT && vb)
                     bt->values_buf = malloc(n * vb + 8);
                 ok = bt->keys_buf && (first->op != FLOE_OP_INSERT || !vb || bt->values_buf);
                 size_t at = 0;
                 for (item *it = first; ok && it; it = it->next) {
-                    memcpy(bt->keys_buf + at, it->keys, it->n * 8);
+                    if (it->n)
+                        memcpy((unsigned char *)bt->keys_buf + at * kb, item_keys(it), it->n * kb);
                     if (bt->values_buf)
                         memcpy(bt->values_buf + at * vb, it->values, it->n * vb);
                     at += it->n;
                 }
-                b->keys = bt->keys_buf;
+                keys = bt->keys_buf;
                 b->values = bt->values_buf;
                 b->values_len = bt->values_buf ? n * vb : 0;
+            }
+            if (kb == 8)
+                b->keys = keys;
+            else
+                b->vectors = keys;
+            if (first->op == FLOE_OP_GET) {
+                b->vectors_out = bt->vectors_out = malloc(n * bt->words * 4 + 8);
+                ok = ok && bt->vectors_out;
             }
             bt->results = malloc(n + 1);
             b->results = bt->results;
@@ -182,10 +216,14 @@ static struct table_entry *launch_locked(batcher *bt)
             b->cursor = first->cursor;
             b->cursor_set = first->cursor_set;
             b->limit = first->limit;
+            b->flags = flags & FLOE_BATCH_WANT_VALUES; /* want_ids of a TREE scan is the reply's business */
             b->scan_keys = bt->scan_keys = malloc(first->limit * 8 + 8);
             if (flags & FLOE_BATCH_WANT_VALUES)
                 b->scan_values = bt->scan_values = malloc(first->limit * (vb ? vb : 1) + 8);
-            ok = bt->scan_keys && (!(flags & FLOE_BATCH_WANT_VALUES) || bt->scan_values);
+            if (bt->words) /* a TREE: ids in scan_keys, the vectors here */
+                b->scan_vectors = bt->scan_vectors = malloc(first->limit * bt->words * 4 + 8);
+            ok = bt->scan_keys && (!(flags & FLOE_BATCH_WANT_VALUES) || bt->scan_values) &&
+                 (!bt->words || bt->scan_vectors);
         } else if (first->op == FLOE_OP_SAVE) {
             b->path = first->path;
         }
@@ -276,6 +314,10 @@ static frame *key_reply(const batcher *bt, const floe_batch *b, const item *it, 
         r.values.data = (uint8_t *)b->values_out + at * vb;
         r.values.len = n * vb;
     }
+    if (it->op == FLOE_OP_GET) {
+        r.vectors.data = (uint8_t *)(b->vectors_out + at * bt->words);
+        r.vectors.len = n * bt->words * 4;
+    }
     r.inserted = count_of(r.results.data, n, FLOE_INSERTED);
     r.present = count_of(r.results.data, n, FLOE_PRESENT);
     r.absent = count_of(r.results.data, n, FLOE_ABSENT);
@@ -292,8 +334,17 @@ static frame *scan_reply(const batcher *bt, const floe_batch *b, const item *it)
     memcpy(cursor, &b->next.position, 8);
     memcpy(cursor + 8, &b->next.generation, 8);
     r.id = it->id;
-    sr.keys.data = (uint8_t *)b->scan_keys;
-    sr.keys.len = b->scan_n * 8;
+    if (bt->words) { /* a TREE: the vectors are the keys; ids on request */
+        sr.keys.data = (uint8_t *)b->scan_vectors;
+        sr.keys.len = b->scan_n * bt->words * 4;
+        if (it->flags & FLOE_BATCH_WANT_IDS) {
+            sr.ids.data = (uint8_t *)b->scan_keys;
+            sr.ids.len = b->scan_n * 8;
+        }
+    } else {
+        sr.keys.data = (uint8_t *)b->scan_keys;
+        sr.keys.len = b->scan_n * 8;
+    }
     if (b->scan_values) {
         sr.values.data = b->scan_values;
         sr.values.len = b->scan_n * bt->value_bytes;
@@ -328,6 +379,7 @@ static void batch_done(floe_batch *b)
         log_error("table %s: %s batch failed: %s", bt->table->spec.name,
                   b->op == FLOE_OP_INSERT ? "insert"
                   : b->op == FLOE_OP_FIND ? "find"
+                  : b->op == FLOE_OP_GET  ? "get_by_id"
                                           : "engine",
                   b->error.msg);
     size_t at = 0;

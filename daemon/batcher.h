@@ -8,6 +8,8 @@
  * overwrite flag) and at most max-batch-keys keys; a larger request runs
  * alone.  Keys of merged requests are concatenated in arrival order, so the
  * engine's first-occurrence rule gives exactly the per-connection order.
+ * A key is 8 bytes (SET, MAP keys; TREE ids for GET) or, for INSERT and FIND
+ * on a TREE, a vector of `words` u32 words; max-batch-keys counts vectors.
  * Items that are not key operations (scan, stats, save) run alone, in order;
  * an item that failed validation is answered in its turn, so responses on one
  * table always leave in the order the requests arrived.
@@ -36,12 +38,13 @@ typedef struct item {
     unsigned flags; /* FLOE_BATCH_* */
     struct conn *c;
     uint64_t id;
-    Floe__V1__Request *req; /* owned: keys and values point into it */
-    const uint64_t *keys;
-    size_t n;
+    Floe__V1__Request *req;  /* owned: keys and values point into it */
+    const uint64_t *keys;    /* 8-byte keys, or the ids of a GET */
+    const uint32_t *vectors; /* TREE INSERT, FIND: n vectors of words words */
+    size_t n;                /* keys, ids or vectors */
     const void *values;
     size_t values_len;
-    uint64_t *keys_copy;    /* when the request's key bytes were not 8-byte aligned */
+    void *keys_copy;        /* when the request's key bytes were not aligned (8 bytes; 4 for vectors) */
     floe_status pre_status; /* not OK: answer with this error in turn */
     char *pre_error;
     /* SCAN */
@@ -64,13 +67,15 @@ typedef struct batcher {
     struct server *srv;
     floe_table *table;
     uint32_t value_bytes;
+    uint32_t words; /* TREE: u32 words per vector; 0 for SET, MAP */
     /* the batch in flight */
     floe_batch b;
     item *running;
-    uint64_t *keys_buf;
+    void *keys_buf;
     unsigned char *values_buf, *results, *values_out;
     uint64_t *ids, *scan_keys;
     void *scan_values;
+    uint32_t *vectors_out, *scan_vectors;
 } batcher;
 
 void batcher_init(batcher *bt, struct server *srv, floe_table *table);

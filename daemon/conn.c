@@ -26,6 +26,8 @@
 
 #define SCAN_DEFAULT_LIMIT 1024
 #define SCAN_MAX_LIMIT     (1u << 20)
+/* A TREE scan reply carries at most this many bytes of vectors and ids. */
+#define TREE_SCAN_MAX_BYTES ((size_t)32 << 20)
 
 static atomic_ulong next_serial = 1;
 
@@ -161,8 +163,10 @@ static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *def
         return floe_error_set(err, FLOE_ERR_INVALID, "table name must be 1 to %d characters", FLOE_NAME_MAX);
     strcpy(s->name, p->name);
     s->kind = (floe_kind)p->kind;
-    s->key_bits = p->key_bits ? p->key_bits : 64;
+    /* key_bits 0 means 64 for SET and MAP; a TREE has none (its keys are vectors) */
+    s->key_bits = p->key_bits ? p->key_bits : s->kind == FLOE_KIND_TREE ? 0 : 64;
     s->words = p->words;
+    s->memory = p->memory;
     s->value_bytes = p->value_bytes;
     s->capacity = p->capacity ? p->capacity : s->capacity;
     s->grow = p->grow;
@@ -203,9 +207,14 @@ static void handle_create(conn *c, Floe__V1__Request *req)
         send_frame(c, reply_error(req->id, st, err.msg));
         return;
     }
-    log_info("created table %s: %s, key_bits %u, value_bytes %u, capacity %llu%s, backend %s", spec.name,
-             floe_kind_name(spec.kind), spec.key_bits, spec.value_bytes, (unsigned long long)spec.capacity,
-             spec.grow ? ", grows" : "", floe_backend_name(be));
+    if (spec.kind == FLOE_KIND_TREE)
+        log_info("created table %s: TREE, words %u, capacity %llu, memory %llu%s, backend %s", spec.name, spec.words,
+                 (unsigned long long)spec.capacity, (unsigned long long)spec.memory,
+                 spec.memory ? " bytes" : " (sized from capacity)", floe_backend_name(be));
+    else
+        log_info("created table %s: %s, key_bits %u, value_bytes %u, capacity %llu%s, backend %s", spec.name,
+                 floe_kind_name(spec.kind), spec.key_bits, spec.value_bytes, (unsigned long long)spec.capacity,
+                 spec.grow ? ", grows" : "", floe_backend_name(be));
     send_frame(c, reply_ok(req->id));
 }
 
@@ -295,6 +304,18 @@ static void handle_list(conn *c, Floe__V1__Request *req, int op)
 static floe_status check_keys(const floe_spec *spec, const ProtobufCBinaryData *keys, const ProtobufCBinaryData *values,
                               bool values_allowed, char *msg, size_t len)
 {
+    if (spec->kind == FLOE_KIND_TREE) {
+        /* Keys are vectors: any u32 words, words x 4 bytes each; values are refused by the caller. */
+        const size_t vb = (size_t)spec->words * 4;
+        if (keys->len % vb) {
+            snprintf(msg, len,
+                     "table %s is a TREE of words = %u: keys are vectors of %u little-endian u32 words (%zu bytes "
+                     "each); got %zu bytes, not a multiple of %zu",
+                     spec->name, spec->words, spec->words, vb, keys->len, vb);
+            return FLOE_ERR_INVALID;
+        }
+        return FLOE_OK;
+    }
     if (keys->len % 8) {
         snprintf(msg, len, "keys are 8 bytes each (little-endian u64); got %zu bytes, not a multiple of 8", keys->len);
         return FLOE_ERR_INVALID;
@@ -333,10 +354,37 @@ static void handle_key_op(conn *c, Floe__V1__Request *req, int op, const char *t
         return;
     }
     const floe_spec *spec = &e->table->spec;
-    const bool map = spec->kind == FLOE_KIND_MAP;
+    const bool map = spec->kind == FLOE_KIND_MAP, tree = spec->kind == FLOE_KIND_TREE;
     char msg[FLOE_ERROR_MAX];
-    floe_status st =
-        check_keys(spec, keys, op == FLOE_OP_INSERT ? values : NULL, map && op == FLOE_OP_INSERT, msg, sizeof msg);
+    floe_status st = FLOE_OK;
+    if (op == FLOE_OP_GET) {
+        const uint64_t max_frame = c->srv->cfg.max_frame, vb = (uint64_t)spec->words * 4;
+        if (!tree)
+            st = FLOE_ERR_UNSUPPORTED, snprintf(msg, sizeof msg, "get_by_id is for TREE tables; table %s is a %s",
+                                                spec->name, floe_kind_name(spec->kind));
+        else if (keys->len % 8)
+            st = FLOE_ERR_INVALID,
+            snprintf(msg, sizeof msg, "ids are 8 bytes each (little-endian u64); got %zu bytes, not a multiple of 8",
+                     keys->len);
+        else if (keys->len / 8 * vb > max_frame)
+            st = FLOE_ERR_TOO_LARGE,
+            snprintf(msg, sizeof msg,
+                     "get_by_id of %zu ids would answer %llu bytes of vectors (words = %u), above max-frame (%llu "
+                     "bytes): ask for at most %llu ids per request",
+                     keys->len / 8, (unsigned long long)(keys->len / 8 * vb), spec->words,
+                     (unsigned long long)max_frame, (unsigned long long)(max_frame / vb));
+    } else if (tree && op == FLOE_OP_ERASE)
+        st = FLOE_ERR_UNSUPPORTED,
+        snprintf(msg, sizeof msg,
+                 "table %s is a TREE: TREE tables do not erase (vectors share their nodes; a visited set only grows)",
+                 spec->name);
+    else if (tree && ((flags & (FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES)) ||
+                      (op == FLOE_OP_INSERT && values && values->len)))
+        st = FLOE_ERR_INVALID,
+        snprintf(msg, sizeof msg, "table %s is a TREE: it stores vectors only; values and overwrite are for MAP tables",
+                 spec->name);
+    if (st == FLOE_OK && op != FLOE_OP_GET)
+        st = check_keys(spec, keys, op == FLOE_OP_INSERT ? values : NULL, map && op == FLOE_OP_INSERT, msg, sizeof msg);
     if (st == FLOE_OK && !map && (flags & (FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES)))
         st = FLOE_ERR_INVALID, snprintf(msg, sizeof msg, "table %s is a %s: overwrite and values are for MAP tables",
                                         spec->name, floe_kind_name(spec->kind));
@@ -354,17 +402,23 @@ static void handle_key_op(conn *c, Floe__V1__Request *req, int op, const char *t
         it->pre_status = st;
         it->pre_error = strdup(msg);
     } else {
-        it->n = keys->len / 8;
-        if (((uintptr_t)keys->data & 7) == 0) {
-            it->keys = (const uint64_t *)keys->data;
-        } else if (it->n) {
+        /* TREE INSERT and FIND take vectors (4-byte aligned); the rest 8-byte keys or ids */
+        const bool vectors = tree && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND);
+        const size_t kb = vectors ? (size_t)spec->words * 4 : 8, align = vectors ? 4 : 8;
+        it->n = keys->len / kb;
+        const void *data = keys->data;
+        if (((uintptr_t)keys->data & (align - 1)) != 0 && it->n) {
             it->keys_copy = malloc(keys->len);
             if (it->keys_copy)
                 memcpy(it->keys_copy, keys->data, keys->len);
             else
                 it->pre_status = FLOE_ERR_INTERNAL, it->pre_error = strdup("out of memory");
-            it->keys = it->keys_copy;
+            data = it->keys_copy;
         }
+        if (vectors)
+            it->vectors = data;
+        else
+            it->keys = data;
         if (op == FLOE_OP_INSERT && map) {
             it->values = values->data;
             it->values_len = values->len;
@@ -393,11 +447,29 @@ static void handle_scan(conn *c, Floe__V1__Request *req)
     it->limit = s->limit ? s->limit : SCAN_DEFAULT_LIMIT;
     if (it->limit > SCAN_MAX_LIMIT)
         it->limit = SCAN_MAX_LIMIT;
+    const floe_spec *spec = &e->table->spec;
+    if (spec->kind == FLOE_KIND_TREE) {
+        /* A reply carries limit vectors and ids: keep it a sensible frame. */
+        const size_t cap = TREE_SCAN_MAX_BYTES / ((size_t)spec->words * 4 + 8);
+        if (it->limit > cap)
+            it->limit = cap ? cap : 1;
+    }
     if (s->want_values)
         it->flags |= FLOE_BATCH_WANT_VALUES;
-    if (s->want_values && e->table->spec.kind != FLOE_KIND_MAP) {
+    if (s->want_ids)
+        it->flags |= FLOE_BATCH_WANT_IDS;
+    if (s->want_values && spec->kind != FLOE_KIND_MAP) {
         it->pre_status = FLOE_ERR_INVALID;
-        it->pre_error = strdup("values are for MAP tables");
+        char msg[FLOE_ERROR_MAX];
+        snprintf(msg, sizeof msg, "table %s is a %s: values in a scan are for MAP tables", spec->name,
+                 floe_kind_name(spec->kind));
+        it->pre_error = strdup(msg);
+    } else if (s->want_ids && spec->kind != FLOE_KIND_TREE) {
+        it->pre_status = FLOE_ERR_INVALID;
+        char msg[FLOE_ERROR_MAX];
+        snprintf(msg, sizeof msg, "ids in a scan are for TREE tables; table %s is a %s", spec->name,
+                 floe_kind_name(spec->kind));
+        it->pre_error = strdup(msg);
     } else if (s->cursor.len == 16) {
         memcpy(&it->cursor.position, s->cursor.data, 8);
         memcpy(&it->cursor.generation, s->cursor.data + 8, 8);
@@ -487,8 +559,8 @@ static void handle_request(conn *c, Floe__V1__Request *req)
         handle_scan(c, req);
         return;
     case FLOE__V1__REQUEST__OP_GET_BY_ID:
-        send_error(c, id, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables, which this floed does not have yet");
-        break;
+        handle_key_op(c, req, FLOE_OP_GET, req->get_by_id->table, &req->get_by_id->ids, NULL, 0);
+        return;
     case FLOE__V1__REQUEST__OP_RANGE:
         send_error(c, id, FLOE_ERR_UNSUPPORTED, "range is for ORDERED tables, which this floed does not have yet");
         break;

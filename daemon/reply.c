@@ -52,6 +52,7 @@ void reply_fill_stats(Floe__V1__TableStats *out, Floe__V1__TableSpec *spec, Floe
     spec->backend = (char *)s->spec.backend;
     spec->max_fill = s->spec.max_fill;
     spec->seed = s->spec.seed;
+    spec->memory = s->spec.memory;
     out->spec = spec;
     out->keys = s->keys;
     out->slots = s->slots;
@@ -61,6 +62,13 @@ void reply_fill_stats(Floe__V1__TableStats *out, Floe__V1__TableSpec *spec, Floe
     out->generation = s->generation;
     out->backend = (char *)s->backend;
     out->tombstones = s->tombstones;
+    if (s->spec.kind == FLOE_KIND_TREE) {
+        out->nodes = s->nodes;
+        out->node_slots = s->node_slots;
+        out->node_fill = s->node_fill;
+        out->orphan_nodes = s->orphan_nodes;
+        out->compression = s->compression;
+    }
     for (int l = 0; l < FLOE_LEVELS; l++) {
         floe__v1__level_stats__init(&lv[l]);
         lv[l].slots = s->level[l].slots;

@@ -53,5 +53,6 @@ Suite *load_suite(void);
 Suite *badinput_suite(void);
 Suite *lifecycle_suite(void);
 Suite *cli_suite(void);
+Suite *tree_suite(void);
 
 #endif

@@ -85,8 +85,11 @@ START_TEST(bad_requests_change_nothing)
     ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_INVALID);
     bad = (floe_table_def){.name = "x", .kind = FLOE_TABLE_MAP, .value_bytes = 3};
     ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_INVALID);
-    bad = (floe_table_def){.name = "x", .kind = 3};
+    bad = (floe_table_def){.name = "x", .kind = 4}; /* ORDERED: not yet */
     ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_UNSUPPORTED);
+    bad = (floe_table_def){.name = "x", .kind = FLOE_TABLE_TREE}; /* a TREE without words */
+    ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_INVALID);
+    ck_assert(strstr(floe_errstr(c), "words") != NULL);
     if (strcmp(expected_backend(), "gpu") != 0) { /* no GPU here: a clear refusal */
         bad = (floe_table_def){.name = "x", .kind = FLOE_TABLE_SET, .backend = "gpu"};
         ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_UNSUPPORTED);
