@@ -59,7 +59,7 @@ test_objs   = $(patsubst %.c,build/$(1)/%.o,$(TEST_SRC))
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
 
-all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-tests check-cuda
+all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-e1-local build/rel/floe-tests check-cuda
 
 deps:
 	@if dpkg -s $(DEPS_PKGS) >/dev/null 2>&1; then \
@@ -120,6 +120,9 @@ build/san/floe: build/san/client/cli.o build/san/libfloe.a
 build/san/floe-itests: $(call itest_objs,san) build/san/libfloe.a
 	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(PKG_PROTO) -lm -o $@
 
+build/rel/floe-e1-local: build/rel/bench/e1_local.o $(call gpu_objs,rel) build/rel/libfloetables.a
+	$(CC) -pthread $^ $(PKG_CRYPTO) $(GPU_LINK) -lm -o $@
+
 build/rel/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CRYPTO) -lm -o $@
 
@@ -163,7 +166,7 @@ endif
 # (built on Debian 12, run on Ubuntu 24.04).  See docs/OPERATIONS.md.
 BUNDLE_STATIC := -Wl,-Bstatic -levent_pthreads -levent_core -lprotobuf-c -lcheck_pic -lsubunit -lcrypto \
   -Wl,-Bdynamic -ldl -lrt -lm -pthread
-BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-gpu-tests \
+BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-e1-local bundle/floe-gpu-tests \
   bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest
 .PHONY: device-bundle
 ifeq ($(GPU),1)
@@ -178,6 +181,9 @@ bundle/floe: build/rel/client/cli.o build/rel/libfloe.a
 bundle/floe-itests: $(call itest_objs,rel) build/rel/libfloe.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
+bundle/floe-e1-local: build/rel/bench/e1_local.o build/gpu/libfloegpu.a build/rel/libfloetables.a
+	@mkdir -p bundle
+	$(CC) $^ $(GPU_LINK) $(BUNDLE_STATIC) -o $@
 bundle/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@

@@ -1,0 +1,259 @@
+/*
+ * e1_local.c - floe-e1-local: DESIGN.md's E1 workload without the network,
+ * through the same backend interface floed drives (tables/backend.h): the
+ * ceiling an E1 run over TCP can approach.
+ *
+ * Batches of --keys keys (64 Ki), --inflight batches submitted at once (64:
+ * E1's 16 connections x 4 requests), find-or-put of 40-bit keys of which
+ * --present (half) were stored by batches that already completed and the
+ * rest are new.  The table is preloaded so that present keys exist from the
+ * first batch.  New keys are distinct by construction (a bijection of a
+ * counter), so every answer is known: INSERTED for new keys, PRESENT for the
+ * others; any other answer is reported and the exit status is 1.
+ */
+#include <getopt.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "backend_gpu.h"
+#include "layout.h"
+
+typedef struct options {
+    const char *backend;
+    size_t keys;
+    unsigned inflight;
+    unsigned batches;
+    unsigned key_bits;
+    double present;
+    unsigned runs;
+} options;
+
+typedef struct slot {
+    floe_batch b;
+    uint64_t *keys;
+    uint8_t *results;
+    size_t want_new; /* keys of this batch that are new */
+    uint64_t new_hi; /* new keys 0..new_hi-1 exist once this batch completes */
+    struct bench *bn;
+} slot;
+
+typedef struct bench {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    unsigned free_n;
+    slot **free_slots;
+    uint64_t done_hi;   /* new keys known stored (completed batches, in order of completion) */
+    uint64_t inserted, present, wrong;
+    floe_status failed;
+    char error[FLOE_ERROR_MAX];
+} bench;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+static void batch_done(floe_batch *b)
+{
+    slot *s = b->user;
+    bench *bn = s->bn;
+    uint64_t ins = 0, pres = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        ins += s->results[i] == FLOE_INSERTED;
+        pres += s->results[i] == FLOE_PRESENT;
+    }
+    pthread_mutex_lock(&bn->lock);
+    if (b->status != FLOE_OK && bn->failed == FLOE_OK) {
+        bn->failed = b->status;
+        snprintf(bn->error, sizeof bn->error, "%s", b->error.msg);
+    }
+    bn->inserted += ins;
+    bn->present += pres;
+    if (ins != s->want_new || ins + pres != b->n)
+        bn->wrong++;
+    if (s->new_hi > bn->done_hi)
+        bn->done_hi = s->new_hi; /* batches complete in submission order on one table */
+    bn->free_slots[bn->free_n++] = s;
+    pthread_cond_signal(&bn->cv);
+    pthread_mutex_unlock(&bn->lock);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: floe-e1-local [options]\n"
+               "DESIGN.md's E1 workload in process, through the backend interface floed uses (no network).\n"
+               "  --backend cpu|gpu   engine (default cpu)\n"
+               "  --keys K            keys per batch (default 65536)\n"
+               "  --inflight N        batches in flight (default 64: 16 connections x 4)\n"
+               "  --batches B         timed batches per run (default 2000)\n"
+               "  --key-bits K        key width (default 40)\n"
+               "  --present F         fraction of each batch already stored (default 0.5)\n"
+               "  --runs R            runs, each on a fresh table; the median is reported (default 3)\n");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    options o = {"cpu", 65536, 64, 2000, 40, 0.5, 3};
+    static const struct option longopts[] = {
+        {"backend", required_argument, 0, 'B'}, {"keys", required_argument, 0, 'k'},
+        {"inflight", required_argument, 0, 'i'}, {"batches", required_argument, 0, 'b'},
+        {"key-bits", required_argument, 0, 'K'}, {"present", required_argument, 0, 'p'},
+        {"runs", required_argument, 0, 'r'},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'B': o.backend = optarg; break;
+        case 'k': o.keys = strtoull(optarg, NULL, 0); break;
+        case 'i': o.inflight = (unsigned)atoi(optarg); break;
+        case 'b': o.batches = (unsigned)atoi(optarg); break;
+        case 'K': o.key_bits = (unsigned)atoi(optarg); break;
+        case 'p': o.present = atof(optarg); break;
+        case 'r': o.runs = (unsigned)atoi(optarg); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (o.keys == 0 || o.inflight == 0 || o.batches == 0 || o.key_bits < 30 || o.key_bits > 64 || o.present < 0 ||
+        o.present > 1 || o.runs == 0 || (strcmp(o.backend, "cpu") && strcmp(o.backend, "gpu"))) {
+        usage(stderr);
+        return 2;
+    }
+    floe_error err;
+    floe_backend *be;
+    floe_status st = strcmp(o.backend, "gpu") == 0 ? floe_backend_gpu_create(0, &be, &err)
+                                                     : floe_backend_cpu_create(0, &be, &err);
+    if (st != FLOE_OK) {
+        fprintf(stderr, "floe-e1-local: %s\n", err.msg);
+        return 1;
+    }
+    const size_t n_present = (size_t)(o.keys * o.present), n_new = o.keys - n_present;
+    const uint64_t preload = (uint64_t)o.inflight * o.keys; /* present keys exist from the first batch */
+    const uint64_t total_new = preload + (uint64_t)o.batches * n_new;
+    floe_perm perm;
+    floe_perm_init(&perm, o.key_bits, 0xE1E1, 0);
+    double *rates = calloc(o.runs, sizeof *rates);
+    int bad = 0;
+    printf("E1 in process on the %s backend: %zu keys per batch (%zu present, %zu new), %u in flight, %u batches, "
+           "%u-bit keys\n",
+           o.backend, o.keys, n_present, n_new, o.inflight, o.batches, o.key_bits);
+    for (unsigned run = 0; run < o.runs && !bad; run++) {
+        floe_spec spec;
+        floe_spec_default(&spec);
+        snprintf(spec.name, sizeof spec.name, "e1");
+        spec.key_bits = o.key_bits;
+        spec.capacity = total_new + total_new / 8;
+        spec.seed = 77 + run;
+        floe_table *t;
+        if (floe_table_create(be, &spec, &t, &err) != FLOE_OK) {
+            fprintf(stderr, "floe-e1-local: %s\n", err.msg);
+            return 1;
+        }
+        bench bn = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL, 0, 0, 0, 0, FLOE_OK, ""};
+        slot *slots = calloc(o.inflight, sizeof *slots);
+        bn.free_slots = calloc(o.inflight, sizeof *bn.free_slots);
+        for (unsigned i = 0; i < o.inflight; i++) {
+            slots[i].keys = malloc(o.keys * 8);
+            slots[i].results = malloc(o.keys);
+            slots[i].bn = &bn;
+            bn.free_slots[bn.free_n++] = &slots[i];
+        }
+        /* preload: new keys 0 .. preload-1, one batch at a time */
+        uint64_t next_new = 0, rng = 0x5EED + run;
+        for (uint64_t at = 0; at < preload; at += o.keys) {
+            slot *s = &slots[0];
+            for (size_t i = 0; i < o.keys; i++)
+                s->keys[i] = floe_permute(&perm, next_new++);
+            memset(&s->b, 0, sizeof s->b);
+            s->b.op = FLOE_OP_INSERT;
+            s->b.keys = s->keys;
+            s->b.n = o.keys;
+            s->b.results = s->results;
+            floe_table_run(t, &s->b);
+        }
+        bn.done_hi = next_new;
+        double t0 = now();
+        for (unsigned k = 0; k < o.batches; k++) {
+            pthread_mutex_lock(&bn.lock);
+            while (bn.free_n == 0)
+                pthread_cond_wait(&bn.cv, &bn.lock);
+            slot *s = bn.free_slots[--bn.free_n];
+            uint64_t known = bn.done_hi;
+            pthread_mutex_unlock(&bn.lock);
+            /* present keys from batches known complete, new keys interleaved */
+            size_t np = 0, nn = 0;
+            for (size_t i = 0; i < o.keys; i++) {
+                bool take_new = nn < n_new && (np >= n_present || (xorshift(&rng) & 1));
+                s->keys[i] = floe_permute(&perm, take_new ? next_new++ : xorshift(&rng) % known);
+                take_new ? nn++ : np++;
+            }
+            memset(&s->b, 0, sizeof s->b);
+            s->b.op = FLOE_OP_INSERT;
+            s->b.keys = s->keys;
+            s->b.n = o.keys;
+            s->b.results = s->results;
+            s->b.done = batch_done;
+            s->b.user = s;
+            s->want_new = nn;
+            s->new_hi = next_new;
+            floe_table_submit(t, &s->b);
+        }
+        pthread_mutex_lock(&bn.lock);
+        while (bn.free_n < o.inflight)
+            pthread_cond_wait(&bn.cv, &bn.lock);
+        pthread_mutex_unlock(&bn.lock);
+        double secs = now() - t0;
+        rates[run] = (double)o.batches * o.keys / secs;
+        printf("run %u: %.1f M keys/s (%.3f s); inserted %llu, present %llu%s\n", run, rates[run] / 1e6, secs,
+               (unsigned long long)bn.inserted, (unsigned long long)bn.present,
+               bn.wrong ? " - WRONG ANSWERS" : "");
+        if (bn.failed != FLOE_OK) {
+            fprintf(stderr, "floe-e1-local: a batch failed: %s\n", bn.error);
+            bad = 1;
+        }
+        if (bn.wrong || bn.inserted != (uint64_t)o.batches * n_new) {
+            fprintf(stderr, "floe-e1-local: %llu batches answered other than expected\n",
+                    (unsigned long long)bn.wrong);
+            bad = 1;
+        }
+        floe_table_destroy(t);
+        for (unsigned i = 0; i < o.inflight; i++) {
+            free(slots[i].keys);
+            free(slots[i].results);
+        }
+        free(slots);
+        free(bn.free_slots);
+    }
+    if (!bad) {
+        qsort(rates, o.runs, sizeof *rates, cmp_double);
+        printf("E1 in process (%s): median %.1f M keys/s (min %.1f, max %.1f)\n", o.backend, rates[o.runs / 2] / 1e6,
+               rates[0] / 1e6, rates[o.runs - 1] / 1e6);
+    }
+    free(rates);
+    floe_backend_destroy(be);
+    return bad;
+}
