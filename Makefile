@@ -6,7 +6,8 @@
 #   make test     build with AddressSanitizer + UBSan and run every test that
 #                 needs no GPU, then the large capacity test in the release build
 #   make test-tsan  the unit tests under ThreadSanitizer (slow; not in `make test`)
-#   make bench    run the CPU kernel benchmark (K1 scaled to this machine)
+#   make bench    start a CPU floed on a free port and run floe-bench against it (E1-, E2-like)
+#   make bench-kernel  the CPU kernel benchmark (K1 scaled to this machine)
 #   make GPU=0    build without CUDA, even where nvcc is present
 #   make device-bundle  self-contained binaries in bundle/ (static libevent, protobuf-c,
 #                 OpenSSL, Check, CUDA runtime) for a GPU host with only the driver
@@ -38,6 +39,7 @@ DAEMON_SRC := $(wildcard daemon/*.c)
 PROTO_SRC  := $(GEN)/floe.pb-c.c
 CLIENT_SRC := client/floe.c client/batcher.c
 ITEST_SRC  := $(wildcard tests/integration/*.c)
+BENCH_SRC  := bench/floe_bench.c bench/histogram.c bench/workload.c
 
 tables_objs = $(patsubst %.c,build/$(1)/%.o,$(TABLES_SRC))
 # The GPU backend: CUDA objects (one build, shared by every variant) or the stub.
@@ -54,12 +56,13 @@ proto_obj   = build/$(1)/proto/floe.pb-c.o
 client_objs = $(patsubst %.c,build/$(1)/%.o,$(CLIENT_SRC))
 itest_objs  = $(patsubst %.c,build/$(1)/%.o,$(ITEST_SRC))
 test_objs   = $(patsubst %.c,build/$(1)/%.o,$(TEST_SRC))
+bench_objs  = $(patsubst %.c,build/$(1)/%.o,$(BENCH_SRC))
 
-.PHONY: all run install deps test test-unit test-integration test-big test-tsan bench clean check-cuda format
+.PHONY: all run install deps test test-unit test-integration test-big test-bench test-tsan bench bench-kernel clean check-cuda format
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
 
-all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-e1-local build/rel/floe-tests check-cuda
+all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-e1-local build/rel/floe-bench build/rel/floe-tests check-cuda
 
 deps:
 	@if dpkg -s $(DEPS_PKGS) >/dev/null 2>&1; then \
@@ -125,12 +128,14 @@ build/rel/floe-e1-local: build/rel/bench/e1_local.o $(call gpu_objs,rel) build/r
 
 build/rel/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CRYPTO) -lm -o $@
+build/rel/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
+	$(CC) -pthread $^ $(PKG_PROTO) -lm -o $@
 
-build/rel/floe-tests: $(call test_objs,rel) build/rel/daemon/config.o build/rel/daemon/log.o build/rel/libfloetables.a
+build/rel/floe-tests: $(call test_objs,rel) build/rel/bench/histogram.o build/rel/bench/workload.o build/rel/daemon/config.o build/rel/daemon/log.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
-build/san/floe-tests: $(call test_objs,san) build/san/daemon/config.o build/san/daemon/log.o build/san/libfloetables.a
+build/san/floe-tests: $(call test_objs,san) build/san/bench/histogram.o build/san/bench/workload.o build/san/daemon/config.o build/san/daemon/log.o build/san/libfloetables.a
 	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
-build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/daemon/config.o build/tsan/daemon/log.o build/tsan/libfloetables.a
+build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/bench/histogram.o build/tsan/bench/workload.o build/tsan/daemon/config.o build/tsan/daemon/log.o build/tsan/libfloetables.a
 	$(CC) -pthread -fsanitize=thread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
 
 # CUDA: the GPU engine, its tests and the K1 benchmark (fat binaries, static cudart).
@@ -166,7 +171,7 @@ endif
 # (built on Debian 12, run on Ubuntu 24.04).  See docs/OPERATIONS.md.
 BUNDLE_STATIC := -Wl,-Bstatic -levent_pthreads -levent_core -lprotobuf-c -lcheck_pic -lsubunit -lcrypto \
   -Wl,-Bdynamic -ldl -lrt -lm -pthread
-BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-e1-local bundle/floe-gpu-tests \
+BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-e1-local bundle/floe-bench bundle/floe-gpu-tests \
   bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest
 .PHONY: device-bundle
 ifeq ($(GPU),1)
@@ -187,6 +192,9 @@ bundle/floe-e1-local: build/rel/bench/e1_local.o build/gpu/libfloegpu.a build/re
 bundle/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
+bundle/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
+	@mkdir -p bundle
+	$(CC) $^ $(BUNDLE_STATIC) -o $@
 bundle/floe-gpu-tests bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest: bundle/%: build/gpu/%
 	@mkdir -p bundle
 	cp $< $@
@@ -201,14 +209,14 @@ run: deps all
 PREFIX ?= /usr/local
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/etc/floe
-	install -m 755 build/rel/floed build/rel/floe $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 build/rel/floed build/rel/floe build/rel/floe-bench $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 build/rel/libfloe.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 build/rel/libfloe.so $(DESTDIR)$(PREFIX)/lib/libfloe.so.0
 	ln -sf libfloe.so.0 $(DESTDIR)$(PREFIX)/lib/libfloe.so
 	install -m 644 client/floe.h proto/floe_wire.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 config/floed.conf $(DESTDIR)$(PREFIX)/etc/floe/
 
-test: all test-unit test-integration test-big
+test: all test-unit test-integration test-big test-bench
 
 # floed, libfloe and the CLI end to end (sanitizer builds), on ephemeral ports.
 test-integration: build/san/floe-itests build/san/floed build/san/floe
@@ -222,17 +230,25 @@ test-unit: build/san/floe-tests
 test-big: build/rel/floe-tests
 	CK_INCLUDE_TAGS=big ./build/rel/floe-tests
 
+# floe-bench against a release floed that it starts: short checked SET, MAP and TREE runs.
+test-bench: build/rel/floed build/rel/floe-bench
+	bench/run-local.sh test
+
 # The lock-free engine under ThreadSanitizer (not part of `make test`: slow).
 # setarch -R: TSan needs the address layout that ASLR on newer kernels breaks.
 test-tsan: build/tsan/floe-tests build/tsan/floed build/san/floe-itests build/san/floe
 	CK_FORK=no CK_EXCLUDE_TAGS=big setarch -R ./build/tsan/floe-tests
 	FLOED=build/tsan/floed FLOE_CLI=build/san/floe TSAN_OPTIONS=halt_on_error=1 setarch -R ./build/san/floe-itests
 
-bench: build/rel/floe-kbench
+# E1- and E2-like floe-bench runs against a CPU floed on a free port (bench/run-local.sh).
+bench: build/rel/floed build/rel/floe-bench
+	bench/run-local.sh bench
+
+bench-kernel: build/rel/floe-kbench
 	./build/rel/floe-kbench
 
 format:
-	clang-format -i tables/*.[ch] daemon/*.[ch] client/*.[ch] proto/*.h bench/*.c examples/*.c \
+	clang-format -i tables/*.[ch] daemon/*.[ch] client/*.[ch] proto/*.h bench/*.[ch] examples/*.c \
 	  tests/unit/*.[ch] tests/integration/*.[ch] gpu/*.cu
 
 clean:

@@ -20,4 +20,4 @@ done
 cp "$work/root/usr/bin/redis-check-rdb" "$dir/bin/redis-server" # one binary: it acts as the server by its name
 cp "$work/root/usr/bin/redis-benchmark" "$work/root/usr/bin/redis-cli" "$dir/bin/"
 cp -L "$work"/root/usr/lib/x86_64-linux-gnu/{libjemalloc.so.2,liblzf.so.1,libatomic.so.1} "$dir/lib/"
-"$dir/bin/redis-server" --version
+LD_LIBRARY_PATH="$dir/lib" "$dir/bin/redis-server" --version

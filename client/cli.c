@@ -478,6 +478,15 @@ static int cmd_stats(floe *c, int argc, char **argv)
     if (st)
         return fail(c, st);
     print_info(&t, true);
+    /* where the table's batches spent their time (docs/PROTOCOL.md, StageTime) */
+    for (unsigned i = 0; i < t.n_stages; i++) {
+        const floe_stage_info *s = &t.stages[i];
+        printf("stage %s: count=%" PRIu64 " keys=%" PRIu64 " seconds=%.6f", s->name, s->count, s->keys,
+               (double)s->nanos / 1e9);
+        if (s->keys)
+            printf(" ns_per_key=%.2f", (double)s->nanos / (double)s->keys);
+        printf("\n");
+    }
     return 0;
 }
 

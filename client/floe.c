@@ -91,6 +91,16 @@ size_t floe_inflight(const floe *c)
     return c->inflight;
 }
 
+int floe_fd(const floe *c)
+{
+    return c->fd;
+}
+
+int floe_want_write(const floe *c)
+{
+    return c->fd >= 0 && c->out_off < c->out_len;
+}
+
 /* ---- calls ------------------------------------------------------------------------------------- */
 
 static void complete(floe *c, floe_call *call, int status, const char *error, Floe__V1__Response *resp)
@@ -717,6 +727,13 @@ static void info_from(floe_table_info *o, const Floe__V1__TableStats *s)
     o->fill = s->fill;
     o->bytes_per_key = s->bytes_per_key;
     snprintf(o->backend, sizeof o->backend, "%s", s->backend ? s->backend : "");
+    for (size_t i = 0; i < s->n_stages && o->n_stages < sizeof o->stages / sizeof o->stages[0]; i++) {
+        floe_stage_info *d = &o->stages[o->n_stages++];
+        snprintf(d->name, sizeof d->name, "%s", s->stages[i]->name ? s->stages[i]->name : "");
+        d->count = s->stages[i]->count;
+        d->keys = s->stages[i]->keys;
+        d->nanos = s->stages[i]->nanos;
+    }
     for (size_t l = 0; l < s->n_levels && l < 3; l++) {
         o->level[l].slots = s->levels[l]->slots;
         o->level[l].used = s->levels[l]->used;

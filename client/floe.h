@@ -106,6 +106,11 @@ typedef struct floe_level_info {
     double fill;
 } floe_level_info;
 
+typedef struct floe_stage_info {
+    char name[16]; /* parse, queue, merge, backend, stage_in, h2d, kernel, d2h, stage_out, reply, io_cpu */
+    uint64_t count, keys, nanos;
+} floe_stage_info;
+
 typedef struct floe_table_info {
     char name[65];
     int kind;
@@ -126,6 +131,10 @@ typedef struct floe_table_info {
     double node_fill;      /* nodes / node_slots */
     uint64_t orphan_nodes; /* nodes written for vectors that came back FULL */
     double compression;    /* stored bytes / (vectors x words x 4): below 1 is a saving */
+    /* floe_stats only: where the table's batches spent their time, cumulative
+     * (docs/PROTOCOL.md, StageTime); n_stages entries, those with a count */
+    unsigned n_stages;
+    floe_stage_info stages[16];
 } floe_table_info;
 
 typedef struct floe_counts {
@@ -223,6 +232,14 @@ floe_call *floe_send_get_by_id(floe *c, const char *table, const uint64_t *ids, 
  * (0: do not wait; -1: until at least one call completes).  Returns the
  * number of calls completed, or -1 if the connection failed. */
 int floe_poll(floe *c, int timeout_ms);
+/* For a program that multiplexes several connections in one thread (as
+ * floe-bench does): the connection's socket, to poll(2) for POLLIN, and for
+ * POLLOUT too while floe_want_write(c) is nonzero (queued request bytes not
+ * yet written); when poll says it is ready, call floe_poll(c, 0).  Do not
+ * read, write or close the socket.  floe_fd is -1 once the connection is
+ * broken (its calls have then completed with FLOE_ERR_IO). */
+int floe_fd(const floe *c);
+int floe_want_write(const floe *c);
 /* Drives the connection until call completes; returns its status. */
 int floe_wait(floe *c, floe_call *call);
 /* Drives the connection until no call is in flight. */

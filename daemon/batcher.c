@@ -51,11 +51,17 @@ void batcher_init(batcher *bt, struct server *srv, floe_table *table)
     bt->srv = srv;
     bt->table = table;
     bt->value_bytes = table->spec.kind == FLOE_KIND_MAP ? table->spec.value_bytes : 0;
+    for (int i = 0; i < BATCHER_DEPTH; i++)
+        bt->slots[i].bt = bt;
     bt->words = table->spec.kind == FLOE_KIND_TREE ? table->spec.words : 0;
 }
 
 void batcher_destroy(batcher *bt)
 {
+    for (int i = 0; i < BATCHER_DEPTH; i++) {
+        free(bt->slots[i].keys_buf);
+        free(bt->slots[i].values_buf);
+    }
     pthread_mutex_destroy(&bt->lock);
 }
 
@@ -101,22 +107,65 @@ static const void *item_keys(const item *it)
 
 static void batch_done(floe_batch *b);
 
-static void free_buffers(batcher *bt)
+static void out_release(batch_out *o)
 {
-    free(bt->keys_buf);
-    free(bt->values_buf);
-    free(bt->results);
-    free(bt->ids);
-    free(bt->values_out);
-    free(bt->scan_keys);
-    free(bt->scan_values);
-    free(bt->vectors_out);
-    free(bt->scan_vectors);
-    bt->keys_buf = NULL;
-    bt->values_buf = bt->results = bt->values_out = NULL;
-    bt->ids = bt->scan_keys = NULL;
-    bt->scan_values = NULL;
-    bt->vectors_out = bt->scan_vectors = NULL;
+    if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
+        return;
+    free(o->results);
+    free(o->ids);
+    free(o->values_out);
+    free(o->vectors_out);
+    free(o);
+}
+
+/* A batch's answer buffers for n keys (NULL if out of memory). */
+static batch_out *out_new(const batcher *bt, int op, unsigned flags, size_t n)
+{
+    batch_out *o = calloc(1, sizeof *o);
+    if (!o)
+        return NULL;
+    atomic_init(&o->refs, 1);
+    o->value_bytes = bt->value_bytes;
+    o->words = bt->words;
+    const size_t vb = bt->value_bytes;
+    bool ok = (o->results = malloc(n + 1)) != NULL;
+    if (flags & FLOE_BATCH_WANT_IDS)
+        ok = ok && (o->ids = malloc(n * 8 + 8));
+    if ((flags & FLOE_BATCH_WANT_VALUES) && vb)
+        ok = ok && (o->values_out = malloc(n * vb + 8));
+    if (op == FLOE_OP_GET)
+        ok = ok && (o->vectors_out = malloc(n * bt->words * 4 + 8));
+    if (!ok) {
+        out_release(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Grows *buf to at least need bytes (contents not kept). */
+static bool reserve(void **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return true;
+    free(*buf);
+    *cap = 0;
+    if (!(*buf = malloc(need)))
+        return false;
+    *cap = need;
+    return true;
+}
+
+/* After a batch: the answers go with the responses; merge buffers stay. */
+static void free_buffers(batch_slot *sl)
+{
+    out_release(sl->out);
+    free(sl->scan_keys);
+    free(sl->scan_values);
+    free(sl->scan_vectors);
+    sl->out = NULL;
+    sl->scan_keys = NULL;
+    sl->scan_values = NULL;
+    sl->scan_vectors = NULL;
 }
 
 /* Returns the table entry to reap if a DRAIN was answered: the caller hands
@@ -125,9 +174,11 @@ static struct table_entry *launch_locked(batcher *bt)
 {
     const uint64_t max_keys = bt->srv->cfg.max_batch_keys;
     struct table_entry *reap = NULL;
-    while (!bt->busy && bt->head) {
+    while (bt->inflight < BATCHER_DEPTH && bt->head) {
         item *first = bt->head;
         if (first->pre_status != FLOE_OK || first->op == ITEM_DRAIN) {
+            if (bt->inflight > 0)
+                break; /* answered in its turn: after the batches before it */
             bt->head = first->next;
             if (!bt->head)
                 bt->tail = NULL;
@@ -162,14 +213,19 @@ static struct table_entry *launch_locked(batcher *bt)
         if (!bt->head)
             bt->tail = NULL;
         last->next = NULL;
-        bt->running = first;
+        batch_slot *sl = &bt->slots[bt->next];
+        sl->running = first;
+        const uint64_t t_launch = floe_now_ns();
+        for (item *it = first; it; it = it->next)
+            if (it->t_queued)
+                floe_stage_add(&bt->stage[FLOE_STAGE_QUEUE], it->n, t_launch - it->t_queued);
 
-        floe_batch *b = &bt->b;
+        floe_batch *b = &sl->b;
         memset(b, 0, sizeof *b);
         b->op = (floe_op)first->op;
         b->flags = flags;
         b->done = batch_done;
-        b->user = bt;
+        b->user = sl;
         const size_t vb = bt->value_bytes;
         bool ok = true;
         if (is_key_op(first->op)) {
@@ -180,50 +236,46 @@ static struct table_entry *launch_locked(batcher *bt)
                 b->values = first->values;
                 b->values_len = first->values_len;
             } else {
-                bt->keys_buf = malloc(n * kb + 8);
-                if (first->op == FLOE_OP_INSERT && vb)
-                    bt->values_buf = malloc(n * vb + 8);
-                ok = bt->keys_buf && (first->op != FLOE_OP_INSERT || !vb || bt->values_buf);
+                const bool with_values = first->op == FLOE_OP_INSERT && vb;
+                ok = reserve(&sl->keys_buf, &sl->keys_cap, n * kb + 8) &&
+                     (!with_values || reserve((void **)&sl->values_buf, &sl->values_cap, n * vb + 8));
                 size_t at = 0;
                 for (item *it = first; ok && it; it = it->next) {
                     if (it->n)
-                        memcpy((unsigned char *)bt->keys_buf + at * kb, item_keys(it), it->n * kb);
-                    if (bt->values_buf)
-                        memcpy(bt->values_buf + at * vb, it->values, it->n * vb);
+                        memcpy((unsigned char *)sl->keys_buf + at * kb, item_keys(it), it->n * kb);
+                    if (with_values)
+                        memcpy(sl->values_buf + at * vb, it->values, it->n * vb);
                     at += it->n;
                 }
-                keys = bt->keys_buf;
-                b->values = bt->values_buf;
-                b->values_len = bt->values_buf ? n * vb : 0;
+                keys = sl->keys_buf;
+                b->values = with_values ? sl->values_buf : NULL;
+                b->values_len = with_values ? n * vb : 0;
+                floe_stage_add(&bt->stage[FLOE_STAGE_MERGE], n, floe_now_ns() - t_launch);
             }
             if (kb == 8)
                 b->keys = keys;
             else
                 b->vectors = keys;
-            if (first->op == FLOE_OP_GET) {
-                b->vectors_out = bt->vectors_out = malloc(n * bt->words * 4 + 8);
-                ok = ok && bt->vectors_out;
+            sl->out = out_new(bt, first->op, flags, n);
+            ok = ok && sl->out;
+            if (sl->out) {
+                b->results = sl->out->results;
+                b->ids = sl->out->ids;
+                b->values_out = sl->out->values_out;
+                b->vectors_out = sl->out->vectors_out;
             }
-            bt->results = malloc(n + 1);
-            b->results = bt->results;
-            if (flags & FLOE_BATCH_WANT_IDS)
-                b->ids = bt->ids = malloc(n * 8 + 8);
-            if ((flags & FLOE_BATCH_WANT_VALUES) && vb)
-                b->values_out = bt->values_out = malloc(n * vb + 8);
-            ok = ok && bt->results && (!(flags & FLOE_BATCH_WANT_IDS) || bt->ids) &&
-                 (!((flags & FLOE_BATCH_WANT_VALUES) && vb) || bt->values_out);
         } else if (first->op == FLOE_OP_SCAN) {
             b->cursor = first->cursor;
             b->cursor_set = first->cursor_set;
             b->limit = first->limit;
             b->flags = flags & FLOE_BATCH_WANT_VALUES; /* want_ids of a TREE scan is the reply's business */
-            b->scan_keys = bt->scan_keys = malloc(first->limit * 8 + 8);
+            b->scan_keys = sl->scan_keys = malloc(first->limit * 8 + 8);
             if (flags & FLOE_BATCH_WANT_VALUES)
-                b->scan_values = bt->scan_values = malloc(first->limit * (vb ? vb : 1) + 8);
+                b->scan_values = sl->scan_values = malloc(first->limit * (vb ? vb : 1) + 8);
             if (bt->words) /* a TREE: ids in scan_keys, the vectors here */
-                b->scan_vectors = bt->scan_vectors = malloc(first->limit * bt->words * 4 + 8);
-            ok = bt->scan_keys && (!(flags & FLOE_BATCH_WANT_VALUES) || bt->scan_values) &&
-                 (!bt->words || bt->scan_vectors);
+                b->scan_vectors = sl->scan_vectors = malloc(first->limit * bt->words * 4 + 8);
+            ok = sl->scan_keys && (!(flags & FLOE_BATCH_WANT_VALUES) || sl->scan_values) &&
+                 (!bt->words || sl->scan_vectors);
         } else if (first->op == FLOE_OP_SAVE) {
             b->path = first->path;
         }
@@ -233,11 +285,13 @@ static struct table_entry *launch_locked(batcher *bt)
                 next = it->next;
                 answer_error(it, FLOE_ERR_INTERNAL, "out of memory for this batch");
             }
-            bt->running = NULL;
-            free_buffers(bt);
+            sl->running = NULL;
+            free_buffers(sl);
             continue;
         }
-        bt->busy = true;
+        bt->next = (bt->next + 1) % BATCHER_DEPTH;
+        bt->inflight++;
+        sl->t_submit = floe_now_ns();
         floe_table_submit(bt->table, b);
     }
     return reap;
@@ -252,6 +306,10 @@ floe_status batcher_submit(batcher *bt, item *it)
     }
     if (it->op == ITEM_DRAIN)
         bt->closed = true;
+    if (it->t_parse && is_key_op(it->op)) {
+        it->t_queued = floe_now_ns();
+        floe_stage_add(&bt->stage[FLOE_STAGE_PARSE], it->n, it->t_queued - it->t_parse);
+    }
     it->next = NULL;
     if (bt->tail)
         bt->tail->next = it;
@@ -285,45 +343,68 @@ void batcher_shutdown(batcher *bt)
 bool batcher_idle(batcher *bt)
 {
     pthread_mutex_lock(&bt->lock);
-    bool idle = !bt->busy && !bt->head;
+    bool idle = bt->inflight == 0 && !bt->head;
     pthread_mutex_unlock(&bt->lock);
     return idle;
 }
 
-static uint64_t count_of(const uint8_t *r, size_t n, uint8_t what)
-{
-    uint64_t c = 0;
-    for (size_t i = 0; i < n; i++)
-        c += r[i] == what;
-    return c;
-}
-
 /* The response of one key-operation item: its slice [at, at + n) of b. */
-static frame *key_reply(const batcher *bt, const floe_batch *b, const item *it, size_t at)
+/* The response of one key-operation item: its slice [at, at + n) of o. */
+static frame *key_reply(const batch_out *o, const item *it, size_t at)
 {
     Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
-    const size_t n = it->n, vb = bt->value_bytes;
+    const size_t n = it->n, vb = o->value_bytes;
     r.id = it->id;
-    r.results.data = (uint8_t *)b->results + at;
+    r.results.data = o->results + at;
     r.results.len = n;
-    if (it->flags & FLOE_BATCH_WANT_IDS) {
-        r.ids.data = (uint8_t *)(b->ids + at);
+    if ((it->flags & FLOE_BATCH_WANT_IDS) && o->ids) {
+        r.ids.data = (uint8_t *)(o->ids + at);
         r.ids.len = n * 8;
     }
-    if ((it->flags & FLOE_BATCH_WANT_VALUES) && vb) {
-        r.values.data = (uint8_t *)b->values_out + at * vb;
+    if ((it->flags & FLOE_BATCH_WANT_VALUES) && vb && o->values_out) {
+        r.values.data = o->values_out + at * vb;
         r.values.len = n * vb;
     }
-    if (it->op == FLOE_OP_GET) {
-        r.vectors.data = (uint8_t *)(b->vectors_out + at * bt->words);
-        r.vectors.len = n * bt->words * 4;
+    if (it->op == FLOE_OP_GET && o->vectors_out) {
+        r.vectors.data = (uint8_t *)(o->vectors_out + at * o->words);
+        r.vectors.len = n * o->words * 4;
     }
-    r.inserted = count_of(r.results.data, n, FLOE_INSERTED);
-    r.present = count_of(r.results.data, n, FLOE_PRESENT);
-    r.absent = count_of(r.results.data, n, FLOE_ABSENT);
-    r.full = count_of(r.results.data, n, FLOE_FULL);
-    r.erased = count_of(r.results.data, n, FLOE_ERASED);
+    floe_counts c;
+    floe_counts_tally(&c, r.results.data, n);
+    r.inserted = c.inserted;
+    r.present = c.present;
+    r.absent = c.absent;
+    r.full = c.full;
+    r.erased = c.erased;
     return reply_pack(&r);
+}
+
+frame *batcher_pack(frame *f)
+{
+    frame *packed = key_reply(f->out, f->item, f->at);
+    if (packed)
+        packed->to = f->to;
+    item_free(f->item);
+    out_release(f->out);
+    free(f);
+    return packed;
+}
+
+/* Queues it's answer, a slice of o, to be packed by its connection's io
+ * thread: packing 64 Ki answers and freeing the request are spread over the
+ * io threads instead of holding up this table's next batch. */
+static void answer_later(item *it, batch_out *o, size_t at)
+{
+    frame *f = calloc(1, sizeof *f);
+    if (!f) {
+        answer(it, key_reply(o, it, at)); /* pack it here, then */
+        return;
+    }
+    atomic_fetch_add(&o->refs, 1);
+    f->item = it;
+    f->out = o;
+    f->at = at;
+    conn_deliver(it->c, f);
 }
 
 static frame *scan_reply(const batcher *bt, const floe_batch *b, const item *it)
@@ -357,13 +438,21 @@ static frame *scan_reply(const batcher *bt, const floe_batch *b, const item *it)
     return reply_pack(&r);
 }
 
-static frame *stats_reply(const floe_batch *b, const item *it)
+static frame *stats_reply(batcher *bt, floe_batch *b, const item *it)
 {
+    /* the engine's stages come with its stats; the daemon's and the io threads' are added here */
+    pthread_mutex_lock(&bt->lock);
+    for (int s = 0; s < FLOE_STAGES; s++)
+        if (bt->stage[s].count)
+            b->stats.stage[s] = bt->stage[s];
+    pthread_mutex_unlock(&bt->lock);
+    b->stats.stage[FLOE_STAGE_IO_CPU] = server_io_cpu(bt->srv);
     Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
     Floe__V1__TableStats ts;
     Floe__V1__TableSpec spec;
     Floe__V1__LevelStats lv[FLOE_LEVELS], *lvp[FLOE_LEVELS];
-    reply_fill_stats(&ts, &spec, lv, lvp, &b->stats);
+    Floe__V1__StageTime st[FLOE_STAGES], *stp[FLOE_STAGES];
+    reply_fill_stats(&ts, &spec, lv, lvp, st, stp, &b->stats);
     r.id = it->id;
     r.body_case = FLOE__V1__RESPONSE__BODY_STATS;
     r.stats = &ts;
@@ -372,9 +461,16 @@ static frame *stats_reply(const floe_batch *b, const item *it)
 
 static void batch_done(floe_batch *b)
 {
-    batcher *bt = b->user;
-    item *list = bt->running;
-    bt->running = NULL;
+    batch_slot *sl = b->user;
+    batcher *bt = sl->bt;
+    item *list = sl->running;
+    sl->running = NULL;
+    const uint64_t t_done = floe_now_ns();
+    if (is_key_op(b->op)) {
+        pthread_mutex_lock(&bt->lock);
+        floe_stage_add(&bt->stage[FLOE_STAGE_BACKEND], b->n, t_done - sl->t_submit);
+        pthread_mutex_unlock(&bt->lock);
+    }
     if (b->status != FLOE_OK && b->op != FLOE_OP_SAVE)
         log_error("table %s: %s batch failed: %s", bt->table->spec.name,
                   b->op == FLOE_OP_INSERT ? "insert"
@@ -394,20 +490,22 @@ static void batch_done(floe_batch *b)
         } else if (b->status != FLOE_OK) {
             answer(it, reply_error(it->id, b->status, b->error.msg));
         } else if (is_key_op(it->op)) {
-            answer(it, key_reply(bt, b, it, at));
+            answer_later(it, sl->out, at);
         } else if (it->op == FLOE_OP_SCAN) {
             answer(it, scan_reply(bt, b, it));
         } else if (it->op == FLOE_OP_STATS) {
-            answer(it, stats_reply(b, it));
+            answer(it, stats_reply(bt, b, it));
         } else {
             answer(it, reply_ok(it->id));
         }
         at += step;
     }
-    free_buffers(bt);
+    free_buffers(sl);
     struct server *srv = bt->srv;
     pthread_mutex_lock(&bt->lock);
-    bt->busy = false;
+    if (is_key_op(b->op))
+        floe_stage_add(&bt->stage[FLOE_STAGE_REPLY], b->n, floe_now_ns() - t_done);
+    bt->inflight--; /* sl (and b) may be reused from here on */
     struct table_entry *reap = launch_locked(bt);
     pthread_mutex_unlock(&bt->lock);
     if (reap)
@@ -470,7 +568,8 @@ void multi_part_done(multi *m, size_t index, floe_status st, const char *error, 
             for (size_t i = 0; i < m->n; i++) {
                 if (!m->have[i])
                     continue;
-                reply_fill_stats(&ts[k], &specs[k], &lv[k * FLOE_LEVELS], &lvp[k * FLOE_LEVELS], &m->stats[i]);
+                reply_fill_stats(&ts[k], &specs[k], &lv[k * FLOE_LEVELS], &lvp[k * FLOE_LEVELS], NULL, NULL,
+                                 &m->stats[i]);
                 tsp[k] = &ts[k];
                 k++;
             }

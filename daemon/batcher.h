@@ -2,9 +2,10 @@
  * batcher.h - one per table: turns queued requests into engine batches.
  *
  * Requests are validated by the io thread, then queued here in arrival
- * order.  When the backend is idle the queue is launched at once (no timer:
- * at low load a request's latency is one batch); while a batch runs, the
- * queue grows into the next one.  A batch holds one operation kind (and one
+ * order.  While the backend holds fewer than BATCHER_DEPTH of the table's
+ * batches, whatever is queued is launched at once (no timer: at low load a
+ * request's latency is one batch); while they run, the queue grows into the
+ * next one.  A batch holds one operation kind (and one
  * overwrite flag) and at most max-batch-keys keys; a larger request runs
  * alone.  Keys of merged requests are concatenated in arrival order, so the
  * engine's first-occurrence rule gives exactly the per-connection order.
@@ -18,12 +19,14 @@
 #define FLOE_DAEMON_BATCHER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
 #include "floe.pb-c.h"
+#include "reply.h"
 
 struct conn;
 struct server;
@@ -57,25 +60,55 @@ typedef struct item {
     struct multi *multi;
     size_t multi_index;
     struct table_entry *drop; /* DRAIN: the entry to reap */
+    /* stage timers (floe_now_ns): when its frame began to be parsed, when it was queued */
+    uint64_t t_parse, t_queued;
 } item;
+
+/* A key batch's answers, shared by the responses of its requests: the io
+ * threads pack each response from its slice (batcher_pack), and the last
+ * one frees it. */
+typedef struct batch_out {
+    atomic_int refs;
+    uint32_t value_bytes, words;
+    uint8_t *results;
+    uint64_t *ids;
+    unsigned char *values_out;
+    uint32_t *vectors_out;
+} batch_out;
+
+/* Batches a table may have with its backend at once: while one runs, the
+ * next is merged and handed over, so the engine never waits for the
+ * batcher (the backend runs a table's batches in submission order). */
+#define BATCHER_DEPTH 2
+
+/* One batch with the backend and its buffers. */
+typedef struct batch_slot {
+    struct batcher *bt;
+    floe_batch b;
+    item *running;  /* its items, in order */
+    void *keys_buf; /* merged keys and values, kept from batch to batch */
+    unsigned char *values_buf;
+    size_t keys_cap, values_cap;
+    batch_out *out; /* the answers of a key batch */
+    uint64_t *scan_keys;
+    void *scan_values;
+    uint32_t *scan_vectors;
+    uint64_t t_submit; /* when it went to the backend */
+} batch_slot;
 
 typedef struct batcher {
     pthread_mutex_t lock;
     item *head, *tail;
-    bool busy;   /* a batch is with the backend */
-    bool closed; /* dropped or shutting down: no new items */
+    unsigned inflight; /* batches with the backend: slots[next - inflight .. next - 1] */
+    unsigned next;     /* the slot the next batch takes */
+    bool closed;       /* dropped or shutting down: no new items */
     struct server *srv;
     floe_table *table;
     uint32_t value_bytes;
     uint32_t words; /* TREE: u32 words per vector; 0 for SET, MAP */
-    /* the batch in flight */
-    floe_batch b;
-    item *running;
-    void *keys_buf;
-    unsigned char *values_buf, *results, *values_out;
-    uint64_t *ids, *scan_keys;
-    void *scan_values;
-    uint32_t *vectors_out, *scan_vectors;
+    batch_slot slots[BATCHER_DEPTH];
+    /* parse, queue, merge, backend, reply (tables/spec.h), under lock */
+    floe_stage_time stage[FLOE_STAGES];
 } batcher;
 
 void batcher_init(batcher *bt, struct server *srv, floe_table *table);
@@ -88,6 +121,11 @@ floe_status batcher_submit(batcher *bt, item *it);
  * already with the backend finishes normally. */
 void batcher_shutdown(batcher *bt);
 bool batcher_idle(batcher *bt);
+
+/* io thread: turns f (an answer queued with its item and batch_out, not yet
+ * packed) into the response frame, and frees f, the item and, with the last
+ * response, the batch's answers.  NULL if out of memory. */
+frame *batcher_pack(frame *f);
 
 item *item_new(struct conn *c, uint64_t id, int op, Floe__V1__Request *req);
 void item_free(item *it);

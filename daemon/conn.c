@@ -24,6 +24,7 @@
 #include "log.h"
 #include "registry.h"
 
+#define IO_MAX_SINGLE      ((size_t)4 << 20) /* bytes per socket read or write call */
 #define SCAN_DEFAULT_LIMIT 1024
 #define SCAN_MAX_LIMIT     (1u << 20)
 /* A TREE scan reply carries at most this many bytes of vectors and ids. */
@@ -68,6 +69,39 @@ static void on_write(struct bufferevent *bev, void *arg)
     conn *c = arg;
     if (c->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
         close_now(c);
+}
+
+/* While floed stops, a connection closes once it is quiet: nothing in
+ * flight, every response written, nothing unparsed and nothing read for
+ * STOP_QUIET_NS.  Closing earlier, while the client is still sending, would
+ * make the kernel answer with a reset that destroys responses the client
+ * has not read yet; meanwhile every request that arrives is answered with
+ * ERR_SHUTTING_DOWN.  The stop timer closes whatever is left. */
+#define STOP_QUIET_NS (100 * 1000000ull)
+
+static bool quiet(const conn *c, uint64_t now)
+{
+    return c->inflight == 0 && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 &&
+           evbuffer_get_length(bufferevent_get_input(c->bev)) == 0 && now - c->last_read >= STOP_QUIET_NS;
+}
+
+static void stop_sweep(io_thread *io)
+{
+    const uint64_t now = floe_now_ns();
+    for (conn *c = io->conns, *next; c; c = next) {
+        next = c->next;
+        if (quiet(c, now))
+            close_now(c);
+    }
+    if (!io->conns)
+        event_base_loopbreak(io->base);
+}
+
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    stop_sweep(arg);
 }
 
 /* Writes f to c now (io thread); frees f. */
@@ -321,7 +355,15 @@ static floe_status check_keys(const floe_spec *spec, const ProtobufCBinaryData *
         return FLOE_ERR_INVALID;
     }
     size_t n = keys->len / 8;
-    if (spec->key_bits < 64) {
+    /* One pass that ORs every key (vectorised), and a search only when some key is too wide. */
+    uint64_t any = 0;
+    if (spec->key_bits < 64)
+        for (size_t i = 0; i < n; i++) {
+            uint64_t k;
+            memcpy(&k, keys->data + 8 * i, 8);
+            any |= k;
+        }
+    if (spec->key_bits < 64 && (any >> spec->key_bits)) {
         for (size_t i = 0; i < n; i++) {
             uint64_t k;
             memcpy(&k, keys->data + 8 * i, 8);
@@ -398,6 +440,7 @@ static void handle_key_op(conn *c, Floe__V1__Request *req, int op, const char *t
     if (map && op == FLOE_OP_INSERT)
         flags |= FLOE_BATCH_WANT_VALUES; /* a MAP insert returns each key's stored value */
     it->flags = flags;
+    it->t_parse = c->t_frame;
     if (st != FLOE_OK) {
         it->pre_status = st;
         it->pre_error = strdup(msg);
@@ -606,6 +649,7 @@ static void read_frames(conn *c)
         if (have < 4 + (size_t)len)
             return; /* the rest is on its way */
         evbuffer_drain(in, 4);
+        c->t_frame = floe_now_ns();
         unsigned char *buf = evbuffer_pullup(in, len);
         Floe__V1__Request *req = buf ? floe__v1__request__unpack(NULL, len, buf) : NULL;
         evbuffer_drain(in, len);
@@ -621,7 +665,9 @@ static void read_frames(conn *c)
 static void on_read(struct bufferevent *bev, void *arg)
 {
     (void)bev;
-    read_frames(arg);
+    conn *c = arg;
+    c->last_read = floe_now_ns();
+    read_frames(c);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -681,6 +727,12 @@ void conn_accept(io_thread *io, int fd)
     /* Stop reading when a frame's worth is buffered and unparsed: the high
      * watermark bounds memory per connection. */
     bufferevent_setwatermark(bev, EV_READ, 0, (size_t)srv->cfg.max_frame + 4 + 65536);
+    /* libevent reads and writes at most 16 KiB per callback by default: a
+     * 512 KiB request would take 32 read calls and as many wake-ups.  Take
+     * whatever the socket has (fewer system calls, and a frame more often
+     * lands in one buffer chain, so evbuffer_pullup need not copy it). */
+    bufferevent_set_max_single_read(bev, IO_MAX_SINGLE);
+    bufferevent_set_max_single_write(bev, IO_MAX_SINGLE);
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
     log_debug("connection %llu from %s", (unsigned long long)c->serial, c->peer);
@@ -690,7 +742,7 @@ void conn_deliver(conn *c, frame *f)
 {
     io_thread *io = c->io;
     if (!f) {
-        f = malloc(sizeof *f); /* still must answer for the in-flight count */
+        f = calloc(1, sizeof *f); /* still must answer for the in-flight count */
         if (!f)
             abort();
         f->len = 0;
@@ -739,7 +791,9 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
         frame *f = list;
         list = f->next;
         conn *c = f->to;
-        if (c->open && f->len)
+        if (f->item && !(f = batcher_pack(f))) /* an answer still to pack */
+            log_error("out of memory packing a response for connection %llu", (unsigned long long)c->serial);
+        if (f && c->open && f->len)
             bufferevent_write(c->bev, f->data, f->len);
         free(f);
         c->inflight--;
@@ -750,24 +804,16 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
         }
         conn_unref(c);
     }
-    if (stopping) {
+    if (stopping && !io->stop_seen) {
         io->stop_seen = true;
-        /* Close connections whose responses are all written; the others
-         * close when their output drains, or when the stop timer fires. */
-        for (conn *c = io->conns, *next; c; c = next) {
-            next = c->next;
-            if (c->inflight == 0 && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-                close_now(c);
-            else if (c->inflight == 0)
-                c->closing = true;
-        }
-        if (!io->conns)
-            event_base_loopbreak(io->base);
-        else if (!io->stop_timer) {
-            struct timeval tv = {2, 0};
-            io->stop_timer = evtimer_new(io->base, stop_now, io);
-            if (io->stop_timer)
-                evtimer_add(io->stop_timer, &tv);
-        }
+        struct timeval limit = {2, 0}, every = {0, 20000};
+        io->stop_timer = evtimer_new(io->base, stop_now, io);
+        io->sweep_timer = event_new(io->base, -1, EV_PERSIST, on_sweep, io);
+        if (io->stop_timer)
+            evtimer_add(io->stop_timer, &limit);
+        if (io->sweep_timer)
+            evtimer_add(io->sweep_timer, &every);
     }
+    if (stopping)
+        stop_sweep(io);
 }

@@ -14,6 +14,8 @@ frame *reply_pack(const Floe__V1__Response *r)
         return NULL;
     f->next = NULL;
     f->to = NULL;
+    f->item = NULL;
+    f->out = NULL;
     f->len = 4 + len;
     f->data[0] = (unsigned char)(len >> 24);
     f->data[1] = (unsigned char)(len >> 16);
@@ -38,7 +40,8 @@ frame *reply_ok(uint64_t id)
 }
 
 void reply_fill_stats(Floe__V1__TableStats *out, Floe__V1__TableSpec *spec, Floe__V1__LevelStats *lv,
-                      Floe__V1__LevelStats **lvp, const floe_table_stats *s)
+                      Floe__V1__LevelStats **lvp, Floe__V1__StageTime *st, Floe__V1__StageTime **stp,
+                      const floe_table_stats *s)
 {
     floe__v1__table_stats__init(out);
     floe__v1__table_spec__init(spec);
@@ -79,4 +82,18 @@ void reply_fill_stats(Floe__V1__TableStats *out, Floe__V1__TableSpec *spec, Floe
     }
     out->n_levels = FLOE_LEVELS;
     out->levels = lvp;
+    size_t n = 0;
+    for (int i = 0; st && i < FLOE_STAGES; i++) {
+        if (!s->stage[i].count)
+            continue;
+        floe__v1__stage_time__init(&st[n]);
+        st[n].name = (char *)floe_stage_name(i);
+        st[n].count = s->stage[i].count;
+        st[n].keys = s->stage[i].keys;
+        st[n].nanos = s->stage[i].nanos;
+        stp[n] = &st[n];
+        n++;
+    }
+    out->n_stages = n;
+    out->stages = stp;
 }

@@ -17,6 +17,11 @@ struct conn;
 typedef struct frame {
     struct frame *next;
     struct conn *to; /* for deliveries */
+    /* Set on an answer still to be packed by the io thread (batcher_pack):
+     * the request and its batch's shared answers; len is 0 until packed. */
+    struct item *item;
+    struct batch_out *out;
+    size_t at; /* the request's first key in the batch */
     size_t len;
     unsigned char data[];
 } frame;
@@ -25,9 +30,11 @@ typedef struct frame {
 frame *reply_pack(const Floe__V1__Response *r);
 frame *reply_error(uint64_t id, floe_status st, const char *msg);
 frame *reply_ok(uint64_t id);
-/* Fills a TableStats message from s; the strings and levels point into s
- * and lv, which must outlive the packing. */
+/* Fills a TableStats message from s; the strings, levels and stages point
+ * into s, lv and st, which must outlive the packing.  st and stp (FLOE_STAGES
+ * entries each) may be NULL: no stage times then. */
 void reply_fill_stats(Floe__V1__TableStats *out, Floe__V1__TableSpec *spec, Floe__V1__LevelStats *lv,
-                      Floe__V1__LevelStats **lvp, const floe_table_stats *s);
+                      Floe__V1__LevelStats **lvp, Floe__V1__StageTime *st, Floe__V1__StageTime **stp,
+                      const floe_table_stats *s);
 
 #endif

@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include "server.h"
 
+#include "batcher.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +17,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -30,6 +33,7 @@
 static void *io_main(void *arg)
 {
     io_thread *io = arg;
+    pthread_setname_np(pthread_self(), "floed-io"); /* for top -H and ps -L */
     event_base_loop(io->base, EVLOOP_NO_EXIT_ON_EMPTY);
     return NULL;
 }
@@ -54,6 +58,20 @@ static int start_io(server *srv)
     return 0;
 }
 
+floe_stage_time server_io_cpu(server *srv)
+{
+    floe_stage_time t = {0, 0, 0};
+    for (size_t i = 0; i < srv->nio; i++) {
+        clockid_t cid;
+        struct timespec ts;
+        if (pthread_getcpuclockid(srv->io[i].thread, &cid) == 0 && clock_gettime(cid, &ts) == 0) {
+            t.count++;
+            t.nanos += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        }
+    }
+    return t;
+}
+
 static void stop_io(server *srv)
 {
     for (size_t i = 0; i < srv->nio; i++) {
@@ -68,9 +86,18 @@ static void stop_io(server *srv)
         pthread_join(io->thread, NULL);
         if (io->stop_timer)
             event_free(io->stop_timer);
+        if (io->sweep_timer)
+            event_free(io->sweep_timer);
         event_free(io->wake);
         event_base_free(io->base);
         free(io->new_fds);
+        while (io->deliveries) { /* answers that arrived after the connection's last chance */
+            frame *f = io->deliveries;
+            io->deliveries = f->next;
+            conn *c = f->to;
+            free(f->item ? batcher_pack(f) : f);
+            conn_unref(c);
+        }
         pthread_mutex_destroy(&io->lock);
     }
     free(srv->io);
@@ -422,6 +449,9 @@ out:
         event_free(srv->reap_ev);
     if (srv->base)
         event_base_free(srv->base);
+    /* freeing the signal events put back the default actions: a late signal must still not kill */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
     floe_backend_destroy(srv->cpu);
     floe_backend_destroy(srv->gpu);
     if (rc == 0)

@@ -43,7 +43,8 @@ typedef struct io_thread {
     size_t nnew, capnew;
     bool stopping;  /* under lock: set by the main thread */
     bool stop_seen; /* io thread's copy */
-    struct event *stop_timer;
+    struct event *stop_timer;  /* the stop's hard limit: close whatever is left */
+    struct event *sweep_timer; /* during the stop: close connections gone quiet */
     conn *conns; /* open connections, io thread only */
 } io_thread;
 
@@ -72,6 +73,10 @@ int server_run(const floed_config *cfg);
 /* The backend a table asking for `want` (cpu, gpu or auto) runs on: auto
  * is the GPU where floed has one.  gpu without a device is an error. */
 floe_status server_backend_for(server *srv, const char *want, floe_backend **be, floe_error *err);
+
+/* CPU time of all io threads so far (the io_cpu stage), with its count
+ * the number of io threads. */
+floe_stage_time server_io_cpu(server *srv);
 
 /* Queues a dropped table for destruction on the main thread. */
 void server_reap(server *srv, table_entry *e);

@@ -65,7 +65,10 @@ struct piece {
 
 struct stage {
     cudaStream_t copy;
-    cudaEvent_t in_ev, k_ev, done_ev;
+    /* h0 -> in: host-to-device copy; k0 -> k: kernels; o0 -> done: copy back (timing events) */
+    cudaEvent_t h0_ev, in_ev, k0_ev, k_ev, o0_ev, done_ev;
+    bool timed;        /* every event above was recorded */
+    uint64_t stage_ns; /* host time staging the keys */
     size_t cap; /* keys */
     /* pinned host */
     uint64_t *h_keys, *h_ids;
@@ -116,6 +119,7 @@ struct gpu_table {
     uint64_t used, tombstones, generation; /* after every retired piece */
     uint64_t inflight_keys;                /* keys of insert pieces in flight */
     uint64_t ids_gen;                      /* generation the retiring batch's first piece ran on */
+    floe_stage_time stage[FLOE_STAGES];    /* stage_in .. stage_out, reported by STATS */
 };
 
 /* ---- stages ------------------------------------------------------------------------------------- */
@@ -268,8 +272,10 @@ static void launch(gpu_table *t, const piece &p)
     gpu_stream ks = (gpu_stream)t->ks;
     s->p = p;
     s->st = FLOE_OK;
+    s->timed = false;
     t->count++;
 
+    const uint64_t t0 = floe_now_ns();
     floe_status st = stage_reserve(s, p.n, vb, &s->err);
     size_t m = p.n;
     const uint64_t *keys = b->keys + p.off;
@@ -294,6 +300,7 @@ static void launch(gpu_table *t, const piece &p)
         memcpy(s->h_keys, keys, p.n * 8);
     }
     s->m = m;
+    s->stage_ns = floe_now_ns() - t0;
     if (b->op == FLOE_OP_INSERT)
         t->inflight_keys += m;
     if (st != FLOE_OK) {
@@ -301,13 +308,17 @@ static void launch(gpu_table *t, const piece &p)
         return;
     }
 
-    cudaError_t e = cudaMemcpyAsync(s->d_keys, s->h_keys, m * 8, cudaMemcpyHostToDevice, s->copy);
+    cudaError_t e = cudaEventRecord(s->h0_ev, s->copy);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(s->d_keys, s->h_keys, m * 8, cudaMemcpyHostToDevice, s->copy);
     if (e == cudaSuccess && b->op == FLOE_OP_INSERT && vb)
         e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, s->copy);
     if (e == cudaSuccess)
         e = cudaEventRecord(s->in_ev, s->copy);
     if (e == cudaSuccess)
         e = cudaStreamWaitEvent(t->ks, s->in_ev, 0);
+    if (e == cudaSuccess) /* the kernels start when the copy is in and the previous piece's kernels are done */
+        e = cudaEventRecord(s->k0_ev, t->ks);
     if (e != cudaSuccess) {
         s->st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "staging a batch: %s", cuda_msg(e));
         return;
@@ -334,6 +345,8 @@ static void launch(gpu_table *t, const piece &p)
     if (e == cudaSuccess)
         e = cudaStreamWaitEvent(s->copy, s->k_ev, 0);
     if (e == cudaSuccess)
+        e = cudaEventRecord(s->o0_ev, s->copy);
+    if (e == cudaSuccess)
         e = cudaMemcpyAsync(s->h_res, s->d_res, m, cudaMemcpyDeviceToHost, s->copy);
     if (e == cudaSuccess && d_ids)
         e = cudaMemcpyAsync(s->h_ids, s->d_ids, m * 8, cudaMemcpyDeviceToHost, s->copy);
@@ -343,6 +356,26 @@ static void launch(gpu_table *t, const piece &p)
         e = cudaEventRecord(s->done_ev, s->copy);
     if (e != cudaSuccess)
         s->st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "running a batch: %s", cuda_msg(e));
+    else
+        s->timed = true;
+}
+
+/* Adds a finished stage's times to the table's stage timers. */
+static void stage_account(gpu_table *t, const stage *s)
+{
+    const uint64_t n = s->m;
+    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_IN], s->p.n, s->stage_ns);
+    if (!s->timed)
+        return;
+    const cudaEvent_t from[3] = {s->h0_ev, s->k0_ev, s->o0_ev}, to[3] = {s->in_ev, s->k_ev, s->done_ev};
+    const int which[3] = {FLOE_STAGE_H2D, FLOE_STAGE_KERNEL, FLOE_STAGE_D2H};
+    for (int i = 0; i < 3; i++) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, from[i], to[i]) == cudaSuccess)
+            floe_stage_add(&t->stage[which[i]], n, (uint64_t)((double)ms * 1e6));
+        else
+            cudaGetLastError();
+    }
 }
 
 /* Waits for a stage's work.  A launch that failed halfway may have left
@@ -514,6 +547,9 @@ static void retire(gpu_table *t)
     t->head = (t->head + 1) % STAGES;
     t->count--;
     floe_batch *b = s->p.b;
+    const uint64_t t0 = floe_now_ns();
+    if (st == FLOE_OK)
+        stage_account(t, s);
     if (b->op == FLOE_OP_INSERT)
         t->inflight_keys -= s->m < t->inflight_keys ? s->m : t->inflight_keys;
     const size_t off = s->p.off, n = s->p.n, m = s->m;
@@ -567,6 +603,7 @@ static void retire(gpu_table *t)
     }
     if (s->p.last && b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && t->ids_gen != t->generation)
         refind_ids(t, s, b, off + n); /* the table grew while the batch ran */
+    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_OUT], n, floe_now_ns() - t0);
     if (s->p.last)
         complete(b);
 }
@@ -705,7 +742,9 @@ static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m,
             return st;
         TREE_CUDA(cudaMemcpyAsync(s->h_vec, s->d_vec, m * W * 4, cudaMemcpyDeviceToHost, t->ks));
     } else {
+        const uint64_t t0 = floe_now_ns();
         memcpy(s->h_vec, b->vectors + off * W, m * W * 4);
+        floe_stage_add(&t->stage[FLOE_STAGE_STAGE_IN], m, floe_now_ns() - t0);
         TREE_CUDA(cudaMemcpyAsync(s->d_vec, s->h_vec, m * W * 4, cudaMemcpyHostToDevice, t->ks));
         st = b->op == FLOE_OP_INSERT
                  ? gpu_tree_insert(t->tree, s->d_vec, m, s->d_res, want_ids ? s->d_ids : NULL, t->ks, err)
@@ -716,12 +755,17 @@ static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m,
             TREE_CUDA(cudaMemcpyAsync(s->h_ids, s->d_ids, m * 8, cudaMemcpyDeviceToHost, t->ks));
     }
     TREE_CUDA(cudaMemcpyAsync(s->h_res, s->d_res, m, cudaMemcpyDeviceToHost, t->ks));
+    const uint64_t t1 = floe_now_ns();
     TREE_CUDA(cudaStreamSynchronize(t->ks));
+    const uint64_t t2 = floe_now_ns();
+    /* one stream, synchronised once: copies and kernels are timed together, under kernel */
+    floe_stage_add(&t->stage[FLOE_STAGE_KERNEL], m, t2 - t1);
     memcpy(b->results + off, s->h_res, m);
     if (want_ids)
         memcpy(b->ids + off, s->h_ids, m * 8);
     if (b->op == FLOE_OP_GET)
         memcpy(b->vectors_out + off * W, s->h_vec, m * W * 4);
+    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_OUT], m, floe_now_ns() - t2);
     return FLOE_OK;
 }
 
@@ -804,6 +848,7 @@ static void run_tree(gpu_table *t, floe_batch *b)
             break;
         case FLOE_OP_STATS:
             b->status = gpu_tree_stats(t->tree, &b->stats, e);
+            memcpy(b->stats.stage, t->stage, sizeof t->stage);
             break;
         case FLOE_OP_SAVE:
             b->status = tree_save_gpu(t, b->path, e);
@@ -848,6 +893,7 @@ static void run_alone(gpu_table *t, floe_batch *b)
     }
     case FLOE_OP_STATS:
         fill_stats(t, &b->stats);
+        memcpy(b->stats.stage, t->stage, sizeof t->stage);
         b->status = FLOE_OK;
         break;
     case FLOE_OP_REBUILD:
@@ -927,6 +973,7 @@ static void launch_next(gpu_table *t)
 static void *table_main(void *arg)
 {
     gpu_table *t = (gpu_table *)arg;
+    pthread_setname_np(pthread_self(), "floe-gpu-table");
     pthread_mutex_lock(&t->lock);
     for (;;) {
         bool pieces = t->redo_at < t->nredo || t->cur;
@@ -968,12 +1015,10 @@ static void table_free(gpu_table *t)
         stage_free_buffers(s);
         if (s->copy)
             cudaStreamDestroy(s->copy);
-        if (s->in_ev)
-            cudaEventDestroy(s->in_ev);
-        if (s->k_ev)
-            cudaEventDestroy(s->k_ev);
-        if (s->done_ev)
-            cudaEventDestroy(s->done_ev);
+        cudaEvent_t *evs[6] = {&s->h0_ev, &s->in_ev, &s->k0_ev, &s->k_ev, &s->o0_ev, &s->done_ev};
+        for (int j = 0; j < 6; j++)
+            if (*evs[j])
+                cudaEventDestroy(*evs[j]);
     }
     if (t->ks)
         cudaStreamDestroy(t->ks);
@@ -1004,12 +1049,9 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree
     for (int i = 0; i < STAGES && e == cudaSuccess; i++) {
         stage *s = &t->stg[i];
         e = cudaStreamCreateWithFlags(&s->copy, cudaStreamNonBlocking);
-        if (e == cudaSuccess)
-            e = cudaEventCreateWithFlags(&s->in_ev, cudaEventDisableTiming);
-        if (e == cudaSuccess)
-            e = cudaEventCreateWithFlags(&s->k_ev, cudaEventDisableTiming);
-        if (e == cudaSuccess)
-            e = cudaEventCreateWithFlags(&s->done_ev, cudaEventDisableTiming);
+        cudaEvent_t *evs[6] = {&s->h0_ev, &s->in_ev, &s->k0_ev, &s->k_ev, &s->o0_ev, &s->done_ev};
+        for (int j = 0; j < 6 && e == cudaSuccess; j++) /* with timing: they feed the stage timers */
+            e = cudaEventCreate(evs[j]);
     }
     floe_status st = FLOE_OK;
     if (e != cudaSuccess)

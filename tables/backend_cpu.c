@@ -8,6 +8,7 @@
  * SAVE of one table from holding up the others; the pool is shared, so the
  * CPU is never oversubscribed by more than the table threads themselves.
  */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -122,6 +123,7 @@ static void execute(cpu_table *t, floe_batch *b)
 static void *table_main(void *arg)
 {
     cpu_table *t = arg;
+    pthread_setname_np(pthread_self(), "floe-cpu-table");
     pthread_mutex_lock(&t->lock);
     for (;;) {
         while (!t->head && !t->stopping)

@@ -6,6 +6,7 @@
  * the list.  The job lives on its caller's stack, so the caller returns only
  * when every task is finished and no thread is still looking at the job.
  */
+#define _GNU_SOURCE
 #include "pool.h"
 
 #include <pthread.h>
@@ -75,6 +76,7 @@ static void work_on(floe_pool *p, job *j)
 static void *worker_main(void *arg)
 {
     floe_pool *p = arg;
+    pthread_setname_np(pthread_self(), "floe-pool");
     pthread_mutex_lock(&p->lock);
     for (;;) {
         while (!p->head && !p->stopping)

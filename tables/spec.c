@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 void floe_spec_default(floe_spec *s)
 {
@@ -34,6 +35,21 @@ const char *floe_kind_name(floe_kind k)
     default:
         return "KIND_UNSPECIFIED";
     }
+}
+
+const char *floe_stage_name(int stage)
+{
+    static const char *const names[FLOE_STAGES] = {
+        "parse", "queue", "merge", "backend", "stage_in", "h2d", "kernel", "d2h", "stage_out", "reply", "io_cpu",
+    };
+    return stage >= 0 && stage < FLOE_STAGES ? names[stage] : NULL;
+}
+
+uint64_t floe_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static bool name_ok(const char *n)
@@ -112,14 +128,26 @@ void floe_counts_tally(floe_counts *c, const uint8_t *results, size_t n)
 {
     if (!c)
         return;
-    uint64_t h[8] = {0}; /* a branch-free histogram: answers are 0..4 */
-    for (size_t i = 0; i < n; i++)
-        h[results[i] & 7]++;
-    c->inserted = h[FLOE_INSERTED];
-    c->present = h[FLOE_PRESENT];
-    c->absent = h[FLOE_ABSENT];
-    c->full = h[FLOE_FULL];
-    c->erased = h[FLOE_ERASED];
+    /* Branch-free histograms (answers are 0..4), four of them interleaved:
+     * with one, runs of equal answers chain every increment on the last
+     * one's store (1.06 against 0.38 ns a key on the development VM). */
+    uint64_t h[4][8] = {{0}};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        h[0][results[i] & 7]++;
+        h[1][results[i + 1] & 7]++;
+        h[2][results[i + 2] & 7]++;
+        h[3][results[i + 3] & 7]++;
+    }
+    for (; i < n; i++)
+        h[0][results[i] & 7]++;
+    for (int k = 0; k < 8; k++)
+        h[0][k] += h[1][k] + h[2][k] + h[3][k];
+    c->inserted = h[0][FLOE_INSERTED];
+    c->present = h[0][FLOE_PRESENT];
+    c->absent = h[0][FLOE_ABSENT];
+    c->full = h[0][FLOE_FULL];
+    c->erased = h[0][FLOE_ERASED];
 }
 
 floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_error *err)

@@ -83,6 +83,47 @@ typedef struct floe_level_stats {
     double fill; /* used / slots */
 } floe_level_stats;
 
+/* Where a table's key batches spend their time, cumulative since the table
+ * was created or loaded.  The daemon fills the first group, the GPU backend
+ * the second; io_cpu is server-wide.  A stage's nanos is time spent on the
+ * thread (or, for h2d, kernel and d2h, the GPU stream) doing that stage,
+ * except queue and backend, which are waits: a request's time in the
+ * table's queue, a batch's time from submission to completion. */
+enum {
+    FLOE_STAGE_PARSE,     /* io thread: frame pullup, protobuf unpack, key checks, queueing (per request) */
+    FLOE_STAGE_QUEUE,     /* a request's wait in the table's queue until its batch is launched */
+    FLOE_STAGE_MERGE,     /* gathering several requests' keys into one batch (per batch) */
+    FLOE_STAGE_BACKEND,   /* a batch from submission to completion, the engine's whole time (per batch) */
+    FLOE_STAGE_STAGE_IN,  /* GPU: copying a piece's keys into pinned staging memory (per piece) */
+    FLOE_STAGE_H2D,       /* GPU: host-to-device copy (per piece) */
+    FLOE_STAGE_KERNEL,    /* GPU: the table's kernels (per piece) */
+    FLOE_STAGE_D2H,       /* GPU: device-to-host copy of the answers (per piece) */
+    FLOE_STAGE_STAGE_OUT, /* GPU: answers from pinned memory into the batch, tallies (per piece) */
+    FLOE_STAGE_REPLY,     /* building the response frames of a batch and handing them to io threads */
+    FLOE_STAGE_IO_CPU,    /* CPU time of all io threads since floed started (server-wide) */
+    FLOE_STAGES
+};
+
+typedef struct floe_stage_time {
+    uint64_t count; /* requests, batches or pieces (see the stage) */
+    uint64_t keys;
+    uint64_t nanos;
+} floe_stage_time;
+
+/* "parse", "queue", ... (NULL past FLOE_STAGES). */
+const char *floe_stage_name(int stage);
+
+/* Adds one occurrence of n keys that took nanos. */
+static inline void floe_stage_add(floe_stage_time *s, uint64_t n, uint64_t nanos)
+{
+    s->count++;
+    s->keys += n;
+    s->nanos += nanos;
+}
+
+/* CLOCK_MONOTONIC in nanoseconds: for stage timers. */
+uint64_t floe_now_ns(void);
+
 typedef struct floe_table_stats {
     floe_spec spec;
     uint64_t keys;       /* live keys */
@@ -100,6 +141,7 @@ typedef struct floe_table_stats {
     double node_fill;      /* nodes / node_slots */
     uint64_t orphan_nodes; /* nodes written for vectors that came back FULL (later vectors may share them) */
     double compression;    /* stored bytes (nodes x 8 + roots x root row bytes) / (vectors x words x 4) */
+    floe_stage_time stage[FLOE_STAGES];
 } floe_table_stats;
 
 #ifdef __cplusplus

@@ -2,7 +2,7 @@
 # device-check.sh - the GPU checks, run on a GPU host from the repository
 # root after `make device-bundle` (the bundle/ folder travels with it):
 #
-#   tests/gpu/device-check.sh [tests|sanitize|itests|load|k1|t1]...   (default: all)
+#   tests/gpu/device-check.sh [tests|sanitize|itests|load|k1|t1|e1|redis]...   (default: all)
 #
 # Logs go to $OUT (default /tmp/floe-device), one file per step; a summary
 # line per step goes to stdout.  Exit 1 if any step failed.
@@ -10,7 +10,7 @@ set -u
 B=${BUNDLE:-bundle}
 O=${OUT:-/tmp/floe-device}
 mkdir -p "$O"
-steps=${*:-tests sanitize itests load k1 t1}
+steps=${*:-tests sanitize itests load k1 t1 e1 redis}
 rc=0
 step() { # name, then the command
     local name=$1; shift
@@ -52,6 +52,31 @@ for s in $steps; do
         rm -f /tmp/floe-keys.bin ;;
     k1)
         step k1 "$B/floe-k1-gpu" --runs 3 ;;
+    e1) # DESIGN.md's E1 and E2 through a GPU floed (floe-bench), and E1 in process (floe-e1-local)
+        rm -f /tmp/floe-port
+        "$B/floed" --port 0 --port-file /tmp/floe-port --log-level warn >"$O/floed-e1.log" 2>&1 &
+        pid=$!
+        for _ in $(seq 100); do [ -s /tmp/floe-port ] && break; sleep 0.1; done
+        S=floe://127.0.0.1:$(cat /tmp/floe-port)
+        # E1: 16 connections (T client threads x C each), 4 x 64 Ki keys in flight on each, half
+        # present; --requests sizes the table for every key sent, so no rebuild lands in a run
+        E1="-P 4 -k 64K --dup-ratio 0.5 --key-bits 40 --create --backend gpu -n ${E1_REQUESTS:-500} -q"
+        for run in 1 2 3; do
+            step e1-$run bash -c "time $B/floe-bench -s $S -t ${E1_THREADS:-8} -c ${E1_CONNS:-2} $E1"
+        done
+        ps -L -o tid,comm,time -p $pid >"$O/e1-floed-threads.log"
+        step e1-t16 bash -c "time $B/floe-bench -s $S -t 16 -c 1 $E1"
+        step e1-t4 bash -c "time $B/floe-bench -s $S -t 4 -c 4 $E1"
+        step e1-cpu bash -c "time $B/floe-bench -s $S -t 8 -c 2 ${E1/--backend gpu/--backend cpu}"
+        # E2: one key per request, one in flight, 16 connections
+        for run in 1 2 3; do
+            step e2-$run "$B/floe-bench" -s $S -t 4 -c 4 -P 1 -k 1 --dup-ratio 0.5 --key-bits 40 --create \
+                --backend gpu --capacity 64M --warmup 2 -d ${E2_SECONDS:-8} -q
+        done
+        kill -TERM $pid; wait $pid
+        step e1-local "$B/floe-e1-local" --backend gpu --runs 3 ;;
+    redis) # the same work done by Redis 7 (bench/redis-bundle.sh's files, carried as redis-bundle/)
+        step redis env REDIS=${REDIS:-redis-bundle} OUT="$O/redis" bash bench/redis-compare.sh 3 ;;
     t1) # the tree benchmark: a tight memory budget, then default sizing for wider word domains
         step t1-d4 "$B/floe-t1-gpu" --runs 3 --memory 160M
         step t1-d8 "$B/floe-t1-gpu" --runs 3 --domain 8

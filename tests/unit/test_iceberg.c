@@ -454,6 +454,33 @@ START_TEST(no_growth_reports_full)
 }
 END_TEST
 
+/* floe_counts_tally (four interleaved histograms) against a plain count,
+ * at lengths around its unrolling and with every answer value. */
+START_TEST(counts_tally_matches_plain_count)
+{
+    const size_t lens[] = {0, 1, 3, 4, 5, 7, 8, 9, 1000, 1u << 20};
+    uint64_t seed = 42;
+    uint8_t *r = malloc(1u << 20);
+    ck_assert_ptr_nonnull(r);
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+        const size_t n = lens[t];
+        uint64_t want[5] = {0};
+        for (size_t i = 0; i < n; i++) {
+            r[i] = (uint8_t)rng_below(&seed, 5);
+            want[r[i]]++;
+        }
+        floe_counts c;
+        floe_counts_tally(&c, r, n);
+        ck_assert_uint_eq(c.absent, want[FLOE_ABSENT]);
+        ck_assert_uint_eq(c.present, want[FLOE_PRESENT]);
+        ck_assert_uint_eq(c.inserted, want[FLOE_INSERTED]);
+        ck_assert_uint_eq(c.full, want[FLOE_FULL]);
+        ck_assert_uint_eq(c.erased, want[FLOE_ERASED]);
+    }
+    free(r);
+}
+END_TEST
+
 Suite *iceberg_suite(void)
 {
     Suite *s = suite_create("iceberg");
@@ -466,6 +493,7 @@ Suite *iceberg_suite(void)
     tcase_add_test(tc, tombstones_and_rebuild);
     tcase_add_test(tc, growth_on_full_never_reports_full);
     tcase_add_test(tc, no_growth_reports_full);
+    tcase_add_test(tc, counts_tally_matches_plain_count);
     suite_add_tcase(s, tc);
     return s;
 }

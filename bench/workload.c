@@ -1,0 +1,352 @@
+/*
+ * workload.c - floe-bench's key and vector streams (see workload.h for the
+ * layout of the key space and why every answer is known in advance).
+ */
+#include "workload.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "floe.h"
+
+#define TREE_HOT_MARK  0xFFFFFFFFu
+#define TREE_MISS_MARK 0xFFFFFFFEu
+#define TREE_DOMAIN    4u         /* values a walk word takes (T1's --domain) */
+#define RING_WORDS     (1u << 18) /* 1 MiB of recent TREE vectors per stream */
+#define HOT_KEYS_MAX   (UINT64_C(1) << 26)
+
+static uint64_t splitmix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* xorshift64*: a few ns per key, deterministic per seed. */
+static inline uint64_t rnd(wl_stream *s)
+{
+    uint64_t x = s->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    s->rng = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Uniform in [0, n) without a division. */
+static inline uint64_t below(wl_stream *s, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)rnd(s) * n) >> 64);
+}
+
+/* True with probability p (p <= 0: never; p >= 1: always). */
+static inline bool coin(wl_stream *s, double p)
+{
+    return (double)(rnd(s) >> 11) * 0x1p-53 < p;
+}
+
+/* A bijection of [0, 2^key_bits): seeded offset, then multiply (odd, so
+ * invertible mod 2^bits) and xorshift rounds, each invertible on bits bits. */
+static inline uint64_t permute(const wl_stream *s, uint64_t x)
+{
+    x = (x + s->seed_off) & s->mask;
+    x = (x * 0x9E3779B97F4A7C15ull) & s->mask;
+    x ^= x >> s->shift;
+    x = (x * 0xBF58476D1CE4E5B9ull) & s->mask;
+    x ^= x >> s->shift;
+    x = (x * 0x94D049BB133111EBull) & s->mask;
+    x ^= x >> s->shift;
+    return x;
+}
+
+static inline uint64_t key_of(const wl_stream *s, uint64_t ordinal)
+{
+    return s->spec->distribution == WL_SEQUENTIAL ? ordinal : permute(s, ordinal);
+}
+
+static inline uint64_t hot_count(const wl_spec *spec)
+{
+    return spec->distribution == WL_HOTSET ? spec->hot_keys : 0;
+}
+
+/* The i-th fresh ordinal of this stream. */
+static inline uint64_t fresh_ordinal(const wl_stream *s, uint64_t i)
+{
+    return hot_count(s->spec) + i * s->spec->streams + s->index;
+}
+
+static inline uint64_t miss_ordinal(wl_stream *s)
+{
+    uint64_t off;
+    if (s->spec->distribution == WL_SEQUENTIAL)
+        off = (uint64_t)(((unsigned __int128)s->miss_next++ * s->spec->streams + s->index) % s->miss_size);
+    else
+        off = below(s, s->miss_size);
+    return s->lo_size + off;
+}
+
+/* Keys the inserts may use: [0, lo) with lo = 2^key_bits, or half of it
+ * when misses are kept apart. */
+static unsigned __int128 insert_space(const wl_spec *spec)
+{
+    unsigned bits = spec->misses ? spec->key_bits - 1 : spec->key_bits;
+    return (unsigned __int128)1 << bits;
+}
+
+const char *wl_spec_check(const wl_spec *spec)
+{
+    if (spec->streams == 0)
+        return "no connections";
+    if (hot_count(spec) > HOT_KEYS_MAX)
+        return "--hotset-keys is at most 2^26 (67108864)";
+    if (spec->distribution == WL_HOTSET && spec->hot_keys == 0)
+        return "--hotset-keys must be at least 1";
+    if (spec->kind == FLOE_TABLE_TREE) {
+        if (spec->streams >= TREE_MISS_MARK)
+            return "too many connections for TREE vectors";
+        return NULL;
+    }
+    if (spec->key_bits < 1 || spec->key_bits > 64)
+        return "--key-bits must be 1..64";
+    if (spec->misses && spec->key_bits < 2)
+        return "finds and erases need --key-bits 2 or more (half of the key space is kept for misses)";
+    if (insert_space(spec) < (unsigned __int128)hot_count(spec) + spec->streams)
+        return "--key-bits leaves too few keys: every connection needs keys of its own beside the hot set (and, "
+               "with finds or erases, the half of the key space kept for misses)";
+    return NULL;
+}
+
+size_t wl_hot_bytes(const wl_spec *spec)
+{
+    return (size_t)((hot_count(spec) + 7) / 8);
+}
+
+int wl_stream_init(wl_stream *s, const wl_spec *spec, uint64_t index)
+{
+    memset(s, 0, sizeof *s);
+    s->spec = spec;
+    s->index = index;
+    s->rng = splitmix(spec->seed ^ splitmix(index + 1)) | 1;
+    if (wl_hot_bytes(spec) && !(s->hot_seen = calloc(wl_hot_bytes(spec), 1)))
+        goto oom;
+    if (spec->kind == FLOE_TABLE_TREE) {
+        s->fresh_limit = UINT64_C(1) << 32; /* word 1 counts the steps */
+        s->ring_cap = RING_WORDS / spec->words;
+        if (s->ring_cap < 1024)
+            s->ring_cap = 1024;
+        s->walk = calloc(spec->words, sizeof *s->walk);
+        s->ring = malloc(s->ring_cap * spec->words * sizeof *s->ring);
+        if (!s->walk || !s->ring)
+            goto oom;
+        s->walk[0] = (uint32_t)index;
+        return 0;
+    }
+    unsigned bits = spec->key_bits;
+    s->mask = bits == 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+    s->shift = (bits + 1) / 2;
+    s->seed_off = splitmix(spec->seed) & s->mask;
+    unsigned __int128 lo = insert_space(spec), used = (unsigned __int128)hot_count(spec) + index;
+    unsigned __int128 limit = lo > used ? (lo - used + spec->streams - 1) / spec->streams : 0;
+    s->fresh_limit = limit > UINT64_MAX ? UINT64_MAX : (uint64_t)limit;
+    if (spec->misses) {
+        s->lo_size = (uint64_t)lo; /* at most 2^63 */
+        s->miss_size = (uint64_t)lo;
+    }
+    return 0;
+oom:
+    wl_stream_free(s);
+    return -1;
+}
+
+void wl_stream_free(wl_stream *s)
+{
+    free(s->hot_seen);
+    free(s->walk);
+    free(s->ring);
+    s->hot_seen = NULL;
+    s->walk = s->ring = NULL;
+}
+
+static inline bool hot_test(const wl_stream *s, uint64_t h)
+{
+    return (s->hot_seen[h >> 3] >> (h & 7)) & 1;
+}
+
+static inline void hot_set(wl_stream *s, uint64_t h)
+{
+    s->hot_seen[h >> 3] |= (uint8_t)(1u << (h & 7));
+}
+
+/* The common case of E1, without branches on the coin: an insert of keys
+ * that are fresh or repeats, with room for n more fresh keys.  A repeat is
+ * a 50/50 guess for the branch predictor at E1's dup ratio; this loop
+ * costs a third of the general one per key. */
+static void insert_keys_fast(wl_stream *s, size_t n, uint64_t *keys, uint8_t *expect)
+{
+    const wl_spec *sp = s->spec;
+    const double p = sp->dup_ratio < 0 ? 0 : sp->dup_ratio > 1 ? 1 : sp->dup_ratio;
+    const uint64_t threshold = (uint64_t)(p * 0x1p53); /* repeat when the top 53 bits are below it */
+    const uint64_t base = hot_count(sp), streams = sp->streams, index = s->index;
+    const bool sequential = sp->distribution == WL_SEQUENTIAL;
+    /* locals, not s->...: keys[] could alias them, which would put a store
+     * and a load on the generator's dependency chain */
+    wl_stream st = *s;
+    uint64_t fresh = s->fresh;
+    /* splitmix64 of a counter: no serial chain through the generator (xorshift's is 6 cycles a draw) */
+    uint64_t ctr = st.rng;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t r = splitmix(ctr += 0x632BE59BD9B4E019ull);
+        const bool dup = (r >> 11) < threshold;
+        const uint64_t j = dup ? (uint64_t)(((unsigned __int128)(r * 0xD1B54A32D192ED03ull) * fresh) >> 64) : fresh;
+        fresh += !dup;
+        const uint64_t ord = base + j * streams + index;
+        keys[i] = sequential ? ord : permute(&st, ord);
+        expect[i] = dup ? WL_EXPECT_PRESENT : WL_EXPECT_INSERTED;
+    }
+    s->rng = splitmix(ctr) | 1;
+    s->fresh = fresh;
+}
+
+void wl_next_keys(wl_stream *s, int op, size_t n, uint64_t *keys, void *values, uint8_t *expect)
+{
+    const wl_spec *sp = s->spec;
+    const bool hot = sp->distribution == WL_HOTSET && coin(s, sp->hot_fraction);
+    size_t general = n; /* keys for the general loop */
+    if (!hot && op == WL_INSERT && s->fresh > 0 && s->fresh_limit - s->fresh >= n) {
+        insert_keys_fast(s, n, keys, expect);
+        general = 0;
+    }
+    for (size_t i = 0; i < general; i++) {
+        uint64_t ord;
+        uint8_t e;
+        if (hot) {
+            ord = below(s, sp->hot_keys);
+            if (op == WL_INSERT) {
+                e = WL_EXPECT_STORED;
+                hot_set(s, ord);
+            } else {
+                e = op == WL_FIND && hot_test(s, ord) ? WL_EXPECT_PRESENT : WL_EXPECT_ANY;
+            }
+        } else if (op == WL_INSERT) {
+            if (s->fresh && (s->fresh >= s->fresh_limit || coin(s, sp->dup_ratio))) {
+                ord = fresh_ordinal(s, below(s, s->fresh));
+                e = WL_EXPECT_PRESENT;
+            } else {
+                ord = fresh_ordinal(s, s->fresh++);
+                e = WL_EXPECT_INSERTED;
+            }
+        } else if (!s->miss_size || (s->fresh && coin(s, sp->dup_ratio))) {
+            ord = fresh_ordinal(s, s->fresh ? below(s, s->fresh) : 0);
+            e = op == WL_FIND && s->fresh ? WL_EXPECT_PRESENT : WL_EXPECT_ANY;
+        } else {
+            ord = miss_ordinal(s);
+            e = op == WL_FIND ? WL_EXPECT_ABSENT : WL_EXPECT_ANY;
+        }
+        keys[i] = key_of(s, ord);
+        expect[i] = e;
+    }
+    if (values && op == WL_INSERT && sp->kind == FLOE_TABLE_MAP) {
+        unsigned char *v = values;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t x = keys[i] * 0x9E3779B97F4A7C15ull; /* little-endian hosts: the low value_bytes */
+            memcpy(v + i * sp->value_bytes, &x, sp->value_bytes);
+        }
+    }
+}
+
+static void hot_vector(const wl_stream *s, uint64_t h, uint32_t *v)
+{
+    unsigned w = s->spec->words;
+    v[0] = TREE_HOT_MARK;
+    v[1] = (uint32_t)h;
+    for (unsigned j = 2; j < w; j++)
+        v[j] = (uint32_t)(splitmix(h * w + j) >> 40) % TREE_DOMAIN;
+}
+
+/* One of this stream's last ring_cap fresh vectors. */
+static void recent_vector(wl_stream *s, uint32_t *v)
+{
+    unsigned w = s->spec->words;
+    uint64_t back = s->fresh < s->ring_cap ? s->fresh : s->ring_cap;
+    uint64_t j = s->fresh - 1 - below(s, back);
+    memcpy(v, s->ring + (j % s->ring_cap) * w, w * sizeof *v);
+}
+
+void wl_next_vectors(wl_stream *s, int op, size_t n, uint32_t *vectors, uint8_t *expect)
+{
+    const wl_spec *sp = s->spec;
+    const unsigned w = sp->words;
+    const bool hot = sp->distribution == WL_HOTSET && coin(s, sp->hot_fraction);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t *v = vectors + i * w;
+        uint8_t e;
+        if (hot) {
+            uint64_t h = below(s, sp->hot_keys);
+            hot_vector(s, h, v);
+            if (op == WL_INSERT) {
+                e = WL_EXPECT_STORED;
+                hot_set(s, h);
+            } else {
+                e = op == WL_FIND && hot_test(s, h) ? WL_EXPECT_PRESENT : WL_EXPECT_ANY;
+            }
+        } else if (op == WL_INSERT && !(s->fresh && (s->fresh >= s->fresh_limit || coin(s, sp->dup_ratio)))) {
+            /* a walk step: the counter and, half the time, one more word */
+            s->walk[1] = (uint32_t)s->fresh;
+            if (w > 2 && coin(s, 0.5))
+                s->walk[2 + below(s, w - 2)] = (uint32_t)below(s, TREE_DOMAIN);
+            memcpy(v, s->walk, w * sizeof *v);
+            memcpy(s->ring + (s->fresh % s->ring_cap) * w, v, w * sizeof *v);
+            s->fresh++;
+            e = WL_EXPECT_INSERTED;
+        } else if (op == WL_INSERT || (s->fresh && coin(s, sp->dup_ratio))) {
+            recent_vector(s, v);
+            e = op == WL_ERASE ? WL_EXPECT_ANY : WL_EXPECT_PRESENT;
+        } else {
+            v[0] = TREE_MISS_MARK;
+            v[1] = (uint32_t)rnd(s);
+            for (unsigned j = 2; j < w; j++)
+                v[j] = (uint32_t)below(s, TREE_DOMAIN);
+            e = op == WL_FIND ? WL_EXPECT_ABSENT : WL_EXPECT_ANY;
+        }
+        expect[i] = e;
+    }
+}
+
+bool wl_answer_ok(uint8_t expect, uint8_t answer)
+{
+    switch (expect) {
+    case WL_EXPECT_INSERTED:
+        return answer == FLOE_INSERTED;
+    case WL_EXPECT_PRESENT:
+        return answer == FLOE_PRESENT;
+    case WL_EXPECT_ABSENT:
+        return answer == FLOE_ABSENT;
+    case WL_EXPECT_STORED:
+        return answer == FLOE_INSERTED || answer == FLOE_PRESENT;
+    default:
+        return true;
+    }
+}
+
+const char *wl_expect_name(uint8_t expect)
+{
+    static const char *const names[] = {"INSERTED", "PRESENT", "ABSENT", "INSERTED or PRESENT", "anything"};
+    return expect < sizeof names / sizeof names[0] ? names[expect] : "?";
+}
+
+void wl_hot_union(uint8_t *acc, const wl_stream *s)
+{
+    size_t n = wl_hot_bytes(s->spec);
+    for (size_t i = 0; i < n; i++)
+        acc[i] |= s->hot_seen[i];
+}
+
+uint64_t wl_hot_count(const uint8_t *acc, const wl_spec *spec)
+{
+    uint64_t c = 0;
+    size_t n = wl_hot_bytes(spec);
+    for (size_t i = 0; i < n; i++)
+        c += (uint64_t)__builtin_popcount(acc[i]);
+    return c;
+}
