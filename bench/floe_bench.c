@@ -635,7 +635,7 @@ static void on_answer(floe *c, floe_call *call, void *arg)
             note_problem(w, "connection %" PRIu64 ": %" PRIu64 " keys answered FULL (the table is full%s)", k->index,
                          cnt.full, R.opt.create ? "; a larger --capacity or --grow" : "");
         if (R.check) {
-            for (size_t i = 0; i < n; i++) {
+            for (size_t i = wl_first_wrong(s->expect, res, n); i < n; i++) {
                 if (!wl_answer_ok(s->expect[i], res[i])) {
                     /* the request buffer is reused: where the key was is what is left to say */
                     if (!w->mismatches)

@@ -97,6 +97,8 @@ void wl_next_keys(wl_stream *s, int op, size_t n, uint64_t *keys, void *values, 
 void wl_next_vectors(wl_stream *s, int op, size_t n, uint32_t *vectors, uint8_t *expect);
 
 bool wl_answer_ok(uint8_t expect, uint8_t answer);
+/* Index of the first of n answers that its expectation rejects, or n. */
+size_t wl_first_wrong(const uint8_t *expect, const uint8_t *answers, size_t n);
 const char *wl_expect_name(uint8_t expect);
 
 /* Bytes of a hot_seen bitmap. */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "pool.h"
 #include "log.h"
 #include "registry.h"
 #include "reply.h"
@@ -168,6 +169,53 @@ static void free_buffers(batch_slot *sl)
     sl->scan_vectors = NULL;
 }
 
+typedef struct {
+    batch_slot *sl;
+    const item **items;
+    size_t *at; /* where each item's keys go */
+    size_t kb;
+    bool with_values;
+} merge_job;
+
+static void merge_task(void *arg, size_t i)
+{
+    const merge_job *j = arg;
+    const item *it = j->items[i];
+    const size_t vb = j->sl->bt->value_bytes;
+    if (it->n)
+        memcpy((unsigned char *)j->sl->keys_buf + j->at[i] * j->kb, item_keys(it), it->n * j->kb);
+    if (j->with_values)
+        memcpy(j->sl->values_buf + j->at[i] * vb, it->values, it->n * vb);
+}
+
+/* Copies the items' keys (and values) one after another into the slot's
+ * buffers.  Large merges are spread over the server's merge pool: they run
+ * under the batcher's lock, and one thread copies a few GB/s. */
+static void merge_items(batcher *bt, batch_slot *sl, item *first, size_t kb, bool with_values)
+{
+    enum { SMALL = 1 << 20, MAX_ITEMS = 256 };
+    const item *items[MAX_ITEMS];
+    size_t at[MAX_ITEMS], n = 0, total = 0;
+    const item *it = first;
+    for (; it && n < MAX_ITEMS; it = it->next) {
+        items[n] = it;
+        at[n++] = total;
+        total += it->n;
+    }
+    merge_job j = {sl, items, at, kb, with_values};
+    if (!it && n > 1 && total * kb >= SMALL) { /* all of them listed, and worth the threads */
+        floe_pool_run(bt->srv->merge_pool, n, merge_task, &j);
+        return;
+    }
+    size_t off = 0;
+    for (it = first; it; it = it->next) {
+        items[0] = it;
+        at[0] = off;
+        merge_task(&j, 0);
+        off += it->n;
+    }
+}
+
 /* Returns the table entry to reap if a DRAIN was answered: the caller hands
  * it to server_reap after unlocking, because reaping frees this batcher. */
 static struct table_entry *launch_locked(batcher *bt)
@@ -239,14 +287,8 @@ static struct table_entry *launch_locked(batcher *bt)
                 const bool with_values = first->op == FLOE_OP_INSERT && vb;
                 ok = reserve(&sl->keys_buf, &sl->keys_cap, n * kb + 8) &&
                      (!with_values || reserve((void **)&sl->values_buf, &sl->values_cap, n * vb + 8));
-                size_t at = 0;
-                for (item *it = first; ok && it; it = it->next) {
-                    if (it->n)
-                        memcpy((unsigned char *)sl->keys_buf + at * kb, item_keys(it), it->n * kb);
-                    if (with_values)
-                        memcpy(sl->values_buf + at * vb, it->values, it->n * vb);
-                    at += it->n;
-                }
+                if (ok)
+                    merge_items(bt, sl, first, kb, with_values);
                 keys = sl->keys_buf;
                 b->values = with_values ? sl->values_buf : NULL;
                 b->values_len = with_values ? n * vb : 0;

@@ -26,7 +26,10 @@
 #include "backend_gpu.h"
 #include "conn.h"
 #include "log.h"
+#include "pool.h"
 #include "tablefile.h"
+
+#define MERGE_THREADS 4 /* the batchers' pool for large merges: the caller and three helpers */
 
 /* ---- io threads ------------------------------------------------------------------------ */
 
@@ -398,6 +401,9 @@ int server_run(const floed_config *cfg)
     }
     if (start_gpu(srv) != 0)
         goto out;
+    /* a few threads: large merges are memory-bound (a NULL pool merges inline) */
+    if (floe_pool_create(MERGE_THREADS, &srv->merge_pool, &err) != FLOE_OK)
+        log_warn("merging batches on one thread: %s", err.msg);
     srv->base = event_base_new();
     srv->reap_ev = srv->base ? event_new(srv->base, -1, 0, on_reap, srv) : NULL;
     srv->sig_term = srv->base ? evsignal_new(srv->base, SIGTERM, on_signal, srv) : NULL;
@@ -454,6 +460,7 @@ out:
     signal(SIGINT, SIG_IGN);
     floe_backend_destroy(srv->cpu);
     floe_backend_destroy(srv->gpu);
+    floe_pool_destroy(srv->merge_pool);
     if (rc == 0)
         log_info("floed stopped");
     free(srv);

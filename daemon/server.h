@@ -59,6 +59,7 @@ typedef struct server {
     registry reg;
     floe_backend *cpu;
     floe_backend *gpu; /* NULL without a device (or a GPU build) */
+    struct floe_pool *merge_pool; /* batchers' large merges (NULL: inline) */
     char gpu_name[400]; /* the device, or why there is none */
     struct event *sig_term, *sig_int, *reap_ev, *drain_ev;
     pthread_mutex_t reap_lock;

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 typedef struct job {
@@ -162,4 +163,38 @@ void floe_pool_run(floe_pool *p, size_t tasks, void (*fn)(void *arg, size_t task
         pthread_cond_wait(&j.done, &p->lock);
     pthread_mutex_unlock(&p->lock);
     pthread_cond_destroy(&j.done);
+}
+
+#define COPY_CHUNK  (512u << 10) /* below this, a thread's wake-up costs more than it saves */
+#define COPY_MAX_TASKS 8u        /* about what saturates a socket's memory bandwidth */
+
+typedef struct {
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t n, per;
+} copy_job;
+
+static void copy_task(void *arg, size_t task)
+{
+    const copy_job *j = arg;
+    const size_t at = task * j->per;
+    if (at < j->n)
+        memcpy(j->dst + at, j->src + at, j->n - at < j->per ? j->n - at : j->per);
+}
+
+void floe_pool_copy(floe_pool *p, void *dst, const void *src, size_t n)
+{
+    size_t tasks = n / COPY_CHUNK;
+    const unsigned width = floe_pool_width(p);
+    if (tasks > width)
+        tasks = width;
+    if (tasks > COPY_MAX_TASKS)
+        tasks = COPY_MAX_TASKS;
+    if (tasks < 2) {
+        memcpy(dst, src, n);
+        return;
+    }
+    copy_job j = {dst, src, n, (n + tasks - 1) / tasks};
+    j.per = (j.per + 63) & ~(size_t)63; /* whole cache lines per task */
+    floe_pool_run(p, tasks, copy_task, &j);
 }

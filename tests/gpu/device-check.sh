@@ -21,6 +21,7 @@ step() { # name, then the command
     [ $r -eq 0 ] || rc=1
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$O/gpu.txt"
+lscpu >"$O/cpu.txt" 2>&1
 for s in $steps; do
     case $s in
     tests)

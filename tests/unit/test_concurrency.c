@@ -171,6 +171,37 @@ START_TEST(concurrent_inserts_while_growing)
 }
 END_TEST
 
+/* floe_pool_copy: every size around the split points, odd offsets, a NULL
+ * pool and pools of several widths, against a byte-by-byte expectation; the
+ * bytes around the destination stay untouched. */
+START_TEST(pool_copy_matches_memcpy)
+{
+    const size_t max = (size_t)9 << 20;
+    unsigned char *src = malloc(max + 64), *dst = malloc(max + 128);
+    ck_assert(src && dst);
+    for (size_t i = 0; i < max + 64; i++)
+        src[i] = (unsigned char)(i * 131 + (i >> 11));
+    const size_t sizes[] = {0, 1, 63, 4096, (512u << 10) - 1, 512u << 10, (1u << 20) + 3, (3u << 20) + 65, max};
+    for (unsigned threads = 0; threads <= 3; threads++) {
+        floe_pool *pool = NULL;
+        if (threads)
+            ck_assert_int_eq(floe_pool_create(threads * 3, &pool, NULL), FLOE_OK);
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            const size_t n = sizes[k], off = k % 7;
+            memset(dst, 0xEE, max + 128);
+            floe_pool_copy(pool, dst + 64, src + off, n);
+            for (size_t i = 0; i < 64; i++)
+                ck_assert_uint_eq(dst[i], 0xEE);
+            ck_assert(memcmp(dst + 64, src + off, n) == 0);
+            ck_assert_uint_eq(dst[64 + n], 0xEE);
+        }
+        floe_pool_destroy(pool);
+    }
+    free(src);
+    free(dst);
+}
+END_TEST
+
 Suite *concurrency_suite(void)
 {
     Suite *s = suite_create("concurrency");
@@ -179,6 +210,7 @@ Suite *concurrency_suite(void)
     tcase_add_test(tc, concurrent_set_inserts);
     tcase_add_test(tc, concurrent_map_inserts);
     tcase_add_test(tc, concurrent_inserts_while_growing);
+    tcase_add_test(tc, pool_copy_matches_memcpy);
     suite_add_tcase(s, tc);
     return s;
 }

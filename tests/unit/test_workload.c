@@ -174,6 +174,47 @@ START_TEST(test_tree_walk)
 }
 END_TEST
 
+/* wl_first_wrong against the plain rule, answer by answer: every pair of
+ * expectation and answer (answers out of range included: always wrong), and long runs
+ * with one wrong answer planted at each place. */
+START_TEST(test_first_wrong)
+{
+    const uint8_t accepts[5][8] = {
+        [WL_EXPECT_INSERTED] = {[FLOE_INSERTED] = 1},
+        [WL_EXPECT_PRESENT] = {[FLOE_PRESENT] = 1},
+        [WL_EXPECT_ABSENT] = {[FLOE_ABSENT] = 1},
+        [WL_EXPECT_STORED] = {[FLOE_INSERTED] = 1, [FLOE_PRESENT] = 1},
+        [WL_EXPECT_ANY] = {1, 1, 1, 1, 1},
+    };
+    for (uint8_t e = 0; e < 5; e++)
+        for (unsigned a = 0; a < 256; a++) {
+            const uint8_t ans = (uint8_t)a;
+            const bool ok = a <= FLOE_ERASED && accepts[e][a]; /* no answer past the five is right */
+            ck_assert_msg(wl_answer_ok(e, ans) == ok, "expect %u answer %u", e, a);
+            ck_assert_uint_eq(wl_first_wrong(&e, &ans, 1), ok ? 1 : 0);
+        }
+    enum { N = 3000 };
+    static uint8_t expect[N], answers[N];
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        expect[i] = (uint8_t)(x % 5);
+        answers[i] = expect[i] == WL_EXPECT_INSERTED || expect[i] == WL_EXPECT_STORED ? FLOE_INSERTED
+                     : expect[i] == WL_EXPECT_PRESENT                                  ? FLOE_PRESENT
+                                                                                       : FLOE_ABSENT;
+    }
+    ck_assert_uint_eq(wl_first_wrong(expect, answers, N), N);
+    for (size_t at = 0; at < N; at += 97) {
+        if (expect[at] == WL_EXPECT_ANY)
+            continue;
+        const uint8_t keep = answers[at];
+        answers[at] = expect[at] == WL_EXPECT_ABSENT ? FLOE_PRESENT : FLOE_ABSENT;
+        ck_assert_uint_eq(wl_first_wrong(expect, answers, N), at);
+        answers[at] = keep;
+    }
+}
+END_TEST
+
 Suite *workload_suite(void)
 {
     Suite *s = suite_create("workload");
@@ -185,6 +226,7 @@ Suite *workload_suite(void)
     tcase_add_test(tc, test_set_exhausted_key_space);
     tcase_add_test(tc, test_map_values);
     tcase_add_test(tc, test_tree_walk);
+    tcase_add_test(tc, test_first_wrong);
     suite_add_tcase(s, tc);
     return s;
 }
