@@ -64,7 +64,7 @@ bench_objs  = $(patsubst %.c,build/$(1)/%.o,$(BENCH_SRC))
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
 
-all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-e1-local build/rel/floe-bench build/rel/floe-tests check-cuda
+all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-e1-local build/rel/floe-bench build/rel/floe-membw build/rel/floe-tests check-cuda
 
 deps:
 	@if dpkg -s $(DEPS_PKGS) >/dev/null 2>&1; then \
@@ -132,6 +132,8 @@ build/rel/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CRYPTO) -lm -o $@
 build/rel/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
 	$(CC) -pthread $^ $(PKG_PROTO) -lm -o $@
+build/rel/floe-membw: build/rel/bench/membw.o
+	$(CC) -pthread $^ -o $@
 
 build/rel/floe-tests: $(call test_objs,rel) build/rel/bench/histogram.o build/rel/bench/workload.o build/rel/daemon/config.o build/rel/daemon/log.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
@@ -173,7 +175,7 @@ endif
 # (built on Debian 12, run on Ubuntu 24.04).  See docs/OPERATIONS.md.
 BUNDLE_STATIC := -Wl,-Bstatic -levent_pthreads -levent_core -lprotobuf-c -lcheck_pic -lsubunit -lcrypto \
   -Wl,-Bdynamic -ldl -lrt -lm -pthread
-BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-e1-local bundle/floe-bench bundle/floe-gpu-tests \
+BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-e1-local bundle/floe-bench bundle/floe-membw bundle/floe-gpu-tests \
   bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest
 .PHONY: device-bundle
 ifeq ($(GPU),1)
@@ -197,6 +199,9 @@ bundle/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 bundle/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
+bundle/floe-membw: build/rel/floe-membw
+	@mkdir -p bundle
+	cp $< $@
 bundle/floe-gpu-tests bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest: bundle/%: build/gpu/%
 	@mkdir -p bundle
 	cp $< $@

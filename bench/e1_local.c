@@ -38,7 +38,6 @@ typedef struct slot {
     uint64_t *keys;
     uint8_t *results;
     size_t want_new; /* keys of this batch that are new */
-    uint64_t new_hi; /* new keys 0..new_hi-1 exist once this batch completes */
     struct bench *bn;
 } slot;
 
@@ -47,7 +46,6 @@ typedef struct bench {
     pthread_cond_t cv;
     unsigned free_n;
     slot **free_slots;
-    uint64_t done_hi;   /* new keys known stored (completed batches, in order of completion) */
     uint64_t inserted, present, wrong;
     floe_status failed;
     char error[FLOE_ERROR_MAX];
@@ -74,11 +72,9 @@ static void batch_done(floe_batch *b)
 {
     slot *s = b->user;
     bench *bn = s->bn;
-    uint64_t ins = 0, pres = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        ins += s->results[i] == FLOE_INSERTED;
-        pres += s->results[i] == FLOE_PRESENT;
-    }
+    floe_counts c;
+    floe_counts_tally(&c, s->results, b->n); /* on the engine's thread: keep it cheap */
+    const uint64_t ins = c.inserted, pres = c.present;
     pthread_mutex_lock(&bn->lock);
     if (b->status != FLOE_OK && bn->failed == FLOE_OK) {
         bn->failed = b->status;
@@ -88,8 +84,6 @@ static void batch_done(floe_batch *b)
     bn->present += pres;
     if (ins != s->want_new || ins + pres != b->n)
         bn->wrong++;
-    if (s->new_hi > bn->done_hi)
-        bn->done_hi = s->new_hi; /* batches complete in submission order on one table */
     bn->free_slots[bn->free_n++] = s;
     pthread_cond_signal(&bn->cv);
     pthread_mutex_unlock(&bn->lock);
@@ -102,7 +96,8 @@ static void usage(FILE *f)
                "  --backend cpu|gpu   engine (default cpu)\n"
                "  --keys K            keys per batch (default 65536)\n"
                "  --inflight N        batches in flight (default 64: 16 connections x 4)\n"
-               "  --batches B         timed batches per run (default 2000)\n"
+               "  --batches B         timed batches per run (default 2000; their keys are made first,\n"
+               "                      B x K x 8 bytes of memory)\n"
                "  --key-bits K        key width (default 40)\n"
                "  --present F         fraction of each batch already stored (default 0.5)\n"
                "  --runs R            runs, each on a fresh table; the median is reported (default 3)\n");
@@ -157,6 +152,12 @@ int main(int argc, char **argv)
     floe_perm perm;
     floe_perm_init(&perm, o.key_bits, 0xE1E1, 0);
     double *rates = calloc(o.runs, sizeof *rates);
+    uint64_t *all = malloc((size_t)o.batches * o.keys * 8);
+    if (!rates || !all) {
+        fprintf(stderr, "floe-e1-local: out of memory for %u batches of %zu keys (--batches, --keys)\n", o.batches,
+                o.keys);
+        return 1;
+    }
     int bad = 0;
     printf("E1 in process on the %s backend: %zu keys per batch (%zu present, %zu new), %u in flight, %u batches, "
            "%u-bit keys\n",
@@ -173,7 +174,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "floe-e1-local: %s\n", err.msg);
             return 1;
         }
-        bench bn = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL, 0, 0, 0, 0, FLOE_OK, ""};
+        bench bn = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL, 0, 0, 0, FLOE_OK, ""};
         slot *slots = calloc(o.inflight, sizeof *slots);
         bn.free_slots = calloc(o.inflight, sizeof *bn.free_slots);
         for (unsigned i = 0; i < o.inflight; i++) {
@@ -195,31 +196,34 @@ int main(int argc, char **argv)
             s->b.results = s->results;
             floe_table_run(t, &s->b);
         }
-        bn.done_hi = next_new;
+        /* Every timed batch's keys, made before the clock starts (one thread
+         * makes them at about the rate the GPU takes them): present keys
+         * from the preload, new keys interleaved. */
+        for (uint64_t k = 0; k < o.batches; k++) {
+            uint64_t *keys = all + k * o.keys;
+            size_t np = 0, nn = 0;
+            for (size_t i = 0; i < o.keys; i++) {
+                bool take_new = nn < n_new && (np >= n_present || (xorshift(&rng) & 1));
+                keys[i] = floe_permute(&perm, take_new ? next_new++ : xorshift(&rng) % preload);
+                take_new ? nn++ : np++;
+            }
+        }
         double t0 = now();
         for (unsigned k = 0; k < o.batches; k++) {
             pthread_mutex_lock(&bn.lock);
             while (bn.free_n == 0)
                 pthread_cond_wait(&bn.cv, &bn.lock);
             slot *s = bn.free_slots[--bn.free_n];
-            uint64_t known = bn.done_hi;
             pthread_mutex_unlock(&bn.lock);
-            /* present keys from batches known complete, new keys interleaved */
-            size_t np = 0, nn = 0;
-            for (size_t i = 0; i < o.keys; i++) {
-                bool take_new = nn < n_new && (np >= n_present || (xorshift(&rng) & 1));
-                s->keys[i] = floe_permute(&perm, take_new ? next_new++ : xorshift(&rng) % known);
-                take_new ? nn++ : np++;
-            }
+            const size_t nn = n_new;
             memset(&s->b, 0, sizeof s->b);
             s->b.op = FLOE_OP_INSERT;
-            s->b.keys = s->keys;
+            s->b.keys = all + (uint64_t)k * o.keys;
             s->b.n = o.keys;
             s->b.results = s->results;
             s->b.done = batch_done;
             s->b.user = s;
             s->want_new = nn;
-            s->new_hi = next_new;
             floe_table_submit(t, &s->b);
         }
         pthread_mutex_lock(&bn.lock);
@@ -254,6 +258,7 @@ int main(int argc, char **argv)
                rates[0] / 1e6, rates[o.runs - 1] / 1e6);
     }
     free(rates);
+    free(all);
     floe_backend_destroy(be);
     return bad;
 }

@@ -2,15 +2,16 @@
 # device-check.sh - the GPU checks, run on a GPU host from the repository
 # root after `make device-bundle` (the bundle/ folder travels with it):
 #
-#   tests/gpu/device-check.sh [tests|sanitize|itests|load|k1|t1|e1|redis]...   (default: all)
+#   tests/gpu/device-check.sh [tests|sanitize|itests|load|k1|t1|membw|e1|redis]...   (default: all)
 #
+# FLOED_ARGS adds flags to the e1 step's floed (e.g. --io-threads 8).
 # Logs go to $OUT (default /tmp/floe-device), one file per step; a summary
 # line per step goes to stdout.  Exit 1 if any step failed.
 set -u
 B=${BUNDLE:-bundle}
 O=${OUT:-/tmp/floe-device}
 mkdir -p "$O"
-steps=${*:-tests sanitize itests load k1 t1 e1 redis}
+steps=${*:-tests sanitize itests load k1 t1 membw e1 redis}
 rc=0
 step() { # name, then the command
     local name=$1; shift
@@ -53,9 +54,11 @@ for s in $steps; do
         rm -f /tmp/floe-keys.bin ;;
     k1)
         step k1 "$B/floe-k1-gpu" --runs 3 ;;
+    membw) # how fast the host copies memory, by threads (E1's copies share it)
+        step membw "$B/floe-membw" ;;
     e1) # DESIGN.md's E1 and E2 through a GPU floed (floe-bench), and E1 in process (floe-e1-local)
         rm -f /tmp/floe-port
-        "$B/floed" --port 0 --port-file /tmp/floe-port --log-level warn >"$O/floed-e1.log" 2>&1 &
+        "$B/floed" --port 0 --port-file /tmp/floe-port --log-level warn ${FLOED_ARGS:-} >"$O/floed-e1.log" 2>&1 &
         pid=$!
         for _ in $(seq 100); do [ -s /tmp/floe-port ] && break; sleep 0.1; done
         S=floe://127.0.0.1:$(cat /tmp/floe-port)
@@ -75,7 +78,9 @@ for s in $steps; do
                 --backend gpu --capacity 64M --warmup 2 -d ${E2_SECONDS:-8} -q
         done
         kill -TERM $pid; wait $pid
-        step e1-local "$B/floe-e1-local" --backend gpu --runs 3 ;;
+        step e1-local "$B/floe-e1-local" --backend gpu --runs 3
+        # the same with batches of the size floed's merging makes of E1's requests
+        step e1-local-1m "$B/floe-e1-local" --backend gpu --runs 3 --keys 1048576 --batches 250 ;;
     redis) # the same work done by Redis 7 (bench/redis-bundle.sh's files, carried as redis-bundle/)
         step redis env REDIS=${REDIS:-redis-bundle} OUT="$O/redis" bash bench/redis-compare.sh 3 ;;
     t1) # the tree benchmark: a tight memory budget, then default sizing for wider word domains
