@@ -42,6 +42,7 @@ PROTO_SRC  := $(GEN)/floe.pb-c.c
 CLIENT_SRC := client/floe.c client/batcher.c
 ITEST_SRC  := $(wildcard tests/integration/*.c)
 BENCH_SRC  := bench/floe_bench.c bench/histogram.c bench/workload.c
+MC_SRC     := $(wildcard examples/mc/*.c)
 
 tables_objs = $(patsubst %.c,build/$(1)/%.o,$(TABLES_SRC))
 # The GPU backend: CUDA objects (one build, shared by every variant) or the stub.
@@ -59,12 +60,14 @@ client_objs = $(patsubst %.c,build/$(1)/%.o,$(CLIENT_SRC))
 itest_objs  = $(patsubst %.c,build/$(1)/%.o,$(ITEST_SRC))
 test_objs   = $(patsubst %.c,build/$(1)/%.o,$(TEST_SRC))
 bench_objs  = $(patsubst %.c,build/$(1)/%.o,$(BENCH_SRC))
+mc_objs     = $(patsubst %.c,build/$(1)/%.o,$(MC_SRC))
+mcmodel_objs = $(patsubst %.c,build/$(1)/%.o,$(wildcard examples/mc/model*.c))
 
 .PHONY: all run install deps test test-unit test-integration test-big test-bench test-tsan bench bench-kernel clean check-cuda format
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
 
-all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-e1-local build/rel/floe-bench build/rel/floe-membw build/rel/floe-tests check-cuda
+all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-e1-local build/rel/floe-bench build/rel/floe-membw build/rel/floe-mc build/rel/floe-tests check-cuda
 
 deps:
 	@if dpkg -s $(DEPS_PKGS) >/dev/null 2>&1; then \
@@ -134,12 +137,16 @@ build/rel/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
 	$(CC) -pthread $^ $(PKG_PROTO) -lm -o $@
 build/rel/floe-membw: build/rel/bench/membw.o
 	$(CC) -pthread $^ -o $@
+build/rel/floe-mc: $(call mc_objs,rel) build/rel/libfloe.a
+	$(CC) $^ $(PKG_PROTO) -o $@
+build/san/floe-mc: $(call mc_objs,san) build/san/libfloe.a
+	$(CC) $(LDSAN) $^ $(PKG_PROTO) -o $@
 
-build/rel/floe-tests: $(call test_objs,rel) build/rel/bench/histogram.o build/rel/bench/workload.o build/rel/daemon/config.o build/rel/daemon/log.o build/rel/libfloetables.a
+build/rel/floe-tests: $(call test_objs,rel) build/rel/bench/histogram.o build/rel/bench/workload.o $(call mcmodel_objs,rel) build/rel/daemon/config.o build/rel/daemon/log.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
-build/san/floe-tests: $(call test_objs,san) build/san/bench/histogram.o build/san/bench/workload.o build/san/daemon/config.o build/san/daemon/log.o build/san/libfloetables.a
+build/san/floe-tests: $(call test_objs,san) build/san/bench/histogram.o build/san/bench/workload.o $(call mcmodel_objs,san) build/san/daemon/config.o build/san/daemon/log.o build/san/libfloetables.a
 	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
-build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/bench/histogram.o build/tsan/bench/workload.o build/tsan/daemon/config.o build/tsan/daemon/log.o build/tsan/libfloetables.a
+build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/bench/histogram.o build/tsan/bench/workload.o $(call mcmodel_objs,tsan) build/tsan/daemon/config.o build/tsan/daemon/log.o build/tsan/libfloetables.a
 	$(CC) -pthread -fsanitize=thread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
 
 # CUDA: the GPU engine, its tests and the K1 benchmark (fat binaries, static cudart).
@@ -175,7 +182,7 @@ endif
 # (built on Debian 12, run on Ubuntu 24.04).  See docs/OPERATIONS.md.
 BUNDLE_STATIC := -Wl,-Bstatic -levent_pthreads -levent_core -lprotobuf-c -lcheck_pic -lsubunit -lcrypto \
   -Wl,-Bdynamic -ldl -lrt -lm -pthread
-BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-e1-local bundle/floe-bench bundle/floe-membw bundle/floe-gpu-tests \
+BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-e1-local bundle/floe-bench bundle/floe-membw bundle/floe-mc bundle/floe-gpu-tests \
   bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest
 .PHONY: device-bundle
 ifeq ($(GPU),1)
@@ -202,6 +209,9 @@ bundle/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
 bundle/floe-membw: build/rel/floe-membw
 	@mkdir -p bundle
 	cp $< $@
+bundle/floe-mc: $(call mc_objs,rel) build/rel/libfloe.a
+	@mkdir -p bundle
+	$(CC) $^ $(BUNDLE_STATIC) -o $@
 bundle/floe-gpu-tests bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest: bundle/%: build/gpu/%
 	@mkdir -p bundle
 	cp $< $@
@@ -216,7 +226,7 @@ run: deps all
 PREFIX ?= /usr/local
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/etc/floe
-	install -m 755 build/rel/floed build/rel/floe build/rel/floe-bench $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 build/rel/floed build/rel/floe build/rel/floe-bench build/rel/floe-mc $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 build/rel/libfloe.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 build/rel/libfloe.so $(DESTDIR)$(PREFIX)/lib/libfloe.so.0
 	ln -sf libfloe.so.0 $(DESTDIR)$(PREFIX)/lib/libfloe.so
@@ -226,8 +236,8 @@ install: all
 test: all test-unit test-integration test-big test-bench
 
 # floed, libfloe and the CLI end to end (sanitizer builds), on ephemeral ports.
-test-integration: build/san/floe-itests build/san/floed build/san/floe
-	FLOED=build/san/floed FLOE_CLI=build/san/floe ./build/san/floe-itests
+test-integration: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc
+	FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc ./build/san/floe-itests
 
 # Every suite but the large one, under AddressSanitizer and UBSan.
 test-unit: build/san/floe-tests

@@ -7,6 +7,8 @@
 
 #include "floe.h"
 
+#define SPARES 8
+
 typedef struct chunk {
     floe_batcher *b;
     uint64_t *keys, *tags;
@@ -23,6 +25,10 @@ struct floe_batcher {
     void *arg;
     uint64_t *keys, *tags; /* the chunk being filled */
     size_t n;
+    /* buffers of answered chunks, reused: a fresh 512 KiB buffer per request
+     * is an mmap and a page fault per 4 KiB */
+    uint64_t *spare_keys[SPARES], *spare_tags[SPARES];
+    unsigned nspare;
     int status; /* the first error seen */
 };
 
@@ -65,8 +71,13 @@ static void on_answer(floe *c, floe_call *call, void *arg)
     b->inflight--;
     if (b->cb)
         b->cb(b->arg, st, ch->keys, ch->tags, st == FLOE_OK ? results : NULL, ch->n);
-    free(ch->keys);
-    free(ch->tags);
+    if (b->nspare < SPARES) {
+        b->spare_keys[b->nspare] = ch->keys;
+        b->spare_tags[b->nspare++] = ch->tags;
+    } else {
+        free(ch->keys);
+        free(ch->tags);
+    }
     free(ch);
 }
 
@@ -84,8 +95,14 @@ int floe_batcher_flush(floe_batcher *b)
     ch->keys = b->keys;
     ch->tags = b->tags;
     ch->n = b->n;
-    b->keys = malloc(b->batch_keys * sizeof *b->keys);
-    b->tags = malloc(b->batch_keys * sizeof *b->tags);
+    if (b->nspare > 0) {
+        b->nspare--;
+        b->keys = b->spare_keys[b->nspare];
+        b->tags = b->spare_tags[b->nspare];
+    } else {
+        b->keys = malloc(b->batch_keys * sizeof *b->keys);
+        b->tags = malloc(b->batch_keys * sizeof *b->tags);
+    }
     b->n = 0;
     b->inflight++;
     floe_call *call = b->op == FLOE_BATCH_INSERT
@@ -124,5 +141,9 @@ void floe_batcher_free(floe_batcher *b)
     free(b->table);
     free(b->keys);
     free(b->tags);
+    for (unsigned i = 0; i < b->nspare; i++) {
+        free(b->spare_keys[i]);
+        free(b->spare_tags[i]);
+    }
     free(b);
 }

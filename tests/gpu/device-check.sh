@@ -2,16 +2,17 @@
 # device-check.sh - the GPU checks, run on a GPU host from the repository
 # root after `make device-bundle` (the bundle/ folder travels with it):
 #
-#   tests/gpu/device-check.sh [tests|sanitize|itests|load|k1|t1|membw|e1|redis]...   (default: all)
+#   tests/gpu/device-check.sh [tests|sanitize|itests|load|k1|t1|membw|e1|mc|redis]...   (default: all)
 #
-# FLOED_ARGS adds flags to the e1 step's floed (e.g. --io-threads 8).
+# FLOED_ARGS adds flags to the e1 and mc steps' floed (e.g. --io-threads 8); MC_MODEL,
+# MC_WORKERS and MC_ARGS change the mc step's floe-mc runs.
 # Logs go to $OUT (default /tmp/floe-device), one file per step; a summary
 # line per step goes to stdout.  Exit 1 if any step failed.
 set -u
 B=${BUNDLE:-bundle}
 O=${OUT:-/tmp/floe-device}
 mkdir -p "$O"
-steps=${*:-tests sanitize itests load k1 t1 membw e1 redis}
+steps=${*:-tests sanitize itests load k1 t1 membw e1 mc redis}
 rc=0
 step() { # name, then the command
     local name=$1; shift
@@ -32,7 +33,7 @@ for s in $steps; do
         step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$B/floe-gpu-tests" --small
         step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$B/floe-gpu-tests" --small ;;
     itests) # the daemon's integration tests against a floed whose tables run on the GPU
-        step itests env FLOE_BACKEND=gpu FLOED="$B/floed" FLOE_CLI="$B/floe" "$B/floe-itests" ;;
+        step itests env FLOE_BACKEND=gpu FLOED="$B/floed" FLOE_CLI="$B/floe" FLOE_MC="$B/floe-mc" "$B/floe-itests" ;;
     load) # the CLI loads 10^8 random 64-bit keys into a GPU table through floed, 3 times
         head -c 800000000 /dev/urandom >/tmp/floe-keys.bin
         rm -f /tmp/floe-port
@@ -81,6 +82,16 @@ for s in $steps; do
         step e1-local "$B/floe-e1-local" --backend gpu --runs 3
         # the same with batches of the size floed's merging makes of E1's requests
         step e1-local-1m "$B/floe-e1-local" --backend gpu --runs 3 --keys 1048576 --batches 250 ;;
+    mc) # floe-mc on a GPU floed: puzzle:3x4 (239,500,800 states) with MC_WORKERS workers, 3 runs
+        rm -f /tmp/floe-port
+        "$B/floed" --port 0 --port-file /tmp/floe-port --log-level warn ${FLOED_ARGS:-} >"$O/floed-mc.log" 2>&1 &
+        pid=$!
+        for _ in $(seq 100); do [ -s /tmp/floe-port ] && break; sleep 0.1; done
+        S=floe://127.0.0.1:$(cat /tmp/floe-port)
+        for run in 1 2 3; do
+            step mc-$run bash -c "time $B/floe-mc --model ${MC_MODEL:-puzzle:3x4} --server $S --workers ${MC_WORKERS:-16} --backend gpu ${MC_ARGS:-}"
+        done
+        kill -TERM $pid; wait $pid ;;
     redis) # the same work done by Redis 7 (bench/redis-bundle.sh's files, carried as redis-bundle/)
         step redis env REDIS=${REDIS:-redis-bundle} OUT="$O/redis" bash bench/redis-compare.sh 3 ;;
     t1) # the tree benchmark: a tight memory budget, then default sizing for wider word domains

@@ -193,7 +193,8 @@ int raw_closed(int fd, int timeout_ms)
     return recv(fd, &c, 1, 0) == 0;
 }
 
-int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char *const *args)
+static int run_prog(const daemon_proc *d, const char *const *pre, const char *stdin_text, char **out,
+                    const char *const *args)
 {
     char inpath[256], outpath[256];
     snprintf(inpath, sizeof inpath, "%s/cli.in", d->dir);
@@ -210,9 +211,8 @@ int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char
     if (pid == 0) {
         const char *argv[64];
         int n = 0;
-        argv[n++] = cli_path();
-        argv[n++] = "-H";
-        argv[n++] = hostport;
+        for (int i = 0; pre[i]; i++)
+            argv[n++] = strcmp(pre[i], "@HOSTPORT") == 0 ? hostport : strcmp(pre[i], "@URI") == 0 ? d->uri : pre[i];
         for (int i = 0; args[i]; i++)
             argv[n++] = args[i];
         argv[n] = NULL;
@@ -239,4 +239,17 @@ int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char
     fclose(f);
     *out = buf;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char *const *args)
+{
+    const char *pre[] = {cli_path(), "-H", "@HOSTPORT", NULL};
+    return run_prog(d, pre, stdin_text, out, args);
+}
+
+int run_mc(const daemon_proc *d, char **out, const char *const *args)
+{
+    const char *mc = getenv("FLOE_MC");
+    const char *pre[] = {mc ? mc : "build/san/floe-mc", "--server", "@URI", "--quiet", NULL};
+    return run_prog(d, pre, NULL, out, args);
 }

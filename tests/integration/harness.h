@@ -47,6 +47,9 @@ int raw_closed(int fd, int timeout_ms);
 /* Runs the floe CLI with args (NULL-terminated) against d; returns its exit
  * code and its stdout (malloc'ed) in *out. */
 int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char *const *args);
+/* Runs floe-mc ($FLOE_MC, default build/san/floe-mc) with --server d
+ * --quiet and args; the same contract as run_cli (stderr in d->dir/cli.err). */
+int run_mc(const daemon_proc *d, char **out, const char *const *args);
 
 Suite *ops_suite(void);
 Suite *load_suite(void);
@@ -54,5 +57,6 @@ Suite *badinput_suite(void);
 Suite *lifecycle_suite(void);
 Suite *cli_suite(void);
 Suite *tree_suite(void);
+Suite *mc_suite(void);
 
 #endif

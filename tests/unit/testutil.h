@@ -61,5 +61,6 @@ Suite *config_suite(void);
 Suite *tree_suite(void);
 Suite *histogram_suite(void); /* floe-bench's latency histogram (bench/histogram.c) */
 Suite *workload_suite(void);  /* floe-bench's key streams (bench/workload.c) */
+Suite *mcmodel_suite(void);   /* floe-mc's models (examples/mc/model*.c) */
 
 #endif

@@ -1,0 +1,385 @@
+/*
+ * main.c - floe-mc: an explicit-state model checker whose workers
+ * deduplicate states through a floe server (examples/mc/README.md).
+ *
+ *   floe-mc --model puzzle:3x4 --server floe://127.0.0.1:7450 --workers 16
+ *   floe-mc --model hanoi:20 --server floe://h:7450 --worker 3/8 --table run1
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "floe.h"
+#include "model.h"
+#include "worker.h"
+
+typedef struct options {
+    const char *model, *server, *token, *table, *backend;
+    unsigned workers, index;
+    int one_worker; /* --worker i/W: this process is worker i of a run over hosts */
+    uint64_t capacity, expect;
+    size_t batch;
+    unsigned inflight;
+    int keep, quiet, tree;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: floe-mc --model M [--server URI] [--workers W | --worker i/W] [options]\n"
+            "Explicit-state breadth-first search whose workers deduplicate states through a floe server.\n"
+            "A state answered INSERTED belongs to the worker that sent it: it counts it and expands it.\n"
+            "\n"
+            "Models:\n%s"
+            "\n"
+            "Options:\n"
+            "  -m, --model M         the model (above)\n"
+            "  -s, --server URI      floe://host:port[?token=T] (default floe://127.0.0.1:7450)\n"
+            "      --token T         the server's token\n"
+            "  -w, --workers W       fork W local workers and sum their counts (default 1)\n"
+            "      --worker i/W      run only worker i (0..W-1) of a run spread over hosts; worker 0\n"
+            "                        creates --table (which must not exist), the others wait for it\n"
+            "  -t, --table T         the table (default with --workers: mc-MODEL-PID, dropped at the end)\n"
+            "      --capacity N      states the table holds (default: the model's count + 15%% when known,\n"
+            "                        else 16M, and a SET table grows); K, M, G suffixes\n"
+            "      --backend B       cpu, gpu or auto (default: the server's)\n"
+            "  -k, --batch K         states per find-or-put request (default 64K)\n"
+            "  -P, --inflight N      requests in flight per worker (default 8)\n"
+            "      --expect N        exit 1 unless the run finds N states (puzzle and hanoi check\n"
+            "                        their closed form by themselves)\n"
+            "      --tree            a TREE table even when states pack into 64 bits\n"
+            "      --keep            keep the table after the run\n"
+            "  -q, --quiet           no progress line\n"
+            "  -h, --help            this text\n"
+            "\n"
+            "States that pack into 64 bits (words x bits per word <= 64) go to a SET table of that key\n"
+            "width; others to a TREE table of the model's words.  Exit status: 0 done (and checked),\n"
+            "1 a wrong count or a server error, 2 a usage error.\n",
+            mc_model_help());
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *e;
+    errno = 0;
+    unsigned long long v = strtoull(s, &e, 10);
+    if (e == s || errno || *s == '-')
+        return -1;
+    unsigned shift = 0;
+    if (*e == 'K' || *e == 'k')
+        shift = 10, e++;
+    else if (*e == 'M' || *e == 'm')
+        shift = 20, e++;
+    else if (*e == 'G' || *e == 'g')
+        shift = 30, e++;
+    if (*e || (shift && v > (~0ull >> shift)))
+        return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The table, sized for the model. */
+static int create_table(const options *o, const mc_model *m, int packed)
+{
+    floe *c;
+    if (floe_connect(o->server, o->token, &c) != FLOE_OK) {
+        fprintf(stderr, "floe-mc: cannot connect to %s: %s\n", o->server, floe_errstr(c));
+        floe_close(c);
+        return -1;
+    }
+    uint64_t cap = o->capacity;
+    if (!cap)
+        cap = m->expect ? m->expect + m->expect / 20 * 3 + 1024 : (uint64_t)16 << 20;
+    floe_table_def def = {.name = o->table, .capacity = cap, .backend = o->backend};
+    if (packed) {
+        def.kind = FLOE_TABLE_SET;
+        def.key_bits = mc_key_bits(m);
+        def.grow = 1;
+    } else {
+        def.kind = FLOE_TABLE_TREE;
+        def.words = m->words;
+    }
+    int st = floe_create(c, &def);
+    if (st != FLOE_OK)
+        fprintf(stderr, "floe-mc: cannot create table %s: %s: %s%s\n", o->table, floe_strerror(st), floe_errstr(c),
+                st == FLOE_ERR_EXISTS ? " (drop it, or pick another --table)" : "");
+    floe_close(c);
+    return st == FLOE_OK ? 0 : -1;
+}
+
+static void drop_table(const options *o)
+{
+    floe *c;
+    if (floe_connect(o->server, o->token, &c) == FLOE_OK)
+        floe_drop(c, o->table);
+    floe_close(c);
+}
+
+/* Workers other than 0 of a run over hosts: wait until worker 0 made the table. */
+static int wait_for_table(const options *o)
+{
+    for (int i = 0; i < 600; i++) {
+        floe *c;
+        floe_table_info info;
+        int st = floe_connect(o->server, o->token, &c);
+        if (st == FLOE_OK)
+            st = floe_stats(c, o->table, &info);
+        floe_close(c);
+        if (st == FLOE_OK)
+            return 0;
+        if (st != FLOE_ERR_NO_TABLE && st != FLOE_ERR_IO) {
+            fprintf(stderr, "floe-mc: table %s: %s\n", o->table, floe_strerror(st));
+            return -1;
+        }
+        usleep(100000);
+    }
+    fprintf(stderr, "floe-mc: table %s did not appear within 60 s (is worker 0 running?)\n", o->table);
+    return -1;
+}
+
+static uint64_t sum_states(mc_progress *p, unsigned n, uint64_t *transitions)
+{
+    uint64_t s = 0, t = 0;
+    for (unsigned i = 0; i < n; i++) {
+        s += atomic_load(&p[i].states);
+        t += atomic_load(&p[i].transitions);
+    }
+    if (transitions)
+        *transitions = t;
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    options o = {.server = "floe://127.0.0.1:7450", .workers = 1, .batch = 65536, .inflight = 8};
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, 'm'},  {"server", required_argument, 0, 's'},
+        {"token", required_argument, 0, 'T'},  {"workers", required_argument, 0, 'w'},
+        {"worker", required_argument, 0, 'W'}, {"table", required_argument, 0, 't'},
+        {"capacity", required_argument, 0, 'C'}, {"backend", required_argument, 0, 'B'},
+        {"batch", required_argument, 0, 'k'},  {"inflight", required_argument, 0, 'P'},
+        {"expect", required_argument, 0, 'E'}, {"keep", no_argument, 0, 'K'},
+        {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},
+        {"tree", no_argument, 0, 'R'},
+        {0, 0, 0, 0},
+    };
+    int ch;
+    uint64_t v;
+    while ((ch = getopt_long(argc, argv, "m:s:w:t:k:P:qh", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'm': o.model = optarg; break;
+        case 's': o.server = optarg; break;
+        case 'T': o.token = optarg; break;
+        case 't': o.table = optarg; break;
+        case 'B': o.backend = optarg; break;
+        case 'K': o.keep = 1; break;
+        case 'R': o.tree = 1; break;
+        case 'q': o.quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        case 'w':
+            if (parse_size(optarg, &v) || v < 1 || v > 1024) {
+                fprintf(stderr, "floe-mc: --workers takes 1..1024, got '%s'\n", optarg);
+                return 2;
+            }
+            o.workers = (unsigned)v;
+            break;
+        case 'W': {
+            unsigned i, n;
+            char end;
+            if (sscanf(optarg, "%u/%u%c", &i, &n, &end) != 2 || n < 1 || n > 1024 || i >= n) {
+                fprintf(stderr, "floe-mc: --worker takes i/W with 0 <= i < W <= 1024, got '%s'\n", optarg);
+                return 2;
+            }
+            o.index = i;
+            o.workers = n;
+            o.one_worker = 1;
+            break;
+        }
+        case 'C':
+            if (parse_size(optarg, &o.capacity) || o.capacity == 0) {
+                fprintf(stderr, "floe-mc: --capacity takes a positive count (K, M, G allowed), got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'k':
+            if (parse_size(optarg, &v) || v < 1 || v > ((uint64_t)1 << 22)) {
+                fprintf(stderr, "floe-mc: --batch takes 1..4M, got '%s'\n", optarg);
+                return 2;
+            }
+            o.batch = (size_t)v;
+            break;
+        case 'P':
+            if (parse_size(optarg, &v) || v < 1 || v > 1024) {
+                fprintf(stderr, "floe-mc: --inflight takes 1..1024, got '%s'\n", optarg);
+                return 2;
+            }
+            o.inflight = (unsigned)v;
+            break;
+        case 'E':
+            if (parse_size(optarg, &o.expect) || o.expect == 0) {
+                fprintf(stderr, "floe-mc: --expect takes a positive count, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc || !o.model) {
+        fprintf(stderr, optind < argc ? "floe-mc: unexpected argument '%s'\n" : "floe-mc: --model is required%s\n",
+                optind < argc ? argv[optind] : "");
+        fprintf(stderr, "Try 'floe-mc --help'.\n");
+        return 2;
+    }
+    /* requests and answers are buffers of hundreds of KiB: keep them off
+     * mmap, whose page faults would cost more than the search */
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mc_model m;
+    char err[256];
+    if (mc_model_parse(o.model, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "floe-mc: %s\n", err);
+        return 2;
+    }
+    if (o.one_worker && !o.table) {
+        fprintf(stderr, "floe-mc: --worker i/W needs --table: every worker of the run must name the same one\n");
+        return 2;
+    }
+    char table[80];
+    if (!o.table) {
+        snprintf(table, sizeof table, "mc-%s-%d", o.model, (int)getpid());
+        for (char *p = table; *p; p++)
+            if (*p == ':')
+                *p = '-';
+        o.table = table;
+    }
+    const int packed = mc_packs(&m) && !o.tree;
+    if (!packed && o.batch * m.words * 4 > ((size_t)64 << 20))
+        o.batch = ((size_t)64 << 20) / (m.words * 4); /* keep a request under floed's default max-frame */
+    const int creator = !o.one_worker || o.index == 0;
+    if (!o.quiet || !o.one_worker)
+        fprintf(stderr, "floe-mc: %s, %u words per state, %s table %s (%s) on %s, %s%u worker%s\n", m.name, m.words,
+                packed ? "SET" : "TREE", o.table, packed ? "states packed into 64-bit keys" : "states as vectors",
+                o.server, o.one_worker ? "worker " : "", o.one_worker ? o.index : o.workers,
+                o.one_worker ? "" : (o.workers == 1 ? "" : "s"));
+    if (o.one_worker)
+        fprintf(stderr, "floe-mc: this is worker %u of %u\n", o.index, o.workers);
+    if (creator ? create_table(&o, &m, packed) : wait_for_table(&o))
+        return 1;
+
+    /* progress slots the workers write and this process reads, across fork */
+    const unsigned nw = o.one_worker ? 1 : o.workers;
+    mc_progress *prog = mmap(NULL, nw * sizeof *prog, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (prog == MAP_FAILED) {
+        fprintf(stderr, "floe-mc: out of memory\n");
+        return 1;
+    }
+    memset(prog, 0, nw * sizeof *prog);
+    const double t0 = now();
+    pid_t *pids = calloc(nw, sizeof *pids);
+    int start[2] = {-1, -1}; /* closed once every worker is forked: they start together */
+    if (nw > 1 && pipe(start) != 0) {
+        fprintf(stderr, "floe-mc: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    for (unsigned i = 0; i < nw; i++) {
+        mc_run r = {&m,         o.server, o.token,    o.table, o.one_worker ? o.index : i,
+                    o.workers, o.batch,  o.inflight, packed,  start[0]};
+        fflush(NULL);
+        pids[i] = fork();
+        if (pids[i] < 0) {
+            fprintf(stderr, "floe-mc: fork: %s\n", strerror(errno));
+            for (unsigned j = 0; j < i; j++)
+                kill(pids[j], SIGTERM);
+            return 1;
+        }
+        if (pids[i] == 0) {
+            if (start[1] >= 0)
+                close(start[1]);
+            _exit(mc_worker_run(&r, &prog[i]) == 0 ? 0 : 1);
+        }
+    }
+    if (start[1] >= 0) {
+        close(start[1]);
+        close(start[0]);
+    }
+    /* a progress line a second until every worker is done */
+    double last = t0;
+    uint64_t last_states = 0;
+    unsigned done = 0;
+    while (done < nw) {
+        usleep(20000);
+        done = 0;
+        for (unsigned i = 0; i < nw; i++)
+            done += atomic_load(&prog[i].done) != 0;
+        const double t = now();
+        if (!o.quiet && t - last >= 1.0) {
+            uint64_t s = sum_states(prog, nw, NULL);
+            fprintf(stderr, "floe-mc: %.0f s: %" PRIu64 " states, %.2f M states/s\n", t - t0, s,
+                    (double)(s - last_states) / (t - last) / 1e6);
+            last = t;
+            last_states = s;
+        }
+    }
+    const double secs = now() - t0;
+    int bad = 0;
+    for (unsigned i = 0; i < nw; i++) {
+        int status;
+        waitpid(pids[i], &status, 0);
+        if (prog[i].status) {
+            fprintf(stderr, "floe-mc: worker %u: %s\n", o.one_worker ? o.index : i, prog[i].error);
+            bad = 1;
+        } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "floe-mc: worker %u died (status %d)\n", o.one_worker ? o.index : i, status);
+            bad = 1;
+        }
+    }
+    uint64_t transitions, states = sum_states(prog, nw, &transitions);
+    printf("model        %s (%s table, %u worker%s%s)\n", m.name, packed ? "SET" : "TREE", o.workers,
+           o.workers == 1 ? "" : "s", o.one_worker ? ", this process ran one" : "");
+    printf("states       %" PRIu64 "\n", states);
+    printf("transitions  %" PRIu64 "\n", transitions);
+    printf("seconds      %.3f\n", secs);
+    printf("states/s     %.0f\n", secs > 0 ? (double)states / secs : 0.0);
+    for (unsigned i = 0; i < nw && nw > 1; i++) {
+        uint64_t s = atomic_load(&prog[i].states);
+        printf("worker %-5u %" PRIu64 " states (%.1f%%), %" PRIu64 " transitions\n", i, s,
+               states ? 100.0 * (double)s / (double)states : 0.0, (uint64_t)atomic_load(&prog[i].transitions));
+    }
+    if (!bad && !o.one_worker) {
+        if (m.expect && states != m.expect) {
+            printf("check        WRONG: %" PRIu64 " states, the model has %" PRIu64 "\n", states, m.expect);
+            bad = 1;
+        }
+        if (o.expect && states != o.expect) {
+            printf("check        WRONG: %" PRIu64 " states, --expect %" PRIu64 "\n", states, o.expect);
+            bad = 1;
+        }
+        if (!bad && (m.expect || o.expect))
+            printf("check        ok: %" PRIu64 " states, as %s\n", states,
+                   m.expect ? "the closed form says" : "--expect says");
+    } else if (!bad && o.expect && o.one_worker) {
+        printf("check        (one worker of %u: --expect applies to the sum of all workers)\n", o.workers);
+    }
+    if (!o.one_worker && !o.keep)
+        drop_table(&o);
+    munmap(prog, nw * sizeof *prog);
+    free(pids);
+    return bad;
+}

@@ -1,0 +1,50 @@
+/*
+ * model.h - floe-mc's model interface: a model's states are fixed-length
+ * vectors of 32-bit words; it has one initial state and a next-state
+ * function that writes a state's successors.  A model whose words each fit
+ * in `bits` bits and whose words x bits <= 64 packs into one 64-bit key
+ * (a SET table); any other goes to a TREE table as vectors.
+ */
+#ifndef FLOE_MC_MODEL_H
+#define FLOE_MC_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MC_MAX_WORDS 256 /* a TREE vector's limit */
+#define MC_MAX_SUCC  64  /* successors of one state, at most */
+
+typedef struct mc_model {
+    char name[64];   /* as given: "puzzle:3x4" */
+    unsigned words;  /* words per state */
+    unsigned bits;   /* every word is below 2^bits */
+    uint64_t expect; /* reachable states when known in closed form, else 0 */
+    int p[2];        /* the model's parameters (R, C or N) */
+    void (*initial)(const struct mc_model *m, uint32_t *state);
+    /* Writes the successors of s to out (words each, at most MC_MAX_SUCC)
+     * and returns how many. */
+    unsigned (*next)(const struct mc_model *m, const uint32_t *s, uint32_t *out);
+    /* The same on packed states (mc_pack), where a model has it (NULL: the
+     * worker unpacks, calls next and packs): several times cheaper, and the
+     * workers' own work bounds a fast run. */
+    unsigned (*next_packed)(const struct mc_model *m, uint64_t s, uint64_t *out);
+} mc_model;
+
+/* Parses "puzzle:RxC", "hanoi:N" or "phils:N"; on error returns -1 with a
+ * message in err. */
+int mc_model_parse(const char *spec, mc_model *m, char *err, size_t errlen);
+/* The models, one line each, for --help. */
+const char *mc_model_help(void);
+
+/* Whether states pack into one 64-bit key, and the key width they need. */
+int mc_packs(const mc_model *m);
+unsigned mc_key_bits(const mc_model *m);
+uint64_t mc_pack(const mc_model *m, const uint32_t *s);
+void mc_unpack(const mc_model *m, uint64_t key, uint32_t *s);
+
+/* The built-in models (model_*.c). */
+int mc_puzzle_init(mc_model *m, int rows, int cols, char *err, size_t errlen);
+int mc_hanoi_init(mc_model *m, int discs, char *err, size_t errlen);
+int mc_phils_init(mc_model *m, int n, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,350 @@
+/*
+ * worker.c - a floe-mc worker (worker.h).  Successors go to the server in
+ * large find-or-put requests with several in flight while the worker goes
+ * on expanding: libfloe's batcher for states that pack into 64-bit keys
+ * (SET), vector requests of the same shape for a TREE.
+ */
+#include "worker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <errno.h>
+
+#include "floe.h"
+
+#define EXPAND_CHUNK 1024 /* states expanded between looks at the server's answers */
+
+/* ---- the worker's queue: states in order, 8 bytes (packed) or words x 4 each ---- */
+
+typedef struct queue {
+    unsigned char *buf;
+    size_t esz, head, tail, cap; /* in elements */
+} queue;
+
+static int q_push(queue *q, const void *e)
+{
+    if (q->tail == q->cap) {
+        if (q->head > q->cap / 2) { /* reuse the expanded half */
+            memmove(q->buf, q->buf + q->head * q->esz, (q->tail - q->head) * q->esz);
+            q->tail -= q->head;
+            q->head = 0;
+        } else {
+            size_t cap = q->cap ? q->cap * 2 : 65536;
+            unsigned char *b = realloc(q->buf, cap * q->esz);
+            if (!b)
+                return -1;
+            q->buf = b;
+            q->cap = cap;
+        }
+    }
+    memcpy(q->buf + q->tail++ * q->esz, e, q->esz);
+    return 0;
+}
+
+/* ---- the worker's state --------------------------------------------------------------------- */
+
+typedef struct worker {
+    const mc_run *r;
+    const mc_model *m;
+    mc_progress *p;
+    floe *c;
+    int packed;
+    queue q;
+    floe_batcher *batcher; /* SET */
+    uint32_t *vbuf;        /* TREE: the request being filled */
+    size_t vn;
+    unsigned vinflight;
+    int status; /* the first error */
+    char error[256];
+} worker;
+
+static void fail(worker *w, int status, const char *fmt, const char *detail)
+{
+    if (w->status)
+        return;
+    w->status = status;
+    snprintf(w->error, sizeof w->error, fmt, detail);
+}
+
+/* An answer per state: INSERTED ones are ours. */
+static void take_answers(worker *w, const void *states, size_t esz, const uint8_t *results, size_t n)
+{
+    uint64_t mine = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (results[i] == FLOE_INSERTED) {
+            if (q_push(&w->q, (const unsigned char *)states + i * esz) != 0) {
+                fail(w, FLOE_ERR_IO, "%s", "out of memory for the queue");
+                return;
+            }
+            mine++;
+        } else if (results[i] == FLOE_FULL) {
+            fail(w, FLOE_ERR_FULL, "table %s is full: give floe-mc a larger --capacity", w->r->table);
+            return;
+        }
+    }
+    atomic_fetch_add(&w->p->states, mine);
+}
+
+static void on_keys(void *arg, int status, const uint64_t *keys, const uint64_t *tags, const uint8_t *results,
+                    size_t n)
+{
+    (void)tags;
+    worker *w = arg;
+    if (status != FLOE_OK) {
+        fail(w, status, "a find-or-put request failed: %s", floe_strerror(status));
+        return;
+    }
+    take_answers(w, keys, 8, results, n);
+}
+
+typedef struct vreq {
+    worker *w;
+    uint32_t *vectors;
+    size_t n;
+} vreq;
+
+static void on_vectors(floe *c, floe_call *call, void *arg)
+{
+    (void)c;
+    vreq *rq = arg;
+    worker *w = rq->w;
+    w->vinflight--;
+    size_t n = 0;
+    const uint8_t *res = floe_call_results(call, &n);
+    int st = floe_call_status(call);
+    if (st != FLOE_OK)
+        fail(w, st, "a find-or-put request failed: %s", floe_call_error(call));
+    else if (n != rq->n)
+        fail(w, FLOE_ERR_PROTOCOL, "%s", "a request came back with the wrong number of answers");
+    else
+        take_answers(w, rq->vectors, w->m->words * 4, res, n);
+    free(rq->vectors);
+    free(rq);
+}
+
+static int vflush(worker *w)
+{
+    if (w->vn == 0)
+        return w->status;
+    while (w->vinflight >= w->r->inflight && !w->status)
+        if (floe_poll(w->c, -1) < 0)
+            fail(w, FLOE_ERR_IO, "connection lost: %s", floe_errstr(w->c));
+    vreq *rq = malloc(sizeof *rq);
+    uint32_t *next = malloc(w->r->batch * w->m->words * 4);
+    if (!rq || !next) {
+        free(rq);
+        free(next);
+        fail(w, FLOE_ERR_IO, "%s", "out of memory for a request");
+        return w->status;
+    }
+    *rq = (vreq){w, w->vbuf, w->vn};
+    w->vbuf = next;
+    w->vn = 0;
+    w->vinflight++;
+    floe_send_insert_vectors(w->c, w->r->table, rq->vectors, rq->n, w->m->words, 0, on_vectors, rq);
+    return w->status;
+}
+
+/* Sends one state to the server (batched). */
+static int submit(worker *w, const uint32_t *s)
+{
+    if (w->packed) {
+        int st = floe_batcher_add(w->batcher, mc_pack(w->m, s), 0);
+        if (st != FLOE_OK)
+            fail(w, st, "a find-or-put request failed: %s", floe_strerror(st));
+        return w->status;
+    }
+    memcpy(w->vbuf + w->vn * w->m->words, s, w->m->words * 4);
+    if (++w->vn == w->r->batch)
+        vflush(w);
+    return w->status;
+}
+
+static int flush(worker *w)
+{
+    if (w->packed) {
+        int st = floe_batcher_flush(w->batcher);
+        if (st != FLOE_OK)
+            fail(w, st, "a find-or-put request failed: %s", floe_strerror(st));
+        return w->status;
+    }
+    return vflush(w);
+}
+
+/* ---- the start, split across workers --------------------------------------------------------- */
+
+static uint64_t hash_words(const uint32_t *s, unsigned words)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (unsigned i = 0; i < words; i++) {
+        h ^= s[i];
+        h *= 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+size_t mc_prefix(const mc_model *m, size_t target, uint32_t **states)
+{
+    const unsigned W = m->words;
+    size_t cap = 4096, n = 0, slots = 1 << 14;
+    uint32_t *v = malloc(cap * W * 4), succ[MC_MAX_SUCC * MC_MAX_WORDS];
+    size_t *set = malloc(slots * sizeof *set); /* index + 1, 0 empty */
+    if (!v || !set)
+        goto oom;
+    memset(set, 0, slots * sizeof *set);
+    m->initial(m, v);
+    set[hash_words(v, W) & (slots - 1)] = 1;
+    n = 1;
+    size_t level_start = 0, level_end = 1; /* the frontier: [level_start, level_end) */
+    while (level_end - level_start < target && level_start < level_end) {
+        for (size_t i = level_start; i < level_end; i++) {
+            unsigned k = m->next(m, v + i * W, succ);
+            for (unsigned j = 0; j < k; j++) {
+                const uint32_t *t = succ + j * W;
+                size_t h = hash_words(t, W) & (slots - 1);
+                while (set[h] && memcmp(v + (set[h] - 1) * W, t, W * 4) != 0)
+                    h = (h + 1) & (slots - 1);
+                if (set[h])
+                    continue;
+                if (n == cap) {
+                    uint32_t *nv = realloc(v, cap * 2 * W * 4);
+                    if (!nv)
+                        goto oom;
+                    v = nv;
+                    cap *= 2;
+                }
+                memcpy(v + n * W, t, W * 4);
+                set[h] = ++n;
+                if (n * 2 > slots) { /* rehash at half full */
+                    size_t ns = slots * 2, *nset = calloc(ns, sizeof *nset);
+                    if (!nset)
+                        goto oom;
+                    for (size_t x = 0; x < n; x++) {
+                        size_t y = hash_words(v + x * W, W) & (ns - 1);
+                        while (nset[y])
+                            y = (y + 1) & (ns - 1);
+                        nset[y] = x + 1;
+                    }
+                    free(set);
+                    set = nset;
+                    slots = ns;
+                }
+            }
+        }
+        level_start = level_end;
+        level_end = n;
+    }
+    free(set);
+    *states = v;
+    return n;
+oom:
+    free(v);
+    free(set);
+    *states = NULL;
+    return 0;
+}
+
+/* ---- the search ------------------------------------------------------------------------------ */
+
+/* Packed states and a packed next function: no unpacking, keys straight
+ * to the batcher. */
+static uint64_t expand_packed(worker *w)
+{
+    const mc_model *m = w->m;
+    uint64_t succ[MC_MAX_SUCC], edges = 0;
+    for (int i = 0; i < EXPAND_CHUNK && w->q.head < w->q.tail && !w->status; i++) {
+        const uint64_t s = ((const uint64_t *)(const void *)w->q.buf)[w->q.head++];
+        unsigned k = m->next_packed(m, s, succ);
+        edges += k;
+        for (unsigned j = 0; j < k; j++) {
+            int st = floe_batcher_add(w->batcher, succ[j], 0);
+            if (st != FLOE_OK) {
+                fail(w, st, "a find-or-put request failed: %s", floe_strerror(st));
+                break;
+            }
+        }
+    }
+    return edges;
+}
+
+static void expand_queue(worker *w)
+{
+    const mc_model *m = w->m;
+    uint32_t s[MC_MAX_WORDS], succ[MC_MAX_SUCC * MC_MAX_WORDS];
+    for (;;) {
+        while (w->q.head < w->q.tail && !w->status && w->packed && m->next_packed)
+            atomic_fetch_add(&w->p->transitions, expand_packed(w));
+        while (w->q.head < w->q.tail && !w->status) {
+            uint64_t edges = 0;
+            for (int i = 0; i < EXPAND_CHUNK && w->q.head < w->q.tail && !w->status; i++) {
+                /* by index: answers arriving inside submit() may move the queue */
+                const unsigned char *e = w->q.buf + w->q.head++ * w->q.esz;
+                if (w->packed)
+                    mc_unpack(m, *(const uint64_t *)(const void *)e, s);
+                else
+                    memcpy(s, e, m->words * 4);
+                unsigned k = m->next(m, s, succ);
+                edges += k;
+                for (unsigned j = 0; j < k && !w->status; j++)
+                    submit(w, succ + j * m->words);
+            }
+            atomic_fetch_add(&w->p->transitions, edges);
+        }
+        if (w->status || flush(w) != 0)
+            return;
+        if (floe_inflight(w->c) == 0 && w->q.head == w->q.tail)
+            return; /* nothing left to expand, nothing more can come */
+        if (floe_poll(w->c, -1) < 0) {
+            fail(w, FLOE_ERR_IO, "connection lost: %s", floe_errstr(w->c));
+            return;
+        }
+    }
+}
+
+int mc_worker_run(const mc_run *r, mc_progress *p)
+{
+    worker w = {.r = r, .m = r->model, .p = p, .packed = r->packed};
+    w.q.esz = w.packed ? 8 : r->model->words * 4;
+    uint32_t *prefix = NULL;
+    if (floe_connect(r->server, r->token, &w.c) != FLOE_OK) {
+        fail(&w, FLOE_ERR_IO, "cannot connect: %s", floe_errstr(w.c));
+        goto out;
+    }
+    if (w.packed) {
+        w.batcher = floe_batcher_new(w.c, r->table, FLOE_BATCH_INSERT, r->batch, r->inflight, on_keys, &w);
+        if (!w.batcher)
+            fail(&w, FLOE_ERR_IO, "%s", "out of memory for the batcher");
+    } else if (!(w.vbuf = malloc(r->batch * r->model->words * 4))) {
+        fail(&w, FLOE_ERR_IO, "%s", "out of memory for a request");
+    }
+    /* every worker computes the same start and takes its share of it */
+    size_t n = w.status ? 0 : mc_prefix(r->model, 64 * (size_t)r->workers, &prefix);
+    if (!w.status && n == 0)
+        fail(&w, FLOE_ERR_IO, "%s", "out of memory for the first states");
+    if (r->start_fd >= 0) { /* local workers start together, so that they share the first levels */
+        char byte;
+        while (read(r->start_fd, &byte, 1) > 0 || errno == EINTR)
+            ;
+        close(r->start_fd);
+    }
+    for (size_t i = r->index; i < n && !w.status; i += r->workers)
+        submit(&w, prefix + i * r->model->words);
+    if (!w.status)
+        expand_queue(&w);
+    if (!w.status && w.packed && floe_batcher_finish(w.batcher) != FLOE_OK)
+        fail(&w, FLOE_ERR_IO, "%s", "a find-or-put request failed");
+out:
+    free(prefix);
+    if (w.batcher)
+        floe_batcher_free(w.batcher);
+    free(w.vbuf);
+    free(w.q.buf);
+    floe_close(w.c);
+    p->status = w.status;
+    snprintf(p->error, sizeof p->error, "%s", w.error);
+    atomic_store(&p->done, 1);
+    return w.status ? -1 : 0;
+}

@@ -1,0 +1,47 @@
+/*
+ * worker.h - one floe-mc worker: a breadth-first search over its own queue,
+ * deduplicated through a floed table.  A state answered INSERTED is this
+ * worker's to count and expand; PRESENT means some worker (maybe this one)
+ * had it first.  Workers share nothing but the table, so a worker is done
+ * when its queue is empty and its requests are answered.
+ */
+#ifndef FLOE_MC_WORKER_H
+#define FLOE_MC_WORKER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+typedef struct mc_run {
+    const mc_model *model;
+    const char *server, *token, *table;
+    unsigned index, workers; /* this worker is index of workers */
+    size_t batch;            /* keys (vectors) per request */
+    unsigned inflight;       /* requests in flight */
+    int packed;              /* states as 64-bit keys (SET), else vectors (TREE) */
+    int start_fd;            /* >= 0: wait for EOF on it before the first request (a common start) */
+} mc_run;
+
+/* What a worker has done so far; written by the worker, read by whoever
+ * reports progress (it may live in memory shared across processes). */
+typedef struct mc_progress {
+    _Atomic uint64_t states, transitions;
+    atomic_int done;  /* 1 when finished (status set) */
+    int status;       /* 0 or a FLOE_ERR_* code */
+    char error[256];  /* why, when status is not 0 */
+} mc_progress;
+
+/* Runs worker r->index of r->workers to the end; returns 0, or -1 with
+ * p->status and p->error set. */
+int mc_worker_run(const mc_run *r, mc_progress *p);
+
+/* The first states of the search, the same in every worker: a plain
+ * breadth-first search from the initial state until its frontier holds at
+ * least `target` states (or the space is exhausted).  Sets *states to the
+ * visited states (words each, in visiting order) and returns their number,
+ * or 0 when out of memory.  Worker i takes those whose position is i mod W. */
+size_t mc_prefix(const mc_model *m, size_t target, uint32_t **states);
+
+#endif

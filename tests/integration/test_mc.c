@@ -1,0 +1,203 @@
+/*
+ * test_mc.c - floe-mc end to end against a floed: state counts nobody can
+ * fake.  The sliding-tile puzzle and Hanoi against their closed forms, the
+ * dining philosophers against a plain search written here from the rules
+ * (its own encoding, no floe-mc code), each with 1 and 4 workers; and the
+ * bad command lines, each refused with a message.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+/* The number after `label` in floe-mc's report. */
+static unsigned long long field(const char *out, const char *label)
+{
+    const char *p = strstr(out, label);
+    ck_assert_msg(p != NULL, "no '%s' in floe-mc's output:\n%s", label, out);
+    return strtoull(p + strlen(label), NULL, 10);
+}
+
+static void check_run(const daemon_proc *d, const char *model, const char *workers, unsigned long long states,
+                      unsigned long long transitions)
+{
+    char *out;
+    int rc = run_mc(d, &out, (const char *const[]){"--model", model, "--workers", workers, NULL});
+    ck_assert_msg(rc == 0, "floe-mc --model %s --workers %s exited %d:\n%s", model, workers, rc, out);
+    ck_assert_msg(field(out, "states ") == states, "%s with %s workers: %llu states, expected %llu", model, workers,
+                  field(out, "states "), states);
+    if (transitions)
+        ck_assert_msg(field(out, "transitions ") == transitions, "%s: %llu transitions, expected %llu", model,
+                      field(out, "transitions "), transitions);
+    free(out);
+}
+
+START_TEST(puzzle_and_hanoi_closed_forms)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    const char *workers[] = {"1", "4"};
+    for (int w = 0; w < 2; w++) {
+        check_run(&d, "puzzle:2x4", workers[w], 20160, 0);  /* 8!/2 */
+        check_run(&d, "puzzle:3x3", workers[w], 181440, 0); /* 9!/2 */
+        check_run(&d, "hanoi:8", workers[w], 6561, 19680); /* 3^8; 3 x 3^8 - 3 moves */
+    }
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+/* States as vectors in a TREE table (--tree), the path of models too wide
+ * for 64 bits, on the same counts. */
+START_TEST(tree_table_counts)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    const char *workers[] = {"1", "4"};
+    for (int w = 0; w < 2; w++) {
+        char *out;
+        const char *args[] = {"--model", "hanoi:8", "--workers", workers[w], "--tree", "--batch", "1000", NULL};
+        ck_assert_int_eq(run_mc(&d, &out, args), 0);
+        ck_assert(strstr(out, "TREE table") != NULL);
+        ck_assert_uint_eq(field(out, "states "), 6561);
+        ck_assert_uint_eq(field(out, "transitions "), 19680); /* 3 moves from each state, 2 from the 3 with one full peg */
+        free(out);
+    }
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+/* Philosopher i in 2 bits of s: 0 thinking, 1 holding the left fork (fork
+ * i), 2 eating (forks i and i+1 mod n).  Counts reachable states and
+ * transitions by breadth-first search over a visited bitmap of 4^n bits. */
+static void phils_reference(unsigned n, unsigned long long *states, unsigned long long *transitions)
+{
+    const size_t space = (size_t)1 << (2 * n);
+    unsigned char *seen = calloc(space / 8 + 1, 1);
+    uint32_t *queue = malloc(space * sizeof *queue);
+    ck_assert(seen && queue);
+    size_t head = 0, tail = 0;
+    queue[tail++] = 0;
+    seen[0] |= 1;
+    *transitions = 0;
+#define PH(s, i) (((s) >> (2 * ((i) % n))) & 3u)
+    while (head < tail) {
+        uint32_t s = queue[head++];
+        for (unsigned i = 0; i < n; i++) {
+            /* fork f is in use if its left owner f holds anything or its right owner f-1 eats */
+            int left_free = PH(s, i + n - 1) != 2; /* philosopher i is thinking here: only i-1 can hold fork i */
+            int right_free = PH(s, i + 1) == 0;    /* fork i+1: i+1 must think (i holds only its left fork) */
+            uint32_t to;
+            if (PH(s, i) == 0 && left_free)
+                to = 1;
+            else if (PH(s, i) == 1 && right_free)
+                to = 2;
+            else if (PH(s, i) == 2)
+                to = 0;
+            else
+                continue;
+            uint32_t t = (s & ~(3u << (2 * i))) | to << (2 * i);
+            ++*transitions;
+            if (!(seen[t / 8] & (1u << (t % 8)))) {
+                seen[t / 8] |= (unsigned char)(1u << (t % 8));
+                queue[tail++] = t;
+            }
+        }
+    }
+#undef PH
+    *states = tail;
+    free(seen);
+    free(queue);
+}
+
+START_TEST(philosophers_against_a_plain_search)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    const unsigned sizes[] = {2, 3, 5, 8, 10};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        unsigned long long states, transitions;
+        phils_reference(sizes[k], &states, &transitions);
+        char model[32];
+        snprintf(model, sizeof model, "phils:%u", sizes[k]);
+        check_run(&d, model, "1", states, transitions);
+        check_run(&d, model, "4", states, transitions);
+    }
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+START_TEST(expect_and_bad_command_lines)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    char *out;
+    /* --expect: the right count passes, a wrong one exits 1 and says so */
+    ck_assert_int_eq(run_mc(&d, &out, (const char *const[]){"--model", "phils:4", "--expect", "1", NULL}), 1);
+    ck_assert_msg(strstr(out, "WRONG") != NULL, "%s", out);
+    free(out);
+    static const struct {
+        const char *args[8];
+        int rc;
+    } bad[] = {
+        {{"--model", "towers:3", NULL}, 2},
+        {{"--model", "puzzle:1x5", NULL}, 2},
+        {{"--model", "puzzle:3", NULL}, 2},
+        {{"--model", "phils:1", NULL}, 2},
+        {{"--model", "hanoi:0", NULL}, 2},
+        {{"--model", "hanoi:3", "--worker", "1/4", NULL}, 2}, /* no --table */
+        {{"--model", "hanoi:3", "--worker", "4/4", "--table", "x", NULL}, 2},
+        {{"--model", "hanoi:3", "--workers", "0", NULL}, 2},
+        {{"--model", "hanoi:3", "--batch", "0", NULL}, 2},
+        {{"hanoi:3", NULL}, 2},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(run_mc(&d, &out, bad[i].args), bad[i].rc);
+        free(out);
+        char path[300], msg[512] = "";
+        snprintf(path, sizeof path, "%s/cli.err", d.dir);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        size_t len = fread(msg, 1, sizeof msg - 1, f);
+        msg[len] = '\0';
+        fclose(f);
+        ck_assert_msg(strstr(msg, "floe-mc: ") != NULL, "case %zu: no message on stderr", i);
+    }
+    /* worker 0 of a run over hosts will not reuse a table that exists */
+    floe *c = connect_ok(&d);
+    floe_table_def t = {.name = "taken", .kind = FLOE_TABLE_SET, .key_bits = 6};
+    ck_assert_int_eq(floe_create(c, &t), FLOE_OK);
+    ck_assert_int_eq(run_mc(&d, &out, (const char *const[]){"--model", "hanoi:3", "--worker", "0/1", "--table",
+                                                             "taken", NULL}),
+                     1);
+    free(out);
+    /* and the table is untouched */
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "taken", &info), FLOE_OK);
+    ck_assert_uint_eq(info.keys, 0);
+    /* one worker of a one-worker run over hosts is a whole run: hanoi:3 = 27 */
+    ck_assert_int_eq(run_mc(&d, &out, (const char *const[]){"--model", "hanoi:3", "--worker", "0/1", "--table",
+                                                             "h3", "--keep", NULL}),
+                     0);
+    ck_assert_uint_eq(field(out, "states "), 27);
+    free(out);
+    ck_assert_int_eq(floe_stats(c, "h3", &info), FLOE_OK);
+    ck_assert_uint_eq(info.keys, 27);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+Suite *mc_suite(void)
+{
+    Suite *s = suite_create("mc");
+    TCase *tc = tcase_create("mc");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, puzzle_and_hanoi_closed_forms);
+    tcase_add_test(tc, tree_table_counts);
+    tcase_add_test(tc, philosophers_against_a_plain_search);
+    tcase_add_test(tc, expect_and_bad_command_lines);
+    suite_add_tcase(s, tc);
+    return s;
+}
