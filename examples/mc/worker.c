@@ -68,13 +68,16 @@ static void fail(worker *w, int status, const char *fmt, const char *detail)
     snprintf(w->error, sizeof w->error, fmt, detail);
 }
 
-/* An answer per state: INSERTED ones are ours. */
-static void take_answers(worker *w, const void *states, size_t esz, const uint8_t *results, size_t n)
+/* An answer per state: INSERTED ones are ours.  With parents (tags), the
+ * queue keeps each state's parent beside it. */
+static void take_answers(worker *w, const void *states, size_t esz, const uint64_t *parents, const uint8_t *results,
+                         size_t n)
 {
     uint64_t mine = 0;
     for (size_t i = 0; i < n; i++) {
         if (results[i] == FLOE_INSERTED) {
-            if (q_push(&w->q, (const unsigned char *)states + i * esz) != 0) {
+            const uint64_t pair[2] = {((const uint64_t *)states)[parents ? i : 0], parents ? parents[i] : 0};
+            if (q_push(&w->q, parents ? (const void *)pair : (const unsigned char *)states + i * esz) != 0) {
                 fail(w, FLOE_ERR_IO, "%s", "out of memory for the queue");
                 return;
             }
@@ -96,7 +99,7 @@ static void on_keys(void *arg, int status, const uint64_t *keys, const uint64_t 
         fail(w, status, "a find-or-put request failed: %s", floe_strerror(status));
         return;
     }
-    take_answers(w, keys, 8, results, n);
+    take_answers(w, keys, 8, w->q.esz == 16 ? tags : NULL, results, n);
 }
 
 typedef struct vreq {
@@ -119,7 +122,7 @@ static void on_vectors(floe *c, floe_call *call, void *arg)
     else if (n != rq->n)
         fail(w, FLOE_ERR_PROTOCOL, "%s", "a request came back with the wrong number of answers");
     else
-        take_answers(w, rq->vectors, w->m->words * 4, res, n);
+        take_answers(w, rq->vectors, w->m->words * 4, NULL, res, n);
     free(rq->vectors);
     free(rq);
 }
@@ -148,10 +151,12 @@ static int vflush(worker *w)
 }
 
 /* Sends one state to the server (batched). */
+#define NO_PARENT UINT64_MAX
+
 static int submit(worker *w, const uint32_t *s)
 {
     if (w->packed) {
-        int st = floe_batcher_add(w->batcher, mc_pack(w->m, s), 0);
+        int st = floe_batcher_add(w->batcher, mc_pack(w->m, s), NO_PARENT);
         if (st != FLOE_OK)
             fail(w, st, "a find-or-put request failed: %s", floe_strerror(st));
         return w->status;
@@ -250,17 +255,24 @@ oom:
 /* ---- the search ------------------------------------------------------------------------------ */
 
 /* Packed states and a packed next function: no unpacking, keys straight
- * to the batcher. */
+ * to the batcher.  Each queued state carries its parent (the batcher's tag
+ * of the request that found it), and the successor equal to the parent is
+ * not sent: it is in the table already (its expansion is how the state was
+ * found), so the answer would be PRESENT.  It still counts as a transition.
+ * For the sliding-tile puzzle that is one key in 2.8. */
 static uint64_t expand_packed(worker *w)
 {
     const mc_model *m = w->m;
     uint64_t succ[MC_MAX_SUCC], edges = 0;
     for (int i = 0; i < EXPAND_CHUNK && w->q.head < w->q.tail && !w->status; i++) {
-        const uint64_t s = ((const uint64_t *)(const void *)w->q.buf)[w->q.head++];
+        const uint64_t *e = (const uint64_t *)(const void *)(w->q.buf + w->q.head++ * 16);
+        const uint64_t s = e[0], parent = e[1];
         unsigned k = m->next_packed(m, s, succ);
         edges += k;
         for (unsigned j = 0; j < k; j++) {
-            int st = floe_batcher_add(w->batcher, succ[j], 0);
+            if (succ[j] == parent)
+                continue;
+            int st = floe_batcher_add(w->batcher, succ[j], s);
             if (st != FLOE_OK) {
                 fail(w, st, "a find-or-put request failed: %s", floe_strerror(st));
                 break;
@@ -275,7 +287,7 @@ static void expand_queue(worker *w)
     const mc_model *m = w->m;
     uint32_t s[MC_MAX_WORDS], succ[MC_MAX_SUCC * MC_MAX_WORDS];
     for (;;) {
-        while (w->q.head < w->q.tail && !w->status && w->packed && m->next_packed)
+        while (w->q.head < w->q.tail && !w->status && w->q.esz == 16)
             atomic_fetch_add(&w->p->transitions, expand_packed(w));
         while (w->q.head < w->q.tail && !w->status) {
             uint64_t edges = 0;
@@ -307,7 +319,10 @@ static void expand_queue(worker *w)
 int mc_worker_run(const mc_run *r, mc_progress *p)
 {
     worker w = {.r = r, .m = r->model, .p = p, .packed = r->packed};
-    w.q.esz = w.packed ? 8 : r->model->words * 4;
+    /* states and their parents where a packed state leaves a value no state
+     * takes (NO_PARENT: all ones, above every key of key_bits < 64) */
+    const int parents = w.packed && r->model->next_packed && mc_key_bits(r->model) < 64;
+    w.q.esz = parents ? 16 : w.packed ? 8 : r->model->words * 4;
     uint32_t *prefix = NULL;
     if (floe_connect(r->server, r->token, &w.c) != FLOE_OK) {
         fail(&w, FLOE_ERR_IO, "cannot connect: %s", floe_errstr(w.c));
