@@ -253,9 +253,9 @@ test-bench: build/rel/floed build/rel/floe-bench
 
 # The lock-free engine under ThreadSanitizer (not part of `make test`: slow).
 # setarch -R: TSan needs the address layout that ASLR on newer kernels breaks.
-test-tsan: build/tsan/floe-tests build/tsan/floed build/san/floe-itests build/san/floe
+test-tsan: build/tsan/floe-tests build/tsan/floed build/san/floe-itests build/san/floe build/san/floe-mc
 	CK_FORK=no CK_EXCLUDE_TAGS=big setarch -R ./build/tsan/floe-tests
-	FLOED=build/tsan/floed FLOE_CLI=build/san/floe TSAN_OPTIONS=halt_on_error=1 setarch -R ./build/san/floe-itests
+	FLOED=build/tsan/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc TSAN_OPTIONS=halt_on_error=1 setarch -R ./build/san/floe-itests
 
 # E1- and E2-like floe-bench runs against a CPU floed on a free port (bench/run-local.sh).
 bench: build/rel/floed build/rel/floe-bench

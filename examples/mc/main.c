@@ -48,7 +48,9 @@ static void usage(FILE *f)
             "      --token T         the server's token\n"
             "  -w, --workers W       fork W local workers and sum their counts (default 1)\n"
             "      --worker i/W      run only worker i (0..W-1) of a run spread over hosts; worker 0\n"
-            "                        creates --table (which must not exist), the others wait for it\n"
+            "                        creates --table (which must not exist), and all W wait for each\n"
+            "                        other (through the table TABLE-start) before they begin; each\n"
+            "                        prints its own counts, `floe stats TABLE` the total\n"
             "  -t, --table T         the table (default with --workers: mc-MODEL-PID, dropped at the end)\n"
             "      --capacity N      states the table holds (default: the model's count + 15%% when known,\n"
             "                        else 16M, and a SET table grows); K, M, G suffixes\n"
@@ -59,7 +61,7 @@ static void usage(FILE *f)
             "                        their closed form by themselves)\n"
             "      --tree            a TREE table even when states pack into 64 bits\n"
             "      --keep            keep the table after the run\n"
-            "  -q, --quiet           no progress line\n"
+            "  -q, --quiet           no first line and no progress lines on stderr\n"
             "  -h, --help            this text\n"
             "\n"
             "States that pack into 64 bits (words x bits per word <= 64) go to a SET table of that key\n"
@@ -152,6 +154,59 @@ static int wait_for_table(const options *o)
     }
     fprintf(stderr, "floe-mc: table %s did not appear within 60 s (is worker 0 running?)\n", o->table);
     return -1;
+}
+
+/* A run over hosts starts together, as local workers do: each worker puts
+ * its index into the SET `TABLE-start` (worker 0 creates it) and waits
+ * until every index is there.  Without it an early worker would take most
+ * of the first levels, and with them most of the run. */
+static int barrier(const options *o)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s-start", o->table);
+    floe *c;
+    if (floe_connect(o->server, o->token, &c) != FLOE_OK) {
+        fprintf(stderr, "floe-mc: cannot connect to %s: %s\n", o->server, floe_errstr(c));
+        floe_close(c);
+        return -1;
+    }
+    int st = FLOE_OK;
+    if (o->index == 0) {
+        floe_table_def def = {.name = name, .kind = FLOE_TABLE_SET, .capacity = o->workers, .grow = 1};
+        st = floe_create(c, &def);
+        if (st == FLOE_ERR_EXISTS)
+            st = FLOE_OK; /* left over from an earlier run: the indexes are the same */
+    }
+    uint64_t *keys = calloc(o->workers, sizeof *keys);
+    uint8_t *res = calloc(o->workers, 1);
+    for (unsigned i = 0; keys && i < o->workers; i++)
+        keys[i] = i;
+    uint64_t me = o->index;
+    for (int tries = 0; st == FLOE_OK || st == FLOE_ERR_NO_TABLE; tries++) {
+        if (tries > 6000) {
+            fprintf(stderr, "floe-mc: not every worker of %u started within 60 s\n", o->workers);
+            st = FLOE_ERR_IO;
+            break;
+        }
+        st = floe_insert(c, name, &me, 1, NULL, NULL);
+        if (st == FLOE_OK && keys && res)
+            st = floe_find(c, name, keys, o->workers, res, NULL, 0, NULL);
+        if (st == FLOE_OK && keys && res) {
+            unsigned here = 0;
+            for (unsigned i = 0; i < o->workers; i++)
+                here += res[i] == FLOE_PRESENT;
+            if (here == o->workers)
+                break;
+        }
+        if (st == FLOE_OK || st == FLOE_ERR_NO_TABLE)
+            usleep(10000);
+    }
+    if (st != FLOE_OK)
+        fprintf(stderr, "floe-mc: waiting for the other workers: %s: %s\n", floe_strerror(st), floe_errstr(c));
+    free(keys);
+    free(res);
+    floe_close(c);
+    return st == FLOE_OK ? 0 : -1;
 }
 
 static uint64_t sum_states(mc_progress *p, unsigned n, uint64_t *transitions)
@@ -261,6 +316,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "floe-mc: --worker i/W needs --table: every worker of the run must name the same one\n");
         return 2;
     }
+    if (o.table && strlen(o.table) > 58) {
+        fprintf(stderr, "floe-mc: --table: at most 58 characters (floe-mc adds -start for its own table)\n");
+        return 2;
+    }
     char table[80];
     if (!o.table) {
         snprintf(table, sizeof table, "mc-%s-%d", o.model, (int)getpid());
@@ -273,14 +332,22 @@ int main(int argc, char **argv)
     if (!packed && o.batch * m.words * 4 > ((size_t)64 << 20))
         o.batch = ((size_t)64 << 20) / (m.words * 4); /* keep a request under floed's default max-frame */
     const int creator = !o.one_worker || o.index == 0;
-    if (!o.quiet || !o.one_worker)
-        fprintf(stderr, "floe-mc: %s, %u words per state, %s table %s (%s) on %s, %s%u worker%s\n", m.name, m.words,
-                packed ? "SET" : "TREE", o.table, packed ? "states packed into 64-bit keys" : "states as vectors",
-                o.server, o.one_worker ? "worker " : "", o.one_worker ? o.index : o.workers,
-                o.one_worker ? "" : (o.workers == 1 ? "" : "s"));
-    if (o.one_worker)
-        fprintf(stderr, "floe-mc: this is worker %u of %u\n", o.index, o.workers);
+    if (!o.quiet) {
+        char who[64];
+        if (o.one_worker)
+            snprintf(who, sizeof who, "worker %u of %u", o.index, o.workers);
+        else
+            snprintf(who, sizeof who, "%u worker%s", o.workers, o.workers == 1 ? "" : "s");
+        if (packed)
+            fprintf(stderr, "floe-mc: %s, %u words per state, SET table %s (states packed into %u-bit keys) on %s, %s\n",
+                    m.name, m.words, o.table, mc_key_bits(&m), o.server, who);
+        else
+            fprintf(stderr, "floe-mc: %s, %u words per state, TREE table %s (states as vectors) on %s, %s\n", m.name,
+                    m.words, o.table, o.server, who);
+    }
     if (creator ? create_table(&o, &m, packed) : wait_for_table(&o))
+        return 1;
+    if (o.one_worker && o.workers > 1 && barrier(&o) != 0)
         return 1;
 
     /* progress slots the workers write and this process reads, across fork */

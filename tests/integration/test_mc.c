@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -34,14 +36,26 @@ static void check_run(const daemon_proc *d, const char *model, const char *worke
     free(out);
 }
 
+/* Transitions of the R x C puzzle: each blank position holds 1/(R*C) of
+ * the (R*C)!/2 boards, and a board has as many moves as its blank has
+ * neighbours. */
+static unsigned long long puzzle_transitions(int rows, int cols, unsigned long long states)
+{
+    unsigned long long degrees = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            degrees += (unsigned long long)((r > 0) + (r + 1 < rows) + (c > 0) + (c + 1 < cols));
+    return states / (unsigned long long)(rows * cols) * degrees;
+}
+
 START_TEST(puzzle_and_hanoi_closed_forms)
 {
     daemon_proc d;
     daemon_start(&d, NULL);
     const char *workers[] = {"1", "4"};
     for (int w = 0; w < 2; w++) {
-        check_run(&d, "puzzle:2x4", workers[w], 20160, 0);  /* 8!/2 */
-        check_run(&d, "puzzle:3x3", workers[w], 181440, 0); /* 9!/2 */
+        check_run(&d, "puzzle:2x4", workers[w], 20160, puzzle_transitions(2, 4, 20160));   /* 8!/2 */
+        check_run(&d, "puzzle:3x3", workers[w], 181440, puzzle_transitions(3, 3, 181440)); /* 9!/2 */
         check_run(&d, "hanoi:8", workers[w], 6561, 19680); /* 3^8; 3 x 3^8 - 3 moves */
     }
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
@@ -189,6 +203,68 @@ START_TEST(expect_and_bad_command_lines)
 }
 END_TEST
 
+/* floe-mc --worker i/W with its output in path; returns the pid. */
+static pid_t spawn_worker(const daemon_proc *d, const char *model, const char *which, const char *table,
+                          const char *path)
+{
+    const char *mc = getenv("FLOE_MC") ? getenv("FLOE_MC") : "build/san/floe-mc";
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (!freopen(path, "w", stdout) || !freopen("/dev/null", "w", stderr))
+            _exit(126);
+        execl(mc, mc, "--server", d->uri, "--quiet", "--model", model, "--worker", which, "--table", table,
+              (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    static char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* A run over hosts: three processes, each --worker i/3 on one table; their
+ * counts add up to the model's, and the table holds exactly those states. */
+START_TEST(workers_over_hosts)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    const char *which[3] = {"2/3", "1/3", "0/3"}; /* worker 0 last: the others wait for its table */
+    pid_t pids[3];
+    char paths[3][300];
+    for (int i = 0; i < 3; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s/mc%d.out", d.dir, i);
+        pids[i] = spawn_worker(&d, "puzzle:3x3", which[i], "spread", paths[i]);
+        usleep(100000);
+    }
+    unsigned long long states = 0, transitions = 0;
+    for (int i = 0; i < 3; i++) {
+        int status;
+        ck_assert_int_eq(waitpid(pids[i], &status, 0), pids[i]);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "worker %s: status %d", which[i], status);
+        const char *out = slurp(paths[i]);
+        states += field(out, "states ");
+        transitions += field(out, "transitions ");
+    }
+    ck_assert_uint_eq(states, 181440);
+    ck_assert_uint_eq(transitions, puzzle_transitions(3, 3, 181440));
+    floe *c = connect_ok(&d);
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "spread", &info), FLOE_OK);
+    ck_assert_uint_eq(info.keys, 181440);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *mc_suite(void)
 {
     Suite *s = suite_create("mc");
@@ -196,6 +272,7 @@ Suite *mc_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, puzzle_and_hanoi_closed_forms);
     tcase_add_test(tc, tree_table_counts);
+    tcase_add_test(tc, workers_over_hosts);
     tcase_add_test(tc, philosophers_against_a_plain_search);
     tcase_add_test(tc, expect_and_bad_command_lines);
     suite_add_tcase(s, tc);
