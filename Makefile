@@ -265,7 +265,7 @@ bench-kernel: build/rel/floe-kbench
 	./build/rel/floe-kbench
 
 format:
-	clang-format -i tables/*.[ch] daemon/*.[ch] client/*.[ch] proto/*.h bench/*.[ch] examples/*.c \
+	clang-format -i tables/*.[ch] daemon/*.[ch] client/*.[ch] proto/*.h bench/*.[ch] examples/*.c examples/mc/*.[ch] \
 	  tests/unit/*.[ch] tests/integration/*.[ch] gpu/*.cu
 
 clean:

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BYTES ((size_t)64 << 20)
+#define BYTES  ((size_t)64 << 20)
 #define ROUNDS 8
 
 typedef struct {

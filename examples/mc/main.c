@@ -225,29 +225,46 @@ int main(int argc, char **argv)
 {
     options o = {.server = "floe://127.0.0.1:7450", .workers = 1, .batch = 65536, .inflight = 8};
     static const struct option longopts[] = {
-        {"model", required_argument, 0, 'm'},  {"server", required_argument, 0, 's'},
-        {"token", required_argument, 0, 'T'},  {"workers", required_argument, 0, 'w'},
-        {"worker", required_argument, 0, 'W'}, {"table", required_argument, 0, 't'},
+        {"model", required_argument, 0, 'm'},    {"server", required_argument, 0, 's'},
+        {"token", required_argument, 0, 'T'},    {"workers", required_argument, 0, 'w'},
+        {"worker", required_argument, 0, 'W'},   {"table", required_argument, 0, 't'},
         {"capacity", required_argument, 0, 'C'}, {"backend", required_argument, 0, 'B'},
-        {"batch", required_argument, 0, 'k'},  {"inflight", required_argument, 0, 'P'},
-        {"expect", required_argument, 0, 'E'}, {"keep", no_argument, 0, 'K'},
-        {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},
-        {"tree", no_argument, 0, 'R'},
-        {0, 0, 0, 0},
+        {"batch", required_argument, 0, 'k'},    {"inflight", required_argument, 0, 'P'},
+        {"expect", required_argument, 0, 'E'},   {"keep", no_argument, 0, 'K'},
+        {"quiet", no_argument, 0, 'q'},          {"help", no_argument, 0, 'h'},
+        {"tree", no_argument, 0, 'R'},           {0, 0, 0, 0},
     };
     int ch;
     uint64_t v;
     while ((ch = getopt_long(argc, argv, "m:s:w:t:k:P:qh", longopts, NULL)) != -1) {
         switch (ch) {
-        case 'm': o.model = optarg; break;
-        case 's': o.server = optarg; break;
-        case 'T': o.token = optarg; break;
-        case 't': o.table = optarg; break;
-        case 'B': o.backend = optarg; break;
-        case 'K': o.keep = 1; break;
-        case 'R': o.tree = 1; break;
-        case 'q': o.quiet = 1; break;
-        case 'h': usage(stdout); return 0;
+        case 'm':
+            o.model = optarg;
+            break;
+        case 's':
+            o.server = optarg;
+            break;
+        case 'T':
+            o.token = optarg;
+            break;
+        case 't':
+            o.table = optarg;
+            break;
+        case 'B':
+            o.backend = optarg;
+            break;
+        case 'K':
+            o.keep = 1;
+            break;
+        case 'R':
+            o.tree = 1;
+            break;
+        case 'q':
+            o.quiet = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
         case 'w':
             if (parse_size(optarg, &v) || v < 1 || v > 1024) {
                 fprintf(stderr, "floe-mc: --workers takes 1..1024, got '%s'\n", optarg);
@@ -293,7 +310,9 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        default: usage(stderr); return 2;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (optind < argc || !o.model) {
@@ -339,7 +358,8 @@ int main(int argc, char **argv)
         else
             snprintf(who, sizeof who, "%u worker%s", o.workers, o.workers == 1 ? "" : "s");
         if (packed)
-            fprintf(stderr, "floe-mc: %s, %u words per state, SET table %s (states packed into %u-bit keys) on %s, %s\n",
+            fprintf(stderr,
+                    "floe-mc: %s, %u words per state, SET table %s (states packed into %u-bit keys) on %s, %s\n",
                     m.name, m.words, o.table, mc_key_bits(&m), o.server, who);
         else
             fprintf(stderr, "floe-mc: %s, %u words per state, TREE table %s (states as vectors) on %s, %s\n", m.name,
@@ -366,7 +386,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (unsigned i = 0; i < nw; i++) {
-        mc_run r = {&m,         o.server, o.token,    o.table, o.one_worker ? o.index : i,
+        mc_run r = {&m,        o.server, o.token,    o.table, o.one_worker ? o.index : i,
                     o.workers, o.batch,  o.inflight, packed,  start[0]};
         fflush(NULL);
         pids[i] = fork();

@@ -67,8 +67,7 @@ static unsigned next_packed(const mc_model *m, uint64_t s, uint64_t *out)
 int mc_puzzle_init(mc_model *m, int rows, int cols, char *err, size_t errlen)
 {
     if (rows < 2 || cols < 2 || rows * cols > MC_MAX_WORDS) {
-        snprintf(err, errlen, "puzzle:%dx%d: R and C must be at least 2 and R*C at most %d", rows, cols,
-                 MC_MAX_WORDS);
+        snprintf(err, errlen, "puzzle:%dx%d: R and C must be at least 2 and R*C at most %d", rows, cols, MC_MAX_WORDS);
         return -1;
     }
     const unsigned cells = (unsigned)(rows * cols);

@@ -6,11 +6,11 @@
  */
 #include "worker.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <errno.h>
 
 #include "floe.h"
 
@@ -90,8 +90,7 @@ static void take_answers(worker *w, const void *states, size_t esz, const uint64
     atomic_fetch_add(&w->p->states, mine);
 }
 
-static void on_keys(void *arg, int status, const uint64_t *keys, const uint64_t *tags, const uint8_t *results,
-                    size_t n)
+static void on_keys(void *arg, int status, const uint64_t *keys, const uint64_t *tags, const uint8_t *results, size_t n)
 {
     (void)tags;
     worker *w = arg;

@@ -28,9 +28,9 @@ typedef struct mc_run {
  * reports progress (it may live in memory shared across processes). */
 typedef struct mc_progress {
     _Atomic uint64_t states, transitions;
-    atomic_int done;  /* 1 when finished (status set) */
-    int status;       /* 0 or a FLOE_ERR_* code */
-    char error[256];  /* why, when status is not 0 */
+    atomic_int done; /* 1 when finished (status set) */
+    int status;      /* 0 or a FLOE_ERR_* code */
+    char error[256]; /* why, when status is not 0 */
 } mc_progress;
 
 /* Runs worker r->index of r->workers to the end; returns 0, or -1 with

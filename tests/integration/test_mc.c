@@ -56,7 +56,7 @@ START_TEST(puzzle_and_hanoi_closed_forms)
     for (int w = 0; w < 2; w++) {
         check_run(&d, "puzzle:2x4", workers[w], 20160, puzzle_transitions(2, 4, 20160));   /* 8!/2 */
         check_run(&d, "puzzle:3x3", workers[w], 181440, puzzle_transitions(3, 3, 181440)); /* 9!/2 */
-        check_run(&d, "hanoi:8", workers[w], 6561, 19680); /* 3^8; 3 x 3^8 - 3 moves */
+        check_run(&d, "hanoi:8", workers[w], 6561, 19680);                                 /* 3^8; 3 x 3^8 - 3 moves */
     }
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
 }
@@ -75,7 +75,8 @@ START_TEST(tree_table_counts)
         ck_assert_int_eq(run_mc(&d, &out, args), 0);
         ck_assert(strstr(out, "TREE table") != NULL);
         ck_assert_uint_eq(field(out, "states "), 6561);
-        ck_assert_uint_eq(field(out, "transitions "), 19680); /* 3 moves from each state, 2 from the 3 with one full peg */
+        ck_assert_uint_eq(field(out, "transitions "),
+                          19680); /* 3 moves from each state, 2 from the 3 with one full peg */
         free(out);
     }
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
@@ -182,18 +183,18 @@ START_TEST(expect_and_bad_command_lines)
     floe *c = connect_ok(&d);
     floe_table_def t = {.name = "taken", .kind = FLOE_TABLE_SET, .key_bits = 6};
     ck_assert_int_eq(floe_create(c, &t), FLOE_OK);
-    ck_assert_int_eq(run_mc(&d, &out, (const char *const[]){"--model", "hanoi:3", "--worker", "0/1", "--table",
-                                                             "taken", NULL}),
-                     1);
+    ck_assert_int_eq(
+        run_mc(&d, &out, (const char *const[]){"--model", "hanoi:3", "--worker", "0/1", "--table", "taken", NULL}), 1);
     free(out);
     /* and the table is untouched */
     floe_table_info info;
     ck_assert_int_eq(floe_stats(c, "taken", &info), FLOE_OK);
     ck_assert_uint_eq(info.keys, 0);
     /* one worker of a one-worker run over hosts is a whole run: hanoi:3 = 27 */
-    ck_assert_int_eq(run_mc(&d, &out, (const char *const[]){"--model", "hanoi:3", "--worker", "0/1", "--table",
-                                                             "h3", "--keep", NULL}),
-                     0);
+    ck_assert_int_eq(
+        run_mc(&d, &out,
+               (const char *const[]){"--model", "hanoi:3", "--worker", "0/1", "--table", "h3", "--keep", NULL}),
+        0);
     ck_assert_uint_eq(field(out, "states "), 27);
     free(out);
     ck_assert_int_eq(floe_stats(c, "h3", &info), FLOE_OK);

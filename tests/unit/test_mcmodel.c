@@ -56,8 +56,8 @@ START_TEST(widths_and_closed_forms)
     ck_assert_int_eq(mc_model_parse("puzzle:5x5", &m, err, sizeof err), 0);
     ck_assert(!mc_packs(&m));
     ck_assert_ptr_null(m.next_packed);
-    const char *bad[] = {"puzzle:1x4", "puzzle:3", "puzzle:3x", "puzzle:x3", "puzzle:3x4x5", "puzzle:-2x3",
-                         "hanoi:0", "hanoi:", "hanoi:3a", "phils:1", "phils:65", "dining:5", "puzzle", ""};
+    const char *bad[] = {"puzzle:1x4", "puzzle:3", "puzzle:3x", "puzzle:x3", "puzzle:3x4x5", "puzzle:-2x3", "hanoi:0",
+                         "hanoi:",     "hanoi:3a", "phils:1",   "phils:65",  "dining:5",     "puzzle",      ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
         ck_assert_msg(mc_model_parse(bad[i], &m, err, sizeof err) != 0, "'%s' accepted", bad[i]);
