@@ -186,18 +186,24 @@ static inline void hot_set(wl_stream *s, uint64_t h)
  * pass branches on it.  Costs about a fifth of the general loop per key. */
 #define FAST_BLOCK 1024
 
+/* AVX-512 and baseline versions, picked at load time by an ifunc resolver;
+ * not under ThreadSanitizer, whose runtime is not up yet when resolvers run. */
+#if defined(__SANITIZE_THREAD__)
+#define VECTOR_CLONES
+#else
+#define VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#endif
+
 /* Pass 1: a hash of a counter per key (no serial chain through a
  * generator: xorshift's is 6 cycles a draw). */
-__attribute__((target_clones("arch=x86-64-v4", "default"))) static void fast_draws(uint64_t ctr, size_t n,
-                                                                                 uint64_t *r)
+VECTOR_CLONES static void fast_draws(uint64_t ctr, size_t n, uint64_t *r)
 {
     for (size_t i = 0; i < n; i++)
         r[i] = splitmix(ctr + (i + 1) * 0x632BE59BD9B4E019ull);
 }
 
 /* Pass 3: ordinals to keys. */
-__attribute__((target_clones("arch=x86-64-v4", "default"))) static void fast_permute(const wl_stream *s, size_t n,
-                                                                                   uint64_t *x)
+VECTOR_CLONES static void fast_permute(const wl_stream *s, size_t n, uint64_t *x)
 {
     const uint64_t off = s->seed_off, mask = s->mask;
     const unsigned shift = s->shift;
@@ -350,6 +356,7 @@ void wl_next_vectors(wl_stream *s, int op, size_t n, uint32_t *vectors, uint8_t 
 
 /* Which answers each expectation accepts, a bit per answer; a byte that is
  * none of the five answers is always wrong. */
+/* clang-format off */
 static const uint8_t ACCEPTS[8] = {
     [WL_EXPECT_INSERTED] = 1u << FLOE_INSERTED,
     [WL_EXPECT_PRESENT] = 1u << FLOE_PRESENT,
@@ -357,6 +364,7 @@ static const uint8_t ACCEPTS[8] = {
     [WL_EXPECT_STORED] = 1u << FLOE_INSERTED | 1u << FLOE_PRESENT,
     [WL_EXPECT_ANY] = (1u << (FLOE_ERASED + 1)) - 1, /* any of the five answers */
 };
+/* clang-format on */
 
 bool wl_answer_ok(uint8_t expect, uint8_t answer)
 {
