@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -397,6 +398,9 @@ int main(int argc, char **argv)
             return 1;
         }
         if (pids[i] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGTERM); /* no orphaned workers when floe-mc is killed */
+            if (getppid() == 1)
+                _exit(1);
             if (start[1] >= 0)
                 close(start[1]);
             _exit(mc_worker_run(&r, &prog[i]) == 0 ? 0 : 1);
@@ -410,11 +414,23 @@ int main(int argc, char **argv)
     double last = t0;
     uint64_t last_states = 0;
     unsigned done = 0;
+    int *status = calloc(nw, sizeof *status), *reaped = calloc(nw, sizeof *reaped);
+    int stopped = 0; /* a worker failed or died: the run cannot be complete, stop the rest */
     while (done < nw) {
         usleep(20000);
         done = 0;
-        for (unsigned i = 0; i < nw; i++)
-            done += atomic_load(&prog[i].done) != 0;
+        for (unsigned i = 0; i < nw; i++) {
+            if (!reaped[i] && waitpid(pids[i], &status[i], WNOHANG) == pids[i])
+                reaped[i] = 1;
+            const int failed = reaped[i] && (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0);
+            if (failed && !stopped) {
+                stopped = 1;
+                for (unsigned j = 0; j < nw; j++)
+                    if (!reaped[j])
+                        kill(pids[j], SIGTERM);
+            }
+            done += reaped[i];
+        }
         const double t = now();
         if (!o.quiet && t - last >= 1.0) {
             uint64_t s = sum_states(prog, nw, NULL);
@@ -427,16 +443,23 @@ int main(int argc, char **argv)
     const double secs = now() - t0;
     int bad = 0;
     for (unsigned i = 0; i < nw; i++) {
-        int status;
-        waitpid(pids[i], &status, 0);
+        const unsigned who = o.one_worker ? o.index : i;
         if (prog[i].status) {
-            fprintf(stderr, "floe-mc: worker %u: %s\n", o.one_worker ? o.index : i, prog[i].error);
+            fprintf(stderr, "floe-mc: worker %u: %s\n", who, prog[i].error);
             bad = 1;
-        } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "floe-mc: worker %u died (status %d)\n", o.one_worker ? o.index : i, status);
+        } else if (WIFSIGNALED(status[i]) && WTERMSIG(status[i]) == SIGTERM && stopped) {
+            fprintf(stderr, "floe-mc: worker %u stopped: another worker failed\n", who);
+            bad = 1;
+        } else if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0) {
+            if (WIFSIGNALED(status[i]))
+                fprintf(stderr, "floe-mc: worker %u died of signal %d\n", who, WTERMSIG(status[i]));
+            else
+                fprintf(stderr, "floe-mc: worker %u exited %d\n", who, WEXITSTATUS(status[i]));
             bad = 1;
         }
     }
+    free(status);
+    free(reaped);
     uint64_t transitions, states = sum_states(prog, nw, &transitions);
     printf("model        %s (%s table, %u worker%s%s)\n", m.name, packed ? "SET" : "TREE", o.workers,
            o.workers == 1 ? "" : "s", o.one_worker ? ", this process ran one" : "");
@@ -449,6 +472,8 @@ int main(int argc, char **argv)
         printf("worker %-5u %" PRIu64 " states (%.1f%%), %" PRIu64 " transitions\n", i, s,
                states ? 100.0 * (double)s / (double)states : 0.0, (uint64_t)atomic_load(&prog[i].transitions));
     }
+    if (bad)
+        printf("check        FAILED: the run did not complete (the errors are above)\n");
     if (!bad && !o.one_worker) {
         if (m.expect && states != m.expect) {
             printf("check        WRONG: %" PRIu64 " states, the model has %" PRIu64 "\n", states, m.expect);
