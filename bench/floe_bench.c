@@ -269,38 +269,10 @@ static void usage(void)
            "request errors, FULL, wrong answers or counts); 2 a usage error.\n");
 }
 
-/* A count: decimal, with an optional K, M, G (powers of 1024). */
-static bool parse_count(const char *s, uint64_t *out)
-{
-    char *end;
-    if (s[0] < '0' || s[0] > '9')
-        return false;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return false;
-    unsigned shift = 0;
-    if (*end == 'k' || *end == 'K')
-        shift = 10;
-    else if (*end == 'm' || *end == 'M')
-        shift = 20;
-    else if (*end == 'g' || *end == 'G')
-        shift = 30;
-    if (shift) {
-        end++;
-        if (*end == 'i')
-            end++;
-    }
-    if (*end || v > (UINT64_MAX >> shift))
-        return false;
-    *out = (uint64_t)v << shift;
-    return true;
-}
-
 static bool parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
     uint64_t v;
-    if (!parse_count(s, &v) || v < lo || v > hi)
+    if (!floe_parse_size(s, &v) || v < lo || v > hi)
         return false;
     *out = (unsigned)v;
     return true;
@@ -437,7 +409,7 @@ static int parse_options(int argc, char **argv, options *o)
                 return usage_error("--pipeline is 1..4096, not '%s'", a);
             break;
         case 'k':
-            if (!parse_count(a, &o->keys) || o->keys < 1 || o->keys > (UINT64_C(1) << 26))
+            if (!floe_parse_size(a, &o->keys) || o->keys < 1 || o->keys > (UINT64_C(1) << 26))
                 return usage_error("--keys-per-request is 1..64M, not '%s'", a);
             break;
         case OPT_RATIO:
@@ -469,12 +441,12 @@ static int parse_options(int argc, char **argv, options *o)
             hot_knob = true;
             break;
         case OPT_HOT_KEYS:
-            if (!parse_count(a, &o->hot_keys) || o->hot_keys < 1 || o->hot_keys > (UINT64_C(1) << 26))
+            if (!floe_parse_size(a, &o->hot_keys) || o->hot_keys < 1 || o->hot_keys > (UINT64_C(1) << 26))
                 return usage_error("--hotset-keys is 1..64M, not '%s'", a);
             hot_knob = true;
             break;
         case OPT_SEED:
-            if (!parse_count(a, &o->seed))
+            if (!floe_parse_size(a, &o->seed))
                 return usage_error("--seed is a whole number, not '%s'", a);
             break;
         case OPT_KIND:
@@ -510,7 +482,7 @@ static int parse_options(int argc, char **argv, options *o)
             o->keep = create_knob = true;
             break;
         case OPT_CAPACITY:
-            if (!parse_count(a, &o->capacity) || o->capacity < 1)
+            if (!floe_parse_size(a, &o->capacity) || o->capacity < 1)
                 return usage_error("--capacity is a count of keys (16M, 1000000), not '%s'", a);
             create_knob = true;
             break;
@@ -531,7 +503,7 @@ static int parse_options(int argc, char **argv, options *o)
             duration_set = true;
             break;
         case 'n':
-            if (!parse_count(a, &o->requests) || o->requests < 1)
+            if (!floe_parse_size(a, &o->requests) || o->requests < 1)
                 return usage_error("--requests (per connection) is a count of at least 1, not '%s'", a);
             break;
         case OPT_RATE:

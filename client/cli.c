@@ -68,51 +68,6 @@ static bool parse_u64(const char *s, uint64_t *out)
     return true;
 }
 
-/* A size: a whole number with an optional K, M, G or T (powers of 1024, as
- * in floed.conf) and an optional B or iB: 100M, 4GiB. */
-static bool parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    if (s[0] < '0' || s[0] > '9')
-        return false;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return false;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        break;
-    case 't':
-    case 'T':
-        shift = 40;
-        break;
-    default:
-        break;
-    }
-    if (shift) {
-        end++;
-        if (*end == 'i' || *end == 'I')
-            end++;
-        if (*end == 'b' || *end == 'B')
-            end++;
-    }
-    if (*end || v > (UINT64_MAX >> shift))
-        return false;
-    *out = (uint64_t)v << shift;
-    return true;
-}
-
 static const char *kind_name(int kind)
 {
     return kind == FLOE_TABLE_SET ? "SET" : kind == FLOE_TABLE_MAP ? "MAP" : kind == FLOE_TABLE_TREE ? "TREE" : "?";
@@ -430,9 +385,9 @@ static int cmd_create(floe *c, int argc, char **argv)
             d.value_bytes = (unsigned)x;
         } else if (strcmp(o, "--words") == 0 && parse_u64(v, &x) && x <= 65536) {
             d.words = (unsigned)x; /* the server checks the range (2..256) */
-        } else if (strcmp(o, "--capacity") == 0 && (parse_u64(v, &x) || parse_size(v, &x))) {
+        } else if (strcmp(o, "--capacity") == 0 && (parse_u64(v, &x) || floe_parse_size(v, &x))) {
             d.capacity = x;
-        } else if (strcmp(o, "--memory") == 0 && parse_size(v, &x)) {
+        } else if (strcmp(o, "--memory") == 0 && floe_parse_size(v, &x)) {
             d.memory = x;
         } else if (strcmp(o, "--max-fill") == 0) {
             char *end;

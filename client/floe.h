@@ -72,6 +72,10 @@ void floe_close(floe *c);
 int floe_error(const floe *c);          /* the last error code, or FLOE_OK */
 const char *floe_errstr(const floe *c); /* its message ("" if none) */
 const char *floe_strerror(int code);    /* "OK", "ERR_NO_TABLE", "ERR_IO", ... */
+/* A count or size as the floe tools take it: a whole decimal number with an
+ * optional K, M, G or T (powers of 1024, as in floed.conf) and an optional
+ * i and B (64M, 4GiB).  Returns 1 and sets *out, or 0 if s is not one. */
+int floe_parse_size(const char *s, uint64_t *out);
 
 typedef struct floe_server_info {
     unsigned version;   /* protocol version */

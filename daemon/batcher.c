@@ -169,6 +169,16 @@ static void free_buffers(batch_slot *sl)
     sl->scan_vectors = NULL;
 }
 
+/* One item's keys (and values) to position at of the slot's buffers. */
+static void copy_item(batch_slot *sl, const item *it, size_t at, size_t kb, bool with_values)
+{
+    const size_t vb = sl->bt->value_bytes;
+    if (it->n)
+        memcpy((unsigned char *)sl->keys_buf + at * kb, item_keys(it), it->n * kb);
+    if (with_values)
+        memcpy(sl->values_buf + at * vb, it->values, it->n * vb);
+}
+
 typedef struct {
     batch_slot *sl;
     const item **items;
@@ -180,12 +190,7 @@ typedef struct {
 static void merge_task(void *arg, size_t i)
 {
     const merge_job *j = arg;
-    const item *it = j->items[i];
-    const size_t vb = j->sl->bt->value_bytes;
-    if (it->n)
-        memcpy((unsigned char *)j->sl->keys_buf + j->at[i] * j->kb, item_keys(it), it->n * j->kb);
-    if (j->with_values)
-        memcpy(j->sl->values_buf + j->at[i] * vb, it->values, it->n * vb);
+    copy_item(j->sl, j->items[i], j->at[i], j->kb, j->with_values);
 }
 
 /* Copies the items' keys (and values) one after another into the slot's
@@ -202,16 +207,14 @@ static void merge_items(batcher *bt, batch_slot *sl, item *first, size_t kb, boo
         at[n++] = total;
         total += it->n;
     }
-    merge_job j = {sl, items, at, kb, with_values};
     if (!it && n > 1 && total * kb >= SMALL) { /* all of them listed, and worth the threads */
+        merge_job j = {sl, items, at, kb, with_values};
         floe_pool_run(bt->srv->merge_pool, n, merge_task, &j);
         return;
     }
     size_t off = 0;
     for (it = first; it; it = it->next) {
-        items[0] = it;
-        at[0] = off;
-        merge_task(&j, 0);
+        copy_item(sl, it, off, kb, with_values);
         off += it->n;
     }
 }
@@ -390,7 +393,6 @@ bool batcher_idle(batcher *bt)
     return idle;
 }
 
-/* The response of one key-operation item: its slice [at, at + n) of b. */
 /* The response of one key-operation item: its slice [at, at + n) of o. */
 static frame *key_reply(const batch_out *o, const item *it, size_t at)
 {
@@ -432,7 +434,7 @@ frame *batcher_pack(frame *f)
     return packed;
 }
 
-/* Queues it's answer, a slice of o, to be packed by its connection's io
+/* Queues its answer, a slice of o, to be packed by its connection's io
  * thread: packing 64 Ki answers and freeing the request are spread over the
  * io threads instead of holding up this table's next batch. */
 static void answer_later(item *it, batch_out *o, size_t at)

@@ -355,24 +355,13 @@ static floe_status check_keys(const floe_spec *spec, const ProtobufCBinaryData *
         return FLOE_ERR_INVALID;
     }
     size_t n = keys->len / 8;
-    /* One pass that ORs every key (vectorised), and a search only when some key is too wide. */
-    uint64_t any = 0;
-    if (spec->key_bits < 64)
-        for (size_t i = 0; i < n; i++) {
-            uint64_t k;
-            memcpy(&k, keys->data + 8 * i, 8);
-            any |= k;
-        }
-    if (spec->key_bits < 64 && (any >> spec->key_bits)) {
-        for (size_t i = 0; i < n; i++) {
-            uint64_t k;
-            memcpy(&k, keys->data + 8 * i, 8);
-            if (k >> spec->key_bits) {
-                snprintf(msg, len, "key %llu at index %zu does not fit in key_bits = %u of table %s",
-                         (unsigned long long)k, i, spec->key_bits, spec->name);
-                return FLOE_ERR_INVALID;
-            }
-        }
+    /* per request, so that a bad key fails its own request, not the batch it would join
+     * (protobuf-c allocates bytes fields: the keys are aligned u64s, as the batch uses them) */
+    floe_error e;
+    floe_status st = floe_keys_check(spec->key_bits, (const uint64_t *)(const void *)keys->data, n, &e);
+    if (st != FLOE_OK) {
+        snprintf(msg, len, "table %.64s: %.180s", spec->name, e.msg);
+        return st;
     }
     if (values && values->len && !values_allowed) {
         snprintf(msg, len, "table %s is a %s: values are for MAP tables", spec->name, floe_kind_name(spec->kind));

@@ -71,26 +71,6 @@ static void usage(FILE *f)
             mc_model_help());
 }
 
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *e;
-    errno = 0;
-    unsigned long long v = strtoull(s, &e, 10);
-    if (e == s || errno || *s == '-')
-        return -1;
-    unsigned shift = 0;
-    if (*e == 'K' || *e == 'k')
-        shift = 10, e++;
-    else if (*e == 'M' || *e == 'm')
-        shift = 20, e++;
-    else if (*e == 'G' || *e == 'g')
-        shift = 30, e++;
-    if (*e || (shift && v > (~0ull >> shift)))
-        return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
 static double now(void)
 {
     struct timespec t;
@@ -267,7 +247,7 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         case 'w':
-            if (parse_size(optarg, &v) || v < 1 || v > 1024) {
+            if (!floe_parse_size(optarg, &v) || v < 1 || v > 1024) {
                 fprintf(stderr, "floe-mc: --workers takes 1..1024, got '%s'\n", optarg);
                 return 2;
             }
@@ -286,27 +266,27 @@ int main(int argc, char **argv)
             break;
         }
         case 'C':
-            if (parse_size(optarg, &o.capacity) || o.capacity == 0) {
+            if (!floe_parse_size(optarg, &o.capacity) || o.capacity == 0) {
                 fprintf(stderr, "floe-mc: --capacity takes a positive count (K, M, G allowed), got '%s'\n", optarg);
                 return 2;
             }
             break;
         case 'k':
-            if (parse_size(optarg, &v) || v < 1 || v > ((uint64_t)1 << 22)) {
+            if (!floe_parse_size(optarg, &v) || v < 1 || v > ((uint64_t)1 << 22)) {
                 fprintf(stderr, "floe-mc: --batch takes 1..4M, got '%s'\n", optarg);
                 return 2;
             }
             o.batch = (size_t)v;
             break;
         case 'P':
-            if (parse_size(optarg, &v) || v < 1 || v > 1024) {
+            if (!floe_parse_size(optarg, &v) || v < 1 || v > 1024) {
                 fprintf(stderr, "floe-mc: --inflight takes 1..1024, got '%s'\n", optarg);
                 return 2;
             }
             o.inflight = (unsigned)v;
             break;
         case 'E':
-            if (parse_size(optarg, &o.expect) || o.expect == 0) {
+            if (!floe_parse_size(optarg, &o.expect) || o.expect == 0) {
                 fprintf(stderr, "floe-mc: --expect takes a positive count, got '%s'\n", optarg);
                 return 2;
             }

@@ -80,12 +80,37 @@ START_TEST(cli_subcommands)
 }
 END_TEST
 
+/* floe_parse_size, which the CLI, floe-bench and floe-mc share for their
+ * counts and sizes. */
+START_TEST(sizes_the_tools_take)
+{
+    static const struct {
+        const char *text;
+        uint64_t want;
+    } good[] = {{"0", 0},           {"7", 7},         {"64K", 65536},
+                {"64k", 65536},     {"3M", 3u << 20}, {"4GiB", 4ull << 30},
+                {"2T", 2ull << 40}, {"1KB", 1024},    {"18446744073709551615", UINT64_MAX}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 1;
+        ck_assert_msg(floe_parse_size(good[i].text, &v) == 1, "'%s' refused", good[i].text);
+        ck_assert_uint_eq(v, good[i].want);
+    }
+    const char *bad[] = {"", "-1", " 5", "5 ", "0x10", "12Q", "1.5M", "K", "16777216T", "18446744073709551616"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t v = 42;
+        ck_assert_msg(floe_parse_size(bad[i], &v) == 0, "'%s' accepted", bad[i]);
+        ck_assert_uint_eq(v, 42); /* untouched */
+    }
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, cli_subcommands);
+    tcase_add_test(tc, sizes_the_tools_take);
     suite_add_tcase(s, tc);
     return s;
 }
