@@ -1,10 +1,17 @@
 # floe - one entry point: deps, all, run, test, bench, device-bundle, install, clean
 #
 #   make run      install deps, build, and start floed in the foreground (RUN_ARGS="--port 7451")
-#   make deps     install the Debian packages floe builds with (root or sudo)
-#   make          build the release libraries and tools into build/rel
+#   make deps     install the Debian packages floe builds and tests with (root or sudo);
+#                 make deps-build only those the build needs
+#   make          build the release libraries and tools into build/rel (make -j$(nproc) is faster)
 #   make test     build with AddressSanitizer + UBSan and run every test that
-#                 needs no GPU, then the large capacity test in the release build
+#                 needs no GPU, then the large capacity test in the release build,
+#                 floe-bench runs, and the install test (test-install)
+#   make install  PREFIX=/usr/local DESTDIR= SYSCONFDIR=...: floed, the tools, libfloe
+#                 (.so, .a, headers, pkg-config), floed.conf, the systemd unit, man pages;
+#                 make uninstall removes them again (see "Building and testing" in README.md)
+#   make man      the man pages (help2man, from the --help texts) into build/man
+#   make test-image  build the Dockerfile's CPU-only image with buildah and try it (opt-in, root)
 #   make test-tsan  the unit tests under ThreadSanitizer (slow; not in `make test`)
 #   make bench    start a CPU floed on a free port and run floe-bench against it (E1-, E2-like)
 #   make bench-kernel  the CPU kernel benchmark (K1 scaled to this machine)
@@ -12,11 +19,25 @@
 #   make device-bundle  self-contained binaries in bundle/ (static libevent, protobuf-c,
 #                 OpenSSL, Check, CUDA runtime) for a GPU host with only the driver
 
-DEPS_PKGS := libevent-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev check pkg-config
+# What the build needs, and what `make test` needs besides (help2man: the man pages of
+# `make install`; systemd: `systemd-analyze verify` of the unit; prometheus-client: the
+# /metrics parser of the tests).
+BUILD_PKGS := make gcc libc6-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev check pkg-config \
+              libsystemd-dev libcap-dev
+TEST_PKGS  := help2man python3-prometheus-client systemd
+DEPS_PKGS  := $(BUILD_PKGS) $(TEST_PKGS)
+# the release (proto/floe_wire.h); libfloe.so.$(VERSION) has the soname libfloe.so.$(SOVERSION)
+VERSION   := $(shell sed -n 's/^\#define FLOE_VERSION *"\(.*\)".*/\1/p' proto/floe_wire.h)
+SOVERSION := 0
 
 CC      ?= gcc
 NVCC    ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 GPU     ?= $(if $(NVCC),1,0)
+ifeq ($(GPU),1)
+ifeq ($(NVCC),)
+$(error GPU=1 but nvcc is not in /usr/local/cuda/bin or PATH: install the CUDA toolkit, pass NVCC=/path/to/nvcc, or build without CUDA with GPU=0)
+endif
+endif
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 GEN     := build/gen
@@ -33,6 +54,8 @@ PKG_EVENT  := $(shell pkg-config --libs libevent_pthreads 2>/dev/null || echo -l
 PKG_PROTO  := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 PKG_CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 PKG_CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
+# sd_notify (Type=notify under systemd)
+PKG_SYSTEMD := $(shell pkg-config --libs libsystemd 2>/dev/null || echo -lsystemd)
 
 TABLES_SRC := tables/status.c tables/spec.c tables/pool.c tables/dedup.c tables/iceberg.c tables/tree.c \
               tables/tablefile.c tables/backend.c tables/backend_cpu.c
@@ -63,39 +86,63 @@ bench_objs  = $(patsubst %.c,build/$(1)/%.o,$(BENCH_SRC))
 mc_objs     = $(patsubst %.c,build/$(1)/%.o,$(MC_SRC))
 mcmodel_objs = $(patsubst %.c,build/$(1)/%.o,$(wildcard examples/mc/model*.c))
 
-.PHONY: all run install deps test test-unit test-integration test-big test-bench test-tsan bench bench-kernel clean check-cuda format
+.PHONY: all run install uninstall man deps deps-build test test-unit test-integration test-big test-bench test-tsan \
+        test-install test-image bench bench-kernel clean check-cuda format service-bundle
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
+# Keep every object: none is an intermediate file to delete after the link, so a second
+# `make` with nothing changed runs nothing (tests/install/no-rebuild.sh checks it).
+.SECONDARY:
+# A recipe that fails leaves no half-written target behind.
+.DELETE_ON_ERROR:
 
-all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-e1-local build/rel/floe-bench build/rel/floe-membw build/rel/floe-mc build/rel/floe-tests check-cuda
+LIBFLOE_SO := build/rel/libfloe.so.$(VERSION)
+all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a $(LIBFLOE_SO) build/rel/libfloe.so.$(SOVERSION) build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-e1-local build/rel/floe-bench build/rel/floe-membw build/rel/floe-mc build/rel/floe-tests check-cuda
 
-deps:
-	@if dpkg -s $(DEPS_PKGS) >/dev/null 2>&1; then \
-	  echo "deps: $(DEPS_PKGS) already installed"; \
+deps: DEPS_LIST = $(DEPS_PKGS)
+deps-build: DEPS_LIST = $(BUILD_PKGS)
+deps deps-build:
+	@if dpkg -s $(DEPS_LIST) >/dev/null 2>&1; then \
+	  echo "deps: $(DEPS_LIST) already installed"; \
 	else \
 	  SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && \
-	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEPS_PKGS); \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEPS_LIST); \
 	fi
 
+# Said once, before the first thing a build in a fresh tree compiles (not on every `make`,
+# so that `make -q` and `make -n` stay silent once everything is built): whether CUDA is
+# built and how to skip it, and -j.
+HINT := build/.hint-gpu$(GPU)
+$(HINT):
+	@mkdir -p $(dir $@)
+	@case " $$MAKEFLAGS" in *" -j"*) ;; *) echo "floe: tip: make -j$$(nproc 2>/dev/null || echo 4) builds in parallel";; esac
+ifeq ($(GPU),1)
+	@echo "floe: building the CUDA backend with $(NVCC) (fat binaries for sm_80 to sm_90: minutes);" \
+	  "make GPU=0 builds without it$(if $(wildcard /dev/nvidia0),, (this machine has no GPU: floed runs on the CPU here))"
+else
+	@echo "floe: building without CUDA (GPU=0$(if $(NVCC),,: no nvcc in /usr/local/cuda/bin or PATH)): floed runs on the CPU engine"
+endif
+	@touch $@
+
 # The protocol's C code is generated at build time from proto/floe.proto.
-$(GEN)/floe.pb-c.c $(GEN)/floe.pb-c.h: proto/floe.proto
+$(GEN)/floe.pb-c.c $(GEN)/floe.pb-c.h &: proto/floe.proto | $(HINT)
 	@mkdir -p $(GEN)
 	protoc-c --c_out=$(GEN) --proto_path=proto proto/floe.proto
 build/%/proto/floe.pb-c.o: $(GEN)/floe.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 -g $(if $(filter san,$*),$(OPT_san),) $(if $(filter tsan,$*),$(OPT_tsan),) $(if $(filter pic,$*),-fPIC,) -c $< -o $@
 
-build/rel/%.o: %.c | $(GEN)/floe.pb-c.h
+build/rel/%.o: %.c | $(GEN)/floe.pb-c.h $(HINT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT_rel) $(PKG_CHECK_CFLAGS) -c $< -o $@
-build/san/%.o: %.c | $(GEN)/floe.pb-c.h
+build/san/%.o: %.c | $(GEN)/floe.pb-c.h $(HINT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT_san) $(PKG_CHECK_CFLAGS) -c $< -o $@
-build/pic/%.o: %.c | $(GEN)/floe.pb-c.h
+build/pic/%.o: %.c | $(GEN)/floe.pb-c.h $(HINT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT_rel) -fPIC -c $< -o $@
-build/tsan/%.o: %.c | $(GEN)/floe.pb-c.h
+build/tsan/%.o: %.c | $(GEN)/floe.pb-c.h $(HINT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT_tsan) $(PKG_CHECK_CFLAGS) -c $< -o $@
 
@@ -107,17 +154,22 @@ build/tsan/libfloetables.a: $(call tables_objs,tsan)
 	ar rcs $@ $^
 
 build/rel/floed: $(call daemon_objs,rel) $(call proto_obj,rel) $(call gpu_objs,rel) build/rel/libfloetables.a
-	$(CC) -pthread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(GPU_LINK) -lm -o $@
+	$(CC) -pthread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(PKG_SYSTEMD) $(GPU_LINK) -lm -o $@
 build/tsan/floed: $(call daemon_objs,tsan) $(call proto_obj,tsan) $(call gpu_objs,tsan) build/tsan/libfloetables.a
-	$(CC) -pthread -fsanitize=thread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(GPU_LINK) -lm -o $@
+	$(CC) -pthread -fsanitize=thread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(PKG_SYSTEMD) $(GPU_LINK) -lm -o $@
 build/san/floed: $(call daemon_objs,san) $(call proto_obj,san) $(call gpu_objs,san) build/san/libfloetables.a
-	$(CC) -pthread $(LDSAN) $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(GPU_LINK) -lm -o $@
+	$(CC) -pthread $(LDSAN) $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(PKG_SYSTEMD) $(GPU_LINK) -lm -o $@
 
 # libfloe: static and shared; the floe CLI links the static one.
 build/%/libfloe.a: $$(call client_objs,$$*) $$(call proto_obj,$$*)
 	ar rcs $@ $^
-build/rel/libfloe.so: $(call client_objs,pic) $(call proto_obj,pic)
-	$(CC) -shared -Wl,-soname,libfloe.so.0 $^ $(PKG_PROTO) -o $@
+# The shared library exports floe.h's API and nothing else (client/libfloe.map: the
+# protobuf-c code generated from floe.proto and the internals stay inside).
+$(LIBFLOE_SO): $(call client_objs,pic) $(call proto_obj,pic) client/libfloe.map
+	$(CC) -shared -Wl,-soname,libfloe.so.$(SOVERSION) -Wl,--version-script=client/libfloe.map -Wl,-z,defs \
+	  $(filter %.o,$^) $(PKG_PROTO) -o $@
+build/rel/libfloe.so.$(SOVERSION) build/rel/libfloe.so: $(LIBFLOE_SO)
+	ln -sf $(notdir $<) $@
 build/rel/floe: build/rel/client/cli.o build/rel/libfloe.a
 	$(CC) $^ $(PKG_PROTO) -o $@
 build/rel/floe-hello: build/rel/examples/hello.o build/rel/libfloe.a
@@ -173,45 +225,55 @@ build/gpu/floe-k1-gpu: build/gpu/k1_bench.o build/gpu/libfloegpu.a build/rel/lib
 build/gpu/floe-t1-gpu: build/gpu/t1_bench.o build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 else
+# GPU=0: nothing to build (the hint above says so once)
 check-cuda:
-	@echo "GPU=0: CUDA code not built"
 endif
 
 # device-bundle: the same programs with every library but glibc, libstdc++ and
 # the NVIDIA driver linked in, for GPU hosts that have nothing installed
 # (built on Debian 12, run on Ubuntu 24.04).  See docs/OPERATIONS.md.
-BUNDLE_STATIC := -Wl,-Bstatic -levent_pthreads -levent_core -lprotobuf-c -lcheck_pic -lsubunit -lcrypto \
+BUNDLE_STATIC := -Wl,-Bstatic -levent_pthreads -levent_extra -levent_core -lprotobuf-c -lcrypto \
   -Wl,-Bdynamic -ldl -lrt -lm -pthread
+BUNDLE_CHECK := -Wl,-Bstatic -lcheck_pic -lsubunit -Wl,-Bdynamic
+# libsystemd: static where the distribution ships libsystemd.a (Ubuntu 24.04 does; it needs
+# libcap.a besides, from libcap-dev), else libsystemd.so.0 (Debian 12 has no libsystemd.a; the
+# package libsystemd0 is in every Debian and Ubuntu base system).
+have_static = $(filter /%,$(shell $(CC) -print-file-name=$(1)))
+SYSTEMD_STATIC := -Wl,-Bstatic -lsystemd -lcap -Wl,-Bdynamic
+BUNDLE_SYSTEMD = $(if $(and $(call have_static,libsystemd.a),$(call have_static,libcap.a)),$(SYSTEMD_STATIC),$(PKG_SYSTEMD))
 BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-e1-local bundle/floe-bench bundle/floe-membw bundle/floe-mc bundle/floe-gpu-tests \
   bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest
+# The service's programs alone, with or without CUDA (GPU=0): what the Dockerfile installs.
+SERVICE_BINS := bundle/floed bundle/floe bundle/floe-bench bundle/floe-mc
 .PHONY: device-bundle
-ifeq ($(GPU),1)
-device-bundle: $(BUNDLE_BINS)
-	@echo "device-bundle: $(BUNDLE_BINS)"
-bundle/floed: $(call daemon_objs,rel) $(call proto_obj,rel) build/gpu/libfloegpu.a build/rel/libfloetables.a
+service-bundle: $(SERVICE_BINS)
+bundle/floed: $(call daemon_objs,rel) $(call proto_obj,rel) $(call gpu_objs,rel) build/rel/libfloetables.a
 	@mkdir -p bundle
-	$(CC) $^ $(GPU_LINK) $(BUNDLE_STATIC) -o $@
+	$(CC) $^ $(GPU_LINK) $(BUNDLE_SYSTEMD) $(BUNDLE_STATIC) -o $@
 bundle/floe: build/rel/client/cli.o build/rel/libfloe.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
-bundle/floe-itests: $(call itest_objs,rel) build/rel/libfloe.a
+bundle/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
+bundle/floe-mc: $(call mc_objs,rel) build/rel/libfloe.a
+	@mkdir -p bundle
+	$(CC) $^ $(BUNDLE_STATIC) -o $@
+ifeq ($(GPU),1)
+device-bundle: $(BUNDLE_BINS)
+	@echo "device-bundle: $(BUNDLE_BINS)"
+bundle/floe-itests: $(call itest_objs,rel) build/rel/libfloe.a
+	@mkdir -p bundle
+	$(CC) $^ $(BUNDLE_CHECK) $(BUNDLE_STATIC) -o $@
 bundle/floe-e1-local: build/rel/bench/e1_local.o build/gpu/libfloegpu.a build/rel/libfloetables.a
 	@mkdir -p bundle
 	$(CC) $^ $(GPU_LINK) $(BUNDLE_STATIC) -o $@
 bundle/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
-bundle/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
-	@mkdir -p bundle
-	$(CC) $^ $(BUNDLE_STATIC) -o $@
 bundle/floe-membw: build/rel/floe-membw
 	@mkdir -p bundle
 	cp $< $@
-bundle/floe-mc: $(call mc_objs,rel) build/rel/libfloe.a
-	@mkdir -p bundle
-	$(CC) $^ $(BUNDLE_STATIC) -o $@
 bundle/floe-gpu-tests bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest: bundle/%: build/gpu/%
 	@mkdir -p bundle
 	cp $< $@
@@ -223,21 +285,109 @@ endif
 run: deps all
 	./build/rel/floed $(RUN_ARGS)
 
-PREFIX ?= /usr/local
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/etc/floe
-	install -m 755 build/rel/floed build/rel/floe build/rel/floe-bench build/rel/floe-mc $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 build/rel/libfloe.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 build/rel/libfloe.so $(DESTDIR)$(PREFIX)/lib/libfloe.so.0
-	ln -sf libfloe.so.0 $(DESTDIR)$(PREFIX)/lib/libfloe.so
-	install -m 644 client/floe.h proto/floe_wire.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 config/floed.conf $(DESTDIR)$(PREFIX)/etc/floe/
+# Man pages from the --help texts (help2man), with the sections of docs/man/*.h2m added.
+MAN_PAGES := build/man/floed.8 build/man/floe.1 build/man/floe-bench.1 build/man/floe-mc.1
+man: $(MAN_PAGES)
+HELP2MAN = @command -v help2man >/dev/null || { echo "help2man is missing: make deps (or apt-get install help2man)" >&2; exit 1; }; \
+  mkdir -p $(dir $@); help2man --no-info --no-discard-stderr --version-string=$(VERSION) --section=$(subst .,,$(suffix $@)) \
+  --include=$(word 2,$^) --output=$@
+build/man/floed.8: build/rel/floed docs/man/floed.h2m
+	$(HELP2MAN) --name="the floe server: exact sets and dictionaries on the GPU, over TCP" $<
+build/man/floe.1: build/rel/floe docs/man/floe.h2m
+	$(HELP2MAN) --name="command-line client of floed" $<
+build/man/floe-bench.1: build/rel/floe-bench docs/man/floe-bench.h2m
+	$(HELP2MAN) --name="load generator for floed" $<
+build/man/floe-mc.1: build/rel/floe-mc docs/man/floe-mc.h2m
+	$(HELP2MAN) --name="explicit-state model checker that deduplicates states through floed" $<
 
-test: all test-unit test-integration test-big test-bench
+# make install PREFIX=/usr/local DESTDIR= (every directory below can be set on its own).
+# floed goes to sbin (a daemon, floed(8)); the config to /etc/floe for PREFIX=/usr and
+# /usr/local, else PREFIX/etc/floe. An existing floed.conf is never overwritten: when it
+# differs from config/floed.conf the new one is installed beside it as floed.conf.default.
+# The pkg-config file and the unit are written with these paths at install time.
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+SBINDIR     ?= $(PREFIX)/sbin
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+MANDIR      ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+SYSCONFDIR  ?= $(if $(filter /usr /usr/ /usr/local /usr/local/,$(PREFIX)),/etc,$(PREFIX)/etc)
+# /usr: where this system's systemd keeps its units (/lib/systemd/system on Debian 12);
+# /usr/local: /usr/local/lib/systemd/system, also on systemd's search path; other prefixes:
+# PREFIX/lib/systemd/system (then `systemctl link` the unit).
+SYSTEMDUNITDIR ?= $(if $(filter /usr /usr/,$(PREFIX)),$(or $(shell pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null),/lib/systemd/system),$(PREFIX)/lib/systemd/system)
+INSTALL     ?= install
+CONF        := $(DESTDIR)$(SYSCONFDIR)/floe/floed.conf
+SUBST_PATHS = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+  -e 's|@VERSION@|$(VERSION)|g' -e 's|/usr/sbin/floed|$(SBINDIR)/floed|g' -e 's|/etc/floe/|$(SYSCONFDIR)/floe/|g'
+
+install: build/rel/floed build/rel/floe build/rel/floe-bench build/rel/floe-mc build/rel/libfloe.a $(LIBFLOE_SO) \
+         $(MAN_PAGES) client/libfloe.pc.in systemd/floed.service
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+	  $(DESTDIR)$(INCLUDEDIR)/floe $(DESTDIR)$(SYSCONFDIR)/floe $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 \
+	  $(DESTDIR)$(SYSTEMDUNITDIR)
+	$(INSTALL) -m 755 build/rel/floed $(DESTDIR)$(SBINDIR)/
+	$(INSTALL) -m 755 build/rel/floe build/rel/floe-bench build/rel/floe-mc $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 644 build/rel/libfloe.a $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 755 $(LIBFLOE_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sfn libfloe.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libfloe.so.$(SOVERSION)
+	ln -sfn libfloe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libfloe.so
+	$(INSTALL) -m 644 client/floe.h proto/floe_wire.h $(DESTDIR)$(INCLUDEDIR)/floe/
+	$(SUBST_PATHS) client/libfloe.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/libfloe.pc
+	$(INSTALL) -m 644 build/man/floed.8 $(DESTDIR)$(MANDIR)/man8/
+	$(INSTALL) -m 644 build/man/floe.1 build/man/floe-bench.1 build/man/floe-mc.1 $(DESTDIR)$(MANDIR)/man1/
+	$(SUBST_PATHS) systemd/floed.service > $(DESTDIR)$(SYSTEMDUNITDIR)/floed.service
+	@if [ -e $(CONF) ] && ! cmp -s config/floed.conf $(CONF); then \
+	  $(INSTALL) -m 644 config/floed.conf $(CONF).default; \
+	  echo "install: kept $(CONF) (yours); the shipped one is $(CONF).default"; \
+	else \
+	  echo "$(INSTALL) -m 644 config/floed.conf $(CONF)"; $(INSTALL) -m 644 config/floed.conf $(CONF); \
+	fi
+	@if [ -z "$(DESTDIR)" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then ldconfig; fi; \
+	  echo "install: done; under systemd: systemctl daemon-reload && systemctl enable --now floed (docs/OPERATIONS.md)"; \
+	fi
+
+# Removes what install put there; floed.conf only when it is still the shipped one.
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/floed $(DESTDIR)$(BINDIR)/floe $(DESTDIR)$(BINDIR)/floe-bench $(DESTDIR)$(BINDIR)/floe-mc
+	rm -f $(DESTDIR)$(LIBDIR)/libfloe.a $(DESTDIR)$(LIBDIR)/libfloe.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libfloe.so.$(SOVERSION) \
+	  $(DESTDIR)$(LIBDIR)/libfloe.so $(DESTDIR)$(PKGCONFIGDIR)/libfloe.pc
+	rm -f $(DESTDIR)$(INCLUDEDIR)/floe/floe.h $(DESTDIR)$(INCLUDEDIR)/floe/floe_wire.h
+	rm -f $(DESTDIR)$(MANDIR)/man8/floed.8 $(DESTDIR)$(MANDIR)/man1/floe.1 $(DESTDIR)$(MANDIR)/man1/floe-bench.1 \
+	  $(DESTDIR)$(MANDIR)/man1/floe-mc.1
+	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/floed.service $(CONF).default
+	@if [ -e $(CONF) ] && ! cmp -s config/floed.conf $(CONF); then \
+	  echo "uninstall: kept $(CONF) (changed since install)"; \
+	else \
+	  echo "rm -f $(CONF)"; rm -f $(CONF); \
+	fi
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/floe $(DESTDIR)$(SYSCONFDIR)/floe 2>/dev/null
+
+test: all test-unit test-integration test-big test-bench test-install
+
+# The build and the install: nothing rebuilt by a second make, README's hello.c listing,
+# make install DESTDIR=... PREFIX=/usr and programs built against it with pkg-config only,
+# the systemd unit (systemd-analyze verify), make uninstall.
+test-install: all $(MAN_PAGES)
+	MAKE="$(MAKE)" tests/install/no-rebuild.sh
+	tests/install/readme-hello.sh
+	+MAKE="$(MAKE)" tests/install/install.sh
+
+# make print-VERSION and the like: a variable's value, for scripts
+print-%:
+	@echo '$($*)'
+
+# The Dockerfile's CPU-only image, built with buildah on a debootstrapped Debian (cached in
+# build/image) and tried: floed started from it, the image's CLI inserting and finding keys,
+# /metrics, the HEALTHCHECK, a restart on saved data with a token secret (root; minutes).
+test-image:
+	tests/image/test-image.sh
 
 # floed, libfloe and the CLI end to end (sanitizer builds), on ephemeral ports.
-test-integration: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc
-	FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc ./build/san/floe-itests
+test-integration: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench
+	FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench ./build/san/floe-itests
 
 # Every suite but the large one, under AddressSanitizer and UBSan.
 test-unit: build/san/floe-tests
@@ -271,4 +421,4 @@ format:
 clean:
 	rm -rf build
 
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find build -path build/image -prune -o -name '*.d' -type f -print 2>/dev/null)

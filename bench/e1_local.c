@@ -1,5 +1,5 @@
 /*
- * e1_local.c - floe-e1-local: DESIGN.md's E1 workload without the network,
+ * e1_local.c - floe-e1-local: the E1 workload of docs/PERFORMANCE.md without the network,
  * through the same backend interface floed drives (tables/backend.h): the
  * ceiling an E1 run over TCP can approach.
  *
@@ -92,7 +92,7 @@ static void batch_done(floe_batch *b)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: floe-e1-local [options]\n"
-               "DESIGN.md's E1 workload in process, through the backend interface floed uses (no network).\n"
+               "The E1 workload of docs/PERFORMANCE.md in process, through floed's backend interface (no network).\n"
                "  --backend cpu|gpu   engine (default cpu)\n"
                "  --keys K            keys per batch (default 65536)\n"
                "  --inflight N        batches in flight (default 64: 16 connections x 4)\n"

@@ -1,5 +1,5 @@
 /*
- * floe_bench.c - floe-bench, the load generator of DESIGN.md (E1, E2): a
+ * floe_bench.c - floe-bench, the load generator of docs/PERFORMANCE.md (E1, E2): a
  * memtier-style client that drives floed through libfloe's pipelined API
  * and reports throughput, latency percentiles and every answer it got.
  *
@@ -185,8 +185,9 @@ static void usage(void)
            "advance and checks them: any wrong answer, FULL answer or request error fails the run.\n"
            "\n"
            "Connection:\n"
-           "  -s, --server URI          floe://host:port (default " DEFAULT_SERVER ")\n"
-           "      --token SECRET        the server's token, if it has one\n"
+           "  -s, --server URI          floe://host:port or host:port (default $FLOE_SERVER, else\n"
+           "                            " DEFAULT_SERVER ")\n"
+           "      --token SECRET        the server's token, if it has one (default $FLOE_TOKEN)\n"
            "Load shape:\n"
            "  -t, --threads T           client threads (default 1)\n"
            "  -c, --connections C       connections per thread (default 1; T x C in all)\n"
@@ -237,7 +238,8 @@ static void usage(void)
            "the mix, half of the key space is kept for misses.  TREE vectors come from one random walk\n"
            "per connection: word 0 is the connection, word 1 a step counter, and each step sets one\n"
            "of the other words to a value below 4 half of the time (one or two words change per step,\n"
-           "so subtrees are shared as in DESIGN.md's T1).  --distribution sequential is uniform there.\n"
+           "so subtrees are shared as in T1, docs/PERFORMANCE.md).  --distribution sequential is uniform\n"
+           "there.\n"
            "\n"
            "Report (stdout): per operation and in all: requests, keys, requests/s, keys/s and latency\n"
            "p50/p90/p99/p99.9/max in microseconds (histograms with 1%% precision from 1 us to 18 min);\n"
@@ -259,7 +261,7 @@ static void usage(void)
            "ok|failed|skipped, distinct_keys_sent, inserted,\n"
            "mismatches, message}, ok.  Numbers are numbers; absent settings are null.\n"
            "\n"
-           "Examples:\n"
+           "Examples (E1 and E2 as docs/PERFORMANCE.md defines them):\n"
            "  E1: floe-bench --create --key-bits 40 -t 4 -c 4 -k 64K -P 4 --dup-ratio 0.5 -n 500\n"
            "  E2: floe-bench --create --key-bits 40 -t 4 -c 4 -k 1 -P 1 --dup-ratio 0.5 --capacity 64M \\\n"
            "          --warmup 2 -d 30\n"
@@ -370,7 +372,10 @@ static const struct option LONG_OPTS[] = {
 static int parse_options(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
-    o->server = DEFAULT_SERVER;
+    /* the environment, as for the floe CLI; the flags override it */
+    const char *env_server = getenv("FLOE_SERVER"), *env_token = getenv("FLOE_TOKEN");
+    o->server = env_server && env_server[0] ? env_server : DEFAULT_SERVER;
+    o->token = env_token;
     o->table = "bench";
     o->threads = o->conns = o->pipeline = 1;
     o->keys = 1;

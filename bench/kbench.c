@@ -1,5 +1,5 @@
 /*
- * kbench.c - floe-kbench: the K1 kernel benchmark of DESIGN.md on the CPU
+ * kbench.c - floe-kbench: the K1 kernel benchmark of docs/PERFORMANCE.md on the CPU
  * engine, scaled to the machine.
  *
  * K1: a table of 2^S primary slots (32 per bucket) plus 2^(S-3) secondary
@@ -82,7 +82,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: floe-kbench [options]\n"
                "K1 kernel benchmark on the CPU engine (see bench/kbench.c and docs/PERFORMANCE.md).\n"
-               "  --log2-slots S   primary slots 2^S (default 24; DESIGN.md's K1 uses 30)\n"
+               "  --log2-slots S   primary slots 2^S (default 24; K1 in docs/PERFORMANCE.md uses 30)\n"
                "  --runs R         runs per row, the median is reported (default 5)\n"
                "  --batch B        keys per batch call (default 1048576)\n"
                "  --threads T      pool threads, 0 = one per CPU (default 0)\n"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# redis-compare.sh - E1 and E2 of DESIGN.md done by Redis 7 on this machine,
+# redis-compare.sh - E1 and E2 of docs/PERFORMANCE.md done by Redis 7 on this machine,
 # for docs/PERFORMANCE.md: the same work as floe-bench's runs, with
 # redis-benchmark's pipelined SADD (find-or-put: 1 added, 0 present) and
 # SISMEMBER (find) over 16 connections.

@@ -56,7 +56,7 @@ expect_exit() {
 case $mode in
 bench)
     # E1-like: find-or-put of 64 Ki 40-bit keys per request, half of them already present,
-    # 4 in flight per connection (DESIGN.md's E1 has 16 connections; this machine has few cores)
+    # 4 in flight per connection (E1 in docs/PERFORMANCE.md has 16 connections; this machine has few cores)
     run --create --table e1 --key-bits 40 --connections 4 --keys-per-request 64K --pipeline 4 \
         --dup-ratio 0.5 --capacity 64M --duration 3 --quiet
     # E2-like: one key per request, one in flight, 16 connections

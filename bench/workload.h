@@ -19,7 +19,7 @@
  *              stream's index, word 1 a step counter (so every step is a new
  *              vector), and each step also sets, with probability 1/2, one of
  *              words 2.. to a value below 4: one or two words change per step
- *              and most subtrees are shared, as in DESIGN.md's T1.  Hot
+ *              and most subtrees are shared, as in T1 (docs/PERFORMANCE.md).  Hot
  *              vectors start with 0xFFFFFFFF, misses with 0xFFFFFFFE.
  *
  * A duplicate (probability dup_ratio per key) repeats a fresh key that the

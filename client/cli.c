@@ -1,13 +1,20 @@
 /*
  * cli.c - floe, the command-line client: one subcommand per protocol
  * operation, keys as arguments or one per line on stdin, bulk loading with
- * a progress bar.  Output goes to stdout, errors to stderr; the exit code is
- * 0 on success, 1 when the server or the connection reports an error, 2 for
- * a usage error.
+ * a progress bar, --json for the commands that report figures.  Output goes
+ * to stdout, errors to stderr; the exit code is 0 on success, 1 when the
+ * server or the connection reports an error, 2 for a usage error.
+ *
+ * Options: getopt_long twice, first for the global options before the
+ * command (stopping at it), then for the command's own options, which may
+ * come before, between or after its arguments (`--` ends them, for a table
+ * whose name starts with '-').  The command line is parsed before connecting.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,13 +26,29 @@
 
 #include "floe.h"
 
-#define EXIT_USAGE 2
+#define EXIT_USAGE     2
+#define DEFAULT_SERVER "127.0.0.1:7450"
+#define WINDOW         4 /* requests in flight while a command sends keys in parts (and load) */
 
 static const char *const ANSWERS[] = {"ABSENT", "PRESENT", "INSERTED", "FULL", "ERASED"};
 
+/* The options of every command; each command takes some of them (cmd.groups). */
+typedef struct opts {
+    bool json;
+    floe_table_def def; /* create */
+    bool key_bits_given, value_bytes_given;
+    bool binary; /* load */
+    size_t batch;
+    bool values; /* dump */
+} opts;
+
+enum { G_JSON = 1, G_CREATE = 2, G_LOAD = 4, G_DUMP = 8 };
+
 typedef struct cmd {
-    const char *name, *args, *help;
-    int (*run)(floe *c, int argc, char **argv);
+    const char *name, *summary, *args, *help;
+    unsigned groups;        /* the option groups it takes */
+    int min_args, max_args; /* positional arguments; max -1: any number */
+    int (*run)(floe *c, const opts *o, int argc, char **argv);
 } cmd;
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -71,6 +94,133 @@ static bool parse_u64(const char *s, uint64_t *out)
 static const char *kind_name(int kind)
 {
     return kind == FLOE_TABLE_SET ? "SET" : kind == FLOE_TABLE_MAP ? "MAP" : kind == FLOE_TABLE_TREE ? "TREE" : "?";
+}
+
+/* ---- JSON output: one object per command, on one line ------------------------------------------ */
+
+typedef struct jw {
+    int depth;
+    bool first[16]; /* nothing written yet inside the object or array at this depth */
+    bool keyed;     /* a key was written: its value follows without a comma */
+} jw;
+
+/* s as a JSON string: escapes, and U+FFFD for bytes that are not UTF-8
+ * (the server's messages are not checked), so the output always parses. */
+static void json_string(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    putchar('"');
+    while (*p) {
+        unsigned char ch = *p;
+        if (ch == '"' || ch == '\\') {
+            printf("\\%c", ch);
+            p++;
+        } else if (ch < 0x20) {
+            printf("\\u%04x", ch);
+            p++;
+        } else if (ch < 0x80) {
+            putchar(ch);
+            p++;
+        } else {
+            size_t len = ch >= 0xc2 && ch <= 0xdf ? 2 : ch >= 0xe0 && ch <= 0xef ? 3 : ch >= 0xf0 && ch <= 0xf4 ? 4 : 0;
+            bool ok = len > 0;
+            for (size_t i = 1; ok && i < len; i++)
+                ok = (p[i] & 0xc0) == 0x80;
+            /* no overlong forms, surrogates or code points above U+10FFFF */
+            if (ok && ((ch == 0xe0 && p[1] < 0xa0) || (ch == 0xed && p[1] > 0x9f) || (ch == 0xf0 && p[1] < 0x90) ||
+                       (ch == 0xf4 && p[1] > 0x8f)))
+                ok = false;
+            if (ok) {
+                fwrite(p, 1, len, stdout);
+                p += len;
+            } else {
+                fputs("\\ufffd", stdout);
+                p++;
+            }
+        }
+    }
+    putchar('"');
+}
+
+static void jw_value(jw *w)
+{
+    if (w->keyed) {
+        w->keyed = false;
+        return;
+    }
+    if (w->depth > 0 && !w->first[w->depth])
+        putchar(',');
+    w->first[w->depth] = false;
+}
+
+static void jw_key(jw *w, const char *key)
+{
+    if (key) {
+        jw_value(w);
+        json_string(key);
+        putchar(':');
+        w->keyed = true;
+    }
+}
+
+static void jw_open(jw *w, const char *key, char bracket)
+{
+    jw_key(w, key);
+    jw_value(w);
+    putchar(bracket);
+    w->first[++w->depth] = true;
+}
+
+static void jw_close(jw *w, char bracket)
+{
+    putchar(bracket);
+    if (--w->depth == 0)
+        putchar('\n');
+}
+
+static void jw_str(jw *w, const char *key, const char *v)
+{
+    jw_key(w, key);
+    jw_value(w);
+    json_string(v);
+}
+
+static void jw_u64(jw *w, const char *key, uint64_t v)
+{
+    jw_key(w, key);
+    jw_value(w);
+    printf("%" PRIu64, v);
+}
+
+static void jw_i64(jw *w, const char *key, int64_t v)
+{
+    jw_key(w, key);
+    jw_value(w);
+    printf("%" PRId64, v);
+}
+
+static void jw_real(jw *w, const char *key, double v)
+{
+    jw_key(w, key);
+    jw_value(w);
+    if (isfinite(v))
+        printf("%.10g", v);
+    else
+        fputs("null", stdout); /* JSON has no NaN or infinity */
+}
+
+static void jw_bool(jw *w, const char *key, bool v)
+{
+    jw_key(w, key);
+    jw_value(w);
+    fputs(v ? "true" : "false", stdout);
+}
+
+static void jw_null(jw *w, const char *key)
+{
+    jw_key(w, key);
+    jw_value(w);
+    fputs("null", stdout);
 }
 
 /* ---- TREE vectors: words u32 words written 1,2,3,... ---------------------------------------- */
@@ -147,7 +297,7 @@ static void print_vector(const uint32_t *v, unsigned words)
 /* ---- keys from arguments or stdin -------------------------------------------------------------- */
 
 typedef struct keylist {
-    uint64_t *keys, *values;
+    uint64_t *keys, *values; /* values: KEY=VALUE lines only */
     size_t n, cap;
 } keylist;
 
@@ -164,16 +314,20 @@ static int add_key(keylist *kl, const char *text, bool with_value, const char *w
         while (*eq == ' ' || *eq == '\t' || *eq == '=')
             eq++;
     }
-    if (kl->n == kl->cap) {
-        kl->cap = kl->cap ? 2 * kl->cap : 1024;
-        kl->keys = realloc(kl->keys, kl->cap * sizeof *kl->keys);
-        kl->values = realloc(kl->values, kl->cap * sizeof *kl->values);
-        if (!kl->keys || !kl->values)
+    if (kl->n == kl->cap) { /* values only with them: stdin may bring millions of keys */
+        size_t cap = kl->cap ? 2 * kl->cap : 1024;
+        uint64_t *keys = realloc(kl->keys, cap * sizeof *keys);
+        if (keys)
+            kl->keys = keys;
+        uint64_t *values = with_value ? realloc(kl->values, cap * sizeof *values) : NULL;
+        if (values)
+            kl->values = values;
+        if (!keys || (with_value && !values))
             return usage_error("out of memory");
+        kl->cap = cap;
     }
     if (!parse_u64(buf, &kl->keys[kl->n]))
         return usage_error("%s: '%s' is not a key (a decimal or 0x-hex number below 2^64)", where, buf);
-    kl->values[kl->n] = 0;
     if (with_value && !parse_u64(eq, &kl->values[kl->n]))
         return usage_error("%s: '%s' is not a value (a decimal or 0x-hex number)", where, eq);
     kl->n++;
@@ -262,11 +416,8 @@ static int read_vectors(int argc, char **argv, const floe_table_info *t, veclist
 
 /* ---- subcommands --------------------------------------------------------------------------------- */
 
-static int cmd_ping(floe *c, int argc, char **argv)
+static int cmd_ping(floe *c, const opts *o, int argc, char **argv)
 {
-    (void)argv;
-    if (argc)
-        return usage_error("ping takes no arguments");
     double t0 = now();
     int st = floe_ping(c);
     if (st)
@@ -275,15 +426,173 @@ static int cmd_ping(floe *c, int argc, char **argv)
     return 0;
 }
 
-static int cmd_info(floe *c, int argc, char **argv)
+/* 1536 -> "1.5 KiB" */
+static const char *human_bytes(uint64_t b, char *buf, size_t len)
 {
-    (void)argv;
-    if (argc)
-        return usage_error("info takes no arguments");
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024 && u < 5)
+        v /= 1024, u++;
+    if (u == 0)
+        snprintf(buf, len, "%" PRIu64 " bytes", b);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/* A unix time as local date and time, with how long ago; "never" for 0. */
+static const char *when(int64_t t, char *buf, size_t len)
+{
+    if (t <= 0) {
+        snprintf(buf, len, "never");
+        return buf;
+    }
+    time_t tt = (time_t)t;
+    struct tm tm;
+    char date[64] = "?";
+    if (localtime_r(&tt, &tm))
+        strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %z", &tm);
+    long long ago = (long long)(time(NULL) - tt);
+    snprintf(buf, len, "%s (%lld s ago)", date, ago);
+    return buf;
+}
+
+static void print_server_stats(const floe_server_stats *s)
+{
+    char a[64], b[64], c[64];
+    uint64_t u = s->uptime_seconds;
+    printf("build: %s\nuptime: %" PRIu64 " s (%" PRIu64 "d %" PRIu64 "h %" PRIu64 "m %" PRIu64 "s)\npid: %" PRIu64 "\n",
+           s->build, u, u / 86400, u / 3600 % 24, u / 60 % 60, u % 60, s->pid);
+    printf("gpu: %s\n", s->gpu[0] ? s->gpu : "none");
+    if (s->gpu_memory_total)
+        printf("gpu-memory: %s used, %s free, %s total\n", human_bytes(s->gpu_memory_used, a, sizeof a),
+               human_bytes(s->gpu_memory_free, b, sizeof b), human_bytes(s->gpu_memory_total, c, sizeof c));
+    printf("connections: %" PRIu64 " open, %" PRIu64 " accepted, %" PRIu64 " refused\n", s->connections,
+           s->connections_total, s->connections_refused);
+    printf("traffic: %" PRIu64 " bytes in, %" PRIu64 " bytes out\n", s->bytes_in, s->bytes_out);
+    printf("rss: %s\n", human_bytes(s->rss_bytes, a, sizeof a));
+    printf("data-dir: %s\n", s->data_dir[0] ? s->data_dir : "(none: tables live in memory only)");
+    if (s->metrics_address[0])
+        printf("metrics: http://%s/metrics\n", s->metrics_address);
+    else
+        printf("metrics: off\n");
+    printf("last-snapshot: %s", when(s->last_snapshot_time, a, sizeof a));
+    if (s->last_snapshot_status[0])
+        printf(": %s", s->last_snapshot_status);
+    putchar('\n');
+    printf("requests:\n  %-12s %14s %16s %10s\n", "op", "requests", "keys", "errors");
+    for (size_t i = 0; i < s->n_ops; i++)
+        printf("  %-12s %14" PRIu64 " %16" PRIu64 " %10" PRIu64 "\n", s->ops[i].op, s->ops[i].requests, s->ops[i].keys,
+               s->ops[i].errors);
+    printf("errors:%s\n", s->n_errors ? "" : " none");
+    for (size_t i = 0; i < s->n_errors; i++)
+        printf("  %-22s %10" PRIu64 "\n", s->errors[i].status, s->errors[i].count);
+    printf("tables:%s\n", s->n_tables ? "" : " none");
+    for (size_t i = 0; i < s->n_tables; i++) {
+        const floe_table_summary *t = &s->tables[i];
+        printf("  %-24s %-4s keys=%-12" PRIu64 " fill=%.4f memory=%s changes=%" PRIu64 " backend=%s snapshot=%s\n",
+               t->name, kind_name(t->kind), t->keys, t->fill, human_bytes(t->memory_bytes, a, sizeof a), t->changes,
+               t->backend, when(t->last_snapshot_time, b, sizeof b));
+    }
+}
+
+static void json_server_stats(jw *w, const floe_server_stats *s)
+{
+    jw_open(w, "info", '{');
+    jw_str(w, "version", s->version);
+    jw_str(w, "build", s->build);
+    jw_u64(w, "uptime_seconds", s->uptime_seconds);
+    jw_u64(w, "pid", s->pid);
+    jw_str(w, "backend", s->backend);
+    jw_str(w, "gpu", s->gpu);
+    jw_open(w, "gpu_memory", '{');
+    jw_u64(w, "total", s->gpu_memory_total);
+    jw_u64(w, "used", s->gpu_memory_used);
+    jw_u64(w, "free", s->gpu_memory_free);
+    jw_close(w, '}');
+    jw_open(w, "connections", '{');
+    jw_u64(w, "open", s->connections);
+    jw_u64(w, "total", s->connections_total);
+    jw_u64(w, "refused", s->connections_refused);
+    jw_close(w, '}');
+    jw_open(w, "ops", '{');
+    for (size_t i = 0; i < s->n_ops; i++) {
+        jw_open(w, s->ops[i].op, '{');
+        jw_u64(w, "requests", s->ops[i].requests);
+        jw_u64(w, "keys", s->ops[i].keys);
+        jw_u64(w, "errors", s->ops[i].errors);
+        jw_close(w, '}');
+    }
+    jw_close(w, '}');
+    jw_open(w, "errors", '{');
+    for (size_t i = 0; i < s->n_errors; i++)
+        jw_u64(w, s->errors[i].status, s->errors[i].count);
+    jw_close(w, '}');
+    jw_u64(w, "bytes_in", s->bytes_in);
+    jw_u64(w, "bytes_out", s->bytes_out);
+    jw_u64(w, "rss_bytes", s->rss_bytes);
+    jw_str(w, "data_dir", s->data_dir);
+    jw_str(w, "metrics_address", s->metrics_address);
+    jw_open(w, "last_snapshot", '{');
+    jw_i64(w, "time", s->last_snapshot_time);
+    jw_str(w, "status", s->last_snapshot_status);
+    jw_close(w, '}');
+    jw_open(w, "tables", '[');
+    for (size_t i = 0; i < s->n_tables; i++) {
+        const floe_table_summary *t = &s->tables[i];
+        jw_open(w, NULL, '{');
+        jw_str(w, "name", t->name);
+        jw_str(w, "kind", kind_name(t->kind));
+        jw_str(w, "backend", t->backend);
+        jw_u64(w, "keys", t->keys);
+        jw_real(w, "fill", t->fill);
+        jw_u64(w, "memory_bytes", t->memory_bytes);
+        jw_u64(w, "changes", t->changes);
+        jw_i64(w, "last_snapshot_time", t->last_snapshot_time);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
+/* The hello reply (version, backend, limits), then the server's counters
+ * (the info operation); a floed without info: the hello reply, and a note. */
+static int cmd_info(floe *c, const opts *o, int argc, char **argv)
+{
     const floe_server_info *i = floe_info(c);
-    printf("server: %s\nprotocol: %u\nbackend: %s\nmax-frame: %" PRIu64 " bytes\nmax-batch-keys: %" PRIu64
-           "\nmax-inflight: %u\n",
-           i->server, i->version, i->backend, i->max_frame, i->max_batch_keys, i->max_inflight);
+    floe_server_stats *s = NULL;
+    int st = floe_server_stats_get(c, &s);
+    if (st != FLOE_OK && st != FLOE_ERR_UNSUPPORTED)
+        return fail(c, st);
+    const char *why = st ? floe_errstr(c) : NULL;
+    if (o->json) {
+        jw w = {0};
+        jw_open(&w, NULL, '{');
+        jw_str(&w, "server", i->server);
+        jw_u64(&w, "protocol", i->version);
+        jw_str(&w, "backend", i->backend);
+        jw_u64(&w, "max_frame", i->max_frame);
+        jw_u64(&w, "max_batch_keys", i->max_batch_keys);
+        jw_u64(&w, "max_inflight", i->max_inflight);
+        jw_str(&w, "client", "floe " FLOE_VERSION);
+        if (s) {
+            json_server_stats(&w, s);
+        } else {
+            jw_null(&w, "info");
+            jw_str(&w, "info_unavailable", why);
+        }
+        jw_close(&w, '}');
+    } else {
+        printf("server: %s\nprotocol: %u\nbackend: %s\nmax-frame: %" PRIu64 " bytes\nmax-batch-keys: %" PRIu64
+               "\nmax-inflight: %u\n",
+               i->server, i->version, i->backend, i->max_frame, i->max_batch_keys, i->max_inflight);
+        if (s)
+            print_server_stats(s);
+        else
+            printf("info: not available (%s): the figures above are the hello reply's\n", why);
+    }
+    floe_server_stats_free(s);
     return 0;
 }
 
@@ -334,78 +643,95 @@ static void print_info(const floe_table_info *t, bool long_form)
                t->level[l].used, t->level[l].fill, t->level[l].row_bits);
 }
 
-static int cmd_tables(floe *c, int argc, char **argv)
+/* A table as a JSON object: the figures of `floe stats`, under the same
+ * names (TREE: its own; levels are the root table's). */
+static void json_table(jw *w, const floe_table_info *t, bool stages)
 {
-    (void)argv;
-    if (argc)
-        return usage_error("tables takes no arguments");
+    static const char *const lv[] = {"primary", "secondary", "stash"};
+    const bool tree = t->kind == FLOE_TABLE_TREE;
+    jw_open(w, NULL, '{');
+    jw_str(w, "name", t->name);
+    jw_str(w, "kind", kind_name(t->kind));
+    jw_str(w, "backend", t->backend);
+    jw_u64(w, "capacity", t->capacity);
+    jw_u64(w, "keys", t->keys); /* TREE: vectors */
+    if (tree) {
+        jw_u64(w, "words", t->words);
+        jw_u64(w, "memory_asked", t->memory);
+        jw_u64(w, "vectors", t->keys);
+        jw_u64(w, "nodes", t->nodes);
+        jw_u64(w, "node_slots", t->node_slots);
+        jw_real(w, "node_fill", t->node_fill);
+        jw_u64(w, "orphan_nodes", t->orphan_nodes);
+        jw_real(w, "compression", t->compression);
+        jw_real(w, "bytes_per_vector", t->bytes_per_key);
+    } else {
+        jw_u64(w, "key_bits", t->key_bits);
+        if (t->kind == FLOE_TABLE_MAP)
+            jw_u64(w, "value_bytes", t->value_bytes);
+        jw_bool(w, "grow", t->grow);
+        jw_real(w, "max_fill", t->max_fill);
+        jw_u64(w, "tombstones", t->tombstones);
+        jw_u64(w, "slots", t->slots);
+        jw_real(w, "fill", t->fill);
+        jw_real(w, "bytes_per_key", t->bytes_per_key);
+        jw_u64(w, "generation", t->generation);
+    }
+    jw_u64(w, "memory_bytes", t->memory_bytes);
+    jw_open(w, "levels", '{');
+    for (int l = 0; l < 3; l++) {
+        jw_open(w, lv[l], '{');
+        jw_u64(w, "slots", t->level[l].slots);
+        jw_u64(w, "used", t->level[l].used);
+        jw_real(w, "fill", t->level[l].fill);
+        jw_u64(w, "row_bits", t->level[l].row_bits);
+        jw_close(w, '}');
+    }
+    jw_close(w, '}');
+    if (stages) {
+        jw_open(w, "stages", '{');
+        for (unsigned i = 0; i < t->n_stages; i++) {
+            const floe_stage_info *s = &t->stages[i];
+            jw_open(w, s->name, '{');
+            jw_u64(w, "count", s->count);
+            jw_u64(w, "keys", s->keys);
+            jw_real(w, "seconds", (double)s->nanos / 1e9);
+            jw_close(w, '}');
+        }
+        jw_close(w, '}');
+    }
+    jw_close(w, '}');
+}
+
+static int cmd_tables(floe *c, const opts *o, int argc, char **argv)
+{
     floe_table_info *t;
     size_t n;
     int st = floe_tables(c, &t, &n);
     if (st)
         return fail(c, st);
-    for (size_t i = 0; i < n; i++)
-        print_info(&t[i], false);
-    if (n == 0)
-        fprintf(stderr, "(no tables)\n");
+    if (o->json) {
+        jw w = {0};
+        jw_open(&w, NULL, '{');
+        jw_open(&w, "tables", '[');
+        for (size_t i = 0; i < n; i++)
+            json_table(&w, &t[i], false);
+        jw_close(&w, ']');
+        jw_close(&w, '}');
+    } else {
+        for (size_t i = 0; i < n; i++)
+            print_info(&t[i], false);
+        if (n == 0)
+            fprintf(stderr, "(no tables)\n");
+    }
     free(t);
     return 0;
 }
 
-static int cmd_create(floe *c, int argc, char **argv)
+static int cmd_create(floe *c, const opts *o, int argc, char **argv)
 {
-    if (argc < 1)
-        return usage_error("create needs a table name (floe create --help)");
-    floe_table_def d = {.name = argv[0], .kind = FLOE_TABLE_SET, .key_bits = 64};
-    bool key_bits_given = false;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t x;
-        if (strcmp(o, "--grow") == 0) {
-            d.grow = 1;
-            continue;
-        }
-        if (!v)
-            return usage_error("create: %s needs a value", o);
-        i++;
-        if (strcmp(o, "--kind") == 0) {
-            if (strcasecmp(v, "set") == 0)
-                d.kind = FLOE_TABLE_SET;
-            else if (strcasecmp(v, "map") == 0)
-                d.kind = FLOE_TABLE_MAP, d.value_bytes = d.value_bytes ? d.value_bytes : 8;
-            else if (strcasecmp(v, "tree") == 0)
-                d.kind = FLOE_TABLE_TREE;
-            else
-                return usage_error("create: --kind is set, map or tree, not '%s'", v);
-        } else if (strcmp(o, "--key-bits") == 0 && parse_u64(v, &x) && x <= 64) {
-            d.key_bits = (unsigned)x;
-            key_bits_given = true;
-        } else if (strcmp(o, "--value-bytes") == 0 && parse_u64(v, &x) && x <= 64) {
-            d.value_bytes = (unsigned)x;
-        } else if (strcmp(o, "--words") == 0 && parse_u64(v, &x) && x <= 65536) {
-            d.words = (unsigned)x; /* the server checks the range (2..256) */
-        } else if (strcmp(o, "--capacity") == 0 && (parse_u64(v, &x) || floe_parse_size(v, &x))) {
-            d.capacity = x;
-        } else if (strcmp(o, "--memory") == 0 && floe_parse_size(v, &x)) {
-            d.memory = x;
-        } else if (strcmp(o, "--max-fill") == 0) {
-            char *end;
-            d.max_fill = strtod(v, &end);
-            if (*end)
-                return usage_error("create: --max-fill needs a number, not '%s'", v);
-        } else if (strcmp(o, "--backend") == 0) {
-            d.backend = v;
-        } else {
-            return usage_error("create: bad option or value '%s %s' (floe create --help)", o, v);
-        }
-    }
-    if (d.kind == FLOE_TABLE_TREE) {
-        if (!d.words)
-            return usage_error("create: a TREE needs --words N (32-bit words per vector, 2..256)");
-        if (!key_bits_given)
-            d.key_bits = 0; /* a TREE has no key_bits; given, the server says why not */
-    }
+    floe_table_def d = o->def;
+    d.name = argv[0];
     int st = floe_create(c, &d);
     if (st)
         return fail(c, st);
@@ -413,10 +739,8 @@ static int cmd_create(floe *c, int argc, char **argv)
     return 0;
 }
 
-static int cmd_drop(floe *c, int argc, char **argv)
+static int cmd_drop(floe *c, const opts *o, int argc, char **argv)
 {
-    if (argc != 1)
-        return usage_error("drop needs exactly one table name");
     int st = floe_drop(c, argv[0]);
     if (st)
         return fail(c, st);
@@ -424,14 +748,17 @@ static int cmd_drop(floe *c, int argc, char **argv)
     return 0;
 }
 
-static int cmd_stats(floe *c, int argc, char **argv)
+static int cmd_stats(floe *c, const opts *o, int argc, char **argv)
 {
-    if (argc != 1)
-        return usage_error("stats needs exactly one table name");
     floe_table_info t;
     int st = floe_stats(c, argv[0], &t);
     if (st)
         return fail(c, st);
+    if (o->json) {
+        jw w = {0};
+        json_table(&w, &t, true);
+        return 0;
+    }
     print_info(&t, true);
     /* where the table's batches spent their time (docs/PROTOCOL.md, StageTime) */
     for (unsigned i = 0; i < t.n_stages; i++) {
@@ -445,10 +772,8 @@ static int cmd_stats(floe *c, int argc, char **argv)
     return 0;
 }
 
-static int cmd_snapshot(floe *c, int argc, char **argv)
+static int cmd_snapshot(floe *c, const opts *o, int argc, char **argv)
 {
-    if (argc > 1)
-        return usage_error("snapshot takes at most one table name");
     int st = floe_snapshot(c, argc ? argv[0] : NULL);
     if (st)
         return fail(c, st);
@@ -471,43 +796,182 @@ static void print_summary(const floe_counts *k)
             k->inserted, k->present, k->absent, k->full, k->erased);
 }
 
-/* insert (op 0) or find (op 1) of vectors on a TREE: VECTOR ANSWER [ID] per line. */
-static int vector_command(floe *c, const floe_table_info *t, int argc, char **argv, int op)
+/* ---- insert, find, erase: keys (TREE: vectors) sent in parts ----------------------------------- */
+
+/* Items of item_bytes each that fit in half of the server's max-frame
+ * (32 MiB at most): the rest of the frame is room for the other fields. */
+static size_t frame_items(floe *c, size_t item_bytes)
 {
-    veclist vl;
-    if (read_vectors(argc, argv, t, &vl))
-        return EXIT_USAGE;
-    uint8_t *res = malloc(vl.n + 1);
-    uint64_t *ids = malloc(vl.n * 8 + 8);
-    if (!res || !ids) {
-        free(res);
-        free(ids);
-        free(vl.v);
-        return usage_error("out of memory");
-    }
-    floe_counts k;
-    int st = op == 0 ? floe_insert_vectors(c, t->name, vl.v, vl.n, t->words, res, ids, &k)
-                     : floe_find_vectors(c, t->name, vl.v, vl.n, t->words, res, ids, &k);
-    if (st == FLOE_OK) {
-        for (size_t i = 0; i < vl.n; i++) {
-            print_vector(vl.v + i * t->words, t->words);
-            printf(" %s", res[i] < 5 ? ANSWERS[res[i]] : "?");
-            if (res[i] == FLOE_INSERTED || res[i] == FLOE_PRESENT)
-                printf(" %" PRIu64, ids[i]);
-            putchar('\n');
+    uint64_t budget = floe_info(c)->max_frame / 2;
+    if (!budget || budget > ((uint64_t)32 << 20))
+        budget = (uint64_t)32 << 20;
+    uint64_t n = budget / (item_bytes ? item_bytes : 1);
+    return n ? (size_t)n : 1;
+}
+
+/* Items per request of insert, find, erase and get: as `load` sends them. */
+static size_t part_size(floe *c, size_t item_bytes)
+{
+    size_t n = frame_items(c, item_bytes);
+    return n < 65536 ? n : 65536;
+}
+
+typedef floe_call *send_part_fn(floe *c, void *ctx, size_t at, size_t n);
+/* Prints the answers of items at..at+n; NULL, or why the reply is malformed. */
+typedef const char *print_part_fn(void *ctx, floe_call *call, size_t at, size_t n);
+
+/* Sends total items in requests of at most chunk, WINDOW of them in flight,
+ * and prints the answers in order as they come back (the server answers
+ * requests on one table in the order sent).  The first error stops the
+ * sending; answers of the requests already out are still printed.  At
+ * least one request goes out, so that an empty list still meets the
+ * server's checks.  Returns the exit code. */
+static int send_in_parts(floe *c, size_t total, size_t chunk, send_part_fn *send, print_part_fn *print, void *ctx,
+                         const char *noun)
+{
+    struct part {
+        floe_call *call;
+        size_t at, n;
+    } ring[WINDOW];
+    size_t head = 0, count = 0, at = 0, answered = 0;
+    bool sent_any = false;
+    int err = FLOE_OK;
+    char msg[512] = "";
+    floe_counts sum = {0};
+    while (count > 0 || (err == FLOE_OK && (at < total || !sent_any))) {
+        if (err == FLOE_OK && (at < total || !sent_any) && count < WINDOW) {
+            size_t n = total - at < chunk ? total - at : chunk;
+            floe_call *call = send(c, ctx, at, n);
+            sent_any = true;
+            if (!call) {
+                err = FLOE_ERR_IO;
+                snprintf(msg, sizeof msg, "out of memory");
+                continue;
+            }
+            ring[(head + count) % WINDOW] = (struct part){call, at, n};
+            count++;
+            at += n;
+            continue;
         }
-        print_summary(&k);
+        struct part p = ring[head];
+        head = (head + 1) % WINDOW;
+        count--;
+        int st = floe_wait(c, p.call);
+        const char *why = st == FLOE_OK ? print(ctx, p.call, p.at, p.n) : floe_call_error(p.call);
+        if (st == FLOE_OK && why)
+            st = FLOE_ERR_PROTOCOL;
+        if (st == FLOE_OK) {
+            floe_counts k;
+            floe_call_counts(p.call, &k);
+            sum.inserted += k.inserted, sum.present += k.present, sum.absent += k.absent;
+            sum.full += k.full, sum.erased += k.erased;
+            answered += p.n;
+        } else if (err == FLOE_OK) {
+            err = st;
+            if (total > p.n)
+                snprintf(msg, sizeof msg, "%s (%s %zu..%zu of %zu; later ones not sent)", why, noun, p.at + 1,
+                         p.at + p.n, total);
+            else
+                snprintf(msg, sizeof msg, "%s", why);
+        }
+        floe_call_free(p.call);
     }
-    free(res);
-    free(ids);
-    free(vl.v);
-    return st ? fail(c, st) : 0;
+    if (err == FLOE_OK || answered > 0)
+        print_summary(&sum);
+    if (err != FLOE_OK) {
+        fprintf(stderr, "floe: %s%s%s\n", floe_strerror(err), msg[0] ? ": " : "", msg);
+        return 1;
+    }
+    return 0;
+}
+
+typedef struct key_job {
+    const char *table;
+    const keylist *kl;
+    int op; /* 0 insert, 1 find, 2 erase */
+    bool map;
+    unsigned vb;         /* MAP: value bytes */
+    unsigned char *vals; /* a part's values, packed */
+} key_job;
+
+static floe_call *send_keys(floe *c, void *ctx, size_t at, size_t n)
+{
+    key_job *j = ctx;
+    const uint64_t *keys = j->kl->keys + at;
+    if (j->op == 0 && j->map) {
+        for (size_t i = 0; i < n; i++)
+            memcpy(j->vals + i * j->vb, &j->kl->values[at + i], j->vb);
+        return floe_send_insert(c, j->table, keys, n, j->vals, n * j->vb, FLOE_OVERWRITE, NULL, NULL);
+    }
+    if (j->op == 0)
+        return floe_send_insert(c, j->table, keys, n, NULL, 0, 0, NULL, NULL);
+    if (j->op == 1)
+        return floe_send_find(c, j->table, keys, n, j->map ? FLOE_WANT_VALUES : 0, NULL, NULL);
+    return floe_send_erase(c, j->table, keys, n, NULL, NULL);
+}
+
+/* KEY ANSWER [VALUE] per key (MAP insert: the value before, or the new one
+ * where INSERTED; MAP find: the stored value). */
+static const char *print_keys(void *ctx, floe_call *call, size_t at, size_t n)
+{
+    key_job *j = ctx;
+    size_t got, vgot;
+    const uint8_t *res = floe_call_results(call, &got);
+    const unsigned char *vals = floe_call_values(call, &vgot);
+    const bool with_values = j->map && j->op != 2;
+    if (got != n || (with_values && vgot != n * j->vb))
+        return "the server's answer does not match the keys sent";
+    for (size_t i = 0; i < n; i++) {
+        printf("%" PRIu64 " %s", j->kl->keys[at + i], res[i] < 5 ? ANSWERS[res[i]] : "?");
+        if (with_values && res[i] != FLOE_ABSENT && res[i] != FLOE_FULL) {
+            uint64_t v = 0;
+            memcpy(&v, vals + i * j->vb, j->vb);
+            printf(" %" PRIu64, v);
+        }
+        putchar('\n');
+    }
+    return NULL;
+}
+
+typedef struct vec_job {
+    const floe_table_info *t;
+    const veclist *vl;
+    int op; /* 0 insert, 1 find */
+} vec_job;
+
+static floe_call *send_vecs(floe *c, void *ctx, size_t at, size_t n)
+{
+    vec_job *j = ctx;
+    const uint32_t *v = j->vl->v ? j->vl->v + at * j->t->words : NULL;
+    return j->op == 0 ? floe_send_insert_vectors(c, j->t->name, v, n, j->t->words, FLOE_WANT_IDS, NULL, NULL)
+                      : floe_send_find_vectors(c, j->t->name, v, n, j->t->words, FLOE_WANT_IDS, NULL, NULL);
+}
+
+/* VECTOR ANSWER [ID] per vector. */
+static const char *print_vecs(void *ctx, floe_call *call, size_t at, size_t n)
+{
+    vec_job *j = ctx;
+    const unsigned words = j->t->words;
+    size_t got, idb;
+    const uint8_t *res = floe_call_results(call, &got);
+    const unsigned char *ids = floe_call_ids(call, &idb);
+    if (got != n || idb != n * 8)
+        return "the server's answer does not match the vectors sent";
+    for (size_t i = 0; i < n; i++) {
+        print_vector(j->vl->v + (at + i) * words, words);
+        printf(" %s", res[i] < 5 ? ANSWERS[res[i]] : "?");
+        if (res[i] == FLOE_INSERTED || res[i] == FLOE_PRESENT) {
+            uint64_t id;
+            memcpy(&id, ids + i * 8, 8);
+            printf(" %" PRIu64, id);
+        }
+        putchar('\n');
+    }
+    return NULL;
 }
 
 static int key_command(floe *c, int argc, char **argv, int op)
 {
-    if (argc < 1)
-        return usage_error("%s needs a table name", op == 0 ? "insert" : op == 1 ? "find" : "erase");
     const char *table = argv[0];
     floe_table_info t;
     if (table_shape(c, table, &t))
@@ -517,65 +981,61 @@ static int key_command(floe *c, int argc, char **argv, int op)
             fprintf(stderr, "floe: ERR_UNSUPPORTED: table %s is a TREE: TREE tables do not erase\n", table);
             return 1;
         }
-        return vector_command(c, &t, argc - 1, argv + 1, op);
+        veclist vl;
+        if (read_vectors(argc - 1, argv + 1, &t, &vl))
+            return EXIT_USAGE;
+        vec_job j = {&t, &vl, op};
+        int rc = send_in_parts(c, vl.n, part_size(c, (size_t)t.words * 4), send_vecs, print_vecs, &j, "vectors");
+        free(vl.v);
+        return rc;
     }
-    bool map = t.kind == FLOE_TABLE_MAP;
+    const bool map = t.kind == FLOE_TABLE_MAP;
     keylist kl;
     if (read_keys(argc - 1, argv + 1, map && op == 0, &kl))
         return EXIT_USAGE;
-    uint8_t *res = malloc(kl.n + 1);
-    unsigned char *vin = malloc(kl.n * 8 + 8), *vout = malloc(kl.n * 8 + 8);
-    const unsigned vb = t.value_bytes;
-    floe_counts k;
-    int st;
-    for (size_t i = 0; map && i < kl.n; i++)
-        memcpy(vin + i * vb, &kl.values[i], vb);
-    if (op == 0)
-        st = map ? floe_insert_values(c, table, kl.keys, vin, kl.n, vb, 1, res, vout, &k)
-                 : floe_insert(c, table, kl.keys, kl.n, res, &k);
-    else if (op == 1)
-        st = floe_find(c, table, kl.keys, kl.n, res, map ? vout : NULL, vb, &k);
-    else
-        st = floe_erase(c, table, kl.keys, kl.n, res, &k);
-    if (st == FLOE_OK) {
-        for (size_t i = 0; i < kl.n; i++) {
-            printf("%" PRIu64 " %s", kl.keys[i], res[i] < 5 ? ANSWERS[res[i]] : "?");
-            if (map && op != 2 && res[i] != FLOE_ABSENT && res[i] != FLOE_FULL) {
-                uint64_t v = 0;
-                memcpy(&v, vout + i * vb, vb);
-                printf(" %" PRIu64, v);
-            }
-            putchar('\n');
+    /* Every key is read and checked before the first request: a bad one
+     * anywhere changes nothing, even when the keys go in several requests. */
+    for (size_t i = 0; t.key_bits < 64 && i < kl.n; i++) {
+        if (kl.keys[i] >> t.key_bits) {
+            fprintf(stderr,
+                    "floe: ERR_INVALID: key %" PRIu64 " (key %zu of %zu) is not below 2^%u, the key width of table "
+                    "%s; nothing was sent\n",
+                    kl.keys[i], i + 1, kl.n, t.key_bits, table);
+            free_keys(&kl);
+            return 1;
         }
-        print_summary(&k);
     }
-    free(res);
-    free(vin);
-    free(vout);
+    const unsigned vb = map ? t.value_bytes : 0;
+    const size_t chunk = part_size(c, 8 + (op == 0 ? vb : 0));
+    key_job j = {table, &kl, op, map, vb, NULL};
+    if (op == 0 && map && !(j.vals = malloc(chunk * vb + 8))) {
+        free_keys(&kl);
+        return usage_error("out of memory");
+    }
+    int rc = send_in_parts(c, kl.n, chunk, send_keys, print_keys, &j, "keys");
+    free(j.vals);
     free_keys(&kl);
-    return st ? fail(c, st) : 0;
+    return rc;
 }
 
-static int cmd_insert(floe *c, int argc, char **argv)
+static int cmd_insert(floe *c, const opts *o, int argc, char **argv)
 {
     return key_command(c, argc, argv, 0);
 }
 
-static int cmd_find(floe *c, int argc, char **argv)
+static int cmd_find(floe *c, const opts *o, int argc, char **argv)
 {
     return key_command(c, argc, argv, 1);
 }
 
-static int cmd_erase(floe *c, int argc, char **argv)
+static int cmd_erase(floe *c, const opts *o, int argc, char **argv)
 {
     return key_command(c, argc, argv, 2);
 }
 
 /* get_by_id: ID VECTOR (or ID ABSENT) per id. */
-static int cmd_get(floe *c, int argc, char **argv)
+static int cmd_get(floe *c, const opts *o, int argc, char **argv)
 {
-    if (argc < 1)
-        return usage_error("get needs a TREE table name and ids (floe get --help)");
     const char *table = argv[0];
     floe_table_info t;
     if (table_shape(c, table, &t))
@@ -585,8 +1045,8 @@ static int cmd_get(floe *c, int argc, char **argv)
         return EXIT_USAGE;
     /* Not a TREE: ask anyway with a dummy width, and the server says why not. */
     const unsigned words = t.kind == FLOE_TABLE_TREE ? t.words : 1;
-    /* Requests of at most 16 MiB of vectors (the answer must fit in a frame). */
-    size_t chunk = ((size_t)16 << 20) / ((size_t)words * 4);
+    /* the answer must fit in a frame too: words * 4 bytes per id */
+    size_t chunk = part_size(c, (size_t)words * 4 > 8 ? (size_t)words * 4 : 8);
     if (chunk > kl.n)
         chunk = kl.n;
     uint8_t *res = malloc(chunk + 1);
@@ -659,27 +1119,11 @@ static void progress(double done, double total, uint64_t keys, double secs, bool
             noun, final ? "\n" : "");
 }
 
-static int cmd_load(floe *c, int argc, char **argv)
+static int cmd_load(floe *c, const opts *o, int argc, char **argv)
 {
-    bool binary = false;
-    size_t batch = 65536;
-    const char *table = NULL, *path = NULL;
-    for (int i = 0; i < argc; i++) {
-        uint64_t x;
-        if (strcmp(argv[i], "--binary") == 0)
-            binary = true;
-        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc && parse_u64(argv[i + 1], &x) && x > 0 &&
-                 x <= (1u << 24))
-            batch = x, i++;
-        else if (!table)
-            table = argv[i];
-        else if (!path)
-            path = argv[i];
-        else
-            return usage_error("load: unexpected argument '%s' (floe load --help)", argv[i]);
-    }
-    if (!table || !path)
-        return usage_error("load needs a table name and a file (floe load --help)");
+    const bool binary = o->binary;
+    size_t batch = o->batch;
+    const char *table = argv[0], *path = argv[1];
     floe_table_info t;
     if (table_shape(c, table, &t))
         return 1;
@@ -688,14 +1132,9 @@ static int cmd_load(floe *c, int argc, char **argv)
         return usage_error("load --binary is for SET tables (8-byte keys); load a MAP from text 'KEY VALUE' lines");
     const unsigned words = tree ? t.words : 0;
     const char *noun = tree ? "vectors" : "keys";
-    if (tree) { /* a request of at most 32 MiB of vectors (and half of max-frame) */
-        uint64_t max_bytes = floe_info(c)->max_frame / 2;
-        if (!max_bytes || max_bytes > ((uint64_t)32 << 20))
-            max_bytes = (uint64_t)32 << 20;
-        size_t cap = (size_t)(max_bytes / ((uint64_t)words * 4));
-        if (batch > cap)
-            batch = cap ? cap : 1;
-    }
+    const size_t frame_cap = frame_items(c, tree ? (size_t)words * 4 : 8 + (map ? t.value_bytes : 0));
+    if (batch > frame_cap)
+        batch = frame_cap;
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, binary ? "rb" : "r");
     if (!f) {
         fprintf(stderr, "floe: cannot open %s: %s\n", path, strerror(errno));
@@ -715,7 +1154,6 @@ static int cmd_load(floe *c, int argc, char **argv)
         return usage_error("out of memory for batches of %zu %s", batch, noun);
     }
     loader ld = {.status = FLOE_OK};
-    const unsigned window = 4;
     uint64_t sent = 0;
     double t0 = now(), last = 0;
     char *line = NULL;
@@ -780,7 +1218,7 @@ static int cmd_load(floe *c, int argc, char **argv)
             }
         }
         if (n) {
-            while (ld.inflight >= window)
+            while (ld.inflight >= WINDOW)
                 if (floe_poll(c, -1) < 0)
                     break;
             ld.inflight++;
@@ -854,20 +1292,10 @@ static int dump_tree(floe *c, const floe_table_info *t)
     return st ? fail(c, st) : 0;
 }
 
-static int cmd_dump(floe *c, int argc, char **argv)
+static int cmd_dump(floe *c, const opts *o, int argc, char **argv)
 {
-    bool values = false;
-    const char *table = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--values") == 0)
-            values = true;
-        else if (!table)
-            table = argv[i];
-        else
-            return usage_error("dump: unexpected argument '%s'", argv[i]);
-    }
-    if (!table)
-        return usage_error("dump needs a table name");
+    const bool values = o->values;
+    const char *table = argv[0];
     floe_table_info t;
     if (table_shape(c, table, &t))
         return 1;
@@ -901,94 +1329,356 @@ static int cmd_dump(floe *c, int argc, char **argv)
 }
 
 static const cmd CMDS[] = {
-    {"ping", "", "check that the server answers, and how fast", cmd_ping},
-    {"info", "", "the server's version, backend and limits", cmd_info},
-    {"tables", "", "list the tables with their sizes", cmd_tables},
-    {"create",
+    {"ping", "check that the server answers, and how fast", "", "check that the server answers, and how fast", 0, 0, 0,
+     cmd_ping},
+    {"info", "the server: version, limits, uptime, counters by operation, tables", "[--json]",
+     "the server: version, backend and limits (its hello reply), then build, uptime, GPU, connections, requests, "
+     "keys and errors by operation, errors by status, bytes in and out, memory, the last snapshot and each table's "
+     "keys, fill, memory and changes since its snapshot (a floed without the info operation: the hello reply only, "
+     "and a note saying so)",
+     G_JSON, 0, 0, cmd_info},
+    {"tables", "list the tables with their sizes", "[--json]", "list the tables with their sizes", G_JSON, 0, 0,
+     cmd_tables},
+    {"create", "create a table (SET, MAP or TREE)",
      "NAME [--kind set|map|tree] [--key-bits N] [--value-bytes 4|8] [--words N] [--capacity N] [--memory SIZE] "
      "[--grow] [--max-fill F] [--backend cpu|gpu|auto]",
      "create a table (defaults: SET, 64-bit keys, capacity 1 Mi, no growth; MAP values 8 bytes). TREE: vectors of "
      "--words N 32-bit words (2..256), --memory bytes for its node and root tables (default: from --capacity). "
      "Sizes take K, M, G, T (powers of 1024)",
-     cmd_create},
-    {"drop", "NAME", "drop a table and everything in it", cmd_drop},
-    {"stats", "NAME",
-     "a table's figures: keys, fill per level, memory, bytes per key (TREE: vectors, nodes, node fill, bytes per "
-     "vector, compression, orphan nodes)",
-     cmd_stats},
-    {"insert", "NAME [KEY... | KEY=VALUE... | VECTOR...]",
+     G_CREATE, 1, 1, cmd_create},
+    {"drop", "drop a table and everything in it", "NAME", "drop a table and everything in it", 0, 1, 1, cmd_drop},
+    {"stats", "a table's figures", "NAME [--json]",
+     "a table's figures: keys, fill per level, memory, bytes per key, where its batches spent their time (TREE: "
+     "vectors, nodes, node fill, bytes per vector, compression, orphan nodes)",
+     G_JSON, 1, 1, cmd_stats},
+    {"insert", "find-or-put keys, from the arguments or stdin", "NAME [KEY... | KEY=VALUE... | VECTOR...]",
      "find-or-put keys (MAP: KEY=VALUE, upsert; TREE: vectors 1,2,3,... of exactly `words` words, answered "
-     "VECTOR ANSWER ID); no keys: read them from stdin, one per line",
-     cmd_insert},
-    {"find", "NAME [KEY... | VECTOR...]",
-     "look keys up (MAP: with their values; TREE: vectors 1,2,3,..., with their ids); no keys: stdin", cmd_find},
-    {"erase", "NAME [KEY...]", "erase keys (not on a TREE); no keys: stdin", cmd_erase},
-    {"get", "NAME [ID...]",
-     "TREE: the vector of each id, ID 1,2,3,... per line (ID ABSENT for an id that names none); no ids: stdin",
-     cmd_get},
-    {"load", "NAME FILE [--binary] [--batch N]",
+     "VECTOR ANSWER ID); no keys: read them from stdin, one per line. Every key is checked before the first is "
+     "sent; many keys go in requests of up to 64 Ki keys (fewer if the server's max-frame asks), answered in order",
+     0, 1, -1, cmd_insert},
+    {"find", "look keys up", "NAME [KEY... | VECTOR...]",
+     "look keys up (MAP: with their values; TREE: vectors 1,2,3,..., with their ids); no keys: stdin", 0, 1, -1,
+     cmd_find},
+    {"erase", "erase keys", "NAME [KEY...]", "erase keys (not on a TREE); no keys: stdin", 0, 1, -1, cmd_erase},
+    {"get", "TREE: the vectors of ids", "NAME [ID...]",
+     "TREE: the vector of each id, ID 1,2,3,... per line (ID ABSENT for an id that names none); no ids: stdin", 0, 1,
+     -1, cmd_get},
+    {"load", "bulk insert from a file, with a progress bar", "NAME FILE [--binary] [--batch N]",
      "bulk insert from FILE (- for stdin): text, one key per line (MAP: KEY VALUE; TREE: a vector 1,2,3,...), or "
-     "--binary raw little-endian u64 keys (TREE: `words` u32 words per vector); shows progress and a summary; "
-     "exits 1 if any key came back FULL",
-     cmd_load},
-    {"dump", "NAME [--values]", "print every key (MAP --values: KEY VALUE; TREE: ID VECTOR) one per line", cmd_dump},
-    {"snapshot", "[NAME]", "save a table (or all) into the server's data-dir", cmd_snapshot},
+     "--binary raw little-endian u64 keys (TREE: `words` u32 words per vector); --batch keys per request (default "
+     "64K, fewer if the server's max-frame asks), 4 in flight; shows progress and a summary; exits 1 if any key "
+     "came back FULL",
+     G_LOAD, 2, 2, cmd_load},
+    {"dump", "print every key", "NAME [--values]",
+     "print every key (MAP --values: KEY VALUE; TREE: ID VECTOR) one per line", G_DUMP, 1, 1, cmd_dump},
+    {"snapshot", "save a table (or all) into the server's data-dir", "[NAME]",
+     "save a table (or all) into the server's data-dir", 0, 0, 1, cmd_snapshot},
 };
 #define NCMDS (sizeof CMDS / sizeof CMDS[0])
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: floe [-H HOST:PORT | -H floe://HOST:PORT] [--token T] COMMAND [ARGS]\n\n"
-               "The command-line client of floed (default server 127.0.0.1:7450; also $FLOE_SERVER, $FLOE_TOKEN).\n"
-               "Keys are decimal or 0x-hex numbers below 2^key_bits of the table; a TREE table's keys are vectors\n"
-               "of `words` 32-bit words, written 1,2,3,...\n\nCommands:\n");
+    fprintf(f,
+            "usage: floe [-H HOST:PORT] [--token T] COMMAND [ARGS] [COMMAND OPTIONS]\n"
+            "       floe COMMAND --help | floe --help | floe --version\n\n"
+            "The command-line client of floed. Keys are decimal or 0x-hex numbers below 2^key_bits of the\n"
+            "table; a TREE table's keys are vectors of `words` 32-bit words, written 1,2,3,...\n\n"
+            "Options:\n"
+            "  -H, --host SERVER   the server: HOST:PORT, HOST (port 7450), floe://HOST:PORT[?token=T] or\n"
+            "                      [IPv6]:PORT (--server is the same; default $FLOE_SERVER, else " DEFAULT_SERVER ")\n"
+            "      --token T       the server's token (default $FLOE_TOKEN)\n"
+            "  -h, --help          this text\n"
+            "  -V, --version       the version of floe and of the protocol it speaks\n"
+            "Options take their value as `--opt VALUE` or `--opt=VALUE`. A command's options may come before,\n"
+            "between or after its arguments, and so may -H and --token; `--` ends the options (a table\n"
+            "whose name starts with '-').\n\nCommands:\n");
     for (size_t i = 0; i < NCMDS; i++)
-        fprintf(f, "  %-9s %s\n", CMDS[i].name, CMDS[i].help);
-    fprintf(f, "\n`floe COMMAND --help` shows a command's arguments. Exit code: 0 ok, 1 error from the server or "
-               "the connection, 2 usage.\n");
+        fprintf(f, "  %-9s %s\n", CMDS[i].name, CMDS[i].summary);
+    fprintf(f, "\n`floe COMMAND --help` shows a command's arguments and options. Exit code: 0 ok, 1 an error from\n"
+               "the server or the connection (the message is on stderr), 2 a usage error.\n");
+}
+
+enum {
+    O_TOKEN = 256,
+    O_JSON,
+    O_KIND,
+    O_KEY_BITS,
+    O_VALUE_BYTES,
+    O_WORDS,
+    O_CAPACITY,
+    O_MEMORY,
+    O_GROW,
+    O_MAX_FILL,
+    O_BACKEND,
+    O_BINARY,
+    O_BATCH,
+    O_VALUES,
+};
+
+static const struct option GLOBAL_OPTS[] = {
+    {"host", required_argument, NULL, 'H'},      {"server", required_argument, NULL, 'H'},
+    {"token", required_argument, NULL, O_TOKEN}, {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
+};
+
+static const struct option CMD_OPTS[] = {
+    {"host", required_argument, NULL, 'H'},
+    {"server", required_argument, NULL, 'H'},
+    {"token", required_argument, NULL, O_TOKEN},
+    {"help", no_argument, NULL, 'h'},
+    {"json", no_argument, NULL, O_JSON},
+    {"kind", required_argument, NULL, O_KIND},
+    {"key-bits", required_argument, NULL, O_KEY_BITS},
+    {"value-bytes", required_argument, NULL, O_VALUE_BYTES},
+    {"words", required_argument, NULL, O_WORDS},
+    {"capacity", required_argument, NULL, O_CAPACITY},
+    {"memory", required_argument, NULL, O_MEMORY},
+    {"grow", no_argument, NULL, O_GROW},
+    {"max-fill", required_argument, NULL, O_MAX_FILL},
+    {"backend", required_argument, NULL, O_BACKEND},
+    {"binary", no_argument, NULL, O_BINARY},
+    {"batch", required_argument, NULL, O_BATCH},
+    {"values", no_argument, NULL, O_VALUES},
+    {NULL, 0, NULL, 0},
+};
+
+static unsigned group_of(int code)
+{
+    switch (code) {
+    case O_JSON:
+        return G_JSON;
+    case O_BINARY:
+    case O_BATCH:
+        return G_LOAD;
+    case O_VALUES:
+        return G_DUMP;
+    default:
+        return code >= O_KIND && code <= O_BACKEND ? G_CREATE : 0;
+    }
+}
+
+/* The failing option for getopt's '?' and ':' (with opterr 0). */
+static const char *bad_option(char **argv, char *buf, size_t len)
+{
+    if (optopt && optopt < 256)
+        snprintf(buf, len, "-%c", optopt);
+    else
+        snprintf(buf, len, "%s", argv[optind - 1]);
+    return buf;
+}
+
+/* text in lines of at most 100 columns, broken at blanks (before a '['
+ * where there is one: usage lines keep [--opt VALUE] whole), the lines
+ * after the first indented. */
+static void print_wrapped(const char *text, int indent)
+{
+    const char *p = text;
+    while (*p) {
+        int len = (int)strlen(p);
+        if (len > 100 - indent) {
+            len = 100 - indent;
+            int at = len;
+            while (at > 0 && !(p[at] == ' ' && p[at + 1] == '['))
+                at--;
+            if (at > 0)
+                len = at;
+            while (len > 0 && p[len] != ' ')
+                len--;
+            if (len == 0)
+                len = (int)strcspn(p, " ");
+        }
+        printf("%*s%.*s\n", p == text ? 0 : indent, "", len, p);
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+}
+
+static void command_help(const cmd *cm)
+{
+    char line[512];
+    snprintf(line, sizeof line, "usage: floe %s%s%s", cm->name, cm->args[0] ? " " : "", cm->args);
+    print_wrapped(line, 12 + (int)strlen(cm->name));
+    print_wrapped(cm->help, 0);
+}
+
+/* A command's options into *o; positional arguments end up from
+ * argv[optind] on.  Returns -1 to go on, else the exit code. */
+static int parse_command(const cmd *cm, int argc, char **argv, opts *o, const char **server, const char **token)
+{
+    o->def = (floe_table_def){.kind = FLOE_TABLE_SET, .key_bits = 64};
+    o->batch = 65536;
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            command_help(cm); /* --help wins over anything wrong around it */
+            return 0;
+        }
+    }
+    char buf[160];
+    int ch, li = -1;
+    optind = 0; /* a fresh scan (glibc): argv[0] is the command */
+    opterr = 0;
+    while ((li = -1, ch = getopt_long(argc, argv, ":hH:", CMD_OPTS, &li)) != -1) {
+        const char *a = optarg;
+        uint64_t x;
+        if (ch == '?')
+            return usage_error("%s: unknown option '%s' (floe %s --help)", cm->name, bad_option(argv, buf, sizeof buf),
+                               cm->name);
+        if (ch == ':')
+            return usage_error("%s: %s needs a value", cm->name, bad_option(argv, buf, sizeof buf));
+        if (group_of(ch) && !(group_of(ch) & cm->groups))
+            return usage_error("%s: --%s is not an option of %s (floe %s --help)", cm->name,
+                               li >= 0 ? CMD_OPTS[li].name : "?", cm->name, cm->name);
+        switch (ch) {
+        case 'H':
+            *server = a;
+            break;
+        case O_TOKEN:
+            *token = a;
+            break;
+        case O_JSON:
+            o->json = true;
+            break;
+        case O_KIND:
+            if (strcasecmp(a, "set") == 0)
+                o->def.kind = FLOE_TABLE_SET;
+            else if (strcasecmp(a, "map") == 0)
+                o->def.kind = FLOE_TABLE_MAP;
+            else if (strcasecmp(a, "tree") == 0)
+                o->def.kind = FLOE_TABLE_TREE;
+            else
+                return usage_error("create: --kind is set, map or tree, not '%s'", a);
+            break;
+        case O_KEY_BITS:
+            if (!parse_u64(a, &x) || x > 64)
+                return usage_error("create: --key-bits is 1..64, not '%s'", a);
+            o->def.key_bits = (unsigned)x;
+            o->key_bits_given = true;
+            break;
+        case O_VALUE_BYTES:
+            if (!parse_u64(a, &x) || x > 64)
+                return usage_error("create: --value-bytes is 4 or 8, not '%s'", a);
+            o->def.value_bytes = (unsigned)x; /* the server says why not, for 1..64 but 4 and 8 */
+            o->value_bytes_given = true;
+            break;
+        case O_WORDS:
+            if (!parse_u64(a, &x) || x > 65536)
+                return usage_error("create: --words is 2..256, not '%s'", a);
+            o->def.words = (unsigned)x; /* the server checks the range */
+            break;
+        case O_CAPACITY:
+            if (!parse_u64(a, &x) && !floe_parse_size(a, &x))
+                return usage_error("create: --capacity is a count of keys (100000, 0x1000, 16M), not '%s'", a);
+            o->def.capacity = x;
+            break;
+        case O_MEMORY:
+            if (!floe_parse_size(a, &x))
+                return usage_error("create: --memory is a size in bytes (512M, 4GiB), not '%s'", a);
+            o->def.memory = x;
+            break;
+        case O_GROW:
+            o->def.grow = 1;
+            break;
+        case O_MAX_FILL: {
+            char *end;
+            errno = 0;
+            double v = strtod(a, &end);
+            if (!a[0] || *end || errno || !isfinite(v))
+                return usage_error("create: --max-fill needs a number, not '%s'", a);
+            o->def.max_fill = v; /* the server checks the range */
+            break;
+        }
+        case O_BACKEND:
+            o->def.backend = a;
+            break;
+        case O_BINARY:
+            o->binary = true;
+            break;
+        case O_BATCH:
+            if ((!parse_u64(a, &x) && !floe_parse_size(a, &x)) || x < 1 || x > ((uint64_t)1 << 24))
+                return usage_error("load: --batch is 1..16M keys per request, not '%s'", a);
+            o->batch = (size_t)x;
+            break;
+        case O_VALUES:
+            o->values = true;
+            break;
+        default:
+            return usage_error("%s: unexpected option (floe %s --help)", cm->name, cm->name);
+        }
+    }
+    int npos = argc - optind;
+    if (npos < cm->min_args || (cm->max_args >= 0 && npos > cm->max_args)) {
+        if (npos > cm->max_args && cm->max_args >= 0)
+            return usage_error("%s: unexpected argument '%s'; usage: floe %s %s", cm->name, argv[optind + cm->max_args],
+                               cm->name, cm->args);
+        return usage_error("%s: missing arguments; usage: floe %s %s", cm->name, cm->name, cm->args);
+    }
+    if (o->def.kind == FLOE_TABLE_MAP && !o->value_bytes_given)
+        o->def.value_bytes = 8;
+    if (o->def.kind == FLOE_TABLE_TREE) {
+        if (!o->def.words)
+            return usage_error("create: a TREE needs --words N (32-bit words per vector, 2..256)");
+        if (!o->key_bits_given)
+            o->def.key_bits = 0; /* a TREE has no key_bits; given, the server says why not */
+    }
+    return -1;
 }
 
 int main(int argc, char **argv)
 {
     const char *server = getenv("FLOE_SERVER"), *token = getenv("FLOE_TOKEN");
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+    if (server && !server[0])
+        server = NULL;
+    char buf[160];
+    int ch;
+    opterr = 0;
+    /* '+': stop at the command; its options are its own */
+    while ((ch = getopt_long(argc, argv, "+:H:hV", GLOBAL_OPTS, NULL)) != -1) {
+        switch (ch) {
+        case 'H':
+            server = optarg;
+            break;
+        case O_TOKEN:
+            token = optarg;
+            break;
+        case 'h':
             usage(stdout);
             return 0;
-        } else if ((strcmp(argv[i], "-H") == 0 || strcmp(argv[i], "--host") == 0) && i + 1 < argc) {
-            server = argv[++i];
-        } else if (strcmp(argv[i], "--token") == 0 && i + 1 < argc) {
-            token = argv[++i];
-        } else {
+        case 'V':
+            printf("floe %s (protocol %d)\n", FLOE_VERSION, FLOE_PROTOCOL_VERSION);
+            return 0;
+        case ':':
+            return usage_error("%s needs a value", bad_option(argv, buf, sizeof buf));
+        default:
             usage(stderr);
-            return usage_error("unknown option '%s'", argv[i]);
+            return usage_error("unknown option '%s'", bad_option(argv, buf, sizeof buf));
         }
     }
-    if (i >= argc) {
+    if (optind >= argc) {
         usage(stderr);
         return EXIT_USAGE;
     }
     const cmd *cm = NULL;
     for (size_t k = 0; k < NCMDS; k++)
-        if (strcmp(argv[i], CMDS[k].name) == 0)
+        if (strcmp(argv[optind], CMDS[k].name) == 0)
             cm = &CMDS[k];
     if (!cm)
-        return usage_error("unknown command '%s' (floe --help lists them)", argv[i]);
-    for (int k = i + 1; k < argc; k++) {
-        if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) {
-            printf("usage: floe %s %s\n%s\n", cm->name, cm->args, cm->help);
-            return 0;
-        }
-    }
+        return usage_error("unknown command '%s' (floe --help lists them)", argv[optind]);
+    opts o = {0};
+    int sub_argc = argc - optind;
+    char **sub_argv = argv + optind;
+    int rc = parse_command(cm, sub_argc, sub_argv, &o, &server, &token);
+    if (rc >= 0)
+        return rc;
+    const int first = optind;
     floe *c;
-    int st = floe_connect(server ? server : "127.0.0.1:7450", token, &c);
+    int st = floe_connect(server ? server : DEFAULT_SERVER, token, &c);
     if (st != FLOE_OK) {
         fprintf(stderr, "floe: %s: %s\n", floe_strerror(st), floe_errstr(c));
         floe_close(c);
         return 1;
     }
-    int rc = cm->run(c, argc - i - 1, argv + i + 1);
+    rc = cm->run(c, &o, sub_argc - first, sub_argv + first);
     floe_close(c);
     return rc;
 }

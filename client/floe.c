@@ -49,6 +49,11 @@ struct floe {
     floe_call *head, *tail; /* in flight */
     size_t inflight;
     floe_server_info info;
+    /* An error response with no call's id (id 0): the server could not read
+     * a frame, or refuses the connection (max-connections).  When the
+     * connection ends right after it, it is the reason, not the EOF. */
+    int bye_status;
+    char bye_msg[256];
 };
 
 static int set_error(floe *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -84,6 +89,11 @@ const char *floe_errstr(const floe *c)
 const floe_server_info *floe_info(const floe *c)
 {
     return &c->info;
+}
+
+const char *floe_version(void)
+{
+    return FLOE_VERSION;
 }
 
 size_t floe_inflight(const floe *c)
@@ -125,20 +135,56 @@ static void complete(floe *c, floe_call *call, int status, const char *error, Fl
     }
 }
 
-/* The connection is gone: every call in flight fails. */
+/* The connection is gone: every call in flight fails with c's error. */
 static void fail_all(floe *c)
 {
     while (c->head)
-        complete(c, c->head, FLOE_ERR_IO, c->errstr, NULL);
+        complete(c, c->head, c->err ? c->err : FLOE_ERR_IO, c->errstr, NULL);
 }
 
+static int handle_frames(floe *c);
+
+/* Room for 64 KiB more input; 0 or -1 when out of memory. */
+static int reserve_in(floe *c)
+{
+    if (c->in_cap - c->in_len >= 65536)
+        return 0;
+    size_t cap = c->in_cap ? c->in_cap * 2 : 131072;
+    unsigned char *grown = realloc(c->in, cap);
+    if (!grown)
+        return -1;
+    c->in = grown;
+    c->in_cap = cap;
+    return 0;
+}
+
+/* The connection ended (detail says how).  What the server sent before it
+ * is still read: answers complete their calls, and an error response with
+ * id 0 (ERR_BUSY at max-connections, a frame above max-frame) becomes the
+ * error of the calls left, instead of "connection reset". */
 static void broken(floe *c, const char *fmt, const char *detail)
 {
-    if (c->fd >= 0) {
-        close(c->fd);
-        c->fd = -1;
-    }
+    const int fd = c->fd;
+    c->fd = -1; /* callbacks run below must not use the socket */
     set_error(c, FLOE_ERR_IO, fmt, detail);
+    if (fd >= 0) {
+        for (;;) {
+            if (reserve_in(c) != 0)
+                break;
+            ssize_t r = recv(fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break;
+            c->in_len += (size_t)r;
+        }
+        close(fd);
+        handle_frames(c);
+        if (c->bye_status == FLOE_OK)
+            set_error(c, FLOE_ERR_IO, fmt, detail);
+    }
+    if (c->bye_status != FLOE_OK)
+        set_error(c, c->bye_status, "%s", c->bye_msg);
     fail_all(c);
 }
 
@@ -227,12 +273,17 @@ static int handle_frames(floe *c)
         while (call && call->id != r->id)
             call = call->next;
         if (!call) {
-            /* id 0: the server answers a frame it could not read; keep the message */
-            if (r->status != FLOE__V1__STATUS__OK)
+            /* id 0: the server answers a frame it could not read, or refuses
+             * the connection; keep the message, the close may follow */
+            if (r->status != FLOE__V1__STATUS__OK) {
                 set_error(c, (int)r->status, "%s", r->error ? r->error : "");
+                c->bye_status = (int)r->status;
+                snprintf(c->bye_msg, sizeof c->bye_msg, "%s", r->error ? r->error : "");
+            }
             floe__v1__response__free_unpacked(r, NULL);
             continue;
         }
+        c->bye_status = FLOE_OK; /* the connection went on after it */
         complete(c, call, (int)r->status, r->error, r);
         completed++;
     }
@@ -270,20 +321,13 @@ int floe_poll(floe *c, int timeout_ms)
                 c->out_off += (size_t)w;
         }
         if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
-            if (c->in_cap - c->in_len < 65536) {
-                size_t cap = c->in_cap ? c->in_cap * 2 : 131072;
-                unsigned char *grown = realloc(c->in, cap);
-                if (!grown) {
-                    broken(c, "%s", "out of memory");
-                    return -1;
-                }
-                c->in = grown;
-                c->in_cap = cap;
+            if (reserve_in(c) != 0) {
+                broken(c, "%s", "out of memory");
+                return -1;
             }
             ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
             if (r == 0) {
                 broken(c, "%s", "the server closed the connection");
-                handle_frames(c);
                 return completed ? completed : -1;
             }
             if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -788,6 +832,118 @@ int floe_tables(floe *c, floe_table_info **tables, size_t *n)
     return st;
 }
 
+void floe_server_stats_free(floe_server_stats *s)
+{
+    if (!s)
+        return;
+    free(s->version);
+    free(s->build);
+    free(s->backend);
+    free(s->gpu);
+    free(s->last_snapshot_status);
+    free(s->data_dir);
+    free(s->metrics_address);
+    free(s->ops);
+    free(s->errors);
+    free(s->tables);
+    free(s);
+}
+
+static char *dup_str(const char *s, bool *oom)
+{
+    char *d = strdup(s ? s : "");
+    if (!d)
+        *oom = true;
+    return d;
+}
+
+/* The plain C copy of an InfoReply; NULL when out of memory. */
+static floe_server_stats *server_stats_from(const Floe__V1__InfoReply *r)
+{
+    floe_server_stats *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    bool oom = false;
+    s->version = dup_str(r->version, &oom);
+    s->build = dup_str(r->build, &oom);
+    s->backend = dup_str(r->backend, &oom);
+    s->gpu = dup_str(r->gpu, &oom);
+    s->last_snapshot_status = dup_str(r->last_snapshot_status, &oom);
+    s->data_dir = dup_str(r->data_dir, &oom);
+    s->metrics_address = dup_str(r->metrics_address, &oom);
+    s->uptime_seconds = r->uptime_seconds;
+    s->pid = r->pid;
+    s->gpu_memory_total = r->gpu_memory_total;
+    s->gpu_memory_used = r->gpu_memory_used;
+    s->gpu_memory_free = r->gpu_memory_free;
+    s->connections = r->connections;
+    s->connections_total = r->connections_total;
+    s->connections_refused = r->connections_refused;
+    s->bytes_in = r->bytes_in;
+    s->bytes_out = r->bytes_out;
+    s->rss_bytes = r->rss_bytes;
+    s->last_snapshot_time = r->last_snapshot_time;
+    /* one spare entry each, so that an empty list is still a valid pointer */
+    s->ops = calloc(r->n_ops + 1, sizeof *s->ops);
+    s->errors = calloc(r->n_errors + 1, sizeof *s->errors);
+    s->tables = calloc(r->n_tables + 1, sizeof *s->tables);
+    if (oom || !s->ops || !s->errors || !s->tables) {
+        floe_server_stats_free(s);
+        return NULL;
+    }
+    for (size_t i = 0; i < r->n_ops; i++) {
+        const Floe__V1__OpCounters *o = r->ops[i];
+        snprintf(s->ops[i].op, sizeof s->ops[i].op, "%s", o->op ? o->op : "");
+        s->ops[i].requests = o->requests;
+        s->ops[i].keys = o->keys;
+        s->ops[i].errors = o->errors;
+    }
+    s->n_ops = r->n_ops;
+    for (size_t i = 0; i < r->n_errors; i++) {
+        snprintf(s->errors[i].status, sizeof s->errors[i].status, "%s",
+                 r->errors[i]->status ? r->errors[i]->status : "");
+        s->errors[i].count = r->errors[i]->count;
+    }
+    s->n_errors = r->n_errors;
+    for (size_t i = 0; i < r->n_tables; i++) {
+        const Floe__V1__TableInfo *t = r->tables[i];
+        floe_table_summary *d = &s->tables[i];
+        snprintf(d->name, sizeof d->name, "%s", t->name ? t->name : "");
+        d->kind = (int)t->kind;
+        snprintf(d->backend, sizeof d->backend, "%s", t->backend ? t->backend : "");
+        d->keys = t->keys;
+        d->fill = t->fill;
+        d->memory_bytes = t->memory_bytes;
+        d->changes = t->changes;
+        d->last_snapshot_time = t->last_snapshot_time;
+    }
+    s->n_tables = r->n_tables;
+    return s;
+}
+
+int floe_server_stats_get(floe *c, floe_server_stats **out)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Info in = FLOE__V1__INFO__INIT;
+    req.op_case = FLOE__V1__REQUEST__OP_INFO;
+    req.info = &in;
+    *out = NULL;
+    floe_call *call = send_request(c, &req, NULL, NULL);
+    int st = finish(c, call);
+    if (st == FLOE_ERR_INVALID) {
+        /* Info has no fields that could be wrong: the server does not know the operation */
+        st = set_error(c, FLOE_ERR_UNSUPPORTED, "%s does not know the info operation (%s)",
+                       c->info.server[0] ? c->info.server : "the server", floe_call_error(call));
+    } else if (st == FLOE_OK) {
+        if (call->resp->body_case != FLOE__V1__RESPONSE__BODY_INFO || !call->resp->info)
+            st = set_error(c, FLOE_ERR_PROTOCOL, "info reply without info");
+        else if (!(*out = server_stats_from(call->resp->info)))
+            st = set_error(c, FLOE_ERR_IO, "out of memory");
+    }
+    floe_call_free(call);
+    return st;
+}
+
 /* One scan request: keys (8 bytes per key, or TREE vectors of words words)
  * into keys, values or ids when asked. */
 static int scan_call(floe *c, const char *table, floe_cursor *cursor, size_t limit, size_t key_bytes, void *keys,
@@ -910,7 +1066,7 @@ static int hello(floe *c, const char *token)
 {
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__Hello h = FLOE__V1__HELLO__INIT;
-    h.version = 1;
+    h.version = FLOE_PROTOCOL_VERSION;
     h.token = (char *)(token ? token : "");
     req.op_case = FLOE__V1__REQUEST__OP_HELLO;
     req.hello = &h;

@@ -88,6 +88,67 @@ typedef struct floe_server_info {
 
 /* What the server said in its hello reply. */
 const floe_server_info *floe_info(const floe *c);
+/* FLOE_VERSION of the libfloe linked in (a shared library may be newer than
+ * the header a program was built with). */
+const char *floe_version(void);
+
+/* A refused connection: when floed refuses it at max-connections (it sends
+ * one error response and closes), floe_connect returns FLOE_ERR_BUSY with
+ * the server's message, not FLOE_ERR_IO.  Likewise any call in flight when
+ * the server closes with a reason (a frame above max-frame, say) completes
+ * with the server's status and message. */
+
+/* ---- server-wide counters (the info operation) ---------------------------------------------- */
+
+typedef struct floe_op_counters {
+    char op[32]; /* "insert", "find", "erase", "scan", "stats", ... */
+    uint64_t requests, keys, errors;
+} floe_op_counters;
+
+typedef struct floe_status_count {
+    char status[32]; /* "ERR_INVALID", ... */
+    uint64_t count;
+} floe_status_count;
+
+typedef struct floe_table_summary {
+    char name[65];
+    int kind; /* FLOE_TABLE_* */
+    char backend[16];
+    uint64_t keys; /* live keys (TREE: vectors) */
+    double fill;
+    uint64_t memory_bytes;
+    uint64_t changes;           /* keys inserted or erased since the last snapshot */
+    int64_t last_snapshot_time; /* unix seconds of its last completed snapshot; 0: none */
+} floe_table_summary;
+
+/* What the server reports about itself (docs/PROTOCOL.md, InfoReply).
+ * Strings are never NULL ("" when the server did not say). */
+typedef struct floe_server_stats {
+    char *version; /* "floed 0.1.0" */
+    char *build;   /* compiler, build date, GPU support */
+    uint64_t uptime_seconds, pid;
+    char *backend;                                               /* the default backend for new tables */
+    char *gpu;                                                   /* the device, or why there is none */
+    uint64_t gpu_memory_total, gpu_memory_used, gpu_memory_free; /* bytes; 0 without a GPU */
+    uint64_t connections, connections_total, connections_refused;
+    size_t n_ops;
+    floe_op_counters *ops;
+    size_t n_errors;
+    floe_status_count *errors; /* error responses by status */
+    uint64_t bytes_in, bytes_out, rss_bytes;
+    int64_t last_snapshot_time; /* unix seconds of the last snapshot attempt; 0: none */
+    char *last_snapshot_status; /* "ok", why it failed, or "" before any */
+    char *data_dir;             /* "" when persistence is off */
+    char *metrics_address;      /* "127.0.0.1:9450": where /metrics is served; "" when off */
+    size_t n_tables;
+    floe_table_summary *tables;
+} floe_server_stats;
+
+/* Asks the server for its counters; on success *out is malloc'ed (free it
+ * with floe_server_stats_free).  A floed that predates the info operation
+ * answers FLOE_ERR_UNSUPPORTED (floe_info still has its hello reply). */
+int floe_server_stats_get(floe *c, floe_server_stats **out);
+void floe_server_stats_free(floe_server_stats *s);
 
 /* ---- tables ---------------------------------------------------------------------------------- */
 

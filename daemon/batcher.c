@@ -13,13 +13,17 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conn.h"
-#include "pool.h"
 #include "log.h"
+#include "metrics.h"
+#include "pool.h"
 #include "registry.h"
 #include "reply.h"
 #include "server.h"
+#include "snapshot.h"
+#include "tablefile.h"
 
 item *item_new(struct conn *c, uint64_t id, int op, Floe__V1__Request *req)
 {
@@ -30,6 +34,7 @@ item *item_new(struct conn *c, uint64_t id, int op, Floe__V1__Request *req)
     it->id = id;
     it->op = op;
     it->req = req;
+    it->t_parse = c ? c->t_frame : 0;
     return it;
 }
 
@@ -42,6 +47,9 @@ void item_free(item *it)
     free(it->keys_copy);
     free(it->pre_error);
     free(it->path);
+    floe_file_image_free(it->image);
+    if (it->entry)
+        entry_unref(it->entry);
     free(it);
 }
 
@@ -55,6 +63,7 @@ void batcher_init(batcher *bt, struct server *srv, floe_table *table)
     for (int i = 0; i < BATCHER_DEPTH; i++)
         bt->slots[i].bt = bt;
     bt->words = table->spec.kind == FLOE_KIND_TREE ? table->spec.words : 0;
+    atomic_init(&bt->last_save, (int_fast64_t)time(NULL));
 }
 
 void batcher_destroy(batcher *bt)
@@ -70,18 +79,21 @@ void batcher_destroy(batcher *bt)
  * with the answer). */
 static void answer(item *it, frame *f)
 {
+    metrics_tag(f, metrics_op_of_item(it->op), it->t_parse);
     conn_deliver(it->c, f);
     item_free(it);
 }
 
-static void answer_error(item *it, floe_status st, const char *msg)
+void batcher_item_done(item *it, floe_status st, const char *msg)
 {
     if (it->multi) {
         multi_part_done(it->multi, it->multi_index, st, msg, NULL);
         item_free(it);
-        return;
+    } else if (!it->c) {
+        item_free(it); /* floed's own (a snapshot by the rules): logged by its owner */
+    } else {
+        answer(it, st == FLOE_OK ? reply_ok(it->id) : reply_error(it->id, st, msg));
     }
-    answer(it, reply_error(it->id, st, msg));
 }
 
 static bool is_key_op(int op)
@@ -223,7 +235,7 @@ static void merge_items(batcher *bt, batch_slot *sl, item *first, size_t kb, boo
  * it to server_reap after unlocking, because reaping frees this batcher. */
 static struct table_entry *launch_locked(batcher *bt)
 {
-    const uint64_t max_keys = bt->srv->cfg.max_batch_keys;
+    const uint64_t max_keys = LIVE(bt->srv, max_batch_keys);
     struct table_entry *reap = NULL;
     while (bt->inflight < BATCHER_DEPTH && bt->head) {
         item *first = bt->head;
@@ -234,11 +246,15 @@ static struct table_entry *launch_locked(batcher *bt)
             if (!bt->head)
                 bt->tail = NULL;
             if (first->op == ITEM_DRAIN) {
-                /* Everything queued before the drop has been answered. */
+                /* Everything queued before the drop has been answered (and
+                 * its snapshots handed to the saver: the file goes after them). */
                 reap = first->drop;
-                answer(first, reply_ok(first->id));
+                if (first->path)
+                    saver_remove(bt->srv->saver, first);
+                else
+                    answer(first, reply_ok(first->id));
             } else {
-                answer_error(first, first->pre_status, first->pre_error);
+                batcher_item_done(first, first->pre_status, first->pre_error);
             }
             continue;
         }
@@ -321,14 +337,12 @@ static struct table_entry *launch_locked(batcher *bt)
                 b->scan_vectors = sl->scan_vectors = malloc(first->limit * bt->words * 4 + 8);
             ok = sl->scan_keys && (!(flags & FLOE_BATCH_WANT_VALUES) || sl->scan_values) &&
                  (!bt->words || sl->scan_vectors);
-        } else if (first->op == FLOE_OP_SAVE) {
-            b->path = first->path;
         }
         if (!ok) {
             log_error("table %s: out of memory for a batch of %zu keys", bt->table->spec.name, n);
             for (item *it = first, *next; it; it = next) {
                 next = it->next;
-                answer_error(it, FLOE_ERR_INTERNAL, "out of memory for this batch");
+                batcher_item_done(it, FLOE_ERR_INTERNAL, "out of memory for this batch");
             }
             sl->running = NULL;
             free_buffers(sl);
@@ -379,9 +393,14 @@ void batcher_shutdown(batcher *bt)
     while (list) {
         item *it = list;
         list = it->next;
-        if (it->op == ITEM_DRAIN)
+        if (it->op == ITEM_DRAIN) {
             server_reap(bt->srv, it->drop);
-        answer_error(it, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
+            if (it->path) { /* the table is gone from the registry: its file must go too */
+                saver_remove(bt->srv->saver, it);
+                continue;
+            }
+        }
+        batcher_item_done(it, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
     }
 }
 
@@ -514,8 +533,10 @@ static void batch_done(floe_batch *b)
         pthread_mutex_lock(&bt->lock);
         floe_stage_add(&bt->stage[FLOE_STAGE_BACKEND], b->n, t_done - sl->t_submit);
         pthread_mutex_unlock(&bt->lock);
+        if (b->status == FLOE_OK)
+            atomic_fetch_add(&bt->changes, b->counts.inserted + b->counts.erased);
     }
-    if (b->status != FLOE_OK && b->op != FLOE_OP_SAVE)
+    if (b->status != FLOE_OK && b->op != FLOE_OP_COPY)
         log_error("table %s: %s batch failed: %s", bt->table->spec.name,
                   b->op == FLOE_OP_INSERT ? "insert"
                   : b->op == FLOE_OP_FIND ? "find"
@@ -527,7 +548,12 @@ static void batch_done(floe_batch *b)
         item *it = list;
         list = it->next;
         const size_t step = is_key_op(b->op) ? it->n : 0; /* it is freed once answered */
-        if (it->multi) {
+        if (it->op == FLOE_OP_COPY) {
+            it->image = b->image;
+            b->image = NULL;
+            it->changes = atomic_load(&bt->changes);
+            saver_write(bt->srv->saver, it, b->status, b->error.msg);
+        } else if (it->multi) {
             multi_part_done(it->multi, it->multi_index, b->status, b->error.msg,
                             b->op == FLOE_OP_STATS ? &b->stats : NULL);
             item_free(it);
@@ -577,6 +603,7 @@ multi *multi_new(struct conn *c, uint64_t id, int op, size_t n)
     m->id = id;
     m->op = op;
     m->n = n;
+    m->t_parse = c ? c->t_frame : 0;
     return m;
 }
 
@@ -595,6 +622,10 @@ void multi_part_done(multi *m, size_t index, floe_status st, const char *error, 
     pthread_mutex_unlock(&m->lock);
     if (!last)
         return;
+    if (m->done) {
+        m->done(m);
+        return;
+    }
     frame *f;
     if (m->op == FLOE_OP_SAVE) {
         f = m->status == FLOE_OK ? reply_ok(m->id) : reply_error(m->id, m->status, m->error);
@@ -632,7 +663,13 @@ void multi_part_done(multi *m, size_t index, floe_status st, const char *error, 
         free(lv);
         free(lvp);
     }
+    metrics_tag(f, m->op == FLOE_OP_SAVE ? METRICS_OP_SNAPSHOT : METRICS_OP_LIST_TABLES, m->t_parse);
     conn_deliver(m->c, f);
+    multi_free(m);
+}
+
+void multi_free(multi *m)
+{
     pthread_mutex_destroy(&m->lock);
     free(m->stats);
     free(m->have);

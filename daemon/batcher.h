@@ -54,8 +54,11 @@ typedef struct item {
     floe_cursor cursor;
     int cursor_set;
     size_t limit;
-    /* SAVE */
+    /* COPY (a snapshot), DRAIN with a data-dir: the table's file */
     char *path;
+    struct floe_file_image *image; /* COPY: the copy, for the saver */
+    struct table_entry *entry;     /* COPY: the table (a reference) */
+    uint64_t changes;              /* COPY: the table's change count the copy holds */
     /* LIST, SNAPSHOT of all tables: one response for several items */
     struct multi *multi;
     size_t multi_index;
@@ -109,6 +112,13 @@ typedef struct batcher {
     batch_slot slots[BATCHER_DEPTH];
     /* parse, queue, merge, backend, reply (tables/spec.h), under lock */
     floe_stage_time stage[FLOE_STAGES];
+    /* snapshots (snapshot.c): keys inserted or erased since the table was
+     * created or loaded, and that count as of its last snapshot */
+    atomic_uint_fast64_t changes, saved_changes;
+    atomic_int_fast64_t last_save;   /* unix seconds: last snapshot, or creation/load (for the rules) */
+    atomic_int_fast64_t saved_at;    /* unix seconds of the last snapshot written (0: none) */
+    atomic_int_fast64_t retry_after; /* unix seconds: no snapshot by the rules before */
+    atomic_bool snapshot_pending;    /* one by the rules is on its way */
 } batcher;
 
 void batcher_init(batcher *bt, struct server *srv, floe_table *table);
@@ -129,6 +139,9 @@ frame *batcher_pack(frame *f);
 
 item *item_new(struct conn *c, uint64_t id, int op, Floe__V1__Request *req);
 void item_free(item *it);
+/* Answers an item that carries no keys (OK or an error; a part of a
+ * multi-table answer; nothing for an item of floed's own) and frees it. */
+void batcher_item_done(item *it, floe_status st, const char *msg);
 
 /* Aggregates the STATS (LIST) or SAVE (SNAPSHOT) items of several tables
  * into one response. */
@@ -143,10 +156,16 @@ typedef struct multi {
     bool *have;
     floe_status status;
     char error[FLOE_ERROR_MAX];
+    uint64_t t_parse; /* c's request began to be parsed (metrics) */
+    /* Set (STATS only): the last part calls done instead of answering c
+     * (info, /metrics), and done frees m with multi_free. */
+    void (*done)(struct multi *m);
+    void *arg;
 } multi;
 
 multi *multi_new(struct conn *c, uint64_t id, int op, size_t n);
 /* Records one part's outcome; the last part sends the response. */
 void multi_part_done(multi *m, size_t index, floe_status st, const char *error, const floe_table_stats *stats);
+void multi_free(multi *m);
 
 #endif

@@ -1,11 +1,15 @@
 /*
  * config.c - floed's settings (see config.h).
  */
+#define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "log.h"
@@ -20,6 +24,7 @@ typedef struct setting {
     const char *def;
     uint64_t min, max; /* for numbers */
     const char *help;
+    int live; /* SIGHUP applies it to a running floed; else it needs a restart */
 } setting;
 
 #define STR(f)  T_STRING, offsetof(floed_config, f), sizeof(((floed_config *)0)->f)
@@ -27,24 +32,34 @@ typedef struct setting {
 #define SIZE(f) T_SIZE, offsetof(floed_config, f), 0
 
 static const setting SETTINGS[] = {
-    {"bind", STR(bind), "127.0.0.1", 0, 0, "address to listen on (0.0.0.0 for every interface)"},
-    {"port", NUM(port), "7450", 0, 65535, "TCP port (0: any free port, see port-file)"},
-    {"io-threads", NUM(io_threads), "4", 1, 256, "threads that read requests and write responses"},
-    {"engine-threads", NUM(engine_threads), "0", 0, 1024, "CPU engine threads (0: one per CPU)"},
-    {"max-connections", NUM(max_connections), "1024", 1, 1000000, "connections beyond this get ERR_BUSY"},
-    {"max-frame", SIZE(max_frame), "64M", 64, (uint64_t)1 << 31, "largest request frame accepted"},
+    {"bind", STR(bind), "127.0.0.1", 0, 0, "address or host name to listen on (0.0.0.0 for every interface)", 0},
+    {"port", NUM(port), "7450", 0, 65535, "TCP port (0: any free port, see port-file)", 0},
+    {"io-threads", NUM(io_threads), "4", 1, 256, "threads that read requests and write responses", 0},
+    {"engine-threads", NUM(engine_threads), "0", 0, 1024, "CPU engine threads (0: one per CPU)", 0},
+    {"max-connections", NUM(max_connections), "1024", 1, 1000000, "connections beyond this get ERR_BUSY", 1},
+    {"max-frame", SIZE(max_frame), "64M", 64, (uint64_t)1 << 31, "largest request frame accepted", 1},
     {"max-inflight", NUM(max_inflight), "64", 1, 1000000,
-     "requests in flight per connection before floed stops reading it"},
-    {"max-tables", NUM(max_tables), "64", 1, 100000, "tables beyond this get ERR_BUSY"},
+     "requests in flight per connection before floed stops reading it", 1},
+    {"max-tables", NUM(max_tables), "64", 1, 100000, "tables beyond this get ERR_BUSY", 1},
     {"max-batch-keys", SIZE(max_batch_keys), "4M", 1, (uint64_t)1 << 31,
-     "keys gathered into one engine batch (a larger request runs alone)"},
-    {"token", STR(token), "", 0, 0, "shared secret clients must send in hello (empty: none)"},
-    {"token-file", STR(token_file), "", 0, 0, "file holding the token (keeps it off the command line)"},
-    {"log-level", STR(log_level), "info", 0, 0, "debug, info, warn or error"},
+     "keys gathered into one engine batch (a larger request runs alone)", 1},
+    {"token", STR(token), "", 0, 0, "shared secret clients must send in hello (empty: none)", 1},
+    {"token-file", STR(token_file), "", 0, 0, "file holding the token (keeps it off the command line)", 1},
+    {"log-level", STR(log_level), "info", 0, 0, "debug, info, warn or error", 1},
     {"data-dir", STR(data_dir), "", 0, 0,
-     "directory for snapshots: tables load from it at start and save to it at shutdown (empty: off)"},
-    {"port-file", STR(port_file), "", 0, 0, "write the listening port here once ready (for scripts and tests)"},
-    {"backend", STR(backend), "auto", 0, 0, "default backend for new tables: cpu, gpu or auto"},
+     "directory for snapshots: tables load from it at start and are saved to it by the save-every and "
+     "save-after-changes rules, on `floe snapshot` and at shutdown (empty: tables live in memory only)",
+     0},
+    {"port-file", STR(port_file), "", 0, 0, "write the listening port here once ready (for scripts and tests)", 0},
+    {"backend", STR(backend), "auto", 0, 0, "default backend for new tables: cpu, gpu or auto", 1},
+    {"metrics-port", NUM(metrics_port), "0", 0, 65535, "HTTP port serving Prometheus text at /metrics (0: off)", 0},
+    {"metrics-bind", STR(metrics_bind), "127.0.0.1", 0, 0, "address or host name of the metrics port", 0},
+    {"save-every", NUM(save_every), "300", 0, 31u * 24 * 3600,
+     "with data-dir: snapshot a changed table this many seconds after its last snapshot (0: never by time)", 1},
+    {"save-after-changes", SIZE(save_after_changes), "0", 0, UINT64_MAX,
+     "with data-dir: snapshot a table once this many keys were inserted or erased since its last snapshot (0: "
+     "never by count)",
+     1},
 };
 #define NSETTINGS (sizeof SETTINGS / sizeof SETTINGS[0])
 
@@ -187,8 +202,30 @@ int config_load_file(floed_config *c, const char *path, char *err, size_t errlen
     return rc;
 }
 
+/* bind takes an address or a host name that resolves to one. */
+static int check_bind(const char *name, const char *host, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s: '%s' is not an IPv4 or IPv6 address or a host name that resolves (%s)", name, host,
+                 gai_strerror(rc));
+        return -1;
+    }
+    freeaddrinfo(res);
+    return 0;
+}
+
 int config_finish(floed_config *c, char *err, size_t errlen)
 {
+    if (check_bind("bind", c->bind, err, errlen) != 0 ||
+        (c->metrics_port && check_bind("metrics-bind", c->metrics_bind, err, errlen) != 0))
+        return -1;
+    struct stat sb;
+    if (c->data_dir[0] && stat(c->data_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "data-dir %s is not a directory", c->data_dir);
+        return -1;
+    }
     if (log_parse_level(c->log_level) < 0) {
         snprintf(err, errlen, "log-level must be debug, info, warn or error, got '%s'", c->log_level);
         return -1;
@@ -215,12 +252,75 @@ int config_finish(floed_config *c, char *err, size_t errlen)
     return 0;
 }
 
+int config_from_args(floed_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    /* One long option per setting, plus -c/--config. */
+    struct option opts[sizeof SETTINGS / sizeof SETTINGS[0] + 4];
+    size_t k = 0;
+    for (; k < NSETTINGS; k++)
+        opts[k] = (struct option){SETTINGS[k].name, required_argument, NULL, (int)k + 256};
+    opts[k++] = (struct option){"config", required_argument, NULL, 'c'};
+    opts[k++] = (struct option){"help", no_argument, NULL, 'h'};
+    opts[k++] = (struct option){"version", no_argument, NULL, 'V'};
+    opts[k] = (struct option){NULL, 0, NULL, 0};
+    config_defaults(c);
+    /* The file first, wherever -c stands, so that flags override it. */
+    for (int pass = 0; pass < 2; pass++) {
+        optind = 0; /* GNU: start afresh (SIGHUP parses the same argv again) */
+        opterr = 0;
+        int ch;
+        while ((ch = getopt_long(argc, argv, ":c:hV", opts, NULL)) != -1) {
+            if (ch == 'h')
+                return CONFIG_HELP;
+            if (ch == 'V')
+                return CONFIG_VERSION;
+            if (ch == '?' || ch == ':') {
+                const char *arg = argv[optind - 1];
+                snprintf(err, errlen,
+                         ch == ':' ? "%s needs a value (floed --help)" : "unknown option '%s' (floed --help)", arg);
+                return -1;
+            }
+            if (ch == 'c') {
+                if (pass == 0) {
+                    snprintf(c->config_file, sizeof c->config_file, "%s", optarg);
+                    if (strlen(optarg) >= sizeof c->config_file) {
+                        snprintf(err, errlen, "config: path too long");
+                        return -1;
+                    }
+                    if (config_load_file(c, optarg, err, errlen) != 0)
+                        return -1;
+                }
+                continue;
+            }
+            if (pass == 1 && config_set(c, SETTINGS[ch - 256].name, optarg, err, errlen) != 0)
+                return -1;
+        }
+        if (optind < argc) {
+            snprintf(err, errlen, "unexpected argument '%s' (floed --help)", argv[optind]);
+            return -1;
+        }
+    }
+    return config_finish(c, err, errlen);
+}
+
+void config_changes(const floed_config *a, const floed_config *b, void (*fn)(const char *name, int live, void *arg),
+                    void *arg)
+{
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &SETTINGS[i];
+        const char *fa = (const char *)a + s->offset, *fb = (const char *)b + s->offset;
+        int differ = s->type == T_STRING ? strcmp(fa, fb) != 0 : memcmp(fa, fb, sizeof(uint64_t)) != 0;
+        if (differ)
+            fn(s->name, s->live, arg);
+    }
+}
+
 void config_print_help(FILE *f)
 {
     for (size_t i = 0; i < NSETTINGS; i++) {
         char flag[64];
         snprintf(flag, sizeof flag, "--%s", SETTINGS[i].name);
-        fprintf(f, "  %-20s %s (default: %s)\n", flag, SETTINGS[i].help,
-                SETTINGS[i].def[0] ? SETTINGS[i].def : "empty");
+        fprintf(f, "  %-20s %s (default: %s%s)\n", flag, SETTINGS[i].help,
+                SETTINGS[i].def[0] ? SETTINGS[i].def : "empty", SETTINGS[i].live ? "; SIGHUP applies it" : "");
     }
 }

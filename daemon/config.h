@@ -27,6 +27,11 @@ typedef struct floed_config {
     char data_dir[1024];
     char port_file[1024];
     char backend[16];
+    char metrics_bind[256];
+    uint64_t metrics_port;
+    uint64_t save_every;
+    uint64_t save_after_changes;
+    char config_file[1024]; /* the file settings came from ("" if none): SIGHUP reads it again */
 } floed_config;
 
 void config_defaults(floed_config *c);
@@ -36,6 +41,16 @@ int config_load_file(floed_config *c, const char *path, char *err, size_t errlen
 int config_set(floed_config *c, const char *key, const char *value, char *err, size_t errlen);
 /* Checks cross-field rules and reads token_file; 0 or -1 with a message. */
 int config_finish(floed_config *c, char *err, size_t errlen);
+/* The settings of a command line: defaults, then the file of -c/--config,
+ * then every --setting VALUE / --setting=VALUE flag (getopt_long), then
+ * config_finish.  0, or -1 with a message, or CONFIG_HELP / CONFIG_VERSION
+ * when -h/--help or -V/--version was given (the caller prints them). */
+enum { CONFIG_HELP = 1, CONFIG_VERSION = 2 };
+int config_from_args(floed_config *c, int argc, char **argv, char *err, size_t errlen);
+/* Calls fn for every setting whose value differs between a and b, with
+ * whether it can change while floed runs (SIGHUP) or needs a restart. */
+void config_changes(const floed_config *a, const floed_config *b, void (*fn)(const char *name, int live, void *arg),
+                    void *arg);
 /* Prints every setting: name, default and help (for --help). */
 void config_print_help(FILE *f);
 /* Number of settings and the name of setting i (for tests). */

@@ -13,16 +13,17 @@
 #include <event2/bufferevent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "batcher.h"
+#include "datadir.h"
 #include "log.h"
+#include "metrics.h"
 #include "registry.h"
+#include "snapshot.h"
 
 #define IO_MAX_SINGLE      ((size_t)4 << 20) /* bytes per socket read or write call */
 #define SCAN_DEFAULT_LIMIT 1024
@@ -31,6 +32,15 @@
 #define TREE_SCAN_MAX_BYTES ((size_t)32 << 20)
 
 static atomic_ulong next_serial = 1;
+
+/* The connection's io thread: its shard of the counters (metrics.h). */
+#define SHARD(c) ((size_t)((c)->io - (c)->srv->io))
+
+static void count_request(conn *c, int op, size_t frame_bytes)
+{
+    c->req_op = op;
+    metrics_request(c->srv->metrics, SHARD(c), op, frame_bytes);
+}
 
 void conn_ref(conn *c)
 {
@@ -114,6 +124,7 @@ static void send_frame(conn *c, frame *f)
     }
     if (c->open)
         bufferevent_write(c->bev, f->data, f->len);
+    metrics_answered(c->srv->metrics, SHARD(c), c->req_op, f->status, 0, c->t_frame, c->open ? f->len : 0);
     free(f);
 }
 
@@ -144,22 +155,11 @@ static void fail_and_close(conn *c, uint64_t id, floe_status st, const char *msg
 
 /* ---- request dispatch ---------------------------------------------------------------- */
 
-static bool token_matches(const char *want, const char *got)
-{
-    /* Compare digests so that neither the content nor the length leaks through timing. */
-    unsigned char a[32], b[32];
-    unsigned int la = 0, lb = 0;
-    EVP_Digest(want, strlen(want), a, &la, EVP_sha256(), NULL);
-    EVP_Digest(got, strlen(got), b, &lb, EVP_sha256(), NULL);
-    return la == 32 && lb == 32 && CRYPTO_memcmp(a, b, 32) == 0;
-}
-
 static void handle_hello(conn *c, Floe__V1__Request *req)
 {
     const Floe__V1__Hello *h = req->hello;
-    const char *token = c->srv->cfg.token;
-    if (token[0]) {
-        if (!h->token || !token_matches(token, h->token)) {
+    if (server_token_required(c->srv)) {
+        if (!h->token || !server_token_matches(c->srv, h->token)) {
             fail_and_close(c, req->id, FLOE_ERR_UNAUTHENTICATED, "wrong token");
             return;
         }
@@ -171,13 +171,14 @@ static void handle_hello(conn *c, Floe__V1__Request *req)
     }
     Floe__V1__HelloReply hr = FLOE__V1__HELLO_REPLY__INIT;
     hr.version = FLOE_PROTOCOL_VERSION;
-    hr.server = "floed " FLOED_VERSION;
-    hr.max_frame = c->srv->cfg.max_frame;
-    hr.max_batch_keys = c->srv->cfg.max_batch_keys;
-    hr.max_inflight = (uint32_t)c->srv->cfg.max_inflight;
+    hr.server = "floed " FLOE_VERSION;
+    hr.max_frame = LIVE(c->srv, max_frame);
+    hr.max_batch_keys = LIVE(c->srv, max_batch_keys);
+    hr.max_inflight = (uint32_t)LIVE(c->srv, max_inflight);
     floe_backend *dflt = c->srv->cpu;
     floe_error ignored;
-    server_backend_for(c->srv, c->srv->cfg.backend, &dflt, &ignored);
+    char want[sizeof c->srv->cfg.backend];
+    server_backend_for(c->srv, server_default_backend(c->srv, want), &dflt, &ignored);
     hr.backend = (char *)floe_backend_name(dflt);
     hr.authenticated = c->authed;
     Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
@@ -219,7 +220,8 @@ static void handle_create(conn *c, Floe__V1__Request *req)
     floe_spec spec;
     floe_error err;
     floe_backend *be = NULL;
-    floe_status st = spec_from_proto(req->create_table->spec, srv->cfg.backend, &spec, &err);
+    char want[sizeof srv->cfg.backend];
+    floe_status st = spec_from_proto(req->create_table->spec, server_default_backend(srv, want), &spec, &err);
     if (st == FLOE_OK)
         st = server_backend_for(srv, spec.backend, &be, &err);
     if (st != FLOE_OK) {
@@ -236,7 +238,7 @@ static void handle_create(conn *c, Floe__V1__Request *req)
     snprintf(spec.backend, sizeof spec.backend, "%s", floe_backend_name(be)); /* what it runs on, for stats */
     st = floe_table_create(be, &spec, &t, &err);
     if (st == FLOE_OK)
-        st = registry_install(&srv->reg, srv, t, srv->cfg.max_tables, &err);
+        st = registry_install(&srv->reg, srv, t, LIVE(srv, max_tables), &err);
     if (st != FLOE_OK) {
         send_frame(c, reply_error(req->id, st, err.msg));
         return;
@@ -287,6 +289,12 @@ static void handle_drop(conn *c, Floe__V1__Request *req)
         return;
     }
     it->drop = e; /* the registry's reference travels with the DRAIN */
+    if (c->srv->cfg.data_dir[0] && !(it->path = datadir_table_path(c->srv->cfg.data_dir, name))) {
+        item_free(it);
+        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
+        server_reap(c->srv, e);
+        return;
+    }
     submit(c, e, it);
 }
 
@@ -311,15 +319,14 @@ static void handle_list(conn *c, Floe__V1__Request *req, int op)
             for (size_t i = 0; i < n; i++) {
                 if (only[0] && strcmp(all[i]->name, only) != 0)
                     continue;
-                item *it = item_new(c, req->id, op, NULL);
-                if (it && op == FLOE_OP_SAVE &&
-                    asprintf(&it->path, "%s/%s.floe", c->srv->cfg.data_dir, all[i]->name) < 0)
-                    it->path = NULL;
+                /* a snapshot is a COPY in the table's order, written by the saver */
+                item *it =
+                    op == FLOE_OP_SAVE ? snapshot_item(c->srv, c, req->id, all[i]) : item_new(c, req->id, op, NULL);
                 if (it) {
                     it->multi = m;
                     it->multi_index = k;
                 }
-                if (!it || (op == FLOE_OP_SAVE && !it->path) || batcher_submit(&all[i]->bt, it) != FLOE_OK) {
+                if (!it || batcher_submit(&all[i]->bt, it) != FLOE_OK) {
                     item_free(it);
                     multi_part_done(m, k, FLOE_ERR_NO_TABLE, "dropped meanwhile", NULL);
                 }
@@ -389,7 +396,7 @@ static void handle_key_op(conn *c, Floe__V1__Request *req, int op, const char *t
     char msg[FLOE_ERROR_MAX];
     floe_status st = FLOE_OK;
     if (op == FLOE_OP_GET) {
-        const uint64_t max_frame = c->srv->cfg.max_frame, vb = (uint64_t)spec->words * 4;
+        const uint64_t max_frame = LIVE(c->srv, max_frame), vb = (uint64_t)spec->words * 4;
         if (!tree)
             st = FLOE_ERR_UNSUPPORTED, snprintf(msg, sizeof msg, "get_by_id is for TREE tables; table %s is a %s",
                                                 spec->name, floe_kind_name(spec->kind));
@@ -536,7 +543,8 @@ static void handle_request(conn *c, Floe__V1__Request *req)
 {
     server *srv = c->srv;
     uint64_t id = req->id;
-    if (srv->cfg.token[0] && !c->authed && req->op_case != FLOE__V1__REQUEST__OP_HELLO) {
+    count_request(c, metrics_op_of_request(req->op_case), 0);
+    if (!c->authed && req->op_case != FLOE__V1__REQUEST__OP_HELLO && server_token_required(srv)) {
         fail_and_close(c, id, FLOE_ERR_UNAUTHENTICATED, "this server requires a token: send hello with it first");
         floe__v1__request__free_unpacked(req, NULL);
         return;
@@ -596,6 +604,9 @@ static void handle_request(conn *c, Floe__V1__Request *req)
     case FLOE__V1__REQUEST__OP_RANGE:
         send_error(c, id, FLOE_ERR_UNSUPPORTED, "range is for ORDERED tables, which this floed does not have yet");
         break;
+    case FLOE__V1__REQUEST__OP_INFO:
+        metrics_handle_info(c, id);
+        break;
     default:
         send_error(c, id, FLOE_ERR_INVALID, "unknown or missing operation in request %llu", (unsigned long long)id);
         break;
@@ -605,9 +616,60 @@ static void handle_request(conn *c, Floe__V1__Request *req)
 
 /* ---- framing ------------------------------------------------------------------------------- */
 
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* protobuf-c hands strings over NUL-terminated without their length, so
+ * "ab\0cd" would silently become "ab": look at the string fields of the
+ * raw message (walking it with its descriptor) for a NUL byte.  false if
+ * one has one; the message itself has already parsed. */
+static bool strings_clean(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len, int depth)
+{
+    const uint8_t *end = p + len;
+    while (p < end) {
+        uint64_t tag, n;
+        if (!read_varint(&p, end, &tag))
+            return false;
+        const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, (unsigned)(tag >> 3));
+        switch (tag & 7) {
+        case 0:
+            if (!read_varint(&p, end, &n))
+                return false;
+            break;
+        case 1:
+            p += 8;
+            break;
+        case 5:
+            p += 4;
+            break;
+        case 2:
+            if (!read_varint(&p, end, &n) || n > (uint64_t)(end - p))
+                return false;
+            if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, n))
+                return false;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE && depth < 8 && !strings_clean(f->descriptor, p, n, depth + 1))
+                return false;
+            p += n;
+            break;
+        default:
+            return false;
+        }
+    }
+    return p == end;
+}
+
 static void pause_if_full(conn *c)
 {
-    if (c->open && !c->paused && c->inflight >= c->srv->cfg.max_inflight) {
+    if (c->open && !c->paused && c->inflight >= LIVE(c->srv, max_inflight)) {
         c->paused = true;
         bufferevent_disable(c->bev, EV_READ);
     }
@@ -615,7 +677,7 @@ static void pause_if_full(conn *c)
 
 static void read_frames(conn *c)
 {
-    const uint64_t max_frame = c->srv->cfg.max_frame;
+    const uint64_t max_frame = LIVE(c->srv, max_frame);
     while (c->open && !c->closing && !c->paused) {
         struct evbuffer *in = bufferevent_get_input(c->bev);
         size_t have = evbuffer_get_length(in);
@@ -624,6 +686,10 @@ static void read_frames(conn *c)
             return;
         evbuffer_copyout(in, hdr, 4);
         uint32_t len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
+        if (len == 0 || len > max_frame) {
+            c->t_frame = floe_now_ns();
+            count_request(c, METRICS_OP_UNKNOWN, 4);
+        }
         if (len == 0) {
             fail_and_close(c, 0, FLOE_ERR_INVALID, "frame of length 0");
             return;
@@ -639,11 +705,20 @@ static void read_frames(conn *c)
             return; /* the rest is on its way */
         evbuffer_drain(in, 4);
         c->t_frame = floe_now_ns();
+        metrics_request(c->srv->metrics, SHARD(c), -1, 4 + (size_t)len); /* its bytes; the operation once parsed */
         unsigned char *buf = evbuffer_pullup(in, len);
         Floe__V1__Request *req = buf ? floe__v1__request__unpack(NULL, len, buf) : NULL;
+        const bool clean = req && strings_clean(&floe__v1__request__descriptor, buf, len, 0);
         evbuffer_drain(in, len);
         if (!req) {
+            count_request(c, METRICS_OP_UNKNOWN, 0);
             send_error(c, 0, FLOE_ERR_INVALID, "a frame of %u bytes does not parse as a floe.v1.Request", len);
+            continue;
+        }
+        if (!clean) {
+            count_request(c, metrics_op_of_request(req->op_case), 0);
+            send_error(c, req->id, FLOE_ERR_INVALID, "a string of the request (a table name?) holds a NUL byte");
+            floe__v1__request__free_unpacked(req, NULL);
             continue;
         }
         handle_request(c, req);
@@ -670,15 +745,17 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 void conn_accept(io_thread *io, int fd)
 {
     server *srv = io->srv;
-    if (atomic_fetch_add(&srv->nconns, 1) >= (int)srv->cfg.max_connections) {
+    const uint64_t max_connections = LIVE(srv, max_connections);
+    if (atomic_fetch_add(&srv->nconns, 1) >= (int)max_connections) {
         atomic_fetch_sub(&srv->nconns, 1);
+        metrics_connection(srv->metrics, (size_t)(io - srv->io), true);
         frame *f = reply_error(0, FLOE_ERR_BUSY, "too many connections (max-connections)");
         if (f) {
             ssize_t ignored = send(fd, f->data, f->len, MSG_NOSIGNAL | MSG_DONTWAIT);
             (void)ignored;
             free(f);
         }
-        log_warn("refused a connection: max-connections (%llu) reached", (unsigned long long)srv->cfg.max_connections);
+        log_warn("refused a connection: max-connections (%llu) reached", (unsigned long long)max_connections);
         evutil_closesocket(fd);
         return;
     }
@@ -713,9 +790,10 @@ void conn_accept(io_thread *io, int fd)
     if (io->conns)
         io->conns->prev = c;
     io->conns = c;
+    metrics_connection(srv->metrics, (size_t)(io - srv->io), false);
     /* Stop reading when a frame's worth is buffered and unparsed: the high
      * watermark bounds memory per connection. */
-    bufferevent_setwatermark(bev, EV_READ, 0, (size_t)srv->cfg.max_frame + 4 + 65536);
+    bufferevent_setwatermark(bev, EV_READ, 0, (size_t)LIVE(srv, max_frame) + 4 + 65536);
     /* libevent reads and writes at most 16 KiB per callback by default: a
      * 512 KiB request would take 32 read calls and as many wake-ups.  Take
      * whatever the socket has (fewer system calls, and a frame more often
@@ -780,13 +858,18 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
         frame *f = list;
         list = f->next;
         conn *c = f->to;
+        metrics_answer ma;
+        metrics_answer_of(f, &ma);
         if (f->item && !(f = batcher_pack(f))) /* an answer still to pack */
             log_error("out of memory packing a response for connection %llu", (unsigned long long)c->serial);
-        if (f && c->open && f->len)
+        const bool write = f && c->open && f->len;
+        if (write)
             bufferevent_write(c->bev, f->data, f->len);
+        if (f && f->len)
+            metrics_answered(c->srv->metrics, SHARD(c), ma.op, ma.status, ma.keys, ma.t_parse, write ? f->len : 0);
         free(f);
         c->inflight--;
-        if (c->open && c->paused && c->inflight < c->srv->cfg.max_inflight) {
+        if (c->open && c->paused && c->inflight < LIVE(c->srv, max_inflight)) {
             c->paused = false;
             bufferevent_enable(c->bev, EV_READ);
             read_frames(c); /* frames already buffered get no new read event */

@@ -26,6 +26,7 @@ struct conn {
     unsigned inflight; /* requests handed to batchers, not yet answered */
     uint64_t serial;
     uint64_t t_frame;   /* when the frame being handled began to be parsed (the parse stage) */
+    int req_op;         /* the frame being handled: its operation as metrics.h counts it */
     uint64_t last_read; /* floe_now_ns of the last bytes read: the stop waits for a quiet connection */
     char peer[64];
     conn *prev, *next;

@@ -7,13 +7,38 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 
 static atomic_int min_level = LOG_INFO;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *const NAMES[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+/* sd-daemon(3) priorities: debug, info, warning, err */
+static const int PRIORITY[] = {7, 6, 4, 3};
+
+static pthread_once_t journal_once = PTHREAD_ONCE_INIT;
+static bool journal;
+
+/* systemd.exec(5): JOURNAL_STREAM is the device and inode of the stream it
+ * connected to stderr; if stderr is still that stream, journald reads it. */
+static void detect_journal(void)
+{
+    const char *env = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    char end;
+    journal = env && sscanf(env, "%llu:%llu%c", &dev, &ino, &end) == 2 && fstat(2, &st) == 0 &&
+              (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+bool log_to_journal(void)
+{
+    pthread_once(&journal_once, detect_journal);
+    return journal;
+}
 
 void log_set_level(log_level level)
 {
@@ -33,13 +58,25 @@ void log_msg(log_level level, const char *fmt, ...)
 {
     if ((int)level < atomic_load(&min_level))
         return;
-    char msg[1024], stamp[32];
-    struct timeval tv;
-    struct tm tm;
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (log_to_journal()) {
+        /* journald stamps each line itself and takes its priority from the
+         * prefix; a line break would start an entry without one */
+        for (char *p = msg; (p = strchr(p, '\n'));)
+            *p = ' ';
+        pthread_mutex_lock(&lock);
+        fprintf(stderr, "<%d>%s\n", PRIORITY[level], msg);
+        fflush(stderr);
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    char stamp[32];
+    struct timeval tv;
+    struct tm tm;
     gettimeofday(&tv, NULL);
     gmtime_r(&tv.tv_sec, &tm);
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);

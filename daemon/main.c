@@ -19,9 +19,15 @@ static void usage(FILE *f)
                "\n"
                "floed serves exact sets and dictionaries (floe tables) over TCP: clients send\n"
                "batches of keys in protobuf frames (docs/PROTOCOL.md) and get one answer per key.\n"
-               "It runs in the foreground and logs to stderr; SIGTERM or SIGINT stops it\n"
-               "gracefully (queued requests get ERR_SHUTTING_DOWN, tables are saved when\n"
-               "data-dir is set).\n"
+               "It runs in the foreground and logs to stderr (with syslog priorities when stderr\n"
+               "is the journal). SIGTERM or SIGINT stops it gracefully (queued requests get\n"
+               "ERR_SHUTTING_DOWN, tables are saved when data-dir is set); SIGHUP reads the\n"
+               "config file and flags again and applies the settings marked below. Under\n"
+               "systemd (Type=notify) it reports READY=1 once every saved table is loaded and\n"
+               "it listens, STATUS= lines while loading and saving, and watchdog pings.\n"
+               "With data-dir, floed locks the directory (one floed per data-dir) and saves\n"
+               "changed tables by the save-every and save-after-changes rules.\n"
+               "Exit codes: 0 stopped cleanly, 1 failed (see the log), 2 a bad setting.\n"
                "\n"
                "  -c, --config FILE    read settings from FILE (`key value` lines, see config/floed.conf)\n"
                "  -h, --help           this text\n"
@@ -30,15 +36,18 @@ static void usage(FILE *f)
                "Settings (each also a `key value` line in the config file; flags override it):\n");
     config_print_help(f);
     char dev[96];
-    fprintf(f, "\nBackends (the `backend` setting is the default for new tables; a create_table request may\n"
-               "name its own; stats and `floe stats` say which one a table runs on):\n"
-               "  cpu   the CPU engine on engine-threads threads, always present\n"
-               "  gpu   the GPU engine (device memory, pinned staging, overlapped streams): %s\n"
-               "  auto  gpu where a device is present, else cpu (the default)\n",
-            !floe_gpu_built()              ? "not in this build (GPU=0)"
+    fprintf(f,
+            "\nBackends (the `backend` setting is the default for new tables; a create_table request may\n"
+            "name its own; stats and `floe stats` say which one a table runs on):\n"
+            "  cpu   the CPU engine on engine-threads threads, always present\n"
+            "  gpu   the GPU engine (device memory, pinned staging, overlapped streams): %s\n"
+            "  auto  gpu where a device is present, else cpu (the default)\n",
+            !floe_gpu_built()                  ? "not in this build (GPU=0)"
             : floe_gpu_device(dev, sizeof dev) ? dev
-                                           : "in this build, but no CUDA device found now");
-    fprintf(f, "\nExample: floed --port 7450 --data-dir /var/lib/floe --token-file /etc/floe/token\n");
+                                               : "in this build, but no CUDA device found now");
+    fprintf(f, "\nExample: floed --port 7450 --data-dir /var/lib/floe --token-file /etc/floe/token\n"
+               "Documentation: docs/OPERATIONS.md (settings, signals, persistence, systemd, containers,\n"
+               "monitoring), docs/PROTOCOL.md, floed(8).\n");
 }
 
 int main(int argc, char **argv)
@@ -53,59 +62,16 @@ int main(int argc, char **argv)
      * blocks up to 32 MiB in the heap and the heap's free memory mapped. */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
-    config_defaults(&cfg);
-    /* The config file first, so that flags override it wherever they stand. */
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "-V") == 0 || strcmp(argv[i], "--version") == 0) {
-            printf("floed %s (protocol %d)\n", FLOED_VERSION, FLOE_PROTOCOL_VERSION);
-            return 0;
-        }
-        const char *file = NULL;
-        if ((strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) && i + 1 < argc)
-            file = argv[i + 1];
-        else if (strncmp(argv[i], "--config=", 9) == 0)
-            file = argv[i] + 9;
-        if (file && config_load_file(&cfg, file, err, sizeof err) != 0) {
-            fprintf(stderr, "floed: %s\n", err);
-            return 2;
-        }
-    }
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "-c") == 0 || strcmp(arg, "--config") == 0) {
-            i++;
-            continue;
-        }
-        if (strncmp(arg, "--config=", 9) == 0)
-            continue;
-        if (strncmp(arg, "--", 2) != 0) {
-            fprintf(stderr, "floed: unexpected argument '%s' (floed --help)\n", arg);
-            return 2;
-        }
-        char key[64];
-        const char *value;
-        const char *eq = strchr(arg, '=');
-        if (eq) {
-            snprintf(key, sizeof key, "%.*s", (int)(eq - arg - 2), arg + 2);
-            value = eq + 1;
-        } else {
-            snprintf(key, sizeof key, "%s", arg + 2);
-            if (i + 1 >= argc) {
-                fprintf(stderr, "floed: --%s needs a value (floed --help)\n", key);
-                return 2;
-            }
-            value = argv[++i];
-        }
-        if (config_set(&cfg, key, value, err, sizeof err) != 0) {
-            fprintf(stderr, "floed: %s\n", err);
-            return 2;
-        }
-    }
-    if (config_finish(&cfg, err, sizeof err) != 0) {
+    switch (config_from_args(&cfg, argc, argv, err, sizeof err)) {
+    case 0:
+        break;
+    case CONFIG_HELP:
+        usage(stdout);
+        return 0;
+    case CONFIG_VERSION:
+        printf("floed %s (protocol %d)\n", FLOE_VERSION, FLOE_PROTOCOL_VERSION);
+        return 0;
+    default:
         fprintf(stderr, "floed: %s\n", err);
         return 2;
     }
@@ -114,5 +80,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "floed: libevent has no pthreads support\n");
         return 1;
     }
-    return server_run(&cfg);
+    return server_run(&cfg, argc, argv);
 }

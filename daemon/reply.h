@@ -22,6 +22,11 @@ typedef struct frame {
     struct item *item;
     struct batch_out *out;
     size_t at; /* the request's first key in the batch */
+    /* For metrics.h: the request's operation (METRICS_OP_*), when it began
+     * to be parsed (0: unknown), and the response's status. */
+    int req_op;
+    floe_status status;
+    uint64_t t_parse;
     size_t len;
     unsigned char data[];
 } frame;

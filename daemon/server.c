@@ -17,19 +17,125 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <netdb.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <systemd/sd-daemon.h>
 
 #include "backend_gpu.h"
 #include "conn.h"
+#include "datadir.h"
 #include "log.h"
+#include "metrics.h"
 #include "pool.h"
+#include "snapshot.h"
 #include "tablefile.h"
 
 #define MERGE_THREADS 4 /* the batchers' pool for large merges: the caller and three helpers */
+
+/* ---- live settings ------------------------------------------------------------------------- */
+
+static void live_set(server *srv, const floed_config *c)
+{
+    atomic_store(&srv->live.max_connections, c->max_connections);
+    atomic_store(&srv->live.max_frame, c->max_frame);
+    atomic_store(&srv->live.max_inflight, c->max_inflight);
+    atomic_store(&srv->live.max_tables, c->max_tables);
+    atomic_store(&srv->live.max_batch_keys, c->max_batch_keys);
+    atomic_store(&srv->live.save_every, c->save_every);
+    atomic_store(&srv->live.save_after_changes, c->save_after_changes);
+    pthread_mutex_lock(&srv->live.lock);
+    memcpy(srv->live.token, c->token, sizeof srv->live.token);
+    memcpy(srv->live.backend, c->backend, sizeof srv->live.backend);
+    pthread_mutex_unlock(&srv->live.lock);
+    log_set_level((log_level)log_parse_level(c->log_level));
+}
+
+bool server_token_required(server *srv)
+{
+    pthread_mutex_lock(&srv->live.lock);
+    bool required = srv->live.token[0] != '\0';
+    pthread_mutex_unlock(&srv->live.lock);
+    return required;
+}
+
+bool server_token_matches(server *srv, const char *got)
+{
+    /* Compare digests so that neither the content nor the length leaks through timing. */
+    unsigned char a[32], b[32];
+    unsigned int la = 0, lb = 0;
+    pthread_mutex_lock(&srv->live.lock);
+    EVP_Digest(srv->live.token, strlen(srv->live.token), a, &la, EVP_sha256(), NULL);
+    pthread_mutex_unlock(&srv->live.lock);
+    EVP_Digest(got, strlen(got), b, &lb, EVP_sha256(), NULL);
+    return la == 32 && lb == 32 && CRYPTO_memcmp(a, b, 32) == 0;
+}
+
+const char *server_default_backend(server *srv, char buf[sizeof(((floed_config *)0)->backend)])
+{
+    pthread_mutex_lock(&srv->live.lock);
+    memcpy(buf, srv->live.backend, sizeof srv->live.backend);
+    pthread_mutex_unlock(&srv->live.lock);
+    return buf;
+}
+
+typedef struct {
+    int live, restart;
+} change_count;
+
+static void report_change(const char *name, int live, void *arg)
+{
+    change_count *n = arg;
+    if (live) {
+        log_info("SIGHUP: %s changed: applied", name);
+        n->live++;
+    } else {
+        log_warn("SIGHUP: %s changed: kept as it was until floed restarts", name);
+        n->restart++;
+    }
+}
+
+/* SIGHUP: the config file and the command line again, the live settings applied. */
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    server *srv = arg;
+    floed_config next;
+    char err[1200];
+    sd_notify(0, "RELOADING=1");
+    if (config_from_args(&next, srv->argc, srv->argv, err, sizeof err) != 0) {
+        log_error("SIGHUP: %s; the running settings stay as they were", err);
+    } else {
+        floed_config now = srv->cfg;
+        pthread_mutex_lock(&srv->live.lock);
+        memcpy(now.token, srv->live.token, sizeof now.token);
+        memcpy(now.backend, srv->live.backend, sizeof now.backend);
+        pthread_mutex_unlock(&srv->live.lock);
+        live_set(srv, &next); /* first, so that the lines below follow the new log level */
+        change_count n = {0, 0};
+        config_changes(&now, &next, report_change, &n);
+        /* srv->cfg keeps what needs a restart; its live fields follow next */
+        srv->cfg.max_connections = next.max_connections;
+        srv->cfg.max_frame = next.max_frame;
+        srv->cfg.max_inflight = next.max_inflight;
+        srv->cfg.max_tables = next.max_tables;
+        srv->cfg.max_batch_keys = next.max_batch_keys;
+        srv->cfg.save_every = next.save_every;
+        srv->cfg.save_after_changes = next.save_after_changes;
+        memcpy(srv->cfg.log_level, next.log_level, sizeof next.log_level);
+        memcpy(srv->cfg.token_file, next.token_file, sizeof next.token_file);
+        log_info("SIGHUP: settings read again from %s: %d applied, %d need a restart",
+                 srv->cfg.config_file[0] ? srv->cfg.config_file : "the command line", n.live, n.restart);
+    }
+    sd_notify(0, "READY=1");
+}
 
 /* ---- io threads ------------------------------------------------------------------------ */
 
@@ -196,46 +302,108 @@ static floe_status backend_for_file(server *srv, const char *path, floe_backend 
     return FLOE_OK;
 }
 
-static int load_tables(server *srv)
+/* "3 h 2 min ago" */
+static void describe_age(time_t then, char *buf, size_t len)
 {
-    DIR *d = opendir(srv->cfg.data_dir);
-    if (!d) {
-        if (errno == ENOENT && mkdir(srv->cfg.data_dir, 0755) == 0) {
-            log_info("created data-dir %s: starting with no tables", srv->cfg.data_dir);
-            return 0;
+    long long d = (long long)(time(NULL) - then);
+    if (d < 0)
+        snprintf(buf, len, "in the future: check the clock");
+    else if (d < 120)
+        snprintf(buf, len, "%lld s ago", d);
+    else if (d < 7200)
+        snprintf(buf, len, "%lld min ago", d / 60);
+    else if (d < 172800)
+        snprintf(buf, len, "%lld h %lld min ago", d / 3600, d % 3600 / 60);
+    else
+        snprintf(buf, len, "%lld days ago", d / 86400);
+}
+
+/* One table file: loaded and registered, or 0/-1 for the caller to stop. */
+static int load_table_file(server *srv, const char *path, size_t index, size_t count)
+{
+    struct stat sb;
+    char age[64] = "";
+    if (stat(path, &sb) == 0)
+        describe_age(sb.st_mtime, age, sizeof age);
+    sd_notifyf(0, "STATUS=loading table file %zu of %zu: %s (%.1f MiB)", index + 1, count, path,
+               (double)sb.st_size / 1048576.0);
+    const uint64_t t0 = floe_now_ns();
+    floe_error err;
+    floe_table *t;
+    floe_backend *be = NULL;
+    floe_status st = backend_for_file(srv, path, &be, &err);
+    if (st == FLOE_OK)
+        st = floe_table_load(be, path, &t, &err);
+    if (st == FLOE_OK) {
+        char name[FLOE_NAME_MAX + 1];
+        strcpy(name, t->spec.name);
+        st = registry_install(&srv->reg, srv, t, srv->cfg.max_tables, &err);
+        table_entry *e = st == FLOE_OK ? registry_get(&srv->reg, name) : NULL;
+        if (e) {
+            atomic_store(&e->bt.saved_at, (int_fast64_t)sb.st_mtime);
+            entry_unref(e);
         }
-        log_error("cannot open data-dir %s: %s", srv->cfg.data_dir, strerror(errno));
+        if (st == FLOE_OK)
+            log_info("loaded table %s from %s: snapshot written %s, %.1f MiB in %.2f s, backend %s", name, path, age,
+                     (double)sb.st_size / 1048576.0, (double)(floe_now_ns() - t0) / 1e9, floe_backend_name(be));
+    }
+    if (st == FLOE_OK)
+        return 0;
+    if (st == FLOE_ERR_INVALID) {
+        /* damaged or truncated: kept for the operator, never loaded half */
+        if (datadir_set_aside(path) == 0)
+            log_error("cannot load %s: %s; the file is set aside as %s%s and floed stops: see docs/OPERATIONS.md "
+                      "(Persistence) for what to do",
+                      path, err.msg, path, DATADIR_DAMAGED);
+        else
+            log_error("cannot load %s: %s (and cannot set it aside: %s); move it away to start without it", path,
+                      err.msg, strerror(errno));
+    } else {
+        log_error("cannot load %s: %s (move the file away to start without it)", path, err.msg);
+    }
+    return -1;
+}
+
+static int is_table_file(const struct dirent *de)
+{
+    size_t len = strlen(de->d_name), sl = strlen(DATADIR_SUFFIX);
+    return len > sl && strcmp(de->d_name + len - sl, DATADIR_SUFFIX) == 0;
+}
+
+/* The data-dir: locked, cleaned of unfinished snapshots, every table loaded. */
+static int open_data_dir(server *srv)
+{
+    const char *dir = srv->cfg.data_dir;
+    char err[1400];
+    srv->lock_fd = datadir_lock(dir, err, sizeof err);
+    if (srv->lock_fd < 0) {
+        log_error("%s", err);
         return -1;
     }
-    struct dirent *de;
-    int rc = 0;
-    while (rc == 0 && (de = readdir(d))) {
-        size_t len = strlen(de->d_name);
-        if (len < 6 || strcmp(de->d_name + len - 5, ".floe") != 0)
-            continue;
-        char *path;
-        if (asprintf(&path, "%s/%s", srv->cfg.data_dir, de->d_name) < 0)
-            return -1;
-        floe_error err;
-        floe_table *t;
-        floe_backend *be = NULL;
-        floe_status st = backend_for_file(srv, path, &be, &err);
-        if (st == FLOE_OK)
-            st = floe_table_load(be, path, &t, &err);
-        if (st == FLOE_OK) {
-            char name[FLOE_NAME_MAX + 1];
-            strcpy(name, t->spec.name);
-            st = registry_install(&srv->reg, srv, t, srv->cfg.max_tables, &err);
-            if (st == FLOE_OK)
-                log_info("loaded table %s from %s (backend %s)", name, path, floe_backend_name(be));
-        }
-        if (st != FLOE_OK) {
-            log_error("cannot load %s: %s (move the file away to start without it)", path, err.msg);
-            rc = -1;
-        }
-        free(path);
+    datadir_remove_temporaries(dir);
+    if (datadir_check_damaged(dir, err, sizeof err) != 0) {
+        log_error("%s", err);
+        return -1;
     }
-    closedir(d);
+    struct dirent **files;
+    int n = scandir(dir, &files, is_table_file, alphasort);
+    if (n < 0) {
+        log_error("cannot read data-dir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        char *path = NULL;
+        if (rc == 0 && asprintf(&path, "%s/%s", dir, files[i]->d_name) < 0)
+            rc = -1;
+        if (rc == 0)
+            rc = load_table_file(srv, path, (size_t)i, (size_t)n);
+        free(path);
+        free(files[i]);
+    }
+    free(files);
+    if (rc == 0)
+        log_info("data-dir %s: %d table%s loaded", dir, n, n == 1 ? "" : "s");
     return rc;
 }
 
@@ -248,6 +416,7 @@ static void save_tables(server *srv)
         if (asprintf(&path, "%s/%s.floe", srv->cfg.data_dir, all[i]->name) < 0)
             continue;
         floe_batch b = {.op = FLOE_OP_SAVE, .path = path};
+        sd_notifyf(0, "STATUS=stopping: saving table %s (%zu of %zu)", all[i]->name, i + 1, n);
         if (floe_table_run(all[i]->table, &b) == FLOE_OK) {
             log_info("saved table %s to %s", all[i]->name, path);
         } else {
@@ -281,8 +450,8 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     server *srv = arg;
-    if (!all_idle(srv))
-        return; /* batches still with the engine: look again at the next tick */
+    if (!all_idle(srv) || (srv->saver && !saver_idle(srv->saver)))
+        return; /* batches with the engine, or snapshots being written: look again at the next tick */
     if (srv->cfg.data_dir[0])
         save_tables(srv);
     event_base_loopbreak(srv->base);
@@ -295,6 +464,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     if (atomic_exchange(&srv->shutting_down, true))
         return;
     log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    sd_notify(0, "STOPPING=1\nSTATUS=stopping: finishing requests in flight");
     evconnlistener_disable(srv->listener);
     size_t n;
     table_entry **all = registry_list(&srv->reg, &n);
@@ -309,6 +479,42 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         event_add(srv->drain_ev, &tick);
     else
         event_base_loopbreak(srv->base);
+}
+
+static void on_snapshot_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    snapshot_tick(arg);
+}
+
+/* From the main loop, so that a wedged loop stops the pings and systemd
+ * restarts floed. */
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    sd_notify(0, "WATCHDOG=1");
+}
+
+static int start_timers(server *srv)
+{
+    struct timeval second = {1, 0};
+    if (srv->cfg.data_dir[0]) {
+        srv->snapshot_ev = event_new(srv->base, -1, EV_PERSIST, on_snapshot_tick, srv);
+        if (!srv->snapshot_ev || event_add(srv->snapshot_ev, &second) != 0)
+            return -1;
+    }
+    uint64_t usec = 0;
+    if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
+        struct timeval half = {(time_t)(usec / 2 / 1000000), (suseconds_t)(usec / 2 % 1000000)};
+        srv->watchdog_ev = event_new(srv->base, -1, EV_PERSIST, on_watchdog, srv);
+        if (!srv->watchdog_ev || event_add(srv->watchdog_ev, &half) != 0)
+            return -1;
+        log_info("systemd watchdog: a ping every %.3f s", (double)usec / 2e6);
+    }
+    return 0;
 }
 
 /* ---- start ----------------------------------------------------------------------------------- */
@@ -328,34 +534,30 @@ static int write_port_file(const char *path, unsigned port)
 
 static int start_listener(server *srv)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    memset(&ss, 0, sizeof ss);
-    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, srv->cfg.bind, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons((uint16_t)srv->cfg.port);
-        sl = sizeof *v4;
-    } else if (inet_pton(AF_INET6, srv->cfg.bind, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons((uint16_t)srv->cfg.port);
-        sl = sizeof *v6;
-    } else {
-        log_error("bind: '%s' is not an IPv4 or IPv6 address", srv->cfg.bind);
+    /* bind is an address or a host name: the first address it resolves to */
+    char port[8];
+    snprintf(port, sizeof port, "%llu", (unsigned long long)srv->cfg.port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
+    int rc = getaddrinfo(srv->cfg.bind, port, &hints, &res);
+    if (rc != 0) {
+        log_error("bind: cannot resolve '%s': %s", srv->cfg.bind, gai_strerror(rc));
         return -1;
     }
     srv->listener = evconnlistener_new_bind(srv->base, on_accept, srv,
                                             LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024,
-                                            (struct sockaddr *)&ss, (int)sl);
+                                            res->ai_addr, (int)res->ai_addrlen);
     if (!srv->listener) {
         log_error("cannot listen on %s port %llu: %s", srv->cfg.bind, (unsigned long long)srv->cfg.port,
                   strerror(errno));
+        freeaddrinfo(res);
         return -1;
     }
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     getsockname(evconnlistener_get_fd(srv->listener), (struct sockaddr *)&ss, &len);
-    srv->port = ntohs(ss.ss_family == AF_INET6 ? v6->sin6_port : v4->sin_port);
+    srv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
     return 0;
 }
 
@@ -381,12 +583,21 @@ static int start_gpu(server *srv)
     return 0;
 }
 
-int server_run(const floed_config *cfg)
+int server_run(const floed_config *cfg, int argc, char **argv)
 {
     server *srv = calloc(1, sizeof *srv);
     if (!srv)
         return 1;
     srv->cfg = *cfg;
+    srv->argc = argc;
+    srv->argv = argv;
+    srv->lock_fd = -1;
+    pthread_mutex_init(&srv->live.lock, NULL);
+    live_set(srv, cfg);
+    if (!(srv->metrics = metrics_new(srv))) {
+        free(srv);
+        return 1;
+    }
     atomic_init(&srv->nconns, 0);
     atomic_init(&srv->shutting_down, false);
     registry_init(&srv->reg);
@@ -396,26 +607,45 @@ int server_run(const floed_config *cfg)
     floe_error err;
     if (floe_backend_cpu_create((unsigned)cfg->engine_threads, &srv->cpu, &err) != FLOE_OK) {
         log_error("cannot start the CPU engine: %s", err.msg);
+        metrics_free(srv->metrics);
         free(srv);
         return 1;
     }
-    if (start_gpu(srv) != 0)
+    if (start_gpu(srv) != 0) {
+        rc = 2; /* a setting that cannot work on this host */
         goto out;
+    }
     /* a few threads: large merges are memory-bound (a NULL pool merges inline) */
     if (floe_pool_create(MERGE_THREADS, &srv->merge_pool, &err) != FLOE_OK)
         log_warn("merging batches on one thread: %s", err.msg);
     srv->base = event_base_new();
+    /* libevent puts back the handler it found when a signal event is freed:
+     * let that be SIG_IGN, so that a signal in the stop cannot kill floed */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
     srv->reap_ev = srv->base ? event_new(srv->base, -1, 0, on_reap, srv) : NULL;
     srv->sig_term = srv->base ? evsignal_new(srv->base, SIGTERM, on_signal, srv) : NULL;
     srv->sig_int = srv->base ? evsignal_new(srv->base, SIGINT, on_signal, srv) : NULL;
-    if (!srv->reap_ev || !srv->sig_term || !srv->sig_int || event_add(srv->sig_term, NULL) ||
-        event_add(srv->sig_int, NULL)) {
+    srv->sig_hup = srv->base ? evsignal_new(srv->base, SIGHUP, on_hup, srv) : NULL;
+    if (!srv->reap_ev || !srv->sig_term || !srv->sig_int || !srv->sig_hup || event_add(srv->sig_term, NULL) ||
+        event_add(srv->sig_int, NULL) || event_add(srv->sig_hup, NULL)) {
         log_error("cannot set up the main event loop");
         goto out;
     }
-    if (cfg->data_dir[0] && load_tables(srv) != 0)
+    if (cfg->data_dir[0]) {
+        if (open_data_dir(srv) != 0)
+            goto out;
+        if (!(srv->saver = saver_start(srv))) {
+            log_error("cannot start the snapshot thread");
+            goto out;
+        }
+    }
+    if (start_timers(srv) != 0) {
+        log_error("cannot set up the main event loop's timers");
         goto out;
-    if (start_io(srv) != 0 || start_listener(srv) != 0)
+    }
+    if (start_io(srv) != 0 || start_listener(srv) != 0 || metrics_start(srv->metrics) != 0)
         goto out;
     if (cfg->port_file[0] && write_port_file(cfg->port_file, srv->port) != 0) {
         log_error("cannot write port-file %s: %s", cfg->port_file, strerror(errno));
@@ -423,18 +653,43 @@ int server_run(const floed_config *cfg)
     }
     floe_backend *dflt = srv->cpu;
     server_backend_for(srv, cfg->backend, &dflt, &err);
-    log_info("floed %s listening on %s:%u (new tables: backend %s, %zu io threads, max-frame %llu, max-inflight %llu%s)",
-             FLOED_VERSION, cfg->bind, srv->port, floe_backend_name(dflt), srv->nio,
-             (unsigned long long)cfg->max_frame, (unsigned long long)cfg->max_inflight,
-             cfg->token[0] ? ", token required" : "");
+    log_info(
+        "floed %s listening on %s:%u (new tables: backend %s, %zu io threads, max-frame %llu, max-inflight %llu%s)",
+        FLOE_VERSION, cfg->bind, srv->port, floe_backend_name(dflt), srv->nio, (unsigned long long)cfg->max_frame,
+        (unsigned long long)cfg->max_inflight, cfg->token[0] ? ", token required" : "");
+    if (cfg->data_dir[0]) {
+        char every[64] = "", after[64] = "";
+        if (cfg->save_every)
+            snprintf(every, sizeof every, "%llu s after its last snapshot", (unsigned long long)cfg->save_every);
+        if (cfg->save_after_changes)
+            snprintf(after, sizeof after, "%safter %llu changes", cfg->save_every ? ", or " : "",
+                     (unsigned long long)cfg->save_after_changes);
+        if (every[0] || after[0])
+            log_info("snapshots in %s: a changed table is saved %s%s, on demand and at shutdown", cfg->data_dir, every,
+                     after);
+        else
+            log_info("snapshots in %s: on demand and at shutdown only (save-every and save-after-changes are 0)",
+                     cfg->data_dir);
+    }
+    size_t ntables;
+    table_entry **loaded = registry_list(&srv->reg, &ntables);
+    for (size_t i = 0; loaded && i < ntables; i++)
+        entry_unref(loaded[i]);
+    free(loaded);
+    /* every saved table is loaded and the port is open: systemd may start what depends on floed */
+    sd_notifyf(0, "READY=1\nSTATUS=serving %zu table%s on %s:%u", ntables, ntables == 1 ? "" : "s", cfg->bind,
+               srv->port);
     event_base_loop(srv->base, EVLOOP_NO_EXIT_ON_EMPTY);
     rc = srv->exit_code;
 out:
     /* Stopping: a second signal must not kill floed halfway through. */
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
     if (srv->listener)
         evconnlistener_free(srv->listener);
+    metrics_stop(srv->metrics);
+    saver_stop(srv->saver); /* idle by now, unless the start failed */
     if (srv->io)
         stop_io(srv);
     reap_all(srv);
@@ -451,6 +706,12 @@ out:
         event_free(srv->sig_term);
     if (srv->sig_int)
         event_free(srv->sig_int);
+    if (srv->sig_hup)
+        event_free(srv->sig_hup);
+    if (srv->snapshot_ev)
+        event_free(srv->snapshot_ev);
+    if (srv->watchdog_ev)
+        event_free(srv->watchdog_ev);
     if (srv->reap_ev)
         event_free(srv->reap_ev);
     if (srv->base)
@@ -458,11 +719,16 @@ out:
     /* freeing the signal events put back the default actions: a late signal must still not kill */
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
     floe_backend_destroy(srv->cpu);
     floe_backend_destroy(srv->gpu);
     floe_pool_destroy(srv->merge_pool);
+    metrics_free(srv->metrics);
     if (rc == 0)
         log_info("floed stopped");
+    if (srv->lock_fd >= 0)
+        close(srv->lock_fd); /* the data-dir's lock goes last */
+    pthread_mutex_destroy(&srv->live.lock);
     free(srv);
     return rc;
 }

@@ -26,11 +26,22 @@
 #include "config.h"
 #include "registry.h"
 
-#define FLOED_VERSION         "0.1.0"
-#define FLOE_PROTOCOL_VERSION 1
-
 typedef struct conn conn;
 typedef struct frame frame;
+struct saver;
+
+/* The settings SIGHUP may change while floed runs (config.c marks them
+ * live).  Every thread reads them, so the numbers are atomics (LIVE) and
+ * the strings are read under the lock; srv->cfg keeps the rest. */
+typedef struct live_settings {
+    atomic_uint_fast64_t max_connections, max_frame, max_inflight, max_tables, max_batch_keys;
+    atomic_uint_fast64_t save_every, save_after_changes;
+    pthread_mutex_t lock;
+    char token[sizeof(((floed_config *)0)->token)];
+    char backend[sizeof(((floed_config *)0)->backend)];
+} live_settings;
+
+#define LIVE(srv, field) atomic_load_explicit(&(srv)->live.field, memory_order_relaxed)
 
 typedef struct io_thread {
     struct server *srv;
@@ -41,15 +52,18 @@ typedef struct io_thread {
     frame *deliveries, *deliveries_tail;
     int *new_fds;
     size_t nnew, capnew;
-    bool stopping;  /* under lock: set by the main thread */
-    bool stop_seen; /* io thread's copy */
+    bool stopping;             /* under lock: set by the main thread */
+    bool stop_seen;            /* io thread's copy */
     struct event *stop_timer;  /* the stop's hard limit: close whatever is left */
     struct event *sweep_timer; /* during the stop: close connections gone quiet */
-    conn *conns; /* open connections, io thread only */
+    conn *conns;               /* open connections, io thread only */
 } io_thread;
 
 typedef struct server {
-    floed_config cfg;
+    floed_config cfg; /* as started; the live settings are in live */
+    live_settings live;
+    int argc; /* the command line, read again on SIGHUP */
+    char **argv;
     struct event_base *base;
     struct evconnlistener *listener;
     io_thread *io;
@@ -58,18 +72,29 @@ typedef struct server {
     atomic_bool shutting_down;
     registry reg;
     floe_backend *cpu;
-    floe_backend *gpu; /* NULL without a device (or a GPU build) */
+    floe_backend *gpu;            /* NULL without a device (or a GPU build) */
     struct floe_pool *merge_pool; /* batchers' large merges (NULL: inline) */
-    char gpu_name[400]; /* the device, or why there is none */
+    struct metrics *metrics;      /* counters, info, /metrics (metrics.h) */
+    char gpu_name[400];           /* the device, or why there is none */
     struct event *sig_term, *sig_int, *reap_ev, *drain_ev;
+    struct event *sig_hup, *snapshot_ev, *watchdog_ev;
+    struct saver *saver; /* with a data-dir: writes snapshots, removes dropped tables' files */
+    int lock_fd;         /* data-dir's lock, held for floed's life */
     pthread_mutex_t reap_lock;
     table_entry *reap_list;
     unsigned port;
     int exit_code;
 } server;
 
-/* Runs floed until SIGTERM or SIGINT; returns the exit code. */
-int server_run(const floed_config *cfg);
+/* Runs floed until SIGTERM or SIGINT; returns the exit code (2: a setting
+ * that cannot work here).  argv is read again on SIGHUP. */
+int server_run(const floed_config *cfg, int argc, char **argv);
+
+/* The live token: whether one is set, and whether got is it (constant time). */
+bool server_token_required(server *srv);
+bool server_token_matches(server *srv, const char *got);
+/* The live default backend for new tables, copied into buf. */
+const char *server_default_backend(server *srv, char buf[sizeof(((floed_config *)0)->backend)]);
 
 /* The backend a table asking for `want` (cpu, gpu or auto) runs on: auto
  * is the GPU where floed has one.  gpu without a device is an error. */

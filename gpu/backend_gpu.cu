@@ -696,11 +696,10 @@ static void fill_stats(gpu_table *t, floe_table_stats *st)
     }
 }
 
-/* Saves through the CPU engine's file code: the arrays are the same. */
-static floe_status save(gpu_table *t, const char *path, floe_error *err)
+/* The table's file image, through the CPU engine's file code: the arrays are
+ * the same, downloaded into a host table that the image then owns. */
+static floe_status copy_image(gpu_table *t, floe_file_image **out, floe_error *err)
 {
-    if (!path)
-        return floe_error_set(err, FLOE_ERR_INVALID, "save needs a path");
     iceberg *host;
     floe_status st = iceberg_create_sized(&t->base.spec, gpu_iceberg_addr_bits(t->ice), NULL, &host, err);
     if (st != FLOE_OK)
@@ -713,10 +712,28 @@ static floe_status save(gpu_table *t, const char *path, floe_error *err)
         st = gpu_iceberg_count(t->ice, used, &tomb, err);
     if (st == FLOE_OK) {
         iceberg_set_counters(host, used, tomb, t->generation);
-        st = iceberg_save(host, path, err);
+        st = iceberg_image_of(host, out, err);
     }
-    iceberg_destroy(host);
+    if (st != FLOE_OK)
+        iceberg_destroy(host);
     return st;
+}
+
+/* SAVE is a COPY written at once. */
+static floe_status write_image(floe_file_image *im, const char *path, floe_error *err)
+{
+    floe_status st = floe_file_image_save(path, im, err);
+    floe_file_image_free(im);
+    return st;
+}
+
+static floe_status save(gpu_table *t, const char *path, floe_error *err)
+{
+    if (!path)
+        return floe_error_set(err, FLOE_ERR_INVALID, "save needs a path");
+    floe_file_image *im = NULL;
+    floe_status st = copy_image(t, &im, err);
+    return st == FLOE_OK ? write_image(im, path, err) : st;
 }
 
 /* ---- TREE tables ---------------------------------------------------------------------------------------- */
@@ -854,20 +871,28 @@ static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_error *err)
     return st;
 }
 
-/* Saves through the CPU engine's file code: the arrays are the same. */
-static floe_status tree_save_gpu(gpu_table *t, const char *path, floe_error *err)
+/* The image of a TREE table: downloaded into a host tree that the image owns. */
+static floe_status tree_copy_gpu(gpu_table *t, floe_file_image **out, floe_error *err)
 {
-    if (!path)
-        return floe_error_set(err, FLOE_ERR_INVALID, "save needs a path");
     tree *host;
     floe_status st = tree_create(&t->base.spec, NULL, &host, err);
     if (st != FLOE_OK)
         return st;
     st = gpu_tree_download(t->tree, host, err);
     if (st == FLOE_OK)
-        st = tree_save(host, path, err);
-    tree_destroy(host);
+        st = tree_image_of(host, out, err);
+    if (st != FLOE_OK)
+        tree_destroy(host);
     return st;
+}
+
+static floe_status tree_save_gpu(gpu_table *t, const char *path, floe_error *err)
+{
+    if (!path)
+        return floe_error_set(err, FLOE_ERR_INVALID, "save needs a path");
+    floe_file_image *im = NULL;
+    floe_status st = tree_copy_gpu(t, &im, err);
+    return st == FLOE_OK ? write_image(im, path, err) : st;
 }
 
 static void run_tree(gpu_table *t, floe_batch *b)
@@ -893,6 +918,9 @@ static void run_tree(gpu_table *t, floe_batch *b)
             break;
         case FLOE_OP_SAVE:
             b->status = tree_save_gpu(t, b->path, e);
+            break;
+        case FLOE_OP_COPY:
+            b->status = tree_copy_gpu(t, &b->image, e);
             break;
         default:
             b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
@@ -942,6 +970,9 @@ static void run_alone(gpu_table *t, floe_batch *b)
         break;
     case FLOE_OP_SAVE:
         b->status = save(t, b->path, e);
+        break;
+    case FLOE_OP_COPY:
+        b->status = copy_image(t, &b->image, e);
         break;
     case FLOE_OP_GET:
         b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
@@ -1225,6 +1256,19 @@ extern "C" int floe_gpu_built(void)
 extern "C" int floe_gpu_device(char *name, size_t len)
 {
     return gpu_available(name, len);
+}
+
+extern "C" int floe_gpu_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    size_t f = 0, t = 0;
+    *free_bytes = *total_bytes = 0;
+    if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: leave no error for this thread's next CUDA call */
+        return -1;
+    }
+    *free_bytes = f;
+    *total_bytes = t;
+    return 0;
 }
 
 extern "C" floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_error *err)

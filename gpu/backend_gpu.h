@@ -9,6 +9,7 @@
 #define FLOE_GPU_BACKEND_GPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
 
@@ -21,6 +22,10 @@ int floe_gpu_built(void);
 
 /* 1 if a usable CUDA device is present; its name goes to name (if not NULL). */
 int floe_gpu_device(char *name, size_t len);
+
+/* Free and total memory of device 0 in bytes (cudaMemGetInfo): 0, or -1
+ * where there is no device or no CUDA in this build. */
+int floe_gpu_meminfo(uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* The GPU backend on device 0; host_threads size the pool that
  * deduplicates MAP batches (0: one per CPU).  FLOE_ERR_UNSUPPORTED with a

@@ -17,6 +17,12 @@ int floe_gpu_device(char *name, size_t len)
     return 0;
 }
 
+int floe_gpu_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    *free_bytes = *total_bytes = 0;
+    return -1;
+}
+
 floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_error *err)
 {
     (void)host_threads;

@@ -13,10 +13,10 @@
  */
 #include <algorithm>
 #include <pthread.h>
-#include <string>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <string>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -24,6 +24,7 @@
 #include "backend.h"
 #include "backend_gpu.h"
 #include "backend_test.h"
+#include "tablefile.h"
 
 extern int failures;
 
@@ -137,8 +138,8 @@ static bool same_content(floe_table *a, floe_table *b, uint32_t vb, const char *
     memset(&s, 0, sizeof s);
     s.op = FLOE_OP_STATS;
     CHECK(floe_table_run(a, &s) == FLOE_OK, "stats: %s", s.error.msg);
-    CHECK(s.stats.keys == ka.size(), "%s: stats say %llu keys, scan found %zu", what,
-          (unsigned long long)s.stats.keys, ka.size());
+    CHECK(s.stats.keys == ka.size(), "%s: stats say %llu keys, scan found %zu", what, (unsigned long long)s.stats.keys,
+          ka.size());
     return true;
 }
 
@@ -307,6 +308,26 @@ static bool one_case(floe_backend *cpu_be, floe_backend *gpu_be, const char *nam
             ok = ok && floe_table_run(gpu2, &rb) == FLOE_OK && same_content(cpu, gpu2, vb, "after a gpu rebuild");
             if (ok)
                 printf("ok: backend %s: saved on gpu, loaded on cpu; saved on cpu, loaded on gpu and rebuilt\n", name);
+            /* a snapshot's COPY of the GPU table, written later, loads with the same content */
+            floe_batch cp;
+            memset(&cp, 0, sizeof cp);
+            cp.op = FLOE_OP_COPY;
+            std::string pi = std::string(pg) + ".image";
+            floe_table *cpu3 = NULL;
+            const bool copied = floe_table_run(gpu, &cp) == FLOE_OK && cp.image &&
+                                floe_file_image_save(pi.c_str(), cp.image, &err) == FLOE_OK &&
+                                floe_table_load(cpu_be, pi.c_str(), &cpu3, &err) == FLOE_OK &&
+                                same_content(cpu, cpu3, vb, "gpu copy image on cpu");
+            floe_file_image_free(cp.image);
+            floe_table_destroy(cpu3);
+            unlink(pi.c_str());
+            if (copied) {
+                printf("ok: backend %s: a COPY image of the gpu table, written and loaded on cpu\n", name);
+            } else {
+                failures++;
+                fprintf(stderr, "FAIL: backend %s: COPY image: %s / %s\n", name, cp.error.msg, err.msg);
+            }
+            ok = ok && copied;
         }
         floe_table_destroy(cpu2);
         floe_table_destroy(gpu2);

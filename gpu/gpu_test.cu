@@ -12,7 +12,10 @@
  * (backend_test.cu), and the TREE engine and backend against the CPU ones
  * (tree_test.cu).  Exit 0: all passed.
  */
+#include <ctype.h>
 #include <cuda_runtime.h>
+#include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,27 +152,143 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
     gpu_iceberg_destroy(gpu);
 }
 
+static void usage_line(FILE *f)
+{
+    fprintf(f, "usage: floe-gpu-tests [--small] [--tree | --backend-case NAME] [--seed N | N]\n");
+}
+
+static void help(void)
+{
+    usage_line(stdout);
+    printf("The GPU engines and the GPU backend against the CPU ones on fresh random batches (heavy\n"
+           "duplication), then the TREE engine and TREE tables through both backends.\n"
+           "\n"
+           "Options:\n"
+           "      --small              small cases only, fast enough under compute-sanitizer; with --tree,\n"
+           "                           the small TREE cases (default: the full sizes)\n"
+           "      --tree               TREE tables only (default: every suite)\n"
+           "      --backend-case NAME  one case of the GPU backend suite, for debugging; NAME: map48-grow\n"
+           "                           (default: every suite)\n"
+           "      --seed N, N          the random seed, decimal or 0x hex (default: the time; printed, so\n"
+           "                           that a run can be repeated)\n"
+           "  -h, --help               this text\n"
+           "\n"
+           "Exit status: 0 all passed, 1 a test failed, 2 a usage error or no CUDA device.\n");
+}
+
+[[noreturn]] static void usage_error(void)
+{
+    usage_line(stderr);
+    fprintf(stderr, "Try 'floe-gpu-tests --help'.\n");
+    exit(2);
+}
+
+/* A whole number, decimal or 0x hex, no sign or blanks, below 2^64; false for anything else. */
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    if (!isdigit((unsigned char)s[0]))
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
+    if (errno || *end)
+        return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
 int main(int argc, char **argv)
 {
+    /* the cases backend_suite runs by name (backend_test.cu); any other name would run nothing */
+    static const char *const backend_cases[] = {"map48-grow"};
+    static const struct option longopts[] = {
+        {"small", no_argument, NULL, 's'},
+        {"tree", no_argument, NULL, 't'},
+        {"backend-case", required_argument, NULL, 'b'},
+        {"seed", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    bool small = false, tree = false, seeded = false;
+    const char *backend_case = NULL;
+    uint64_t seed = 0;
+    int ch;
+    /* arguments first: nothing here touches CUDA, so --help and usage errors work without a device */
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 's':
+            small = true; /* for compute-sanitizer */
+            break;
+        case 't':
+            tree = true;
+            break;
+        case 'b': {
+            size_t i = 0, n = sizeof backend_cases / sizeof *backend_cases;
+            while (i < n && strcmp(optarg, backend_cases[i]))
+                i++;
+            if (i == n) {
+                fprintf(stderr, "floe-gpu-tests: --backend-case: no case '%s' (there is:", optarg);
+                for (i = 0; i < n; i++)
+                    fprintf(stderr, " %s", backend_cases[i]);
+                fprintf(stderr, ")\n");
+                usage_error();
+            }
+            backend_case = optarg;
+            break;
+        }
+        case 'S':
+            if (seeded) {
+                fprintf(stderr, "floe-gpu-tests: the seed given twice\n");
+                usage_error();
+            }
+            if (!parse_u64(optarg, &seed)) {
+                fprintf(stderr, "floe-gpu-tests: --seed takes a whole number (decimal or 0x hex), got '%s'\n", optarg);
+                usage_error();
+            }
+            seeded = true;
+            break;
+        case 'h':
+            help();
+            return 0;
+        default: /* getopt_long said what is wrong */
+            usage_error();
+        }
+    }
+    for (int i = optind; i < argc; i++) { /* a bare number is the seed, as --seed N */
+        if (seeded || !parse_u64(argv[i], &seed)) {
+            fprintf(stderr,
+                    seeded ? "floe-gpu-tests: the seed given twice ('%s')\n"
+                           : "floe-gpu-tests: unexpected argument '%s' (a bare argument is the seed: a "
+                             "whole number)\n",
+                    argv[i]);
+            usage_error();
+        }
+        seeded = true;
+    }
+    if (tree && backend_case) {
+        fprintf(stderr, "floe-gpu-tests: --tree and --backend-case exclude each other\n");
+        usage_error();
+    }
+    if (small && backend_case) {
+        fprintf(stderr, "floe-gpu-tests: --backend-case runs its case at full size; --small does not apply\n");
+        usage_error();
+    }
     char name[256];
     if (!gpu_available(name, sizeof name)) {
         fprintf(stderr, "floe-gpu-tests: no CUDA device\n");
         return 2;
     }
-    bool small = argc > 1 && !strcmp(argv[1], "--small"); /* for compute-sanitizer */
     printf("floe-gpu-tests on %s\n", name);
-    uint64_t seed = (uint64_t)time(NULL); /* fresh inputs every run; printed to reproduce */
-    for (int i = 1; i < argc; i++) /* a number among the arguments is the seed */
-        if (argv[i][0] >= '0' && argv[i][0] <= '9')
-            seed = strtoull(argv[i], NULL, 0);
+    if (!seeded)
+        seed = (uint64_t)time(NULL); /* fresh inputs every run; printed to reproduce */
     printf("seed %llu\n", (unsigned long long)seed);
-    if (argc > 1 && !strcmp(argv[1], "--backend-case")) { /* floe-gpu-tests --backend-case NAME [SEED] */
-        backend_suite(seed + 30, false, argc > 2 ? argv[2] : "");
+    if (backend_case) { /* floe-gpu-tests --backend-case NAME [SEED] */
+        backend_suite(seed + 30, false, backend_case);
         printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
         return failures ? 1 : 0;
     }
-    if (argc > 1 && !strcmp(argv[1], "--tree")) { /* floe-gpu-tests --tree [--small] [SEED]: TREE tables only */
-        tree_suite(seed + 40, argc > 2 && !strcmp(argv[2], "--small"));
+    if (tree) { /* floe-gpu-tests --tree [--small] [SEED]: TREE tables only */
+        tree_suite(seed + 40, small);
         printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
         return failures ? 1 : 0;
     }

@@ -1,15 +1,19 @@
 /*
- * k1_bench.cu - floe-k1-gpu: the K1 kernel benchmark of DESIGN.md on the GPU
+ * k1_bench.cu - floe-k1-gpu: the K1 kernel benchmark (docs/PERFORMANCE.md) on the GPU
  * engine.  Table already on the device: 2^S primary slots (32 per bucket;
  * S = 30 gives 16-bit rows for 40-bit keys), 2^(S-3) secondary, 2^(S-8)
  * stash; 40-bit unique random keys generated on the device.  Rows as in
- * DESIGN.md (fill = occupied slots / all slots); puts run in batches of
+ * docs/PERFORMANCE.md (fill = occupied slots / all slots); puts run in batches of
  * --batch keys.  Each row is timed with CUDA events; medians of --runs runs.
  * `--no-dedup` also times the puts without the first-occurrence fix-up (the
  * reference library's semantics: any occurrence may win).
  */
 #include <algorithm>
+#include <ctype.h>
 #include <cuda_runtime.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,24 +83,147 @@ static void counts(const uint8_t *d_r, uint64_t n, unsigned long long *d_c, unsi
     CHECK(cudaMemcpy(h, d_c, 5 * sizeof *h, cudaMemcpyDeviceToHost));
 }
 
+/* 40-bit keys; 2^S slots with 32 (2^5) per primary bucket: S - 5 primary address bits. */
+static const unsigned KEY_BITS = 40, LOG2_BUCKET_SLOTS = 5;
+static const unsigned MIN_LOG2_SLOTS = floe_min_addr_bits(KEY_BITS) + LOG2_BUCKET_SLOTS;
+static const unsigned MAX_LOG2_SLOTS = floe_max_addr_bits(KEY_BITS) + LOG2_BUCKET_SLOTS;
+
+static void usage_line(FILE *f)
+{
+    fprintf(f, "usage: floe-k1-gpu [--log2-slots S] [--runs R] [--batch B] [--no-dedup]\n");
+}
+
+static void help(void)
+{
+    usage_line(stdout);
+    printf("The K1 kernel benchmark (docs/PERFORMANCE.md) on the GPU engine: puts to fill 0.5, 0.8 and 0.9,\n"
+           "finds (all hits, all misses) and find-or-puts (every key twice) of %u-bit random keys on a table\n"
+           "already on the device; prints G keys/s per row (median, min and max of the runs).\n"
+           "\n"
+           "Options:\n"
+           "      --log2-slots S  2^S primary slots, 32 per bucket (plus 1/8 secondary, 1/256 stash);\n"
+           "                      %u..%u (default 30: 16-bit primary rows)\n"
+           "      --runs R        runs, each on fresh tables; the table shows their median (default 3)\n"
+           "      --batch B       keys per put call; K, M, G suffixes (default 64M = 2^26)\n"
+           "      --no-dedup      also time the puts without the first-occurrence fix-up (the reference\n"
+           "                      library's semantics: any occurrence may win) (default: off)\n"
+           "  -h, --help          this text\n"
+           "\n"
+           "Numbers are decimal or 0x hex.  Exit status: 0 done, 1 a CUDA error or a wrong answer,\n"
+           "2 a usage error or no CUDA device.\n",
+           KEY_BITS, MIN_LOG2_SLOTS, MAX_LOG2_SLOTS);
+}
+
+[[noreturn]] static void usage_error(void)
+{
+    usage_line(stderr);
+    fprintf(stderr, "Try 'floe-k1-gpu --help'.\n");
+    exit(2);
+}
+
+/* A whole number, decimal or 0x hex, no sign or blanks; with `suffix` also
+ * K, M, G or T (times 2^10 .. 2^40; KiB, KB too).  False for anything else
+ * and past 2^64 - 1. */
+static bool parse_u64(const char *s, bool suffix, uint64_t *out)
+{
+    if (!isdigit((unsigned char)s[0]))
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
+    if (errno)
+        return false;
+    unsigned shift = 0;
+    if (suffix) {
+        switch (*end) {
+        case 'k':
+        case 'K':
+            shift = 10;
+            break;
+        case 'm':
+        case 'M':
+            shift = 20;
+            break;
+        case 'g':
+        case 'G':
+            shift = 30;
+            break;
+        case 't':
+        case 'T':
+            shift = 40;
+            break;
+        default:
+            break;
+        }
+    }
+    if (shift) {
+        end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'b' || *end == 'B')
+            end++;
+    }
+    if (*end || v > (UINT64_MAX >> shift))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+/* The value of option --opt in lo..hi, or a usage error. */
+static uint64_t number(const char *opt, const char *arg, bool suffix, uint64_t lo, uint64_t hi)
+{
+    uint64_t v;
+    if (parse_u64(arg, suffix, &v) && v >= lo && v <= hi)
+        return v;
+    if (hi == UINT64_MAX)
+        fprintf(stderr, "floe-k1-gpu: --%s takes a whole number%s%.0llu%s, got '%s'\n", opt, lo ? " >= " : "",
+                (unsigned long long)lo, suffix ? " (K, M, G suffixes allowed)" : "", arg);
+    else
+        fprintf(stderr, "floe-k1-gpu: --%s takes a whole number %llu..%llu%s, got '%s'\n", opt, (unsigned long long)lo,
+                (unsigned long long)hi, suffix ? " (K, M, G suffixes allowed)" : "", arg);
+    usage_error();
+}
+
 int main(int argc, char **argv)
 {
-    unsigned log2_slots = 30, runs = 3, key_bits = 40;
+    unsigned log2_slots = 30, runs = 3;
+    const unsigned key_bits = KEY_BITS;
     uint64_t batch = 1ull << 26;
     bool no_dedup = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--log2-slots") && i + 1 < argc)
-            log2_slots = (unsigned)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
-            runs = (unsigned)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-            batch = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--no-dedup"))
+    static const struct option longopts[] = {
+        {"log2-slots", required_argument, NULL, 'S'},
+        {"runs", required_argument, NULL, 'r'},
+        {"batch", required_argument, NULL, 'b'},
+        {"no-dedup", no_argument, NULL, 'N'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int ch;
+    /* arguments first: nothing here touches CUDA, so --help and usage errors work without a device */
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'S':
+            log2_slots = (unsigned)number("log2-slots", optarg, false, MIN_LOG2_SLOTS, MAX_LOG2_SLOTS);
+            break;
+        case 'r':
+            runs = (unsigned)number("runs", optarg, false, 1, UINT32_MAX);
+            break;
+        case 'b':
+            batch = number("batch", optarg, true, 1, UINT64_MAX);
+            break;
+        case 'N':
             no_dedup = true;
-        else {
-            printf("usage: floe-k1-gpu [--log2-slots S (30)] [--runs R (3)] [--batch B (2^26)] [--no-dedup]\n");
-            return strcmp(argv[i], "--help") ? 2 : 0;
+            break;
+        case 'h':
+            help();
+            return 0;
+        default: /* getopt_long said what is wrong */
+            usage_error();
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "floe-k1-gpu: unexpected argument '%s'\n", argv[optind]);
+        usage_error();
     }
     char name[256];
     if (!gpu_available(name, sizeof name)) {
@@ -108,7 +235,7 @@ int main(int argc, char **argv)
     strcpy(spec.name, "k1");
     spec.key_bits = key_bits;
     spec.seed = 0x5EED;
-    const uint32_t a0 = log2_slots - 5;
+    const uint32_t a0 = log2_slots - LOG2_BUCKET_SLOTS;
     floe_geometry g;
     floe_geometry_init(&g, key_bits, a0, spec.seed);
     const uint64_t slots = g.total_slots;

@@ -1,5 +1,5 @@
 /*
- * t1_bench.cu - floe-t1-gpu: the T1 tree benchmark of DESIGN.md on the GPU
+ * t1_bench.cu - floe-t1-gpu: the T1 tree benchmark (docs/PERFORMANCE.md) on the GPU
  * TREE engine.  Vectors of --words words (16) from a random walk over a
  * model: --walkers independent walkers start from the all-zero state, and
  * each step changes one or two words (uniform positions) to a value below
@@ -13,7 +13,11 @@
  * a fresh table.
  */
 #include <algorithm>
+#include <ctype.h>
 #include <cuda_runtime.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,49 +94,166 @@ __global__ void k_count(const uint8_t *r, uint64_t n, unsigned long long *c)
         atomicAdd(&c[r[i]], 1ull);
 }
 
-static uint64_t parse_size(const char *s)
+static void usage_line(FILE *f)
 {
+    fprintf(f, "usage: floe-t1-gpu [--words W] [--vectors N] [--batch B] [--walkers K] [--domain D] [--memory SIZE]\n"
+               "                   [--runs R]\n");
+}
+
+static void help(void)
+{
+    usage_line(stdout);
+    printf("The T1 tree benchmark (docs/PERFORMANCE.md) on the GPU TREE engine: vectors from random walks,\n"
+           "each sent twice, inserted batch by batch into a fresh table per run; prints G vectors/s,\n"
+           "INSERTED/PRESENT/FULL and bytes per stored vector per run, then their medians.\n"
+           "\n"
+           "Options:\n"
+           "      --words W       words per vector, 2..256 (default 16)\n"
+           "      --vectors N     walk vectors per run, each sent twice; a multiple of --batch (default 32M)\n"
+           "      --batch B       walk vectors per batch (each batch then repeats them in a scattered order);\n"
+           "                      a power of two and a multiple of --walkers (default 2M)\n"
+           "      --walkers K     independent walkers, each from the all-zero vector (default 65536)\n"
+           "      --domain D      values per word: each step sets one or two words to a value below D\n"
+           "                      (default 4)\n"
+           "      --memory SIZE   the table's memory budget in bytes (default 0: sized from --vectors)\n"
+           "      --runs R        runs, each on a fresh table; medians reported (default 3)\n"
+           "  -h, --help          this text\n"
+           "\n"
+           "Numbers are decimal or 0x hex; N, B, K and SIZE also take K, M, G suffixes (powers of 1024).\n"
+           "Exit status: 0 done, 1 a CUDA error or answers that do not add up, 2 a usage error.\n");
+}
+
+[[noreturn]] static void usage_error(void)
+{
+    usage_line(stderr);
+    fprintf(stderr, "Try 'floe-t1-gpu --help'.\n");
+    exit(2);
+}
+
+/* A whole number, decimal or 0x hex, no sign or blanks; with `suffix` also
+ * K, M, G or T (times 2^10 .. 2^40; KiB, KB too).  False for anything else
+ * and past 2^64 - 1. */
+static bool parse_u64(const char *s, bool suffix, uint64_t *out)
+{
+    if (!isdigit((unsigned char)s[0]))
+        return false;
     char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'K': case 'k': v *= 1024.0; break;
-    case 'M': case 'm': v *= 1024.0 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
+    if (errno)
+        return false;
+    unsigned shift = 0;
+    if (suffix) {
+        switch (*end) {
+        case 'k':
+        case 'K':
+            shift = 10;
+            break;
+        case 'm':
+        case 'M':
+            shift = 20;
+            break;
+        case 'g':
+        case 'G':
+            shift = 30;
+            break;
+        case 't':
+        case 'T':
+            shift = 40;
+            break;
+        default:
+            break;
+        }
     }
-    return (uint64_t)v;
+    if (shift) {
+        end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'b' || *end == 'B')
+            end++;
+    }
+    if (*end || v > (UINT64_MAX >> shift))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+/* The value of option --opt in lo..hi, or a usage error. */
+static uint64_t number(const char *opt, const char *arg, bool suffix, uint64_t lo, uint64_t hi)
+{
+    uint64_t v;
+    if (parse_u64(arg, suffix, &v) && v >= lo && v <= hi)
+        return v;
+    if (hi == UINT64_MAX)
+        fprintf(stderr, "floe-t1-gpu: --%s takes a whole number%s%.0llu%s, got '%s'\n", opt, lo ? " >= " : "",
+                (unsigned long long)lo, suffix ? " (K, M, G suffixes allowed)" : "", arg);
+    else
+        fprintf(stderr, "floe-t1-gpu: --%s takes a whole number %llu..%llu%s, got '%s'\n", opt, (unsigned long long)lo,
+                (unsigned long long)hi, suffix ? " (K, M, G suffixes allowed)" : "", arg);
+    usage_error();
 }
 
 int main(int argc, char **argv)
 {
     uint32_t W = 16, walkers = 1u << 16, domain = 4, runs = 3;
     uint64_t batch = 1ull << 21, vectors = 1ull << 25, memory = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--words") && i + 1 < argc)
-            W = (uint32_t)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--walkers") && i + 1 < argc)
-            walkers = (uint32_t)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--domain") && i + 1 < argc)
-            domain = (uint32_t)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
-            runs = (uint32_t)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-            batch = parse_size(argv[++i]);
-        else if (!strcmp(argv[i], "--vectors") && i + 1 < argc)
-            vectors = parse_size(argv[++i]);
-        else if (!strcmp(argv[i], "--memory") && i + 1 < argc)
-            memory = parse_size(argv[++i]);
-        else {
-            printf("usage: floe-t1-gpu [--words W (16)] [--vectors N (32M) walk vectors, each sent twice]\n"
-                   "       [--batch B (2M) walk vectors per batch, a power of two] [--walkers K (65536)]\n"
-                   "       [--domain D (4) values per word] [--memory SIZE (0: sized from N)] [--runs R (3)]\n");
-            return strcmp(argv[i], "--help") ? 2 : 0;
+    static const struct option longopts[] = {
+        {"words", required_argument, NULL, 'w'},
+        {"walkers", required_argument, NULL, 'k'},
+        {"domain", required_argument, NULL, 'd'},
+        {"runs", required_argument, NULL, 'r'},
+        {"batch", required_argument, NULL, 'b'},
+        {"vectors", required_argument, NULL, 'n'},
+        {"memory", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int ch;
+    /* arguments first: nothing here touches CUDA, so --help and usage errors work without a device */
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'w':
+            W = (uint32_t)number("words", optarg, false, 2, 256);
+            break;
+        case 'k':
+            walkers = (uint32_t)number("walkers", optarg, true, 1, UINT32_MAX);
+            break;
+        case 'd':
+            domain = (uint32_t)number("domain", optarg, false, 1, UINT32_MAX);
+            break;
+        case 'r':
+            runs = (uint32_t)number("runs", optarg, false, 1, UINT32_MAX);
+            break;
+        case 'b':
+            batch = number("batch", optarg, true, 1, UINT64_MAX);
+            break;
+        case 'n':
+            vectors = number("vectors", optarg, true, 1, UINT64_MAX);
+            break;
+        case 'm':
+            memory = number("memory", optarg, true, 0, UINT64_MAX);
+            break;
+        case 'h':
+            help();
+            return 0;
+        default: /* getopt_long said what is wrong */
+            usage_error();
         }
     }
-    if ((batch & (batch - 1)) || batch % walkers || vectors % batch || W < 2 || W > 256 || domain == 0) {
-        fprintf(stderr, "floe-t1-gpu: --batch must be a power of two and a multiple of --walkers, --vectors a "
-                        "multiple of --batch, 2 <= --words <= 256, --domain >= 1\n");
-        return 2;
+    if (optind < argc) {
+        fprintf(stderr, "floe-t1-gpu: unexpected argument '%s'\n", argv[optind]);
+        usage_error();
+    }
+    /* each batch is batch / walkers steps of every walker, and a run is whole batches */
+    const char *why = (batch & (batch - 1))          ? "--batch must be a power of two"
+                      : batch % walkers              ? "--batch must be a multiple of --walkers"
+                      : vectors % batch              ? "--vectors must be a multiple of --batch"
+                      : batch / walkers > UINT32_MAX ? "--batch / --walkers must be below 2^32"
+                                                     : NULL;
+    if (why) {
+        fprintf(stderr, "floe-t1-gpu: %s (--vectors %llu, --batch %llu, --walkers %u)\n", why,
+                (unsigned long long)vectors, (unsigned long long)batch, walkers);
+        usage_error();
     }
     cudaDeviceProp prop;
     CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -180,7 +301,7 @@ int main(int argc, char **argv)
         double ms_total = 0;
         for (uint64_t done = 0; done < vectors; done += batch) {
             k_walk<<<(walkers + 255) / 256, 256, 0, s>>>(d_state, d_rng, W, walkers, (uint32_t)(batch / walkers),
-                                                          domain, d_vec);
+                                                         domain, d_vec);
             k_again<<<(unsigned)((batch + 255) / 256), 256, 0, s>>>(d_vec, W, batch);
             CHECK(cudaEventRecord(e0, s));
             must(gpu_tree_insert(t, d_vec, 2 * batch, d_res, d_ids, s, &err), err);

@@ -7,6 +7,11 @@
 #ifndef FLOE_WIRE_H
 #define FLOE_WIRE_H
 
+/* The release of floed, libfloe and the tools (one number for all), and the
+ * protocol version they speak (Hello.version, HelloReply.version). */
+#define FLOE_VERSION          "0.1.0"
+#define FLOE_PROTOCOL_VERSION 1
+
 /* Status of a request (floe.v1.Status). */
 typedef enum floe_status {
     FLOE_OK = 0,

@@ -45,6 +45,7 @@ typedef enum floe_op {
     FLOE_OP_REBUILD, /* rebuild at 2^addr_bits primary buckets (0: same size), drop tombstones */
     FLOE_OP_SAVE,    /* write the table to path */
     FLOE_OP_GET,     /* TREE: the vectors of ids: PRESENT / ABSENT */
+    FLOE_OP_COPY,    /* the table's file contents into a host image (a snapshot's pause) */
 } floe_op;
 
 #define FLOE_BATCH_OVERWRITE   1u /* INSERT on a MAP: replace the value of PRESENT keys */
@@ -52,6 +53,7 @@ typedef enum floe_op {
 #define FLOE_BATCH_WANT_VALUES 4u /* INSERT, FIND on a MAP: fill values_out; SCAN: fill scan_values */
 
 typedef struct floe_batch floe_batch;
+struct floe_file_image; /* tablefile.h */
 
 struct floe_batch {
     floe_op op;
@@ -88,6 +90,9 @@ struct floe_batch {
     /* REBUILD, SAVE */
     uint32_t addr_bits;
     const char *path;
+
+    /* COPY: the image (tables/tablefile.h), the caller's to write and free */
+    struct floe_file_image *image;
 
     /* completion */
     floe_status status;

@@ -65,6 +65,9 @@ static void execute_tree(cpu_table *t, floe_batch *b)
     case FLOE_OP_SAVE:
         b->status = b->path ? tree_save(tr, b->path, e) : floe_error_set(e, FLOE_ERR_INVALID, "save needs a path");
         break;
+    case FLOE_OP_COPY:
+        b->status = tree_copy_image(tr, &b->image, e);
+        break;
     default:
         b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
     }
@@ -109,6 +112,9 @@ static void execute(cpu_table *t, floe_batch *b)
     case FLOE_OP_SAVE:
         b->status =
             b->path ? iceberg_save(t->ice, b->path, e) : floe_error_set(e, FLOE_ERR_INVALID, "save needs a path");
+        break;
+    case FLOE_OP_COPY:
+        b->status = iceberg_copy_image(t->ice, &b->image, e);
         break;
     case FLOE_OP_GET:
         b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");

@@ -987,31 +987,67 @@ floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_error *err)
     return st;
 }
 
+/* The file header and sections of t, pointing into its arrays. */
+static void file_view(iceberg *t, floe_file_header *h, const void **sections)
+{
+    memset(h, 0, sizeof *h);
+    h->spec = t->spec;
+    h->layout_version = FLOE_LAYOUT_VERSION;
+    h->addr_bits = t->addr_bits;
+    h->generation = atomic_load(&t->generation);
+    h->tombstones = atomic_load(&t->tombstones);
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        h->used[l] = atomic_load(&t->used[l]);
+    h->keys = used_slots(t) - h->tombstones;
+    h->nsections = FLOE_LEVELS + 1;
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        h->section_bytes[l] = t->s.bytes[l];
+        sections[l] = (const void *)t->s.words[l];
+    }
+    h->section_bytes[FLOE_LEVELS] = t->s.values_bytes;
+    sections[FLOE_LEVELS] = t->s.values;
+}
+
 floe_status iceberg_save(iceberg *t, const char *path, floe_error *err)
 {
     /* The write lock: the file must be one consistent state. */
     pthread_rwlock_wrlock(&t->lock);
     floe_file_header h;
-    memset(&h, 0, sizeof h);
-    h.spec = t->spec;
-    h.layout_version = FLOE_LAYOUT_VERSION;
-    h.addr_bits = t->addr_bits;
-    h.generation = atomic_load(&t->generation);
-    h.tombstones = atomic_load(&t->tombstones);
-    for (int l = 0; l < FLOE_LEVELS; l++)
-        h.used[l] = atomic_load(&t->used[l]);
-    h.keys = used_slots(t) - h.tombstones;
-    h.nsections = FLOE_LEVELS + 1;
-    const void *sections[FLOE_LEVELS + 1];
-    for (int l = 0; l < FLOE_LEVELS; l++) {
-        h.section_bytes[l] = t->s.bytes[l];
-        sections[l] = (const void *)t->s.words[l];
-    }
-    h.section_bytes[FLOE_LEVELS] = t->s.values_bytes;
-    sections[FLOE_LEVELS] = t->s.values;
+    const void *sections[FLOE_FILE_MAX_SECTIONS];
+    file_view(t, &h, sections);
     floe_status st = floe_file_save(path, &h, sections, err);
     pthread_rwlock_unlock(&t->lock);
     return st;
+}
+
+floe_status iceberg_copy_image(iceberg *t, floe_file_image **out, floe_error *err)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    floe_file_header h;
+    const void *sections[FLOE_FILE_MAX_SECTIONS];
+    file_view(t, &h, sections);
+    *out = floe_file_image_copy(&h, sections);
+    pthread_rwlock_unlock(&t->lock);
+    if (!*out)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s for a snapshot", t->spec.name);
+    return FLOE_OK;
+}
+
+static void release_table(floe_file_image *im)
+{
+    iceberg_destroy(im->owner);
+}
+
+floe_status iceberg_image_of(iceberg *t, floe_file_image **out, floe_error *err)
+{
+    floe_file_image *im = calloc(1, sizeof *im);
+    if (!im)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    file_view(t, &im->h, im->sections);
+    im->owner = t;
+    im->release = release_table;
+    *out = im;
+    return FLOE_OK;
 }
 
 /* Recounts a loaded table: counters in the header must match the rows. */

@@ -34,6 +34,7 @@ extern "C" {
 #define ICEBERG_OVERWRITE 1u /* insert: replace the value of a PRESENT key (MAP upsert) */
 
 typedef struct iceberg iceberg;
+struct floe_file_image; /* tablefile.h */
 
 /* Primary address bits for a table that must hold capacity keys at fill 0.9. */
 uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity);
@@ -86,6 +87,11 @@ void *iceberg_map_zeroed(size_t bytes);
 floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_error *err);
 
 floe_status iceberg_save(iceberg *t, const char *path, floe_error *err);
+/* A copy of t's file contents in a new image (for a snapshot written later). */
+floe_status iceberg_copy_image(iceberg *t, struct floe_file_image **out, floe_error *err);
+/* An image that takes t over: its sections are t's arrays, and freeing the
+ * image destroys t (for a host copy made only to be written). */
+floe_status iceberg_image_of(iceberg *t, struct floe_file_image **out, floe_error *err);
 floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_error *err);
 
 /* The table's raw arrays (layout.h's words per level, then the values) and

@@ -165,8 +165,8 @@ void floe_pool_run(floe_pool *p, size_t tasks, void (*fn)(void *arg, size_t task
     pthread_cond_destroy(&j.done);
 }
 
-#define COPY_CHUNK  (512u << 10) /* below this, a thread's wake-up costs more than it saves */
-#define COPY_MAX_TASKS 8u        /* about what saturates a socket's memory bandwidth */
+#define COPY_CHUNK     (512u << 10) /* below this, a thread's wake-up costs more than it saves */
+#define COPY_MAX_TASKS 8u           /* about what saturates a socket's memory bandwidth */
 
 typedef struct {
     unsigned char *dst;

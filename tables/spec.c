@@ -55,7 +55,8 @@ uint64_t floe_now_ns(void)
 static bool name_ok(const char *n)
 {
     size_t len = strnlen(n, FLOE_NAME_MAX + 1);
-    if (len == 0 || len > FLOE_NAME_MAX)
+    /* a name is also a file name in data-dir: no ".", "..", or hidden files */
+    if (len == 0 || len > FLOE_NAME_MAX || n[0] == '.')
         return false;
     for (size_t i = 0; i < len; i++) {
         char c = n[i];
@@ -71,7 +72,8 @@ floe_status floe_spec_validate(const floe_spec *s, floe_error *err)
 {
     if (!name_ok(s->name))
         return floe_error_set(err, FLOE_ERR_INVALID,
-                              "table name must be 1 to %d characters of letters, digits, '_', '-' or '.'",
+                              "table name must be 1 to %d characters of letters, digits, '_', '-' or '.', not "
+                              "starting with '.'",
                               FLOE_NAME_MAX);
     if (s->kind == FLOE_KIND_ORDERED || s->kind == FLOE_KIND_STATIC)
         return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "table kind %s is not implemented yet",
@@ -80,8 +82,9 @@ floe_status floe_spec_validate(const floe_spec *s, floe_error *err)
         return floe_error_set(err, FLOE_ERR_INVALID, "table kind must be SET, MAP or TREE");
     if (s->kind == FLOE_KIND_TREE) {
         if (s->words < FLOE_TREE_MIN_WORDS || s->words > FLOE_TREE_MAX_WORDS)
-            return floe_error_set(err, FLOE_ERR_INVALID, "a TREE needs words = %u..%u (32-bit words per vector), got %u",
-                                  FLOE_TREE_MIN_WORDS, FLOE_TREE_MAX_WORDS, s->words);
+            return floe_error_set(err, FLOE_ERR_INVALID,
+                                  "a TREE needs words = %u..%u (32-bit words per vector), got %u", FLOE_TREE_MIN_WORDS,
+                                  FLOE_TREE_MAX_WORDS, s->words);
         if (s->key_bits != 0)
             return floe_error_set(err, FLOE_ERR_INVALID,
                                   "key_bits is for SET and MAP; a TREE's keys are vectors of `words` words (got "

@@ -229,6 +229,49 @@ fail:
     return st;
 }
 
+/* ---- images -------------------------------------------------------------------------------- */
+
+static void release_copy(floe_file_image *im)
+{
+    for (int i = 0; i < FLOE_FILE_MAX_SECTIONS; i++)
+        free((void *)im->sections[i]);
+}
+
+floe_file_image *floe_file_image_copy(const floe_file_header *h, const void *const *sections)
+{
+    floe_file_image *im = calloc(1, sizeof *im);
+    if (!im)
+        return NULL;
+    im->h = *h;
+    im->release = release_copy;
+    for (uint32_t i = 0; i < h->nsections; i++) {
+        const size_t n = h->section_bytes[i];
+        void *copy = malloc(n ? n : 1);
+        if (!copy) {
+            floe_file_image_free(im);
+            return NULL;
+        }
+        if (n)
+            memcpy(copy, sections[i], n);
+        im->sections[i] = copy;
+    }
+    return im;
+}
+
+floe_status floe_file_image_save(const char *path, const floe_file_image *im, floe_error *err)
+{
+    return floe_file_save(path, &im->h, im->sections, err);
+}
+
+void floe_file_image_free(floe_file_image *im)
+{
+    if (!im)
+        return;
+    if (im->release)
+        im->release(im);
+    free(im);
+}
+
 /* ---- loading ---------------------------------------------------------------------------- */
 
 struct floe_file_reader {

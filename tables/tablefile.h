@@ -53,6 +53,22 @@ typedef struct floe_file_header {
 /* Writes h and its sections (sections[i] holds h->section_bytes[i] bytes). */
 floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_error *err);
 
+/* A table's file contents in host memory: the header and its sections,
+ * owned by whoever made the image.  A snapshot copies a table into an image
+ * in the table's batch order (a short pause), then writes the image to disk
+ * on another thread while the table serves again. */
+typedef struct floe_file_image {
+    floe_file_header h;
+    const void *sections[FLOE_FILE_MAX_SECTIONS];
+    void (*release)(struct floe_file_image *im); /* frees what owner holds */
+    void *owner;
+} floe_file_image;
+
+/* An image owning a private copy of h and sections (NULL if out of memory). */
+floe_file_image *floe_file_image_copy(const floe_file_header *h, const void *const *sections);
+floe_status floe_file_image_save(const char *path, const floe_file_image *im, floe_error *err);
+void floe_file_image_free(floe_file_image *im);
+
 typedef struct floe_file_reader floe_file_reader;
 
 /* Opens path and reads and checks its header; the caller then allocates the

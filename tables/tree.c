@@ -80,7 +80,8 @@ floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_error *err)
     if (spec->memory == 0) {
         /* TREE_DEFAULT_NODES_PER_VECTOR nodes per vector (N - 2 at most), and
          * room for the first TREE_UNSHARED_VECTORS to share nothing. */
-        uint64_t per = spec->words - 2 < TREE_DEFAULT_NODES_PER_VECTOR ? spec->words - 2 : TREE_DEFAULT_NODES_PER_VECTOR;
+        uint64_t per =
+            spec->words - 2 < TREE_DEFAULT_NODES_PER_VECTOR ? spec->words - 2 : TREE_DEFAULT_NODES_PER_VECTOR;
         uint64_t unshared = spec->capacity < TREE_UNSHARED_VECTORS ? spec->capacity : TREE_UNSHARED_VECTORS;
         double want = ((double)spec->capacity * (double)per + (double)unshared * (spec->words - 2)) / TREE_NODE_FILL;
         uint32_t bits = FLOE_NODE_MIN_BITS;
@@ -164,8 +165,8 @@ typedef struct fold_job {
     size_t n;
     int insert;
     uint64_t *root_keys;
-    uint8_t *state;    /* FOLDED or the answer */
-    uint8_t *created;  /* nodes each vector wrote (<= 254) */
+    uint8_t *state;   /* FOLDED or the answer */
+    uint8_t *created; /* nodes each vector wrote (<= 254) */
     _Atomic uint64_t new_nodes, orphans;
 } fold_job;
 
@@ -220,7 +221,12 @@ static floe_status run_vectors(tree *t, const uint32_t *vectors, size_t n, int i
     uint8_t *created = state + n;
     uint8_t *sub_results = created + n;
 
-    fold_job j = {.t = t, .vectors = vectors, .n = n, .insert = insert, .root_keys = root_keys, .state = state,
+    fold_job j = {.t = t,
+                  .vectors = vectors,
+                  .n = n,
+                  .insert = insert,
+                  .root_keys = root_keys,
+                  .state = state,
                   .created = created};
     floe_pool_run(t->pool, (n + CHUNK - 1) / CHUNK, fold_chunk, &j);
     atomic_fetch_add(&t->nodes_used, atomic_load(&j.new_nodes));
@@ -359,7 +365,8 @@ static floe_status create_sized(const floe_spec *spec, floe_pool *pool, tree **o
     if (!t->nodes) {
         unsigned long long bytes = t->z.node_bytes;
         free(t);
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a node table of %llu bytes", bytes);
+        /* as for SET and MAP: no room for the table is ERR_FULL */
+        return floe_error_set(err, FLOE_ERR_FULL, "cannot allocate %llu bytes for the node table", bytes);
     }
     st = iceberg_create_sized(&t->z.root_spec, t->z.root_addr_bits, pool, &t->roots, err);
     if (st != FLOE_OK) {
@@ -432,8 +439,7 @@ void tree_fill_stats(floe_table_stats *s, const floe_tree_geometry *g, uint64_t 
     s->orphan_nodes = orphans;
     s->memory_bytes += node_bytes;
     s->bytes_per_key = vectors ? (double)s->memory_bytes / (double)vectors : 0.0;
-    s->compression =
-        vectors ? (double)(nodes * 8 + root_used_bytes) / ((double)vectors * g->words * 4.0) : 0.0;
+    s->compression = vectors ? (double)(nodes * 8 + root_used_bytes) / ((double)vectors * g->words * 4.0) : 0.0;
 }
 
 void tree_stats(tree *t, floe_table_stats *s)
@@ -445,32 +451,64 @@ void tree_stats(tree *t, floe_table_stats *s)
 
 /* ---- files ------------------------------------------------------------------------------------ */
 
-floe_status tree_save(tree *t, const char *path, floe_error *err)
+/* The file header and sections of t, pointing into its arrays. */
+static void file_view(tree *t, floe_file_header *h, const void **sections)
 {
     iceberg_image im;
     iceberg_get_image(t->roots, &im);
-    floe_file_header h;
-    memset(&h, 0, sizeof h);
-    h.spec = t->spec;
-    h.layout_version = FLOE_LAYOUT_VERSION;
-    h.addr_bits = im.addr_bits;
-    h.generation = 0;
-    h.tombstones = 0;
+    memset(h, 0, sizeof *h);
+    h->spec = t->spec;
+    h->layout_version = FLOE_LAYOUT_VERSION;
+    h->addr_bits = im.addr_bits;
     for (int l = 0; l < FLOE_LEVELS; l++) {
-        h.used[l] = im.used[l];
-        h.keys += im.used[l];
+        h->used[l] = im.used[l];
+        h->keys += im.used[l];
     }
-    h.nodes = atomic_load(&t->nodes_used);
-    h.orphans = atomic_load(&t->orphans);
-    h.nsections = TREE_SECTIONS;
-    const void *sections[TREE_SECTIONS];
+    h->nodes = atomic_load(&t->nodes_used);
+    h->orphans = atomic_load(&t->orphans);
+    h->nsections = TREE_SECTIONS;
     for (int l = 0; l <= FLOE_LEVELS; l++) {
-        h.section_bytes[l] = im.bytes[l];
+        h->section_bytes[l] = im.bytes[l];
         sections[l] = im.sections[l];
     }
-    h.section_bytes[FLOE_LEVELS + 1] = t->z.node_bytes;
+    h->section_bytes[FLOE_LEVELS + 1] = t->z.node_bytes;
     sections[FLOE_LEVELS + 1] = (const void *)t->nodes;
+}
+
+floe_status tree_save(tree *t, const char *path, floe_error *err)
+{
+    floe_file_header h;
+    const void *sections[FLOE_FILE_MAX_SECTIONS];
+    file_view(t, &h, sections);
     return floe_file_save(path, &h, sections, err);
+}
+
+floe_status tree_copy_image(tree *t, floe_file_image **out, floe_error *err)
+{
+    floe_file_header h;
+    const void *sections[FLOE_FILE_MAX_SECTIONS];
+    file_view(t, &h, sections);
+    *out = floe_file_image_copy(&h, sections);
+    if (!*out)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s for a snapshot", t->spec.name);
+    return FLOE_OK;
+}
+
+static void release_table(floe_file_image *im)
+{
+    tree_destroy(im->owner);
+}
+
+floe_status tree_image_of(tree *t, floe_file_image **out, floe_error *err)
+{
+    floe_file_image *im = calloc(1, sizeof *im);
+    if (!im)
+        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    file_view(t, &im->h, im->sections);
+    im->owner = t;
+    im->release = release_table;
+    *out = im;
+    return FLOE_OK;
 }
 
 /* Every node slot holds EMPTY or a valid probe tag, and the count matches. */
@@ -502,8 +540,8 @@ floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_error 
         return st;
     floe_error spec_err;
     if (h.spec.kind != FLOE_KIND_TREE) {
-        st = floe_error_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a TREE", path,
-                            floe_kind_name(h.spec.kind));
+        st =
+            floe_error_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a TREE", path, floe_kind_name(h.spec.kind));
         goto out;
     }
     if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0) {

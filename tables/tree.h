@@ -28,6 +28,7 @@ extern "C" {
 #endif
 
 typedef struct tree tree;
+struct floe_file_image; /* tablefile.h */
 
 /* How a TREE spec is laid out: node table bits, and the root table's own
  * SET spec and primary address bits.  A pure function of the spec
@@ -71,6 +72,11 @@ floe_status tree_scan(tree *t, const floe_cursor *from, size_t limit, uint64_t *
 void tree_stats(tree *t, floe_table_stats *s);
 
 floe_status tree_save(tree *t, const char *path, floe_error *err);
+/* A copy of t's file contents (batches must not run meanwhile: the caller
+ * runs it in the table's batch order). */
+floe_status tree_copy_image(tree *t, struct floe_file_image **out, floe_error *err);
+/* An image that takes t over; freeing it destroys t (see iceberg_image_of). */
+floe_status tree_image_of(tree *t, struct floe_file_image **out, floe_error *err);
 floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_error *err);
 
 /* The raw node array and the root table: for the GPU backend, which keeps

@@ -36,15 +36,15 @@
 extern "C" {
 #endif
 
-#define FLOE_TREE_MIN_WORDS     2u
-#define FLOE_TREE_MAX_WORDS     256u
-#define FLOE_NODE_BUCKET        4u  /* slots per node bucket: 32 bytes */
-#define FLOE_NODE_BUCKET_SHIFT  2u
-#define FLOE_NODE_CHOICES       15u /* probes per node; the tag is 4 bits */
-#define FLOE_NODE_TAG_BITS      4u
-#define FLOE_NODE_MIN_BITS      6u  /* 16 buckets: bucket_bits >= the tag bits */
-#define FLOE_NODE_MAX_BITS      32u /* references are 32-bit */
-#define FLOE_NODE_EMPTY         0ull
+#define FLOE_TREE_MIN_WORDS    2u
+#define FLOE_TREE_MAX_WORDS    256u
+#define FLOE_NODE_BUCKET       4u /* slots per node bucket: 32 bytes */
+#define FLOE_NODE_BUCKET_SHIFT 2u
+#define FLOE_NODE_CHOICES      15u /* probes per node; the tag is 4 bits */
+#define FLOE_NODE_TAG_BITS     4u
+#define FLOE_NODE_MIN_BITS     6u  /* 16 buckets: bucket_bits >= the tag bits */
+#define FLOE_NODE_MAX_BITS     32u /* references are 32-bit */
+#define FLOE_NODE_EMPTY        0ull
 
 typedef struct floe_tree_geometry {
     uint32_t words;       /* N */

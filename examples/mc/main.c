@@ -45,8 +45,9 @@ static void usage(FILE *f)
             "\n"
             "Options:\n"
             "  -m, --model M         the model (above)\n"
-            "  -s, --server URI      floe://host:port[?token=T] (default floe://127.0.0.1:7450)\n"
-            "      --token T         the server's token\n"
+            "  -s, --server URI      floe://host:port[?token=T] or host:port (default $FLOE_SERVER, else\n"
+            "                        floe://127.0.0.1:7450)\n"
+            "      --token T         the server's token (default $FLOE_TOKEN)\n"
             "  -w, --workers W       fork W local workers and sum their counts (default 1)\n"
             "      --worker i/W      run only worker i (0..W-1) of a run spread over hosts; worker 0\n"
             "                        creates --table (which must not exist), and all W wait for each\n"
@@ -205,6 +206,11 @@ static uint64_t sum_states(mc_progress *p, unsigned n, uint64_t *transitions)
 int main(int argc, char **argv)
 {
     options o = {.server = "floe://127.0.0.1:7450", .workers = 1, .batch = 65536, .inflight = 8};
+    /* the environment, as for the floe CLI; the flags override it */
+    const char *env_server = getenv("FLOE_SERVER");
+    if (env_server && env_server[0])
+        o.server = env_server;
+    o.token = getenv("FLOE_TOKEN");
     static const struct option longopts[] = {
         {"model", required_argument, 0, 'm'},    {"server", required_argument, 0, 's'},
         {"token", required_argument, 0, 'T'},    {"workers", required_argument, 0, 'w'},

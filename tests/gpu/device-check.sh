@@ -2,7 +2,7 @@
 # device-check.sh - the GPU checks, run on a GPU host from the repository
 # root after `make device-bundle` (the bundle/ folder travels with it):
 #
-#   tests/gpu/device-check.sh [tests|sanitize|itests|load|k1|t1|membw|e1|mc|redis]...   (default: all)
+#   tests/gpu/device-check.sh [tests|sanitize|itests|service|load|k1|t1|membw|e1|mc|redis]...   (default: all)
 #
 # FLOED_ARGS adds flags to the e1 and mc steps' floed (e.g. --io-threads 8); MC_MODEL,
 # MC_WORKERS and MC_ARGS change the mc step's floe-mc runs.
@@ -12,7 +12,7 @@ set -u
 B=${BUNDLE:-bundle}
 O=${OUT:-/tmp/floe-device}
 mkdir -p "$O"
-steps=${*:-tests sanitize itests load k1 t1 membw e1 mc redis}
+steps=${*:-tests sanitize itests service load k1 t1 membw e1 mc redis}
 rc=0
 step() { # name, then the command
     local name=$1; shift
@@ -34,6 +34,9 @@ for s in $steps; do
         step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$B/floe-gpu-tests" --small ;;
     itests) # the daemon's integration tests against a floed whose tables run on the GPU
         step itests env FLOE_BACKEND=gpu FLOED="$B/floed" FLOE_CLI="$B/floe" FLOE_MC="$B/floe-mc" "$B/floe-itests" ;;
+    service) # floed on the GPU as a service: info and /metrics name the GPU, periodic snapshots
+        # of GPU tables (a COPY while serving), kill -9, and every key back after the restart
+        step service bash tests/gpu/service-check.sh "$B" ;;
     load) # the CLI loads 10^8 random 64-bit keys into a GPU table through floed, 3 times
         head -c 800000000 /dev/urandom >/tmp/floe-keys.bin
         rm -f /tmp/floe-port
@@ -57,7 +60,7 @@ for s in $steps; do
         step k1 "$B/floe-k1-gpu" --runs 3 ;;
     membw) # how fast the host copies memory, by threads (E1's copies share it)
         step membw "$B/floe-membw" ;;
-    e1) # DESIGN.md's E1 and E2 through a GPU floed (floe-bench), and E1 in process (floe-e1-local)
+    e1) # E1 and E2 (docs/PERFORMANCE.md) through a GPU floed (floe-bench), and E1 in process (floe-e1-local)
         rm -f /tmp/floe-port
         "$B/floed" --port 0 --port-file /tmp/floe-port --log-level warn ${FLOED_ARGS:-} >"$O/floed-e1.log" 2>&1 &
         pid=$!

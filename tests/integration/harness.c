@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,7 @@ const char *expected_backend(void)
     return b && b[0] ? b : "cpu";
 }
 
-void daemon_start(daemon_proc *d, const char *const *flags)
+static void start(daemon_proc *d, const char *const *flags, bool logged)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->dir, sizeof d->dir, "/tmp/floe-itest-XXXXXX");
@@ -49,8 +50,13 @@ void daemon_start(daemon_proc *d, const char *const *flags)
     argv[n++] = "0";
     argv[n++] = "--port-file";
     argv[n++] = portfile;
-    argv[n++] = "--log-level";
-    argv[n++] = getenv("FLOED_LOG") ? getenv("FLOED_LOG") : "warn";
+    bool has_config = false; /* a test of the config file sets its own log level */
+    for (int i = 0; flags && flags[i]; i++)
+        has_config = has_config || strcmp(flags[i], "--config") == 0;
+    if (!has_config) {
+        argv[n++] = "--log-level";
+        argv[n++] = getenv("FLOED_LOG") ? getenv("FLOED_LOG") : logged ? "info" : "warn";
+    }
     argv[n++] = "--io-threads";
     argv[n++] = "2";
     argv[n++] = "--engine-threads";
@@ -58,9 +64,13 @@ void daemon_start(daemon_proc *d, const char *const *flags)
     for (int i = 0; flags && flags[i]; i++)
         argv[n++] = flags[i];
     argv[n] = NULL;
+    if (logged)
+        snprintf(d->log, sizeof d->log, "%s/floed.log", d->dir);
     d->pid = fork();
     ck_assert_int_ge(d->pid, 0);
     if (d->pid == 0) {
+        if (logged && !freopen(d->log, "a", stderr))
+            _exit(126);
         execv(argv[0], (char *const *)argv);
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
@@ -81,6 +91,67 @@ void daemon_start(daemon_proc *d, const char *const *flags)
         usleep(10000);
     }
     ck_abort_msg("floed did not start listening in 20 s");
+}
+
+void daemon_start(daemon_proc *d, const char *const *flags)
+{
+    start(d, flags, false);
+}
+
+void daemon_start_logged(daemon_proc *d, const char *const *flags)
+{
+    start(d, flags, true);
+}
+
+char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, len = 0, r;
+    char *buf = malloc(cap);
+    while ((r = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += r;
+        if (len + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+int floed_run_to_exit(const char *const *flags, char **err)
+{
+    char errpath[] = "/tmp/floe-itest-err-XXXXXX";
+    int fd = mkstemp(errpath);
+    ck_assert_int_ge(fd, 0);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = floed_path();
+    for (int i = 0; flags[i]; i++)
+        argv[n++] = flags[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fd, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(fd);
+    int status = -1;
+    for (int i = 0; i < 3000; i++) { /* a start that should fail must not hang: 30 s at most */
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            break;
+        usleep(10000);
+        if (i == 2999) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+        }
+    }
+    *err = slurp(errpath);
+    unlink(errpath);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int daemon_stop(daemon_proc *d, int sig)
@@ -245,6 +316,12 @@ int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char
 {
     const char *pre[] = {cli_path(), "-H", "@HOSTPORT", NULL};
     return run_prog(d, pre, stdin_text, out, args);
+}
+
+int run_tool(const daemon_proc *d, const char *stdin_text, char **out, const char *const *argv)
+{
+    const char *const none[] = {NULL};
+    return run_prog(d, argv, stdin_text, out, none);
 }
 
 int run_mc(const daemon_proc *d, char **out, const char *const *args)

@@ -22,6 +22,7 @@ typedef struct daemon_proc {
     unsigned port;
     char uri[64];
     char dir[128]; /* a scratch directory for this daemon */
+    char log[160]; /* daemon_start_logged: floed's stderr */
 } daemon_proc;
 
 /* The backend floed is expected to run tables on: $FLOE_BACKEND, default
@@ -30,6 +31,14 @@ const char *expected_backend(void);
 
 /* Starts floed with extra flags (NULL-terminated), waits until it listens. */
 void daemon_start(daemon_proc *d, const char *const *flags);
+/* The same with floed's stderr in d->log (d->dir/floed.log, removed with
+ * d->dir by daemon_stop) and --log-level info before the flags. */
+void daemon_start_logged(daemon_proc *d, const char *const *flags);
+/* Runs floed with flags to its exit (for starts that must fail): its exit
+ * code, and its stderr (malloc'ed) in *err. */
+int floed_run_to_exit(const char *const *flags, char **err);
+/* The contents of a file (malloc'ed, NUL-terminated), or NULL. */
+char *slurp(const char *path);
 /* Sends sig and returns the exit status (-1 if it did not stop in 20 s). */
 int daemon_stop(daemon_proc *d, int sig);
 /* A connection to d that must succeed. */
@@ -47,6 +56,10 @@ int raw_closed(int fd, int timeout_ms);
 /* Runs the floe CLI with args (NULL-terminated) against d; returns its exit
  * code and its stdout (malloc'ed) in *out. */
 int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char *const *args);
+/* Runs argv (argv[0] the program; "@HOSTPORT" and "@URI" stand for d's
+ * address) with stdin_text: the same contract as run_cli (its stderr in
+ * d->dir/cli.err). */
+int run_tool(const daemon_proc *d, const char *stdin_text, char **out, const char *const *argv);
 /* Runs floe-mc ($FLOE_MC, default build/san/floe-mc) with --server d
  * --quiet and args; the same contract as run_cli (stderr in d->dir/cli.err). */
 int run_mc(const daemon_proc *d, char **out, const char *const *args);
@@ -58,5 +71,8 @@ Suite *lifecycle_suite(void);
 Suite *cli_suite(void);
 Suite *tree_suite(void);
 Suite *mc_suite(void);
+Suite *metrics_suite(void);
+Suite *tools_suite(void);
+Suite *service_suite(void);
 
 #endif

@@ -18,6 +18,9 @@ int main(void)
     srunner_add_suite(sr, cli_suite());
     srunner_add_suite(sr, tree_suite());
     srunner_add_suite(sr, mc_suite());
+    srunner_add_suite(sr, metrics_suite());
+    srunner_add_suite(sr, tools_suite());
+    srunner_add_suite(sr, service_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

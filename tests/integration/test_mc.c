@@ -239,17 +239,6 @@ static pid_t spawn_worker(const daemon_proc *d, const char *model, const char *w
     return pid;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    static char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* A run over hosts: three processes, each --worker i/3 on one table; their
  * counts add up to the model's, and the table holds exactly those states. */
 START_TEST(workers_over_hosts)
@@ -269,9 +258,11 @@ START_TEST(workers_over_hosts)
         int status;
         ck_assert_int_eq(waitpid(pids[i], &status, 0), pids[i]);
         ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "worker %s: status %d", which[i], status);
-        const char *out = slurp(paths[i]);
+        char *out = slurp(paths[i]);
+        ck_assert_ptr_nonnull(out);
         states += field(out, "states ");
         transitions += field(out, "transitions ");
+        free(out);
     }
     ck_assert_uint_eq(states, 181440);
     ck_assert_uint_eq(transitions, puzzle_transitions(3, 3, 181440));

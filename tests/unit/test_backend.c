@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "tablefile.h"
 #include "testutil.h"
 
 static floe_spec map_spec(void)
@@ -110,6 +111,73 @@ START_TEST(every_operation)
 }
 END_TEST
 
+/* COPY holds the table as it was when the copy ran: keys inserted after it
+ * are not in the file written from the image, every key before it is. */
+static void copy_then_change(floe_spec s)
+{
+    floe_backend *be;
+    ck_assert_int_eq(floe_backend_cpu_create(2, &be, NULL), FLOE_OK);
+    floe_table *t;
+    ck_assert_int_eq(floe_table_create(be, &s, &t, NULL), FLOE_OK);
+    enum { N = 5000 };
+    static uint64_t keys[2 * N];
+    static uint32_t vec[2 * N * 4];
+    static uint8_t res[2 * N];
+    for (size_t i = 0; i < 2 * N; i++) {
+        keys[i] = i * 2654435761u % (1u << 30) + 1;
+        for (int w = 0; w < 4; w++)
+            vec[i * 4 + w] = (uint32_t)(i * 7 + (size_t)w);
+    }
+    const bool tree = s.kind == FLOE_KIND_TREE;
+    floe_batch in = {.op = FLOE_OP_INSERT, .keys = keys, .vectors = tree ? vec : NULL, .n = N, .results = res};
+    if (tree)
+        in.keys = NULL;
+    ck_assert_int_eq(floe_table_run(t, &in), FLOE_OK);
+    floe_batch cp = {.op = FLOE_OP_COPY};
+    ck_assert_int_eq(floe_table_run(t, &cp), FLOE_OK);
+    ck_assert_ptr_nonnull(cp.image);
+    floe_batch in2 = in;
+    in2.keys = tree ? NULL : keys + N;
+    in2.vectors = tree ? vec + N * 4 : NULL;
+    ck_assert_int_eq(floe_table_run(t, &in2), FLOE_OK);
+    ck_assert_uint_eq(in2.counts.inserted, N);
+    char path[] = "/tmp/floe-copy-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(floe_file_image_save(path, cp.image, NULL), FLOE_OK);
+    floe_file_image_free(cp.image);
+    floe_table *u;
+    ck_assert_int_eq(floe_table_load(be, path, &u, NULL), FLOE_OK);
+    floe_batch f = {
+        .op = FLOE_OP_FIND, .keys = tree ? NULL : keys, .vectors = tree ? vec : NULL, .n = 2 * N, .results = res};
+    ck_assert_int_eq(floe_table_run(u, &f), FLOE_OK);
+    for (size_t i = 0; i < 2 * N; i++)
+        ck_assert_uint_eq(res[i], i < N ? FLOE_PRESENT : FLOE_ABSENT);
+    unlink(path);
+    floe_table_destroy(u);
+    floe_table_destroy(t);
+    floe_backend_destroy(be);
+}
+
+START_TEST(copy_is_a_point_in_time)
+{
+    floe_spec s = map_spec();
+    s.kind = FLOE_KIND_SET;
+    s.value_bytes = 0;
+    copy_then_change(s);
+    floe_spec tr;
+    floe_spec_default(&tr);
+    strcpy(tr.name, "tr");
+    tr.kind = FLOE_KIND_TREE;
+    tr.key_bits = 0;
+    tr.words = 4;
+    tr.capacity = 20000;
+    strcpy(tr.backend, "cpu");
+    copy_then_change(tr);
+}
+END_TEST
+
 typedef struct order_check {
     atomic_int next;
     atomic_int errors;
@@ -164,6 +232,7 @@ Suite *backend_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, every_operation);
     tcase_add_test(tc, batches_complete_in_order);
+    tcase_add_test(tc, copy_is_a_point_in_time);
     suite_add_tcase(s, tc);
     return s;
 }

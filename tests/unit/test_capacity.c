@@ -1,6 +1,6 @@
 /*
  * test_capacity.c - the large test (tag "big", release build only): the K1
- * table of DESIGN.md, 2^30 primary slots of 40-bit keys, filled with unique
+ * table of K1 (docs/PERFORMANCE.md), 2^30 primary slots of 40-bit keys, filled with unique
  * random keys in batches.  FULL must not appear below fill 0.95 of all
  * slots, and at fill 0.9 memory must be at most 2.6 bytes per key.
  */

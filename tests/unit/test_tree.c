@@ -215,8 +215,7 @@ static void run_length(uint32_t W, size_t total, floe_pool *pool)
             const uint32_t *v = stream + (at + i) * W;
             long k = vset_find(&ref, v, 0, 0);
             if (k < 0) {
-                ck_assert_msg(res[i] == FLOE_INSERTED, "W=%u vector %zu: want INSERTED, got %d", W, at + i,
-                              res[i]);
+                ck_assert_msg(res[i] == FLOE_INSERTED, "W=%u vector %zu: want INSERTED, got %d", W, at + i, res[i]);
                 vset_find(&ref, v, 1, ids[i]);
             } else {
                 ck_assert_msg(res[i] == FLOE_PRESENT, "W=%u vector %zu: want PRESENT, got %d", W, at + i, res[i]);

@@ -200,8 +200,8 @@ START_TEST(test_first_wrong)
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         expect[i] = (uint8_t)(x % 5);
         answers[i] = expect[i] == WL_EXPECT_INSERTED || expect[i] == WL_EXPECT_STORED ? FLOE_INSERTED
-                     : expect[i] == WL_EXPECT_PRESENT                                  ? FLOE_PRESENT
-                                                                                       : FLOE_ABSENT;
+                     : expect[i] == WL_EXPECT_PRESENT                                 ? FLOE_PRESENT
+                                                                                      : FLOE_ABSENT;
     }
     ck_assert_uint_eq(wl_first_wrong(expect, answers, N), N);
     for (size_t at = 0; at < N; at += 97) {

@@ -1,0 +1,136 @@
+/*
+ * test_tools.c - what floe, floe-bench and floe-mc share: the server and
+ * token from $FLOE_SERVER and $FLOE_TOKEN, flags over the environment, and
+ * --help texts that say so.  floe-bench is $FLOE_BENCH (default
+ * build/rel/floe-bench: it has no sanitizer build); without it its part is
+ * skipped with a message.
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static const char *prog(const char *env, const char *dflt)
+{
+    const char *p = getenv(env);
+    return p && p[0] ? p : dflt;
+}
+
+/* Runs argv with the environment as it is now; checks the exit code, and
+ * that stdout (or stderr: d->dir/cli.err) holds want. */
+static void expect(const daemon_proc *d, int code, const char *want, const char *const *argv)
+{
+    char *out;
+    int rc = run_tool(d, NULL, &out, argv);
+    char path[300], err[8192] = "";
+    snprintf(path, sizeof path, "%s/cli.err", d->dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        size_t n = fread(err, 1, sizeof err - 1, f);
+        err[n] = '\0';
+        fclose(f);
+    }
+    ck_assert_msg(rc == code, "%s %s %s (FLOE_SERVER=%s FLOE_TOKEN=%s): exit %d, expected %d\nstdout:\n%s\nstderr:\n%s",
+                  argv[0], argv[1] ? argv[1] : "", argv[1] && argv[2] ? argv[2] : "", getenv("FLOE_SERVER"),
+                  getenv("FLOE_TOKEN"), rc, code, out, err);
+    if (want)
+        ck_assert_msg(strstr(out, want) || strstr(err, want), "%s: no '%s' in its output:\n%s\n%s", argv[0], want, out,
+                      err);
+    free(out);
+}
+
+/* floed with a token; each tool finds it through the environment alone,
+ * fails without the token or with a wrong one, and its flags win over the
+ * environment (a dead port or a wrong token there). */
+START_TEST(server_and_token_from_the_environment)
+{
+    daemon_proc d;
+    const char *flags[] = {"--token", "s3cret", NULL};
+    daemon_start(&d, flags);
+    char hostport[64];
+    snprintf(hostport, sizeof hostport, "127.0.0.1:%u", d.port);
+    const char *dead = "127.0.0.1:1"; /* nothing listens on port 1 */
+    const char *floe_cli = prog("FLOE_CLI", "build/san/floe");
+    const char *mc = prog("FLOE_MC", "build/san/floe-mc");
+    const char *bench = prog("FLOE_BENCH", "build/rel/floe-bench");
+
+    setenv("FLOE_SERVER", hostport, 1);
+    setenv("FLOE_TOKEN", "s3cret", 1);
+    expect(&d, 0, "PONG", ARGS(floe_cli, "ping"));
+    expect(&d, 0, "states       81\n", ARGS(mc, "--model", "hanoi:4", "--quiet"));
+    setenv("FLOE_SERVER", d.uri, 1); /* floe:// works too */
+    expect(&d, 0, "PONG", ARGS(floe_cli, "ping"));
+
+    unsetenv("FLOE_TOKEN");
+    expect(&d, 1, "ERR_UNAUTHENTICATED", ARGS(floe_cli, "ping"));
+    expect(&d, 1, NULL, ARGS(mc, "--model", "hanoi:4", "--quiet"));
+    setenv("FLOE_TOKEN", "wrong", 1);
+    expect(&d, 1, "wrong token", ARGS(floe_cli, "ping"));
+    expect(&d, 0, "PONG", ARGS(floe_cli, "--token", "s3cret", "ping"));
+    expect(&d, 0, "states       81\n", ARGS(mc, "--token", "s3cret", "--model", "hanoi:4", "--quiet"));
+
+    setenv("FLOE_SERVER", dead, 1);
+    setenv("FLOE_TOKEN", "s3cret", 1);
+    expect(&d, 1, "cannot connect", ARGS(floe_cli, "ping"));
+    expect(&d, 1, NULL, ARGS(mc, "--model", "hanoi:4", "--quiet"));
+    expect(&d, 0, "PONG", ARGS(floe_cli, "-H", "@HOSTPORT", "ping"));
+    expect(&d, 0, "states       81\n", ARGS(mc, "--server", "@URI", "--model", "hanoi:4", "--quiet"));
+
+    if (access(bench, X_OK) != 0) {
+        fprintf(stderr, "test_tools: %s not built: floe-bench's environment not tested\n", bench);
+    } else {
+        const char *run[] = {"--create",           "--table", "envtest", "--requests", "5",
+                             "--keys-per-request", "10",      "--quiet"};
+        setenv("FLOE_SERVER", d.uri, 1);
+        expect(&d, 0, "check    ok", ARGS(bench, run[0], run[1], run[2], run[3], run[4], run[5], run[6], run[7]));
+        unsetenv("FLOE_TOKEN");
+        expect(&d, 1, NULL, ARGS(bench, run[0], run[1], run[2], run[3], run[4], run[5], run[6], run[7]));
+        expect(&d, 0, "check    ok",
+               ARGS(bench, "--token", "s3cret", run[0], run[1], run[2], run[3], run[4], run[5], run[6], run[7]));
+        setenv("FLOE_SERVER", dead, 1);
+        setenv("FLOE_TOKEN", "s3cret", 1);
+        expect(&d, 1, NULL, ARGS(bench, run[0], run[1], run[2], run[3], run[4], run[5], run[6], run[7]));
+        expect(&d, 0, "check    ok",
+               ARGS(bench, "-s", "@URI", run[0], run[1], run[2], run[3], run[4], run[5], run[6], run[7]));
+    }
+    unsetenv("FLOE_SERVER");
+    unsetenv("FLOE_TOKEN");
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+/* Each tool's --help names the variables (and exits 0 with no server). */
+START_TEST(help_texts_name_the_environment)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    const char *tools[] = {prog("FLOE_CLI", "build/san/floe"), prog("FLOE_MC", "build/san/floe-mc"),
+                           prog("FLOE_BENCH", "build/rel/floe-bench")};
+    for (int i = 0; i < 3; i++) {
+        if (i == 2 && access(tools[i], X_OK) != 0) {
+            fprintf(stderr, "test_tools: %s not built: its --help not checked\n", tools[i]);
+            continue;
+        }
+        expect(&d, 0, "$FLOE_SERVER", ARGS(tools[i], "--help"));
+        expect(&d, 0, "$FLOE_TOKEN", ARGS(tools[i], "--help"));
+    }
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+Suite *tools_suite(void)
+{
+    Suite *s = suite_create("tools");
+    TCase *tc = tcase_create("tools");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, server_and_token_from_the_environment);
+    tcase_add_test(tc, help_texts_name_the_environment);
+    suite_add_tcase(s, tc);
+    return s;
+}
