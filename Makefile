@@ -50,8 +50,12 @@ OPT_tsan := -O1 -g -fsanitize=thread
 build/rel/bench/workload.o: OPT_rel := -O3 -g
 
 PKG_CRYPTO := $(shell pkg-config --libs libcrypto 2>/dev/null || echo -lcrypto)
-PKG_EVENT  := $(shell pkg-config --libs libevent_pthreads 2>/dev/null || echo -levent_core -levent_pthreads)
+PKG_SSL    := $(shell pkg-config --libs libssl libcrypto 2>/dev/null || echo -lssl -lcrypto)
+PKG_EVENT  := $(shell pkg-config --libs libevent_pthreads libevent_openssl 2>/dev/null || \
+                echo -levent_openssl -levent_core -levent_pthreads)
 PKG_PROTO  := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
+# what a program linking libfloe.a needs besides (TLS: OpenSSL)
+LIBFLOE_LIBS := $(PKG_PROTO) $(PKG_SSL)
 PKG_CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 PKG_CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 # sd_notify (Type=notify under systemd)
@@ -86,7 +90,7 @@ bench_objs  = $(patsubst %.c,build/$(1)/%.o,$(BENCH_SRC))
 mc_objs     = $(patsubst %.c,build/$(1)/%.o,$(MC_SRC))
 mcmodel_objs = $(patsubst %.c,build/$(1)/%.o,$(wildcard examples/mc/model*.c))
 
-.PHONY: all run install uninstall man deps deps-build test test-unit test-integration test-big test-bench test-tsan \
+.PHONY: all run install uninstall man deps deps-build test test-unit test-integration test-integration-tls test-big test-bench test-tsan \
         test-install test-image bench bench-kernel clean check-cuda format service-bundle
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
@@ -154,11 +158,11 @@ build/tsan/libfloetables.a: $(call tables_objs,tsan)
 	ar rcs $@ $^
 
 build/rel/floed: $(call daemon_objs,rel) $(call proto_obj,rel) $(call gpu_objs,rel) build/rel/libfloetables.a
-	$(CC) -pthread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(PKG_SYSTEMD) $(GPU_LINK) -lm -o $@
+	$(CC) -pthread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_SSL) $(PKG_SYSTEMD) $(GPU_LINK) -lm -o $@
 build/tsan/floed: $(call daemon_objs,tsan) $(call proto_obj,tsan) $(call gpu_objs,tsan) build/tsan/libfloetables.a
-	$(CC) -pthread -fsanitize=thread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(PKG_SYSTEMD) $(GPU_LINK) -lm -o $@
+	$(CC) -pthread -fsanitize=thread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_SSL) $(PKG_SYSTEMD) $(GPU_LINK) -lm -o $@
 build/san/floed: $(call daemon_objs,san) $(call proto_obj,san) $(call gpu_objs,san) build/san/libfloetables.a
-	$(CC) -pthread $(LDSAN) $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(PKG_SYSTEMD) $(GPU_LINK) -lm -o $@
+	$(CC) -pthread $(LDSAN) $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_SSL) $(PKG_SYSTEMD) $(GPU_LINK) -lm -o $@
 
 # libfloe: static and shared; the floe CLI links the static one.
 build/%/libfloe.a: $$(call client_objs,$$*) $$(call proto_obj,$$*)
@@ -167,18 +171,18 @@ build/%/libfloe.a: $$(call client_objs,$$*) $$(call proto_obj,$$*)
 # protobuf-c code generated from floe.proto and the internals stay inside).
 $(LIBFLOE_SO): $(call client_objs,pic) $(call proto_obj,pic) client/libfloe.map
 	$(CC) -shared -Wl,-soname,libfloe.so.$(SOVERSION) -Wl,--version-script=client/libfloe.map -Wl,-z,defs \
-	  $(filter %.o,$^) $(PKG_PROTO) -o $@
+	  $(filter %.o,$^) $(LIBFLOE_LIBS) -o $@
 build/rel/libfloe.so.$(SOVERSION) build/rel/libfloe.so: $(LIBFLOE_SO)
 	ln -sf $(notdir $<) $@
 build/rel/floe: build/rel/client/cli.o build/rel/libfloe.a
-	$(CC) $^ $(PKG_PROTO) -o $@
+	$(CC) $^ $(LIBFLOE_LIBS) -o $@
 build/rel/floe-hello: build/rel/examples/hello.o build/rel/libfloe.a
-	$(CC) $^ $(PKG_PROTO) -o $@
+	$(CC) $^ $(LIBFLOE_LIBS) -o $@
 build/san/floe: build/san/client/cli.o build/san/libfloe.a
-	$(CC) $(LDSAN) $^ $(PKG_PROTO) -o $@
+	$(CC) $(LDSAN) $^ $(LIBFLOE_LIBS) -o $@
 
 build/san/floe-itests: $(call itest_objs,san) build/san/libfloe.a
-	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(PKG_PROTO) -lm -o $@
+	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(LIBFLOE_LIBS) -lm -o $@
 
 build/rel/floe-e1-local: build/rel/bench/e1_local.o $(call gpu_objs,rel) build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CRYPTO) $(GPU_LINK) -lm -o $@
@@ -186,13 +190,13 @@ build/rel/floe-e1-local: build/rel/bench/e1_local.o $(call gpu_objs,rel) build/r
 build/rel/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CRYPTO) -lm -o $@
 build/rel/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
-	$(CC) -pthread $^ $(PKG_PROTO) -lm -o $@
+	$(CC) -pthread $^ $(LIBFLOE_LIBS) -lm -o $@
 build/rel/floe-membw: build/rel/bench/membw.o
 	$(CC) -pthread $^ -o $@
 build/rel/floe-mc: $(call mc_objs,rel) build/rel/libfloe.a
-	$(CC) $^ $(PKG_PROTO) -o $@
+	$(CC) $^ $(LIBFLOE_LIBS) -o $@
 build/san/floe-mc: $(call mc_objs,san) build/san/libfloe.a
-	$(CC) $(LDSAN) $^ $(PKG_PROTO) -o $@
+	$(CC) $(LDSAN) $^ $(LIBFLOE_LIBS) -o $@
 
 build/rel/floe-tests: $(call test_objs,rel) build/rel/bench/histogram.o build/rel/bench/workload.o $(call mcmodel_objs,rel) build/rel/daemon/config.o build/rel/daemon/log.o build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
@@ -232,7 +236,7 @@ endif
 # device-bundle: the same programs with every library but glibc, libstdc++ and
 # the NVIDIA driver linked in, for GPU hosts that have nothing installed
 # (built on Debian 12, run on Ubuntu 24.04).  See docs/OPERATIONS.md.
-BUNDLE_STATIC := -Wl,-Bstatic -levent_pthreads -levent_extra -levent_core -lprotobuf-c -lcrypto \
+BUNDLE_STATIC := -Wl,-Bstatic -levent_openssl -levent_pthreads -levent_extra -levent_core -lprotobuf-c -lssl -lcrypto \
   -Wl,-Bdynamic -ldl -lrt -lm -pthread
 BUNDLE_CHECK := -Wl,-Bstatic -lcheck_pic -lsubunit -Wl,-Bdynamic
 # libsystemd: static where the distribution ships libsystemd.a (Ubuntu 24.04 does; it needs
@@ -365,7 +369,7 @@ uninstall:
 	fi
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/floe $(DESTDIR)$(SYSCONFDIR)/floe 2>/dev/null
 
-test: all test-unit test-integration test-big test-bench test-install
+test: all test-unit test-integration test-integration-tls test-big test-bench test-install
 
 # The build and the install: nothing rebuilt by a second make, README's hello.c listing,
 # make install DESTDIR=... PREFIX=/usr and programs built against it with pkg-config only,
@@ -388,6 +392,10 @@ test-image:
 # floed, libfloe and the CLI end to end (sanitizer builds), on ephemeral ports.
 test-integration: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench
 	FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench ./build/san/floe-itests
+
+# The same, with every client on TLS (certificates made by the openssl command at the start).
+test-integration-tls: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench
+	FLOE_TLS=1 FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench ./build/san/floe-itests
 
 # Every suite but the large one, under AddressSanitizer and UBSan.
 test-unit: build/san/floe-tests

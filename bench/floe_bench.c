@@ -42,6 +42,7 @@
 #include <time.h>
 
 #include "floe.h"
+#include "floe_getopt.h"
 #include "histogram.h"
 #include "workload.h"
 
@@ -58,7 +59,8 @@ static const char *const ANSWER_NAMES[5] = {"ABSENT", "PRESENT", "INSERTED", "FU
 static const char *const DIST_NAMES[] = {"uniform", "sequential", "hotset"};
 
 typedef struct options {
-    const char *server, *token, *table, *backend;
+    const char *server, *table, *backend;
+    floe_options conn; /* token, timeouts, TLS */
     unsigned threads, conns, pipeline;
     uint64_t keys; /* per request */
     unsigned ratio[WL_OPS];
@@ -185,10 +187,10 @@ static void usage(void)
            "advance and checks them: any wrong answer, FULL answer or request error fails the run.\n"
            "\n"
            "Connection:\n"
-           "  -s, --server URI          floe://host:port or host:port (default $FLOE_SERVER, else\n"
-           "                            " DEFAULT_SERVER ")\n"
-           "      --token SECRET        the server's token, if it has one (default $FLOE_TOKEN)\n"
-           "Load shape:\n"
+           "  -s, --server URI          floe://host:port, floes://host:port (TLS) or host:port\n"
+           "                            (default $FLOE_SERVER, else " DEFAULT_SERVER ")\n");
+    floe_getopt_help(stdout, 6, 28);
+    printf("Load shape:\n"
            "  -t, --threads T           client threads (default 1)\n"
            "  -c, --connections C       connections per thread (default 1; T x C in all)\n"
            "  -P, --pipeline P          requests in flight per connection (default 1)\n"
@@ -311,8 +313,7 @@ static bool parse_ratio(const char *s, unsigned r[WL_OPS])
 }
 
 enum {
-    OPT_TOKEN = 256,
-    OPT_RATIO,
+    OPT_RATIO = 256,
     OPT_DUP,
     OPT_KEY_BITS,
     OPT_DIST,
@@ -336,7 +337,6 @@ enum {
 
 static const struct option LONG_OPTS[] = {
     {"server", required_argument, NULL, 's'},
-    {"token", required_argument, NULL, OPT_TOKEN},
     {"threads", required_argument, NULL, 't'},
     {"connections", required_argument, NULL, 'c'},
     {"pipeline", required_argument, NULL, 'P'},
@@ -373,9 +373,14 @@ static int parse_options(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
     /* the environment, as for the floe CLI; the flags override it */
-    const char *env_server = getenv("FLOE_SERVER"), *env_token = getenv("FLOE_TOKEN");
+    const char *env_server = getenv("FLOE_SERVER");
     o->server = env_server && env_server[0] ? env_server : DEFAULT_SERVER;
-    o->token = env_token;
+    char why[400];
+    if (floe_options_from_env(&o->conn, why, sizeof why) != FLOE_OK)
+        return usage_error("%s", why);
+    static struct option *long_opts; /* ours and libfloe's connection options; the process's life */
+    if (!long_opts && !(long_opts = floe_getopt_table(LONG_OPTS)))
+        return usage_error("out of memory");
     o->table = "bench";
     o->threads = o->conns = o->pipeline = 1;
     o->keys = 1;
@@ -392,14 +397,16 @@ static int parse_options(int argc, char **argv, options *o)
     bool duration_set = false, hot_knob = false, create_knob = false;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, ":s:t:c:P:k:d:n:qh", LONG_OPTS, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":s:t:c:P:k:d:n:qh", long_opts, NULL)) != -1) {
         const char *a = optarg;
+        if (ch >= FLOE_GETOPT_CODE) {
+            if (floe_getopt_set(&o->conn, ch, a, why, sizeof why) != FLOE_OK)
+                return usage_error("--%s", why);
+            continue;
+        }
         switch (ch) {
         case 's':
             o->server = a;
-            break;
-        case OPT_TOKEN:
-            o->token = a;
             break;
         case 't':
             if (!parse_uint(a, 1, 1024, &o->threads))
@@ -777,8 +784,8 @@ static void *worker_main(void *arg)
         int rc = ppoll(w->pfds, nfds, &ts, NULL);
         if (rc < 0 && errno != EINTR)
             rc = 0;
-        for (nfds_t i = 0; rc > 0 && i < nfds; i++)
-            if (w->pfds[i].revents)
+        for (nfds_t i = 0; i < nfds; i++) /* with --timeout, every 0.1 s: libfloe checks its deadlines */
+            if (w->pfds[i].revents || (rc == 0 && o->conn.timeout_ms))
                 floe_poll(w->ready[i]->c, 0);
     }
     atomic_fetch_add(&R.finished, 1);
@@ -946,7 +953,7 @@ static int make_workers(worker **out)
                     return run_error("out of memory (%u x %" PRIu64 " bytes of expected answers per connection)",
                                      o->pipeline, o->keys);
             }
-            int st = floe_connect(o->server, o->token, &k->c);
+            int st = floe_connect_opts(o->server, &o->conn, &k->c);
             if (st != FLOE_OK)
                 return run_error("connection %" PRIu64 " to %s: %s: %s", k->index, o->server, floe_strerror(st),
                                  floe_errstr(k->c));
@@ -1318,7 +1325,7 @@ int main(int argc, char **argv)
     R.total_conns = (uint64_t)o->threads * o->conns;
 
     floe *ctl = NULL;
-    int st = floe_connect(o->server, o->token, &ctl);
+    int st = floe_connect_opts(o->server, &o->conn, &ctl);
     if (st != FLOE_OK) {
         rc = run_error("cannot connect to %s: %s: %s", o->server, floe_strerror(st), floe_errstr(ctl));
         floe_close(ctl);
@@ -1435,7 +1442,7 @@ out:
         if (st == FLOE_ERR_IO) { /* the control connection may have idled out: once more */
             floe_close(ctl);
             ctl = NULL;
-            if (floe_connect(o->server, o->token, &ctl) == FLOE_OK)
+            if (floe_connect_opts(o->server, &o->conn, &ctl) == FLOE_OK)
                 st = floe_drop(ctl, o->table);
         }
         if (st != FLOE_OK) {

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "floe.h"
+#include "floe_getopt.h"
 
 #define EXIT_USAGE     2
 #define DEFAULT_SERVER "127.0.0.1:7450"
@@ -1378,20 +1379,21 @@ static const cmd CMDS[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: floe [-H HOST:PORT] [--token T] COMMAND [ARGS] [COMMAND OPTIONS]\n"
-            "       floe COMMAND --help | floe --help | floe --version\n\n"
-            "The command-line client of floed. Keys are decimal or 0x-hex numbers below 2^key_bits of the\n"
-            "table; a TREE table's keys are vectors of `words` 32-bit words, written 1,2,3,...\n\n"
-            "Options:\n"
-            "  -H, --host SERVER   the server: HOST:PORT, HOST (port 7450), floe://HOST:PORT[?token=T] or\n"
-            "                      [IPv6]:PORT (--server is the same; default $FLOE_SERVER, else " DEFAULT_SERVER ")\n"
-            "      --token T       the server's token (default $FLOE_TOKEN)\n"
-            "  -h, --help          this text\n"
-            "  -V, --version       the version of floe and of the protocol it speaks\n"
-            "Options take their value as `--opt VALUE` or `--opt=VALUE`. A command's options may come before,\n"
-            "between or after its arguments, and so may -H and --token; `--` ends the options (a table\n"
-            "whose name starts with '-').\n\nCommands:\n");
+    fprintf(f, "usage: floe [-H HOST:PORT] [CONNECTION OPTIONS] COMMAND [ARGS] [COMMAND OPTIONS]\n"
+               "       floe COMMAND --help | floe --help | floe --version\n\n"
+               "The command-line client of floed. Keys are decimal or 0x-hex numbers below 2^key_bits of the\n"
+               "table; a TREE table's keys are vectors of `words` 32-bit words, written 1,2,3,...\n\n"
+               "Options:\n"
+               "  -H, --host SERVER   the server: HOST:PORT, HOST (port 7450), floe://HOST:PORT[?token=T],\n"
+               "                      floes://HOST:PORT (TLS) or [IPv6]:PORT (--server is the same; default\n"
+               "                      $FLOE_SERVER, else " DEFAULT_SERVER ")\n"
+               "  -h, --help          this text\n"
+               "  -V, --version       the version of floe and of the protocol it speaks\n"
+               "Connection options (each also from its environment variable; flags win):\n");
+    floe_getopt_help(f, 6, 22);
+    fprintf(f, "Options take their value as `--opt VALUE` or `--opt=VALUE`. A command's options may come before,\n"
+               "between or after its arguments, and so may -H and the connection options; `--` ends the options\n"
+               "(a table whose name starts with '-').\n\nCommands:\n");
     for (size_t i = 0; i < NCMDS; i++)
         fprintf(f, "  %-9s %s\n", CMDS[i].name, CMDS[i].summary);
     fprintf(f, "\n`floe COMMAND --help` shows a command's arguments and options. Exit code: 0 ok, 1 an error from\n"
@@ -1399,8 +1401,7 @@ static void usage(FILE *f)
 }
 
 enum {
-    O_TOKEN = 256,
-    O_JSON,
+    O_JSON = 256,
     O_KIND,
     O_KEY_BITS,
     O_VALUE_BYTES,
@@ -1415,16 +1416,18 @@ enum {
     O_VALUES,
 };
 
+/* Besides these, both take libfloe's connection options (floe_getopt.h). */
 static const struct option GLOBAL_OPTS[] = {
-    {"host", required_argument, NULL, 'H'},      {"server", required_argument, NULL, 'H'},
-    {"token", required_argument, NULL, O_TOKEN}, {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
+    {"host", required_argument, NULL, 'H'},
+    {"server", required_argument, NULL, 'H'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
 };
 
 static const struct option CMD_OPTS[] = {
     {"host", required_argument, NULL, 'H'},
     {"server", required_argument, NULL, 'H'},
-    {"token", required_argument, NULL, O_TOKEN},
     {"help", no_argument, NULL, 'h'},
     {"json", no_argument, NULL, O_JSON},
     {"kind", required_argument, NULL, O_KIND},
@@ -1504,7 +1507,8 @@ static void command_help(const cmd *cm)
 
 /* A command's options into *o; positional arguments end up from
  * argv[optind] on.  Returns -1 to go on, else the exit code. */
-static int parse_command(const cmd *cm, int argc, char **argv, opts *o, const char **server, const char **token)
+static int parse_command(const cmd *cm, int argc, char **argv, const struct option *cmd_opts, opts *o,
+                         const char **server, floe_options *conn)
 {
     o->def = (floe_table_def){.kind = FLOE_TABLE_SET, .key_bits = 64};
     o->batch = 65536;
@@ -1518,7 +1522,7 @@ static int parse_command(const cmd *cm, int argc, char **argv, opts *o, const ch
     int ch, li = -1;
     optind = 0; /* a fresh scan (glibc): argv[0] is the command */
     opterr = 0;
-    while ((li = -1, ch = getopt_long(argc, argv, ":hH:", CMD_OPTS, &li)) != -1) {
+    while ((li = -1, ch = getopt_long(argc, argv, ":hH:", cmd_opts, &li)) != -1) {
         const char *a = optarg;
         uint64_t x;
         if (ch == '?')
@@ -1528,13 +1532,15 @@ static int parse_command(const cmd *cm, int argc, char **argv, opts *o, const ch
             return usage_error("%s: %s needs a value", cm->name, bad_option(argv, buf, sizeof buf));
         if (group_of(ch) && !(group_of(ch) & cm->groups))
             return usage_error("%s: --%s is not an option of %s (floe %s --help)", cm->name,
-                               li >= 0 ? CMD_OPTS[li].name : "?", cm->name, cm->name);
+                               li >= 0 ? cmd_opts[li].name : "?", cm->name, cm->name);
+        if (ch >= FLOE_GETOPT_CODE) {
+            if (floe_getopt_set(conn, ch, a, buf, sizeof buf) != FLOE_OK)
+                return usage_error("%s: --%s", cm->name, buf);
+            continue;
+        }
         switch (ch) {
         case 'H':
             *server = a;
-            break;
-        case O_TOKEN:
-            *token = a;
             break;
         case O_JSON:
             o->json = true;
@@ -1626,53 +1632,70 @@ static int parse_command(const cmd *cm, int argc, char **argv, opts *o, const ch
 
 int main(int argc, char **argv)
 {
-    const char *server = getenv("FLOE_SERVER"), *token = getenv("FLOE_TOKEN");
+    const char *server = getenv("FLOE_SERVER");
     if (server && !server[0])
         server = NULL;
-    char buf[160];
-    int ch;
+    char buf[400];
+    floe_options conn;
+    memset(&conn, 0, sizeof conn);
+    if (floe_options_from_env(&conn, buf, sizeof buf) != FLOE_OK)
+        return usage_error("%s", buf);
+    struct option *global_opts = floe_getopt_table(GLOBAL_OPTS), *cmd_opts = floe_getopt_table(CMD_OPTS);
+    if (!global_opts || !cmd_opts) {
+        fprintf(stderr, "floe: out of memory\n");
+        return 1;
+    }
+    int ch, rc = -1;
     opterr = 0;
     /* '+': stop at the command; its options are its own */
-    while ((ch = getopt_long(argc, argv, "+:H:hV", GLOBAL_OPTS, NULL)) != -1) {
+    while (rc < 0 && (ch = getopt_long(argc, argv, "+:H:hV", global_opts, NULL)) != -1) {
         switch (ch) {
         case 'H':
             server = optarg;
             break;
-        case O_TOKEN:
-            token = optarg;
-            break;
         case 'h':
             usage(stdout);
-            return 0;
+            rc = 0;
+            break;
         case 'V':
             printf("floe %s (protocol %d)\n", FLOE_VERSION, FLOE_PROTOCOL_VERSION);
-            return 0;
+            rc = 0;
+            break;
         case ':':
-            return usage_error("%s needs a value", bad_option(argv, buf, sizeof buf));
+            rc = usage_error("%s needs a value", bad_option(argv, buf, sizeof buf));
+            break;
         default:
+            if (ch >= FLOE_GETOPT_CODE) {
+                if (floe_getopt_set(&conn, ch, optarg, buf, sizeof buf) != FLOE_OK)
+                    rc = usage_error("--%s", buf);
+                break;
+            }
             usage(stderr);
-            return usage_error("unknown option '%s'", bad_option(argv, buf, sizeof buf));
+            rc = usage_error("unknown option '%s'", bad_option(argv, buf, sizeof buf));
         }
     }
-    if (optind >= argc) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
     const cmd *cm = NULL;
-    for (size_t k = 0; k < NCMDS; k++)
+    if (rc < 0 && optind >= argc) {
+        usage(stderr);
+        rc = EXIT_USAGE;
+    }
+    for (size_t k = 0; rc < 0 && k < NCMDS; k++)
         if (strcmp(argv[optind], CMDS[k].name) == 0)
             cm = &CMDS[k];
-    if (!cm)
-        return usage_error("unknown command '%s' (floe --help lists them)", argv[optind]);
+    if (rc < 0 && !cm)
+        rc = usage_error("unknown command '%s' (floe --help lists them)", argv[optind]);
     opts o = {0};
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
-    int rc = parse_command(cm, sub_argc, sub_argv, &o, &server, &token);
+    if (rc < 0)
+        rc = parse_command(cm, sub_argc, sub_argv, cmd_opts, &o, &server, &conn);
+    free(global_opts);
+    free(cmd_opts);
     if (rc >= 0)
         return rc;
     const int first = optind;
     floe *c;
-    int st = floe_connect(server ? server : DEFAULT_SERVER, token, &c);
+    int st = floe_connect_opts(server ? server : DEFAULT_SERVER, &conn, &c);
     if (st != FLOE_OK) {
         fprintf(stderr, "floe: %s: %s\n", floe_strerror(st), floe_errstr(c));
         floe_close(c);

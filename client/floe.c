@@ -1,20 +1,29 @@
 /*
  * floe.c - libfloe (see floe.h).
  *
- * One non-blocking socket; requests are packed into an output buffer at
- * send time, and floe_poll writes it out while reading responses, so a
- * client never deadlocks against a server that is pushing back.  Calls in
- * flight wait in a list; a response completes the call with its id
- * (responses on different tables may overtake each other).
+ * One non-blocking socket, plain or TLS (OpenSSL on the same socket);
+ * requests are packed into an output buffer at send time, and floe_poll
+ * writes it out while reading responses, so a client never deadlocks
+ * against a server that is pushing back.  Calls in flight wait in a list,
+ * oldest first; a response completes the call with its id (responses on
+ * different tables may overtake each other).  Each call may carry a
+ * deadline: the oldest call's is the earliest, so floe_poll never waits
+ * past it, and a call past it ends the connection (FLOE_ERR_TIMEOUT).
  */
 #define _GNU_SOURCE
 #include "floe.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -22,12 +31,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "floe.pb-c.h"
 
+#define CONNECT_TIMEOUT_MS 10000 /* floe_options.connect_timeout_ms 0 */
+#define KEEPALIVE_S        30    /* floe_options.keepalive_s 0 */
+
 struct floe_call {
     uint64_t id;
+    uint64_t deadline; /* now_ms() by which it must be answered; 0: none */
     bool done;
     int status;
     char *error;
@@ -39,6 +53,10 @@ struct floe_call {
 
 struct floe {
     int fd;
+    SSL_CTX *tls_ctx; /* TLS: the context and the session on fd (NULL: plain TCP) */
+    SSL *tls;
+    bool tls_want_write; /* the last TLS call needs fd writable before it can go on */
+    int timeout_ms;      /* deadline of calls sent from now on (0: none) */
     int err;
     char errstr[256];
     uint64_t next_id;
@@ -69,11 +87,30 @@ static int set_error(floe *c, int code, const char *fmt, ...)
 
 const char *floe_strerror(int code)
 {
-    if (code == FLOE_ERR_IO)
+    switch (code) {
+    case FLOE_ERR_IO:
         return "ERR_IO";
-    if (code == FLOE_ERR_PROTOCOL)
+    case FLOE_ERR_PROTOCOL:
         return "ERR_PROTOCOL";
-    return floe_wire_status_name(code);
+    case FLOE_ERR_TIMEOUT:
+        return "ERR_TIMEOUT";
+    case FLOE_ERR_TLS:
+        return "ERR_TLS";
+    default:
+        return floe_wire_status_name(code);
+    }
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void floe_set_timeout(floe *c, int timeout_ms)
+{
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
 }
 
 int floe_error(const floe *c)
@@ -108,7 +145,7 @@ int floe_fd(const floe *c)
 
 int floe_want_write(const floe *c)
 {
-    return c->fd >= 0 && c->out_off < c->out_len;
+    return c->fd >= 0 && (c->out_off < c->out_len || c->tls_want_write);
 }
 
 /* ---- calls ------------------------------------------------------------------------------------- */
@@ -158,33 +195,169 @@ static int reserve_in(floe *c)
     return 0;
 }
 
-/* The connection ended (detail says how).  What the server sent before it
- * is still read: answers complete their calls, and an error response with
- * id 0 (ERR_BUSY at max-connections, a frame above max-frame) becomes the
- * error of the calls left, instead of "connection reset". */
-static void broken(floe *c, const char *fmt, const char *detail)
+/* ---- the transport: plain TCP or TLS on c->fd ----------------------------------------------------- */
+
+enum { IO_AGAIN = 0, IO_EOF = -1, IO_FAILED = -2, IO_TLS_FAILED = -3 };
+
+/* Why the last TLS call failed: the certificate check, else OpenSSL's error queue. */
+static const char *tls_reason(floe *c, char *buf, size_t len)
 {
-    const int fd = c->fd;
-    c->fd = -1; /* callbacks run below must not use the socket */
-    set_error(c, FLOE_ERR_IO, fmt, detail);
-    if (fd >= 0) {
-        for (;;) {
-            if (reserve_in(c) != 0)
-                break;
-            ssize_t r = recv(fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                break;
+    const long v = c->tls ? SSL_get_verify_result(c->tls) : X509_V_OK;
+    const unsigned long e = ERR_peek_last_error();
+    if (v != X509_V_OK)
+        snprintf(buf, len, "the server's certificate: %s", X509_verify_cert_error_string(v));
+    else if (e)
+        ERR_error_string_n(e, buf, len);
+    else
+        snprintf(buf, len, "%s", errno ? strerror(errno) : "the connection closed during the TLS exchange");
+    ERR_clear_error();
+    return buf;
+}
+
+/* Classifies a failed SSL_read/SSL_write/SSL_connect: IO_AGAIN (retry when
+ * fd is ready), IO_EOF, IO_FAILED (errno) or IO_TLS_FAILED. */
+static int tls_outcome(floe *c, int r)
+{
+    switch (SSL_get_error(c->tls, r)) {
+    case SSL_ERROR_WANT_WRITE:
+        c->tls_want_write = true;
+        return IO_AGAIN;
+    case SSL_ERROR_WANT_READ:
+        return IO_AGAIN;
+    case SSL_ERROR_ZERO_RETURN:
+        return IO_EOF;
+    case SSL_ERROR_SYSCALL:
+        return ERR_peek_last_error() ? IO_TLS_FAILED : errno ? IO_FAILED : IO_EOF;
+    default:
+        return IO_TLS_FAILED;
+    }
+}
+
+/* Reads what is there into c->in: the bytes read, or IO_AGAIN (nothing now),
+ * IO_EOF, IO_FAILED, IO_TLS_FAILED; no other side effect. */
+static ssize_t transport_read(floe *c)
+{
+    if (reserve_in(c) != 0) {
+        errno = ENOMEM;
+        return IO_FAILED;
+    }
+    size_t room = c->in_cap - c->in_len;
+    if (c->tls) {
+        ERR_clear_error();
+        errno = 0;
+        int r = SSL_read(c->tls, c->in + c->in_len, room > INT_MAX ? INT_MAX : (int)room);
+        if (r > 0) {
             c->in_len += (size_t)r;
+            return r;
         }
-        close(fd);
+        return tls_outcome(c, r);
+    }
+    for (;;) {
+        ssize_t r = recv(c->fd, c->in + c->in_len, room, MSG_DONTWAIT);
+        if (r > 0) {
+            c->in_len += (size_t)r;
+            return r;
+        }
+        if (r == 0)
+            return IO_EOF;
+        if (errno == EINTR)
+            continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? IO_AGAIN : IO_FAILED;
+    }
+}
+
+/* Writes what it can of c->out: the bytes written, or IO_AGAIN, IO_FAILED,
+ * IO_TLS_FAILED. */
+static ssize_t transport_write(floe *c)
+{
+    size_t n = c->out_len - c->out_off;
+    if (c->tls) {
+        ERR_clear_error();
+        errno = 0;
+        /* partial writes and a buffer that moves (realloc) are allowed: floe_connect sets the modes */
+        int r = SSL_write(c->tls, c->out + c->out_off, n > INT_MAX ? INT_MAX : (int)n);
+        if (r > 0)
+            return r;
+        const int outcome = tls_outcome(c, r);
+        return outcome == IO_EOF ? IO_FAILED : outcome;
+    }
+    for (;;) {
+        ssize_t w = send(c->fd, c->out + c->out_off, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w >= 0)
+            return w;
+        if (errno == EINTR)
+            continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? IO_AGAIN : IO_FAILED;
+    }
+}
+
+static void transport_close(floe *c)
+{
+    if (c->tls) {
+        if (c->fd >= 0 && SSL_is_init_finished(c->tls))
+            SSL_shutdown(c->tls); /* close_notify, best effort: the socket is non-blocking */
+        ERR_clear_error();
+        SSL_free(c->tls);
+        c->tls = NULL;
+    }
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->tls_want_write = false;
+}
+
+/* The connection ended (detail says how; code FLOE_ERR_IO or FLOE_ERR_TLS).
+ * What the server sent before it is still read: answers complete their
+ * calls, and an error response with id 0 (ERR_BUSY at max-connections, a
+ * frame above max-frame) becomes the error of the calls left, instead of
+ * "connection reset". */
+static void broken(floe *c, int code, const char *fmt, const char *detail)
+{
+    if (c->fd >= 0) {
+        while (transport_read(c) > 0)
+            ;
+        transport_close(c); /* callbacks run below must not use the connection */
         handle_frames(c);
-        if (c->bye_status == FLOE_OK)
-            set_error(c, FLOE_ERR_IO, fmt, detail);
+        if (c->bye_status == FLOE_OK && c->inflight && code == FLOE_ERR_IO) {
+            char msg[200];
+            snprintf(msg, sizeof msg, fmt, detail);
+            set_error(c, code, "%s with %zu request%s unanswered (the server may or may not have carried %s out)", msg,
+                      c->inflight, c->inflight == 1 ? "" : "s", c->inflight == 1 ? "it" : "them");
+        } else if (c->bye_status == FLOE_OK) {
+            set_error(c, code, fmt, detail);
+        }
+    } else {
+        set_error(c, code, fmt, detail);
     }
     if (c->bye_status != FLOE_OK)
         set_error(c, c->bye_status, "%s", c->bye_msg);
+    fail_all(c);
+}
+
+/* A transport outcome other than bytes: the connection is broken. */
+static void transport_failed(floe *c, ssize_t outcome, const char *what)
+{
+    char why[256];
+    if (outcome == IO_EOF)
+        broken(c, FLOE_ERR_IO, "%s", "the server closed the connection");
+    else if (outcome == IO_TLS_FAILED)
+        broken(c, FLOE_ERR_TLS, "TLS: %s", tls_reason(c, why, sizeof why));
+    else {
+        snprintf(why, sizeof why, "%s: %s", what, strerror(errno));
+        broken(c, FLOE_ERR_IO, "%s", why);
+    }
+}
+
+/* The oldest call in flight is past its deadline: every call in flight
+ * fails with FLOE_ERR_TIMEOUT and the connection closes (the answers, if
+ * they come, would belong to calls already given up). */
+static void timed_out(floe *c)
+{
+    transport_close(c);
+    set_error(c, FLOE_ERR_TIMEOUT,
+              "no answer from the server within %d ms; the connection is closed (the server may still carry out "
+              "the %zu request%s in flight)",
+              c->timeout_ms, c->inflight, c->inflight == 1 ? "" : "s");
     fail_all(c);
 }
 
@@ -194,6 +367,7 @@ static floe_call *new_call(floe *c, floe_callback *cb, void *arg)
     if (!call)
         return NULL;
     call->id = ++c->next_id;
+    call->deadline = c->timeout_ms ? now_ms() + (uint64_t)c->timeout_ms : 0;
     call->cb = cb;
     call->arg = arg;
     call->prev = c->tail;
@@ -297,46 +471,57 @@ static int handle_frames(floe *c)
 int floe_poll(floe *c, int timeout_ms)
 {
     int completed = 0;
+    const uint64_t until = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0;
     for (;;) {
         if (c->fd < 0)
             return completed ? completed : -1;
-        struct pollfd pfd = {c->fd, POLLIN | (c->out_off < c->out_len ? POLLOUT : 0), 0};
-        int wait = completed ? 0 : timeout_ms;
-        int rc = poll(&pfd, 1, wait);
+        const uint64_t now = now_ms();
+        const uint64_t deadline = c->head ? c->head->deadline : 0; /* the oldest call's is the earliest */
+        if (deadline && now >= deadline) {
+            timed_out(c);
+            return completed ? completed : -1;
+        }
+        int wait = completed || timeout_ms == 0 ? 0 : timeout_ms < 0 ? -1 : now >= until ? 0 : (int)(until - now);
+        if (deadline && (wait < 0 || deadline - now < (uint64_t)wait))
+            wait = (int)(deadline - now);
+        struct pollfd pfd = {c->fd, (short)(POLLIN | (floe_want_write(c) ? POLLOUT : 0)), 0};
+        int rc;
+        if (c->tls && SSL_pending(c->tls) > 0) { /* decrypted bytes wait inside OpenSSL, not in the socket */
+            rc = 1;
+            pfd.revents = POLLIN;
+        } else {
+            rc = poll(&pfd, 1, wait);
+        }
         if (rc < 0) {
             if (errno == EINTR)
                 continue;
-            broken(c, "poll: %s", strerror(errno));
+            broken(c, FLOE_ERR_IO, "poll: %s", strerror(errno));
             return -1;
         }
-        if (rc == 0)
+        if (rc == 0) {
+            if (deadline && now_ms() >= deadline)
+                continue; /* the deadline, not the caller's timeout: fail the calls above */
             return completed;
-        if (pfd.revents & POLLOUT) {
-            ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
-            if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                broken(c, "send: %s", strerror(errno));
-                return -1;
+        }
+        c->tls_want_write = false;
+        if ((pfd.revents & POLLOUT) && c->out_off < c->out_len) {
+            ssize_t w = transport_write(c);
+            if (w < 0 && w != IO_AGAIN) {
+                transport_failed(c, w, "send");
+                return completed ? completed : -1;
             }
             if (w > 0)
                 c->out_off += (size_t)w;
         }
         if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
-            if (reserve_in(c) != 0) {
-                broken(c, "%s", "out of memory");
-                return -1;
-            }
-            ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
-            if (r == 0) {
-                broken(c, "%s", "the server closed the connection");
+            ssize_t r;
+            while ((r = transport_read(c)) > 0) /* TLS: drain what OpenSSL holds too */
+                if (!c->tls)
+                    break;
+            completed += handle_frames(c);
+            if (r < 0 && r != IO_AGAIN) {
+                transport_failed(c, r, "recv");
                 return completed ? completed : -1;
-            }
-            if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                broken(c, "recv: %s", strerror(errno));
-                return -1;
-            }
-            if (r > 0) {
-                c->in_len += (size_t)r;
-                completed += handle_frames(c);
             }
         }
         if (timeout_ms == 0 && !(pfd.revents & POLLIN))
@@ -346,11 +531,18 @@ int floe_poll(floe *c, int timeout_ms)
     }
 }
 
+/* The error of a connection that is gone (FLOE_ERR_IO, _TIMEOUT, _TLS, or
+ * the status the server closed it with). */
+static int gone(const floe *c)
+{
+    return c->err != FLOE_OK ? c->err : FLOE_ERR_IO;
+}
+
 int floe_wait(floe *c, floe_call *call)
 {
     while (!call->done) {
         if (floe_poll(c, -1) < 0 && !call->done)
-            return FLOE_ERR_IO;
+            return gone(c);
     }
     return call->status;
 }
@@ -359,8 +551,8 @@ int floe_wait_all(floe *c)
 {
     while (c->inflight > 0)
         if (floe_poll(c, -1) < 0)
-            return FLOE_ERR_IO;
-    return c->err == FLOE_ERR_IO ? FLOE_ERR_IO : FLOE_OK;
+            return gone(c);
+    return c->fd < 0 ? gone(c) : FLOE_OK;
 }
 
 /* ---- call accessors ----------------------------------------------------------------------------- */
@@ -1012,16 +1204,17 @@ int floe_scan_vectors(floe *c, const char *table, floe_cursor *cursor, size_t li
 
 /* ---- connecting ---------------------------------------------------------------------------------- */
 
+/* uri: [floe://|floes://]host[:port][/][?token=T]; *tls set for floes://. */
 static int parse_uri(floe *c, const char *uri, char *host, size_t hostlen, char *port, size_t portlen, char *token,
-                     size_t toklen)
+                     size_t toklen, int *tls)
 {
     const char *p = uri;
     if (strncmp(p, "floes://", 8) == 0)
-        return set_error(c, FLOE_ERR_UNSUPPORTED, "floes:// (TLS) is not supported by this libfloe yet");
-    if (strncmp(p, "floe://", 7) == 0)
+        p += 8, *tls = 1;
+    else if (strncmp(p, "floe://", 7) == 0)
         p += 7;
     else if (strstr(p, "://"))
-        return set_error(c, FLOE_ERR_INVALID, "'%s': the scheme must be floe://", uri);
+        return set_error(c, FLOE_ERR_INVALID, "'%s': the scheme must be floe:// or floes:// (TLS)", uri);
     const char *q = strchr(p, '?');
     size_t hplen = q ? (size_t)(q - p) : strlen(p);
     char hp[300];
@@ -1056,8 +1249,13 @@ static int parse_uri(floe *c, const char *uri, char *host, size_t hostlen, char 
     token[0] = '\0';
     if (q) {
         const char *t = strstr(q + 1, "token=");
-        if (t)
-            snprintf(token, toklen, "%.*s", (int)strcspn(t + 6, "&"), t + 6);
+        if (t) {
+            size_t tl = strcspn(t + 6, "&");
+            if (tl >= toklen)
+                return set_error(c, FLOE_ERR_INVALID, "the URI's token is longer than %d bytes", FLOE_TOKEN_MAX);
+            memcpy(token, t + 6, tl);
+            token[tl] = '\0';
+        }
     }
     return FLOE_OK;
 }
@@ -1087,56 +1285,322 @@ static int hello(floe *c, const char *token)
     return st;
 }
 
-int floe_connect(const char *uri, const char *token, floe **out)
+/* Milliseconds left until deadline (0: none) for poll: -1 for none. */
+static int left_ms(uint64_t deadline)
 {
-    floe *c = calloc(1, sizeof *c);
-    *out = c;
-    if (!c)
-        return FLOE_ERR_IO;
-    c->fd = -1;
-    char host[256], port[16], utoken[256];
-    int st = parse_uri(c, uri ? uri : "", host, sizeof host, port, sizeof port, utoken, sizeof utoken);
-    if (st != FLOE_OK)
-        return st;
+    if (!deadline)
+        return -1;
+    uint64_t now = now_ms();
+    return now >= deadline ? 0 : (int)(deadline - now);
+}
+
+/* Waits until fd is ready for events or deadline passes: 1, 0 (timed out) or -1. */
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+    for (;;) {
+        struct pollfd pfd = {fd, events, 0};
+        int rc = poll(&pfd, 1, left_ms(deadline));
+        if (rc >= 0 || errno != EINTR)
+            return rc > 0 ? 1 : rc;
+    }
+}
+
+/* A non-blocking TCP connection to host:port by deadline (0: none). */
+static int tcp_connect(floe *c, const char *host, const char *port, uint64_t deadline, int connect_timeout_ms)
+{
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC}, *ai, *a;
     int gai = getaddrinfo(host, port, &hints, &ai);
     if (gai != 0)
         return set_error(c, FLOE_ERR_IO, "cannot resolve %s: %s", host, gai_strerror(gai));
     int last = 0;
-    for (a = ai; a; a = a->ai_next) {
-        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0)
+    bool late = false;
+    for (a = ai; a && c->fd < 0 && !late; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+        if (fd < 0) {
+            last = errno;
             continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-            c->fd = fd;
-            break;
         }
-        last = errno;
-        close(fd);
+        int rc = connect(fd, a->ai_addr, a->ai_addrlen);
+        if (rc != 0 && errno == EINPROGRESS) {
+            rc = wait_fd(fd, POLLOUT, deadline);
+            socklen_t len = sizeof last;
+            if (rc == 0)
+                late = true, last = ETIMEDOUT;
+            else if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &last, &len) != 0)
+                last = errno;
+            rc = rc > 0 && last == 0 ? 0 : -1;
+        } else if (rc != 0) {
+            last = errno;
+        }
+        if (rc == 0)
+            c->fd = fd;
+        else
+            close(fd);
     }
     freeaddrinfo(ai);
+    if (late)
+        return set_error(c, FLOE_ERR_TIMEOUT, "cannot connect to %s:%s: no answer within %d ms", host, port,
+                         connect_timeout_ms);
     if (c->fd < 0)
         return set_error(c, FLOE_ERR_IO, "cannot connect to %s:%s: %s", host, port, strerror(last));
+    return FLOE_OK;
+}
+
+/* TCP_NODELAY (requests are whole frames), and keepalive so that a server
+ * host that vanishes is noticed even with no deadline set. */
+static void tune_socket(int fd, int keepalive_s)
+{
     int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    int fl = fcntl(c->fd, F_GETFL);
-    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) != 0)
-        return set_error(c, FLOE_ERR_IO, "cannot make the socket non-blocking");
-    return hello(c, token && token[0] ? token : utoken);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (keepalive_s < 0)
+        return;
+    int idle = keepalive_s ? keepalive_s : KEEPALIVE_S, intvl = idle / 3 > 0 ? idle / 3 : 1, cnt = 3;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
+
+/* The TLS handshake on c->fd by deadline: the server's certificate checked
+ * against the CA file (or the system's store) and for name. */
+static int tls_connect(floe *c, const floe_options *o, const char *name, uint64_t deadline)
+{
+    char why[256];
+    ERR_clear_error();
+    c->tls_ctx = SSL_CTX_new(TLS_client_method());
+    if (!c->tls_ctx)
+        return set_error(c, FLOE_ERR_TLS, "TLS: %s", tls_reason(c, why, sizeof why));
+    SSL_CTX_set_min_proto_version(c->tls_ctx, TLS1_2_VERSION);
+    /* a server that closes without close_notify has closed (killed, or a timeout): every response
+     * carries its length, so nothing can be cut short unnoticed */
+    SSL_CTX_set_options(c->tls_ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    SSL_CTX_set_verify(c->tls_ctx, SSL_VERIFY_PEER, NULL);
+    if (o->tls_ca_file ? SSL_CTX_load_verify_locations(c->tls_ctx, o->tls_ca_file, NULL) != 1
+                       : SSL_CTX_set_default_verify_paths(c->tls_ctx) != 1)
+        return set_error(c, FLOE_ERR_TLS, "TLS: cannot load the CA certificates %s: %s",
+                         o->tls_ca_file ? o->tls_ca_file : "of the system", tls_reason(c, why, sizeof why));
+    if (o->tls_cert_file) {
+        const char *key = o->tls_key_file ? o->tls_key_file : o->tls_cert_file;
+        if (SSL_CTX_use_certificate_chain_file(c->tls_ctx, o->tls_cert_file) != 1)
+            return set_error(c, FLOE_ERR_TLS, "TLS: cannot load the client certificate %s: %s", o->tls_cert_file,
+                             tls_reason(c, why, sizeof why));
+        if (SSL_CTX_use_PrivateKey_file(c->tls_ctx, key, SSL_FILETYPE_PEM) != 1 ||
+            SSL_CTX_check_private_key(c->tls_ctx) != 1)
+            return set_error(c, FLOE_ERR_TLS, "TLS: cannot use the client key %s: %s", key,
+                             tls_reason(c, why, sizeof why));
+    } else if (o->tls_key_file) {
+        return set_error(c, FLOE_ERR_INVALID, "TLS: a client key (tls-key-file) needs its certificate (tls-cert-file)");
+    }
+    c->tls = SSL_new(c->tls_ctx);
+    if (!c->tls || SSL_set_fd(c->tls, c->fd) != 1)
+        return set_error(c, FLOE_ERR_TLS, "TLS: %s", tls_reason(c, why, sizeof why));
+    SSL_set_mode(c->tls, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    unsigned char ip[16];
+    const bool is_ip = inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1;
+    if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->tls), name) != 1
+              : SSL_set_tlsext_host_name(c->tls, name) != 1 || SSL_set1_host(c->tls, name) != 1)
+        return set_error(c, FLOE_ERR_TLS, "TLS: cannot check the server's name '%s': %s", name,
+                         tls_reason(c, why, sizeof why));
+    for (;;) {
+        ERR_clear_error();
+        errno = 0;
+        int r = SSL_connect(c->tls);
+        if (r == 1)
+            return FLOE_OK;
+        const int e = SSL_get_error(c->tls, r);
+        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+            const unsigned long last = ERR_peek_last_error();
+            const bool eof = e == SSL_ERROR_ZERO_RETURN ||
+                             (e == SSL_ERROR_SYSCALL && !last && (!errno || errno == ECONNRESET || errno == EPIPE)) ||
+                             ERR_GET_REASON(last) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+            return set_error(c, FLOE_ERR_TLS, "TLS handshake with %s: %s", name,
+                             eof ? "the server closed the connection (not a TLS port?)"
+                                 : tls_reason(c, why, sizeof why));
+        }
+        int rc = wait_fd(c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+        if (rc == 0)
+            return set_error(c, FLOE_ERR_TIMEOUT,
+                             "%s accepted the connection but did not answer the TLS handshake in time (a stopped or "
+                             "overloaded server, or not a TLS port?)",
+                             name);
+        if (rc < 0)
+            return set_error(c, FLOE_ERR_IO, "TLS handshake with %s: poll: %s", name, strerror(errno));
+    }
+}
+
+int floe_connect_opts(const char *uri, const floe_options *opts, floe **out)
+{
+    floe_options o;
+    if (opts) {
+        o = *opts;
+        if (opts->token == opts->token_store_)
+            o.token = o.token_store_;
+    } else {
+        memset(&o, 0, sizeof o);
+    }
+    floe *c = calloc(1, sizeof *c);
+    *out = c;
+    if (!c)
+        return FLOE_ERR_IO;
+    c->fd = -1;
+    char host[256], port[16], utoken[FLOE_TOKEN_MAX + 1];
+    int st = parse_uri(c, uri ? uri : "", host, sizeof host, port, sizeof port, utoken, sizeof utoken, &o.tls);
+    if (st != FLOE_OK)
+        return st;
+    const char *token = o.token && o.token[0] ? o.token : utoken;
+    if (strlen(token) > FLOE_TOKEN_MAX)
+        return set_error(c, FLOE_ERR_INVALID, "the token is longer than %d bytes", FLOE_TOKEN_MAX);
+    const int cto = o.connect_timeout_ms ? o.connect_timeout_ms : CONNECT_TIMEOUT_MS;
+    const uint64_t deadline = cto > 0 ? now_ms() + (uint64_t)cto : 0;
+    st = tcp_connect(c, host, port, deadline, cto);
+    if (st != FLOE_OK)
+        return st;
+    tune_socket(c->fd, o.keepalive_s);
+    if (o.tls && (st = tls_connect(c, &o, o.tls_server_name ? o.tls_server_name : host, deadline)) != FLOE_OK) {
+        transport_close(c);
+        return st;
+    }
+    /* the hello is part of connecting: it runs under the connect deadline */
+    c->timeout_ms = deadline ? left_ms(deadline) + 1 : 0;
+    st = hello(c, token);
+    if (st == FLOE_ERR_TIMEOUT)
+        set_error(c, st,
+                  "%s:%s%s accepted the connection but did not answer hello within %d ms (a stopped or "
+                  "overloaded server, or not a floed%s?)",
+                  host, port, o.tls ? " (TLS)" : "", cto, o.tls ? "" : ", or a TLS port");
+    else if (st == FLOE_ERR_IO && c->fd < 0)
+        set_error(c, st, "%s:%s%s closed the connection before answering hello (not a floed%s?)", host, port,
+                  o.tls ? " (TLS)" : "", o.tls ? ", or not a TLS port" : ", or a TLS port");
+    floe_set_timeout(c, o.timeout_ms);
+    return st;
+}
+
+int floe_connect(const char *uri, const char *token, floe **out)
+{
+    floe_options o;
+    memset(&o, 0, sizeof o);
+    o.token = token;
+    return floe_connect_opts(uri, &o, out);
 }
 
 void floe_close(floe *c)
 {
     if (!c)
         return;
-    if (c->fd >= 0)
-        close(c->fd);
-    c->fd = -1;
+    transport_close(c);
     set_error(c, FLOE_ERR_IO, "connection closed");
     fail_all(c);
+    if (c->tls_ctx)
+        SSL_CTX_free(c->tls_ctx);
     free(c->out);
     free(c->in);
     free(c);
+}
+
+/* ---- options as the tools take them ---------------------------------------------------------------- */
+
+static const floe_option_spec OPTION_SPECS[] = {
+    {"token", "FLOE_TOKEN", "TOKEN", "the server's token"},
+    {"token-file", "FLOE_TOKEN_FILE", "FILE", "read the server's token from FILE (keeps it out of ps)"},
+    {"timeout", "FLOE_TIMEOUT", "SECONDS", "give up on a request not answered in SECONDS (default 0: wait)"},
+    {"connect-timeout", "FLOE_CONNECT_TIMEOUT", "SECONDS",
+     "give up connecting (TCP, TLS, hello) after SECONDS (default 10; 0: wait)"},
+    {"tls", "FLOE_TLS", NULL, "use TLS (as floes:// does) even for HOST:PORT"},
+    {"tls-ca-file", "FLOE_TLS_CA_FILE", "FILE",
+     "CA certificates (PEM) to check the server with (default: the system's)"},
+    {"tls-cert-file", "FLOE_TLS_CERT_FILE", "FILE", "client certificate (PEM), for a server that asks for one"},
+    {"tls-key-file", "FLOE_TLS_KEY_FILE", "FILE", "the client certificate's key (PEM; default: in the cert file)"},
+    {"tls-server-name", "FLOE_TLS_SERVER_NAME", "NAME",
+     "the name the server's certificate must carry (default: the host connected to)"},
+};
+#define NOPTION_SPECS (sizeof OPTION_SPECS / sizeof OPTION_SPECS[0])
+
+const floe_option_spec *floe_option_specs(size_t *n)
+{
+    *n = NOPTION_SPECS;
+    return OPTION_SPECS;
+}
+
+/* Seconds, with a fraction ("2.5"), as milliseconds; 0 or more, below 24 days. */
+static int parse_seconds(const char *s, int *ms)
+{
+    char *end;
+    errno = 0;
+    double v = s[0] == '-' ? -1 : strtod(s, &end);
+    if (v < 0 || errno || end == s || *end || !isfinite(v) || v * 1000.0 > INT_MAX)
+        return -1;
+    *ms = (int)ceil(v * 1000.0);
+    return 0;
+}
+
+int floe_options_set(floe_options *o, const char *name, const char *value, char *err, size_t errlen)
+{
+    if (strcmp(name, "tls") == 0) {
+        if (!value || !strcmp(value, "1") || !strcmp(value, "yes") || !strcmp(value, "true") || !strcmp(value, "on"))
+            o->tls = 1;
+        else if (!strcmp(value, "0") || !strcmp(value, "no") || !strcmp(value, "false") || !strcmp(value, "off"))
+            o->tls = 0;
+        else {
+            snprintf(err, errlen, "tls: '%s' is not yes or no", value);
+            return FLOE_ERR_INVALID;
+        }
+        return FLOE_OK;
+    }
+    if (!value) {
+        snprintf(err, errlen, "%s needs a value", name);
+        return FLOE_ERR_INVALID;
+    }
+    int ms;
+    if (strcmp(name, "token") == 0) {
+        if (strlen(value) > FLOE_TOKEN_MAX) {
+            snprintf(err, errlen, "token: longer than %d bytes", FLOE_TOKEN_MAX);
+            return FLOE_ERR_INVALID;
+        }
+        o->token = value;
+    } else if (strcmp(name, "token-file") == 0) {
+        char why[300];
+        if (floe_token_file_read(value, o->token_store_, why, sizeof why) != 0) {
+            snprintf(err, errlen, "token-file %s", why);
+            return FLOE_ERR_INVALID;
+        }
+        o->token = o->token_store_;
+    } else if (strcmp(name, "timeout") == 0 || strcmp(name, "connect-timeout") == 0) {
+        if (parse_seconds(value, &ms) != 0) {
+            snprintf(err, errlen, "%s: '%s' is not a number of seconds (0 or more)", name, value);
+            return FLOE_ERR_INVALID;
+        }
+        if (name[0] == 't')
+            o->timeout_ms = ms;
+        else
+            o->connect_timeout_ms = ms ? ms : -1;
+    } else if (strcmp(name, "tls-ca-file") == 0) {
+        o->tls_ca_file = value;
+    } else if (strcmp(name, "tls-cert-file") == 0) {
+        o->tls_cert_file = value;
+    } else if (strcmp(name, "tls-key-file") == 0) {
+        o->tls_key_file = value;
+    } else if (strcmp(name, "tls-server-name") == 0) {
+        o->tls_server_name = value;
+    } else {
+        snprintf(err, errlen, "unknown option '%s'", name);
+        return FLOE_ERR_INVALID;
+    }
+    return FLOE_OK;
+}
+
+int floe_options_from_env(floe_options *o, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < NOPTION_SPECS; i++) {
+        const char *v = getenv(OPTION_SPECS[i].env);
+        if (!v || !v[0])
+            continue;
+        char why[300];
+        if (floe_options_set(o, OPTION_SPECS[i].name, v, why, sizeof why) != FLOE_OK) {
+            snprintf(err, errlen, "$%s: %s", OPTION_SPECS[i].env, why);
+            return FLOE_ERR_INVALID;
+        }
+    }
+    return FLOE_OK;
 }
 
 int floe_parse_size(const char *s, uint64_t *out)

@@ -50,6 +50,8 @@ extern "C" {
 #define FLOE_DEFAULT_PORT 7450
 #define FLOE_ERR_IO       100 /* the connection failed or was lost */
 #define FLOE_ERR_PROTOCOL 101 /* the server sent something that is not a floe response */
+#define FLOE_ERR_TIMEOUT  102 /* no answer within the deadline (floe_options): the connection is closed */
+#define FLOE_ERR_TLS      103 /* TLS: the handshake or the server's certificate failed (floe_errstr says why) */
 
 /* Table kinds (the protocol's TableKind). */
 #define FLOE_TABLE_SET  1
@@ -62,12 +64,67 @@ typedef struct floe_call floe_call;
 /* ---- connecting ---------------------------------------------------------------------------- */
 
 /* Connects to uri and says hello.  uri: "floe://host:port", "host:port" or
- * "host" (port 7450); "?token=SECRET" may follow; token (may be NULL)
- * overrides it.  On success *out is the connection.  On failure the return
- * code says why and *out, if not NULL, is a closed connection whose
- * floe_errstr tells more: floe_close it either way. */
+ * "host" (port 7450), or "floes://host:port" for TLS; "?token=SECRET" may
+ * follow; token (may be NULL) overrides it.  Default options (floe_options):
+ * a 10 s connect timeout, no per-call deadline, TCP keepalive, and for TLS
+ * the system's CA certificates.  On success *out is the connection.  On
+ * failure the return code says why and *out, if not NULL, is a closed
+ * connection whose floe_errstr tells more: floe_close it either way. */
 int floe_connect(const char *uri, const char *token, floe **out);
 void floe_close(floe *c);
+
+/* Connection options.  Zero the struct for the defaults. */
+typedef struct floe_options {
+    const char *token;      /* NULL: none (or the URI's ?token=) */
+    int connect_timeout_ms; /* TCP connect, TLS handshake and hello together: 0: 10000; -1: no limit */
+    /* Each call's deadline, counted from when it is sent: 0: none.  A call
+     * not answered in time completes with FLOE_ERR_TIMEOUT, and so does
+     * every other call in flight: the connection is closed (the server may
+     * still carry them out); connect again to go on. */
+    int timeout_ms;
+    int keepalive_s; /* TCP keepalive: first probe after this many idle seconds: 0: 30; -1: off */
+    /* TLS (floes://, or tls set): the server's certificate is checked against
+     * tls_ca_file (PEM; NULL: the system's CA store) and must name the host
+     * of the URI (or tls_server_name).  tls_cert_file and tls_key_file (PEM;
+     * the key may be in the cert file) give a client certificate to servers
+     * that ask for one. */
+    int tls;
+    const char *tls_ca_file, *tls_cert_file, *tls_key_file, *tls_server_name;
+    char token_store_[FLOE_TOKEN_MAX + 1]; /* private: token-file's token (floe_options_set) */
+} floe_options;
+
+/* floe_connect with options (opts may be NULL: the defaults). */
+int floe_connect_opts(const char *uri, const floe_options *opts, floe **out);
+/* Changes the per-call deadline for calls sent from now on (0: none). */
+void floe_set_timeout(floe *c, int timeout_ms);
+
+/* The options as the floe tools take them, flags and environment alike:
+ * --NAME VALUE, or $ENV.  So that every program that uses libfloe can offer
+ * them the same way:
+ *   token            FLOE_TOKEN            the server's token
+ *   token-file       FLOE_TOKEN_FILE       a file holding the token
+ *   timeout          FLOE_TIMEOUT          per-call deadline in seconds (0: none)
+ *   connect-timeout  FLOE_CONNECT_TIMEOUT  connect deadline in seconds (0: none)
+ *   tls              FLOE_TLS              "yes": TLS even for a URI without floes://
+ *   tls-ca-file      FLOE_TLS_CA_FILE      CA certificates (PEM) to check the server with
+ *   tls-cert-file    FLOE_TLS_CERT_FILE    client certificate (PEM)
+ *   tls-key-file     FLOE_TLS_KEY_FILE     its private key (PEM)
+ *   tls-server-name  FLOE_TLS_SERVER_NAME  the name the server certificate must carry */
+typedef struct floe_option_spec {
+    const char *name; /* the flag without dashes */
+    const char *env;  /* the environment variable */
+    const char *arg;  /* the value's placeholder in a usage line ("SECONDS"), NULL for a switch */
+    const char *help; /* one line */
+} floe_option_spec;
+/* The table above (*n entries). */
+const floe_option_spec *floe_option_specs(size_t *n);
+/* Sets option name (a floe_option_specs name) from text (NULL for a
+ * switch); value is kept by pointer, not copied (token-file is read now).
+ * FLOE_OK, or FLOE_ERR_INVALID with a message in err. */
+int floe_options_set(floe_options *o, const char *name, const char *value, char *err, size_t errlen);
+/* Sets every option whose environment variable is set and not empty;
+ * FLOE_OK, or FLOE_ERR_INVALID with a message naming the variable. */
+int floe_options_from_env(floe_options *o, char *err, size_t errlen);
 
 int floe_error(const floe *c);          /* the last error code, or FLOE_OK */
 const char *floe_errstr(const floe *c); /* its message ("" if none) */

@@ -231,12 +231,42 @@ static void merge_items(batcher *bt, batch_slot *sl, item *first, size_t kb, boo
     }
 }
 
+/* A request whose client has gone: nobody will read its answer, and the
+ * client cannot tell whether it ran (as for any request in flight when a
+ * connection breaks), so it is dropped instead of run.  A client that sends
+ * and disconnects, again and again, then costs no engine time. */
+static bool abandoned(const item *it)
+{
+    return it->c && !it->multi && (is_key_op(it->op) || it->op == FLOE_OP_SCAN) && atomic_load(&it->c->gone);
+}
+
+static void drop_abandoned(batcher *bt)
+{
+    item *prev = NULL;
+    for (item *it = bt->head, *next; it; it = next) {
+        next = it->next;
+        if (!abandoned(it)) {
+            prev = it;
+            continue;
+        }
+        if (prev)
+            prev->next = next;
+        else
+            bt->head = next;
+        if (bt->tail == it)
+            bt->tail = prev;
+        answer(it, NULL); /* releases its hold on the connection */
+    }
+}
+
 /* Returns the table entry to reap if a DRAIN was answered: the caller hands
  * it to server_reap after unlocking, because reaping frees this batcher. */
 static struct table_entry *launch_locked(batcher *bt)
 {
     const uint64_t max_keys = LIVE(bt->srv, max_batch_keys);
     struct table_entry *reap = NULL;
+    if (bt->inflight < BATCHER_DEPTH)
+        drop_abandoned(bt);
     while (bt->inflight < BATCHER_DEPTH && bt->head) {
         item *first = bt->head;
         if (first->pre_status != FLOE_OK || first->op == ITEM_DRAIN) {
@@ -536,13 +566,16 @@ static void batch_done(floe_batch *b)
         if (b->status == FLOE_OK)
             atomic_fetch_add(&bt->changes, b->counts.inserted + b->counts.erased);
     }
+    /* floed's own failures are errors; a client's mistake (a bad scan cursor, a table too full to
+     * grow) is the client's answer, and a debug line at most: a client could flood the log */
     if (b->status != FLOE_OK && b->op != FLOE_OP_COPY)
-        log_error("table %s: %s batch failed: %s", bt->table->spec.name,
-                  b->op == FLOE_OP_INSERT ? "insert"
-                  : b->op == FLOE_OP_FIND ? "find"
-                  : b->op == FLOE_OP_GET  ? "get_by_id"
-                                          : "engine",
-                  b->error.msg);
+        log_msg(b->status == FLOE_ERR_INTERNAL ? LOG_ERROR : LOG_DEBUG, "table %s: %s batch failed: %s",
+                bt->table->spec.name,
+                b->op == FLOE_OP_INSERT ? "insert"
+                : b->op == FLOE_OP_FIND ? "find"
+                : b->op == FLOE_OP_GET  ? "get_by_id"
+                                        : "engine",
+                b->error.msg);
     size_t at = 0;
     while (list) {
         item *it = list;

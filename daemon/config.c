@@ -6,15 +6,18 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "log.h"
 
-typedef enum { T_STRING, T_UINT, T_SIZE } setting_type;
+typedef enum { T_STRING, T_UINT, T_SIZE, T_BOOL } setting_type;
 
 typedef struct setting {
     const char *name;
@@ -30,6 +33,7 @@ typedef struct setting {
 #define STR(f)  T_STRING, offsetof(floed_config, f), sizeof(((floed_config *)0)->f)
 #define NUM(f)  T_UINT, offsetof(floed_config, f), 0
 #define SIZE(f) T_SIZE, offsetof(floed_config, f), 0
+#define BOOL(f) T_BOOL, offsetof(floed_config, f), 0
 
 static const setting SETTINGS[] = {
     {"bind", STR(bind), "127.0.0.1", 0, 0, "address or host name to listen on (0.0.0.0 for every interface)", 0},
@@ -44,7 +48,20 @@ static const setting SETTINGS[] = {
     {"max-batch-keys", SIZE(max_batch_keys), "4M", 1, (uint64_t)1 << 31,
      "keys gathered into one engine batch (a larger request runs alone)", 1},
     {"token", STR(token), "", 0, 0, "shared secret clients must send in hello (empty: none)", 1},
-    {"token-file", STR(token_file), "", 0, 0, "file holding the token (keeps it off the command line)", 1},
+    {"token-file", STR(token_file), "", 0, 0,
+     "file holding the token (keeps it off the command line; one line of at most 1024 bytes)", 1},
+    {"protected-mode", BOOL(protected_mode), "yes", 0, 1,
+     "refuse to listen on an address other than loopback unless clients must authenticate (a token, or "
+     "tls-auth-clients yes)",
+     1},
+    {"timeout", NUM(timeout), "0", 0, 365u * 24 * 3600,
+     "close a connection idle this many seconds (nothing in flight, nothing sent; 0: never)", 1},
+    {"hello-timeout", NUM(hello_timeout), "10", 0, 3600,
+     "close a connection that sends no request (with a token: no hello) within this many seconds (0: never)", 1},
+    {"output-soft-limit", SIZE(output_soft_limit), "64M", 0, (uint64_t)1 << 40,
+     "stop reading a client's requests while this many bytes of its responses wait unread (0: no limit)", 1},
+    {"output-hard-limit", SIZE(output_hard_limit), "512M", 0, (uint64_t)1 << 40,
+     "close a client's connection once this many bytes of its responses wait unread (0: no limit)", 1},
     {"log-level", STR(log_level), "info", 0, 0, "debug, info, warn or error", 1},
     {"data-dir", STR(data_dir), "", 0, 0,
      "directory for snapshots: tables load from it at start and are saved to it by the save-every and "
@@ -60,6 +77,16 @@ static const setting SETTINGS[] = {
      "with data-dir: snapshot a table once this many keys were inserted or erased since its last snapshot (0: "
      "never by count)",
      1},
+    {"tls-port", STR(tls_port), "", 0, 0, "TCP port for TLS connections (empty: no TLS; 0: any free port)", 0},
+    {"tls-port-file", STR(tls_port_file), "", 0, 0, "write the TLS port here once ready", 0},
+    {"tls-only", BOOL(tls_only), "no", 0, 1, "with tls-port: no plain port, TLS only", 0},
+    {"tls-cert-file", STR(tls_cert_file), "", 0, 0, "the server's certificate chain (PEM)", 1},
+    {"tls-key-file", STR(tls_key_file), "", 0, 0, "its private key (PEM)", 1},
+    {"tls-ca-cert-file", STR(tls_ca_cert_file), "", 0, 0,
+     "CA certificates (PEM) that client certificates must chain to", 1},
+    {"tls-auth-clients", STR(tls_auth_clients), "no", 0, 0,
+     "no, yes (a client certificate from tls-ca-cert-file is required) or optional (checked when given)", 1},
+    {"tls-protocols", STR(tls_protocols), "TLSv1.3", 0, 0, "TLS versions allowed: TLSv1.3, or TLSv1.2,TLSv1.3", 1},
 };
 #define NSETTINGS (sizeof SETTINGS / sizeof SETTINGS[0])
 
@@ -140,6 +167,18 @@ int config_set(floed_config *c, const char *key, const char *value, char *err, s
         return 0;
     }
     uint64_t v;
+    if (s->type == T_BOOL) {
+        if (!strcmp(value, "yes") || !strcmp(value, "true") || !strcmp(value, "on") || !strcmp(value, "1"))
+            v = 1;
+        else if (!strcmp(value, "no") || !strcmp(value, "false") || !strcmp(value, "off") || !strcmp(value, "0"))
+            v = 0;
+        else {
+            snprintf(err, errlen, "%s: '%s' is not yes or no", key, value);
+            return -1;
+        }
+        memcpy(field, &v, sizeof v);
+        return 0;
+    }
     if (parse_number(value, s->type == T_SIZE, &v) != 0) {
         snprintf(err, errlen, "%s: '%s' is not a %s", key, value,
                  s->type == T_SIZE ? "size (a number with an optional K, M, G or T)" : "whole number");
@@ -216,6 +255,125 @@ static int check_bind(const char *name, const char *host, char *err, size_t errl
     return 0;
 }
 
+/* Whether every address host resolves to is a loopback address. */
+static int is_loopback(const char *host)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res, *a;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return 0;
+    int all = 1;
+    for (a = res; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            const struct sockaddr_in *v4 = (const struct sockaddr_in *)a->ai_addr;
+            all &= (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+        } else if (a->ai_family == AF_INET6) {
+            const struct in6_addr *v6 = &((const struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
+            all &= IN6_IS_ADDR_LOOPBACK(v6) || (IN6_IS_ADDR_V4MAPPED(v6) && v6->s6_addr[12] == 127);
+        } else {
+            all = 0;
+        }
+    }
+    freeaddrinfo(res);
+    return all;
+}
+
+/* Protected mode (as in Redis): a listener other hosts can reach must make
+ * its clients authenticate: the plain port with a token, the TLS port with
+ * a token or client certificates. */
+static int check_protected(const floed_config *c, char *err, size_t errlen)
+{
+    if (!c->protected_mode || is_loopback(c->bind))
+        return 0;
+    const int plain_open = !c->tls_only && !c->token[0];
+    const int tls_open = c->tls_port[0] && !c->token[0] && strcmp(c->tls_auth_clients, "yes") != 0;
+    if (!plain_open && !tls_open)
+        return 0;
+    snprintf(err, errlen,
+             "protected mode: floed would serve %s to every host that reaches it (bind %s) with no authentication. "
+             "Set a token (token-file FILE, which clients give with --token-file or $FLOE_TOKEN)%s; or, if every "
+             "host that can reach this address may use floed, set protected-mode no",
+             plain_open ? "its plain port" : "its TLS port", c->bind,
+             c->tls_port[0] ? ", or require client certificates (tls-auth-clients yes, with tls-only yes)" : "");
+    return -1;
+}
+
+/* The TLS settings: a port, its files, and words from their lists. */
+static int config_finish_tls(floed_config *c, char *err, size_t errlen)
+{
+    if (strcmp(c->tls_auth_clients, "no") && strcmp(c->tls_auth_clients, "yes") &&
+        strcmp(c->tls_auth_clients, "optional")) {
+        snprintf(err, errlen, "tls-auth-clients must be no, yes or optional, got '%s'", c->tls_auth_clients);
+        return -1;
+    }
+    if (config_tls_protocols(c->tls_protocols, NULL, NULL) != 0) {
+        snprintf(err, errlen, "tls-protocols: '%s' is not a list of TLSv1.2 and TLSv1.3", c->tls_protocols);
+        return -1;
+    }
+    if (!c->tls_port[0]) {
+        if (c->tls_only) {
+            snprintf(err, errlen, "tls-only needs a tls-port");
+            return -1;
+        }
+        return 0;
+    }
+    uint64_t port;
+    if (parse_number(c->tls_port, 0, &port) != 0 || port > 65535) {
+        snprintf(err, errlen, "tls-port: '%s' is not a port (0..65535)", c->tls_port);
+        return -1;
+    }
+    if (!c->tls_only && port && port == c->port) {
+        snprintf(err, errlen, "tls-port %llu is also the plain port: pick another, or tls-only yes",
+                 (unsigned long long)port);
+        return -1;
+    }
+    if (!c->tls_cert_file[0] || !c->tls_key_file[0]) {
+        snprintf(err, errlen, "tls-port needs tls-cert-file and tls-key-file");
+        return -1;
+    }
+    const struct {
+        const char *name, *path;
+    } files[] = {{"tls-cert-file", c->tls_cert_file},
+                 {"tls-key-file", c->tls_key_file},
+                 {"tls-ca-cert-file", c->tls_ca_cert_file}};
+    for (size_t i = 0; i < 3; i++) {
+        if (files[i].path[0] && access(files[i].path, R_OK) != 0) {
+            snprintf(err, errlen, "%s %s: %s", files[i].name, files[i].path, strerror(errno));
+            return -1;
+        }
+    }
+    if (strcmp(c->tls_auth_clients, "no") && !c->tls_ca_cert_file[0]) {
+        snprintf(err, errlen, "tls-auth-clients %s needs tls-ca-cert-file (the CA of the client certificates)",
+                 c->tls_auth_clients);
+        return -1;
+    }
+    return 0;
+}
+
+int config_tls_protocols(const char *list, int *min, int *max)
+{
+    int lo = 0, hi = 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *w = strtok_r(buf, " ,", &save); w; w = strtok_r(NULL, " ,", &save)) {
+        int v;
+        if (!strcasecmp(w, "TLSv1.2"))
+            v = 12;
+        else if (!strcasecmp(w, "TLSv1.3"))
+            v = 13;
+        else
+            return -1;
+        lo = lo && lo < v ? lo : v;
+        hi = hi > v ? hi : v;
+    }
+    if (!lo)
+        return -1;
+    if (min)
+        *min = lo;
+    if (max)
+        *max = hi;
+    return 0;
+}
+
 int config_finish(floed_config *c, char *err, size_t errlen)
 {
     if (check_bind("bind", c->bind, err, errlen) != 0 ||
@@ -235,21 +393,20 @@ int config_finish(floed_config *c, char *err, size_t errlen)
         return -1;
     }
     if (c->token_file[0]) {
-        FILE *f = fopen(c->token_file, "r");
-        if (!f) {
-            snprintf(err, errlen, "cannot read token-file %s: %s", c->token_file, strerror(errno));
-            return -1;
-        }
-        if (!fgets(c->token, sizeof c->token, f))
-            c->token[0] = '\0';
-        fclose(f);
-        c->token[strcspn(c->token, "\r\n")] = '\0';
-        if (!c->token[0]) {
-            snprintf(err, errlen, "token-file %s is empty", c->token_file);
+        char why[1200];
+        if (floe_token_file_read(c->token_file, c->token, why, sizeof why) != 0) {
+            snprintf(err, errlen, "token-file %s", why);
             return -1;
         }
     }
-    return 0;
+    if (c->output_hard_limit && c->output_soft_limit > c->output_hard_limit) {
+        snprintf(err, errlen, "output-soft-limit (%llu) is above output-hard-limit (%llu)",
+                 (unsigned long long)c->output_soft_limit, (unsigned long long)c->output_hard_limit);
+        return -1;
+    }
+    if (config_finish_tls(c, err, errlen) != 0)
+        return -1;
+    return check_protected(c, err, errlen);
 }
 
 int config_from_args(floed_config *c, int argc, char **argv, char *err, size_t errlen)
@@ -313,6 +470,16 @@ void config_changes(const floed_config *a, const floed_config *b, void (*fn)(con
         if (differ)
             fn(s->name, s->live, arg);
     }
+}
+
+void config_apply_live(floed_config *dst, const floed_config *src)
+{
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &SETTINGS[i];
+        if (s->live)
+            memcpy((char *)dst + s->offset, (const char *)src + s->offset, s->type == T_STRING ? s->size : 8);
+    }
+    memcpy(dst->token, src->token, sizeof dst->token); /* token-file's token too */
 }
 
 void config_print_help(FILE *f)

@@ -10,6 +10,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "floe_wire.h"
 
 typedef struct floed_config {
     char bind[256];
@@ -21,8 +24,12 @@ typedef struct floed_config {
     uint64_t max_inflight;
     uint64_t max_tables;
     uint64_t max_batch_keys;
-    char token[256];
+    char token[FLOE_TOKEN_MAX + 1];
     char token_file[1024];
+    uint64_t protected_mode;                       /* 0 or 1 */
+    uint64_t timeout;                              /* seconds a connection may sit idle (0: for ever) */
+    uint64_t hello_timeout;                        /* seconds to the first request (0: for ever) */
+    uint64_t output_soft_limit, output_hard_limit; /* bytes of responses a client has not read */
     char log_level[16];
     char data_dir[1024];
     char port_file[1024];
@@ -31,7 +38,13 @@ typedef struct floed_config {
     uint64_t metrics_port;
     uint64_t save_every;
     uint64_t save_after_changes;
-    char config_file[1024]; /* the file settings came from ("" if none): SIGHUP reads it again */
+    char tls_port[8]; /* "" off, else 0..65535 (0: any free port, see tls-port-file) */
+    char tls_port_file[1024];
+    uint64_t tls_only; /* 0 or 1: no plain port */
+    char tls_cert_file[1024], tls_key_file[1024], tls_ca_cert_file[1024];
+    char tls_auth_clients[16]; /* no, yes or optional */
+    char tls_protocols[64];    /* "TLSv1.3", "TLSv1.2,TLSv1.3" */
+    char config_file[1024];    /* the file settings came from ("" if none): SIGHUP reads it again */
 } floed_config;
 
 void config_defaults(floed_config *c);
@@ -51,6 +64,11 @@ int config_from_args(floed_config *c, int argc, char **argv, char *err, size_t e
  * whether it can change while floed runs (SIGHUP) or needs a restart. */
 void config_changes(const floed_config *a, const floed_config *b, void (*fn)(const char *name, int live, void *arg),
                     void *arg);
+/* Copies the settings that can change while floed runs from src into dst. */
+void config_apply_live(floed_config *dst, const floed_config *src);
+/* tls-protocols' versions as 12 (TLS 1.2) or 13 (TLS 1.3): the lowest and
+ * highest named (either may be NULL); 0, or -1 if the list names another. */
+int config_tls_protocols(const char *list, int *min, int *max);
 /* Prints every setting: name, default and help (for --help). */
 void config_print_help(FILE *f);
 /* Number of settings and the name of setting i (for tests). */

@@ -11,8 +11,10 @@
 #include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 #include "metrics.h"
 #include "registry.h"
 #include "snapshot.h"
+#include "tls.h"
 
 #define IO_MAX_SINGLE      ((size_t)4 << 20) /* bytes per socket read or write call */
 #define SCAN_DEFAULT_LIMIT 1024
@@ -58,6 +61,13 @@ static void close_now(conn *c)
     if (!c->open)
         return;
     c->open = false;
+    atomic_store(&c->gone, true); /* its queued requests need not run */
+    /* Closing a socket with unread bytes makes the kernel send a reset, which can destroy our last
+     * answer (or TLS alert) before the client reads it: take what has arrived first. */
+    const evutil_socket_t fd = bufferevent_getfd(c->bev);
+    char sink[4096];
+    for (int i = 0; fd >= 0 && i < 64 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+        ;
     bufferevent_free(c->bev);
     c->bev = NULL;
     if (c->prev)
@@ -74,11 +84,61 @@ static void close_now(conn *c)
     conn_unref(c); /* the io thread's own reference */
 }
 
+static void read_frames(conn *c);
+
+/* Reads while nothing holds the connection back: max-inflight requests out
+ * (paused) or output-soft-limit bytes of responses unread (out_paused). */
+static void update_reading(conn *c)
+{
+    if (!c->open || c->closing)
+        return;
+    if (c->paused || c->out_paused) {
+        bufferevent_disable(c->bev, EV_READ);
+    } else {
+        bufferevent_enable(c->bev, EV_READ);
+        read_frames(c); /* frames already buffered get no new read event */
+    }
+}
+
+/* After responses were written into c's output: a client that sends and
+ * never reads must not grow floed without bound (as Redis's
+ * client-output-buffer-limit).  Past output-hard-limit unread bytes the
+ * connection closes; past output-soft-limit floed reads no more requests
+ * until the client has read half of it. */
+static void check_output(conn *c)
+{
+    if (!c->open)
+        return;
+    const size_t out = evbuffer_get_length(bufferevent_get_output(c->bev));
+    const uint64_t hard = LIVE(c->srv, output_hard_limit), soft = LIVE(c->srv, output_soft_limit);
+    if (hard && out > hard) {
+        LOG_LIMITED(LOG_WARN,
+                    "connection %llu (%s): %zu bytes of responses unread, above output-hard-limit (%llu): "
+                    "closing it",
+                    (unsigned long long)c->serial, c->peer, out, (unsigned long long)hard);
+        close_now(c);
+        return;
+    }
+    if (soft && out > soft && !c->out_paused) {
+        c->out_paused = true;
+        bufferevent_setwatermark(c->bev, EV_WRITE, soft / 2, 0); /* on_write once it is down to half */
+        update_reading(c);
+    }
+}
+
 static void on_write(struct bufferevent *bev, void *arg)
 {
     conn *c = arg;
-    if (c->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+    const size_t out = evbuffer_get_length(bufferevent_get_output(bev));
+    if (c->closing && out == 0) {
         close_now(c);
+        return;
+    }
+    if (c->out_paused && out <= LIVE(c->srv, output_soft_limit) / 2) {
+        c->out_paused = false;
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        update_reading(c);
+    }
 }
 
 /* While floed stops, a connection closes once it is quiet: nothing in
@@ -88,6 +148,8 @@ static void on_write(struct bufferevent *bev, void *arg)
  * has not read yet; meanwhile every request that arrives is answered with
  * ERR_SHUTTING_DOWN.  The stop timer closes whatever is left. */
 #define STOP_QUIET_NS (100 * 1000000ull)
+/* How long a connection that is closing may take to read its last answer. */
+#define CLOSING_NS (5 * 1000000000ull)
 
 static bool quiet(const conn *c, uint64_t now)
 {
@@ -122,10 +184,12 @@ static void send_frame(conn *c, frame *f)
         close_now(c);
         return;
     }
-    if (c->open)
+    const bool open = c->open;
+    if (open)
         bufferevent_write(c->bev, f->data, f->len);
-    metrics_answered(c->srv->metrics, SHARD(c), c->req_op, f->status, 0, c->t_frame, c->open ? f->len : 0);
+    metrics_answered(c->srv->metrics, SHARD(c), c->req_op, f->status, 0, c->t_frame, open ? f->len : 0);
     free(f);
+    check_output(c);
 }
 
 static void send_error(conn *c, uint64_t id, floe_status st, const char *fmt, ...)
@@ -143,11 +207,13 @@ static void send_error(conn *c, uint64_t id, floe_status st, const char *fmt, ..
 /* Answers, then closes once the answer is written. */
 static void fail_and_close(conn *c, uint64_t id, floe_status st, const char *msg)
 {
-    log_info("connection %llu (%s): %s; closing", (unsigned long long)c->serial, c->peer, msg);
+    /* a client can cause this at will: at most a line a second */
+    LOG_LIMITED(LOG_WARN, "connection %llu (%s): %s; closing", (unsigned long long)c->serial, c->peer, msg);
     send_frame(c, reply_error(id, st, msg));
     if (!c->open)
         return;
     c->closing = true;
+    c->t_closing = floe_now_ns();
     bufferevent_disable(c->bev, EV_READ);
     if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
         close_now(c);
@@ -549,6 +615,7 @@ static void handle_request(conn *c, Floe__V1__Request *req)
         floe__v1__request__free_unpacked(req, NULL);
         return;
     }
+    c->said_hello = true; /* hello-timeout is met (a hello with a wrong token closes the connection) */
     if (atomic_load(&srv->shutting_down) && req->op_case != FLOE__V1__REQUEST__OP_HELLO &&
         req->op_case != FLOE__V1__REQUEST__OP_PING) {
         send_error(c, id, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
@@ -671,20 +738,34 @@ static void pause_if_full(conn *c)
 {
     if (c->open && !c->paused && c->inflight >= LIVE(c->srv, max_inflight)) {
         c->paused = true;
-        bufferevent_disable(c->bev, EV_READ);
+        update_reading(c);
     }
+}
+
+/* The first bytes of a TLS ClientHello: a handshake record, version 3.x. */
+static bool looks_like_tls(const unsigned char *hdr)
+{
+    return hdr[0] == 0x16 && hdr[1] == 0x03;
 }
 
 static void read_frames(conn *c)
 {
     const uint64_t max_frame = LIVE(c->srv, max_frame);
-    while (c->open && !c->closing && !c->paused) {
+    while (c->open && !c->closing && !c->paused && !c->out_paused) {
         struct evbuffer *in = bufferevent_get_input(c->bev);
         size_t have = evbuffer_get_length(in);
         unsigned char hdr[4];
         if (have < 4)
             return;
         evbuffer_copyout(in, hdr, 4);
+        if (!c->tls && !c->said_hello && looks_like_tls(hdr)) {
+            /* an answer in our framing would only confuse its TLS client */
+            LOG_LIMITED(LOG_WARN, "connection %llu (%s): a TLS handshake on the plain port%s; closing",
+                        (unsigned long long)c->serial, c->peer,
+                        c->srv->tls_listener ? " (this floed has a TLS port)" : " (this floed has no TLS port)");
+            close_now(c);
+            return;
+        }
         uint32_t len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
         if (len == 0 || len > max_frame) {
             c->t_frame = floe_now_ns();
@@ -736,31 +817,64 @@ static void on_read(struct bufferevent *bev, void *arg)
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev;
     conn *c = arg;
+    if (c->tls && (what & BEV_EVENT_ERROR)) {
+        unsigned long e = bufferevent_get_openssl_error(bev);
+        if (e) {
+            char why[300];
+            LOG_LIMITED(LOG_WARN, "connection %llu (%s): TLS: %s; closing", (unsigned long long)c->serial, c->peer,
+                        tls_last_error(e, why, sizeof why));
+            while (bufferevent_get_openssl_error(bev))
+                ;
+        }
+    }
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
         close_now(c);
 }
 
-void conn_accept(io_thread *io, int fd)
+/* The connections floed takes at once: max-connections, or fewer when the
+ * open-file limit allows fewer (server.c). */
+static uint64_t connection_limit(const server *srv)
+{
+    const uint64_t setting = LIVE(srv, max_connections);
+    return srv->fd_connections && srv->fd_connections < setting ? srv->fd_connections : setting;
+}
+
+void conn_accept(io_thread *io, int fd, bool tls)
 {
     server *srv = io->srv;
-    const uint64_t max_connections = LIVE(srv, max_connections);
-    if (atomic_fetch_add(&srv->nconns, 1) >= (int)max_connections) {
-        atomic_fetch_sub(&srv->nconns, 1);
+    const uint64_t max_connections = connection_limit(srv);
+    const bool refuse = atomic_fetch_add(&srv->nconns, 1) >= (int)max_connections;
+    if (refuse) {
         metrics_connection(srv->metrics, (size_t)(io - srv->io), true);
+        LOG_LIMITED(LOG_WARN, "refused a connection: %llu connections open (%s)", (unsigned long long)max_connections,
+                    max_connections < LIVE(srv, max_connections) ? "as many as the open-file limit allows"
+                                                                 : "max-connections");
+    }
+    if (refuse && !tls) { /* ERR_BUSY straight into the socket; a TLS client gets it after the handshake */
+        atomic_fetch_sub(&srv->nconns, 1);
         frame *f = reply_error(0, FLOE_ERR_BUSY, "too many connections (max-connections)");
         if (f) {
             ssize_t ignored = send(fd, f->data, f->len, MSG_NOSIGNAL | MSG_DONTWAIT);
             (void)ignored;
             free(f);
         }
-        log_warn("refused a connection: max-connections (%llu) reached", (unsigned long long)max_connections);
         evutil_closesocket(fd);
         return;
     }
     conn *c = calloc(1, sizeof *c);
-    struct bufferevent *bev = c ? bufferevent_socket_new(io->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+    struct bufferevent *bev = NULL;
+    if (c && !tls) {
+        bev = bufferevent_socket_new(io->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    } else if (c) {
+        struct ssl_st *ssl = tls_server_session(srv->tls);
+        bev = ssl ? bufferevent_openssl_socket_new(io->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
+                  : NULL;
+        if (bev) /* a client that closes without close_notify has closed, not failed */
+            bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+        else if (ssl)
+            SSL_free(ssl);
+    }
     if (!bev) {
         free(c);
         evutil_closesocket(fd);
@@ -768,6 +882,8 @@ void conn_accept(io_thread *io, int fd)
         log_error("out of memory accepting a connection");
         return;
     }
+    c->tls = tls;
+    c->t_accept = c->last_read = floe_now_ns();
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     atomic_init(&c->refs, 1);
@@ -790,7 +906,6 @@ void conn_accept(io_thread *io, int fd)
     if (io->conns)
         io->conns->prev = c;
     io->conns = c;
-    metrics_connection(srv->metrics, (size_t)(io - srv->io), false);
     /* Stop reading when a frame's worth is buffered and unparsed: the high
      * watermark bounds memory per connection. */
     bufferevent_setwatermark(bev, EV_READ, 0, (size_t)LIVE(srv, max_frame) + 4 + 65536);
@@ -802,6 +917,14 @@ void conn_accept(io_thread *io, int fd)
     bufferevent_set_max_single_write(bev, IO_MAX_SINGLE);
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
+    if (refuse) { /* over TLS: sent once the handshake is done, then closed */
+        send_frame(c, reply_error(0, FLOE_ERR_BUSY, "too many connections (max-connections)"));
+        c->closing = true;
+        c->t_closing = c->t_accept;
+        bufferevent_disable(bev, EV_READ);
+        return;
+    }
+    metrics_connection(srv->metrics, (size_t)(io - srv->io), false);
     log_debug("connection %llu from %s", (unsigned long long)c->serial, c->peer);
 }
 
@@ -844,7 +967,7 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_lock(&io->lock);
     frame *list = io->deliveries;
     io->deliveries = io->deliveries_tail = NULL;
-    int *fds = io->new_fds;
+    accepted *fds = io->new_fds;
     size_t nfds = io->nnew;
     io->new_fds = NULL;
     io->nnew = io->capnew = 0;
@@ -852,7 +975,7 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_unlock(&io->lock);
 
     for (size_t i = 0; i < nfds; i++)
-        conn_accept(io, fds[i]);
+        conn_accept(io, fds[i].fd, fds[i].tls);
     free(fds);
     while (list) {
         frame *f = list;
@@ -869,10 +992,11 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
             metrics_answered(c->srv->metrics, SHARD(c), ma.op, ma.status, ma.keys, ma.t_parse, write ? f->len : 0);
         free(f);
         c->inflight--;
+        if (write)
+            check_output(c);
         if (c->open && c->paused && c->inflight < LIVE(c->srv, max_inflight)) {
             c->paused = false;
-            bufferevent_enable(c->bev, EV_READ);
-            read_frames(c); /* frames already buffered get no new read event */
+            update_reading(c);
         }
         conn_unref(c);
     }
@@ -888,4 +1012,32 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
     }
     if (stopping)
         stop_sweep(io);
+}
+
+void io_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    io_thread *io = arg;
+    const uint64_t now = floe_now_ns(), s = 1000000000ull;
+    const uint64_t hello = LIVE(io->srv, hello_timeout), idle = LIVE(io->srv, timeout);
+    for (conn *c = io->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->closing) { /* a last answer the client does not take: give up on it */
+            if (now - c->t_closing > CLOSING_NS)
+                close_now(c);
+            continue;
+        }
+        if (hello && !c->said_hello && now - c->t_accept > hello * s) {
+            LOG_LIMITED(LOG_INFO, "connection %llu (%s): no %s within hello-timeout (%llu s); closing",
+                        (unsigned long long)c->serial, c->peer, server_token_required(io->srv) ? "hello" : "request",
+                        (unsigned long long)hello);
+            close_now(c);
+        } else if (idle && c->inflight == 0 && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 &&
+                   now - c->last_read > idle * s) {
+            log_debug("connection %llu (%s): idle for timeout (%llu s); closing", (unsigned long long)c->serial,
+                      c->peer, (unsigned long long)idle);
+            close_now(c);
+        }
+    }
 }

@@ -22,8 +22,15 @@ struct conn {
     io_thread *io;
     server *srv;
     struct bufferevent *bev;
-    bool open, authed, paused, closing;
-    unsigned inflight; /* requests handed to batchers, not yet answered */
+    bool open, authed, closing;
+    bool tls;           /* accepted on the TLS port */
+    bool paused;        /* max-inflight requests out: not reading */
+    bool out_paused;    /* output-soft-limit bytes of responses unread: not reading */
+    bool said_hello;    /* sent its first request (with a token: its hello) */
+    atomic_bool gone;   /* closed: its requests still queued are dropped, not run (batcher.c) */
+    uint64_t t_accept;  /* floe_now_ns when accepted (hello-timeout) */
+    uint64_t t_closing; /* when it began closing (a last answer being written) */
+    unsigned inflight;  /* requests handed to batchers, not yet answered */
     uint64_t serial;
     uint64_t t_frame;   /* when the frame being handled began to be parsed (the parse stage) */
     int req_op;         /* the frame being handled: its operation as metrics.h counts it */
@@ -32,8 +39,10 @@ struct conn {
     conn *prev, *next;
 };
 
-/* Takes over an accepted socket on io's thread. */
-void conn_accept(io_thread *io, int fd);
+/* Takes over an accepted socket on io's thread (tls: from the TLS port). */
+void conn_accept(io_thread *io, int fd, bool tls);
+/* io thread: the tick's callback (hello-timeout, timeout). */
+void io_tick(evutil_socket_t fd, short what, void *arg);
 /* Any thread: queues response f for c (answering one in-flight request and
  * releasing that request's reference on c). */
 void conn_deliver(conn *c, frame *f);

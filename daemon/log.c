@@ -54,6 +54,8 @@ int log_parse_level(const char *name)
     return -1;
 }
 
+static void log_line(log_level level, char *msg);
+
 void log_msg(log_level level, const char *fmt, ...)
 {
     if ((int)level < atomic_load(&min_level))
@@ -63,6 +65,34 @@ void log_msg(log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    log_line(level, msg);
+}
+
+void log_limited(log_limit *lim, log_level level, const char *fmt, ...)
+{
+    if ((int)level < atomic_load(&min_level))
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const unsigned long long now = (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+    unsigned long long next = atomic_load(&lim->next_ns);
+    if (now < next || !atomic_compare_exchange_strong(&lim->next_ns, &next, now + 1000000000ull)) {
+        atomic_fetch_add(&lim->dropped, 1);
+        return;
+    }
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const unsigned long dropped = atomic_exchange(&lim->dropped, 0);
+    if (dropped && len >= 0 && (size_t)len < sizeof msg)
+        snprintf(msg + len, sizeof msg - (size_t)len, " (and %lu more like it since the last such line)", dropped);
+    log_line(level, msg);
+}
+
+static void log_line(log_level level, char *msg)
+{
     if (log_to_journal()) {
         /* journald stamps each line itself and takes its priority from the
          * prefix; a line break would start an entry without one */

@@ -20,6 +20,20 @@ int log_parse_level(const char *name);
 bool log_to_journal(void);
 void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* For events a client can cause at will (a wrong token, a refused or idle
+ * connection, a full fd table): at most one line a second from one call
+ * site; the next line that gets through says how many were left out. */
+typedef struct log_limit {
+    _Atomic unsigned long long next_ns; /* CLOCK_MONOTONIC: the next line may go out then */
+    _Atomic unsigned long dropped;
+} log_limit;
+void log_limited(log_limit *lim, log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define LOG_LIMITED(level, ...)                                                                                        \
+    do {                                                                                                               \
+        static log_limit lim_;                                                                                         \
+        log_limited(&lim_, level, __VA_ARGS__);                                                                        \
+    } while (0)
+
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)

@@ -9,6 +9,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/listener.h>
 #include <event2/util.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -785,6 +786,25 @@ static void address_of(evutil_socket_t fd, char *out, size_t len)
     snprintf(out, len, "%s:%u", ip, port);
 }
 
+/* Out of descriptors the listening socket stays readable: without a pause
+ * the metrics thread would spin on it (conn.c's listeners do the same). */
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    evconnlistener_enable(arg);
+}
+
+/* (arg is evhttp's, not ours: the listener itself carries what is needed) */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    (void)arg;
+    LOG_LIMITED(LOG_WARN, "metrics: accept: %s; not accepting for 0.1 s", strerror(EVUTIL_SOCKET_ERROR()));
+    evconnlistener_disable(l);
+    const struct timeval pause = {0, 100000};
+    event_base_once(evconnlistener_get_base(l), -1, EV_TIMEOUT, on_accept_resume, l, &pause);
+}
+
 int metrics_start(metrics *m)
 {
     const floed_config *cfg = &m->srv->cfg;
@@ -814,6 +834,7 @@ int metrics_start(metrics *m)
                   (unsigned long long)cfg->metrics_port, why);
         return -1;
     }
+    evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(bs), on_accept_error);
     address_of(fd, m->address, sizeof m->address);
     if (pthread_create(&m->thread, NULL, metrics_main, m) != 0) {
         log_error("cannot start the metrics thread");

@@ -14,10 +14,12 @@
 #include <errno.h>
 #include <event2/listener.h>
 #include <event2/thread.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -36,6 +38,7 @@
 #include "pool.h"
 #include "snapshot.h"
 #include "tablefile.h"
+#include "tls.h"
 
 #define MERGE_THREADS 4 /* the batchers' pool for large merges: the caller and three helpers */
 
@@ -50,6 +53,10 @@ static void live_set(server *srv, const floed_config *c)
     atomic_store(&srv->live.max_batch_keys, c->max_batch_keys);
     atomic_store(&srv->live.save_every, c->save_every);
     atomic_store(&srv->live.save_after_changes, c->save_after_changes);
+    atomic_store(&srv->live.timeout, c->timeout);
+    atomic_store(&srv->live.hello_timeout, c->hello_timeout);
+    atomic_store(&srv->live.output_soft_limit, c->output_soft_limit);
+    atomic_store(&srv->live.output_hard_limit, c->output_hard_limit);
     pthread_mutex_lock(&srv->live.lock);
     memcpy(srv->live.token, c->token, sizeof srv->live.token);
     memcpy(srv->live.backend, c->backend, sizeof srv->live.backend);
@@ -112,6 +119,10 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     sd_notify(0, "RELOADING=1");
     if (config_from_args(&next, srv->argc, srv->argv, err, sizeof err) != 0) {
         log_error("SIGHUP: %s; the running settings stay as they were", err);
+    } else if (strcmp(next.tls_port, srv->cfg.tls_port) != 0 && (!next.tls_port[0] || !srv->cfg.tls_port[0])) {
+        /* the TLS files of a floed without a TLS port were never checked, and vice versa */
+        log_error("SIGHUP: tls-port %s: turning TLS on or off needs a restart; the running settings stay as they were",
+                  next.tls_port[0] ? "set" : "removed");
     } else {
         floed_config now = srv->cfg;
         pthread_mutex_lock(&srv->live.lock);
@@ -122,17 +133,18 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
         change_count n = {0, 0};
         config_changes(&now, &next, report_change, &n);
         /* srv->cfg keeps what needs a restart; its live fields follow next */
-        srv->cfg.max_connections = next.max_connections;
-        srv->cfg.max_frame = next.max_frame;
-        srv->cfg.max_inflight = next.max_inflight;
-        srv->cfg.max_tables = next.max_tables;
-        srv->cfg.max_batch_keys = next.max_batch_keys;
-        srv->cfg.save_every = next.save_every;
-        srv->cfg.save_after_changes = next.save_after_changes;
-        memcpy(srv->cfg.log_level, next.log_level, sizeof next.log_level);
-        memcpy(srv->cfg.token_file, next.token_file, sizeof next.token_file);
+        config_apply_live(&srv->cfg, &next);
         log_info("SIGHUP: settings read again from %s: %d applied, %d need a restart",
                  srv->cfg.config_file[0] ? srv->cfg.config_file : "the command line", n.live, n.restart);
+        if (srv->tls) { /* certificate files may have changed in place: read them again whatever the settings say */
+            if (tls_server_reload(srv->tls, &srv->cfg, err, sizeof err) == 0) {
+                char cert[400];
+                tls_server_describe(srv->tls, cert, sizeof cert);
+                log_info("SIGHUP: TLS context made again: %s", cert);
+            } else {
+                log_error("SIGHUP: %s; TLS goes on with the certificate it had", err);
+            }
+        }
     }
     sd_notify(0, "READY=1");
 }
@@ -159,7 +171,10 @@ static int start_io(server *srv)
         pthread_mutex_init(&io->lock, NULL);
         io->base = event_base_new();
         io->wake = io->base ? event_new(io->base, -1, 0, io_wake, io) : NULL;
-        if (!io->wake || pthread_create(&io->thread, NULL, io_main, io) != 0) {
+        io->tick = io->base ? event_new(io->base, -1, EV_PERSIST, io_tick, io) : NULL;
+        const struct timeval second = {1, 0};
+        if (!io->wake || !io->tick || event_add(io->tick, &second) != 0 ||
+            pthread_create(&io->thread, NULL, io_main, io) != 0) {
             log_error("cannot start io thread %zu", i);
             return -1;
         }
@@ -193,11 +208,16 @@ static void stop_io(server *srv)
     for (size_t i = 0; i < srv->nio; i++) {
         io_thread *io = &srv->io[i];
         pthread_join(io->thread, NULL);
+        /* a TLS bufferevent is freed by finalizers that the loop runs, one round after another
+         * (they are queued "active later"): let those of the last closes run before the base goes */
+        for (int round = 0; round < 4; round++)
+            event_base_loop(io->base, EVLOOP_NONBLOCK);
         if (io->stop_timer)
             event_free(io->stop_timer);
         if (io->sweep_timer)
             event_free(io->sweep_timer);
         event_free(io->wake);
+        event_free(io->tick);
         event_base_free(io->base);
         free(io->new_fds);
         while (io->deliveries) { /* answers that arrived after the connection's last chance */
@@ -213,17 +233,14 @@ static void stop_io(server *srv)
     srv->io = NULL;
 }
 
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len, void *arg)
+/* Hands an accepted socket to the next io thread. */
+static void dispatch(server *srv, evutil_socket_t fd, bool tls)
 {
-    (void)l;
-    (void)sa;
-    (void)len;
-    server *srv = arg;
     io_thread *io = &srv->io[srv->next_io++ % srv->nio];
     pthread_mutex_lock(&io->lock);
     if (io->nnew == io->capnew) {
         size_t cap = io->capnew ? 2 * io->capnew : 16;
-        int *grown = realloc(io->new_fds, cap * sizeof *grown);
+        accepted *grown = realloc(io->new_fds, cap * sizeof *grown);
         if (!grown) {
             pthread_mutex_unlock(&io->lock);
             log_error("out of memory accepting a connection");
@@ -233,9 +250,111 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         io->new_fds = grown;
         io->capnew = cap;
     }
-    io->new_fds[io->nnew++] = fd;
+    io->new_fds[io->nnew++] = (accepted){fd, tls};
     pthread_mutex_unlock(&io->lock);
     event_active(io->wake, EV_READ, 0);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len, void *arg)
+{
+    (void)l;
+    (void)sa;
+    (void)len;
+    dispatch(arg, fd, false);
+}
+
+static void on_accept_tls(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len, void *arg)
+{
+    (void)l;
+    (void)sa;
+    (void)len;
+    dispatch(arg, fd, true);
+}
+
+/* ---- running out of file descriptors ---------------------------------------------------------- */
+
+/* Descriptors kept for everything but connections: listeners, the data
+ * dir, table files being written, the metrics port, libevent, the GPU
+ * driver. */
+#define FD_RESERVE 64
+
+/* max-connections against the open-file limit: the soft limit is raised to
+ * what max-connections needs where the hard limit allows; if it still
+ * falls short, floed takes fewer connections and says so. */
+static void check_fd_limit(server *srv)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    const uint64_t need = srv->cfg.max_connections + FD_RESERVE;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        struct rlimit want = rl;
+        want.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+            rl = want;
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+        return;
+    srv->fd_connections = rl.rlim_cur > FD_RESERVE + 1 ? rl.rlim_cur - FD_RESERVE : 1;
+    log_warn("the open-file limit is %llu (hard limit %llu): floed takes at most %llu connections, not "
+             "max-connections %llu; raise the limit to %llu (ulimit -n, or LimitNOFILE= under systemd)",
+             (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, (unsigned long long)srv->fd_connections,
+             (unsigned long long)srv->cfg.max_connections, (unsigned long long)need);
+}
+
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    server *srv = arg;
+    if (atomic_load(&srv->shutting_down))
+        return;
+    if (srv->listener)
+        evconnlistener_enable(srv->listener);
+    if (srv->tls_listener)
+        evconnlistener_enable(srv->tls_listener);
+}
+
+/* accept() failed.  Out of descriptors, the listening socket stays readable
+ * and a plain retry would spin: as memcached and Redis do, give up the
+ * reserve descriptor to accept the waiting connection and close it at once
+ * (the client sees a close, not a hang), take the reserve back, and pause
+ * accepting for a moment. */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    server *srv = arg;
+    const int e = EVUTIL_SOCKET_ERROR();
+    if (e != EMFILE && e != ENFILE && e != ENOBUFS && e != ENOMEM) {
+        LOG_LIMITED(LOG_WARN, "accept: %s", strerror(e));
+        return;
+    }
+    if (srv->reserve_fd >= 0) {
+        close(srv->reserve_fd);
+        int fd = accept(evconnlistener_get_fd(l), NULL, NULL);
+        if (fd >= 0)
+            close(fd);
+        srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    LOG_LIMITED(LOG_WARN,
+                "accept: %s with %d connections open: closing new connections for 0.1 s; raise the "
+                "open-file limit (ulimit -n, LimitNOFILE=) or lower max-connections",
+                strerror(e), atomic_load(&srv->nconns));
+    if (srv->listener)
+        if (srv->listener)
+            evconnlistener_disable(srv->listener);
+    if (srv->tls_listener)
+        evconnlistener_disable(srv->tls_listener);
+    if (srv->tls_listener)
+        evconnlistener_disable(srv->tls_listener);
+    const struct timeval pause = {0, 100000};
+    evtimer_add(srv->accept_pause_ev, &pause);
+}
+
+static void from_libevent(int severity, const char *msg)
+{
+    static log_limit lim;
+    /* EVENT_LOG_DEBUG 0, _MSG 1, _WARN 2, _ERR 3 */
+    log_limited(&lim, severity >= 3 ? LOG_ERROR : severity == 2 ? LOG_WARN : LOG_DEBUG, "libevent: %s", msg);
 }
 
 /* ---- dropped tables ---------------------------------------------------------------------- */
@@ -465,7 +584,10 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         return;
     log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     sd_notify(0, "STOPPING=1\nSTATUS=stopping: finishing requests in flight");
-    evconnlistener_disable(srv->listener);
+    if (srv->listener)
+        evconnlistener_disable(srv->listener);
+    if (srv->tls_listener)
+        evconnlistener_disable(srv->tls_listener);
     size_t n;
     table_entry **all = registry_list(&srv->reg, &n);
     for (size_t i = 0; i < n; i++) {
@@ -532,32 +654,70 @@ static int write_port_file(const char *path, unsigned port)
     return rename(tmp, path);
 }
 
-static int start_listener(server *srv)
+/* Listens on bind:port (bind an address or a host name: the first address
+ * it resolves to); the port it got goes to *bound. */
+static struct evconnlistener *listen_on(server *srv, unsigned port, evconnlistener_cb cb, const char *what,
+                                        unsigned *bound)
 {
-    /* bind is an address or a host name: the first address it resolves to */
-    char port[8];
-    snprintf(port, sizeof port, "%llu", (unsigned long long)srv->cfg.port);
+    char service[8];
+    snprintf(service, sizeof service, "%u", port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
-    int rc = getaddrinfo(srv->cfg.bind, port, &hints, &res);
+    int rc = getaddrinfo(srv->cfg.bind, service, &hints, &res);
     if (rc != 0) {
         log_error("bind: cannot resolve '%s': %s", srv->cfg.bind, gai_strerror(rc));
-        return -1;
+        return NULL;
     }
-    srv->listener = evconnlistener_new_bind(srv->base, on_accept, srv,
-                                            LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024,
-                                            res->ai_addr, (int)res->ai_addrlen);
-    if (!srv->listener) {
-        log_error("cannot listen on %s port %llu: %s", srv->cfg.bind, (unsigned long long)srv->cfg.port,
-                  strerror(errno));
-        freeaddrinfo(res);
-        return -1;
-    }
+    struct evconnlistener *l =
+        evconnlistener_new_bind(srv->base, cb, srv, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+                                1024, res->ai_addr, (int)res->ai_addrlen);
     freeaddrinfo(res);
+    if (!l) {
+        log_error("cannot listen on %s %s %u: %s", srv->cfg.bind, what, port, strerror(errno));
+        return NULL;
+    }
+    evconnlistener_set_error_cb(l, on_accept_error);
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
-    getsockname(evconnlistener_get_fd(srv->listener), (struct sockaddr *)&ss, &len);
-    srv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                               : ((struct sockaddr_in *)&ss)->sin_port);
+    getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&ss, &len);
+    *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                            : ((struct sockaddr_in *)&ss)->sin_port);
+    return l;
+}
+
+/* The plain port (unless tls-only) and the TLS port (with tls-port), and
+ * the files that name them. */
+static int start_listeners(server *srv)
+{
+    const floed_config *cfg = &srv->cfg;
+    if (!cfg->tls_only && !(srv->listener = listen_on(srv, (unsigned)cfg->port, on_accept, "port", &srv->port)))
+        return -1;
+    if (cfg->tls_port[0]) {
+        char err[1200];
+        if (!(srv->tls = tls_server_new(cfg, err, sizeof err))) {
+            log_error("%s", err);
+            return -2; /* a setting that cannot work */
+        }
+        unsigned want = (unsigned)strtoul(cfg->tls_port, NULL, 10);
+        if (!(srv->tls_listener = listen_on(srv, want, on_accept_tls, "tls-port", &srv->tls_port)))
+            return -1;
+        char what[400];
+        tls_server_describe(srv->tls, what, sizeof what);
+        log_info("TLS on %s:%u (%s; client certificates: %s; %s)", cfg->bind, srv->tls_port, cfg->tls_protocols,
+                 cfg->tls_auth_clients, what);
+    }
+    const struct {
+        const char *path, *name;
+        unsigned port;
+    } files[] = {
+        {cfg->port_file, "port-file", srv->listener ? srv->port : srv->tls_port},
+        {cfg->tls_port_file, "tls-port-file", srv->tls_port},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        if (files[i].path[0] && write_port_file(files[i].path, files[i].port) != 0) {
+            log_error("cannot write %s %s: %s", files[i].name, files[i].path, strerror(errno));
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -591,8 +751,9 @@ int server_run(const floed_config *cfg, int argc, char **argv)
     srv->cfg = *cfg;
     srv->argc = argc;
     srv->argv = argv;
-    srv->lock_fd = -1;
+    srv->lock_fd = srv->reserve_fd = -1;
     pthread_mutex_init(&srv->live.lock, NULL);
+    event_set_log_callback(from_libevent);
     live_set(srv, cfg);
     if (!(srv->metrics = metrics_new(srv))) {
         free(srv);
@@ -645,18 +806,33 @@ int server_run(const floed_config *cfg, int argc, char **argv)
         log_error("cannot set up the main event loop's timers");
         goto out;
     }
-    if (start_io(srv) != 0 || start_listener(srv) != 0 || metrics_start(srv->metrics) != 0)
+    check_fd_limit(srv);
+    srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (!(srv->accept_pause_ev = evtimer_new(srv->base, on_accept_resume, srv)) || start_io(srv) != 0)
         goto out;
-    if (cfg->port_file[0] && write_port_file(cfg->port_file, srv->port) != 0) {
-        log_error("cannot write port-file %s: %s", cfg->port_file, strerror(errno));
+    int lrc = start_listeners(srv);
+    if (lrc != 0) {
+        rc = lrc == -2 ? 2 : 1;
         goto out;
     }
+    if (metrics_start(srv->metrics) != 0)
+        goto out;
     floe_backend *dflt = srv->cpu;
     server_backend_for(srv, cfg->backend, &dflt, &err);
-    log_info(
-        "floed %s listening on %s:%u (new tables: backend %s, %zu io threads, max-frame %llu, max-inflight %llu%s)",
-        FLOE_VERSION, cfg->bind, srv->port, floe_backend_name(dflt), srv->nio, (unsigned long long)cfg->max_frame,
-        (unsigned long long)cfg->max_inflight, cfg->token[0] ? ", token required" : "");
+    char ports[64] = "";
+    if (srv->listener && srv->tls_listener)
+        snprintf(ports, sizeof ports, "%u and TLS port %u", srv->port, srv->tls_port);
+    else
+        snprintf(ports, sizeof ports, "%s%u", srv->listener ? "" : "TLS port ",
+                 srv->listener ? srv->port : srv->tls_port);
+    log_info("floed %s listening on %s port %s (new tables: backend %s, %zu io threads, max-frame %llu, max-inflight "
+             "%llu%s)",
+             FLOE_VERSION, cfg->bind, ports, floe_backend_name(dflt), srv->nio, (unsigned long long)cfg->max_frame,
+             (unsigned long long)cfg->max_inflight,
+             cfg->token[0]                           ? ", token required"
+             : !strcmp(cfg->tls_auth_clients, "yes") ? ", client certificates required"
+             : cfg->protected_mode                   ? ""
+                                                     : ", no authentication (protected-mode no)");
     if (cfg->data_dir[0]) {
         char every[64] = "", after[64] = "";
         if (cfg->save_every)
@@ -677,8 +853,8 @@ int server_run(const floed_config *cfg, int argc, char **argv)
         entry_unref(loaded[i]);
     free(loaded);
     /* every saved table is loaded and the port is open: systemd may start what depends on floed */
-    sd_notifyf(0, "READY=1\nSTATUS=serving %zu table%s on %s:%u", ntables, ntables == 1 ? "" : "s", cfg->bind,
-               srv->port);
+    sd_notifyf(0, "READY=1\nSTATUS=serving %zu table%s on %s port %s", ntables, ntables == 1 ? "" : "s", cfg->bind,
+               ports);
     event_base_loop(srv->base, EVLOOP_NO_EXIT_ON_EMPTY);
     rc = srv->exit_code;
 out:
@@ -688,6 +864,10 @@ out:
     signal(SIGHUP, SIG_IGN);
     if (srv->listener)
         evconnlistener_free(srv->listener);
+    if (srv->tls_listener)
+        evconnlistener_free(srv->tls_listener);
+    if (srv->accept_pause_ev)
+        event_free(srv->accept_pause_ev);
     metrics_stop(srv->metrics);
     saver_stop(srv->saver); /* idle by now, unless the start failed */
     if (srv->io)
@@ -726,6 +906,9 @@ out:
     metrics_free(srv->metrics);
     if (rc == 0)
         log_info("floed stopped");
+    tls_server_free(srv->tls);
+    if (srv->reserve_fd >= 0)
+        close(srv->reserve_fd);
     if (srv->lock_fd >= 0)
         close(srv->lock_fd); /* the data-dir's lock goes last */
     pthread_mutex_destroy(&srv->live.lock);

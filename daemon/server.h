@@ -36,6 +36,7 @@ struct saver;
 typedef struct live_settings {
     atomic_uint_fast64_t max_connections, max_frame, max_inflight, max_tables, max_batch_keys;
     atomic_uint_fast64_t save_every, save_after_changes;
+    atomic_uint_fast64_t timeout, hello_timeout, output_soft_limit, output_hard_limit;
     pthread_mutex_t lock;
     char token[sizeof(((floed_config *)0)->token)];
     char backend[sizeof(((floed_config *)0)->backend)];
@@ -43,14 +44,21 @@ typedef struct live_settings {
 
 #define LIVE(srv, field) atomic_load_explicit(&(srv)->live.field, memory_order_relaxed)
 
+/* A socket accepted by the main thread, on its way to an io thread. */
+typedef struct accepted {
+    int fd;
+    bool tls; /* from the TLS port */
+} accepted;
+
 typedef struct io_thread {
     struct server *srv;
     pthread_t thread;
     struct event_base *base;
     struct event *wake;
+    struct event *tick;   /* once a second: closes idle connections and those that never said hello */
     pthread_mutex_t lock; /* guards the inboxes below */
     frame *deliveries, *deliveries_tail;
-    int *new_fds;
+    accepted *new_fds;
     size_t nnew, capnew;
     bool stopping;             /* under lock: set by the main thread */
     bool stop_seen;            /* io thread's copy */
@@ -65,7 +73,13 @@ typedef struct server {
     int argc; /* the command line, read again on SIGHUP */
     char **argv;
     struct event_base *base;
-    struct evconnlistener *listener;
+    struct evconnlistener *listener;     /* the plain port (NULL with tls-only) */
+    struct evconnlistener *tls_listener; /* the TLS port (NULL without tls-port) */
+    struct tls_server *tls;              /* the TLS context (tls.h) */
+    unsigned tls_port;
+    int reserve_fd;                /* /dev/null, given up to accept and close a connection when out of fds */
+    uint64_t fd_connections;       /* connections the open-file limit allows */
+    struct event *accept_pause_ev; /* listeners back on after a pause for want of fds */
     io_thread *io;
     size_t nio, next_io;
     atomic_int nconns;

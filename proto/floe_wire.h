@@ -7,10 +7,49 @@
 #ifndef FLOE_WIRE_H
 #define FLOE_WIRE_H
 
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
 /* The release of floed, libfloe and the tools (one number for all), and the
  * protocol version they speak (Hello.version, HelloReply.version). */
 #define FLOE_VERSION          "0.1.0"
 #define FLOE_PROTOCOL_VERSION 1
+
+/* The longest token a hello may carry (floed's token and token-file, libfloe's token). */
+#define FLOE_TOKEN_MAX 1024
+
+/* A token file (floed's token-file, the tools' --token-file) holds one line,
+ * the token, of 1 to FLOE_TOKEN_MAX bytes; a trailing newline is not part
+ * of it.  Returns 0 with the token in buf (FLOE_TOKEN_MAX + 1 bytes), or -1
+ * with why in err. */
+static inline int floe_token_file_read(const char *path, char *buf, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char tmp[FLOE_TOKEN_MAX + 3];
+    size_t n = fread(tmp, 1, sizeof tmp, f);
+    fclose(f);
+    if (n && tmp[n - 1] == '\n')
+        n--;
+    if (n && tmp[n - 1] == '\r')
+        n--;
+    if (n > FLOE_TOKEN_MAX) {
+        snprintf(err, errlen, "%s: the token is longer than %d bytes", path, FLOE_TOKEN_MAX);
+        return -1;
+    }
+    if (!n || memchr(tmp, '\n', n) || memchr(tmp, '\r', n) || memchr(tmp, '\0', n)) {
+        snprintf(err, errlen, "%s: %s", path, n ? "not one line of text" : "empty");
+        return -1;
+    }
+    memcpy(buf, tmp, n);
+    buf[n] = '\0';
+    return 0;
+}
 
 /* Status of a request (floe.v1.Status). */
 typedef enum floe_status {

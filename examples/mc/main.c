@@ -21,11 +21,16 @@
 #include <unistd.h>
 
 #include "floe.h"
+#include "floe_getopt.h"
+
+/* Seconds a worker waits for an answer before it fails the run (--timeout). */
+#define DEFAULT_TIMEOUT_S 60
 #include "model.h"
 #include "worker.h"
 
 typedef struct options {
-    const char *model, *server, *token, *table, *backend;
+    const char *model, *server, *table, *backend;
+    floe_options conn; /* token, timeouts, TLS (libfloe's connection options) */
     unsigned workers, index;
     int one_worker; /* --worker i/W: this process is worker i of a run over hosts */
     uint64_t capacity, expect;
@@ -45,9 +50,8 @@ static void usage(FILE *f)
             "\n"
             "Options:\n"
             "  -m, --model M         the model (above)\n"
-            "  -s, --server URI      floe://host:port[?token=T] or host:port (default $FLOE_SERVER, else\n"
-            "                        floe://127.0.0.1:7450)\n"
-            "      --token T         the server's token (default $FLOE_TOKEN)\n"
+            "  -s, --server URI      floe://host:port[?token=T], floes://host:port (TLS) or host:port\n"
+            "                        (default $FLOE_SERVER, else floe://127.0.0.1:7450)\n"
             "  -w, --workers W       fork W local workers and sum their counts (default 1)\n"
             "      --worker i/W      run only worker i (0..W-1) of a run spread over hosts; worker 0\n"
             "                        creates --table (which must not exist), and all W wait for each\n"
@@ -65,11 +69,14 @@ static void usage(FILE *f)
             "      --keep            keep the table after the run\n"
             "  -q, --quiet           no first line and no progress lines on stderr\n"
             "  -h, --help            this text\n"
-            "\n"
-            "States that pack into 64 bits (words x bits per word <= 64) go to a SET table of that key\n"
-            "width; others to a TREE table of the model's words.  Exit status: 0 done (and checked),\n"
-            "1 a wrong count or a server error, 2 a usage error.\n",
-            mc_model_help());
+            "Connection options (each also from its environment variable; flags win; floe-mc waits at\n"
+            "most --timeout %d s for an answer unless told otherwise, so that a stalled server fails the run):\n",
+            mc_model_help(), DEFAULT_TIMEOUT_S);
+    floe_getopt_help(f, 6, 24);
+    fprintf(f, "\n"
+               "States that pack into 64 bits (words x bits per word <= 64) go to a SET table of that key\n"
+               "width; others to a TREE table of the model's words.  Exit status: 0 done (and checked),\n"
+               "1 a wrong count or a server error, 2 a usage error.\n");
 }
 
 static double now(void)
@@ -83,7 +90,7 @@ static double now(void)
 static int create_table(const options *o, const mc_model *m, int packed)
 {
     floe *c;
-    if (floe_connect(o->server, o->token, &c) != FLOE_OK) {
+    if (floe_connect_opts(o->server, &o->conn, &c) != FLOE_OK) {
         fprintf(stderr, "floe-mc: cannot connect to %s: %s\n", o->server, floe_errstr(c));
         floe_close(c);
         return -1;
@@ -111,7 +118,7 @@ static int create_table(const options *o, const mc_model *m, int packed)
 static void drop_table(const options *o)
 {
     floe *c;
-    if (floe_connect(o->server, o->token, &c) == FLOE_OK)
+    if (floe_connect_opts(o->server, &o->conn, &c) == FLOE_OK)
         floe_drop(c, o->table);
     floe_close(c);
 }
@@ -122,7 +129,7 @@ static int wait_for_table(const options *o)
     for (int i = 0; i < 600; i++) {
         floe *c;
         floe_table_info info;
-        int st = floe_connect(o->server, o->token, &c);
+        int st = floe_connect_opts(o->server, &o->conn, &c);
         if (st == FLOE_OK)
             st = floe_stats(c, o->table, &info);
         floe_close(c);
@@ -147,7 +154,7 @@ static int barrier(const options *o)
     char name[96];
     snprintf(name, sizeof name, "%s-start", o->table);
     floe *c;
-    if (floe_connect(o->server, o->token, &c) != FLOE_OK) {
+    if (floe_connect_opts(o->server, &o->conn, &c) != FLOE_OK) {
         fprintf(stderr, "floe-mc: cannot connect to %s: %s\n", o->server, floe_errstr(c));
         floe_close(c);
         return -1;
@@ -210,29 +217,50 @@ int main(int argc, char **argv)
     const char *env_server = getenv("FLOE_SERVER");
     if (env_server && env_server[0])
         o.server = env_server;
-    o.token = getenv("FLOE_TOKEN");
-    static const struct option longopts[] = {
-        {"model", required_argument, 0, 'm'},    {"server", required_argument, 0, 's'},
-        {"token", required_argument, 0, 'T'},    {"workers", required_argument, 0, 'w'},
-        {"worker", required_argument, 0, 'W'},   {"table", required_argument, 0, 't'},
-        {"capacity", required_argument, 0, 'C'}, {"backend", required_argument, 0, 'B'},
-        {"batch", required_argument, 0, 'k'},    {"inflight", required_argument, 0, 'P'},
-        {"expect", required_argument, 0, 'E'},   {"keep", no_argument, 0, 'K'},
-        {"quiet", no_argument, 0, 'q'},          {"help", no_argument, 0, 'h'},
-        {"tree", no_argument, 0, 'R'},           {0, 0, 0, 0},
+    o.conn.timeout_ms = DEFAULT_TIMEOUT_S * 1000;
+    char why[400];
+    if (floe_options_from_env(&o.conn, why, sizeof why) != FLOE_OK) {
+        fprintf(stderr, "floe-mc: %s\n", why);
+        return 2;
+    }
+    static const struct option own_opts[] = {
+        {"model", required_argument, 0, 'm'},
+        {"server", required_argument, 0, 's'},
+        {"workers", required_argument, 0, 'w'},
+        {"worker", required_argument, 0, 'W'},
+        {"table", required_argument, 0, 't'},
+        {"capacity", required_argument, 0, 'C'},
+        {"backend", required_argument, 0, 'B'},
+        {"batch", required_argument, 0, 'k'},
+        {"inflight", required_argument, 0, 'P'},
+        {"expect", required_argument, 0, 'E'},
+        {"keep", no_argument, 0, 'K'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {"tree", no_argument, 0, 'R'},
+        {0, 0, 0, 0},
     };
+    static struct option *longopts; /* ours and libfloe's connection options: the process's life */
+    if (!(longopts = floe_getopt_table(own_opts))) {
+        fprintf(stderr, "floe-mc: out of memory\n");
+        return 1;
+    }
     int ch;
     uint64_t v;
     while ((ch = getopt_long(argc, argv, "m:s:w:t:k:P:qh", longopts, NULL)) != -1) {
+        if (ch >= FLOE_GETOPT_CODE) {
+            if (floe_getopt_set(&o.conn, ch, optarg, why, sizeof why) != FLOE_OK) {
+                fprintf(stderr, "floe-mc: --%s\n", why);
+                return 2;
+            }
+            continue;
+        }
         switch (ch) {
         case 'm':
             o.model = optarg;
             break;
         case 's':
             o.server = optarg;
-            break;
-        case 'T':
-            o.token = optarg;
             break;
         case 't':
             o.table = optarg;
@@ -373,7 +401,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (unsigned i = 0; i < nw; i++) {
-        mc_run r = {&m,        o.server, o.token,    o.table, o.one_worker ? o.index : i,
+        mc_run r = {&m,        o.server, &o.conn,    o.table, o.one_worker ? o.index : i,
                     o.workers, o.batch,  o.inflight, packed,  start[0]};
         fflush(NULL);
         pids[i] = fork();

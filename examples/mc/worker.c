@@ -95,7 +95,8 @@ static void on_keys(void *arg, int status, const uint64_t *keys, const uint64_t 
     (void)tags;
     worker *w = arg;
     if (status != FLOE_OK) {
-        fail(w, status, "a find-or-put request failed: %s", floe_strerror(status));
+        fail(w, status, "a find-or-put request failed: %s",
+             floe_errstr(w->c)[0] ? floe_errstr(w->c) : floe_strerror(status));
         return;
     }
     take_answers(w, keys, 8, w->q.esz == 16 ? tags : NULL, results, n);
@@ -132,7 +133,7 @@ static int vflush(worker *w)
         return w->status;
     while (w->vinflight >= w->r->inflight && !w->status)
         if (floe_poll(w->c, -1) < 0)
-            fail(w, FLOE_ERR_IO, "connection lost: %s", floe_errstr(w->c));
+            fail(w, floe_error(w->c), "connection lost: %s", floe_errstr(w->c));
     vreq *rq = malloc(sizeof *rq);
     uint32_t *next = malloc(w->r->batch * w->m->words * 4);
     if (!rq || !next) {
@@ -157,7 +158,8 @@ static int submit(worker *w, const uint32_t *s)
     if (w->packed) {
         int st = floe_batcher_add(w->batcher, mc_pack(w->m, s), NO_PARENT);
         if (st != FLOE_OK)
-            fail(w, st, "a find-or-put request failed: %s", floe_strerror(st));
+            fail(w, st, "a find-or-put request failed: %s",
+                 floe_errstr(w->c)[0] ? floe_errstr(w->c) : floe_strerror(st));
         return w->status;
     }
     memcpy(w->vbuf + w->vn * w->m->words, s, w->m->words * 4);
@@ -171,7 +173,8 @@ static int flush(worker *w)
     if (w->packed) {
         int st = floe_batcher_flush(w->batcher);
         if (st != FLOE_OK)
-            fail(w, st, "a find-or-put request failed: %s", floe_strerror(st));
+            fail(w, st, "a find-or-put request failed: %s",
+                 floe_errstr(w->c)[0] ? floe_errstr(w->c) : floe_strerror(st));
         return w->status;
     }
     return vflush(w);
@@ -273,7 +276,8 @@ static uint64_t expand_packed(worker *w)
                 continue;
             int st = floe_batcher_add(w->batcher, succ[j], s);
             if (st != FLOE_OK) {
-                fail(w, st, "a find-or-put request failed: %s", floe_strerror(st));
+                fail(w, st, "a find-or-put request failed: %s",
+                     floe_errstr(w->c)[0] ? floe_errstr(w->c) : floe_strerror(st));
                 break;
             }
         }
@@ -309,7 +313,7 @@ static void expand_queue(worker *w)
         if (floe_inflight(w->c) == 0 && w->q.head == w->q.tail)
             return; /* nothing left to expand, nothing more can come */
         if (floe_poll(w->c, -1) < 0) {
-            fail(w, FLOE_ERR_IO, "connection lost: %s", floe_errstr(w->c));
+            fail(w, floe_error(w->c), "connection lost: %s", floe_errstr(w->c));
             return;
         }
     }
@@ -323,7 +327,7 @@ int mc_worker_run(const mc_run *r, mc_progress *p)
     const int parents = w.packed && r->model->next_packed && mc_key_bits(r->model) < 64;
     w.q.esz = parents ? 16 : w.packed ? 8 : r->model->words * 4;
     uint32_t *prefix = NULL;
-    if (floe_connect(r->server, r->token, &w.c) != FLOE_OK) {
+    if (floe_connect_opts(r->server, r->conn, &w.c) != FLOE_OK) {
         fail(&w, FLOE_ERR_IO, "cannot connect: %s", floe_errstr(w.c));
         goto out;
     }
@@ -349,7 +353,7 @@ int mc_worker_run(const mc_run *r, mc_progress *p)
     if (!w.status)
         expand_queue(&w);
     if (!w.status && w.packed && floe_batcher_finish(w.batcher) != FLOE_OK)
-        fail(&w, FLOE_ERR_IO, "%s", "a find-or-put request failed");
+        fail(&w, floe_error(w.c), "a find-or-put request failed: %s", floe_errstr(w.c));
 out:
     free(prefix);
     if (w.batcher)

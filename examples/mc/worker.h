@@ -12,11 +12,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "floe.h"
 #include "model.h"
 
 typedef struct mc_run {
     const mc_model *model;
-    const char *server, *token, *table;
+    const char *server;
+    const floe_options *conn; /* token, timeouts, TLS */
+    const char *table;
     unsigned index, workers; /* this worker is index of workers */
     size_t batch;            /* keys (vectors) per request */
     unsigned inflight;       /* requests in flight */

@@ -5,7 +5,8 @@
 # images; `buildah bud --isolation chroot` builds; containers of the built image run with
 # `buildah run --isolation chroot` on the host's network:
 #   - the image's metadata: non-root user, ports, volume, entrypoint, health check;
-#   - floed started with the image's entrypoint, the image's floe CLI creating a table,
+#   - floed refusing to start on 0.0.0.0 with no token (protected mode);
+#   - floed started with the image's entrypoint (--protected-mode no), the image's floe CLI creating a table,
 #     inserting and finding keys over loopback, the HEALTHCHECK command passing (and
 #     failing once floed is gone);
 #   - a data dir on the host: keys saved by `floe snapshot` are there after a restart;
@@ -178,8 +179,15 @@ health() { in_ctr "$client" --env FLOE_SERVER="127.0.0.1:$port" "$@" -- "${healt
 
 uid=$(in_ctr "$server" -- id -u) || fail "buildah run id -u"
 [ "$uid" = 7450 ] || fail "containers run as uid '$uid', not 7450"
-say "starting floed from the image: ${entrypoint[*]} --port $port --metrics-port $mport --data-dir /srv/floe-data (bind 0.0.0.0 from its floed.conf)"
-start_floed
+# The image listens on every interface: with no token, protected mode refuses to start.
+log=$cache/floed-refused.log
+st=0
+buildah run --isolation chroot "$server" -- "${entrypoint[@]}" --port "$port" > "$log" 2>&1 || st=$?
+[ "$st" = 2 ] && grep -q 'protected mode' "$log" ||
+    { cat "$log" >&2; fail "floed in the image started on 0.0.0.0 with no token (exit $st)"; }
+say "with no token, floed in the image refuses to serve every interface (protected mode, exit 2)"
+say "starting floed from the image: ${entrypoint[*]} --port $port --metrics-port $mport --data-dir /srv/floe-data --protected-mode no (bind 0.0.0.0 from its floed.conf)"
+start_floed --protected-mode no
 grep 'listening on' "$log" | sed 's/^/    /'
 grep -q 'listening on 0.0.0.0' "$log" || fail "floed in the image does not listen on 0.0.0.0"
 cli floe create states --key-bits 40 > /dev/null || fail "floe create"

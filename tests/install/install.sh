@@ -108,7 +108,9 @@ cflags=$(pc --cflags libfloe)
 libs=$(pc --libs libfloe)
 slibs=$(pc --static --libs libfloe)
 say "pkg-config --cflags --libs libfloe: $cflags $libs; --static --libs: $slibs"
-case " $slibs " in *" -lprotobuf-c "*) ;; *) fail "pkg-config --static --libs libfloe lacks -lprotobuf-c" ;; esac
+for lib in -lprotobuf-c -lssl -lcrypto; do
+    case " $slibs " in *" $lib "*) ;; *) fail "pkg-config --static --libs libfloe lacks $lib" ;; esac
+done
 # shellcheck disable=SC2086 # word splitting of the flags is meant
 build() { # OUT SOURCE FLAGS...
     local out=$1 src=$2

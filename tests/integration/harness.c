@@ -36,6 +36,107 @@ const char *expected_backend(void)
     return b && b[0] ? b : "cpu";
 }
 
+/* ---- TLS ---------------------------------------------------------------------------------- */
+
+static char tls_dir[64]; /* FLOE_TLS: the suite's certificates */
+
+int harness_tls(void)
+{
+    const char *v = getenv("FLOE_TLS");
+    return v && v[0] && strcmp(v, "0") != 0 && strcmp(v, "no") != 0;
+}
+
+void make_certs(const char *dir)
+{
+    char cmd[4096];
+    /* EC keys (fast); -days -1 makes a certificate that expired yesterday */
+    snprintf(cmd, sizeof cmd,
+             "set -e; cd '%s'; k='-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes'; "
+             "openssl req -x509 $k -keyout ca.key -out ca.crt -days 30 -subj '/CN=floe test CA'; "
+             "openssl req -x509 $k -keyout other-ca.key -out other-ca.crt -days 30 -subj '/CN=another CA'; "
+             "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > san.ext; "
+             "openssl req $k -keyout server.key -out server.csr -subj '/CN=localhost'; "
+             "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 30 "
+             "-extfile san.ext; "
+             "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out expired.crt -days -1 "
+             "-extfile san.ext; "
+             "openssl req $k -keyout client.key -out client.csr -subj '/CN=floe client'; "
+             "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 30; "
+             "openssl req $k -keyout other-client.key -out other-client.csr -subj '/CN=stranger'; "
+             "openssl x509 -req -in other-client.csr -CA other-ca.crt -CAkey other-ca.key -CAcreateserial "
+             "-out other-client.crt -days 30",
+             dir);
+    char full[4200];
+    snprintf(full, sizeof full, "(%s) > '%s/openssl.log' 2>&1", cmd, dir);
+    ck_assert_msg(system(full) == 0, "openssl could not make the test certificates (see %s/openssl.log)", dir);
+}
+
+static pid_t tls_owner; /* the process that made tls_dir: Check's forked test processes exit too */
+
+static void remove_tls_dir(void)
+{
+    if (getpid() != tls_owner)
+        return;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tls_dir);
+    if (tls_dir[0] && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tls_dir);
+}
+
+void harness_init(void)
+{
+    if (!harness_tls())
+        return;
+    snprintf(tls_dir, sizeof tls_dir, "/tmp/floe-itest-tls-XXXXXX");
+    if (!mkdtemp(tls_dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    make_certs(tls_dir);
+    tls_owner = getpid();
+    atexit(remove_tls_dir);
+    char ca[128];
+    snprintf(ca, sizeof ca, "%s/ca.crt", tls_dir);
+    setenv("FLOE_TLS", "yes", 1); /* the tools read both */
+    setenv("FLOE_TLS_CA_FILE", ca, 1);
+    fprintf(stderr, "integration tests over TLS (certificates in %s)\n", tls_dir);
+}
+
+int harness_connect(const daemon_proc *d, const char *token, floe **c)
+{
+    floe_options o;
+    memset(&o, 0, sizeof o);
+    o.token = token;
+    char ca[128];
+    if (harness_tls()) { /* d->uri says floes:// already; the CA is the suite's */
+        snprintf(ca, sizeof ca, "%s/ca.crt", tls_dir);
+        o.tls_ca_file = ca;
+    }
+    return floe_connect_opts(d->uri, &o, c);
+}
+
+/* Reads a port from path; 0 while it is not there. */
+static unsigned read_port(const char *path)
+{
+    unsigned port = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%u", &port) != 1)
+            port = 0;
+        fclose(f);
+    }
+    return port;
+}
+
+/* ---- floed -------------------------------------------------------------------------------- */
+
+static const char *const *exec_prefix;
+
+void daemon_set_prefix(const char *const *prefix)
+{
+    exec_prefix = prefix;
+}
+
 static void start(daemon_proc *d, const char *const *flags, bool logged)
 {
     memset(d, 0, sizeof *d);
@@ -45,6 +146,8 @@ static void start(daemon_proc *d, const char *const *flags, bool logged)
     snprintf(portfile, sizeof portfile, "%s/port", d->dir);
     const char *argv[64];
     int n = 0;
+    for (int i = 0; exec_prefix && exec_prefix[i]; i++)
+        argv[n++] = exec_prefix[i];
     argv[n++] = floed_path();
     argv[n++] = "--port";
     argv[n++] = "0";
@@ -61,6 +164,17 @@ static void start(daemon_proc *d, const char *const *flags, bool logged)
     argv[n++] = "2";
     argv[n++] = "--engine-threads";
     argv[n++] = "2";
+    char tlsportfile[256], cert[128], key[128];
+    snprintf(tlsportfile, sizeof tlsportfile, "%s/tlsport", d->dir);
+    const bool tls = harness_tls();
+    if (tls) {
+        snprintf(cert, sizeof cert, "%s/server.crt", tls_dir);
+        snprintf(key, sizeof key, "%s/server.key", tls_dir);
+        const char *more[] = {"--tls-port",      "0",  "--tls-port-file", tlsportfile,
+                              "--tls-cert-file", cert, "--tls-key-file",  key};
+        for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+            argv[n++] = more[i];
+    }
     for (int i = 0; flags && flags[i]; i++)
         argv[n++] = flags[i];
     argv[n] = NULL;
@@ -76,14 +190,13 @@ static void start(daemon_proc *d, const char *const *flags, bool logged)
         _exit(127);
     }
     for (int i = 0; i < 2000; i++) { /* up to 20 s: the sanitizer build starts slowly */
-        FILE *f = fopen(portfile, "r");
-        if (f) {
-            int ok = fscanf(f, "%u", &d->port) == 1;
-            fclose(f);
-            if (ok && d->port) {
-                snprintf(d->uri, sizeof d->uri, "floe://127.0.0.1:%u", d->port);
-                return;
-            }
+        d->port = read_port(portfile);
+        d->tls_port = tls ? read_port(tlsportfile) : 0;
+        if (d->port && (!tls || d->tls_port)) {
+            const unsigned client_port = tls ? d->tls_port : d->port;
+            snprintf(d->uri, sizeof d->uri, "%s://127.0.0.1:%u", tls ? "floes" : "floe", client_port);
+            snprintf(d->hostport, sizeof d->hostport, "127.0.0.1:%u", client_port);
+            return;
         }
         int status;
         if (waitpid(d->pid, &status, WNOHANG) == d->pid)
@@ -183,7 +296,7 @@ int daemon_stop(daemon_proc *d, int sig)
 floe *connect_ok(const daemon_proc *d)
 {
     floe *c;
-    int st = floe_connect(d->uri, NULL, &c);
+    int st = harness_connect(d, NULL, &c);
     ck_assert_msg(st == FLOE_OK, "connect: %s", floe_errstr(c));
     return c;
 }
@@ -275,8 +388,7 @@ static int run_prog(const daemon_proc *d, const char *const *pre, const char *st
     if (stdin_text)
         fputs(stdin_text, f);
     fclose(f);
-    char hostport[64];
-    snprintf(hostport, sizeof hostport, "127.0.0.1:%u", d->port);
+    const char *hostport = d->hostport;
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -329,4 +441,45 @@ int run_mc(const daemon_proc *d, char **out, const char *const *args)
     const char *mc = getenv("FLOE_MC");
     const char *pre[] = {mc ? mc : "build/san/floe-mc", "--server", "@URI", "--quiet", NULL};
     return run_prog(d, pre, NULL, out, args);
+}
+
+/* ---- small helpers ---------------------------------------------------------------------------- */
+
+void rm_rf(const char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Waits until the log holds text (or timeout_ms passes). */
+int log_has(const daemon_proc *d, const char *text, int timeout_ms)
+{
+    for (uint64_t end = now_ms() + (uint64_t)timeout_ms;;) {
+        char *log = slurp(d->log);
+        int found = log && strstr(log, text) != NULL;
+        free(log);
+        if (found || now_ms() > end)
+            return found;
+        usleep(20000);
+    }
+}
+
+/* How many times the log holds text. */
+int log_count(const daemon_proc *d, const char *text)
+{
+    char *log = slurp(d->log);
+    int n = 0;
+    for (const char *p = log; p && (p = strstr(p, text)); p += strlen(text))
+        n++;
+    free(log);
+    return n;
 }

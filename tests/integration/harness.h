@@ -19,10 +19,12 @@
 
 typedef struct daemon_proc {
     pid_t pid;
-    unsigned port;
-    char uri[64];
-    char dir[128]; /* a scratch directory for this daemon */
-    char log[160]; /* daemon_start_logged: floed's stderr */
+    unsigned port;     /* the plain port (raw frames go there) */
+    unsigned tls_port; /* with FLOE_TLS: the TLS port, which clients use */
+    char uri[128];     /* what clients connect to: floe://, or floes:// with FLOE_TLS */
+    char hostport[64]; /* the same as 127.0.0.1:PORT */
+    char dir[128];     /* a scratch directory for this daemon */
+    char log[160];     /* daemon_start_logged: floed's stderr */
 } daemon_proc;
 
 /* The backend floed is expected to run tables on: $FLOE_BACKEND, default
@@ -34,6 +36,9 @@ void daemon_start(daemon_proc *d, const char *const *flags);
 /* The same with floed's stderr in d->log (d->dir/floed.log, removed with
  * d->dir by daemon_stop) and --log-level info before the flags. */
 void daemon_start_logged(daemon_proc *d, const char *const *flags);
+/* A command that floed is started through by the next daemon_start (its
+ * argv, NULL-terminated, e.g. prlimit; NULL: none). */
+void daemon_set_prefix(const char *const *prefix);
 /* Runs floed with flags to its exit (for starts that must fail): its exit
  * code, and its stderr (malloc'ed) in *err. */
 int floed_run_to_exit(const char *const *flags, char **err);
@@ -43,6 +48,21 @@ char *slurp(const char *path);
 int daemon_stop(daemon_proc *d, int sig);
 /* A connection to d that must succeed. */
 floe *connect_ok(const daemon_proc *d);
+/* floe_connect to d->uri with token (may be NULL), over TLS with FLOE_TLS. */
+int harness_connect(const daemon_proc *d, const char *token, floe **c);
+
+/* FLOE_TLS=1: the whole suite over TLS.  Every floed gets a TLS port as
+ * well (certificates made at the start by the openssl command); libfloe,
+ * the CLI, floe-bench and floe-mc connect to it (FLOE_TLS and
+ * FLOE_TLS_CA_FILE in the environment); raw frames still use the plain
+ * port.  harness_init runs once, before the suites. */
+void harness_init(void);
+int harness_tls(void);
+/* Makes, with the openssl command, in dir: ca.crt/ca.key, server.crt/.key
+ * (localhost and 127.0.0.1), client.crt/.key (from ca), expired.crt (the
+ * server's key, expired), other-ca.crt and other-client.crt/.key (a CA the
+ * server does not know). */
+void make_certs(const char *dir);
 
 /* Raw socket helpers. */
 int raw_connect(unsigned port);
@@ -52,6 +72,13 @@ void raw_send_request(int fd, Floe__V1__Request *req);
 Floe__V1__Response *raw_read_response(int fd, int timeout_ms);
 /* 1 if the server closed the connection within timeout_ms. */
 int raw_closed(int fd, int timeout_ms);
+
+uint64_t now_ms(void); /* CLOCK_MONOTONIC */
+void rm_rf(const char *dir);
+/* Waits until d's log (daemon_start_logged) holds text, or timeout_ms passes. */
+int log_has(const daemon_proc *d, const char *text, int timeout_ms);
+/* How many times d's log holds text. */
+int log_count(const daemon_proc *d, const char *text);
 
 /* Runs the floe CLI with args (NULL-terminated) against d; returns its exit
  * code and its stdout (malloc'ed) in *out. */
@@ -74,5 +101,7 @@ Suite *mc_suite(void);
 Suite *metrics_suite(void);
 Suite *tools_suite(void);
 Suite *service_suite(void);
+Suite *security_suite(void);
+Suite *tls_suite(void);
 
 #endif

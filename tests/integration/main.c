@@ -11,6 +11,7 @@
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
+    harness_init();
     SRunner *sr = srunner_create(ops_suite());
     srunner_add_suite(sr, load_suite());
     srunner_add_suite(sr, badinput_suite());
@@ -21,6 +22,8 @@ int main(void)
     srunner_add_suite(sr, metrics_suite());
     srunner_add_suite(sr, tools_suite());
     srunner_add_suite(sr, service_suite());
+    srunner_add_suite(sr, security_suite());
+    srunner_add_suite(sr, tls_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -154,7 +154,7 @@ START_TEST(limits)
     ck_assert_int_eq(floe_create(c, &t), FLOE_ERR_BUSY);
     ck_assert(strstr(floe_errstr(c), "max-tables") != NULL);
     floe *c2 = connect_ok(&d), *c3 = connect_ok(&d), *c4;
-    ck_assert_int_ne(floe_connect(d.uri, NULL, &c4), FLOE_OK);
+    ck_assert_int_ne(harness_connect(&d, NULL, &c4), FLOE_OK);
     floe_close(c4);
     floe_close(c3);
     ck_assert_int_eq(floe_ping(c2), FLOE_OK);
@@ -170,9 +170,9 @@ START_TEST(token_required)
     daemon_proc d;
     daemon_start(&d, flags);
     floe *c;
-    ck_assert_int_eq(floe_connect(d.uri, "wrong", &c), FLOE_ERR_UNAUTHENTICATED);
+    ck_assert_int_eq(harness_connect(&d, "wrong", &c), FLOE_ERR_UNAUTHENTICATED);
     floe_close(c);
-    ck_assert_int_eq(floe_connect(d.uri, NULL, &c), FLOE_ERR_UNAUTHENTICATED);
+    ck_assert_int_eq(harness_connect(&d, NULL, &c), FLOE_ERR_UNAUTHENTICATED);
     floe_close(c);
     /* a request before hello: refused and closed */
     int fd = raw_connect(d.port);
@@ -185,9 +185,9 @@ START_TEST(token_required)
     expect(raw_read_response(fd, 5000), 9, FLOE_ERR_UNAUTHENTICATED, "token");
     ck_assert(raw_closed(fd, 5000));
     close(fd);
-    char uri[128];
-    snprintf(uri, sizeof uri, "%s?token=s3cret", d.uri);
-    ck_assert_int_eq(floe_connect(uri, NULL, &c), FLOE_OK);
+    daemon_proc with_token = d; /* the token in the URI */
+    snprintf(with_token.uri, sizeof with_token.uri, "%.100s?token=s3cret", d.uri);
+    ck_assert_int_eq(harness_connect(&with_token, NULL, &c), FLOE_OK);
     ck_assert_int_eq(floe_ping(c), FLOE_OK);
     floe_close(c);
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);

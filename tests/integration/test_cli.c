@@ -205,10 +205,10 @@ START_TEST(cli_options_getopt)
     daemon_proc d;
     daemon_start(&d, NULL);
     const char *prog = cli_prog();
-    char host_eq[96], server_eq[96], attached[96];
-    snprintf(host_eq, sizeof host_eq, "--host=127.0.0.1:%u", d.port);
+    char host_eq[96], server_eq[160], attached[96];
+    snprintf(host_eq, sizeof host_eq, "--host=%s", d.hostport);
     snprintf(server_eq, sizeof server_eq, "--server=%s", d.uri);
-    snprintf(attached, sizeof attached, "-H127.0.0.1:%u", d.port);
+    snprintf(attached, sizeof attached, "-H%s", d.hostport);
     expect_tool(&d, NULL, 0, "PONG", NULL, ARGS(prog, host_eq, "ping"));
     expect_tool(&d, NULL, 0, "PONG", NULL, ARGS(prog, server_eq, "ping"));
     expect_tool(&d, NULL, 0, "PONG", NULL, ARGS(prog, attached, "ping"));
@@ -433,7 +433,7 @@ START_TEST(cli_busy_at_max_connections)
     floe *held = connect_ok(&d);
     for (int i = 0; i < 20; i++) {
         floe *c;
-        int st = floe_connect(d.uri, NULL, &c);
+        int st = harness_connect(&d, NULL, &c);
         ck_assert_msg(st == FLOE_ERR_BUSY, "connect %d: %s: %s", i, floe_strerror(st), floe_errstr(c));
         ck_assert_str_eq(floe_errstr(c), "too many connections (max-connections)");
         floe_close(c);
@@ -692,6 +692,8 @@ static void fake_start(daemon_proc *d, fake_mode mode, int conns)
     ck_assert_int_eq(getsockname(ls, (struct sockaddr *)&sin, &sl), 0);
     d->port = ntohs(sin.sin_port);
     snprintf(d->uri, sizeof d->uri, "floe://127.0.0.1:%u", d->port);
+    snprintf(d->hostport, sizeof d->hostport, "127.0.0.1:%u", d->port);
+    unsetenv("FLOE_TLS"); /* the stand-in speaks plain TCP (each test runs in a process of its own) */
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -757,7 +759,7 @@ START_TEST(refused_connection_reports_the_servers_reason)
         fake_start(&d, modes[m], 11);
         for (int i = 0; i < 10; i++) {
             floe *c;
-            int st = floe_connect(d.uri, NULL, &c);
+            int st = harness_connect(&d, NULL, &c);
             ck_assert_msg(st == FLOE_ERR_BUSY, "mode %d, try %d: %s: %s", m, i, floe_strerror(st), floe_errstr(c));
             ck_assert_str_eq(floe_errstr(c), "too many connections (max-connections)");
             floe_close(c);

@@ -21,7 +21,7 @@ START_TEST(client_killed_mid_request)
     pid_t pid = fork();
     if (pid == 0) {
         floe *x;
-        if (floe_connect(d.uri, NULL, &x) != FLOE_OK)
+        if (harness_connect(&d, NULL, &x) != FLOE_OK)
             _exit(1);
         static uint64_t keys[200000];
         for (int i = 0; i < 200000; i++)

@@ -26,7 +26,7 @@ static void *client_main(void *p)
 {
     client_arg *a = p;
     floe *c;
-    if (floe_connect(a->d->uri, NULL, &c) != FLOE_OK) {
+    if (harness_connect(a->d, NULL, &c) != FLOE_OK) {
         atomic_fetch_add(&a->errors, 1);
         floe_close(c);
         return NULL;

@@ -612,7 +612,7 @@ static void *churn_main(void *arg)
 {
     churn *ch = arg;
     floe *c;
-    if (floe_connect(ch->d->uri, NULL, &c) != FLOE_OK)
+    if (harness_connect(ch->d, NULL, &c) != FLOE_OK)
         return (void *)1;
     char name[32];
     uint64_t keys[256];

@@ -20,45 +20,6 @@
 
 #include "harness.h"
 
-static void rm_rf(const char *dir)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Waits until the log holds text (or timeout_ms passes). */
-static int log_has(const daemon_proc *d, const char *text, int timeout_ms)
-{
-    for (uint64_t end = now_ms() + (uint64_t)timeout_ms;;) {
-        char *log = slurp(d->log);
-        int found = log && strstr(log, text) != NULL;
-        free(log);
-        if (found || now_ms() > end)
-            return found;
-        usleep(20000);
-    }
-}
-
-/* How many times the log holds text. */
-static int log_count(const daemon_proc *d, const char *text)
-{
-    char *log = slurp(d->log);
-    int n = 0;
-    for (const char *p = log; p && (p = strstr(p, text)); p += strlen(text))
-        n++;
-    free(log);
-    return n;
-}
-
 static int file_exists(const char *path)
 {
     struct stat sb;

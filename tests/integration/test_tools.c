@@ -53,8 +53,7 @@ START_TEST(server_and_token_from_the_environment)
     daemon_proc d;
     const char *flags[] = {"--token", "s3cret", NULL};
     daemon_start(&d, flags);
-    char hostport[64];
-    snprintf(hostport, sizeof hostport, "127.0.0.1:%u", d.port);
+    const char *hostport = d.hostport;
     const char *dead = "127.0.0.1:1"; /* nothing listens on port 1 */
     const char *floe_cli = prog("FLOE_CLI", "build/san/floe");
     const char *mc = prog("FLOE_MC", "build/san/floe-mc");
