@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc.h"
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
@@ -27,7 +28,7 @@
 
 item *item_new(struct conn *c, uint64_t id, int op, Floe__V1__Request *req)
 {
-    item *it = calloc(1, sizeof *it);
+    item *it = floe_calloc(1, sizeof *it);
     if (!it)
         return NULL;
     it->c = c;
@@ -134,20 +135,20 @@ static void out_release(batch_out *o)
 /* A batch's answer buffers for n keys (NULL if out of memory). */
 static batch_out *out_new(const batcher *bt, int op, unsigned flags, size_t n)
 {
-    batch_out *o = calloc(1, sizeof *o);
+    batch_out *o = floe_calloc(1, sizeof *o);
     if (!o)
         return NULL;
     atomic_init(&o->refs, 1);
     o->value_bytes = bt->value_bytes;
     o->words = bt->words;
     const size_t vb = bt->value_bytes;
-    bool ok = (o->results = malloc(n + 1)) != NULL;
+    bool ok = (o->results = floe_malloc(n + 1)) != NULL;
     if (flags & FLOE_BATCH_WANT_IDS)
-        ok = ok && (o->ids = malloc(n * 8 + 8));
+        ok = ok && (o->ids = floe_malloc(n * 8 + 8));
     if ((flags & FLOE_BATCH_WANT_VALUES) && vb)
-        ok = ok && (o->values_out = malloc(n * vb + 8));
+        ok = ok && (o->values_out = floe_malloc(n * vb + 8));
     if (op == FLOE_OP_GET)
-        ok = ok && (o->vectors_out = malloc(n * bt->words * 4 + 8));
+        ok = ok && (o->vectors_out = floe_malloc(n * bt->words * 4 + 8));
     if (!ok) {
         out_release(o);
         return NULL;
@@ -162,7 +163,7 @@ static bool reserve(void **buf, size_t *cap, size_t need)
         return true;
     free(*buf);
     *cap = 0;
-    if (!(*buf = malloc(need)))
+    if (!(*buf = floe_malloc(need)))
         return false;
     *cap = need;
     return true;
@@ -360,11 +361,11 @@ static struct table_entry *launch_locked(batcher *bt)
             b->cursor_set = first->cursor_set;
             b->limit = first->limit;
             b->flags = flags & FLOE_BATCH_WANT_VALUES; /* want_ids of a TREE scan is the reply's business */
-            b->scan_keys = sl->scan_keys = malloc(first->limit * 8 + 8);
+            b->scan_keys = sl->scan_keys = floe_malloc(first->limit * 8 + 8);
             if (flags & FLOE_BATCH_WANT_VALUES)
-                b->scan_values = sl->scan_values = malloc(first->limit * (vb ? vb : 1) + 8);
+                b->scan_values = sl->scan_values = floe_malloc(first->limit * (vb ? vb : 1) + 8);
             if (bt->words) /* a TREE: ids in scan_keys, the vectors here */
-                b->scan_vectors = sl->scan_vectors = malloc(first->limit * bt->words * 4 + 8);
+                b->scan_vectors = sl->scan_vectors = floe_malloc(first->limit * bt->words * 4 + 8);
             ok = sl->scan_keys && (!(flags & FLOE_BATCH_WANT_VALUES) || sl->scan_values) &&
                  (!bt->words || sl->scan_vectors);
         }
@@ -488,7 +489,7 @@ frame *batcher_pack(frame *f)
  * io threads instead of holding up this table's next batch. */
 static void answer_later(item *it, batch_out *o, size_t at)
 {
-    frame *f = calloc(1, sizeof *f);
+    frame *f = floe_calloc(1, sizeof *f);
     if (!f) {
         answer(it, key_reply(o, it, at)); /* pack it here, then */
         return;
@@ -619,11 +620,11 @@ static void batch_done(floe_batch *b)
 
 multi *multi_new(struct conn *c, uint64_t id, int op, size_t n)
 {
-    multi *m = calloc(1, sizeof *m);
+    multi *m = floe_calloc(1, sizeof *m);
     if (!m)
         return NULL;
-    m->stats = calloc(n + 1, sizeof *m->stats);
-    m->have = calloc(n + 1, sizeof *m->have);
+    m->stats = floe_calloc(n + 1, sizeof *m->stats);
+    m->have = floe_calloc(n + 1, sizeof *m->have);
     if (!m->stats || !m->have) {
         free(m->stats);
         free(m->have);
@@ -667,11 +668,11 @@ void multi_part_done(multi *m, size_t index, floe_status st, const char *error, 
         Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
         Floe__V1__TableList tl = FLOE__V1__TABLE_LIST__INIT;
         size_t k = 0;
-        Floe__V1__TableStats *ts = calloc(m->n + 1, sizeof *ts);
-        Floe__V1__TableStats **tsp = calloc(m->n + 1, sizeof *tsp);
-        Floe__V1__TableSpec *specs = calloc(m->n + 1, sizeof *specs);
-        Floe__V1__LevelStats *lv = calloc((m->n + 1) * FLOE_LEVELS, sizeof *lv);
-        Floe__V1__LevelStats **lvp = calloc((m->n + 1) * FLOE_LEVELS, sizeof *lvp);
+        Floe__V1__TableStats *ts = floe_calloc(m->n + 1, sizeof *ts);
+        Floe__V1__TableStats **tsp = floe_calloc(m->n + 1, sizeof *tsp);
+        Floe__V1__TableSpec *specs = floe_calloc(m->n + 1, sizeof *specs);
+        Floe__V1__LevelStats *lv = floe_calloc((m->n + 1) * FLOE_LEVELS, sizeof *lv);
+        Floe__V1__LevelStats **lvp = floe_calloc((m->n + 1) * FLOE_LEVELS, sizeof *lvp);
         if (ts && tsp && specs && lv && lvp) {
             for (size_t i = 0; i < m->n; i++) {
                 if (!m->have[i])

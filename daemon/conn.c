@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "alloc.h"
 #include "batcher.h"
 #include "datadir.h"
 #include "log.h"
@@ -372,7 +373,9 @@ static void handle_list(conn *c, Floe__V1__Request *req, int op)
     size_t want = 0;
     for (size_t i = 0; i < n; i++)
         want += !only[0] || strcmp(all[i]->name, only) == 0;
-    if (only[0] && want == 0) {
+    if (!all) {
+        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory listing the tables");
+    } else if (only[0] && want == 0) {
         send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", only);
     } else {
         multi *m = multi_new(c, req->id, op, want);
@@ -392,9 +395,10 @@ static void handle_list(conn *c, Floe__V1__Request *req, int op)
                     it->multi = m;
                     it->multi_index = k;
                 }
-                if (!it || batcher_submit(&all[i]->bt, it) != FLOE_OK) {
+                const floe_status st = it ? batcher_submit(&all[i]->bt, it) : FLOE_ERR_INTERNAL;
+                if (st != FLOE_OK) {
                     item_free(it);
-                    multi_part_done(m, k, FLOE_ERR_NO_TABLE, "dropped meanwhile", NULL);
+                    multi_part_done(m, k, st, st == FLOE_ERR_INTERNAL ? "out of memory" : "dropped meanwhile", NULL);
                 }
                 k++;
             }
@@ -505,7 +509,7 @@ static void handle_key_op(conn *c, Floe__V1__Request *req, int op, const char *t
     it->t_parse = c->t_frame;
     if (st != FLOE_OK) {
         it->pre_status = st;
-        it->pre_error = strdup(msg);
+        it->pre_error = floe_strdup(msg);
     } else {
         /* TREE INSERT and FIND take vectors (4-byte aligned); the rest 8-byte keys or ids */
         const bool vectors = tree && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND);
@@ -513,11 +517,11 @@ static void handle_key_op(conn *c, Floe__V1__Request *req, int op, const char *t
         it->n = keys->len / kb;
         const void *data = keys->data;
         if (((uintptr_t)keys->data & (align - 1)) != 0 && it->n) {
-            it->keys_copy = malloc(keys->len);
+            it->keys_copy = floe_malloc(keys->len);
             if (it->keys_copy)
                 memcpy(it->keys_copy, keys->data, keys->len);
             else
-                it->pre_status = FLOE_ERR_INTERNAL, it->pre_error = strdup("out of memory");
+                it->pre_status = FLOE_ERR_INTERNAL, it->pre_error = floe_strdup("out of memory");
             data = it->keys_copy;
         }
         if (vectors)
@@ -568,20 +572,20 @@ static void handle_scan(conn *c, Floe__V1__Request *req)
         char msg[FLOE_ERROR_MAX];
         snprintf(msg, sizeof msg, "table %s is a %s: values in a scan are for MAP tables", spec->name,
                  floe_kind_name(spec->kind));
-        it->pre_error = strdup(msg);
+        it->pre_error = floe_strdup(msg);
     } else if (s->want_ids && spec->kind != FLOE_KIND_TREE) {
         it->pre_status = FLOE_ERR_INVALID;
         char msg[FLOE_ERROR_MAX];
         snprintf(msg, sizeof msg, "ids in a scan are for TREE tables; table %s is a %s", spec->name,
                  floe_kind_name(spec->kind));
-        it->pre_error = strdup(msg);
+        it->pre_error = floe_strdup(msg);
     } else if (s->cursor.len == 16) {
         memcpy(&it->cursor.position, s->cursor.data, 8);
         memcpy(&it->cursor.generation, s->cursor.data + 8, 8);
         it->cursor_set = 1;
     } else if (s->cursor.len != 0) {
         it->pre_status = FLOE_ERR_INVALID;
-        it->pre_error = strdup("a scan cursor is empty (start) or the 16 bytes of a previous ScanReply.cursor");
+        it->pre_error = floe_strdup("a scan cursor is empty (start) or the 16 bytes of a previous ScanReply.cursor");
     }
     submit(c, e, it);
     entry_unref(e);
@@ -748,7 +752,18 @@ static bool looks_like_tls(const unsigned char *hdr)
     return hdr[0] == 0x16 && hdr[1] == 0x03;
 }
 
+static void read_frames_held(conn *c);
+
+/* A request may close the connection (an answer that cannot be built, the
+ * output limit): the reference keeps c alive until the loop has seen it. */
 static void read_frames(conn *c)
+{
+    conn_ref(c);
+    read_frames_held(c);
+    conn_unref(c);
+}
+
+static void read_frames_held(conn *c)
 {
     const uint64_t max_frame = LIVE(c->srv, max_frame);
     while (c->open && !c->closing && !c->paused && !c->out_paused) {
@@ -862,7 +877,7 @@ void conn_accept(io_thread *io, int fd, bool tls)
         evutil_closesocket(fd);
         return;
     }
-    conn *c = calloc(1, sizeof *c);
+    conn *c = floe_calloc(1, sizeof *c);
     struct bufferevent *bev = NULL;
     if (c && !tls) {
         bev = bufferevent_socket_new(io->base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -932,7 +947,7 @@ void conn_deliver(conn *c, frame *f)
 {
     io_thread *io = c->io;
     if (!f) {
-        f = calloc(1, sizeof *f); /* still must answer for the in-flight count */
+        f = floe_calloc(1, sizeof *f); /* still must answer for the in-flight count */
         if (!f)
             abort();
         f->len = 0;
@@ -983,8 +998,16 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
         conn *c = f->to;
         metrics_answer ma;
         metrics_answer_of(f, &ma);
-        if (f->item && !(f = batcher_pack(f))) /* an answer still to pack */
-            log_error("out of memory packing a response for connection %llu", (unsigned long long)c->serial);
+        const uint64_t id = f->item ? f->item->id : 0;
+        if (f->item && !(f = batcher_pack(f))) /* an answer still to pack; if it cannot be, say so */
+            f = reply_error(id, FLOE_ERR_INTERNAL, "out of memory building the answer");
+        if ((!f || !f->len) && c->open) {
+            /* no answer at all (the batcher could not build one): closing is the one way left to tell the
+             * client, which would otherwise wait for ever; answers to closed connections are dropped here */
+            LOG_LIMITED(LOG_ERROR, "connection %llu (%s): out of memory building an answer; closing it",
+                        (unsigned long long)c->serial, c->peer);
+            close_now(c);
+        }
         const bool write = f && c->open && f->len;
         if (write)
             bufferevent_write(c->bev, f->data, f->len);

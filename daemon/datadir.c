@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "log.h"
 
 int datadir_lock(const char *dir, char *err, size_t errlen)
@@ -126,5 +127,5 @@ int datadir_set_aside(const char *path)
 char *datadir_table_path(const char *dir, const char *name)
 {
     char *path;
-    return asprintf(&path, "%s/%s%s", dir, name, DATADIR_SUFFIX) < 0 ? NULL : path;
+    return floe_asprintf(&path, "%s/%s%s", dir, name, DATADIR_SUFFIX) < 0 ? NULL : path;
 }

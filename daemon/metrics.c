@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "backend_gpu.h"
 #include "batcher.h"
 #include "conn.h"
@@ -316,8 +317,8 @@ static int gather_tables(metrics *m, struct conn *c, uint64_t id, gather *g, voi
     size_t n;
     table_entry **all = registry_list(&m->srv->reg, &n);
     multi *mu = all ? multi_new(c, id, FLOE_OP_STATS, n) : NULL;
-    g->changes = calloc(n + 1, sizeof *g->changes);
-    g->last_snapshot = calloc(n + 1, sizeof *g->last_snapshot);
+    g->changes = floe_calloc(n + 1, sizeof *g->changes);
+    g->last_snapshot = floe_calloc(n + 1, sizeof *g->last_snapshot);
     if (!mu || !g->changes || !g->last_snapshot) {
         if (mu)
             multi_free(mu);
@@ -424,8 +425,8 @@ static frame *info_reply(const gather *g, const multi *mu)
     ir.last_snapshot_status = v->snap_any ? (char *)v->snap_why : "";
     ir.data_dir = srv->cfg.data_dir;
     ir.metrics_address = m->address;
-    Floe__V1__TableInfo *ti = calloc(mu->n + 1, sizeof *ti);
-    Floe__V1__TableInfo **tip = calloc(mu->n + 1, sizeof *tip);
+    Floe__V1__TableInfo *ti = floe_calloc(mu->n + 1, sizeof *ti);
+    Floe__V1__TableInfo **tip = floe_calloc(mu->n + 1, sizeof *tip);
     frame *f = NULL;
     if (ti && tip) {
         for (size_t i = 0; i < mu->n; i++) {
@@ -471,7 +472,7 @@ void metrics_handle_info(struct conn *c, uint64_t id)
     metrics *m = c->srv->metrics;
     conn_ref(c); /* held until the answer is delivered, like any request in flight */
     c->inflight++;
-    gather *g = calloc(1, sizeof *g);
+    gather *g = floe_calloc(1, sizeof *g);
     if (g) {
         g->m = m;
         take_view(m, &g->v);
@@ -716,7 +717,7 @@ static void on_request(struct evhttp_request *req, void *arg)
         evhttp_send_error(req, HTTP_SERVUNAVAIL, "too many scrapes at once");
         return;
     }
-    gather *g = calloc(1, sizeof *g);
+    gather *g = floe_calloc(1, sizeof *g);
     if (g) {
         g->m = m;
         g->req = req;
@@ -881,12 +882,12 @@ void metrics_stop(metrics *m)
 
 metrics *metrics_new(server *srv)
 {
-    metrics *m = calloc(1, sizeof *m);
+    metrics *m = floe_calloc(1, sizeof *m);
     if (!m)
         return NULL;
     m->srv = srv;
     m->nshards = (size_t)srv->cfg.io_threads + 1;
-    m->shards = aligned_alloc(64, m->nshards * sizeof *m->shards);
+    m->shards = floe_aligned_alloc(64, m->nshards * sizeof *m->shards);
     if (!m->shards) {
         free(m);
         return NULL;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+
 void registry_init(registry *r)
 {
     pthread_mutex_init(&r->lock, NULL);
@@ -64,7 +66,7 @@ floe_status registry_add(registry *r, table_entry *e, size_t max_tables, floe_er
 
 floe_status registry_install(registry *r, struct server *srv, floe_table *t, size_t max_tables, floe_error *err)
 {
-    table_entry *e = calloc(1, sizeof *e);
+    table_entry *e = floe_calloc(1, sizeof *e);
     if (!e) {
         floe_table_destroy(t);
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
@@ -101,7 +103,7 @@ table_entry *registry_remove(registry *r, const char *name)
 table_entry **registry_list(registry *r, size_t *n)
 {
     pthread_mutex_lock(&r->lock);
-    table_entry **all = malloc((r->count + 1) * sizeof *all);
+    table_entry **all = floe_malloc((r->count + 1) * sizeof *all);
     size_t k = 0;
     for (table_entry *e = r->head; all && e; e = e->next) {
         entry_ref(e);
@@ -110,4 +112,12 @@ table_entry **registry_list(registry *r, size_t *n)
     pthread_mutex_unlock(&r->lock);
     *n = k;
     return all;
+}
+
+void registry_each(registry *r, void (*fn)(table_entry *e, void *arg), void *arg)
+{
+    pthread_mutex_lock(&r->lock);
+    for (table_entry *e = r->head; e; e = e->next)
+        fn(e, arg);
+    pthread_mutex_unlock(&r->lock);
 }

@@ -42,8 +42,13 @@ struct server;
 floe_status registry_install(registry *r, struct server *srv, floe_table *t, size_t max_tables, floe_error *err);
 /* Removes name; returns the entry with the registry's reference, or NULL. */
 table_entry *registry_remove(registry *r, const char *name);
-/* Every entry, each with a reference taken; *n entries in a malloc'ed array. */
+/* Every entry, each with a reference taken; *n entries in a malloc'ed array
+ * (NULL and 0 entries when out of memory). */
 table_entry **registry_list(registry *r, size_t *n);
+/* Calls fn for every entry, under the registry's lock: it allocates nothing,
+ * for the shutdown, which must work out of memory too.  fn must not take
+ * the registry's lock (no registry calls). */
+void registry_each(registry *r, void (*fn)(table_entry *e, void *arg), void *arg);
 void entry_ref(table_entry *e);
 /* Frees e when the last reference goes; its table must be destroyed by then. */
 void entry_unref(table_entry *e);

@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+
 frame *reply_pack(const Floe__V1__Response *r)
 {
     size_t len = floe__v1__response__get_packed_size(r);
-    frame *f = malloc(sizeof *f + 4 + len);
+    frame *f = floe_malloc(sizeof *f + 4 + len);
     if (!f)
         return NULL;
     f->next = NULL;

@@ -30,6 +30,7 @@
 #include <openssl/evp.h>
 #include <systemd/sd-daemon.h>
 
+#include "alloc.h"
 #include "backend_gpu.h"
 #include "conn.h"
 #include "datadir.h"
@@ -162,7 +163,7 @@ static void *io_main(void *arg)
 static int start_io(server *srv)
 {
     srv->nio = srv->cfg.io_threads;
-    srv->io = calloc(srv->nio, sizeof *srv->io);
+    srv->io = floe_calloc(srv->nio, sizeof *srv->io);
     if (!srv->io)
         return -1;
     for (size_t i = 0; i < srv->nio; i++) {
@@ -240,7 +241,7 @@ static void dispatch(server *srv, evutil_socket_t fd, bool tls)
     pthread_mutex_lock(&io->lock);
     if (io->nnew == io->capnew) {
         size_t cap = io->capnew ? 2 * io->capnew : 16;
-        accepted *grown = realloc(io->new_fds, cap * sizeof *grown);
+        accepted *grown = floe_realloc(io->new_fds, cap * sizeof *grown);
         if (!grown) {
             pthread_mutex_unlock(&io->lock);
             log_error("out of memory accepting a connection");
@@ -513,7 +514,7 @@ static int open_data_dir(server *srv)
     int rc = 0;
     for (int i = 0; i < n; i++) {
         char *path = NULL;
-        if (rc == 0 && asprintf(&path, "%s/%s", dir, files[i]->d_name) < 0)
+        if (rc == 0 && floe_asprintf(&path, "%s/%s", dir, files[i]->d_name) < 0)
             rc = -1;
         if (rc == 0)
             rc = load_table_file(srv, path, (size_t)i, (size_t)n);
@@ -526,42 +527,60 @@ static int open_data_dir(server *srv)
     return rc;
 }
 
+typedef struct save_state {
+    server *srv;
+    size_t done, count;
+} save_state;
+
+static void count_entry(table_entry *e, void *arg)
+{
+    (void)e;
+    ((save_state *)arg)->count++;
+}
+
+static void save_entry(table_entry *e, void *arg)
+{
+    save_state *ss = arg;
+    server *srv = ss->srv;
+    char path[sizeof srv->cfg.data_dir + FLOE_NAME_MAX + 8];
+    snprintf(path, sizeof path, "%s/%s%s", srv->cfg.data_dir, e->name, DATADIR_SUFFIX);
+    floe_batch b = {.op = FLOE_OP_SAVE, .path = path};
+    sd_notifyf(0, "STATUS=stopping: saving table %s (%zu of %zu)", e->name, ++ss->done, ss->count);
+    if (floe_table_run(e->table, &b) == FLOE_OK) {
+        log_info("saved table %s to %s", e->name, path);
+    } else {
+        log_error("cannot save table %s: %s", e->name, b.error.msg);
+        srv->exit_code = 1;
+    }
+}
+
+/* At the stop, with nothing else running: every table to its file. */
 static void save_tables(server *srv)
 {
-    size_t n;
-    table_entry **all = registry_list(&srv->reg, &n);
-    for (size_t i = 0; i < n; i++) {
-        char *path;
-        if (asprintf(&path, "%s/%s.floe", srv->cfg.data_dir, all[i]->name) < 0)
-            continue;
-        floe_batch b = {.op = FLOE_OP_SAVE, .path = path};
-        sd_notifyf(0, "STATUS=stopping: saving table %s (%zu of %zu)", all[i]->name, i + 1, n);
-        if (floe_table_run(all[i]->table, &b) == FLOE_OK) {
-            log_info("saved table %s to %s", all[i]->name, path);
-        } else {
-            log_error("cannot save table %s: %s", all[i]->name, b.error.msg);
-            srv->exit_code = 1;
-        }
-        free(path);
-    }
-    for (size_t i = 0; i < n; i++)
-        entry_unref(all[i]);
-    free(all);
+    save_state ss = {srv, 0, 0};
+    registry_each(&srv->reg, count_entry, &ss);
+    registry_each(&srv->reg, save_entry, &ss);
 }
 
 /* ---- shutdown ------------------------------------------------------------------------------ */
 
+static void idle_entry(table_entry *e, void *arg)
+{
+    bool *idle = arg;
+    *idle = *idle && batcher_idle(&e->bt);
+}
+
 static bool all_idle(server *srv)
 {
-    size_t n;
-    table_entry **all = registry_list(&srv->reg, &n);
     bool idle = true;
-    for (size_t i = 0; i < n; i++) {
-        idle = idle && batcher_idle(&all[i]->bt);
-        entry_unref(all[i]);
-    }
-    free(all);
+    registry_each(&srv->reg, idle_entry, &idle);
     return idle;
+}
+
+static void shutdown_entry(table_entry *e, void *arg)
+{
+    (void)arg;
+    batcher_shutdown(&e->bt);
 }
 
 static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
@@ -588,13 +607,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         evconnlistener_disable(srv->listener);
     if (srv->tls_listener)
         evconnlistener_disable(srv->tls_listener);
-    size_t n;
-    table_entry **all = registry_list(&srv->reg, &n);
-    for (size_t i = 0; i < n; i++) {
-        batcher_shutdown(&all[i]->bt);
-        entry_unref(all[i]);
-    }
-    free(all);
+    registry_each(&srv->reg, shutdown_entry, NULL);
     struct timeval tick = {0, 10000};
     srv->drain_ev = event_new(srv->base, -1, EV_PERSIST, on_drain_tick, srv);
     if (srv->drain_ev)
@@ -745,7 +758,7 @@ static int start_gpu(server *srv)
 
 int server_run(const floed_config *cfg, int argc, char **argv)
 {
-    server *srv = calloc(1, sizeof *srv);
+    server *srv = floe_calloc(1, sizeof *srv);
     if (!srv)
         return 1;
     srv->cfg = *cfg;
@@ -764,6 +777,7 @@ int server_run(const floed_config *cfg, int argc, char **argv)
     registry_init(&srv->reg);
     pthread_mutex_init(&srv->reap_lock, NULL);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN); /* a file past RLIMIT_FSIZE: the write fails (EFBIG) and the snapshot says why */
     int rc = 1;
     floe_error err;
     if (floe_backend_cpu_create((unsigned)cfg->engine_threads, &srv->cpu, &err) != FLOE_OK) {
@@ -855,7 +869,15 @@ int server_run(const floed_config *cfg, int argc, char **argv)
     /* every saved table is loaded and the port is open: systemd may start what depends on floed */
     sd_notifyf(0, "READY=1\nSTATUS=serving %zu table%s on %s port %s", ntables, ntables == 1 ? "" : "s", cfg->bind,
                ports);
+    /* Tests (tables/alloc.h): FLOE_FAULT_ALLOC=N fails the Nth allocation made from now on, once. */
+    const char *fault = getenv("FLOE_FAULT_ALLOC");
+    const uint64_t fault_at = fault ? strtoull(fault, NULL, 10) : 0;
+    if (fault_at)
+        floe_alloc_fail_nth(fault_at);
     event_base_loop(srv->base, EVLOOP_NO_EXIT_ON_EMPTY);
+    if (fault_at)
+        log_warn("fault injection: allocation %llu %s (%llu counted)", (unsigned long long)fault_at,
+                 floe_alloc_failed() ? "failed" : "was never reached", (unsigned long long)floe_alloc_count());
     rc = srv->exit_code;
 out:
     /* Stopping: a second signal must not kill floed halfway through. */

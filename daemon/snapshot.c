@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "datadir.h"
 #include "log.h"
 #include "metrics.h"
@@ -41,7 +42,7 @@ static int64_t unix_now(void)
 
 static void fsync_dir_of(const char *path)
 {
-    char *copy = strdup(path);
+    char *copy = floe_strdup(path);
     if (!copy)
         return;
     int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -131,7 +132,7 @@ static void *saver_main(void *arg)
 
 saver *saver_start(struct server *srv)
 {
-    saver *s = calloc(1, sizeof *s);
+    saver *s = floe_calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->srv = srv;
@@ -186,7 +187,7 @@ void saver_write(saver *s, item *it, floe_status status, const char *error)
     if (status != FLOE_OK && it->pre_status == FLOE_OK) { /* the copy failed: say so in the job's turn */
         it->pre_status = status;
         free(it->pre_error);
-        it->pre_error = strdup(error ? error : "");
+        it->pre_error = floe_strdup(error ? error : "");
     }
     enqueue(s, it);
 }

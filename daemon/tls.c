@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc.h"
+
 struct tls_server {
     pthread_mutex_t lock; /* guards ctx: io threads take sessions while SIGHUP swaps it */
     SSL_CTX *ctx;
@@ -84,7 +86,7 @@ static SSL_CTX *make_ctx(const floed_config *cfg, char *err, size_t errlen)
 
 tls_server *tls_server_new(const floed_config *cfg, char *err, size_t errlen)
 {
-    tls_server *t = calloc(1, sizeof *t);
+    tls_server *t = floe_calloc(1, sizeof *t);
     if (!t) {
         snprintf(err, errlen, "out of memory");
         return NULL;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "backend.h"
 #include "iceberg.h"
 #include "pool.h"
@@ -154,7 +155,7 @@ static void *table_main(void *arg)
 /* Takes ownership of ice or tr (one of them). */
 static floe_status start_table(cpu_backend *be, iceberg *ice, tree *tr, floe_table **out, floe_error *err)
 {
-    cpu_table *t = calloc(1, sizeof *t);
+    cpu_table *t = floe_calloc(1, sizeof *t);
     if (!t) {
         iceberg_destroy(ice);
         tree_destroy(tr);
@@ -251,7 +252,7 @@ static const floe_backend_ops cpu_ops = {
 
 floe_status floe_backend_cpu_create(unsigned threads, floe_backend **out, floe_error *err)
 {
-    cpu_backend *be = calloc(1, sizeof *be);
+    cpu_backend *be = floe_calloc(1, sizeof *be);
     if (!be)
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
     floe_status st = floe_pool_create(threads, &be->pool, err);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "floe_wire.h"
 
 #define CHUNK       16384u /* keys per counting/scatter task */
@@ -76,7 +77,7 @@ static void dedup_part(void *arg, size_t p)
     size_t cap = 16;
     while (cap < 2 * m)
         cap <<= 1;
-    uint32_t *slot = calloc(cap, sizeof *slot); /* index + 1; 0 = empty */
+    uint32_t *slot = floe_calloc(cap, sizeof *slot); /* index + 1; 0 = empty */
     if (!slot) {
         d->failed = 1;
         return;
@@ -118,10 +119,10 @@ floe_status floe_dedup(floe_pool *pool, const uint64_t *keys, size_t n, uint32_t
         log2p++;
     d.part_shift = 64 - log2p;
     d.chunks = (n + CHUNK - 1) / CHUNK;
-    d.counts = calloc(d.chunks * d.parts + 1, sizeof *d.counts);
-    d.part_start = calloc(d.parts + 1, sizeof *d.part_start);
-    d.part_distinct = calloc(d.parts, sizeof *d.part_distinct);
-    d.order = malloc((n ? n : 1) * sizeof *d.order);
+    d.counts = floe_calloc(d.chunks * d.parts + 1, sizeof *d.counts);
+    d.part_start = floe_calloc(d.parts + 1, sizeof *d.part_start);
+    d.part_distinct = floe_calloc(d.parts, sizeof *d.part_distinct);
+    d.order = floe_malloc((n ? n : 1) * sizeof *d.order);
     floe_status st = FLOE_OK;
     if (!d.counts || !d.part_start || !d.part_distinct || !d.order) {
         st = floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory deduplicating a batch of %zu keys", n);

@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 
+#include "alloc.h"
 #include "dedup.h"
 #include "layout.h"
 #include "tablefile.h"
@@ -70,7 +71,7 @@ struct iceberg {
  * stay off the batch path. */
 void *iceberg_map_zeroed(size_t bytes)
 {
-    if (bytes == 0)
+    if (bytes == 0 || floe_alloc_fails())
         return NULL;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -579,7 +580,7 @@ static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, floe_error *er
             uint64_t nb = floe_level_buckets(&t->s.g.level[l]);
             rebuild_job rj = {.from = &t->s, .to = &ns, .level = l, .buckets_per_task = 1024};
             size_t tasks = (size_t)((nb + rj.buckets_per_task - 1) / rj.buckets_per_task);
-            rj.tallies = calloc(tasks, sizeof *rj.tallies);
+            rj.tallies = floe_calloc(tasks, sizeof *rj.tallies);
             if (!rj.tallies) {
                 store_free(&ns);
                 return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory rebuilding");
@@ -667,7 +668,7 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe
     if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
         return floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
                               floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits), spec->key_bits);
-    iceberg *t = calloc(1, sizeof *t);
+    iceberg *t = floe_calloc(1, sizeof *t);
     if (!t)
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
     t->spec = *spec;
@@ -739,11 +740,11 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         return FLOE_OK;
     }
 
-    uint32_t *rep = malloc(n * sizeof *rep);
-    uint32_t *src = vb && overwrite ? malloc(n * sizeof *src) : NULL;
-    uint32_t *retry = malloc(n * sizeof *retry);
-    uint8_t *scratch = malloc(n);
-    tally *tallies = calloc(batch_tasks(n), sizeof *tallies);
+    uint32_t *rep = floe_malloc(n * sizeof *rep);
+    uint32_t *src = vb && overwrite ? floe_malloc(n * sizeof *src) : NULL;
+    uint32_t *retry = floe_malloc(n * sizeof *retry);
+    uint8_t *scratch = floe_malloc(n);
+    tally *tallies = floe_calloc(batch_tasks(n), sizeof *tallies);
     size_t distinct;
     if (!rep || (vb && overwrite && !src) || !retry || !scratch || !tallies) {
         st = floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
@@ -779,11 +780,19 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
                 retry[nr++] = (uint32_t)i;
         pthread_rwlock_wrlock(&t->lock);
         floe_status gst = FLOE_OK;
+        floe_error gerr;
+        const bool at_max = t->addr_bits + 1 > floe_max_addr_bits(t->spec.key_bits);
         if (atomic_load(&t->generation) == gen) /* nobody else grew it meanwhile */
-            gst = rebuild_locked(t, t->addr_bits + 1, NULL);
+            gst = rebuild_locked(t, t->addr_bits + 1, &gerr);
         pthread_rwlock_unlock(&t->lock);
-        if (gst != FLOE_OK)
-            break; /* cannot grow: FULL stands */
+        if (gst != FLOE_OK && at_max)
+            break; /* as large as its key width allows: FULL stands */
+        if (gst != FLOE_OK) {
+            /* out of memory: the request fails (some of its keys may be stored), instead of FULL answers
+             * that a growing table promises never to give */
+            st = floe_error_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
+            goto out;
+        }
         rebuilt = true;
         batch rb = bt;
         rb.subset = retry;
@@ -817,7 +826,7 @@ floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *re
         return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer");
     if (values_out && t->spec.kind != FLOE_KIND_MAP)
         return floe_error_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
-    tally *tallies = calloc(batch_tasks(n) + 1, sizeof *tallies);
+    tally *tallies = floe_calloc(batch_tasks(n) + 1, sizeof *tallies);
     if (!tallies)
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
     /* Finds change nothing, so duplicates need no ordering. */
@@ -846,8 +855,8 @@ floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *r
         floe_counts_tally(counts, results, 0);
         return FLOE_OK;
     }
-    uint32_t *rep = malloc(n * sizeof *rep);
-    tally *tallies = calloc(batch_tasks(n), sizeof *tallies);
+    uint32_t *rep = floe_malloc(n * sizeof *rep);
+    tally *tallies = floe_calloc(batch_tasks(n), sizeof *tallies);
     size_t distinct;
     if (!rep || !tallies) {
         free(rep);
@@ -1040,7 +1049,7 @@ static void release_table(floe_file_image *im)
 
 floe_status iceberg_image_of(iceberg *t, floe_file_image **out, floe_error *err)
 {
-    floe_file_image *im = calloc(1, sizeof *im);
+    floe_file_image *im = floe_calloc(1, sizeof *im);
     if (!im)
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
     file_view(t, &im->h, im->sections);

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
+
 typedef struct job {
     void (*fn)(void *, size_t);
     void *arg;
@@ -92,7 +94,7 @@ static void *worker_main(void *arg)
 
 floe_status floe_pool_create(unsigned threads, floe_pool **out, floe_error *err)
 {
-    floe_pool *p = calloc(1, sizeof *p);
+    floe_pool *p = floe_calloc(1, sizeof *p);
     if (!p)
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory creating the thread pool");
     if (threads == 0) {
@@ -102,7 +104,7 @@ floe_status floe_pool_create(unsigned threads, floe_pool **out, floe_error *err)
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work, NULL);
     /* The caller of floe_pool_run works too, so threads - 1 helpers suffice. */
-    p->threads = calloc(threads, sizeof *p->threads);
+    p->threads = floe_calloc(threads, sizeof *p->threads);
     if (!p->threads) {
         free(p);
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory creating the thread pool");

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc.h"
+
 #define DIGEST_BYTES 32
 static const char MAGIC[8] = {'F', 'L', 'O', 'E', 'T', 'B', 'L', '\0'};
 
@@ -169,7 +171,7 @@ static int write_all(int fd, const void *buf, size_t n, EVP_MD_CTX *md)
 
 static void fsync_dir_of(const char *path)
 {
-    char *copy = strdup(path);
+    char *copy = floe_strdup(path);
     if (!copy)
         return;
     int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
@@ -239,14 +241,14 @@ static void release_copy(floe_file_image *im)
 
 floe_file_image *floe_file_image_copy(const floe_file_header *h, const void *const *sections)
 {
-    floe_file_image *im = calloc(1, sizeof *im);
+    floe_file_image *im = floe_calloc(1, sizeof *im);
     if (!im)
         return NULL;
     im->h = *h;
     im->release = release_copy;
     for (uint32_t i = 0; i < h->nsections; i++) {
         const size_t n = h->section_bytes[i];
-        void *copy = malloc(n ? n : 1);
+        void *copy = floe_malloc(n ? n : 1);
         if (!copy) {
             floe_file_image_free(im);
             return NULL;
@@ -297,10 +299,10 @@ floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_read
     unsigned char hdr[FLOE_FILE_HEADER_BYTES];
     struct stat sb;
     floe_status st;
-    floe_file_reader *r = calloc(1, sizeof *r);
+    floe_file_reader *r = floe_calloc(1, sizeof *r);
     if (!r)
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
-    r->path = strdup(path);
+    r->path = floe_strdup(path);
     r->md = EVP_MD_CTX_new();
     if (!r->path || !r->md || EVP_DigestInit_ex(r->md, EVP_sha256(), NULL) != 1) {
         st = floe_error_set(err, FLOE_ERR_INTERNAL, "cannot initialise SHA-256");

@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 
+#include "alloc.h"
 #include "tablefile.h"
 
 #define CHUNK          1024u               /* vectors per pool task */
@@ -210,7 +211,7 @@ static floe_status run_vectors(tree *t, const uint32_t *vectors, size_t n, int i
     /* One allocation: root keys, compacted root keys, their ids, state,
      * created counts, their results, and the compaction map. */
     size_t bytes = n * (8 + 8 + 8 + 1 + 1 + 1) + n * sizeof(uint32_t) + 64;
-    unsigned char *mem = malloc(bytes ? bytes : 1);
+    unsigned char *mem = floe_malloc(bytes ? bytes : 1);
     if (!mem)
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu vectors", n);
     uint64_t *root_keys = (uint64_t *)mem;
@@ -347,7 +348,7 @@ static floe_status create_sized(const floe_spec *spec, floe_pool *pool, tree **o
         return st;
     if (spec->kind != FLOE_KIND_TREE)
         return floe_error_set(err, FLOE_ERR_INVALID, "not a TREE spec");
-    tree *t = calloc(1, sizeof *t);
+    tree *t = floe_calloc(1, sizeof *t);
     if (!t)
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
     t->spec = *spec;
@@ -501,7 +502,7 @@ static void release_table(floe_file_image *im)
 
 floe_status tree_image_of(tree *t, floe_file_image **out, floe_error *err)
 {
-    floe_file_image *im = calloc(1, sizeof *im);
+    floe_file_image *im = floe_calloc(1, sizeof *im);
     if (!im)
         return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
     file_view(t, &im->h, im->sections);

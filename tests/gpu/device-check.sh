@@ -2,7 +2,7 @@
 # device-check.sh - the GPU checks, run on a GPU host from the repository
 # root after `make device-bundle` (the bundle/ folder travels with it):
 #
-#   tests/gpu/device-check.sh [tests|sanitize|itests|service|load|k1|t1|membw|e1|mc|redis]...   (default: all)
+#   tests/gpu/device-check.sh [tests|sanitize|itests|service|load|k1|t1|membw|e1|e1tls|mc|redis]...   (default: all)
 #
 # FLOED_ARGS adds flags to the e1 and mc steps' floed (e.g. --io-threads 8); MC_MODEL,
 # MC_WORKERS and MC_ARGS change the mc step's floe-mc runs.
@@ -12,7 +12,7 @@ set -u
 B=${BUNDLE:-bundle}
 O=${OUT:-/tmp/floe-device}
 mkdir -p "$O"
-steps=${*:-tests sanitize itests service load k1 t1 membw e1 mc redis}
+steps=${*:-tests sanitize itests service load k1 t1 membw e1 e1tls mc redis}
 rc=0
 step() { # name, then the command
     local name=$1; shift
@@ -85,6 +85,29 @@ for s in $steps; do
         step e1-local "$B/floe-e1-local" --backend gpu --runs 3
         # the same with batches of the size floed's merging makes of E1's requests
         step e1-local-1m "$B/floe-e1-local" --backend gpu --runs 3 --keys 1048576 --batches 250 ;;
+    e1tls) # E1 over TLS 1.3 next to plain E1, on one GPU floed with both ports (runs alternate)
+        C=/tmp/floe-tls-certs; rm -rf $C; mkdir -p $C
+        (cd $C && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.crt \
+            -days 2 -subj /CN=ca && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout s.key \
+            -out s.csr -subj /CN=localhost && printf 'subjectAltName=IP:127.0.0.1\n' >san && openssl x509 -req \
+            -in s.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out s.crt -days 2 -extfile san) >"$O/certs.log" 2>&1
+        rm -f /tmp/floe-port /tmp/floe-tlsport
+        "$B/floed" --port 0 --port-file /tmp/floe-port --tls-port 0 --tls-port-file /tmp/floe-tlsport \
+            --tls-cert-file $C/s.crt --tls-key-file $C/s.key --log-level warn ${FLOED_ARGS:-} >"$O/floed-e1tls.log" 2>&1 &
+        pid=$!
+        for _ in $(seq 100); do [ -s /tmp/floe-tlsport ] && break; sleep 0.1; done
+        E1="-t ${E1_THREADS:-8} -c ${E1_CONNS:-2} -P 4 -k 64K --dup-ratio 0.5 --key-bits 40 --create --backend gpu -n ${E1_REQUESTS:-500} -q"
+        for run in 1 2 3; do
+            step e1plain-$run bash -c "time $B/floe-bench -s floe://127.0.0.1:$(cat /tmp/floe-port) $E1"
+            step e1tls-$run bash -c "time $B/floe-bench -s floes://127.0.0.1:$(cat /tmp/floe-tlsport) --tls-ca-file $C/ca.crt $E1"
+        done
+        for run in 1 2 3; do
+            step e2tls-$run "$B/floe-bench" -s floes://127.0.0.1:$(cat /tmp/floe-tlsport) --tls-ca-file $C/ca.crt \
+                -t 4 -c 4 -P 1 -k 1 --dup-ratio 0.5 --key-bits 40 --create --backend gpu --capacity 64M --warmup 2 \
+                -d ${E2_SECONDS:-8} -q
+        done
+        ps -L -o tid,comm,time -p $pid >"$O/e1tls-floed-threads.log"
+        kill -TERM $pid; wait $pid ;;
     mc) # floe-mc on a GPU floed: puzzle:3x4 (239,500,800 states) with MC_WORKERS workers, 3 runs
         rm -f /tmp/floe-port
         "$B/floed" --port 0 --port-file /tmp/floe-port --log-level warn ${FLOED_ARGS:-} >"$O/floed-mc.log" 2>&1 &

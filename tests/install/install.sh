@@ -108,8 +108,8 @@ cflags=$(pc --cflags libfloe)
 libs=$(pc --libs libfloe)
 slibs=$(pc --static --libs libfloe)
 say "pkg-config --cflags --libs libfloe: $cflags $libs; --static --libs: $slibs"
-for lib in -lprotobuf-c -lssl -lcrypto; do
-    case " $slibs " in *" $lib "*) ;; *) fail "pkg-config --static --libs libfloe lacks $lib" ;; esac
+for needed in -lprotobuf-c -lssl -lcrypto; do
+    case " $slibs " in *" $needed "*) ;; *) fail "pkg-config --static --libs libfloe lacks $needed" ;; esac
 done
 # shellcheck disable=SC2086 # word splitting of the flags is meant
 build() { # OUT SOURCE FLAGS...

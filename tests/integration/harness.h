@@ -103,5 +103,6 @@ Suite *tools_suite(void);
 Suite *service_suite(void);
 Suite *security_suite(void);
 Suite *tls_suite(void);
+Suite *faults_suite(void);
 
 #endif

@@ -20,6 +20,7 @@ int main(void)
     srunner_add_suite(sr, histogram_suite());
     srunner_add_suite(sr, workload_suite());
     srunner_add_suite(sr, mcmodel_suite());
+    srunner_add_suite(sr, faults_suite());
     srunner_add_suite(sr, capacity_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -1,0 +1,89 @@
+/*
+ * alloc.c - allocations with a fault-injection hook (see alloc.h).
+ */
+#define _GNU_SOURCE
+#include "alloc.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* in the sanitizers' runtime, when linked in */
+extern void __sanitizer_print_stack_trace(void) __attribute__((weak));
+
+static _Atomic uint64_t target;  /* the allocation to fail (1-based), 0: none */
+static _Atomic uint64_t counted; /* allocations since armed */
+static atomic_bool fired;
+
+bool floe_alloc_fails(void)
+{
+    const uint64_t t = atomic_load_explicit(&target, memory_order_relaxed);
+    if (!t)
+        return false;
+    if (atomic_fetch_add(&counted, 1) + 1 != t)
+        return false;
+    atomic_store(&fired, true);
+    if (__sanitizer_print_stack_trace && getenv("FLOE_FAULT_TRACE"))
+        __sanitizer_print_stack_trace(); /* where it failed: sanitizer builds only */
+    errno = ENOMEM;
+    return true;
+}
+
+void floe_alloc_fail_nth(uint64_t nth)
+{
+    atomic_store(&target, 0);
+    atomic_store(&counted, 0);
+    atomic_store(&fired, false);
+    atomic_store(&target, nth);
+}
+
+uint64_t floe_alloc_count(void)
+{
+    return atomic_load(&counted);
+}
+
+bool floe_alloc_failed(void)
+{
+    return atomic_load(&fired);
+}
+
+void *floe_malloc(size_t n)
+{
+    return floe_alloc_fails() ? NULL : malloc(n);
+}
+
+void *floe_calloc(size_t count, size_t size)
+{
+    return floe_alloc_fails() ? NULL : calloc(count, size);
+}
+
+void *floe_realloc(void *p, size_t n)
+{
+    return floe_alloc_fails() ? NULL : realloc(p, n);
+}
+
+void *floe_aligned_alloc(size_t align, size_t n)
+{
+    return floe_alloc_fails() ? NULL : aligned_alloc(align, n);
+}
+
+char *floe_strdup(const char *s)
+{
+    return floe_alloc_fails() ? NULL : strdup(s);
+}
+
+int floe_asprintf(char **out, const char *fmt, ...)
+{
+    *out = NULL;
+    if (floe_alloc_fails())
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(out, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        *out = NULL;
+    return n;
+}
