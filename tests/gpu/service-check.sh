@@ -23,7 +23,7 @@ start() {
     [ -s "$D/port" ] || fail "floed did not start"
     export FLOE_SERVER=127.0.0.1:$(cat "$D/port")
 }
-MPORT=$((20000 + RANDOM % 20000))
+MPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 start
 "$B/floe" create keys --key-bits 40 --capacity 16M >/dev/null || fail "create keys"
 seq 1 $N >"$D/keys.txt"
