@@ -759,33 +759,41 @@ void conn_accept(io_thread *io, int fd)
         evutil_closesocket(fd);
         return;
     }
-    conn *c = calloc(1, sizeof *c);
-    struct bufferevent *bev = c ? bufferevent_socket_new(io->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
-    if (!bev) {
-        free(c);
-        evutil_closesocket(fd);
-        atomic_fetch_sub(&srv->nconns, 1);
-        log_error("out of memory accepting a connection");
-        return;
-    }
+    struct bufferevent *bev = bufferevent_socket_new(io->base, fd, BEV_OPT_CLOSE_ON_FREE);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    atomic_init(&c->refs, 1);
-    c->io = io;
-    c->srv = srv;
-    c->bev = bev;
-    c->open = true;
-    c->serial = atomic_fetch_add(&next_serial, 1);
+    char peer[64] = "?";
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
         struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
         char ip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof ip);
-        snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(sin->sin_port));
-    } else {
-        strcpy(c->peer, "?");
+        snprintf(peer, sizeof peer, "%s:%u", ip, ntohs(sin->sin_port));
     }
+    if (!bev || !conn_attach(io, bev, peer)) {
+        if (bev)
+            bufferevent_free(bev); /* closes fd */
+        else
+            evutil_closesocket(fd);
+        atomic_fetch_sub(&srv->nconns, 1);
+        log_error("out of memory accepting a connection");
+    }
+}
+
+conn *conn_attach(io_thread *io, struct bufferevent *bev, const char *peer)
+{
+    server *srv = io->srv;
+    conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    atomic_init(&c->refs, 1);
+    c->io = io;
+    c->srv = srv;
+    c->bev = bev;
+    c->open = true;
+    c->serial = atomic_fetch_add(&next_serial, 1);
+    snprintf(c->peer, sizeof c->peer, "%s", peer);
     c->next = io->conns;
     if (io->conns)
         io->conns->prev = c;
@@ -803,6 +811,7 @@ void conn_accept(io_thread *io, int fd)
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
     log_debug("connection %llu from %s", (unsigned long long)c->serial, c->peer);
+    return c;
 }
 
 void conn_deliver(conn *c, frame *f)

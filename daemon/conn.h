@@ -34,6 +34,11 @@ struct conn {
 
 /* Takes over an accepted socket on io's thread. */
 void conn_accept(io_thread *io, int fd);
+/* io's thread: serves bev (connected, on io's base; freed with the
+ * connection) as a connection counted in srv->nconns by the caller.  The
+ * connection holds the reference returned; NULL if out of memory. */
+struct bufferevent;
+conn *conn_attach(io_thread *io, struct bufferevent *bev, const char *peer);
 /* Any thread: queues response f for c (answering one in-flight request and
  * releasing that request's reference on c). */
 void conn_deliver(conn *c, frame *f);
