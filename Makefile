@@ -63,6 +63,7 @@ TEST_SRC   := $(wildcard tests/unit/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
 PROTO_SRC  := $(GEN)/floe.pb-c.c
 CLIENT_SRC := client/floe.c client/batcher.c
+CLI_SRC    := client/cli.c client/cli_parse.c
 ITEST_SRC  := $(wildcard tests/integration/*.c)
 BENCH_SRC  := bench/floe_bench.c bench/histogram.c bench/workload.c
 MC_SRC     := $(wildcard examples/mc/*.c)
@@ -80,6 +81,7 @@ endif
 daemon_objs = $(patsubst %.c,build/$(1)/%.o,$(DAEMON_SRC))
 proto_obj   = build/$(1)/proto/floe.pb-c.o
 client_objs = $(patsubst %.c,build/$(1)/%.o,$(CLIENT_SRC))
+cli_objs    = $(patsubst %.c,build/$(1)/%.o,$(CLI_SRC))
 itest_objs  = $(patsubst %.c,build/$(1)/%.o,$(ITEST_SRC))
 test_objs   = $(patsubst %.c,build/$(1)/%.o,$(TEST_SRC))
 bench_objs  = $(patsubst %.c,build/$(1)/%.o,$(BENCH_SRC))
@@ -170,11 +172,11 @@ $(LIBFLOE_SO): $(call client_objs,pic) $(call proto_obj,pic) client/libfloe.map
 	  $(filter %.o,$^) $(PKG_PROTO) -o $@
 build/rel/libfloe.so.$(SOVERSION) build/rel/libfloe.so: $(LIBFLOE_SO)
 	ln -sf $(notdir $<) $@
-build/rel/floe: build/rel/client/cli.o build/rel/libfloe.a
+build/rel/floe: $(call cli_objs,rel) build/rel/libfloe.a
 	$(CC) $^ $(PKG_PROTO) -o $@
 build/rel/floe-hello: build/rel/examples/hello.o build/rel/libfloe.a
 	$(CC) $^ $(PKG_PROTO) -o $@
-build/san/floe: build/san/client/cli.o build/san/libfloe.a
+build/san/floe: $(call cli_objs,san) build/san/libfloe.a
 	$(CC) $(LDSAN) $^ $(PKG_PROTO) -o $@
 
 build/san/floe-itests: $(call itest_objs,san) build/san/libfloe.a
@@ -250,7 +252,7 @@ service-bundle: $(SERVICE_BINS)
 bundle/floed: $(call daemon_objs,rel) $(call proto_obj,rel) $(call gpu_objs,rel) build/rel/libfloetables.a
 	@mkdir -p bundle
 	$(CC) $^ $(GPU_LINK) $(BUNDLE_SYSTEMD) $(BUNDLE_STATIC) -o $@
-bundle/floe: build/rel/client/cli.o build/rel/libfloe.a
+bundle/floe: $(call cli_objs,rel) build/rel/libfloe.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
 bundle/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
