@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "floe.pb-c.h"
+#include "floe_internal.h"
 
 struct floe_call {
     uint64_t id;
@@ -1087,6 +1088,17 @@ static int hello(floe *c, const char *token)
     return st;
 }
 
+/* c on its connected socket: non-blocking, then the hello exchange. */
+static int start(floe *c, const char *token)
+{
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int fl = fcntl(c->fd, F_GETFL);
+    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) != 0)
+        return set_error(c, FLOE_ERR_IO, "cannot make the socket non-blocking");
+    return hello(c, token);
+}
+
 int floe_connect(const char *uri, const char *token, floe **out)
 {
     floe *c = calloc(1, sizeof *c);
@@ -1117,12 +1129,19 @@ int floe_connect(const char *uri, const char *token, floe **out)
     freeaddrinfo(ai);
     if (c->fd < 0)
         return set_error(c, FLOE_ERR_IO, "cannot connect to %s:%s: %s", host, port, strerror(last));
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    int fl = fcntl(c->fd, F_GETFL);
-    if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) != 0)
-        return set_error(c, FLOE_ERR_IO, "cannot make the socket non-blocking");
-    return hello(c, token && token[0] ? token : utoken);
+    return start(c, token && token[0] ? token : utoken);
+}
+
+int floe__connect_fd(int fd, const char *token, floe **out)
+{
+    floe *c = calloc(1, sizeof *c);
+    *out = c;
+    if (!c) {
+        close(fd);
+        return FLOE_ERR_IO;
+    }
+    c->fd = fd;
+    return start(c, token ? token : "");
 }
 
 void floe_close(floe *c)
