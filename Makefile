@@ -89,7 +89,7 @@ mc_objs     = $(patsubst %.c,build/$(1)/%.o,$(MC_SRC))
 mcmodel_objs = $(patsubst %.c,build/$(1)/%.o,$(wildcard examples/mc/model*.c))
 
 .PHONY: all run install uninstall man deps deps-build test test-unit test-integration test-big test-bench test-tsan \
-        test-install test-image bench bench-kernel clean check-cuda format service-bundle
+        test-install test-image bench bench-kernel clean check-cuda format service-bundle fuzz test-fuzz fuzz-corpus
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
 # Keep every object: none is an intermediate file to delete after the link, so a second
@@ -409,6 +409,44 @@ test-tsan: build/tsan/floe-tests build/tsan/floed build/san/floe-itests build/sa
 	CK_FORK=no CK_EXCLUDE_TAGS=big setarch -R ./build/tsan/floe-tests
 	FLOED=build/tsan/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc TSAN_OPTIONS=halt_on_error=1 setarch -R ./build/san/floe-itests
 
+# Fuzzing with clang's libFuzzer under ASan + UBSan (docs/FUZZING.md): one program per target
+# in build/fuzz, instrumented objects of their own (the CPU stub stands in for CUDA).  make fuzz
+# runs each FUZZ_SECONDS over the checked-in seeds, keeping what it finds in build/fuzz/corpus;
+# make test-fuzz runs each FUZZ_SMOKE_SECONDS from the seeds alone.  Both fail on
+# any crash, leak, timeout or out-of-memory (the input lands in build/fuzz/artifacts).
+FUZZ_CC            ?= clang
+FUZZ_SECONDS       ?= 300
+FUZZ_SMOKE_SECONDS ?= 15
+FUZZ_TARGETS := daemon tablefile cli response
+FUZZ_BINS    := $(patsubst %,build/fuzz/fuzz-%,$(FUZZ_TARGETS))
+OPT_fuzz := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+LDFUZZ   := -fsanitize=fuzzer,address,undefined
+build/fuzz/%.o: %.c | $(GEN)/floe.pb-c.h $(HINT)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CSTD) $(WARN) $(OPT_fuzz) -c $< -o $@
+build/fuzz/proto/floe.pb-c.o: $(GEN)/floe.pb-c.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CSTD) $(OPT_fuzz) -c $< -o $@
+build/fuzz/fuzz-daemon: build/fuzz/tests/fuzz/fuzz_daemon.o $(filter-out %/main.o,$(call daemon_objs,fuzz)) \
+                        build/fuzz/proto/floe.pb-c.o build/fuzz/gpu/backend_gpu_none.o $(call tables_objs,fuzz)
+	$(FUZZ_CC) -pthread $(LDFUZZ) $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_CRYPTO) $(PKG_SYSTEMD) -lm -o $@
+build/fuzz/fuzz-tablefile: build/fuzz/tests/fuzz/fuzz_tablefile.o $(call tables_objs,fuzz)
+	$(FUZZ_CC) -pthread $(LDFUZZ) $^ $(PKG_CRYPTO) -lm -o $@
+build/fuzz/fuzz-cli: build/fuzz/tests/fuzz/fuzz_cli.o build/fuzz/client/cli_parse.o $(call client_objs,fuzz) \
+                     build/fuzz/proto/floe.pb-c.o
+	$(FUZZ_CC) $(LDFUZZ) $^ $(PKG_PROTO) -o $@
+build/fuzz/fuzz-response: build/fuzz/tests/fuzz/fuzz_response.o $(call client_objs,fuzz) build/fuzz/proto/floe.pb-c.o
+	$(FUZZ_CC) $(LDFUZZ) $^ $(PKG_PROTO) -o $@
+fuzz: $(FUZZ_BINS)
+	tests/fuzz/run.sh fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+test-fuzz: $(FUZZ_BINS)
+	tests/fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)
+# The generated seeds (tests/fuzz/gen_corpus.c; the crash-* regression seeds are kept).
+build/rel/fuzz-gen-corpus: build/rel/tests/fuzz/gen_corpus.o build/rel/proto/floe.pb-c.o build/rel/libfloetables.a
+	$(CC) -pthread $^ $(PKG_PROTO) $(PKG_CRYPTO) -lm -o $@
+fuzz-corpus: build/rel/fuzz-gen-corpus
+	./build/rel/fuzz-gen-corpus tests/fuzz/corpus
+
 # E1- and E2-like floe-bench runs against a CPU floed on a free port (bench/run-local.sh).
 bench: build/rel/floed build/rel/floe-bench
 	bench/run-local.sh bench
@@ -418,7 +456,7 @@ bench-kernel: build/rel/floe-kbench
 
 format:
 	clang-format -i tables/*.[ch] daemon/*.[ch] client/*.[ch] proto/*.h bench/*.[ch] examples/*.c examples/mc/*.[ch] \
-	  tests/unit/*.[ch] tests/integration/*.[ch] gpu/*.cu
+	  tests/unit/*.[ch] tests/integration/*.[ch] tests/fuzz/*.c gpu/*.cu
 
 clean:
 	rm -rf build
