@@ -12,8 +12,8 @@
 bool cli_parse_u64(const char *s, uint64_t *out)
 {
     char *end;
-    if (!s[0] || s[0] == '-')
-        return false;
+    if (s[0] < '0' || s[0] > '9')
+        return false; /* strtoull would skip blanks and take a sign: " -1" is not 2^64 - 1 */
     errno = 0;
     unsigned long long v = strtoull(s, &end, 0);
     if (errno || *end || (s[0] == '0' && s[1] && s[1] != 'x' && s[1] != 'X'))

@@ -256,6 +256,8 @@ START_TEST(cli_options_getopt)
         {{"load", "x1", "file", "--batch", "0"}, "--batch is 1..16M"},
         {{"insert", "s2", "-5"}, "unknown option '-5'"},
         {{"insert", "s2", "1", "banana"}, "'banana' is not a key"},
+        {{"insert", "s2", " -1"}, "' -1' is not a key"}, /* not 2^64 - 1 */
+        {{"insert", "s2", "+1"}, "'+1' is not a key"},
         {{"frobnicate"}, "unknown command 'frobnicate'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
