@@ -25,28 +25,33 @@ bool cli_parse_u64(const char *s, uint64_t *out)
 int cli_parse_key(const char *text, bool with_value, uint64_t *key, uint64_t *value, const char *where, char *msg,
                   size_t len)
 {
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", text);
+    /* all of it: a copy cut short would take "0x000...01" for 0 */
+    char *buf = strdup(text);
+    if (!buf) {
+        snprintf(msg, len, "out of memory");
+        return -1;
+    }
     char *eq = NULL;
+    int rc = -1;
     if (with_value) {
         eq = strpbrk(buf, "= \t");
         if (!eq) {
             snprintf(msg, len, "%s: '%s' needs a value: KEY=VALUE", where, text);
-            return -1;
+            goto out;
         }
         *eq++ = '\0';
         while (*eq == ' ' || *eq == '\t' || *eq == '=')
             eq++;
     }
-    if (!cli_parse_u64(buf, key)) {
+    if (!cli_parse_u64(buf, key))
         snprintf(msg, len, "%s: '%s' is not a key (a decimal or 0x-hex number below 2^64)", where, buf);
-        return -1;
-    }
-    if (with_value && !cli_parse_u64(eq, value)) {
+    else if (with_value && !cli_parse_u64(eq, value))
         snprintf(msg, len, "%s: '%s' is not a value (a decimal or 0x-hex number)", where, eq);
-        return -1;
-    }
-    return 0;
+    else
+        rc = 0;
+out:
+    free(buf);
+    return rc;
 }
 
 int cli_parse_vector(const char *text, unsigned words, const char *table, uint32_t *out, const char *where, char *msg,
