@@ -6,13 +6,17 @@
 #   make          build the release libraries and tools into build/rel (make -j$(nproc) is faster)
 #   make test     build with AddressSanitizer + UBSan and run every test that
 #                 needs no GPU, then the large capacity test in the release build,
-#                 floe-bench runs, and the install test (test-install)
+#                 floe-bench runs, a 15 s smoke run of each fuzzer (test-fuzz),
+#                 and the install test (test-install)
 #   make install  PREFIX=/usr/local DESTDIR= SYSCONFDIR=...: floed, the tools, libfloe
 #                 (.so, .a, headers, pkg-config), floed.conf, the systemd unit, man pages;
 #                 make uninstall removes them again (see "Building and testing" in README.md)
 #   make man      the man pages (help2man, from the --help texts) into build/man
 #   make test-image  build the Dockerfile's CPU-only image with buildah and try it (opt-in, root)
 #   make test-tsan  the unit tests under ThreadSanitizer (slow; not in `make test`)
+#   make fuzz     build the libFuzzer targets (clang, ASan + UBSan) into build/fuzz and run each
+#                 FUZZ_SECONDS (default 300); docs/FUZZING.md; make fuzz-corpus regenerates the
+#                 seeds in tests/fuzz/corpus
 #   make bench    start a CPU floed on a free port and run floe-bench against it (E1-, E2-like)
 #   make bench-kernel  the CPU kernel benchmark (K1 scaled to this machine)
 #   make GPU=0    build without CUDA, even where nvcc is present
@@ -21,10 +25,10 @@
 
 # What the build needs, and what `make test` needs besides (help2man: the man pages of
 # `make install`; systemd: `systemd-analyze verify` of the unit; prometheus-client: the
-# /metrics parser of the tests).
+# /metrics parser of the tests; clang and libclang-rt-14-dev: libFuzzer, for test-fuzz).
 BUILD_PKGS := make gcc libc6-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev check pkg-config \
               libsystemd-dev libcap-dev
-TEST_PKGS  := help2man python3-prometheus-client systemd
+TEST_PKGS  := help2man python3-prometheus-client systemd clang libclang-rt-14-dev
 DEPS_PKGS  := $(BUILD_PKGS) $(TEST_PKGS)
 # the release (proto/floe_wire.h); libfloe.so.$(VERSION) has the soname libfloe.so.$(SOVERSION)
 VERSION   := $(shell sed -n 's/^\#define FLOE_VERSION *"\(.*\)".*/\1/p' proto/floe_wire.h)
@@ -367,7 +371,7 @@ uninstall:
 	fi
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/floe $(DESTDIR)$(SYSCONFDIR)/floe 2>/dev/null
 
-test: all test-unit test-integration test-big test-bench test-install
+test: all test-unit test-integration test-big test-bench test-fuzz test-install
 
 # The build and the install: nothing rebuilt by a second make, README's hello.c listing,
 # make install DESTDIR=... PREFIX=/usr and programs built against it with pkg-config only,
@@ -412,7 +416,7 @@ test-tsan: build/tsan/floe-tests build/tsan/floed build/san/floe-itests build/sa
 # Fuzzing with clang's libFuzzer under ASan + UBSan (docs/FUZZING.md): one program per target
 # in build/fuzz, instrumented objects of their own (the CPU stub stands in for CUDA).  make fuzz
 # runs each FUZZ_SECONDS over the checked-in seeds, keeping what it finds in build/fuzz/corpus;
-# make test-fuzz runs each FUZZ_SMOKE_SECONDS from the seeds alone.  Both fail on
+# make test-fuzz (in make test) runs each FUZZ_SMOKE_SECONDS from the seeds alone.  Both fail on
 # any crash, leak, timeout or out-of-memory (the input lands in build/fuzz/artifacts).
 FUZZ_CC            ?= clang
 FUZZ_SECONDS       ?= 300
