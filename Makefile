@@ -6,13 +6,17 @@
 #   make          build the release libraries and tools into build/rel (make -j$(nproc) is faster)
 #   make test     build with AddressSanitizer + UBSan and run every test that
 #                 needs no GPU, then the large capacity test in the release build,
-#                 floe-bench runs, and the install test (test-install)
+#                 floe-bench runs, a 15 s smoke run of each fuzzer (test-fuzz),
+#                 and the install test (test-install)
 #   make install  PREFIX=/usr/local DESTDIR= SYSCONFDIR=...: floed, the tools, libfloe
 #                 (.so, .a, headers, pkg-config), floed.conf, the systemd unit, man pages;
 #                 make uninstall removes them again (see "Building and testing" in README.md)
 #   make man      the man pages (help2man, from the --help texts) into build/man
 #   make test-image  build the Dockerfile's CPU-only image with buildah and try it (opt-in, root)
 #   make test-tsan  the unit tests under ThreadSanitizer (slow; not in `make test`)
+#   make fuzz     build the libFuzzer targets (clang, ASan + UBSan) into build/fuzz and run each
+#                 FUZZ_SECONDS (default 300); docs/FUZZING.md; make fuzz-corpus regenerates the
+#                 seeds in tests/fuzz/corpus
 #   make bench    start a CPU floed on a free port and run floe-bench against it (E1-, E2-like)
 #   make bench-kernel  the CPU kernel benchmark (K1 scaled to this machine)
 #   make GPU=0    build without CUDA, even where nvcc is present
@@ -21,10 +25,10 @@
 
 # What the build needs, and what `make test` needs besides (help2man: the man pages of
 # `make install`; systemd: `systemd-analyze verify` of the unit; prometheus-client: the
-# /metrics parser of the tests).
+# /metrics parser of the tests; clang and libclang-rt-14-dev: libFuzzer, for test-fuzz).
 BUILD_PKGS := make gcc libc6-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev check pkg-config \
               libsystemd-dev libcap-dev
-TEST_PKGS  := help2man python3-prometheus-client systemd
+TEST_PKGS  := help2man python3-prometheus-client systemd clang libclang-rt-14-dev
 DEPS_PKGS  := $(BUILD_PKGS) $(TEST_PKGS)
 # the release (proto/floe_wire.h); libfloe.so.$(VERSION) has the soname libfloe.so.$(SOVERSION)
 VERSION   := $(shell sed -n 's/^\#define FLOE_VERSION *"\(.*\)".*/\1/p' proto/floe_wire.h)
@@ -67,6 +71,7 @@ TEST_SRC   := $(wildcard tests/unit/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
 PROTO_SRC  := $(GEN)/floe.pb-c.c
 CLIENT_SRC := client/floe.c client/batcher.c
+CLI_SRC    := client/cli.c client/cli_parse.c
 ITEST_SRC  := $(wildcard tests/integration/*.c)
 BENCH_SRC  := bench/floe_bench.c bench/histogram.c bench/workload.c
 MC_SRC     := $(wildcard examples/mc/*.c)
@@ -84,6 +89,7 @@ endif
 daemon_objs = $(patsubst %.c,build/$(1)/%.o,$(DAEMON_SRC))
 proto_obj   = build/$(1)/proto/floe.pb-c.o
 client_objs = $(patsubst %.c,build/$(1)/%.o,$(CLIENT_SRC))
+cli_objs    = $(patsubst %.c,build/$(1)/%.o,$(CLI_SRC))
 itest_objs  = $(patsubst %.c,build/$(1)/%.o,$(ITEST_SRC))
 test_objs   = $(patsubst %.c,build/$(1)/%.o,$(TEST_SRC))
 bench_objs  = $(patsubst %.c,build/$(1)/%.o,$(BENCH_SRC))
@@ -91,7 +97,7 @@ mc_objs     = $(patsubst %.c,build/$(1)/%.o,$(MC_SRC))
 mcmodel_objs = $(patsubst %.c,build/$(1)/%.o,$(wildcard examples/mc/model*.c))
 
 .PHONY: all run install uninstall man deps deps-build test test-unit test-integration test-integration-tls test-big test-bench test-tsan \
-        test-install test-image bench bench-kernel clean check-cuda format service-bundle
+        test-install test-image bench bench-kernel clean check-cuda format service-bundle fuzz test-fuzz fuzz-corpus
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
 # Keep every object: none is an intermediate file to delete after the link, so a second
@@ -174,11 +180,11 @@ $(LIBFLOE_SO): $(call client_objs,pic) $(call proto_obj,pic) client/libfloe.map
 	  $(filter %.o,$^) $(LIBFLOE_LIBS) -o $@
 build/rel/libfloe.so.$(SOVERSION) build/rel/libfloe.so: $(LIBFLOE_SO)
 	ln -sf $(notdir $<) $@
-build/rel/floe: build/rel/client/cli.o build/rel/libfloe.a
+build/rel/floe: $(call cli_objs,rel) build/rel/libfloe.a
 	$(CC) $^ $(LIBFLOE_LIBS) -o $@
 build/rel/floe-hello: build/rel/examples/hello.o build/rel/libfloe.a
 	$(CC) $^ $(LIBFLOE_LIBS) -o $@
-build/san/floe: build/san/client/cli.o build/san/libfloe.a
+build/san/floe: $(call cli_objs,san) build/san/libfloe.a
 	$(CC) $(LDSAN) $^ $(LIBFLOE_LIBS) -o $@
 
 build/san/floe-itests: $(call itest_objs,san) build/san/libfloe.a
@@ -254,7 +260,7 @@ service-bundle: $(SERVICE_BINS)
 bundle/floed: $(call daemon_objs,rel) $(call proto_obj,rel) $(call gpu_objs,rel) build/rel/libfloetables.a
 	@mkdir -p bundle
 	$(CC) $^ $(GPU_LINK) $(BUNDLE_SYSTEMD) $(BUNDLE_STATIC) -o $@
-bundle/floe: build/rel/client/cli.o build/rel/libfloe.a
+bundle/floe: $(call cli_objs,rel) build/rel/libfloe.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
 bundle/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
@@ -369,7 +375,7 @@ uninstall:
 	fi
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/floe $(DESTDIR)$(SYSCONFDIR)/floe 2>/dev/null
 
-test: all test-unit test-integration test-integration-tls test-big test-bench test-install
+test: all test-unit test-integration test-integration-tls test-big test-bench test-fuzz test-install
 
 # The build and the install: nothing rebuilt by a second make, README's hello.c listing,
 # make install DESTDIR=... PREFIX=/usr and programs built against it with pkg-config only,
@@ -415,6 +421,44 @@ test-tsan: build/tsan/floe-tests build/tsan/floed build/san/floe-itests build/sa
 	CK_FORK=no CK_EXCLUDE_TAGS=big setarch -R ./build/tsan/floe-tests
 	FLOED=build/tsan/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc TSAN_OPTIONS=halt_on_error=1 setarch -R ./build/san/floe-itests
 
+# Fuzzing with clang's libFuzzer under ASan + UBSan (docs/FUZZING.md): one program per target
+# in build/fuzz, instrumented objects of their own (the CPU stub stands in for CUDA).  make fuzz
+# runs each FUZZ_SECONDS over the checked-in seeds, keeping what it finds in build/fuzz/corpus;
+# make test-fuzz (in make test) runs each FUZZ_SMOKE_SECONDS from the seeds alone.  Both fail on
+# any crash, leak, timeout or out-of-memory (the input lands in build/fuzz/artifacts).
+FUZZ_CC            ?= clang
+FUZZ_SECONDS       ?= 300
+FUZZ_SMOKE_SECONDS ?= 15
+FUZZ_TARGETS := daemon tablefile cli response
+FUZZ_BINS    := $(patsubst %,build/fuzz/fuzz-%,$(FUZZ_TARGETS))
+OPT_fuzz := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+LDFUZZ   := -fsanitize=fuzzer,address,undefined
+build/fuzz/%.o: %.c | $(GEN)/floe.pb-c.h $(HINT)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CSTD) $(WARN) $(OPT_fuzz) -c $< -o $@
+build/fuzz/proto/floe.pb-c.o: $(GEN)/floe.pb-c.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CSTD) $(OPT_fuzz) -c $< -o $@
+build/fuzz/fuzz-daemon: build/fuzz/tests/fuzz/fuzz_daemon.o $(filter-out %/main.o,$(call daemon_objs,fuzz)) \
+                        build/fuzz/proto/floe.pb-c.o build/fuzz/gpu/backend_gpu_none.o $(call tables_objs,fuzz)
+	$(FUZZ_CC) -pthread $(LDFUZZ) $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_SSL) $(PKG_SYSTEMD) -lm -o $@
+build/fuzz/fuzz-tablefile: build/fuzz/tests/fuzz/fuzz_tablefile.o $(call tables_objs,fuzz)
+	$(FUZZ_CC) -pthread $(LDFUZZ) $^ $(PKG_CRYPTO) -lm -o $@
+build/fuzz/fuzz-cli: build/fuzz/tests/fuzz/fuzz_cli.o build/fuzz/client/cli_parse.o $(call client_objs,fuzz) \
+                     build/fuzz/proto/floe.pb-c.o
+	$(FUZZ_CC) $(LDFUZZ) $^ $(LIBFLOE_LIBS) -o $@
+build/fuzz/fuzz-response: build/fuzz/tests/fuzz/fuzz_response.o $(call client_objs,fuzz) build/fuzz/proto/floe.pb-c.o
+	$(FUZZ_CC) $(LDFUZZ) $^ $(LIBFLOE_LIBS) -o $@
+fuzz: $(FUZZ_BINS)
+	tests/fuzz/run.sh fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+test-fuzz: $(FUZZ_BINS)
+	tests/fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)
+# The generated seeds (tests/fuzz/gen_corpus.c; the crash-* regression seeds are kept).
+build/rel/fuzz-gen-corpus: build/rel/tests/fuzz/gen_corpus.o build/rel/proto/floe.pb-c.o build/rel/libfloetables.a
+	$(CC) -pthread $^ $(PKG_PROTO) $(PKG_CRYPTO) -lm -o $@
+fuzz-corpus: build/rel/fuzz-gen-corpus
+	./build/rel/fuzz-gen-corpus tests/fuzz/corpus
+
 # E1- and E2-like floe-bench runs against a CPU floed on a free port (bench/run-local.sh).
 bench: build/rel/floed build/rel/floe-bench
 	bench/run-local.sh bench
@@ -424,7 +468,7 @@ bench-kernel: build/rel/floe-kbench
 
 format:
 	clang-format -i tables/*.[ch] daemon/*.[ch] client/*.[ch] proto/*.h bench/*.[ch] examples/*.c examples/mc/*.[ch] \
-	  tests/unit/*.[ch] tests/integration/*.[ch] gpu/*.cu
+	  tests/unit/*.[ch] tests/integration/*.[ch] tests/fuzz/*.c gpu/*.cu
 
 clean:
 	rm -rf build

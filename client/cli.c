@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_parse.h"
 #include "floe.h"
 #include "floe_getopt.h"
 
@@ -76,20 +77,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Decimal or 0x-hex, the whole string. */
-static bool parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    if (!s[0] || s[0] == '-')
-        return false;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || *end || (s[0] == '0' && s[1] && s[1] != 'x' && s[1] != 'X'))
-        return false; /* no octal surprises: 010 is refused, not 8 */
-    *out = v;
-    return true;
 }
 
 static const char *kind_name(int kind)
@@ -233,45 +220,6 @@ typedef struct veclist {
     const char *table;
 } veclist;
 
-/* Parses "1,2,3" (decimal or 0x-hex u32 words, commas, optional blanks)
- * into exactly `words` words; on failure a usage message naming where. */
-static int parse_vector(const char *text, unsigned words, const char *table, uint32_t *out, const char *where)
-{
-    size_t len = strlen(text);
-    char *buf = malloc(len + 1);
-    if (!buf)
-        return usage_error("out of memory");
-    memcpy(buf, text, len + 1);
-    size_t count = 0;
-    int rc = 0;
-    char *save = NULL;
-    for (char *p = buf;; p = NULL) {
-        char *tok = strtok_r(p, ",", &save);
-        if (!tok)
-            break;
-        while (*tok == ' ' || *tok == '\t')
-            tok++;
-        size_t tl = strlen(tok);
-        while (tl && (tok[tl - 1] == ' ' || tok[tl - 1] == '\t'))
-            tok[--tl] = '\0';
-        uint64_t x;
-        if (!parse_u64(tok, &x) || x > UINT32_MAX) {
-            rc = usage_error("%s: '%s' in '%.60s%s' is not a word (a decimal or 0x-hex number below 2^32)", where, tok,
-                             text, len > 60 ? "..." : "");
-            break;
-        }
-        if (count < words)
-            out[count] = (uint32_t)x;
-        count++;
-    }
-    if (!rc && count != words)
-        rc = usage_error("%s: '%.60s%s' has %zu words; table %s holds vectors of %u words, written 1,2,3,... "
-                         "(decimal or 0x-hex, comma-separated)",
-                         where, text, len > 60 ? "..." : "", count, table, words);
-    free(buf);
-    return rc;
-}
-
 static int add_vector(void *ctx, const char *text, const char *where)
 {
     veclist *vl = ctx;
@@ -283,10 +231,11 @@ static int add_vector(void *ctx, const char *text, const char *where)
         vl->v = grown;
         vl->cap = cap;
     }
-    int rc = parse_vector(text, vl->words, vl->table, vl->v + vl->n * vl->words, where);
-    if (rc == 0)
-        vl->n++;
-    return rc;
+    char msg[CLI_MSG_MAX];
+    if (cli_parse_vector(text, vl->words, vl->table, vl->v + vl->n * vl->words, where, msg, sizeof msg) != 0)
+        return usage_error("%s", msg);
+    vl->n++;
+    return 0;
 }
 
 static void print_vector(const uint32_t *v, unsigned words)
@@ -304,17 +253,10 @@ typedef struct keylist {
 
 static int add_key(keylist *kl, const char *text, bool with_value, const char *where)
 {
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", text);
-    char *eq = NULL;
-    if (with_value) {
-        eq = strpbrk(buf, "= \t");
-        if (!eq)
-            return usage_error("%s: '%s' needs a value: KEY=VALUE", where, text);
-        *eq++ = '\0';
-        while (*eq == ' ' || *eq == '\t' || *eq == '=')
-            eq++;
-    }
+    uint64_t key, value = 0;
+    char msg[CLI_MSG_MAX];
+    if (cli_parse_key(text, with_value, &key, &value, where, msg, sizeof msg) != 0)
+        return usage_error("%s", msg);
     if (kl->n == kl->cap) { /* values only with them: stdin may bring millions of keys */
         size_t cap = kl->cap ? 2 * kl->cap : 1024;
         uint64_t *keys = realloc(kl->keys, cap * sizeof *keys);
@@ -327,10 +269,9 @@ static int add_key(keylist *kl, const char *text, bool with_value, const char *w
             return usage_error("out of memory");
         kl->cap = cap;
     }
-    if (!parse_u64(buf, &kl->keys[kl->n]))
-        return usage_error("%s: '%s' is not a key (a decimal or 0x-hex number below 2^64)", where, buf);
-    if (with_value && !parse_u64(eq, &kl->values[kl->n]))
-        return usage_error("%s: '%s' is not a value (a decimal or 0x-hex number)", where, eq);
+    kl->keys[kl->n] = key;
+    if (with_value)
+        kl->values[kl->n] = value;
     kl->n++;
     return 0;
 }
@@ -358,13 +299,7 @@ static int read_items(int argc, char **argv, add_fn *add, void *ctx)
     long lineno = 0;
     while ((len = getline(&line, &cap, stdin)) >= 0) {
         lineno++;
-        char *p = line;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        p[strcspn(p, "#\r\n")] = '\0';
-        size_t l = strlen(p);
-        while (l && (p[l - 1] == ' ' || p[l - 1] == '\t'))
-            p[--l] = '\0';
+        char *p = cli_trim_line(line);
         if (!*p)
             continue;
         char where[32];
@@ -1179,19 +1114,14 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
                     break;
                 }
                 lineno++;
-                char *p = line;
-                p[strcspn(p, "#\r\n")] = '\0';
                 if (tree) {
-                    while (*p == ' ' || *p == '\t')
-                        p++;
-                    size_t l = strlen(p);
-                    while (l && (p[l - 1] == ' ' || p[l - 1] == '\t'))
-                        p[--l] = '\0';
+                    char *p = cli_trim_line(line);
                     if (!*p)
                         continue;
-                    char where[300];
+                    char where[300], msg[CLI_MSG_MAX];
                     snprintf(where, sizeof where, "%s line %ld", path, lineno);
-                    if (parse_vector(p, words, table, vecs + n * words, where)) {
+                    if (cli_parse_vector(p, words, table, vecs + n * words, where, msg, sizeof msg)) {
+                        usage_error("%s", msg);
                         rc = EXIT_USAGE;
                         eof = true;
                         n = 0;
@@ -1200,12 +1130,11 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
                     n++;
                     continue;
                 }
-                char *tok = strtok(p, " \t,=");
-                if (!tok)
-                    continue;
-                char *vtok = map ? strtok(NULL, " \t,=") : NULL;
                 uint64_t v = 0;
-                if (!parse_u64(tok, &keys[n]) || (map && (!vtok || !parse_u64(vtok, &v)))) {
+                const int got = cli_parse_load_line(line, map, &keys[n], &v);
+                if (got == 0)
+                    continue;
+                if (got < 0) {
                     fprintf(stderr, "\nfloe: %s line %ld: expected %s\n", path, lineno,
                             map ? "KEY VALUE (decimal or 0x-hex)" : "a key (decimal or 0x-hex)");
                     rc = EXIT_USAGE;
@@ -1556,24 +1485,24 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
                 return usage_error("create: --kind is set, map or tree, not '%s'", a);
             break;
         case O_KEY_BITS:
-            if (!parse_u64(a, &x) || x > 64)
+            if (!cli_parse_u64(a, &x) || x > 64)
                 return usage_error("create: --key-bits is 1..64, not '%s'", a);
             o->def.key_bits = (unsigned)x;
             o->key_bits_given = true;
             break;
         case O_VALUE_BYTES:
-            if (!parse_u64(a, &x) || x > 64)
+            if (!cli_parse_u64(a, &x) || x > 64)
                 return usage_error("create: --value-bytes is 4 or 8, not '%s'", a);
             o->def.value_bytes = (unsigned)x; /* the server says why not, for 1..64 but 4 and 8 */
             o->value_bytes_given = true;
             break;
         case O_WORDS:
-            if (!parse_u64(a, &x) || x > 65536)
+            if (!cli_parse_u64(a, &x) || x > 65536)
                 return usage_error("create: --words is 2..256, not '%s'", a);
             o->def.words = (unsigned)x; /* the server checks the range */
             break;
         case O_CAPACITY:
-            if (!parse_u64(a, &x) && !floe_parse_size(a, &x))
+            if (!cli_parse_u64(a, &x) && !floe_parse_size(a, &x))
                 return usage_error("create: --capacity is a count of keys (100000, 0x1000, 16M), not '%s'", a);
             o->def.capacity = x;
             break;
@@ -1601,7 +1530,7 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
             o->binary = true;
             break;
         case O_BATCH:
-            if ((!parse_u64(a, &x) && !floe_parse_size(a, &x)) || x < 1 || x > ((uint64_t)1 << 24))
+            if ((!cli_parse_u64(a, &x) && !floe_parse_size(a, &x)) || x < 1 || x > ((uint64_t)1 << 24))
                 return usage_error("load: --batch is 1..16M keys per request, not '%s'", a);
             o->batch = (size_t)x;
             break;

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "floe.pb-c.h"
+#include "floe_internal.h"
 
 #define CONNECT_TIMEOUT_MS 10000 /* floe_options.connect_timeout_ms 0 */
 #define KEEPALIVE_S        30    /* floe_options.keepalive_s 0 */
@@ -443,22 +444,31 @@ static int handle_frames(floe *c)
             snprintf(c->errstr, sizeof c->errstr, "a response of %u bytes does not parse", len);
             continue;
         }
+        /* A status is a Status code: not -1 ("not done") or libfloe's own codes */
+        int status = (int)r->status;
+        char msg[96];
+        const char *error = r->error;
+        if (status < 0 || status >= FLOE_ERR_IO) {
+            snprintf(msg, sizeof msg, "the server answered with status %d, which is no floe status", status);
+            status = FLOE_ERR_PROTOCOL;
+            error = msg;
+        }
         floe_call *call = c->head;
         while (call && call->id != r->id)
             call = call->next;
         if (!call) {
             /* id 0: the server answers a frame it could not read, or refuses
              * the connection; keep the message, the close may follow */
-            if (r->status != FLOE__V1__STATUS__OK) {
-                set_error(c, (int)r->status, "%s", r->error ? r->error : "");
-                c->bye_status = (int)r->status;
-                snprintf(c->bye_msg, sizeof c->bye_msg, "%s", r->error ? r->error : "");
+            if (status != FLOE_OK) {
+                set_error(c, status, "%s", error ? error : "");
+                c->bye_status = status;
+                snprintf(c->bye_msg, sizeof c->bye_msg, "%s", error ? error : "");
             }
             floe__v1__response__free_unpacked(r, NULL);
             continue;
         }
         c->bye_status = FLOE_OK; /* the connection went on after it */
-        complete(c, call, (int)r->status, r->error, r);
+        complete(c, call, status, error, r);
         completed++;
     }
     if (off) {
@@ -1481,6 +1491,22 @@ int floe_connect(const char *uri, const char *token, floe **out)
     memset(&o, 0, sizeof o);
     o.token = token;
     return floe_connect_opts(uri, &o, out);
+}
+
+int floe__connect_fd(int fd, const char *token, floe **out)
+{
+    floe *c = calloc(1, sizeof *c);
+    *out = c;
+    if (!c) {
+        close(fd);
+        return FLOE_ERR_IO;
+    }
+    c->fd = fd;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
+        return set_error(c, FLOE_ERR_IO, "cannot make the socket non-blocking");
+    tune_socket(fd, -1); /* a socketpair takes neither option: no matter */
+    return hello(c, token ? token : "");
 }
 
 void floe_close(floe *c)

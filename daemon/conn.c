@@ -877,11 +877,10 @@ void conn_accept(io_thread *io, int fd, bool tls)
         evutil_closesocket(fd);
         return;
     }
-    conn *c = floe_calloc(1, sizeof *c);
     struct bufferevent *bev = NULL;
-    if (c && !tls) {
+    if (!tls) {
         bev = bufferevent_socket_new(io->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    } else if (c) {
+    } else {
         struct ssl_st *ssl = tls_server_session(srv->tls);
         bev = ssl ? bufferevent_openssl_socket_new(io->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE)
                   : NULL;
@@ -890,33 +889,52 @@ void conn_accept(io_thread *io, int fd, bool tls)
         else if (ssl)
             SSL_free(ssl);
     }
-    if (!bev) {
-        free(c);
-        evutil_closesocket(fd);
-        atomic_fetch_sub(&srv->nconns, 1);
-        log_error("out of memory accepting a connection");
-        return;
-    }
-    c->tls = tls;
-    c->t_accept = c->last_read = floe_now_ns();
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    atomic_init(&c->refs, 1);
-    c->io = io;
-    c->srv = srv;
-    c->bev = bev;
-    c->open = true;
-    c->serial = atomic_fetch_add(&next_serial, 1);
+    char peer[64] = "?";
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
         struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
         char ip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof ip);
-        snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(sin->sin_port));
-    } else {
-        strcpy(c->peer, "?");
+        snprintf(peer, sizeof peer, "%s:%u", ip, ntohs(sin->sin_port));
     }
+    conn *c = bev ? conn_attach(io, bev, peer) : NULL;
+    if (!c) {
+        if (bev)
+            bufferevent_free(bev); /* closes fd */
+        else
+            evutil_closesocket(fd);
+        atomic_fetch_sub(&srv->nconns, 1);
+        LOG_LIMITED(LOG_ERROR, "out of memory accepting a connection");
+        return;
+    }
+    c->tls = tls;
+    if (refuse) { /* over TLS: sent once the handshake is done, then closed */
+        send_frame(c, reply_error(0, FLOE_ERR_BUSY, "too many connections (max-connections)"));
+        c->closing = true;
+        c->t_closing = c->t_accept;
+        bufferevent_disable(bev, EV_READ);
+        return;
+    }
+    metrics_connection(srv->metrics, (size_t)(io - srv->io), false);
+}
+
+conn *conn_attach(io_thread *io, struct bufferevent *bev, const char *peer)
+{
+    server *srv = io->srv;
+    conn *c = floe_calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    atomic_init(&c->refs, 1);
+    c->io = io;
+    c->srv = srv;
+    c->bev = bev;
+    c->open = true;
+    c->serial = atomic_fetch_add(&next_serial, 1);
+    c->t_accept = c->last_read = floe_now_ns();
+    snprintf(c->peer, sizeof c->peer, "%s", peer);
     c->next = io->conns;
     if (io->conns)
         io->conns->prev = c;
@@ -932,15 +950,8 @@ void conn_accept(io_thread *io, int fd, bool tls)
     bufferevent_set_max_single_write(bev, IO_MAX_SINGLE);
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
-    if (refuse) { /* over TLS: sent once the handshake is done, then closed */
-        send_frame(c, reply_error(0, FLOE_ERR_BUSY, "too many connections (max-connections)"));
-        c->closing = true;
-        c->t_closing = c->t_accept;
-        bufferevent_disable(bev, EV_READ);
-        return;
-    }
-    metrics_connection(srv->metrics, (size_t)(io - srv->io), false);
     log_debug("connection %llu from %s", (unsigned long long)c->serial, c->peer);
+    return c;
 }
 
 void conn_deliver(conn *c, frame *f)

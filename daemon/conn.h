@@ -41,6 +41,11 @@ struct conn {
 
 /* Takes over an accepted socket on io's thread (tls: from the TLS port). */
 void conn_accept(io_thread *io, int fd, bool tls);
+/* io's thread: serves bev (connected, on io's base; freed with the
+ * connection) as a connection counted in srv->nconns by the caller.  The
+ * connection holds the reference returned; NULL if out of memory. */
+struct bufferevent;
+conn *conn_attach(io_thread *io, struct bufferevent *bev, const char *peer);
 /* io thread: the tick's callback (hello-timeout, timeout). */
 void io_tick(evutil_socket_t fd, short what, void *arg);
 /* Any thread: queues response f for c (answering one in-flight request and

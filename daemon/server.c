@@ -160,6 +160,17 @@ static void *io_main(void *arg)
     return NULL;
 }
 
+int io_thread_init(server *srv, io_thread *io)
+{
+    io->srv = srv;
+    pthread_mutex_init(&io->lock, NULL);
+    io->base = event_base_new();
+    io->wake = io->base ? event_new(io->base, -1, 0, io_wake, io) : NULL;
+    io->tick = io->base ? event_new(io->base, -1, EV_PERSIST, io_tick, io) : NULL;
+    const struct timeval second = {1, 0};
+    return io->wake && io->tick && event_add(io->tick, &second) == 0 ? 0 : -1;
+}
+
 static int start_io(server *srv)
 {
     srv->nio = srv->cfg.io_threads;
@@ -168,14 +179,7 @@ static int start_io(server *srv)
         return -1;
     for (size_t i = 0; i < srv->nio; i++) {
         io_thread *io = &srv->io[i];
-        io->srv = srv;
-        pthread_mutex_init(&io->lock, NULL);
-        io->base = event_base_new();
-        io->wake = io->base ? event_new(io->base, -1, 0, io_wake, io) : NULL;
-        io->tick = io->base ? event_new(io->base, -1, EV_PERSIST, io_tick, io) : NULL;
-        const struct timeval second = {1, 0};
-        if (!io->wake || !io->tick || event_add(io->tick, &second) != 0 ||
-            pthread_create(&io->thread, NULL, io_main, io) != 0) {
+        if (io_thread_init(srv, io) != 0 || pthread_create(&io->thread, NULL, io_main, io) != 0) {
             log_error("cannot start io thread %zu", i);
             return -1;
         }
@@ -197,6 +201,31 @@ floe_stage_time server_io_cpu(server *srv)
     return t;
 }
 
+void io_thread_free(io_thread *io)
+{
+    /* a TLS bufferevent is freed by finalizers that the loop runs, one round after another (they
+     * are queued "active later"): let those of the last closes run before the base goes */
+    for (int round = 0; round < 4; round++)
+        event_base_loop(io->base, EVLOOP_NONBLOCK);
+    if (io->stop_timer)
+        event_free(io->stop_timer);
+    if (io->sweep_timer)
+        event_free(io->sweep_timer);
+    event_free(io->wake);
+    if (io->tick)
+        event_free(io->tick);
+    event_base_free(io->base);
+    free(io->new_fds);
+    while (io->deliveries) { /* answers that arrived after the connection's last chance */
+        frame *f = io->deliveries;
+        io->deliveries = f->next;
+        conn *c = f->to;
+        free(f->item ? batcher_pack(f) : f);
+        conn_unref(c);
+    }
+    pthread_mutex_destroy(&io->lock);
+}
+
 static void stop_io(server *srv)
 {
     for (size_t i = 0; i < srv->nio; i++) {
@@ -207,28 +236,8 @@ static void stop_io(server *srv)
         event_active(io->wake, EV_READ, 0);
     }
     for (size_t i = 0; i < srv->nio; i++) {
-        io_thread *io = &srv->io[i];
-        pthread_join(io->thread, NULL);
-        /* a TLS bufferevent is freed by finalizers that the loop runs, one round after another
-         * (they are queued "active later"): let those of the last closes run before the base goes */
-        for (int round = 0; round < 4; round++)
-            event_base_loop(io->base, EVLOOP_NONBLOCK);
-        if (io->stop_timer)
-            event_free(io->stop_timer);
-        if (io->sweep_timer)
-            event_free(io->sweep_timer);
-        event_free(io->wake);
-        event_free(io->tick);
-        event_base_free(io->base);
-        free(io->new_fds);
-        while (io->deliveries) { /* answers that arrived after the connection's last chance */
-            frame *f = io->deliveries;
-            io->deliveries = f->next;
-            conn *c = f->to;
-            free(f->item ? batcher_pack(f) : f);
-            conn_unref(c);
-        }
-        pthread_mutex_destroy(&io->lock);
+        pthread_join(srv->io[i].thread, NULL);
+        io_thread_free(&srv->io[i]);
     }
     free(srv->io);
     srv->io = NULL;
@@ -756,8 +765,9 @@ static int start_gpu(server *srv)
     return 0;
 }
 
-int server_run(const floed_config *cfg, int argc, char **argv)
+int server_new(const floed_config *cfg, int argc, char **argv, server **out)
 {
+    *out = NULL;
     server *srv = floe_calloc(1, sizeof *srv);
     if (!srv)
         return 1;
@@ -778,7 +788,6 @@ int server_run(const floed_config *cfg, int argc, char **argv)
     pthread_mutex_init(&srv->reap_lock, NULL);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN); /* a file past RLIMIT_FSIZE: the write fails (EFBIG) and the snapshot says why */
-    int rc = 1;
     floe_error err;
     if (floe_backend_cpu_create((unsigned)cfg->engine_threads, &srv->cpu, &err) != FLOE_OK) {
         log_error("cannot start the CPU engine: %s", err.msg);
@@ -787,23 +796,77 @@ int server_run(const floed_config *cfg, int argc, char **argv)
         return 1;
     }
     if (start_gpu(srv) != 0) {
-        rc = 2; /* a setting that cannot work on this host */
-        goto out;
+        server_free(srv);
+        return 2; /* a setting that cannot work on this host */
     }
     /* a few threads: large merges are memory-bound (a NULL pool merges inline) */
     if (floe_pool_create(MERGE_THREADS, &srv->merge_pool, &err) != FLOE_OK)
         log_warn("merging batches on one thread: %s", err.msg);
     srv->base = event_base_new();
+    srv->reap_ev = srv->base ? event_new(srv->base, -1, 0, on_reap, srv) : NULL;
+    if (!srv->reap_ev) {
+        log_error("cannot set up the main event loop");
+        server_free(srv);
+        return 1;
+    }
+    *out = srv;
+    return 0;
+}
+
+void server_free(server *srv)
+{
+    reap_all(srv);
+    table_entry *e;
+    while ((e = srv->reg.head)) {
+        registry_remove(&srv->reg, e->name);
+        floe_table_destroy(e->table);
+        e->table = NULL;
+        entry_unref(e);
+    }
+    if (srv->drain_ev)
+        event_free(srv->drain_ev);
+    if (srv->sig_term)
+        event_free(srv->sig_term);
+    if (srv->sig_int)
+        event_free(srv->sig_int);
+    if (srv->sig_hup)
+        event_free(srv->sig_hup);
+    if (srv->snapshot_ev)
+        event_free(srv->snapshot_ev);
+    if (srv->watchdog_ev)
+        event_free(srv->watchdog_ev);
+    if (srv->reap_ev)
+        event_free(srv->reap_ev);
+    if (srv->base)
+        event_base_free(srv->base);
+    floe_backend_destroy(srv->cpu);
+    floe_backend_destroy(srv->gpu);
+    floe_pool_destroy(srv->merge_pool);
+    metrics_free(srv->metrics);
+    tls_server_free(srv->tls);
+    if (srv->reserve_fd >= 0)
+        close(srv->reserve_fd);
+    pthread_mutex_destroy(&srv->live.lock);
+    free(srv);
+}
+
+int server_run(const floed_config *cfg, int argc, char **argv)
+{
+    server *srv;
+    int rc = server_new(cfg, argc, argv, &srv);
+    if (rc != 0)
+        return rc;
+    rc = 1;
+    floe_error err;
     /* libevent puts back the handler it found when a signal event is freed:
      * let that be SIG_IGN, so that a signal in the stop cannot kill floed */
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
-    srv->reap_ev = srv->base ? event_new(srv->base, -1, 0, on_reap, srv) : NULL;
-    srv->sig_term = srv->base ? evsignal_new(srv->base, SIGTERM, on_signal, srv) : NULL;
-    srv->sig_int = srv->base ? evsignal_new(srv->base, SIGINT, on_signal, srv) : NULL;
-    srv->sig_hup = srv->base ? evsignal_new(srv->base, SIGHUP, on_hup, srv) : NULL;
-    if (!srv->reap_ev || !srv->sig_term || !srv->sig_int || !srv->sig_hup || event_add(srv->sig_term, NULL) ||
+    srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
+    srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
+    srv->sig_hup = evsignal_new(srv->base, SIGHUP, on_hup, srv);
+    if (!srv->sig_term || !srv->sig_int || !srv->sig_hup || event_add(srv->sig_term, NULL) ||
         event_add(srv->sig_int, NULL) || event_add(srv->sig_hup, NULL)) {
         log_error("cannot set up the main event loop");
         goto out;
@@ -894,46 +957,15 @@ out:
     saver_stop(srv->saver); /* idle by now, unless the start failed */
     if (srv->io)
         stop_io(srv);
-    reap_all(srv);
-    table_entry *e;
-    while ((e = srv->reg.head)) {
-        registry_remove(&srv->reg, e->name);
-        floe_table_destroy(e->table);
-        e->table = NULL;
-        entry_unref(e);
-    }
-    if (srv->drain_ev)
-        event_free(srv->drain_ev);
-    if (srv->sig_term)
-        event_free(srv->sig_term);
-    if (srv->sig_int)
-        event_free(srv->sig_int);
-    if (srv->sig_hup)
-        event_free(srv->sig_hup);
-    if (srv->snapshot_ev)
-        event_free(srv->snapshot_ev);
-    if (srv->watchdog_ev)
-        event_free(srv->watchdog_ev);
-    if (srv->reap_ev)
-        event_free(srv->reap_ev);
-    if (srv->base)
-        event_base_free(srv->base);
+    const int lock_fd = srv->lock_fd;
+    server_free(srv);
     /* freeing the signal events put back the default actions: a late signal must still not kill */
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
-    floe_backend_destroy(srv->cpu);
-    floe_backend_destroy(srv->gpu);
-    floe_pool_destroy(srv->merge_pool);
-    metrics_free(srv->metrics);
     if (rc == 0)
         log_info("floed stopped");
-    tls_server_free(srv->tls);
-    if (srv->reserve_fd >= 0)
-        close(srv->reserve_fd);
-    if (srv->lock_fd >= 0)
-        close(srv->lock_fd); /* the data-dir's lock goes last */
-    pthread_mutex_destroy(&srv->live.lock);
-    free(srv);
+    if (lock_fd >= 0)
+        close(lock_fd); /* the data-dir's lock goes last */
     return rc;
 }

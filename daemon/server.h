@@ -104,6 +104,19 @@ typedef struct server {
  * that cannot work here).  argv is read again on SIGHUP. */
 int server_run(const floed_config *cfg, int argc, char **argv);
 
+/* What serves requests, without listener, signals, timers, data-dir or io
+ * threads (server_run adds them; tests/fuzz drives the rest itself): the
+ * settings, counters, registry, backends, merge pool, and the main event
+ * base with its reaper.  0, or server_run's exit code for a failed start. */
+int server_new(const floed_config *cfg, int argc, char **argv, server **out);
+/* Destroys every table, then srv; its io threads must be gone. */
+void server_free(server *srv);
+/* An io thread's event base, wake event and inbox; server_run starts a
+ * thread on each, tests/fuzz runs the base on its own thread.  0 or -1. */
+int io_thread_init(server *srv, io_thread *io);
+/* Once nothing runs its base: answers still undelivered are dropped. */
+void io_thread_free(io_thread *io);
+
 /* The live token: whether one is set, and whether got is it (constant time). */
 bool server_token_required(server *srv);
 bool server_token_matches(server *srv, const char *got);

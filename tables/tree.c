@@ -550,6 +550,18 @@ floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_error 
                             h.spec.seed == 0 ? "seed 0" : spec_err.msg);
         goto out;
     }
+    /* The header's spec must describe the table in the file before its
+     * memory is mapped (and faulted in): a damaged memory or capacity would
+     * ask for any size. */
+    tree_sizing z;
+    uint64_t in_file = 0;
+    for (uint32_t i = 0; i < h.nsections; i++)
+        in_file += h.section_bytes[i];
+    if (tree_size(&h.spec, &z, &spec_err) != FLOE_OK || z.node_bytes + z.root_bytes != in_file) {
+        st = floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
+                            path);
+        goto out;
+    }
     st = create_sized(&h.spec, pool, &t, err);
     if (st != FLOE_OK)
         goto out;

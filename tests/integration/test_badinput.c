@@ -1,14 +1,17 @@
 /*
  * test_badinput.c - every bad input gets a clear error, changes nothing,
- * and leaves the daemon serving everyone else.
+ * and leaves the daemon serving everyone else; libfloe takes a status that
+ * is no floe status for a protocol error.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <signal.h>
 #include <stdio.h>
 
+#include "floe_internal.h"
 #include "harness.h"
 
 static uint64_t keys_in(floe *c, const char *table)
@@ -194,6 +197,54 @@ START_TEST(token_required)
 }
 END_TEST
 
+/* A response frame of r on fd. */
+static void send_response(int fd, const Floe__V1__Response *r)
+{
+    unsigned char buf[256];
+    size_t len = floe__v1__response__pack(r, buf + 4);
+    buf[0] = buf[1] = 0;
+    buf[2] = (unsigned char)(len >> 8);
+    buf[3] = (unsigned char)len;
+    ck_assert_int_eq(write(fd, buf, 4 + len), (ssize_t)(4 + len));
+}
+
+/* libfloe against a server that answers with statuses no floed sends. */
+START_TEST(server_status_out_of_range)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
+    Floe__V1__HelloReply h = FLOE__V1__HELLO_REPLY__INIT;
+    h.version = 1;
+    r.id = 1;
+    r.body_case = FLOE__V1__RESPONSE__BODY_HELLO;
+    r.hello = &h;
+    send_response(sv[1], &r);
+    floe *c;
+    ck_assert_int_eq(floe__connect_fd(sv[0], NULL, &c), FLOE_OK);
+    /* -1 would read as "not done yet", 100 as FLOE_ERR_IO: both are protocol errors */
+    const int bad[3] = {-1, FLOE_ERR_IO, 12345};
+    for (int i = 0; i < 3; i++) {
+        Floe__V1__Response e = FLOE__V1__RESPONSE__INIT;
+        e.id = 2 + (uint64_t)i;
+        e.status = (Floe__V1__Status)bad[i];
+        send_response(sv[1], &e);
+        floe_call *call = floe_send_ping(c, NULL, NULL);
+        ck_assert_int_eq(floe_wait(c, call), FLOE_ERR_PROTOCOL);
+        ck_assert_int_eq(floe_call_status(call), FLOE_ERR_PROTOCOL);
+        ck_assert_msg(strstr(floe_call_error(call), "no floe status"), "error: %s", floe_call_error(call));
+        floe_call_free(call);
+    }
+    Floe__V1__Response ok = FLOE__V1__RESPONSE__INIT;
+    ok.id = 5;
+    ok.status = FLOE__V1__STATUS__ERR_FULL; /* a real status still comes through */
+    send_response(sv[1], &ok);
+    ck_assert_int_eq(floe_ping(c), FLOE_ERR_FULL);
+    floe_close(c);
+    close(sv[1]);
+}
+END_TEST
+
 Suite *badinput_suite(void)
 {
     Suite *s = suite_create("badinput");
@@ -203,6 +254,7 @@ Suite *badinput_suite(void)
     tcase_add_test(tc, bad_frames_close_the_connection);
     tcase_add_test(tc, limits);
     tcase_add_test(tc, token_required);
+    tcase_add_test(tc, server_status_out_of_range);
     suite_add_tcase(s, tc);
     return s;
 }

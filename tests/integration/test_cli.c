@@ -256,6 +256,8 @@ START_TEST(cli_options_getopt)
         {{"load", "x1", "file", "--batch", "0"}, "--batch is 1..16M"},
         {{"insert", "s2", "-5"}, "unknown option '-5'"},
         {{"insert", "s2", "1", "banana"}, "'banana' is not a key"},
+        {{"insert", "s2", " -1"}, "' -1' is not a key"}, /* not 2^64 - 1 */
+        {{"insert", "s2", "+1"}, "'+1' is not a key"},
         {{"frobnicate"}, "unknown command 'frobnicate'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -263,6 +265,11 @@ START_TEST(cli_options_getopt)
     expect_tool(&d, NULL, 2, NULL, "unknown option '--bogus'", ARGS(prog, "--bogus", "ping"));
     expect_tool(&d, NULL, 2, NULL, "--token needs a value", ARGS(prog, "--token"));
     expect_tool(&d, NULL, 2, NULL, "usage: floe", ARGS(prog)); /* on stderr */
+    /* all of a long key counts: 0x, 200 zeros, 1 is 1 */
+    char long_key[256] = "0x";
+    memset(long_key + 2, '0', 200);
+    strcpy(long_key + 202, "1");
+    expect_cli2(&d, NULL, 0, "\n1 ABSENT\n", NULL, ARGS("find", "s2", "0", long_key));
     char names[256];
     table_names(&d, names, sizeof names);
     ck_assert_str_eq(names, "big,m2,s2"); /* none of the bad lines made a table */

@@ -5,8 +5,12 @@
  * stable and distinct, get_by_id and scan give back the exact vectors, save
  * and load keep everything; concurrent inserters see exactly one INSERTED
  * per distinct vector; a full node table answers FULL and never a false
- * PRESENT; bad specs and batches are refused and change nothing.
+ * PRESENT; bad specs and batches are refused and change nothing; a file
+ * whose header asks for a table larger than the file is refused before any
+ * of it is mapped.
  */
+#include <fcntl.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -583,6 +587,57 @@ START_TEST(bad_specs_and_batches)
 }
 END_TEST
 
+/* Sets the u64 at off of the table file at path to v and writes the
+ * checksum again: the file is damaged, yet its checksum holds. */
+static void rewrite_header(const char *path, off_t off, uint64_t v)
+{
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    off_t size = lseek(fd, 0, SEEK_END);
+    unsigned char *file = malloc((size_t)size);
+    ck_assert_int_eq(pread(fd, file, (size_t)size, 0), size);
+    memcpy(file + off, &v, 8);
+    ck_assert_int_eq(EVP_Digest(file, (size_t)size - 32, file + size - 32, NULL, EVP_sha256(), NULL), 1);
+    ck_assert_int_eq(pwrite(fd, file, (size_t)size, 0), size);
+    close(fd);
+    free(file);
+}
+
+START_TEST(oversized_header_refused)
+{
+    floe_spec s;
+    floe_error err;
+    tree *t = NULL;
+    floe_spec_default(&s);
+    strcpy(s.name, "o");
+    s.kind = FLOE_KIND_TREE;
+    s.key_bits = 0;
+    s.words = 4;
+    s.capacity = 64;
+    ck_assert_int_eq(tree_create(&s, NULL, &t, &err), FLOE_OK);
+    char path[] = "/tmp/floe-tree-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(tree_save(t, path, &err) == FLOE_OK, "save: %s", err.msg);
+    tree_destroy(t);
+    /* the header's spec: memory (offset 264), then capacity (offset 96); a
+     * TiB would be mapped and faulted in before the sizes were compared */
+    const off_t fields[2] = {264, 96};
+    for (int i = 0; i < 2; i++) {
+        rewrite_header(path, fields[i], (uint64_t)1 << 40);
+        t = NULL;
+        ck_assert_int_eq(tree_load(path, NULL, &t, &err), FLOE_ERR_INVALID);
+        ck_assert_ptr_null(t);
+        ck_assert_msg(strstr(err.msg, "section sizes") != NULL, "load: %s", err.msg);
+        rewrite_header(path, fields[i], i == 0 ? 0 : 64);
+    }
+    ck_assert_msg(tree_load(path, NULL, &t, &err) == FLOE_OK, "load: %s", err.msg);
+    tree_destroy(t);
+    unlink(path);
+}
+END_TEST
+
 Suite *tree_suite(void)
 {
     Suite *s = suite_create("tree");
@@ -593,6 +648,7 @@ Suite *tree_suite(void)
     tcase_add_test(tc, concurrent_inserts);
     tcase_add_test(tc, full_is_exact);
     tcase_add_test(tc, bad_specs_and_batches);
+    tcase_add_test(tc, oversized_header_refused);
     suite_add_tcase(s, tc);
     return s;
 }
