@@ -942,6 +942,16 @@ static int key_command(floe *c, int argc, char **argv, int op)
         }
     }
     const unsigned vb = map ? t.value_bytes : 0;
+    for (size_t i = 0; op == 0 && map && i < kl.n; i++) {
+        if (!cli_value_fits(kl.values[i], vb)) {
+            fprintf(stderr,
+                    "floe: ERR_INVALID: value %" PRIu64 " (key %zu of %zu) does not fit the %u-byte values of table %s; "
+                    "nothing was sent\n",
+                    kl.values[i], i + 1, kl.n, vb, table);
+            free_keys(&kl);
+            return 1;
+        }
+    }
     const size_t chunk = part_size(c, 8 + (op == 0 ? vb : 0));
     key_job j = {table, &kl, op, map, vb, NULL};
     if (op == 0 && map && !(j.vals = malloc(chunk * vb + 8))) {
@@ -1134,9 +1144,13 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
                 const int got = cli_parse_load_line(line, map, &keys[n], &v);
                 if (got == 0)
                     continue;
-                if (got < 0) {
-                    fprintf(stderr, "\nfloe: %s line %ld: expected %s\n", path, lineno,
-                            map ? "KEY VALUE (decimal or 0x-hex)" : "a key (decimal or 0x-hex)");
+                if (got < 0 || (map && !cli_value_fits(v, t.value_bytes))) {
+                    if (got < 0)
+                        fprintf(stderr, "\nfloe: %s line %ld: expected %s and nothing else\n", path, lineno,
+                                map ? "KEY VALUE (decimal or 0x-hex)" : "a key (decimal or 0x-hex)");
+                    else
+                        fprintf(stderr, "\nfloe: %s line %ld: value %" PRIu64 " does not fit the %u-byte values of %s\n",
+                                path, lineno, v, t.value_bytes, table);
                     rc = EXIT_USAGE;
                     eof = true;
                     n = 0;

@@ -121,5 +121,7 @@ int cli_parse_load_line(char *line, bool map, uint64_t *key, uint64_t *value)
     *value = 0;
     if (!cli_parse_u64(tok, key) || (map && (!vtok || !cli_parse_u64(vtok, value))))
         return -1;
+    if (strtok_r(NULL, " \t,=", &save))
+        return -1; /* more on the line than a key (and a value): not what it was meant to be */
     return 1;
 }

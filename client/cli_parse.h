@@ -30,9 +30,15 @@ int cli_parse_vector(const char *text, unsigned words, const char *table, uint32
  * place; returns where it now starts. */
 char *cli_trim_line(char *line);
 
+/* Whether value fits a MAP's value_bytes (4 or 8) bytes. */
+static inline bool cli_value_fits(uint64_t value, unsigned value_bytes)
+{
+    return value_bytes >= 8 || value >> (8 * value_bytes) == 0;
+}
+
 /* A text line of `floe load` into a SET ("KEY") or MAP ("KEY VALUE"; blanks,
  * commas or '=' between), changed in place: 1 with key (and value), 0 for a
- * line with nothing on it, -1 if it does not parse. */
+ * line with nothing on it, -1 if it does not parse or holds more than that. */
 int cli_parse_load_line(char *line, bool map, uint64_t *key, uint64_t *value);
 
 #endif

@@ -375,6 +375,22 @@ START_TEST(cli_stdin_in_parts)
 
     /* MAP: KEY=VALUE lines, answered with the values */
     expect_cli(&d, NULL, 0, "created m", ARGS("create", "m", "--kind", "map", "--value-bytes", "4"));
+    /* a value too wide for 4 bytes is refused, not cut (fuzz-cli's note): nothing sent */
+    expect_cli2(&d, NULL, 1, NULL, "value 4294967296 (key 2 of 2) does not fit the 4-byte values",
+                ARGS("insert", "m", "1=7", "2=4294967296"));
+    ck_assert_uint_eq(stats_of(&d, "m").keys, 0);
+    char lpath[256];
+    snprintf(lpath, sizeof lpath, "%s/map.txt", d.dir);
+    FILE *lf = fopen(lpath, "w");
+    fputs("1 7\n2 4294967296\n", lf);
+    fclose(lf);
+    expect_cli2(&d, NULL, 2, NULL, "line 2: value 4294967296 does not fit the 4-byte values", ARGS("load", "m", lpath));
+    lf = fopen(lpath, "w");
+    fputs("1 7\n2 8 9\n", lf); /* more on a line than KEY VALUE */
+    fclose(lf);
+    expect_cli2(&d, NULL, 2, NULL, "line 2: expected KEY VALUE (decimal or 0x-hex) and nothing else",
+                ARGS("load", "m", lpath));
+    ck_assert_uint_eq(stats_of(&d, "m").keys, 0);
     in = lines(1, 10000, "%ld=%ld\n");
     ck_assert_int_eq(run_cli(&d, in, &out, ARGS("insert", "m")), 0);
     expect_lines(out, 1, 10000, "%ld INSERTED %ld\n", "");
