@@ -125,9 +125,11 @@ build() { # OUT SOURCE FLAGS...
     build hello examples/hello.c $cflags $libs
     build hello-static examples/hello.c -static $cflags $slibs
 }
-LD_LIBRARY_PATH=$lib ldd "$tmp/client" | grep -q "libfloe.so.0 => $lib/libfloe.so.0" ||
-    fail "the client does not load libfloe.so.0 from the install: $(LD_LIBRARY_PATH=$lib ldd "$tmp/client")"
-if readelf -d "$tmp/client-static" | grep -q NEEDED; then fail "client-static needs shared libraries"; fi
+# (ldd's output in a variable: `ldd | grep -q` fails under pipefail when grep stops reading first)
+deps=$(LD_LIBRARY_PATH=$lib ldd "$tmp/client")
+grep -q "libfloe.so.0 => $lib/libfloe.so.0" <<< "$deps" ||
+    fail "the client does not load libfloe.so.0 from the install: $deps"
+if grep -q NEEDED <<< "$(readelf -d "$tmp/client-static")"; then fail "client-static needs shared libraries"; fi
 say "built client and hello against the install, shared (libfloe.so.0) and -static"
 
 say "starting the installed floed on a free port"
