@@ -7,7 +7,9 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -524,6 +526,38 @@ END_TEST
 
 /* ---- libfloe's deadlines ------------------------------------------------------------------------- */
 
+/* SIGSTOP, and wait until every thread of pid is stopped (the signal is asynchronous: a request
+ * sent right after it could still be answered). */
+static void stop_process(pid_t pid)
+{
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    for (int tries = 0; tries < 400; tries++) {
+        DIR *d = opendir(dir);
+        ck_assert_ptr_nonnull(d);
+        bool all = true;
+        for (struct dirent *de; all && (de = readdir(d));) {
+            if (de->d_name[0] == '.')
+                continue;
+            char path[384], buf[512];
+            snprintf(path, sizeof path, "%s/%s/stat", dir, de->d_name);
+            FILE *f = fopen(path, "r");
+            size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+            if (f)
+                fclose(f);
+            buf[n] = '\0';
+            const char *p = strrchr(buf, ')');
+            all = p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+        }
+        closedir(d);
+        if (all)
+            return;
+        usleep(5000);
+    }
+    ck_abort_msg("floed did not stop on SIGSTOP");
+}
+
 /* A listener that accepts and never answers: returns its port; the child exits when killed. */
 static pid_t mute_server(unsigned *port)
 {
@@ -565,7 +599,7 @@ START_TEST(calls_time_out_against_a_stopped_server)
         c[i] = connect_ok(&d);
         floe_set_timeout(c[i], DEADLINE);
     }
-    ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+    stop_process(d.pid);
     uint64_t keys[3] = {1, 2, 3}, ids[3];
     uint32_t vec[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     uint8_t res[3];
@@ -706,7 +740,7 @@ START_TEST(tools_give_up_on_a_stalled_server)
         _exit(127);
     }
     usleep(1500000);
-    kill(d.pid, SIGSTOP);
+    stop_process(d.pid);
     const uint64_t t0 = now_ms();
     int status = 0;
     for (int i = 0; i < 300 && waitpid(pid, &status, WNOHANG) != pid; i++)
@@ -723,7 +757,7 @@ START_TEST(tools_give_up_on_a_stalled_server)
     ck_assert_msg(err && strstr(err, "no answer"), "floe-mc said: %s", err ? err : "");
     free(err);
     /* the CLI: --connect-timeout for the hello, --timeout for the request */
-    kill(d.pid, SIGSTOP);
+    stop_process(d.pid);
     char *out;
     const char *cli = getenv("FLOE_CLI") ? getenv("FLOE_CLI") : "build/san/floe";
     const uint64_t t1 = now_ms();
