@@ -211,7 +211,8 @@ build/san/floe-tests: $(call test_objs,san) build/san/bench/histogram.o build/sa
 build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/bench/histogram.o build/tsan/bench/workload.o $(call mcmodel_objs,tsan) build/tsan/daemon/config.o build/tsan/daemon/log.o build/tsan/libfloetables.a
 	$(CC) -pthread -fsanitize=thread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
 
-# CUDA: the GPU engine, its tests and the K1 benchmark (fat binaries, static cudart).
+# CUDA: the GPU engine (gpu/), its tests (tests/gpu/) and benchmarks (bench/*_gpu.cu): fat
+# binaries, static cudart.
 ifeq ($(GPU),1)
 NVFLAGS := -std=c++17 -O3 -Iproto -Itables -Igpu -cudart static \
   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
@@ -219,20 +220,28 @@ NVFLAGS := -std=c++17 -O3 -Iproto -Itables -Igpu -cudart static \
   -Xcompiler -Wall,-Wextra,-Werror
 GPU_BINS := build/gpu/layout_selftest build/gpu/floe-gpu-tests build/gpu/floe-k1-gpu build/gpu/floe-t1-gpu
 check-cuda: $(GPU_BINS)
-build/gpu/%.o: gpu/%.cu $(wildcard gpu/*.h) $(wildcard tables/*.h) proto/floe_wire.h
+NV_DEPS := $(wildcard gpu/*.h) $(wildcard tables/*.h) proto/floe_wire.h
+build/gpu/%.o: gpu/%.cu $(NV_DEPS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+build/gpu/tests/%.o: tests/gpu/%.cu $(NV_DEPS) tests/gpu/backend_test.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+build/gpu/bench/%.o: bench/%.cu $(NV_DEPS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 # libcrypto linked in, so that the GPU programs run on hosts without it
 NV_CRYPTO := -Xlinker -Bstatic -lcrypto -Xlinker -Bdynamic -ldl
 build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/tree_gpu.o build/gpu/backend_gpu.o
 	ar rcs $@ $^
-build/gpu/layout_selftest: build/gpu/layout_selftest.o
+build/gpu/layout_selftest: build/gpu/tests/layout_selftest.o
 	$(NVCC) $(NVFLAGS) $^ -o $@
-build/gpu/floe-gpu-tests: build/gpu/gpu_test.o build/gpu/backend_test.o build/gpu/tree_test.o build/gpu/libfloegpu.a build/rel/libfloetables.a
+build/gpu/floe-gpu-tests: build/gpu/tests/gpu_test.o build/gpu/tests/backend_test.o build/gpu/tests/tree_test.o \
+                          build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
-build/gpu/floe-k1-gpu: build/gpu/k1_bench.o build/gpu/libfloegpu.a build/rel/libfloetables.a
+build/gpu/floe-k1-gpu: build/gpu/bench/k1_gpu.o build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
-build/gpu/floe-t1-gpu: build/gpu/t1_bench.o build/gpu/libfloegpu.a build/rel/libfloetables.a
+build/gpu/floe-t1-gpu: build/gpu/bench/t1_gpu.o build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 else
 # GPU=0: nothing to build (the hint above says so once)
@@ -468,7 +477,7 @@ bench-kernel: build/rel/floe-kbench
 
 format:
 	clang-format -i tables/*.[ch] daemon/*.[ch] client/*.[ch] proto/*.h bench/*.[ch] examples/*.c examples/mc/*.[ch] \
-	  tests/unit/*.[ch] tests/integration/*.[ch] tests/fuzz/*.c gpu/*.cu
+	  tests/unit/*.[ch] tests/integration/*.[ch] tests/fuzz/*.c gpu/*.cu tests/gpu/*.cu bench/*.cu
 
 clean:
 	rm -rf build

@@ -72,8 +72,8 @@ static void batch_done(floe_batch *b)
 {
     slot *s = b->user;
     bench *bn = s->bn;
-    floe_counts c;
-    floe_counts_tally(&c, s->results, b->n); /* on the engine's thread: keep it cheap */
+    floe_answer_counts c;
+    floe_answer_counts_tally(&c, s->results, b->n); /* on the engine's thread: keep it cheap */
     const uint64_t ins = c.inserted, pres = c.present;
     pthread_mutex_lock(&bn->lock);
     if (b->status != FLOE_OK && bn->failed == FLOE_OK) {
@@ -138,7 +138,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    floe_error err;
+    floe_errinfo err;
     floe_backend *be;
     floe_status st = strcmp(o.backend, "gpu") == 0 ? floe_backend_gpu_create(0, &be, &err)
                                                      : floe_backend_cpu_create(0, &be, &err);

@@ -44,7 +44,7 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void die(const char *what, const floe_error *e)
+static void die(const char *what, const floe_errinfo *e)
 {
     fprintf(stderr, "floe-kbench: %s: %s\n", what, e->msg);
     exit(1);
@@ -52,14 +52,14 @@ static void die(const char *what, const floe_error *e)
 
 /* Runs keys[0..n) through the table in batches; returns seconds. */
 static double timed(iceberg *t, int insert, const uint64_t *keys, size_t n, size_t batch, uint8_t *res,
-                    floe_counts *total)
+                    floe_answer_counts *total)
 {
-    floe_error err;
+    floe_errinfo err;
     memset(total, 0, sizeof *total);
     double t0 = now();
     for (size_t at = 0; at < n; at += batch) {
         size_t m = n - at < batch ? n - at : batch;
-        floe_counts c;
+        floe_answer_counts c;
         floe_status st = insert ? iceberg_insert(t, keys + at, m, NULL, 0, 0, res, NULL, NULL, &c, &err)
                                 : iceberg_find(t, keys + at, m, res, NULL, NULL, &c, &err);
         if (st != FLOE_OK)
@@ -149,7 +149,7 @@ int main(int argc, char **argv)
 {
     options o;
     parse(argc, argv, &o);
-    floe_error err;
+    floe_errinfo err;
     floe_pool *pool;
     if (floe_pool_create(o.threads, &pool, &err) != FLOE_OK)
         die("pool", &err);
@@ -203,7 +203,7 @@ int main(int argc, char **argv)
     double bpk = 0;
     for (unsigned run = 0; run < o.runs; run++) {
         iceberg *t;
-        floe_counts c;
+        floe_answer_counts c;
         if (iceberg_create_sized(&spec, addr_bits, pool, &t, &err) != FLOE_OK)
             die("create", &err);
         double s;

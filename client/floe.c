@@ -1631,43 +1631,5 @@ int floe_options_from_env(floe_options *o, char *err, size_t errlen)
 
 int floe_parse_size(const char *s, uint64_t *out)
 {
-    char *end;
-    if (s[0] < '0' || s[0] > '9')
-        return 0;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return 0;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        break;
-    case 't':
-    case 'T':
-        shift = 40;
-        break;
-    default:
-        break;
-    }
-    if (shift) {
-        end++;
-        if (*end == 'i' || *end == 'I')
-            end++;
-        if (*end == 'b' || *end == 'B')
-            end++;
-    }
-    if (*end || v > (UINT64_MAX >> shift))
-        return 0;
-    *out = (uint64_t)v << shift;
-    return 1;
+    return floe_size_parse(s, out);
 }

@@ -47,7 +47,6 @@
 extern "C" {
 #endif
 
-#define FLOE_DEFAULT_PORT 7450
 #define FLOE_ERR_IO       100 /* the connection failed or was lost */
 #define FLOE_ERR_PROTOCOL 101 /* the server sent something that is not a floe response */
 #define FLOE_ERR_TIMEOUT  102 /* no answer within the deadline (floe_options): the connection is closed */
@@ -168,7 +167,7 @@ typedef struct floe_status_count {
 } floe_status_count;
 
 typedef struct floe_table_summary {
-    char name[65];
+    char name[FLOE_NAME_MAX + 1];
     int kind; /* FLOE_TABLE_* */
     char backend[16];
     uint64_t keys; /* live keys (TREE: vectors) */
@@ -234,7 +233,7 @@ typedef struct floe_stage_info {
 } floe_stage_info;
 
 typedef struct floe_table_info {
-    char name[65];
+    char name[FLOE_NAME_MAX + 1];
     int kind;
     unsigned key_bits, value_bytes;
     uint64_t capacity;

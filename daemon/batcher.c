@@ -463,8 +463,8 @@ static frame *key_reply(const batch_out *o, const item *it, size_t at)
         r.vectors.data = (uint8_t *)(o->vectors_out + at * o->words);
         r.vectors.len = n * o->words * 4;
     }
-    floe_counts c;
-    floe_counts_tally(&c, r.results.data, n);
+    floe_answer_counts c;
+    floe_answer_counts_tally(&c, r.results.data, n);
     r.inserted = c.inserted;
     r.present = c.present;
     r.absent = c.absent;

@@ -51,7 +51,7 @@ typedef struct item {
     floe_status pre_status; /* not OK: answer with this error in turn */
     char *pre_error;
     /* SCAN */
-    floe_cursor cursor;
+    floe_scan_pos cursor;
     int cursor_set;
     size_t limit;
     /* COPY (a snapshot), DRAIN with a data-dir: the table's file */

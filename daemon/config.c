@@ -108,46 +108,12 @@ static const setting *find(const char *name)
     return NULL;
 }
 
-/* "64M" -> 67108864; units K, M, G, T (powers of 1024), optional B/iB. */
+/* A whole number, or with_units a size ("64M": floe_size_parse); 0 or -1. */
 static int parse_number(const char *text, int with_units, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    if (!isdigit((unsigned char)text[0]))
+    if (!with_units && text[strspn(text, "0123456789")] != '\0')
         return -1;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno)
-        return -1;
-    uint64_t mult = 1;
-    if (with_units && *end) {
-        switch (toupper((unsigned char)*end)) {
-        case 'K':
-            mult = 1ull << 10;
-            break;
-        case 'M':
-            mult = 1ull << 20;
-            break;
-        case 'G':
-            mult = 1ull << 30;
-            break;
-        case 'T':
-            mult = 1ull << 40;
-            break;
-        default:
-            return -1;
-        }
-        end++;
-        if (*end == 'i' || *end == 'I')
-            end++;
-        if (*end == 'B' || *end == 'b')
-            end++;
-    }
-    if (*end)
-        return -1;
-    if (v > UINT64_MAX / mult)
-        return -1;
-    *out = v * mult;
-    return 0;
+    return floe_size_parse(text, out) ? 0 : -1;
 }
 
 int config_set(floed_config *c, const char *key, const char *value, char *err, size_t errlen)

@@ -30,10 +30,6 @@
 #include "tls.h"
 
 #define IO_MAX_SINGLE      ((size_t)4 << 20) /* bytes per socket read or write call */
-#define SCAN_DEFAULT_LIMIT 1024
-#define SCAN_MAX_LIMIT     (1u << 20)
-/* A TREE scan reply carries at most this many bytes of vectors and ids. */
-#define TREE_SCAN_MAX_BYTES ((size_t)32 << 20)
 
 static atomic_ulong next_serial = 1;
 
@@ -243,7 +239,7 @@ static void handle_hello(conn *c, Floe__V1__Request *req)
     hr.max_batch_keys = LIVE(c->srv, max_batch_keys);
     hr.max_inflight = (uint32_t)LIVE(c->srv, max_inflight);
     floe_backend *dflt = c->srv->cpu;
-    floe_error ignored;
+    floe_errinfo ignored;
     char want[sizeof c->srv->cfg.backend];
     server_backend_for(c->srv, server_default_backend(c->srv, want), &dflt, &ignored);
     hr.backend = (char *)floe_backend_name(dflt);
@@ -256,13 +252,13 @@ static void handle_hello(conn *c, Floe__V1__Request *req)
 }
 
 static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *default_backend, floe_spec *s,
-                                   floe_error *err)
+                                   floe_errinfo *err)
 {
     floe_spec_default(s);
     if (!p)
-        return floe_error_set(err, FLOE_ERR_INVALID, "create_table needs a spec");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "create_table needs a spec");
     if (!p->name || strlen(p->name) > FLOE_NAME_MAX)
-        return floe_error_set(err, FLOE_ERR_INVALID, "table name must be 1 to %d characters", FLOE_NAME_MAX);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table name must be 1 to %d characters", FLOE_NAME_MAX);
     strcpy(s->name, p->name);
     s->kind = (floe_kind)p->kind;
     /* key_bits 0 means 64 for SET and MAP; a TREE has none (its keys are vectors) */
@@ -276,7 +272,7 @@ static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *def
     s->seed = p->seed;
     const char *be = p->backend && p->backend[0] ? p->backend : default_backend;
     if (strlen(be) >= sizeof s->backend)
-        return floe_error_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
     strcpy(s->backend, be);
     return floe_spec_validate(s, err);
 }
@@ -285,7 +281,7 @@ static void handle_create(conn *c, Floe__V1__Request *req)
 {
     server *srv = c->srv;
     floe_spec spec;
-    floe_error err;
+    floe_errinfo err;
     floe_backend *be = NULL;
     char want[sizeof srv->cfg.backend];
     floe_status st = spec_from_proto(req->create_table->spec, server_default_backend(srv, want), &spec, &err);
@@ -434,7 +430,7 @@ static floe_status check_keys(const floe_spec *spec, const ProtobufCBinaryData *
     size_t n = keys->len / 8;
     /* per request, so that a bad key fails its own request, not the batch it would join
      * (protobuf-c allocates bytes fields: the keys are aligned u64s, as the batch uses them) */
-    floe_error e;
+    floe_errinfo e;
     floe_status st = floe_keys_check(spec->key_bits, (const uint64_t *)(const void *)keys->data, n, &e);
     if (st != FLOE_OK) {
         snprintf(msg, len, "table %.64s: %.180s", spec->name, e.msg);
@@ -553,13 +549,13 @@ static void handle_scan(conn *c, Floe__V1__Request *req)
         entry_unref(e);
         return;
     }
-    it->limit = s->limit ? s->limit : SCAN_DEFAULT_LIMIT;
-    if (it->limit > SCAN_MAX_LIMIT)
-        it->limit = SCAN_MAX_LIMIT;
+    it->limit = s->limit ? s->limit : FLOE_SCAN_DEFAULT_LIMIT;
+    if (it->limit > FLOE_SCAN_MAX_LIMIT)
+        it->limit = FLOE_SCAN_MAX_LIMIT;
     const floe_spec *spec = &e->table->spec;
     if (spec->kind == FLOE_KIND_TREE) {
         /* A reply carries limit vectors and ids: keep it a sensible frame. */
-        const size_t cap = TREE_SCAN_MAX_BYTES / ((size_t)spec->words * 4 + 8);
+        const size_t cap = FLOE_TREE_SCAN_MAX_BYTES / ((size_t)spec->words * 4 + 8);
         if (it->limit > cap)
             it->limit = cap ? cap : 1;
     }

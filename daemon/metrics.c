@@ -364,7 +364,7 @@ static const char *status_name(int st)
 static const char *default_backend(server *srv)
 {
     floe_backend *be = srv->cpu;
-    floe_error ignored;
+    floe_errinfo ignored;
     char want[sizeof srv->cfg.backend];
     server_backend_for(srv, server_default_backend(srv, want), &be, &ignored); /* SIGHUP may change it */
     return floe_backend_name(be);

@@ -47,14 +47,14 @@ table_entry *registry_get(registry *r, const char *name)
     return e;
 }
 
-floe_status registry_add(registry *r, table_entry *e, size_t max_tables, floe_error *err)
+floe_status registry_add(registry *r, table_entry *e, size_t max_tables, floe_errinfo *err)
 {
     floe_status st = FLOE_OK;
     pthread_mutex_lock(&r->lock);
     if (find_locked(r, e->name))
-        st = floe_error_set(err, FLOE_ERR_EXISTS, "table %s exists", e->name);
+        st = floe_errinfo_set(err, FLOE_ERR_EXISTS, "table %s exists", e->name);
     else if (r->count >= max_tables)
-        st = floe_error_set(err, FLOE_ERR_BUSY, "max-tables (%zu) reached: drop a table first", max_tables);
+        st = floe_errinfo_set(err, FLOE_ERR_BUSY, "max-tables (%zu) reached: drop a table first", max_tables);
     else {
         e->next = r->head;
         r->head = e;
@@ -64,12 +64,12 @@ floe_status registry_add(registry *r, table_entry *e, size_t max_tables, floe_er
     return st;
 }
 
-floe_status registry_install(registry *r, struct server *srv, floe_table *t, size_t max_tables, floe_error *err)
+floe_status registry_install(registry *r, struct server *srv, floe_table *t, size_t max_tables, floe_errinfo *err)
 {
     table_entry *e = floe_calloc(1, sizeof *e);
     if (!e) {
         floe_table_destroy(t);
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
     strcpy(e->name, t->spec.name);
     e->table = t;

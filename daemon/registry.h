@@ -35,11 +35,11 @@ void registry_init(registry *r);
 /* The entry named name with a reference taken, or NULL. */
 table_entry *registry_get(registry *r, const char *name);
 /* Adds e (its registry reference included); FLOE_ERR_EXISTS or FLOE_ERR_BUSY if not. */
-floe_status registry_add(registry *r, table_entry *e, size_t max_tables, floe_error *err);
+floe_status registry_add(registry *r, table_entry *e, size_t max_tables, floe_errinfo *err);
 /* Wraps table t in a new entry (with its batcher) and adds it; on failure t
  * is destroyed and the error says why (exists, max-tables). */
 struct server;
-floe_status registry_install(registry *r, struct server *srv, floe_table *t, size_t max_tables, floe_error *err);
+floe_status registry_install(registry *r, struct server *srv, floe_table *t, size_t max_tables, floe_errinfo *err);
 /* Removes name; returns the entry with the registry's reference, or NULL. */
 table_entry *registry_remove(registry *r, const char *name);
 /* Every entry, each with a reference taken; *n entries in a malloc'ed array

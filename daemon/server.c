@@ -403,21 +403,21 @@ void server_reap(server *srv, table_entry *e)
 
 /* ---- persistence ------------------------------------------------------------------------- */
 
-floe_status server_backend_for(server *srv, const char *want, floe_backend **be, floe_error *err)
+floe_status server_backend_for(server *srv, const char *want, floe_backend **be, floe_errinfo *err)
 {
     if (strcmp(want, "cpu") == 0) {
         *be = srv->cpu;
         return FLOE_OK;
     }
     if (strcmp(want, "gpu") == 0 && !srv->gpu)
-        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "backend gpu: %s", srv->gpu_name);
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "backend gpu: %s", srv->gpu_name);
     *be = srv->gpu ? srv->gpu : srv->cpu;
     return FLOE_OK;
 }
 
 /* A saved table goes back to the backend it ran on, or to the CPU engine
  * where this host has no GPU (the file format is the same). */
-static floe_status backend_for_file(server *srv, const char *path, floe_backend **be, floe_error *err)
+static floe_status backend_for_file(server *srv, const char *path, floe_backend **be, floe_errinfo *err)
 {
     floe_file_header h;
     floe_file_reader *r;
@@ -457,7 +457,7 @@ static int load_table_file(server *srv, const char *path, size_t index, size_t c
     sd_notifyf(0, "STATUS=loading table file %zu of %zu: %s (%.1f MiB)", index + 1, count, path,
                (double)sb.st_size / 1048576.0);
     const uint64_t t0 = floe_now_ns();
-    floe_error err;
+    floe_errinfo err;
     floe_table *t;
     floe_backend *be = NULL;
     floe_status st = backend_for_file(srv, path, &be, &err);
@@ -746,7 +746,7 @@ static int start_listeners(server *srv)
 /* The GPU backend, where this build has one and the host a device. */
 static int start_gpu(server *srv)
 {
-    floe_error err;
+    floe_errinfo err;
     char dev[96];
     if (!floe_gpu_built()) {
         snprintf(srv->gpu_name, sizeof srv->gpu_name, "this floed was built without GPU support (GPU=0)");
@@ -788,7 +788,7 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
     pthread_mutex_init(&srv->reap_lock, NULL);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN); /* a file past RLIMIT_FSIZE: the write fails (EFBIG) and the snapshot says why */
-    floe_error err;
+    floe_errinfo err;
     if (floe_backend_cpu_create((unsigned)cfg->engine_threads, &srv->cpu, &err) != FLOE_OK) {
         log_error("cannot start the CPU engine: %s", err.msg);
         metrics_free(srv->metrics);
@@ -857,7 +857,7 @@ int server_run(const floed_config *cfg, int argc, char **argv)
     if (rc != 0)
         return rc;
     rc = 1;
-    floe_error err;
+    floe_errinfo err;
     /* libevent puts back the handler it found when a signal event is freed:
      * let that be SIG_IGN, so that a signal in the stop cannot kill floed */
     signal(SIGTERM, SIG_IGN);

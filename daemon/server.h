@@ -125,7 +125,7 @@ const char *server_default_backend(server *srv, char buf[sizeof(((floed_config *
 
 /* The backend a table asking for `want` (cpu, gpu or auto) runs on: auto
  * is the GPU where floed has one.  gpu without a device is an error. */
-floe_status server_backend_for(server *srv, const char *want, floe_backend **be, floe_error *err);
+floe_status server_backend_for(server *srv, const char *want, floe_backend **be, floe_errinfo *err);
 
 /* CPU time of all io threads so far (the io_cpu stage), with its count
  * the number of io threads. */

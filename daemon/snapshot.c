@@ -77,14 +77,14 @@ static void finish_write(item *it, floe_status st, const char *error, double sec
 
 static void run_job(saver *s, item *it)
 {
-    floe_error err;
-    floe_error_clear(&err);
+    floe_errinfo err;
+    floe_errinfo_clear(&err);
     if (it->op == ITEM_DRAIN) {
         floe_status st = FLOE_OK;
         if (unlink(it->path) == 0)
             fsync_dir_of(it->path);
         else if (errno != ENOENT)
-            st = floe_error_set(&err, FLOE_ERR_INTERNAL, "table dropped, but its snapshot %s could not be removed: %s",
+            st = floe_errinfo_set(&err, FLOE_ERR_INTERNAL, "table dropped, but its snapshot %s could not be removed: %s",
                                 it->path, strerror(errno));
         if (st != FLOE_OK)
             log_error("%s", err.msg);

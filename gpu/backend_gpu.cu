@@ -83,7 +83,7 @@ struct stage {
     size_t distinct, m; /* keys sent to the device */
     piece p;
     floe_status st;
-    floe_error err;
+    floe_errinfo err;
 };
 
 /* A TREE table's staging: pinned host and device buffers for one piece. */
@@ -152,7 +152,7 @@ static void stage_free_buffers(stage *s)
 }
 
 /* Buffers for n keys (grown to a power of two, at most PIECE_MAX). */
-static floe_status stage_reserve(stage *s, size_t n, uint32_t vb, floe_error *err)
+static floe_status stage_reserve(stage *s, size_t n, uint32_t vb, floe_errinfo *err)
 {
     if (n <= s->cap)
         return FLOE_OK;
@@ -189,7 +189,7 @@ static floe_status stage_reserve(stage *s, size_t n, uint32_t vb, floe_error *er
     if (e != cudaSuccess) {
         stage_free_buffers(s);
         cudaGetLastError();
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "cannot allocate staging buffers for %zu keys: %s", cap,
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot allocate staging buffers for %zu keys: %s", cap,
                               cuda_msg(e));
     }
     s->cap = cap;
@@ -204,7 +204,7 @@ static uint64_t table_slots(const gpu_table *t)
 }
 
 /* Exact counters from the device (after a load or rebuild). */
-static floe_status recount(gpu_table *t, floe_error *err)
+static floe_status recount(gpu_table *t, floe_errinfo *err)
 {
     uint64_t used[3], tomb;
     floe_status st = gpu_iceberg_count(t->ice, used, &tomb, err);
@@ -216,13 +216,13 @@ static floe_status recount(gpu_table *t, floe_error *err)
 }
 
 /* Rebuild at 2^addr_bits primary buckets (0: the current size). */
-static floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_error *err)
+static floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
 {
     const uint32_t kb = t->base.spec.key_bits;
     if (addr_bits == 0)
         addr_bits = gpu_iceberg_addr_bits(t->ice);
     if (addr_bits < floe_min_addr_bits(kb) || addr_bits > floe_max_addr_bits(kb))
-        return floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
                               floe_min_addr_bits(kb), floe_max_addr_bits(kb), kb);
     floe_status st = gpu_iceberg_rebuild(t->ice, &addr_bits, err);
     if (st != FLOE_OK)
@@ -247,12 +247,12 @@ static uint32_t grow_target(const gpu_table *t)
 static void complete(floe_batch *b)
 {
     if (b->status == FLOE_OK)
-        floe_error_clear(&b->error);
+        floe_errinfo_clear(&b->error);
     if (b->done)
         b->done(b);
 }
 
-static void fail_batch(floe_batch *b, floe_status st, const floe_error *err)
+static void fail_batch(floe_batch *b, floe_status st, const floe_errinfo *err)
 {
     if (b->status == FLOE_OK) {
         b->status = st;
@@ -320,7 +320,7 @@ static void launch(gpu_table *t, const piece &p)
     if (e == cudaSuccess) /* the kernels start when the copy is in and the previous piece's kernels are done */
         e = cudaEventRecord(s->k0_ev, t->ks);
     if (e != cudaSuccess) {
-        s->st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "staging a batch: %s", cuda_msg(e));
+        s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "staging a batch: %s", cuda_msg(e));
         return;
     }
     uint64_t *d_ids = want_ids ? s->d_ids : NULL;
@@ -355,7 +355,7 @@ static void launch(gpu_table *t, const piece &p)
     if (e == cudaSuccess)
         e = cudaEventRecord(s->done_ev, s->copy);
     if (e != cudaSuccess)
-        s->st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "running a batch: %s", cuda_msg(e));
+        s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "running a batch: %s", cuda_msg(e));
     else
         s->timed = true;
 }
@@ -390,14 +390,14 @@ static floe_status stage_wait(gpu_table *t, stage *s)
     }
     cudaError_t e = cudaEventSynchronize(s->done_ev);
     if (e != cudaSuccess)
-        s->st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "batch on the GPU: %s", cuda_msg(e));
+        s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "batch on the GPU: %s", cuda_msg(e));
     return s->st;
 }
 
 /* Runs m keys (already in s->h_keys, values in s->h_vin) through one
  * operation synchronously on the table's stream: for retries after growth. */
 static floe_status run_now(gpu_table *t, stage *s, floe_op op, size_t m, bool ids, bool overwrite, bool values,
-                           floe_error *err)
+                           floe_errinfo *err)
 {
     gpu_stream ks = (gpu_stream)t->ks;
     const uint32_t vb = t->vb;
@@ -405,7 +405,7 @@ static floe_status run_now(gpu_table *t, stage *s, floe_op op, size_t m, bool id
     if (e == cudaSuccess && op == FLOE_OP_INSERT && vb)
         e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, t->ks);
     if (e != cudaSuccess)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "staging a retry: %s", cuda_msg(e));
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "staging a retry: %s", cuda_msg(e));
     floe_status st;
     if (op == FLOE_OP_INSERT)
         st = vb ? gpu_iceberg_put_map(t->ice, s->d_keys, s->d_vin, m, overwrite, s->d_res, ids ? s->d_ids : NULL,
@@ -423,7 +423,7 @@ static floe_status run_now(gpu_table *t, stage *s, floe_op op, size_t m, bool id
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(t->ks);
     if (e != cudaSuccess)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "retry on the GPU: %s", cuda_msg(e));
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "retry on the GPU: %s", cuda_msg(e));
     return FLOE_OK;
 }
 
@@ -431,7 +431,7 @@ static floe_status run_now(gpu_table *t, stage *s, floe_op op, size_t m, bool id
  * every piece in flight behind it was skipped.  Drain them into the redo
  * list, grow, and retry the FULL keys until none is left or the table
  * cannot grow. */
-static floe_status grow_and_retry(gpu_table *t, stage *s, floe_error *err)
+static floe_status grow_and_retry(gpu_table *t, stage *s, floe_errinfo *err)
 {
     piece later[2 * STAGES];
     unsigned nl = 0;
@@ -460,7 +460,7 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_error *err)
     unsigned char *vout = vb ? (unsigned char *)malloc(s->m * vb) : NULL;
     floe_status st = FLOE_OK;
     if (!keys || !idx || !res || (vb && (!vin || !vout))) {
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory retrying FULL keys");
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory retrying FULL keys");
         goto out;
     }
     /* the stage's keys and answers, kept while its buffers serve the retries */
@@ -479,7 +479,7 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_error *err)
                 idx[nf++] = (uint32_t)j;
         if (nf == 0 || st != FLOE_OK)
             break;
-        floe_error ignored;
+        floe_errinfo ignored;
         if (cudaStreamSynchronize(t->ks) != cudaSuccess ||
             rebuild(t, gpu_iceberg_addr_bits(t->ice) + 1, &ignored) != FLOE_OK)
             break; /* cannot grow: FULL stands */
@@ -521,7 +521,7 @@ out:
  * does after growth. */
 static void refind_ids(gpu_table *t, stage *s, floe_batch *b, size_t upto)
 {
-    floe_error err;
+    floe_errinfo err;
     for (size_t at = 0; at < upto;) {
         size_t m = upto - at < PIECE_MAX ? upto - at : PIECE_MAX;
         floe_status st = stage_reserve(s, m, t->vb, &err);
@@ -550,7 +550,7 @@ struct out_job {
     unsigned char *vout;
     uint32_t vb;
     size_t n;
-    floe_counts counts[OUT_TASKS];
+    floe_answer_counts counts[OUT_TASKS];
 };
 
 static void out_task(void *arg, size_t task)
@@ -562,14 +562,14 @@ static void out_task(void *arg, size_t task)
         memcpy(j->ids + at, j->s->h_ids + at, m * 8);
     if (j->vout)
         memcpy(j->vout + at * j->vb, (const unsigned char *)j->s->h_vout + at * j->vb, m * j->vb);
-    floe_counts_tally(&j->counts[task], j->res + at, m);
+    floe_answer_counts_tally(&j->counts[task], j->res + at, m);
 }
 
 /* Copies a piece's answers (one per key, no dedup) out of pinned staging
  * and counts them, spread over the backend's pool: on one thread this is a
  * fifth of E1's time on the table's worker. */
 static void answers_out(gpu_table *t, const stage *s, uint8_t *res, uint64_t *ids, unsigned char *vout, size_t n,
-                        floe_counts *c)
+                        floe_answer_counts *c)
 {
     out_job j = {s, res, ids, vout, t->vb, n, {}};
     const size_t tasks = (n + OUT_CHUNK - 1) / OUT_CHUNK; /* n <= PIECE_MAX: at most OUT_TASKS */
@@ -602,7 +602,7 @@ static void retire(gpu_table *t)
         t->inflight_keys -= s->m < t->inflight_keys ? s->m : t->inflight_keys;
     const size_t off = s->p.off, n = s->p.n, m = s->m;
     if (st == FLOE_OK && m > 0 && s->h_res[0] == GPU_SKIPPED) /* grow_and_retry collects skipped pieces */
-        st = floe_error_set(&s->err, FLOE_ERR_INTERNAL, "a batch was skipped on a halted table");
+        st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "a batch was skipped on a halted table");
     if (s->p.off == 0)
         t->ids_gen = t->generation; /* the generation the batch's ids start from */
     if (st == FLOE_OK && b->op == FLOE_OP_INSERT && t->base.spec.grow) {
@@ -618,7 +618,7 @@ static void retire(gpu_table *t)
         uint8_t *res = b->results + off;
         uint64_t *ids = want_ids ? b->ids + off : NULL;
         unsigned char *vout = want_values ? (unsigned char *)b->values_out + off * vb : NULL;
-        floe_counts c;
+        floe_answer_counts c;
         if (b->op == FLOE_OP_INSERT && vb) { /* scatter the first occurrences' answers, then settle the rest */
             for (size_t j = 0; j < m; j++) {
                 size_t i = s->uniq[j];
@@ -630,7 +630,7 @@ static void retire(gpu_table *t)
             }
             floe_dedup_settle(s->rep, n, s->distinct, vb, (b->flags & FLOE_BATCH_OVERWRITE) != 0,
                               (const unsigned char *)b->values + off * vb, s->src, res, ids, vout);
-            floe_counts_tally(&c, res, n);
+            floe_answer_counts_tally(&c, res, n);
         } else {
             answers_out(t, s, res, ids, vout, n, &c);
         }
@@ -668,7 +668,7 @@ static void drain(gpu_table *t)
 static void fill_stats(gpu_table *t, floe_table_stats *st)
 {
     uint64_t used[3] = {0, 0, 0}, tomb = 0;
-    floe_error err;
+    floe_errinfo err;
     memset(st, 0, sizeof *st);
     if (gpu_iceberg_count(t->ice, used, &tomb, &err) != FLOE_OK) {
         used[0] = t->used; /* the device cannot count: report what the host knows */
@@ -698,7 +698,7 @@ static void fill_stats(gpu_table *t, floe_table_stats *st)
 
 /* The table's file image, through the CPU engine's file code: the arrays are
  * the same, downloaded into a host table that the image then owns. */
-static floe_status copy_image(gpu_table *t, floe_file_image **out, floe_error *err)
+static floe_status copy_image(gpu_table *t, floe_file_image **out, floe_errinfo *err)
 {
     iceberg *host;
     floe_status st = iceberg_create_sized(&t->base.spec, gpu_iceberg_addr_bits(t->ice), NULL, &host, err);
@@ -720,17 +720,17 @@ static floe_status copy_image(gpu_table *t, floe_file_image **out, floe_error *e
 }
 
 /* SAVE is a COPY written at once. */
-static floe_status write_image(floe_file_image *im, const char *path, floe_error *err)
+static floe_status write_image(floe_file_image *im, const char *path, floe_errinfo *err)
 {
     floe_status st = floe_file_image_save(path, im, err);
     floe_file_image_free(im);
     return st;
 }
 
-static floe_status save(gpu_table *t, const char *path, floe_error *err)
+static floe_status save(gpu_table *t, const char *path, floe_errinfo *err)
 {
     if (!path)
-        return floe_error_set(err, FLOE_ERR_INVALID, "save needs a path");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "save needs a path");
     floe_file_image *im = NULL;
     floe_status st = copy_image(t, &im, err);
     return st == FLOE_OK ? write_image(im, path, err) : st;
@@ -752,7 +752,7 @@ static void tree_stage_free(tree_stage *s)
     memset(s, 0, sizeof *s);
 }
 
-static floe_status tree_stage_reserve(tree_stage *s, size_t n, uint32_t W, floe_error *err)
+static floe_status tree_stage_reserve(tree_stage *s, size_t n, uint32_t W, floe_errinfo *err)
 {
     if (n <= s->cap)
         return FLOE_OK;
@@ -770,7 +770,7 @@ static floe_status tree_stage_reserve(tree_stage *s, size_t n, uint32_t W, floe_
         e = cudaMalloc(&s->d_res, n);
     if (e != cudaSuccess) {
         tree_stage_free(s);
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "staging for %zu vectors: %s", n, cuda_msg(e));
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "staging for %zu vectors: %s", n, cuda_msg(e));
     }
     s->cap = n;
     return FLOE_OK;
@@ -780,11 +780,11 @@ static floe_status tree_stage_reserve(tree_stage *s, size_t n, uint32_t W, floe_
     do {                                                                                                               \
         cudaError_t e_ = (call);                                                                                       \
         if (e_ != cudaSuccess)                                                                                         \
-            return floe_error_set(err, FLOE_ERR_INTERNAL, "%s: %s", #call, cuda_msg(e_));                            \
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "%s: %s", #call, cuda_msg(e_));                            \
     } while (0)
 
 /* INSERT, FIND or GET of vectors [off, off + m). */
-static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m, floe_error *err)
+static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m, floe_errinfo *err)
 {
     const uint32_t W = t->base.spec.words;
     tree_stage *s = &t->ts;
@@ -828,19 +828,19 @@ static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m,
 }
 
 /* Up to limit vectors from the cursor: root slots in steps, stored ones kept. */
-static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_error *err)
+static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_errinfo *err)
 {
     const uint32_t W = t->base.spec.words;
     const uint64_t total = gpu_tree_root_slots(t->tree);
     uint64_t pos = b->cursor_set ? b->cursor.position : 0;
     b->scan_n = 0;
     if (b->limit > 0 && !b->scan_keys)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no ids buffer");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no ids buffer");
     if (b->cursor_set && b->cursor.generation != 0)
-        return floe_error_set(err, FLOE_ERR_INVALID, "scan cursor is from generation %llu; TREE tables stay at 0",
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor is from generation %llu; TREE tables stay at 0",
                               (unsigned long long)b->cursor.generation);
     if (pos > total)
-        return floe_error_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
                               (unsigned long long)pos, (unsigned long long)total);
     tree_stage *s = &t->ts;
     floe_status st = tree_stage_reserve(s, TREE_SCAN_STEP, W, err);
@@ -872,7 +872,7 @@ static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_error *err)
 }
 
 /* The image of a TREE table: downloaded into a host tree that the image owns. */
-static floe_status tree_copy_gpu(gpu_table *t, floe_file_image **out, floe_error *err)
+static floe_status tree_copy_gpu(gpu_table *t, floe_file_image **out, floe_errinfo *err)
 {
     tree *host;
     floe_status st = tree_create(&t->base.spec, NULL, &host, err);
@@ -886,10 +886,10 @@ static floe_status tree_copy_gpu(gpu_table *t, floe_file_image **out, floe_error
     return st;
 }
 
-static floe_status tree_save_gpu(gpu_table *t, const char *path, floe_error *err)
+static floe_status tree_save_gpu(gpu_table *t, const char *path, floe_errinfo *err)
 {
     if (!path)
-        return floe_error_set(err, FLOE_ERR_INVALID, "save needs a path");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "save needs a path");
     floe_file_image *im = NULL;
     floe_status st = tree_copy_gpu(t, &im, err);
     return st == FLOE_OK ? write_image(im, path, err) : st;
@@ -897,7 +897,7 @@ static floe_status tree_save_gpu(gpu_table *t, const char *path, floe_error *err
 
 static void run_tree(gpu_table *t, floe_batch *b)
 {
-    floe_error *e = &b->error;
+    floe_errinfo *e = &b->error;
     b->status = floe_batch_check(&t->base.spec, b, e);
     if (b->status == FLOE_OK) {
         switch (b->op) {
@@ -907,7 +907,7 @@ static void run_tree(gpu_table *t, floe_batch *b)
             for (size_t off = 0; off < b->n && b->status == FLOE_OK; off += TREE_PIECE_MAX)
                 b->status = tree_piece(t, b, off, b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX, e);
             if (b->status == FLOE_OK)
-                floe_counts_tally(&b->counts, b->results, b->n);
+                floe_answer_counts_tally(&b->counts, b->results, b->n);
             break;
         case FLOE_OP_SCAN:
             b->status = tree_scan(t, b, e);
@@ -923,7 +923,7 @@ static void run_tree(gpu_table *t, floe_batch *b)
             b->status = tree_copy_gpu(t, &b->image, e);
             break;
         default:
-            b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
+            b->status = floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
         }
     }
     complete(b);
@@ -931,7 +931,7 @@ static void run_tree(gpu_table *t, floe_batch *b)
 
 static void run_alone(gpu_table *t, floe_batch *b)
 {
-    floe_error *e = &b->error;
+    floe_errinfo *e = &b->error;
     drain(t);
     switch (b->op) {
     case FLOE_OP_SCAN: {
@@ -940,16 +940,16 @@ static void run_alone(gpu_table *t, floe_batch *b)
         uint64_t pos = b->cursor_set ? b->cursor.position : 0;
         b->scan_n = 0;
         if (want_values && !vb)
-            b->status = floe_error_set(e, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
+            b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
         else if (b->limit > 0 && !b->scan_keys)
-            b->status = floe_error_set(e, FLOE_ERR_INVALID, "no keys buffer");
+            b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "no keys buffer");
         else if (b->cursor_set && b->cursor.generation != t->generation)
-            b->status = floe_error_set(e, FLOE_ERR_INVALID,
+            b->status = floe_errinfo_set(e, FLOE_ERR_INVALID,
                                        "scan cursor is from generation %llu but the table was rebuilt (generation "
                                        "%llu): start the scan again",
                                        (unsigned long long)b->cursor.generation, (unsigned long long)t->generation);
         else if (pos > table_slots(t))
-            b->status = floe_error_set(e, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu slots",
+            b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu slots",
                                        (unsigned long long)pos, (unsigned long long)table_slots(t));
         else {
             uint64_t next;
@@ -975,10 +975,10 @@ static void run_alone(gpu_table *t, floe_batch *b)
         b->status = copy_image(t, &b->image, e);
         break;
     case FLOE_OP_GET:
-        b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
+        b->status = floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
         break;
     default:
-        b->status = floe_error_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
+        b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
     }
     complete(b);
 }
@@ -1011,7 +1011,7 @@ static void begin(gpu_table *t, floe_batch *b)
         if ((double)(t->used + t->inflight_keys + b->n) > limit) {
             drain(t);
             if ((double)t->used > limit) {
-                floe_error ignored;
+                floe_errinfo ignored;
                 rebuild(t, grow_target(t), &ignored); /* on failure the table stays as it is */
             }
         }
@@ -1102,13 +1102,13 @@ static void table_free(gpu_table *t)
 
 /* Takes ownership of ice or tree (one of them). */
 static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree, uint64_t generation,
-                               floe_table **out, floe_error *err)
+                               floe_table **out, floe_errinfo *err)
 {
     gpu_table *t = (gpu_table *)calloc(1, sizeof *t);
     if (!t) {
         gpu_iceberg_destroy(ice);
         gpu_tree_destroy(tree);
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
     t->base.backend = &be->base;
     t->base.spec = ice ? *gpu_iceberg_spec(ice) : *gpu_tree_spec(tree);
@@ -1127,7 +1127,7 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree
     }
     floe_status st = FLOE_OK;
     if (e != cudaSuccess)
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "creating CUDA streams: %s", cuda_msg(e));
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "creating CUDA streams: %s", cuda_msg(e));
     if (st == FLOE_OK && ice)
         st = recount(t, err);
     if (st != FLOE_OK) {
@@ -1140,13 +1140,13 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree
         pthread_cond_destroy(&t->cv);
         pthread_mutex_destroy(&t->lock);
         table_free(t);
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "cannot start the table's thread");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot start the table's thread");
     }
     *out = &t->base;
     return FLOE_OK;
 }
 
-static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_error *err)
+static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
     gpu_backend *be = (gpu_backend *)base;
     floe_spec s = *spec;
@@ -1169,7 +1169,7 @@ static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, f
 
 /* Loads through the CPU engine's file code (checksums, damage checks), then
  * copies the arrays to the device. */
-static floe_status gpu_load_table(floe_backend *base, const char *path, floe_table **out, floe_error *err)
+static floe_status gpu_load_table(floe_backend *base, const char *path, floe_table **out, floe_errinfo *err)
 {
     gpu_backend *be = (gpu_backend *)base;
     floe_kind kind;
@@ -1271,17 +1271,17 @@ extern "C" int floe_gpu_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
     return 0;
 }
 
-extern "C" floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_error *err)
+extern "C" floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_errinfo *err)
 {
     *out = NULL;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0)
-        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "no CUDA device: %s",
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "no CUDA device: %s",
                               e != cudaSuccess ? cuda_msg(e) : "the driver reports none");
     gpu_backend *be = (gpu_backend *)calloc(1, sizeof *be);
     if (!be)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     floe_status st = floe_pool_create(host_threads, &be->pool, err);
     if (st != FLOE_OK) {
         free(be);

@@ -30,7 +30,7 @@ int floe_gpu_meminfo(uint64_t *free_bytes, uint64_t *total_bytes);
 /* The GPU backend on device 0; host_threads size the pool that
  * deduplicates MAP batches (0: one per CPU).  FLOE_ERR_UNSUPPORTED with a
  * message saying why where there is no device or no CUDA in this build. */
-floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_error *err);
+floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_errinfo *err);
 
 #ifdef __cplusplus
 }

@@ -23,9 +23,9 @@ int floe_gpu_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
     return -1;
 }
 
-floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_error *err)
+floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_errinfo *err)
 {
     (void)host_threads;
     *out = NULL;
-    return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "this build has no GPU backend (built with GPU=0 or without nvcc)");
+    return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "this build has no GPU backend (built with GPU=0 or without nvcc)");
 }

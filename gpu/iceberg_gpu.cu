@@ -38,11 +38,10 @@
     do {                                                                                                               \
         cudaError_t e_ = (call);                                                                                       \
         if (e_ != cudaSuccess)                                                                                         \
-            return floe_error_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                  \
+            return floe_errinfo_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                  \
     } while (0)
 
 #define BLOCK 256
-#define NO_ID (~0ull)
 
 struct gpu_iceberg {
     floe_spec spec;
@@ -132,7 +131,7 @@ __device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, uint64_t f
             return 1;
         if (!insert) {
             *res = R_ABSENT;
-            *id = NO_ID;
+            *id = FLOE_NO_ID;
             return 0;
         }
         int w = f * RB / 64;
@@ -177,7 +176,7 @@ __device__ __forceinline__ int put_double(uint64_t *b0, uint64_t *b1, uint64_t r
         if (!insert) {
             if (f0 < SLOTS || f1 < SLOTS) { /* a candidate had room: the key never went deeper */
                 *res = R_ABSENT;
-                *id = NO_ID;
+                *id = FLOE_NO_ID;
                 return 0;
             }
             return 1;
@@ -241,7 +240,7 @@ __device__ __forceinline__ void op_key(const floe_geometry &g, uint64_t *L0, uin
     if (level_double_any<insert, map>(g, 2, L2, key, res, id, put) == 0)
         return;
     *res = insert ? R_FULL : R_ABSENT;
-    *id = NO_ID;
+    *id = FLOE_NO_ID;
 }
 
 /* The 64-bit word that holds slot id, and the slot's shift inside it. */
@@ -423,7 +422,7 @@ __global__ void k_clear(uint64_t *skeys, uint32_t *smin, const unsigned long lon
     uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (j > scratch_mask(losers) || j >= limit)
         return;
-    skeys[j] = NO_ID;
+    skeys[j] = FLOE_NO_ID;
     smin[j] = 0xFFFFFFFFu;
 }
 
@@ -438,8 +437,8 @@ __global__ void k_group(const uint64_t *ids, uint8_t *results, uint64_t n, uint6
     const uint64_t mask = scratch_mask(losers);
     uint64_t id = ids[i], h = scratch_hash(id) & mask;
     for (;;) {
-        unsigned long long old = atomicCAS(reinterpret_cast<unsigned long long *>(skeys + h), NO_ID, id);
-        if (old == NO_ID || old == id) {
+        unsigned long long old = atomicCAS(reinterpret_cast<unsigned long long *>(skeys + h), FLOE_NO_ID, id);
+        if (old == FLOE_NO_ID || old == id) {
             atomicMin(smin + h, (uint32_t)i);
             break;
         }
@@ -459,7 +458,7 @@ __global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, cons
     uint64_t id = ids[i], h = scratch_hash(id) & mask;
     for (;;) {
         uint64_t k = skeys[h];
-        if (k == NO_ID)
+        if (k == FLOE_NO_ID)
             return; /* no loser of this key */
         if (k == id)
             break;
@@ -652,7 +651,7 @@ static void free_arrays(gpu_iceberg *t)
 }
 
 /* Zeroed level and value arrays for 2^addr_bits primary buckets. */
-static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, floe_error *err)
+static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, floe_errinfo *err)
 {
     floe_geometry_init(&t->g, t->spec.key_bits, addr_bits, t->spec.seed);
     t->addr_bits = addr_bits;
@@ -675,26 +674,26 @@ static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, floe_error *
     if (e != cudaSuccess) {
         free_arrays(t);
         cudaGetLastError(); /* an out-of-memory error is not sticky: clear it */
-        return floe_error_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes of device memory for a table of 2^%u "
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes of device memory for a table of 2^%u "
                               "primary buckets: %s", total, addr_bits, cudaGetErrorString(e));
     }
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_iceberg **out, floe_error *err)
+extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_iceberg **out, floe_errinfo *err)
 {
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
         return st;
     if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP)
-        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "the GPU engine holds SET and MAP tables, not %s",
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "the GPU engine holds SET and MAP tables, not %s",
                               floe_kind_name(spec->kind));
     if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
-        return floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u",
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u",
                               floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits));
     gpu_iceberg *t = (gpu_iceberg *)calloc(1, sizeof *t);
     if (!t)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     t->spec = *spec;
     if (!t->spec.seed)
         t->spec.seed = 0x243F6A8885A308D3ull;
@@ -705,7 +704,7 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
         if (e == cudaSuccess)
             e = cudaMemset(t->halt, 0, sizeof *t->halt);
         if (e != cudaSuccess)
-            st = floe_error_set(err, FLOE_ERR_INTERNAL, "allocating a flag: %s", cudaGetErrorString(e));
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "allocating a flag: %s", cudaGetErrorString(e));
     }
     if (st != FLOE_OK) {
         gpu_iceberg_destroy(t);
@@ -742,7 +741,7 @@ extern "C" uint32_t gpu_iceberg_addr_bits(const gpu_iceberg *t)
 }
 
 static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool insert, uint8_t *d_results,
-                          uint64_t *d_ids, void *d_vout, cudaStream_t s, floe_error *err)
+                          uint64_t *d_ids, void *d_vout, cudaStream_t s, floe_errinfo *err)
 {
     if (n == 0)
         return FLOE_OK;
@@ -776,7 +775,7 @@ static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool
     return FLOE_OK;
 }
 
-static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_error *err)
+static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_errinfo *err)
 {
     size_t cap = 1024;
     while (cap < 2 * n)
@@ -805,7 +804,7 @@ static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_error *err)
 
 /* The first-occurrence fix-up over results flagged LOSER (see the top). */
 static floe_status settle(gpu_iceberg *t, const uint64_t *ids, uint8_t *d_results, size_t n, uint8_t win, uint8_t lose,
-                          cudaStream_t s, floe_error *err)
+                          cudaStream_t s, floe_errinfo *err)
 {
     unsigned blocks = blocks_for(n);
     unsigned cblocks = blocks_for(t->scratch_cap);
@@ -823,15 +822,15 @@ static void next_seq(gpu_iceberg *t)
         t->seq = 1;
 }
 
-static floe_status check_n(size_t n, floe_error *err)
+static floe_status check_n(size_t n, floe_errinfo *err)
 {
     if (n >= (1ull << 32))
-        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a GPU batch holds at most 2^32 - 1 keys");
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a GPU batch holds at most 2^32 - 1 keys");
     return FLOE_OK;
 }
 
 extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
-                                       uint64_t *d_ids, unsigned flags, gpu_stream stream, floe_error *err)
+                                       uint64_t *d_ids, unsigned flags, gpu_stream stream, floe_errinfo *err)
 {
     cudaStream_t s = (cudaStream_t)stream;
     floe_status st = check_n(n, err);
@@ -839,7 +838,7 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
     if (st != FLOE_OK || n == 0)
         return st;
     if (t->vb)
-        return floe_error_set(err, FLOE_ERR_INVALID, "gpu_iceberg_put is for SET tables; MAP inserts need values");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "gpu_iceberg_put is for SET tables; MAP inserts need values");
     if (flags & GPU_NO_DEDUP)
         return launch(t, d_keys, n, true, d_results, d_ids, NULL, s, err);
     st = grow_scratch(t, n, err);
@@ -869,7 +868,7 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
 
 extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_keys, const void *d_values, size_t n,
                                            int overwrite, uint8_t *d_results, uint64_t *d_ids, void *d_values_out,
-                                           gpu_stream stream, floe_error *err)
+                                           gpu_stream stream, floe_errinfo *err)
 {
     cudaStream_t s = (cudaStream_t)stream;
     floe_status st = check_n(n, err);
@@ -877,7 +876,7 @@ extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_key
     if (st != FLOE_OK || n == 0)
         return st;
     if (!t->vb)
-        return floe_error_set(err, FLOE_ERR_INVALID, "gpu_iceberg_put_map is for MAP tables");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "gpu_iceberg_put_map is for MAP tables");
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
 #define K_MAP(RB)                                                                                                      \
     k_put_map<RB><<<blocks_for(n), BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, d_values, n, d_results, d_ids, t->halt,   \
@@ -899,7 +898,7 @@ extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_key
 }
 
 extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
-                                         gpu_stream stream, floe_error *err)
+                                         gpu_stream stream, floe_errinfo *err)
 {
     cudaStream_t s = (cudaStream_t)stream;
     floe_status st = check_n(n, err);
@@ -918,18 +917,18 @@ extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys,
 }
 
 extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
-                                        uint64_t *d_ids, void *d_values_out, gpu_stream stream, floe_error *err)
+                                        uint64_t *d_ids, void *d_values_out, gpu_stream stream, floe_errinfo *err)
 {
     floe_status st = check_n(n, err);
     next_seq(t);
     if (st != FLOE_OK)
         return st;
     if (d_values_out && !t->vb)
-        return floe_error_set(err, FLOE_ERR_INVALID, "values requested from a SET");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a SET");
     return launch(t, d_keys, n, false, d_results, d_ids, d_values_out, (cudaStream_t)stream, err);
 }
 
-extern "C" floe_status gpu_iceberg_clear_halt(gpu_iceberg *t, gpu_stream stream, floe_error *err)
+extern "C" floe_status gpu_iceberg_clear_halt(gpu_iceberg *t, gpu_stream stream, floe_errinfo *err)
 {
     if (t->halt)
         CUDA_TRY(cudaMemsetAsync(t->halt, 0, sizeof *t->halt, (cudaStream_t)stream), err);
@@ -940,7 +939,7 @@ enum host_kind { HOST_PUT, HOST_FIND, HOST_ERASE };
 
 /* Stages host keys on the device, runs one operation, copies the answers back, waits. */
 static floe_status host_op(gpu_iceberg *t, host_kind op, const uint64_t *keys, size_t n, uint8_t *results,
-                           uint64_t *ids, floe_error *err)
+                           uint64_t *ids, floe_errinfo *err)
 {
     uint64_t *dk = NULL, *di = NULL;
     uint8_t *dr = NULL;
@@ -955,7 +954,7 @@ static floe_status host_op(gpu_iceberg *t, host_kind op, const uint64_t *keys, s
     if (e == cudaSuccess)
         e = cudaMemcpy(dk, keys, n * 8, cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "staging a batch: %s", cudaGetErrorString(e));
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "staging a batch: %s", cudaGetErrorString(e));
     } else {
         st = op == HOST_PUT    ? gpu_iceberg_put(t, dk, n, dr, di, 0, 0, err)
              : op == HOST_FIND ? gpu_iceberg_find(t, dk, n, dr, di, NULL, 0, err)
@@ -965,7 +964,7 @@ static floe_status host_op(gpu_iceberg *t, host_kind op, const uint64_t *keys, s
             if (e == cudaSuccess && ids)
                 e = cudaMemcpy(ids, di, n * 8, cudaMemcpyDeviceToHost);
             if (e != cudaSuccess)
-                st = floe_error_set(err, FLOE_ERR_INTERNAL, "batch: %s", cudaGetErrorString(e));
+                st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "batch: %s", cudaGetErrorString(e));
         }
     }
     cudaFree(dk);
@@ -975,26 +974,26 @@ static floe_status host_op(gpu_iceberg *t, host_kind op, const uint64_t *keys, s
 }
 
 extern "C" floe_status gpu_iceberg_put_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results,
-                                            uint64_t *ids, floe_error *err)
+                                            uint64_t *ids, floe_errinfo *err)
 {
     return host_op(t, HOST_PUT, keys, n, results, ids, err);
 }
 
 extern "C" floe_status gpu_iceberg_erase_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results,
-                                              floe_error *err)
+                                              floe_errinfo *err)
 {
     return host_op(t, HOST_ERASE, keys, n, results, NULL, err);
 }
 
 extern "C" floe_status gpu_iceberg_find_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results,
-                                             uint64_t *ids, floe_error *err)
+                                             uint64_t *ids, floe_errinfo *err)
 {
     return host_op(t, HOST_FIND, keys, n, results, ids, err);
 }
 
 /* Counts of a table's arrays as they are in g/L (waits). */
 static floe_status count_levels(const floe_geometry &g, uint64_t *const *L, uint64_t used[3], uint64_t *tomb,
-                                floe_error *err)
+                                floe_errinfo *err)
 {
     unsigned long long *d, h[2 * FLOE_LEVELS];
     CUDA_TRY(cudaMalloc(&d, sizeof h), err);
@@ -1008,7 +1007,7 @@ static floe_status count_levels(const floe_geometry &g, uint64_t *const *L, uint
         e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
     cudaFree(d);
     if (e != cudaSuccess)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "counting rows: %s", cudaGetErrorString(e));
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "counting rows: %s", cudaGetErrorString(e));
     *tomb = 0;
     for (int l = 0; l < FLOE_LEVELS; l++) {
         used[l] = h[2 * l];
@@ -1017,12 +1016,12 @@ static floe_status count_levels(const floe_geometry &g, uint64_t *const *L, uint
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, floe_error *err)
+extern "C" floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, floe_errinfo *err)
 {
     return count_levels(t->g, t->level, used, tombstones, err);
 }
 
-extern "C" floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_error *err)
+extern "C" floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_errinfo *err)
 {
     uint64_t tomb;
     return gpu_iceberg_count(t, used, &tomb, err);
@@ -1038,7 +1037,7 @@ extern "C" uint64_t gpu_iceberg_slots(const gpu_iceberg *t)
     return t->g.total_slots;
 }
 
-extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, floe_error *err)
+extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, floe_errinfo *err)
 {
     const uint32_t max = floe_max_addr_bits(t->spec.key_bits);
     CUDA_TRY(cudaDeviceSynchronize(), err);
@@ -1047,7 +1046,7 @@ extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, 
     for (uint32_t a = *addr_bits;; a++) {
         if (a > max) {
             cudaFree(failed);
-            return floe_error_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
+            return floe_errinfo_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
         }
         gpu_iceberg nt = *t; /* the new arrays; everything else shared */
         floe_status st = alloc_arrays(&nt, a, err);
@@ -1081,7 +1080,7 @@ extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, 
         if (e != cudaSuccess) {
             free_arrays(&nt);
             cudaFree(failed);
-            return floe_error_set(err, FLOE_ERR_INTERNAL, "rebuilding: %s", cudaGetErrorString(e));
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "rebuilding: %s", cudaGetErrorString(e));
         }
         if (h) { /* the new size could not hold every key: try twice as big */
             free_arrays(&nt);
@@ -1103,7 +1102,7 @@ extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, 
 }
 
 extern "C" floe_status gpu_iceberg_scan(gpu_iceberg *t, uint64_t pos, size_t limit, uint64_t *keys, void *values,
-                                        size_t *n, uint64_t *next, int *done, floe_error *err)
+                                        size_t *n, uint64_t *next, int *done, floe_errinfo *err)
 {
     const uint64_t total = t->g.total_slots;
     *n = 0;
@@ -1158,7 +1157,7 @@ extern "C" floe_status gpu_iceberg_scan(gpu_iceberg *t, uint64_t pos, size_t lim
         cudaFree(dkeys);
         cudaFree(dvals);
         if (e != cudaSuccess)
-            return floe_error_set(err, FLOE_ERR_INTERNAL, "scan: %s", cudaGetErrorString(e));
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "scan: %s", cudaGetErrorString(e));
     }
     *n = (size_t)m;
     *next = resume;
@@ -1166,7 +1165,7 @@ extern "C" floe_status gpu_iceberg_scan(gpu_iceberg *t, uint64_t pos, size_t lim
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections[FLOE_LEVELS + 1], floe_error *err)
+extern "C" floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections[FLOE_LEVELS + 1], floe_errinfo *err)
 {
     CUDA_TRY(cudaDeviceSynchronize(), err);
     for (int l = 0; l < FLOE_LEVELS; l++)
@@ -1176,7 +1175,7 @@ extern "C" floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1], floe_error *err)
+extern "C" floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1], floe_errinfo *err)
 {
     CUDA_TRY(cudaDeviceSynchronize(), err);
     for (int l = 0; l < FLOE_LEVELS; l++)
@@ -1187,7 +1186,7 @@ extern "C" floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sect
 }
 
 extern "C" floe_status gpu_iceberg_keys_at(gpu_iceberg *t, const uint64_t *d_ids, uint64_t first, size_t n,
-                                           uint64_t *d_keys, uint8_t *d_found, gpu_stream stream, floe_error *err)
+                                           uint64_t *d_keys, uint8_t *d_found, gpu_stream stream, floe_errinfo *err)
 {
     if (n == 0)
         return FLOE_OK;

@@ -33,7 +33,7 @@ int gpu_available(char *name, size_t len);
 
 /* An empty SET or MAP table of 2^addr_bits primary buckets in device memory
  * (spec->seed must be set: the caller picks it). */
-floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_iceberg **out, floe_error *err);
+floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_iceberg **out, floe_errinfo *err);
 void gpu_iceberg_destroy(gpu_iceberg *t);
 const floe_spec *gpu_iceberg_spec(const gpu_iceberg *t);
 uint32_t gpu_iceberg_addr_bits(const gpu_iceberg *t);
@@ -45,37 +45,37 @@ uint32_t gpu_iceberg_addr_bits(const gpu_iceberg *t);
 /* SET find-or-put of n device-resident keys; d_results (n bytes) and d_ids
  * (n, may be NULL) in device memory. */
 floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, uint64_t *d_ids,
-                            unsigned flags, gpu_stream stream, floe_error *err);
+                            unsigned flags, gpu_stream stream, floe_errinfo *err);
 /* MAP find-or-put of n DISTINCT keys with their values (d_values: n x
  * value_bytes, packed).  d_values_out (may be NULL): the value stored before
  * (PRESENT; with overwrite the key now holds the new one) or now (INSERTED). */
 floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_keys, const void *d_values, size_t n, int overwrite,
                                 uint8_t *d_results, uint64_t *d_ids, void *d_values_out, gpu_stream stream,
-                                floe_error *err);
+                                floe_errinfo *err);
 /* PRESENT / ABSENT; d_values_out (MAP, may be NULL) gets stored values, 0 if absent. */
 floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, uint64_t *d_ids,
-                             void *d_values_out, gpu_stream stream, floe_error *err);
+                             void *d_values_out, gpu_stream stream, floe_errinfo *err);
 /* ERASED / ABSENT (the first occurrence of a key in the batch is the one
  * ERASED); the slot becomes a tombstone. */
 floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, gpu_stream stream,
-                              floe_error *err);
+                              floe_errinfo *err);
 
 /* Grow tables halt when a key comes back FULL: every later batch answers
  * GPU_SKIPPED for all its keys and changes nothing, so that the pipeline
  * can grow the table and re-run them in order.  Clearing is asynchronous. */
-floe_status gpu_iceberg_clear_halt(gpu_iceberg *t, gpu_stream stream, floe_error *err);
+floe_status gpu_iceberg_clear_halt(gpu_iceberg *t, gpu_stream stream, floe_errinfo *err);
 
 /* The same with host arrays: copies in, runs, copies out, waits. */
 floe_status gpu_iceberg_put_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
-                                 floe_error *err);
-floe_status gpu_iceberg_erase_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, floe_error *err);
+                                 floe_errinfo *err);
+floe_status gpu_iceberg_erase_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, floe_errinfo *err);
 floe_status gpu_iceberg_find_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
-                                  floe_error *err);
+                                  floe_errinfo *err);
 
 /* Non-empty slots per level and tombstones, counted on the device (waits). */
-floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, floe_error *err);
+floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, floe_errinfo *err);
 /* Occupied slots per level (waits). */
-floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_error *err);
+floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_errinfo *err);
 /* Bytes of device memory the table's arrays hold. */
 uint64_t gpu_iceberg_memory(const gpu_iceberg *t);
 uint64_t gpu_iceberg_slots(const gpu_iceberg *t);
@@ -83,7 +83,7 @@ uint64_t gpu_iceberg_slots(const gpu_iceberg *t);
 /* Rebuilds on the device into 2^addr_bits primary buckets (larger if that
  * cannot hold every key), dropping tombstones; *addr_bits gets the size
  * used.  On failure the table is unchanged.  Waits. */
-floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, floe_error *err);
+floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, floe_errinfo *err);
 
 /* Slots a scan call examines at most. */
 #define GPU_SCAN_WINDOW ((uint64_t)1 << 22)
@@ -91,18 +91,18 @@ floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, floe_error 
  * position pos into host arrays; *next is where to resume, *done set when
  * the scan passed the last slot.  Waits. */
 floe_status gpu_iceberg_scan(gpu_iceberg *t, uint64_t pos, size_t limit, uint64_t *keys, void *values, size_t *n,
-                             uint64_t *next, int *done, floe_error *err);
+                             uint64_t *next, int *done, floe_errinfo *err);
 
 /* The key held by each of n slot ids (d_ids NULL: ids first, first + 1,
  * ...): d_keys[i], and d_found[i] = 1, or 0 where the slot holds no key.
  * Enqueues only. */
 floe_status gpu_iceberg_keys_at(gpu_iceberg *t, const uint64_t *d_ids, uint64_t first, size_t n, uint64_t *d_keys,
-                                uint8_t *d_found, gpu_stream stream, floe_error *err);
+                                uint8_t *d_found, gpu_stream stream, floe_errinfo *err);
 
 /* The table's arrays (levels 0..2, then values), as tables/iceberg.h's
  * iceberg_image lays them out, to and from host memory (waits). */
-floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections[FLOE_LEVELS + 1], floe_error *err);
-floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1], floe_error *err);
+floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections[FLOE_LEVELS + 1], floe_errinfo *err);
+floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1], floe_errinfo *err);
 
 #ifdef __cplusplus
 }

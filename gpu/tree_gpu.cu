@@ -36,11 +36,10 @@
     do {                                                                                                               \
         cudaError_t e_ = (call);                                                                                       \
         if (e_ != cudaSuccess)                                                                                         \
-            return floe_error_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                  \
+            return floe_errinfo_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                  \
     } while (0)
 
 #define BLOCK       256
-#define NO_ID       (~0ull)
 #define DEDUP_EMPTY (~0ull)
 #define FOLDED      0xFFu
 
@@ -234,7 +233,7 @@ __global__ void __launch_bounds__(BLOCK)
     }
     results[i] = (uint8_t)r;
     if (ids)
-        ids[i] = NO_ID;
+        ids[i] = FLOE_NO_ID;
     if (created)
         atomicAdd(orphans, (unsigned long long)created);
 }
@@ -250,7 +249,7 @@ __global__ void k_scatter(const uint32_t *rk_idx, const unsigned long long *nrk,
     uint32_t i = rk_idx[k];
     results[i] = res_c[k];
     if (ids)
-        ids[i] = res_c[k] == FLOE_FULL || res_c[k] == FLOE_ABSENT ? NO_ID : ids_c[k];
+        ids[i] = res_c[k] == FLOE_FULL || res_c[k] == FLOE_ABSENT ? FLOE_NO_ID : ids_c[k];
     if (res_c[k] == FLOE_FULL && created && created[i])
         atomicAdd(orphans, (unsigned long long)created[i]);
 }
@@ -325,7 +324,7 @@ static void scratch_free(gpu_tree *t)
     t->cap = 0;
 }
 
-static floe_status scratch_reserve(gpu_tree *t, size_t n, floe_error *err)
+static floe_status scratch_reserve(gpu_tree *t, size_t n, floe_errinfo *err)
 {
     if (n <= t->cap)
         return FLOE_OK;
@@ -347,14 +346,14 @@ static floe_status scratch_reserve(gpu_tree *t, size_t n, floe_error *err)
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_tree_create(const floe_spec *spec, gpu_tree **out, floe_error *err)
+extern "C" floe_status gpu_tree_create(const floe_spec *spec, gpu_tree **out, floe_errinfo *err)
 {
     *out = NULL;
     if (spec->kind != FLOE_KIND_TREE || spec->seed == 0)
-        return floe_error_set(err, FLOE_ERR_INVALID, "gpu_tree_create needs a TREE spec with its seed set");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "gpu_tree_create needs a TREE spec with its seed set");
     gpu_tree *t = (gpu_tree *)calloc(1, sizeof *t);
     if (!t)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     t->spec = *spec;
     floe_status st = tree_size(spec, &t->z, err);
     if (st != FLOE_OK) {
@@ -374,7 +373,7 @@ extern "C" floe_status gpu_tree_create(const floe_spec *spec, gpu_tree **out, fl
     if (e == cudaSuccess)
         e = cudaMallocHost(&t->h_counter, 2 * sizeof *t->h_counter);
     if (e != cudaSuccess) {
-        st = floe_error_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
+        st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
                             "device memory for a TREE node table of %llu bytes: %s",
                             (unsigned long long)t->z.node_bytes, cudaGetErrorString(e));
         gpu_tree_destroy(t);
@@ -429,12 +428,12 @@ template <bool insert> static void launch_fold(gpu_tree *t, const uint32_t *d_ve
 /* The shared body of insert and find. */
 template <bool insert>
 static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
-                             gpu_stream stream, floe_error *err)
+                             gpu_stream stream, floe_errinfo *err)
 {
     if (n == 0)
         return FLOE_OK;
     if (n >= ((size_t)1 << 32))
-        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a GPU TREE batch holds fewer than 2^32 vectors");
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a GPU TREE batch holds fewer than 2^32 vectors");
     floe_status st = scratch_reserve(t, n, err);
     if (st != FLOE_OK)
         return st;
@@ -463,19 +462,19 @@ static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, u
 }
 
 extern "C" floe_status gpu_tree_insert(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results,
-                                       uint64_t *d_ids, gpu_stream stream, floe_error *err)
+                                       uint64_t *d_ids, gpu_stream stream, floe_errinfo *err)
 {
     return run_batch<true>(t, d_vectors, n, d_results, d_ids, stream, err);
 }
 
 extern "C" floe_status gpu_tree_find(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results,
-                                     uint64_t *d_ids, gpu_stream stream, floe_error *err)
+                                     uint64_t *d_ids, gpu_stream stream, floe_errinfo *err)
 {
     return run_batch<false>(t, d_vectors, n, d_results, d_ids, stream, err);
 }
 
 extern "C" floe_status gpu_tree_get(gpu_tree *t, const uint64_t *d_ids, uint64_t first, size_t n, uint8_t *d_results,
-                                    uint32_t *d_vectors, gpu_stream stream, floe_error *err)
+                                    uint32_t *d_vectors, gpu_stream stream, floe_errinfo *err)
 {
     if (n == 0)
         return FLOE_OK;
@@ -495,17 +494,17 @@ extern "C" floe_status gpu_tree_get(gpu_tree *t, const uint64_t *d_ids, uint64_t
     CUDA_TRY(cudaMemcpyAsync(&h_damaged, damaged, sizeof h_damaged, cudaMemcpyDeviceToHost, s), err);
     CUDA_TRY(cudaStreamSynchronize(s), err);
     if (h_damaged)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: an id leads to a missing node",
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: an id leads to a missing node",
                               t->spec.name);
     return FLOE_OK;
 }
 
 /* ---- host variants ---------------------------------------------------------------------------------------- */
 
-typedef floe_status (*vec_fn)(gpu_tree *, const uint32_t *, size_t, uint8_t *, uint64_t *, gpu_stream, floe_error *);
+typedef floe_status (*vec_fn)(gpu_tree *, const uint32_t *, size_t, uint8_t *, uint64_t *, gpu_stream, floe_errinfo *);
 
 static floe_status run_host(gpu_tree *t, vec_fn fn, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
-                            floe_error *err)
+                            floe_errinfo *err)
 {
     if (n == 0)
         return FLOE_OK;
@@ -530,7 +529,7 @@ static floe_status run_host(gpu_tree *t, vec_fn fn, const uint32_t *vectors, siz
         }
     }
     if (st == FLOE_OK && e != cudaSuccess)
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "CUDA: %s", cudaGetErrorString(e));
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA: %s", cudaGetErrorString(e));
     cudaFree(d_vec);
     cudaFree(d_res);
     cudaFree(d_ids);
@@ -538,19 +537,19 @@ static floe_status run_host(gpu_tree *t, vec_fn fn, const uint32_t *vectors, siz
 }
 
 extern "C" floe_status gpu_tree_insert_host(gpu_tree *t, const uint32_t *vectors, size_t n, uint8_t *results,
-                                            uint64_t *ids, floe_error *err)
+                                            uint64_t *ids, floe_errinfo *err)
 {
     return run_host(t, gpu_tree_insert, vectors, n, results, ids, err);
 }
 
 extern "C" floe_status gpu_tree_find_host(gpu_tree *t, const uint32_t *vectors, size_t n, uint8_t *results,
-                                          uint64_t *ids, floe_error *err)
+                                          uint64_t *ids, floe_errinfo *err)
 {
     return run_host(t, gpu_tree_find, vectors, n, results, ids, err);
 }
 
 extern "C" floe_status gpu_tree_get_host(gpu_tree *t, const uint64_t *ids, size_t n, uint8_t *results,
-                                         uint32_t *vectors, floe_error *err)
+                                         uint32_t *vectors, floe_errinfo *err)
 {
     if (n == 0)
         return FLOE_OK;
@@ -575,7 +574,7 @@ extern "C" floe_status gpu_tree_get_host(gpu_tree *t, const uint64_t *ids, size_
         }
     }
     if (st == FLOE_OK && e != cudaSuccess)
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "CUDA: %s", cudaGetErrorString(e));
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA: %s", cudaGetErrorString(e));
     cudaFree(d_ids);
     cudaFree(d_res);
     cudaFree(d_vec);
@@ -584,7 +583,7 @@ extern "C" floe_status gpu_tree_get_host(gpu_tree *t, const uint64_t *ids, size_
 
 /* ---- stats, save, load ------------------------------------------------------------------------------------------ */
 
-static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, floe_error *err)
+static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, floe_errinfo *err)
 {
     CUDA_TRY(cudaMemset(t->counter, 0, sizeof *t->counter), err);
     unsigned blocks = blocks_for(t->g.node_slots);
@@ -600,7 +599,7 @@ static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, 
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_tree_stats(gpu_tree *t, floe_table_stats *st, floe_error *err)
+extern "C" floe_status gpu_tree_stats(gpu_tree *t, floe_table_stats *st, floe_errinfo *err)
 {
     memset(st, 0, sizeof *st);
     uint64_t used[FLOE_LEVELS], nodes, orphans;
@@ -630,7 +629,7 @@ extern "C" floe_status gpu_tree_stats(gpu_tree *t, floe_table_stats *st, floe_er
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_tree_download(gpu_tree *t, tree *host, floe_error *err)
+extern "C" floe_status gpu_tree_download(gpu_tree *t, tree *host, floe_errinfo *err)
 {
     CUDA_TRY(cudaDeviceSynchronize(), err);
     CUDA_TRY(cudaMemcpy(tree_nodes(host), t->nodes, t->z.node_bytes, cudaMemcpyDeviceToHost), err);
@@ -650,7 +649,7 @@ extern "C" floe_status gpu_tree_download(gpu_tree *t, tree *host, floe_error *er
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_tree_upload(gpu_tree *t, tree *host, floe_error *err)
+extern "C" floe_status gpu_tree_upload(gpu_tree *t, tree *host, floe_errinfo *err)
 {
     CUDA_TRY(cudaMemcpy(t->nodes, tree_nodes(host), t->z.node_bytes, cudaMemcpyHostToDevice), err);
     iceberg_image im;

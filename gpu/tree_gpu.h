@@ -30,39 +30,39 @@ extern "C" {
 typedef struct gpu_tree gpu_tree;
 
 /* An empty TREE table in device memory (spec->seed must be set). */
-floe_status gpu_tree_create(const floe_spec *spec, gpu_tree **out, floe_error *err);
+floe_status gpu_tree_create(const floe_spec *spec, gpu_tree **out, floe_errinfo *err);
 void gpu_tree_destroy(gpu_tree *t);
 const floe_spec *gpu_tree_spec(const gpu_tree *t);
 
 /* Find-or-put of n device-resident vectors (n * words words): d_results
  * (n bytes) INSERTED / PRESENT / FULL, d_ids (may be NULL). */
 floe_status gpu_tree_insert(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
-                            gpu_stream stream, floe_error *err);
+                            gpu_stream stream, floe_errinfo *err);
 /* PRESENT / ABSENT. */
 floe_status gpu_tree_find(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
-                          gpu_stream stream, floe_error *err);
+                          gpu_stream stream, floe_errinfo *err);
 /* The vectors of n ids (d_ids NULL: ids first, first + 1, ...): PRESENT and
  * the vector, or ABSENT and zeros.  Enqueues only. */
 floe_status gpu_tree_get(gpu_tree *t, const uint64_t *d_ids, uint64_t first, size_t n, uint8_t *d_results,
-                         uint32_t *d_vectors, gpu_stream stream, floe_error *err);
+                         uint32_t *d_vectors, gpu_stream stream, floe_errinfo *err);
 
 /* The same with host arrays (copy in, run, copy out, wait). */
 floe_status gpu_tree_insert_host(gpu_tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
-                                 floe_error *err);
+                                 floe_errinfo *err);
 floe_status gpu_tree_find_host(gpu_tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
-                               floe_error *err);
+                               floe_errinfo *err);
 floe_status gpu_tree_get_host(gpu_tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors,
-                              floe_error *err);
+                              floe_errinfo *err);
 
 /* Root slots (ids are below this). */
 uint64_t gpu_tree_root_slots(const gpu_tree *t);
 /* The table's figures, counted on the device (waits). */
-floe_status gpu_tree_stats(gpu_tree *t, floe_table_stats *st, floe_error *err);
+floe_status gpu_tree_stats(gpu_tree *t, floe_table_stats *st, floe_errinfo *err);
 
 /* The arrays to and from a host tree of the same spec (tree_create'd with
  * it), for saving and loading through the CPU engine's file code (waits). */
-floe_status gpu_tree_download(gpu_tree *t, tree *host, floe_error *err);
-floe_status gpu_tree_upload(gpu_tree *t, tree *host, floe_error *err);
+floe_status gpu_tree_download(gpu_tree *t, tree *host, floe_errinfo *err);
+floe_status gpu_tree_upload(gpu_tree *t, tree *host, floe_errinfo *err);
 
 #ifdef __cplusplus
 }

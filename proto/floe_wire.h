@@ -9,7 +9,9 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The release of floed, libfloe and the tools (one number for all), and the
@@ -17,8 +19,68 @@
 #define FLOE_VERSION          "0.1.0"
 #define FLOE_PROTOCOL_VERSION 1
 
+/* The protocol's limits and defaults, as both ends see them (docs/PROTOCOL.md). */
+#define FLOE_DEFAULT_PORT        7450
+#define FLOE_NAME_MAX            64 /* a table's name: 1..64 of [A-Za-z0-9_.-] */
+#define FLOE_TREE_MIN_WORDS      2u /* a TREE's u32 words per vector: 2..256 */
+#define FLOE_TREE_MAX_WORDS      256u
+#define FLOE_MAX_CAPACITY        ((uint64_t)1 << 40) /* the largest capacity a TableSpec may ask for */
+#define FLOE_DEFAULT_CAPACITY    ((uint64_t)1 << 20) /* TableSpec.capacity 0 */
+#define FLOE_DEFAULT_MAX_FILL    0.9                 /* TableSpec.max_fill 0 */
+#define FLOE_SCAN_DEFAULT_LIMIT  1024                /* Scan.limit 0 */
+#define FLOE_SCAN_MAX_LIMIT      (1u << 20)          /* Scan.limit above this is taken as this */
+#define FLOE_TREE_SCAN_MAX_BYTES ((size_t)32 << 20)  /* a TREE scan reply carries at most this of ids and vectors */
+
 /* The longest token a hello may carry (floed's token and token-file, libfloe's token). */
 #define FLOE_TOKEN_MAX 1024
+
+/* A count or size as floed.conf and the floe tools write it: a whole decimal
+ * number with an optional K, M, G or T (powers of 1024) and an optional i
+ * and B (64M, 4GiB).  Returns 1 and sets *out, or 0 if s is not one.  (The
+ * one parser of sizes: floed's settings, libfloe's floe_parse_size, the GPU
+ * programs.) */
+static inline int floe_size_parse(const char *s, uint64_t *out)
+{
+    char *end;
+    if (s[0] < '0' || s[0] > '9')
+        return 0;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return 0;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    case 't':
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        break;
+    }
+    if (shift) {
+        end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'b' || *end == 'B')
+            end++;
+    }
+    if (*end || v > (UINT64_MAX >> shift))
+        return 0;
+    *out = (uint64_t)v << shift;
+    return 1;
+}
 
 /* A token file (floed's token-file, the tools' --token-file) holds one line,
  * the token, of 1 to FLOE_TOKEN_MAX bytes; a trailing newline is not part
@@ -65,6 +127,10 @@ typedef enum floe_status {
     FLOE_ERR_SHUTTING_DOWN = 9,
     FLOE_ERR_INTERNAL = 10,
 } floe_status;
+
+/* The id of a key that has none (FULL, ABSENT) in Response.ids, and in the
+ * engines' id arrays. */
+#define FLOE_NO_ID UINT64_MAX
 
 /* One answer per key (Response.results). */
 enum {

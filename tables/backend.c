@@ -9,7 +9,7 @@
 
 #include "tree.h"
 
-floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_error *err)
+floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
@@ -17,7 +17,7 @@ floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_tabl
     return be->ops->create_table(be, spec, out, err);
 }
 
-floe_status floe_table_load(floe_backend *be, const char *path, floe_table **out, floe_error *err)
+floe_status floe_table_load(floe_backend *be, const char *path, floe_table **out, floe_errinfo *err)
 {
     return be->ops->load_table(be, path, out, err);
 }
@@ -25,7 +25,7 @@ floe_status floe_table_load(floe_backend *be, const char *path, floe_table **out
 void floe_table_submit(floe_table *t, floe_batch *b)
 {
     b->status = FLOE_OK;
-    floe_error_clear(&b->error);
+    floe_errinfo_clear(&b->error);
     t->backend->ops->submit(t, b);
 }
 
@@ -46,7 +46,7 @@ const char *floe_backend_name(const floe_backend *be)
     return be->ops->name;
 }
 
-static floe_status tree_batch_check(const floe_spec *spec, const floe_batch *b, floe_error *err)
+static floe_status tree_batch_check(const floe_spec *spec, const floe_batch *b, floe_errinfo *err)
 {
     const size_t n = b->n;
     switch (b->op) {
@@ -59,32 +59,32 @@ static floe_status tree_batch_check(const floe_spec *spec, const floe_batch *b, 
     }
     case FLOE_OP_GET:
         if (n > 0 && (!b->keys || !b->vectors_out))
-            return floe_error_set(err, FLOE_ERR_INVALID, "get_by_id needs ids and a vectors buffer");
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "get_by_id needs ids and a vectors buffer");
         break;
     case FLOE_OP_ERASE:
-        return floe_error_set(err, FLOE_ERR_UNSUPPORTED,
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
                               "TREE tables do not erase: vectors share their nodes, and a model checker's "
                               "visited set only grows");
     case FLOE_OP_REBUILD:
-        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "TREE tables do not rebuild: ids must stay valid");
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "TREE tables do not rebuild: ids must stay valid");
     default:
         return FLOE_OK;
     }
     if (n > 0 && !b->results)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer for %zu vectors", n);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer for %zu vectors", n);
     if ((b->flags & FLOE_BATCH_WANT_IDS) && n > 0 && !b->ids)
-        return floe_error_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
     if (b->values || b->values_len || (b->flags & (FLOE_BATCH_WANT_VALUES | FLOE_BATCH_OVERWRITE)))
-        return floe_error_set(err, FLOE_ERR_INVALID, "values and overwrite are for MAP tables; a TREE stores vectors");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values and overwrite are for MAP tables; a TREE stores vectors");
     return FLOE_OK;
 }
 
-floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_error *err)
+floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_errinfo *err)
 {
     if (spec->kind == FLOE_KIND_TREE)
         return tree_batch_check(spec, b, err);
     if (b->op == FLOE_OP_GET)
-        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
     if (b->op != FLOE_OP_INSERT && b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE)
         return FLOE_OK;
     const size_t n = b->n;
@@ -95,19 +95,19 @@ floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_er
     if (st != FLOE_OK)
         return st;
     if (n > 0 && !b->results)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer for %zu keys", n);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer for %zu keys", n);
     if ((b->flags & FLOE_BATCH_WANT_IDS) && n > 0 && !b->ids)
-        return floe_error_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
     if (!vb && (b->values || b->values_len))
-        return floe_error_set(err, FLOE_ERR_INVALID, "values given for a SET: a SET stores keys only");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values given for a SET: a SET stores keys only");
     if (!vb && want_values && b->op != FLOE_OP_ERASE)
-        return floe_error_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
     if (!vb && overwrite)
-        return floe_error_set(err, FLOE_ERR_INVALID, "overwrite is for MAP tables");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "overwrite is for MAP tables");
     if (vb && want_values && n > 0 && !b->values_out)
-        return floe_error_set(err, FLOE_ERR_INVALID, "values requested without a values buffer");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested without a values buffer");
     if (vb && b->op == FLOE_OP_INSERT && (b->values_len != n * vb || (n > 0 && !b->values)))
-        return floe_error_set(err, FLOE_ERR_INVALID,
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
                               "a MAP insert of %zu keys needs %zu bytes of values (%u per key), got %zu", n, n * vb, vb,
                               b->values_len);
     return FLOE_OK;

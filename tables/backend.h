@@ -67,21 +67,21 @@ struct floe_batch {
     uint8_t *results;
     uint64_t *ids;
     void *values_out;
-    floe_counts counts;
+    floe_answer_counts counts;
 
     /* TREE */
     const uint32_t *vectors; /* INSERT, FIND: n * words words */
     uint32_t *vectors_out;   /* GET: n * words words */
 
     /* SCAN */
-    floe_cursor cursor;
+    floe_scan_pos cursor;
     int cursor_set; /* 0: start from the beginning */
     size_t limit;
     uint64_t *scan_keys;
     void *scan_values;
     uint32_t *scan_vectors; /* TREE */
     size_t scan_n;
-    floe_cursor next;
+    floe_scan_pos next;
     int scan_done;
 
     /* STATS */
@@ -96,7 +96,7 @@ struct floe_batch {
 
     /* completion */
     floe_status status;
-    floe_error error;
+    floe_errinfo error;
     void (*done)(floe_batch *b);
     void *user;
 
@@ -108,8 +108,8 @@ typedef struct floe_table floe_table;
 
 typedef struct floe_backend_ops {
     const char *name;
-    floe_status (*create_table)(floe_backend *be, const floe_spec *spec, floe_table **out, floe_error *err);
-    floe_status (*load_table)(floe_backend *be, const char *path, floe_table **out, floe_error *err);
+    floe_status (*create_table)(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err);
+    floe_status (*load_table)(floe_backend *be, const char *path, floe_table **out, floe_errinfo *err);
     void (*submit)(floe_table *t, floe_batch *b);
     void (*destroy_table)(floe_table *t); /* waits for submitted batches */
     void (*destroy)(floe_backend *be);    /* after all its tables are destroyed */
@@ -125,8 +125,8 @@ struct floe_table {
     floe_spec spec; /* as created (seed filled in) */
 };
 
-floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_error *err);
-floe_status floe_table_load(floe_backend *be, const char *path, floe_table **out, floe_error *err);
+floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err);
+floe_status floe_table_load(floe_backend *be, const char *path, floe_table **out, floe_errinfo *err);
 void floe_table_submit(floe_table *t, floe_batch *b);
 /* Submits b and waits for it: for tools and tests.  b->done must be NULL. */
 floe_status floe_table_run(floe_table *t, floe_batch *b);
@@ -139,10 +139,10 @@ const char *floe_backend_name(const floe_backend *be);
  * insert, no values on a SET, vectors for a TREE, buffers present, the
  * operation possible on the kind): for backends that validate before they
  * split a batch.  FLOE_OK for other operations. */
-floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_error *err);
+floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_errinfo *err);
 
 /* The CPU backend, on a pool of `threads` threads (0: one per CPU). */
-floe_status floe_backend_cpu_create(unsigned threads, floe_backend **out, floe_error *err);
+floe_status floe_backend_cpu_create(unsigned threads, floe_backend **out, floe_errinfo *err);
 
 #ifdef __cplusplus
 }

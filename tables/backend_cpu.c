@@ -39,7 +39,7 @@ typedef struct cpu_table {
 
 static void execute_tree(cpu_table *t, floe_batch *b)
 {
-    floe_error *e = &b->error;
+    floe_errinfo *e = &b->error;
     tree *tr = t->tree;
     uint64_t *ids = (b->flags & FLOE_BATCH_WANT_IDS) ? b->ids : NULL;
     b->status = floe_batch_check(&t->base.spec, b, e);
@@ -64,26 +64,26 @@ static void execute_tree(cpu_table *t, floe_batch *b)
         b->status = FLOE_OK;
         break;
     case FLOE_OP_SAVE:
-        b->status = b->path ? tree_save(tr, b->path, e) : floe_error_set(e, FLOE_ERR_INVALID, "save needs a path");
+        b->status = b->path ? tree_save(tr, b->path, e) : floe_errinfo_set(e, FLOE_ERR_INVALID, "save needs a path");
         break;
     case FLOE_OP_COPY:
         b->status = tree_copy_image(tr, &b->image, e);
         break;
     default:
-        b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
+        b->status = floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
     }
 }
 
 static void execute(cpu_table *t, floe_batch *b)
 {
-    floe_error *e = &b->error;
+    floe_errinfo *e = &b->error;
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
     const bool want_values = (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
     memset(&b->counts, 0, sizeof b->counts);
     if (t->tree) {
         execute_tree(t, b);
         if (b->status == FLOE_OK)
-            floe_error_clear(e);
+            floe_errinfo_clear(e);
         return;
     }
     switch (b->op) {
@@ -112,19 +112,19 @@ static void execute(cpu_table *t, floe_batch *b)
         break;
     case FLOE_OP_SAVE:
         b->status =
-            b->path ? iceberg_save(t->ice, b->path, e) : floe_error_set(e, FLOE_ERR_INVALID, "save needs a path");
+            b->path ? iceberg_save(t->ice, b->path, e) : floe_errinfo_set(e, FLOE_ERR_INVALID, "save needs a path");
         break;
     case FLOE_OP_COPY:
         b->status = iceberg_copy_image(t->ice, &b->image, e);
         break;
     case FLOE_OP_GET:
-        b->status = floe_error_set(e, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
+        b->status = floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
         break;
     default:
-        b->status = floe_error_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
+        b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
     }
     if (b->status == FLOE_OK)
-        floe_error_clear(e);
+        floe_errinfo_clear(e);
 }
 
 static void *table_main(void *arg)
@@ -153,13 +153,13 @@ static void *table_main(void *arg)
 }
 
 /* Takes ownership of ice or tr (one of them). */
-static floe_status start_table(cpu_backend *be, iceberg *ice, tree *tr, floe_table **out, floe_error *err)
+static floe_status start_table(cpu_backend *be, iceberg *ice, tree *tr, floe_table **out, floe_errinfo *err)
 {
     cpu_table *t = floe_calloc(1, sizeof *t);
     if (!t) {
         iceberg_destroy(ice);
         tree_destroy(tr);
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
     t->base.backend = &be->base;
     t->base.spec = ice ? *iceberg_spec(ice) : *tree_spec(tr);
@@ -173,13 +173,13 @@ static floe_status start_table(cpu_backend *be, iceberg *ice, tree *tr, floe_tab
         iceberg_destroy(ice);
         tree_destroy(tr);
         free(t);
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "cannot start the table's thread");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot start the table's thread");
     }
     *out = &t->base;
     return FLOE_OK;
 }
 
-static floe_status cpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_error *err)
+static floe_status cpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
     cpu_backend *be = (cpu_backend *)base;
     iceberg *ice = NULL;
@@ -191,7 +191,7 @@ static floe_status cpu_create_table(floe_backend *base, const floe_spec *spec, f
     return start_table(be, ice, tr, out, err);
 }
 
-static floe_status cpu_load_table(floe_backend *base, const char *path, floe_table **out, floe_error *err)
+static floe_status cpu_load_table(floe_backend *base, const char *path, floe_table **out, floe_errinfo *err)
 {
     cpu_backend *be = (cpu_backend *)base;
     iceberg *ice = NULL;
@@ -250,11 +250,11 @@ static const floe_backend_ops cpu_ops = {
     .destroy = cpu_destroy,
 };
 
-floe_status floe_backend_cpu_create(unsigned threads, floe_backend **out, floe_error *err)
+floe_status floe_backend_cpu_create(unsigned threads, floe_backend **out, floe_errinfo *err)
 {
     cpu_backend *be = floe_calloc(1, sizeof *be);
     if (!be)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     floe_status st = floe_pool_create(threads, &be->pool, err);
     if (st != FLOE_OK) {
         free(be);

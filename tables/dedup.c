@@ -107,10 +107,10 @@ static void dedup_part(void *arg, size_t p)
 }
 
 floe_status floe_dedup(floe_pool *pool, const uint64_t *keys, size_t n, uint32_t *rep, size_t *distinct,
-                       floe_error *err)
+                       floe_errinfo *err)
 {
     if (n >= ((size_t)1 << 32))
-        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 keys");
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 keys");
     dedup_job d = {.keys = keys, .n = n, .rep = rep, .parts = 1};
     while (d.parts < MAX_PARTS && (size_t)d.parts * PART_TARGET < n)
         d.parts <<= 1;
@@ -125,7 +125,7 @@ floe_status floe_dedup(floe_pool *pool, const uint64_t *keys, size_t n, uint32_t
     d.order = floe_malloc((n ? n : 1) * sizeof *d.order);
     floe_status st = FLOE_OK;
     if (!d.counts || !d.part_start || !d.part_distinct || !d.order) {
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory deduplicating a batch of %zu keys", n);
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory deduplicating a batch of %zu keys", n);
         goto out;
     }
     floe_pool_run(pool, d.chunks, count_chunk, &d);
@@ -144,7 +144,7 @@ floe_status floe_dedup(floe_pool *pool, const uint64_t *keys, size_t n, uint32_t
     floe_pool_run(pool, d.chunks, scatter_chunk, &d);
     floe_pool_run(pool, d.parts, dedup_part, &d);
     if (d.failed) {
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory deduplicating a batch of %zu keys", n);
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory deduplicating a batch of %zu keys", n);
         goto out;
     }
     size_t total = 0;

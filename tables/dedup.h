@@ -23,7 +23,7 @@ extern "C" {
  * a first occurrence) and *distinct to the number of distinct keys.
  * n must be below 2^32.  Runs on pool (NULL: inline). */
 floe_status floe_dedup(floe_pool *pool, const uint64_t *keys, size_t n, uint32_t *rep, size_t *distinct,
-                       floe_error *err);
+                       floe_errinfo *err);
 
 /* For an upsert: src[r] = the last occurrence of first occurrence r's key
  * (whose value the table must end up holding); src[i] = i elsewhere. */

@@ -93,7 +93,7 @@ static void store_free(store *s)
     memset(s, 0, sizeof *s);
 }
 
-static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bits, floe_error *err)
+static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bits, floe_errinfo *err)
 {
     memset(s, 0, sizeof *s);
     floe_geometry_init(&s->g, spec->key_bits, addr_bits, spec->seed);
@@ -114,7 +114,7 @@ static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bi
 oom : {
     size_t total = s->bytes[0] + s->bytes[1] + s->bytes[2] + s->values_bytes;
     store_free(s);
-    return floe_error_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes for a table of %u primary address bits", total,
+    return floe_errinfo_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes for a table of %u primary address bits", total,
                           addr_bits);
 }
 }
@@ -515,7 +515,7 @@ static tally run_locked(iceberg *t, batch *bt, uint64_t *gen)
 
 /* ---- validation ---------------------------------------------------------------------- */
 
-static floe_status check_keys(const iceberg *t, const uint64_t *keys, size_t n, floe_error *err)
+static floe_status check_keys(const iceberg *t, const uint64_t *keys, size_t n, floe_errinfo *err)
 {
     return floe_keys_check(t->spec.key_bits, keys, n, err);
 }
@@ -564,12 +564,12 @@ static void rebuild_chunk(void *arg, size_t task)
 }
 
 /* Rebuilds t into 2^addr_bits primary buckets; caller holds the write lock. */
-static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, floe_error *err)
+static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, floe_errinfo *err)
 {
     uint32_t max = floe_max_addr_bits(t->spec.key_bits);
     for (;; addr_bits++) {
         if (addr_bits > max)
-            return floe_error_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
+            return floe_errinfo_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
         store ns;
         floe_status st = store_alloc(&ns, &t->spec, addr_bits, err);
         if (st != FLOE_OK)
@@ -583,7 +583,7 @@ static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, floe_error *er
             rj.tallies = floe_calloc(tasks, sizeof *rj.tallies);
             if (!rj.tallies) {
                 store_free(&ns);
-                return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory rebuilding");
+                return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory rebuilding");
             }
             atomic_init(&rj.failed, 0);
             floe_pool_run(t->pool, tasks, rebuild_chunk, &rj);
@@ -657,20 +657,20 @@ uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity)
 }
 
 floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe_pool *pool, iceberg **out,
-                                 floe_error *err)
+                                 floe_errinfo *err)
 {
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
         return st;
     if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP)
-        return floe_error_set(err, FLOE_ERR_INVALID, "the iceberg engine holds SET and MAP tables, not %s",
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "the iceberg engine holds SET and MAP tables, not %s",
                               floe_kind_name(spec->kind));
     if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
-        return floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
                               floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits), spec->key_bits);
     iceberg *t = floe_calloc(1, sizeof *t);
     if (!t)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     t->spec = *spec;
     while (t->spec.seed == 0)
         if (getrandom(&t->spec.seed, sizeof t->spec.seed, 0) != sizeof t->spec.seed)
@@ -692,7 +692,7 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe
     return FLOE_OK;
 }
 
-floe_status iceberg_create(const floe_spec *spec, floe_pool *pool, iceberg **out, floe_error *err)
+floe_status iceberg_create(const floe_spec *spec, floe_pool *pool, iceberg **out, floe_errinfo *err)
 {
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
@@ -715,8 +715,8 @@ const floe_spec *iceberg_spec(const iceberg *t)
 }
 
 floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const void *values, size_t values_len,
-                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out, floe_counts *counts,
-                           floe_error *err)
+                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out, floe_answer_counts *counts,
+                           floe_errinfo *err)
 {
     const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
     const bool overwrite = (flags & ICEBERG_OVERWRITE) != 0;
@@ -724,19 +724,19 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
     if (st != FLOE_OK)
         return st;
     if (!results && n > 0)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer");
     if (!vb && (values || values_len))
-        return floe_error_set(err, FLOE_ERR_INVALID, "values given for a SET: a SET stores keys only");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values given for a SET: a SET stores keys only");
     if (!vb && values_out)
-        return floe_error_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
     if (!vb && overwrite)
-        return floe_error_set(err, FLOE_ERR_INVALID, "overwrite is for MAP tables");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "overwrite is for MAP tables");
     if (vb && (values_len != n * vb || (n > 0 && !values)))
-        return floe_error_set(err, FLOE_ERR_INVALID,
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
                               "a MAP insert of %zu keys needs %zu bytes of values (%u per key), got %zu", n, n * vb, vb,
                               values_len);
     if (n == 0) {
-        floe_counts_tally(counts, results, 0);
+        floe_answer_counts_tally(counts, results, 0);
         return FLOE_OK;
     }
 
@@ -747,7 +747,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
     tally *tallies = floe_calloc(batch_tasks(n), sizeof *tallies);
     size_t distinct;
     if (!rep || (vb && overwrite && !src) || !retry || !scratch || !tallies) {
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
         goto out;
     }
     st = floe_dedup(t->pool, keys, n, rep, &distinct, err);
@@ -780,7 +780,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
                 retry[nr++] = (uint32_t)i;
         pthread_rwlock_wrlock(&t->lock);
         floe_status gst = FLOE_OK;
-        floe_error gerr;
+        floe_errinfo gerr;
         const bool at_max = t->addr_bits + 1 > floe_max_addr_bits(t->spec.key_bits);
         if (atomic_load(&t->generation) == gen) /* nobody else grew it meanwhile */
             gst = rebuild_locked(t, t->addr_bits + 1, &gerr);
@@ -790,7 +790,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         if (gst != FLOE_OK) {
             /* out of memory: the request fails (some of its keys may be stored), instead of FULL answers
              * that a growing table promises never to give */
-            st = floe_error_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
+            st = floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
             goto out;
         }
         rebuilt = true;
@@ -806,7 +806,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
     }
 
     floe_dedup_settle(rep, n, distinct, vb, overwrite, values, src, results, ids, values_out);
-    floe_counts_tally(counts, results, n);
+    floe_answer_counts_tally(counts, results, n);
 out:
     free(rep);
     free(src);
@@ -817,18 +817,18 @@ out:
 }
 
 floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids, void *values_out,
-                         floe_counts *counts, floe_error *err)
+                         floe_answer_counts *counts, floe_errinfo *err)
 {
     floe_status st = check_keys(t, keys, n, err);
     if (st != FLOE_OK)
         return st;
     if (!results && n > 0)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer");
     if (values_out && t->spec.kind != FLOE_KIND_MAP)
-        return floe_error_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
     tally *tallies = floe_calloc(batch_tasks(n) + 1, sizeof *tallies);
     if (!tallies)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
     /* Finds change nothing, so duplicates need no ordering. */
     batch bt = {.op = OP_FIND,
                 .keys = keys,
@@ -839,20 +839,20 @@ floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *re
                 .tallies = tallies};
     run_locked(t, &bt, NULL);
     free(tallies);
-    floe_counts_tally(counts, results, n);
+    floe_answer_counts_tally(counts, results, n);
     return FLOE_OK;
 }
 
-floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, floe_counts *counts,
-                          floe_error *err)
+floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, floe_answer_counts *counts,
+                          floe_errinfo *err)
 {
     floe_status st = check_keys(t, keys, n, err);
     if (st != FLOE_OK)
         return st;
     if (!results && n > 0)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer");
     if (n == 0) {
-        floe_counts_tally(counts, results, 0);
+        floe_answer_counts_tally(counts, results, 0);
         return FLOE_OK;
     }
     uint32_t *rep = floe_malloc(n * sizeof *rep);
@@ -861,7 +861,7 @@ floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *r
     if (!rep || !tallies) {
         free(rep);
         free(tallies);
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
     }
     st = floe_dedup(t->pool, keys, n, rep, &distinct, err);
     if (st == FLOE_OK) {
@@ -870,35 +870,35 @@ floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *r
         for (size_t i = 0; i < n && distinct < n; i++)
             if (rep[i] != i)
                 results[i] = FLOE_ABSENT; /* the first occurrence erased it, or it was absent */
-        floe_counts_tally(counts, results, n);
+        floe_answer_counts_tally(counts, results, n);
     }
     free(rep);
     free(tallies);
     return st;
 }
 
-floe_status iceberg_scan(iceberg *t, const floe_cursor *from, size_t limit, uint64_t *keys, void *values, size_t *n,
-                         floe_cursor *next, int *done, floe_error *err)
+floe_status iceberg_scan(iceberg *t, const floe_scan_pos *from, size_t limit, uint64_t *keys, void *values, size_t *n,
+                         floe_scan_pos *next, int *done, floe_errinfo *err)
 {
     const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
     if (values && !vb)
-        return floe_error_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
     if (limit > 0 && !keys)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no keys buffer");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no keys buffer");
     pthread_rwlock_rdlock(&t->lock);
     const store *s = &t->s;
     uint64_t gen = atomic_load(&t->generation);
     uint64_t pos = from ? from->position : 0;
     if (from && from->generation != gen) {
         pthread_rwlock_unlock(&t->lock);
-        return floe_error_set(err, FLOE_ERR_INVALID,
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
                               "scan cursor is from generation %llu but the table was rebuilt (generation %llu): "
                               "start the scan again",
                               (unsigned long long)from->generation, (unsigned long long)gen);
     }
     if (pos > s->g.total_slots) {
         pthread_rwlock_unlock(&t->lock);
-        return floe_error_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu slots",
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu slots",
                               (unsigned long long)pos, (unsigned long long)s->g.total_slots);
     }
     size_t got = 0;
@@ -980,14 +980,14 @@ void iceberg_stats(iceberg *t, floe_table_stats *st)
     pthread_rwlock_unlock(&t->lock);
 }
 
-floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_error *err)
+floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_errinfo *err)
 {
     pthread_rwlock_wrlock(&t->lock);
     if (addr_bits == 0)
         addr_bits = t->addr_bits;
     floe_status st;
     if (addr_bits < floe_min_addr_bits(t->spec.key_bits) || addr_bits > floe_max_addr_bits(t->spec.key_bits))
-        st = floe_error_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
                             floe_min_addr_bits(t->spec.key_bits), floe_max_addr_bits(t->spec.key_bits),
                             t->spec.key_bits);
     else
@@ -1017,7 +1017,7 @@ static void file_view(iceberg *t, floe_file_header *h, const void **sections)
     sections[FLOE_LEVELS] = t->s.values;
 }
 
-floe_status iceberg_save(iceberg *t, const char *path, floe_error *err)
+floe_status iceberg_save(iceberg *t, const char *path, floe_errinfo *err)
 {
     /* The write lock: the file must be one consistent state. */
     pthread_rwlock_wrlock(&t->lock);
@@ -1029,7 +1029,7 @@ floe_status iceberg_save(iceberg *t, const char *path, floe_error *err)
     return st;
 }
 
-floe_status iceberg_copy_image(iceberg *t, floe_file_image **out, floe_error *err)
+floe_status iceberg_copy_image(iceberg *t, floe_file_image **out, floe_errinfo *err)
 {
     pthread_rwlock_wrlock(&t->lock);
     floe_file_header h;
@@ -1038,7 +1038,7 @@ floe_status iceberg_copy_image(iceberg *t, floe_file_image **out, floe_error *er
     *out = floe_file_image_copy(&h, sections);
     pthread_rwlock_unlock(&t->lock);
     if (!*out)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s for a snapshot", t->spec.name);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s for a snapshot", t->spec.name);
     return FLOE_OK;
 }
 
@@ -1047,11 +1047,11 @@ static void release_table(floe_file_image *im)
     iceberg_destroy(im->owner);
 }
 
-floe_status iceberg_image_of(iceberg *t, floe_file_image **out, floe_error *err)
+floe_status iceberg_image_of(iceberg *t, floe_file_image **out, floe_errinfo *err)
 {
     floe_file_image *im = floe_calloc(1, sizeof *im);
     if (!im)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     file_view(t, &im->h, im->sections);
     im->owner = t;
     im->release = release_table;
@@ -1060,7 +1060,7 @@ floe_status iceberg_image_of(iceberg *t, floe_file_image **out, floe_error *err)
 }
 
 /* Recounts a loaded table: counters in the header must match the rows. */
-static floe_status verify_loaded(iceberg *t, const floe_file_header *h, const char *path, floe_error *err)
+static floe_status verify_loaded(iceberg *t, const floe_file_header *h, const char *path, floe_errinfo *err)
 {
     const store *s = &t->s;
     uint64_t tomb = 0;
@@ -1079,22 +1079,22 @@ static floe_status verify_loaded(iceberg *t, const floe_file_header *h, const ch
                 }
                 if (seen_empty || row == floe_row_busy(lv->row_bits) ||
                     (floe_row_is_key(row, lv->row_bits) && floe_row_remainder(l, row) > floe_mask_bits(lv->rem_bits)))
-                    return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: bad row in level %u bucket %llu", path,
+                    return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: bad row in level %u bucket %llu", path,
                                           l, (unsigned long long)b);
                 used++;
                 tomb += row == floe_row_tombstone(lv->row_bits);
             }
         }
         if (used != h->used[l])
-            return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: level %u holds %llu rows, header says %llu",
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: level %u holds %llu rows, header says %llu",
                                   path, l, (unsigned long long)used, (unsigned long long)h->used[l]);
     }
     if (tomb != h->tombstones || h->keys != h->used[0] + h->used[1] + h->used[2] - tomb)
-        return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: key and tombstone counts disagree", path);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: key and tombstone counts disagree", path);
     return FLOE_OK;
 }
 
-floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_error *err)
+floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_errinfo *err)
 {
     floe_file_header h;
     floe_file_reader *r;
@@ -1102,19 +1102,19 @@ floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_
     floe_status st = floe_file_open(path, &h, &r, err);
     if (st != FLOE_OK)
         return st;
-    floe_error spec_err;
+    floe_errinfo spec_err;
     if (h.spec.kind != FLOE_KIND_SET && h.spec.kind != FLOE_KIND_MAP) {
-        st = floe_error_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a SET or MAP", path,
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a SET or MAP", path,
                             floe_kind_name(h.spec.kind));
         goto out;
     }
     if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0) {
-        st = floe_error_set(err, FLOE_ERR_INVALID, "%s holds an invalid table spec: %s", path,
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds an invalid table spec: %s", path,
                             h.spec.seed == 0 ? "seed 0" : spec_err.msg);
         goto out;
     }
     if (h.addr_bits < floe_min_addr_bits(h.spec.key_bits) || h.addr_bits > floe_max_addr_bits(h.spec.key_bits)) {
-        st = floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: primary address bits %u", path, h.addr_bits);
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: primary address bits %u", path, h.addr_bits);
         goto out;
     }
     floe_geometry g;
@@ -1124,7 +1124,7 @@ floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_
     for (int l = 0; l < FLOE_LEVELS; l++)
         sizes_ok = sizes_ok && h.section_bytes[l] == floe_level_words(&g.level[l]) * sizeof(uint64_t);
     if (!sizes_ok) {
-        st = floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
                             path);
         goto out;
     }

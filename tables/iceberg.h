@@ -30,7 +30,6 @@
 extern "C" {
 #endif
 
-#define FLOE_NO_ID        UINT64_MAX
 #define ICEBERG_OVERWRITE 1u /* insert: replace the value of a PRESENT key (MAP upsert) */
 
 typedef struct iceberg iceberg;
@@ -41,10 +40,10 @@ uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity);
 
 /* Creates an empty table sized for spec->capacity; pool runs its batches
  * (NULL: inline in the caller).  The spec must pass floe_spec_validate. */
-floe_status iceberg_create(const floe_spec *spec, floe_pool *pool, iceberg **out, floe_error *err);
+floe_status iceberg_create(const floe_spec *spec, floe_pool *pool, iceberg **out, floe_errinfo *err);
 /* The same with an explicit primary level of 2^addr_bits buckets (benchmarks). */
 floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe_pool *pool, iceberg **out,
-                                 floe_error *err);
+                                 floe_errinfo *err);
 void iceberg_destroy(iceberg *t);
 const floe_spec *iceberg_spec(const iceberg *t);
 
@@ -52,22 +51,22 @@ const floe_spec *iceberg_spec(const iceberg *t);
  * may be NULL except results.  values_out (MAP): for PRESENT the value stored
  * before this occurrence, for INSERTED the value now stored, 0 for FULL. */
 floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const void *values, size_t values_len,
-                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out, floe_counts *counts,
-                           floe_error *err);
+                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out, floe_answer_counts *counts,
+                           floe_errinfo *err);
 /* PRESENT / ABSENT; values_out (MAP only) gets the stored values, 0 if absent. */
 floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids, void *values_out,
-                         floe_counts *counts, floe_error *err);
+                         floe_answer_counts *counts, floe_errinfo *err);
 /* ERASED / ABSENT; the slot becomes a tombstone until the next rebuild. */
-floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, floe_counts *counts,
-                          floe_error *err);
+floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, floe_answer_counts *counts,
+                          floe_errinfo *err);
 
 /* Up to limit keys (and values, MAP) from the cursor on (NULL: the start).
  * *done is set when the scan has passed the last slot.  A cursor from an
  * earlier generation is refused: a rebuild moved every key.  A call examines
  * a bounded number of slots, so it may return fewer than limit keys (even 0)
  * with *done unset. */
-floe_status iceberg_scan(iceberg *t, const floe_cursor *from, size_t limit, uint64_t *keys, void *values, size_t *n,
-                         floe_cursor *next, int *done, floe_error *err);
+floe_status iceberg_scan(iceberg *t, const floe_scan_pos *from, size_t limit, uint64_t *keys, void *values, size_t *n,
+                         floe_scan_pos *next, int *done, floe_errinfo *err);
 
 void iceberg_stats(iceberg *t, floe_table_stats *s);
 
@@ -84,15 +83,15 @@ void *iceberg_map_zeroed(size_t bytes);
 
 /* Rebuilds into 2^addr_bits primary buckets (0: the current size), dropping
  * tombstones; ids change and the generation increments. */
-floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_error *err);
+floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_errinfo *err);
 
-floe_status iceberg_save(iceberg *t, const char *path, floe_error *err);
+floe_status iceberg_save(iceberg *t, const char *path, floe_errinfo *err);
 /* A copy of t's file contents in a new image (for a snapshot written later). */
-floe_status iceberg_copy_image(iceberg *t, struct floe_file_image **out, floe_error *err);
+floe_status iceberg_copy_image(iceberg *t, struct floe_file_image **out, floe_errinfo *err);
 /* An image that takes t over: its sections are t's arrays, and freeing the
  * image destroys t (for a host copy made only to be written). */
-floe_status iceberg_image_of(iceberg *t, struct floe_file_image **out, floe_error *err);
-floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_error *err);
+floe_status iceberg_image_of(iceberg *t, struct floe_file_image **out, floe_errinfo *err);
+floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_errinfo *err);
 
 /* The table's raw arrays (layout.h's words per level, then the values) and
  * its counters: for another engine that holds the same layout, so that the

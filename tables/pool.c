@@ -92,11 +92,11 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-floe_status floe_pool_create(unsigned threads, floe_pool **out, floe_error *err)
+floe_status floe_pool_create(unsigned threads, floe_pool **out, floe_errinfo *err)
 {
     floe_pool *p = floe_calloc(1, sizeof *p);
     if (!p)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory creating the thread pool");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory creating the thread pool");
     if (threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (unsigned)n : 1;
@@ -107,12 +107,12 @@ floe_status floe_pool_create(unsigned threads, floe_pool **out, floe_error *err)
     p->threads = floe_calloc(threads, sizeof *p->threads);
     if (!p->threads) {
         free(p);
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory creating the thread pool");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory creating the thread pool");
     }
     for (unsigned i = 0; i + 1 < threads; i++) {
         if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0) {
             floe_pool_destroy(p);
-            return floe_error_set(err, FLOE_ERR_INTERNAL, "cannot start thread pool worker %u", i);
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot start thread pool worker %u", i);
         }
         p->nthreads++;
     }

@@ -21,7 +21,7 @@ extern "C" {
 typedef struct floe_pool floe_pool;
 
 /* threads = 0 uses one thread per online CPU. */
-floe_status floe_pool_create(unsigned threads, floe_pool **out, floe_error *err);
+floe_status floe_pool_create(unsigned threads, floe_pool **out, floe_errinfo *err);
 void floe_pool_destroy(floe_pool *p);
 /* Threads that execute tasks (workers plus the caller); 1 for a NULL pool. */
 unsigned floe_pool_width(const floe_pool *p);

@@ -14,7 +14,7 @@ void floe_spec_default(floe_spec *s)
     memset(s, 0, sizeof *s);
     s->kind = FLOE_KIND_SET;
     s->key_bits = 64;
-    s->capacity = (uint64_t)1 << 20;
+    s->capacity = FLOE_DEFAULT_CAPACITY;
     s->max_fill = FLOE_DEFAULT_MAX_FILL;
     strcpy(s->backend, "auto");
 }
@@ -68,66 +68,66 @@ static bool name_ok(const char *n)
     return true;
 }
 
-floe_status floe_spec_validate(const floe_spec *s, floe_error *err)
+floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err)
 {
     if (!name_ok(s->name))
-        return floe_error_set(err, FLOE_ERR_INVALID,
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
                               "table name must be 1 to %d characters of letters, digits, '_', '-' or '.', not "
                               "starting with '.'",
                               FLOE_NAME_MAX);
     if (s->kind == FLOE_KIND_ORDERED || s->kind == FLOE_KIND_STATIC)
-        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "table kind %s is not implemented yet",
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "table kind %s is not implemented yet",
                               floe_kind_name(s->kind));
     if (s->kind != FLOE_KIND_SET && s->kind != FLOE_KIND_MAP && s->kind != FLOE_KIND_TREE)
-        return floe_error_set(err, FLOE_ERR_INVALID, "table kind must be SET, MAP or TREE");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table kind must be SET, MAP or TREE");
     if (s->kind == FLOE_KIND_TREE) {
         if (s->words < FLOE_TREE_MIN_WORDS || s->words > FLOE_TREE_MAX_WORDS)
-            return floe_error_set(err, FLOE_ERR_INVALID,
+            return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                   "a TREE needs words = %u..%u (32-bit words per vector), got %u", FLOE_TREE_MIN_WORDS,
                                   FLOE_TREE_MAX_WORDS, s->words);
         if (s->key_bits != 0)
-            return floe_error_set(err, FLOE_ERR_INVALID,
+            return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                   "key_bits is for SET and MAP; a TREE's keys are vectors of `words` words (got "
                                   "key_bits %u)",
                                   s->key_bits);
         if (s->value_bytes != 0)
-            return floe_error_set(err, FLOE_ERR_INVALID, "a TREE has no values: value_bytes must be 0, got %u",
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "a TREE has no values: value_bytes must be 0, got %u",
                                   s->value_bytes);
         if (s->grow)
-            return floe_error_set(err, FLOE_ERR_UNSUPPORTED,
+            return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
                                   "TREE tables do not grow (ids and node references must stay valid): size them "
                                   "with capacity and memory");
     } else {
         if (s->key_bits < 1 || s->key_bits > 64)
-            return floe_error_set(err, FLOE_ERR_INVALID, "key_bits must be 1..64, got %u", s->key_bits);
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "key_bits must be 1..64, got %u", s->key_bits);
         if (s->kind == FLOE_KIND_SET && s->value_bytes != 0)
-            return floe_error_set(err, FLOE_ERR_INVALID, "a SET has no values: value_bytes must be 0, got %u",
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "a SET has no values: value_bytes must be 0, got %u",
                                   s->value_bytes);
         if (s->kind == FLOE_KIND_MAP && s->value_bytes != 4 && s->value_bytes != 8)
-            return floe_error_set(err, FLOE_ERR_INVALID, "a MAP needs value_bytes 4 or 8, got %u", s->value_bytes);
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "a MAP needs value_bytes 4 or 8, got %u", s->value_bytes);
         if (s->words != 0)
-            return floe_error_set(err, FLOE_ERR_INVALID, "words is for TREE tables; a %s needs words = 0",
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "words is for TREE tables; a %s needs words = 0",
                                   floe_kind_name(s->kind));
         if (s->memory != 0)
-            return floe_error_set(err, FLOE_ERR_INVALID,
+            return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                   "memory is for TREE tables; a %s is sized by capacity (memory must be 0)",
                                   floe_kind_name(s->kind));
     }
     if (s->capacity == 0)
-        return floe_error_set(err, FLOE_ERR_INVALID, "capacity must be at least 1");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "capacity must be at least 1");
     if (s->capacity > FLOE_MAX_CAPACITY)
-        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "capacity %llu is above the limit of 2^40 keys",
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "capacity %llu is above the limit of 2^40 keys",
                               (unsigned long long)s->capacity);
     if (!(s->max_fill > 0.0 && s->max_fill <= 1.0) || isnan(s->max_fill))
-        return floe_error_set(err, FLOE_ERR_INVALID, "max_fill must be in (0, 1], got %g", s->max_fill);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "max_fill must be in (0, 1], got %g", s->max_fill);
     if (!memchr(s->backend, '\0', sizeof s->backend) ||
         (s->backend[0] && strcmp(s->backend, "cpu") != 0 && strcmp(s->backend, "gpu") != 0 &&
          strcmp(s->backend, "auto") != 0))
-        return floe_error_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
     return FLOE_OK;
 }
 
-void floe_counts_tally(floe_counts *c, const uint8_t *results, size_t n)
+void floe_answer_counts_tally(floe_answer_counts *c, const uint8_t *results, size_t n)
 {
     if (!c)
         return;
@@ -153,12 +153,12 @@ void floe_counts_tally(floe_counts *c, const uint8_t *results, size_t n)
     c->erased = h[0][FLOE_ERASED];
 }
 
-floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_error *err)
+floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_errinfo *err)
 {
     if (n > 0 && !keys)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no keys given for %zu keys", n);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no keys given for %zu keys", n);
     if (n >= ((size_t)1 << 32))
-        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 keys, got %zu", n);
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 keys, got %zu", n);
     if (key_bits >= 64)
         return FLOE_OK;
     uint64_t over = 0; /* one branch-free pass; the slow one only to name the culprit */
@@ -166,7 +166,7 @@ floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, f
         over |= keys[i] >> key_bits;
     for (size_t i = 0; over && i < n; i++)
         if (keys[i] >> key_bits)
-            return floe_error_set(err, FLOE_ERR_INVALID,
+            return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                   "key %llu at index %zu does not fit in key_bits = %u (must be below 2^%u)",
                                   (unsigned long long)keys[i], i, key_bits, key_bits);
     return FLOE_OK;

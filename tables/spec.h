@@ -28,11 +28,8 @@ typedef enum floe_kind {
     FLOE_KIND_STATIC = 5,
 } floe_kind;
 
-#define FLOE_NAME_MAX         64
+/* FLOE_NAME_MAX, FLOE_MAX_CAPACITY and the defaults of a spec are the protocol's: floe_wire.h. */
 #define FLOE_BACKEND_NAME_MAX 16
-#define FLOE_DEFAULT_MAX_FILL 0.9
-/* The largest capacity a spec may ask for: 2^40 keys. */
-#define FLOE_MAX_CAPACITY ((uint64_t)1 << 40)
 
 typedef struct floe_spec {
     char name[FLOE_NAME_MAX + 1]; /* [A-Za-z0-9_.-], 1..64 characters */
@@ -53,27 +50,27 @@ typedef struct floe_spec {
 void floe_spec_default(floe_spec *s);
 
 /* Checks every field; on failure says which one and why. */
-floe_status floe_spec_validate(const floe_spec *s, floe_error *err);
+floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err);
 
 const char *floe_kind_name(floe_kind k);
 
 /* Per-batch tallies of the per-key answers. */
-typedef struct floe_counts {
+typedef struct floe_answer_counts {
     uint64_t inserted, present, absent, full, erased;
-} floe_counts;
+} floe_answer_counts;
 
 /* A batch's keys: present, fewer than 2^32, each below 2^key_bits.  Every
  * engine checks its batches with this before touching a table. */
-floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_error *err);
+floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_errinfo *err);
 
 /* Sets c from n per-key answers (c may be NULL). */
-void floe_counts_tally(floe_counts *c, const uint8_t *results, size_t n);
+void floe_answer_counts_tally(floe_answer_counts *c, const uint8_t *results, size_t n);
 
 /* Where a scan resumes: a slot position, valid for one generation. */
-typedef struct floe_cursor {
+typedef struct floe_scan_pos {
     uint64_t position;
     uint64_t generation;
-} floe_cursor;
+} floe_scan_pos;
 
 typedef struct floe_level_stats {
     uint64_t slots;    /* slots in the level */

@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-floe_status floe_error_set(floe_error *e, floe_status code, const char *fmt, ...)
+floe_status floe_errinfo_set(floe_errinfo *e, floe_status code, const char *fmt, ...)
 {
     if (e) {
         va_list ap;
@@ -18,7 +18,7 @@ floe_status floe_error_set(floe_error *e, floe_status code, const char *fmt, ...
     return code;
 }
 
-void floe_error_clear(floe_error *e)
+void floe_errinfo_clear(floe_errinfo *e)
 {
     if (e) {
         e->code = FLOE_OK;

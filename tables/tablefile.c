@@ -99,20 +99,20 @@ static void encode_header(const floe_file_header *h, unsigned char *buf)
     put_u64(&c, h->orphans);
 }
 
-static floe_status decode_header(const unsigned char *buf, floe_file_header *h, const char *path, floe_error *err)
+static floe_status decode_header(const unsigned char *buf, floe_file_header *h, const char *path, floe_errinfo *err)
 {
     cursor c = {(unsigned char *)buf, 0};
     uint64_t fill_bits;
     memset(h, 0, sizeof *h);
     if (memcmp(buf, MAGIC, sizeof MAGIC) != 0)
-        return floe_error_set(err, FLOE_ERR_INVALID, "%s is not a floe table file (bad magic)", path);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is not a floe table file (bad magic)", path);
     c.off = sizeof MAGIC;
     uint32_t version = get_u32(&c);
     if (version != FLOE_FILE_VERSION)
-        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "%s has file format version %u; this floe reads version %u",
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "%s has file format version %u; this floe reads version %u",
                               path, version, FLOE_FILE_VERSION);
     if (get_u32(&c) != FLOE_FILE_HEADER_BYTES)
-        return floe_error_set(err, FLOE_ERR_INVALID, "%s: damaged header (header size)", path);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (header size)", path);
     memcpy(h->spec.name, c.p + c.off, FLOE_NAME_MAX);
     c.off += FLOE_NAME_MAX;
     h->spec.kind = (floe_kind)get_u32(&c);
@@ -136,14 +136,14 @@ static floe_status decode_header(const unsigned char *buf, floe_file_header *h, 
         h->used[l] = get_u64(&c);
     h->nsections = get_u32(&c);
     if (h->nsections > FLOE_FILE_MAX_SECTIONS)
-        return floe_error_set(err, FLOE_ERR_INVALID, "%s: damaged header (%u sections)", path, h->nsections);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (%u sections)", path, h->nsections);
     for (int i = 0; i < FLOE_FILE_MAX_SECTIONS; i++)
         h->section_bytes[i] = get_u64(&c);
     h->spec.memory = get_u64(&c);
     h->nodes = get_u64(&c);
     h->orphans = get_u64(&c);
     if (h->layout_version != FLOE_LAYOUT_VERSION)
-        return floe_error_set(err, FLOE_ERR_UNSUPPORTED, "%s uses table layout version %u; this floe uses %u", path,
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "%s uses table layout version %u; this floe uses %u", path,
                               h->layout_version, FLOE_LAYOUT_VERSION);
     return FLOE_OK;
 }
@@ -182,7 +182,7 @@ static void fsync_dir_of(const char *path)
     free(copy);
 }
 
-floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_error *err)
+floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_errinfo *err)
 {
     unsigned char hdr[FLOE_FILE_HEADER_BYTES];
     unsigned char digest[EVP_MAX_MD_SIZE];
@@ -190,13 +190,13 @@ floe_status floe_file_save(const char *path, const floe_file_header *h, const vo
     char tmp[4096];
     floe_status st = FLOE_OK;
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return floe_error_set(err, FLOE_ERR_INVALID, "path too long: %s", path);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "path too long: %s", path);
     int fd = open(tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
     if (fd < 0)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "cannot create %s: %s", tmp, strerror(errno));
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot create %s: %s", tmp, strerror(errno));
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "cannot initialise SHA-256");
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot initialise SHA-256");
         goto fail;
     }
     encode_header(h, hdr);
@@ -206,7 +206,7 @@ floe_status floe_file_save(const char *path, const floe_file_header *h, const vo
         if (h->section_bytes[i] && write_all(fd, sections[i], h->section_bytes[i], md) != 0)
             goto io_fail;
     if (EVP_DigestFinal_ex(md, digest, &dlen) != 1 || dlen != DIGEST_BYTES) {
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "cannot finish SHA-256");
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot finish SHA-256");
         goto fail;
     }
     if (write_all(fd, digest, DIGEST_BYTES, NULL) != 0 || fsync(fd) != 0)
@@ -222,7 +222,7 @@ floe_status floe_file_save(const char *path, const floe_file_header *h, const vo
     EVP_MD_CTX_free(md);
     return FLOE_OK;
 io_fail:
-    st = floe_error_set(err, FLOE_ERR_INTERNAL, "cannot write %s: %s", path, strerror(errno));
+    st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot write %s: %s", path, strerror(errno));
 fail:
     if (fd >= 0)
         close(fd);
@@ -260,7 +260,7 @@ floe_file_image *floe_file_image_copy(const floe_file_header *h, const void *con
     return im;
 }
 
-floe_status floe_file_image_save(const char *path, const floe_file_image *im, floe_error *err)
+floe_status floe_file_image_save(const char *path, const floe_file_image *im, floe_errinfo *err)
 {
     return floe_file_save(path, &im->h, im->sections, err);
 }
@@ -294,32 +294,32 @@ void floe_file_close(floe_file_reader *r)
     free(r);
 }
 
-floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_reader **out, floe_error *err)
+floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_reader **out, floe_errinfo *err)
 {
     unsigned char hdr[FLOE_FILE_HEADER_BYTES];
     struct stat sb;
     floe_status st;
     floe_file_reader *r = floe_calloc(1, sizeof *r);
     if (!r)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     r->path = floe_strdup(path);
     r->md = EVP_MD_CTX_new();
     if (!r->path || !r->md || EVP_DigestInit_ex(r->md, EVP_sha256(), NULL) != 1) {
-        st = floe_error_set(err, FLOE_ERR_INTERNAL, "cannot initialise SHA-256");
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot initialise SHA-256");
         goto fail;
     }
     r->f = fopen(path, "rbe");
     if (!r->f) {
-        st = floe_error_set(err, errno == ENOENT ? FLOE_ERR_NO_TABLE : FLOE_ERR_INTERNAL, "cannot open %s: %s", path,
+        st = floe_errinfo_set(err, errno == ENOENT ? FLOE_ERR_NO_TABLE : FLOE_ERR_INTERNAL, "cannot open %s: %s", path,
                             strerror(errno));
         goto fail;
     }
     if (fstat(fileno(r->f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = floe_error_set(err, FLOE_ERR_INVALID, "%s is not a regular file", path);
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is not a regular file", path);
         goto fail;
     }
     if (fread(hdr, 1, sizeof hdr, r->f) != sizeof hdr) {
-        st = floe_error_set(err, FLOE_ERR_INVALID, "%s is truncated: shorter than a table file header", path);
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is truncated: shorter than a table file header", path);
         goto fail;
     }
     st = decode_header(hdr, &r->h, path, err);
@@ -330,13 +330,13 @@ floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_read
     uint64_t expect = FLOE_FILE_HEADER_BYTES + DIGEST_BYTES;
     for (uint32_t i = 0; i < r->h.nsections; i++) {
         if (r->h.section_bytes[i] > (uint64_t)sb.st_size) {
-            st = floe_error_set(err, FLOE_ERR_INVALID, "%s: damaged header (section %u size)", path, i);
+            st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (section %u size)", path, i);
             goto fail;
         }
         expect += r->h.section_bytes[i];
     }
     if (expect != (uint64_t)sb.st_size) {
-        st = floe_error_set(err, FLOE_ERR_INVALID, "%s is %s: %llu bytes, the header describes %llu", path,
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is %s: %llu bytes, the header describes %llu", path,
                             (uint64_t)sb.st_size < expect ? "truncated" : "damaged (trailing bytes)",
                             (unsigned long long)sb.st_size, (unsigned long long)expect);
         goto fail;
@@ -350,7 +350,7 @@ fail:
     return st;
 }
 
-floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_error *err)
+floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_errinfo *err)
 {
     unsigned char want[EVP_MAX_MD_SIZE], got[DIGEST_BYTES];
     unsigned int dlen = 0;
@@ -360,22 +360,22 @@ floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_erro
         while (left > 0) {
             size_t step = left < ((uint64_t)1 << 28) ? (size_t)left : ((size_t)1 << 28);
             if (fread(p, 1, step, r->f) != step)
-                return floe_error_set(err, FLOE_ERR_INVALID, "%s is truncated in section %u", r->path, i);
+                return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is truncated in section %u", r->path, i);
             EVP_DigestUpdate(r->md, p, step);
             p += step;
             left -= step;
         }
     }
     if (fread(got, 1, sizeof got, r->f) != sizeof got)
-        return floe_error_set(err, FLOE_ERR_INVALID, "%s is truncated: no checksum", r->path);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is truncated: no checksum", r->path);
     if (EVP_DigestFinal_ex(r->md, want, &dlen) != 1 || dlen != DIGEST_BYTES)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "cannot finish SHA-256");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot finish SHA-256");
     if (memcmp(want, got, DIGEST_BYTES) != 0)
-        return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: checksum mismatch", r->path);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: checksum mismatch", r->path);
     return FLOE_OK;
 }
 
-floe_status floe_file_kind(const char *path, floe_kind *kind, floe_error *err)
+floe_status floe_file_kind(const char *path, floe_kind *kind, floe_errinfo *err)
 {
     floe_file_header h;
     floe_file_reader *r;

@@ -51,7 +51,7 @@ typedef struct floe_file_header {
 } floe_file_header;
 
 /* Writes h and its sections (sections[i] holds h->section_bytes[i] bytes). */
-floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_error *err);
+floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_errinfo *err);
 
 /* A table's file contents in host memory: the header and its sections,
  * owned by whoever made the image.  A snapshot copies a table into an image
@@ -66,20 +66,20 @@ typedef struct floe_file_image {
 
 /* An image owning a private copy of h and sections (NULL if out of memory). */
 floe_file_image *floe_file_image_copy(const floe_file_header *h, const void *const *sections);
-floe_status floe_file_image_save(const char *path, const floe_file_image *im, floe_error *err);
+floe_status floe_file_image_save(const char *path, const floe_file_image *im, floe_errinfo *err);
 void floe_file_image_free(floe_file_image *im);
 
 typedef struct floe_file_reader floe_file_reader;
 
 /* Opens path and reads and checks its header; the caller then allocates the
  * sections h describes and calls floe_file_read. */
-floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_reader **r, floe_error *err);
+floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_reader **r, floe_errinfo *err);
 /* Reads every section into sections[i] and verifies the checksum. */
-floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_error *err);
+floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_errinfo *err);
 void floe_file_close(floe_file_reader *r);
 
 /* The kind of table a file holds (its header checked as by floe_file_open). */
-floe_status floe_file_kind(const char *path, floe_kind *kind, floe_error *err);
+floe_status floe_file_kind(const char *path, floe_kind *kind, floe_errinfo *err);
 
 #ifdef __cplusplus
 }

@@ -75,7 +75,7 @@ static void size_roots(const floe_spec *spec, uint32_t node_bits, tree_sizing *z
     z->root_bytes = root_bytes_for(r->key_bits, z->root_addr_bits);
 }
 
-floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_error *err)
+floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err)
 {
     memset(z, 0, sizeof *z);
     if (spec->memory == 0) {
@@ -97,7 +97,7 @@ floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_error *err)
         if (z->node_bytes + z->root_bytes <= spec->memory)
             return FLOE_OK;
     }
-    return floe_error_set(err, FLOE_ERR_INVALID,
+    return floe_errinfo_set(err, FLOE_ERR_INVALID,
                           "memory %llu bytes is too small for a TREE of capacity %llu: its root table alone needs "
                           "%llu bytes plus %llu for the smallest node table",
                           (unsigned long long)spec->memory, (unsigned long long)spec->capacity,
@@ -190,30 +190,30 @@ static void fold_chunk(void *arg, size_t task)
     atomic_fetch_add(&j->orphans, lost);
 }
 
-floe_status tree_vectors_check(const uint32_t *vectors, size_t n, floe_error *err)
+floe_status tree_vectors_check(const uint32_t *vectors, size_t n, floe_errinfo *err)
 {
     if (n > 0 && !vectors)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no vectors given for %zu vectors", n);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no vectors given for %zu vectors", n);
     if (n >= ((size_t)1 << 32))
-        return floe_error_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 vectors, got %zu", n);
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 vectors, got %zu", n);
     return FLOE_OK;
 }
 
 /* The shared body of insert and find. */
 static floe_status run_vectors(tree *t, const uint32_t *vectors, size_t n, int insert, uint8_t *results, uint64_t *ids,
-                               floe_counts *counts, floe_error *err)
+                               floe_answer_counts *counts, floe_errinfo *err)
 {
     floe_status st = tree_vectors_check(vectors, n, err);
     if (st != FLOE_OK)
         return st;
     if (n > 0 && !results)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no results buffer");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer");
     /* One allocation: root keys, compacted root keys, their ids, state,
      * created counts, their results, and the compaction map. */
     size_t bytes = n * (8 + 8 + 8 + 1 + 1 + 1) + n * sizeof(uint32_t) + 64;
     unsigned char *mem = floe_malloc(bytes ? bytes : 1);
     if (!mem)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu vectors", n);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu vectors", n);
     uint64_t *root_keys = (uint64_t *)mem;
     uint64_t *sub_keys = root_keys + n;
     uint64_t *sub_ids = sub_keys + n;
@@ -262,18 +262,18 @@ static floe_status run_vectors(tree *t, const uint32_t *vectors, size_t n, int i
     }
     atomic_fetch_add(&t->orphans, orphans);
     free(mem);
-    floe_counts_tally(counts, results, n);
+    floe_answer_counts_tally(counts, results, n);
     return FLOE_OK;
 }
 
 floe_status tree_insert(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
-                        floe_counts *counts, floe_error *err)
+                        floe_answer_counts *counts, floe_errinfo *err)
 {
     return run_vectors(t, vectors, n, 1, results, ids, counts, err);
 }
 
-floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids, floe_counts *counts,
-                      floe_error *err)
+floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids, floe_answer_counts *counts,
+                      floe_errinfo *err)
 {
     return run_vectors(t, vectors, n, 0, results, ids, counts, err);
 }
@@ -289,37 +289,37 @@ static int get_one(tree *t, uint64_t id, uint32_t *out)
     return floe_tree_unfold(&t->g, (const uint64_t *)t->nodes, left, right, out) ? 1 : -1;
 }
 
-floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors, floe_counts *counts,
-                     floe_error *err)
+floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors, floe_answer_counts *counts,
+                     floe_errinfo *err)
 {
     if (n > 0 && (!ids || !results || !vectors))
-        return floe_error_set(err, FLOE_ERR_INVALID, "get_by_id needs ids, results and vector buffers");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "get_by_id needs ids, results and vector buffers");
     const size_t W = t->g.words;
     for (size_t i = 0; i < n; i++) {
         int r = get_one(t, ids[i], vectors + i * W);
         if (r < 0)
-            return floe_error_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
                                   t->spec.name, (unsigned long long)ids[i]);
         results[i] = r ? FLOE_PRESENT : FLOE_ABSENT;
         if (!r)
             memset(vectors + i * W, 0, W * sizeof *vectors);
     }
-    floe_counts_tally(counts, results, n);
+    floe_answer_counts_tally(counts, results, n);
     return FLOE_OK;
 }
 
-floe_status tree_scan(tree *t, const floe_cursor *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
-                      floe_cursor *next, int *done, floe_error *err)
+floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
+                      floe_scan_pos *next, int *done, floe_errinfo *err)
 {
     const uint64_t total = iceberg_total_slots(t->roots);
     uint64_t pos = from ? from->position : 0;
     if (limit > 0 && !ids)
-        return floe_error_set(err, FLOE_ERR_INVALID, "no ids buffer");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no ids buffer");
     if (from && from->generation != 0)
-        return floe_error_set(err, FLOE_ERR_INVALID, "scan cursor is from generation %llu; TREE tables stay at 0",
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor is from generation %llu; TREE tables stay at 0",
                               (unsigned long long)from->generation);
     if (pos > total)
-        return floe_error_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
                               (unsigned long long)pos, (unsigned long long)total);
     const size_t W = t->g.words;
     uint32_t scratch[FLOE_TREE_MAX_WORDS];
@@ -327,7 +327,7 @@ floe_status tree_scan(tree *t, const floe_cursor *from, size_t limit, uint64_t *
     for (uint64_t budget = SCAN_MAX_SLOTS; pos < total && got < limit && budget > 0; pos++, budget--) {
         int r = get_one(t, pos, vectors ? vectors + got * W : scratch);
         if (r < 0)
-            return floe_error_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
                                   t->spec.name, (unsigned long long)pos);
         if (r)
             ids[got++] = pos;
@@ -341,16 +341,16 @@ floe_status tree_scan(tree *t, const floe_cursor *from, size_t limit, uint64_t *
 
 /* ---- life cycle -------------------------------------------------------------------------- */
 
-static floe_status create_sized(const floe_spec *spec, floe_pool *pool, tree **out, floe_error *err)
+static floe_status create_sized(const floe_spec *spec, floe_pool *pool, tree **out, floe_errinfo *err)
 {
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
         return st;
     if (spec->kind != FLOE_KIND_TREE)
-        return floe_error_set(err, FLOE_ERR_INVALID, "not a TREE spec");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "not a TREE spec");
     tree *t = floe_calloc(1, sizeof *t);
     if (!t)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     t->spec = *spec;
     while (t->spec.seed == 0)
         if (getrandom(&t->spec.seed, sizeof t->spec.seed, 0) != sizeof t->spec.seed)
@@ -367,7 +367,7 @@ static floe_status create_sized(const floe_spec *spec, floe_pool *pool, tree **o
         unsigned long long bytes = t->z.node_bytes;
         free(t);
         /* as for SET and MAP: no room for the table is ERR_FULL */
-        return floe_error_set(err, FLOE_ERR_FULL, "cannot allocate %llu bytes for the node table", bytes);
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "cannot allocate %llu bytes for the node table", bytes);
     }
     st = iceberg_create_sized(&t->z.root_spec, t->z.root_addr_bits, pool, &t->roots, err);
     if (st != FLOE_OK) {
@@ -379,7 +379,7 @@ static floe_status create_sized(const floe_spec *spec, floe_pool *pool, tree **o
     return FLOE_OK;
 }
 
-floe_status tree_create(const floe_spec *spec, floe_pool *pool, tree **out, floe_error *err)
+floe_status tree_create(const floe_spec *spec, floe_pool *pool, tree **out, floe_errinfo *err)
 {
     return create_sized(spec, pool, out, err);
 }
@@ -476,7 +476,7 @@ static void file_view(tree *t, floe_file_header *h, const void **sections)
     sections[FLOE_LEVELS + 1] = (const void *)t->nodes;
 }
 
-floe_status tree_save(tree *t, const char *path, floe_error *err)
+floe_status tree_save(tree *t, const char *path, floe_errinfo *err)
 {
     floe_file_header h;
     const void *sections[FLOE_FILE_MAX_SECTIONS];
@@ -484,14 +484,14 @@ floe_status tree_save(tree *t, const char *path, floe_error *err)
     return floe_file_save(path, &h, sections, err);
 }
 
-floe_status tree_copy_image(tree *t, floe_file_image **out, floe_error *err)
+floe_status tree_copy_image(tree *t, floe_file_image **out, floe_errinfo *err)
 {
     floe_file_header h;
     const void *sections[FLOE_FILE_MAX_SECTIONS];
     file_view(t, &h, sections);
     *out = floe_file_image_copy(&h, sections);
     if (!*out)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s for a snapshot", t->spec.name);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s for a snapshot", t->spec.name);
     return FLOE_OK;
 }
 
@@ -500,11 +500,11 @@ static void release_table(floe_file_image *im)
     tree_destroy(im->owner);
 }
 
-floe_status tree_image_of(tree *t, floe_file_image **out, floe_error *err)
+floe_status tree_image_of(tree *t, floe_file_image **out, floe_errinfo *err)
 {
     floe_file_image *im = floe_calloc(1, sizeof *im);
     if (!im)
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     file_view(t, &im->h, im->sections);
     im->owner = t;
     im->release = release_table;
@@ -513,7 +513,7 @@ floe_status tree_image_of(tree *t, floe_file_image **out, floe_error *err)
 }
 
 /* Every node slot holds EMPTY or a valid probe tag, and the count matches. */
-static floe_status verify_nodes(tree *t, uint64_t want, const char *path, floe_error *err)
+static floe_status verify_nodes(tree *t, uint64_t want, const char *path, floe_errinfo *err)
 {
     uint64_t used = 0;
     const uint64_t *nodes = (const uint64_t *)t->nodes;
@@ -521,17 +521,17 @@ static floe_status verify_nodes(tree *t, uint64_t want, const char *path, floe_e
         if (nodes[i] == FLOE_NODE_EMPTY)
             continue;
         if (!floe_node_valid(nodes[i]))
-            return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: node slot %llu holds no valid node", path,
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: node slot %llu holds no valid node", path,
                                   (unsigned long long)i);
         used++;
     }
     if (used != want)
-        return floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: %llu nodes stored, header says %llu", path,
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: %llu nodes stored, header says %llu", path,
                               (unsigned long long)used, (unsigned long long)want);
     return FLOE_OK;
 }
 
-floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_error *err)
+floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_errinfo *err)
 {
     floe_file_header h;
     floe_file_reader *r;
@@ -539,14 +539,14 @@ floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_error 
     floe_status st = floe_file_open(path, &h, &r, err);
     if (st != FLOE_OK)
         return st;
-    floe_error spec_err;
+    floe_errinfo spec_err;
     if (h.spec.kind != FLOE_KIND_TREE) {
         st =
-            floe_error_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a TREE", path, floe_kind_name(h.spec.kind));
+            floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a TREE", path, floe_kind_name(h.spec.kind));
         goto out;
     }
     if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0) {
-        st = floe_error_set(err, FLOE_ERR_INVALID, "%s holds an invalid table spec: %s", path,
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds an invalid table spec: %s", path,
                             h.spec.seed == 0 ? "seed 0" : spec_err.msg);
         goto out;
     }
@@ -558,7 +558,7 @@ floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_error 
     for (uint32_t i = 0; i < h.nsections; i++)
         in_file += h.section_bytes[i];
     if (tree_size(&h.spec, &z, &spec_err) != FLOE_OK || z.node_bytes + z.root_bytes != in_file) {
-        st = floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
                             path);
         goto out;
     }
@@ -572,7 +572,7 @@ floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_error 
     for (int l = 0; l <= FLOE_LEVELS; l++)
         sizes_ok = sizes_ok && h.section_bytes[l] == im.bytes[l];
     if (!sizes_ok) {
-        st = floe_error_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
                             path);
         goto out;
     }

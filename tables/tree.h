@@ -47,37 +47,37 @@ typedef struct tree_sizing {
 /* Node table fill the default sizing aims at. */
 #define TREE_NODE_FILL 0.8
 
-floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_error *err);
+floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err);
 
 /* The spec must pass floe_spec_validate with kind TREE (seed 0: pick one). */
-floe_status tree_create(const floe_spec *spec, floe_pool *pool, tree **out, floe_error *err);
+floe_status tree_create(const floe_spec *spec, floe_pool *pool, tree **out, floe_errinfo *err);
 void tree_destroy(tree *t);
 const floe_spec *tree_spec(const tree *t);
 const floe_tree_geometry *tree_geometry(const tree *t);
 
 /* Find-or-put of n vectors: INSERTED / PRESENT / FULL; ids may be NULL. */
 floe_status tree_insert(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
-                        floe_counts *counts, floe_error *err);
+                        floe_answer_counts *counts, floe_errinfo *err);
 /* PRESENT / ABSENT; changes nothing. */
-floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids, floe_counts *counts,
-                      floe_error *err);
+floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids, floe_answer_counts *counts,
+                      floe_errinfo *err);
 /* The vectors of n ids: PRESENT and the vector (n * words words), or ABSENT
  * and zeros where the id names no stored vector. */
-floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors, floe_counts *counts,
-                     floe_error *err);
+floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors, floe_answer_counts *counts,
+                     floe_errinfo *err);
 /* Up to limit stored vectors from the cursor on: their ids and (vectors not
  * NULL) the vectors.  As iceberg_scan: a bounded number of slots per call. */
-floe_status tree_scan(tree *t, const floe_cursor *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
-                      floe_cursor *next, int *done, floe_error *err);
+floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
+                      floe_scan_pos *next, int *done, floe_errinfo *err);
 void tree_stats(tree *t, floe_table_stats *s);
 
-floe_status tree_save(tree *t, const char *path, floe_error *err);
+floe_status tree_save(tree *t, const char *path, floe_errinfo *err);
 /* A copy of t's file contents (batches must not run meanwhile: the caller
  * runs it in the table's batch order). */
-floe_status tree_copy_image(tree *t, struct floe_file_image **out, floe_error *err);
+floe_status tree_copy_image(tree *t, struct floe_file_image **out, floe_errinfo *err);
 /* An image that takes t over; freeing it destroys t (see iceberg_image_of). */
-floe_status tree_image_of(tree *t, struct floe_file_image **out, floe_error *err);
-floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_error *err);
+floe_status tree_image_of(tree *t, struct floe_file_image **out, floe_errinfo *err);
+floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_errinfo *err);
 
 /* The raw node array and the root table: for the GPU backend, which keeps
  * the same layout on the device and saves and loads through this file code.
@@ -92,7 +92,7 @@ void tree_fill_stats(floe_table_stats *s, const floe_tree_geometry *g, uint64_t 
                      uint64_t node_bytes);
 
 /* Stored vectors checked the way every engine must: present, fewer than 2^32. */
-floe_status tree_vectors_check(const uint32_t *vectors, size_t n, floe_error *err);
+floe_status tree_vectors_check(const uint32_t *vectors, size_t n, floe_errinfo *err);
 
 #ifdef __cplusplus
 }

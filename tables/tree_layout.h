@@ -36,8 +36,7 @@
 extern "C" {
 #endif
 
-#define FLOE_TREE_MIN_WORDS    2u
-#define FLOE_TREE_MAX_WORDS    256u
+/* FLOE_TREE_MIN_WORDS and FLOE_TREE_MAX_WORDS are the protocol's: floe_wire.h. */
 #define FLOE_NODE_BUCKET       4u /* slots per node bucket: 32 bytes */
 #define FLOE_NODE_BUCKET_SHIFT 2u
 #define FLOE_NODE_CHOICES      15u /* probes per node; the tag is 4 bits */

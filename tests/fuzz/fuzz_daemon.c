@@ -57,7 +57,7 @@ static atomic_int tables_alive;
 /* What the engine would map for spec (0 if the spec is not one it sizes). */
 static uint64_t table_bytes(const floe_spec *spec)
 {
-    floe_error err;
+    floe_errinfo err;
     if (spec->kind == FLOE_KIND_TREE) {
         tree_sizing z;
         return tree_size(spec, &z, &err) == FLOE_OK ? z.node_bytes + z.root_bytes : 0;
@@ -70,14 +70,14 @@ static uint64_t table_bytes(const floe_spec *spec)
     return bytes;
 }
 
-static floe_status wrap(budget_backend *be, floe_status st, floe_table *inner, floe_table **out, floe_error *err)
+static floe_status wrap(budget_backend *be, floe_status st, floe_table *inner, floe_table **out, floe_errinfo *err)
 {
     if (st != FLOE_OK)
         return st;
     budget_table *t = calloc(1, sizeof *t);
     if (!t) {
         floe_table_destroy(inner);
-        return floe_error_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
     t->base.backend = &be->base;
     t->base.spec = inner->spec;
@@ -87,7 +87,7 @@ static floe_status wrap(budget_backend *be, floe_status st, floe_table *inner, f
     return FLOE_OK;
 }
 
-static floe_status budget_create(floe_backend *base, const floe_spec *spec, floe_table **out, floe_error *err)
+static floe_status budget_create(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
     budget_backend *be = (budget_backend *)base;
     floe_spec s = *spec;
@@ -95,13 +95,13 @@ static floe_status budget_create(floe_backend *base, const floe_spec *spec, floe
         s.seed = FIXED_SEED;
     const uint64_t bytes = table_bytes(&s);
     if (bytes > BUDGET_BYTES)
-        return floe_error_set(err, FLOE_ERR_FULL, "fuzzing: %llu bytes is above the budget", (unsigned long long)bytes);
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "fuzzing: %llu bytes is above the budget", (unsigned long long)bytes);
     floe_table *inner = NULL;
     floe_status st = be->inner->ops->create_table(be->inner, &s, &inner, err);
     return wrap(be, st, inner, out, err);
 }
 
-static floe_status budget_load(floe_backend *base, const char *path, floe_table **out, floe_error *err)
+static floe_status budget_load(floe_backend *base, const char *path, floe_table **out, floe_errinfo *err)
 {
     budget_backend *be = (budget_backend *)base;
     floe_table *inner = NULL;

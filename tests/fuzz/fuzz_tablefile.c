@@ -40,7 +40,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    floe_error err;
+    floe_errinfo err;
     if (floe_backend_cpu_create(1, &cpu, &err) != FLOE_OK)
         abort();
     fd = memfd_create("fuzz-table", MFD_CLOEXEC);
@@ -65,7 +65,7 @@ static void walk(floe_table *t)
     unsigned char values[PAGE * 8];
     uint32_t *vectors = tree ? malloc(PAGE * words * 4) : NULL, *got = tree ? malloc(PAGE * words * 4) : NULL;
     uint8_t results[PAGE];
-    floe_cursor cursor = {0, 0};
+    floe_scan_pos cursor = {0, 0};
     for (int page = 0, started = 0; page < MAX_PAGES; page++) {
         floe_batch b = {.op = FLOE_OP_SCAN, .limit = PAGE, .scan_keys = keys};
         b.cursor = cursor;
@@ -147,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     free(file);
     floe_table *t = NULL;
-    floe_error err;
+    floe_errinfo err;
     if (floe_table_load(cpu, path, &t, &err) == FLOE_OK) {
         walk(t);
         insert_some(t, data, size);

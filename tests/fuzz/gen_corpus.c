@@ -396,7 +396,7 @@ static floe_table *make_table(floe_backend *be, const char *name, floe_kind kind
     s.seed = 0x0123456789abcdefull;
     snprintf(s.backend, sizeof s.backend, "cpu");
     floe_table *t;
-    floe_error err;
+    floe_errinfo err;
     if (floe_table_create(be, &s, &t, &err) != FLOE_OK)
         die(err.msg);
     return t;
@@ -456,7 +456,7 @@ static void save_table(floe_table *t, const char *name)
 static void tablefile_seeds(void)
 {
     floe_backend *be;
-    floe_error err;
+    floe_errinfo err;
     if (floe_backend_cpu_create(1, &be, &err) != FLOE_OK)
         die(err.msg);
     floe_table *t = make_table(be, "set-empty", FLOE_KIND_SET, 16, 0, 0, 64, 0);

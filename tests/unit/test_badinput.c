@@ -25,7 +25,7 @@ static floe_spec good_spec(floe_kind kind)
 static void expect_spec_error(const floe_spec *s, floe_status want, const char *words)
 {
     iceberg *t = NULL;
-    floe_error err;
+    floe_errinfo err;
     floe_status st = iceberg_create(s, NULL, &t, &err);
     ck_assert_int_eq(st, want);
     ck_assert_ptr_null(t);
@@ -118,7 +118,7 @@ START_TEST(bad_batches_change_nothing)
     ck_assert_int_eq(iceberg_insert(t, keys, 2, vals, 16, 0, res, NULL, NULL, NULL, NULL), FLOE_OK);
     fingerprint before, after;
     take(t, &before);
-    floe_error err;
+    floe_errinfo err;
 
     /* a key >= 2^key_bits, after valid ones: none of the batch applies */
     uint64_t wide[3] = {2000, 3000, (uint64_t)1 << 20};
@@ -136,7 +136,7 @@ START_TEST(bad_batches_change_nothing)
     /* no results buffer */
     ck_assert_int_eq(iceberg_insert(t, keys + 2, 2, vals, 16, 0, NULL, NULL, NULL, NULL, &err), FLOE_ERR_INVALID);
     /* bad cursor and rebuild size */
-    floe_cursor far = {~0ull, 0}, next;
+    floe_scan_pos far = {~0ull, 0}, next;
     size_t n;
     int done;
     ck_assert_int_eq(iceberg_scan(t, &far, 4, out, NULL, &n, &next, &done, &err), FLOE_ERR_INVALID);
@@ -167,7 +167,7 @@ START_TEST(empty_batches)
     floe_spec s = good_spec(FLOE_KIND_SET);
     iceberg *t;
     ck_assert_int_eq(iceberg_create(&s, NULL, &t, NULL), FLOE_OK);
-    floe_counts c;
+    floe_answer_counts c;
     ck_assert_int_eq(iceberg_insert(t, NULL, 0, NULL, 0, 0, NULL, NULL, NULL, &c, NULL), FLOE_OK);
     ck_assert_uint_eq(c.inserted + c.present + c.full, 0);
     ck_assert_int_eq(iceberg_find(t, NULL, 0, NULL, NULL, NULL, &c, NULL), FLOE_OK);

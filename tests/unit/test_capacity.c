@@ -23,7 +23,7 @@ START_TEST(k1_table_fills_to_095)
     s.capacity = (uint64_t)1 << 30;
     s.seed = 2024;
     iceberg *t;
-    floe_error err;
+    floe_errinfo err;
     ck_assert_msg(iceberg_create_sized(&s, 25, pool, &t, &err) == FLOE_OK, "%s", err.msg);
     floe_table_stats st;
     iceberg_stats(t, &st);
@@ -42,7 +42,7 @@ START_TEST(k1_table_fills_to_095)
         size_t n = stop - next < B ? (size_t)(stop - next) : B;
         for (size_t i = 0; i < n; i++)
             keys[i] = floe_permute(&keygen, next + i);
-        floe_counts c;
+        floe_answer_counts c;
         ck_assert_int_eq(iceberg_insert(t, keys, n, NULL, 0, 0, res, NULL, NULL, &c, &err), FLOE_OK);
         ck_assert_msg(c.full == 0, "FULL at %llu keys, fill %.4f", (unsigned long long)next,
                       (double)next / (double)st.slots);

@@ -17,7 +17,7 @@ static void check_dedup(floe_pool *pool, size_t n, uint64_t universe, uint64_t s
     for (size_t i = 0; i < n; i++)
         keys[i] = universe ? rng_below(&r, universe) * 0x9E3779B97F4A7C15ull : rng_next(&r);
     size_t distinct = 0;
-    floe_error err;
+    floe_errinfo err;
     ck_assert_int_eq(floe_dedup(pool, keys, n, rep, &distinct, &err), FLOE_OK);
     model m;
     model_init(&m, n);

@@ -31,7 +31,7 @@ typedef struct run {
     int failures; /* steps that reported the injected failure */
 } run;
 
-static bool check_failure(run *r, floe_status st, const floe_error *err, const char *step)
+static bool check_failure(run *r, floe_status st, const floe_errinfo *err, const char *step)
 {
     if (st == FLOE_OK)
         return true;
@@ -198,8 +198,8 @@ static bool one_run(int kind, uint64_t nth, const char *path)
     }
     unlink(path);
     floe_alloc_fail_nth(nth);
-    floe_error err;
-    floe_error_clear(&err);
+    floe_errinfo err;
+    floe_errinfo_clear(&err);
     floe_backend *be = NULL;
     floe_table *t = NULL, *loaded = NULL;
     floe_status st = floe_backend_cpu_create(2, &be, &err);

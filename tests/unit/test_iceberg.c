@@ -52,12 +52,12 @@ static void check_contents(iceberg *t, const model *m, uint32_t vb)
     model_init(&seen, m->live);
     uint64_t keys[777];
     uint8_t vals[777 * 8];
-    floe_cursor cur, next;
+    floe_scan_pos cur, next;
     int done = 0, first = 1;
     size_t total = 0;
     while (!done) {
         size_t n;
-        floe_error err;
+        floe_errinfo err;
         ck_assert_int_eq(iceberg_scan(t, first ? NULL : &cur, 777, keys, vb ? vals : NULL, &n, &next, &done, &err),
                          FLOE_OK);
         first = 0;
@@ -112,7 +112,7 @@ static void run_workload(const workload *w, floe_pool *pool, uint64_t seed)
     const uint32_t vb = w->value_bytes;
     floe_spec spec = make_spec(w->key_bits, w->capacity, vb, w->grow, seed | 1);
     iceberg *t;
-    floe_error err;
+    floe_errinfo err;
     ck_assert_int_eq(iceberg_create(&spec, pool, &t, &err), FLOE_OK);
     floe_table_stats st;
     iceberg_stats(t, &st);
@@ -155,7 +155,7 @@ static void run_workload(const workload *w, floe_pool *pool, uint64_t seed)
             memcpy(vin + i * vb, &v, vb);
         }
         unsigned op = (unsigned)rng_below(&r, 10); /* 0-6 insert, 7-8 find, 9 erase */
-        floe_counts c;
+        floe_answer_counts c;
         if (op <= 6) {
             bool ow = vb && rng_below(&r, 2);
             ck_assert_int_eq(iceberg_insert(t, keys, n, vb ? vin : NULL, n * vb, ow ? ICEBERG_OVERWRITE : 0, res, ids,
@@ -364,7 +364,7 @@ START_TEST(tombstones_and_rebuild)
     ck_assert_uint_eq(st.keys, N);
     ck_assert_uint_eq(st.tombstones, N / 2);
     /* a rebuild drops the tombstones, keeps every key, bumps the generation */
-    floe_cursor stale = {0, st.generation};
+    floe_scan_pos stale = {0, st.generation};
     ck_assert_int_eq(iceberg_rebuild(t, 0, NULL), FLOE_OK);
     iceberg_stats(t, &st);
     ck_assert_uint_eq(st.keys, N);
@@ -376,9 +376,9 @@ START_TEST(tombstones_and_rebuild)
     /* a scan cursor from before the rebuild is refused */
     uint64_t out[8];
     size_t n;
-    floe_cursor next;
+    floe_scan_pos next;
     int done;
-    floe_error err;
+    floe_errinfo err;
     ck_assert_int_eq(iceberg_scan(t, &stale, 8, out, NULL, &n, &next, &done, &err), FLOE_ERR_INVALID);
     ck_assert(strstr(err.msg, "rebuilt") != NULL);
     /* growing by hand: twice the slots */
@@ -404,7 +404,7 @@ START_TEST(growth_on_full_never_reports_full)
     uint64_t r = 99;
     for (int i = 0; i < N; i++)
         keys[i] = rng_next(&r) & floe_mask_bits(40);
-    floe_counts c;
+    floe_answer_counts c;
     ck_assert_int_eq(iceberg_insert(t, keys, N, NULL, 0, 0, res, ids, NULL, &c, NULL), FLOE_OK);
     ck_assert_uint_eq(c.full, 0);
     floe_table_stats st;
@@ -437,7 +437,7 @@ START_TEST(no_growth_reports_full)
     uint64_t r = 3;
     for (size_t i = 0; i < n; i++)
         keys[i] = rng_next(&r) & floe_mask_bits(40);
-    floe_counts c;
+    floe_answer_counts c;
     ck_assert_int_eq(iceberg_insert(t, keys, n, NULL, 0, 0, res, NULL, NULL, &c, NULL), FLOE_OK);
     ck_assert_uint_gt(c.full, 0);
     ck_assert_uint_le(c.inserted, st.slots);
@@ -454,7 +454,7 @@ START_TEST(no_growth_reports_full)
 }
 END_TEST
 
-/* floe_counts_tally (four interleaved histograms) against a plain count,
+/* floe_answer_counts_tally (four interleaved histograms) against a plain count,
  * at lengths around its unrolling and with every answer value. */
 START_TEST(counts_tally_matches_plain_count)
 {
@@ -469,8 +469,8 @@ START_TEST(counts_tally_matches_plain_count)
             r[i] = (uint8_t)rng_below(&seed, 5);
             want[r[i]]++;
         }
-        floe_counts c;
-        floe_counts_tally(&c, r, n);
+        floe_answer_counts c;
+        floe_answer_counts_tally(&c, r, n);
         ck_assert_uint_eq(c.absent, want[FLOE_ABSENT]);
         ck_assert_uint_eq(c.present, want[FLOE_PRESENT]);
         ck_assert_uint_eq(c.inserted, want[FLOE_INSERTED]);

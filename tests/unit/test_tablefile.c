@@ -68,7 +68,7 @@ static void roundtrip(uint32_t vb)
     path_in_dir(path, sizeof path, "t.floe");
     uint64_t *keys;
     iceberg *t = filled_table(vb, N, &keys);
-    floe_error err;
+    floe_errinfo err;
     ck_assert_int_eq(iceberg_save(t, path, &err), FLOE_OK);
     iceberg *u;
     ck_assert_msg(iceberg_load(path, NULL, &u, &err) == FLOE_OK, "load: %s", err.msg);
@@ -118,7 +118,7 @@ END_TEST
 static void expect_refused(const char *path, const char *words)
 {
     iceberg *u = NULL;
-    floe_error err;
+    floe_errinfo err;
     floe_status st = iceberg_load(path, NULL, &u, &err);
     ck_assert_msg(st != FLOE_OK, "a bad file (%s) was loaded", words);
     ck_assert_ptr_null(u);
@@ -187,7 +187,7 @@ START_TEST(damaged_files_refused)
     ck_assert_int_eq(iceberg_load(path, NULL, &u, NULL), FLOE_OK);
     iceberg_destroy(u);
     /* saving into a missing directory fails cleanly */
-    floe_error err;
+    floe_errinfo err;
     ck_assert_int_ne(iceberg_save(t, "/nonexistent/dir/t.floe", &err), FLOE_OK);
     ck_assert(strstr(err.msg, "cannot create") != NULL);
     iceberg_destroy(t);

@@ -127,7 +127,7 @@ static void walk_stream(walk *w, uint32_t *out, size_t n)
 static tree *make_tree(uint32_t W, uint64_t capacity, uint64_t memory, floe_pool *pool)
 {
     floe_spec s;
-    floe_error err;
+    floe_errinfo err;
     floe_spec_default(&s);
     strcpy(s.name, "t");
     s.kind = FLOE_KIND_TREE;
@@ -146,7 +146,7 @@ static tree *make_tree(uint32_t W, uint64_t capacity, uint64_t memory, floe_pool
 static void check_contents(tree *t, vset *ref)
 {
     const uint32_t W = ref->W;
-    floe_error err;
+    floe_errinfo err;
     size_t n = ref->n;
     uint8_t *res = malloc(n + 1);
     uint64_t *ids = malloc((n + 1) * 8);
@@ -165,7 +165,7 @@ static void check_contents(tree *t, vset *ref)
     /* scan: each id exactly once, with its vector */
     vset seen;
     vset_init(&seen, W, n + 1);
-    floe_cursor cur = {0, 0}, next;
+    floe_scan_pos cur = {0, 0}, next;
     int done = 0, first = 1;
     size_t total = 0;
     while (!done) {
@@ -205,7 +205,7 @@ static void run_length(uint32_t W, size_t total, floe_pool *pool)
     vset_init(&ref, W, total);
     uint8_t *res = malloc(total);
     uint64_t *ids = malloc(total * 8);
-    floe_error err;
+    floe_errinfo err;
     /* Batches of varying size, so duplicates fall inside and across batches. */
     size_t at = 0;
     uint64_t r = W;
@@ -213,7 +213,7 @@ static void run_length(uint32_t W, size_t total, floe_pool *pool)
         size_t b = 1 + rng_below(&r, 3000);
         if (b > total - at)
             b = total - at;
-        floe_counts c;
+        floe_answer_counts c;
         ck_assert_int_eq(tree_insert(t, stream + at * W, b, res, ids, &c, &err), FLOE_OK);
         for (size_t i = 0; i < b; i++) {
             const uint32_t *v = stream + (at + i) * W;
@@ -299,7 +299,7 @@ START_TEST(lengths_against_reference)
 {
     static const uint32_t lengths[] = {2, 3, 16, 17, 64, 256};
     floe_pool *pool;
-    floe_error err;
+    floe_errinfo err;
     ck_assert_int_eq(floe_pool_create(3, &pool, &err), FLOE_OK);
     for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++)
         run_length(lengths[i], lengths[i] >= 64 ? 12000 : 40000, pool);
@@ -310,7 +310,7 @@ END_TEST
 START_TEST(shape_of_every_length)
 {
     /* Every length folds and unfolds: one vector of distinct words each. */
-    floe_error err;
+    floe_errinfo err;
     for (uint32_t W = FLOE_TREE_MIN_WORDS; W <= FLOE_TREE_MAX_WORDS; W++) {
         tree *t = make_tree(W, 64, 0, NULL);
         uint32_t v[FLOE_TREE_MAX_WORDS], back[FLOE_TREE_MAX_WORDS];
@@ -358,7 +358,7 @@ static void *ct_main(void *arg)
     uint32_t *batch = malloc(B * CT_W * 4);
     uint8_t res[B];
     uint64_t ids[B];
-    floe_error err;
+    floe_errinfo err;
     for (size_t at = 0; at < CT_VECTORS; at += B) {
         size_t b = CT_VECTORS - at < B ? CT_VECTORS - at : B;
         for (size_t k = 0; k < b; k++)
@@ -395,7 +395,7 @@ START_TEST(concurrent_inserts)
                 memcpy(vecs + n++ * CT_W, raw + i * CT_W, CT_W * 4);
     }
     floe_pool *pool;
-    floe_error err;
+    floe_errinfo err;
     ck_assert_int_eq(floe_pool_create(2, &pool, &err), FLOE_OK);
     tree *t = make_tree(CT_W, CT_VECTORS, 0, pool);
     _Atomic uint32_t *wins = calloc(CT_VECTORS, sizeof *wins);
@@ -440,7 +440,7 @@ START_TEST(full_is_exact)
     /* A node table far too small for random 16-word vectors: FULL comes, and
      * a vector that got FULL is not reported PRESENT later. */
     const uint32_t W = 16;
-    floe_error err;
+    floe_errinfo err;
     floe_spec s;
     floe_spec_default(&s);
     strcpy(s.name, "small");
@@ -493,7 +493,7 @@ END_TEST
 START_TEST(bad_specs_and_batches)
 {
     floe_spec s;
-    floe_error err;
+    floe_errinfo err;
     tree *t = NULL;
     floe_spec_default(&s);
     strcpy(s.name, "b");
@@ -606,7 +606,7 @@ static void rewrite_header(const char *path, off_t off, uint64_t v)
 START_TEST(oversized_header_refused)
 {
     floe_spec s;
-    floe_error err;
+    floe_errinfo err;
     tree *t = NULL;
     floe_spec_default(&s);
     strcpy(s.name, "o");

@@ -55,7 +55,9 @@ static void walk_stream(uint32_t W, size_t n, uint32_t domain, uint64_t *rng, st
         int changes = 1 + (int)(test_rng(rng) % 2);
         for (int c = 0; c < changes; c++) {
             uint64_t r = test_rng(rng);
-            uint32_t v = (r & 15) == 0 ? 0xFFFFFFFFu : (r & 15) == 1 ? (uint32_t)(r >> 32) : (uint32_t)((r >> 32) % domain);
+            uint32_t v = (r & 15) == 0   ? 0xFFFFFFFFu
+                         : (r & 15) == 1 ? (uint32_t)(r >> 32)
+                                         : (uint32_t)((r >> 32) % domain);
             state[test_rng(rng) % W] = v;
         }
         memcpy(&out[i * W], state.data(), W * 4);
@@ -83,7 +85,7 @@ static std::string key_of(const uint32_t *v, uint32_t W)
 
 static void engine_vs_cpu(uint32_t W, size_t total, uint64_t seed)
 {
-    floe_error err;
+    floe_errinfo err;
     floe_spec spec = tree_spec_for(W, total, (uint64_t)total * W * 16 + (1u << 20), seed);
     tree *cpu = NULL;
     gpu_tree *gpu = NULL;
@@ -128,8 +130,8 @@ static void engine_vs_cpu(uint32_t W, size_t total, uint64_t seed)
     std::vector<uint32_t> back(n * W);
     EXPECT(gpu_tree_get_host(gpu, ids.data(), n, res.data(), back.data(), &err) == FLOE_OK, "get: %s", err.msg);
     for (size_t i = 0; i < n; i++)
-        EXPECT(res[i] == FLOE_PRESENT && !memcmp(&back[i * W], &want[i * W], W * 4), "W=%u get_by_id %llu differs",
-               W, (unsigned long long)ids[i]);
+        EXPECT(res[i] == FLOE_PRESENT && !memcmp(&back[i * W], &want[i * W], W * 4), "W=%u get_by_id %llu differs", W,
+               (unsigned long long)ids[i]);
     /* find: stored and never-stored vectors, against the CPU engine */
     std::vector<uint32_t> other, st2(W, 7);
     walk_stream(W, 3000, 1u << 30, &rng, st2, other);
@@ -184,7 +186,7 @@ static void engine_vs_cpu(uint32_t W, size_t total, uint64_t seed)
 static void full_is_exact(uint64_t seed)
 {
     const uint32_t W = 16;
-    floe_error err;
+    floe_errinfo err;
     floe_spec spec = tree_spec_for(W, 4096, 0, seed);
     tree_sizing z;
     EXPECT(tree_size(&spec, &z, &err) == FLOE_OK, "%s", err.msg);
@@ -228,7 +230,7 @@ static void full_is_exact(uint64_t seed)
 static void backends_agree(uint64_t seed, bool small)
 {
     const uint32_t W = 17;
-    floe_error err;
+    floe_errinfo err;
     floe_backend *gb = NULL, *cb = NULL;
     EXPECT(floe_backend_gpu_create(0, &gb, &err) == FLOE_OK, "%s", err.msg);
     EXPECT(floe_backend_cpu_create(0, &cb, &err) == FLOE_OK, "%s", err.msg);
@@ -274,7 +276,7 @@ static void backends_agree(uint64_t seed, bool small)
     std::unordered_map<std::string, int> seen;
     std::vector<uint64_t> sids(1000);
     std::vector<uint32_t> svec(1000 * W);
-    floe_cursor cur = {0, 0};
+    floe_scan_pos cur = {0, 0};
     int first = 1, done = 0;
     while (!done) {
         memset(&b, 0, sizeof b);

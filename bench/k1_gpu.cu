@@ -1,5 +1,5 @@
 /*
- * k1_bench.cu - floe-k1-gpu: the K1 kernel benchmark (docs/PERFORMANCE.md) on the GPU
+ * k1_gpu.cu - floe-k1-gpu: the K1 kernel benchmark (docs/PERFORMANCE.md) on the GPU
  * engine.  Table already on the device: 2^S primary slots (32 per bucket;
  * S = 30 gives 16-bit rows for 40-bit keys), 2^(S-3) secondary, 2^(S-8)
  * stash; 40-bit unique random keys generated on the device.  Rows as in
@@ -9,9 +9,7 @@
  * reference library's semantics: any occurrence may win).
  */
 #include <algorithm>
-#include <ctype.h>
 #include <cuda_runtime.h>
-#include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +17,7 @@
 #include <string.h>
 #include <vector>
 
+#include "floe_wire.h" /* floe_size_parse */
 #include "iceberg_gpu.h"
 #include "layout.h"
 
@@ -31,7 +30,7 @@
         }                                                                                                              \
     } while (0)
 
-static void must(floe_status st, const floe_error &err)
+static void must(floe_status st, const floe_errinfo &err)
 {
     if (st != FLOE_OK) {
         fprintf(stderr, "floe-k1-gpu: %s\n", err.msg);
@@ -109,8 +108,8 @@ static void help(void)
            "                      library's semantics: any occurrence may win) (default: off)\n"
            "  -h, --help          this text\n"
            "\n"
-           "Numbers are decimal or 0x hex.  Exit status: 0 done, 1 a CUDA error or a wrong answer,\n"
-           "2 a usage error or no CUDA device.\n",
+           "Numbers are decimal, with K, M, G suffixes (powers of 1024).\n"
+           "Exit status: 0 done, 1 a CUDA error or a wrong answer, 2 a usage error or no CUDA device.\n",
            KEY_BITS, MIN_LOG2_SLOTS, MAX_LOG2_SLOTS);
 }
 
@@ -121,66 +120,19 @@ static void help(void)
     exit(2);
 }
 
-/* A whole number, decimal or 0x hex, no sign or blanks; with `suffix` also
- * K, M, G or T (times 2^10 .. 2^40; KiB, KB too).  False for anything else
- * and past 2^64 - 1. */
-static bool parse_u64(const char *s, bool suffix, uint64_t *out)
-{
-    if (!isdigit((unsigned char)s[0]))
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
-    if (errno)
-        return false;
-    unsigned shift = 0;
-    if (suffix) {
-        switch (*end) {
-        case 'k':
-        case 'K':
-            shift = 10;
-            break;
-        case 'm':
-        case 'M':
-            shift = 20;
-            break;
-        case 'g':
-        case 'G':
-            shift = 30;
-            break;
-        case 't':
-        case 'T':
-            shift = 40;
-            break;
-        default:
-            break;
-        }
-    }
-    if (shift) {
-        end++;
-        if (*end == 'i' || *end == 'I')
-            end++;
-        if (*end == 'b' || *end == 'B')
-            end++;
-    }
-    if (*end || v > (UINT64_MAX >> shift))
-        return false;
-    *out = (uint64_t)v << shift;
-    return true;
-}
-
-/* The value of option --opt in lo..hi, or a usage error. */
-static uint64_t number(const char *opt, const char *arg, bool suffix, uint64_t lo, uint64_t hi)
+/* The value of option --opt in lo..hi (a whole number; K, M, G suffixes as
+ * every floe tool takes them: floe_size_parse), or a usage error. */
+static uint64_t number(const char *opt, const char *arg, uint64_t lo, uint64_t hi)
 {
     uint64_t v;
-    if (parse_u64(arg, suffix, &v) && v >= lo && v <= hi)
+    if (floe_size_parse(arg, &v) && v >= lo && v <= hi)
         return v;
     if (hi == UINT64_MAX)
-        fprintf(stderr, "floe-k1-gpu: --%s takes a whole number%s%.0llu%s, got '%s'\n", opt, lo ? " >= " : "",
-                (unsigned long long)lo, suffix ? " (K, M, G suffixes allowed)" : "", arg);
+        fprintf(stderr, "floe-k1-gpu: --%s takes a whole number >= %llu (K, M, G suffixes allowed), got '%s'\n", opt,
+                (unsigned long long)lo, arg);
     else
-        fprintf(stderr, "floe-k1-gpu: --%s takes a whole number %llu..%llu%s, got '%s'\n", opt, (unsigned long long)lo,
-                (unsigned long long)hi, suffix ? " (K, M, G suffixes allowed)" : "", arg);
+        fprintf(stderr, "floe-k1-gpu: --%s takes a whole number %llu..%llu, got '%s'\n", opt, (unsigned long long)lo,
+                (unsigned long long)hi, arg);
     usage_error();
 }
 
@@ -203,13 +155,13 @@ int main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'S':
-            log2_slots = (unsigned)number("log2-slots", optarg, false, MIN_LOG2_SLOTS, MAX_LOG2_SLOTS);
+            log2_slots = (unsigned)number("log2-slots", optarg, MIN_LOG2_SLOTS, MAX_LOG2_SLOTS);
             break;
         case 'r':
-            runs = (unsigned)number("runs", optarg, false, 1, UINT32_MAX);
+            runs = (unsigned)number("runs", optarg, 1, UINT32_MAX);
             break;
         case 'b':
-            batch = number("batch", optarg, true, 1, UINT64_MAX);
+            batch = number("batch", optarg, 1, UINT64_MAX);
             break;
         case 'N':
             no_dedup = true;
@@ -269,7 +221,7 @@ int main(int argc, char **argv)
                           "find, all misses, fill 0.9", "find-or-put, every key twice, fill 0 -> 0.8"};
     const int nrows = 6;
     std::vector<std::vector<double>> gks(2 * nrows);
-    floe_error err;
+    floe_errinfo err;
     double bpk = 0;
 
     for (int pass = 0; pass < (no_dedup ? 2 : 1); pass++) {

@@ -218,7 +218,7 @@ static bool stream(floe_table *cpu, floe_table *gpu, uint32_t key_bits, uint32_t
             if (a.op != FLOE_OP_ERASE && vb)
                 CHECK(!memcmp(jc[k].values_out.data(), jg[k].values_out.data(), a.n * vb),
                       "round %zu batch %zu op %d: values differ", round, k, (int)a.op);
-            if (a.op != FLOE_OP_ERASE) { /* ids: NO_ID exactly where there is no key, equal for equal keys */
+            if (a.op != FLOE_OP_ERASE) { /* ids: FLOE_NO_ID exactly where there is no key, equal for equal keys */
                 std::vector<std::pair<uint64_t, uint64_t>> byid;
                 for (size_t i = 0; i < a.n; i++) {
                     bool has = jg[k].results[i] == FLOE_PRESENT || jg[k].results[i] == FLOE_INSERTED;
@@ -257,7 +257,7 @@ static bool one_case(floe_backend *cpu_be, floe_backend *gpu_be, const char *nam
                      uint64_t seed)
 {
     floe_spec s = spec_for(name, kind, key_bits, vb, capacity, grow, seed | 1);
-    floe_error err;
+    floe_errinfo err;
     floe_table *cpu, *gpu;
     CHECK(floe_table_create(cpu_be, &s, &cpu, &err) == FLOE_OK, "cpu create: %s", err.msg);
     CHECK(floe_table_create(gpu_be, &s, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
@@ -341,7 +341,7 @@ static bool one_case(floe_backend *cpu_be, floe_backend *gpu_be, const char *nam
 
 void backend_suite(uint64_t seed, bool small, const char *only)
 {
-    floe_error err;
+    floe_errinfo err;
     floe_backend *cpu_be, *gpu_be;
     if (floe_backend_cpu_create(0, &cpu_be, &err) != FLOE_OK || floe_backend_gpu_create(0, &gpu_be, &err) != FLOE_OK) {
         failures++;

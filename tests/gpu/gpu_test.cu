@@ -12,9 +12,7 @@
  * (backend_test.cu), and the TREE engine and backend against the CPU ones
  * (tree_test.cu).  Exit 0: all passed.
  */
-#include <ctype.h>
 #include <cuda_runtime.h>
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +21,7 @@
 #include <vector>
 
 #include "backend_test.h"
+#include "floe_wire.h" /* floe_size_parse */
 #include "iceberg.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
@@ -60,7 +59,7 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
     spec.key_bits = key_bits;
     spec.capacity = 1000;
     spec.seed = seed;
-    floe_error err;
+    floe_errinfo err;
     iceberg *cpu;
     gpu_iceberg *gpu;
     EXPECT(iceberg_create_sized(&spec, addr_bits, NULL, &cpu, &err) == FLOE_OK, "cpu create: %s", err.msg);
@@ -90,7 +89,7 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
             keys[i] = (i > 0 && test_rng(&r) % 4 == 0) ? keys[test_rng(&r) % i] : universe[test_rng(&r) % U];
         rc.assign(n, 9);
         rg.assign(n, 9);
-        floe_counts c;
+        floe_answer_counts c;
         if (with_erase && test_rng(&r) % 7 == 0) { /* an erase batch */
             EXPECT(iceberg_erase(cpu, keys.data(), n, rc.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
             EXPECT(gpu_iceberg_erase_host(gpu, keys.data(), n, rg.data(), &err) == FLOE_OK, "%s", err.msg);
@@ -169,7 +168,7 @@ static void help(void)
            "      --tree               TREE tables only (default: every suite)\n"
            "      --backend-case NAME  one case of the GPU backend suite, for debugging; NAME: map48-grow\n"
            "                           (default: every suite)\n"
-           "      --seed N, N          the random seed, decimal or 0x hex (default: the time; printed, so\n"
+           "      --seed N, N          the random seed, a decimal number (default: the time; printed, so\n"
            "                           that a run can be repeated)\n"
            "  -h, --help               this text\n"
            "\n"
@@ -181,20 +180,6 @@ static void help(void)
     usage_line(stderr);
     fprintf(stderr, "Try 'floe-gpu-tests --help'.\n");
     exit(2);
-}
-
-/* A whole number, decimal or 0x hex, no sign or blanks, below 2^64; false for anything else. */
-static bool parse_u64(const char *s, uint64_t *out)
-{
-    if (!isdigit((unsigned char)s[0]))
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
-    if (errno || *end)
-        return false;
-    *out = (uint64_t)v;
-    return true;
 }
 
 int main(int argc, char **argv)
@@ -241,8 +226,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "floe-gpu-tests: the seed given twice\n");
                 usage_error();
             }
-            if (!parse_u64(optarg, &seed)) {
-                fprintf(stderr, "floe-gpu-tests: --seed takes a whole number (decimal or 0x hex), got '%s'\n", optarg);
+            if (!floe_size_parse(optarg, &seed)) {
+                fprintf(stderr, "floe-gpu-tests: --seed takes a whole decimal number, got '%s'\n", optarg);
                 usage_error();
             }
             seeded = true;
@@ -255,7 +240,7 @@ int main(int argc, char **argv)
         }
     }
     for (int i = optind; i < argc; i++) { /* a bare number is the seed, as --seed N */
-        if (seeded || !parse_u64(argv[i], &seed)) {
+        if (seeded || !floe_size_parse(argv[i], &seed)) {
             fprintf(stderr,
                     seeded ? "floe-gpu-tests: the seed given twice ('%s')\n"
                            : "floe-gpu-tests: unexpected argument '%s' (a bare argument is the seed: a "

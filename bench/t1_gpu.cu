@@ -1,5 +1,5 @@
 /*
- * t1_bench.cu - floe-t1-gpu: the T1 tree benchmark (docs/PERFORMANCE.md) on the GPU
+ * t1_gpu.cu - floe-t1-gpu: the T1 tree benchmark (docs/PERFORMANCE.md) on the GPU
  * TREE engine.  Vectors of --words words (16) from a random walk over a
  * model: --walkers independent walkers start from the all-zero state, and
  * each step changes one or two words (uniform positions) to a value below
@@ -13,9 +13,7 @@
  * a fresh table.
  */
 #include <algorithm>
-#include <ctype.h>
 #include <cuda_runtime.h>
-#include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +21,7 @@
 #include <string.h>
 #include <vector>
 
+#include "floe_wire.h" /* floe_size_parse */
 #include "tree.h"
 #include "tree_gpu.h"
 
@@ -35,7 +34,7 @@
         }                                                                                                              \
     } while (0)
 
-static void must(floe_status st, const floe_error &err)
+static void must(floe_status st, const floe_errinfo &err)
 {
     if (st != FLOE_OK) {
         fprintf(stderr, "floe-t1-gpu: %s\n", err.msg);
@@ -119,7 +118,7 @@ static void help(void)
            "      --runs R        runs, each on a fresh table; medians reported (default 3)\n"
            "  -h, --help          this text\n"
            "\n"
-           "Numbers are decimal or 0x hex; N, B, K and SIZE also take K, M, G suffixes (powers of 1024).\n"
+           "Numbers are decimal, with K, M, G suffixes (powers of 1024).\n"
            "Exit status: 0 done, 1 a CUDA error or answers that do not add up, 2 a usage error.\n");
 }
 
@@ -130,66 +129,19 @@ static void help(void)
     exit(2);
 }
 
-/* A whole number, decimal or 0x hex, no sign or blanks; with `suffix` also
- * K, M, G or T (times 2^10 .. 2^40; KiB, KB too).  False for anything else
- * and past 2^64 - 1. */
-static bool parse_u64(const char *s, bool suffix, uint64_t *out)
-{
-    if (!isdigit((unsigned char)s[0]))
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
-    if (errno)
-        return false;
-    unsigned shift = 0;
-    if (suffix) {
-        switch (*end) {
-        case 'k':
-        case 'K':
-            shift = 10;
-            break;
-        case 'm':
-        case 'M':
-            shift = 20;
-            break;
-        case 'g':
-        case 'G':
-            shift = 30;
-            break;
-        case 't':
-        case 'T':
-            shift = 40;
-            break;
-        default:
-            break;
-        }
-    }
-    if (shift) {
-        end++;
-        if (*end == 'i' || *end == 'I')
-            end++;
-        if (*end == 'b' || *end == 'B')
-            end++;
-    }
-    if (*end || v > (UINT64_MAX >> shift))
-        return false;
-    *out = (uint64_t)v << shift;
-    return true;
-}
-
-/* The value of option --opt in lo..hi, or a usage error. */
-static uint64_t number(const char *opt, const char *arg, bool suffix, uint64_t lo, uint64_t hi)
+/* The value of option --opt in lo..hi (a whole number; K, M, G suffixes as
+ * every floe tool takes them: floe_size_parse), or a usage error. */
+static uint64_t number(const char *opt, const char *arg, uint64_t lo, uint64_t hi)
 {
     uint64_t v;
-    if (parse_u64(arg, suffix, &v) && v >= lo && v <= hi)
+    if (floe_size_parse(arg, &v) && v >= lo && v <= hi)
         return v;
     if (hi == UINT64_MAX)
-        fprintf(stderr, "floe-t1-gpu: --%s takes a whole number%s%.0llu%s, got '%s'\n", opt, lo ? " >= " : "",
-                (unsigned long long)lo, suffix ? " (K, M, G suffixes allowed)" : "", arg);
+        fprintf(stderr, "floe-t1-gpu: --%s takes a whole number >= %llu (K, M, G suffixes allowed), got '%s'\n", opt,
+                (unsigned long long)lo, arg);
     else
-        fprintf(stderr, "floe-t1-gpu: --%s takes a whole number %llu..%llu%s, got '%s'\n", opt, (unsigned long long)lo,
-                (unsigned long long)hi, suffix ? " (K, M, G suffixes allowed)" : "", arg);
+        fprintf(stderr, "floe-t1-gpu: --%s takes a whole number %llu..%llu, got '%s'\n", opt, (unsigned long long)lo,
+                (unsigned long long)hi, arg);
     usage_error();
 }
 
@@ -213,25 +165,25 @@ int main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'w':
-            W = (uint32_t)number("words", optarg, false, 2, 256);
+            W = (uint32_t)number("words", optarg, 2, 256);
             break;
         case 'k':
-            walkers = (uint32_t)number("walkers", optarg, true, 1, UINT32_MAX);
+            walkers = (uint32_t)number("walkers", optarg, 1, UINT32_MAX);
             break;
         case 'd':
-            domain = (uint32_t)number("domain", optarg, false, 1, UINT32_MAX);
+            domain = (uint32_t)number("domain", optarg, 1, UINT32_MAX);
             break;
         case 'r':
-            runs = (uint32_t)number("runs", optarg, false, 1, UINT32_MAX);
+            runs = (uint32_t)number("runs", optarg, 1, UINT32_MAX);
             break;
         case 'b':
-            batch = number("batch", optarg, true, 1, UINT64_MAX);
+            batch = number("batch", optarg, 1, UINT64_MAX);
             break;
         case 'n':
-            vectors = number("vectors", optarg, true, 1, UINT64_MAX);
+            vectors = number("vectors", optarg, 1, UINT64_MAX);
             break;
         case 'm':
-            memory = number("memory", optarg, true, 0, UINT64_MAX);
+            memory = number("memory", optarg, 0, UINT64_MAX);
             break;
         case 'h':
             help();
@@ -289,7 +241,7 @@ int main(int argc, char **argv)
         spec.capacity = vectors;
         spec.memory = memory;
         spec.seed = 0x7165 + run;
-        floe_error err;
+        floe_errinfo err;
         gpu_tree *t;
         must(gpu_tree_create(&spec, &t, &err), err);
         CHECK(cudaMemset(d_state, 0, (uint64_t)walkers * W * 4));
