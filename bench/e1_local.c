@@ -21,10 +21,12 @@
 
 #include "backend.h"
 #include "backend_gpu.h"
+#include "partition.h"
 #include "layout.h"
 
 typedef struct options {
     const char *backend;
+    unsigned gpus, parts;
     size_t keys;
     unsigned inflight;
     unsigned batches;
@@ -94,6 +96,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: floe-e1-local [options]\n"
                "The E1 workload of docs/PERFORMANCE.md in process, through floed's backend interface (no network).\n"
                "  --backend cpu|gpu   engine (default cpu)\n"
+               "  --gpus N            gpu: devices 0..N-1, the table partitioned over them (default 1)\n"
+               "  --parts P           the table in P parts (tables/partition.h; default: one per GPU, 1 on the CPU)\n"
                "  --keys K            keys per batch (default 65536)\n"
                "  --inflight N        batches in flight (default 64: 16 connections x 4)\n"
                "  --batches B         timed batches per run (default 2000; their keys are made first,\n"
@@ -111,12 +115,13 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    options o = {"cpu", 65536, 64, 2000, 40, 0.5, 3};
+    options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3};
     static const struct option longopts[] = {
         {"backend", required_argument, 0, 'B'}, {"keys", required_argument, 0, 'k'},
         {"inflight", required_argument, 0, 'i'}, {"batches", required_argument, 0, 'b'},
         {"key-bits", required_argument, 0, 'K'}, {"present", required_argument, 0, 'p'},
         {"runs", required_argument, 0, 'r'},     {"help", no_argument, 0, 'h'},
+        {"gpus", required_argument, 0, 'G'},     {"parts", required_argument, 0, 'P'},
         {0, 0, 0, 0},
     };
     int c;
@@ -129,19 +134,29 @@ int main(int argc, char **argv)
         case 'K': o.key_bits = (unsigned)atoi(optarg); break;
         case 'p': o.present = atof(optarg); break;
         case 'r': o.runs = (unsigned)atoi(optarg); break;
+        case 'G': o.gpus = (unsigned)atoi(optarg); break;
+        case 'P': o.parts = (unsigned)atoi(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (o.keys == 0 || o.inflight == 0 || o.batches == 0 || o.key_bits < 30 || o.key_bits > 64 || o.present < 0 ||
-        o.present > 1 || o.runs == 0 || (strcmp(o.backend, "cpu") && strcmp(o.backend, "gpu"))) {
+        o.present > 1 || o.runs == 0 || (strcmp(o.backend, "cpu") && strcmp(o.backend, "gpu")) || o.gpus < 1 ||
+        o.gpus > FLOE_PARTS_MAX || o.parts > FLOE_PARTS_MAX) {
         usage(stderr);
         return 2;
     }
     floe_errinfo err;
-    floe_backend *be;
-    floe_status st = strcmp(o.backend, "gpu") == 0 ? floe_backend_gpu_create(0, &be, &err)
-                                                     : floe_backend_cpu_create(0, &be, &err);
+    floe_backend *in[FLOE_PARTS_MAX], *be = NULL;
+    const bool gpu = strcmp(o.backend, "gpu") == 0;
+    const unsigned nin = gpu ? o.gpus : 1;
+    floe_status st = FLOE_OK;
+    for (unsigned i = 0; i < nin && st == FLOE_OK; i++)
+        st = gpu ? floe_backend_gpu_create((int)i, 0, &in[i], &err) : floe_backend_cpu_create(0, &in[i], &err);
+    if (st == FLOE_OK)
+        st = floe_backend_partition_create(in, nin, o.parts ? o.parts : nin, 0, &be, &err);
+    if (st == FLOE_OK)
+        printf("backend %s on %u device(s), tables in %u part(s)\n", o.backend, nin, floe_backend_parts(be));
     if (st != FLOE_OK) {
         fprintf(stderr, "floe-e1-local: %s\n", err.msg);
         return 1;

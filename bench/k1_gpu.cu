@@ -178,7 +178,7 @@ int main(int argc, char **argv)
         usage_error();
     }
     char name[256];
-    if (!gpu_available(name, sizeof name)) {
+    if (!gpu_available(0, name, sizeof name)) {
         fprintf(stderr, "floe-k1-gpu: no CUDA device\n");
         return 2;
     }

@@ -532,6 +532,23 @@ static int cmd_info(floe *c, const opts *o, int argc, char **argv)
     return 0;
 }
 
+/* A table in parts: one line each (stats of one table). */
+static void print_parts(const floe_table_info *t)
+{
+    if (t->n_parts)
+        printf("parts: %u\n", t->n_parts);
+    for (unsigned p = 0; p < t->n_parts; p++) {
+        const floe_part_info *q = &t->parts[p];
+        char dev[24];
+        if (q->device < 0)
+            snprintf(dev, sizeof dev, "cpu");
+        else
+            snprintf(dev, sizeof dev, "gpu %d", q->device);
+        printf("part %u: %s keys=%" PRIu64 " slots=%" PRIu64 " memory=%" PRIu64 " generation=%" PRIu64 "\n", p, dev,
+               q->keys, q->slots, q->memory_bytes, q->generation);
+    }
+}
+
 static void print_tree_info(const floe_table_info *t, bool long_form)
 {
     if (!long_form) {
@@ -550,6 +567,7 @@ static void print_tree_info(const floe_table_info *t, bool long_form)
     for (int l = 0; l < 3; l++)
         printf("root level %s: slots=%" PRIu64 " used=%" PRIu64 " fill=%.4f row_bits=%u\n", lv[l], t->level[l].slots,
                t->level[l].used, t->level[l].fill, t->level[l].row_bits);
+    print_parts(t);
 }
 
 static void print_info(const floe_table_info *t, bool long_form)
@@ -577,6 +595,7 @@ static void print_info(const floe_table_info *t, bool long_form)
     for (int l = 0; l < 3; l++)
         printf("level %s: slots=%" PRIu64 " used=%" PRIu64 " fill=%.4f row_bits=%u\n", lv[l], t->level[l].slots,
                t->level[l].used, t->level[l].fill, t->level[l].row_bits);
+    print_parts(t);
 }
 
 /* A table as a JSON object: the figures of `floe stats`, under the same
@@ -624,6 +643,20 @@ static void json_table(jw *w, const floe_table_info *t, bool stages)
         jw_close(w, '}');
     }
     jw_close(w, '}');
+    if (stages && t->n_parts) {
+        jw_open(w, "parts", '[');
+        for (unsigned p = 0; p < t->n_parts; p++) {
+            const floe_part_info *q = &t->parts[p];
+            jw_open(w, NULL, '{');
+            jw_i64(w, "device", q->device);
+            jw_u64(w, "keys", q->keys);
+            jw_u64(w, "slots", q->slots);
+            jw_u64(w, "memory_bytes", q->memory_bytes);
+            jw_u64(w, "generation", q->generation);
+            jw_close(w, '}');
+        }
+        jw_close(w, ']');
+    }
     if (stages) {
         jw_open(w, "stages", '{');
         for (unsigned i = 0; i < t->n_stages; i++) {

@@ -980,6 +980,15 @@ static void info_from(floe_table_info *o, const Floe__V1__TableStats *s)
         d->keys = s->stages[i]->keys;
         d->nanos = s->stages[i]->nanos;
     }
+    o->device = s->device;
+    for (size_t i = 0; i < s->n_parts && o->n_parts < sizeof o->parts / sizeof o->parts[0]; i++) {
+        floe_part_info *d = &o->parts[o->n_parts++];
+        d->keys = s->parts[i]->keys;
+        d->slots = s->parts[i]->slots;
+        d->memory_bytes = s->parts[i]->memory_bytes;
+        d->generation = s->parts[i]->generation;
+        d->device = s->parts[i]->device;
+    }
     for (size_t l = 0; l < s->n_levels && l < 3; l++) {
         o->level[l].slots = s->levels[l]->slots;
         o->level[l].used = s->levels[l]->used;

@@ -232,6 +232,11 @@ typedef struct floe_stage_info {
     uint64_t count, keys, nanos;
 } floe_stage_info;
 
+typedef struct floe_part_info {
+    uint64_t keys, slots, memory_bytes, generation;
+    int device; /* CUDA device; -1 on the CPU */
+} floe_part_info;
+
 typedef struct floe_table_info {
     char name[FLOE_NAME_MAX + 1];
     int kind;
@@ -256,6 +261,11 @@ typedef struct floe_table_info {
      * (docs/PROTOCOL.md, StageTime); n_stages entries, those with a count */
     unsigned n_stages;
     floe_stage_info stages[16];
+    int device; /* the CUDA device of a GPU table; -1 on the CPU or for parts on several */
+    /* floe_stats only: a table in parts (floed setting partitions), each part
+     * a whole table on one device; 0 parts for a whole table */
+    unsigned n_parts;
+    floe_part_info parts[16];
 } floe_table_info;
 
 typedef struct floe_counts {

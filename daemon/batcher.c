@@ -543,10 +543,8 @@ static frame *stats_reply(batcher *bt, floe_batch *b, const item *it)
     b->stats.stage[FLOE_STAGE_IO_CPU] = server_io_cpu(bt->srv);
     Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
     Floe__V1__TableStats ts;
-    Floe__V1__TableSpec spec;
-    Floe__V1__LevelStats lv[FLOE_LEVELS], *lvp[FLOE_LEVELS];
-    Floe__V1__StageTime st[FLOE_STAGES], *stp[FLOE_STAGES];
-    reply_fill_stats(&ts, &spec, lv, lvp, st, stp, &b->stats);
+    reply_stats_room room;
+    reply_fill_stats(&ts, &room, 1, &b->stats);
     r.id = it->id;
     r.body_case = FLOE__V1__RESPONSE__BODY_STATS;
     r.stats = &ts;
@@ -670,15 +668,12 @@ void multi_part_done(multi *m, size_t index, floe_status st, const char *error, 
         size_t k = 0;
         Floe__V1__TableStats *ts = floe_calloc(m->n + 1, sizeof *ts);
         Floe__V1__TableStats **tsp = floe_calloc(m->n + 1, sizeof *tsp);
-        Floe__V1__TableSpec *specs = floe_calloc(m->n + 1, sizeof *specs);
-        Floe__V1__LevelStats *lv = floe_calloc((m->n + 1) * FLOE_LEVELS, sizeof *lv);
-        Floe__V1__LevelStats **lvp = floe_calloc((m->n + 1) * FLOE_LEVELS, sizeof *lvp);
-        if (ts && tsp && specs && lv && lvp) {
+        reply_stats_room *rooms = floe_calloc(m->n + 1, sizeof *rooms);
+        if (ts && tsp && rooms) {
             for (size_t i = 0; i < m->n; i++) {
                 if (!m->have[i])
                     continue;
-                reply_fill_stats(&ts[k], &specs[k], &lv[k * FLOE_LEVELS], &lvp[k * FLOE_LEVELS], NULL, NULL,
-                                 &m->stats[i]);
+                reply_fill_stats(&ts[k], &rooms[k], 0, &m->stats[i]);
                 tsp[k] = &ts[k];
                 k++;
             }
@@ -693,9 +688,7 @@ void multi_part_done(multi *m, size_t index, floe_status st, const char *error, 
         }
         free(ts);
         free(tsp);
-        free(specs);
-        free(lv);
-        free(lvp);
+        free(rooms);
     }
     metrics_tag(f, m->op == FLOE_OP_SAVE ? METRICS_OP_SNAPSHOT : METRICS_OP_LIST_TABLES, m->t_parse);
     conn_deliver(m->c, f);

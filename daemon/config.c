@@ -69,6 +69,13 @@ static const setting SETTINGS[] = {
      0},
     {"port-file", STR(port_file), "", 0, 0, "write the listening port here once ready (for scripts and tests)", 0},
     {"backend", STR(backend), "auto", 0, 0, "default backend for new tables: cpu, gpu or auto", 1},
+    {"gpus", STR(gpus), "all", 0, 0,
+     "CUDA devices of the GPU backend: all, or device ids (0,1); a GPU table is partitioned over them", 0},
+    {"partitions", NUM(partitions), "0", 0, FLOE_PARTS_MAX,
+     "parts of every table, each a whole table on one device, keys spread by a fixed hash (0: one per GPU of "
+     "`gpus` for GPU tables, 1 for CPU tables); a saved table in another number of parts is re-partitioned "
+     "when loaded",
+     0},
     {"metrics-port", NUM(metrics_port), "0", 0, 65535, "HTTP port serving Prometheus text at /metrics (0: off)", 0},
     {"metrics-bind", STR(metrics_bind), "127.0.0.1", 0, 0, "address or host name of the metrics port", 0},
     {"save-every", NUM(save_every), "300", 0, 31u * 24 * 3600,
@@ -340,6 +347,36 @@ int config_tls_protocols(const char *list, int *min, int *max)
     return 0;
 }
 
+int config_gpus(const char *gpus, int ids[FLOE_PARTS_MAX], char *err, size_t errlen)
+{
+    if (strcmp(gpus, "all") == 0)
+        return 0;
+    int n = 0;
+    const char *p = gpus;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = isdigit((unsigned char)*p) ? strtol(p, &end, 10) : -1;
+        if (v < 0 || v > 1023 || errno || (*end != ',' && *end != '\0')) {
+            snprintf(err, errlen, "gpus must be all or a list of CUDA device ids such as 0,1; got '%s'", gpus);
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            if (ids[i] == (int)v) {
+                snprintf(err, errlen, "gpus names device %ld twice", v);
+                return -1;
+            }
+        if (n == FLOE_PARTS_MAX) {
+            snprintf(err, errlen, "gpus names more than %d devices", FLOE_PARTS_MAX);
+            return -1;
+        }
+        ids[n++] = (int)v;
+        if (*end == '\0')
+            return n;
+        p = end + 1;
+    }
+}
+
 int config_finish(floed_config *c, char *err, size_t errlen)
 {
     if (check_bind("bind", c->bind, err, errlen) != 0 ||
@@ -358,6 +395,9 @@ int config_finish(floed_config *c, char *err, size_t errlen)
         snprintf(err, errlen, "backend must be cpu, gpu or auto, got '%s'", c->backend);
         return -1;
     }
+    int ids[FLOE_PARTS_MAX];
+    if (config_gpus(c->gpus, ids, err, errlen) < 0)
+        return -1;
     if (c->token_file[0]) {
         char why[1200];
         if (floe_token_file_read(c->token_file, c->token, why, sizeof why) != 0) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "floe_wire.h"
+#include "spec.h"
 
 typedef struct floed_config {
     char bind[256];
@@ -34,6 +35,8 @@ typedef struct floed_config {
     char data_dir[1024];
     char port_file[1024];
     char backend[16];
+    char gpus[256];      /* "all" or device ids: config_gpus */
+    uint64_t partitions; /* 0: one per GPU (GPU tables), 1 (CPU tables) */
     char metrics_bind[256];
     uint64_t metrics_port;
     uint64_t save_every;
@@ -69,6 +72,9 @@ void config_apply_live(floed_config *dst, const floed_config *src);
 /* tls-protocols' versions as 12 (TLS 1.2) or 13 (TLS 1.3): the lowest and
  * highest named (either may be NULL); 0, or -1 if the list names another. */
 int config_tls_protocols(const char *list, int *min, int *max);
+/* The device ids of gpus ("0,1,3"): their number, 0 for "all" (ids left
+ * alone), or -1 with a message for anything else (a bad id, a repeat). */
+int config_gpus(const char *gpus, int ids[FLOE_PARTS_MAX], char *err, size_t errlen);
 /* Prints every setting: name, default and help (for --help). */
 void config_print_help(FILE *f);
 /* Number of settings and the name of setting i (for tests). */

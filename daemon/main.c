@@ -41,10 +41,14 @@ static void usage(FILE *f)
             "name its own; stats and `floe stats` say which one a table runs on):\n"
             "  cpu   the CPU engine on engine-threads threads, always present\n"
             "  gpu   the GPU engine (device memory, pinned staging, overlapped streams): %s\n"
-            "  auto  gpu where a device is present, else cpu (the default)\n",
-            !floe_gpu_built()                  ? "not in this build (GPU=0)"
-            : floe_gpu_device(dev, sizeof dev) ? dev
-                                               : "in this build, but no CUDA device found now");
+            "  auto  gpu where a device is present, else cpu (the default)\n"
+            "A GPU table is partitioned over every device of `gpus` (each holds a whole table of its share\n"
+            "of the keys); `partitions` sets the parts of every new table (docs/OPERATIONS.md, \"Several GPUs\").\n"
+            "CUDA devices now: %d\n",
+            !floe_gpu_built()                     ? "not in this build (GPU=0)"
+            : floe_gpu_device(0, dev, sizeof dev) ? dev
+                                                  : "in this build, but no CUDA device found now",
+            floe_gpu_count());
     fprintf(f, "\nExample: floed --port 7450 --data-dir /var/lib/floe --token-file /etc/floe/token\n"
                "Documentation: docs/OPERATIONS.md (settings, signals, persistence, systemd, containers,\n"
                "monitoring), docs/PROTOCOL.md, floed(8).\n");

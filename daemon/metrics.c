@@ -279,7 +279,13 @@ static void take_view(metrics *m, view *v)
     v->conns_now = open > 0 ? (uint64_t)open : 0;
     v->uptime_ns = floe_now_ns() - m->t_start;
     v->rss = rss_bytes();
-    v->gpu = m->srv->gpu && floe_gpu_meminfo(&v->gpu_free, &v->gpu_total) == 0;
+    v->gpu = m->srv->gpu != NULL;
+    for (int i = 0; v->gpu && i < m->srv->ngpus; i++) { /* summed over the devices floed uses */
+        uint64_t f, t;
+        v->gpu = floe_gpu_meminfo(m->srv->gpu_ids[i], &f, &t) == 0;
+        v->gpu_free += f;
+        v->gpu_total += t;
+    }
     pthread_mutex_lock(&m->lock);
     v->snap_any = m->snap_any;
     v->snap_ok = m->snap_ok;
@@ -590,7 +596,7 @@ static void render(struct evbuffer *b, const gather *g, const multi *mu)
     family(b, "floe_process_resident_memory_bytes", "gauge", "Resident memory of floed.");
     sample_u(b, "floe_process_resident_memory_bytes", v->rss);
     if (v->gpu) {
-        family(b, "floe_gpu_memory_total_bytes", "gauge", "Memory of the GPU.");
+        family(b, "floe_gpu_memory_total_bytes", "gauge", "Memory of the GPUs floed uses (summed).");
         sample_u(b, "floe_gpu_memory_total_bytes", v->gpu_total);
         family(b, "floe_gpu_memory_used_bytes", "gauge", "GPU memory in use (by every process).");
         sample_u(b, "floe_gpu_memory_used_bytes", v->gpu_total - v->gpu_free);

@@ -44,10 +44,9 @@ frame *reply_ok(uint64_t id)
     return reply_error(id, FLOE_OK, NULL);
 }
 
-void reply_fill_stats(Floe__V1__TableStats *out, Floe__V1__TableSpec *spec, Floe__V1__LevelStats *lv,
-                      Floe__V1__LevelStats **lvp, Floe__V1__StageTime *st, Floe__V1__StageTime **stp,
-                      const floe_table_stats *s)
+void reply_fill_stats(Floe__V1__TableStats *out, reply_stats_room *room, int one_table, const floe_table_stats *s)
 {
+    Floe__V1__TableSpec *spec = &room->spec;
     floe__v1__table_stats__init(out);
     floe__v1__table_spec__init(spec);
     spec->name = (char *)s->spec.name;
@@ -70,6 +69,7 @@ void reply_fill_stats(Floe__V1__TableStats *out, Floe__V1__TableSpec *spec, Floe
     out->generation = s->generation;
     out->backend = (char *)s->backend;
     out->tombstones = s->tombstones;
+    out->device = s->device;
     if (s->spec.kind == FLOE_KIND_TREE) {
         out->nodes = s->nodes;
         out->node_slots = s->node_slots;
@@ -78,27 +78,42 @@ void reply_fill_stats(Floe__V1__TableStats *out, Floe__V1__TableSpec *spec, Floe
         out->compression = s->compression;
     }
     for (int l = 0; l < FLOE_LEVELS; l++) {
-        floe__v1__level_stats__init(&lv[l]);
-        lv[l].slots = s->level[l].slots;
-        lv[l].used = s->level[l].used;
-        lv[l].row_bits = s->level[l].row_bits;
-        lv[l].fill = s->level[l].fill;
-        lvp[l] = &lv[l];
+        Floe__V1__LevelStats *lv = &room->lv[l];
+        floe__v1__level_stats__init(lv);
+        lv->slots = s->level[l].slots;
+        lv->used = s->level[l].used;
+        lv->row_bits = s->level[l].row_bits;
+        lv->fill = s->level[l].fill;
+        room->lvp[l] = lv;
     }
     out->n_levels = FLOE_LEVELS;
-    out->levels = lvp;
+    out->levels = room->lvp;
+    if (!one_table)
+        return;
     size_t n = 0;
-    for (int i = 0; st && i < FLOE_STAGES; i++) {
+    for (int i = 0; i < FLOE_STAGES; i++) {
         if (!s->stage[i].count)
             continue;
-        floe__v1__stage_time__init(&st[n]);
-        st[n].name = (char *)floe_stage_name(i);
-        st[n].count = s->stage[i].count;
-        st[n].keys = s->stage[i].keys;
-        st[n].nanos = s->stage[i].nanos;
-        stp[n] = &st[n];
-        n++;
+        Floe__V1__StageTime *st = &room->st[n];
+        floe__v1__stage_time__init(st);
+        st->name = (char *)floe_stage_name(i);
+        st->count = s->stage[i].count;
+        st->keys = s->stage[i].keys;
+        st->nanos = s->stage[i].nanos;
+        room->stp[n++] = st;
     }
     out->n_stages = n;
-    out->stages = stp;
+    out->stages = room->stp;
+    for (uint32_t p = 0; p < s->parts && p < FLOE_PARTS_MAX; p++) {
+        Floe__V1__PartStats *pt = &room->pt[p];
+        floe__v1__part_stats__init(pt);
+        pt->keys = s->part[p].keys;
+        pt->slots = s->part[p].slots;
+        pt->memory_bytes = s->part[p].memory_bytes;
+        pt->generation = s->part[p].generation;
+        pt->device = s->part[p].device;
+        room->ptp[p] = pt;
+    }
+    out->n_parts = s->parts < FLOE_PARTS_MAX ? s->parts : FLOE_PARTS_MAX;
+    out->parts = room->ptp;
 }

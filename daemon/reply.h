@@ -35,11 +35,16 @@ typedef struct frame {
 frame *reply_pack(const Floe__V1__Response *r);
 frame *reply_error(uint64_t id, floe_status st, const char *msg);
 frame *reply_ok(uint64_t id);
-/* Fills a TableStats message from s; the strings, levels and stages point
- * into s, lv and st, which must outlive the packing.  st and stp (FLOE_STAGES
- * entries each) may be NULL: no stage times then. */
-void reply_fill_stats(Floe__V1__TableStats *out, Floe__V1__TableSpec *spec, Floe__V1__LevelStats *lv,
-                      Floe__V1__LevelStats **lvp, Floe__V1__StageTime *st, Floe__V1__StageTime **stp,
-                      const floe_table_stats *s);
+/* What a TableStats message points into: it must outlive the packing. */
+typedef struct reply_stats_room {
+    Floe__V1__TableSpec spec;
+    Floe__V1__LevelStats lv[FLOE_LEVELS], *lvp[FLOE_LEVELS];
+    Floe__V1__StageTime st[FLOE_STAGES], *stp[FLOE_STAGES];
+    Floe__V1__PartStats pt[FLOE_PARTS_MAX], *ptp[FLOE_PARTS_MAX];
+} reply_stats_room;
+
+/* Fills a TableStats message from s (whose strings it points to) in room;
+ * with one_table, the stage times and parts too (stats of one table). */
+void reply_fill_stats(Floe__V1__TableStats *out, reply_stats_room *room, int one_table, const floe_table_stats *s);
 
 #endif

@@ -36,6 +36,7 @@
 #include "datadir.h"
 #include "log.h"
 #include "metrics.h"
+#include "partition.h"
 #include "pool.h"
 #include "snapshot.h"
 #include "tablefile.h"
@@ -288,15 +289,31 @@ static void on_accept_tls(struct evconnlistener *l, evutil_socket_t fd, struct s
  * driver. */
 #define FD_RESERVE 64
 
-/* max-connections against the open-file limit: the soft limit is raised to
- * what max-connections needs where the hard limit allows; if it still
- * falls short, floed takes fewer connections and says so. */
+/* Descriptors open now (/proc/self/fd; 0 where it cannot be read). */
+static uint64_t fds_open(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 0;
+    uint64_t n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n > 0 ? n - 1 : 0; /* not the directory's own */
+}
+
+/* max-connections against the open-file limit, once floed is set up (its
+ * own descriptors open: listeners, io threads, the GPU driver's, one per
+ * device and more): the soft limit is raised to what max-connections needs
+ * where the hard limit allows; if it still falls short, floed takes fewer
+ * connections and says so. */
 static void check_fd_limit(server *srv)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
         return;
-    const uint64_t need = srv->cfg.max_connections + FD_RESERVE;
+    const uint64_t own = fds_open();
+    const uint64_t need = srv->cfg.max_connections + own + FD_RESERVE;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
         struct rlimit want = rl;
         want.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
@@ -305,11 +322,13 @@ static void check_fd_limit(server *srv)
     }
     if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
         return;
-    srv->fd_connections = rl.rlim_cur > FD_RESERVE + 1 ? rl.rlim_cur - FD_RESERVE : 1;
-    log_warn("the open-file limit is %llu (hard limit %llu): floed takes at most %llu connections, not "
-             "max-connections %llu; raise the limit to %llu (ulimit -n, or LimitNOFILE= under systemd)",
-             (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, (unsigned long long)srv->fd_connections,
-             (unsigned long long)srv->cfg.max_connections, (unsigned long long)need);
+    srv->fd_connections = rl.rlim_cur > own + FD_RESERVE + 1 ? rl.rlim_cur - own - FD_RESERVE : 1;
+    log_warn("the open-file limit is %llu (hard limit %llu), %llu open at start: floed takes at most %llu "
+             "connections, not max-connections %llu; raise the limit to %llu (ulimit -n, or LimitNOFILE= under "
+             "systemd)",
+             (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, (unsigned long long)own,
+             (unsigned long long)srv->fd_connections, (unsigned long long)srv->cfg.max_connections,
+             (unsigned long long)need);
 }
 
 static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
@@ -420,11 +439,9 @@ floe_status server_backend_for(server *srv, const char *want, floe_backend **be,
 static floe_status backend_for_file(server *srv, const char *path, floe_backend **be, floe_errinfo *err)
 {
     floe_file_header h;
-    floe_file_reader *r;
-    floe_status st = floe_file_open(path, &h, &r, err);
+    floe_status st = floe_file_header_at(path, 0, &h, err);
     if (st != FLOE_OK)
         return st;
-    floe_file_close(r);
     if (strcmp(h.spec.backend, "gpu") == 0 && !srv->gpu)
         log_warn("%s ran on the GPU; this floed has none, so it is loaded on the CPU engine", path);
     *be = strcmp(h.spec.backend, "cpu") == 0 || !srv->gpu ? srv->cpu : srv->gpu;
@@ -743,22 +760,72 @@ static int start_listeners(server *srv)
     return 0;
 }
 
-/* The GPU backend, where this build has one and the host a device. */
+/* The devices of the gpus setting, checked against the host's; -1 with gpu_name saying why. */
+static int gpu_devices(server *srv)
+{
+    char why[200];
+    const int have = floe_gpu_count();
+    if (have == 0) {
+        snprintf(srv->gpu_name, sizeof srv->gpu_name, "this host has no GPU (no CUDA device found)");
+        return -1;
+    }
+    int n = config_gpus(srv->cfg.gpus, srv->gpu_ids, why, sizeof why);
+    if (n == 0) {
+        n = have < FLOE_PARTS_MAX ? have : FLOE_PARTS_MAX;
+        for (int i = 0; i < n; i++)
+            srv->gpu_ids[i] = i;
+    }
+    for (int i = 0; i < n; i++)
+        if (srv->gpu_ids[i] >= have) {
+            snprintf(srv->gpu_name, sizeof srv->gpu_name, "gpus names device %d; this host has %d (0..%d)",
+                     srv->gpu_ids[i], have, have - 1);
+            return -1;
+        }
+    srv->ngpus = n;
+    return 0;
+}
+
+/* The GPU backend, where this build has one and the host a device: one
+ * backend per device of `gpus`, a table partitioned over them. */
 static int start_gpu(server *srv)
 {
     floe_errinfo err;
+    floe_backend *dev_be[FLOE_PARTS_MAX];
     char dev[96];
+    int n = 0, bad = 0;
     if (!floe_gpu_built()) {
         snprintf(srv->gpu_name, sizeof srv->gpu_name, "this floed was built without GPU support (GPU=0)");
-    } else if (!floe_gpu_device(dev, sizeof dev)) {
-        snprintf(srv->gpu_name, sizeof srv->gpu_name, "this host has no GPU (no CUDA device found)");
-    } else if (floe_backend_gpu_create((unsigned)srv->cfg.engine_threads, &srv->gpu, &err) != FLOE_OK) {
-        snprintf(srv->gpu_name, sizeof srv->gpu_name, "the GPU backend did not start: %s", err.msg);
+    } else if (gpu_devices(srv) != 0) {
+        bad = strncmp(srv->gpu_name, "gpus", 4) == 0; /* a device named that is not there */
     } else {
-        snprintf(srv->gpu_name, sizeof srv->gpu_name, "%s", dev);
-        log_info("GPU backend on %s", dev);
+        for (; n < srv->ngpus; n++)
+            if (floe_backend_gpu_create(srv->gpu_ids[n], (unsigned)srv->cfg.engine_threads, &dev_be[n], &err) !=
+                FLOE_OK)
+                break;
+        if (n < srv->ngpus) {
+            snprintf(srv->gpu_name, sizeof srv->gpu_name, "the GPU backend did not start on device %d: %s",
+                     srv->gpu_ids[n], err.msg);
+            for (int i = 0; i < n; i++)
+                floe_backend_destroy(dev_be[i]);
+        } else {
+            const unsigned parts = srv->cfg.partitions ? (unsigned)srv->cfg.partitions : (unsigned)n;
+            if (floe_backend_partition_create(dev_be, (unsigned)n, parts, (unsigned)srv->cfg.engine_threads, &srv->gpu, &err) != FLOE_OK) {
+                snprintf(srv->gpu_name, sizeof srv->gpu_name, "the GPU backend did not start: %s", err.msg);
+            } else {
+                floe_gpu_device(srv->gpu_ids[0], dev, sizeof dev);
+                int len = snprintf(srv->gpu_name, sizeof srv->gpu_name, "%s", dev);
+                if (n > 1)
+                    len += snprintf(srv->gpu_name + len, sizeof srv->gpu_name - (size_t)len, " x%d (devices", n);
+                for (int i = 0; n > 1 && i < n && len < (int)sizeof srv->gpu_name; i++)
+                    len += snprintf(srv->gpu_name + len, sizeof srv->gpu_name - (size_t)len, "%c%d",
+                                    i ? ',' : ' ', srv->gpu_ids[i]);
+                if (n > 1 && len < (int)sizeof srv->gpu_name)
+                    snprintf(srv->gpu_name + len, sizeof srv->gpu_name - (size_t)len, ")");
+                log_info("GPU backend on %s, tables in %u part%s", srv->gpu_name, parts, parts == 1 ? "" : "s");
+            }
+        }
     }
-    if (!srv->gpu && strcmp(srv->cfg.backend, "gpu") == 0) {
+    if (!srv->gpu && (bad || strcmp(srv->cfg.backend, "gpu") == 0)) {
         log_error("backend gpu: %s", srv->gpu_name);
         return -1;
     }
@@ -789,7 +856,10 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN); /* a file past RLIMIT_FSIZE: the write fails (EFBIG) and the snapshot says why */
     floe_errinfo err;
-    if (floe_backend_cpu_create((unsigned)cfg->engine_threads, &srv->cpu, &err) != FLOE_OK) {
+    floe_backend *cpu = NULL;
+    if (floe_backend_cpu_create((unsigned)cfg->engine_threads, &cpu, &err) != FLOE_OK ||
+        floe_backend_partition_create(&cpu, 1, cfg->partitions ? (unsigned)cfg->partitions : 1, (unsigned)cfg->engine_threads, &srv->cpu, &err) !=
+            FLOE_OK) {
         log_error("cannot start the CPU engine: %s", err.msg);
         metrics_free(srv->metrics);
         free(srv);
@@ -883,7 +953,6 @@ int server_run(const floed_config *cfg, int argc, char **argv)
         log_error("cannot set up the main event loop's timers");
         goto out;
     }
-    check_fd_limit(srv);
     srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (!(srv->accept_pause_ev = evtimer_new(srv->base, on_accept_resume, srv)) || start_io(srv) != 0)
         goto out;
@@ -894,6 +963,7 @@ int server_run(const floed_config *cfg, int argc, char **argv)
     }
     if (metrics_start(srv->metrics) != 0)
         goto out;
+    check_fd_limit(srv); /* before the loop runs: no connection is accepted yet */
     floe_backend *dflt = srv->cpu;
     server_backend_for(srv, cfg->backend, &dflt, &err);
     char ports[64] = "";
@@ -902,9 +972,10 @@ int server_run(const floed_config *cfg, int argc, char **argv)
     else
         snprintf(ports, sizeof ports, "%s%u", srv->listener ? "" : "TLS port ",
                  srv->listener ? srv->port : srv->tls_port);
-    log_info("floed %s listening on %s port %s (new tables: backend %s, %zu io threads, max-frame %llu, max-inflight "
-             "%llu%s)",
-             FLOE_VERSION, cfg->bind, ports, floe_backend_name(dflt), srv->nio, (unsigned long long)cfg->max_frame,
+    log_info("floed %s listening on %s port %s (new tables: backend %s in %u part%s, %zu io threads, max-frame %llu, "
+             "max-inflight %llu%s)",
+             FLOE_VERSION, cfg->bind, ports, floe_backend_name(dflt), floe_backend_parts(dflt),
+             floe_backend_parts(dflt) == 1 ? "" : "s", srv->nio, (unsigned long long)cfg->max_frame,
              (unsigned long long)cfg->max_inflight,
              cfg->token[0]                           ? ", token required"
              : !strcmp(cfg->tls_auth_clients, "yes") ? ", client certificates required"

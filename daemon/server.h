@@ -85,8 +85,10 @@ typedef struct server {
     atomic_int nconns;
     atomic_bool shutting_down;
     registry reg;
-    floe_backend *cpu;
-    floe_backend *gpu;            /* NULL without a device (or a GPU build) */
+    floe_backend *cpu;            /* tables/partition.h over the CPU engine */
+    floe_backend *gpu;            /* tables/partition.h over one GPU backend per device; NULL without a device */
+    int gpu_ids[FLOE_PARTS_MAX];  /* its devices (setting gpus) */
+    int ngpus;
     struct floe_pool *merge_pool; /* batchers' large merges (NULL: inline) */
     struct metrics *metrics;      /* counters, info, /metrics (metrics.h) */
     char gpu_name[400];           /* the device, or why there is none */

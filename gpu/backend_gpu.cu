@@ -55,6 +55,7 @@
 struct gpu_backend {
     floe_backend base;
     floe_pool *pool;
+    int device; /* every CUDA call for a table of this backend runs with it current */
 };
 
 struct piece {
@@ -915,6 +916,7 @@ static void run_tree(gpu_table *t, floe_batch *b)
         case FLOE_OP_STATS:
             b->status = gpu_tree_stats(t->tree, &b->stats, e);
             memcpy(b->stats.stage, t->stage, sizeof t->stage);
+            b->stats.device = t->be->device;
             break;
         case FLOE_OP_SAVE:
             b->status = tree_save_gpu(t, b->path, e);
@@ -963,6 +965,7 @@ static void run_alone(gpu_table *t, floe_batch *b)
     case FLOE_OP_STATS:
         fill_stats(t, &b->stats);
         memcpy(b->stats.stage, t->stage, sizeof t->stage);
+        b->stats.device = t->be->device;
         b->status = FLOE_OK;
         break;
     case FLOE_OP_REBUILD:
@@ -1046,6 +1049,7 @@ static void *table_main(void *arg)
 {
     gpu_table *t = (gpu_table *)arg;
     pthread_setname_np(pthread_self(), "floe-gpu-table");
+    cudaSetDevice(t->be->device); /* checked by the backend's creation on this device */
     pthread_mutex_lock(&t->lock);
     for (;;) {
         bool pieces = t->redo_at < t->nredo || t->cur;
@@ -1150,6 +1154,9 @@ static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, f
 {
     gpu_backend *be = (gpu_backend *)base;
     floe_spec s = *spec;
+    cudaError_t e = cudaSetDevice(be->device);
+    if (e != cudaSuccess)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(e));
     while (s.seed == 0)
         if (getrandom(&s.seed, sizeof s.seed, 0) != sizeof s.seed)
             s.seed = 0x6A09E667F3BCC909ull; /* no entropy: a fixed seed still works */
@@ -1169,16 +1176,21 @@ static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, f
 
 /* Loads through the CPU engine's file code (checksums, damage checks), then
  * copies the arrays to the device. */
-static floe_status gpu_load_table(floe_backend *base, const char *path, floe_table **out, floe_errinfo *err)
+static floe_status gpu_load_table(floe_backend *base, const char *path, const floe_file_part *part,
+                                  floe_table **out, floe_errinfo *err)
 {
     gpu_backend *be = (gpu_backend *)base;
-    floe_kind kind;
-    floe_status st = floe_file_kind(path, &kind, err);
+    floe_file_header h;
+    const uint64_t offset = part ? part->offset : 0;
+    floe_status st = floe_file_header_of(path, part, &h, err);
     if (st != FLOE_OK)
         return st;
-    if (kind == FLOE_KIND_TREE) {
+    cudaError_t e = cudaSetDevice(be->device);
+    if (e != cudaSuccess)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(e));
+    if (h.spec.kind == FLOE_KIND_TREE) {
         tree *th;
-        st = tree_load(path, be->pool, &th, err);
+        st = tree_load(path, offset, be->pool, &th, err);
         if (st != FLOE_OK)
             return st;
         gpu_tree *gt = NULL;
@@ -1193,7 +1205,7 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, floe_tab
         return start_table(be, NULL, gt, 0, out, err);
     }
     iceberg *host;
-    st = iceberg_load(path, be->pool, &host, err);
+    st = iceberg_load(path, offset, be->pool, &host, err);
     if (st != FLOE_OK)
         return st;
     iceberg_image im;
@@ -1234,6 +1246,7 @@ static void gpu_destroy_table(floe_table *base)
     pthread_join(t->thread, NULL);
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->lock);
+    cudaSetDevice(t->be->device);
     table_free(t);
 }
 
@@ -1253,16 +1266,26 @@ extern "C" int floe_gpu_built(void)
     return 1;
 }
 
-extern "C" int floe_gpu_device(char *name, size_t len)
+extern "C" int floe_gpu_count(void)
 {
-    return gpu_available(name, len);
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
 }
 
-extern "C" int floe_gpu_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
+extern "C" int floe_gpu_device(int device, char *name, size_t len)
+{
+    return gpu_available(device, name, len);
+}
+
+extern "C" int floe_gpu_meminfo(int device, uint64_t *free_bytes, uint64_t *total_bytes)
 {
     size_t f = 0, t = 0;
     *free_bytes = *total_bytes = 0;
-    if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
+    if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess) {
         cudaGetLastError(); /* not sticky: leave no error for this thread's next CUDA call */
         return -1;
     }
@@ -1271,7 +1294,8 @@ extern "C" int floe_gpu_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
     return 0;
 }
 
-extern "C" floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_errinfo *err)
+extern "C" floe_status floe_backend_gpu_create(int device, unsigned host_threads, floe_backend **out,
+                                               floe_errinfo *err)
 {
     *out = NULL;
     int n = 0;
@@ -1279,6 +1303,12 @@ extern "C" floe_status floe_backend_gpu_create(unsigned host_threads, floe_backe
     if (e != cudaSuccess || n == 0)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "no CUDA device: %s",
                               e != cudaSuccess ? cuda_msg(e) : "the driver reports none");
+    if (device < 0 || device >= n)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "no CUDA device %d: this host has %d (0..%d)", device, n,
+                              n - 1);
+    e = cudaSetDevice(device);
+    if (e != cudaSuccess)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "CUDA device %d: %s", device, cuda_msg(e));
     gpu_backend *be = (gpu_backend *)calloc(1, sizeof *be);
     if (!be)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
@@ -1288,6 +1318,7 @@ extern "C" floe_status floe_backend_gpu_create(unsigned host_threads, floe_backe
         return st;
     }
     be->base.ops = &gpu_ops;
+    be->device = device;
     *out = &be->base;
     return FLOE_OK;
 }

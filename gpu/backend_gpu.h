@@ -20,17 +20,22 @@ extern "C" {
 /* 1 if this build has the GPU backend. */
 int floe_gpu_built(void);
 
-/* 1 if a usable CUDA device is present; its name goes to name (if not NULL). */
-int floe_gpu_device(char *name, size_t len);
+/* The number of CUDA devices (0 where there is none or no CUDA in this build). */
+int floe_gpu_count(void);
 
-/* Free and total memory of device 0 in bytes (cudaMemGetInfo): 0, or -1
- * where there is no device or no CUDA in this build. */
-int floe_gpu_meminfo(uint64_t *free_bytes, uint64_t *total_bytes);
+/* 1 if CUDA device `device` is present; its name goes to name (if not NULL). */
+int floe_gpu_device(int device, char *name, size_t len);
 
-/* The GPU backend on device 0; host_threads size the pool that
- * deduplicates MAP batches (0: one per CPU).  FLOE_ERR_UNSUPPORTED with a
- * message saying why where there is no device or no CUDA in this build. */
-floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_errinfo *err);
+/* Free and total memory of a device in bytes (cudaMemGetInfo): 0, or -1
+ * where there is no such device or no CUDA in this build. */
+int floe_gpu_meminfo(int device, uint64_t *free_bytes, uint64_t *total_bytes);
+
+/* The GPU backend on CUDA device `device` (every table of it lives there;
+ * tables/partition.h spreads one table over several); host_threads size
+ * the pool that deduplicates MAP batches (0: one per CPU).
+ * FLOE_ERR_UNSUPPORTED with a message saying why where there is no such
+ * device or no CUDA in this build. */
+floe_status floe_backend_gpu_create(int device, unsigned host_threads, floe_backend **out, floe_errinfo *err);
 
 #ifdef __cplusplus
 }

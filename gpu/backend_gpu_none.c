@@ -10,21 +10,29 @@ int floe_gpu_built(void)
     return 0;
 }
 
-int floe_gpu_device(char *name, size_t len)
+int floe_gpu_count(void)
 {
+    return 0;
+}
+
+int floe_gpu_device(int device, char *name, size_t len)
+{
+    (void)device;
     if (name && len)
         name[0] = '\0';
     return 0;
 }
 
-int floe_gpu_meminfo(uint64_t *free_bytes, uint64_t *total_bytes)
+int floe_gpu_meminfo(int device, uint64_t *free_bytes, uint64_t *total_bytes)
 {
+    (void)device;
     *free_bytes = *total_bytes = 0;
     return -1;
 }
 
-floe_status floe_backend_gpu_create(unsigned host_threads, floe_backend **out, floe_errinfo *err)
+floe_status floe_backend_gpu_create(int device, unsigned host_threads, floe_backend **out, floe_errinfo *err)
 {
+    (void)device;
     (void)host_threads;
     *out = NULL;
     return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "this build has no GPU backend (built with GPU=0 or without nvcc)");

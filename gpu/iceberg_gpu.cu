@@ -627,14 +627,14 @@ static levels levels_of(const gpu_iceberg *t)
     return v;
 }
 
-extern "C" int gpu_available(char *name, size_t len)
+extern "C" int gpu_available(int device, char *name, size_t len)
 {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+    if (cudaGetDeviceCount(&n) != cudaSuccess || device < 0 || device >= n)
         return 0;
     if (name && len) {
         cudaDeviceProp p;
-        if (cudaGetDeviceProperties(&p, 0) == cudaSuccess)
+        if (cudaGetDeviceProperties(&p, device) == cudaSuccess)
             snprintf(name, len, "%s", p.name);
     }
     return 1;

@@ -29,7 +29,7 @@ typedef struct gpu_iceberg gpu_iceberg;
 typedef struct CUstream_st *gpu_stream;
 
 /* Whether a usable CUDA device is present (and its name in name, if not NULL). */
-int gpu_available(char *name, size_t len);
+int gpu_available(int device, char *name, size_t len);
 
 /* An empty SET or MAP table of 2^addr_bits primary buckets in device memory
  * (spec->seed must be set: the caller picks it). */

@@ -19,7 +19,7 @@ floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_tabl
 
 floe_status floe_table_load(floe_backend *be, const char *path, floe_table **out, floe_errinfo *err)
 {
-    return be->ops->load_table(be, path, out, err);
+    return be->ops->load_table(be, path, NULL, out, err);
 }
 
 void floe_table_submit(floe_table *t, floe_batch *b)

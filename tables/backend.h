@@ -54,6 +54,7 @@ typedef enum floe_op {
 
 typedef struct floe_batch floe_batch;
 struct floe_file_image; /* tablefile.h */
+struct floe_file_part;  /* tablefile.h */
 
 struct floe_batch {
     floe_op op;
@@ -109,7 +110,9 @@ typedef struct floe_table floe_table;
 typedef struct floe_backend_ops {
     const char *name;
     floe_status (*create_table)(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err);
-    floe_status (*load_table)(floe_backend *be, const char *path, floe_table **out, floe_errinfo *err);
+    /* part NULL: the whole table in path; else that part of a partitioned file (tablefile.h) */
+    floe_status (*load_table)(floe_backend *be, const char *path, const struct floe_file_part *part,
+                              floe_table **out, floe_errinfo *err);
     void (*submit)(floe_table *t, floe_batch *b);
     void (*destroy_table)(floe_table *t); /* waits for submitted batches */
     void (*destroy)(floe_backend *be);    /* after all its tables are destroyed */

@@ -61,6 +61,7 @@ static void execute_tree(cpu_table *t, floe_batch *b)
         break;
     case FLOE_OP_STATS:
         tree_stats(tr, &b->stats);
+        b->stats.device = -1;
         b->status = FLOE_OK;
         break;
     case FLOE_OP_SAVE:
@@ -105,6 +106,7 @@ static void execute(cpu_table *t, floe_batch *b)
         break;
     case FLOE_OP_STATS:
         iceberg_stats(t->ice, &b->stats);
+        b->stats.device = -1;
         b->status = FLOE_OK;
         break;
     case FLOE_OP_REBUILD:
@@ -191,15 +193,18 @@ static floe_status cpu_create_table(floe_backend *base, const floe_spec *spec, f
     return start_table(be, ice, tr, out, err);
 }
 
-static floe_status cpu_load_table(floe_backend *base, const char *path, floe_table **out, floe_errinfo *err)
+static floe_status cpu_load_table(floe_backend *base, const char *path, const floe_file_part *part,
+                                  floe_table **out, floe_errinfo *err)
 {
     cpu_backend *be = (cpu_backend *)base;
     iceberg *ice = NULL;
     tree *tr = NULL;
-    floe_kind kind;
-    floe_status st = floe_file_kind(path, &kind, err);
+    floe_file_header h;
+    const uint64_t offset = part ? part->offset : 0;
+    floe_status st = floe_file_header_of(path, part, &h, err);
     if (st == FLOE_OK)
-        st = kind == FLOE_KIND_TREE ? tree_load(path, be->pool, &tr, err) : iceberg_load(path, be->pool, &ice, err);
+        st = h.spec.kind == FLOE_KIND_TREE ? tree_load(path, offset, be->pool, &tr, err)
+                                           : iceberg_load(path, offset, be->pool, &ice, err);
     if (st != FLOE_OK)
         return st;
     return start_table(be, ice, tr, out, err);

@@ -1094,12 +1094,12 @@ static floe_status verify_loaded(iceberg *t, const floe_file_header *h, const ch
     return FLOE_OK;
 }
 
-floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_errinfo *err)
+floe_status iceberg_load(const char *path, uint64_t offset, floe_pool *pool, iceberg **out, floe_errinfo *err)
 {
     floe_file_header h;
     floe_file_reader *r;
     iceberg *t = NULL;
-    floe_status st = floe_file_open(path, &h, &r, err);
+    floe_status st = floe_file_open(path, offset, &h, &r, err);
     if (st != FLOE_OK)
         return st;
     floe_errinfo spec_err;

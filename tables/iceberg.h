@@ -91,7 +91,7 @@ floe_status iceberg_copy_image(iceberg *t, struct floe_file_image **out, floe_er
 /* An image that takes t over: its sections are t's arrays, and freeing the
  * image destroys t (for a host copy made only to be written). */
 floe_status iceberg_image_of(iceberg *t, struct floe_file_image **out, floe_errinfo *err);
-floe_status iceberg_load(const char *path, floe_pool *pool, iceberg **out, floe_errinfo *err);
+floe_status iceberg_load(const char *path, uint64_t offset, floe_pool *pool, iceberg **out, floe_errinfo *err);
 
 /* The table's raw arrays (layout.h's words per level, then the values) and
  * its counters: for another engine that holds the same layout, so that the

@@ -30,6 +30,8 @@ typedef enum floe_kind {
 
 /* FLOE_NAME_MAX, FLOE_MAX_CAPACITY and the defaults of a spec are the protocol's: floe_wire.h. */
 #define FLOE_BACKEND_NAME_MAX 16
+/* Most partitions of one table (tables/partition.h). */
+#define FLOE_PARTS_MAX 16
 
 typedef struct floe_spec {
     char name[FLOE_NAME_MAX + 1]; /* [A-Za-z0-9_.-], 1..64 characters */
@@ -121,6 +123,12 @@ static inline void floe_stage_add(floe_stage_time *s, uint64_t n, uint64_t nanos
 /* CLOCK_MONOTONIC in nanoseconds: for stage timers. */
 uint64_t floe_now_ns(void);
 
+/* One part of a partitioned table (tables/partition.h). */
+typedef struct floe_part_stats {
+    uint64_t keys, slots, memory_bytes, generation;
+    int32_t device; /* as in floe_table_stats */
+} floe_part_stats;
+
 typedef struct floe_table_stats {
     floe_spec spec;
     uint64_t keys;       /* live keys */
@@ -131,6 +139,7 @@ typedef struct floe_table_stats {
     double bytes_per_key; /* memory_bytes / keys (0 when empty) */
     uint64_t generation;  /* rebuilds so far */
     char backend[FLOE_BACKEND_NAME_MAX];
+    int32_t device; /* the CUDA device of a GPU table; -1 on the CPU or for several devices */
     floe_level_stats level[FLOE_LEVELS]; /* primary, secondary, stash (TREE: of the root table) */
     /* TREE only */
     uint64_t nodes;        /* node slots in use */
@@ -139,6 +148,10 @@ typedef struct floe_table_stats {
     uint64_t orphan_nodes; /* nodes written for vectors that came back FULL (later vectors may share them) */
     double compression;    /* stored bytes (nodes x 8 + roots x root row bytes) / (vectors x words x 4) */
     floe_stage_time stage[FLOE_STAGES];
+    /* A partitioned table: the figures above are the sums over its parts
+     * (generation too: it moves when any part rebuilds); 0 for a whole table. */
+    uint32_t parts;
+    floe_part_stats part[FLOE_PARTS_MAX];
 } floe_table_stats;
 
 #ifdef __cplusplus

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <openssl/evp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,10 @@ static void encode_header(const floe_file_header *h, unsigned char *buf)
     put_u64(&c, h->spec.memory);
     put_u64(&c, h->nodes);
     put_u64(&c, h->orphans);
+    put_u32(&c, h->parts > 1 ? h->parts : 0);
+    put_u32(&c, h->parts > 1 ? h->part : 0);
+    put_u64(&c, h->parts > 1 ? h->whole_capacity : 0);
+    put_u64(&c, h->parts > 1 ? h->whole_memory : 0);
 }
 
 static floe_status decode_header(const unsigned char *buf, floe_file_header *h, const char *path, floe_errinfo *err)
@@ -142,6 +147,19 @@ static floe_status decode_header(const unsigned char *buf, floe_file_header *h, 
     h->spec.memory = get_u64(&c);
     h->nodes = get_u64(&c);
     h->orphans = get_u64(&c);
+    h->parts = get_u32(&c);
+    h->part = get_u32(&c);
+    h->whole_capacity = get_u64(&c);
+    h->whole_memory = get_u64(&c);
+    if (h->parts == 0) { /* a whole table */
+        if (h->part != 0)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (part %u of none)", path, h->part);
+        h->parts = 1;
+        h->whole_capacity = h->spec.capacity;
+        h->whole_memory = h->spec.memory;
+    } else if (h->parts < 2 || h->parts > FLOE_PARTS_MAX || h->part >= h->parts) {
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (part %u of %u)", path, h->part, h->parts);
+    }
     if (h->layout_version != FLOE_LAYOUT_VERSION)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "%s uses table layout version %u; this floe uses %u", path,
                               h->layout_version, FLOE_LAYOUT_VERSION);
@@ -182,34 +200,57 @@ static void fsync_dir_of(const char *path)
     free(copy);
 }
 
-floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_errinfo *err)
+uint64_t floe_file_bytes(const floe_file_header *h)
+{
+    uint64_t n = FLOE_FILE_HEADER_BYTES + DIGEST_BYTES;
+    for (uint32_t i = 0; i < h->nsections; i++)
+        n += h->section_bytes[i];
+    return n;
+}
+
+/* One whole file (or part): header, sections, checksum. */
+static int write_part(int fd, const floe_file_header *h, const void *const *sections)
 {
     unsigned char hdr[FLOE_FILE_HEADER_BYTES];
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int dlen = 0;
+    int rc = -1;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+        errno = ENOMEM;
+        goto out;
+    }
+    encode_header(h, hdr);
+    if (write_all(fd, hdr, sizeof hdr, md) != 0)
+        goto out;
+    for (uint32_t i = 0; i < h->nsections; i++)
+        if (h->section_bytes[i] && write_all(fd, sections[i], h->section_bytes[i], md) != 0)
+            goto out;
+    if (EVP_DigestFinal_ex(md, digest, &dlen) != 1 || dlen != DIGEST_BYTES) {
+        errno = EIO;
+        goto out;
+    }
+    rc = write_all(fd, digest, DIGEST_BYTES, NULL);
+out:
+    EVP_MD_CTX_free(md);
+    return rc;
+}
+
+/* Writes the parts (headers[i], sections[i]) to a temporary file beside
+ * path, then fsyncs and renames it into place. */
+static floe_status save_parts(const char *path, uint32_t nparts, const floe_file_header *const *headers,
+                              const void *const *const *sections, floe_errinfo *err)
+{
     char tmp[4096];
-    floe_status st = FLOE_OK;
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "path too long: %s", path);
     int fd = open(tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
     if (fd < 0)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot create %s: %s", tmp, strerror(errno));
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot initialise SHA-256");
-        goto fail;
-    }
-    encode_header(h, hdr);
-    if (write_all(fd, hdr, sizeof hdr, md) != 0)
-        goto io_fail;
-    for (uint32_t i = 0; i < h->nsections; i++)
-        if (h->section_bytes[i] && write_all(fd, sections[i], h->section_bytes[i], md) != 0)
+    for (uint32_t i = 0; i < nparts; i++)
+        if (write_part(fd, headers[i], sections[i]) != 0)
             goto io_fail;
-    if (EVP_DigestFinal_ex(md, digest, &dlen) != 1 || dlen != DIGEST_BYTES) {
-        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot finish SHA-256");
-        goto fail;
-    }
-    if (write_all(fd, digest, DIGEST_BYTES, NULL) != 0 || fsync(fd) != 0)
+    if (fsync(fd) != 0)
         goto io_fail;
     if (close(fd) != 0) {
         fd = -1;
@@ -219,16 +260,18 @@ floe_status floe_file_save(const char *path, const floe_file_header *h, const vo
     if (rename(tmp, path) != 0)
         goto io_fail;
     fsync_dir_of(path);
-    EVP_MD_CTX_free(md);
     return FLOE_OK;
-io_fail:
-    st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot write %s: %s", path, strerror(errno));
-fail:
+io_fail:;
+    floe_status st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot write %s: %s", path, strerror(errno));
     if (fd >= 0)
         close(fd);
     unlink(tmp);
-    EVP_MD_CTX_free(md);
     return st;
+}
+
+floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_errinfo *err)
+{
+    return save_parts(path, 1, &h, &sections, err);
 }
 
 /* ---- images -------------------------------------------------------------------------------- */
@@ -262,16 +305,27 @@ floe_file_image *floe_file_image_copy(const floe_file_header *h, const void *con
 
 floe_status floe_file_image_save(const char *path, const floe_file_image *im, floe_errinfo *err)
 {
-    return floe_file_save(path, &im->h, im->sections, err);
+    const floe_file_header *headers[FLOE_PARTS_MAX];
+    const void *const *sections[FLOE_PARTS_MAX];
+    uint32_t n = 0;
+    for (const floe_file_image *p = im; p; p = p->next_part) {
+        if (n == FLOE_PARTS_MAX)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "an image of more than %d parts", FLOE_PARTS_MAX);
+        headers[n] = &p->h;
+        sections[n++] = p->sections;
+    }
+    return save_parts(path, n, headers, sections, err);
 }
 
 void floe_file_image_free(floe_file_image *im)
 {
-    if (!im)
-        return;
-    if (im->release)
-        im->release(im);
-    free(im);
+    while (im) {
+        floe_file_image *next = im->next_part;
+        if (im->release)
+            im->release(im);
+        free(im);
+        im = next;
+    }
 }
 
 /* ---- loading ---------------------------------------------------------------------------- */
@@ -294,7 +348,8 @@ void floe_file_close(floe_file_reader *r)
     free(r);
 }
 
-floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_reader **out, floe_errinfo *err)
+floe_status floe_file_open(const char *path, uint64_t offset, floe_file_header *h, floe_file_reader **out,
+                           floe_errinfo *err)
 {
     unsigned char hdr[FLOE_FILE_HEADER_BYTES];
     struct stat sb;
@@ -318,6 +373,11 @@ floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_read
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is not a regular file", path);
         goto fail;
     }
+    if (offset > (uint64_t)sb.st_size || fseeko(r->f, (off_t)offset, SEEK_SET) != 0) {
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is truncated: no part at byte %llu", path,
+                            (unsigned long long)offset);
+        goto fail;
+    }
     if (fread(hdr, 1, sizeof hdr, r->f) != sizeof hdr) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is truncated: shorter than a table file header", path);
         goto fail;
@@ -327,15 +387,15 @@ floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_read
         goto fail;
     /* Sizes come from an unverified header: check them against the file's
      * length before anyone allocates that much. */
-    uint64_t expect = FLOE_FILE_HEADER_BYTES + DIGEST_BYTES;
     for (uint32_t i = 0; i < r->h.nsections; i++) {
         if (r->h.section_bytes[i] > (uint64_t)sb.st_size) {
             st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (section %u size)", path, i);
             goto fail;
         }
-        expect += r->h.section_bytes[i];
     }
-    if (expect != (uint64_t)sb.st_size) {
+    const uint64_t expect = offset + floe_file_bytes(&r->h);
+    const bool last = r->h.part + 1 == r->h.parts;
+    if (!(last ? expect == (uint64_t)sb.st_size : expect + FLOE_FILE_HEADER_BYTES < (uint64_t)sb.st_size)) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is %s: %llu bytes, the header describes %llu", path,
                             (uint64_t)sb.st_size < expect ? "truncated" : "damaged (trailing bytes)",
                             (unsigned long long)sb.st_size, (unsigned long long)expect);
@@ -375,14 +435,28 @@ floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_erri
     return FLOE_OK;
 }
 
-floe_status floe_file_kind(const char *path, floe_kind *kind, floe_errinfo *err)
+floe_status floe_file_header_at(const char *path, uint64_t offset, floe_file_header *h, floe_errinfo *err)
 {
-    floe_file_header h;
     floe_file_reader *r;
-    floe_status st = floe_file_open(path, &h, &r, err);
+    floe_status st = floe_file_open(path, offset, h, &r, err);
     if (st != FLOE_OK)
         return st;
-    *kind = h.spec.kind;
     floe_file_close(r);
+    return FLOE_OK;
+}
+
+floe_status floe_file_header_of(const char *path, const floe_file_part *part, floe_file_header *h, floe_errinfo *err)
+{
+    floe_status st = floe_file_header_at(path, part ? part->offset : 0, h, err);
+    if (st != FLOE_OK)
+        return st;
+    if (!part && h->parts > 1)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                              "%s holds a table partitioned in %u parts: load it through a partitioned backend "
+                              "(floed, or floe_backend_partition_create)",
+                              path, h->parts);
+    if (part && h->part != part->index)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged (part %u where part %u belongs)", path, h->part,
+                              part->index);
     return FLOE_OK;
 }

@@ -48,7 +48,17 @@ typedef struct floe_file_header {
     uint32_t nsections;
     uint64_t section_bytes[FLOE_FILE_MAX_SECTIONS];
     uint64_t nodes, orphans; /* TREE: node slots in use, orphan nodes */
+    /* A partitioned table (tables/partition.h) is one file of `parts` whole
+     * files one after another, part 0 first, each with its own header and
+     * checksum; a part's spec is its own (its share of the capacity), the
+     * whole table's capacity and memory are in every part.  1 / 0 / the
+     * spec's own figures in a file of one table. */
+    uint32_t parts, part;
+    uint64_t whole_capacity, whole_memory;
 } floe_file_header;
+
+/* Bytes a file (or part) with header h takes: header, sections, checksum. */
+uint64_t floe_file_bytes(const floe_file_header *h);
 
 /* Writes h and its sections (sections[i] holds h->section_bytes[i] bytes). */
 floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_errinfo *err);
@@ -62,24 +72,42 @@ typedef struct floe_file_image {
     const void *sections[FLOE_FILE_MAX_SECTIONS];
     void (*release)(struct floe_file_image *im); /* frees what owner holds */
     void *owner;
+    struct floe_file_image *next_part; /* a partitioned table's next part, saved after this one */
 } floe_file_image;
 
 /* An image owning a private copy of h and sections (NULL if out of memory). */
 floe_file_image *floe_file_image_copy(const floe_file_header *h, const void *const *sections);
+/* Writes im and its next parts as one file (temporary, fsync, rename). */
 floe_status floe_file_image_save(const char *path, const floe_file_image *im, floe_errinfo *err);
+/* Frees im and its next parts. */
 void floe_file_image_free(floe_file_image *im);
 
 typedef struct floe_file_reader floe_file_reader;
 
-/* Opens path and reads and checks its header; the caller then allocates the
- * sections h describes and calls floe_file_read. */
-floe_status floe_file_open(const char *path, floe_file_header *h, floe_file_reader **r, floe_errinfo *err);
+/* Opens path, reads and checks the header of the part at byte offset (0:
+ * a whole table, or part 0); the caller then allocates the sections h
+ * describes and calls floe_file_read.  The part's size is checked against
+ * the file's: the last part ends the file, others leave room for the rest. */
+floe_status floe_file_open(const char *path, uint64_t offset, floe_file_header *h, floe_file_reader **r,
+                           floe_errinfo *err);
 /* Reads every section into sections[i] and verifies the checksum. */
 floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_errinfo *err);
 void floe_file_close(floe_file_reader *r);
 
-/* The kind of table a file holds (its header checked as by floe_file_open). */
-floe_status floe_file_kind(const char *path, floe_kind *kind, floe_errinfo *err);
+/* The header of the part at offset (checked as by floe_file_open). */
+floe_status floe_file_header_at(const char *path, uint64_t offset, floe_file_header *h, floe_errinfo *err);
+
+/* Which table of a file a backend loads: part `index` of a partitioned
+ * file, at byte offset. */
+typedef struct floe_file_part {
+    uint64_t offset;
+    uint32_t index;
+} floe_file_part;
+
+/* The header of what a backend is asked to load: with part NULL, a whole
+ * table (a partitioned file is refused, saying how to load it); otherwise
+ * that part, checked to be the one named. */
+floe_status floe_file_header_of(const char *path, const floe_file_part *part, floe_file_header *h, floe_errinfo *err);
 
 #ifdef __cplusplus
 }

@@ -531,12 +531,12 @@ static floe_status verify_nodes(tree *t, uint64_t want, const char *path, floe_e
     return FLOE_OK;
 }
 
-floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_errinfo *err)
+floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree **out, floe_errinfo *err)
 {
     floe_file_header h;
     floe_file_reader *r;
     tree *t = NULL;
-    floe_status st = floe_file_open(path, &h, &r, err);
+    floe_status st = floe_file_open(path, offset, &h, &r, err);
     if (st != FLOE_OK)
         return st;
     floe_errinfo spec_err;

@@ -77,7 +77,7 @@ floe_status tree_save(tree *t, const char *path, floe_errinfo *err);
 floe_status tree_copy_image(tree *t, struct floe_file_image **out, floe_errinfo *err);
 /* An image that takes t over; freeing it destroys t (see iceberg_image_of). */
 floe_status tree_image_of(tree *t, struct floe_file_image **out, floe_errinfo *err);
-floe_status tree_load(const char *path, floe_pool *pool, tree **out, floe_errinfo *err);
+floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree **out, floe_errinfo *err);
 
 /* The raw node array and the root table: for the GPU backend, which keeps
  * the same layout on the device and saves and loads through this file code.

@@ -101,11 +101,12 @@ static floe_status budget_create(floe_backend *base, const floe_spec *spec, floe
     return wrap(be, st, inner, out, err);
 }
 
-static floe_status budget_load(floe_backend *base, const char *path, floe_table **out, floe_errinfo *err)
+static floe_status budget_load(floe_backend *base, const char *path, const struct floe_file_part *part,
+                               floe_table **out, floe_errinfo *err)
 {
     budget_backend *be = (budget_backend *)base;
     floe_table *inner = NULL;
-    floe_status st = be->inner->ops->load_table(be->inner, path, &inner, err);
+    floe_status st = be->inner->ops->load_table(be->inner, path, part, &inner, err);
     return wrap(be, st, inner, out, err);
 }
 

@@ -24,6 +24,7 @@
 #include "backend.h"
 #include "backend_gpu.h"
 #include "backend_test.h"
+#include "partition.h"
 #include "tablefile.h"
 
 extern int failures;
@@ -339,11 +340,66 @@ static bool one_case(floe_backend *cpu_be, floe_backend *gpu_be, const char *nam
     return ok;
 }
 
+floe_backend *test_gpu_parts(unsigned parts)
+{
+    floe_errinfo err;
+    floe_backend *in[FLOE_PARTS_MAX], *be = NULL;
+    int n = floe_gpu_count();
+    if (n > (int)parts)
+        n = (int)parts;
+    for (int d = 0; d < n; d++)
+        if (floe_backend_gpu_create(d, 0, &in[d], &err) != FLOE_OK) {
+            fprintf(stderr, "FAIL: gpu backend on device %d: %s\n", d, err.msg);
+            failures++;
+            return NULL;
+        }
+    if (floe_backend_partition_create(in, (unsigned)n, parts, 0, &be, &err) != FLOE_OK) {
+        fprintf(stderr, "FAIL: %u parts over %d devices: %s\n", parts, n, err.msg);
+        failures++;
+    }
+    return be;
+}
+
+floe_backend *test_cpu_parts(unsigned parts)
+{
+    floe_errinfo err;
+    floe_backend *in, *be = NULL;
+    if (floe_backend_cpu_create(0, &in, &err) != FLOE_OK ||
+        floe_backend_partition_create(&in, 1, parts, 0, &be, &err) != FLOE_OK) {
+        fprintf(stderr, "FAIL: cpu backend in %u parts: %s\n", parts, err.msg);
+        failures++;
+    }
+    return be;
+}
+
+/* The same cases on tables in parts: at least 3 parts over every device
+ * (several on one GPU where there are fewer), against CPU tables in 2 parts
+ * (so that a file of one loads into the other by re-partitioning). */
+static void parts_suite(uint64_t seed, bool small)
+{
+    const int ndev = floe_gpu_count();
+    const unsigned parts = ndev > 3 ? (unsigned)(ndev < FLOE_PARTS_MAX ? ndev : FLOE_PARTS_MAX) : 3;
+    floe_backend *cpu_be = test_cpu_parts(2), *gpu_be = test_gpu_parts(parts);
+    if (cpu_be && gpu_be) {
+        printf("tables in parts: %u parts over %d device(s)\n", parts, ndev < (int)parts ? ndev : (int)parts);
+        if (small) {
+            one_case(cpu_be, gpu_be, "set-small-parts", FLOE_KIND_SET, 40, 0, 20000, false, 30000, 3, 20000, seed);
+        } else {
+            one_case(cpu_be, gpu_be, "set40-parts", FLOE_KIND_SET, 40, 0, 3000000, false, 1500000, 8, 1500000, seed);
+            one_case(cpu_be, gpu_be, "map48-grow-parts", FLOE_KIND_MAP, 48, 8, 1000, true, 3000000, 8, 1500000,
+                     seed + 3);
+            one_case(cpu_be, gpu_be, "set16-parts", FLOE_KIND_SET, 16, 0, 50000, false, 60000, 6, 100000, seed + 4);
+        }
+    }
+    floe_backend_destroy(cpu_be);
+    floe_backend_destroy(gpu_be);
+}
+
 void backend_suite(uint64_t seed, bool small, const char *only)
 {
     floe_errinfo err;
     floe_backend *cpu_be, *gpu_be;
-    if (floe_backend_cpu_create(0, &cpu_be, &err) != FLOE_OK || floe_backend_gpu_create(0, &gpu_be, &err) != FLOE_OK) {
+    if (floe_backend_cpu_create(0, &cpu_be, &err) != FLOE_OK || floe_backend_gpu_create(0, 0, &gpu_be, &err) != FLOE_OK) {
         failures++;
         fprintf(stderr, "FAIL: backends: %s\n", err.msg);
         return;
@@ -363,4 +419,6 @@ void backend_suite(uint64_t seed, bool small, const char *only)
     }
     floe_backend_destroy(cpu_be);
     floe_backend_destroy(gpu_be);
+    if (!only)
+        parts_suite(seed + 10, small);
 }

@@ -7,6 +7,13 @@
 /* xorshift64*: the tests' random numbers (gpu_test.cu). */
 uint64_t test_rng(uint64_t *s);
 
+struct floe_backend;
+/* Tables in `parts` parts (tables/partition.h) over one GPU backend per
+ * device (at most parts devices; several parts a device where there are
+ * fewer), or over the CPU backend; NULL with a message on failure. */
+struct floe_backend *test_gpu_parts(unsigned parts);
+struct floe_backend *test_cpu_parts(unsigned parts);
+
 /* The GPU backend against the CPU backend; failures counted in `failures`. */
 void backend_suite(uint64_t seed, bool small, const char *only);
 

@@ -2,7 +2,8 @@
 # device-check.sh - the GPU checks, run on a GPU host from the repository
 # root after `make device-bundle` (the bundle/ folder travels with it):
 #
-#   tests/gpu/device-check.sh [tests|sanitize|itests|service|load|k1|t1|membw|e1|e1tls|mc|redis]...   (default: all)
+#   tests/gpu/device-check.sh [tests|sanitize|itests|service|load|k1|t1|membw|e1|e1tls|mc|redis|gpus]...
+#   (default: all but gpus, which wants a host of several GPUs)
 #
 # FLOED_ARGS adds flags to the e1 and mc steps' floed (e.g. --io-threads 8); MC_MODEL,
 # MC_WORKERS and MC_ARGS change the mc step's floe-mc runs.
@@ -120,6 +121,37 @@ for s in $steps; do
             step mc-$run bash -c "time $B/floe-mc --model ${MC_MODEL:-puzzle:3x4} --server $S --workers ${MC_WORKERS:-16} --backend gpu ${MC_ARGS:-}"
         done
         kill -TERM $pid; wait $pid ;;
+    gpus) # scaling over the host's GPUs (docs/PERFORMANCE.md, "Several GPUs"): K1 on one device, then one
+        # K1 process per device at once; E1 in process and through floed with 1, 2, ... devices
+        N=$(nvidia-smi -L | wc -l)
+        step k1-one env CUDA_VISIBLE_DEVICES=0 "$B/floe-k1-gpu" --runs 3
+        for d in $(seq 0 $((N - 1))); do
+            CUDA_VISIBLE_DEVICES=$d "$B/floe-k1-gpu" --runs 3 >"$O/k1-dev$d.log" 2>&1 &
+        done
+        wait
+        tail -n 3 "$O"/k1-dev*.log
+        g=1
+        while [ $g -le $N ]; do
+            step e1-local-g$g "$B/floe-e1-local" --backend gpu --gpus $g --runs 3 --keys 1048576 --batches 250
+            g=$((g * 2))
+        done
+        E1="-P 4 -k 64K --dup-ratio 0.5 --key-bits 40 --create --backend gpu -n ${E1_REQUESTS:-500} -q"
+        g=1
+        while [ $g -le $N ]; do
+            rm -f /tmp/floe-port
+            "$B/floed" --port 0 --port-file /tmp/floe-port --log-level info --gpus $(seq -s, 0 $((g - 1))) \
+                ${FLOED_ARGS:-} >"$O/floed-g$g.log" 2>&1 &
+            pid=$!
+            for _ in $(seq 100); do [ -s /tmp/floe-port ] && break; sleep 0.1; done
+            S=floe://127.0.0.1:$(cat /tmp/floe-port)
+            for run in 1 2 3; do
+                step e1-g$g-$run bash -c "time $B/floe-bench -s $S -t ${E1_THREADS:-8} -c ${E1_CONNS:-2} $E1"
+            done
+            "$B/floe" -H $S create parts --capacity 1000000 >/dev/null && "$B/floe" -H $S stats parts >"$O/stats-g$g.log" 2>&1
+            ps -L -o tid,comm,time -p $pid >"$O/e1-g$g-threads.log"
+            kill -TERM $pid; wait $pid
+            g=$((g * 2))
+        done ;;
     redis) # the same work done by Redis 7 (bench/redis-bundle.sh's files, carried as redis-bundle/)
         step redis env REDIS=${REDIS:-redis-bundle} OUT="$O/redis" bash bench/redis-compare.sh 3 ;;
     t1) # the tree benchmark: a tight memory budget, then default sizing for wider word domains

@@ -259,7 +259,7 @@ int main(int argc, char **argv)
         usage_error();
     }
     char name[256];
-    if (!gpu_available(name, sizeof name)) {
+    if (!gpu_available(0, name, sizeof name)) {
         fprintf(stderr, "floe-gpu-tests: no CUDA device\n");
         return 2;
     }

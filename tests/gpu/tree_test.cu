@@ -162,7 +162,7 @@ static void engine_vs_cpu(uint32_t W, size_t total, uint64_t seed)
     EXPECT(tree_create(&spec, NULL, &host, &err) == FLOE_OK, "%s", err.msg);
     EXPECT(gpu_tree_download(gpu, host, &err) == FLOE_OK, "download: %s", err.msg);
     EXPECT(tree_save(host, path, &err) == FLOE_OK, "save: %s", err.msg);
-    EXPECT(tree_load(path, NULL, &loaded, &err) == FLOE_OK, "load: %s", err.msg);
+    EXPECT(tree_load(path, 0, NULL, &loaded, &err) == FLOE_OK, "load: %s", err.msg);
     unlink(path);
     EXPECT(tree_get(loaded, ids.data(), n, res.data(), back.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
     for (size_t i = 0; i < n; i++)
@@ -226,14 +226,21 @@ static void full_is_exact(uint64_t seed)
     gpu_tree_destroy(gpu);
 }
 
-/* One TREE table through each backend, the same batches. */
-static void backends_agree(uint64_t seed, bool small)
+/* One TREE table through each backend, the same batches; with parts > 1,
+ * tables in that many parts on both (over every GPU, up to parts). */
+static void backends_agree(uint64_t seed, bool small, unsigned parts)
 {
     const uint32_t W = 17;
     floe_errinfo err;
     floe_backend *gb = NULL, *cb = NULL;
-    EXPECT(floe_backend_gpu_create(0, &gb, &err) == FLOE_OK, "%s", err.msg);
-    EXPECT(floe_backend_cpu_create(0, &cb, &err) == FLOE_OK, "%s", err.msg);
+    if (parts > 1) {
+        gb = test_gpu_parts(parts);
+        cb = test_cpu_parts(parts);
+        EXPECT(gb && cb, "backends in %u parts", parts);
+    } else {
+        EXPECT(floe_backend_gpu_create(0, 0, &gb, &err) == FLOE_OK, "%s", err.msg);
+        EXPECT(floe_backend_cpu_create(0, &cb, &err) == FLOE_OK, "%s", err.msg);
+    }
     size_t total = small ? 5000 : 200000;
     floe_spec spec = tree_spec_for(W, total, (uint64_t)total * W * 16 + (1u << 20), seed);
     floe_table *gt = NULL, *ct = NULL;
@@ -334,7 +341,8 @@ static void backends_agree(uint64_t seed, bool small)
     b.n = 1;
     b.results = rc.data();
     EXPECT(floe_table_run(gt, &b) == FLOE_ERR_UNSUPPORTED, "erase on a TREE: %d", (int)b.status);
-    printf("tree backends: %zu vectors through the GPU and CPU backends agree (insert, get, scan, save/load)\n", total);
+    printf("tree backends%s: %zu vectors through the GPU and CPU backends agree (insert, get, scan, save/load)\n",
+           parts > 1 ? " in parts" : "", total);
     floe_table_destroy(lg);
     floe_table_destroy(lt);
     floe_table_destroy(gt);
@@ -351,5 +359,6 @@ void tree_suite(uint64_t seed, bool small)
         engine_vs_cpu(lengths[i], total, seed + 100 + i);
     }
     full_is_exact(seed + 200);
-    backends_agree(seed + 300, small);
+    backends_agree(seed + 300, small, 1);
+    backends_agree(seed + 301, small, 3);
 }

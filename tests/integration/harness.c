@@ -83,6 +83,12 @@ static void remove_tls_dir(void)
         fprintf(stderr, "could not remove %s\n", tls_dir);
 }
 
+unsigned harness_parts(void)
+{
+    const char *p = getenv("FLOE_PARTITIONS");
+    return p && atoi(p) > 1 ? (unsigned)atoi(p) : 0;
+}
+
 void harness_init(void)
 {
     if (!harness_tls())
@@ -164,6 +170,10 @@ static void start(daemon_proc *d, const char *const *flags, bool logged)
     argv[n++] = "2";
     argv[n++] = "--engine-threads";
     argv[n++] = "2";
+    if (getenv("FLOE_PARTITIONS")) { /* every table in parts (make test-integration-parts) */
+        argv[n++] = "--partitions";
+        argv[n++] = getenv("FLOE_PARTITIONS");
+    }
     char tlsportfile[256], cert[128], key[128];
     snprintf(tlsportfile, sizeof tlsportfile, "%s/tlsport", d->dir);
     const bool tls = harness_tls();
@@ -471,6 +481,11 @@ int log_has(const daemon_proc *d, const char *text, int timeout_ms)
             return found;
         usleep(20000);
     }
+}
+
+char *log_text(const daemon_proc *d)
+{
+    return slurp(d->log);
 }
 
 /* How many times the log holds text. */

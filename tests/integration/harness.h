@@ -58,6 +58,8 @@ int harness_connect(const daemon_proc *d, const char *token, floe **c);
  * port.  harness_init runs once, before the suites. */
 void harness_init(void);
 int harness_tls(void);
+/* The parts of every table floed makes (FLOE_PARTITIONS; 0: whole tables). */
+unsigned harness_parts(void);
 /* Makes, with the openssl command, in dir: ca.crt/ca.key, server.crt/.key
  * (localhost and 127.0.0.1), client.crt/.key (from ca), expired.crt (the
  * server's key, expired), other-ca.crt and other-client.crt/.key (a CA the
@@ -77,6 +79,8 @@ uint64_t now_ms(void); /* CLOCK_MONOTONIC */
 void rm_rf(const char *dir);
 /* Waits until d's log (daemon_start_logged) holds text, or timeout_ms passes. */
 int log_has(const daemon_proc *d, const char *text, int timeout_ms);
+/* d's log so far (malloc'ed; NULL if none). */
+char *log_text(const daemon_proc *d);
 /* How many times d's log holds text. */
 int log_count(const daemon_proc *d, const char *text);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "harness.h"
@@ -75,7 +76,21 @@ START_TEST(every_operation)
     ck_assert_uint_eq(info.tombstones, 1);
     ck_assert_uint_eq(info.key_bits, 40);
     ck_assert_uint_gt(info.memory_bytes, 0);
-    ck_assert_uint_eq(info.level[0].row_bits, 32);
+    ck_assert_uint_eq(info.n_parts, harness_parts());
+    if (harness_parts()) { /* each part a whole table with its share of the capacity: its rows are its own */
+        uint64_t pkeys = 0, slots = 0;
+        bool one_device = true; /* the table's device, or -1 for parts on several */
+        for (unsigned p = 0; p < info.n_parts; p++) {
+            pkeys += info.parts[p].keys;
+            slots += info.parts[p].slots;
+            one_device = one_device && info.parts[p].device == info.parts[0].device;
+        }
+        ck_assert_int_eq(info.device, one_device ? info.parts[0].device : -1);
+        ck_assert_uint_eq(pkeys, info.keys);
+        ck_assert_uint_eq(slots, info.slots);
+    } else {
+        ck_assert_uint_eq(info.level[0].row_bits, 32);
+    }
     floe_table_info *all;
     size_t n;
     ck_assert_int_eq(floe_tables(c, &all, &n), FLOE_OK);

@@ -75,12 +75,37 @@ START_TEST(values_units_and_errors)
 }
 END_TEST
 
+START_TEST(gpu_lists)
+{
+    int ids[FLOE_PARTS_MAX];
+    char err[200];
+    ck_assert_int_eq(config_gpus("all", ids, err, sizeof err), 0);
+    ck_assert_int_eq(config_gpus("0", ids, err, sizeof err), 1);
+    ck_assert_int_eq(ids[0], 0);
+    ck_assert_int_eq(config_gpus("3,1", ids, err, sizeof err), 2);
+    ck_assert_int_eq(ids[0], 3);
+    ck_assert_int_eq(ids[1], 1);
+    const char *bad[] = {"", "x", "0,", ",1", "1,1", "-1", "0 1", "1.5", "99999", "all,0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = '\0';
+        ck_assert_msg(config_gpus(bad[i], ids, err, sizeof err) == -1, "'%s' accepted", bad[i]);
+        ck_assert_msg(strstr(err, "gpus") != NULL, "'%s': %s", bad[i], err);
+    }
+    floed_config c;
+    config_defaults(&c);
+    ck_assert_int_eq(config_set(&c, "partitions", "17", err, sizeof err), -1);
+    ck_assert_int_eq(config_set(&c, "partitions", "4", err, sizeof err), 0);
+    ck_assert_uint_eq(c.partitions, 4);
+}
+END_TEST
+
 Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
     TCase *tc = tcase_create("config");
     tcase_add_test(tc, shipped_file_lists_every_setting_with_its_default);
     tcase_add_test(tc, values_units_and_errors);
+    tcase_add_test(tc, gpu_lists);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -71,7 +71,7 @@ static void roundtrip(uint32_t vb)
     floe_errinfo err;
     ck_assert_int_eq(iceberg_save(t, path, &err), FLOE_OK);
     iceberg *u;
-    ck_assert_msg(iceberg_load(path, NULL, &u, &err) == FLOE_OK, "load: %s", err.msg);
+    ck_assert_msg(iceberg_load(path, 0, NULL, &u, &err) == FLOE_OK, "load: %s", err.msg);
     floe_table_stats a, b;
     iceberg_stats(t, &a);
     iceberg_stats(u, &b);
@@ -119,7 +119,7 @@ static void expect_refused(const char *path, const char *words)
 {
     iceberg *u = NULL;
     floe_errinfo err;
-    floe_status st = iceberg_load(path, NULL, &u, &err);
+    floe_status st = iceberg_load(path, 0, NULL, &u, &err);
     ck_assert_msg(st != FLOE_OK, "a bad file (%s) was loaded", words);
     ck_assert_ptr_null(u);
     ck_assert_msg(strstr(err.msg, words) != NULL, "message '%s' does not say '%s'", err.msg, words);
@@ -184,7 +184,7 @@ START_TEST(damaged_files_refused)
     expect_refused(other, "version");
     /* the good file still loads */
     iceberg *u;
-    ck_assert_int_eq(iceberg_load(path, NULL, &u, NULL), FLOE_OK);
+    ck_assert_int_eq(iceberg_load(path, 0, NULL, &u, NULL), FLOE_OK);
     iceberg_destroy(u);
     /* saving into a missing directory fails cleanly */
     floe_errinfo err;

@@ -268,7 +268,7 @@ static void run_length(uint32_t W, size_t total, floe_pool *pool)
     floe_table_stats before, after;
     tree_stats(t, &before);
     tree_destroy(t);
-    ck_assert_msg(tree_load(path, pool, &t, &err) == FLOE_OK, "load: %s", err.msg);
+    ck_assert_msg(tree_load(path, 0, pool, &t, &err) == FLOE_OK, "load: %s", err.msg);
     unlink(path);
     tree_stats(t, &after);
     ck_assert_uint_eq(after.keys, before.keys);
@@ -627,12 +627,12 @@ START_TEST(oversized_header_refused)
     for (int i = 0; i < 2; i++) {
         rewrite_header(path, fields[i], (uint64_t)1 << 40);
         t = NULL;
-        ck_assert_int_eq(tree_load(path, NULL, &t, &err), FLOE_ERR_INVALID);
+        ck_assert_int_eq(tree_load(path, 0, NULL, &t, &err), FLOE_ERR_INVALID);
         ck_assert_ptr_null(t);
         ck_assert_msg(strstr(err.msg, "section sizes") != NULL, "load: %s", err.msg);
         rewrite_header(path, fields[i], i == 0 ? 0 : 64);
     }
-    ck_assert_msg(tree_load(path, NULL, &t, &err) == FLOE_OK, "load: %s", err.msg);
+    ck_assert_msg(tree_load(path, 0, NULL, &t, &err) == FLOE_OK, "load: %s", err.msg);
     tree_destroy(t);
     unlink(path);
 }

@@ -1,0 +1,931 @@
+/*
+ * partition.c - tables in parts over inner backends (see partition.h).
+ *
+ * Each caller batch becomes a `split`: its keys counted and copied by owner
+ * into part order (a stable counting sort), one sub-batch per part that has
+ * keys, submitted to the parts in the caller's order.  A sub-batch's done()
+ * runs on its part's thread; the last one merges the answers back into the
+ * caller's arrays, and whoever completes the oldest split delivers it and
+ * every complete split behind it, so callers see submission order.
+ */
+#define _GNU_SOURCE
+#include "partition.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "floe_wire.h"
+#include "pool.h"
+#include "tablefile.h"
+
+#define MOVE_CHUNK  ((size_t)1 << 18) /* keys per scan and insert while re-partitioning a loaded file */
+#define SPLIT_CHUNK ((size_t)1 << 16) /* keys per task splitting or merging a batch */
+
+typedef struct part_backend {
+    floe_backend base;
+    floe_backend_ops ops; /* the layer's functions under inner[0]'s name */
+    floe_pool *pool;      /* splits and merges large batches */
+    unsigned ninner, parts;
+    floe_backend *inner[FLOE_PARTS_MAX];
+} part_backend;
+
+typedef struct split split;
+
+typedef struct part_table {
+    floe_table base;
+    part_backend *be;
+    unsigned parts;
+    floe_table *part[FLOE_PARTS_MAX];
+    pthread_mutex_t submit_lock; /* every part takes the batches in one order */
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    split *head, *tail; /* in submission order */
+    bool delivering;
+    split *spare; /* for a batch that arrives when no split can be allocated */
+    bool spare_busy;
+} part_table;
+
+struct split {
+    part_table *t;
+    floe_batch *b;
+    split *next;
+    atomic_uint left; /* sub-batches not yet done */
+    bool complete;
+    bool is_spare;
+    floe_status st; /* refused before any part saw it */
+    floe_errinfo err;
+    floe_batch one;   /* the sub-batch of a scan, of a refusal, or of a batch with no keys */
+    floe_batch *subs; /* per part, for batches that fan out */
+    unsigned scan_part;
+    /* part order: part p holds [off[p], off[p+1]); order[j] is the caller's index */
+    size_t off[FLOE_PARTS_MAX + 1];
+    uint32_t *order;
+    uint8_t *own;    /* each key's part, in the caller's order */
+    size_t *counts;  /* per chunk and part: keys, then first places */
+    size_t tasks;    /* chunks of the batch split and merged in parallel */
+    uint64_t *keys;  /* in part order (GET: the parts' own ids) */
+    void *vin;       /* MAP insert values */
+    uint8_t *res;
+    uint64_t *ids;
+    void *vout;
+    uint32_t *vec;   /* TREE vectors in, or GET's vectors out */
+    void *mem;       /* all of the above */
+};
+
+static const floe_backend_ops part_ops;
+
+static part_backend *backend_of(floe_backend *be)
+{
+    return (part_backend *)be;
+}
+
+unsigned floe_backend_parts(const floe_backend *be)
+{
+    if (be->ops->submit != part_ops.submit)
+        return 1;
+    return ((const part_backend *)be)->parts;
+}
+
+/* ---- the spec of a part --------------------------------------------------------------------- */
+
+/* A part's share of the capacity, with room for the hash's imbalance
+ * (about sqrt of the share), so a table that fits whole fits in parts. */
+static floe_spec part_spec(const floe_spec *whole, unsigned parts)
+{
+    floe_spec s = *whole;
+    if (parts > 1) {
+        const double share = ceil((double)whole->capacity / parts);
+        double cap = share + 4.0 * sqrt(share) + 64.0;
+        if (cap > (double)whole->capacity)
+            cap = (double)whole->capacity;
+        s.capacity = (uint64_t)cap;
+        if (whole->memory)
+            s.memory = whole->memory / parts;
+    }
+    return s;
+}
+
+/* ---- completion --------------------------------------------------------------------------- */
+
+static void split_free(split *sp)
+{
+    part_table *t = sp->t;
+    free(sp->subs);
+    free(sp->mem);
+    if (sp->is_spare) {
+        pthread_mutex_lock(&t->lock);
+        t->spare_busy = false;
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->lock);
+    } else {
+        free(sp);
+    }
+}
+
+/* Marks sp complete and delivers the complete splits at the head, in
+ * order; one thread delivers at a time. */
+static void split_complete(split *sp)
+{
+    part_table *t = sp->t;
+    pthread_mutex_lock(&t->lock);
+    sp->complete = true;
+    if (t->delivering) {
+        pthread_mutex_unlock(&t->lock);
+        return;
+    }
+    t->delivering = true;
+    while (t->head && t->head->complete) {
+        split *h = t->head;
+        t->head = h->next;
+        if (!t->head)
+            t->tail = NULL;
+        pthread_mutex_unlock(&t->lock);
+        floe_batch *b = h->b;
+        split_free(h);
+        b->done(b);
+        pthread_mutex_lock(&t->lock);
+    }
+    t->delivering = false;
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void fail(floe_batch *b, floe_status st, const floe_errinfo *err)
+{
+    if (b->status != FLOE_OK)
+        return; /* the first part's error stands */
+    b->status = st;
+    b->error = *err;
+}
+
+static void add_stage_times(floe_stage_time *to, const floe_stage_time *from)
+{
+    for (int i = 0; i < FLOE_STAGES; i++) {
+        to[i].count += from[i].count;
+        to[i].keys += from[i].keys;
+        to[i].nanos += from[i].nanos;
+    }
+}
+
+static void merge_stats(split *sp)
+{
+    part_table *t = sp->t;
+    floe_table_stats *st = &sp->b->stats;
+    const floe_table_stats *p0 = &sp->subs[0].stats;
+    double stored = 0; /* TREE: compression x vector bytes, summed */
+    memset(st, 0, sizeof *st);
+    st->spec = t->base.spec;
+    memcpy(st->backend, p0->backend, sizeof st->backend);
+    st->device = p0->device;
+    st->parts = t->parts;
+    for (unsigned p = 0; p < t->parts; p++) {
+        const floe_table_stats *s = &sp->subs[p].stats;
+        st->keys += s->keys;
+        st->tombstones += s->tombstones;
+        st->slots += s->slots;
+        st->memory_bytes += s->memory_bytes;
+        st->generation += s->generation;
+        st->nodes += s->nodes;
+        st->node_slots += s->node_slots;
+        st->orphan_nodes += s->orphan_nodes;
+        stored += s->compression * (double)s->keys;
+        if (s->device != st->device)
+            st->device = -1;
+        for (int l = 0; l < FLOE_LEVELS; l++) {
+            st->level[l].slots += s->level[l].slots;
+            st->level[l].used += s->level[l].used;
+            st->level[l].row_bits = s->level[l].row_bits;
+            st->level[l].buckets_log2 = s->level[l].buckets_log2;
+        }
+        add_stage_times(st->stage, s->stage);
+        st->part[p] = (floe_part_stats){s->keys, s->slots, s->memory_bytes, s->generation, s->device};
+    }
+    st->fill = st->slots ? (double)(st->keys + st->tombstones) / (double)st->slots : 0.0;
+    st->bytes_per_key = st->keys ? (double)st->memory_bytes / (double)st->keys : 0.0;
+    st->node_fill = st->node_slots ? (double)st->nodes / (double)st->node_slots : 0.0;
+    st->compression = st->keys ? stored / (double)st->keys : 0.0;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        st->level[l].fill = st->level[l].slots ? (double)st->level[l].used / (double)st->level[l].slots : 0.0;
+}
+
+/* The parts' images, each marked with its place, chained in part order. */
+static floe_file_image *chain_images(split *sp)
+{
+    part_table *t = sp->t;
+    floe_file_image *first = NULL, **link = &first;
+    for (unsigned p = 0; p < t->parts; p++) {
+        floe_file_image *im = sp->subs[p].image;
+        sp->subs[p].image = NULL;
+        im->h.parts = t->parts;
+        im->h.part = p;
+        im->h.whole_capacity = t->base.spec.capacity;
+        im->h.whole_memory = t->base.spec.memory;
+        *link = im;
+        link = &im->next_part;
+    }
+    return first;
+}
+
+/* Answers of part order positions [from, to) into the caller's order. */
+static void merge_range(split *sp, size_t from, size_t to)
+{
+    part_table *t = sp->t;
+    floe_batch *b = sp->b;
+    const unsigned P = t->parts;
+    const uint32_t vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
+    const size_t W = t->base.spec.words;
+    const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && b->op != FLOE_OP_GET;
+    const bool vals = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE;
+    const bool get = b->op == FLOE_OP_GET;
+    unsigned p = 0;
+    while (sp->off[p + 1] <= from)
+        p++;
+    for (size_t j = from; j < to; j++) {
+        while (sp->off[p + 1] <= j)
+            p++;
+        const size_t i = sp->order[j];
+        b->results[i] = sp->res[j];
+        if (ids)
+            b->ids[i] = sp->ids[j] == FLOE_NO_ID ? FLOE_NO_ID : sp->ids[j] * P + p;
+        if (vals) {
+            if (vb == 8)
+                ((uint64_t *)b->values_out)[i] = ((const uint64_t *)sp->vout)[j];
+            else
+                ((uint32_t *)b->values_out)[i] = ((const uint32_t *)sp->vout)[j];
+        }
+        if (get)
+            memcpy(b->vectors_out + i * W, sp->vec + j * W, W * 4);
+    }
+}
+
+static void merge_task(void *arg, size_t task)
+{
+    split *sp = arg;
+    const size_t n = sp->b->n, per = (n + sp->tasks - 1) / sp->tasks;
+    const size_t from = task * per, to = from + per < n ? from + per : n;
+    if (from < to)
+        merge_range(sp, from, to);
+}
+
+static void merge_keys(split *sp)
+{
+    floe_pool_run(sp->t->be->pool, sp->tasks, merge_task, sp);
+}
+
+/* Every part has answered: the caller's batch from theirs. */
+static void merge(split *sp)
+{
+    part_table *t = sp->t;
+    floe_batch *b = sp->b;
+    for (unsigned p = 0; p < t->parts; p++) {
+        const floe_batch *s = &sp->subs[p];
+        if (s->done && s->status != FLOE_OK)
+            fail(b, s->status, &s->error);
+        b->counts.inserted += s->counts.inserted;
+        b->counts.present += s->counts.present;
+        b->counts.absent += s->counts.absent;
+        b->counts.full += s->counts.full;
+        b->counts.erased += s->counts.erased;
+    }
+    switch (b->op) {
+    case FLOE_OP_STATS:
+        if (b->status == FLOE_OK)
+            merge_stats(sp);
+        break;
+    case FLOE_OP_COPY:
+    case FLOE_OP_SAVE:
+        if (b->status == FLOE_OK) {
+            floe_file_image *im = chain_images(sp);
+            if (b->op == FLOE_OP_COPY) {
+                b->image = im;
+            } else {
+                b->status = floe_file_image_save(b->path, im, &b->error);
+                floe_file_image_free(im);
+            }
+        }
+        break;
+    case FLOE_OP_INSERT:
+    case FLOE_OP_FIND:
+    case FLOE_OP_ERASE:
+    case FLOE_OP_GET:
+        merge_keys(sp);
+        break;
+    default:
+        break;
+    }
+    for (unsigned p = 0; p < t->parts; p++) /* images of parts whose neighbours failed */
+        floe_file_image_free(sp->subs[p].image);
+}
+
+static void scan_done(floe_batch *s);
+
+static void sub_done(floe_batch *s)
+{
+    split *sp = s->user;
+    if (atomic_fetch_sub(&sp->left, 1) == 1) {
+        merge(sp);
+        split_complete(sp);
+    }
+}
+
+/* A scan's sub-batch into part p for what is left of the caller's page. */
+static void scan_into(split *sp, unsigned p, const floe_scan_pos *from)
+{
+    part_table *t = sp->t;
+    floe_batch *b = sp->b, *s = &sp->one;
+    const size_t got = b->scan_n;
+    const uint32_t vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
+    memset(s, 0, sizeof *s);
+    sp->scan_part = p;
+    s->op = FLOE_OP_SCAN;
+    s->flags = b->flags;
+    if (from && from->position) { /* local position 0 is the part's start */
+        s->cursor = *from;
+        s->cursor_set = 1;
+    }
+    s->limit = b->limit - got;
+    s->scan_keys = b->scan_keys ? b->scan_keys + got : NULL;
+    s->scan_values = b->scan_values ? (unsigned char *)b->scan_values + got * vb : NULL;
+    s->scan_vectors = b->scan_vectors ? b->scan_vectors + got * t->base.spec.words : NULL;
+    s->done = scan_done;
+    s->user = sp;
+    floe_table_submit(t->part[p], s);
+}
+
+/* A scan's part has answered: ids and cursor in the caller's terms; a part
+ * walked to its end with room left on the page goes on into the next one. */
+static void scan_done(floe_batch *s)
+{
+    split *sp = s->user;
+    part_table *t = sp->t;
+    floe_batch *b = sp->b;
+    const unsigned p = sp->scan_part;
+    if (s->status != FLOE_OK) {
+        fail(b, s->status, &s->error);
+        split_complete(sp);
+        return;
+    }
+    if (t->base.spec.kind == FLOE_KIND_TREE)
+        for (size_t i = 0; i < s->scan_n; i++)
+            s->scan_keys[i] = s->scan_keys[i] * t->parts + p;
+    b->scan_n += s->scan_n;
+    if (s->scan_done && p + 1 < t->parts) {
+        if (b->scan_n < b->limit) {
+            scan_into(sp, p + 1, NULL);
+            return;
+        }
+        b->next = (floe_scan_pos){p + 1, 0}; /* the next part's start */
+        b->scan_done = 0;
+    } else {
+        b->next = (floe_scan_pos){s->next.position * t->parts + p, s->next.generation};
+        b->scan_done = s->scan_done;
+    }
+    split_complete(sp);
+}
+
+/* A refused batch, or one with nothing for any part, completes through its
+ * own part-0 sub-batch so that it keeps its place in the order. */
+static void carrier_done(floe_batch *s)
+{
+    split *sp = s->user;
+    if (sp->st != FLOE_OK)
+        fail(sp->b, sp->st, &sp->err);
+    else if (s->status != FLOE_OK)
+        fail(sp->b, s->status, &s->error);
+    split_complete(sp);
+}
+
+/* ---- splitting ------------------------------------------------------------------------------- */
+
+static size_t align8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* The parts of chunk c's keys, and how many each part gets. */
+static void owners_task(void *arg, size_t c)
+{
+    split *sp = arg;
+    const part_table *t = sp->t;
+    const floe_batch *b = sp->b;
+    const unsigned P = t->parts;
+    const size_t n = b->n, per = (n + sp->tasks - 1) / sp->tasks;
+    const size_t from = c * per, to = from + per < n ? from + per : n;
+    size_t *cnt = sp->counts + c * FLOE_PARTS_MAX;
+    memset(cnt, 0, FLOE_PARTS_MAX * sizeof *cnt);
+    if (b->op == FLOE_OP_GET) {
+        for (size_t i = from; i < to; i++)
+            cnt[sp->own[i] = (uint8_t)(b->keys[i] % P)]++;
+    } else if (t->base.spec.kind == FLOE_KIND_TREE) {
+        const uint32_t W = t->base.spec.words;
+        for (size_t i = from; i < to; i++)
+            cnt[sp->own[i] = (uint8_t)floe_part_of(floe_part_hash_vector(b->vectors + i * W, W), P)]++;
+    } else {
+        for (size_t i = from; i < to; i++)
+            cnt[sp->own[i] = (uint8_t)floe_part_of(floe_part_hash_key(b->keys[i]), P)]++;
+    }
+}
+
+/* Chunk c's keys (values, vectors) to their places in part order, in the
+ * caller's order within each part. */
+static void scatter_task(void *arg, size_t c)
+{
+    split *sp = arg;
+    const part_table *t = sp->t;
+    const floe_batch *b = sp->b;
+    const size_t n = b->n, per = (n + sp->tasks - 1) / sp->tasks;
+    const size_t from = c * per, to = from + per < n ? from + per : n;
+    size_t *at = sp->counts + c * FLOE_PARTS_MAX; /* now chunk c's first place in each part */
+    const uint32_t vb = sp->vin ? t->base.spec.value_bytes : 0;
+    const size_t W = t->base.spec.words;
+    const bool vectors = t->base.spec.kind == FLOE_KIND_TREE && b->op != FLOE_OP_GET;
+    for (size_t i = from; i < to; i++) {
+        const size_t j = at[sp->own[i]]++;
+        sp->order[j] = (uint32_t)i;
+        if (vectors)
+            memcpy(sp->vec + j * W, b->vectors + i * W, W * 4);
+        else if (b->op == FLOE_OP_GET)
+            sp->keys[j] = b->keys[i] / t->parts; /* the part's own id */
+        else
+            sp->keys[j] = b->keys[i];
+        if (vb == 8)
+            ((uint64_t *)sp->vin)[j] = ((const uint64_t *)b->values)[i];
+        else if (vb == 4)
+            ((uint32_t *)sp->vin)[j] = ((const uint32_t *)b->values)[i];
+    }
+}
+
+/* Cuts a keyed batch (INSERT, FIND, ERASE, GET) into part order (a stable
+ * counting sort, in chunks across the pool) and fills sp->subs;
+ * FLOE_ERR_INTERNAL when out of memory. */
+static floe_status split_keys(split *sp, floe_errinfo *err)
+{
+    part_table *t = sp->t;
+    floe_batch *b = sp->b;
+    const size_t n = b->n;
+    const unsigned P = t->parts;
+    const bool tree = t->base.spec.kind == FLOE_KIND_TREE;
+    const bool get = b->op == FLOE_OP_GET;
+    const uint32_t vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
+    const size_t wb = (size_t)t->base.spec.words * 4;
+    const bool vals_in = vb && b->values && b->op == FLOE_OP_INSERT;
+    const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && !get;
+    const bool vals_out = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE;
+    const bool vec_in = tree && !get;
+
+    sp->tasks = n / SPLIT_CHUNK + 1;
+    if (sp->tasks > floe_pool_width(t->be->pool))
+        sp->tasks = floe_pool_width(t->be->pool);
+    const size_t sz_order = align8(n * 4), sz_own = align8(n), sz_counts = sp->tasks * FLOE_PARTS_MAX * 8;
+    const size_t sz_keys = vec_in ? 0 : n * 8, sz_vin = vals_in ? align8(n * vb) : 0, sz_res = align8(n);
+    const size_t sz_ids = ids ? n * 8 : 0, sz_vout = vals_out ? align8(n * vb) : 0;
+    const size_t sz_vec = vec_in || get ? align8(n * wb) : 0;
+    unsigned char *m = floe_malloc(sz_order + sz_own + sz_counts + sz_keys + sz_vin + sz_res + sz_ids + sz_vout +
+                                   sz_vec + 8);
+    sp->subs = floe_calloc(P, sizeof *sp->subs);
+    if (!m || !sp->subs) {
+        free(m);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory splitting a batch of %zu keys", n);
+    }
+    sp->mem = m;
+    sp->order = (uint32_t *)m;
+    m += sz_order;
+    sp->own = m;
+    m += sz_own;
+    sp->counts = (size_t *)m;
+    m += sz_counts;
+    sp->keys = sz_keys ? (uint64_t *)m : NULL;
+    m += sz_keys;
+    sp->vin = sz_vin ? m : NULL;
+    m += sz_vin;
+    sp->res = m;
+    m += sz_res;
+    sp->ids = sz_ids ? (uint64_t *)m : NULL;
+    m += sz_ids;
+    sp->vout = sz_vout ? m : NULL;
+    m += sz_vout;
+    sp->vec = sz_vec ? (uint32_t *)m : NULL;
+
+    floe_pool_run(t->be->pool, sp->tasks, owners_task, sp);
+    size_t total[FLOE_PARTS_MAX] = {0};
+    for (size_t c = 0; c < sp->tasks; c++) /* each chunk's counts become its first places */
+        for (unsigned p = 0; p < P; p++) {
+            const size_t k = sp->counts[c * FLOE_PARTS_MAX + p];
+            sp->counts[c * FLOE_PARTS_MAX + p] = total[p];
+            total[p] += k;
+        }
+    sp->off[0] = 0;
+    for (unsigned p = 0; p < P; p++)
+        sp->off[p + 1] = sp->off[p] + total[p];
+    for (size_t c = 0; c < sp->tasks; c++)
+        for (unsigned p = 0; p < P; p++)
+            sp->counts[c * FLOE_PARTS_MAX + p] += sp->off[p];
+    floe_pool_run(t->be->pool, sp->tasks, scatter_task, sp);
+
+    for (unsigned p = 0; p < P; p++) {
+        const size_t o = sp->off[p], c = total[p];
+        if (!c)
+            continue;
+        floe_batch *s = &sp->subs[p];
+        s->op = b->op;
+        s->flags = b->flags;
+        s->n = c;
+        if (vec_in)
+            s->vectors = sp->vec + o * (wb / 4);
+        else
+            s->keys = sp->keys + o;
+        if (vals_in) {
+            s->values = (unsigned char *)sp->vin + o * vb;
+            s->values_len = c * vb;
+        }
+        s->results = sp->res + o;
+        if (ids)
+            s->ids = sp->ids + o;
+        if (vals_out)
+            s->values_out = (unsigned char *)sp->vout + o * vb;
+        if (get)
+            s->vectors_out = sp->vec + o * (wb / 4);
+    }
+    return FLOE_OK;
+}
+
+/* Sub-batches of an operation every part runs whole (STATS, REBUILD, SAVE as COPY, COPY). */
+static floe_status split_all(split *sp, floe_errinfo *err)
+{
+    part_table *t = sp->t;
+    floe_batch *b = sp->b;
+    sp->subs = floe_calloc(t->parts, sizeof *sp->subs);
+    if (!sp->subs)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    if (b->op == FLOE_OP_SAVE && !b->path)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "save needs a path");
+    unsigned shift = 0;
+    while ((2u << shift) <= t->parts)
+        shift++;
+    for (unsigned p = 0; p < t->parts; p++) {
+        floe_batch *s = &sp->subs[p];
+        s->op = b->op == FLOE_OP_SAVE ? FLOE_OP_COPY : b->op; /* one file of all parts: written here */
+        s->flags = b->flags;
+        s->addr_bits = b->addr_bits > shift + 1 ? b->addr_bits - shift : b->addr_bits ? 1 : 0;
+    }
+    for (unsigned p = 0; p <= t->parts; p++)
+        sp->off[p] = p; /* every part runs */
+    return FLOE_OK;
+}
+
+static split *split_new(part_table *t, floe_batch *b)
+{
+    split *sp = floe_calloc(1, sizeof *sp);
+    if (!sp) { /* the spare: wait until it is free, which one batch's completion makes it */
+        pthread_mutex_lock(&t->lock);
+        while (t->spare_busy)
+            pthread_cond_wait(&t->cv, &t->lock);
+        t->spare_busy = true;
+        sp = t->spare;
+        pthread_mutex_unlock(&t->lock);
+        memset(sp, 0, sizeof *sp);
+        sp->is_spare = true;
+        sp->st = floe_errinfo_set(&sp->err, FLOE_ERR_INTERNAL, "out of memory");
+    }
+    sp->t = t;
+    sp->b = b;
+    return sp;
+}
+
+static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_part);
+
+static void part_submit(floe_table *base, floe_batch *b)
+{
+    part_table *t = (part_table *)base;
+    if (t->parts == 1) {
+        t->part[0]->backend->ops->submit(t->part[0], b);
+        return;
+    }
+    memset(&b->counts, 0, sizeof b->counts);
+    split *sp = split_new(t, b);
+    if (sp->st == FLOE_OK)
+        sp->st = floe_batch_check(&t->base.spec, b, &sp->err);
+    bool fan_out = false;
+    if (sp->st == FLOE_OK) {
+        switch (b->op) {
+        case FLOE_OP_INSERT:
+        case FLOE_OP_FIND:
+        case FLOE_OP_ERASE:
+        case FLOE_OP_GET:
+            if (b->n > UINT32_MAX)
+                sp->st = floe_errinfo_set(&sp->err, FLOE_ERR_INVALID, "a batch of %zu keys: at most 2^32 - 1", b->n);
+            else if (b->n > 0 && (sp->st = split_keys(sp, &sp->err)) == FLOE_OK)
+                fan_out = true;
+            break;
+        case FLOE_OP_STATS:
+        case FLOE_OP_REBUILD:
+        case FLOE_OP_SAVE:
+        case FLOE_OP_COPY:
+            fan_out = (sp->st = split_all(sp, &sp->err)) == FLOE_OK;
+            break;
+        case FLOE_OP_SCAN:
+            break;
+        default:
+            sp->st = floe_errinfo_set(&sp->err, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
+        }
+    }
+    unsigned first_part = 0;
+    if (sp->st == FLOE_OK && b->op == FLOE_OP_SCAN && b->cursor_set) {
+        first_part = (unsigned)(b->cursor.position % t->parts);
+        if (b->cursor.position / t->parts > UINT64_MAX / FLOE_PARTS_MAX)
+            sp->st = floe_errinfo_set(&sp->err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table",
+                                      (unsigned long long)b->cursor.position);
+    }
+
+    /* In order: the split joins the queue before any part can answer it,
+     * and its sub-batches reach every part before the next split's. */
+    pthread_mutex_lock(&t->submit_lock);
+    pthread_mutex_lock(&t->lock);
+    if (t->tail)
+        t->tail->next = sp;
+    else
+        t->head = sp;
+    t->tail = sp;
+    pthread_mutex_unlock(&t->lock);
+    submit_parts(t, sp, fan_out, first_part);
+    pthread_mutex_unlock(&t->submit_lock);
+}
+
+static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_part)
+{
+    floe_batch *b = sp->b;
+
+    if (fan_out) {
+        /* sp may be delivered and freed as soon as its last sub-batch is in */
+        unsigned todo[FLOE_PARTS_MAX], used = 0;
+        for (unsigned p = 0; p < t->parts; p++)
+            if (sp->off[p + 1] > sp->off[p])
+                todo[used++] = p;
+        atomic_store(&sp->left, used);
+        for (unsigned i = 0; i < used; i++) {
+            floe_batch *s = &sp->subs[todo[i]];
+            s->done = sub_done;
+            s->user = sp;
+            floe_table_submit(t->part[todo[i]], s);
+        }
+        return;
+    }
+    if (sp->st == FLOE_OK && b->op == FLOE_OP_SCAN) {
+        const floe_scan_pos from = {b->cursor_set ? b->cursor.position / t->parts : 0, b->cursor.generation};
+        b->scan_n = 0;
+        scan_into(sp, first_part, &from);
+        return;
+    }
+    floe_batch *s = &sp->one;
+    s->user = sp;
+    s->op = FLOE_OP_FIND; /* no keys: answers nothing, in order behind part 0's earlier work */
+    s->done = carrier_done;
+    floe_table_submit(t->part[0], s);
+}
+
+/* ---- tables --------------------------------------------------------------------------------- */
+
+static void table_free(part_table *t)
+{
+    for (unsigned p = 0; p < t->parts; p++)
+        floe_table_destroy(t->part[p]);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->lock);
+    pthread_mutex_destroy(&t->submit_lock);
+    free(t->spare);
+    free(t);
+}
+
+static part_table *table_new(part_backend *be, const floe_spec *whole, floe_errinfo *err)
+{
+    part_table *t = floe_calloc(1, sizeof *t);
+    split *spare = floe_malloc(sizeof *spare);
+    if (!t || !spare) {
+        free(t);
+        free(spare);
+        floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    t->base.backend = &be->base;
+    t->base.spec = *whole;
+    t->be = be;
+    t->parts = be->parts;
+    t->spare = spare;
+    pthread_mutex_init(&t->submit_lock, NULL);
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    return t;
+}
+
+static floe_status part_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
+{
+    part_backend *be = backend_of(base);
+    part_table *t = table_new(be, spec, err);
+    if (!t)
+        return FLOE_ERR_INTERNAL;
+    floe_spec ps = part_spec(spec, be->parts);
+    floe_status st = FLOE_OK;
+    for (unsigned p = 0; p < be->parts && st == FLOE_OK; p++) {
+        st = floe_table_create(be->inner[p % be->ninner], &ps, &t->part[p], err);
+        if (st == FLOE_OK && p == 0)
+            ps.seed = t->part[0]->spec.seed; /* one seed for all: a part's file names it */
+    }
+    if (st != FLOE_OK) {
+        table_free(t);
+        return st;
+    }
+    t->base.spec.seed = ps.seed;
+    if (be->parts == 1)
+        t->base.spec = t->part[0]->spec;
+    *out = &t->base;
+    return FLOE_OK;
+}
+
+static bool same_table(const floe_spec *a, const floe_spec *b)
+{
+    return strcmp(a->name, b->name) == 0 && a->kind == b->kind && a->key_bits == b->key_bits &&
+           a->words == b->words && a->value_bytes == b->value_bytes && a->seed == b->seed;
+}
+
+/* Reads every part's header of path; the whole table's spec goes to whole. */
+static floe_status read_parts(const char *path, floe_file_part *where, unsigned *nparts, floe_spec *whole,
+                              floe_errinfo *err)
+{
+    floe_file_header h0, h;
+    floe_status st = floe_file_header_at(path, 0, &h0, err);
+    if (st != FLOE_OK)
+        return st;
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < h0.parts; i++) {
+        if (i > 0 && (st = floe_file_header_at(path, off, &h, err)) != FLOE_OK)
+            return st;
+        const floe_file_header *hi = i ? &h : &h0;
+        if (hi->parts != h0.parts || hi->part != i || !same_table(&hi->spec, &h0.spec))
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged (part %u does not match part 0)", path, i);
+        where[i] = (floe_file_part){off, i};
+        off += floe_file_bytes(hi);
+    }
+    *nparts = h0.parts;
+    *whole = h0.spec;
+    whole->capacity = h0.whole_capacity;
+    whole->memory = h0.whole_memory;
+    return FLOE_OK;
+}
+
+/* Every key (with its value) or vector of from into to. */
+static floe_status move_all(floe_table *from, floe_table *to, floe_errinfo *err)
+{
+    const floe_spec *s = &from->spec;
+    const bool tree = s->kind == FLOE_KIND_TREE;
+    const uint32_t vb = s->kind == FLOE_KIND_MAP ? s->value_bytes : 0;
+    const size_t wb = (size_t)s->words * 4;
+    uint64_t *keys = floe_malloc(MOVE_CHUNK * 8);
+    void *vals = vb ? floe_malloc(MOVE_CHUNK * vb) : NULL;
+    uint32_t *vecs = tree ? floe_malloc(MOVE_CHUNK * wb) : NULL;
+    uint8_t *res = floe_malloc(MOVE_CHUNK);
+    floe_status st = FLOE_OK;
+    if (!keys || !res || (vb && !vals) || (tree && !vecs))
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    floe_batch sc = {.op = FLOE_OP_SCAN, .limit = MOVE_CHUNK, .scan_keys = keys};
+    if (vb) {
+        sc.flags = FLOE_BATCH_WANT_VALUES;
+        sc.scan_values = vals;
+    }
+    sc.scan_vectors = vecs;
+    while (st == FLOE_OK) {
+        st = floe_table_run(from, &sc);
+        if (st != FLOE_OK) {
+            *err = sc.error;
+            break;
+        }
+        if (sc.scan_n > 0) {
+            floe_batch ins = {.op = FLOE_OP_INSERT, .n = sc.scan_n, .results = res};
+            if (tree) {
+                ins.vectors = vecs;
+            } else {
+                ins.keys = keys;
+                ins.values = vals;
+                ins.values_len = vb ? sc.scan_n * vb : 0;
+            }
+            st = floe_table_run(to, &ins);
+            if (st != FLOE_OK)
+                *err = ins.error;
+            else if (ins.counts.full)
+                st = floe_errinfo_set(err, FLOE_ERR_FULL, "%llu keys did not fit while loading",
+                                      (unsigned long long)ins.counts.full);
+        }
+        if (sc.scan_done)
+            break;
+        sc.cursor = sc.next;
+        sc.cursor_set = 1;
+    }
+    free(keys);
+    free(vals);
+    free(vecs);
+    free(res);
+    return st;
+}
+
+static floe_status part_load_table(floe_backend *base, const char *path, const floe_file_part *part,
+                                   floe_table **out, floe_errinfo *err)
+{
+    part_backend *be = backend_of(base);
+    if (part)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: a partitioned table does not load as a part", path);
+    floe_file_part where[FLOE_PARTS_MAX];
+    unsigned nparts = 0;
+    floe_spec whole = {.kind = FLOE_KIND_UNSPECIFIED};
+    floe_status st = read_parts(path, where, &nparts, &whole, err);
+    if (st != FLOE_OK)
+        return st;
+    if (nparts == be->parts) { /* part by part, ids kept */
+        part_table *t = table_new(be, &whole, err);
+        if (!t)
+            return FLOE_ERR_INTERNAL;
+        for (unsigned p = 0; p < be->parts && st == FLOE_OK; p++) {
+            floe_backend *in = be->inner[p % be->ninner];
+            st = in->ops->load_table(in, path, nparts > 1 ? &where[p] : NULL, &t->part[p], err);
+        }
+        if (st != FLOE_OK) {
+            table_free(t);
+            return st;
+        }
+        if (nparts == 1)
+            t->base.spec = t->part[0]->spec;
+        *out = &t->base;
+        return FLOE_OK;
+    }
+    /* Another number of parts: each of the file's parts loaded alone, its keys moved into a new table. */
+    floe_table *t = NULL;
+    st = part_create_table(base, &whole, &t, err);
+    for (unsigned i = 0; i < nparts && st == FLOE_OK; i++) {
+        floe_backend *in = be->inner[i % be->ninner];
+        floe_table *from = NULL;
+        st = in->ops->load_table(in, path, nparts > 1 ? &where[i] : NULL, &from, err);
+        if (st == FLOE_OK)
+            st = move_all(from, t, err);
+        floe_table_destroy(from);
+    }
+    if (st != FLOE_OK) {
+        floe_table_destroy(t);
+        return st;
+    }
+    *out = t;
+    return FLOE_OK;
+}
+
+static void part_destroy_table(floe_table *base)
+{
+    table_free((part_table *)base); /* each part waits for its batches; the last delivers */
+}
+
+static void part_destroy(floe_backend *base)
+{
+    part_backend *be = backend_of(base);
+    for (unsigned i = 0; i < be->ninner; i++)
+        floe_backend_destroy(be->inner[i]);
+    floe_pool_destroy(be->pool);
+    free(be);
+}
+
+static const floe_backend_ops part_ops = {
+    .name = "partitioned",
+    .create_table = part_create_table,
+    .load_table = part_load_table,
+    .submit = part_submit,
+    .destroy_table = part_destroy_table,
+    .destroy = part_destroy,
+};
+
+floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned ninner, unsigned parts,
+                                          unsigned threads, floe_backend **out, floe_errinfo *err)
+{
+    *out = NULL;
+    floe_status st = FLOE_OK;
+    if (ninner < 1 || ninner > FLOE_PARTS_MAX)
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%u inner backends: 1 to %d", ninner, FLOE_PARTS_MAX);
+    else if (parts < 1 || parts > FLOE_PARTS_MAX)
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%u parts: 1 to %d", parts, FLOE_PARTS_MAX);
+    part_backend *be = st == FLOE_OK ? floe_calloc(1, sizeof *be) : NULL;
+    if (st == FLOE_OK && !be)
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    if (st == FLOE_OK && parts > 1 && (st = floe_pool_create(threads, &be->pool, err)) != FLOE_OK)
+        free(be);
+    if (st != FLOE_OK) {
+        for (unsigned i = 0; i < ninner && i < FLOE_PARTS_MAX; i++)
+            floe_backend_destroy(inner[i]);
+        return st;
+    }
+    be->ops = part_ops;
+    be->ops.name = inner[0]->ops->name;
+    be->base.ops = &be->ops;
+    be->ninner = ninner;
+    be->parts = parts;
+    memcpy(be->inner, inner, ninner * sizeof *inner);
+    *out = &be->base;
+    return FLOE_OK;
+}

@@ -1,0 +1,557 @@
+/*
+ * test_partition.c - tables in parts (tables/partition.h) over the CPU
+ * engine, against one whole CPU table given the same batches: every
+ * answer, value and count the same, ids that name their key, scans that
+ * give every key once, stats that add up, files saved in parts that load
+ * in the same or another number of parts, bad batches refused whole, and
+ * batches completing in submission order.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "partition.h"
+#include "tablefile.h"
+#include "testutil.h"
+
+static floe_backend *cpu(void)
+{
+    floe_backend *be;
+    ck_assert_int_eq(floe_backend_cpu_create(2, &be, NULL), FLOE_OK);
+    return be;
+}
+
+/* parts over ninner CPU backends */
+static floe_backend *parted(unsigned parts, unsigned ninner)
+{
+    floe_backend *in[4], *be;
+    for (unsigned i = 0; i < ninner; i++)
+        in[i] = cpu();
+    floe_errinfo err;
+    ck_assert_msg(floe_backend_partition_create(in, ninner, parts, 2, &be, &err) == FLOE_OK, "%s", err.msg);
+    ck_assert_str_eq(floe_backend_name(be), "cpu");
+    ck_assert_uint_eq(floe_backend_parts(be), parts);
+    return be;
+}
+
+static floe_spec spec_of(floe_kind kind, uint32_t key_bits, uint32_t vb, uint64_t capacity)
+{
+    floe_spec s;
+    floe_spec_default(&s);
+    strcpy(s.name, "parts");
+    s.kind = kind;
+    s.key_bits = kind == FLOE_KIND_TREE ? 0 : key_bits;
+    s.words = kind == FLOE_KIND_TREE ? 4 : 0;
+    s.value_bytes = vb;
+    s.capacity = capacity;
+    s.seed = 12345;
+    strcpy(s.backend, "cpu");
+    return s;
+}
+
+static char *temp_path(void)
+{
+    static char path[64];
+    strcpy(path, "/tmp/floe-parts-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    return path;
+}
+
+/* Every key (and value) of t, by scanning in steps of `limit`. */
+static size_t scan_all(floe_table *t, size_t limit, uint64_t *keys, uint64_t *vals, uint32_t *vecs, size_t cap)
+{
+    const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
+    uint64_t *k = malloc(limit * 8);
+    unsigned char *v = malloc(limit * 8 + 1);
+    uint32_t *w = malloc(limit * 16 + 1);
+    floe_batch sc = {.op = FLOE_OP_SCAN, .limit = limit, .scan_keys = k};
+    if (vb) {
+        sc.flags = FLOE_BATCH_WANT_VALUES;
+        sc.scan_values = v;
+    }
+    if (t->spec.kind == FLOE_KIND_TREE)
+        sc.scan_vectors = w;
+    size_t got = 0;
+    for (int rounds = 0;; rounds++) {
+        ck_assert_msg(floe_table_run(t, &sc) == FLOE_OK, "scan: %s", sc.error.msg);
+        ck_assert_uint_le(sc.scan_n, limit);
+        for (size_t i = 0; i < sc.scan_n; i++) {
+            ck_assert_uint_lt(got, cap);
+            keys[got] = k[i];
+            if (vals) {
+                uint64_t x = 0;
+                memcpy(&x, v + i * vb, vb);
+                vals[got] = x;
+            }
+            if (vecs)
+                memcpy(vecs + got * 4, w + i * 4, 16);
+            got++;
+        }
+        if (sc.scan_done)
+            break;
+        ck_assert_int_lt(rounds, 1000000);
+        sc.cursor = sc.next;
+        sc.cursor_set = 1;
+    }
+    free(k);
+    free(v);
+    free(w);
+    return got;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The same keys and values in a and b (SET, MAP). */
+static void same_contents(floe_table *a, floe_table *b, size_t cap)
+{
+    uint64_t *ka = malloc(cap * 8), *kb = malloc(cap * 8), *va = malloc(cap * 8), *vb = malloc(cap * 8);
+    size_t na = scan_all(a, 97, ka, va, NULL, cap), nb = scan_all(b, 1000, kb, vb, NULL, cap);
+    ck_assert_uint_eq(na, nb);
+    /* pair keys with values, sort, compare */
+    uint64_t *pa = malloc(na * 16 + 16), *pb = malloc(nb * 16 + 16);
+    for (size_t i = 0; i < na; i++) {
+        pa[i] = ka[i] * 1000003u + va[i];
+        pb[i] = kb[i] * 1000003u + vb[i];
+    }
+    qsort(pa, na, 8, cmp_u64);
+    qsort(pb, nb, 8, cmp_u64);
+    ck_assert_int_eq(memcmp(pa, pb, na * 8), 0);
+    qsort(ka, na, 8, cmp_u64);
+    for (size_t i = 1; i < na; i++)
+        ck_assert_msg(ka[i - 1] != ka[i], "a scan gave key %llu twice", (unsigned long long)ka[i]);
+    free(ka), free(kb), free(va), free(vb), free(pa), free(pb);
+}
+
+/* Random INSERT / FIND / ERASE batches on a small key range (twins inside
+ * and across batches) against a whole table; ids checked against a model. */
+static void against_whole(floe_kind kind, uint32_t key_bits, uint32_t vb, unsigned parts, unsigned ninner,
+                          uint64_t seed)
+{
+    enum { ROUNDS = 60, MAXN = 150000 };
+    floe_backend *pb = parted(parts, ninner), *wb = cpu();
+    floe_spec s = spec_of(kind, key_bits, vb, 400000);
+    floe_table *p, *w;
+    ck_assert_int_eq(floe_table_create(pb, &s, &p, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_table_create(wb, &s, &w, NULL), FLOE_OK);
+    ck_assert_uint_eq(p->spec.capacity, s.capacity); /* the whole table's spec */
+    static uint64_t keys[MAXN], ids[MAXN], wids[MAXN], vals[MAXN], vout[MAXN], wvout[MAXN];
+    static uint8_t res[MAXN], wres[MAXN];
+    model m; /* key -> id */
+    model_init(&m, 1 << 19);
+    const uint64_t range = key_bits < 14 ? (1ull << key_bits) : 200000;
+    for (int r = 0; r < ROUNDS; r++) {
+        /* mostly small batches; every 15th one split in chunks across threads */
+        const size_t n = r % 15 == 7 ? MAXN - rng_below(&seed, 1000) : 1 + rng_below(&seed, 3000);
+        for (size_t i = 0; i < n; i++) {
+            keys[i] = rng_below(&seed, range);
+            if (key_bits == 64)
+                keys[i] = keys[i] * 0x9E3779B97F4A7C15ull; /* spread over 64 bits */
+            vals[i] = rng_next(&seed) & (vb == 4 ? 0xFFFFFFFFull : ~0ull);
+        }
+        if (vb == 4) /* packed 4-byte values */
+            for (size_t i = 0; i < n; i++)
+                ((uint32_t *)vals)[i] = (uint32_t)vals[i];
+        const int what = (int)rng_below(&seed, 10);
+        floe_batch b = {.keys = keys, .n = n, .results = res, .ids = ids, .values_out = vb ? vout : NULL};
+        b.op = what < 5 ? FLOE_OP_INSERT : what < 8 ? FLOE_OP_FIND : FLOE_OP_ERASE;
+        if (b.op != FLOE_OP_ERASE)
+            b.flags = FLOE_BATCH_WANT_IDS | (vb ? FLOE_BATCH_WANT_VALUES : 0);
+        if (vb && b.op == FLOE_OP_INSERT) {
+            b.values = vals;
+            b.values_len = n * vb;
+            if (rng_below(&seed, 3) == 0)
+                b.flags |= FLOE_BATCH_OVERWRITE;
+        }
+        floe_batch c = b;
+        c.results = wres;
+        c.ids = wids;
+        c.values_out = vb ? wvout : NULL;
+        ck_assert_msg(floe_table_run(p, &b) == FLOE_OK, "parts: %s", b.error.msg);
+        ck_assert_msg(floe_table_run(w, &c) == FLOE_OK, "whole: %s", c.error.msg);
+        ck_assert_int_eq(memcmp(res, wres, n), 0);
+        ck_assert_int_eq(memcmp(&b.counts, &c.counts, sizeof b.counts), 0);
+        if (vb && b.op != FLOE_OP_ERASE)
+            for (size_t i = 0; i < n; i++)
+                if (res[i] == FLOE_PRESENT || (res[i] == FLOE_INSERTED && b.op == FLOE_OP_FIND))
+                    ck_assert_int_eq(memcmp((char *)vout + i * vb, (char *)wvout + i * vb, vb), 0);
+        if (b.op == FLOE_OP_ERASE) {
+            for (size_t i = 0; i < n; i++)
+                if (res[i] == FLOE_ERASED)
+                    model_del(&m, keys[i]);
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) { /* an id names its key and only it (no rebuilds here) */
+            if (res[i] != FLOE_INSERTED && res[i] != FLOE_PRESENT)
+                continue;
+            ck_assert_uint_eq(ids[i] % parts, floe_part_of(floe_part_hash_key(keys[i]), parts));
+            uint64_t v, id;
+            if (model_get(&m, keys[i], &v, &id))
+                ck_assert_uint_eq(id, ids[i]);
+            else
+                model_put(&m, keys[i], 0, ids[i]);
+        }
+    }
+    floe_batch sp = {.op = FLOE_OP_STATS}, sw = {.op = FLOE_OP_STATS};
+    ck_assert_int_eq(floe_table_run(p, &sp), FLOE_OK);
+    ck_assert_int_eq(floe_table_run(w, &sw), FLOE_OK);
+    ck_assert_uint_eq(sp.stats.keys, sw.stats.keys);
+    ck_assert_uint_eq(sp.stats.keys, m.live);
+    ck_assert_uint_eq(sp.stats.parts, parts > 1 ? parts : 0);
+    uint64_t sum = 0, slots = 0;
+    for (unsigned i = 0; i < sp.stats.parts; i++) {
+        sum += sp.stats.part[i].keys;
+        slots += sp.stats.part[i].slots;
+        ck_assert_int_eq(sp.stats.part[i].device, -1);
+    }
+    if (parts > 1) {
+        ck_assert_uint_eq(sum, sp.stats.keys);
+        ck_assert_uint_eq(slots, sp.stats.slots);
+    }
+    ck_assert_uint_eq(sp.stats.spec.capacity, s.capacity);
+    same_contents(p, w, 1 << 19);
+    model_free(&m);
+    floe_table_destroy(p);
+    floe_table_destroy(w);
+    floe_backend_destroy(pb);
+    floe_backend_destroy(wb);
+}
+
+START_TEST(set_in_parts)
+{
+    against_whole(FLOE_KIND_SET, 20, 0, 3, 1, 1);
+    against_whole(FLOE_KIND_SET, 64, 0, 2, 2, 2);
+    against_whole(FLOE_KIND_SET, 6, 0, 5, 2, 3); /* 64 keys: parts with few or none */
+}
+END_TEST
+
+START_TEST(map_in_parts)
+{
+    against_whole(FLOE_KIND_MAP, 64, 8, 4, 2, 4);
+    against_whole(FLOE_KIND_MAP, 12, 4, 3, 1, 5);
+    against_whole(FLOE_KIND_MAP, 30, 4, 1, 1, 6); /* one part: straight through */
+}
+END_TEST
+
+START_TEST(tree_in_parts)
+{
+    enum { N = 4000, P = 3 };
+    floe_backend *pb = parted(P, 2), *wb = cpu();
+    floe_spec s = spec_of(FLOE_KIND_TREE, 0, 0, 20000);
+    floe_table *p, *w;
+    ck_assert_int_eq(floe_table_create(pb, &s, &p, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_table_create(wb, &s, &w, NULL), FLOE_OK);
+    static uint32_t vec[N * 4], back[N * 4];
+    static uint64_t ids[N], wids[N], bogus[4];
+    static uint8_t res[N], wres[N];
+    uint64_t seed = 7;
+    for (size_t i = 0; i < N; i++)
+        for (int k = 0; k < 4; k++)
+            vec[i * 4 + k] = (uint32_t)rng_below(&seed, 6); /* many twins, shared nodes */
+    floe_batch b = {.op = FLOE_OP_INSERT, .flags = FLOE_BATCH_WANT_IDS, .vectors = vec, .n = N, .results = res, .ids = ids};
+    floe_batch c = b;
+    c.results = wres;
+    c.ids = wids;
+    ck_assert_int_eq(floe_table_run(p, &b), FLOE_OK);
+    ck_assert_int_eq(floe_table_run(w, &c), FLOE_OK);
+    ck_assert_int_eq(memcmp(res, wres, N), 0);
+    ck_assert_uint_eq(b.counts.inserted, c.counts.inserted);
+    floe_batch g = {.op = FLOE_OP_GET, .keys = ids, .n = N, .results = res, .vectors_out = back};
+    ck_assert_int_eq(floe_table_run(p, &g), FLOE_OK);
+    ck_assert_uint_eq(g.counts.present, N);
+    ck_assert_int_eq(memcmp(back, vec, sizeof vec), 0);
+    bogus[0] = 1u << 30, bogus[1] = FLOE_NO_ID, bogus[2] = FLOE_NO_ID - 1, bogus[3] = ids[0] + P * 100000;
+    floe_batch gb = {.op = FLOE_OP_GET, .keys = bogus, .n = 4, .results = res, .vectors_out = back};
+    ck_assert_int_eq(floe_table_run(p, &gb), FLOE_OK);
+    ck_assert_uint_eq(gb.counts.absent, 4);
+    floe_batch f = {.op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_IDS, .vectors = vec, .n = N, .results = res, .ids = wids};
+    ck_assert_int_eq(floe_table_run(p, &f), FLOE_OK);
+    ck_assert_uint_eq(f.counts.present, N);
+    ck_assert_int_eq(memcmp(ids, wids, sizeof ids), 0);
+    floe_batch er = {.op = FLOE_OP_ERASE, .keys = ids, .n = 1, .results = res};
+    ck_assert_int_eq(floe_table_run(p, &er), FLOE_ERR_UNSUPPORTED);
+
+    /* a scan gives every vector once, with ids that get it back */
+    static uint64_t sk[N];
+    static uint32_t sv[N * 4];
+    size_t got = scan_all(p, 50, sk, NULL, sv, N);
+    ck_assert_uint_eq(got, c.counts.inserted);
+    floe_batch g2 = {.op = FLOE_OP_GET, .keys = sk, .n = got, .results = res, .vectors_out = back};
+    ck_assert_int_eq(floe_table_run(p, &g2), FLOE_OK);
+    ck_assert_uint_eq(g2.counts.present, got);
+    ck_assert_int_eq(memcmp(back, sv, got * 16), 0);
+
+    /* saved in 3 parts: the same ids in 3 parts, the same vectors in 2 */
+    char *path = temp_path();
+    floe_batch save = {.op = FLOE_OP_SAVE, .path = path};
+    ck_assert_msg(floe_table_run(p, &save) == FLOE_OK, "%s", save.error.msg);
+    floe_table *l3, *l2;
+    floe_backend *b3 = parted(P, 1), *b2 = parted(2, 1);
+    floe_errinfo err;
+    ck_assert_msg(floe_table_load(b3, path, &l3, &err) == FLOE_OK, "%s", err.msg);
+    ck_assert_msg(floe_table_load(b2, path, &l2, &err) == FLOE_OK, "%s", err.msg);
+    g.results = res;
+    ck_assert_int_eq(floe_table_run(l3, &g), FLOE_OK);
+    ck_assert_uint_eq(g.counts.present, N);
+    ck_assert_int_eq(memcmp(back, vec, sizeof vec), 0);
+    floe_batch f2 = {.op = FLOE_OP_FIND, .vectors = vec, .n = N, .results = res};
+    ck_assert_int_eq(floe_table_run(l2, &f2), FLOE_OK);
+    ck_assert_uint_eq(f2.counts.present, N);
+    floe_batch st = {.op = FLOE_OP_STATS};
+    ck_assert_int_eq(floe_table_run(l2, &st), FLOE_OK);
+    ck_assert_uint_eq(st.stats.keys, c.counts.inserted);
+    unlink(path);
+    floe_table_destroy(l3);
+    floe_table_destroy(l2);
+    floe_backend_destroy(b3);
+    floe_backend_destroy(b2);
+    floe_table_destroy(p);
+    floe_table_destroy(w);
+    floe_backend_destroy(pb);
+    floe_backend_destroy(wb);
+}
+END_TEST
+
+static void fill_map(floe_table *t, size_t n, uint64_t seed)
+{
+    uint64_t *k = malloc(n * 8), *v = malloc(n * 8);
+    uint8_t *r = malloc(n);
+    for (size_t i = 0; i < n; i++) {
+        k[i] = rng_next(&seed) >> 20;
+        v[i] = k[i] ^ 0xABCDEF;
+    }
+    floe_batch b = {.op = FLOE_OP_INSERT, .keys = k, .n = n, .values = v, .values_len = n * 8, .results = r};
+    ck_assert_int_eq(floe_table_run(t, &b), FLOE_OK);
+    ck_assert_uint_eq(b.counts.full, 0);
+    free(k), free(v), free(r);
+}
+
+START_TEST(files_in_parts)
+{
+    enum { N = 30000 };
+    floe_backend *b3 = parted(3, 2), *b2 = parted(2, 1), *b1 = parted(1, 1), *raw = cpu();
+    floe_spec s = spec_of(FLOE_KIND_MAP, 44, 8, 50000);
+    floe_table *t, *whole, *l;
+    floe_errinfo err;
+    ck_assert_int_eq(floe_table_create(b3, &s, &t, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_table_create(raw, &s, &whole, NULL), FLOE_OK);
+    fill_map(t, N, 99);
+    fill_map(whole, N, 99);
+    char path[64], wpath[64];
+    strcpy(path, temp_path());
+    strcpy(wpath, temp_path());
+    floe_batch save = {.op = FLOE_OP_SAVE, .path = path};
+    ck_assert_msg(floe_table_run(t, &save) == FLOE_OK, "%s", save.error.msg);
+    floe_batch wsave = {.op = FLOE_OP_SAVE, .path = wpath};
+    ck_assert_int_eq(floe_table_run(whole, &wsave), FLOE_OK);
+
+    /* the file is three whole files' worth of parts, each marked */
+    floe_file_header h;
+    ck_assert_int_eq(floe_file_header_at(path, 0, &h, NULL), FLOE_OK);
+    ck_assert_uint_eq(h.parts, 3);
+    ck_assert_uint_eq(h.part, 0);
+    ck_assert_uint_eq(h.whole_capacity, s.capacity);
+    uint64_t off = floe_file_bytes(&h);
+    ck_assert_int_eq(floe_file_header_at(path, off, &h, NULL), FLOE_OK);
+    ck_assert_uint_eq(h.part, 1);
+
+    /* the whole engine refuses it, saying why */
+    ck_assert_int_eq(floe_table_load(raw, path, &l, &err), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "partitioned in 3 parts") != NULL, "%s", err.msg);
+
+    /* the same number of parts: ids kept */
+    static uint64_t keys[100], ids[100], ids2[100];
+    static uint8_t res[100];
+    uint64_t seed = 99;
+    for (int i = 0; i < 100; i++)
+        keys[i] = rng_next(&seed) >> 20;
+    floe_batch f = {.op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_IDS, .keys = keys, .n = 100, .results = res, .ids = ids};
+    ck_assert_int_eq(floe_table_run(t, &f), FLOE_OK);
+    ck_assert_msg(floe_table_load(b3, path, &l, &err) == FLOE_OK, "%s", err.msg);
+    ck_assert_uint_eq(l->spec.capacity, s.capacity);
+    f.ids = ids2;
+    ck_assert_int_eq(floe_table_run(l, &f), FLOE_OK);
+    ck_assert_uint_eq(f.counts.present, 100);
+    ck_assert_int_eq(memcmp(ids, ids2, sizeof ids), 0);
+    same_contents(l, whole, 2 * N);
+    floe_table_destroy(l);
+
+    /* other numbers of parts, and a whole file into parts: the same keys and values */
+    floe_backend *into[] = {b2, b1, b3};
+    const char *from[] = {path, path, wpath};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(floe_table_load(into[i], from[i], &l, &err) == FLOE_OK, "%s", err.msg);
+        same_contents(l, whole, 2 * N);
+        floe_table_destroy(l);
+    }
+
+    /* COPY: an image of chained parts, written as one file that loads */
+    floe_batch cp = {.op = FLOE_OP_COPY};
+    ck_assert_int_eq(floe_table_run(t, &cp), FLOE_OK);
+    ck_assert_ptr_nonnull(cp.image->next_part);
+    ck_assert_int_eq(floe_file_image_save(path, cp.image, NULL), FLOE_OK);
+    floe_file_image_free(cp.image);
+    ck_assert_msg(floe_table_load(b2, path, &l, &err) == FLOE_OK, "%s", err.msg);
+    same_contents(l, whole, 2 * N);
+    floe_table_destroy(l);
+
+    /* a damaged part is refused */
+    FILE *fp = fopen(path, "r+b");
+    fseek(fp, (long)off + 700, SEEK_SET);
+    fputc(0x5A ^ fgetc(fp), fp);
+    fseek(fp, (long)off + 700, SEEK_SET);
+    fputc(0x11, fp);
+    fclose(fp);
+    ck_assert_int_eq(floe_table_load(b3, path, &l, &err), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "damaged") != NULL, "%s", err.msg);
+
+    unlink(path);
+    unlink(wpath);
+    floe_table_destroy(t);
+    floe_table_destroy(whole);
+    floe_backend_destroy(b3);
+    floe_backend_destroy(b2);
+    floe_backend_destroy(b1);
+    floe_backend_destroy(raw);
+}
+END_TEST
+
+START_TEST(bad_batches_change_nothing)
+{
+    floe_backend *be = parted(4, 2);
+    floe_spec s = spec_of(FLOE_KIND_SET, 16, 0, 1000);
+    floe_table *t;
+    ck_assert_int_eq(floe_table_create(be, &s, &t, NULL), FLOE_OK);
+    uint64_t keys[5] = {1, 2, 3, 1u << 16, 4};
+    uint8_t res[5];
+    floe_batch b = {.op = FLOE_OP_INSERT, .keys = keys, .n = 5, .results = res};
+    ck_assert_int_eq(floe_table_run(t, &b), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(b.error.msg, "key_bits") != NULL, "%s", b.error.msg);
+    floe_batch f = {.op = FLOE_OP_FIND, .keys = keys, .n = 3, .results = res};
+    ck_assert_int_eq(floe_table_run(t, &f), FLOE_OK);
+    ck_assert_uint_eq(f.counts.absent, 3);
+    uint64_t v = 5;
+    floe_batch sv = {.op = FLOE_OP_INSERT, .keys = keys, .n = 1, .values = &v, .values_len = 8, .results = res};
+    ck_assert_int_eq(floe_table_run(t, &sv), FLOE_ERR_INVALID);
+    floe_batch g = {.op = FLOE_OP_GET, .keys = keys, .n = 1, .results = res};
+    ck_assert_int_eq(floe_table_run(t, &g), FLOE_ERR_UNSUPPORTED);
+    uint64_t sk[4];
+    floe_batch sc = {.op = FLOE_OP_SCAN, .limit = 4, .scan_keys = sk, .cursor_set = 1,
+                     .cursor = {.position = UINT64_MAX - 2, .generation = 0}};
+    ck_assert_int_eq(floe_table_run(t, &sc), FLOE_ERR_INVALID);
+    floe_batch empty = {.op = FLOE_OP_FIND, .n = 0};
+    ck_assert_int_eq(floe_table_run(t, &empty), FLOE_OK);
+    floe_batch st = {.op = FLOE_OP_STATS};
+    ck_assert_int_eq(floe_table_run(t, &st), FLOE_OK);
+    ck_assert_uint_eq(st.stats.keys, 0);
+    floe_batch rb = {.op = FLOE_OP_REBUILD, .addr_bits = 0};
+    ck_assert_int_eq(floe_table_run(t, &rb), FLOE_OK);
+    floe_batch save = {.op = FLOE_OP_SAVE};
+    ck_assert_int_eq(floe_table_run(t, &save), FLOE_ERR_INVALID);
+    floe_table_destroy(t);
+    floe_backend_destroy(be);
+
+    floe_backend *in = cpu(), *out;
+    floe_errinfo err;
+    ck_assert_int_eq(floe_backend_partition_create(&in, 1, FLOE_PARTS_MAX + 1, 2, &out, &err), FLOE_ERR_INVALID);
+}
+END_TEST
+
+/* A full table of capacity keys fits in parts too (each part has room for the hash's imbalance). */
+START_TEST(capacity_fits_in_parts)
+{
+    floe_backend *be = parted(4, 1);
+    floe_spec s = spec_of(FLOE_KIND_SET, 64, 0, 100000);
+    s.grow = false;
+    floe_table *t;
+    ck_assert_int_eq(floe_table_create(be, &s, &t, NULL), FLOE_OK);
+    static uint64_t keys[100000];
+    static uint8_t res[100000];
+    uint64_t seed = 3;
+    for (size_t i = 0; i < 100000; i++)
+        keys[i] = rng_next(&seed);
+    floe_batch b = {.op = FLOE_OP_INSERT, .keys = keys, .n = 100000, .results = res};
+    ck_assert_int_eq(floe_table_run(t, &b), FLOE_OK);
+    ck_assert_uint_eq(b.counts.full, 0);
+    floe_table_destroy(t);
+    floe_backend_destroy(be);
+}
+END_TEST
+
+enum { ORDER_B = 400 };
+static floe_batch order_bs[ORDER_B];
+static atomic_int order_next;
+static int order_seen[ORDER_B];
+
+static void note_done(floe_batch *b)
+{
+    order_seen[atomic_fetch_add(&order_next, 1)] = (int)(b - order_bs);
+}
+
+/* Batches of every kind of work, submitted without waiting, complete in order;
+ * a FIND sees the INSERT submitted before it. */
+START_TEST(batches_complete_in_order)
+{
+    floe_backend *be = parted(3, 2);
+    floe_spec s = spec_of(FLOE_KIND_SET, 32, 0, 100000);
+    floe_table *t;
+    ck_assert_int_eq(floe_table_create(be, &s, &t, NULL), FLOE_OK);
+    static uint64_t keys[ORDER_B][64];
+    static uint8_t res[ORDER_B][64];
+    static uint64_t sk[ORDER_B][16];
+    atomic_store(&order_next, 0);
+    for (int i = 0; i < ORDER_B; i++) {
+        floe_batch *b = &order_bs[i];
+        memset(b, 0, sizeof *b);
+        const int kind = i % 4;
+        for (int k = 0; k < 64; k++)
+            keys[i][k] = (uint64_t)(i / 4) * 64 + (uint64_t)k;
+        b->op = kind == 0 ? FLOE_OP_INSERT : kind == 1 ? FLOE_OP_FIND : kind == 2 ? FLOE_OP_SCAN : FLOE_OP_STATS;
+        b->keys = keys[i];
+        b->n = kind < 2 ? 64 : 0;
+        b->results = res[i];
+        b->scan_keys = sk[i];
+        b->limit = 16;
+        b->done = note_done;
+    }
+    for (int i = 0; i < ORDER_B; i++)
+        floe_table_submit(t, &order_bs[i]);
+    while (atomic_load(&order_next) < ORDER_B)
+        usleep(1000);
+    for (int i = 0; i < ORDER_B; i++) {
+        ck_assert_int_eq(order_seen[i], i);
+        ck_assert_int_eq(order_bs[i].status, FLOE_OK);
+        if (order_bs[i].op == FLOE_OP_FIND)
+            ck_assert_uint_eq(order_bs[i].counts.present, 64); /* inserted by the batch before */
+        if (order_bs[i].op == FLOE_OP_STATS)
+            ck_assert_uint_eq(order_bs[i].stats.keys, (uint64_t)(i / 4 + 1) * 64);
+    }
+    floe_table_destroy(t);
+    floe_backend_destroy(be);
+}
+END_TEST
+
+Suite *partition_suite(void)
+{
+    Suite *s = suite_create("partition");
+    TCase *tc = tcase_create("partition");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, set_in_parts);
+    tcase_add_test(tc, map_in_parts);
+    tcase_add_test(tc, tree_in_parts);
+    tcase_add_test(tc, files_in_parts);
+    tcase_add_test(tc, bad_batches_change_nothing);
+    tcase_add_test(tc, capacity_fits_in_parts);
+    tcase_add_test(tc, batches_complete_in_order);
+    suite_add_tcase(s, tc);
+    return s;
+}
