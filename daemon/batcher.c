@@ -19,6 +19,7 @@
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
+#include "partition.h"
 #include "pool.h"
 #include "registry.h"
 #include "reply.h"
@@ -61,7 +62,9 @@ void batcher_init(batcher *bt, struct server *srv, floe_table *table)
     bt->srv = srv;
     bt->table = table;
     bt->value_bytes = table->spec.kind == FLOE_KIND_MAP ? table->spec.value_bytes : 0;
-    for (int i = 0; i < BATCHER_DEPTH; i++)
+    const unsigned depth = BATCHER_DEPTH_PER_PART * floe_backend_parts(table->backend);
+    bt->depth = depth < BATCHER_DEPTH_MAX ? depth : BATCHER_DEPTH_MAX;
+    for (int i = 0; i < BATCHER_DEPTH_MAX; i++)
         bt->slots[i].bt = bt;
     bt->words = table->spec.kind == FLOE_KIND_TREE ? table->spec.words : 0;
     atomic_init(&bt->last_save, (int_fast64_t)time(NULL));
@@ -69,7 +72,7 @@ void batcher_init(batcher *bt, struct server *srv, floe_table *table)
 
 void batcher_destroy(batcher *bt)
 {
-    for (int i = 0; i < BATCHER_DEPTH; i++) {
+    for (int i = 0; i < BATCHER_DEPTH_MAX; i++) {
         free(bt->slots[i].keys_buf);
         free(bt->slots[i].values_buf);
     }
@@ -266,9 +269,9 @@ static struct table_entry *launch_locked(batcher *bt)
 {
     const uint64_t max_keys = LIVE(bt->srv, max_batch_keys);
     struct table_entry *reap = NULL;
-    if (bt->inflight < BATCHER_DEPTH)
+    if (bt->inflight < bt->depth)
         drop_abandoned(bt);
-    while (bt->inflight < BATCHER_DEPTH && bt->head) {
+    while (bt->inflight < bt->depth && bt->head) {
         item *first = bt->head;
         if (first->pre_status != FLOE_OK || first->op == ITEM_DRAIN) {
             if (bt->inflight > 0)
@@ -379,7 +382,7 @@ static struct table_entry *launch_locked(batcher *bt)
             free_buffers(sl);
             continue;
         }
-        bt->next = (bt->next + 1) % BATCHER_DEPTH;
+        bt->next = (bt->next + 1) % bt->depth;
         bt->inflight++;
         sl->t_submit = floe_now_ns();
         floe_table_submit(bt->table, b);

@@ -2,7 +2,7 @@
  * batcher.h - one per table: turns queued requests into engine batches.
  *
  * Requests are validated by the io thread, then queued here in arrival
- * order.  While the backend holds fewer than BATCHER_DEPTH of the table's
+ * order.  While the backend holds fewer than `depth` of the table's
  * batches, whatever is queued is launched at once (no timer: at low load a
  * request's latency is one batch); while they run, the queue grows into the
  * next one.  A batch holds one operation kind (and one
@@ -81,8 +81,11 @@ typedef struct batch_out {
 
 /* Batches a table may have with its backend at once: while one runs, the
  * next is merged and handed over, so the engine never waits for the
- * batcher (the backend runs a table's batches in submission order). */
-#define BATCHER_DEPTH 2
+ * batcher (the backend runs a table's batches in submission order).  Two
+ * per part of a table in parts (tables/partition.h): a batch there waits
+ * for its split, every part and its merge, and parts run side by side. */
+#define BATCHER_DEPTH_PER_PART 2
+#define BATCHER_DEPTH_MAX      8
 
 /* One batch with the backend and its buffers. */
 typedef struct batch_slot {
@@ -109,7 +112,8 @@ typedef struct batcher {
     floe_table *table;
     uint32_t value_bytes;
     uint32_t words; /* TREE: u32 words per vector; 0 for SET, MAP */
-    batch_slot slots[BATCHER_DEPTH];
+    unsigned depth; /* BATCHER_DEPTH_PER_PART x the table's parts, at most BATCHER_DEPTH_MAX */
+    batch_slot slots[BATCHER_DEPTH_MAX];
     /* parse, queue, merge, backend, reply (tables/spec.h), under lock */
     floe_stage_time stage[FLOE_STAGES];
     /* snapshots (snapshot.c): keys inserted or erased since the table was

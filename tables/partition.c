@@ -1,9 +1,10 @@
 /*
  * partition.c - tables in parts over inner backends (see partition.h).
  *
- * Each caller batch becomes a `split`: its keys counted and copied by owner
- * into part order (a stable counting sort), one sub-batch per part that has
- * keys, submitted to the parts in the caller's order.  A sub-batch's done()
+ * A submitted batch is queued for the table's splitter thread, where it
+ * becomes a `split`: its keys counted and copied by owner into part order
+ * (a stable counting sort, in chunks across the backend's pool), one
+ * sub-batch per part that has keys, handed to the parts in submission order.  A sub-batch's done()
  * runs on its part's thread; the last one merges the answers back into the
  * caller's arrays, and whoever completes the oldest split delivers it and
  * every complete split behind it, so callers see submission order.
@@ -41,13 +42,24 @@ typedef struct part_table {
     part_backend *be;
     unsigned parts;
     floe_table *part[FLOE_PARTS_MAX];
-    pthread_mutex_t submit_lock; /* every part takes the batches in one order */
+    /* Submitted batches wait here for the splitter thread, which cuts them
+     * and hands the pieces to the parts in submission order (a submit only
+     * queues, as the interface asks: a caller holding its own lock is not
+     * held up by a split). */
+    pthread_t splitter;
+    bool splitter_started;
+    pthread_mutex_t in_lock;
+    pthread_cond_t in_cv;
+    floe_batch *in_head, *in_tail;
+    bool stopping;
+    /* completion */
     pthread_mutex_t lock;
     pthread_cond_t cv;
     split *head, *tail; /* in submission order */
     bool delivering;
     split *spare; /* for a batch that arrives when no split can be allocated */
     bool spare_busy;
+    floe_stage_time split_time, join_time; /* under lock */
 } part_table;
 
 struct split {
@@ -204,6 +216,10 @@ static void merge_stats(split *sp)
         add_stage_times(st->stage, s->stage);
         st->part[p] = (floe_part_stats){s->keys, s->slots, s->memory_bytes, s->generation, s->device};
     }
+    pthread_mutex_lock(&t->lock);
+    st->stage[FLOE_STAGE_SPLIT] = t->split_time;
+    st->stage[FLOE_STAGE_JOIN] = t->join_time;
+    pthread_mutex_unlock(&t->lock);
     st->fill = st->slots ? (double)(st->keys + st->tombstones) / (double)st->slots : 0.0;
     st->bytes_per_key = st->keys ? (double)st->memory_bytes / (double)st->keys : 0.0;
     st->node_fill = st->node_slots ? (double)st->nodes / (double)st->node_slots : 0.0;
@@ -273,7 +289,13 @@ static void merge_task(void *arg, size_t task)
 
 static void merge_keys(split *sp)
 {
-    floe_pool_run(sp->t->be->pool, sp->tasks, merge_task, sp);
+    part_table *t = sp->t;
+    const uint64_t t0 = floe_now_ns();
+    floe_pool_run(t->be->pool, sp->tasks, merge_task, sp);
+    const uint64_t ns = floe_now_ns() - t0;
+    pthread_mutex_lock(&t->lock);
+    floe_stage_add(&t->join_time, sp->b->n, ns);
+    pthread_mutex_unlock(&t->lock);
 }
 
 /* Every part has answered: the caller's batch from theirs. */
@@ -605,6 +627,20 @@ static void part_submit(floe_table *base, floe_batch *b)
         t->part[0]->backend->ops->submit(t->part[0], b);
         return;
     }
+    b->link = NULL;
+    pthread_mutex_lock(&t->in_lock);
+    if (t->in_tail)
+        t->in_tail->link = b;
+    else
+        t->in_head = b;
+    t->in_tail = b;
+    pthread_cond_signal(&t->in_cv);
+    pthread_mutex_unlock(&t->in_lock);
+}
+
+/* Splits b and hands its pieces to the parts (the splitter thread). */
+static void split_and_submit(part_table *t, floe_batch *b)
+{
     memset(&b->counts, 0, sizeof b->counts);
     split *sp = split_new(t, b);
     if (sp->st == FLOE_OK)
@@ -618,8 +654,15 @@ static void part_submit(floe_table *base, floe_batch *b)
         case FLOE_OP_GET:
             if (b->n > UINT32_MAX)
                 sp->st = floe_errinfo_set(&sp->err, FLOE_ERR_INVALID, "a batch of %zu keys: at most 2^32 - 1", b->n);
-            else if (b->n > 0 && (sp->st = split_keys(sp, &sp->err)) == FLOE_OK)
-                fan_out = true;
+            else if (b->n > 0) {
+                const uint64_t t0 = floe_now_ns();
+                if ((sp->st = split_keys(sp, &sp->err)) == FLOE_OK)
+                    fan_out = true;
+                const uint64_t ns = floe_now_ns() - t0;
+                pthread_mutex_lock(&t->lock);
+                floe_stage_add(&t->split_time, b->n, ns);
+                pthread_mutex_unlock(&t->lock);
+            }
             break;
         case FLOE_OP_STATS:
         case FLOE_OP_REBUILD:
@@ -642,8 +685,7 @@ static void part_submit(floe_table *base, floe_batch *b)
     }
 
     /* In order: the split joins the queue before any part can answer it,
-     * and its sub-batches reach every part before the next split's. */
-    pthread_mutex_lock(&t->submit_lock);
+     * and (one splitter) its sub-batches reach every part before the next split's. */
     pthread_mutex_lock(&t->lock);
     if (t->tail)
         t->tail->next = sp;
@@ -652,7 +694,30 @@ static void part_submit(floe_table *base, floe_batch *b)
     t->tail = sp;
     pthread_mutex_unlock(&t->lock);
     submit_parts(t, sp, fan_out, first_part);
-    pthread_mutex_unlock(&t->submit_lock);
+}
+
+static void *splitter_main(void *arg)
+{
+    part_table *t = arg;
+    pthread_setname_np(pthread_self(), "floe-split");
+    pthread_mutex_lock(&t->in_lock);
+    for (;;) {
+        floe_batch *b = t->in_head;
+        if (!b) {
+            if (t->stopping)
+                break;
+            pthread_cond_wait(&t->in_cv, &t->in_lock);
+            continue;
+        }
+        t->in_head = b->link;
+        if (!t->in_head)
+            t->in_tail = NULL;
+        pthread_mutex_unlock(&t->in_lock);
+        split_and_submit(t, b);
+        pthread_mutex_lock(&t->in_lock);
+    }
+    pthread_mutex_unlock(&t->in_lock);
+    return NULL;
 }
 
 static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_part)
@@ -691,11 +756,19 @@ static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_
 
 static void table_free(part_table *t)
 {
+    if (t->splitter_started) { /* it hands on what is queued, then stops */
+        pthread_mutex_lock(&t->in_lock);
+        t->stopping = true;
+        pthread_cond_signal(&t->in_cv);
+        pthread_mutex_unlock(&t->in_lock);
+        pthread_join(t->splitter, NULL);
+    }
     for (unsigned p = 0; p < t->parts; p++)
         floe_table_destroy(t->part[p]);
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->lock);
-    pthread_mutex_destroy(&t->submit_lock);
+    pthread_cond_destroy(&t->in_cv);
+    pthread_mutex_destroy(&t->in_lock);
     free(t->spare);
     free(t);
 }
@@ -715,9 +788,18 @@ static part_table *table_new(part_backend *be, const floe_spec *whole, floe_erri
     t->be = be;
     t->parts = be->parts;
     t->spare = spare;
-    pthread_mutex_init(&t->submit_lock, NULL);
+    pthread_mutex_init(&t->in_lock, NULL);
+    pthread_cond_init(&t->in_cv, NULL);
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cv, NULL);
+    if (t->parts > 1) {
+        if (pthread_create(&t->splitter, NULL, splitter_main, t) != 0) {
+            table_free(t);
+            floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot start the table's splitter thread");
+            return NULL;
+        }
+        t->splitter_started = true;
+    }
     return t;
 }
 

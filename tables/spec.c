@@ -40,7 +40,8 @@ const char *floe_kind_name(floe_kind k)
 const char *floe_stage_name(int stage)
 {
     static const char *const names[FLOE_STAGES] = {
-        "parse", "queue", "merge", "backend", "stage_in", "h2d", "kernel", "d2h", "stage_out", "reply", "io_cpu",
+        "parse", "queue",  "merge", "backend", "split", "stage_in",
+        "h2d",   "kernel", "d2h",   "stage_out", "join", "reply", "io_cpu",
     };
     return stage >= 0 && stage < FLOE_STAGES ? names[stage] : NULL;
 }

@@ -93,11 +93,13 @@ enum {
     FLOE_STAGE_QUEUE,     /* a request's wait in the table's queue until its batch is launched */
     FLOE_STAGE_MERGE,     /* gathering several requests' keys into one batch (per batch) */
     FLOE_STAGE_BACKEND,   /* a batch from submission to completion, the engine's whole time (per batch) */
+    FLOE_STAGE_SPLIT,     /* a table in parts: cutting a batch into the parts' batches (per batch) */
     FLOE_STAGE_STAGE_IN,  /* GPU: copying a piece's keys into pinned staging memory (per piece) */
     FLOE_STAGE_H2D,       /* GPU: host-to-device copy (per piece) */
     FLOE_STAGE_KERNEL,    /* GPU: the table's kernels (per piece) */
     FLOE_STAGE_D2H,       /* GPU: device-to-host copy of the answers (per piece) */
     FLOE_STAGE_STAGE_OUT, /* GPU: answers from pinned memory into the batch, tallies (per piece) */
+    FLOE_STAGE_JOIN,      /* a table in parts: the parts' answers back into the batch's order (per batch) */
     FLOE_STAGE_REPLY,     /* building the response frames of a batch and handing them to io threads */
     FLOE_STAGE_IO_CPU,    /* CPU time of all io threads since floed started (server-wide) */
     FLOE_STAGES

@@ -125,11 +125,13 @@ for s in $steps; do
         # K1 process per device at once; E1 in process and through floed with 1, 2, ... devices
         N=$(nvidia-smi -L | wc -l)
         step k1-one env CUDA_VISIBLE_DEVICES=0 "$B/floe-k1-gpu" --runs 3
+        t0=$(date +%s.%N)
         for d in $(seq 0 $((N - 1))); do
-            CUDA_VISIBLE_DEVICES=$d "$B/floe-k1-gpu" --runs 3 >"$O/k1-dev$d.log" 2>&1 &
+            (CUDA_VISIBLE_DEVICES=$d "$B/floe-k1-gpu" --runs 3 >"$O/k1-dev$d.log" 2>&1
+             echo "device $d: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s after the start" >>"$O/k1-dev$d.log") &
         done
         wait
-        tail -n 3 "$O"/k1-dev*.log
+        tail -n 4 "$O"/k1-dev*.log
         g=1
         while [ $g -le $N ]; do
             step e1-local-g$g "$B/floe-e1-local" --backend gpu --gpus $g --runs 3 --keys 1048576 --batches 250

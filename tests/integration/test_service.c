@@ -207,6 +207,71 @@ START_TEST(systemd_notify)
 }
 END_TEST
 
+/* Tables in parts (setting partitions) saved at shutdown come back with the
+ * same number of parts (TREE ids kept), in another number (re-partitioned:
+ * every key, value and vector there), and whole. */
+START_TEST(parts_across_restarts)
+{
+    enum { KEYS = 200000, VECS = 3000, W = 6 };
+    char data[] = "/tmp/floe-data-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(data));
+    const char *three[] = {"--data-dir", data, "--partitions", "3", NULL};
+    daemon_proc d;
+    daemon_start(&d, three);
+    floe *c = connect_ok(&d);
+    floe_table_def s = {.name = "s", .kind = FLOE_TABLE_SET, .key_bits = 48, .capacity = 400000};
+    floe_table_def m = {.name = "m", .kind = FLOE_TABLE_MAP, .key_bits = 48, .value_bytes = 8, .capacity = 4000,
+                        .grow = 1};
+    floe_table_def t = {.name = "t", .kind = FLOE_TABLE_TREE, .words = W, .capacity = 10000};
+    ck_assert_int_eq(floe_create(c, &s), FLOE_OK);
+    ck_assert_int_eq(floe_create(c, &m), FLOE_OK);
+    ck_assert_int_eq(floe_create(c, &t), FLOE_OK);
+    insert_range(c, "s", 0, KEYS);
+    static uint64_t mk[50000], mv[50000], got[50000], ids[VECS], ids2[VECS];
+    static uint8_t res[50000];
+    static uint32_t vec[VECS * W], back[VECS * W];
+    for (size_t i = 0; i < 50000; i++) {
+        mk[i] = key_at(i) ^ 0x5555;
+        mv[i] = i * 7 + 1;
+    }
+    ck_assert_int_eq(floe_insert_values(c, "m", mk, mv, 50000, 8, 0, res, NULL, NULL), FLOE_OK); /* grows */
+    for (size_t i = 0; i < VECS * W; i++)
+        vec[i] = (uint32_t)(i / W * 31 + i % W);
+    ck_assert_int_eq(floe_insert_vectors(c, "t", vec, VECS, W, res, ids, NULL), FLOE_OK);
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "s", &info), FLOE_OK);
+    ck_assert_uint_eq(info.n_parts, 3);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0); /* saved at shutdown */
+
+    const char *const again[][5] = {{"--data-dir", data, "--partitions", "3", NULL},
+                                    {"--data-dir", data, "--partitions", "2", NULL},
+                                    {"--data-dir", data, "--partitions", "1", NULL}};
+    const unsigned parts[] = {3, 2, 0};
+    for (int r = 0; r < 3; r++) {
+        daemon_start(&d, again[r]);
+        c = connect_ok(&d);
+        expect_present(c, "s", 0, KEYS);
+        ck_assert_int_eq(floe_stats(c, "s", &info), FLOE_OK);
+        ck_assert_uint_eq(info.keys, KEYS);
+        ck_assert_uint_eq(info.n_parts, parts[r]);
+        ck_assert_int_eq(floe_find(c, "m", mk, 50000, res, got, 8, NULL), FLOE_OK);
+        for (size_t i = 0; i < 50000; i++)
+            ck_assert_msg(res[i] == FLOE_PRESENT && got[i] == mv[i], "restart %d: map key %zu", r, i);
+        ck_assert_int_eq(floe_find_vectors(c, "t", vec, VECS, W, res, ids2, NULL), FLOE_OK);
+        for (size_t i = 0; i < VECS; i++)
+            ck_assert_msg(res[i] == FLOE_PRESENT, "restart %d: vector %zu", r, i);
+        if (r == 0) /* the same parts: the same ids */
+            ck_assert_int_eq(memcmp(ids, ids2, sizeof ids), 0);
+        ck_assert_int_eq(floe_get_by_id(c, "t", ids2, VECS, W, res, back), FLOE_OK);
+        ck_assert_int_eq(memcmp(back, vec, sizeof vec), 0);
+        floe_close(c);
+        ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+    }
+    rm_rf(data);
+}
+END_TEST
+
 START_TEST(no_notify_socket_no_messages)
 {
     /* without NOTIFY_SOCKET nothing is sent and floed runs as before */
@@ -642,6 +707,7 @@ Suite *service_suite(void)
     tcase_add_test(tc, bad_settings_exit_2);
     tcase_add_test(tc, dot_names_refused);
     tcase_add_test(tc, create_without_memory_is_full);
+    tcase_add_test(tc, parts_across_restarts);
     suite_add_tcase(s, tc);
     return s;
 }
