@@ -485,6 +485,8 @@ int floe_poll(floe *c, int timeout_ms)
     for (;;) {
         if (c->fd < 0)
             return completed ? completed : -1;
+        if (timeout_ms < 0 && !c->head && !floe_want_write(c))
+            return completed; /* nothing in flight: waiting could only hang */
         const uint64_t now = now_ms();
         const uint64_t deadline = c->head ? c->head->deadline : 0; /* the oldest call's is the earliest */
         if (deadline && now >= deadline) {

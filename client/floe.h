@@ -360,8 +360,9 @@ floe_call *floe_send_find_vectors(floe *c, const char *table, const uint32_t *ve
 floe_call *floe_send_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, floe_callback *cb, void *arg);
 
 /* Writes what is queued and handles what arrives for up to timeout_ms
- * (0: do not wait; -1: until at least one call completes).  Returns the
- * number of calls completed, or -1 if the connection failed. */
+ * (0: do not wait; -1: until at least one call completes, or at once when
+ * no call is in flight: nothing could complete).  Returns the number of
+ * calls completed, or -1 if the connection failed. */
 int floe_poll(floe *c, int timeout_ms);
 /* For a program that multiplexes several connections in one thread (as
  * floe-bench does): the connection's socket, to poll(2) for POLLIN, and for

@@ -310,7 +310,9 @@ static void expand_queue(worker *w)
         }
         if (w->status || flush(w) != 0)
             return;
-        if (floe_inflight(w->c) == 0 && w->q.head == w->q.tail)
+        if (w->q.head < w->q.tail)
+            continue; /* answers that came in while the flush sent brought states */
+        if (floe_inflight(w->c) == 0)
             return; /* nothing left to expand, nothing more can come */
         if (floe_poll(w->c, -1) < 0) {
             fail(w, floe_error(w->c), "connection lost: %s", floe_errstr(w->c));
