@@ -4,10 +4,11 @@
  * A submitted batch is queued for the table's splitter thread, where it
  * becomes a `split`: its keys counted and copied by owner into part order
  * (a stable counting sort, in chunks across the backend's pool), one
- * sub-batch per part that has keys, handed to the parts in submission order.  A sub-batch's done()
- * runs on its part's thread; the last one merges the answers back into the
- * caller's arrays, and whoever completes the oldest split delivers it and
- * every complete split behind it, so callers see submission order.
+ * sub-batch per part that has keys, handed to the parts in submission
+ * order.  A sub-batch's done() runs on its part's thread; the last one
+ * merges the answers back into the caller's arrays, and whoever completes
+ * the oldest split delivers it and every complete split behind it, so
+ * callers see submission order.
  */
 #define _GNU_SOURCE
 #include "partition.h"
