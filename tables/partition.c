@@ -5,10 +5,10 @@
  * becomes a `split`: its keys counted and copied by owner into part order
  * (a stable counting sort, in chunks across the backend's pool), one
  * sub-batch per part that has keys, handed to the parts in submission
- * order.  A sub-batch's done() runs on its part's thread; the last one
- * merges the answers back into the caller's arrays, and whoever completes
- * the oldest split delivers it and every complete split behind it, so
- * callers see submission order.
+ * order.  A sub-batch's done() runs on its part's thread and puts that
+ * part's answers back into the caller's arrays; the last one adds up the
+ * counts, and whoever completes the oldest split delivers it and every
+ * complete split behind it, so callers see submission order.
  */
 #define _GNU_SOURCE
 #include "partition.h"
@@ -80,7 +80,7 @@ struct split {
     uint32_t *order;
     uint8_t *own;    /* each key's part, in the caller's order */
     size_t *counts;  /* per chunk and part: keys, then first places */
-    size_t tasks;    /* chunks of the batch split and merged in parallel */
+    size_t tasks;    /* chunks of the batch split in parallel */
     uint64_t *keys;  /* in part order (GET: the parts' own ids) */
     void *vin;       /* MAP insert values */
     uint8_t *res;
@@ -279,23 +279,35 @@ static void merge_range(split *sp, size_t from, size_t to)
     }
 }
 
-static void merge_task(void *arg, size_t task)
+typedef struct join_job {
+    split *sp;
+    size_t from, to, per;
+} join_job;
+
+static void join_task(void *arg, size_t task)
 {
-    split *sp = arg;
-    const size_t n = sp->b->n, per = (n + sp->tasks - 1) / sp->tasks;
-    const size_t from = task * per, to = from + per < n ? from + per : n;
+    const join_job *j = arg;
+    const size_t from = j->from + task * j->per, to = from + j->per < j->to ? from + j->per : j->to;
     if (from < to)
-        merge_range(sp, from, to);
+        merge_range(j->sp, from, to);
 }
 
-static void merge_keys(split *sp)
+/* Part p has answered: its answers into the caller's arrays, on its own
+ * thread as soon as it is done (parts answer disjoint keys), so that the
+ * last part to finish joins only its own share. */
+static void join_part(split *sp, unsigned p)
 {
     part_table *t = sp->t;
+    const size_t from = sp->off[p], to = sp->off[p + 1], n = to - from;
+    size_t tasks = n / SPLIT_CHUNK + 1;
+    if (tasks > floe_pool_width(t->be->pool))
+        tasks = floe_pool_width(t->be->pool);
+    join_job j = {sp, from, to, (n + tasks - 1) / tasks};
     const uint64_t t0 = floe_now_ns();
-    floe_pool_run(t->be->pool, sp->tasks, merge_task, sp);
+    floe_pool_run(t->be->pool, tasks, join_task, &j);
     const uint64_t ns = floe_now_ns() - t0;
     pthread_mutex_lock(&t->lock);
-    floe_stage_add(&t->join_time, sp->b->n, ns);
+    floe_stage_add(&t->join_time, n, ns);
     pthread_mutex_unlock(&t->lock);
 }
 
@@ -331,13 +343,7 @@ static void merge(split *sp)
             }
         }
         break;
-    case FLOE_OP_INSERT:
-    case FLOE_OP_FIND:
-    case FLOE_OP_ERASE:
-    case FLOE_OP_GET:
-        merge_keys(sp);
-        break;
-    default:
+    default: /* keyed operations: each part joined its answers when it finished */
         break;
     }
     for (unsigned p = 0; p < t->parts; p++) /* images of parts whose neighbours failed */
@@ -349,6 +355,10 @@ static void scan_done(floe_batch *s);
 static void sub_done(floe_batch *s)
 {
     split *sp = s->user;
+    const floe_op op = sp->b->op;
+    if (s->status == FLOE_OK &&
+        (op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET))
+        join_part(sp, (unsigned)(s - sp->subs));
     if (atomic_fetch_sub(&sp->left, 1) == 1) {
         merge(sp);
         split_complete(sp);
