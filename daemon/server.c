@@ -760,7 +760,8 @@ static int start_listeners(server *srv)
     return 0;
 }
 
-/* The devices of the gpus setting, checked against the host's; -1 with gpu_name saying why. */
+/* The devices of the gpus setting, checked against the host's: 0, or with
+ * gpu_name saying why, -1 (no GPU here) or -2 (gpus names one not here). */
 static int gpu_devices(server *srv)
 {
     char why[200];
@@ -779,7 +780,7 @@ static int gpu_devices(server *srv)
         if (srv->gpu_ids[i] >= have) {
             snprintf(srv->gpu_name, sizeof srv->gpu_name, "gpus names device %d; this host has %d (0..%d)",
                      srv->gpu_ids[i], have, have - 1);
-            return -1;
+            return -2;
         }
     srv->ngpus = n;
     return 0;
@@ -792,11 +793,11 @@ static int start_gpu(server *srv)
     floe_errinfo err;
     floe_backend *dev_be[FLOE_PARTS_MAX];
     char dev[96];
-    int n = 0, bad = 0;
+    int n = 0, devices = 0;
     if (!floe_gpu_built()) {
         snprintf(srv->gpu_name, sizeof srv->gpu_name, "this floed was built without GPU support (GPU=0)");
-    } else if (gpu_devices(srv) != 0) {
-        bad = strncmp(srv->gpu_name, "gpus", 4) == 0; /* a device named that is not there */
+    } else if ((devices = gpu_devices(srv)) != 0) {
+        /* gpu_name says why */
     } else {
         for (; n < srv->ngpus; n++)
             if (floe_backend_gpu_create(srv->gpu_ids[n], (unsigned)srv->cfg.engine_threads, &dev_be[n], &err) !=
@@ -809,7 +810,8 @@ static int start_gpu(server *srv)
                 floe_backend_destroy(dev_be[i]);
         } else {
             const unsigned parts = srv->cfg.partitions ? (unsigned)srv->cfg.partitions : (unsigned)n;
-            if (floe_backend_partition_create(dev_be, (unsigned)n, parts, (unsigned)srv->cfg.engine_threads, &srv->gpu, &err) != FLOE_OK) {
+            if (floe_backend_partition_create(dev_be, (unsigned)n, parts, (unsigned)srv->cfg.engine_threads,
+                                              &srv->gpu, &err) != FLOE_OK) {
                 snprintf(srv->gpu_name, sizeof srv->gpu_name, "the GPU backend did not start: %s", err.msg);
             } else {
                 floe_gpu_device(srv->gpu_ids[0], dev, sizeof dev);
@@ -825,7 +827,7 @@ static int start_gpu(server *srv)
             }
         }
     }
-    if (!srv->gpu && (bad || strcmp(srv->cfg.backend, "gpu") == 0)) {
+    if (!srv->gpu && (devices == -2 || strcmp(srv->cfg.backend, "gpu") == 0)) {
         log_error("backend gpu: %s", srv->gpu_name);
         return -1;
     }
@@ -857,9 +859,9 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
     signal(SIGXFSZ, SIG_IGN); /* a file past RLIMIT_FSIZE: the write fails (EFBIG) and the snapshot says why */
     floe_errinfo err;
     floe_backend *cpu = NULL;
+    const unsigned cpu_parts = cfg->partitions ? (unsigned)cfg->partitions : 1;
     if (floe_backend_cpu_create((unsigned)cfg->engine_threads, &cpu, &err) != FLOE_OK ||
-        floe_backend_partition_create(&cpu, 1, cfg->partitions ? (unsigned)cfg->partitions : 1, (unsigned)cfg->engine_threads, &srv->cpu, &err) !=
-            FLOE_OK) {
+        floe_backend_partition_create(&cpu, 1, cpu_parts, (unsigned)cfg->engine_threads, &srv->cpu, &err) != FLOE_OK) {
         log_error("cannot start the CPU engine: %s", err.msg);
         metrics_free(srv->metrics);
         free(srv);
