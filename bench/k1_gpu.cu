@@ -17,7 +17,7 @@
 #include <string.h>
 #include <vector>
 
-#include "floe_wire.h" /* floe_size_parse */
+#include "gpu_args.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
 
@@ -120,20 +120,13 @@ static void help(void)
     exit(2);
 }
 
-/* The value of option --opt in lo..hi (a whole number; K, M, G suffixes as
- * every floe tool takes them: floe_size_parse), or a usage error. */
+/* The value of option --opt in lo..hi, or a usage error. */
 static uint64_t number(const char *opt, const char *arg, uint64_t lo, uint64_t hi)
 {
     uint64_t v;
-    if (floe_size_parse(arg, &v) && v >= lo && v <= hi)
-        return v;
-    if (hi == UINT64_MAX)
-        fprintf(stderr, "floe-k1-gpu: --%s takes a whole number >= %llu (K, M, G suffixes allowed), got '%s'\n", opt,
-                (unsigned long long)lo, arg);
-    else
-        fprintf(stderr, "floe-k1-gpu: --%s takes a whole number %llu..%llu, got '%s'\n", opt, (unsigned long long)lo,
-                (unsigned long long)hi, arg);
-    usage_error();
+    if (!gpu_args_number("floe-k1-gpu", opt, arg, lo, hi, &v))
+        usage_error();
+    return v;
 }
 
 int main(int argc, char **argv)

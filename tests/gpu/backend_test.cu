@@ -27,8 +27,6 @@
 #include "partition.h"
 #include "tablefile.h"
 
-extern int failures;
-
 #define CHECK(cond, ...)                                                                                               \
     do {                                                                                                               \
         if (!(cond)) {                                                                                                 \

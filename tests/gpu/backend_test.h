@@ -1,8 +1,25 @@
-/* backend_test.h - the GPU backend's part of floe-gpu-tests (backend_test.cu). */
+/* backend_test.h - what the parts of floe-gpu-tests share: the failure count and EXPECT,
+ * the random numbers, and the suites of backend_test.cu and tree_test.cu. */
 #ifndef FLOE_GPU_BACKEND_TEST_H
 #define FLOE_GPU_BACKEND_TEST_H
 
 #include <stdint.h>
+#include <stdio.h>
+
+/* Failed checks of the whole run (gpu_test.cu). */
+extern int failures;
+
+/* Counts a failure with its place and message, and leaves the (void) test. */
+#define EXPECT(cond, ...)                                                                                              \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fprintf(stderr, "\n");                                                                                     \
+            return;                                                                                                    \
+        }                                                                                                              \
+    } while (0)
 
 /* xorshift64*: the tests' random numbers (gpu_test.cu). */
 uint64_t test_rng(uint64_t *s);

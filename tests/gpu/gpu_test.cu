@@ -28,16 +28,6 @@
 
 int failures = 0;
 
-#define EXPECT(cond, ...)                                                                                              \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-            return;                                                                                                    \
-        }                                                                                                              \
-    } while (0)
 
 uint64_t test_rng(uint64_t *s)
 {

@@ -28,18 +28,6 @@
 #include "tree.h"
 #include "tree_gpu.h"
 
-extern int failures;
-
-#define EXPECT(cond, ...)                                                                                              \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-            return;                                                                                                    \
-        }                                                                                                              \
-    } while (0)
 
 /* A walk stream: n vectors of W words, values mostly below domain. */
 static void walk_stream(uint32_t W, size_t n, uint32_t domain, uint64_t *rng, std::vector<uint32_t> &state,
