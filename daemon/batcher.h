@@ -1,8 +1,11 @@
 /*
- * batcher.h - one per table: turns queued requests into engine batches.
+ * batcher.h - one per table: turns queued jobs into engine batches.
  *
- * Requests are validated by the io thread, then queued here in arrival
- * order.  While the backend holds fewer than `depth` of the table's
+ * The batcher knows the backend interface and nothing of requests or
+ * connections: a job says what to run, and its done callback says how it
+ * ended (once, from whichever thread finished it), as a floe_batch's does.
+ * Requests are validated by the io thread (request.c), then queued here as
+ * jobs in arrival order.  While the backend holds fewer than `depth` of the table's
  * batches, whatever is queued is launched at once (no timer: at low load a
  * request's latency is one batch); while they run, the queue grows into the
  * next one.  A batch holds one operation kind (and one
@@ -11,9 +14,9 @@
  * engine's first-occurrence rule gives exactly the per-connection order.
  * A key is 8 bytes (SET, MAP keys; TREE ids for GET) or, for INSERT and FIND
  * on a TREE, a vector of `words` u32 words; max-batch-keys counts vectors.
- * Items that are not key operations (scan, stats, save) run alone, in order;
- * an item that failed validation is answered in its turn, so responses on one
- * table always leave in the order the requests arrived.
+ * Jobs that are not key operations (scan, stats, copy) run alone, in order;
+ * a job that failed validation ends in its turn, so responses on one table
+ * always leave in the order the requests arrived.
  */
 #ifndef FLOE_DAEMON_BATCHER_H
 #define FLOE_DAEMON_BATCHER_H
@@ -25,51 +28,17 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "floe.pb-c.h"
-#include "reply.h"
+#include "queue.h"
 
-struct conn;
-struct server;
-struct table_entry;
-struct multi;
+struct floe_pool;
+typedef struct batcher batcher;
 
-enum { ITEM_DRAIN = 100 }; /* besides the FLOE_OP_* kinds: the table is being dropped */
+/* Besides the FLOE_OP_* kinds: the table is being dropped.  It closes the
+ * batcher, and ends once everything queued before it has ended. */
+enum { JOB_DRAIN = 100 };
 
-typedef struct item {
-    struct item *next;
-    int op;         /* FLOE_OP_* or ITEM_DRAIN */
-    unsigned flags; /* FLOE_BATCH_* */
-    struct conn *c;
-    uint64_t id;
-    Floe__V1__Request *req;  /* owned: keys and values point into it */
-    const uint64_t *keys;    /* 8-byte keys, or the ids of a GET */
-    const uint32_t *vectors; /* TREE INSERT, FIND: n vectors of words words */
-    size_t n;                /* keys, ids or vectors */
-    const void *values;
-    size_t values_len;
-    void *keys_copy;        /* when the request's key bytes were not aligned (8 bytes; 4 for vectors) */
-    floe_status pre_status; /* not OK: answer with this error in turn */
-    char *pre_error;
-    /* SCAN */
-    floe_scan_pos cursor;
-    int cursor_set;
-    size_t limit;
-    /* COPY (a snapshot), DRAIN with a data-dir: the table's file */
-    char *path;
-    struct floe_file_image *image; /* COPY: the copy, for the saver */
-    struct table_entry *entry;     /* COPY: the table (a reference) */
-    uint64_t changes;              /* COPY: the table's change count the copy holds */
-    /* LIST, SNAPSHOT of all tables: one response for several items */
-    struct multi *multi;
-    size_t multi_index;
-    struct table_entry *drop; /* DRAIN: the entry to reap */
-    /* stage timers (floe_now_ns): when its frame began to be parsed, when it was queued */
-    uint64_t t_parse, t_queued;
-} item;
-
-/* A key batch's answers, shared by the responses of its requests: the io
- * threads pack each response from its slice (batcher_pack), and the last
- * one frees it. */
+/* A key batch's answers, shared by the jobs that ran in it: each job's
+ * answers are a slice; the last holder frees them. */
 typedef struct batch_out {
     atomic_int refs;
     uint32_t value_bytes, words;
@@ -78,6 +47,56 @@ typedef struct batch_out {
     unsigned char *values_out;
     uint32_t *vectors_out;
 } batch_out;
+
+void batch_out_hold(batch_out *o);
+void batch_out_release(batch_out *o);
+
+typedef struct job job;
+
+/* How a job ended.  Either without engine work (b NULL: an error, its
+ * validation error in its turn, the drain, or dropped), or in batch b
+ * (status b->status; a key operation's answers are [at, at + n) of out).
+ * Read only during done. */
+typedef struct job_end {
+    floe_status status;
+    const char *error;
+    floe_batch *b;
+    batch_out *out;
+    size_t at;
+    bool dropped; /* its client had gone (job.gone): not run, nobody to answer */
+    batcher *bt;
+} job_end;
+
+struct job {
+    queue_link link;
+    int op;         /* FLOE_OP_* or JOB_DRAIN */
+    unsigned flags; /* FLOE_BATCH_* */
+    const uint64_t *keys;    /* 8-byte keys, or the ids of a GET */
+    const uint32_t *vectors; /* TREE INSERT, FIND: n vectors of words words */
+    size_t n;                /* keys, ids or vectors */
+    const void *values;
+    size_t values_len;
+    floe_status pre_status; /* not OK: ends with this error in its turn */
+    const char *pre_error;
+    /* SCAN */
+    floe_scan_pos cursor;
+    int cursor_set;
+    size_t limit;
+    /* Set (key operations, scans): once true nobody waits for the answer,
+     * and a job still queued is dropped instead of run. */
+    const atomic_bool *gone;
+    /* stage timers (floe_now_ns): when its request began to be parsed, when it was queued */
+    uint64_t t_parse, t_queued;
+    /* Called once.  The drain's is called with no batcher lock held and
+     * nothing of the batcher used after it: it may destroy the table. */
+    void (*done)(job *j, const job_end *end);
+};
+
+/* What a batcher is given instead of reading floed's settings. */
+typedef struct batcher_limits {
+    const atomic_uint_fast64_t *max_batch_keys; /* live: SIGHUP may change it */
+    struct floe_pool *merge_pool;               /* large merges (NULL: inline) */
+} batcher_limits;
 
 /* Batches a table may have with its backend at once: while one runs, the
  * next is merged and handed over, so the engine never waits for the
@@ -89,9 +108,9 @@ typedef struct batch_out {
 
 /* One batch with the backend and its buffers. */
 typedef struct batch_slot {
-    struct batcher *bt;
+    batcher *bt;
     floe_batch b;
-    item *running;  /* its items, in order */
+    job *running;   /* its jobs, in order, chained through link */
     void *keys_buf; /* merged keys and values, kept from batch to batch */
     unsigned char *values_buf;
     size_t keys_cap, values_cap;
@@ -102,74 +121,35 @@ typedef struct batch_slot {
     uint64_t t_submit; /* when it went to the backend */
 } batch_slot;
 
-typedef struct batcher {
+struct batcher {
     pthread_mutex_t lock;
-    item *head, *tail;
+    queue q;           /* of job.link */
     unsigned inflight; /* batches with the backend: slots[next - inflight .. next - 1] */
     unsigned next;     /* the slot the next batch takes */
-    bool closed;       /* dropped or shutting down: no new items */
-    struct server *srv;
+    floe_status closed; /* OK, or why no new jobs: ERR_NO_TABLE (dropped), ERR_SHUTTING_DOWN */
     floe_table *table;
+    batcher_limits limits;
     uint32_t value_bytes;
     uint32_t words; /* TREE: u32 words per vector; 0 for SET, MAP */
     unsigned depth; /* BATCHER_DEPTH_PER_PART x the table's parts, at most BATCHER_DEPTH_MAX */
     batch_slot slots[BATCHER_DEPTH_MAX];
     /* parse, queue, merge, backend, reply (tables/spec.h), under lock */
     floe_stage_time stage[FLOE_STAGES];
-    /* snapshots (snapshot.c): keys inserted or erased since the table was
-     * created or loaded, and that count as of its last snapshot */
-    atomic_uint_fast64_t changes, saved_changes;
-    atomic_int_fast64_t last_save;   /* unix seconds: last snapshot, or creation/load (for the rules) */
-    atomic_int_fast64_t saved_at;    /* unix seconds of the last snapshot written (0: none) */
-    atomic_int_fast64_t retry_after; /* unix seconds: no snapshot by the rules before */
-    atomic_bool snapshot_pending;    /* one by the rules is on its way */
-} batcher;
+    /* keys inserted or erased by its batches (the snapshot rules read it) */
+    atomic_uint_fast64_t changes;
+};
 
-void batcher_init(batcher *bt, struct server *srv, floe_table *table);
+void batcher_init(batcher *bt, floe_table *table, const batcher_limits *limits);
 void batcher_destroy(batcher *bt);
-/* Queues it (taking ownership) and launches if idle.  Returns FLOE_OK, or
- * an error if the table is dropped or floed is stopping: the caller still
- * owns it then. */
-floe_status batcher_submit(batcher *bt, item *it);
-/* Refuses new items and answers queued ones with ERR_SHUTTING_DOWN; a batch
- * already with the backend finishes normally. */
+/* Queues j and launches if the backend has room.  FLOE_OK, or why the
+ * batcher takes no jobs (dropped, shutting down): the caller still owns j
+ * then. */
+floe_status batcher_submit(batcher *bt, job *j);
+/* Takes no new jobs; queued ones end with ERR_SHUTTING_DOWN (a drain too:
+ * its done says what to do); a batch already with the backend finishes. */
 void batcher_shutdown(batcher *bt);
 bool batcher_idle(batcher *bt);
-
-/* io thread: turns f (an answer queued with its item and batch_out, not yet
- * packed) into the response frame, and frees f, the item and, with the last
- * response, the batch's answers.  NULL if out of memory. */
-frame *batcher_pack(frame *f);
-
-item *item_new(struct conn *c, uint64_t id, int op, Floe__V1__Request *req);
-void item_free(item *it);
-/* Answers an item that carries no keys (OK or an error; a part of a
- * multi-table answer; nothing for an item of floed's own) and frees it. */
-void batcher_item_done(item *it, floe_status st, const char *msg);
-
-/* Aggregates the STATS (LIST) or SAVE (SNAPSHOT) items of several tables
- * into one response. */
-typedef struct multi {
-    pthread_mutex_t lock;
-    int left;
-    struct conn *c;
-    uint64_t id;
-    int op;
-    size_t n;
-    floe_table_stats *stats;
-    bool *have;
-    floe_status status;
-    char error[FLOE_ERROR_MAX];
-    uint64_t t_parse; /* c's request began to be parsed (metrics) */
-    /* Set (STATS only): the last part calls done instead of answering c
-     * (info, /metrics), and done frees m with multi_free. */
-    void (*done)(struct multi *m);
-    void *arg;
-} multi;
-
-multi *multi_new(struct conn *c, uint64_t id, int op, size_t n);
-/* Records one part's outcome; the last part sends the response. */
-void multi_part_done(multi *m, size_t index, floe_status st, const char *error, const floe_table_stats *stats);
-void multi_free(multi *m);
+/* The stage timers so far. */
+void batcher_stages(batcher *bt, floe_stage_time out[FLOE_STAGES]);
 
 #endif

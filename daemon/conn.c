@@ -1,9 +1,10 @@
 /*
- * conn.c - client connections: framing, authentication, back-pressure and
- * the dispatch of each request (see conn.h and server.h).
+ * conn.c - client connections and the io threads that serve them: framing,
+ * authentication, back-pressure; each decoded request goes to request.c
+ * (see conn.h and server.h).
  *
- * Everything here runs on the connection's io thread except conn_deliver,
- * which any thread may call to hand a response over.
+ * Everything here runs on the connection's io thread except conn_deliver
+ * (the session's deliver), which any thread may call to hand a response over.
  */
 #define _GNU_SOURCE
 #include "conn.h"
@@ -21,12 +22,9 @@
 #include <sys/socket.h>
 
 #include "alloc.h"
-#include "batcher.h"
-#include "datadir.h"
 #include "log.h"
 #include "metrics.h"
-#include "registry.h"
-#include "snapshot.h"
+#include "request.h"
 #include "tls.h"
 
 #define IO_MAX_SINGLE      ((size_t)4 << 20) /* bytes per socket read or write call */
@@ -58,7 +56,7 @@ static void close_now(conn *c)
     if (!c->open)
         return;
     c->open = false;
-    atomic_store(&c->gone, true); /* its queued requests need not run */
+    atomic_store(&c->s.gone, true); /* its queued requests need not run */
     /* Closing a socket with unread bytes makes the kernel send a reset, which can destroy our last
      * answer (or TLS alert) before the client reads it: take what has arrived first. */
     const evutil_socket_t fd = bufferevent_getfd(c->bev);
@@ -76,7 +74,7 @@ static void close_now(conn *c)
     atomic_fetch_sub(&c->srv->nconns, 1);
     if (c->io->stop_seen && !c->io->conns)
         event_base_loopbreak(c->io->base);
-    log_debug("connection %llu (%s) closed, %u requests in flight", (unsigned long long)c->serial, c->peer,
+    log_debug("connection %llu (%s) closed, %u requests in flight", (unsigned long long)c->s.serial, c->peer,
               c->inflight);
     conn_unref(c); /* the io thread's own reference */
 }
@@ -112,7 +110,7 @@ static void check_output(conn *c)
         LOG_LIMITED(LOG_WARN,
                     "connection %llu (%s): %zu bytes of responses unread, above output-hard-limit (%llu): "
                     "closing it",
-                    (unsigned long long)c->serial, c->peer, out, (unsigned long long)hard);
+                    (unsigned long long)c->s.serial, c->peer, out, (unsigned long long)hard);
         close_now(c);
         return;
     }
@@ -177,14 +175,14 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 static void send_frame(conn *c, frame *f)
 {
     if (!f) {
-        log_error("out of memory building a response for connection %llu", (unsigned long long)c->serial);
+        log_error("out of memory building a response for connection %llu", (unsigned long long)c->s.serial);
         close_now(c);
         return;
     }
     const bool open = c->open;
     if (open)
         bufferevent_write(c->bev, f->data, f->len);
-    metrics_answered(c->srv->metrics, SHARD(c), c->req_op, f->status, 0, c->t_frame, open ? f->len : 0);
+    metrics_answered(c->srv->metrics, SHARD(c), c->req_op, f->status, 0, c->s.t_frame, open ? f->len : 0);
     free(f);
     check_output(c);
 }
@@ -201,12 +199,12 @@ static void send_error(conn *c, uint64_t id, floe_status st, const char *fmt, ..
     send_frame(c, reply_error(id, st, msg));
 }
 
-/* Answers, then closes once the answer is written. */
-static void fail_and_close(conn *c, uint64_t id, floe_status st, const char *msg)
+/* Answers with f, then closes once the answer is written. */
+static void fail_and_close(conn *c, frame *f, const char *why)
 {
     /* a client can cause this at will: at most a line a second */
-    LOG_LIMITED(LOG_WARN, "connection %llu (%s): %s; closing", (unsigned long long)c->serial, c->peer, msg);
-    send_frame(c, reply_error(id, st, msg));
+    LOG_LIMITED(LOG_WARN, "connection %llu (%s): %s; closing", (unsigned long long)c->s.serial, c->peer, why);
+    send_frame(c, f);
     if (!c->open)
         return;
     c->closing = true;
@@ -216,469 +214,57 @@ static void fail_and_close(conn *c, uint64_t id, floe_status st, const char *msg
         close_now(c);
 }
 
-/* ---- request dispatch ---------------------------------------------------------------- */
+/* ---- the session: what request.c sees of a connection ------------------------------------ */
 
-static void handle_hello(conn *c, Floe__V1__Request *req)
+static conn *conn_of(session *s)
 {
-    const Floe__V1__Hello *h = req->hello;
-    if (server_token_required(c->srv)) {
-        if (!h->token || !server_token_matches(c->srv, h->token)) {
-            fail_and_close(c, req->id, FLOE_ERR_UNAUTHENTICATED, "wrong token");
-            return;
-        }
-        c->authed = true;
-    }
-    if (h->version > FLOE_PROTOCOL_VERSION) {
-        log_debug("connection %llu speaks protocol %u; answering with %u", (unsigned long long)c->serial, h->version,
-                  FLOE_PROTOCOL_VERSION);
-    }
-    Floe__V1__HelloReply hr = FLOE__V1__HELLO_REPLY__INIT;
-    hr.version = FLOE_PROTOCOL_VERSION;
-    hr.server = "floed " FLOE_VERSION;
-    hr.max_frame = LIVE(c->srv, max_frame);
-    hr.max_batch_keys = LIVE(c->srv, max_batch_keys);
-    hr.max_inflight = (uint32_t)LIVE(c->srv, max_inflight);
-    floe_backend *dflt = c->srv->cpu;
-    floe_errinfo ignored;
-    char want[sizeof c->srv->cfg.backend];
-    server_backend_for(c->srv, server_default_backend(c->srv, want), &dflt, &ignored);
-    hr.backend = (char *)floe_backend_name(dflt);
-    hr.authenticated = c->authed;
-    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
-    r.id = req->id;
-    r.body_case = FLOE__V1__RESPONSE__BODY_HELLO;
-    r.hello = &hr;
-    send_frame(c, reply_pack(&r));
+    return (conn *)(void *)s;
 }
 
-static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *default_backend, floe_spec *s,
-                                   floe_errinfo *err)
+static void session_send(session *s, frame *f)
 {
-    floe_spec_default(s);
-    if (!p)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "create_table needs a spec");
-    if (!p->name || strlen(p->name) > FLOE_NAME_MAX)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table name must be 1 to %d characters", FLOE_NAME_MAX);
-    strcpy(s->name, p->name);
-    s->kind = (floe_kind)p->kind;
-    /* key_bits 0 means 64 for SET and MAP; a TREE has none (its keys are vectors) */
-    s->key_bits = p->key_bits ? p->key_bits : s->kind == FLOE_KIND_TREE ? 0 : 64;
-    s->words = p->words;
-    s->memory = p->memory;
-    s->value_bytes = p->value_bytes;
-    s->capacity = p->capacity ? p->capacity : s->capacity;
-    s->grow = p->grow;
-    s->max_fill = p->max_fill != 0.0 ? p->max_fill : FLOE_DEFAULT_MAX_FILL;
-    s->seed = p->seed;
-    const char *be = p->backend && p->backend[0] ? p->backend : default_backend;
-    if (strlen(be) >= sizeof s->backend)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
-    strcpy(s->backend, be);
-    return floe_spec_validate(s, err);
+    send_frame(conn_of(s), f);
 }
 
-static void handle_create(conn *c, Floe__V1__Request *req)
+static void session_send_and_close(session *s, frame *f, const char *why)
 {
-    server *srv = c->srv;
-    floe_spec spec;
-    floe_errinfo err;
-    floe_backend *be = NULL;
-    char want[sizeof srv->cfg.backend];
-    floe_status st = spec_from_proto(req->create_table->spec, server_default_backend(srv, want), &spec, &err);
-    if (st == FLOE_OK)
-        st = server_backend_for(srv, spec.backend, &be, &err);
-    if (st != FLOE_OK) {
-        send_frame(c, reply_error(req->id, st, err.msg));
-        return;
-    }
-    table_entry *probe = registry_get(&srv->reg, spec.name);
-    if (probe) { /* cheap early answer; registry_add decides for real */
-        entry_unref(probe);
-        send_error(c, req->id, FLOE_ERR_EXISTS, "table %s exists", spec.name);
-        return;
-    }
-    floe_table *t;
-    snprintf(spec.backend, sizeof spec.backend, "%s", floe_backend_name(be)); /* what it runs on, for stats */
-    st = floe_table_create(be, &spec, &t, &err);
-    if (st == FLOE_OK)
-        st = registry_install(&srv->reg, srv, t, LIVE(srv, max_tables), &err);
-    if (st != FLOE_OK) {
-        send_frame(c, reply_error(req->id, st, err.msg));
-        return;
-    }
-    if (spec.kind == FLOE_KIND_TREE)
-        log_info("created table %s: TREE, words %u, capacity %llu, memory %llu%s, backend %s", spec.name, spec.words,
-                 (unsigned long long)spec.capacity, (unsigned long long)spec.memory,
-                 spec.memory ? " bytes" : " (sized from capacity)", floe_backend_name(be));
-    else
-        log_info("created table %s: %s, key_bits %u, value_bytes %u, capacity %llu%s, backend %s", spec.name,
-                 floe_kind_name(spec.kind), spec.key_bits, spec.value_bytes, (unsigned long long)spec.capacity,
-                 spec.grow ? ", grows" : "", floe_backend_name(be));
-    send_frame(c, reply_ok(req->id));
+    fail_and_close(conn_of(s), f, why);
 }
 
-/* Hands it to e's batcher; on refusal answers with the reason. */
-static void submit(conn *c, table_entry *e, item *it)
+/* A request in flight holds the connection until its answer is delivered. */
+static void session_hold(session *s)
 {
+    conn *c = conn_of(s);
     conn_ref(c);
     c->inflight++;
-    floe_status st = batcher_submit(&e->bt, it);
-    if (st != FLOE_OK) {
-        c->inflight--;
-        conn_unref(c);
-        if (st == FLOE_ERR_SHUTTING_DOWN)
-            send_error(c, it->id, st, "floed is shutting down");
-        else
-            send_error(c, it->id, st, "no table %s", e->name);
-        if (it->op == ITEM_DRAIN)
-            server_reap(c->srv, it->drop);
-        item_free(it);
-    }
 }
 
-static void handle_drop(conn *c, Floe__V1__Request *req)
+static void conn_deliver(conn *c, frame *f);
+
+static void session_deliver(session *s, frame *f)
 {
-    const char *name = req->drop_table->table ? req->drop_table->table : "";
-    table_entry *e = registry_remove(&c->srv->reg, name);
-    if (!e) {
-        send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", name);
-        return;
-    }
-    log_info("dropping table %s", name);
-    item *it = item_new(c, req->id, ITEM_DRAIN, NULL);
-    if (!it) {
-        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
-        server_reap(c->srv, e);
-        return;
-    }
-    it->drop = e; /* the registry's reference travels with the DRAIN */
-    if (c->srv->cfg.data_dir[0] && !(it->path = datadir_table_path(c->srv->cfg.data_dir, name))) {
-        item_free(it);
-        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
-        server_reap(c->srv, e);
-        return;
-    }
-    submit(c, e, it);
+    conn_deliver(conn_of(s), f);
 }
 
-static void handle_list(conn *c, Floe__V1__Request *req, int op)
-{
-    size_t n;
-    table_entry **all = registry_list(&c->srv->reg, &n);
-    const char *only = op == FLOE_OP_SAVE && req->snapshot->table ? req->snapshot->table : "";
-    size_t want = 0;
-    for (size_t i = 0; i < n; i++)
-        want += !only[0] || strcmp(all[i]->name, only) == 0;
-    if (!all) {
-        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory listing the tables");
-    } else if (only[0] && want == 0) {
-        send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", only);
-    } else {
-        multi *m = multi_new(c, req->id, op, want);
-        if (!m) {
-            send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
-        } else {
-            conn_ref(c);
-            c->inflight++;
-            size_t k = 0;
-            for (size_t i = 0; i < n; i++) {
-                if (only[0] && strcmp(all[i]->name, only) != 0)
-                    continue;
-                /* a snapshot is a COPY in the table's order, written by the saver */
-                item *it =
-                    op == FLOE_OP_SAVE ? snapshot_item(c->srv, c, req->id, all[i]) : item_new(c, req->id, op, NULL);
-                if (it) {
-                    it->multi = m;
-                    it->multi_index = k;
-                }
-                const floe_status st = it ? batcher_submit(&all[i]->bt, it) : FLOE_ERR_INTERNAL;
-                if (st != FLOE_OK) {
-                    item_free(it);
-                    multi_part_done(m, k, st, st == FLOE_ERR_INTERNAL ? "out of memory" : "dropped meanwhile", NULL);
-                }
-                k++;
-            }
-            if (want == 0)
-                multi_part_done(m, 0, FLOE_OK, NULL, NULL);
-        }
-    }
-    for (size_t i = 0; i < n; i++)
-        entry_unref(all[i]);
-    free(all);
-}
+static const session_ops SESSION_OPS = {
+    .send = session_send,
+    .send_and_close = session_send_and_close,
+    .hold = session_hold,
+    .deliver = session_deliver,
+};
 
-/* Checks the keys (and values) of a key operation against the table. */
-static floe_status check_keys(const floe_spec *spec, const ProtobufCBinaryData *keys, const ProtobufCBinaryData *values,
-                              bool values_allowed, char *msg, size_t len)
+/* Counts a decoded request and lets it through unless the connection
+ * must say hello with the token first (then it answers and closes). */
+static bool admit(conn *c, Floe__V1__Request__OpCase op, uint64_t id)
 {
-    if (spec->kind == FLOE_KIND_TREE) {
-        /* Keys are vectors: any u32 words, words x 4 bytes each; values are refused by the caller. */
-        const size_t vb = (size_t)spec->words * 4;
-        if (keys->len % vb) {
-            snprintf(msg, len,
-                     "table %s is a TREE of words = %u: keys are vectors of %u little-endian u32 words (%zu bytes "
-                     "each); got %zu bytes, not a multiple of %zu",
-                     spec->name, spec->words, spec->words, vb, keys->len, vb);
-            return FLOE_ERR_INVALID;
-        }
-        return FLOE_OK;
-    }
-    if (keys->len % 8) {
-        snprintf(msg, len, "keys are 8 bytes each (little-endian u64); got %zu bytes, not a multiple of 8", keys->len);
-        return FLOE_ERR_INVALID;
-    }
-    size_t n = keys->len / 8;
-    /* per request, so that a bad key fails its own request, not the batch it would join
-     * (protobuf-c allocates bytes fields: the keys are aligned u64s, as the batch uses them) */
-    floe_errinfo e;
-    floe_status st = floe_keys_check(spec->key_bits, (const uint64_t *)(const void *)keys->data, n, &e);
-    if (st != FLOE_OK) {
-        snprintf(msg, len, "table %.64s: %.180s", spec->name, e.msg);
-        return st;
-    }
-    if (values && values->len && !values_allowed) {
-        snprintf(msg, len, "table %s is a %s: values are for MAP tables", spec->name, floe_kind_name(spec->kind));
-        return FLOE_ERR_INVALID;
-    }
-    if (values_allowed && values && values->len != n * spec->value_bytes) {
-        snprintf(msg, len, "%zu keys need %zu bytes of values (%u per key) in table %s; got %zu", n,
-                 n * spec->value_bytes, spec->value_bytes, spec->name, values->len);
-        return FLOE_ERR_INVALID;
-    }
-    return FLOE_OK;
-}
-
-static void handle_key_op(conn *c, Floe__V1__Request *req, int op, const char *table, const ProtobufCBinaryData *keys,
-                          const ProtobufCBinaryData *values, unsigned flags)
-{
-    table_entry *e = registry_get(&c->srv->reg, table ? table : "");
-    if (!e) {
-        send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", table ? table : "");
-        floe__v1__request__free_unpacked(req, NULL);
-        return;
-    }
-    const floe_spec *spec = &e->table->spec;
-    const bool map = spec->kind == FLOE_KIND_MAP, tree = spec->kind == FLOE_KIND_TREE;
-    char msg[FLOE_ERROR_MAX];
-    floe_status st = FLOE_OK;
-    if (op == FLOE_OP_GET) {
-        const uint64_t max_frame = LIVE(c->srv, max_frame), vb = (uint64_t)spec->words * 4;
-        if (!tree)
-            st = FLOE_ERR_UNSUPPORTED, snprintf(msg, sizeof msg, "get_by_id is for TREE tables; table %s is a %s",
-                                                spec->name, floe_kind_name(spec->kind));
-        else if (keys->len % 8)
-            st = FLOE_ERR_INVALID,
-            snprintf(msg, sizeof msg, "ids are 8 bytes each (little-endian u64); got %zu bytes, not a multiple of 8",
-                     keys->len);
-        else if (keys->len / 8 * vb > max_frame)
-            st = FLOE_ERR_TOO_LARGE,
-            snprintf(msg, sizeof msg,
-                     "get_by_id of %zu ids would answer %llu bytes of vectors (words = %u), above max-frame (%llu "
-                     "bytes): ask for at most %llu ids per request",
-                     keys->len / 8, (unsigned long long)(keys->len / 8 * vb), spec->words,
-                     (unsigned long long)max_frame, (unsigned long long)(max_frame / vb));
-    } else if (tree && op == FLOE_OP_ERASE)
-        st = FLOE_ERR_UNSUPPORTED,
-        snprintf(msg, sizeof msg,
-                 "table %s is a TREE: TREE tables do not erase (vectors share their nodes; a visited set only grows)",
-                 spec->name);
-    else if (tree && ((flags & (FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES)) ||
-                      (op == FLOE_OP_INSERT && values && values->len)))
-        st = FLOE_ERR_INVALID,
-        snprintf(msg, sizeof msg, "table %s is a TREE: it stores vectors only; values and overwrite are for MAP tables",
-                 spec->name);
-    if (st == FLOE_OK && op != FLOE_OP_GET)
-        st = check_keys(spec, keys, op == FLOE_OP_INSERT ? values : NULL, map && op == FLOE_OP_INSERT, msg, sizeof msg);
-    if (st == FLOE_OK && !map && (flags & (FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES)))
-        st = FLOE_ERR_INVALID, snprintf(msg, sizeof msg, "table %s is a %s: overwrite and values are for MAP tables",
-                                        spec->name, floe_kind_name(spec->kind));
-    item *it = item_new(c, req->id, op, req);
-    if (!it) {
-        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
-        floe__v1__request__free_unpacked(req, NULL);
-        entry_unref(e);
-        return;
-    }
-    if (map && op == FLOE_OP_INSERT)
-        flags |= FLOE_BATCH_WANT_VALUES; /* a MAP insert returns each key's stored value */
-    it->flags = flags;
-    it->t_parse = c->t_frame;
-    if (st != FLOE_OK) {
-        it->pre_status = st;
-        it->pre_error = floe_strdup(msg);
-    } else {
-        /* TREE INSERT and FIND take vectors (4-byte aligned); the rest 8-byte keys or ids */
-        const bool vectors = tree && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND);
-        const size_t kb = vectors ? (size_t)spec->words * 4 : 8, align = vectors ? 4 : 8;
-        it->n = keys->len / kb;
-        const void *data = keys->data;
-        if (((uintptr_t)keys->data & (align - 1)) != 0 && it->n) {
-            it->keys_copy = floe_malloc(keys->len);
-            if (it->keys_copy)
-                memcpy(it->keys_copy, keys->data, keys->len);
-            else
-                it->pre_status = FLOE_ERR_INTERNAL, it->pre_error = floe_strdup("out of memory");
-            data = it->keys_copy;
-        }
-        if (vectors)
-            it->vectors = data;
-        else
-            it->keys = data;
-        if (op == FLOE_OP_INSERT && map) {
-            it->values = values->data;
-            it->values_len = values->len;
-        }
-    }
-    submit(c, e, it);
-    entry_unref(e);
-}
-
-static void handle_scan(conn *c, Floe__V1__Request *req)
-{
-    const Floe__V1__Scan *s = req->scan;
-    table_entry *e = registry_get(&c->srv->reg, s->table ? s->table : "");
-    if (!e) {
-        send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", s->table ? s->table : "");
-        floe__v1__request__free_unpacked(req, NULL);
-        return;
-    }
-    item *it = item_new(c, req->id, FLOE_OP_SCAN, req);
-    if (!it) {
-        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
-        floe__v1__request__free_unpacked(req, NULL);
-        entry_unref(e);
-        return;
-    }
-    it->limit = s->limit ? s->limit : FLOE_SCAN_DEFAULT_LIMIT;
-    if (it->limit > FLOE_SCAN_MAX_LIMIT)
-        it->limit = FLOE_SCAN_MAX_LIMIT;
-    const floe_spec *spec = &e->table->spec;
-    if (spec->kind == FLOE_KIND_TREE) {
-        /* A reply carries limit vectors and ids: keep it a sensible frame. */
-        const size_t cap = FLOE_TREE_SCAN_MAX_BYTES / ((size_t)spec->words * 4 + 8);
-        if (it->limit > cap)
-            it->limit = cap ? cap : 1;
-    }
-    if (s->want_values)
-        it->flags |= FLOE_BATCH_WANT_VALUES;
-    if (s->want_ids)
-        it->flags |= FLOE_BATCH_WANT_IDS;
-    if (s->want_values && spec->kind != FLOE_KIND_MAP) {
-        it->pre_status = FLOE_ERR_INVALID;
-        char msg[FLOE_ERROR_MAX];
-        snprintf(msg, sizeof msg, "table %s is a %s: values in a scan are for MAP tables", spec->name,
-                 floe_kind_name(spec->kind));
-        it->pre_error = floe_strdup(msg);
-    } else if (s->want_ids && spec->kind != FLOE_KIND_TREE) {
-        it->pre_status = FLOE_ERR_INVALID;
-        char msg[FLOE_ERROR_MAX];
-        snprintf(msg, sizeof msg, "ids in a scan are for TREE tables; table %s is a %s", spec->name,
-                 floe_kind_name(spec->kind));
-        it->pre_error = floe_strdup(msg);
-    } else if (s->cursor.len == 16) {
-        memcpy(&it->cursor.position, s->cursor.data, 8);
-        memcpy(&it->cursor.generation, s->cursor.data + 8, 8);
-        it->cursor_set = 1;
-    } else if (s->cursor.len != 0) {
-        it->pre_status = FLOE_ERR_INVALID;
-        it->pre_error = floe_strdup("a scan cursor is empty (start) or the 16 bytes of a previous ScanReply.cursor");
-    }
-    submit(c, e, it);
-    entry_unref(e);
-}
-
-static void handle_stats(conn *c, Floe__V1__Request *req)
-{
-    const char *name = req->stats->table ? req->stats->table : "";
-    table_entry *e = registry_get(&c->srv->reg, name);
-    if (!e) {
-        send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", name);
-        floe__v1__request__free_unpacked(req, NULL);
-        return;
-    }
-    item *it = item_new(c, req->id, FLOE_OP_STATS, req);
-    if (!it)
-        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory"), floe__v1__request__free_unpacked(req, NULL);
-    else
-        submit(c, e, it);
-    entry_unref(e);
-}
-
-/* Takes ownership of req. */
-static void handle_request(conn *c, Floe__V1__Request *req)
-{
-    server *srv = c->srv;
-    uint64_t id = req->id;
-    count_request(c, metrics_op_of_request(req->op_case), 0);
-    if (!c->authed && req->op_case != FLOE__V1__REQUEST__OP_HELLO && server_token_required(srv)) {
-        fail_and_close(c, id, FLOE_ERR_UNAUTHENTICATED, "this server requires a token: send hello with it first");
-        floe__v1__request__free_unpacked(req, NULL);
-        return;
+    count_request(c, metrics_op_of_request(op), 0);
+    if (!c->s.authed && op != FLOE__V1__REQUEST__OP_HELLO && server_token_required(c->srv)) {
+        const char *why = "this server requires a token: send hello with it first";
+        fail_and_close(c, reply_error(id, FLOE_ERR_UNAUTHENTICATED, why), why);
+        return false;
     }
     c->said_hello = true; /* hello-timeout is met (a hello with a wrong token closes the connection) */
-    if (atomic_load(&srv->shutting_down) && req->op_case != FLOE__V1__REQUEST__OP_HELLO &&
-        req->op_case != FLOE__V1__REQUEST__OP_PING) {
-        send_error(c, id, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
-        floe__v1__request__free_unpacked(req, NULL);
-        return;
-    }
-    switch (req->op_case) {
-    case FLOE__V1__REQUEST__OP_HELLO:
-        handle_hello(c, req);
-        break;
-    case FLOE__V1__REQUEST__OP_PING:
-        send_frame(c, reply_ok(id));
-        break;
-    case FLOE__V1__REQUEST__OP_CREATE_TABLE:
-        handle_create(c, req);
-        break;
-    case FLOE__V1__REQUEST__OP_DROP_TABLE:
-        handle_drop(c, req);
-        break;
-    case FLOE__V1__REQUEST__OP_LIST_TABLES:
-        handle_list(c, req, FLOE_OP_STATS);
-        break;
-    case FLOE__V1__REQUEST__OP_SNAPSHOT:
-        if (!srv->cfg.data_dir[0])
-            send_error(c, id, FLOE_ERR_UNSUPPORTED, "snapshots need a data-dir: start floed with --data-dir DIR");
-        else
-            handle_list(c, req, FLOE_OP_SAVE);
-        break;
-    case FLOE__V1__REQUEST__OP_INSERT: {
-        const Floe__V1__Insert *in = req->insert;
-        unsigned flags = (in->overwrite ? FLOE_BATCH_OVERWRITE : 0) | (in->want_ids ? FLOE_BATCH_WANT_IDS : 0);
-        handle_key_op(c, req, FLOE_OP_INSERT, in->table, &in->keys, &in->values, flags);
-        return; /* req owned by the item */
-    }
-    case FLOE__V1__REQUEST__OP_FIND: {
-        const Floe__V1__Find *f = req->find;
-        unsigned flags = (f->want_ids ? FLOE_BATCH_WANT_IDS : 0) | (f->want_values ? FLOE_BATCH_WANT_VALUES : 0);
-        handle_key_op(c, req, FLOE_OP_FIND, f->table, &f->keys, NULL, flags);
-        return;
-    }
-    case FLOE__V1__REQUEST__OP_ERASE:
-        handle_key_op(c, req, FLOE_OP_ERASE, req->erase->table, &req->erase->keys, NULL, 0);
-        return;
-    case FLOE__V1__REQUEST__OP_STATS:
-        handle_stats(c, req);
-        return;
-    case FLOE__V1__REQUEST__OP_SCAN:
-        handle_scan(c, req);
-        return;
-    case FLOE__V1__REQUEST__OP_GET_BY_ID:
-        handle_key_op(c, req, FLOE_OP_GET, req->get_by_id->table, &req->get_by_id->ids, NULL, 0);
-        return;
-    case FLOE__V1__REQUEST__OP_RANGE:
-        send_error(c, id, FLOE_ERR_UNSUPPORTED, "range is for ORDERED tables, which this floed does not have yet");
-        break;
-    case FLOE__V1__REQUEST__OP_INFO:
-        metrics_handle_info(c, id);
-        break;
-    default:
-        send_error(c, id, FLOE_ERR_INVALID, "unknown or missing operation in request %llu", (unsigned long long)id);
-        break;
-    }
-    floe__v1__request__free_unpacked(req, NULL);
+    return true;
 }
 
 /* ---- framing ------------------------------------------------------------------------------- */
@@ -772,31 +358,31 @@ static void read_frames_held(conn *c)
         if (!c->tls && !c->said_hello && looks_like_tls(hdr)) {
             /* an answer in our framing would only confuse its TLS client */
             LOG_LIMITED(LOG_WARN, "connection %llu (%s): a TLS handshake on the plain port%s; closing",
-                        (unsigned long long)c->serial, c->peer,
+                        (unsigned long long)c->s.serial, c->peer,
                         c->srv->tls_listener ? " (this floed has a TLS port)" : " (this floed has no TLS port)");
             close_now(c);
             return;
         }
         uint32_t len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
         if (len == 0 || len > max_frame) {
-            c->t_frame = floe_now_ns();
+            c->s.t_frame = floe_now_ns();
             count_request(c, METRICS_OP_UNKNOWN, 4);
         }
         if (len == 0) {
-            fail_and_close(c, 0, FLOE_ERR_INVALID, "frame of length 0");
+            fail_and_close(c, reply_error(0, FLOE_ERR_INVALID, "frame of length 0"), "frame of length 0");
             return;
         }
         if (len > max_frame) {
             char msg[128];
             snprintf(msg, sizeof msg, "frame of %u bytes is above max-frame (%llu bytes)", len,
                      (unsigned long long)max_frame);
-            fail_and_close(c, 0, FLOE_ERR_TOO_LARGE, msg);
+            fail_and_close(c, reply_error(0, FLOE_ERR_TOO_LARGE, msg), msg);
             return;
         }
         if (have < 4 + (size_t)len)
             return; /* the rest is on its way */
         evbuffer_drain(in, 4);
-        c->t_frame = floe_now_ns();
+        c->s.t_frame = floe_now_ns();
         metrics_request(c->srv->metrics, SHARD(c), -1, 4 + (size_t)len); /* its bytes; the operation once parsed */
         unsigned char *buf = evbuffer_pullup(in, len);
         Floe__V1__Request *req = buf ? floe__v1__request__unpack(NULL, len, buf) : NULL;
@@ -813,7 +399,10 @@ static void read_frames_held(conn *c)
             floe__v1__request__free_unpacked(req, NULL);
             continue;
         }
-        handle_request(c, req);
+        if (admit(c, req->op_case, req->id))
+            request_handle(c->srv, &c->s, req);
+        else
+            floe__v1__request__free_unpacked(req, NULL);
         pause_if_full(c);
     }
 }
@@ -833,7 +422,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         unsigned long e = bufferevent_get_openssl_error(bev);
         if (e) {
             char why[300];
-            LOG_LIMITED(LOG_WARN, "connection %llu (%s): TLS: %s; closing", (unsigned long long)c->serial, c->peer,
+            LOG_LIMITED(LOG_WARN, "connection %llu (%s): TLS: %s; closing", (unsigned long long)c->s.serial, c->peer,
                         tls_last_error(e, why, sizeof why));
             while (bufferevent_get_openssl_error(bev))
                 ;
@@ -844,7 +433,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 }
 
 /* The connections floed takes at once: max-connections, or fewer when the
- * open-file limit allows fewer (server.c). */
+ * open-file limit allows fewer (floed.c). */
 static uint64_t connection_limit(const server *srv)
 {
     const uint64_t setting = LIVE(srv, max_connections);
@@ -923,12 +512,14 @@ conn *conn_attach(io_thread *io, struct bufferevent *bev, const char *peer)
     conn *c = floe_calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    c->s.ops = &SESSION_OPS;
+    atomic_init(&c->s.gone, false);
     atomic_init(&c->refs, 1);
     c->io = io;
     c->srv = srv;
     c->bev = bev;
     c->open = true;
-    c->serial = atomic_fetch_add(&next_serial, 1);
+    c->s.serial = atomic_fetch_add(&next_serial, 1);
     c->t_accept = c->last_read = floe_now_ns();
     snprintf(c->peer, sizeof c->peer, "%s", peer);
     c->next = io->conns;
@@ -946,11 +537,11 @@ conn *conn_attach(io_thread *io, struct bufferevent *bev, const char *peer)
     bufferevent_set_max_single_write(bev, IO_MAX_SINGLE);
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
-    log_debug("connection %llu from %s", (unsigned long long)c->serial, c->peer);
+    log_debug("connection %llu from %s", (unsigned long long)c->s.serial, c->peer);
     return c;
 }
 
-void conn_deliver(conn *c, frame *f)
+static void conn_deliver(conn *c, frame *f)
 {
     io_thread *io = c->io;
     if (!f) {
@@ -959,14 +550,9 @@ void conn_deliver(conn *c, frame *f)
             abort();
         f->len = 0;
     }
-    f->to = c;
-    f->next = NULL;
+    f->to = &c->s;
     pthread_mutex_lock(&io->lock);
-    if (io->deliveries_tail)
-        io->deliveries_tail->next = f;
-    else
-        io->deliveries = f;
-    io->deliveries_tail = f;
+    queue_push(&io->deliveries, &f->link);
     pthread_mutex_unlock(&io->lock);
     event_active(io->wake, EV_READ, 0);
 }
@@ -987,8 +573,7 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
     (void)what;
     io_thread *io = arg;
     pthread_mutex_lock(&io->lock);
-    frame *list = io->deliveries;
-    io->deliveries = io->deliveries_tail = NULL;
+    queue_link *list = queue_take(&io->deliveries);
     accepted *fds = io->new_fds;
     size_t nfds = io->nnew;
     io->new_fds = NULL;
@@ -1000,26 +585,23 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
         conn_accept(io, fds[i].fd, fds[i].tls);
     free(fds);
     while (list) {
-        frame *f = list;
-        list = f->next;
-        conn *c = f->to;
-        metrics_answer ma;
-        metrics_answer_of(f, &ma);
-        const uint64_t id = f->item ? f->item->id : 0;
-        if (f->item && !(f = batcher_pack(f))) /* an answer still to pack; if it cannot be, say so */
-            f = reply_error(id, FLOE_ERR_INTERNAL, "out of memory building the answer");
+        frame *f = QUEUE_ENTRY(list, frame, link);
+        list = list->next;
+        conn *c = conn_of(f->to);
+        if (f->pending) /* an answer still to pack */
+            f = request_pack(f);
         if ((!f || !f->len) && c->open) {
             /* no answer at all (the batcher could not build one): closing is the one way left to tell the
              * client, which would otherwise wait for ever; answers to closed connections are dropped here */
             LOG_LIMITED(LOG_ERROR, "connection %llu (%s): out of memory building an answer; closing it",
-                        (unsigned long long)c->serial, c->peer);
+                        (unsigned long long)c->s.serial, c->peer);
             close_now(c);
         }
         const bool write = f && c->open && f->len;
         if (write)
             bufferevent_write(c->bev, f->data, f->len);
         if (f && f->len)
-            metrics_answered(c->srv->metrics, SHARD(c), ma.op, ma.status, ma.keys, ma.t_parse, write ? f->len : 0);
+            metrics_answered(c->srv->metrics, SHARD(c), f->req_op, f->status, f->keys, f->t_parse, write ? f->len : 0);
         free(f);
         c->inflight--;
         if (write)
@@ -1044,7 +626,7 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
         stop_sweep(io);
 }
 
-void io_tick(evutil_socket_t fd, short what, void *arg)
+static void io_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
@@ -1060,14 +642,53 @@ void io_tick(evutil_socket_t fd, short what, void *arg)
         }
         if (hello && !c->said_hello && now - c->t_accept > hello * s) {
             LOG_LIMITED(LOG_INFO, "connection %llu (%s): no %s within hello-timeout (%llu s); closing",
-                        (unsigned long long)c->serial, c->peer, server_token_required(io->srv) ? "hello" : "request",
+                        (unsigned long long)c->s.serial, c->peer, server_token_required(io->srv) ? "hello" : "request",
                         (unsigned long long)hello);
             close_now(c);
         } else if (idle && c->inflight == 0 && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 &&
                    now - c->last_read > idle * s) {
-            log_debug("connection %llu (%s): idle for timeout (%llu s); closing", (unsigned long long)c->serial,
+            log_debug("connection %llu (%s): idle for timeout (%llu s); closing", (unsigned long long)c->s.serial,
                       c->peer, (unsigned long long)idle);
             close_now(c);
         }
     }
+}
+
+/* ---- io threads ------------------------------------------------------------------------------ */
+
+int io_thread_init(server *srv, io_thread *io)
+{
+    io->srv = srv;
+    pthread_mutex_init(&io->lock, NULL);
+    queue_init(&io->deliveries);
+    io->base = event_base_new();
+    io->wake = io->base ? event_new(io->base, -1, 0, io_wake, io) : NULL;
+    io->tick = io->base ? event_new(io->base, -1, EV_PERSIST, io_tick, io) : NULL;
+    const struct timeval second = {1, 0};
+    return io->wake && io->tick && event_add(io->tick, &second) == 0 ? 0 : -1;
+}
+
+void io_thread_free(io_thread *io)
+{
+    /* a TLS bufferevent is freed by finalizers that the loop runs, one round after another (they
+     * are queued "active later"): let those of the last closes run before the base goes */
+    for (int round = 0; round < 4; round++)
+        event_base_loop(io->base, EVLOOP_NONBLOCK);
+    if (io->stop_timer)
+        event_free(io->stop_timer);
+    if (io->sweep_timer)
+        event_free(io->sweep_timer);
+    event_free(io->wake);
+    if (io->tick)
+        event_free(io->tick);
+    event_base_free(io->base);
+    free(io->new_fds);
+    queue_link *l;
+    while ((l = queue_pop(&io->deliveries))) { /* answers that arrived after the connection's last chance */
+        frame *f = QUEUE_ENTRY(l, frame, link);
+        conn *c = conn_of(f->to);
+        free(f->pending ? request_pack(f) : f);
+        conn_unref(c);
+    }
+    pthread_mutex_destroy(&io->lock);
 }

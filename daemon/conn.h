@@ -14,30 +14,40 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <event2/util.h>
+
 #include "reply.h"
 #include "server.h"
 
+typedef struct conn conn;
+
 struct conn {
+    session s; /* first: what request.c sees (reply.h): authed, gone, serial, t_frame */
     atomic_int refs;
     io_thread *io;
     server *srv;
     struct bufferevent *bev;
-    bool open, authed, closing;
+    bool open, closing;
     bool tls;           /* accepted on the TLS port */
     bool paused;        /* max-inflight requests out: not reading */
     bool out_paused;    /* output-soft-limit bytes of responses unread: not reading */
     bool said_hello;    /* sent its first request (with a token: its hello) */
-    atomic_bool gone;   /* closed: its requests still queued are dropped, not run (batcher.c) */
     uint64_t t_accept;  /* floe_now_ns when accepted (hello-timeout) */
     uint64_t t_closing; /* when it began closing (a last answer being written) */
     unsigned inflight;  /* requests handed to batchers, not yet answered */
-    uint64_t serial;
-    uint64_t t_frame;   /* when the frame being handled began to be parsed (the parse stage) */
     int req_op;         /* the frame being handled: its operation as metrics.h counts it */
     uint64_t last_read; /* floe_now_ns of the last bytes read: the stop waits for a quiet connection */
     char peer[64];
     conn *prev, *next;
 };
+
+/* An io thread's event base, wake event, tick and inbox; floed.c starts a
+ * thread on each, tests/fuzz runs the base on its own thread.  0 or -1. */
+int io_thread_init(server *srv, io_thread *io);
+/* Once nothing runs its base: answers still undelivered are dropped. */
+void io_thread_free(io_thread *io);
+/* io thread: the wake event's callback (new sockets, deliveries, stop). */
+void io_wake(evutil_socket_t fd, short what, void *arg);
 
 /* Takes over an accepted socket on io's thread (tls: from the TLS port). */
 void conn_accept(io_thread *io, int fd, bool tls);
@@ -46,14 +56,7 @@ void conn_accept(io_thread *io, int fd, bool tls);
  * connection holds the reference returned; NULL if out of memory. */
 struct bufferevent;
 conn *conn_attach(io_thread *io, struct bufferevent *bev, const char *peer);
-/* io thread: the tick's callback (hello-timeout, timeout). */
-void io_tick(evutil_socket_t fd, short what, void *arg);
-/* Any thread: queues response f for c (answering one in-flight request and
- * releasing that request's reference on c). */
-void conn_deliver(conn *c, frame *f);
 void conn_ref(conn *c);
 void conn_unref(conn *c);
-/* io thread: the wake event's callback (new sockets, deliveries, stop). */
-void io_wake(evutil_socket_t fd, short what, void *arg);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * main.c - floed's command line: settings from defaults, an optional config
- * file and flags (flags win), then server_run.
+ * file and flags (flags win), then floed_run.
  */
 #include <event2/thread.h>
 #include <malloc.h>
@@ -11,7 +11,7 @@
 #include "backend_gpu.h"
 #include "config.h"
 #include "log.h"
-#include "server.h"
+#include "floed.h"
 
 static void usage(FILE *f)
 {
@@ -84,5 +84,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "floed: libevent has no pthreads support\n");
         return 1;
     }
-    return server_run(&cfg, argc, argv);
+    return floed_run(&cfg, argc, argv);
 }

@@ -1,6 +1,6 @@
 /*
- * metrics.h - floed's server-wide counters, the `info` operation and the
- * Prometheus text on the metrics port (metrics-port, metrics-bind).
+ * metrics.h - floed's server-wide counters, and what `info` and the
+ * Prometheus text of the metrics port (metrics_port.h) make of them.
  *
  * Counting: every counter lives in a shard of relaxed atomics, one shard per
  * io thread (and one more for any other thread), so that the io threads
@@ -11,12 +11,12 @@
  *             connection's buffer: its status (errors by operation and
  *             status), keys answered (key operations), bytes out and the
  *             latency from the start of parsing to that write.
- * A response travels with its operation, status and parse time in its frame
+ * A response travels with its operation, status, keys and parse time in its frame
  * (reply.h), whichever thread built it.
  *
  * Table figures (keys, fill, memory) come from each table's STATS, fanned
- * out to the batchers and gathered with a multi (batcher.h), for info as for
- * list_tables; a scrape of /metrics gathers them the same way and is
+ * out to the batchers and gathered by request.c (request_gather), for info
+ * as for list_tables; a scrape of /metrics gathers them the same way and is
  * answered on the metrics thread once the last table has answered.
  */
 #ifndef FLOE_DAEMON_METRICS_H
@@ -30,9 +30,7 @@
 #include "reply.h"
 #include "status.h"
 
-struct server;
-struct conn;
-struct table_entry;
+struct evbuffer;
 
 /* Operations as counted (requests, keys, errors, latency). */
 enum {
@@ -56,26 +54,18 @@ enum {
 
 typedef struct metrics metrics;
 
-/* The counters of srv (one shard per io thread, cfg.io_threads of them,
- * plus one); NULL if out of memory.  Starts the uptime clock. */
-metrics *metrics_new(struct server *srv);
-/* After metrics_stop, and once no backend can call back (the backends are
- * destroyed): a scrape still gathering frees itself through m. */
+/* The counters for nshards threads (io threads and one more for the
+ * others); NULL if out of memory.  Starts the uptime clock. */
+metrics *metrics_new(size_t nshards);
 void metrics_free(metrics *m);
-
-/* Starts the HTTP server of /metrics on its own thread when metrics-port is
- * set (logs the address).  0, or -1 (logged) if it cannot listen. */
-int metrics_start(metrics *m);
-/* Stops the HTTP server (scrapes still gathering are dropped). */
-void metrics_stop(metrics *m);
+/* Where /metrics is served ("127.0.0.1:9450"; "" for none), for info. */
+void metrics_set_address(metrics *m, const char *address);
 
 /* ---- counting (shard: the io thread's index in srv->io) ---- */
 
 const char *metrics_op_name(int op);
-/* The counted operation of a Request's op_case, or of a batcher item's op
- * (FLOE_OP_* or ITEM_DRAIN). */
+/* The counted operation of a Request's op_case. */
 int metrics_op_of_request(Floe__V1__Request__OpCase op_case);
-int metrics_op_of_item(int item_op);
 
 /* A request of op (-1: only its frame_bytes, counted before it parses). */
 void metrics_request(metrics *m, size_t shard, int op, size_t frame_bytes);
@@ -85,15 +75,6 @@ void metrics_connection(metrics *m, size_t shard, bool refused);
  * when the connection was gone: no latency or bytes then). */
 void metrics_answered(metrics *m, size_t shard, int op, floe_status st, uint64_t keys, uint64_t t_parse,
                       size_t written);
-
-/* What a queued response frame says about its request, read before the io
- * thread packs it (which frees its item). */
-typedef struct metrics_answer {
-    int op;
-    floe_status status;
-    uint64_t keys, t_parse;
-} metrics_answer;
-void metrics_answer_of(const frame *f, metrics_answer *a);
 
 /* Marks f as the response to a request of op that began to be parsed at
  * t_parse (f may be NULL). */
@@ -115,9 +96,43 @@ void metrics_snapshot_done(metrics *m, int64_t unix_time, bool ok, const char *w
 /* Per-table persistence figures (changes since the last snapshot, its time)
  * are read from each table's batcher (batcher.h) when info or a scrape asks. */
 
-/* ---- the info operation ---- */
+/* ---- what info and /metrics report ---- */
 
-/* io thread: answers Request.info on c (gathers every table's STATS first). */
-void metrics_handle_info(struct conn *c, uint64_t id);
+#define METRICS_STATUSES 16 /* above every floe_status */
+#define METRICS_BUCKETS  19 /* latency buckets, and one more: +Inf */
+
+/* Every table's figures at one moment (request_gather). */
+typedef struct metrics_tables {
+    size_t n;
+    const floe_table_stats *stats;
+    const bool *have;             /* false: dropped meanwhile */
+    const uint64_t *changes;      /* since its last snapshot */
+    const int64_t *last_snapshot; /* unix seconds (0: none) */
+} metrics_tables;
+
+typedef struct metrics_view {
+    /* the counters, added up (metrics_view_take) */
+    uint64_t conns, refused, bytes_in, bytes_out;
+    uint64_t requests[METRICS_OPS], keys[METRICS_OPS];
+    uint64_t errors[METRICS_OPS][METRICS_STATUSES];
+    uint64_t hist[METRICS_OPS][METRICS_BUCKETS + 1], hist_ns[METRICS_OPS];
+    uint64_t uptime_ns, rss;
+    bool snap_any, snap_ok;
+    int64_t snap_time;
+    char snap_why[256];
+    /* floed now (the caller's) */
+    uint64_t conns_now;
+    bool gpu;
+    uint64_t gpu_total, gpu_free;
+    const char *gpu_name, *backend, *data_dir;
+    metrics_tables tables;
+} metrics_view;
+
+/* Fills v's counters (the caller fills the rest). */
+void metrics_view_take(metrics *m, metrics_view *v);
+/* The response to Request.info, or an error frame if out of memory. */
+frame *metrics_info_reply(metrics *m, uint64_t id, const metrics_view *v);
+/* The Prometheus text of v into b. */
+void metrics_render(metrics *m, struct evbuffer *b, const metrics_view *v);
 
 #endif

@@ -6,14 +6,33 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
+#include "log.h"
+#include "tablefile.h"
 
-void registry_init(registry *r)
+void registry_init(registry *r, const batcher_limits *limits)
 {
+    memset(r, 0, sizeof *r);
     pthread_mutex_init(&r->lock, NULL);
-    r->head = NULL;
-    r->count = 0;
+    pthread_mutex_init(&r->reap_lock, NULL);
+    queue_init(&r->reaping);
+    r->limits = *limits;
+}
+
+void registry_free(registry *r)
+{
+    registry_reap_run(r);
+    table_entry *e;
+    while ((e = r->head)) {
+        registry_remove(r, e->name);
+        floe_table_destroy(e->table);
+        e->table = NULL;
+        entry_unref(e);
+    }
+    pthread_mutex_destroy(&r->lock);
+    pthread_mutex_destroy(&r->reap_lock);
 }
 
 void entry_ref(table_entry *e)
@@ -47,7 +66,7 @@ table_entry *registry_get(registry *r, const char *name)
     return e;
 }
 
-floe_status registry_add(registry *r, table_entry *e, size_t max_tables, floe_errinfo *err)
+static floe_status registry_add(registry *r, table_entry *e, size_t max_tables, floe_errinfo *err)
 {
     floe_status st = FLOE_OK;
     pthread_mutex_lock(&r->lock);
@@ -64,7 +83,7 @@ floe_status registry_add(registry *r, table_entry *e, size_t max_tables, floe_er
     return st;
 }
 
-floe_status registry_install(registry *r, struct server *srv, floe_table *t, size_t max_tables, floe_errinfo *err)
+floe_status registry_install(registry *r, floe_table *t, size_t max_tables, floe_errinfo *err)
 {
     table_entry *e = floe_calloc(1, sizeof *e);
     if (!e) {
@@ -74,7 +93,8 @@ floe_status registry_install(registry *r, struct server *srv, floe_table *t, siz
     strcpy(e->name, t->spec.name);
     e->table = t;
     atomic_init(&e->refs, 1);
-    batcher_init(&e->bt, srv, t);
+    batcher_init(&e->bt, t, &r->limits);
+    atomic_init(&e->last_save, (int_fast64_t)time(NULL));
     floe_status st = registry_add(r, e, max_tables, err);
     if (st != FLOE_OK) {
         floe_table_destroy(t);
@@ -120,4 +140,52 @@ void registry_each(registry *r, void (*fn)(table_entry *e, void *arg), void *arg
     for (table_entry *e = r->head; e; e = e->next)
         fn(e, arg);
     pthread_mutex_unlock(&r->lock);
+}
+
+void registry_reap(registry *r, table_entry *e)
+{
+    pthread_mutex_lock(&r->reap_lock);
+    queue_push(&r->reaping, &e->reap);
+    pthread_mutex_unlock(&r->reap_lock);
+    if (r->wake_reaper)
+        r->wake_reaper(r->wake_arg);
+}
+
+void registry_reap_run(registry *r)
+{
+    pthread_mutex_lock(&r->reap_lock);
+    queue_link *list = queue_take(&r->reaping);
+    pthread_mutex_unlock(&r->reap_lock);
+    while (list) {
+        table_entry *e = QUEUE_ENTRY(list, table_entry, reap);
+        list = list->next;
+        log_info("table %s dropped", e->name);
+        floe_table_destroy(e->table);
+        e->table = NULL;
+        entry_unref(e);
+    }
+}
+
+floe_status registry_backend_for(registry *r, const char *want, floe_backend **be, floe_errinfo *err)
+{
+    if (strcmp(want, "cpu") == 0) {
+        *be = r->cpu;
+        return FLOE_OK;
+    }
+    if (strcmp(want, "gpu") == 0 && !r->gpu)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "backend gpu: %s", r->gpu_name);
+    *be = r->gpu ? r->gpu : r->cpu;
+    return FLOE_OK;
+}
+
+floe_status registry_backend_for_file(registry *r, const char *path, floe_backend **be, bool *moved,
+                                      floe_errinfo *err)
+{
+    floe_file_header h;
+    floe_status st = floe_file_header_at(path, 0, &h, err);
+    if (st != FLOE_OK)
+        return st;
+    *moved = strcmp(h.spec.backend, "gpu") == 0 && !r->gpu;
+    *be = strcmp(h.spec.backend, "cpu") == 0 || !r->gpu ? r->cpu : r->gpu;
+    return FLOE_OK;
 }

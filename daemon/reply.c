@@ -14,13 +14,8 @@ frame *reply_pack(const Floe__V1__Response *r)
     frame *f = floe_malloc(sizeof *f + 4 + len);
     if (!f)
         return NULL;
-    f->next = NULL;
-    f->to = NULL;
-    f->item = NULL;
-    f->out = NULL;
-    f->req_op = 0;
+    memset(f, 0, sizeof *f);
     f->status = (floe_status)r->status;
-    f->t_parse = 0;
     f->len = 4 + len;
     f->data[0] = (unsigned char)(len >> 24);
     f->data[1] = (unsigned char)(len >> 16);

@@ -1,52 +1,35 @@
 /*
- * server.c - floed's life: start (engine, tables from data-dir, io threads,
- * listener), serve, and the graceful stop on SIGTERM/SIGINT: stop accepting,
- * answer queued requests with ERR_SHUTTING_DOWN, let batches in flight
- * finish, save every table if data-dir is set, flush responses, exit 0.
+ * server.c - floed's shared state: settings (the live ones too), the
+ * backends and registry, the main event base with the reaper (see server.h).
+ * Starting and stopping the daemon around it is floed.c.
  */
 #define _GNU_SOURCE
 #include "server.h"
 
-#include "batcher.h"
-
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <errno.h>
-#include <event2/listener.h>
-#include <event2/thread.h>
-#include <fcntl.h>
+#include <event2/event.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <netdb.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <systemd/sd-daemon.h>
-
 #include "alloc.h"
 #include "backend_gpu.h"
-#include "conn.h"
-#include "datadir.h"
 #include "log.h"
 #include "metrics.h"
 #include "partition.h"
 #include "pool.h"
-#include "snapshot.h"
-#include "tablefile.h"
 #include "tls.h"
 
 #define MERGE_THREADS 4 /* the batchers' pool for large merges: the caller and three helpers */
 
 /* ---- live settings ------------------------------------------------------------------------- */
 
-static void live_set(server *srv, const floed_config *c)
+void server_set_live(server *srv, const floed_config *c)
 {
     atomic_store(&srv->live.max_connections, c->max_connections);
     atomic_store(&srv->live.max_frame, c->max_frame);
@@ -94,98 +77,13 @@ const char *server_default_backend(server *srv, char buf[sizeof(((floed_config *
     return buf;
 }
 
-typedef struct {
-    int live, restart;
-} change_count;
-
-static void report_change(const char *name, int live, void *arg)
+const char *server_default_backend_name(server *srv)
 {
-    change_count *n = arg;
-    if (live) {
-        log_info("SIGHUP: %s changed: applied", name);
-        n->live++;
-    } else {
-        log_warn("SIGHUP: %s changed: kept as it was until floed restarts", name);
-        n->restart++;
-    }
-}
-
-/* SIGHUP: the config file and the command line again, the live settings applied. */
-static void on_hup(evutil_socket_t sig, short what, void *arg)
-{
-    (void)sig;
-    (void)what;
-    server *srv = arg;
-    floed_config next;
-    char err[1200];
-    sd_notify(0, "RELOADING=1");
-    if (config_from_args(&next, srv->argc, srv->argv, err, sizeof err) != 0) {
-        log_error("SIGHUP: %s; the running settings stay as they were", err);
-    } else if (strcmp(next.tls_port, srv->cfg.tls_port) != 0 && (!next.tls_port[0] || !srv->cfg.tls_port[0])) {
-        /* the TLS files of a floed without a TLS port were never checked, and vice versa */
-        log_error("SIGHUP: tls-port %s: turning TLS on or off needs a restart; the running settings stay as they were",
-                  next.tls_port[0] ? "set" : "removed");
-    } else {
-        floed_config now = srv->cfg;
-        pthread_mutex_lock(&srv->live.lock);
-        memcpy(now.token, srv->live.token, sizeof now.token);
-        memcpy(now.backend, srv->live.backend, sizeof now.backend);
-        pthread_mutex_unlock(&srv->live.lock);
-        live_set(srv, &next); /* first, so that the lines below follow the new log level */
-        change_count n = {0, 0};
-        config_changes(&now, &next, report_change, &n);
-        /* srv->cfg keeps what needs a restart; its live fields follow next */
-        config_apply_live(&srv->cfg, &next);
-        log_info("SIGHUP: settings read again from %s: %d applied, %d need a restart",
-                 srv->cfg.config_file[0] ? srv->cfg.config_file : "the command line", n.live, n.restart);
-        if (srv->tls) { /* certificate files may have changed in place: read them again whatever the settings say */
-            if (tls_server_reload(srv->tls, &srv->cfg, err, sizeof err) == 0) {
-                char cert[400];
-                tls_server_describe(srv->tls, cert, sizeof cert);
-                log_info("SIGHUP: TLS context made again: %s", cert);
-            } else {
-                log_error("SIGHUP: %s; TLS goes on with the certificate it had", err);
-            }
-        }
-    }
-    sd_notify(0, "READY=1");
-}
-
-/* ---- io threads ------------------------------------------------------------------------ */
-
-static void *io_main(void *arg)
-{
-    io_thread *io = arg;
-    pthread_setname_np(pthread_self(), "floed-io"); /* for top -H and ps -L */
-    event_base_loop(io->base, EVLOOP_NO_EXIT_ON_EMPTY);
-    return NULL;
-}
-
-int io_thread_init(server *srv, io_thread *io)
-{
-    io->srv = srv;
-    pthread_mutex_init(&io->lock, NULL);
-    io->base = event_base_new();
-    io->wake = io->base ? event_new(io->base, -1, 0, io_wake, io) : NULL;
-    io->tick = io->base ? event_new(io->base, -1, EV_PERSIST, io_tick, io) : NULL;
-    const struct timeval second = {1, 0};
-    return io->wake && io->tick && event_add(io->tick, &second) == 0 ? 0 : -1;
-}
-
-static int start_io(server *srv)
-{
-    srv->nio = srv->cfg.io_threads;
-    srv->io = floe_calloc(srv->nio, sizeof *srv->io);
-    if (!srv->io)
-        return -1;
-    for (size_t i = 0; i < srv->nio; i++) {
-        io_thread *io = &srv->io[i];
-        if (io_thread_init(srv, io) != 0 || pthread_create(&io->thread, NULL, io_main, io) != 0) {
-            log_error("cannot start io thread %zu", i);
-            return -1;
-        }
-    }
-    return 0;
+    char want[sizeof srv->cfg.backend];
+    floe_backend *be = srv->reg.cpu;
+    floe_errinfo ignored;
+    registry_backend_for(&srv->reg, server_default_backend(srv, want), &be, &ignored); /* SIGHUP may change it */
+    return floe_backend_name(be);
 }
 
 floe_stage_time server_io_cpu(server *srv)
@@ -202,183 +100,6 @@ floe_stage_time server_io_cpu(server *srv)
     return t;
 }
 
-void io_thread_free(io_thread *io)
-{
-    /* a TLS bufferevent is freed by finalizers that the loop runs, one round after another (they
-     * are queued "active later"): let those of the last closes run before the base goes */
-    for (int round = 0; round < 4; round++)
-        event_base_loop(io->base, EVLOOP_NONBLOCK);
-    if (io->stop_timer)
-        event_free(io->stop_timer);
-    if (io->sweep_timer)
-        event_free(io->sweep_timer);
-    event_free(io->wake);
-    if (io->tick)
-        event_free(io->tick);
-    event_base_free(io->base);
-    free(io->new_fds);
-    while (io->deliveries) { /* answers that arrived after the connection's last chance */
-        frame *f = io->deliveries;
-        io->deliveries = f->next;
-        conn *c = f->to;
-        free(f->item ? batcher_pack(f) : f);
-        conn_unref(c);
-    }
-    pthread_mutex_destroy(&io->lock);
-}
-
-static void stop_io(server *srv)
-{
-    for (size_t i = 0; i < srv->nio; i++) {
-        io_thread *io = &srv->io[i];
-        pthread_mutex_lock(&io->lock);
-        io->stopping = true;
-        pthread_mutex_unlock(&io->lock);
-        event_active(io->wake, EV_READ, 0);
-    }
-    for (size_t i = 0; i < srv->nio; i++) {
-        pthread_join(srv->io[i].thread, NULL);
-        io_thread_free(&srv->io[i]);
-    }
-    free(srv->io);
-    srv->io = NULL;
-}
-
-/* Hands an accepted socket to the next io thread. */
-static void dispatch(server *srv, evutil_socket_t fd, bool tls)
-{
-    io_thread *io = &srv->io[srv->next_io++ % srv->nio];
-    pthread_mutex_lock(&io->lock);
-    if (io->nnew == io->capnew) {
-        size_t cap = io->capnew ? 2 * io->capnew : 16;
-        accepted *grown = floe_realloc(io->new_fds, cap * sizeof *grown);
-        if (!grown) {
-            pthread_mutex_unlock(&io->lock);
-            log_error("out of memory accepting a connection");
-            evutil_closesocket(fd);
-            return;
-        }
-        io->new_fds = grown;
-        io->capnew = cap;
-    }
-    io->new_fds[io->nnew++] = (accepted){fd, tls};
-    pthread_mutex_unlock(&io->lock);
-    event_active(io->wake, EV_READ, 0);
-}
-
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len, void *arg)
-{
-    (void)l;
-    (void)sa;
-    (void)len;
-    dispatch(arg, fd, false);
-}
-
-static void on_accept_tls(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len, void *arg)
-{
-    (void)l;
-    (void)sa;
-    (void)len;
-    dispatch(arg, fd, true);
-}
-
-/* ---- running out of file descriptors ---------------------------------------------------------- */
-
-/* Descriptors kept for everything but connections: listeners, the data
- * dir, table files being written, the metrics port, libevent, the GPU
- * driver. */
-#define FD_RESERVE 64
-
-/* Descriptors open now (/proc/self/fd; 0 where it cannot be read). */
-static uint64_t fds_open(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return 0;
-    uint64_t n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n > 0 ? n - 1 : 0; /* not the directory's own */
-}
-
-/* max-connections against the open-file limit, once floed is set up (its
- * own descriptors open: listeners, io threads, the GPU driver's, one per
- * device and more): the soft limit is raised to what max-connections needs
- * where the hard limit allows; if it still falls short, floed takes fewer
- * connections and says so. */
-static void check_fd_limit(server *srv)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-        return;
-    const uint64_t own = fds_open();
-    const uint64_t need = srv->cfg.max_connections + own + FD_RESERVE;
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
-        struct rlimit want = rl;
-        want.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
-        if (setrlimit(RLIMIT_NOFILE, &want) == 0)
-            rl = want;
-    }
-    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
-        return;
-    srv->fd_connections = rl.rlim_cur > own + FD_RESERVE + 1 ? rl.rlim_cur - own - FD_RESERVE : 1;
-    log_warn("the open-file limit is %llu (hard limit %llu), %llu open at start: floed takes at most %llu "
-             "connections, not max-connections %llu; raise the limit to %llu (ulimit -n, or LimitNOFILE= under "
-             "systemd)",
-             (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, (unsigned long long)own,
-             (unsigned long long)srv->fd_connections, (unsigned long long)srv->cfg.max_connections,
-             (unsigned long long)need);
-}
-
-static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    server *srv = arg;
-    if (atomic_load(&srv->shutting_down))
-        return;
-    if (srv->listener)
-        evconnlistener_enable(srv->listener);
-    if (srv->tls_listener)
-        evconnlistener_enable(srv->tls_listener);
-}
-
-/* accept() failed.  Out of descriptors, the listening socket stays readable
- * and a plain retry would spin: as memcached and Redis do, give up the
- * reserve descriptor to accept the waiting connection and close it at once
- * (the client sees a close, not a hang), take the reserve back, and pause
- * accepting for a moment. */
-static void on_accept_error(struct evconnlistener *l, void *arg)
-{
-    server *srv = arg;
-    const int e = EVUTIL_SOCKET_ERROR();
-    if (e != EMFILE && e != ENFILE && e != ENOBUFS && e != ENOMEM) {
-        LOG_LIMITED(LOG_WARN, "accept: %s", strerror(e));
-        return;
-    }
-    if (srv->reserve_fd >= 0) {
-        close(srv->reserve_fd);
-        int fd = accept(evconnlistener_get_fd(l), NULL, NULL);
-        if (fd >= 0)
-            close(fd);
-        srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    }
-    LOG_LIMITED(LOG_WARN,
-                "accept: %s with %d connections open: closing new connections for 0.1 s; raise the "
-                "open-file limit (ulimit -n, LimitNOFILE=) or lower max-connections",
-                strerror(e), atomic_load(&srv->nconns));
-    if (srv->listener)
-        if (srv->listener)
-            evconnlistener_disable(srv->listener);
-    if (srv->tls_listener)
-        evconnlistener_disable(srv->tls_listener);
-    if (srv->tls_listener)
-        evconnlistener_disable(srv->tls_listener);
-    const struct timeval pause = {0, 100000};
-    evtimer_add(srv->accept_pause_ev, &pause);
-}
-
 static void from_libevent(int severity, const char *msg)
 {
     static log_limit lim;
@@ -388,377 +109,19 @@ static void from_libevent(int severity, const char *msg)
 
 /* ---- dropped tables ---------------------------------------------------------------------- */
 
-static void reap_all(server *srv)
-{
-    pthread_mutex_lock(&srv->reap_lock);
-    table_entry *list = srv->reap_list;
-    srv->reap_list = NULL;
-    pthread_mutex_unlock(&srv->reap_lock);
-    while (list) {
-        table_entry *e = list;
-        list = e->next;
-        log_info("table %s dropped", e->name);
-        floe_table_destroy(e->table);
-        e->table = NULL;
-        entry_unref(e);
-    }
-}
-
 static void on_reap(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    reap_all(arg);
+    registry_reap_run(arg);
 }
 
-void server_reap(server *srv, table_entry *e)
+static void wake_reaper(void *arg)
 {
-    pthread_mutex_lock(&srv->reap_lock);
-    e->next = srv->reap_list;
-    srv->reap_list = e;
-    pthread_mutex_unlock(&srv->reap_lock);
-    event_active(srv->reap_ev, EV_READ, 0);
+    event_active(arg, EV_READ, 0);
 }
 
-/* ---- persistence ------------------------------------------------------------------------- */
-
-floe_status server_backend_for(server *srv, const char *want, floe_backend **be, floe_errinfo *err)
-{
-    if (strcmp(want, "cpu") == 0) {
-        *be = srv->cpu;
-        return FLOE_OK;
-    }
-    if (strcmp(want, "gpu") == 0 && !srv->gpu)
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "backend gpu: %s", srv->gpu_name);
-    *be = srv->gpu ? srv->gpu : srv->cpu;
-    return FLOE_OK;
-}
-
-/* A saved table goes back to the backend it ran on, or to the CPU engine
- * where this host has no GPU (the file format is the same). */
-static floe_status backend_for_file(server *srv, const char *path, floe_backend **be, floe_errinfo *err)
-{
-    floe_file_header h;
-    floe_status st = floe_file_header_at(path, 0, &h, err);
-    if (st != FLOE_OK)
-        return st;
-    if (strcmp(h.spec.backend, "gpu") == 0 && !srv->gpu)
-        log_warn("%s ran on the GPU; this floed has none, so it is loaded on the CPU engine", path);
-    *be = strcmp(h.spec.backend, "cpu") == 0 || !srv->gpu ? srv->cpu : srv->gpu;
-    return FLOE_OK;
-}
-
-/* "3 h 2 min ago" */
-static void describe_age(time_t then, char *buf, size_t len)
-{
-    long long d = (long long)(time(NULL) - then);
-    if (d < 0)
-        snprintf(buf, len, "in the future: check the clock");
-    else if (d < 120)
-        snprintf(buf, len, "%lld s ago", d);
-    else if (d < 7200)
-        snprintf(buf, len, "%lld min ago", d / 60);
-    else if (d < 172800)
-        snprintf(buf, len, "%lld h %lld min ago", d / 3600, d % 3600 / 60);
-    else
-        snprintf(buf, len, "%lld days ago", d / 86400);
-}
-
-/* One table file: loaded and registered, or 0/-1 for the caller to stop. */
-static int load_table_file(server *srv, const char *path, size_t index, size_t count)
-{
-    struct stat sb;
-    char age[64] = "";
-    if (stat(path, &sb) == 0)
-        describe_age(sb.st_mtime, age, sizeof age);
-    sd_notifyf(0, "STATUS=loading table file %zu of %zu: %s (%.1f MiB)", index + 1, count, path,
-               (double)sb.st_size / 1048576.0);
-    const uint64_t t0 = floe_now_ns();
-    floe_errinfo err;
-    floe_table *t;
-    floe_backend *be = NULL;
-    floe_status st = backend_for_file(srv, path, &be, &err);
-    if (st == FLOE_OK)
-        st = floe_table_load(be, path, &t, &err);
-    if (st == FLOE_OK) {
-        char name[FLOE_NAME_MAX + 1];
-        strcpy(name, t->spec.name);
-        st = registry_install(&srv->reg, srv, t, srv->cfg.max_tables, &err);
-        table_entry *e = st == FLOE_OK ? registry_get(&srv->reg, name) : NULL;
-        if (e) {
-            atomic_store(&e->bt.saved_at, (int_fast64_t)sb.st_mtime);
-            entry_unref(e);
-        }
-        if (st == FLOE_OK)
-            log_info("loaded table %s from %s: snapshot written %s, %.1f MiB in %.2f s, backend %s", name, path, age,
-                     (double)sb.st_size / 1048576.0, (double)(floe_now_ns() - t0) / 1e9, floe_backend_name(be));
-    }
-    if (st == FLOE_OK)
-        return 0;
-    if (st == FLOE_ERR_INVALID) {
-        /* damaged or truncated: kept for the operator, never loaded half */
-        if (datadir_set_aside(path) == 0)
-            log_error("cannot load %s: %s; the file is set aside as %s%s and floed stops: see docs/OPERATIONS.md "
-                      "(Persistence) for what to do",
-                      path, err.msg, path, DATADIR_DAMAGED);
-        else
-            log_error("cannot load %s: %s (and cannot set it aside: %s); move it away to start without it", path,
-                      err.msg, strerror(errno));
-    } else {
-        log_error("cannot load %s: %s (move the file away to start without it)", path, err.msg);
-    }
-    return -1;
-}
-
-static int is_table_file(const struct dirent *de)
-{
-    size_t len = strlen(de->d_name), sl = strlen(DATADIR_SUFFIX);
-    return len > sl && strcmp(de->d_name + len - sl, DATADIR_SUFFIX) == 0;
-}
-
-/* The data-dir: locked, cleaned of unfinished snapshots, every table loaded. */
-static int open_data_dir(server *srv)
-{
-    const char *dir = srv->cfg.data_dir;
-    char err[1400];
-    srv->lock_fd = datadir_lock(dir, err, sizeof err);
-    if (srv->lock_fd < 0) {
-        log_error("%s", err);
-        return -1;
-    }
-    datadir_remove_temporaries(dir);
-    if (datadir_check_damaged(dir, err, sizeof err) != 0) {
-        log_error("%s", err);
-        return -1;
-    }
-    struct dirent **files;
-    int n = scandir(dir, &files, is_table_file, alphasort);
-    if (n < 0) {
-        log_error("cannot read data-dir %s: %s", dir, strerror(errno));
-        return -1;
-    }
-    int rc = 0;
-    for (int i = 0; i < n; i++) {
-        char *path = NULL;
-        if (rc == 0 && floe_asprintf(&path, "%s/%s", dir, files[i]->d_name) < 0)
-            rc = -1;
-        if (rc == 0)
-            rc = load_table_file(srv, path, (size_t)i, (size_t)n);
-        free(path);
-        free(files[i]);
-    }
-    free(files);
-    if (rc == 0)
-        log_info("data-dir %s: %d table%s loaded", dir, n, n == 1 ? "" : "s");
-    return rc;
-}
-
-typedef struct save_state {
-    server *srv;
-    size_t done, count;
-} save_state;
-
-static void count_entry(table_entry *e, void *arg)
-{
-    (void)e;
-    ((save_state *)arg)->count++;
-}
-
-static void save_entry(table_entry *e, void *arg)
-{
-    save_state *ss = arg;
-    server *srv = ss->srv;
-    char path[sizeof srv->cfg.data_dir + FLOE_NAME_MAX + 8];
-    snprintf(path, sizeof path, "%s/%s%s", srv->cfg.data_dir, e->name, DATADIR_SUFFIX);
-    floe_batch b = {.op = FLOE_OP_SAVE, .path = path};
-    sd_notifyf(0, "STATUS=stopping: saving table %s (%zu of %zu)", e->name, ++ss->done, ss->count);
-    if (floe_table_run(e->table, &b) == FLOE_OK) {
-        log_info("saved table %s to %s", e->name, path);
-    } else {
-        log_error("cannot save table %s: %s", e->name, b.error.msg);
-        srv->exit_code = 1;
-    }
-}
-
-/* At the stop, with nothing else running: every table to its file. */
-static void save_tables(server *srv)
-{
-    save_state ss = {srv, 0, 0};
-    registry_each(&srv->reg, count_entry, &ss);
-    registry_each(&srv->reg, save_entry, &ss);
-}
-
-/* ---- shutdown ------------------------------------------------------------------------------ */
-
-static void idle_entry(table_entry *e, void *arg)
-{
-    bool *idle = arg;
-    *idle = *idle && batcher_idle(&e->bt);
-}
-
-static bool all_idle(server *srv)
-{
-    bool idle = true;
-    registry_each(&srv->reg, idle_entry, &idle);
-    return idle;
-}
-
-static void shutdown_entry(table_entry *e, void *arg)
-{
-    (void)arg;
-    batcher_shutdown(&e->bt);
-}
-
-static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    server *srv = arg;
-    if (!all_idle(srv) || (srv->saver && !saver_idle(srv->saver)))
-        return; /* batches with the engine, or snapshots being written: look again at the next tick */
-    if (srv->cfg.data_dir[0])
-        save_tables(srv);
-    event_base_loopbreak(srv->base);
-}
-
-static void on_signal(evutil_socket_t sig, short what, void *arg)
-{
-    (void)what;
-    server *srv = arg;
-    if (atomic_exchange(&srv->shutting_down, true))
-        return;
-    log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    sd_notify(0, "STOPPING=1\nSTATUS=stopping: finishing requests in flight");
-    if (srv->listener)
-        evconnlistener_disable(srv->listener);
-    if (srv->tls_listener)
-        evconnlistener_disable(srv->tls_listener);
-    registry_each(&srv->reg, shutdown_entry, NULL);
-    struct timeval tick = {0, 10000};
-    srv->drain_ev = event_new(srv->base, -1, EV_PERSIST, on_drain_tick, srv);
-    if (srv->drain_ev)
-        event_add(srv->drain_ev, &tick);
-    else
-        event_base_loopbreak(srv->base);
-}
-
-static void on_snapshot_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    snapshot_tick(arg);
-}
-
-/* From the main loop, so that a wedged loop stops the pings and systemd
- * restarts floed. */
-static void on_watchdog(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    sd_notify(0, "WATCHDOG=1");
-}
-
-static int start_timers(server *srv)
-{
-    struct timeval second = {1, 0};
-    if (srv->cfg.data_dir[0]) {
-        srv->snapshot_ev = event_new(srv->base, -1, EV_PERSIST, on_snapshot_tick, srv);
-        if (!srv->snapshot_ev || event_add(srv->snapshot_ev, &second) != 0)
-            return -1;
-    }
-    uint64_t usec = 0;
-    if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
-        struct timeval half = {(time_t)(usec / 2 / 1000000), (suseconds_t)(usec / 2 % 1000000)};
-        srv->watchdog_ev = event_new(srv->base, -1, EV_PERSIST, on_watchdog, srv);
-        if (!srv->watchdog_ev || event_add(srv->watchdog_ev, &half) != 0)
-            return -1;
-        log_info("systemd watchdog: a ping every %.3f s", (double)usec / 2e6);
-    }
-    return 0;
-}
-
-/* ---- start ----------------------------------------------------------------------------------- */
-
-static int write_port_file(const char *path, unsigned port)
-{
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -1;
-    fprintf(f, "%u\n", port);
-    if (fclose(f) != 0)
-        return -1;
-    return rename(tmp, path);
-}
-
-/* Listens on bind:port (bind an address or a host name: the first address
- * it resolves to); the port it got goes to *bound. */
-static struct evconnlistener *listen_on(server *srv, unsigned port, evconnlistener_cb cb, const char *what,
-                                        unsigned *bound)
-{
-    char service[8];
-    snprintf(service, sizeof service, "%u", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
-    int rc = getaddrinfo(srv->cfg.bind, service, &hints, &res);
-    if (rc != 0) {
-        log_error("bind: cannot resolve '%s': %s", srv->cfg.bind, gai_strerror(rc));
-        return NULL;
-    }
-    struct evconnlistener *l =
-        evconnlistener_new_bind(srv->base, cb, srv, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-                                1024, res->ai_addr, (int)res->ai_addrlen);
-    freeaddrinfo(res);
-    if (!l) {
-        log_error("cannot listen on %s %s %u: %s", srv->cfg.bind, what, port, strerror(errno));
-        return NULL;
-    }
-    evconnlistener_set_error_cb(l, on_accept_error);
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&ss, &len);
-    *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                            : ((struct sockaddr_in *)&ss)->sin_port);
-    return l;
-}
-
-/* The plain port (unless tls-only) and the TLS port (with tls-port), and
- * the files that name them. */
-static int start_listeners(server *srv)
-{
-    const floed_config *cfg = &srv->cfg;
-    if (!cfg->tls_only && !(srv->listener = listen_on(srv, (unsigned)cfg->port, on_accept, "port", &srv->port)))
-        return -1;
-    if (cfg->tls_port[0]) {
-        char err[1200];
-        if (!(srv->tls = tls_server_new(cfg, err, sizeof err))) {
-            log_error("%s", err);
-            return -2; /* a setting that cannot work */
-        }
-        unsigned want = (unsigned)strtoul(cfg->tls_port, NULL, 10);
-        if (!(srv->tls_listener = listen_on(srv, want, on_accept_tls, "tls-port", &srv->tls_port)))
-            return -1;
-        char what[400];
-        tls_server_describe(srv->tls, what, sizeof what);
-        log_info("TLS on %s:%u (%s; client certificates: %s; %s)", cfg->bind, srv->tls_port, cfg->tls_protocols,
-                 cfg->tls_auth_clients, what);
-    }
-    const struct {
-        const char *path, *name;
-        unsigned port;
-    } files[] = {
-        {cfg->port_file, "port-file", srv->listener ? srv->port : srv->tls_port},
-        {cfg->tls_port_file, "tls-port-file", srv->tls_port},
-    };
-    for (size_t i = 0; i < 2; i++) {
-        if (files[i].path[0] && write_port_file(files[i].path, files[i].port) != 0) {
-            log_error("cannot write %s %s: %s", files[i].name, files[i].path, strerror(errno));
-            return -1;
-        }
-    }
-    return 0;
-}
+/* ---- backends ------------------------------------------------------------------------------ */
 
 /* The devices of the gpus setting, checked against the host's: 0, or with
  * gpu_name saying why, -1 (no GPU here) or -2 (gpus names one not here). */
@@ -767,7 +130,7 @@ static int gpu_devices(server *srv)
     char why[200];
     const int have = floe_gpu_count();
     if (have == 0) {
-        snprintf(srv->gpu_name, sizeof srv->gpu_name, "this host has no GPU (no CUDA device found)");
+        snprintf(srv->reg.gpu_name, sizeof srv->reg.gpu_name, "this host has no GPU (no CUDA device found)");
         return -1;
     }
     int n = config_gpus(srv->cfg.gpus, srv->gpu_ids, why, sizeof why);
@@ -778,7 +141,7 @@ static int gpu_devices(server *srv)
     }
     for (int i = 0; i < n; i++)
         if (srv->gpu_ids[i] >= have) {
-            snprintf(srv->gpu_name, sizeof srv->gpu_name, "gpus names device %d; this host has %d (0..%d)",
+            snprintf(srv->reg.gpu_name, sizeof srv->reg.gpu_name, "gpus names device %d; this host has %d (0..%d)",
                      srv->gpu_ids[i], have, have - 1);
             return -2;
         }
@@ -795,7 +158,7 @@ static int start_gpu(server *srv)
     char dev[96];
     int n = 0, devices = 0;
     if (!floe_gpu_built()) {
-        snprintf(srv->gpu_name, sizeof srv->gpu_name, "this floed was built without GPU support (GPU=0)");
+        snprintf(srv->reg.gpu_name, sizeof srv->reg.gpu_name, "this floed was built without GPU support (GPU=0)");
     } else if ((devices = gpu_devices(srv)) != 0) {
         /* gpu_name says why */
     } else {
@@ -804,31 +167,31 @@ static int start_gpu(server *srv)
                 FLOE_OK)
                 break;
         if (n < srv->ngpus) {
-            snprintf(srv->gpu_name, sizeof srv->gpu_name, "the GPU backend did not start on device %d: %s",
+            snprintf(srv->reg.gpu_name, sizeof srv->reg.gpu_name, "the GPU backend did not start on device %d: %s",
                      srv->gpu_ids[n], err.msg);
             for (int i = 0; i < n; i++)
                 floe_backend_destroy(dev_be[i]);
         } else {
             const unsigned parts = srv->cfg.partitions ? (unsigned)srv->cfg.partitions : (unsigned)n;
             if (floe_backend_partition_create(dev_be, (unsigned)n, parts, (unsigned)srv->cfg.engine_threads,
-                                              &srv->gpu, &err) != FLOE_OK) {
-                snprintf(srv->gpu_name, sizeof srv->gpu_name, "the GPU backend did not start: %s", err.msg);
+                                              &srv->reg.gpu, &err) != FLOE_OK) {
+                snprintf(srv->reg.gpu_name, sizeof srv->reg.gpu_name, "the GPU backend did not start: %s", err.msg);
             } else {
                 floe_gpu_device(srv->gpu_ids[0], dev, sizeof dev);
-                int len = snprintf(srv->gpu_name, sizeof srv->gpu_name, "%s", dev);
+                int len = snprintf(srv->reg.gpu_name, sizeof srv->reg.gpu_name, "%s", dev);
                 if (n > 1)
-                    len += snprintf(srv->gpu_name + len, sizeof srv->gpu_name - (size_t)len, " x%d (devices", n);
-                for (int i = 0; n > 1 && i < n && len < (int)sizeof srv->gpu_name; i++)
-                    len += snprintf(srv->gpu_name + len, sizeof srv->gpu_name - (size_t)len, "%c%d",
+                    len += snprintf(srv->reg.gpu_name + len, sizeof srv->reg.gpu_name - (size_t)len, " x%d (devices", n);
+                for (int i = 0; n > 1 && i < n && len < (int)sizeof srv->reg.gpu_name; i++)
+                    len += snprintf(srv->reg.gpu_name + len, sizeof srv->reg.gpu_name - (size_t)len, "%c%d",
                                     i ? ',' : ' ', srv->gpu_ids[i]);
-                if (n > 1 && len < (int)sizeof srv->gpu_name)
-                    snprintf(srv->gpu_name + len, sizeof srv->gpu_name - (size_t)len, ")");
-                log_info("GPU backend on %s, tables in %u part%s", srv->gpu_name, parts, parts == 1 ? "" : "s");
+                if (n > 1 && len < (int)sizeof srv->reg.gpu_name)
+                    snprintf(srv->reg.gpu_name + len, sizeof srv->reg.gpu_name - (size_t)len, ")");
+                log_info("GPU backend on %s, tables in %u part%s", srv->reg.gpu_name, parts, parts == 1 ? "" : "s");
             }
         }
     }
-    if (!srv->gpu && (devices == -2 || strcmp(srv->cfg.backend, "gpu") == 0)) {
-        log_error("backend gpu: %s", srv->gpu_name);
+    if (!srv->reg.gpu && (devices == -2 || strcmp(srv->cfg.backend, "gpu") == 0)) {
+        log_error("backend gpu: %s", srv->reg.gpu_name);
         return -1;
     }
     return 0;
@@ -846,36 +209,38 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
     srv->lock_fd = srv->reserve_fd = -1;
     pthread_mutex_init(&srv->live.lock, NULL);
     event_set_log_callback(from_libevent);
-    live_set(srv, cfg);
-    if (!(srv->metrics = metrics_new(srv))) {
+    server_set_live(srv, cfg);
+    if (!(srv->metrics = metrics_new((size_t)cfg->io_threads + 1))) {
         free(srv);
         return 1;
     }
     atomic_init(&srv->nconns, 0);
     atomic_init(&srv->shutting_down, false);
-    registry_init(&srv->reg);
-    pthread_mutex_init(&srv->reap_lock, NULL);
+    /* a few threads: large merges are memory-bound (a NULL pool merges inline) */
+    floe_errinfo err;
+    if (floe_pool_create(MERGE_THREADS, &srv->merge_pool, &err) != FLOE_OK)
+        log_warn("merging batches on one thread: %s", err.msg);
+    const batcher_limits limits = {&srv->live.max_batch_keys, srv->merge_pool};
+    registry_init(&srv->reg, &limits);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN); /* a file past RLIMIT_FSIZE: the write fails (EFBIG) and the snapshot says why */
-    floe_errinfo err;
     floe_backend *cpu = NULL;
     const unsigned cpu_parts = cfg->partitions ? (unsigned)cfg->partitions : 1;
     if (floe_backend_cpu_create((unsigned)cfg->engine_threads, &cpu, &err) != FLOE_OK ||
-        floe_backend_partition_create(&cpu, 1, cpu_parts, (unsigned)cfg->engine_threads, &srv->cpu, &err) != FLOE_OK) {
+        floe_backend_partition_create(&cpu, 1, cpu_parts, (unsigned)cfg->engine_threads, &srv->reg.cpu, &err) !=
+            FLOE_OK) {
         log_error("cannot start the CPU engine: %s", err.msg);
-        metrics_free(srv->metrics);
-        free(srv);
+        server_free(srv);
         return 1;
     }
     if (start_gpu(srv) != 0) {
         server_free(srv);
         return 2; /* a setting that cannot work on this host */
     }
-    /* a few threads: large merges are memory-bound (a NULL pool merges inline) */
-    if (floe_pool_create(MERGE_THREADS, &srv->merge_pool, &err) != FLOE_OK)
-        log_warn("merging batches on one thread: %s", err.msg);
     srv->base = event_base_new();
-    srv->reap_ev = srv->base ? event_new(srv->base, -1, 0, on_reap, srv) : NULL;
+    srv->reap_ev = srv->base ? event_new(srv->base, -1, 0, on_reap, &srv->reg) : NULL;
+    srv->reg.wake_reaper = wake_reaper;
+    srv->reg.wake_arg = srv->reap_ev;
     if (!srv->reap_ev) {
         log_error("cannot set up the main event loop");
         server_free(srv);
@@ -887,14 +252,7 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
 
 void server_free(server *srv)
 {
-    reap_all(srv);
-    table_entry *e;
-    while ((e = srv->reg.head)) {
-        registry_remove(&srv->reg, e->name);
-        floe_table_destroy(e->table);
-        e->table = NULL;
-        entry_unref(e);
-    }
+    registry_free(&srv->reg);
     if (srv->drain_ev)
         event_free(srv->drain_ev);
     if (srv->sig_term)
@@ -911,8 +269,8 @@ void server_free(server *srv)
         event_free(srv->reap_ev);
     if (srv->base)
         event_base_free(srv->base);
-    floe_backend_destroy(srv->cpu);
-    floe_backend_destroy(srv->gpu);
+    floe_backend_destroy(srv->reg.cpu);
+    floe_backend_destroy(srv->reg.gpu);
     floe_pool_destroy(srv->merge_pool);
     metrics_free(srv->metrics);
     tls_server_free(srv->tls);
@@ -922,123 +280,3 @@ void server_free(server *srv)
     free(srv);
 }
 
-int server_run(const floed_config *cfg, int argc, char **argv)
-{
-    server *srv;
-    int rc = server_new(cfg, argc, argv, &srv);
-    if (rc != 0)
-        return rc;
-    rc = 1;
-    floe_errinfo err;
-    /* libevent puts back the handler it found when a signal event is freed:
-     * let that be SIG_IGN, so that a signal in the stop cannot kill floed */
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
-    srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
-    srv->sig_hup = evsignal_new(srv->base, SIGHUP, on_hup, srv);
-    if (!srv->sig_term || !srv->sig_int || !srv->sig_hup || event_add(srv->sig_term, NULL) ||
-        event_add(srv->sig_int, NULL) || event_add(srv->sig_hup, NULL)) {
-        log_error("cannot set up the main event loop");
-        goto out;
-    }
-    if (cfg->data_dir[0]) {
-        if (open_data_dir(srv) != 0)
-            goto out;
-        if (!(srv->saver = saver_start(srv))) {
-            log_error("cannot start the snapshot thread");
-            goto out;
-        }
-    }
-    if (start_timers(srv) != 0) {
-        log_error("cannot set up the main event loop's timers");
-        goto out;
-    }
-    srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (!(srv->accept_pause_ev = evtimer_new(srv->base, on_accept_resume, srv)) || start_io(srv) != 0)
-        goto out;
-    int lrc = start_listeners(srv);
-    if (lrc != 0) {
-        rc = lrc == -2 ? 2 : 1;
-        goto out;
-    }
-    if (metrics_start(srv->metrics) != 0)
-        goto out;
-    check_fd_limit(srv); /* before the loop runs: no connection is accepted yet */
-    floe_backend *dflt = srv->cpu;
-    server_backend_for(srv, cfg->backend, &dflt, &err);
-    char ports[64] = "";
-    if (srv->listener && srv->tls_listener)
-        snprintf(ports, sizeof ports, "%u and TLS port %u", srv->port, srv->tls_port);
-    else
-        snprintf(ports, sizeof ports, "%s%u", srv->listener ? "" : "TLS port ",
-                 srv->listener ? srv->port : srv->tls_port);
-    log_info("floed %s listening on %s port %s (new tables: backend %s in %u part%s, %zu io threads, max-frame %llu, "
-             "max-inflight %llu%s)",
-             FLOE_VERSION, cfg->bind, ports, floe_backend_name(dflt), floe_backend_parts(dflt),
-             floe_backend_parts(dflt) == 1 ? "" : "s", srv->nio, (unsigned long long)cfg->max_frame,
-             (unsigned long long)cfg->max_inflight,
-             cfg->token[0]                           ? ", token required"
-             : !strcmp(cfg->tls_auth_clients, "yes") ? ", client certificates required"
-             : cfg->protected_mode                   ? ""
-                                                     : ", no authentication (protected-mode no)");
-    if (cfg->data_dir[0]) {
-        char every[64] = "", after[64] = "";
-        if (cfg->save_every)
-            snprintf(every, sizeof every, "%llu s after its last snapshot", (unsigned long long)cfg->save_every);
-        if (cfg->save_after_changes)
-            snprintf(after, sizeof after, "%safter %llu changes", cfg->save_every ? ", or " : "",
-                     (unsigned long long)cfg->save_after_changes);
-        if (every[0] || after[0])
-            log_info("snapshots in %s: a changed table is saved %s%s, on demand and at shutdown", cfg->data_dir, every,
-                     after);
-        else
-            log_info("snapshots in %s: on demand and at shutdown only (save-every and save-after-changes are 0)",
-                     cfg->data_dir);
-    }
-    size_t ntables;
-    table_entry **loaded = registry_list(&srv->reg, &ntables);
-    for (size_t i = 0; loaded && i < ntables; i++)
-        entry_unref(loaded[i]);
-    free(loaded);
-    /* every saved table is loaded and the port is open: systemd may start what depends on floed */
-    sd_notifyf(0, "READY=1\nSTATUS=serving %zu table%s on %s port %s", ntables, ntables == 1 ? "" : "s", cfg->bind,
-               ports);
-    /* Tests (tables/alloc.h): FLOE_FAULT_ALLOC=N fails the Nth allocation made from now on, once. */
-    const char *fault = getenv("FLOE_FAULT_ALLOC");
-    const uint64_t fault_at = fault ? strtoull(fault, NULL, 10) : 0;
-    if (fault_at)
-        floe_alloc_fail_nth(fault_at);
-    event_base_loop(srv->base, EVLOOP_NO_EXIT_ON_EMPTY);
-    if (fault_at)
-        log_warn("fault injection: allocation %llu %s (%llu counted)", (unsigned long long)fault_at,
-                 floe_alloc_failed() ? "failed" : "was never reached", (unsigned long long)floe_alloc_count());
-    rc = srv->exit_code;
-out:
-    /* Stopping: a second signal must not kill floed halfway through. */
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    if (srv->listener)
-        evconnlistener_free(srv->listener);
-    if (srv->tls_listener)
-        evconnlistener_free(srv->tls_listener);
-    if (srv->accept_pause_ev)
-        event_free(srv->accept_pause_ev);
-    metrics_stop(srv->metrics);
-    saver_stop(srv->saver); /* idle by now, unless the start failed */
-    if (srv->io)
-        stop_io(srv);
-    const int lock_fd = srv->lock_fd;
-    server_free(srv);
-    /* freeing the signal events put back the default actions: a late signal must still not kill */
-    signal(SIGTERM, SIG_IGN);
-    signal(SIGINT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    if (rc == 0)
-        log_info("floed stopped");
-    if (lock_fd >= 0)
-        close(lock_fd); /* the data-dir's lock goes last */
-    return rc;
-}

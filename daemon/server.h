@@ -1,18 +1,31 @@
 /*
- * server.h - floed's moving parts and how they fit.
+ * server.h - floed's shared state: what every part reads.
  *
  * Threads (written down once, as in memcached):
  *   main       the listener, signals and the reaper (tables being dropped are
- *              destroyed here, never on their own backend thread);
- *   io x N     each with its own libevent base: reads frames, parses requests,
- *              answers what needs no table at once and hands the rest to the
- *              table's batcher; writes every response of its connections;
+ *              destroyed here, never on their own backend thread): floed.c;
+ *   io x N     each with its own libevent base: reads frames (conn.c), turns
+ *              each request into table work or an answer (request.c), and
+ *              writes every response of its connections;
  *   backend    the table engine's threads (tables/backend.h) run batches and
- *              call back into the batcher, which packs the responses and
- *              hands each to its connection's io thread (conn_deliver).
+ *              call back into the batcher, which ends each job; request.c
+ *              turns its end into a response for its connection's io thread.
  * A connection belongs to one io thread for its whole life.  Requests in
  * flight hold a reference to their connection, so a client that disconnects
  * costs only the work already queued for it.
+ *
+ * The daemon's files, each using only those above it:
+ *   log, config, datadir, tls, queue   leaves
+ *   reply      response frames; the session (where answers go)
+ *   batcher    a table's jobs into engine batches (the backend interface only)
+ *   registry   tables by name, their backends, reaping
+ *   server     this: settings, io threads' inboxes, the shared parts
+ *   metrics    counters and the info and Prometheus renderings
+ *   snapshot   the saver thread
+ *   request    a decoded request into table work; batch ends into responses
+ *   conn       connections and io threads: framing, back-pressure
+ *   metrics_port  the HTTP server of /metrics
+ *   floed      start, listeners, signals, data-dir, stop
  */
 #ifndef FLOE_DAEMON_SERVER_H
 #define FLOE_DAEMON_SERVER_H
@@ -24,11 +37,13 @@
 
 #include "backend.h"
 #include "config.h"
+#include "queue.h"
 #include "registry.h"
 
-typedef struct conn conn;
-typedef struct frame frame;
+struct conn;
 struct saver;
+struct metrics;
+struct metrics_port;
 
 /* The settings SIGHUP may change while floed runs (config.c marks them
  * live).  Every thread reads them, so the numbers are atomics (LIVE) and
@@ -57,14 +72,14 @@ typedef struct io_thread {
     struct event *wake;
     struct event *tick;   /* once a second: closes idle connections and those that never said hello */
     pthread_mutex_t lock; /* guards the inboxes below */
-    frame *deliveries, *deliveries_tail;
+    queue deliveries;     /* answers (reply.h frames) for its connections */
     accepted *new_fds;
     size_t nnew, capnew;
     bool stopping;             /* under lock: set by the main thread */
     bool stop_seen;            /* io thread's copy */
     struct event *stop_timer;  /* the stop's hard limit: close whatever is left */
     struct event *sweep_timer; /* during the stop: close connections gone quiet */
-    conn *conns;               /* open connections, io thread only */
+    struct conn *conns;        /* open connections, io thread only */
 } io_thread;
 
 typedef struct server {
@@ -84,56 +99,43 @@ typedef struct server {
     size_t nio, next_io;
     atomic_int nconns;
     atomic_bool shutting_down;
+    /* the tables and their backends: reg.cpu (tables/partition.h over the
+     * CPU engine), reg.gpu (over one GPU backend per device; NULL without) */
     registry reg;
-    floe_backend *cpu;            /* tables/partition.h over the CPU engine */
-    floe_backend *gpu;            /* tables/partition.h over one GPU backend per device; NULL without a device */
-    int gpu_ids[FLOE_PARTS_MAX];  /* its devices (setting gpus) */
+    int gpu_ids[FLOE_PARTS_MAX]; /* reg.gpu's devices (setting gpus) */
     int ngpus;
-    struct floe_pool *merge_pool; /* batchers' large merges (NULL: inline) */
-    struct metrics *metrics;      /* counters, info, /metrics (metrics.h) */
-    char gpu_name[400];           /* the device, or why there is none */
+    struct floe_pool *merge_pool;      /* batchers' large merges (NULL: inline) */
+    struct metrics *metrics;           /* counters (metrics.h) */
+    struct metrics_port *metrics_port; /* the HTTP server of /metrics (metrics_port.h) */
     struct event *sig_term, *sig_int, *reap_ev, *drain_ev;
     struct event *sig_hup, *snapshot_ev, *watchdog_ev;
     struct saver *saver; /* with a data-dir: writes snapshots, removes dropped tables' files */
     int lock_fd;         /* data-dir's lock, held for floed's life */
-    pthread_mutex_t reap_lock;
-    table_entry *reap_list;
     unsigned port;
     int exit_code;
 } server;
 
-/* Runs floed until SIGTERM or SIGINT; returns the exit code (2: a setting
- * that cannot work here).  argv is read again on SIGHUP. */
-int server_run(const floed_config *cfg, int argc, char **argv);
-
 /* What serves requests, without listener, signals, timers, data-dir or io
- * threads (server_run adds them; tests/fuzz drives the rest itself): the
+ * threads (floed.c adds them; tests/fuzz drives the rest itself): the
  * settings, counters, registry, backends, merge pool, and the main event
- * base with its reaper.  0, or server_run's exit code for a failed start. */
+ * base with its reaper.  0, or floed's exit code for a failed start (2: a
+ * setting that cannot work here).  argv is read again on SIGHUP. */
 int server_new(const floed_config *cfg, int argc, char **argv, server **out);
 /* Destroys every table, then srv; its io threads must be gone. */
 void server_free(server *srv);
-/* An io thread's event base, wake event and inbox; server_run starts a
- * thread on each, tests/fuzz runs the base on its own thread.  0 or -1. */
-int io_thread_init(server *srv, io_thread *io);
-/* Once nothing runs its base: answers still undelivered are dropped. */
-void io_thread_free(io_thread *io);
 
+/* Applies the live settings of c (SIGHUP). */
+void server_set_live(server *srv, const floed_config *c);
 /* The live token: whether one is set, and whether got is it (constant time). */
 bool server_token_required(server *srv);
 bool server_token_matches(server *srv, const char *got);
-/* The live default backend for new tables, copied into buf. */
+/* The live default backend for new tables (cpu, gpu or auto), copied into buf. */
 const char *server_default_backend(server *srv, char buf[sizeof(((floed_config *)0)->backend)]);
-
-/* The backend a table asking for `want` (cpu, gpu or auto) runs on: auto
- * is the GPU where floed has one.  gpu without a device is an error. */
-floe_status server_backend_for(server *srv, const char *want, floe_backend **be, floe_errinfo *err);
+/* The name of the backend new tables get by default now (hello, info). */
+const char *server_default_backend_name(server *srv);
 
 /* CPU time of all io threads so far (the io_cpu stage), with its count
  * the number of io threads. */
 floe_stage_time server_io_cpu(server *srv);
-
-/* Queues a dropped table for destruction on the main thread. */
-void server_reap(server *srv, table_entry *e);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * snapshot.c - the saver thread and the snapshot rules (see snapshot.h).
+ * snapshot.c - the saver thread (see snapshot.h).
  */
 #define _GNU_SOURCE
 #include "snapshot.h"
@@ -15,11 +15,8 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "datadir.h"
 #include "log.h"
 #include "metrics.h"
-#include "registry.h"
-#include "server.h"
 #include "tablefile.h"
 
 /* After a failed snapshot by the rules, the next try waits this long (a
@@ -27,11 +24,11 @@
 #define RETRY_SECONDS 60
 
 struct saver {
-    struct server *srv;
+    struct metrics *metrics;
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cv;
-    item *head, *tail;
+    queue q; /* of save_job.link */
     bool busy, stopping;
 };
 
@@ -53,56 +50,54 @@ static void fsync_dir_of(const char *path)
     free(copy);
 }
 
-/* The end of a snapshot by COPY: the table's bookkeeping, the log, the answer. */
-static void finish_write(item *it, floe_status st, const char *error, double seconds)
+/* The end of a write: the table's bookkeeping, the log, the answer. */
+static void finish_write(saver *s, save_job *sj, floe_status st, const char *error, double seconds)
 {
-    batcher *bt = &it->entry->bt;
-    const bool by_rules = it->c == NULL && it->multi == NULL;
+    table_entry *e = sj->entry;
     if (st == FLOE_OK) {
-        /* it->changes is the table's running count when copied; snapshots of one table land in order */
-        const uint64_t before = atomic_exchange(&bt->saved_changes, it->changes);
-        atomic_store(&bt->last_save, unix_now());
-        atomic_store(&bt->saved_at, unix_now());
-        log_info("snapshot of table %s written to %s (%.2f s, %llu changes since the one before)", it->entry->name,
-                 it->path, seconds, (unsigned long long)(it->changes - before));
+        /* sj->changes is the table's running count when copied; snapshots of one table land in order */
+        const uint64_t before = atomic_exchange(&e->saved_changes, sj->changes);
+        atomic_store(&e->last_save, unix_now());
+        atomic_store(&e->saved_at, unix_now());
+        log_info("snapshot of table %s written to %s (%.2f s, %llu changes since the one before)", e->name, sj->path,
+                 seconds, (unsigned long long)(sj->changes - before));
     } else {
-        atomic_store(&bt->retry_after, unix_now() + RETRY_SECONDS);
-        log_error("snapshot of table %s failed: %s", it->entry->name, error);
+        atomic_store(&e->retry_after, unix_now() + RETRY_SECONDS);
+        log_error("snapshot of table %s failed: %s", e->name, error);
     }
-    metrics_snapshot_done(it->entry->bt.srv->metrics, unix_now(), st == FLOE_OK, error);
-    if (by_rules)
-        atomic_store(&bt->snapshot_pending, false);
-    batcher_item_done(it, st, error);
+    metrics_snapshot_done(s->metrics, unix_now(), st == FLOE_OK, error);
+    if (sj->by_rules)
+        atomic_store(&e->snapshot_pending, false);
+    sj->done(sj, st, error);
 }
 
-static void run_job(saver *s, item *it)
+static void run_job(saver *s, save_job *sj)
 {
     floe_errinfo err;
     floe_errinfo_clear(&err);
-    if (it->op == ITEM_DRAIN) {
+    if (!sj->entry) { /* a dropped table's file */
         floe_status st = FLOE_OK;
-        if (unlink(it->path) == 0)
-            fsync_dir_of(it->path);
+        if (unlink(sj->path) == 0)
+            fsync_dir_of(sj->path);
         else if (errno != ENOENT)
             st = floe_errinfo_set(&err, FLOE_ERR_INTERNAL, "table dropped, but its snapshot %s could not be removed: %s",
-                                it->path, strerror(errno));
+                                sj->path, strerror(errno));
         if (st != FLOE_OK)
             log_error("%s", err.msg);
-        batcher_item_done(it, st, err.msg);
+        sj->done(sj, st, err.msg);
         return;
     }
     const uint64_t t0 = floe_now_ns();
-    sd_notifyf(0, "STATUS=saving table %s to %s", it->entry->name, it->path);
-    floe_status st = it->pre_status;
+    sd_notifyf(0, "STATUS=saving table %s to %s", sj->entry->name, sj->path);
+    floe_status st = sj->status;
     if (st != FLOE_OK)
-        snprintf(err.msg, sizeof err.msg, "%s", it->pre_error ? it->pre_error : "copy failed");
+        snprintf(err.msg, sizeof err.msg, "%s", sj->error ? sj->error : "copy failed");
     else
-        st = floe_file_image_save(it->path, it->image, &err);
-    floe_file_image_free(it->image);
-    it->image = NULL;
-    sd_notifyf(0, "STATUS=serving (last snapshot: table %s, %s)", it->entry->name, st == FLOE_OK ? "ok" : "failed");
-    (void)s;
-    finish_write(it, st, err.msg, (double)(floe_now_ns() - t0) / 1e9);
+        st = floe_file_image_save(sj->path, sj->image, &err);
+    floe_file_image_free(sj->image);
+    sj->image = NULL;
+    sd_notifyf(0, "STATUS=serving (last snapshot: table %s, %s)", sj->entry->name, st == FLOE_OK ? "ok" : "failed");
+    finish_write(s, sj, st, err.msg, (double)(floe_now_ns() - t0) / 1e9);
 }
 
 static void *saver_main(void *arg)
@@ -111,18 +106,14 @@ static void *saver_main(void *arg)
     pthread_setname_np(pthread_self(), "floed-saver");
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while (!s->head && !s->stopping)
+        while (queue_empty(&s->q) && !s->stopping)
             pthread_cond_wait(&s->cv, &s->lock);
-        if (!s->head)
+        queue_link *l = queue_pop(&s->q);
+        if (!l)
             break;
-        item *it = s->head;
-        s->head = it->next;
-        if (!s->head)
-            s->tail = NULL;
         s->busy = true;
         pthread_mutex_unlock(&s->lock);
-        it->next = NULL;
-        run_job(s, it);
+        run_job(s, QUEUE_ENTRY(l, save_job, link));
         pthread_mutex_lock(&s->lock);
         s->busy = false;
     }
@@ -130,12 +121,13 @@ static void *saver_main(void *arg)
     return NULL;
 }
 
-saver *saver_start(struct server *srv)
+saver *saver_start(struct metrics *m)
 {
     saver *s = floe_calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->srv = srv;
+    s->metrics = m;
+    queue_init(&s->q);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->thread, NULL, saver_main, s) != 0) {
@@ -164,76 +156,15 @@ void saver_stop(saver *s)
 bool saver_idle(saver *s)
 {
     pthread_mutex_lock(&s->lock);
-    bool idle = !s->head && !s->busy;
+    bool idle = queue_empty(&s->q) && !s->busy;
     pthread_mutex_unlock(&s->lock);
     return idle;
 }
 
-static void enqueue(saver *s, item *it)
+void saver_queue(saver *s, save_job *sj)
 {
-    it->next = NULL;
     pthread_mutex_lock(&s->lock);
-    if (s->tail)
-        s->tail->next = it;
-    else
-        s->head = it;
-    s->tail = it;
+    queue_push(&s->q, &sj->link);
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->lock);
-}
-
-void saver_write(saver *s, item *it, floe_status status, const char *error)
-{
-    if (status != FLOE_OK && it->pre_status == FLOE_OK) { /* the copy failed: say so in the job's turn */
-        it->pre_status = status;
-        free(it->pre_error);
-        it->pre_error = floe_strdup(error ? error : "");
-    }
-    enqueue(s, it);
-}
-
-void saver_remove(saver *s, item *it)
-{
-    enqueue(s, it);
-}
-
-item *snapshot_item(struct server *srv, struct conn *c, uint64_t id, struct table_entry *e)
-{
-    item *it = item_new(c, id, FLOE_OP_COPY, NULL);
-    if (!it)
-        return NULL;
-    it->path = datadir_table_path(srv->cfg.data_dir, e->name);
-    if (!it->path) {
-        item_free(it);
-        return NULL;
-    }
-    entry_ref(e);
-    it->entry = e;
-    return it;
-}
-
-void snapshot_tick(struct server *srv)
-{
-    const uint64_t every = LIVE(srv, save_every), after = LIVE(srv, save_after_changes);
-    if (!srv->cfg.data_dir[0] || (!every && !after) || atomic_load(&srv->shutting_down))
-        return;
-    const int64_t now = unix_now();
-    size_t n;
-    table_entry **all = registry_list(&srv->reg, &n);
-    for (size_t i = 0; all && i < n; i++) {
-        batcher *bt = &all[i]->bt;
-        const uint64_t changes = atomic_load(&bt->changes) - atomic_load(&bt->saved_changes);
-        const bool due = changes > 0 && ((every && now - atomic_load(&bt->last_save) >= (int64_t)every) ||
-                                         (after && changes >= after));
-        if (!due || now < atomic_load(&bt->retry_after) || atomic_exchange(&bt->snapshot_pending, true))
-            continue;
-        item *it = snapshot_item(srv, NULL, 0, all[i]);
-        if (!it || batcher_submit(bt, it) != FLOE_OK) { /* out of memory, or dropped meanwhile */
-            item_free(it);
-            atomic_store(&bt->snapshot_pending, false);
-        }
-    }
-    for (size_t i = 0; all && i < n; i++)
-        entry_unref(all[i]);
-    free(all);
 }

@@ -1,7 +1,7 @@
 /*
  * snapshot.h - table snapshots while floed serves.
  *
- * A snapshot is two steps.  A COPY item goes through the table's batcher
+ * A snapshot is two steps.  A COPY job goes through the table's batcher
  * like any request, so the copy holds every request queued before it; the
  * backend copies the table's arrays into a host image (the only pause the
  * table sees).  The saver thread then writes the image: a temporary file,
@@ -11,9 +11,10 @@
  * a drop can never bring the file back after it.
  *
  * Snapshots come from `floe snapshot` (answered once written), from the
- * rules (save-every, save-after-changes: snapshot_tick on the main loop,
- * one snapshot of a table at a time) and, at shutdown, from server.c
+ * rules (save-every, save-after-changes: request_snapshot_tick on the main
+ * loop, one snapshot of a table at a time) and, at shutdown, from floed.c
  * (after the saver has finished, so an older image never lands last).
+ * The saver knows jobs only: request.c makes them and answers them.
  */
 #ifndef FLOE_DAEMON_SNAPSHOT_H
 #define FLOE_DAEMON_SNAPSHOT_H
@@ -21,31 +22,34 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "batcher.h"
+#include "queue.h"
+#include "registry.h"
 
-struct server;
-struct table_entry;
+struct metrics;
+struct floe_file_image;
 typedef struct saver saver;
 
-/* NULL if the thread cannot start. */
-saver *saver_start(struct server *srv);
+/* A file to write or remove, in the saver's order. */
+typedef struct save_job {
+    queue_link link;
+    const char *path;              /* the table's file */
+    struct floe_file_image *image; /* a write: the copy (the saver frees it once written); NULL: remove path */
+    table_entry *entry;            /* a write: the table, for its bookkeeping */
+    uint64_t changes;              /* a write: the batcher's change count the copy holds */
+    bool by_rules;                 /* a write by the rules: clears entry->snapshot_pending */
+    floe_status status;            /* a write whose copy failed: reported in its turn */
+    const char *error;
+    /* Called once, on the saver thread, when the job is done. */
+    void (*done)(struct save_job *sj, floe_status st, const char *error);
+} save_job;
+
+/* NULL if the thread cannot start.  Outcomes are counted in m. */
+saver *saver_start(struct metrics *m);
 /* Writes what is queued, then stops the thread. */
 void saver_stop(saver *s);
 /* Nothing queued or being written. */
 bool saver_idle(saver *s);
-
-/* A COPY item for e's table, answered to c (NULL: a snapshot by the rules,
- * answered to nobody), or NULL if out of memory. */
-item *snapshot_item(struct server *srv, struct conn *c, uint64_t id, struct table_entry *e);
-
-/* Batcher: takes over a COPY item whose copy is done (it->image set unless
- * status failed) and writes it. */
-void saver_write(saver *s, item *it, floe_status status, const char *error);
-/* Batcher: takes over the DRAIN item of a dropped table (it->path set):
- * removes the file, then answers the drop. */
-void saver_remove(saver *s, item *it);
-
-/* Main loop, once a second: snapshots the tables the rules say are due. */
-void snapshot_tick(struct server *srv);
+/* Queues sj (a write, or the removal of a dropped table's file). */
+void saver_queue(saver *s, save_job *sj);
 
 #endif

@@ -1,11 +1,12 @@
 /*
  * fuzz_daemon.c - libFuzzer target: floed's frame reader and request
- * handling (daemon/conn.c, batcher.c, registry.c, metrics.c) fed straight
+ * handling (daemon/conn.c, request.c, batcher.c, registry.c, metrics.c) fed straight
  * from bytes: the input is what a client sends on one connection.
  *
  * No sockets: the connection is one end of a libevent bufferevent pair on
  * an io thread's base, which this thread runs itself; the tables are real
- * CPU-backend tables whose threads answer through conn_deliver as in floed.
+ * CPU-backend tables whose threads answer through the connection's session
+ * as in floed.
  * Each run serves its input until every request is answered, closes the
  * connection as a client going away would, and drops every table, so runs
  * do not depend on each other.  Not covered: tokens (hello compares SHA-256
@@ -163,8 +164,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (!be)
         abort();
     be->base.ops = &budget_ops;
-    be->inner = srv->cpu;
-    srv->cpu = &be->base;
+    be->inner = srv->reg.cpu;
+    srv->reg.cpu = &be->base;
     srv->nio = 1;
     srv->io = calloc(1, sizeof *srv->io);
     if (!srv->io || io_thread_init(srv, &srv->io[0]) != 0)
