@@ -204,12 +204,15 @@ build/rel/floe-mc: $(call mc_objs,rel) build/rel/libfloe.a
 build/san/floe-mc: $(call mc_objs,san) build/san/libfloe.a
 	$(CC) $(LDSAN) $^ $(LIBFLOE_LIBS) -o $@
 
-build/rel/floe-tests: $(call test_objs,rel) build/rel/bench/histogram.o build/rel/bench/workload.o $(call mcmodel_objs,rel) build/rel/daemon/config.o build/rel/daemon/log.o build/rel/libfloetables.a
-	$(CC) -pthread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
-build/san/floe-tests: $(call test_objs,san) build/san/bench/histogram.o build/san/bench/workload.o $(call mcmodel_objs,san) build/san/daemon/config.o build/san/daemon/log.o build/san/libfloetables.a
-	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
-build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/bench/histogram.o build/tsan/bench/workload.o $(call mcmodel_objs,tsan) build/tsan/daemon/config.o build/tsan/daemon/log.o build/tsan/libfloetables.a
-	$(CC) -pthread -fsanitize=thread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) -lm -o $@
+build/rel/floe-tests: $(call test_objs,rel) build/rel/bench/histogram.o build/rel/bench/workload.o $(call mcmodel_objs,rel) build/rel/daemon/config.o build/rel/daemon/log.o build/rel/daemon/envelope.o \
+		build/rel/proto/floe.pb-c.o build/rel/libfloetables.a
+	$(CC) -pthread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) $(PKG_PROTO) -lm -o $@
+build/san/floe-tests: $(call test_objs,san) build/san/bench/histogram.o build/san/bench/workload.o $(call mcmodel_objs,san) build/san/daemon/config.o build/san/daemon/log.o build/san/daemon/envelope.o \
+		build/san/proto/floe.pb-c.o build/san/libfloetables.a
+	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) $(PKG_PROTO) -lm -o $@
+build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/bench/histogram.o build/tsan/bench/workload.o $(call mcmodel_objs,tsan) build/tsan/daemon/config.o build/tsan/daemon/log.o build/tsan/daemon/envelope.o \
+		build/tsan/proto/floe.pb-c.o build/tsan/libfloetables.a
+	$(CC) -pthread -fsanitize=thread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) $(PKG_PROTO) -lm -o $@
 
 # CUDA: the GPU engine (gpu/), its tests (tests/gpu/) and benchmarks (bench/*_gpu.cu): fat
 # binaries, static cudart.

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 
 #include "alloc.h"
+#include "envelope.h"
 #include "log.h"
 #include "metrics.h"
 #include "request.h"
@@ -334,6 +335,29 @@ static bool looks_like_tls(const unsigned char *hdr)
     return hdr[0] == 0x16 && hdr[1] == 0x03;
 }
 
+/* Takes a frame's bytes out of `in` into a buffer of their own (the
+ * request keeps it: its keys are read in place), placed so that the keys
+ * of a key request start 8-byte aligned, as the engines read them.
+ * Returns the buffer to free, *at_frame where the frame starts in it; NULL if
+ * out of memory (the frame is dropped from `in`). */
+static unsigned char *take_frame(struct evbuffer *in, uint32_t len, unsigned char **at_frame)
+{
+    unsigned char head[256];
+    const size_t have = len < sizeof head ? len : sizeof head;
+    evbuffer_copyout(in, head, have);
+    size_t at, pad = 0;
+    if (envelope_keys_at(head, have, &at))
+        pad = (8 - at % 8) % 8;
+    unsigned char *mem = floe_malloc((size_t)len + 8);
+    if (!mem) {
+        evbuffer_drain(in, len);
+        return NULL;
+    }
+    *at_frame = mem + pad;
+    evbuffer_remove(in, *at_frame, len);
+    return mem;
+}
+
 static void read_frames_held(conn *c);
 
 /* A request may close the connection (an answer that cannot be built, the
@@ -384,10 +408,26 @@ static void read_frames_held(conn *c)
         evbuffer_drain(in, 4);
         c->s.t_frame = floe_now_ns();
         metrics_request(c->srv->metrics, SHARD(c), -1, 4 + (size_t)len); /* its bytes; the operation once parsed */
-        unsigned char *buf = evbuffer_pullup(in, len);
-        Floe__V1__Request *req = buf ? floe__v1__request__unpack(NULL, len, buf) : NULL;
-        const bool clean = req && strings_clean(&floe__v1__request__descriptor, buf, len, 0);
-        evbuffer_drain(in, len);
+        unsigned char *bytes, *mem = take_frame(in, len, &bytes);
+        if (!mem) { /* its id is not known: closing is the one way to tell its client */
+            count_request(c, METRICS_OP_UNKNOWN, 0);
+            LOG_LIMITED(LOG_ERROR, "connection %llu (%s): out of memory reading a request of %u bytes; closing it",
+                        (unsigned long long)c->s.serial, c->peer, len);
+            close_now(c);
+            return;
+        }
+        envelope env;
+        if (envelope_read(bytes, len, &env)) { /* a key request: served where it lies */
+            if (admit(c, env.op, env.id))
+                request_handle_keys(c->srv, &c->s, &env, mem);
+            else
+                free(mem);
+            pause_if_full(c);
+            continue;
+        }
+        Floe__V1__Request *req = floe__v1__request__unpack(NULL, len, bytes);
+        const bool clean = req && strings_clean(&floe__v1__request__descriptor, bytes, len, 0);
+        free(mem);
         if (!req) {
             count_request(c, METRICS_OP_UNKNOWN, 0);
             send_error(c, 0, FLOE_ERR_INVALID, "a frame of %u bytes does not parse as a floe.v1.Request", len);

@@ -38,6 +38,7 @@ typedef struct item {
     Floe__V1__Request *req; /* owned: the job's keys and values point into it (or into frame) */
     void *frame;            /* owned: the frame of a key request read in place (envelope.h) */
     void *keys_copy;        /* when the request's key bytes were not aligned (8 bytes; 4 for vectors) */
+    void *values_copy;      /* when its values were not aligned (to value_bytes) */
     char *pre_error;        /* owned: the job's pre_error, or a failed copy's error */
     char *path;             /* COPY, DRAIN with a data-dir: the table's file */
     table_entry *entry;     /* COPY: the table (a reference) */
@@ -120,6 +121,7 @@ static void item_free(item *it)
         floe__v1__request__free_unpacked(it->req, NULL);
     free(it->frame);
     free(it->keys_copy);
+    free(it->values_copy);
     free(it->pre_error);
     free(it->path);
     floe_file_image_free(it->save.image);
@@ -779,7 +781,8 @@ static void handle_list(server *srv, session *c, Floe__V1__Request *req, int op)
     free(all);
 }
 
-/* A key request: its bytes live in req (the item takes it over). */
+/* A key request, from either decoding: its bytes live in req or in frame
+ * (whichever is set; the item takes it over). */
 typedef struct key_request {
     uint64_t id;
     int op;            /* FLOE_OP_INSERT, FIND, ERASE, GET */
@@ -883,6 +886,17 @@ static floe_status check_key_request(server *srv, const floe_spec *spec, const k
     return st;
 }
 
+/* p itself if it is aligned to align bytes (a power of two), else a copy
+ * in *copy; NULL if out of memory. */
+static const void *aligned(const void *p, size_t len, size_t align, void **copy)
+{
+    if (((uintptr_t)p & (align - 1)) == 0 || !len)
+        return p;
+    if ((*copy = floe_malloc(len)))
+        memcpy(*copy, p, len);
+    return *copy;
+}
+
 /* INSERT, FIND, ERASE, GET: takes kr's bytes over. */
 static void handle_key_op(server *srv, session *c, key_request *kr)
 {
@@ -907,18 +921,18 @@ static void handle_key_op(server *srv, session *c, key_request *kr)
         flags |= FLOE_BATCH_WANT_VALUES; /* a MAP insert returns each key's stored value */
     it->j.flags = flags;
     it->j.gone = &c->gone;
-    /* TREE INSERT and FIND take vectors (4-byte aligned); the rest 8-byte keys or ids */
+    /* TREE INSERT and FIND take vectors (4-byte aligned); the rest 8-byte keys or ids; MAP values
+     * are read as value_bytes words */
     const bool vectors = tree && (kr->op == FLOE_OP_INSERT || kr->op == FLOE_OP_FIND);
-    const size_t align = vectors ? 4 : 8;
-    const void *data = kr->keys;
-    if (((uintptr_t)data & (align - 1)) != 0 && kr->keys_len) {
-        if ((it->keys_copy = floe_malloc(kr->keys_len)))
-            memcpy(it->keys_copy, data, kr->keys_len);
-        data = it->keys_copy;
-    }
+    const bool with_values = map && kr->op == FLOE_OP_INSERT;
+    const void *data = aligned(kr->keys, kr->keys_len, vectors ? 4 : 8, &it->keys_copy);
+    const void *values = with_values ? aligned(kr->values, kr->values_len, spec->value_bytes, &it->values_copy) : NULL;
     char msg[FLOE_ERROR_MAX];
-    floe_status st = data || !kr->keys_len ? check_key_request(srv, spec, kr, data, msg, sizeof msg)
-                                           : (snprintf(msg, sizeof msg, "out of memory"), FLOE_ERR_INTERNAL);
+    floe_status st = FLOE_ERR_INTERNAL;
+    if ((data || !kr->keys_len) && (values || !with_values || !kr->values_len))
+        st = check_key_request(srv, spec, kr, data, msg, sizeof msg);
+    else
+        snprintf(msg, sizeof msg, "out of memory");
     if (st != FLOE_OK) {
         item_refuse(it, st, msg);
     } else {
@@ -928,13 +942,56 @@ static void handle_key_op(server *srv, session *c, key_request *kr)
             it->j.vectors = data;
         else
             it->j.keys = data;
-        if (kr->op == FLOE_OP_INSERT && map) {
-            it->j.values = kr->values;
+        if (with_values) {
+            it->j.values = values;
             it->j.values_len = kr->values_len;
         }
     }
     submit(c, e, it);
     entry_unref(e);
+}
+
+void request_handle_keys(server *srv, session *c, const envelope *env, void *mem)
+{
+    key_request kr = {.id = env->id, .frame = mem};
+    char table[FLOE_NAME_MAX + 1];
+    if (env->table_len > FLOE_NAME_MAX) { /* no table has such a name */
+        send_error(c, env->id, FLOE_ERR_NO_TABLE, "no table %.*s", (int)env->table_len, env->table);
+        free(mem);
+        return;
+    }
+    memcpy(table, env->table, env->table_len);
+    table[env->table_len] = '\0';
+    kr.table = table;
+    kr.keys = env->keys;
+    kr.keys_len = env->keys_len;
+    kr.values = env->values;
+    kr.values_len = env->values_len;
+    switch (env->op) {
+    case FLOE__V1__REQUEST__OP_INSERT:
+        kr.op = FLOE_OP_INSERT;
+        kr.flags = (env->overwrite ? FLOE_BATCH_OVERWRITE : 0) | (env->want_ids ? FLOE_BATCH_WANT_IDS : 0);
+        break;
+    case FLOE__V1__REQUEST__OP_FIND:
+        kr.op = FLOE_OP_FIND;
+        kr.flags = (env->want_ids ? FLOE_BATCH_WANT_IDS : 0) | (env->want_values ? FLOE_BATCH_WANT_VALUES : 0);
+        kr.values = NULL, kr.values_len = 0;
+        break;
+    case FLOE__V1__REQUEST__OP_ERASE:
+        kr.op = FLOE_OP_ERASE;
+        kr.values = NULL, kr.values_len = 0;
+        break;
+    default:
+        kr.op = FLOE_OP_GET;
+        kr.values = NULL, kr.values_len = 0;
+        break;
+    }
+    if (atomic_load(&srv->shutting_down)) {
+        send_error(c, env->id, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
+        free(mem);
+        return;
+    }
+    handle_key_op(srv, c, &kr);
 }
 
 /* A key request unpacked by protobuf-c: takes req over. */

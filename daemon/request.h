@@ -16,6 +16,7 @@
 #ifndef FLOE_DAEMON_REQUEST_H
 #define FLOE_DAEMON_REQUEST_H
 
+#include "envelope.h"
 #include "floe.pb-c.h"
 #include "metrics.h"
 #include "reply.h"
@@ -23,6 +24,9 @@
 
 /* io thread: serves req (taken over) of session s. */
 void request_handle(server *srv, session *s, Floe__V1__Request *req);
+/* io thread: serves the key request env, read in place in the buffer mem
+ * (taken over: freed with the request). */
+void request_handle_keys(server *srv, session *s, const envelope *env, void *mem);
 /* io thread: packs a delivered answer whose f->pending is set (a key
  * operation's) into its response frame (an error if out of memory); frees
  * f.  NULL if not even the error could be built. */

@@ -221,7 +221,8 @@ static bool one_session(uint64_t nth)
     if (s.have_table) {
         /* the injected failure may land in this very find: it is one-shot, so a second try must pass */
         if (!verify(&s, "find at the end"))
-            ck_assert_msg(verify(&s, "find at the end"), "the final find failed twice: %s", floe_errstr(s.c));
+            ck_assert_msg(verify(&s, "find at the end"), "the final find failed twice after fault %llu: %s",
+                          (unsigned long long)nth, floe_errstr(s.c));
         scan_all(&s);
     }
     floe_close(s.c);

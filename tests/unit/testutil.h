@@ -60,6 +60,7 @@ Suite *partition_suite(void);
 Suite *faults_suite(void);
 Suite *capacity_suite(void);
 Suite *config_suite(void);
+Suite *envelope_suite(void);
 Suite *tree_suite(void);
 Suite *histogram_suite(void); /* floe-bench's latency histogram (bench/histogram.c) */
 Suite *workload_suite(void);  /* floe-bench's key streams (bench/workload.c) */

@@ -1,0 +1,177 @@
+/*
+ * envelope.c - key requests read in place (see envelope.h).
+ *
+ * The limits below are protobuf-c's own (protobuf-c.c: a tag in at most 5
+ * bytes, a length in at most 5 bytes and below 2^32, a varint in at most
+ * 10): a frame past them is left to protobuf-c, which refuses it.
+ */
+#include "envelope.h"
+
+#include <string.h>
+
+enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
+
+/* A varint of at most max bytes; false if it is longer, cut off, or its
+ * tenth byte carries bits past 64. */
+static bool varint(const uint8_t **p, const uint8_t *end, int max, uint64_t *v)
+{
+    *v = 0;
+    for (int i = 0; i < max && *p < end; i++) {
+        const uint8_t b = *(*p)++;
+        if (i == 9 && b > 1)
+            return false;
+        *v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80))
+            return true;
+    }
+    return false;
+}
+
+static bool tag(const uint8_t **p, const uint8_t *end, uint32_t *field, int *wire)
+{
+    uint64_t t;
+    if (!varint(p, end, 5, &t) || t >> 32)
+        return false;
+    *field = (uint32_t)(t >> 3);
+    *wire = (int)(t & 7);
+    return *field != 0;
+}
+
+/* A length-delimited field's bytes: [*data, *data + *len) within end. */
+static bool span(const uint8_t **p, const uint8_t *end, const uint8_t **data, size_t *len)
+{
+    uint64_t n;
+    if (!varint(p, end, 5, &n) || n > UINT32_MAX || n > (uint64_t)(end - *p))
+        return false;
+    *data = *p;
+    *len = (size_t)n;
+    *p += n;
+    return true;
+}
+
+/* The schema's fields of the four key requests (proto/floe.proto). */
+enum { F_TABLE = 1, F_KEYS = 2 };
+
+static int field_kind(Floe__V1__Request__OpCase op, uint32_t field, bool **flag, envelope *e)
+{
+    if (field == F_TABLE || field == F_KEYS)
+        return WIRE_LEN;
+    *flag = NULL;
+    switch (op) {
+    case FLOE__V1__REQUEST__OP_INSERT: /* values 3, overwrite 4, want_ids 5 */
+        if (field == 3)
+            return WIRE_LEN;
+        *flag = field == 4 ? &e->overwrite : field == 5 ? &e->want_ids : NULL;
+        break;
+    case FLOE__V1__REQUEST__OP_FIND: /* want_values 3, want_ids 4 */
+        *flag = field == 3 ? &e->want_values : field == 4 ? &e->want_ids : NULL;
+        break;
+    default: /* ERASE, GET_BY_ID: table and keys (ids) only */
+        break;
+    }
+    return *flag ? WIRE_VARINT : -1;
+}
+
+/* Reads the body of a key request.  frame is where offsets count from;
+ * with keys_only, the body may be cut off anywhere after the keys begin. */
+static bool read_body(const uint8_t *frame, const uint8_t *p, const uint8_t *end, envelope *e, bool keys_only)
+{
+    unsigned seen = 0;
+    while (p < end) {
+        uint32_t field;
+        int wire;
+        bool *flag;
+        if (!tag(&p, end, &field, &wire) || field > 31 || (seen & (1u << field)))
+            return false;
+        seen |= 1u << field;
+        if (field_kind(e->op, field, &flag, e) != wire)
+            return false;
+        if (wire == WIRE_VARINT) {
+            uint64_t v;
+            if (!varint(&p, end, 10, &v))
+                return false;
+            *flag = v != 0;
+            continue;
+        }
+        if (keys_only && field == F_KEYS) { /* its length, then its first byte is the answer */
+            uint64_t n;
+            if (!varint(&p, end, 5, &n) || n > UINT32_MAX)
+                return false;
+            e->keys_at = (size_t)(p - frame);
+            return true;
+        }
+        const uint8_t *data;
+        size_t len;
+        if (!span(&p, end, &data, &len))
+            return false;
+        if (field == F_TABLE) {
+            if (memchr(data, 0, len))
+                return false; /* protobuf-c would cut the name at the NUL: floed refuses it (conn.c) */
+            e->table = (const char *)data;
+            e->table_len = len;
+        } else if (field == F_KEYS) {
+            e->keys = data;
+            e->keys_len = len;
+            e->keys_at = (size_t)(data - frame);
+        } else {
+            e->values = data;
+            e->values_len = len;
+        }
+    }
+    return !keys_only;
+}
+
+static bool is_key_op(uint32_t field)
+{
+    return field == FLOE__V1__REQUEST__OP_INSERT || field == FLOE__V1__REQUEST__OP_FIND ||
+           field == FLOE__V1__REQUEST__OP_ERASE || field == FLOE__V1__REQUEST__OP_GET_BY_ID;
+}
+
+static bool read_request(const uint8_t *frame, size_t len, envelope *e, bool keys_only)
+{
+    memset(e, 0, sizeof *e);
+    e->table = "";
+    const uint8_t *p = frame, *end = frame + len;
+    bool have_id = false;
+    while (p < end) {
+        uint32_t field;
+        int wire;
+        if (!tag(&p, end, &field, &wire))
+            return false;
+        if (field == 1 && wire == WIRE_VARINT && !have_id) {
+            if (!varint(&p, end, 10, &e->id))
+                return false;
+            have_id = true;
+            continue;
+        }
+        if (!is_key_op(field) || wire != WIRE_LEN || e->op)
+            return false;
+        e->op = (Floe__V1__Request__OpCase)field;
+        const uint8_t *body;
+        size_t n;
+        if (keys_only) { /* the body may run past what we have */
+            uint64_t blen;
+            if (!varint(&p, end, 5, &blen) || blen > UINT32_MAX)
+                return false;
+            const size_t have = (size_t)(end - p);
+            return read_body(frame, p, p + (blen < have ? (size_t)blen : have), e, true);
+        }
+        if (!span(&p, end, &body, &n) || !read_body(frame, body, body + n, e, false))
+            return false;
+    }
+    return e->op != 0 && !keys_only;
+}
+
+bool envelope_read(const uint8_t *frame, size_t len, envelope *e)
+{
+    return read_request(frame, len, e, false);
+}
+
+bool envelope_keys_at(const uint8_t *head, size_t have, size_t *at)
+{
+    envelope e;
+    if (!read_request(head, have, &e, true))
+        return false;
+    *at = e.keys_at;
+    return true;
+}
