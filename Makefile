@@ -47,9 +47,10 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
 GEN     := build/gen
 CSTD    := -std=gnu11 -pthread -MMD -MP -Iproto -Itables -I$(GEN) -Idaemon -Iclient -Igpu
 OPT_rel := -O2 -g
-OPT_san := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+# FLOE_DEBUG: the engines' asserts that cost a pass over a batch (tables/spec.h); assert() itself is on everywhere
+OPT_san := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DFLOE_DEBUG
 LDSAN   := -fsanitize=address,undefined
-OPT_tsan := -O1 -g -fsanitize=thread
+OPT_tsan := -O1 -g -fsanitize=thread -DFLOE_DEBUG
 # the load generator's key loops must vectorise to keep up with floed (-O2 leaves them scalar)
 build/rel/bench/workload.o: OPT_rel := -O3 -g
 
@@ -447,7 +448,8 @@ FUZZ_SECONDS       ?= 300
 FUZZ_SMOKE_SECONDS ?= 15
 FUZZ_TARGETS := daemon tablefile cli response
 FUZZ_BINS    := $(patsubst %,build/fuzz/fuzz-%,$(FUZZ_TARGETS))
-OPT_fuzz := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+OPT_fuzz := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+            -DFLOE_DEBUG
 LDFUZZ   := -fsanitize=fuzzer,address,undefined
 build/fuzz/%.o: %.c | $(GEN)/floe.pb-c.h $(HINT)
 	@mkdir -p $(dir $@)

@@ -28,12 +28,17 @@
  *
  * SCAN, STATS, REBUILD and SAVE drain the pipeline and run on the worker.
  *
+ * floe_table_submit has checked every batch (the door, tables/backend.h):
+ * the worker completes a refused one in its turn, after draining what came
+ * before it, and otherwise only asserts what the door guarantees.
+ *
  * TREE tables (tree_gpu.cu) run one batch at a time on the worker, in
  * pieces through one pinned staging area: their engine reads a count back
  * from the device in the middle of every batch anyway.
  * A CUDA error fails the batch it hit with FLOE_ERR_INTERNAL and the CUDA
  * message; the daemon logs it.
  */
+#include <assert.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -70,7 +75,7 @@ struct stage {
     cudaEvent_t h0_ev, in_ev, k0_ev, k_ev, o0_ev, done_ev;
     bool timed;        /* every event above was recorded */
     uint64_t stage_ns; /* host time staging the keys */
-    size_t cap; /* keys */
+    size_t cap;        /* keys */
     /* pinned host */
     uint64_t *h_keys, *h_ids;
     uint8_t *h_res;
@@ -191,7 +196,7 @@ static floe_status stage_reserve(stage *s, size_t n, uint32_t vb, floe_errinfo *
         stage_free_buffers(s);
         cudaGetLastError();
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot allocate staging buffers for %zu keys: %s", cap,
-                              cuda_msg(e));
+                                cuda_msg(e));
     }
     s->cap = cap;
     return FLOE_OK;
@@ -224,7 +229,7 @@ static floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
         addr_bits = gpu_iceberg_addr_bits(t->ice);
     if (addr_bits < floe_min_addr_bits(kb) || addr_bits > floe_max_addr_bits(kb))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
-                              floe_min_addr_bits(kb), floe_max_addr_bits(kb), kb);
+                                floe_min_addr_bits(kb), floe_max_addr_bits(kb), kb);
     floe_status st = gpu_iceberg_rebuild(t->ice, &addr_bits, err);
     if (st != FLOE_OK)
         return st;
@@ -267,7 +272,8 @@ static void launch(gpu_table *t, const piece &p)
     stage *s = &t->stg[(t->head + t->count) % STAGES];
     floe_batch *b = p.b;
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
-    const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
+    /* want_values means nothing to an erase (the door lets it through without values_out) */
+    const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && b->op != FLOE_OP_ERASE;
     const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
     const uint32_t vb = t->vb;
     gpu_stream ks = (gpu_stream)t->ks;
@@ -614,7 +620,7 @@ static void retire(gpu_table *t)
         fail_batch(b, st, &s->err);
     } else {
         const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
-        const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
+        const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && b->op != FLOE_OP_ERASE;
         const uint32_t vb = t->vb;
         uint8_t *res = b->results + off;
         uint64_t *ids = want_ids ? b->ids + off : NULL;
@@ -835,14 +841,13 @@ static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_errinfo *err)
     const uint64_t total = gpu_tree_root_slots(t->tree);
     uint64_t pos = b->cursor_set ? b->cursor.position : 0;
     b->scan_n = 0;
-    if (b->limit > 0 && !b->scan_keys)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no ids buffer");
+    assert(b->limit == 0 || b->scan_keys); /* the buffer (floe_batch_check) */
     if (b->cursor_set && b->cursor.generation != 0)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor is from generation %llu; TREE tables stay at 0",
-                              (unsigned long long)b->cursor.generation);
+                                (unsigned long long)b->cursor.generation);
     if (pos > total)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
-                              (unsigned long long)pos, (unsigned long long)total);
+                                (unsigned long long)pos, (unsigned long long)total);
     tree_stage *s = &t->ts;
     floe_status st = tree_stage_reserve(s, TREE_SCAN_STEP, W, err);
     uint64_t budget = GPU_SCAN_WINDOW;
@@ -899,34 +904,32 @@ static floe_status tree_save_gpu(gpu_table *t, const char *path, floe_errinfo *e
 static void run_tree(gpu_table *t, floe_batch *b)
 {
     floe_errinfo *e = &b->error;
-    b->status = floe_batch_check(&t->base.spec, b, e);
-    if (b->status == FLOE_OK) {
-        switch (b->op) {
-        case FLOE_OP_INSERT:
-        case FLOE_OP_FIND:
-        case FLOE_OP_GET:
-            for (size_t off = 0; off < b->n && b->status == FLOE_OK; off += TREE_PIECE_MAX)
-                b->status = tree_piece(t, b, off, b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX, e);
-            if (b->status == FLOE_OK)
-                floe_answer_counts_tally(&b->counts, b->results, b->n);
-            break;
-        case FLOE_OP_SCAN:
-            b->status = tree_scan(t, b, e);
-            break;
-        case FLOE_OP_STATS:
-            b->status = gpu_tree_stats(t->tree, &b->stats, e);
-            memcpy(b->stats.stage, t->stage, sizeof t->stage);
-            b->stats.device = t->be->device;
-            break;
-        case FLOE_OP_SAVE:
-            b->status = tree_save_gpu(t, b->path, e);
-            break;
-        case FLOE_OP_COPY:
-            b->status = tree_copy_gpu(t, &b->image, e);
-            break;
-        default:
-            b->status = floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
-        }
+    assert(b->op != FLOE_OP_ERASE && b->op != FLOE_OP_REBUILD); /* refused at the door */
+    switch (b->op) {
+    case FLOE_OP_INSERT:
+    case FLOE_OP_FIND:
+    case FLOE_OP_GET:
+        for (size_t off = 0; off < b->n && b->status == FLOE_OK; off += TREE_PIECE_MAX)
+            b->status = tree_piece(t, b, off, b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX, e);
+        if (b->status == FLOE_OK)
+            floe_answer_counts_tally(&b->counts, b->results, b->n);
+        break;
+    case FLOE_OP_SCAN:
+        b->status = tree_scan(t, b, e);
+        break;
+    case FLOE_OP_STATS:
+        b->status = gpu_tree_stats(t->tree, &b->stats, e);
+        memcpy(b->stats.stage, t->stage, sizeof t->stage);
+        b->stats.device = t->be->device;
+        break;
+    case FLOE_OP_SAVE:
+        b->status = tree_save_gpu(t, b->path, e);
+        break;
+    case FLOE_OP_COPY:
+        b->status = tree_copy_gpu(t, &b->image, e);
+        break;
+    default:
+        b->status = floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
     }
     complete(b);
 }
@@ -937,22 +940,20 @@ static void run_alone(gpu_table *t, floe_batch *b)
     drain(t);
     switch (b->op) {
     case FLOE_OP_SCAN: {
-        const uint32_t vb = t->vb;
         const bool want_values = (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
         uint64_t pos = b->cursor_set ? b->cursor.position : 0;
         b->scan_n = 0;
-        if (want_values && !vb)
-            b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
-        else if (b->limit > 0 && !b->scan_keys)
-            b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "no keys buffer");
-        else if (b->cursor_set && b->cursor.generation != t->generation)
+        assert(!want_values || t->vb);         /* values in a scan: a MAP's (floe_request_check) */
+        assert(b->limit == 0 || b->scan_keys); /* the buffer (floe_batch_check) */
+        if (b->cursor_set && b->cursor.generation != t->generation)
             b->status = floe_errinfo_set(e, FLOE_ERR_INVALID,
-                                       "scan cursor is from generation %llu but the table was rebuilt (generation "
-                                       "%llu): start the scan again",
-                                       (unsigned long long)b->cursor.generation, (unsigned long long)t->generation);
+                                         "scan cursor is from generation %llu but the table was rebuilt (generation "
+                                         "%llu): start the scan again",
+                                         (unsigned long long)b->cursor.generation, (unsigned long long)t->generation);
         else if (pos > table_slots(t))
-            b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu slots",
-                                       (unsigned long long)pos, (unsigned long long)table_slots(t));
+            b->status =
+                floe_errinfo_set(e, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu slots",
+                                 (unsigned long long)pos, (unsigned long long)table_slots(t));
         else {
             uint64_t next;
             b->status = gpu_iceberg_scan(t->ice, pos, b->limit, b->scan_keys, want_values ? b->scan_values : NULL,
@@ -977,10 +978,8 @@ static void run_alone(gpu_table *t, floe_batch *b)
     case FLOE_OP_COPY:
         b->status = copy_image(t, &b->image, e);
         break;
-    case FLOE_OP_GET:
-        b->status = floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
-        break;
     default:
+        assert(b->op != FLOE_OP_GET); /* refused at the door */
         b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
     }
     complete(b);
@@ -992,21 +991,20 @@ static void run_alone(gpu_table *t, floe_batch *b)
  * into pieces, the others run alone. */
 static void begin(gpu_table *t, floe_batch *b)
 {
+    if (b->status != FLOE_OK ||
+        (!t->tree && b->n == 0 && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND || b->op == FLOE_OP_ERASE))) {
+        /* refused by floe_table_submit, or nothing to do: answered in order, after everything before it */
+        drain(t);
+        complete(b);
+        return;
+    }
     memset(&b->counts, 0, sizeof b->counts);
-    b->status = FLOE_OK;
     if (t->tree) {
         run_tree(t, b);
         return;
     }
     if (b->op != FLOE_OP_INSERT && b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE) {
         run_alone(t, b);
-        return;
-    }
-    floe_status st = floe_batch_check(&t->base.spec, b, &b->error);
-    if (st != FLOE_OK || b->n == 0) { /* answered in order: after everything before it */
-        drain(t);
-        b->status = st;
-        complete(b);
         return;
     }
     if (b->op == FLOE_OP_INSERT && t->base.spec.grow) {
@@ -1105,8 +1103,8 @@ static void table_free(gpu_table *t)
 }
 
 /* Takes ownership of ice or tree (one of them). */
-static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree, uint64_t generation,
-                               floe_table **out, floe_errinfo *err)
+static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree, uint64_t generation, floe_table **out,
+                               floe_errinfo *err)
 {
     gpu_table *t = (gpu_table *)calloc(1, sizeof *t);
     if (!t) {
@@ -1176,8 +1174,8 @@ static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, f
 
 /* Loads through the CPU engine's file code (checksums, damage checks), then
  * copies the arrays to the device. */
-static floe_status gpu_load_table(floe_backend *base, const char *path, const floe_file_part *part,
-                                  floe_table **out, floe_errinfo *err)
+static floe_status gpu_load_table(floe_backend *base, const char *path, const floe_file_part *part, floe_table **out,
+                                  floe_errinfo *err)
 {
     gpu_backend *be = (gpu_backend *)base;
     floe_file_header h;
@@ -1294,18 +1292,17 @@ extern "C" int floe_gpu_meminfo(int device, uint64_t *free_bytes, uint64_t *tota
     return 0;
 }
 
-extern "C" floe_status floe_backend_gpu_create(int device, unsigned host_threads, floe_backend **out,
-                                               floe_errinfo *err)
+extern "C" floe_status floe_backend_gpu_create(int device, unsigned host_threads, floe_backend **out, floe_errinfo *err)
 {
     *out = NULL;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "no CUDA device: %s",
-                              e != cudaSuccess ? cuda_msg(e) : "the driver reports none");
+                                e != cudaSuccess ? cuda_msg(e) : "the driver reports none");
     if (device < 0 || device >= n)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "no CUDA device %d: this host has %d (0..%d)", device, n,
-                              n - 1);
+                                n - 1);
     e = cudaSetDevice(device);
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "CUDA device %d: %s", device, cuda_msg(e));

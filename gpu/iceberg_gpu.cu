@@ -24,12 +24,13 @@
  * 2^45, so ~0 marks an empty entry) with the smallest loser index; a winner
  * whose map entry has a smaller index hands INSERTED to it.
  */
+#include <assert.h>
 #include <cub/device/device_select.cuh>
 #include <cuda_runtime.h>
-#include <thrust/iterator/counting_iterator.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <thrust/iterator/counting_iterator.h>
 
 #include "iceberg_gpu.h"
 #include "layout.h"
@@ -38,7 +39,7 @@
     do {                                                                                                               \
         cudaError_t e_ = (call);                                                                                       \
         if (e_ != cudaSuccess)                                                                                         \
-            return floe_errinfo_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                  \
+            return floe_errinfo_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                \
     } while (0)
 
 #define BLOCK 256
@@ -204,10 +205,9 @@ __device__ __forceinline__ int level_double(const floe_geometry &g, uint32_t l, 
     uint64_t b0, b1, rem0, rem1;
     floe_split(&g, l, 0, key, &b0, &rem0);
     floe_split(&g, l, 1, key, &b1, &rem1);
-    return put_double<RB, FLOE_L1_SLOTS, insert, map>(base + b0 * lv.words, base + b1 * lv.words,
-                                                      floe_row_encode(l, rem0, 0), floe_row_encode(l, rem1, 1),
-                                                      floe_slot_id(&g, l, b0, 0), floe_slot_id(&g, l, b1, 0), res, id,
-                                                      put);
+    return put_double<RB, FLOE_L1_SLOTS, insert, map>(
+        base + b0 * lv.words, base + b1 * lv.words, floe_row_encode(l, rem0, 0), floe_row_encode(l, rem1, 1),
+        floe_slot_id(&g, l, b0, 0), floe_slot_id(&g, l, b1, 0), res, id, put);
 }
 
 template <bool insert, bool map>
@@ -282,7 +282,7 @@ __device__ __forceinline__ uint64_t value_swap(void *vals, uint32_t vb, uint64_t
  * claimant changes a BUSY slot, so an xor of the difference publishes the
  * key's row without touching the word's other slots. */
 __device__ __forceinline__ void publish(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2, uint64_t id,
-                                       uint64_t row)
+                                        uint64_t row)
 {
     uint32_t shift, rb;
     uint64_t *w = slot_word(g, L0, L1, L2, id, &shift, &rb);
@@ -356,7 +356,8 @@ __global__ void __launch_bounds__(BLOCK, 2)
     uint8_t res;
     uint64_t id, put;
     op_key<RB0, true, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
-    uint64_t v = vb == 4 ? (uint64_t)reinterpret_cast<const uint32_t *>(in)[i] : reinterpret_cast<const uint64_t *>(in)[i];
+    uint64_t v =
+        vb == 4 ? (uint64_t) reinterpret_cast<const uint32_t *>(in)[i] : reinterpret_cast<const uint64_t *>(in)[i];
     uint64_t answer = 0;
     if (res == R_INSERTED) {
         value_set(vals, vb, id, v);
@@ -674,23 +675,26 @@ static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, floe_errinfo
     if (e != cudaSuccess) {
         free_arrays(t);
         cudaGetLastError(); /* an out-of-memory error is not sticky: clear it */
-        return floe_errinfo_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes of device memory for a table of 2^%u "
-                              "primary buckets: %s", total, addr_bits, cudaGetErrorString(e));
+        return floe_errinfo_set(err, FLOE_ERR_FULL,
+                                "cannot allocate %zu bytes of device memory for a table of 2^%u "
+                                "primary buckets: %s",
+                                total, addr_bits, cudaGetErrorString(e));
     }
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_iceberg **out, floe_errinfo *err)
+extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_iceberg **out,
+                                          floe_errinfo *err)
 {
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
         return st;
     if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "the GPU engine holds SET and MAP tables, not %s",
-                              floe_kind_name(spec->kind));
+                                floe_kind_name(spec->kind));
     if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u",
-                              floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits));
+                                floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits));
     gpu_iceberg *t = (gpu_iceberg *)calloc(1, sizeof *t);
     if (!t)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
@@ -748,8 +752,8 @@ static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool
     unsigned blocks = blocks_for(n);
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
 #define K_OP(RB, INS)                                                                                                  \
-    k_op<RB, INS><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, d_ids, t->halt, t->seq,        \
-                                           t->values, t->vb, d_vout)
+    k_op<RB, INS><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, d_ids, t->halt, t->seq, t->values,  \
+                                           t->vb, d_vout)
     switch (t->g.level[0].row_bits * 2 + (insert ? 1 : 0)) {
     case 32:
         K_OP(16, false);
@@ -822,26 +826,26 @@ static void next_seq(gpu_iceberg *t)
         t->seq = 1;
 }
 
-static floe_status check_n(size_t n, floe_errinfo *err)
+/* A batch as the door (floe_request_check) lets it through: fewer than 2^32
+ * keys (kernels index them with 32 bits); the backend's pieces are smaller. */
+static void assert_n(size_t n)
 {
-    if (n >= (1ull << 32))
-        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a GPU batch holds at most 2^32 - 1 keys");
-    return FLOE_OK;
+    assert(n < (1ull << 32));
+    (void)n;
 }
 
 extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
                                        uint64_t *d_ids, unsigned flags, gpu_stream stream, floe_errinfo *err)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    floe_status st = check_n(n, err);
+    assert_n(n);
+    assert(!t->vb); /* a SET's: MAP inserts need values (gpu_iceberg_put_map) */
     next_seq(t);
-    if (st != FLOE_OK || n == 0)
-        return st;
-    if (t->vb)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "gpu_iceberg_put is for SET tables; MAP inserts need values");
+    if (n == 0)
+        return FLOE_OK;
     if (flags & GPU_NO_DEDUP)
         return launch(t, d_keys, n, true, d_results, d_ids, NULL, s, err);
-    st = grow_scratch(t, n, err);
+    floe_status st = grow_scratch(t, n, err);
     if (st != FLOE_OK)
         return st;
     uint64_t *ids = d_ids ? d_ids : t->tmp_ids;
@@ -854,13 +858,16 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
     switch (t->g.level[0].row_bits) {
     case 16:
-        k_put_absent<16><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
+        k_put_absent<16>
+            <<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
         break;
     case 32:
-        k_put_absent<32><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
+        k_put_absent<32>
+            <<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
         break;
     default:
-        k_put_absent<64><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
+        k_put_absent<64>
+            <<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
         break;
     }
     return settle(t, ids, d_results, n, R_INSERTED, R_PRESENT, s, err);
@@ -871,15 +878,14 @@ extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_key
                                            gpu_stream stream, floe_errinfo *err)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    floe_status st = check_n(n, err);
+    assert_n(n);
+    assert(t->vb); /* a MAP's */
     next_seq(t);
-    if (st != FLOE_OK || n == 0)
-        return st;
-    if (!t->vb)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "gpu_iceberg_put_map is for MAP tables");
+    if (n == 0)
+        return FLOE_OK;
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
 #define K_MAP(RB)                                                                                                      \
-    k_put_map<RB><<<blocks_for(n), BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, d_values, n, d_results, d_ids, t->halt,   \
+    k_put_map<RB><<<blocks_for(n), BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, d_values, n, d_results, d_ids, t->halt,    \
                                                   t->seq, t->values, t->vb, overwrite, d_values_out)
     switch (t->g.level[0].row_bits) {
     case 16:
@@ -901,11 +907,11 @@ extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys,
                                          gpu_stream stream, floe_errinfo *err)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    floe_status st = check_n(n, err);
+    assert_n(n);
     next_seq(t);
-    if (st != FLOE_OK || n == 0)
-        return st;
-    st = grow_scratch(t, n, err);
+    if (n == 0)
+        return FLOE_OK;
+    floe_status st = grow_scratch(t, n, err);
     if (st == FLOE_OK)
         st = launch(t, d_keys, n, false, d_results, t->tmp_ids, NULL, s, err); /* where each key lives */
     if (st != FLOE_OK)
@@ -919,12 +925,9 @@ extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys,
 extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
                                         uint64_t *d_ids, void *d_values_out, gpu_stream stream, floe_errinfo *err)
 {
-    floe_status st = check_n(n, err);
+    assert_n(n);
+    assert(!d_values_out || t->vb); /* values: a MAP's */
     next_seq(t);
-    if (st != FLOE_OK)
-        return st;
-    if (d_values_out && !t->vb)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a SET");
     return launch(t, d_keys, n, false, d_results, d_ids, d_values_out, (cudaStream_t)stream, err);
 }
 
@@ -1059,7 +1062,8 @@ extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, 
         const uint64_t total = t->g.total_slots, step = (uint64_t)1 << 30;
         for (uint64_t first = 0; first < total && e == cudaSuccess; first += step) {
             uint64_t count = total - first < step ? total - first : step;
-#define K_RB(RB) k_rebuild<RB><<<blocks_for(count), BLOCK>>>(t->g, from, t->values, nt.g, to, nt.values, t->vb, first, count, failed)
+#define K_RB(RB)                                                                                                       \
+    k_rebuild<RB><<<blocks_for(count), BLOCK>>>(t->g, from, t->values, nt.g, to, nt.values, t->vb, first, count, failed)
             switch (nt.g.level[0].row_bits) {
             case 16:
                 K_RB(16);
@@ -1142,7 +1146,7 @@ extern "C" floe_status gpu_iceberg_scan(gpu_iceberg *t, uint64_t pos, size_t lim
             e = cudaMalloc(&dvals, m * t->vb);
         if (e == cudaSuccess) {
             k_scan_gather<<<blocks_for(m), BLOCK>>>(t->g, levels_of(t), t->scan_pos, m, t->values, t->vb, dkeys,
-                                                     values ? dvals : NULL);
+                                                    values ? dvals : NULL);
             e = cudaGetLastError();
         }
         if (e == cudaSuccess)
@@ -1175,7 +1179,8 @@ extern "C" floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1], floe_errinfo *err)
+extern "C" floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1],
+                                          floe_errinfo *err)
 {
     CUDA_TRY(cudaDeviceSynchronize(), err);
     for (int l = 0; l < FLOE_LEVELS; l++)

@@ -25,6 +25,7 @@
  * it the best of its variants); for 16-word vectors the fold is compiled for
  * that length so the items stay in registers.
  */
+#include <assert.h>
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@
     do {                                                                                                               \
         cudaError_t e_ = (call);                                                                                       \
         if (e_ != cudaSuccess)                                                                                         \
-            return floe_errinfo_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                  \
+            return floe_errinfo_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                \
     } while (0)
 
 #define BLOCK       256
@@ -50,7 +51,7 @@ struct gpu_tree {
     uint64_t *nodes;
     gpu_iceberg *roots;
     unsigned long long *orphans;
-    unsigned long long *counter; /* folded leaders, node count */
+    unsigned long long *counter;   /* folded leaders, node count */
     unsigned long long *h_counter; /* pinned */
     /* batch scratch, grown on demand */
     size_t cap;
@@ -201,8 +202,7 @@ template <int WC, bool insert>
 __global__ void __launch_bounds__(BLOCK)
     k_fold(const __grid_constant__ floe_tree_geometry g, uint64_t *nodes, const uint32_t *vecs, uint32_t W,
            const uint32_t *list, const unsigned long long *nlist, uint64_t *rk, uint32_t *rk_idx,
-           unsigned long long *nrk, uint8_t *results, uint64_t *ids, uint8_t *created_out,
-           unsigned long long *orphans)
+           unsigned long long *nrk, uint8_t *results, uint64_t *ids, uint8_t *created_out, unsigned long long *orphans)
 {
     uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (k >= *nlist)
@@ -374,8 +374,8 @@ extern "C" floe_status gpu_tree_create(const floe_spec *spec, gpu_tree **out, fl
         e = cudaMallocHost(&t->h_counter, 2 * sizeof *t->h_counter);
     if (e != cudaSuccess) {
         st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
-                            "device memory for a TREE node table of %llu bytes: %s",
-                            (unsigned long long)t->z.node_bytes, cudaGetErrorString(e));
+                              "device memory for a TREE node table of %llu bytes: %s",
+                              (unsigned long long)t->z.node_bytes, cudaGetErrorString(e));
         gpu_tree_destroy(t);
         return st;
     }
@@ -411,8 +411,9 @@ extern "C" uint64_t gpu_tree_root_slots(const gpu_tree *t)
     return gpu_iceberg_slots(t->roots);
 }
 
-template <bool insert> static void launch_fold(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results,
-                                               uint64_t *d_ids, cudaStream_t s)
+template <bool insert>
+static void launch_fold(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
+                        cudaStream_t s)
 {
     const uint32_t W = t->g.words;
     unsigned long long *nlist = t->counter, *nrk = t->counter + 1;
@@ -430,10 +431,9 @@ template <bool insert>
 static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
                              gpu_stream stream, floe_errinfo *err)
 {
+    assert(n < ((size_t)1 << 32)); /* the door's limit (floe_request_check) */
     if (n == 0)
         return FLOE_OK;
-    if (n >= ((size_t)1 << 32))
-        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a GPU TREE batch holds fewer than 2^32 vectors");
     floe_status st = scratch_reserve(t, n, err);
     if (st != FLOE_OK)
         return st;
@@ -495,7 +495,7 @@ extern "C" floe_status gpu_tree_get(gpu_tree *t, const uint64_t *d_ids, uint64_t
     CUDA_TRY(cudaStreamSynchronize(s), err);
     if (h_damaged)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: an id leads to a missing node",
-                              t->spec.name);
+                                t->spec.name);
     return FLOE_OK;
 }
 

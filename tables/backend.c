@@ -1,13 +1,14 @@
 /*
  * backend.c - dispatch from the backend interface to a backend's functions,
- * and the blocking floe_table_run built on submit (see backend.h).
+ * the in-process door (every batch checked once, in floe_table_submit), and
+ * the blocking floe_table_run built on submit (see backend.h).
  */
 #include "backend.h"
 
 #include <pthread.h>
 #include <stdbool.h>
-
-#include "tree.h"
+#include <stdint.h>
+#include <string.h>
 
 floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
@@ -24,8 +25,11 @@ floe_status floe_table_load(floe_backend *be, const char *path, floe_table **out
 
 void floe_table_submit(floe_table *t, floe_batch *b)
 {
-    b->status = FLOE_OK;
+    memset(&b->counts, 0, sizeof b->counts);
     floe_errinfo_clear(&b->error);
+    /* a refused batch still goes to the backend, which completes it in its
+     * place in the order, on its own thread, without running it */
+    b->status = floe_batch_check(&t->spec, b, &b->error);
     t->backend->ops->submit(t, b);
 }
 
@@ -46,70 +50,42 @@ const char *floe_backend_name(const floe_backend *be)
     return be->ops->name;
 }
 
-static floe_status tree_batch_check(const floe_spec *spec, const floe_batch *b, floe_errinfo *err)
+static bool keyed(floe_op op)
 {
-    const size_t n = b->n;
-    switch (b->op) {
-    case FLOE_OP_INSERT:
-    case FLOE_OP_FIND: {
-        floe_status st = tree_vectors_check(b->vectors, n, err);
-        if (st != FLOE_OK)
-            return st;
-        break;
-    }
-    case FLOE_OP_GET:
-        if (n > 0 && (!b->keys || !b->vectors_out))
-            return floe_errinfo_set(err, FLOE_ERR_INVALID, "get_by_id needs ids and a vectors buffer");
-        break;
-    case FLOE_OP_ERASE:
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
-                              "TREE tables do not erase: vectors share their nodes, and a model checker's "
-                              "visited set only grows");
-    case FLOE_OP_REBUILD:
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "TREE tables do not rebuild: ids must stay valid");
-    default:
-        return FLOE_OK;
-    }
-    if (n > 0 && !b->results)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer for %zu vectors", n);
-    if ((b->flags & FLOE_BATCH_WANT_IDS) && n > 0 && !b->ids)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
-    if (b->values || b->values_len || (b->flags & (FLOE_BATCH_WANT_VALUES | FLOE_BATCH_OVERWRITE)))
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values and overwrite are for MAP tables; a TREE stores vectors");
-    return FLOE_OK;
+    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET;
 }
 
 floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_errinfo *err)
 {
-    if (spec->kind == FLOE_KIND_TREE)
-        return tree_batch_check(spec, b, err);
-    if (b->op == FLOE_OP_GET)
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
-    if (b->op != FLOE_OP_INSERT && b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE)
-        return FLOE_OK;
-    const size_t n = b->n;
-    const uint32_t vb = spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0;
-    const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
-    const bool want_values = (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
-    floe_status st = floe_keys_check(spec->key_bits, b->keys, n, err);
-    if (st != FLOE_OK)
-        return st;
+    const bool tree = spec->kind == FLOE_KIND_TREE, map = spec->kind == FLOE_KIND_MAP;
+    const bool vectors = tree && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND);
+    const size_t n = keyed(b->op) ? b->n : 0;
+    if (!(b->flags & FLOE_BATCH_CHECKED)) {
+        /* the batch as the bytes of a request: n keys, vectors or ids (so
+         * many that their bytes would overflow: still at least 2^32, refused) */
+        const size_t kb = vectors ? (size_t)spec->words * 4 : 8;
+        const void *keys = vectors ? (const void *)b->vectors : (const void *)b->keys;
+        floe_status st =
+            floe_request_check(spec, b->op, b->flags, n ? keys : NULL, (n < SIZE_MAX / kb ? n : SIZE_MAX / kb) * kb,
+                               b->values, b->values_len, NULL, err);
+        if (st != FLOE_OK)
+            return st;
+    }
+    /* the buffers, which only an in-process caller can forget */
+    const char *what = vectors ? "vectors" : b->op == FLOE_OP_GET ? "ids" : "keys";
     if (n > 0 && !b->results)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer for %zu keys", n);
-    if ((b->flags & FLOE_BATCH_WANT_IDS) && n > 0 && !b->ids)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer for %zu %s", n, what);
+    if (n > 0 && (b->flags & FLOE_BATCH_WANT_IDS) && b->op != FLOE_OP_GET && !b->ids)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
-    if (!vb && (b->values || b->values_len))
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values given for a SET: a SET stores keys only");
-    if (!vb && want_values && b->op != FLOE_OP_ERASE)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
-    if (!vb && overwrite)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "overwrite is for MAP tables");
-    if (vb && want_values && n > 0 && !b->values_out)
+    if (n > 0 && map && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE && !b->values_out)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested without a values buffer");
-    if (vb && b->op == FLOE_OP_INSERT && (b->values_len != n * vb || (n > 0 && !b->values)))
-        return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                              "a MAP insert of %zu keys needs %zu bytes of values (%u per key), got %zu", n, n * vb, vb,
-                              b->values_len);
+    if (n > 0 && b->op == FLOE_OP_GET && !b->vectors_out)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "get_by_id of %zu ids needs a vectors buffer", n);
+    if (b->op == FLOE_OP_SCAN && b->limit > 0 && !b->scan_keys)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "a scan of up to %zu %s needs a buffer for them", b->limit,
+                                tree ? "ids" : "keys");
+    if (b->op == FLOE_OP_SCAN && b->limit > 0 && map && (b->flags & FLOE_BATCH_WANT_VALUES) && !b->scan_values)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a scan without a scan_values buffer");
     return FLOE_OK;
 }
 

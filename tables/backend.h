@@ -22,6 +22,18 @@
  * `keys` and writes n * words words to vectors_out; SCAN writes ids to
  * scan_keys and, if scan_vectors is set, limit * words words there.  ERASE,
  * REBUILD and values are for SET and MAP only.
+ *
+ * The door: floe_table_submit checks every batch once, with floe_batch_check
+ * (floe_request_check of spec.h, the rules of what each kind accepts, plus
+ * the buffers), before the backend sees it, and sets b->status.  A batch
+ * that fails is still handed to the backend's submit with that status: the
+ * backend completes it in its place in the order, on its own thread, without
+ * running it (so done() is still never called from inside
+ * floe_table_submit, and nothing before or after it changes place).
+ * Backends, and the engines under them, take a batch whose status is
+ * FLOE_OK as valid and only assert it; a backend built over other backends
+ * (tables in parts) hands its parts batches marked FLOE_BATCH_CHECKED, so
+ * that the keys are scanned once.
  */
 #ifndef FLOE_TABLES_BACKEND_H
 #define FLOE_TABLES_BACKEND_H
@@ -36,21 +48,7 @@
 extern "C" {
 #endif
 
-typedef enum floe_op {
-    FLOE_OP_INSERT = 1, /* find-or-put: INSERTED / PRESENT / FULL */
-    FLOE_OP_FIND,       /* PRESENT / ABSENT */
-    FLOE_OP_ERASE,      /* ERASED / ABSENT */
-    FLOE_OP_SCAN,       /* up to limit keys from cursor */
-    FLOE_OP_STATS,
-    FLOE_OP_REBUILD, /* rebuild at 2^addr_bits primary buckets (0: same size), drop tombstones */
-    FLOE_OP_SAVE,    /* write the table to path */
-    FLOE_OP_GET,     /* TREE: the vectors of ids: PRESENT / ABSENT */
-    FLOE_OP_COPY,    /* the table's file contents into a host image (a snapshot's pause) */
-} floe_op;
-
-#define FLOE_BATCH_OVERWRITE   1u /* INSERT on a MAP: replace the value of PRESENT keys */
-#define FLOE_BATCH_WANT_IDS    2u /* INSERT, FIND: fill ids */
-#define FLOE_BATCH_WANT_VALUES 4u /* INSERT, FIND on a MAP: fill values_out; SCAN: fill scan_values */
+/* floe_op and the FLOE_BATCH_* flags are the table vocabulary of spec.h. */
 
 typedef struct floe_batch floe_batch;
 struct floe_file_image; /* tablefile.h */
@@ -111,8 +109,8 @@ typedef struct floe_backend_ops {
     const char *name;
     floe_status (*create_table)(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err);
     /* part NULL: the whole table in path; else that part of a partitioned file (tablefile.h) */
-    floe_status (*load_table)(floe_backend *be, const char *path, const struct floe_file_part *part,
-                              floe_table **out, floe_errinfo *err);
+    floe_status (*load_table)(floe_backend *be, const char *path, const struct floe_file_part *part, floe_table **out,
+                              floe_errinfo *err);
     void (*submit)(floe_table *t, floe_batch *b);
     void (*destroy_table)(floe_table *t); /* waits for submitted batches */
     void (*destroy)(floe_backend *be);    /* after all its tables are destroyed */
@@ -130,6 +128,9 @@ struct floe_table {
 
 floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err);
 floe_status floe_table_load(floe_backend *be, const char *path, floe_table **out, floe_errinfo *err);
+/* Checks b (floe_batch_check), then hands it to the backend, which calls
+ * b->done(b) on its own thread, in submission order, whether b ran or was
+ * refused.  b->status and b->error say which; b->counts start at zero. */
 void floe_table_submit(floe_table *t, floe_batch *b);
 /* Submits b and waits for it: for tools and tests.  b->done must be NULL. */
 floe_status floe_table_run(floe_table *t, floe_batch *b);
@@ -137,11 +138,11 @@ void floe_table_destroy(floe_table *t);
 void floe_backend_destroy(floe_backend *be);
 const char *floe_backend_name(const floe_backend *be);
 
-/* Checks an INSERT, FIND, ERASE or GET batch against the table's spec the
- * way every engine must (keys below 2^key_bits, values sized for a MAP
- * insert, no values on a SET, vectors for a TREE, buffers present, the
- * operation possible on the kind): for backends that validate before they
- * split a batch.  FLOE_OK for other operations. */
+/* The door for in-process callers, run once per batch by floe_table_submit:
+ * floe_request_check on the batch's op, flags, keys (vectors), n and values
+ * (skipped when FLOE_BATCH_CHECKED is set), then the buffers only an
+ * in-process caller can get wrong: results, ids (WANT_IDS), values_out (a
+ * MAP's WANT_VALUES), vectors_out (GET), scan_keys and scan_values (SCAN). */
 floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_errinfo *err);
 
 /* The CPU backend, on a pool of `threads` threads (0: one per CPU). */

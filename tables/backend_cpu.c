@@ -7,8 +7,12 @@
  * chunks) and then calling its done().  One thread per table keeps a long
  * SAVE of one table from holding up the others; the pool is shared, so the
  * CPU is never oversubscribed by more than the table threads themselves.
+ *
+ * floe_table_submit has checked every batch (the door, backend.h); one it
+ * refused is completed in its turn without running.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -42,9 +46,7 @@ static void execute_tree(cpu_table *t, floe_batch *b)
     floe_errinfo *e = &b->error;
     tree *tr = t->tree;
     uint64_t *ids = (b->flags & FLOE_BATCH_WANT_IDS) ? b->ids : NULL;
-    b->status = floe_batch_check(&t->base.spec, b, e);
-    if (b->status != FLOE_OK)
-        return;
+    assert(b->op != FLOE_OP_ERASE && b->op != FLOE_OP_REBUILD); /* refused at the door */
     switch (b->op) {
     case FLOE_OP_INSERT:
         b->status = tree_insert(tr, b->vectors, b->n, b->results, ids, &b->counts, e);
@@ -80,6 +82,8 @@ static void execute(cpu_table *t, floe_batch *b)
     floe_errinfo *e = &b->error;
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
     const bool want_values = (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
+    if (b->status != FLOE_OK)
+        return; /* refused by floe_table_submit: answered here, in its place in the order */
     memset(&b->counts, 0, sizeof b->counts);
     if (t->tree) {
         execute_tree(t, b);
@@ -119,10 +123,8 @@ static void execute(cpu_table *t, floe_batch *b)
     case FLOE_OP_COPY:
         b->status = iceberg_copy_image(t->ice, &b->image, e);
         break;
-    case FLOE_OP_GET:
-        b->status = floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables");
-        break;
     default:
+        assert(b->op != FLOE_OP_GET); /* refused at the door */
         b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
     }
     if (b->status == FLOE_OK)
@@ -193,8 +195,8 @@ static floe_status cpu_create_table(floe_backend *base, const floe_spec *spec, f
     return start_table(be, ice, tr, out, err);
 }
 
-static floe_status cpu_load_table(floe_backend *base, const char *path, const floe_file_part *part,
-                                  floe_table **out, floe_errinfo *err)
+static floe_status cpu_load_table(floe_backend *base, const char *path, const floe_file_part *part, floe_table **out,
+                                  floe_errinfo *err)
 {
     cpu_backend *be = (cpu_backend *)base;
     iceberg *ice = NULL;

@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include "iceberg.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -114,8 +115,8 @@ static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bi
 oom : {
     size_t total = s->bytes[0] + s->bytes[1] + s->bytes[2] + s->values_bytes;
     store_free(s);
-    return floe_errinfo_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes for a table of %u primary address bits", total,
-                          addr_bits);
+    return floe_errinfo_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes for a table of %u primary address bits",
+                            total, addr_bits);
 }
 }
 
@@ -513,11 +514,17 @@ static tally run_locked(iceberg *t, batch *bt, uint64_t *gen)
     return ty;
 }
 
-/* ---- validation ---------------------------------------------------------------------- */
+/* ---- what the door checked ------------------------------------------------------------ */
 
-static floe_status check_keys(const iceberg *t, const uint64_t *keys, size_t n, floe_errinfo *err)
+/* A batch of keys as floe_request_check lets it through (the caller ran it:
+ * floe_table_submit, or floed per request): asserted, not checked again;
+ * the pass over the keys only in FLOE_DEBUG builds. */
+static void assert_keys(const iceberg *t, const uint64_t *keys, size_t n, const uint8_t *results)
 {
-    return floe_keys_check(t->spec.key_bits, keys, n, err);
+    assert(n < ((size_t)1 << 32));
+    assert(n == 0 || (keys && results));
+    FLOE_DEBUG_ASSERT(floe_keys_fit(t->spec.key_bits, keys, n));
+    (void)t, (void)keys, (void)n, (void)results;
 }
 
 /* ---- growth ---------------------------------------------------------------------------- */
@@ -664,10 +671,10 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe
         return st;
     if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "the iceberg engine holds SET and MAP tables, not %s",
-                              floe_kind_name(spec->kind));
+                                floe_kind_name(spec->kind));
     if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
-                              floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits), spec->key_bits);
+                                floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits), spec->key_bits);
     iceberg *t = floe_calloc(1, sizeof *t);
     if (!t)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
@@ -715,26 +722,14 @@ const floe_spec *iceberg_spec(const iceberg *t)
 }
 
 floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const void *values, size_t values_len,
-                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out, floe_answer_counts *counts,
-                           floe_errinfo *err)
+                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out,
+                           floe_answer_counts *counts, floe_errinfo *err)
 {
     const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
     const bool overwrite = (flags & ICEBERG_OVERWRITE) != 0;
-    floe_status st = check_keys(t, keys, n, err);
-    if (st != FLOE_OK)
-        return st;
-    if (!results && n > 0)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer");
-    if (!vb && (values || values_len))
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values given for a SET: a SET stores keys only");
-    if (!vb && values_out)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
-    if (!vb && overwrite)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "overwrite is for MAP tables");
-    if (vb && (values_len != n * vb || (n > 0 && !values)))
-        return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                              "a MAP insert of %zu keys needs %zu bytes of values (%u per key), got %zu", n, n * vb, vb,
-                              values_len);
+    floe_status st = FLOE_OK;
+    assert_keys(t, keys, n, results);
+    assert(vb ? values_len == n * vb && (n == 0 || values) : !values_len && !values_out && !overwrite);
     if (n == 0) {
         floe_answer_counts_tally(counts, results, 0);
         return FLOE_OK;
@@ -790,7 +785,8 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         if (gst != FLOE_OK) {
             /* out of memory: the request fails (some of its keys may be stored), instead of FULL answers
              * that a growing table promises never to give */
-            st = floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
+            st =
+                floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
             goto out;
         }
         rebuilt = true;
@@ -819,13 +815,8 @@ out:
 floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids, void *values_out,
                          floe_answer_counts *counts, floe_errinfo *err)
 {
-    floe_status st = check_keys(t, keys, n, err);
-    if (st != FLOE_OK)
-        return st;
-    if (!results && n > 0)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer");
-    if (values_out && t->spec.kind != FLOE_KIND_MAP)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
+    assert_keys(t, keys, n, results);
+    assert(!values_out || t->spec.kind == FLOE_KIND_MAP);
     tally *tallies = floe_calloc(batch_tasks(n) + 1, sizeof *tallies);
     if (!tallies)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
@@ -846,11 +837,8 @@ floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *re
 floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, floe_answer_counts *counts,
                           floe_errinfo *err)
 {
-    floe_status st = check_keys(t, keys, n, err);
-    if (st != FLOE_OK)
-        return st;
-    if (!results && n > 0)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer");
+    floe_status st = FLOE_OK;
+    assert_keys(t, keys, n, results);
     if (n == 0) {
         floe_answer_counts_tally(counts, results, 0);
         return FLOE_OK;
@@ -881,10 +869,8 @@ floe_status iceberg_scan(iceberg *t, const floe_scan_pos *from, size_t limit, ui
                          floe_scan_pos *next, int *done, floe_errinfo *err)
 {
     const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
-    if (values && !vb)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a SET: a SET stores keys only");
-    if (limit > 0 && !keys)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no keys buffer");
+    assert(!values || vb);      /* values in a scan: a MAP's (floe_request_check) */
+    assert(limit == 0 || keys); /* the buffer (floe_batch_check) */
     pthread_rwlock_rdlock(&t->lock);
     const store *s = &t->s;
     uint64_t gen = atomic_load(&t->generation);
@@ -892,14 +878,14 @@ floe_status iceberg_scan(iceberg *t, const floe_scan_pos *from, size_t limit, ui
     if (from && from->generation != gen) {
         pthread_rwlock_unlock(&t->lock);
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                              "scan cursor is from generation %llu but the table was rebuilt (generation %llu): "
-                              "start the scan again",
-                              (unsigned long long)from->generation, (unsigned long long)gen);
+                                "scan cursor is from generation %llu but the table was rebuilt (generation %llu): "
+                                "start the scan again",
+                                (unsigned long long)from->generation, (unsigned long long)gen);
     }
     if (pos > s->g.total_slots) {
         pthread_rwlock_unlock(&t->lock);
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu slots",
-                              (unsigned long long)pos, (unsigned long long)s->g.total_slots);
+                                (unsigned long long)pos, (unsigned long long)s->g.total_slots);
     }
     size_t got = 0;
     uint64_t budget = SCAN_MAX_SLOTS;
@@ -988,8 +974,8 @@ floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_errinfo *err)
     floe_status st;
     if (addr_bits < floe_min_addr_bits(t->spec.key_bits) || addr_bits > floe_max_addr_bits(t->spec.key_bits))
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
-                            floe_min_addr_bits(t->spec.key_bits), floe_max_addr_bits(t->spec.key_bits),
-                            t->spec.key_bits);
+                              floe_min_addr_bits(t->spec.key_bits), floe_max_addr_bits(t->spec.key_bits),
+                              t->spec.key_bits);
     else
         st = rebuild_locked(t, addr_bits, err);
     pthread_rwlock_unlock(&t->lock);
@@ -1079,15 +1065,15 @@ static floe_status verify_loaded(iceberg *t, const floe_file_header *h, const ch
                 }
                 if (seen_empty || row == floe_row_busy(lv->row_bits) ||
                     (floe_row_is_key(row, lv->row_bits) && floe_row_remainder(l, row) > floe_mask_bits(lv->rem_bits)))
-                    return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: bad row in level %u bucket %llu", path,
-                                          l, (unsigned long long)b);
+                    return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: bad row in level %u bucket %llu",
+                                            path, l, (unsigned long long)b);
                 used++;
                 tomb += row == floe_row_tombstone(lv->row_bits);
             }
         }
         if (used != h->used[l])
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: level %u holds %llu rows, header says %llu",
-                                  path, l, (unsigned long long)used, (unsigned long long)h->used[l]);
+                                    path, l, (unsigned long long)used, (unsigned long long)h->used[l]);
     }
     if (tomb != h->tombstones || h->keys != h->used[0] + h->used[1] + h->used[2] - tomb)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: key and tombstone counts disagree", path);
@@ -1105,12 +1091,12 @@ floe_status iceberg_load(const char *path, uint64_t offset, floe_pool *pool, ice
     floe_errinfo spec_err;
     if (h.spec.kind != FLOE_KIND_SET && h.spec.kind != FLOE_KIND_MAP) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a SET or MAP", path,
-                            floe_kind_name(h.spec.kind));
+                              floe_kind_name(h.spec.kind));
         goto out;
     }
     if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds an invalid table spec: %s", path,
-                            h.spec.seed == 0 ? "seed 0" : spec_err.msg);
+                              h.spec.seed == 0 ? "seed 0" : spec_err.msg);
         goto out;
     }
     if (h.addr_bits < floe_min_addr_bits(h.spec.key_bits) || h.addr_bits > floe_max_addr_bits(h.spec.key_bits)) {
@@ -1125,7 +1111,7 @@ floe_status iceberg_load(const char *path, uint64_t offset, floe_pool *pool, ice
         sizes_ok = sizes_ok && h.section_bytes[l] == floe_level_words(&g.level[l]) * sizeof(uint64_t);
     if (!sizes_ok) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
-                            path);
+                              path);
         goto out;
     }
     st = iceberg_create_sized(&h.spec, h.addr_bits, pool, &t, err);

@@ -12,9 +12,13 @@
  * Per-key arrays: keys are uint64_t; values (MAP) are packed little-endian,
  * value_bytes per key, and need no alignment; results are one byte per key
  * (FLOE_ABSENT, FLOE_PRESENT, FLOE_INSERTED, FLOE_FULL, FLOE_ERASED); ids are
- * the keys' stable slot ids (FLOE_NO_ID where a key has none).  An invalid
- * batch (a key >= 2^key_bits, values of the wrong size, values on a SET)
- * returns FLOE_ERR_INVALID and changes nothing.
+ * the keys' stable slot ids (FLOE_NO_ID where a key has none).
+ *
+ * Batches come through the door (floe_request_check in spec.h; in-process,
+ * floe_table_submit): keys below 2^key_bits, fewer than 2^32, values only
+ * on a MAP and n * value_bytes of them, results present.  The engine
+ * asserts that instead of checking it again (the pass over the keys only
+ * in FLOE_DEBUG builds); a caller that uses it directly must do the same.
  */
 #ifndef FLOE_TABLES_ICEBERG_H
 #define FLOE_TABLES_ICEBERG_H
@@ -51,8 +55,8 @@ const floe_spec *iceberg_spec(const iceberg *t);
  * may be NULL except results.  values_out (MAP): for PRESENT the value stored
  * before this occurrence, for INSERTED the value now stored, 0 for FULL. */
 floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const void *values, size_t values_len,
-                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out, floe_answer_counts *counts,
-                           floe_errinfo *err);
+                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out,
+                           floe_answer_counts *counts, floe_errinfo *err);
 /* PRESENT / ABSENT; values_out (MAP only) gets the stored values, 0 if absent. */
 floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids, void *values_out,
                          floe_answer_counts *counts, floe_errinfo *err);

@@ -9,10 +9,16 @@
  * part's answers back into the caller's arrays; the last one adds up the
  * counts, and whoever completes the oldest split delivers it and every
  * complete split behind it, so callers see submission order.
+ *
+ * floe_table_submit has checked the batch against the whole table's spec
+ * (the door, backend.h): a refused one completes through part 0 in its
+ * place in the order, and the parts' sub-batches go in marked
+ * FLOE_BATCH_CHECKED, so that their keys are not scanned a second time.
  */
 #define _GNU_SOURCE
 #include "partition.h"
 
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -78,16 +84,16 @@ struct split {
     /* part order: part p holds [off[p], off[p+1]); order[j] is the caller's index */
     size_t off[FLOE_PARTS_MAX + 1];
     uint32_t *order;
-    uint8_t *own;    /* each key's part, in the caller's order */
-    size_t *counts;  /* per chunk and part: keys, then first places */
-    size_t tasks;    /* chunks of the batch split in parallel */
-    uint64_t *keys;  /* in part order (GET: the parts' own ids) */
-    void *vin;       /* MAP insert values */
+    uint8_t *own;   /* each key's part, in the caller's order */
+    size_t *counts; /* per chunk and part: keys, then first places */
+    size_t tasks;   /* chunks of the batch split in parallel */
+    uint64_t *keys; /* in part order (GET: the parts' own ids) */
+    void *vin;      /* MAP insert values */
     uint8_t *res;
     uint64_t *ids;
     void *vout;
-    uint32_t *vec;   /* TREE vectors in, or GET's vectors out */
-    void *mem;       /* all of the above */
+    uint32_t *vec; /* TREE vectors in, or GET's vectors out */
+    void *mem;     /* all of the above */
 };
 
 static const floe_backend_ops part_ops;
@@ -375,7 +381,7 @@ static void scan_into(split *sp, unsigned p, const floe_scan_pos *from)
     memset(s, 0, sizeof *s);
     sp->scan_part = p;
     s->op = FLOE_OP_SCAN;
-    s->flags = b->flags;
+    s->flags = b->flags | FLOE_BATCH_CHECKED;
     if (from && from->position) { /* local position 0 is the part's start */
         s->cursor = *from;
         s->cursor_set = 1;
@@ -517,8 +523,8 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
     const size_t sz_keys = vec_in ? 0 : n * 8, sz_vin = vals_in ? align8(n * vb) : 0, sz_res = align8(n);
     const size_t sz_ids = ids ? n * 8 : 0, sz_vout = vals_out ? align8(n * vb) : 0;
     const size_t sz_vec = vec_in || get ? align8(n * wb) : 0;
-    unsigned char *m = floe_malloc(sz_order + sz_own + sz_counts + sz_keys + sz_vin + sz_res + sz_ids + sz_vout +
-                                   sz_vec + 8);
+    unsigned char *m =
+        floe_malloc(sz_order + sz_own + sz_counts + sz_keys + sz_vin + sz_res + sz_ids + sz_vout + sz_vec + 8);
     sp->subs = floe_calloc(P, sizeof *sp->subs);
     if (!m || !sp->subs) {
         free(m);
@@ -565,7 +571,7 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
             continue;
         floe_batch *s = &sp->subs[p];
         s->op = b->op;
-        s->flags = b->flags;
+        s->flags = b->flags | FLOE_BATCH_CHECKED; /* the door has seen these keys: no second pass */
         s->n = c;
         if (vec_in)
             s->vectors = sp->vec + o * (wb / 4);
@@ -602,7 +608,7 @@ static floe_status split_all(split *sp, floe_errinfo *err)
     for (unsigned p = 0; p < t->parts; p++) {
         floe_batch *s = &sp->subs[p];
         s->op = b->op == FLOE_OP_SAVE ? FLOE_OP_COPY : b->op; /* one file of all parts: written here */
-        s->flags = b->flags;
+        s->flags = b->flags | FLOE_BATCH_CHECKED;
         s->addr_bits = b->addr_bits > shift + 1 ? b->addr_bits - shift : b->addr_bits ? 1 : 0;
     }
     for (unsigned p = 0; p <= t->parts; p++)
@@ -634,7 +640,7 @@ static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_
 static void part_submit(floe_table *base, floe_batch *b)
 {
     part_table *t = (part_table *)base;
-    if (t->parts == 1) {
+    if (t->parts == 1) { /* checked by floe_table_submit already: straight to the part's backend */
         t->part[0]->backend->ops->submit(t->part[0], b);
         return;
     }
@@ -654,8 +660,10 @@ static void split_and_submit(part_table *t, floe_batch *b)
 {
     memset(&b->counts, 0, sizeof b->counts);
     split *sp = split_new(t, b);
-    if (sp->st == FLOE_OK)
-        sp->st = floe_batch_check(&t->base.spec, b, &sp->err);
+    if (b->status != FLOE_OK) { /* refused at the door (floe_table_submit): completes in order, unsplit */
+        sp->st = b->status;
+        sp->err = b->error;
+    }
     bool fan_out = false;
     if (sp->st == FLOE_OK) {
         switch (b->op) {
@@ -663,9 +671,8 @@ static void split_and_submit(part_table *t, floe_batch *b)
         case FLOE_OP_FIND:
         case FLOE_OP_ERASE:
         case FLOE_OP_GET:
-            if (b->n > UINT32_MAX)
-                sp->st = floe_errinfo_set(&sp->err, FLOE_ERR_INVALID, "a batch of %zu keys: at most 2^32 - 1", b->n);
-            else if (b->n > 0) {
+            assert(b->n <= UINT32_MAX); /* the door's limit: order[] holds 32-bit indexes */
+            if (b->n > 0) {
                 const uint64_t t0 = floe_now_ns();
                 if ((sp->st = split_keys(sp, &sp->err)) == FLOE_OK)
                     fan_out = true;
@@ -759,6 +766,7 @@ static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_
     floe_batch *s = &sp->one;
     s->user = sp;
     s->op = FLOE_OP_FIND; /* no keys: answers nothing, in order behind part 0's earlier work */
+    s->flags = FLOE_BATCH_CHECKED;
     s->done = carrier_done;
     floe_table_submit(t->part[0], s);
 }
@@ -840,8 +848,8 @@ static floe_status part_create_table(floe_backend *base, const floe_spec *spec, 
 
 static bool same_table(const floe_spec *a, const floe_spec *b)
 {
-    return strcmp(a->name, b->name) == 0 && a->kind == b->kind && a->key_bits == b->key_bits &&
-           a->words == b->words && a->value_bytes == b->value_bytes && a->seed == b->seed;
+    return strcmp(a->name, b->name) == 0 && a->kind == b->kind && a->key_bits == b->key_bits && a->words == b->words &&
+           a->value_bytes == b->value_bytes && a->seed == b->seed;
 }
 
 /* Reads every part's header of path; the whole table's spec goes to whole. */
@@ -923,8 +931,8 @@ static floe_status move_all(floe_table *from, floe_table *to, floe_errinfo *err)
     return st;
 }
 
-static floe_status part_load_table(floe_backend *base, const char *path, const floe_file_part *part,
-                                   floe_table **out, floe_errinfo *err)
+static floe_status part_load_table(floe_backend *base, const char *path, const floe_file_part *part, floe_table **out,
+                                   floe_errinfo *err)
 {
     part_backend *be = backend_of(base);
     if (part)
@@ -994,8 +1002,8 @@ static const floe_backend_ops part_ops = {
     .destroy = part_destroy,
 };
 
-floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned ninner, unsigned parts,
-                                          unsigned threads, floe_backend **out, floe_errinfo *err)
+floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned ninner, unsigned parts, unsigned threads,
+                                          floe_backend **out, floe_errinfo *err)
 {
     *out = NULL;
     floe_status st = FLOE_OK;

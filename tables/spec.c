@@ -40,8 +40,8 @@ const char *floe_kind_name(floe_kind k)
 const char *floe_stage_name(int stage)
 {
     static const char *const names[FLOE_STAGES] = {
-        "parse", "queue",  "merge", "backend", "split", "stage_in",
-        "h2d",   "kernel", "d2h",   "stage_out", "join", "reply", "io_cpu",
+        "parse",  "queue", "merge",     "backend", "split", "stage_in", "h2d",
+        "kernel", "d2h",   "stage_out", "join",    "reply", "io_cpu",
     };
     return stage >= 0 && stage < FLOE_STAGES ? names[stage] : NULL;
 }
@@ -73,52 +73,52 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err)
 {
     if (!name_ok(s->name))
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                              "table name must be 1 to %d characters of letters, digits, '_', '-' or '.', not "
-                              "starting with '.'",
-                              FLOE_NAME_MAX);
+                                "table name must be 1 to %d characters of letters, digits, '_', '-' or '.', not "
+                                "starting with '.'",
+                                FLOE_NAME_MAX);
     if (s->kind == FLOE_KIND_ORDERED || s->kind == FLOE_KIND_STATIC)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "table kind %s is not implemented yet",
-                              floe_kind_name(s->kind));
+                                floe_kind_name(s->kind));
     if (s->kind != FLOE_KIND_SET && s->kind != FLOE_KIND_MAP && s->kind != FLOE_KIND_TREE)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "table kind must be SET, MAP or TREE");
     if (s->kind == FLOE_KIND_TREE) {
         if (s->words < FLOE_TREE_MIN_WORDS || s->words > FLOE_TREE_MAX_WORDS)
             return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                                  "a TREE needs words = %u..%u (32-bit words per vector), got %u", FLOE_TREE_MIN_WORDS,
-                                  FLOE_TREE_MAX_WORDS, s->words);
+                                    "a TREE needs words = %u..%u (32-bit words per vector), got %u",
+                                    FLOE_TREE_MIN_WORDS, FLOE_TREE_MAX_WORDS, s->words);
         if (s->key_bits != 0)
             return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                                  "key_bits is for SET and MAP; a TREE's keys are vectors of `words` words (got "
-                                  "key_bits %u)",
-                                  s->key_bits);
+                                    "key_bits is for SET and MAP; a TREE's keys are vectors of `words` words (got "
+                                    "key_bits %u)",
+                                    s->key_bits);
         if (s->value_bytes != 0)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "a TREE has no values: value_bytes must be 0, got %u",
-                                  s->value_bytes);
+                                    s->value_bytes);
         if (s->grow)
             return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
-                                  "TREE tables do not grow (ids and node references must stay valid): size them "
-                                  "with capacity and memory");
+                                    "TREE tables do not grow (ids and node references must stay valid): size them "
+                                    "with capacity and memory");
     } else {
         if (s->key_bits < 1 || s->key_bits > 64)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "key_bits must be 1..64, got %u", s->key_bits);
         if (s->kind == FLOE_KIND_SET && s->value_bytes != 0)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "a SET has no values: value_bytes must be 0, got %u",
-                                  s->value_bytes);
+                                    s->value_bytes);
         if (s->kind == FLOE_KIND_MAP && s->value_bytes != 4 && s->value_bytes != 8)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "a MAP needs value_bytes 4 or 8, got %u", s->value_bytes);
         if (s->words != 0)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "words is for TREE tables; a %s needs words = 0",
-                                  floe_kind_name(s->kind));
+                                    floe_kind_name(s->kind));
         if (s->memory != 0)
             return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                                  "memory is for TREE tables; a %s is sized by capacity (memory must be 0)",
-                                  floe_kind_name(s->kind));
+                                    "memory is for TREE tables; a %s is sized by capacity (memory must be 0)",
+                                    floe_kind_name(s->kind));
     }
     if (s->capacity == 0)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "capacity must be at least 1");
     if (s->capacity > FLOE_MAX_CAPACITY)
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "capacity %llu is above the limit of 2^40 keys",
-                              (unsigned long long)s->capacity);
+                                (unsigned long long)s->capacity);
     if (!(s->max_fill > 0.0 && s->max_fill <= 1.0) || isnan(s->max_fill))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "max_fill must be in (0, 1], got %g", s->max_fill);
     if (!memchr(s->backend, '\0', sizeof s->backend) ||
@@ -154,7 +154,16 @@ void floe_answer_counts_tally(floe_answer_counts *c, const uint8_t *results, siz
     c->erased = h[0][FLOE_ERASED];
 }
 
-floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_errinfo *err)
+/* Key i of n packed u64 keys at any alignment: the wire's bytes, as they
+ * arrive, are not always aligned; a batch's keys are. */
+static inline uint64_t key_at(const unsigned char *keys, size_t i)
+{
+    uint64_t k;
+    memcpy(&k, keys + i * 8, 8);
+    return k;
+}
+
+static floe_status keys_check(uint32_t key_bits, const void *keys, size_t n, floe_errinfo *err)
 {
     if (n > 0 && !keys)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "no keys given for %zu keys", n);
@@ -162,13 +171,139 @@ floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, f
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 keys, got %zu", n);
     if (key_bits >= 64)
         return FLOE_OK;
+    const unsigned char *p = keys;
     uint64_t over = 0; /* one branch-free pass; the slow one only to name the culprit */
     for (size_t i = 0; i < n; i++)
-        over |= keys[i] >> key_bits;
+        over |= key_at(p, i) >> key_bits;
     for (size_t i = 0; over && i < n; i++)
-        if (keys[i] >> key_bits)
+        if (key_at(p, i) >> key_bits)
             return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                                  "key %llu at index %zu does not fit in key_bits = %u (must be below 2^%u)",
-                                  (unsigned long long)keys[i], i, key_bits, key_bits);
+                                    "key %llu at index %zu does not fit in key_bits = %u (must be below 2^%u)",
+                                    (unsigned long long)key_at(p, i), i, key_bits, key_bits);
+    return FLOE_OK;
+}
+
+floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_errinfo *err)
+{
+    return keys_check(key_bits, keys, n, err);
+}
+
+bool floe_keys_fit(uint32_t key_bits, const uint64_t *keys, size_t n)
+{
+    if (key_bits >= 64)
+        return true;
+    uint64_t over = 0;
+    for (size_t i = 0; i < n; i++)
+        over |= keys[i] >> key_bits;
+    return over == 0;
+}
+
+/* A scan takes no keys; its flags ask for values (a MAP's) or ids (a TREE's). */
+static floe_status scan_check(const floe_spec *spec, unsigned flags, size_t keys_len, size_t values_len,
+                              floe_errinfo *err)
+{
+    const char *kind = floe_kind_name(spec->kind);
+    if ((flags & FLOE_BATCH_WANT_VALUES) && spec->kind != FLOE_KIND_MAP)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s is a %s: values in a scan are for MAP tables",
+                                spec->name, kind);
+    if ((flags & FLOE_BATCH_WANT_IDS) && spec->kind != FLOE_KIND_TREE)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids in a scan are for TREE tables; table %s is a %s",
+                                spec->name, kind);
+    if (flags & ~FLOE_BATCH_FLAGS)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: unknown flags 0x%x", spec->name,
+                                flags & ~FLOE_BATCH_FLAGS);
+    if (keys_len || values_len)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "table %s: a scan takes no keys or values (got %zu and %zu bytes)", spec->name,
+                                keys_len, values_len);
+    return FLOE_OK;
+}
+
+/* The messages are floed's answers, word for word: clients and tests match on them. */
+floe_status floe_request_check(const floe_spec *spec, floe_op op, unsigned flags, const void *keys, size_t keys_len,
+                               const void *values, size_t values_len, size_t *n, floe_errinfo *err)
+{
+    const char *name = spec->name, *kind = floe_kind_name(spec->kind);
+    const bool map = spec->kind == FLOE_KIND_MAP, tree = spec->kind == FLOE_KIND_TREE;
+    const unsigned map_flags = FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES;
+    if (n)
+        *n = 0;
+    switch (op) {
+    case FLOE_OP_INSERT:
+    case FLOE_OP_FIND:
+    case FLOE_OP_ERASE:
+    case FLOE_OP_GET:
+        break;
+    case FLOE_OP_SCAN:
+        return scan_check(spec, flags, keys_len, values_len, err);
+    case FLOE_OP_REBUILD:
+        if (tree)
+            return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
+                                    "table %s is a TREE: TREE tables do not rebuild (ids must stay valid)", name);
+        return FLOE_OK;
+    default:
+        return FLOE_OK;
+    }
+
+    /* the operation and the flags on the kind */
+    if (op == FLOE_OP_GET && !tree)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables; table %s is a %s", name,
+                                kind);
+    if (op == FLOE_OP_ERASE && tree)
+        return floe_errinfo_set(
+            err, FLOE_ERR_UNSUPPORTED,
+            "table %s is a TREE: TREE tables do not erase (vectors share their nodes; a visited set only grows)", name);
+    if (flags & ~FLOE_BATCH_FLAGS)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: unknown flags 0x%x", name, flags & ~FLOE_BATCH_FLAGS);
+    if (tree && ((flags & map_flags) || values_len))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "table %s is a TREE: it stores vectors only; values and overwrite are for MAP tables",
+                                name);
+
+    /* whole keys (vectors, ids), not too many, present, each below 2^key_bits */
+    const bool vectors = tree && op != FLOE_OP_GET;
+    const size_t kb = vectors ? (size_t)spec->words * 4 : 8;
+    if (keys_len % kb) {
+        if (vectors)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                    "table %s is a TREE of words = %u: keys are vectors of %u little-endian u32 words "
+                                    "(%zu bytes each); got %zu bytes, not a multiple of %zu",
+                                    name, spec->words, spec->words, kb, keys_len, kb);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "%s are 8 bytes each (little-endian u64); got %zu bytes, not a multiple of 8",
+                                op == FLOE_OP_GET ? "ids" : "keys", keys_len);
+    }
+    const size_t count = keys_len / kb;
+    if (tree) {
+        const char *what = vectors ? "vectors" : "ids";
+        if (count > 0 && !keys)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: no %s given for %zu %s", name, what, count, what);
+        if (count >= ((size_t)1 << 32))
+            return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s: a batch holds at most 2^32 - 1 %s, got %zu",
+                                    name, what, count);
+    } else {
+        floe_errinfo e;
+        floe_status st = keys_check(spec->key_bits, keys, count, &e);
+        if (st != FLOE_OK)
+            return floe_errinfo_set(err, st, "table %.64s: %.180s", name, e.msg);
+    }
+
+    /* values: a MAP insert's, value_bytes per key */
+    if (values_len && !map)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s is a %s: values are for MAP tables", name, kind);
+    if (values_len && op != FLOE_OP_INSERT)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: values go with an insert only", name);
+    if (map && op == FLOE_OP_INSERT && values_len != count * spec->value_bytes)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "%zu keys need %zu bytes of values (%u per key) in table %s; got %zu", count,
+                                count * spec->value_bytes, spec->value_bytes, name, values_len);
+    if (values_len && !values)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: %zu bytes of values announced but none given", name,
+                                values_len);
+    if (!map && (flags & map_flags))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s is a %s: overwrite and values are for MAP tables",
+                                name, kind);
+    if (n)
+        *n = count;
     return FLOE_OK;
 }

@@ -1,14 +1,20 @@
 /*
  * spec.h - what a table is: its spec (kind, key width, values, capacity,
- * growth) and the figures every backend reports about it.
+ * growth), the operations and flags of a request on it, and the figures
+ * every backend reports about it.
  *
  * A spec is validated once, by floe_spec_validate, before any backend sees
- * it; backends may then trust it.
+ * it; backends may then trust it.  A request is checked against the spec
+ * once too, by floe_request_check (the door: what each kind accepts), before
+ * any engine sees it: floed per request, floe_table_submit per batch for
+ * in-process callers.  Engines assume valid input and only assert it.
  */
 #ifndef FLOE_TABLES_SPEC_H
 #define FLOE_TABLES_SPEC_H
 
+#include <assert.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "layout.h"
@@ -27,6 +33,29 @@ typedef enum floe_kind {
     FLOE_KIND_ORDERED = 4,
     FLOE_KIND_STATIC = 5,
 } floe_kind;
+
+/* What a batch (tables/backend.h) or a request does. */
+typedef enum floe_op {
+    FLOE_OP_INSERT = 1, /* find-or-put: INSERTED / PRESENT / FULL */
+    FLOE_OP_FIND,       /* PRESENT / ABSENT */
+    FLOE_OP_ERASE,      /* ERASED / ABSENT */
+    FLOE_OP_SCAN,       /* up to limit keys from cursor */
+    FLOE_OP_STATS,
+    FLOE_OP_REBUILD, /* rebuild at 2^addr_bits primary buckets (0: same size), drop tombstones */
+    FLOE_OP_SAVE,    /* write the table to path */
+    FLOE_OP_GET,     /* TREE: the vectors of ids: PRESENT / ABSENT */
+    FLOE_OP_COPY,    /* the table's file contents into a host image (a snapshot's pause) */
+} floe_op;
+
+#define FLOE_BATCH_OVERWRITE   1u /* INSERT on a MAP: replace the value of PRESENT keys */
+#define FLOE_BATCH_WANT_IDS    2u /* INSERT, FIND: fill ids; SCAN: a TREE's only (its scans always give ids) */
+#define FLOE_BATCH_WANT_VALUES 4u /* INSERT, FIND on a MAP: fill values_out; SCAN: fill scan_values */
+/* The caller already ran floe_request_check on every request in this batch
+ * (floed checks per request, so that a bad key fails only its own request):
+ * floe_table_submit then skips the pass over the keys and checks only the
+ * batch's buffers. */
+#define FLOE_BATCH_CHECKED 8u
+#define FLOE_BATCH_FLAGS   (FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_IDS | FLOE_BATCH_WANT_VALUES | FLOE_BATCH_CHECKED)
 
 /* FLOE_NAME_MAX, FLOE_MAX_CAPACITY and the defaults of a spec are the protocol's: floe_wire.h. */
 #define FLOE_BACKEND_NAME_MAX 16
@@ -54,6 +83,26 @@ void floe_spec_default(floe_spec *s);
 /* Checks every field; on failure says which one and why. */
 floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err);
 
+/* The door: whether a request of op with flags is one the table of spec
+ * accepts, decided here once for floed and for in-process callers alike
+ * (floe_table_submit); engines assume it and only assert.  keys and values
+ * are the request's bytes as they arrive on the wire: keys_len bytes of keys
+ * (SET, MAP: 8 per key; TREE INSERT and FIND: words x 4 per vector; GET: 8 per
+ * id), values_len bytes of values (a MAP insert: value_bytes per key).  Any
+ * alignment.  It checks that the operation is one the kind does (ERASE and
+ * REBUILD not on a TREE, GET only on one: FLOE_ERR_UNSUPPORTED), the flags
+ * (overwrite and want_values only on a MAP; in a scan, want_values only on a
+ * MAP and want_ids only on a TREE), that keys_len is whole keys, vectors or
+ * ids, fewer than 2^32 of them (FLOE_ERR_TOO_LARGE) and present, every key
+ * below 2^key_bits, and values only with a MAP insert, exactly n x value_bytes
+ * of them.  On success *n (if n is not NULL) is the number of keys, vectors
+ * or ids; on failure err says what is wrong, in the words floed answers with.
+ * FLOE_OK for operations without keys other than SCAN and REBUILD.  Flags an
+ * operation does not use (want_ids on an erase, overwrite on a find) are
+ * allowed and ignored; bits outside FLOE_BATCH_FLAGS are not. */
+floe_status floe_request_check(const floe_spec *spec, floe_op op, unsigned flags, const void *keys, size_t keys_len,
+                               const void *values, size_t values_len, size_t *n, floe_errinfo *err);
+
 const char *floe_kind_name(floe_kind k);
 
 /* Per-batch tallies of the per-key answers. */
@@ -61,9 +110,21 @@ typedef struct floe_answer_counts {
     uint64_t inserted, present, absent, full, erased;
 } floe_answer_counts;
 
-/* A batch's keys: present, fewer than 2^32, each below 2^key_bits.  Every
- * engine checks its batches with this before touching a table. */
+/* A batch's keys: present, fewer than 2^32, each below 2^key_bits (part of
+ * floe_request_check, whose messages name the table besides). */
 floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_errinfo *err);
+
+/* Whether every key is below 2^key_bits: for engines' debug assertions. */
+bool floe_keys_fit(uint32_t key_bits, const uint64_t *keys, size_t n);
+
+/* assert() for what costs a pass over a batch (every key below 2^key_bits):
+ * only in builds with FLOE_DEBUG (make's san and tsan builds), since the
+ * release build keeps its asserts (no NDEBUG) and the door has checked. */
+#ifdef FLOE_DEBUG
+#define FLOE_DEBUG_ASSERT(x) assert(x)
+#else
+#define FLOE_DEBUG_ASSERT(x) ((void)0)
+#endif
 
 /* Sets c from n per-key answers (c may be NULL). */
 void floe_answer_counts_tally(floe_answer_counts *c, const uint8_t *results, size_t n);
@@ -141,7 +202,7 @@ typedef struct floe_table_stats {
     double bytes_per_key; /* memory_bytes / keys (0 when empty) */
     uint64_t generation;  /* rebuilds so far */
     char backend[FLOE_BACKEND_NAME_MAX];
-    int32_t device; /* the CUDA device of a GPU table; -1 on the CPU or for several devices */
+    int32_t device;                      /* the CUDA device of a GPU table; -1 on the CPU or for several devices */
     floe_level_stats level[FLOE_LEVELS]; /* primary, secondary, stash (TREE: of the root table) */
     /* TREE only */
     uint64_t nodes;        /* node slots in use */

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "tree.h"
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -98,10 +99,10 @@ floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err)
             return FLOE_OK;
     }
     return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                          "memory %llu bytes is too small for a TREE of capacity %llu: its root table alone needs "
-                          "%llu bytes plus %llu for the smallest node table",
-                          (unsigned long long)spec->memory, (unsigned long long)spec->capacity,
-                          (unsigned long long)z->root_bytes, (unsigned long long)z->node_bytes);
+                            "memory %llu bytes is too small for a TREE of capacity %llu: its root table alone needs "
+                            "%llu bytes plus %llu for the smallest node table",
+                            (unsigned long long)spec->memory, (unsigned long long)spec->capacity,
+                            (unsigned long long)z->root_bytes, (unsigned long long)z->node_bytes);
 }
 
 /* ---- nodes ---------------------------------------------------------------------------- */
@@ -190,24 +191,14 @@ static void fold_chunk(void *arg, size_t task)
     atomic_fetch_add(&j->orphans, lost);
 }
 
-floe_status tree_vectors_check(const uint32_t *vectors, size_t n, floe_errinfo *err)
-{
-    if (n > 0 && !vectors)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no vectors given for %zu vectors", n);
-    if (n >= ((size_t)1 << 32))
-        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 vectors, got %zu", n);
-    return FLOE_OK;
-}
-
 /* The shared body of insert and find. */
 static floe_status run_vectors(tree *t, const uint32_t *vectors, size_t n, int insert, uint8_t *results, uint64_t *ids,
                                floe_answer_counts *counts, floe_errinfo *err)
 {
-    floe_status st = tree_vectors_check(vectors, n, err);
-    if (st != FLOE_OK)
-        return st;
-    if (n > 0 && !results)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer");
+    floe_status st = FLOE_OK;
+    /* as the door (floe_request_check, floe_batch_check) lets a batch through */
+    assert(n < ((size_t)1 << 32));
+    assert(n == 0 || (vectors && results));
     /* One allocation: root keys, compacted root keys, their ids, state,
      * created counts, their results, and the compaction map. */
     size_t bytes = n * (8 + 8 + 8 + 1 + 1 + 1) + n * sizeof(uint32_t) + 64;
@@ -272,8 +263,8 @@ floe_status tree_insert(tree *t, const uint32_t *vectors, size_t n, uint8_t *res
     return run_vectors(t, vectors, n, 1, results, ids, counts, err);
 }
 
-floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids, floe_answer_counts *counts,
-                      floe_errinfo *err)
+floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
+                      floe_answer_counts *counts, floe_errinfo *err)
 {
     return run_vectors(t, vectors, n, 0, results, ids, counts, err);
 }
@@ -289,17 +280,16 @@ static int get_one(tree *t, uint64_t id, uint32_t *out)
     return floe_tree_unfold(&t->g, (const uint64_t *)t->nodes, left, right, out) ? 1 : -1;
 }
 
-floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors, floe_answer_counts *counts,
-                     floe_errinfo *err)
+floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors,
+                     floe_answer_counts *counts, floe_errinfo *err)
 {
-    if (n > 0 && (!ids || !results || !vectors))
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "get_by_id needs ids, results and vector buffers");
+    assert(n == 0 || (ids && results && vectors)); /* the door's (floe_batch_check) */
     const size_t W = t->g.words;
     for (size_t i = 0; i < n; i++) {
         int r = get_one(t, ids[i], vectors + i * W);
         if (r < 0)
             return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
-                                  t->spec.name, (unsigned long long)ids[i]);
+                                    t->spec.name, (unsigned long long)ids[i]);
         results[i] = r ? FLOE_PRESENT : FLOE_ABSENT;
         if (!r)
             memset(vectors + i * W, 0, W * sizeof *vectors);
@@ -313,14 +303,13 @@ floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t
 {
     const uint64_t total = iceberg_total_slots(t->roots);
     uint64_t pos = from ? from->position : 0;
-    if (limit > 0 && !ids)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "no ids buffer");
+    assert(limit == 0 || ids); /* the door's (floe_batch_check) */
     if (from && from->generation != 0)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor is from generation %llu; TREE tables stay at 0",
-                              (unsigned long long)from->generation);
+                                (unsigned long long)from->generation);
     if (pos > total)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
-                              (unsigned long long)pos, (unsigned long long)total);
+                                (unsigned long long)pos, (unsigned long long)total);
     const size_t W = t->g.words;
     uint32_t scratch[FLOE_TREE_MAX_WORDS];
     size_t got = 0;
@@ -328,7 +317,7 @@ floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t
         int r = get_one(t, pos, vectors ? vectors + got * W : scratch);
         if (r < 0)
             return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
-                                  t->spec.name, (unsigned long long)pos);
+                                    t->spec.name, (unsigned long long)pos);
         if (r)
             ids[got++] = pos;
     }
@@ -522,12 +511,12 @@ static floe_status verify_nodes(tree *t, uint64_t want, const char *path, floe_e
             continue;
         if (!floe_node_valid(nodes[i]))
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: node slot %llu holds no valid node", path,
-                                  (unsigned long long)i);
+                                    (unsigned long long)i);
         used++;
     }
     if (used != want)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: %llu nodes stored, header says %llu", path,
-                              (unsigned long long)used, (unsigned long long)want);
+                                (unsigned long long)used, (unsigned long long)want);
     return FLOE_OK;
 }
 
@@ -541,13 +530,13 @@ floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree *
         return st;
     floe_errinfo spec_err;
     if (h.spec.kind != FLOE_KIND_TREE) {
-        st =
-            floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a TREE", path, floe_kind_name(h.spec.kind));
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a TREE", path,
+                              floe_kind_name(h.spec.kind));
         goto out;
     }
     if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds an invalid table spec: %s", path,
-                            h.spec.seed == 0 ? "seed 0" : spec_err.msg);
+                              h.spec.seed == 0 ? "seed 0" : spec_err.msg);
         goto out;
     }
     /* The header's spec must describe the table in the file before its
@@ -559,7 +548,7 @@ floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree *
         in_file += h.section_bytes[i];
     if (tree_size(&h.spec, &z, &spec_err) != FLOE_OK || z.node_bytes + z.root_bytes != in_file) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
-                            path);
+                              path);
         goto out;
     }
     st = create_sized(&h.spec, pool, &t, err);
@@ -573,7 +562,7 @@ floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree *
         sizes_ok = sizes_ok && h.section_bytes[l] == im.bytes[l];
     if (!sizes_ok) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
-                            path);
+                              path);
         goto out;
     }
     void *sections[TREE_SECTIONS];

@@ -10,6 +10,10 @@
  * i * W + W).  A vector's id is its root slot id, stable for the table's
  * life (TREE tables never rebuild).  FULL: the node table or the root table
  * had no room; nodes written on the way stay (counted as orphans).
+ *
+ * Batches come through the door (floe_request_check in spec.h; in-process,
+ * floe_table_submit): vectors and results present, fewer than 2^32 of
+ * them.  The engine asserts that instead of checking it again.
  */
 #ifndef FLOE_TABLES_TREE_H
 #define FLOE_TABLES_TREE_H
@@ -59,12 +63,12 @@ const floe_tree_geometry *tree_geometry(const tree *t);
 floe_status tree_insert(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
                         floe_answer_counts *counts, floe_errinfo *err);
 /* PRESENT / ABSENT; changes nothing. */
-floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids, floe_answer_counts *counts,
-                      floe_errinfo *err);
+floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
+                      floe_answer_counts *counts, floe_errinfo *err);
 /* The vectors of n ids: PRESENT and the vector (n * words words), or ABSENT
  * and zeros where the id names no stored vector. */
-floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors, floe_answer_counts *counts,
-                     floe_errinfo *err);
+floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors,
+                     floe_answer_counts *counts, floe_errinfo *err);
 /* Up to limit stored vectors from the cursor on: their ids and (vectors not
  * NULL) the vectors.  As iceberg_scan: a bounded number of slots per call. */
 floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
@@ -90,9 +94,6 @@ void tree_set_counters(tree *t, uint64_t nodes, uint64_t orphans);
 /* Figures every TREE engine reports alike, from its raw counts. */
 void tree_fill_stats(floe_table_stats *s, const floe_tree_geometry *g, uint64_t nodes, uint64_t orphans,
                      uint64_t node_bytes);
-
-/* Stored vectors checked the way every engine must: present, fewer than 2^32. */
-floe_status tree_vectors_check(const uint32_t *vectors, size_t n, floe_errinfo *err);
 
 #ifdef __cplusplus
 }

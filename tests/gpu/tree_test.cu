@@ -28,7 +28,6 @@
 #include "tree.h"
 #include "tree_gpu.h"
 
-
 /* A walk stream: n vectors of W words, values mostly below domain. */
 static void walk_stream(uint32_t W, size_t n, uint32_t domain, uint64_t *rng, std::vector<uint32_t> &state,
                         std::vector<uint32_t> &out)
@@ -322,13 +321,34 @@ static void backends_agree(uint64_t seed, bool small, unsigned parts)
                total);
         EXPECT(!memcmp(fi.data(), ig.data(), total * 8), "after load: ids differ");
     }
-    /* refused on a TREE: erase; changes nothing */
+    /* refused on a TREE at the door (floe_request_check, whatever the backend): erase, rebuild, MAP
+     * flags and values, a GET without a vectors buffer; none changes anything */
+    EXPECT(floe_request_check(&gt->spec, FLOE_OP_ERASE, 0, stream.data(), (size_t)W * 4, NULL, 0, NULL, &err) ==
+                   FLOE_ERR_UNSUPPORTED &&
+               strstr(err.msg, "TREE tables do not erase"),
+           "the door on erase: %s", err.msg);
+    for (int k = 0; k < 5; k++) {
+        static const floe_status want[5] = {FLOE_ERR_UNSUPPORTED, FLOE_ERR_UNSUPPORTED, FLOE_ERR_INVALID,
+                                            FLOE_ERR_INVALID, FLOE_ERR_INVALID};
+        static const char *const words[5] = {"do not erase", "do not rebuild", "values and overwrite are for MAP",
+                                             "values and overwrite are for MAP", "needs a vectors buffer"};
+        uint64_t v = 1;
+        memset(&b, 0, sizeof b);
+        b.op = k == 0 ? FLOE_OP_ERASE : k == 1 ? FLOE_OP_REBUILD : k == 4 ? FLOE_OP_GET : FLOE_OP_INSERT;
+        b.flags = k == 2 ? FLOE_BATCH_OVERWRITE : 0;
+        b.vectors = stream.data();
+        b.keys = k == 4 ? ig.data() : NULL;
+        b.n = k == 1 ? 0 : 1;
+        b.values = k == 3 ? &v : NULL;
+        b.values_len = k == 3 ? 8 : 0;
+        b.results = rc.data();
+        EXPECT(floe_table_run(gt, &b) == want[k] && strstr(b.error.msg, words[k]), "refusal %d on a TREE: %d (%s)", k,
+               (int)b.status, b.error.msg);
+    }
     memset(&b, 0, sizeof b);
-    b.op = FLOE_OP_ERASE;
-    b.vectors = stream.data();
-    b.n = 1;
-    b.results = rc.data();
-    EXPECT(floe_table_run(gt, &b) == FLOE_ERR_UNSUPPORTED, "erase on a TREE: %d", (int)b.status);
+    b.op = FLOE_OP_STATS;
+    EXPECT(floe_table_run(gt, &b) == FLOE_OK && b.stats.keys == inserted, "after the refusals: %llu keys, not %llu",
+           (unsigned long long)b.stats.keys, (unsigned long long)inserted);
     printf("tree backends%s: %zu vectors through the GPU and CPU backends agree (insert, get, scan, save/load)\n",
            parts > 1 ? " in parts" : "", total);
     floe_table_destroy(lg);

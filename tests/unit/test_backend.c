@@ -93,11 +93,28 @@ START_TEST(every_operation)
     ck_assert_int_eq(floe_table_run(t, &er), FLOE_OK);
     ck_assert_uint_eq(er.counts.erased, 1);
 
-    /* an invalid batch fails with its message and changes nothing */
+    /* an invalid batch fails with its message and changes nothing: the door
+     * (floe_request_check) says so directly, and floe_table_run through it */
     uint64_t wide = (uint64_t)1 << 32;
+    const char *why = "table be: key 4294967296 at index 0 does not fit in key_bits = 32 (must be below 2^32)";
+    floe_errinfo err;
+    size_t n = 1;
+    ck_assert_int_eq(floe_request_check(&t->spec, FLOE_OP_INSERT, 0, &wide, 8, vals, 4, &n, &err), FLOE_ERR_INVALID);
+    ck_assert_str_eq(err.msg, why);
+    ck_assert_uint_eq(n, 0);
+    floe_batch before = {.op = FLOE_OP_STATS};
+    ck_assert_int_eq(floe_table_run(t, &before), FLOE_OK);
     floe_batch bad = {.op = FLOE_OP_INSERT, .keys = &wide, .n = 1, .values = vals, .values_len = 4, .results = res};
     ck_assert_int_eq(floe_table_run(t, &bad), FLOE_ERR_INVALID);
     ck_assert(strstr(bad.error.msg, "key_bits") != NULL);
+    ck_assert_str_eq(bad.error.msg, why);
+    ck_assert_uint_eq(bad.counts.inserted, 0);
+    floe_batch after = {.op = FLOE_OP_STATS};
+    ck_assert_int_eq(floe_table_run(t, &after), FLOE_OK);
+    ck_assert_uint_eq(after.stats.keys, before.stats.keys);
+    ck_assert_uint_eq(after.stats.keys, 1); /* 8: key 7 was erased */
+    ck_assert_uint_eq(after.stats.level[0].used + after.stats.level[1].used + after.stats.level[2].used,
+                      before.stats.level[0].used + before.stats.level[1].used + before.stats.level[2].used);
 
     floe_table *u;
     ck_assert_int_eq(floe_table_load(be, path, &u, NULL), FLOE_OK);

@@ -541,12 +541,20 @@ START_TEST(bad_specs_and_batches)
     uint8_t res[2];
     uint64_t ids[2];
     floe_batch b;
+    /* each refusal: the door's own answer (floe_request_check), then the same through the backend */
+    ck_assert_int_eq(floe_request_check(&tt->spec, FLOE_OP_ERASE, 0, vec, 32, NULL, 0, NULL, &err),
+                     FLOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "TREE tables do not erase"));
     memset(&b, 0, sizeof b);
     b.op = FLOE_OP_ERASE;
     b.vectors = vec;
     b.n = 1;
     b.results = res;
     ck_assert_int_eq(floe_table_run(tt, &b), FLOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(b.error.msg, "TREE tables do not erase"));
+    ck_assert_int_eq(floe_request_check(&tt->spec, FLOE_OP_INSERT, FLOE_BATCH_OVERWRITE, vec, 32, NULL, 0, NULL, &err),
+                     FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "values and overwrite are for MAP tables"));
     memset(&b, 0, sizeof b);
     b.op = FLOE_OP_INSERT;
     b.flags = FLOE_BATCH_OVERWRITE;
@@ -554,17 +562,30 @@ START_TEST(bad_specs_and_batches)
     b.n = 1;
     b.results = res;
     ck_assert_int_eq(floe_table_run(tt, &b), FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(b.error.msg, "values and overwrite are for MAP tables"));
+    ck_assert_int_eq(floe_request_check(&tt->spec, FLOE_OP_REBUILD, 0, NULL, 0, NULL, 0, NULL, &err),
+                     FLOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "TREE tables do not rebuild"));
     memset(&b, 0, sizeof b);
     b.op = FLOE_OP_REBUILD;
     ck_assert_int_eq(floe_table_run(tt, &b), FLOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(b.error.msg, "TREE tables do not rebuild"));
+    ids[0] = 0;
+    ck_assert_int_eq(floe_request_check(&st->spec, FLOE_OP_GET, 0, ids, 8, NULL, 0, NULL, &err), FLOE_ERR_UNSUPPORTED);
+    ck_assert_str_eq(err.msg, "get_by_id is for TREE tables; table s is a SET");
     memset(&b, 0, sizeof b);
     b.op = FLOE_OP_GET;
-    ids[0] = 0;
     b.keys = ids;
     b.n = 1;
     b.results = res;
     b.vectors_out = vec;
     ck_assert_int_eq(floe_table_run(st, &b), FLOE_ERR_UNSUPPORTED);
+    ck_assert_str_eq(b.error.msg, "get_by_id is for TREE tables; table s is a SET");
+    ck_assert_uint_eq(vec[0], 1); /* nothing written */
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_STATS;
+    ck_assert_int_eq(floe_table_run(st, &b), FLOE_OK);
+    ck_assert_uint_eq(b.stats.keys, 0);
     memset(&b, 0, sizeof b);
     b.op = FLOE_OP_STATS;
     ck_assert_int_eq(floe_table_run(tt, &b), FLOE_OK);
