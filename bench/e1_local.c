@@ -33,6 +33,7 @@ typedef struct options {
     unsigned key_bits;
     double present;
     unsigned runs;
+    bool pinned;
 } options;
 
 typedef struct slot {
@@ -91,6 +92,34 @@ static void batch_done(floe_batch *b)
     pthread_mutex_unlock(&bn->lock);
 }
 
+/* The engine's stage timers so far. */
+static void stages_now(floe_table *t, floe_stage_time out[FLOE_STAGES])
+{
+    floe_batch b;
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_STATS;
+    if (floe_table_run(t, &b) == FLOE_OK)
+        memcpy(out, b.stats.stage, sizeof b.stats.stage);
+    else
+        memset(out, 0, sizeof b.stats.stage);
+}
+
+/* The engine's stage times of the timed batches (now less before): per
+ * key, and as a share of the run's wall time (above 100%: the stage ran on
+ * several threads or overlapped itself). */
+static void print_stages(floe_table *t, const floe_stage_time before[FLOE_STAGES], double secs, uint64_t keys)
+{
+    floe_stage_time after[FLOE_STAGES];
+    stages_now(t, after);
+    for (int i = 0; i < FLOE_STAGES; i++) {
+        const uint64_t count = after[i].count - before[i].count, nanos = after[i].nanos - before[i].nanos;
+        if (!count)
+            continue;
+        printf("  %-10s %9llu x %8.3f s  %6.2f ns/key  %5.0f%%\n", floe_stage_name(i), (unsigned long long)count,
+               (double)nanos / 1e9, (double)nanos / (double)keys, 100.0 * (double)nanos / 1e9 / secs);
+    }
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: floe-e1-local [options]\n"
@@ -104,7 +133,11 @@ static void usage(FILE *f)
                "                      B x K x 8 bytes of memory)\n"
                "  --key-bits K        key width (default 40)\n"
                "  --present F         fraction of each batch already stored (default 0.5)\n"
-               "  --runs R            runs, each on a fresh table; the median is reported (default 3)\n");
+               "  --runs R            runs, each on a fresh table; the median is reported (default 3)\n"
+               "  --pinned            keys and answers in the backend's own host memory (floe_backend_host_alloc:\n"
+               "                      pinned for the GPU, so that its copies skip the staging buffers), as a\n"
+               "                      program that owns its buffers would keep them\n"
+               "After each run: the engine's stage times (per key; %% of the run's wall time).\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -115,14 +148,14 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3};
+    options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3, false};
     static const struct option longopts[] = {
         {"backend", required_argument, 0, 'B'}, {"keys", required_argument, 0, 'k'},
         {"inflight", required_argument, 0, 'i'}, {"batches", required_argument, 0, 'b'},
         {"key-bits", required_argument, 0, 'K'}, {"present", required_argument, 0, 'p'},
         {"runs", required_argument, 0, 'r'},     {"help", no_argument, 0, 'h'},
         {"gpus", required_argument, 0, 'G'},     {"parts", required_argument, 0, 'P'},
-        {0, 0, 0, 0},
+        {"pinned", no_argument, 0, 'M'},         {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -136,6 +169,7 @@ int main(int argc, char **argv)
         case 'r': o.runs = (unsigned)atoi(optarg); break;
         case 'G': o.gpus = (unsigned)atoi(optarg); break;
         case 'P': o.parts = (unsigned)atoi(optarg); break;
+        case 'M': o.pinned = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -167,7 +201,8 @@ int main(int argc, char **argv)
     floe_perm perm;
     floe_perm_init(&perm, o.key_bits, 0xE1E1, 0);
     double *rates = calloc(o.runs, sizeof *rates);
-    uint64_t *all = malloc((size_t)o.batches * o.keys * 8);
+    const size_t all_bytes = (size_t)o.batches * o.keys * 8;
+    uint64_t *all = o.pinned ? floe_backend_host_alloc(be, all_bytes) : malloc(all_bytes);
     if (!rates || !all) {
         fprintf(stderr, "floe-e1-local: out of memory for %u batches of %zu keys (--batches, --keys)\n", o.batches,
                 o.keys);
@@ -194,7 +229,7 @@ int main(int argc, char **argv)
         bn.free_slots = calloc(o.inflight, sizeof *bn.free_slots);
         for (unsigned i = 0; i < o.inflight; i++) {
             slots[i].keys = malloc(o.keys * 8);
-            slots[i].results = malloc(o.keys);
+            slots[i].results = o.pinned ? floe_backend_host_alloc(be, o.keys) : malloc(o.keys);
             slots[i].bn = &bn;
             bn.free_slots[bn.free_n++] = &slots[i];
         }
@@ -223,6 +258,8 @@ int main(int argc, char **argv)
                 take_new ? nn++ : np++;
             }
         }
+        floe_stage_time before[FLOE_STAGES];
+        stages_now(t, before);
         double t0 = now();
         for (unsigned k = 0; k < o.batches; k++) {
             pthread_mutex_lock(&bn.lock);
@@ -259,10 +296,14 @@ int main(int argc, char **argv)
                     (unsigned long long)bn.wrong);
             bad = 1;
         }
+        print_stages(t, before, secs, (uint64_t)o.batches * o.keys);
         floe_table_destroy(t);
         for (unsigned i = 0; i < o.inflight; i++) {
             free(slots[i].keys);
-            free(slots[i].results);
+            if (o.pinned)
+                floe_backend_host_free(be, slots[i].results);
+            else
+                free(slots[i].results);
         }
         free(slots);
         free(bn.free_slots);
@@ -273,7 +314,10 @@ int main(int argc, char **argv)
                rates[0] / 1e6, rates[o.runs - 1] / 1e6);
     }
     free(rates);
-    free(all);
+    if (o.pinned)
+        floe_backend_host_free(be, all);
+    else
+        free(all);
     floe_backend_destroy(be);
     return bad;
 }

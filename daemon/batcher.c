@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "hostmem.h"
 #include "log.h"
 #include "partition.h"
 #include "pool.h"
@@ -26,6 +27,7 @@ void batcher_init(batcher *bt, floe_table *table, const batcher_limits *limits)
     pthread_mutex_init(&bt->lock, NULL);
     queue_init(&bt->q);
     bt->table = table;
+    bt->backend = table->backend;
     bt->limits = *limits;
     bt->value_bytes = table->spec.kind == FLOE_KIND_MAP ? table->spec.value_bytes : 0;
     const unsigned depth = BATCHER_DEPTH_PER_PART * floe_backend_parts(table->backend);
@@ -38,8 +40,8 @@ void batcher_init(batcher *bt, floe_table *table, const batcher_limits *limits)
 void batcher_destroy(batcher *bt)
 {
     for (int i = 0; i < BATCHER_DEPTH_MAX; i++) {
-        free(bt->slots[i].keys_buf);
-        free(bt->slots[i].values_buf);
+        floe_backend_host_free(bt->backend, bt->slots[i].keys_buf);
+        floe_backend_host_free(bt->backend, bt->slots[i].values_buf);
     }
     pthread_mutex_destroy(&bt->lock);
 }
@@ -79,6 +81,11 @@ static const void *job_keys(const job *j)
  * bytes of keys and vectors out (a TREE's vectors are large; SET and MAP
  * batches stay far below it). */
 #define MERGE_MAX_BYTES ((size_t)256 << 20)
+/* A job of at least this many keys is a batch of its own: the engine reads
+ * its keys where they lie (its frame, in memory a GPU copies from straight:
+ * hostmem.h), and merging it would only copy them.  Smaller jobs are merged,
+ * so that small requests share a batch's fixed costs. */
+#define MERGE_BELOW_KEYS 16384
 
 static void batch_done(floe_batch *b);
 
@@ -91,30 +98,32 @@ void batch_out_release(batch_out *o)
 {
     if (!o || atomic_fetch_sub(&o->refs, 1) != 1)
         return;
-    free(o->results);
-    free(o->ids);
-    free(o->values_out);
-    free(o->vectors_out);
+    hostmem_put(o->mem, o->results);
+    hostmem_put(o->mem, o->ids);
+    hostmem_put(o->mem, o->values_out);
+    hostmem_put(o->mem, o->vectors_out);
     free(o);
 }
 
-/* A batch's answer buffers for n keys (NULL if out of memory). */
+/* A batch's answer buffers for n keys (NULL if out of memory), in the
+ * memory the backend copies straight into (hostmem.h). */
 static batch_out *out_new(const batcher *bt, int op, unsigned flags, size_t n)
 {
     batch_out *o = floe_calloc(1, sizeof *o);
     if (!o)
         return NULL;
     atomic_init(&o->refs, 1);
+    hostmem *mem = o->mem = bt->limits.mem;
     o->value_bytes = bt->value_bytes;
     o->words = bt->words;
     const size_t vb = bt->value_bytes;
-    bool ok = (o->results = floe_malloc(n + 1)) != NULL;
+    bool ok = (o->results = hostmem_get(mem, n + 1)) != NULL;
     if (flags & FLOE_BATCH_WANT_IDS)
-        ok = ok && (o->ids = floe_malloc(n * 8 + 8));
+        ok = ok && (o->ids = hostmem_get(mem, n * 8 + 8));
     if ((flags & FLOE_BATCH_WANT_VALUES) && vb)
-        ok = ok && (o->values_out = floe_malloc(n * vb + 8));
+        ok = ok && (o->values_out = hostmem_get(mem, n * vb + 8));
     if (op == FLOE_OP_GET)
-        ok = ok && (o->vectors_out = floe_malloc(n * bt->words * 4 + 8));
+        ok = ok && (o->vectors_out = hostmem_get(mem, n * bt->words * 4 + 8));
     if (!ok) {
         batch_out_release(o);
         return NULL;
@@ -122,14 +131,17 @@ static batch_out *out_new(const batcher *bt, int op, unsigned flags, size_t n)
     return o;
 }
 
-/* Grows *buf to at least need bytes (contents not kept). */
-static bool reserve(void **buf, size_t *cap, size_t need)
+/* Grows *buf, the backend's host memory (pinned for a GPU: its copies to
+ * the device go straight from it), to at least need bytes (contents not
+ * kept; grown by half again, as getting it is slow). */
+static bool reserve(batcher *bt, void **buf, size_t *cap, size_t need)
 {
     if (need <= *cap)
         return true;
-    free(*buf);
+    floe_backend_host_free(bt->backend, *buf);
     *cap = 0;
-    if (!(*buf = floe_malloc(need)))
+    need += need / 2;
+    if (!(*buf = floe_backend_host_alloc(bt->backend, need)))
         return false;
     *cap = need;
     return true;
@@ -240,10 +252,10 @@ static job *launch_locked(batcher *bt)
         unsigned flags = first->flags;
         job *last = first;
         const size_t kb = key_bytes(bt, first->op);
-        if (is_key_op(first->op)) {
+        if (is_key_op(first->op) && first->n < MERGE_BELOW_KEYS) {
             const size_t per_key = kb + (first->op == FLOE_OP_GET ? (size_t)bt->words * 4 : 0);
             for (job *j = next_job(first); j; j = next_job(j)) {
-                if (j->op != first->op || j->pre_status != FLOE_OK ||
+                if (j->op != first->op || j->pre_status != FLOE_OK || j->n >= MERGE_BELOW_KEYS ||
                     (j->flags & FLOE_BATCH_OVERWRITE) != (first->flags & FLOE_BATCH_OVERWRITE) ||
                     n + j->n > max_keys || (n + j->n) * per_key > MERGE_MAX_BYTES)
                     break;
@@ -264,7 +276,7 @@ static job *launch_locked(batcher *bt)
         floe_batch *b = &sl->b;
         memset(b, 0, sizeof *b);
         b->op = (floe_op)first->op;
-        b->flags = flags;
+        b->flags = flags | FLOE_BATCH_CHECKED; /* each job was checked at the door */
         b->done = batch_done;
         b->user = sl;
         const size_t vb = bt->value_bytes;
@@ -278,8 +290,8 @@ static job *launch_locked(batcher *bt)
                 b->values_len = first->values_len;
             } else {
                 const bool with_values = first->op == FLOE_OP_INSERT && vb;
-                ok = reserve(&sl->keys_buf, &sl->keys_cap, n * kb + 8) &&
-                     (!with_values || reserve((void **)&sl->values_buf, &sl->values_cap, n * vb + 8));
+                ok = reserve(bt, &sl->keys_buf, &sl->keys_cap, n * kb + 8) &&
+                     (!with_values || reserve(bt, (void **)&sl->values_buf, &sl->values_cap, n * vb + 8));
                 if (ok)
                     merge_jobs(bt, sl, first, kb, with_values);
                 keys = sl->keys_buf;
@@ -303,7 +315,8 @@ static job *launch_locked(batcher *bt)
             b->cursor = first->cursor;
             b->cursor_set = first->cursor_set;
             b->limit = first->limit;
-            b->flags = flags & FLOE_BATCH_WANT_VALUES; /* want_ids of a TREE scan is the reply's business */
+            /* want_ids of a TREE scan is the reply's business */
+            b->flags = (flags & FLOE_BATCH_WANT_VALUES) | FLOE_BATCH_CHECKED;
             b->scan_keys = sl->scan_keys = floe_malloc(first->limit * 8 + 8);
             if (flags & FLOE_BATCH_WANT_VALUES)
                 b->scan_values = sl->scan_values = floe_malloc(first->limit * (vb ? vb : 1) + 8);

@@ -4,13 +4,14 @@
  * The batcher knows the backend interface and nothing of requests or
  * connections: a job says what to run, and its done callback says how it
  * ended (once, from whichever thread finished it), as a floe_batch's does.
- * Requests are validated by the io thread (request.c), then queued here as
- * jobs in arrival order.  While the backend holds fewer than `depth` of the table's
+ * Requests are validated by the io thread (request.c, with the door of
+ * tables/spec.h), then queued here as jobs in arrival order: the batches
+ * say so (FLOE_BATCH_CHECKED), so the keys are not scanned again.  While the backend holds fewer than `depth` of the table's
  * batches, whatever is queued is launched at once (no timer: at low load a
  * request's latency is one batch); while they run, the queue grows into the
  * next one.  A batch holds one operation kind (and one
- * overwrite flag) and at most max-batch-keys keys; a larger request runs
- * alone.  Keys of merged requests are concatenated in arrival order, so the
+ * overwrite flag) and at most max-batch-keys keys; a larger request, or one
+ * large enough to keep the engine busy alone (MERGE_BELOW_KEYS), runs alone.  Keys of merged requests are concatenated in arrival order, so the
  * engine's first-occurrence rule gives exactly the per-connection order.
  * A key is 8 bytes (SET, MAP keys; TREE ids for GET) or, for INSERT and FIND
  * on a TREE, a vector of `words` u32 words; max-batch-keys counts vectors.
@@ -41,6 +42,7 @@ enum { JOB_DRAIN = 100 };
  * answers are a slice; the last holder frees them. */
 typedef struct batch_out {
     atomic_int refs;
+    struct hostmem *mem; /* its buffers' */
     uint32_t value_bytes, words;
     uint8_t *results;
     uint64_t *ids;
@@ -96,14 +98,18 @@ struct job {
 typedef struct batcher_limits {
     const atomic_uint_fast64_t *max_batch_keys; /* live: SIGHUP may change it */
     struct floe_pool *merge_pool;               /* large merges (NULL: inline) */
+    struct hostmem *mem;                        /* the answers' buffers (hostmem.h) */
 } batcher_limits;
 
 /* Batches a table may have with its backend at once: while one runs, the
  * next is merged and handed over, so the engine never waits for the
- * batcher (the backend runs a table's batches in submission order).  Two
- * per part of a table in parts (tables/partition.h): a batch there waits
- * for its split, every part and its merge, and parts run side by side. */
-#define BATCHER_DEPTH_PER_PART 2
+ * batcher (the backend runs a table's batches in submission order); per
+ * part of a table in parts (tables/partition.h): a batch there waits
+ * for its split, every part and its merge, and parts run side by side.
+ * Four: a GPU table's pipeline overlaps the copies and kernels of three
+ * batches (gpu/backend_gpu.cu), and requests large enough to be batches of
+ * their own must keep it full. */
+#define BATCHER_DEPTH_PER_PART 4
 #define BATCHER_DEPTH_MAX      8
 
 /* One batch with the backend and its buffers. */
@@ -111,7 +117,7 @@ typedef struct batch_slot {
     batcher *bt;
     floe_batch b;
     job *running;   /* its jobs, in order, chained through link */
-    void *keys_buf; /* merged keys and values, kept from batch to batch */
+    void *keys_buf; /* merged keys and values (the backend's host memory), kept from batch to batch */
     unsigned char *values_buf;
     size_t keys_cap, values_cap;
     batch_out *out; /* the answers of a key batch */
@@ -128,6 +134,7 @@ struct batcher {
     unsigned next;     /* the slot the next batch takes */
     floe_status closed; /* OK, or why no new jobs: ERR_NO_TABLE (dropped), ERR_SHUTTING_DOWN */
     floe_table *table;
+    floe_backend *backend; /* the table's: it outlives the table, and frees the merge buffers */
     batcher_limits limits;
     uint32_t value_bytes;
     uint32_t words; /* TREE: u32 words per vector; 0 for SET, MAP */

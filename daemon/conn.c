@@ -23,6 +23,7 @@
 
 #include "alloc.h"
 #include "envelope.h"
+#include "hostmem.h"
 #include "log.h"
 #include "metrics.h"
 #include "request.h"
@@ -340,7 +341,7 @@ static bool looks_like_tls(const unsigned char *hdr)
  * of a key request start 8-byte aligned, as the engines read them.
  * Returns the buffer to free, *at_frame where the frame starts in it; NULL if
  * out of memory (the frame is dropped from `in`). */
-static unsigned char *take_frame(struct evbuffer *in, uint32_t len, unsigned char **at_frame)
+static unsigned char *take_frame(hostmem *mem, struct evbuffer *in, uint32_t len, unsigned char **at_frame)
 {
     unsigned char head[256];
     const size_t have = len < sizeof head ? len : sizeof head;
@@ -348,14 +349,14 @@ static unsigned char *take_frame(struct evbuffer *in, uint32_t len, unsigned cha
     size_t at, pad = 0;
     if (envelope_keys_at(head, have, &at))
         pad = (8 - at % 8) % 8;
-    unsigned char *mem = floe_malloc((size_t)len + 8);
-    if (!mem) {
+    unsigned char *buf = hostmem_get(mem, (size_t)len + 8);
+    if (!buf) {
         evbuffer_drain(in, len);
         return NULL;
     }
-    *at_frame = mem + pad;
+    *at_frame = buf + pad;
     evbuffer_remove(in, *at_frame, len);
-    return mem;
+    return buf;
 }
 
 static void read_frames_held(conn *c);
@@ -408,7 +409,7 @@ static void read_frames_held(conn *c)
         evbuffer_drain(in, 4);
         c->s.t_frame = floe_now_ns();
         metrics_request(c->srv->metrics, SHARD(c), -1, 4 + (size_t)len); /* its bytes; the operation once parsed */
-        unsigned char *bytes, *mem = take_frame(in, len, &bytes);
+        unsigned char *bytes, *mem = take_frame(c->srv->mem, in, len, &bytes);
         if (!mem) { /* its id is not known: closing is the one way to tell its client */
             count_request(c, METRICS_OP_UNKNOWN, 0);
             LOG_LIMITED(LOG_ERROR, "connection %llu (%s): out of memory reading a request of %u bytes; closing it",
@@ -421,13 +422,13 @@ static void read_frames_held(conn *c)
             if (admit(c, env.op, env.id))
                 request_handle_keys(c->srv, &c->s, &env, mem);
             else
-                free(mem);
+                hostmem_put(c->srv->mem, mem);
             pause_if_full(c);
             continue;
         }
         Floe__V1__Request *req = floe__v1__request__unpack(NULL, len, bytes);
         const bool clean = req && strings_clean(&floe__v1__request__descriptor, bytes, len, 0);
-        free(mem);
+        hostmem_put(c->srv->mem, mem);
         if (!req) {
             count_request(c, METRICS_OP_UNKNOWN, 0);
             send_error(c, 0, FLOE_ERR_INVALID, "a frame of %u bytes does not parse as a floe.v1.Request", len);

@@ -22,6 +22,7 @@
 #include "backend_gpu.h"
 #include "batcher.h"
 #include "datadir.h"
+#include "hostmem.h"
 #include "log.h"
 #include "registry.h"
 #include "snapshot.h"
@@ -36,7 +37,7 @@ typedef struct item {
     session *c; /* NULL: floed's own (a snapshot by the rules, a gather) */
     uint64_t id;
     Floe__V1__Request *req; /* owned: the job's keys and values point into it (or into frame) */
-    void *frame;            /* owned: the frame of a key request read in place (envelope.h) */
+    void *frame;            /* owned (hostmem.h): the frame of a key request read in place (envelope.h) */
     void *keys_copy;        /* when the request's key bytes were not aligned (8 bytes; 4 for vectors) */
     void *values_copy;      /* when its values were not aligned (to value_bytes) */
     char *pre_error;        /* owned: the job's pre_error, or a failed copy's error */
@@ -119,7 +120,7 @@ static void item_free(item *it)
         return;
     if (it->req)
         floe__v1__request__free_unpacked(it->req, NULL);
-    free(it->frame);
+    hostmem_put(it->srv->mem, it->frame);
     free(it->keys_copy);
     free(it->values_copy);
     free(it->pre_error);
@@ -794,96 +795,36 @@ typedef struct key_request {
     void *frame;
 } key_request;
 
-static void key_request_free(key_request *kr)
+static void key_request_free(server *srv, key_request *kr)
 {
     if (kr->req)
         floe__v1__request__free_unpacked(kr->req, NULL);
-    free(kr->frame);
+    hostmem_put(srv->mem, kr->frame);
 }
 
-/* Checks the keys (aligned) and values of a key operation against the table. */
-static floe_status check_keys(const floe_spec *spec, const void *keys, size_t keys_len, size_t values_len,
-                              bool values_allowed, char *msg, size_t len)
+/* The rules of a key operation on the table of spec (tables/spec.c's door,
+ * and max-frame for what a get_by_id answers): OK with *n, or the error
+ * and msg.  keys and values are aligned as the engines read them. */
+static floe_status check_key_request(server *srv, const floe_spec *spec, const key_request *kr, const void *keys,
+                                     const void *values, size_t *n, char *msg, size_t len)
 {
-    if (spec->kind == FLOE_KIND_TREE) {
-        /* Keys are vectors: any u32 words, words x 4 bytes each; values are refused by the caller. */
-        const size_t vb = (size_t)spec->words * 4;
-        if (keys_len % vb) {
-            snprintf(msg, len,
-                     "table %s is a TREE of words = %u: keys are vectors of %u little-endian u32 words (%zu bytes "
-                     "each); got %zu bytes, not a multiple of %zu",
-                     spec->name, spec->words, spec->words, vb, keys_len, vb);
-            return FLOE_ERR_INVALID;
-        }
-        return FLOE_OK;
-    }
-    if (keys_len % 8) {
-        snprintf(msg, len, "keys are 8 bytes each (little-endian u64); got %zu bytes, not a multiple of 8", keys_len);
-        return FLOE_ERR_INVALID;
-    }
-    size_t n = keys_len / 8;
-    /* per request, so that a bad key fails its own request, not the batch it would join */
-    floe_errinfo e;
-    floe_status st = floe_keys_check(spec->key_bits, (const uint64_t *)keys, n, &e);
+    floe_errinfo err;
+    floe_status st = floe_request_check(spec, (floe_op)kr->op, kr->flags, keys, kr->keys_len, values,
+                                        kr->values_len, n, &err);
     if (st != FLOE_OK) {
-        snprintf(msg, len, "table %.64s: %.180s", spec->name, e.msg);
+        snprintf(msg, len, "%s", err.msg);
         return st;
     }
-    if (values_len && !values_allowed) {
-        snprintf(msg, len, "table %s is a %s: values are for MAP tables", spec->name, floe_kind_name(spec->kind));
-        return FLOE_ERR_INVALID;
-    }
-    if (values_allowed && values_len != n * spec->value_bytes) {
-        snprintf(msg, len, "%zu keys need %zu bytes of values (%u per key) in table %s; got %zu", n,
-                 n * spec->value_bytes, spec->value_bytes, spec->name, values_len);
-        return FLOE_ERR_INVALID;
+    const uint64_t max_frame = LIVE(srv, max_frame), vb = (uint64_t)spec->words * 4;
+    if (kr->op == FLOE_OP_GET && *n * vb > max_frame) {
+        snprintf(msg, len,
+                 "get_by_id of %zu ids would answer %llu bytes of vectors (words = %u), above max-frame (%llu bytes): "
+                 "ask for at most %llu ids per request",
+                 *n, (unsigned long long)(*n * vb), spec->words, (unsigned long long)max_frame,
+                 (unsigned long long)(max_frame / vb));
+        return FLOE_ERR_TOO_LARGE;
     }
     return FLOE_OK;
-}
-
-/* The rules of a key operation on the table of spec: OK, or the error and
- * msg.  keys are aligned (8 bytes; 4 for vectors). */
-static floe_status check_key_request(server *srv, const floe_spec *spec, const key_request *kr, const void *keys,
-                                     char *msg, size_t len)
-{
-    const bool map = spec->kind == FLOE_KIND_MAP, tree = spec->kind == FLOE_KIND_TREE;
-    const int op = kr->op;
-    const unsigned flags = kr->flags;
-    if (op == FLOE_OP_GET) {
-        const uint64_t max_frame = LIVE(srv, max_frame), vb = (uint64_t)spec->words * 4;
-        if (!tree)
-            return snprintf(msg, len, "get_by_id is for TREE tables; table %s is a %s", spec->name,
-                            floe_kind_name(spec->kind)),
-                   FLOE_ERR_UNSUPPORTED;
-        if (kr->keys_len % 8)
-            return snprintf(msg, len, "ids are 8 bytes each (little-endian u64); got %zu bytes, not a multiple of 8",
-                            kr->keys_len),
-                   FLOE_ERR_INVALID;
-        if (kr->keys_len / 8 * vb > max_frame)
-            return snprintf(msg, len,
-                            "get_by_id of %zu ids would answer %llu bytes of vectors (words = %u), above max-frame "
-                            "(%llu bytes): ask for at most %llu ids per request",
-                            kr->keys_len / 8, (unsigned long long)(kr->keys_len / 8 * vb), spec->words,
-                            (unsigned long long)max_frame, (unsigned long long)(max_frame / vb)),
-                   FLOE_ERR_TOO_LARGE;
-        return FLOE_OK;
-    }
-    if (tree && op == FLOE_OP_ERASE)
-        return snprintf(msg, len,
-                        "table %s is a TREE: TREE tables do not erase (vectors share their nodes; a visited set only "
-                        "grows)",
-                        spec->name),
-               FLOE_ERR_UNSUPPORTED;
-    if (tree && ((flags & (FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES)) || (op == FLOE_OP_INSERT && kr->values_len)))
-        return snprintf(msg, len, "table %s is a TREE: it stores vectors only; values and overwrite are for MAP tables",
-                        spec->name),
-               FLOE_ERR_INVALID;
-    floe_status st = check_keys(spec, keys, kr->keys_len, op == FLOE_OP_INSERT ? kr->values_len : 0,
-                                map && op == FLOE_OP_INSERT, msg, len);
-    if (st == FLOE_OK && !map && (flags & (FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES)))
-        st = FLOE_ERR_INVALID, snprintf(msg, len, "table %s is a %s: overwrite and values are for MAP tables",
-                                        spec->name, floe_kind_name(spec->kind));
-    return st;
 }
 
 /* p itself if it is aligned to align bytes (a power of two), else a copy
@@ -903,7 +844,7 @@ static void handle_key_op(server *srv, session *c, key_request *kr)
     table_entry *e = registry_get(&srv->reg, kr->table);
     if (!e) {
         send_error(c, kr->id, FLOE_ERR_NO_TABLE, "no table %s", kr->table);
-        key_request_free(kr);
+        key_request_free(srv, kr);
         return;
     }
     const floe_spec *spec = &e->table->spec;
@@ -911,7 +852,7 @@ static void handle_key_op(server *srv, session *c, key_request *kr)
     item *it = item_new(srv, c, kr->id, kr->op, kr->req);
     if (!it) {
         send_error(c, kr->id, FLOE_ERR_INTERNAL, "out of memory");
-        key_request_free(kr);
+        key_request_free(srv, kr);
         entry_unref(e);
         return;
     }
@@ -928,16 +869,16 @@ static void handle_key_op(server *srv, session *c, key_request *kr)
     const void *data = aligned(kr->keys, kr->keys_len, vectors ? 4 : 8, &it->keys_copy);
     const void *values = with_values ? aligned(kr->values, kr->values_len, spec->value_bytes, &it->values_copy) : NULL;
     char msg[FLOE_ERROR_MAX];
+    size_t n = 0;
     floe_status st = FLOE_ERR_INTERNAL;
     if ((data || !kr->keys_len) && (values || !with_values || !kr->values_len))
-        st = check_key_request(srv, spec, kr, data, msg, sizeof msg);
+        st = check_key_request(srv, spec, kr, data, values, &n, msg, sizeof msg);
     else
         snprintf(msg, sizeof msg, "out of memory");
     if (st != FLOE_OK) {
         item_refuse(it, st, msg);
     } else {
-        const size_t kb = vectors ? (size_t)spec->words * 4 : 8;
-        it->j.n = kr->keys_len / kb;
+        it->j.n = n;
         if (vectors)
             it->j.vectors = data;
         else
@@ -957,7 +898,7 @@ void request_handle_keys(server *srv, session *c, const envelope *env, void *mem
     char table[FLOE_NAME_MAX + 1];
     if (env->table_len > FLOE_NAME_MAX) { /* no table has such a name */
         send_error(c, env->id, FLOE_ERR_NO_TABLE, "no table %.*s", (int)env->table_len, env->table);
-        free(mem);
+        hostmem_put(srv->mem, mem);
         return;
     }
     memcpy(table, env->table, env->table_len);
@@ -988,7 +929,7 @@ void request_handle_keys(server *srv, session *c, const envelope *env, void *mem
     }
     if (atomic_load(&srv->shutting_down)) {
         send_error(c, env->id, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
-        free(mem);
+        hostmem_put(srv->mem, mem);
         return;
     }
     handle_key_op(srv, c, &kr);
@@ -1037,15 +978,10 @@ static void handle_scan(server *srv, session *c, Floe__V1__Request *req)
         j->flags |= FLOE_BATCH_WANT_VALUES;
     if (s->want_ids)
         j->flags |= FLOE_BATCH_WANT_IDS;
-    char msg[FLOE_ERROR_MAX];
-    if (s->want_values && spec->kind != FLOE_KIND_MAP) {
-        snprintf(msg, sizeof msg, "table %s is a %s: values in a scan are for MAP tables", spec->name,
-                 floe_kind_name(spec->kind));
-        item_refuse(it, FLOE_ERR_INVALID, msg);
-    } else if (s->want_ids && spec->kind != FLOE_KIND_TREE) {
-        snprintf(msg, sizeof msg, "ids in a scan are for TREE tables; table %s is a %s", spec->name,
-                 floe_kind_name(spec->kind));
-        item_refuse(it, FLOE_ERR_INVALID, msg);
+    floe_errinfo err;
+    floe_status st = floe_request_check(spec, FLOE_OP_SCAN, j->flags, NULL, 0, NULL, 0, NULL, &err);
+    if (st != FLOE_OK) {
+        item_refuse(it, st, err.msg);
     } else if (s->cursor.len == 16) {
         memcpy(&j->cursor.position, s->cursor.data, 8);
         memcpy(&j->cursor.generation, s->cursor.data + 8, 8);

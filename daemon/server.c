@@ -19,6 +19,7 @@
 
 #include "alloc.h"
 #include "backend_gpu.h"
+#include "hostmem.h"
 #include "log.h"
 #include "metrics.h"
 #include "partition.h"
@@ -26,6 +27,9 @@
 #include "tls.h"
 
 #define MERGE_THREADS 4 /* the batchers' pool for large merges: the caller and three helpers */
+/* Frames and answers kept for reuse (hostmem.h): pinned memory takes milliseconds to get. */
+#define HOSTMEM_KEEP_GPU ((size_t)1 << 30)
+#define HOSTMEM_KEEP_CPU ((size_t)64 << 20)
 
 /* ---- live settings ------------------------------------------------------------------------- */
 
@@ -220,7 +224,7 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
     floe_errinfo err;
     if (floe_pool_create(MERGE_THREADS, &srv->merge_pool, &err) != FLOE_OK)
         log_warn("merging batches on one thread: %s", err.msg);
-    const batcher_limits limits = {&srv->live.max_batch_keys, srv->merge_pool};
+    const batcher_limits limits = {&srv->live.max_batch_keys, srv->merge_pool, NULL}; /* mem: once the GPU is known */
     registry_init(&srv->reg, &limits);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN); /* a file past RLIMIT_FSIZE: the write fails (EFBIG) and the snapshot says why */
@@ -237,6 +241,12 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
         server_free(srv);
         return 2; /* a setting that cannot work on this host */
     }
+    /* with a GPU, pinned: its copies go straight from the frames and into the answers */
+    if (!(srv->mem = hostmem_new(srv->reg.gpu, srv->reg.gpu ? HOSTMEM_KEEP_GPU : HOSTMEM_KEEP_CPU))) {
+        server_free(srv);
+        return 1;
+    }
+    srv->reg.limits.mem = srv->mem;
     srv->base = event_base_new();
     srv->reap_ev = srv->base ? event_new(srv->base, -1, 0, on_reap, &srv->reg) : NULL;
     srv->reg.wake_reaper = wake_reaper;
@@ -253,6 +263,7 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
 void server_free(server *srv)
 {
     registry_free(&srv->reg);
+    hostmem_free(srv->mem); /* every frame and answer is back: the io threads are gone */
     if (srv->drain_ev)
         event_free(srv->drain_ev);
     if (srv->sig_term)

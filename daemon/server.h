@@ -15,7 +15,7 @@
  * costs only the work already queued for it.
  *
  * The daemon's files, each using only those above it:
- *   log, config, datadir, tls, queue   leaves
+ *   log, config, datadir, tls, queue, hostmem   leaves
  *   reply      response frames; the session (where answers go)
  *   batcher    a table's jobs into engine batches (the backend interface only)
  *   registry   tables by name, their backends, reaping
@@ -105,6 +105,7 @@ typedef struct server {
     int gpu_ids[FLOE_PARTS_MAX]; /* reg.gpu's devices (setting gpus) */
     int ngpus;
     struct floe_pool *merge_pool;      /* batchers' large merges (NULL: inline) */
+    struct hostmem *mem;               /* requests' frames and batches' answers (hostmem.h) */
     struct metrics *metrics;           /* counters (metrics.h) */
     struct metrics_port *metrics_port; /* the HTTP server of /metrics (metrics_port.h) */
     struct event *sig_term, *sig_int, *reap_ev, *drain_ev;

@@ -84,6 +84,13 @@ struct stage {
     uint64_t *d_keys, *d_ids;
     uint8_t *d_res;
     void *d_vin, *d_vout;
+    /* Where the piece's keys come from and its answers go: the buffers
+     * above, or the batch's own where they are pinned (floe_backend_host_alloc),
+     * which the copy engines reach with no staging copy. */
+    const uint64_t *in_keys;
+    uint8_t *out_res;
+    uint64_t *out_ids;
+    void *out_vout;
     /* MAP inserts: first occurrences (host) */
     uint32_t *rep, *src, *uniq;
     size_t distinct, m; /* keys sent to the device */
@@ -202,6 +209,75 @@ static floe_status stage_reserve(stage *s, size_t n, uint32_t vb, floe_errinfo *
     return FLOE_OK;
 }
 
+/* The pinned host memory handed out by floe_backend_host_alloc, by every
+ * GPU backend of the process (it is portable: any device's copies may use
+ * it): looked up here instead of asking the driver, which costs a few
+ * microseconds a call, four calls a piece. */
+struct pinned_range {
+    uintptr_t start, end;
+};
+static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
+static pinned_range *pinned_ranges; /* sorted by start, disjoint */
+static size_t pinned_n, pinned_cap;
+
+static bool pinned_add(const void *p, size_t bytes)
+{
+    pthread_mutex_lock(&pinned_lock);
+    bool ok = pinned_n < pinned_cap;
+    if (!ok) {
+        size_t cap = pinned_cap ? 2 * pinned_cap : 64;
+        pinned_range *grown = (pinned_range *)realloc(pinned_ranges, cap * sizeof *grown);
+        if ((ok = grown != NULL)) {
+            pinned_ranges = grown;
+            pinned_cap = cap;
+        }
+    }
+    if (ok) {
+        const uintptr_t start = (uintptr_t)p;
+        size_t at = pinned_n;
+        while (at > 0 && pinned_ranges[at - 1].start > start)
+            at--;
+        memmove(pinned_ranges + at + 1, pinned_ranges + at, (pinned_n - at) * sizeof *pinned_ranges);
+        pinned_ranges[at].start = start;
+        pinned_ranges[at].end = start + bytes;
+        pinned_n++;
+    }
+    pthread_mutex_unlock(&pinned_lock);
+    return ok;
+}
+
+static void pinned_remove(const void *p)
+{
+    pthread_mutex_lock(&pinned_lock);
+    for (size_t i = 0; i < pinned_n; i++)
+        if (pinned_ranges[i].start == (uintptr_t)p) {
+            memmove(pinned_ranges + i, pinned_ranges + i + 1, (pinned_n - i - 1) * sizeof *pinned_ranges);
+            pinned_n--;
+            break;
+        }
+    pthread_mutex_unlock(&pinned_lock);
+}
+
+/* Whether [p, p + bytes) lies in pinned memory of floe_backend_host_alloc. */
+static bool pinned(const void *p, size_t bytes)
+{
+    if (!p)
+        return false;
+    const uintptr_t a = (uintptr_t)p;
+    pthread_mutex_lock(&pinned_lock);
+    size_t lo = 0, hi = pinned_n; /* the last range that starts at or before a */
+    while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        if (pinned_ranges[mid].start <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const bool in = lo > 0 && a + bytes <= pinned_ranges[lo - 1].end;
+    pthread_mutex_unlock(&pinned_lock);
+    return in;
+}
+
 /* ---- table state ------------------------------------------------------------------------------------ */
 
 static uint64_t table_slots(const gpu_table *t)
@@ -303,9 +379,18 @@ static void launch(gpu_table *t, const piece &p)
                 m++;
             }
         }
-    } else if (st == FLOE_OK) {
-        floe_pool_copy(t->be->pool, s->h_keys, keys, p.n * 8);
     }
+    /* a MAP insert's device answers are per distinct key: staged, then scattered (retire) */
+    const bool direct = !(b->op == FLOE_OP_INSERT && vb);
+    s->in_keys = direct && pinned(keys, p.n * 8) ? keys : s->h_keys;
+    if (st == FLOE_OK && direct && s->in_keys == s->h_keys)
+        floe_pool_copy(t->be->pool, s->h_keys, keys, p.n * 8);
+    s->out_res = direct && pinned(b->results + p.off, p.n) ? b->results + p.off : s->h_res;
+    s->out_ids = !want_ids                                        ? NULL
+                 : direct && pinned(b->ids + p.off, p.n * 8) ? b->ids + p.off
+                                                                  : s->h_ids;
+    unsigned char *vout = want_values ? (unsigned char *)b->values_out + p.off * vb : NULL;
+    s->out_vout = !want_values ? NULL : direct && pinned(vout, p.n * vb) ? vout : s->h_vout;
     s->m = m;
     s->stage_ns = floe_now_ns() - t0;
     if (b->op == FLOE_OP_INSERT)
@@ -317,7 +402,7 @@ static void launch(gpu_table *t, const piece &p)
 
     cudaError_t e = cudaEventRecord(s->h0_ev, s->copy);
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(s->d_keys, s->h_keys, m * 8, cudaMemcpyHostToDevice, s->copy);
+        e = cudaMemcpyAsync(s->d_keys, s->in_keys, m * 8, cudaMemcpyHostToDevice, s->copy);
     if (e == cudaSuccess && b->op == FLOE_OP_INSERT && vb)
         e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, s->copy);
     if (e == cudaSuccess)
@@ -354,11 +439,11 @@ static void launch(gpu_table *t, const piece &p)
     if (e == cudaSuccess)
         e = cudaEventRecord(s->o0_ev, s->copy);
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(s->h_res, s->d_res, m, cudaMemcpyDeviceToHost, s->copy);
+        e = cudaMemcpyAsync(s->out_res, s->d_res, m, cudaMemcpyDeviceToHost, s->copy);
     if (e == cudaSuccess && d_ids)
-        e = cudaMemcpyAsync(s->h_ids, s->d_ids, m * 8, cudaMemcpyDeviceToHost, s->copy);
+        e = cudaMemcpyAsync(s->out_ids, s->d_ids, m * 8, cudaMemcpyDeviceToHost, s->copy);
     if (e == cudaSuccess && d_vout)
-        e = cudaMemcpyAsync(s->h_vout, s->d_vout, m * vb, cudaMemcpyDeviceToHost, s->copy);
+        e = cudaMemcpyAsync(s->out_vout, s->d_vout, m * vb, cudaMemcpyDeviceToHost, s->copy);
     if (e == cudaSuccess)
         e = cudaEventRecord(s->done_ev, s->copy);
     if (e != cudaSuccess)
@@ -471,12 +556,12 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_errinfo *err)
         goto out;
     }
     /* the stage's keys and answers, kept while its buffers serve the retries */
-    memcpy(keys, s->h_keys, s->m * 8);
-    memcpy(res, s->h_res, s->m);
+    memcpy(keys, s->in_keys, s->m * 8);
+    memcpy(res, s->out_res, s->m);
     if (vb) {
         memcpy(vin, s->h_vin, s->m * vb);
         if (want_values)
-            memcpy(vout, s->h_vout, s->m * vb);
+            memcpy(vout, s->out_vout, s->m * vb);
     }
     st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
     for (;;) {
@@ -510,9 +595,9 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_errinfo *err)
         st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
     /* ids are looked up again for the whole batch once it is retired (refind_ids) */
     if (st == FLOE_OK) {
-        memcpy(s->h_res, res, s->m);
+        memcpy(s->out_res, res, s->m);
         if (want_values)
-            memcpy(s->h_vout, vout, s->m * vb);
+            memcpy(s->out_vout, vout, s->m * vb);
     }
 out:
     free(keys);
@@ -564,17 +649,20 @@ static void out_task(void *arg, size_t task)
 {
     out_job *j = (out_job *)arg;
     const size_t at = task * OUT_CHUNK, m = j->n - at < OUT_CHUNK ? j->n - at : OUT_CHUNK;
-    memcpy(j->res + at, j->s->h_res + at, m);
-    if (j->ids)
-        memcpy(j->ids + at, j->s->h_ids + at, m * 8);
-    if (j->vout)
-        memcpy(j->vout + at * j->vb, (const unsigned char *)j->s->h_vout + at * j->vb, m * j->vb);
+    const stage *s = j->s; /* answers the device wrote straight into the batch need no copy */
+    if (s->out_res != j->res)
+        memcpy(j->res + at, s->out_res + at, m);
+    if (j->ids && s->out_ids != j->ids)
+        memcpy(j->ids + at, s->out_ids + at, m * 8);
+    if (j->vout && s->out_vout != j->vout)
+        memcpy(j->vout + at * j->vb, (const unsigned char *)s->out_vout + at * j->vb, m * j->vb);
     floe_answer_counts_tally(&j->counts[task], j->res + at, m);
 }
 
-/* Copies a piece's answers (one per key, no dedup) out of pinned staging
- * and counts them, spread over the backend's pool: on one thread this is a
- * fifth of E1's time on the table's worker. */
+/* Copies a piece's answers (one per key, no dedup) out of pinned staging,
+ * unless the device wrote them into the batch, and counts them, spread over
+ * the backend's pool: on one thread this was a fifth of E1's time on the
+ * table's worker. */
 static void answers_out(gpu_table *t, const stage *s, uint8_t *res, uint64_t *ids, unsigned char *vout, size_t n,
                         floe_answer_counts *c)
 {
@@ -608,12 +696,12 @@ static void retire(gpu_table *t)
     if (b->op == FLOE_OP_INSERT)
         t->inflight_keys -= s->m < t->inflight_keys ? s->m : t->inflight_keys;
     const size_t off = s->p.off, n = s->p.n, m = s->m;
-    if (st == FLOE_OK && m > 0 && s->h_res[0] == GPU_SKIPPED) /* grow_and_retry collects skipped pieces */
+    if (st == FLOE_OK && m > 0 && s->out_res[0] == GPU_SKIPPED) /* grow_and_retry collects skipped pieces */
         st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "a batch was skipped on a halted table");
     if (s->p.off == 0)
         t->ids_gen = t->generation; /* the generation the batch's ids start from */
     if (st == FLOE_OK && b->op == FLOE_OP_INSERT && t->base.spec.grow) {
-        if (memchr(s->h_res, FLOE_FULL, m))
+        if (memchr(s->out_res, FLOE_FULL, m))
             st = grow_and_retry(t, s, &s->err);
     }
     if (st != FLOE_OK) {
@@ -1255,8 +1343,31 @@ static void gpu_destroy(floe_backend *base)
     free(be);
 }
 
+/* Pinned and portable: the copies of every device's tables go straight from and to it. */
+static void *gpu_host_alloc(floe_backend *base, size_t bytes)
+{
+    void *p = NULL;
+    if (cudaSetDevice(((gpu_backend *)base)->device) != cudaSuccess ||
+        cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    if (!pinned_add(p, bytes)) {
+        cudaFreeHost(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void gpu_host_free(floe_backend *base, void *p)
+{
+    (void)base;
+    pinned_remove(p);
+    cudaFreeHost(p);
+}
+
 static const floe_backend_ops gpu_ops = {
-    "gpu", gpu_create_table, gpu_load_table, gpu_submit, gpu_destroy_table, gpu_destroy,
+    "gpu", gpu_create_table, gpu_load_table, gpu_submit, gpu_destroy_table, gpu_destroy, gpu_host_alloc, gpu_host_free,
 };
 
 extern "C" int floe_gpu_built(void)

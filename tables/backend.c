@@ -8,7 +8,10 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "alloc.h"
 
 floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
@@ -48,6 +51,21 @@ void floe_backend_destroy(floe_backend *be)
 const char *floe_backend_name(const floe_backend *be)
 {
     return be->ops->name;
+}
+
+void *floe_backend_host_alloc(floe_backend *be, size_t bytes)
+{
+    return be->ops->host_alloc ? be->ops->host_alloc(be, bytes) : floe_malloc(bytes ? bytes : 1);
+}
+
+void floe_backend_host_free(floe_backend *be, void *p)
+{
+    if (!p)
+        return;
+    if (be->ops->host_free)
+        be->ops->host_free(be, p);
+    else
+        free(p);
 }
 
 static bool keyed(floe_op op)

@@ -114,6 +114,9 @@ typedef struct floe_backend_ops {
     void (*submit)(floe_table *t, floe_batch *b);
     void (*destroy_table)(floe_table *t); /* waits for submitted batches */
     void (*destroy)(floe_backend *be);    /* after all its tables are destroyed */
+    /* optional (NULL: malloc and free): host memory the backend moves fastest */
+    void *(*host_alloc)(floe_backend *be, size_t bytes);
+    void (*host_free)(floe_backend *be, void *p);
 } floe_backend_ops;
 
 /* Every backend's own structs begin with these. */
@@ -137,6 +140,15 @@ floe_status floe_table_run(floe_table *t, floe_batch *b);
 void floe_table_destroy(floe_table *t);
 void floe_backend_destroy(floe_backend *be);
 const char *floe_backend_name(const floe_backend *be);
+/* Host memory the backend moves fastest, for a caller's keys, values and
+ * answer buffers: the GPU backend's is pinned, so that its copies to and
+ * from the device go straight from and to the caller's buffers, with no
+ * staging copy on the host; elsewhere it is malloc's.  Slow to get (the
+ * GPU's: milliseconds): keep it and reuse it.  NULL if out of memory.
+ * Free with floe_backend_host_free on the same backend, before the backend
+ * is destroyed. */
+void *floe_backend_host_alloc(floe_backend *be, size_t bytes);
+void floe_backend_host_free(floe_backend *be, void *p);
 
 /* The door for in-process callers, run once per batch by floe_table_submit:
  * floe_request_check on the batch's op, flags, keys (vectors), n and values

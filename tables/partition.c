@@ -993,6 +993,19 @@ static void part_destroy(floe_backend *base)
     free(be);
 }
 
+/* A caller's buffers go to the parts through the split's own: host memory
+ * of the first inner backend serves a table of one part straight (the
+ * GPU's is portable, so any device's copies may use it). */
+static void *part_host_alloc(floe_backend *base, size_t bytes)
+{
+    return floe_backend_host_alloc(((part_backend *)base)->inner[0], bytes);
+}
+
+static void part_host_free(floe_backend *base, void *p)
+{
+    floe_backend_host_free(((part_backend *)base)->inner[0], p);
+}
+
 static const floe_backend_ops part_ops = {
     .name = "partitioned",
     .create_table = part_create_table,
@@ -1000,6 +1013,8 @@ static const floe_backend_ops part_ops = {
     .submit = part_submit,
     .destroy_table = part_destroy_table,
     .destroy = part_destroy,
+    .host_alloc = part_host_alloc,
+    .host_free = part_host_free,
 };
 
 floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned ninner, unsigned parts, unsigned threads,

@@ -7,6 +7,9 @@
 
 #include <math.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <time.h>
 
 void floe_spec_default(floe_spec *s)
@@ -132,26 +135,35 @@ void floe_answer_counts_tally(floe_answer_counts *c, const uint8_t *results, siz
 {
     if (!c)
         return;
-    /* Branch-free histograms (answers are 0..4), four of them interleaved:
-     * with one, runs of equal answers chain every increment on the last
-     * one's store (1.06 against 0.38 ns a key on the development VM). */
-    uint64_t h[4][8] = {{0}};
+    /* A GPU batch's answers are tallied on the table's worker, in the way
+     * of its next piece: sixteen at a time where the host has SSE2 (0.1 ns
+     * a key, against 0.4-1 for a histogram per byte). */
+    uint64_t count[5] = {0};
     size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        h[0][results[i] & 7]++;
-        h[1][results[i + 1] & 7]++;
-        h[2][results[i + 2] & 7]++;
-        h[3][results[i + 3] & 7]++;
+#ifdef __SSE2__
+    const __m128i zero = _mm_setzero_si128();
+    while (i + 16 <= n) {
+        __m128i acc[5] = {zero, zero, zero, zero, zero}; /* per byte lane: at most 255 before they are added up */
+        const size_t end = n - i > 255 * 16 ? i + 255 * 16 : i + (n - i) / 16 * 16;
+        for (; i < end; i += 16) {
+            const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(results + i));
+            for (int k = 0; k < 5; k++)
+                acc[k] = _mm_sub_epi8(acc[k], _mm_cmpeq_epi8(v, _mm_set1_epi8((char)k)));
+        }
+        for (int k = 0; k < 5; k++) {
+            const __m128i sums = _mm_sad_epu8(acc[k], zero);
+            count[k] += (uint64_t)_mm_cvtsi128_si64(sums) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums));
+        }
     }
+#endif
     for (; i < n; i++)
-        h[0][results[i] & 7]++;
-    for (int k = 0; k < 8; k++)
-        h[0][k] += h[1][k] + h[2][k] + h[3][k];
-    c->inserted = h[0][FLOE_INSERTED];
-    c->present = h[0][FLOE_PRESENT];
-    c->absent = h[0][FLOE_ABSENT];
-    c->full = h[0][FLOE_FULL];
-    c->erased = h[0][FLOE_ERASED];
+        if (results[i] < 5)
+            count[results[i]]++;
+    c->inserted = count[FLOE_INSERTED];
+    c->present = count[FLOE_PRESENT];
+    c->absent = count[FLOE_ABSENT];
+    c->full = count[FLOE_FULL];
+    c->erased = count[FLOE_ERASED];
 }
 
 /* Key i of n packed u64 keys at any alignment: the wire's bytes, as they

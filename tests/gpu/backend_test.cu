@@ -6,7 +6,9 @@
  * so that several are in flight in the GPU pipeline: SET and MAP (4- and
  * 8-byte values) tables, inserts with ids and values, upserts, finds with
  * values, erases, batches larger than a pipeline piece, growing tables, a
- * bad batch in the middle of the stream.  Every per-key answer and value
+ * bad batch in the middle of the stream; the same again with the GPU
+ * batches' buffers in the backend's pinned memory (floe_backend_host_alloc),
+ * which its copies use directly.  Every per-key answer and value
  * must be identical (ids are checked for consistency instead: placement
  * differs); at the end both hold the same keys and values (full scans), and
  * a table saved by either backend loads in the other with the same content.
@@ -44,7 +46,41 @@ struct job {
     std::vector<uint64_t> keys, ids;
     std::vector<uint8_t> results;
     std::vector<unsigned char> values, values_out;
+    void *pinned[4]; /* the batch's keys, results, ids, values_out in a backend's host memory (pin) */
 };
+
+/* Set by the pinned cases: the GPU batches' buffers come from this
+ * backend's host memory, which the GPU backend copies from and to directly. */
+static floe_backend *pinned_from;
+
+/* Moves j's batch buffers into be's host memory. */
+static bool pin(job &j, floe_backend *be, uint32_t vb)
+{
+    const size_t n = j.b.n, sizes[4] = {n * 8 + 8, n + 1, n * 8 + 8, n * vb + 1};
+    for (int i = 0; i < 4; i++)
+        if (!(j.pinned[i] = floe_backend_host_alloc(be, sizes[i])))
+            return false;
+    memcpy(j.pinned[0], j.keys.data(), n * 8);
+    memcpy(j.pinned[1], j.results.data(), n);
+    memcpy(j.pinned[2], j.ids.data(), n * 8);
+    memcpy(j.pinned[3], j.values_out.data(), n * vb + 1);
+    j.b.keys = (const uint64_t *)j.pinned[0];
+    j.b.results = (uint8_t *)j.pinned[1];
+    j.b.ids = (uint64_t *)j.pinned[2];
+    j.b.values_out = j.pinned[3];
+    return true;
+}
+
+/* Brings a pinned batch's answers back into j's vectors, and frees its buffers. */
+static void unpin(job &j, floe_backend *be, uint32_t vb)
+{
+    const size_t n = j.b.n;
+    memcpy(j.results.data(), j.pinned[1], n);
+    memcpy(j.ids.data(), j.pinned[2], n * 8);
+    memcpy(j.values_out.data(), j.pinned[3], n * vb + 1);
+    for (int i = 0; i < 4; i++)
+        floe_backend_host_free(be, j.pinned[i]);
+}
 
 struct counter {
     pthread_mutex_t lock;
@@ -185,6 +221,7 @@ static bool stream(floe_table *cpu, floe_table *gpu, uint32_t key_bits, uint32_t
             jg[k].values = values;
             prepare(jc[k], op, flags, vb, &cc);
             prepare(jg[k], op, flags, vb, &cg);
+            CHECK(!pinned_from || pin(jg[k], pinned_from, vb), "out of pinned host memory");
         }
         size_t before_c = cc.done, before_g = cg.done;
         for (size_t k = 0; k < per_round; k++) { /* all in flight at once */
@@ -193,6 +230,8 @@ static bool stream(floe_table *cpu, floe_table *gpu, uint32_t key_bits, uint32_t
         }
         wait_for(&cc, before_c + per_round);
         wait_for(&cg, before_g + per_round);
+        for (size_t k = 0; pinned_from && k < per_round; k++)
+            unpin(jg[k], pinned_from, vb);
         for (size_t k = 0; k < per_round; k++) {
             floe_batch &a = jc[k].b, &g = jg[k].b;
             CHECK(a.status == g.status, "round %zu batch %zu op %d: cpu status %d (%s), gpu %d (%s)", round, k,
@@ -405,6 +444,10 @@ void backend_suite(uint64_t seed, bool small, const char *only)
     if (small) {
         one_case(cpu_be, gpu_be, "set-small", FLOE_KIND_SET, 40, 0, 20000, false, 30000, 3, 20000, seed);
         one_case(cpu_be, gpu_be, "map-small", FLOE_KIND_MAP, 40, 8, 20000, true, 30000, 3, 20000, seed + 1);
+        pinned_from = gpu_be;
+        one_case(cpu_be, gpu_be, "set-small-pinned", FLOE_KIND_SET, 40, 0, 20000, false, 30000, 3, 20000, seed + 2);
+        one_case(cpu_be, gpu_be, "map-small-pinned", FLOE_KIND_MAP, 40, 4, 20000, false, 30000, 3, 20000, seed + 3);
+        pinned_from = NULL;
     } else if (only) { /* one case, by name: for debugging */
         if (!strcmp(only, "map48-grow"))
             one_case(cpu_be, gpu_be, "map48-grow", FLOE_KIND_MAP, 48, 8, 1000, true, 3000000, 8, 1500000, seed + 3);
@@ -414,6 +457,12 @@ void backend_suite(uint64_t seed, bool small, const char *only)
         one_case(cpu_be, gpu_be, "map32", FLOE_KIND_MAP, 32, 4, 2000000, false, 1000000, 8, 1500000, seed + 2);
         one_case(cpu_be, gpu_be, "map48-grow", FLOE_KIND_MAP, 48, 8, 1000, true, 3000000, 8, 1500000, seed + 3);
         one_case(cpu_be, gpu_be, "set16", FLOE_KIND_SET, 16, 0, 50000, false, 60000, 6, 100000, seed + 4);
+        pinned_from = gpu_be; /* straight from and to the batches' buffers, growth's retries included */
+        one_case(cpu_be, gpu_be, "set40-pinned", FLOE_KIND_SET, 40, 0, 3000000, false, 1500000, 8, 1500000, seed + 5);
+        one_case(cpu_be, gpu_be, "set64-grow-pinned", FLOE_KIND_SET, 64, 0, 1000, true, 4000000, 8, 1500000,
+                 seed + 6);
+        one_case(cpu_be, gpu_be, "map32-pinned", FLOE_KIND_MAP, 32, 4, 2000000, false, 1000000, 8, 1500000, seed + 7);
+        pinned_from = NULL;
     }
     floe_backend_destroy(cpu_be);
     floe_backend_destroy(gpu_be);

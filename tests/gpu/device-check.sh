@@ -87,7 +87,9 @@ for s in $steps; do
         kill -TERM $pid; wait $pid
         step e1-local "$B/floe-e1-local" --backend gpu --runs 3
         # the same with batches of the size floed's merging makes of E1's requests
-        step e1-local-1m "$B/floe-e1-local" --backend gpu --runs 3 --keys 1048576 --batches 250 ;;
+        step e1-local-1m "$B/floe-e1-local" --backend gpu --runs 3 --keys 1048576 --batches 250
+        # and with the keys and answers in the backend's pinned memory: no staging copy on the host
+        step e1-local-pinned "$B/floe-e1-local" --backend gpu --runs 3 --keys 1048576 --batches 250 --pinned ;;
     e1tls) # E1 over TLS 1.3 next to plain E1, on one GPU floed with both ports (runs alternate)
         C=/tmp/floe-tls-certs; rm -rf $C; mkdir -p $C
         (cd $C && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.crt \
