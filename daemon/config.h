@@ -75,6 +75,8 @@ int config_tls_protocols(const char *list, int *min, int *max);
 /* The device ids of gpus ("0,1,3"): their number, 0 for "all" (ids left
  * alone), or -1 with a message for anything else (a bad id, a repeat). */
 int config_gpus(const char *gpus, int ids[FLOE_PARTS_MAX], char *err, size_t errlen);
+/* The io threads to start: io-threads, or for 0 one per two CPUs of this host, 4 to 16. */
+unsigned config_io_threads(const floed_config *c);
 /* Prints every setting: name, default and help (for --help). */
 void config_print_help(FILE *f);
 /* Number of settings and the name of setting i (for tests). */

@@ -107,7 +107,7 @@ static void *io_main(void *arg)
 
 static int start_io(server *srv)
 {
-    srv->nio = srv->cfg.io_threads;
+    srv->nio = config_io_threads(&srv->cfg);
     srv->io = floe_calloc(srv->nio, sizeof *srv->io);
     if (!srv->io)
         return -1;

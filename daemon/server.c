@@ -214,7 +214,7 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
     pthread_mutex_init(&srv->live.lock, NULL);
     event_set_log_callback(from_libevent);
     server_set_live(srv, cfg);
-    if (!(srv->metrics = metrics_new((size_t)cfg->io_threads + 1))) {
+    if (!(srv->metrics = metrics_new((size_t)config_io_threads(cfg) + 1))) {
         free(srv);
         return 1;
     }

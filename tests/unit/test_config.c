@@ -75,6 +75,22 @@ START_TEST(values_units_and_errors)
 }
 END_TEST
 
+/* io-threads 0: one per two CPUs of this host, 4 to 16; any other number as given. */
+START_TEST(io_threads_by_the_host)
+{
+    floed_config c;
+    config_defaults(&c);
+    ck_assert_uint_eq(c.io_threads, 0);
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const unsigned want = cpus / 2 < 4 ? 4 : cpus / 2 > 16 ? 16 : (unsigned)(cpus / 2);
+    ck_assert_uint_eq(config_io_threads(&c), want);
+    c.io_threads = 7;
+    ck_assert_uint_eq(config_io_threads(&c), 7);
+    c.io_threads = 100;
+    ck_assert_uint_eq(config_io_threads(&c), 100);
+}
+END_TEST
+
 START_TEST(gpu_lists)
 {
     int ids[FLOE_PARTS_MAX];
@@ -106,6 +122,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, shipped_file_lists_every_setting_with_its_default);
     tcase_add_test(tc, values_units_and_errors);
     tcase_add_test(tc, gpu_lists);
+    tcase_add_test(tc, io_threads_by_the_host);
     suite_add_tcase(s, tc);
     return s;
 }
