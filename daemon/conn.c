@@ -189,17 +189,7 @@ static void send_frame(conn *c, frame *f)
     check_output(c);
 }
 
-static void send_error(conn *c, uint64_t id, floe_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void send_error(conn *c, uint64_t id, floe_status st, const char *fmt, ...)
-{
-    char msg[FLOE_ERROR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    send_frame(c, reply_error(id, st, msg));
-}
+#define send_error(c, id, st, ...) send_frame(c, reply_errorf(id, st, __VA_ARGS__))
 
 /* Answers with f, then closes once the answer is written. */
 static void fail_and_close(conn *c, frame *f, const char *why)

@@ -3,6 +3,8 @@
  */
 #include "reply.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +34,16 @@ frame *reply_error(uint64_t id, floe_status st, const char *msg)
     r.status = (Floe__V1__Status)st;
     r.error = (char *)(msg ? msg : "");
     return reply_pack(&r);
+}
+
+frame *reply_errorf(uint64_t id, floe_status st, const char *fmt, ...)
+{
+    char msg[FLOE_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return reply_error(id, st, msg);
 }
 
 frame *reply_ok(uint64_t id)

@@ -63,6 +63,8 @@ struct session {
 /* Packs r into a frame (r->id and r->status as set by the caller). */
 frame *reply_pack(const Floe__V1__Response *r);
 frame *reply_error(uint64_t id, floe_status st, const char *msg);
+/* The same, its message formatted as printf's. */
+frame *reply_errorf(uint64_t id, floe_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 frame *reply_ok(uint64_t id);
 /* What a TableStats message points into: it must outlive the packing. */
 typedef struct reply_stats_room {

@@ -12,7 +12,6 @@
 #define _GNU_SOURCE
 #include "request.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -605,17 +604,7 @@ static void send_now(session *c, frame *f)
     c->ops->send(c, f);
 }
 
-static void send_error(session *c, uint64_t id, floe_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void send_error(session *c, uint64_t id, floe_status st, const char *fmt, ...)
-{
-    char msg[FLOE_ERROR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    send_now(c, reply_error(id, st, msg));
-}
+#define send_error(c, id, st, ...) send_now(c, reply_errorf(id, st, __VA_ARGS__))
 
 static void handle_hello(server *srv, session *c, Floe__V1__Request *req)
 {
