@@ -710,6 +710,7 @@ static void retire(gpu_table *t)
         st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "a batch was skipped on a halted table");
     if (s->p.off == 0)
         t->ids_gen = t->generation; /* the generation the batch's ids start from */
+    const uint64_t generation = t->generation;
     if (st == FLOE_OK && b->op == FLOE_OP_INSERT && t->base.spec.grow) {
         if (memchr(s->out_res, FLOE_FULL, m))
             st = grow_and_retry(t, s, &s->err);
@@ -746,6 +747,13 @@ static void retire(gpu_table *t)
         b->counts.erased += c.erased;
         t->used += c.inserted;
         t->tombstones += c.erased;
+    }
+    if (b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && t->generation != generation) {
+        /* The table grew for this piece: the ids of the batch so far (its retried keys' too) are
+         * looked up again now, while no later batch has run on the grown table (grow_and_retry
+         * took their pieces back: a later erase must not hide a key this batch inserted). */
+        refind_ids(t, s, b, off + n);
+        t->ids_gen = t->generation;
     }
     if (s->p.last && b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && t->ids_gen != t->generation)
         refind_ids(t, s, b, off + n); /* the table grew while the batch ran */
