@@ -15,7 +15,7 @@
  * costs only the work already queued for it.
  *
  * The daemon's files, each using only those above it:
- *   log, config, datadir, tls, queue, hostmem   leaves
+ *   log, config, datadir, tls, queue, hostmem, envelope   leaves
  *   reply      response frames; the session (where answers go)
  *   batcher    a table's jobs into engine batches (the backend interface only)
  *   registry   tables by name, their backends, reaping
