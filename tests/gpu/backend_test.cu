@@ -29,16 +29,7 @@
 #include "partition.h"
 #include "tablefile.h"
 
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-            return false;                                                                                              \
-        }                                                                                                              \
-    } while (0)
+#define CHECK(cond, ...) EXPECT_OR_RETURN(false, cond, __VA_ARGS__)
 
 /* One batch and its buffers, for one backend. */
 struct job {

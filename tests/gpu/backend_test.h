@@ -9,17 +9,19 @@
 /* Failed checks of the whole run (gpu_test.cu). */
 extern int failures;
 
-/* Counts a failure with its place and message, and leaves the (void) test. */
-#define EXPECT(cond, ...)                                                                                              \
+/* Counts a failure with its place and message, and leaves the test with ret. */
+#define EXPECT_OR_RETURN(ret, cond, ...)                                                                               \
     do {                                                                                                               \
         if (!(cond)) {                                                                                                 \
             failures++;                                                                                                \
             fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
             fprintf(stderr, __VA_ARGS__);                                                                              \
             fprintf(stderr, "\n");                                                                                     \
-            return;                                                                                                    \
+            return ret;                                                                                                \
         }                                                                                                              \
     } while (0)
+/* The same in a void test. */
+#define EXPECT(cond, ...) EXPECT_OR_RETURN(, cond, __VA_ARGS__)
 
 /* xorshift64*: the tests' random numbers (gpu_test.cu). */
 uint64_t test_rng(uint64_t *s);
