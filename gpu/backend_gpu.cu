@@ -9,7 +9,8 @@
  * stage's copy stream to the device, the table's kernels run on the
  * table's kernel stream (which waits for the copy with an event, and so runs
  * the pieces one after another in submission order), and the answers come
- * back on the copy stream.  With three stages, copy-in of piece k+1, the
+ * back on the copy stream, with their counts (one small kernel tallies them
+ * on the device, so the worker never reads a piece's answers).  With three stages, copy-in of piece k+1, the
  * kernels of piece k and copy-out of piece k-1 overlap.  The worker retires
  * stages in order, so batches complete in submission order.  Nothing
  * synchronises the device on this path: the worker waits on events only.
@@ -96,6 +97,9 @@ struct stage {
     uint8_t *out_res;
     uint64_t *out_ids;
     void *out_vout;
+    bool direct;                   /* one answer per key from the device (all but MAP inserts) */
+    gpu_tally *d_tally;            /* direct pieces: their answers counted on the device ... */
+    unsigned long long *h_counts;  /* ... and copied back with them (pinned, 5 counts) */
     /* MAP inserts: first occurrences (host) */
     uint32_t *rep, *src, *uniq;
     size_t distinct, m; /* keys sent to the device */
@@ -388,6 +392,7 @@ static void launch(gpu_table *t, const piece &p)
     }
     /* a MAP insert's device answers are per distinct key: staged, then scattered (retire) */
     const bool direct = !(b->op == FLOE_OP_INSERT && vb);
+    s->direct = direct;
     s->in_keys = direct && pinned(keys, p.n * 8) ? keys : s->h_keys;
     if (st == FLOE_OK && direct && s->in_keys == s->h_keys)
         floe_pool_copy(t->be->pool, s->h_keys, keys, p.n * 8);
@@ -436,6 +441,8 @@ static void launch(gpu_table *t, const piece &p)
         st = gpu_iceberg_erase(t->ice, s->d_keys, m, s->d_res, ks, &s->err);
         break;
     }
+    if (st == FLOE_OK && direct)
+        st = gpu_answer_tally(s->d_res, m, s->d_tally, ks, &s->err);
     if (st != FLOE_OK) {
         s->st = st;
         return;
@@ -451,6 +458,8 @@ static void launch(gpu_table *t, const piece &p)
         e = cudaMemcpyAsync(s->out_ids, s->d_ids, m * 8, cudaMemcpyDeviceToHost, s->copy);
     if (e == cudaSuccess && d_vout)
         e = cudaMemcpyAsync(s->out_vout, s->d_vout, m * vb, cudaMemcpyDeviceToHost, s->copy);
+    if (e == cudaSuccess && direct)
+        e = cudaMemcpyAsync(s->h_counts, s->d_tally->out, sizeof s->d_tally->out, cudaMemcpyDeviceToHost, s->copy);
     if (e == cudaSuccess)
         e = cudaEventRecord(s->done_ev, s->copy);
     if (e != cudaSuccess)
@@ -652,7 +661,6 @@ struct out_job {
     unsigned char *vout;
     uint32_t vb;
     size_t n;
-    floe_answer_counts counts[OUT_TASKS];
 };
 
 static void out_task(void *arg, size_t task)
@@ -666,30 +674,35 @@ static void out_task(void *arg, size_t task)
         memcpy(j->ids + at, s->out_ids + at, m * 8);
     if (j->vout && s->out_vout != j->vout)
         memcpy(j->vout + at * j->vb, (const unsigned char *)s->out_vout + at * j->vb, m * j->vb);
-    floe_answer_counts_tally(&j->counts[task], j->res + at, m);
 }
 
 /* Copies a piece's answers (one per key, no dedup) out of pinned staging,
- * unless the device wrote them into the batch, and counts them, spread over
- * the backend's pool: on one thread this was a fifth of E1's time on the
- * table's worker. */
-static void answers_out(gpu_table *t, const stage *s, uint8_t *res, uint64_t *ids, unsigned char *vout, size_t n,
-                        floe_answer_counts *c)
+ * spread over the backend's pool, unless the device wrote them straight
+ * into the batch. */
+static void answers_out(gpu_table *t, const stage *s, uint8_t *res, uint64_t *ids, unsigned char *vout, size_t n)
 {
-    out_job j = {s, res, ids, vout, t->vb, n, {}};
+    if (s->out_res == res && (!ids || s->out_ids == ids) && (!vout || s->out_vout == vout))
+        return;
+    out_job j = {s, res, ids, vout, t->vb, n};
     const size_t tasks = (n + OUT_CHUNK - 1) / OUT_CHUNK; /* n <= PIECE_MAX: at most OUT_TASKS */
     if (tasks < 2)
         out_task(&j, 0);
     else
         floe_pool_run(t->be->pool, tasks, out_task, &j);
-    *c = j.counts[0];
-    for (size_t i = 1; i < tasks; i++) {
-        c->inserted += j.counts[i].inserted;
-        c->present += j.counts[i].present;
-        c->absent += j.counts[i].absent;
-        c->full += j.counts[i].full;
-        c->erased += j.counts[i].erased;
-    }
+}
+
+/* A direct piece's counts, as the device tallied them. */
+static floe_answer_counts device_counts(const stage *s)
+{
+    static_assert(FLOE_ABSENT < 5 && FLOE_PRESENT < 5 && FLOE_INSERTED < 5 && FLOE_FULL < 5 && FLOE_ERASED < 5,
+                  "gpu_tally counts answers 0..4");
+    floe_answer_counts c;
+    c.inserted = s->h_counts[FLOE_INSERTED];
+    c.present = s->h_counts[FLOE_PRESENT];
+    c.absent = s->h_counts[FLOE_ABSENT];
+    c.full = s->h_counts[FLOE_FULL];
+    c.erased = s->h_counts[FLOE_ERASED];
+    return c;
 }
 
 /* Hands the oldest stage's answers to its batch (waits for them). */
@@ -711,9 +724,11 @@ static void retire(gpu_table *t)
     if (s->p.off == 0)
         t->ids_gen = t->generation; /* the generation the batch's ids start from */
     const uint64_t generation = t->generation;
-    if (st == FLOE_OK && b->op == FLOE_OP_INSERT && t->base.spec.grow) {
-        if (memchr(s->out_res, FLOE_FULL, m))
-            st = grow_and_retry(t, s, &s->err);
+    bool retried = false; /* FULL keys retried after growth: the answers differ from the device's counts */
+    if (st == FLOE_OK && b->op == FLOE_OP_INSERT && t->base.spec.grow &&
+        (s->direct ? s->h_counts[FLOE_FULL] != 0 : memchr(s->out_res, FLOE_FULL, m) != NULL)) {
+        st = grow_and_retry(t, s, &s->err);
+        retried = true;
     }
     if (st != FLOE_OK) {
         fail_batch(b, st, &s->err);
@@ -738,7 +753,11 @@ static void retire(gpu_table *t)
                               (const unsigned char *)b->values + off * vb, s->src, res, ids, vout);
             floe_answer_counts_tally(&c, res, n);
         } else {
-            answers_out(t, s, res, ids, vout, n, &c);
+            answers_out(t, s, res, ids, vout, n);
+            if (retried)
+                floe_answer_counts_tally(&c, res, n);
+            else
+                c = device_counts(s);
         }
         b->counts.inserted += c.inserted;
         b->counts.present += c.present;
@@ -1199,6 +1218,8 @@ static void table_free(gpu_table *t)
         for (int j = 0; j < 6; j++)
             if (*evs[j])
                 cudaEventDestroy(*evs[j]);
+        cudaFree(s->d_tally);
+        cudaFreeHost(s->h_counts);
     }
     if (t->ks)
         cudaStreamDestroy(t->ks);
@@ -1232,6 +1253,12 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree
         cudaEvent_t *evs[6] = {&s->h0_ev, &s->in_ev, &s->k0_ev, &s->k_ev, &s->o0_ev, &s->done_ev};
         for (int j = 0; j < 6 && e == cudaSuccess; j++) /* with timing: they feed the stage timers */
             e = cudaEventCreate(evs[j]);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&s->d_tally, sizeof *s->d_tally);
+        if (e == cudaSuccess)
+            e = cudaMemset(s->d_tally, 0, sizeof *s->d_tally);
+        if (e == cudaSuccess)
+            e = cudaHostAlloc(&s->h_counts, sizeof s->d_tally->out, cudaHostAllocDefault);
     }
     floe_status st = FLOE_OK;
     if (e != cudaSuccess)
@@ -1348,6 +1375,7 @@ static void gpu_destroy_table(floe_table *base)
     pthread_cond_signal(&t->cv);
     pthread_mutex_unlock(&t->lock);
     pthread_join(t->thread, NULL);
+
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->lock);
     cudaSetDevice(t->be->device);
@@ -1444,6 +1472,7 @@ extern "C" floe_status floe_backend_gpu_create(int device, unsigned host_threads
         return st;
     }
     be->base.ops = &gpu_ops;
+    be->base.pool = be->pool;
     be->device = device;
     *out = &be->base;
     return FLOE_OK;

@@ -505,6 +505,48 @@ __global__ void k_erase(const __grid_constant__ floe_geometry g, uint64_t *L0, u
     }
 }
 
+/* ---- answer tallies -------------------------------------------------------------------------------- */
+
+#define TALLY_BLOCKS 132 /* a grid-stride pass: one block per SM of an H100 is plenty for a piece's bytes */
+
+/* t->out = the counts of answers 0..4 in results[0, n); t->acc and t->ticket
+ * are zero before and after (the last block to finish moves acc to out and
+ * clears it, so a launch needs no memset before it). */
+__global__ void k_tally(const uint8_t *results, uint64_t n, gpu_tally *t)
+{
+    __shared__ unsigned long long sum[5];
+    if (threadIdx.x < 5)
+        sum[threadIdx.x] = 0;
+    __syncthreads();
+    unsigned c[5] = {0, 0, 0, 0, 0};
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint8_t r = results[i];
+#pragma unroll
+        for (int k = 0; k < 5; k++)
+            c[k] += r == k;
+    }
+#pragma unroll
+    for (int k = 0; k < 5; k++) {
+        const unsigned w = __reduce_add_sync(0xFFFFFFFFu, c[k]);
+        if ((threadIdx.x & 31) == 0 && w)
+            atomicAdd(&sum[k], (unsigned long long)w);
+    }
+    __syncthreads();
+    __shared__ bool last;
+    if (threadIdx.x < 5 && sum[threadIdx.x])
+        atomicAdd(&t->acc[threadIdx.x], sum[threadIdx.x]);
+    __threadfence(); /* this block's sums land before its ticket */
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(&t->ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (last && threadIdx.x < 5) {
+        t->out[threadIdx.x] = atomicExch(&t->acc[threadIdx.x], 0ull);
+        if (threadIdx.x == 0)
+            t->ticket = 0;
+    }
+}
+
 /* ---- whole-table kernels: count, rebuild, scan --------------------------------------------------- */
 
 /* out[0] += non-empty rows, out[1] += tombstones, over nwords words. */
@@ -929,6 +971,16 @@ extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, 
     assert(!d_values_out || t->vb); /* values: a MAP's */
     next_seq(t);
     return launch(t, d_keys, n, false, d_results, d_ids, d_values_out, (cudaStream_t)stream, err);
+}
+
+extern "C" floe_status gpu_answer_tally(const uint8_t *d_results, size_t n, gpu_tally *d_tally, gpu_stream stream,
+                                        floe_errinfo *err)
+{
+    assert_n(n);
+    const unsigned blocks = n == 0 ? 1 : blocks_for(n) < TALLY_BLOCKS ? blocks_for(n) : TALLY_BLOCKS;
+    k_tally<<<blocks, BLOCK, 0, (cudaStream_t)stream>>>(d_results, n, d_tally);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
 }
 
 extern "C" floe_status gpu_iceberg_clear_halt(gpu_iceberg *t, gpu_stream stream, floe_errinfo *err)

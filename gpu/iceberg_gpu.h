@@ -60,6 +60,20 @@ floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, u
 floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, gpu_stream stream,
                               floe_errinfo *err);
 
+/* Counts of a piece's answers, computed on the device: out[k] is how many
+ * of the results are k (FLOE_INSERTED .. FLOE_ERASED).  acc and ticket are
+ * the kernel's, zero between launches (cudaMemset once when allocated). */
+typedef struct gpu_tally {
+    unsigned long long acc[5];
+    unsigned ticket;
+    unsigned long long out[5];
+} gpu_tally;
+
+/* Enqueues the count of d_results[0, n) into d_tally->out (device memory),
+ * after what is already on stream. */
+floe_status gpu_answer_tally(const uint8_t *d_results, size_t n, gpu_tally *d_tally, gpu_stream stream,
+                             floe_errinfo *err);
+
 /* Grow tables halt when a key comes back FULL: every later batch answers
  * GPU_SKIPPED for all its keys and changes nothing, so that the pipeline
  * can grow the table and re-run them in order.  Clearing is asynchronous. */

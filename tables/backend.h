@@ -122,6 +122,7 @@ typedef struct floe_backend_ops {
 /* Every backend's own structs begin with these. */
 struct floe_backend {
     const floe_backend_ops *ops;
+    struct floe_pool *pool; /* its host threads (NULL: none): the door's pass over a large batch runs on them */
 };
 
 struct floe_table {

@@ -268,6 +268,7 @@ floe_status floe_backend_cpu_create(unsigned threads, floe_backend **out, floe_e
         return st;
     }
     be->base.ops = &cpu_ops;
+    be->base.pool = be->pool;
     *out = &be->base;
     return FLOE_OK;
 }

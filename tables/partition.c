@@ -1039,6 +1039,7 @@ floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned n
     be->ops = part_ops;
     be->ops.name = inner[0]->ops->name;
     be->base.ops = &be->ops;
+    be->base.pool = parts > 1 ? be->pool : inner[0]->pool;
     be->ninner = ninner;
     be->parts = parts;
     memcpy(be->inner, inner, ninner * sizeof *inner);

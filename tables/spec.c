@@ -175,13 +175,14 @@ static inline uint64_t key_at(const unsigned char *keys, size_t i)
     return k;
 }
 
-static floe_status keys_check(uint32_t key_bits, const void *keys, size_t n, floe_errinfo *err)
+/* Present, fewer than 2^32, and (scan) each below 2^key_bits. */
+static floe_status keys_check(uint32_t key_bits, const void *keys, size_t n, bool scan, floe_errinfo *err)
 {
     if (n > 0 && !keys)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "no keys given for %zu keys", n);
     if (n >= ((size_t)1 << 32))
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a batch holds at most 2^32 - 1 keys, got %zu", n);
-    if (key_bits >= 64)
+    if (key_bits >= 64 || !scan)
         return FLOE_OK;
     const unsigned char *p = keys;
     uint64_t over = 0; /* one branch-free pass; the slow one only to name the culprit */
@@ -193,11 +194,6 @@ static floe_status keys_check(uint32_t key_bits, const void *keys, size_t n, flo
                                     "key %llu at index %zu does not fit in key_bits = %u (must be below 2^%u)",
                                     (unsigned long long)key_at(p, i), i, key_bits, key_bits);
     return FLOE_OK;
-}
-
-floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_errinfo *err)
-{
-    return keys_check(key_bits, keys, n, err);
 }
 
 bool floe_keys_fit(uint32_t key_bits, const uint64_t *keys, size_t n)
@@ -232,8 +228,8 @@ static floe_status scan_check(const floe_spec *spec, unsigned flags, size_t keys
 }
 
 /* The messages are floed's answers, word for word: clients and tests match on them. */
-floe_status floe_request_check(const floe_spec *spec, floe_op op, unsigned flags, const void *keys, size_t keys_len,
-                               const void *values, size_t values_len, size_t *n, floe_errinfo *err)
+static floe_status request_check(const floe_spec *spec, floe_op op, unsigned flags, const void *keys, size_t keys_len,
+                                 const void *values, size_t values_len, size_t *n, bool scan_keys, floe_errinfo *err)
 {
     const char *name = spec->name, *kind = floe_kind_name(spec->kind);
     const bool map = spec->kind == FLOE_KIND_MAP, tree = spec->kind == FLOE_KIND_TREE;
@@ -295,7 +291,7 @@ floe_status floe_request_check(const floe_spec *spec, floe_op op, unsigned flags
                                     name, what, count);
     } else {
         floe_errinfo e;
-        floe_status st = keys_check(spec->key_bits, keys, count, &e);
+        floe_status st = keys_check(spec->key_bits, keys, count, scan_keys, &e);
         if (st != FLOE_OK)
             return floe_errinfo_set(err, st, "table %.64s: %.180s", name, e.msg);
     }
@@ -318,4 +314,17 @@ floe_status floe_request_check(const floe_spec *spec, floe_op op, unsigned flags
     if (n)
         *n = count;
     return FLOE_OK;
+}
+
+floe_status floe_request_check(const floe_spec *spec, floe_op op, unsigned flags, const void *keys, size_t keys_len,
+                               const void *values, size_t values_len, size_t *n, floe_errinfo *err)
+{
+    return request_check(spec, op, flags, keys, keys_len, values, values_len, n, true, err);
+}
+
+floe_status floe_request_check_fitted(const floe_spec *spec, floe_op op, unsigned flags, const void *keys,
+                                      size_t keys_len, const void *values, size_t values_len, size_t *n,
+                                      floe_errinfo *err)
+{
+    return request_check(spec, op, flags, keys, keys_len, values, values_len, n, false, err);
 }

@@ -102,6 +102,12 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err);
  * allowed and ignored; bits outside FLOE_BATCH_FLAGS are not. */
 floe_status floe_request_check(const floe_spec *spec, floe_op op, unsigned flags, const void *keys, size_t keys_len,
                                const void *values, size_t values_len, size_t *n, floe_errinfo *err);
+/* The same for a caller that has found every key (of a SET or MAP) below
+ * 2^key_bits already (floe_keys_fit, over its threads): every check but
+ * that pass over the keys. */
+floe_status floe_request_check_fitted(const floe_spec *spec, floe_op op, unsigned flags, const void *keys,
+                                      size_t keys_len, const void *values, size_t values_len, size_t *n,
+                                      floe_errinfo *err);
 
 const char *floe_kind_name(floe_kind k);
 
@@ -110,11 +116,9 @@ typedef struct floe_answer_counts {
     uint64_t inserted, present, absent, full, erased;
 } floe_answer_counts;
 
-/* A batch's keys: present, fewer than 2^32, each below 2^key_bits (part of
- * floe_request_check, whose messages name the table besides). */
-floe_status floe_keys_check(uint32_t key_bits, const uint64_t *keys, size_t n, floe_errinfo *err);
-
-/* Whether every key is below 2^key_bits: for engines' debug assertions. */
+/* Whether every key is below 2^key_bits: the door's pass over a large batch,
+ * split across threads (floe_request_check_fitted), and engines' debug
+ * assertions. */
 bool floe_keys_fit(uint32_t key_bits, const uint64_t *keys, size_t n);
 
 /* assert() for what costs a pass over a batch (every key below 2^key_bits):

@@ -416,7 +416,7 @@ static void parts_suite(uint64_t seed, bool small)
             one_case(cpu_be, gpu_be, "set40-parts", FLOE_KIND_SET, 40, 0, 3000000, false, 1500000, 8, 1500000, seed);
             one_case(cpu_be, gpu_be, "map48-grow-parts", FLOE_KIND_MAP, 48, 8, 1000, true, 3000000, 8, 1500000,
                      seed + 3);
-            one_case(cpu_be, gpu_be, "set16-parts", FLOE_KIND_SET, 16, 0, 50000, false, 60000, 6, 100000, seed + 4);
+            one_case(cpu_be, gpu_be, "set16-parts", FLOE_KIND_SET, 16, 0, 50000, false, 20000, 6, 100000, seed + 4);
         }
     }
     floe_backend_destroy(cpu_be);
@@ -447,7 +447,7 @@ void backend_suite(uint64_t seed, bool small, const char *only)
         one_case(cpu_be, gpu_be, "set64-grow", FLOE_KIND_SET, 64, 0, 1000, true, 4000000, 8, 1500000, seed + 1);
         one_case(cpu_be, gpu_be, "map32", FLOE_KIND_MAP, 32, 4, 2000000, false, 1000000, 8, 1500000, seed + 2);
         one_case(cpu_be, gpu_be, "map48-grow", FLOE_KIND_MAP, 48, 8, 1000, true, 3000000, 8, 1500000, seed + 3);
-        one_case(cpu_be, gpu_be, "set16", FLOE_KIND_SET, 16, 0, 50000, false, 60000, 6, 100000, seed + 4);
+        one_case(cpu_be, gpu_be, "set16", FLOE_KIND_SET, 16, 0, 50000, false, 20000, 6, 100000, seed + 4);
         pinned_from = gpu_be; /* straight from and to the batches' buffers, growth's retries included */
         one_case(cpu_be, gpu_be, "set40-pinned", FLOE_KIND_SET, 40, 0, 3000000, false, 1500000, 8, 1500000, seed + 5);
         one_case(cpu_be, gpu_be, "set64-grow-pinned", FLOE_KIND_SET, 64, 0, 1000, true, 4000000, 8, 1500000,

@@ -575,6 +575,60 @@ START_TEST(door_in_process_refuses)
 }
 END_TEST
 
+/* A batch large enough that the door checks its keys' widths across the
+ * backend's threads (tables/backend.c): a key too wide anywhere, in the first
+ * or last of its chunks or across a chunk's edge, is refused with the same
+ * message as a small batch's, and changes nothing; the batch without it runs. */
+START_TEST(door_large_batches)
+{
+    const size_t n = 300000; /* split into chunks, the last one partial */
+    uint64_t *keys = malloc(n * 8), *vals = calloc(n, 8);
+    uint8_t *res = malloc(n);
+    ck_assert(keys && vals && res);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (i * 7919) % ((size_t)1 << 20); /* distinct below 2^20 (7919 is odd) */
+    const size_t bad_at[] = {0, 65535, 65536, 131072, 250001, n - 1};
+    for (unsigned parts = 1; parts <= 3; parts += 2) {
+        floe_backend *be = door_backend(parts);
+        for (int kind = FLOE_KIND_SET; kind <= FLOE_KIND_MAP; kind++) {
+            floe_spec spec = door_spec((floe_kind)kind);
+            spec.capacity = 2 * n;
+            floe_table *t;
+            floe_errinfo err;
+            ck_assert_msg(floe_table_create(be, &spec, &t, &err) == FLOE_OK, "%s", err.msg);
+            const bool map = kind == FLOE_KIND_MAP;
+            for (size_t k = 0; k < sizeof bad_at / sizeof *bad_at; k++) {
+                const size_t i = bad_at[k];
+                const uint64_t good = keys[i];
+                keys[i] = ((uint64_t)1 << 20) + i;
+                char words[128];
+                snprintf(words, sizeof words, "key %llu at index %zu does not fit in key_bits = 20",
+                         (unsigned long long)keys[i], i);
+                floe_batch b = {.op = k % 2 ? FLOE_OP_FIND : FLOE_OP_INSERT, .keys = keys, .n = n, .results = res};
+                if (map && b.op == FLOE_OP_INSERT) {
+                    b.values = vals;
+                    b.values_len = n * 8;
+                }
+                run_refused(t, &b, FLOE_ERR_INVALID, words);
+                keys[i] = good;
+            }
+            floe_batch b = {.op = FLOE_OP_INSERT, .keys = keys, .n = n, .results = res};
+            if (map) {
+                b.values = vals;
+                b.values_len = n * 8;
+            }
+            ck_assert_int_eq(floe_table_run(t, &b), FLOE_OK);
+            ck_assert_uint_eq(b.counts.inserted, n);
+            floe_table_destroy(t);
+        }
+        floe_backend_destroy(be);
+    }
+    free(keys);
+    free(vals);
+    free(res);
+}
+END_TEST
+
 /* FLOE_BATCH_CHECKED: the caller ran floe_request_check; the batch runs as
  * any other, and only its buffers are checked again. */
 START_TEST(door_checked_batches_run)
@@ -809,6 +863,7 @@ Suite *badinput_suite(void)
     tcase_add_test(tc, door_scan);
     tcase_add_test(tc, door_in_process_refuses);
     tcase_add_test(tc, door_checked_batches_run);
+    tcase_add_test(tc, door_large_batches);
     tcase_add_test(tc, door_refused_in_order);
     tcase_add_test(tc, engine_refusals_change_nothing);
     tcase_add_test(tc, empty_batches);
