@@ -34,6 +34,7 @@ typedef struct options {
     double present;
     unsigned runs;
     bool pinned;
+    unsigned tables;
 } options;
 
 typedef struct slot {
@@ -44,11 +45,17 @@ typedef struct slot {
     struct bench *bn;
 } slot;
 
+/* Finished batches wait in check_slots for a checker thread, which counts
+ * their answers and frees the slot: the engine's thread, which calls
+ * batch_done, does no per-key work for the benchmark. */
+#define CHECKERS 2
+
 typedef struct bench {
     pthread_mutex_t lock;
-    pthread_cond_t cv;
-    unsigned free_n;
-    slot **free_slots;
+    pthread_cond_t cv, check_cv;
+    unsigned free_n, check_n;
+    slot **free_slots, **check_slots;
+    bool stop;
     uint64_t inserted, present, wrong;
     floe_status failed;
     char error[FLOE_ERROR_MAX];
@@ -75,21 +82,41 @@ static void batch_done(floe_batch *b)
 {
     slot *s = b->user;
     bench *bn = s->bn;
-    floe_answer_counts c;
-    floe_answer_counts_tally(&c, s->results, b->n); /* on the engine's thread: keep it cheap */
-    const uint64_t ins = c.inserted, pres = c.present;
     pthread_mutex_lock(&bn->lock);
-    if (b->status != FLOE_OK && bn->failed == FLOE_OK) {
-        bn->failed = b->status;
-        snprintf(bn->error, sizeof bn->error, "%s", b->error.msg);
-    }
-    bn->inserted += ins;
-    bn->present += pres;
-    if (ins != s->want_new || ins + pres != b->n)
-        bn->wrong++;
-    bn->free_slots[bn->free_n++] = s;
-    pthread_cond_signal(&bn->cv);
+    bn->check_slots[bn->check_n++] = s;
+    pthread_cond_signal(&bn->check_cv);
     pthread_mutex_unlock(&bn->lock);
+}
+
+/* Counts each finished batch's answers itself (not the engine's counts). */
+static void *checker(void *arg)
+{
+    bench *bn = arg;
+    pthread_mutex_lock(&bn->lock);
+    for (;;) {
+        while (bn->check_n == 0 && !bn->stop)
+            pthread_cond_wait(&bn->check_cv, &bn->lock);
+        if (bn->check_n == 0)
+            break;
+        slot *s = bn->check_slots[--bn->check_n];
+        pthread_mutex_unlock(&bn->lock);
+        const floe_batch *b = &s->b;
+        floe_answer_counts c;
+        floe_answer_counts_tally(&c, s->results, b->n);
+        pthread_mutex_lock(&bn->lock);
+        if (b->status != FLOE_OK && bn->failed == FLOE_OK) {
+            bn->failed = b->status;
+            snprintf(bn->error, sizeof bn->error, "%s", b->error.msg);
+        }
+        bn->inserted += c.inserted;
+        bn->present += c.present;
+        if (c.inserted != s->want_new || c.inserted + c.present != b->n)
+            bn->wrong++;
+        bn->free_slots[bn->free_n++] = s;
+        pthread_cond_signal(&bn->cv);
+    }
+    pthread_mutex_unlock(&bn->lock);
+    return NULL;
 }
 
 /* The engine's stage timers so far. */
@@ -137,7 +164,12 @@ static void usage(FILE *f)
                "  --pinned            keys and answers in the backend's own host memory (floe_backend_host_alloc:\n"
                "                      pinned for the GPU, so that its copies skip the staging buffers), as a\n"
                "                      program that owns its buffers would keep them\n"
-               "After each run: the engine's stage times (per key; %% of the run's wall time).\n");
+               "  --tables N          N tables, each preloaded alike, batch i going to table i mod N: the\n"
+               "                      ceiling of N independent pipelines on one engine (default 1)\n"
+               "After each run: the engine's stage times (per key; %% of the run's wall time; the first\n"
+               "table's), and the submitting thread's time in floe_table_submit (the door's checks) and\n"
+               "waiting for a free batch slot.  Each batch's answers are counted by checker threads, off\n"
+               "the engine's thread.\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -148,14 +180,15 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3, false};
+    options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3, false, 1};
     static const struct option longopts[] = {
         {"backend", required_argument, 0, 'B'}, {"keys", required_argument, 0, 'k'},
         {"inflight", required_argument, 0, 'i'}, {"batches", required_argument, 0, 'b'},
         {"key-bits", required_argument, 0, 'K'}, {"present", required_argument, 0, 'p'},
         {"runs", required_argument, 0, 'r'},     {"help", no_argument, 0, 'h'},
         {"gpus", required_argument, 0, 'G'},     {"parts", required_argument, 0, 'P'},
-        {"pinned", no_argument, 0, 'M'},         {0, 0, 0, 0},
+        {"pinned", no_argument, 0, 'M'},         {"tables", required_argument, 0, 'T'},
+        {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -170,13 +203,14 @@ int main(int argc, char **argv)
         case 'G': o.gpus = (unsigned)atoi(optarg); break;
         case 'P': o.parts = (unsigned)atoi(optarg); break;
         case 'M': o.pinned = true; break;
+        case 'T': o.tables = (unsigned)atoi(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (o.keys == 0 || o.inflight == 0 || o.batches == 0 || o.key_bits < 30 || o.key_bits > 64 || o.present < 0 ||
         o.present > 1 || o.runs == 0 || (strcmp(o.backend, "cpu") && strcmp(o.backend, "gpu")) || o.gpus < 1 ||
-        o.gpus > FLOE_PARTS_MAX || o.parts > FLOE_PARTS_MAX) {
+        o.gpus > FLOE_PARTS_MAX || o.parts > FLOE_PARTS_MAX || o.tables < 1 || o.tables > 64) {
         usage(stderr);
         return 2;
     }
@@ -197,7 +231,6 @@ int main(int argc, char **argv)
     }
     const size_t n_present = (size_t)(o.keys * o.present), n_new = o.keys - n_present;
     const uint64_t preload = (uint64_t)o.inflight * o.keys; /* present keys exist from the first batch */
-    const uint64_t total_new = preload + (uint64_t)o.batches * n_new;
     floe_perm perm;
     floe_perm_init(&perm, o.key_bits, 0xE1E1, 0);
     double *rates = calloc(o.runs, sizeof *rates);
@@ -210,23 +243,32 @@ int main(int argc, char **argv)
     }
     int bad = 0;
     printf("E1 in process on the %s backend: %zu keys per batch (%zu present, %zu new), %u in flight, %u batches, "
-           "%u-bit keys\n",
-           o.backend, o.keys, n_present, n_new, o.inflight, o.batches, o.key_bits);
+           "%u-bit keys, %u table(s)\n",
+           o.backend, o.keys, n_present, n_new, o.inflight, o.batches, o.key_bits, o.tables);
     for (unsigned run = 0; run < o.runs && !bad; run++) {
         floe_spec spec;
         floe_spec_default(&spec);
         snprintf(spec.name, sizeof spec.name, "e1");
         spec.key_bits = o.key_bits;
-        spec.capacity = total_new + total_new / 8;
+        /* each table holds the preload and its share of the new keys, at the same fill as one */
+        const uint64_t per_table = preload + ((uint64_t)o.batches + o.tables - 1) / o.tables * n_new;
+        spec.capacity = per_table + per_table / 8;
         spec.seed = 77 + run;
-        floe_table *t;
-        if (floe_table_create(be, &spec, &t, &err) != FLOE_OK) {
-            fprintf(stderr, "floe-e1-local: %s\n", err.msg);
-            return 1;
-        }
-        bench bn = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL, 0, 0, 0, FLOE_OK, ""};
+        floe_table *tables[64];
+        for (unsigned i = 0; i < o.tables; i++)
+            if (floe_table_create(be, &spec, &tables[i], &err) != FLOE_OK) {
+                fprintf(stderr, "floe-e1-local: %s\n", err.msg);
+                return 1;
+            }
+        floe_table *t = tables[0];
+        bench bn = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+                    .check_cv = PTHREAD_COND_INITIALIZER, .failed = FLOE_OK};
         slot *slots = calloc(o.inflight, sizeof *slots);
         bn.free_slots = calloc(o.inflight, sizeof *bn.free_slots);
+        bn.check_slots = calloc(o.inflight, sizeof *bn.check_slots);
+        pthread_t checkers[CHECKERS];
+        for (unsigned i = 0; i < CHECKERS; i++)
+            pthread_create(&checkers[i], NULL, checker, &bn);
         for (unsigned i = 0; i < o.inflight; i++) {
             slots[i].keys = malloc(o.keys * 8);
             slots[i].results = o.pinned ? floe_backend_host_alloc(be, o.keys) : malloc(o.keys);
@@ -239,12 +281,14 @@ int main(int argc, char **argv)
             slot *s = &slots[0];
             for (size_t i = 0; i < o.keys; i++)
                 s->keys[i] = floe_permute(&perm, next_new++);
-            memset(&s->b, 0, sizeof s->b);
-            s->b.op = FLOE_OP_INSERT;
-            s->b.keys = s->keys;
-            s->b.n = o.keys;
-            s->b.results = s->results;
-            floe_table_run(t, &s->b);
+            for (unsigned i = 0; i < o.tables; i++) {
+                memset(&s->b, 0, sizeof s->b);
+                s->b.op = FLOE_OP_INSERT;
+                s->b.keys = s->keys;
+                s->b.n = o.keys;
+                s->b.results = s->results;
+                floe_table_run(tables[i], &s->b);
+            }
         }
         /* Every timed batch's keys, made before the clock starts (one thread
          * makes them at about the rate the GPU takes them): present keys
@@ -260,13 +304,15 @@ int main(int argc, char **argv)
         }
         floe_stage_time before[FLOE_STAGES];
         stages_now(t, before);
-        double t0 = now();
+        double t0 = now(), submit_s = 0, wait_s = 0;
         for (unsigned k = 0; k < o.batches; k++) {
+            double w0 = now();
             pthread_mutex_lock(&bn.lock);
             while (bn.free_n == 0)
                 pthread_cond_wait(&bn.cv, &bn.lock);
             slot *s = bn.free_slots[--bn.free_n];
             pthread_mutex_unlock(&bn.lock);
+            wait_s += now() - w0;
             const size_t nn = n_new;
             memset(&s->b, 0, sizeof s->b);
             s->b.op = FLOE_OP_INSERT;
@@ -276,13 +322,21 @@ int main(int argc, char **argv)
             s->b.done = batch_done;
             s->b.user = s;
             s->want_new = nn;
-            floe_table_submit(t, &s->b);
+            double s0 = now();
+            floe_table_submit(tables[k % o.tables], &s->b);
+            submit_s += now() - s0;
         }
         pthread_mutex_lock(&bn.lock);
         while (bn.free_n < o.inflight)
             pthread_cond_wait(&bn.cv, &bn.lock);
         pthread_mutex_unlock(&bn.lock);
         double secs = now() - t0;
+        pthread_mutex_lock(&bn.lock);
+        bn.stop = true;
+        pthread_cond_broadcast(&bn.check_cv);
+        pthread_mutex_unlock(&bn.lock);
+        for (unsigned i = 0; i < CHECKERS; i++)
+            pthread_join(checkers[i], NULL);
         rates[run] = (double)o.batches * o.keys / secs;
         printf("run %u: %.1f M keys/s (%.3f s); inserted %llu, present %llu%s\n", run, rates[run] / 1e6, secs,
                (unsigned long long)bn.inserted, (unsigned long long)bn.present,
@@ -297,7 +351,9 @@ int main(int argc, char **argv)
             bad = 1;
         }
         print_stages(t, before, secs, (uint64_t)o.batches * o.keys);
-        floe_table_destroy(t);
+        printf("  submitter: %.3f s in floe_table_submit, %.3f s waiting for a free slot\n", submit_s, wait_s);
+        for (unsigned i = 0; i < o.tables; i++)
+            floe_table_destroy(tables[i]);
         for (unsigned i = 0; i < o.inflight; i++) {
             free(slots[i].keys);
             if (o.pinned)
@@ -307,6 +363,7 @@ int main(int argc, char **argv)
         }
         free(slots);
         free(bn.free_slots);
+        free(bn.check_slots);
     }
     if (!bad) {
         qsort(rates, o.runs, sizeof *rates, cmp_double);
