@@ -106,11 +106,12 @@ typedef struct batcher_limits {
  * batcher (the backend runs a table's batches in submission order); per
  * part of a table in parts (tables/partition.h): a batch there waits
  * for its split, every part and its merge, and parts run side by side.
- * Four: a GPU table's pipeline overlaps the copies and kernels of three
- * batches (gpu/backend_gpu.cu), and requests large enough to be batches of
- * their own must keep it full. */
-#define BATCHER_DEPTH_PER_PART 4
-#define BATCHER_DEPTH_MAX      8
+ * Sixteen: a GPU table's pipeline overlaps the copies and kernels of three
+ * pieces, and a piece carries up to 16 batches that do the same
+ * (gpu/backend_gpu.cu): requests large enough to be batches of their own
+ * (E1's 64 Ki keys) keep it full only when a few pieces' worth wait there. */
+#define BATCHER_DEPTH_PER_PART 16
+#define BATCHER_DEPTH_MAX      32
 
 /* One batch with the backend and its buffers. */
 typedef struct batch_slot {

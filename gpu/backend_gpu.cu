@@ -4,16 +4,20 @@
  *
  * Each table has one worker thread and STAGES stages.  A batch is cut into
  * pieces of at most PIECE_MAX keys (applying consecutive pieces in order is
- * applying the batch in order, so the semantics hold); each piece takes a
- * stage: its keys are copied into the stage's pinned buffer, then on the
- * stage's copy stream to the device, the table's kernels run on the
- * table's kernel stream (which waits for the copy with an event, and so runs
- * the pieces one after another in submission order), and the answers come
- * back on the copy stream, with their counts (one small kernel tallies them
- * on the device, so the worker never reads a piece's answers).  With three stages, copy-in of piece k+1, the
- * kernels of piece k and copy-out of piece k-1 overlap.  The worker retires
- * stages in order, so batches complete in submission order.  Nothing
- * synchronises the device on this path: the worker waits on events only.
+ * applying the batch in order, so the semantics hold), and batches queued
+ * behind one that do the same join its last piece (up to PIECE_SEGS of
+ * them: one launch for many requests).  Each piece takes a stage: its keys
+ * go to the device on the stage's copy stream (straight from the batches
+ * where they are pinned, else through the stage's pinned buffer), the
+ * table's kernels run on the table's kernel stream (which waits for the
+ * copy with an event, and so runs the pieces one after another in
+ * submission order), and the answers come back on the copy stream with
+ * their counts per batch (one small kernel tallies them on the device, so
+ * the worker never reads a piece's answers).  With three stages, copy-in of
+ * piece k+1, the kernels of piece k and copy-out of piece k-1 overlap.  The
+ * worker retires stages in order, so batches complete in submission order.
+ * Nothing synchronises the device on this path: the worker waits on events
+ * only.
  *
  * MAP inserts are deduplicated on the host (tables/dedup.c) so that the
  * device sees distinct keys, and later occurrences are answered with the
@@ -69,10 +73,34 @@ struct gpu_backend {
     int device; /* every CUDA call for a table of this backend runs with it current */
 };
 
-struct piece {
+/* Keys [off, off + n) of batch b; last: b's last keys. */
+struct segment {
     floe_batch *b;
     size_t off, n;
-    bool last; /* the batch's last piece */
+    bool last;
+};
+
+/* A piece: one launch of copies and kernels.  It carries the rest of the
+ * current batch, or up to PIECE_MAX keys of it, and then whole batches
+ * that were queued behind it and do the same (join_queued): E1's 64 Ki-key
+ * requests would otherwise pay a launch's driver calls each.  Applying
+ * them in one piece, in order, is applying them one after another. */
+#define PIECE_SEGS GPU_SEGMENTS_MAX
+struct piece {
+    segment seg[PIECE_SEGS];
+    unsigned nseg;
+    size_t n; /* keys in all its segments */
+};
+
+/* Where a segment's keys come from and its answers go: the stage's buffers,
+ * or the batch's own where they are pinned (floe_backend_host_alloc), which
+ * the copy engines reach with no staging copy. */
+struct seg_io {
+    const uint64_t *in_keys;
+    uint8_t *out_res;
+    uint64_t *out_ids;
+    void *out_vout;
+    size_t at, m; /* the segment's keys on the device: [at, at + m) of the stage's buffers */
 };
 
 struct stage {
@@ -90,16 +118,10 @@ struct stage {
     uint64_t *d_keys, *d_ids;
     uint8_t *d_res;
     void *d_vin, *d_vout;
-    /* Where the piece's keys come from and its answers go: the buffers
-     * above, or the batch's own where they are pinned (floe_backend_host_alloc),
-     * which the copy engines reach with no staging copy. */
-    const uint64_t *in_keys;
-    uint8_t *out_res;
-    uint64_t *out_ids;
-    void *out_vout;
-    bool direct;                   /* one answer per key from the device (all but MAP inserts) */
-    gpu_tally *d_tally;            /* direct pieces: their answers counted on the device ... */
-    unsigned long long *h_counts;  /* ... and copied back with them (pinned, 5 counts) */
+    seg_io io[PIECE_SEGS];
+    bool direct;                        /* one answer per key from the device (all but MAP inserts) */
+    gpu_tally *d_tally;                 /* direct pieces: their answers counted on the device ... */
+    unsigned long long (*h_counts)[5];  /* ... and copied back with them (pinned, 5 per segment) */
     /* MAP inserts: first occurrences (host) */
     uint32_t *rep, *src, *uniq;
     size_t distinct, m; /* keys sent to the device */
@@ -295,6 +317,12 @@ static uint64_t table_slots(const gpu_table *t)
     return gpu_iceberg_slots(t->ice);
 }
 
+/* A grow table rebuilds before its keys would pass this many. */
+static double fill_limit(const gpu_table *t)
+{
+    return t->base.spec.max_fill * (double)table_slots(t);
+}
+
 /* Exact counters from the device (after a load or rebuild). */
 static floe_status recount(gpu_table *t, floe_errinfo *err)
 {
@@ -352,11 +380,12 @@ static void fail_batch(floe_batch *b, floe_status st, const floe_errinfo *err)
     }
 }
 
-/* Stages a piece and enqueues its copies and kernels. */
+/* Stages a piece and enqueues its copies and kernels.  Its segments share
+ * the op and flags (join_queued). */
 static void launch(gpu_table *t, const piece &p)
 {
     stage *s = &t->stg[(t->head + t->count) % STAGES];
-    floe_batch *b = p.b;
+    floe_batch *b = p.seg[0].b;
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
     /* want_values means nothing to an erase (the door lets it through without values_out) */
     const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && b->op != FLOE_OP_ERASE;
@@ -370,17 +399,21 @@ static void launch(gpu_table *t, const piece &p)
 
     const uint64_t t0 = floe_now_ns();
     floe_status st = stage_reserve(s, p.n, vb, &s->err);
-    size_t m = p.n;
-    const uint64_t *keys = b->keys + p.off;
-    if (st == FLOE_OK && b->op == FLOE_OP_INSERT && vb) {
+    /* a MAP insert's device answers are per distinct key: staged, then scattered (retire); it is
+     * a piece of one segment */
+    const bool direct = !(b->op == FLOE_OP_INSERT && vb);
+    s->direct = direct;
+    size_t m = 0; /* keys sent to the device */
+    if (st == FLOE_OK && !direct) {
+        const segment &g = p.seg[0];
+        const uint64_t *keys = b->keys + g.off;
         /* first occurrences only; each stores its own value, or the last one with overwrite */
-        st = floe_dedup(t->be->pool, keys, p.n, s->rep, &s->distinct, &s->err);
+        st = floe_dedup(t->be->pool, keys, g.n, s->rep, &s->distinct, &s->err);
         if (st == FLOE_OK) {
-            const unsigned char *vin = (const unsigned char *)b->values + p.off * vb;
+            const unsigned char *vin = (const unsigned char *)b->values + g.off * vb;
             if (overwrite)
-                floe_dedup_value_src(s->rep, p.n, s->src);
-            m = 0;
-            for (size_t i = 0; i < p.n; i++) {
+                floe_dedup_value_src(s->rep, g.n, s->src);
+            for (size_t i = 0; i < g.n; i++) {
                 if (s->rep[i] != i)
                     continue;
                 s->uniq[m] = (uint32_t)i;
@@ -389,19 +422,23 @@ static void launch(gpu_table *t, const piece &p)
                 m++;
             }
         }
+        s->io[0] = {s->h_keys, s->h_res, want_ids ? s->h_ids : NULL, want_values ? s->h_vout : NULL, 0, m};
     }
-    /* a MAP insert's device answers are per distinct key: staged, then scattered (retire) */
-    const bool direct = !(b->op == FLOE_OP_INSERT && vb);
-    s->direct = direct;
-    s->in_keys = direct && pinned(keys, p.n * 8) ? keys : s->h_keys;
-    if (st == FLOE_OK && direct && s->in_keys == s->h_keys)
-        floe_pool_copy(t->be->pool, s->h_keys, keys, p.n * 8);
-    s->out_res = direct && pinned(b->results + p.off, p.n) ? b->results + p.off : s->h_res;
-    s->out_ids = !want_ids                                        ? NULL
-                 : direct && pinned(b->ids + p.off, p.n * 8) ? b->ids + p.off
-                                                                  : s->h_ids;
-    unsigned char *vout = want_values ? (unsigned char *)b->values_out + p.off * vb : NULL;
-    s->out_vout = !want_values ? NULL : direct && pinned(vout, p.n * vb) ? vout : s->h_vout;
+    for (unsigned i = 0; st == FLOE_OK && direct && i < p.nseg; i++) {
+        const segment &g = p.seg[i];
+        const uint64_t *keys = g.b->keys + g.off;
+        seg_io &io = s->io[i];
+        io.at = m;
+        io.m = g.n;
+        io.in_keys = pinned(keys, g.n * 8) ? keys : s->h_keys + m;
+        if (io.in_keys != keys)
+            floe_pool_copy(t->be->pool, s->h_keys + m, keys, g.n * 8);
+        io.out_res = pinned(g.b->results + g.off, g.n) ? g.b->results + g.off : s->h_res + m;
+        io.out_ids = !want_ids ? NULL : pinned(g.b->ids + g.off, g.n * 8) ? g.b->ids + g.off : s->h_ids + m;
+        unsigned char *vout = want_values ? (unsigned char *)g.b->values_out + g.off * vb : NULL;
+        io.out_vout = !want_values ? NULL : pinned(vout, g.n * vb) ? (void *)vout : (unsigned char *)s->h_vout + m * vb;
+        m += g.n;
+    }
     s->m = m;
     s->stage_ns = floe_now_ns() - t0;
     if (b->op == FLOE_OP_INSERT)
@@ -413,9 +450,10 @@ static void launch(gpu_table *t, const piece &p)
 
     const bool timing = t->launched++ % TIME_EVERY == 0;
     cudaError_t e = timing ? cudaEventRecord(s->h0_ev, s->copy) : cudaSuccess;
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(s->d_keys, s->in_keys, m * 8, cudaMemcpyHostToDevice, s->copy);
-    if (e == cudaSuccess && b->op == FLOE_OP_INSERT && vb)
+    for (unsigned i = 0; i < p.nseg && e == cudaSuccess; i++)
+        e = cudaMemcpyAsync(s->d_keys + s->io[i].at, s->io[i].in_keys, s->io[i].m * 8, cudaMemcpyHostToDevice,
+                            s->copy);
+    if (e == cudaSuccess && !direct)
         e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, s->copy);
     if (e == cudaSuccess)
         e = cudaEventRecord(s->in_ev, s->copy);
@@ -441,8 +479,13 @@ static void launch(gpu_table *t, const piece &p)
         st = gpu_iceberg_erase(t->ice, s->d_keys, m, s->d_res, ks, &s->err);
         break;
     }
-    if (st == FLOE_OK && direct)
-        st = gpu_answer_tally(s->d_res, m, s->d_tally, ks, &s->err);
+    if (st == FLOE_OK && direct) {
+        gpu_segments segs;
+        segs.n = p.nseg;
+        for (unsigned i = 0; i < p.nseg; i++)
+            segs.end[i] = (uint32_t)(s->io[i].at + s->io[i].m);
+        st = gpu_answer_tally(s->d_res, &segs, s->d_tally, ks, &s->err);
+    }
     if (st != FLOE_OK) {
         s->st = st;
         return;
@@ -452,14 +495,18 @@ static void launch(gpu_table *t, const piece &p)
         e = cudaStreamWaitEvent(s->copy, s->k_ev, 0);
     if (e == cudaSuccess && timing)
         e = cudaEventRecord(s->o0_ev, s->copy);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(s->out_res, s->d_res, m, cudaMemcpyDeviceToHost, s->copy);
-    if (e == cudaSuccess && d_ids)
-        e = cudaMemcpyAsync(s->out_ids, s->d_ids, m * 8, cudaMemcpyDeviceToHost, s->copy);
-    if (e == cudaSuccess && d_vout)
-        e = cudaMemcpyAsync(s->out_vout, s->d_vout, m * vb, cudaMemcpyDeviceToHost, s->copy);
+    for (unsigned i = 0; i < p.nseg && e == cudaSuccess; i++) {
+        const seg_io &io = s->io[i];
+        e = cudaMemcpyAsync(io.out_res, s->d_res + io.at, io.m, cudaMemcpyDeviceToHost, s->copy);
+        if (e == cudaSuccess && d_ids)
+            e = cudaMemcpyAsync(io.out_ids, s->d_ids + io.at, io.m * 8, cudaMemcpyDeviceToHost, s->copy);
+        if (e == cudaSuccess && d_vout)
+            e = cudaMemcpyAsync(io.out_vout, (unsigned char *)s->d_vout + io.at * vb, io.m * vb,
+                                cudaMemcpyDeviceToHost, s->copy);
+    }
     if (e == cudaSuccess && direct)
-        e = cudaMemcpyAsync(s->h_counts, s->d_tally->out, sizeof s->d_tally->out, cudaMemcpyDeviceToHost, s->copy);
+        e = cudaMemcpyAsync(s->h_counts, s->d_tally->out, p.nseg * sizeof *s->d_tally->out, cudaMemcpyDeviceToHost,
+                            s->copy);
     if (e == cudaSuccess)
         e = cudaEventRecord(s->done_ev, s->copy);
     if (e != cudaSuccess)
@@ -560,7 +607,7 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_errinfo *err)
     t->redo_at = 0;
     t->inflight_keys = 0;
 
-    floe_batch *b = s->p.b;
+    floe_batch *b = s->p.seg[0].b; /* the segments share op and flags */
     const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
     const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
     const uint32_t vb = t->vb;
@@ -574,13 +621,16 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_errinfo *err)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory retrying FULL keys");
         goto out;
     }
-    /* the stage's keys and answers, kept while its buffers serve the retries */
-    memcpy(keys, s->in_keys, s->m * 8);
-    memcpy(res, s->out_res, s->m);
+    /* the stage's keys and answers, kept while its buffers serve the retries (values: a MAP
+     * insert's, a piece of one segment) */
+    for (unsigned i = 0; i < s->p.nseg; i++) {
+        memcpy(keys + s->io[i].at, s->io[i].in_keys, s->io[i].m * 8);
+        memcpy(res + s->io[i].at, s->io[i].out_res, s->io[i].m);
+    }
     if (vb) {
         memcpy(vin, s->h_vin, s->m * vb);
         if (want_values)
-            memcpy(vout, s->out_vout, s->m * vb);
+            memcpy(vout, s->io[0].out_vout, s->m * vb);
     }
     st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
     for (;;) {
@@ -614,9 +664,10 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_errinfo *err)
         st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
     /* ids are looked up again for the whole batch once it is retired (refind_ids) */
     if (st == FLOE_OK) {
-        memcpy(s->out_res, res, s->m);
+        for (unsigned i = 0; i < s->p.nseg; i++)
+            memcpy(s->io[i].out_res, res + s->io[i].at, s->io[i].m);
         if (want_values)
-            memcpy(s->out_vout, vout, s->m * vb);
+            memcpy(s->io[0].out_vout, vout, s->m * vb);
     }
 out:
     free(keys);
@@ -651,11 +702,9 @@ static void refind_ids(gpu_table *t, stage *s, floe_batch *b, size_t upto)
 }
 
 #define OUT_CHUNK ((size_t)1 << 18) /* keys a task copies out of staging */
-#define OUT_TASKS (PIECE_MAX / OUT_CHUNK)
-static_assert(PIECE_MAX % OUT_CHUNK == 0, "a piece is whole chunks");
 
 struct out_job {
-    const stage *s;
+    const seg_io *io;
     uint8_t *res;
     uint64_t *ids;
     unsigned char *vout;
@@ -667,118 +716,144 @@ static void out_task(void *arg, size_t task)
 {
     out_job *j = (out_job *)arg;
     const size_t at = task * OUT_CHUNK, m = j->n - at < OUT_CHUNK ? j->n - at : OUT_CHUNK;
-    const stage *s = j->s; /* answers the device wrote straight into the batch need no copy */
-    if (s->out_res != j->res)
-        memcpy(j->res + at, s->out_res + at, m);
-    if (j->ids && s->out_ids != j->ids)
-        memcpy(j->ids + at, s->out_ids + at, m * 8);
-    if (j->vout && s->out_vout != j->vout)
-        memcpy(j->vout + at * j->vb, (const unsigned char *)s->out_vout + at * j->vb, m * j->vb);
+    const seg_io *io = j->io; /* answers the device wrote straight into the batch need no copy */
+    if (io->out_res != j->res)
+        memcpy(j->res + at, io->out_res + at, m);
+    if (j->ids && io->out_ids != j->ids)
+        memcpy(j->ids + at, io->out_ids + at, m * 8);
+    if (j->vout && io->out_vout != j->vout)
+        memcpy(j->vout + at * j->vb, (const unsigned char *)io->out_vout + at * j->vb, m * j->vb);
 }
 
-/* Copies a piece's answers (one per key, no dedup) out of pinned staging,
+/* Copies a segment's answers (one per key, no dedup) out of pinned staging,
  * spread over the backend's pool, unless the device wrote them straight
  * into the batch. */
-static void answers_out(gpu_table *t, const stage *s, uint8_t *res, uint64_t *ids, unsigned char *vout, size_t n)
+static void answers_out(gpu_table *t, const seg_io *io, uint8_t *res, uint64_t *ids, unsigned char *vout, size_t n)
 {
-    if (s->out_res == res && (!ids || s->out_ids == ids) && (!vout || s->out_vout == vout))
+    if (io->out_res == res && (!ids || io->out_ids == ids) && (!vout || io->out_vout == vout))
         return;
-    out_job j = {s, res, ids, vout, t->vb, n};
-    const size_t tasks = (n + OUT_CHUNK - 1) / OUT_CHUNK; /* n <= PIECE_MAX: at most OUT_TASKS */
+    out_job j = {io, res, ids, vout, t->vb, n};
+    const size_t tasks = (n + OUT_CHUNK - 1) / OUT_CHUNK;
     if (tasks < 2)
         out_task(&j, 0);
     else
         floe_pool_run(t->be->pool, tasks, out_task, &j);
 }
 
-/* A direct piece's counts, as the device tallied them. */
-static floe_answer_counts device_counts(const stage *s)
+/* Segment i's counts, as the device tallied them (a direct piece). */
+static floe_answer_counts device_counts(const stage *s, unsigned i)
 {
     static_assert(FLOE_ABSENT < 5 && FLOE_PRESENT < 5 && FLOE_INSERTED < 5 && FLOE_FULL < 5 && FLOE_ERASED < 5,
                   "gpu_tally counts answers 0..4");
     floe_answer_counts c;
-    c.inserted = s->h_counts[FLOE_INSERTED];
-    c.present = s->h_counts[FLOE_PRESENT];
-    c.absent = s->h_counts[FLOE_ABSENT];
-    c.full = s->h_counts[FLOE_FULL];
-    c.erased = s->h_counts[FLOE_ERASED];
+    c.inserted = s->h_counts[i][FLOE_INSERTED];
+    c.present = s->h_counts[i][FLOE_PRESENT];
+    c.absent = s->h_counts[i][FLOE_ABSENT];
+    c.full = s->h_counts[i][FLOE_FULL];
+    c.erased = s->h_counts[i][FLOE_ERASED];
     return c;
 }
 
-/* Hands the oldest stage's answers to its batch (waits for them). */
+/* Whether some key of the stage's piece came back FULL. */
+static bool stage_full(const stage *s)
+{
+    if (!s->direct)
+        return memchr(s->io[0].out_res, FLOE_FULL, s->m) != NULL;
+    for (unsigned i = 0; i < s->p.nseg; i++)
+        if (s->h_counts[i][FLOE_FULL])
+            return true;
+    return false;
+}
+
+/* Hands segment i's answers to its batch: copied out of staging (a MAP
+ * insert's scattered and settled), counted. */
+static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried)
+{
+    const segment &g = s->p.seg[i];
+    floe_batch *b = g.b;
+    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && b->op != FLOE_OP_ERASE;
+    const uint32_t vb = t->vb;
+    uint8_t *res = b->results + g.off;
+    uint64_t *ids = want_ids ? b->ids + g.off : NULL;
+    unsigned char *vout = want_values ? (unsigned char *)b->values_out + g.off * vb : NULL;
+    floe_answer_counts c;
+    if (!s->direct) { /* scatter the first occurrences' answers, then settle the rest */
+        for (size_t j = 0; j < s->m; j++) {
+            size_t k = s->uniq[j];
+            res[k] = s->h_res[j];
+            if (ids)
+                ids[k] = s->h_ids[j];
+            if (vout)
+                memcpy(vout + k * vb, (unsigned char *)s->h_vout + j * vb, vb);
+        }
+        floe_dedup_settle(s->rep, g.n, s->distinct, vb, (b->flags & FLOE_BATCH_OVERWRITE) != 0,
+                          (const unsigned char *)b->values + g.off * vb, s->src, res, ids, vout);
+        floe_answer_counts_tally(&c, res, g.n);
+    } else {
+        answers_out(t, &s->io[i], res, ids, vout, g.n);
+        if (retried) /* FULL keys retried after growth: the answers differ from the device's counts */
+            floe_answer_counts_tally(&c, res, g.n);
+        else
+            c = device_counts(s, i);
+    }
+    b->counts.inserted += c.inserted;
+    b->counts.present += c.present;
+    b->counts.absent += c.absent;
+    b->counts.full += c.full;
+    b->counts.erased += c.erased;
+    t->used += c.inserted;
+    t->tombstones += c.erased;
+}
+
+/* Hands the oldest stage's answers to its batches (waits for them). */
 static void retire(gpu_table *t)
 {
     stage *s = &t->stg[t->head];
     floe_status st = stage_wait(t, s);
     t->head = (t->head + 1) % STAGES;
     t->count--;
-    floe_batch *b = s->p.b;
     const uint64_t t0 = floe_now_ns();
     if (st == FLOE_OK)
         stage_account(t, s);
-    if (b->op == FLOE_OP_INSERT)
+    const floe_op op = s->p.seg[0].b->op;
+    if (op == FLOE_OP_INSERT)
         t->inflight_keys -= s->m < t->inflight_keys ? s->m : t->inflight_keys;
-    const size_t off = s->p.off, n = s->p.n, m = s->m;
-    if (st == FLOE_OK && m > 0 && s->out_res[0] == GPU_SKIPPED) /* grow_and_retry collects skipped pieces */
+    if (st == FLOE_OK && s->m > 0 && s->io[0].out_res[0] == GPU_SKIPPED) /* grow_and_retry collects skipped pieces */
         st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "a batch was skipped on a halted table");
-    if (s->p.off == 0)
-        t->ids_gen = t->generation; /* the generation the batch's ids start from */
-    const uint64_t generation = t->generation;
-    bool retried = false; /* FULL keys retried after growth: the answers differ from the device's counts */
-    if (st == FLOE_OK && b->op == FLOE_OP_INSERT && t->base.spec.grow &&
-        (s->direct ? s->h_counts[FLOE_FULL] != 0 : memchr(s->out_res, FLOE_FULL, m) != NULL)) {
+    const uint64_t generation = t->generation; /* the one every segment ran on */
+    bool retried = false;
+    if (st == FLOE_OK && op == FLOE_OP_INSERT && t->base.spec.grow && stage_full(s)) {
         st = grow_and_retry(t, s, &s->err);
         retried = true;
     }
-    if (st != FLOE_OK) {
-        fail_batch(b, st, &s->err);
-    } else {
-        const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
-        const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && b->op != FLOE_OP_ERASE;
-        const uint32_t vb = t->vb;
-        uint8_t *res = b->results + off;
-        uint64_t *ids = want_ids ? b->ids + off : NULL;
-        unsigned char *vout = want_values ? (unsigned char *)b->values_out + off * vb : NULL;
-        floe_answer_counts c;
-        if (b->op == FLOE_OP_INSERT && vb) { /* scatter the first occurrences' answers, then settle the rest */
-            for (size_t j = 0; j < m; j++) {
-                size_t i = s->uniq[j];
-                res[i] = s->h_res[j];
-                if (ids)
-                    ids[i] = s->h_ids[j];
-                if (vout)
-                    memcpy(vout + i * vb, (unsigned char *)s->h_vout + j * vb, vb);
-            }
-            floe_dedup_settle(s->rep, n, s->distinct, vb, (b->flags & FLOE_BATCH_OVERWRITE) != 0,
-                              (const unsigned char *)b->values + off * vb, s->src, res, ids, vout);
-            floe_answer_counts_tally(&c, res, n);
-        } else {
-            answers_out(t, s, res, ids, vout, n);
-            if (retried)
-                floe_answer_counts_tally(&c, res, n);
-            else
-                c = device_counts(s);
+    for (unsigned i = 0; i < s->p.nseg; i++) {
+        if (st != FLOE_OK)
+            fail_batch(s->p.seg[i].b, st, &s->err);
+        else
+            segment_out(t, s, i, retried);
+    }
+    /* Ids: stage s's buffers are free now (every segment's answers are out) to look ids up again. */
+    for (unsigned i = 0; i < s->p.nseg; i++) {
+        const segment &g = s->p.seg[i];
+        floe_batch *b = g.b;
+        uint64_t ids_gen = g.off == 0 ? generation : t->ids_gen; /* the generation b's ids start from */
+        if (b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && t->generation != generation) {
+            /* The table grew for this piece: the ids of the batch so far (its retried keys' too) are
+             * looked up again now, while no later batch has run on the grown table (grow_and_retry
+             * took their pieces back: a later erase must not hide a key this batch inserted). */
+            refind_ids(t, s, b, g.off + g.n);
+            ids_gen = t->generation;
         }
-        b->counts.inserted += c.inserted;
-        b->counts.present += c.present;
-        b->counts.absent += c.absent;
-        b->counts.full += c.full;
-        b->counts.erased += c.erased;
-        t->used += c.inserted;
-        t->tombstones += c.erased;
+        if (g.last && b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && ids_gen != t->generation)
+            refind_ids(t, s, b, g.off + g.n); /* the table grew while the batch ran */
+        if (!g.last)
+            t->ids_gen = ids_gen;
     }
-    if (b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && t->generation != generation) {
-        /* The table grew for this piece: the ids of the batch so far (its retried keys' too) are
-         * looked up again now, while no later batch has run on the grown table (grow_and_retry
-         * took their pieces back: a later erase must not hide a key this batch inserted). */
-        refind_ids(t, s, b, off + n);
-        t->ids_gen = t->generation;
-    }
-    if (s->p.last && b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && t->ids_gen != t->generation)
-        refind_ids(t, s, b, off + n); /* the table grew while the batch ran */
-    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_OUT], n, floe_now_ns() - t0);
-    if (s->p.last)
-        complete(b);
+    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_OUT], s->p.n, floe_now_ns() - t0);
+    for (unsigned i = 0; i < s->p.nseg; i++)
+        if (s->p.seg[i].last)
+            complete(s->p.seg[i].b);
 }
 
 static void launch_next(gpu_table *t);
@@ -1133,7 +1208,7 @@ static void begin(gpu_table *t, floe_batch *b)
         return;
     }
     if (b->op == FLOE_OP_INSERT && t->base.spec.grow) {
-        const double limit = t->base.spec.max_fill * (double)table_slots(t);
+        const double limit = fill_limit(t);
         if ((double)(t->used + t->inflight_keys + b->n) > limit) {
             drain(t);
             if ((double)t->used > limit) {
@@ -1146,7 +1221,41 @@ static void begin(gpu_table *t, floe_batch *b)
     t->cur_off = 0;
 }
 
-/* Launches the next piece: redone pieces first, then the current batch. */
+/* Whether b, next in the queue, may join piece p (whose batches are all
+ * done with once it ends): a key batch that does what p's do (op, flags),
+ * fits in it whole, and, inserting on a grow table, keeps the fill below
+ * max_fill with everything in flight (else begin checks it alone). */
+static bool joins(const gpu_table *t, const piece &p, const floe_batch *b)
+{
+    const floe_batch *first = p.seg[0].b;
+    if (!b || p.nseg == PIECE_SEGS || b->status != FLOE_OK || b->n == 0 || b->n > PIECE_MAX - p.n ||
+        b->op != first->op || b->flags != first->flags || (b->op == FLOE_OP_INSERT && t->vb))
+        return false;
+    if (b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE && b->op != FLOE_OP_INSERT)
+        return false;
+    return b->op != FLOE_OP_INSERT || !t->base.spec.grow ||
+           (double)(t->used + t->inflight_keys + p.n + b->n) <= fill_limit(t);
+}
+
+/* Moves queued batches that join p into it, in queue order. */
+static void join_queued(gpu_table *t, piece &p)
+{
+    pthread_mutex_lock(&t->lock);
+    while (joins(t, p, t->qhead)) {
+        floe_batch *b = t->qhead;
+        t->qhead = b->link;
+        if (!t->qhead)
+            t->qtail = NULL;
+        b->link = NULL;
+        memset(&b->counts, 0, sizeof b->counts);
+        p.seg[p.nseg++] = {b, 0, b->n, true};
+        p.n += b->n;
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Launches the next piece: redone pieces first, then the current batch and
+ * the batches that join it. */
 static void launch_next(gpu_table *t)
 {
     if (t->redo_at < t->nredo) {
@@ -1158,13 +1267,19 @@ static void launch_next(gpu_table *t)
     }
     floe_batch *b = t->cur;
     piece p;
-    p.b = b;
-    p.off = t->cur_off;
-    p.n = b->n - t->cur_off < PIECE_MAX ? b->n - t->cur_off : PIECE_MAX;
-    t->cur_off += p.n;
-    p.last = t->cur_off == b->n;
-    if (p.last)
+    segment &g = p.seg[0];
+    g.b = b;
+    g.off = t->cur_off;
+    g.n = b->n - t->cur_off < PIECE_MAX ? b->n - t->cur_off : PIECE_MAX;
+    t->cur_off += g.n;
+    g.last = t->cur_off == b->n;
+    p.nseg = 1;
+    p.n = g.n;
+    if (g.last) {
         t->cur = NULL;
+        if (!t->tree)
+            join_queued(t, p);
+    }
     launch(t, p);
 }
 

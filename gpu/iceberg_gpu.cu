@@ -509,17 +509,22 @@ __global__ void k_erase(const __grid_constant__ floe_geometry g, uint64_t *L0, u
 
 #define TALLY_BLOCKS 132 /* a grid-stride pass: one block per SM of an H100 is plenty for a piece's bytes */
 
-/* t->out = the counts of answers 0..4 in results[0, n); t->acc and t->ticket
- * are zero before and after (the last block to finish moves acc to out and
- * clears it, so a launch needs no memset before it). */
-__global__ void k_tally(const uint8_t *results, uint64_t n, gpu_tally *t)
+/* Column y of the grid counts segment y: t->out[y] = the counts of answers
+ * 0..4 in it.  t->acc[y] and t->ticket[y] are zero before and after (the
+ * column's last block to finish moves acc to out and clears it, so a
+ * launch needs no memset before it). */
+__global__ void k_tally(const uint8_t *results, const __grid_constant__ gpu_segments segs, gpu_tally *t)
 {
+    const unsigned y = blockIdx.y;
+    const uint64_t from = y ? segs.end[y - 1] : 0, to = segs.end[y];
     __shared__ unsigned long long sum[5];
+    __shared__ bool last;
     if (threadIdx.x < 5)
         sum[threadIdx.x] = 0;
     __syncthreads();
     unsigned c[5] = {0, 0, 0, 0, 0};
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+    for (uint64_t i = from + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < to;
+         i += (uint64_t)gridDim.x * blockDim.x) {
         const uint8_t r = results[i];
 #pragma unroll
         for (int k = 0; k < 5; k++)
@@ -532,18 +537,17 @@ __global__ void k_tally(const uint8_t *results, uint64_t n, gpu_tally *t)
             atomicAdd(&sum[k], (unsigned long long)w);
     }
     __syncthreads();
-    __shared__ bool last;
     if (threadIdx.x < 5 && sum[threadIdx.x])
-        atomicAdd(&t->acc[threadIdx.x], sum[threadIdx.x]);
+        atomicAdd(&t->acc[y][threadIdx.x], sum[threadIdx.x]);
     __threadfence(); /* this block's sums land before its ticket */
     __syncthreads();
     if (threadIdx.x == 0)
-        last = atomicAdd(&t->ticket, 1u) == gridDim.x - 1;
+        last = atomicAdd(&t->ticket[y], 1u) == gridDim.x - 1;
     __syncthreads();
     if (last && threadIdx.x < 5) {
-        t->out[threadIdx.x] = atomicExch(&t->acc[threadIdx.x], 0ull);
+        t->out[y][threadIdx.x] = atomicExch(&t->acc[y][threadIdx.x], 0ull);
         if (threadIdx.x == 0)
-            t->ticket = 0;
+            t->ticket[y] = 0;
     }
 }
 
@@ -973,12 +977,14 @@ extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, 
     return launch(t, d_keys, n, false, d_results, d_ids, d_values_out, (cudaStream_t)stream, err);
 }
 
-extern "C" floe_status gpu_answer_tally(const uint8_t *d_results, size_t n, gpu_tally *d_tally, gpu_stream stream,
-                                        floe_errinfo *err)
+extern "C" floe_status gpu_answer_tally(const uint8_t *d_results, const gpu_segments *segs, gpu_tally *d_tally,
+                                        gpu_stream stream, floe_errinfo *err)
 {
-    assert_n(n);
-    const unsigned blocks = n == 0 ? 1 : blocks_for(n) < TALLY_BLOCKS ? blocks_for(n) : TALLY_BLOCKS;
-    k_tally<<<blocks, BLOCK, 0, (cudaStream_t)stream>>>(d_results, n, d_tally);
+    assert(segs->n >= 1 && segs->n <= GPU_SEGMENTS_MAX);
+    assert_n(segs->end[segs->n - 1]);
+    const uint64_t per = blocks_for(segs->end[segs->n - 1]) / segs->n;
+    const unsigned blocks = per < 1 ? 1 : per > TALLY_BLOCKS ? TALLY_BLOCKS : (unsigned)per;
+    k_tally<<<dim3(blocks, segs->n), BLOCK, 0, (cudaStream_t)stream>>>(d_results, *segs, d_tally);
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }

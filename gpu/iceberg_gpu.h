@@ -60,19 +60,28 @@ floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, u
 floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, gpu_stream stream,
                               floe_errinfo *err);
 
-/* Counts of a piece's answers, computed on the device: out[k] is how many
- * of the results are k (FLOE_INSERTED .. FLOE_ERASED).  acc and ticket are
- * the kernel's, zero between launches (cudaMemset once when allocated). */
+/* Counts of a piece's answers, computed on the device, for each of up to
+ * GPU_SEGMENTS_MAX consecutive segments of it (the backend's pieces carry
+ * that many batches): out[i][k] is how many results of segment i are k
+ * (FLOE_ABSENT .. FLOE_ERASED).  acc and ticket are the kernel's, zero
+ * between launches (cudaMemset once when allocated). */
+#define GPU_SEGMENTS_MAX 16
 typedef struct gpu_tally {
-    unsigned long long acc[5];
-    unsigned ticket;
-    unsigned long long out[5];
+    unsigned long long acc[GPU_SEGMENTS_MAX][5];
+    unsigned ticket[GPU_SEGMENTS_MAX];
+    unsigned long long out[GPU_SEGMENTS_MAX][5];
 } gpu_tally;
 
-/* Enqueues the count of d_results[0, n) into d_tally->out (device memory),
- * after what is already on stream. */
-floe_status gpu_answer_tally(const uint8_t *d_results, size_t n, gpu_tally *d_tally, gpu_stream stream,
-                             floe_errinfo *err);
+/* Segment i of a piece is results [end[i - 1], end[i]) (end[-1] = 0). */
+typedef struct gpu_segments {
+    unsigned n; /* 1 .. GPU_SEGMENTS_MAX */
+    uint32_t end[GPU_SEGMENTS_MAX];
+} gpu_segments;
+
+/* Enqueues the counts of d_results per segment into d_tally->out (device
+ * memory), after what is already on stream. */
+floe_status gpu_answer_tally(const uint8_t *d_results, const gpu_segments *segs, gpu_tally *d_tally,
+                             gpu_stream stream, floe_errinfo *err);
 
 /* Grow tables halt when a key comes back FULL: every later batch answers
  * GPU_SKIPPED for all its keys and changes nothing, so that the pipeline
