@@ -120,6 +120,7 @@ struct stage {
     void *d_vin, *d_vout;
     seg_io io[PIECE_SEGS];
     bool direct;                        /* one answer per key from the device (all but MAP inserts) */
+    bool small;                         /* one kernel on pinned staging, no copies (launch_small) */
     gpu_tally *d_tally;                 /* direct pieces: their answers counted on the device ... */
     unsigned long long (*h_counts)[5];  /* ... and copied back with them (pinned, 5 per segment) */
     /* MAP inserts: first occurrences (host) */
@@ -380,6 +381,59 @@ static void fail_batch(floe_batch *b, floe_status st, const floe_errinfo *err)
     }
 }
 
+/* A small SET insert or find (E2's requests): one kernel reads the keys
+ * and writes the answers (and ids) in pinned host memory, then one event:
+ * no copy on the device and one launch instead of a dozen.  A batch alone
+ * in its piece is read and answered where it lies if that is pinned (a
+ * merged batch is); otherwise the keys go through the stage's pinned
+ * buffers, a copy each way on the host. */
+static void launch_small(gpu_table *t, stage *s, uint64_t t0)
+{
+    const piece &p = s->p;
+    floe_batch *b = p.seg[0].b;
+    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    size_t m = 0;
+    for (unsigned i = 0; i < p.nseg; i++) {
+        const segment &g = p.seg[i];
+        const uint64_t *keys = g.b->keys + g.off;
+        uint8_t *res = g.b->results + g.off;
+        uint64_t *ids = want_ids ? g.b->ids + g.off : NULL;
+        const bool alone = p.nseg == 1; /* else the kernel's arrays are the stage's, one after another */
+        seg_io &io = s->io[i];
+        io = {s->h_keys + m, s->h_res + m, want_ids ? s->h_ids + m : NULL, NULL, m, g.n};
+        if (alone && pinned(keys, g.n * 8))
+            io.in_keys = keys;
+        else
+            memcpy(s->h_keys + m, keys, g.n * 8);
+        if (alone && pinned(res, g.n))
+            io.out_res = res;
+        if (alone && ids && pinned(ids, g.n * 8))
+            io.out_ids = ids;
+        m += g.n;
+    }
+    s->m = m;
+    s->stage_ns = floe_now_ns() - t0;
+    if (b->op == FLOE_OP_INSERT)
+        t->inflight_keys += m;
+    const bool timing = t->launched++ % TIME_EVERY == 0;
+    cudaError_t e = timing ? cudaEventRecord(s->k0_ev, t->ks) : cudaSuccess;
+    if (e != cudaSuccess) {
+        s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "staging a batch: %s", cuda_msg(e));
+        return;
+    }
+    s->st = gpu_iceberg_small(t->ice, b->op == FLOE_OP_INSERT, s->io[0].in_keys, m, s->io[0].out_res,
+                              s->io[0].out_ids, (gpu_stream)t->ks, &s->err);
+    if (s->st != FLOE_OK)
+        return;
+    e = timing ? cudaEventRecord(s->k_ev, t->ks) : cudaSuccess;
+    if (e == cudaSuccess)
+        e = cudaEventRecord(s->done_ev, t->ks);
+    if (e != cudaSuccess)
+        s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "running a batch: %s", cuda_msg(e));
+    else
+        s->timed = timing;
+}
+
 /* Stages a piece and enqueues its copies and kernels.  Its segments share
  * the op and flags (join_queued). */
 static void launch(gpu_table *t, const piece &p)
@@ -403,6 +457,11 @@ static void launch(gpu_table *t, const piece &p)
      * a piece of one segment */
     const bool direct = !(b->op == FLOE_OP_INSERT && vb);
     s->direct = direct;
+    s->small = st == FLOE_OK && !vb && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND) && p.n <= GPU_SMALL_KEYS;
+    if (s->small) {
+        launch_small(t, s, t0);
+        return;
+    }
     size_t m = 0; /* keys sent to the device */
     if (st == FLOE_OK && !direct) {
         const segment &g = p.seg[0];
@@ -524,7 +583,7 @@ static void stage_account(gpu_table *t, const stage *s)
         return;
     const cudaEvent_t from[3] = {s->h0_ev, s->k0_ev, s->o0_ev}, to[3] = {s->in_ev, s->k_ev, s->done_ev};
     const int which[3] = {FLOE_STAGE_H2D, FLOE_STAGE_KERNEL, FLOE_STAGE_D2H};
-    for (int i = 0; i < 3; i++) {
+    for (int i = s->small ? 1 : 0; i < (s->small ? 2 : 3); i++) { /* a small piece: its kernel only */
         float ms = 0;
         if (cudaEventElapsedTime(&ms, from[i], to[i]) == cudaSuccess) {
             floe_stage_time *st = &t->stage[which[i]]; /* for TIME_EVERY pieces of this one's size */
@@ -757,7 +816,7 @@ static floe_answer_counts device_counts(const stage *s, unsigned i)
 /* Whether some key of the stage's piece came back FULL. */
 static bool stage_full(const stage *s)
 {
-    if (!s->direct)
+    if (!s->direct || s->small) /* answers counted on the host: in one array (io[0]'s and on) */
         return memchr(s->io[0].out_res, FLOE_FULL, s->m) != NULL;
     for (unsigned i = 0; i < s->p.nseg; i++)
         if (s->h_counts[i][FLOE_FULL])
@@ -792,7 +851,7 @@ static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried)
         floe_answer_counts_tally(&c, res, g.n);
     } else {
         answers_out(t, &s->io[i], res, ids, vout, g.n);
-        if (retried) /* FULL keys retried after growth: the answers differ from the device's counts */
+        if (retried || s->small) /* FULL keys retried after growth: the answers differ from the device's counts */
             floe_answer_counts_tally(&c, res, g.n);
         else
             c = device_counts(s, i);

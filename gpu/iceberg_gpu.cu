@@ -505,6 +505,71 @@ __global__ void k_erase(const __grid_constant__ floe_geometry g, uint64_t *L0, u
     }
 }
 
+/* ---- small batches: one block, one launch ------------------------------------------------------------ */
+
+/* A SET insert (find-or-put) or find of n <= GPU_SMALL_KEYS keys by one
+ * block, keys and answers in pinned host memory that it reads and writes
+ * itself.  The insert is gpu_iceberg_put's passes in one kernel: every key
+ * is looked up, then the absent ones are put (exactly one occurrence of each
+ * is INSERTED, the others lost: they come back PRESENT), then a winner with
+ * an earlier loser of its key in the batch hands INSERTED to the first one. */
+template <int RB0, bool insert>
+__global__ void __launch_bounds__(GPU_SMALL_KEYS, 1)
+    k_small(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
+            uint32_t n, uint8_t *results, uint64_t *ids_out, unsigned *halt, unsigned seq)
+{
+    __shared__ uint64_t sid[GPU_SMALL_KEYS];
+    __shared__ uint8_t sres[GPU_SMALL_KEYS], fin[GPU_SMALL_KEYS];
+    __shared__ bool skip;
+    __shared__ unsigned losers;
+    const uint32_t i = threadIdx.x;
+    if (i == 0) {
+        skip = halted(halt, seq); /* one answer for the whole block: only this kernel sets halt meanwhile */
+        losers = 0;
+    }
+    __syncthreads();
+    if (skip) {
+        if (i < n)
+            results[i] = SKIPPED;
+        return;
+    }
+    uint8_t res = R_ABSENT;
+    uint64_t id = FLOE_NO_ID, put, key = i < n ? keys[i] : 0;
+    if (i < n)
+        op_key<RB0, false>(g, L0, L1, L2, key, &res, &id, &put);
+    if (insert) {
+        __syncthreads(); /* every key looked up before any is put */
+        if (i < n && res == R_ABSENT) {
+            op_key<RB0, true>(g, L0, L1, L2, key, &res, &id, &put);
+            if (res == R_FULL)
+                halt_on_full(halt, seq);
+            if (res == R_PRESENT) {
+                res |= LOSER;
+                atomicAdd(&losers, 1u);
+            }
+        }
+        sid[i] = id;
+        sres[i] = res;
+        fin[i] = res & ~LOSER;
+        __syncthreads();
+        if (losers && i < n && res == R_INSERTED) {
+            for (uint32_t j = 0; j < i; j++)
+                if ((sres[j] & LOSER) && sid[j] == id) { /* the first occurrence lost: it takes INSERTED */
+                    fin[j] = R_INSERTED;
+                    fin[i] = R_PRESENT;
+                    break;
+                }
+        }
+        __syncthreads();
+        res = fin[i];
+    }
+    if (i < n) {
+        results[i] = res;
+        if (ids_out)
+            ids_out[i] = id;
+    }
+}
+
 /* ---- answer tallies -------------------------------------------------------------------------------- */
 
 #define TALLY_BLOCKS 132 /* a grid-stride pass: one block per SM of an H100 is plenty for a piece's bytes */
@@ -975,6 +1040,42 @@ extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, 
     assert(!d_values_out || t->vb); /* values: a MAP's */
     next_seq(t);
     return launch(t, d_keys, n, false, d_results, d_ids, d_values_out, (cudaStream_t)stream, err);
+}
+
+extern "C" floe_status gpu_iceberg_small(gpu_iceberg *t, int insert, const uint64_t *h_keys, size_t n,
+                                         uint8_t *h_results, uint64_t *h_ids, gpu_stream stream, floe_errinfo *err)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    assert(n >= 1 && n <= GPU_SMALL_KEYS);
+    assert(!t->vb); /* a SET's */
+    next_seq(t);
+    const unsigned threads = (unsigned)((n + 31) / 32 * 32);
+    uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
+#define K_SMALL(RB, INS)                                                                                               \
+    k_small<RB, INS><<<1, threads, 0, s>>>(t->g, L0, L1, L2, h_keys, (uint32_t)n, h_results, h_ids, t->halt, t->seq)
+    switch (t->g.level[0].row_bits * 2 + (insert ? 1 : 0)) {
+    case 32:
+        K_SMALL(16, false);
+        break;
+    case 33:
+        K_SMALL(16, true);
+        break;
+    case 64:
+        K_SMALL(32, false);
+        break;
+    case 65:
+        K_SMALL(32, true);
+        break;
+    case 128:
+        K_SMALL(64, false);
+        break;
+    default:
+        K_SMALL(64, true);
+        break;
+    }
+#undef K_SMALL
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
 }
 
 extern "C" floe_status gpu_answer_tally(const uint8_t *d_results, const gpu_segments *segs, gpu_tally *d_tally,

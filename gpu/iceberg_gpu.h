@@ -60,6 +60,14 @@ floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, u
 floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, gpu_stream stream,
                               floe_errinfo *err);
 
+/* A SET insert (find-or-put) or find of 1 <= n <= GPU_SMALL_KEYS keys as
+ * one kernel of one block: h_keys, h_results and h_ids (may be NULL) in
+ * pinned host memory, which the kernel reads and writes itself (no copies).
+ * The same answers and ids as gpu_iceberg_put and gpu_iceberg_find. */
+#define GPU_SMALL_KEYS 1024
+floe_status gpu_iceberg_small(gpu_iceberg *t, int insert, const uint64_t *h_keys, size_t n, uint8_t *h_results,
+                              uint64_t *h_ids, gpu_stream stream, floe_errinfo *err);
+
 /* Counts of a piece's answers, computed on the device, for each of up to
  * GPU_SEGMENTS_MAX consecutive segments of it (the backend's pieces carry
  * that many batches): out[i][k] is how many results of segment i are k
