@@ -247,6 +247,8 @@ static job *launch_locked(batcher *bt)
             end_job(bt, first, first->pre_status, first->pre_error, false);
             continue;
         }
+        if (!is_key_op(first->op) && bt->inflight >= BATCHER_DEPTH_OTHER)
+            break; /* a scan's answer may be large: few at once */
         /* The run of compatible jobs at the head. */
         size_t n = first->n, count = 1;
         unsigned flags = first->flags;

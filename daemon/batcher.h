@@ -112,6 +112,10 @@ typedef struct batcher_limits {
  * (E1's 64 Ki keys) keep it full only when a few pieces' worth wait there. */
 #define BATCHER_DEPTH_PER_PART 16
 #define BATCHER_DEPTH_MAX      32
+/* A job that is not a key operation (scan, stats, copy) goes to the backend
+ * only while fewer batches than this are out: a scan answers up to max-frame
+ * bytes, and the memory of answers on their way stays that of a few. */
+#define BATCHER_DEPTH_OTHER 4
 
 /* One batch with the backend and its buffers. */
 typedef struct batch_slot {

@@ -10,6 +10,7 @@
 #include "conn.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
@@ -30,6 +31,11 @@
 #include "tls.h"
 
 #define IO_MAX_SINGLE      ((size_t)4 << 20) /* bytes per socket read or write call */
+/* A frame this large on a plain connection is read straight from the socket
+ * into its own buffer: libevent 2.1 reads at most 4 KiB a call into its
+ * input buffer (EVBUFFER_MAX_READ), 128 calls and callbacks and a copy out
+ * for each of E1's 512 KiB requests. */
+#define DIRECT_READ_MIN    ((uint32_t)64 << 10)
 
 static atomic_ulong next_serial = 1;
 
@@ -67,6 +73,8 @@ static void close_now(conn *c)
         ;
     bufferevent_free(c->bev);
     c->bev = NULL;
+    hostmem_put(c->srv->mem, c->rx_mem); /* a frame it was reading */
+    c->rx_mem = c->rx_frame = NULL;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -326,30 +334,66 @@ static bool looks_like_tls(const unsigned char *hdr)
     return hdr[0] == 0x16 && hdr[1] == 0x03;
 }
 
-/* Takes a frame's bytes out of `in` into a buffer of their own (the
+/* A buffer of its own for a frame of len bytes that begins `in` (the
  * request keeps it: its keys are read in place), placed so that the keys
- * of a key request start 8-byte aligned, as the engines read them.
- * Returns the buffer to free, *at_frame where the frame starts in it; NULL if
- * out of memory (the frame is dropped from `in`). */
-static unsigned char *take_frame(hostmem *mem, struct evbuffer *in, uint32_t len, unsigned char **at_frame)
+ * of a key request start 8-byte aligned, as the engines read them: the
+ * envelope is read from the first 256 bytes.  Returns the buffer to free,
+ * *at_frame where the frame starts in it; NULL if out of memory. */
+static unsigned char *frame_buffer(hostmem *mem, struct evbuffer *in, uint32_t len, unsigned char **at_frame)
 {
     unsigned char head[256];
-    const size_t have = len < sizeof head ? len : sizeof head;
-    evbuffer_copyout(in, head, have);
+    const ev_ssize_t got = evbuffer_copyout(in, head, len < sizeof head ? len : sizeof head);
     size_t at, pad = 0;
-    if (envelope_keys_at(head, have, &at))
+    if (got > 0 && envelope_keys_at(head, (size_t)got, &at))
         pad = (8 - at % 8) % 8;
     unsigned char *buf = hostmem_get(mem, (size_t)len + 8);
-    if (!buf) {
-        evbuffer_drain(in, len);
-        return NULL;
-    }
-    *at_frame = buf + pad;
-    evbuffer_remove(in, *at_frame, len);
+    if (buf)
+        *at_frame = buf + pad;
     return buf;
 }
 
+/* Takes a whole frame's bytes out of `in` into a buffer of its own
+ * (frame_buffer); NULL if out of memory (the frame is dropped from `in`). */
+static unsigned char *take_frame(hostmem *mem, struct evbuffer *in, uint32_t len, unsigned char **at_frame)
+{
+    unsigned char *buf = frame_buffer(mem, in, len, at_frame);
+    if (buf)
+        evbuffer_remove(in, *at_frame, len);
+    else
+        evbuffer_drain(in, len);
+    return buf;
+}
+
+/* Reads the rest of c's large frame: what libevent read meanwhile (it comes
+ * first), then straight from the socket, no further than the frame's end.
+ * True once the frame is whole; false when the socket has no more yet (an
+ * end of file or error is libevent's to see on its next read). */
+static bool read_direct(conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    c->rx_have += (uint32_t)evbuffer_remove(in, c->rx_frame + c->rx_have, c->rx_len - c->rx_have);
+    const evutil_socket_t fd = bufferevent_getfd(c->bev);
+    while (c->rx_have < c->rx_len) {
+        const ssize_t n = recv(fd, c->rx_frame + c->rx_have, c->rx_len - c->rx_have, MSG_DONTWAIT);
+        if (n > 0)
+            c->rx_have += (uint32_t)n;
+        else if (!(n < 0 && errno == EINTR))
+            return false;
+    }
+    return true;
+}
+
 static void read_frames_held(conn *c);
+
+/* No memory for a request's frame: its id is not known, so closing is the
+ * one way to tell its client. */
+static void frame_out_of_memory(conn *c, uint32_t len)
+{
+    count_request(c, METRICS_OP_UNKNOWN, 0);
+    LOG_LIMITED(LOG_ERROR, "connection %llu (%s): out of memory reading a request of %u bytes; closing it",
+                (unsigned long long)c->s.serial, c->peer, len);
+    close_now(c);
+}
 
 /* A request may close the connection (an answer that cannot be built, the
  * output limit): the reference keeps c alive until the loop has seen it. */
@@ -360,53 +404,85 @@ static void read_frames(conn *c)
     conn_unref(c);
 }
 
+/* The next whole frame of c in a buffer of its own: true with *mem (the
+ * buffer to free), *bytes and *len; false when none is whole yet, or the
+ * frame closed c (its header was wrong, or no memory for it). */
+static bool next_frame(conn *c, unsigned char **mem, unsigned char **bytes, uint32_t *len)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    if (c->rx_mem) { /* a large frame on its way */
+        if (!read_direct(c))
+            return false;
+        *mem = c->rx_mem;
+        *bytes = c->rx_frame;
+        *len = c->rx_len;
+        c->rx_mem = c->rx_frame = NULL;
+        c->s.t_frame = floe_now_ns();
+        metrics_request(c->srv->metrics, SHARD(c), -1, 4 + (size_t)*len);
+        return true;
+    }
+    const uint64_t max_frame = LIVE(c->srv, max_frame);
+    size_t have = evbuffer_get_length(in);
+    unsigned char hdr[4];
+    if (have < 4)
+        return false;
+    evbuffer_copyout(in, hdr, 4);
+    if (!c->tls && !c->said_hello && looks_like_tls(hdr)) {
+        /* an answer in our framing would only confuse its TLS client */
+        LOG_LIMITED(LOG_WARN, "connection %llu (%s): a TLS handshake on the plain port%s; closing",
+                    (unsigned long long)c->s.serial, c->peer,
+                    c->srv->tls_listener ? " (this floed has a TLS port)" : " (this floed has no TLS port)");
+        close_now(c);
+        return false;
+    }
+    const uint32_t n = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
+    if (n == 0 || n > max_frame) {
+        c->s.t_frame = floe_now_ns();
+        count_request(c, METRICS_OP_UNKNOWN, 4);
+    }
+    if (n == 0) {
+        fail_and_close(c, reply_error(0, FLOE_ERR_INVALID, "frame of length 0"), "frame of length 0");
+        return false;
+    }
+    if (n > max_frame) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "frame of %u bytes is above max-frame (%llu bytes)", n,
+                 (unsigned long long)max_frame);
+        fail_and_close(c, reply_error(0, FLOE_ERR_TOO_LARGE, msg), msg);
+        return false;
+    }
+    if (have < 4 + (size_t)n) { /* the rest is on its way */
+        if (c->tls || n < DIRECT_READ_MIN || have < 4 + 256)
+            return false;
+        evbuffer_drain(in, 4); /* its envelope is in: the rest goes straight into its buffer */
+        c->rx_mem = frame_buffer(c->srv->mem, in, n, &c->rx_frame);
+        c->rx_len = n;
+        c->rx_have = 0;
+        if (!c->rx_mem) {
+            frame_out_of_memory(c, n);
+            return false;
+        }
+        return next_frame(c, mem, bytes, len);
+    }
+    evbuffer_drain(in, 4);
+    c->s.t_frame = floe_now_ns();
+    metrics_request(c->srv->metrics, SHARD(c), -1, 4 + (size_t)n); /* its bytes; the operation once parsed */
+    *mem = take_frame(c->srv->mem, in, n, bytes);
+    if (!*mem) {
+        frame_out_of_memory(c, n);
+        return false;
+    }
+    *len = n;
+    return true;
+}
+
 static void read_frames_held(conn *c)
 {
-    const uint64_t max_frame = LIVE(c->srv, max_frame);
     while (c->open && !c->closing && !c->paused && !c->out_paused) {
-        struct evbuffer *in = bufferevent_get_input(c->bev);
-        size_t have = evbuffer_get_length(in);
-        unsigned char hdr[4];
-        if (have < 4)
+        unsigned char *bytes, *mem;
+        uint32_t len;
+        if (!next_frame(c, &mem, &bytes, &len))
             return;
-        evbuffer_copyout(in, hdr, 4);
-        if (!c->tls && !c->said_hello && looks_like_tls(hdr)) {
-            /* an answer in our framing would only confuse its TLS client */
-            LOG_LIMITED(LOG_WARN, "connection %llu (%s): a TLS handshake on the plain port%s; closing",
-                        (unsigned long long)c->s.serial, c->peer,
-                        c->srv->tls_listener ? " (this floed has a TLS port)" : " (this floed has no TLS port)");
-            close_now(c);
-            return;
-        }
-        uint32_t len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
-        if (len == 0 || len > max_frame) {
-            c->s.t_frame = floe_now_ns();
-            count_request(c, METRICS_OP_UNKNOWN, 4);
-        }
-        if (len == 0) {
-            fail_and_close(c, reply_error(0, FLOE_ERR_INVALID, "frame of length 0"), "frame of length 0");
-            return;
-        }
-        if (len > max_frame) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "frame of %u bytes is above max-frame (%llu bytes)", len,
-                     (unsigned long long)max_frame);
-            fail_and_close(c, reply_error(0, FLOE_ERR_TOO_LARGE, msg), msg);
-            return;
-        }
-        if (have < 4 + (size_t)len)
-            return; /* the rest is on its way */
-        evbuffer_drain(in, 4);
-        c->s.t_frame = floe_now_ns();
-        metrics_request(c->srv->metrics, SHARD(c), -1, 4 + (size_t)len); /* its bytes; the operation once parsed */
-        unsigned char *bytes, *mem = take_frame(c->srv->mem, in, len, &bytes);
-        if (!mem) { /* its id is not known: closing is the one way to tell its client */
-            count_request(c, METRICS_OP_UNKNOWN, 0);
-            LOG_LIMITED(LOG_ERROR, "connection %llu (%s): out of memory reading a request of %u bytes; closing it",
-                        (unsigned long long)c->s.serial, c->peer, len);
-            close_now(c);
-            return;
-        }
         envelope env;
         if (envelope_read(bytes, len, &env)) { /* a key request: served where it lies */
             if (admit(c, env.op, env.id))

@@ -3,6 +3,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <signal.h>
 #include <stdbool.h>
@@ -234,6 +235,92 @@ START_TEST(callbacks_and_batcher)
 }
 END_TEST
 
+/* Packs an insert of n keys into table t as a frame at buf (returns its bytes). */
+static size_t insert_frame(unsigned char *buf, uint64_t id, const char *t, const uint64_t *keys, size_t n)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
+    in.table = (char *)t;
+    in.keys.data = (uint8_t *)keys;
+    in.keys.len = n * 8;
+    req.id = id;
+    req.op_case = FLOE__V1__REQUEST__OP_INSERT;
+    req.insert = &in;
+    const size_t len = floe__v1__request__get_packed_size(&req);
+    buf[0] = (unsigned char)(len >> 24);
+    buf[1] = (unsigned char)(len >> 16);
+    buf[2] = (unsigned char)(len >> 8);
+    buf[3] = (unsigned char)len;
+    floe__v1__request__pack(&req, buf + 4);
+    return len + 4;
+}
+
+/* Large frames (read straight from the socket into their buffers, past
+ * libevent's 4 KiB reads) and a small one between them, sent back to back
+ * in pieces of odd sizes with pauses, so that floed meets each frame cut
+ * anywhere: every answer as a reference set says, in order. */
+START_TEST(large_frames_in_pieces)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    floe *c = connect_ok(&d);
+    create_set(c, "f", 40, 1000000, 1);
+    enum { NA = 100000, NB = 10, NC = 70000 };
+    uint64_t *a = malloc(NA * 8), b[NB], *cc = malloc(NC * 8);
+    for (size_t i = 0; i < NA; i++)
+        a[i] = i; /* 0 .. 99999 */
+    b[0] = 5;
+    for (size_t i = 1; i < NB; i++)
+        b[i] = NA + i; /* 100001 .. 100009 */
+    for (size_t i = 0; i < NC; i++)
+        cc[i] = 50000 + i; /* 50000 .. 119999 */
+    unsigned char *buf = malloc((NA + NB + NC) * 8 + 1024);
+    size_t len = insert_frame(buf, 1, "f", a, NA);
+    len += insert_frame(buf + len, 2, "f", b, NB);
+    len += insert_frame(buf + len, 3, "f", cc, NC);
+    const size_t cuts[] = {1, 3, 300, 4095, 7, 65536, 2, 100000, 4096, 13};
+    int fd = raw_connect(d.port);
+    for (size_t at = 0, k = 0; at < len; k++) {
+        size_t m = cuts[k % (sizeof cuts / sizeof *cuts)];
+        if (m > len - at)
+            m = len - at;
+        raw_send(fd, buf + at, m);
+        at += m;
+        if (k % 3 == 0)
+            usleep(2000); /* let floed read what came so far */
+    }
+    /* the answers, from a reference set of the keys sent before each */
+    const uint64_t *sent[3] = {a, b, cc};
+    const size_t ns[3] = {NA, NB, NC};
+    bool *seen = calloc(200000, 1);
+    for (int r = 0; r < 3; r++) {
+        Floe__V1__Response *resp = raw_read_response(fd, 10000);
+        ck_assert_ptr_nonnull(resp);
+        ck_assert_uint_eq(resp->id, (uint64_t)r + 1);
+        ck_assert_int_eq(resp->status, FLOE_OK);
+        ck_assert_uint_eq(resp->results.len, ns[r]);
+        for (size_t i = 0; i < ns[r]; i++) {
+            const uint64_t k = sent[r][i];
+            ck_assert_msg(resp->results.data[i] == (seen[k] ? FLOE_PRESENT : FLOE_INSERTED),
+                          "request %d key %zu (%llu): answer %u", r + 1, i, (unsigned long long)k,
+                          resp->results.data[i]);
+            seen[k] = true;
+        }
+        floe__v1__response__free_unpacked(resp, NULL);
+    }
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "f", &info), FLOE_OK);
+    ck_assert_uint_eq(info.keys, 120000); /* 0 .. 119999: B's keys are among them */
+    close(fd);
+    free(seen);
+    free(buf);
+    free(a);
+    free(cc);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *ops_suite(void)
 {
     Suite *s = suite_create("ops");
@@ -242,6 +329,7 @@ Suite *ops_suite(void)
     tcase_add_test(tc, every_operation);
     tcase_add_test(tc, pipelined_order);
     tcase_add_test(tc, callbacks_and_batcher);
+    tcase_add_test(tc, large_frames_in_pieces);
     suite_add_tcase(s, tc);
     return s;
 }
