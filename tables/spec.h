@@ -163,7 +163,7 @@ enum {
     FLOE_STAGE_H2D,       /* GPU: host-to-device copy (per piece) */
     FLOE_STAGE_KERNEL,    /* GPU: the table's kernels (per piece) */
     FLOE_STAGE_D2H,       /* GPU: device-to-host copy of the answers (per piece) */
-    FLOE_STAGE_STAGE_OUT, /* GPU: answers from pinned memory into the batch, tallies (per piece) */
+    FLOE_STAGE_STAGE_OUT, /* GPU: answers handed to the piece's batches, with their counts (per piece) */
     FLOE_STAGE_JOIN,      /* a table in parts: the parts' answers back into the batch's order (per batch) */
     FLOE_STAGE_REPLY,     /* building the response frames of a batch and handing them to io threads */
     FLOE_STAGE_IO_CPU,    /* CPU time of all io threads since floed started (server-wide) */
