@@ -333,16 +333,25 @@ void raw_send(int fd, const void *buf, size_t len)
     }
 }
 
+size_t raw_frame(Floe__V1__Request *req, unsigned char *buf)
+{
+    const size_t len = floe__v1__request__get_packed_size(req);
+    if (buf) {
+        buf[0] = (unsigned char)(len >> 24);
+        buf[1] = (unsigned char)(len >> 16);
+        buf[2] = (unsigned char)(len >> 8);
+        buf[3] = (unsigned char)len;
+        floe__v1__request__pack(req, buf + 4);
+    }
+    return len + 4;
+}
+
 void raw_send_request(int fd, Floe__V1__Request *req)
 {
-    size_t len = floe__v1__request__get_packed_size(req);
-    unsigned char *buf = malloc(len + 4);
-    buf[0] = (unsigned char)(len >> 24);
-    buf[1] = (unsigned char)(len >> 16);
-    buf[2] = (unsigned char)(len >> 8);
-    buf[3] = (unsigned char)len;
-    floe__v1__request__pack(req, buf + 4);
-    raw_send(fd, buf, len + 4);
+    const size_t len = raw_frame(req, NULL);
+    unsigned char *buf = malloc(len);
+    raw_frame(req, buf);
+    raw_send(fd, buf, len);
     free(buf);
 }
 

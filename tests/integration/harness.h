@@ -70,6 +70,8 @@ void make_certs(const char *dir);
 int raw_connect(unsigned port);
 void raw_send(int fd, const void *buf, size_t len);
 void raw_send_request(int fd, Floe__V1__Request *req);
+/* req as a frame (length, then the packed request) at buf, if not NULL; its bytes. */
+size_t raw_frame(Floe__V1__Request *req, unsigned char *buf);
 /* Reads one response frame (NULL on EOF or after timeout_ms). */
 Floe__V1__Response *raw_read_response(int fd, int timeout_ms);
 /* 1 if the server closed the connection within timeout_ms. */

@@ -246,13 +246,7 @@ static size_t insert_frame(unsigned char *buf, uint64_t id, const char *t, const
     req.id = id;
     req.op_case = FLOE__V1__REQUEST__OP_INSERT;
     req.insert = &in;
-    const size_t len = floe__v1__request__get_packed_size(&req);
-    buf[0] = (unsigned char)(len >> 24);
-    buf[1] = (unsigned char)(len >> 16);
-    buf[2] = (unsigned char)(len >> 8);
-    buf[3] = (unsigned char)len;
-    floe__v1__request__pack(&req, buf + 4);
-    return len + 4;
+    return raw_frame(&req, buf);
 }
 
 /* Large frames (read straight from the socket into their buffers, past
