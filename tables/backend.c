@@ -65,7 +65,42 @@ static bool keyed(floe_op op)
     return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET;
 }
 
-static floe_status batch_check(const floe_spec *spec, const floe_batch *b, bool keys_fit, floe_errinfo *err)
+/* A batch of at least this many keys has their widths checked across the
+ * backend's threads: on the submitting thread alone the pass over 8 bytes a
+ * key held in-process E1 on the GPU to ~600 M keys/s, a quarter of what the
+ * copy engines and kernels behind it take. */
+#define DOOR_SPLIT_KEYS ((size_t)1 << 15)
+#define DOOR_CHUNK_KEYS ((size_t)1 << 14)
+
+typedef struct fit_job {
+    const uint64_t *keys;
+    size_t n;
+    uint32_t key_bits;
+    _Atomic bool over; /* some chunk has a key too wide */
+} fit_job;
+
+static void fit_task(void *arg, size_t task)
+{
+    fit_job *j = arg;
+    const size_t at = task * DOOR_CHUNK_KEYS, m = j->n - at < DOOR_CHUNK_KEYS ? j->n - at : DOOR_CHUNK_KEYS;
+    if (!floe_keys_fit(j->key_bits, j->keys + at, m))
+        j->over = true;
+}
+
+/* Whether floe_batch_check may skip floe_request_check's pass over b's
+ * keys: they were found to fit here, split across the pool (a batch with a
+ * key too wide takes the whole check, which names it). */
+static bool keys_fit_split(floe_pool *pool, const floe_spec *spec, const floe_batch *b)
+{
+    if (!pool || !keyed(b->op) || spec->kind == FLOE_KIND_TREE || (b->flags & FLOE_BATCH_CHECKED) || !b->keys ||
+        b->n < DOOR_SPLIT_KEYS || b->n >= ((size_t)1 << 32))
+        return false;
+    fit_job j = {b->keys, b->n, spec->key_bits, false};
+    floe_pool_run(pool, (b->n + DOOR_CHUNK_KEYS - 1) / DOOR_CHUNK_KEYS, fit_task, &j);
+    return !j.over;
+}
+
+floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_pool *pool, floe_errinfo *err)
 {
     const bool tree = spec->kind == FLOE_KIND_TREE, map = spec->kind == FLOE_KIND_MAP;
     const bool vectors = tree && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND);
@@ -77,7 +112,7 @@ static floe_status batch_check(const floe_spec *spec, const floe_batch *b, bool 
         const void *keys = vectors ? (const void *)b->vectors : (const void *)b->keys;
         const size_t len = (n < SIZE_MAX / kb ? n : SIZE_MAX / kb) * kb;
         floe_status st =
-            keys_fit ? floe_request_check_fitted(spec, b->op, b->flags, n ? keys : NULL, len, b->values, b->values_len,
+            keys_fit_split(pool, spec, b) ? floe_request_check_fitted(spec, b->op, b->flags, n ? keys : NULL, len, b->values, b->values_len,
                                                  NULL, err)
                      : floe_request_check(spec, b->op, b->flags, n ? keys : NULL, len, b->values, b->values_len, NULL,
                                           err);
@@ -102,53 +137,13 @@ static floe_status batch_check(const floe_spec *spec, const floe_batch *b, bool 
     return FLOE_OK;
 }
 
-floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_errinfo *err)
-{
-    return batch_check(spec, b, false, err);
-}
-
-/* A batch of at least this many keys has their widths checked across the
- * backend's threads: on the submitting thread alone the pass over 8 bytes a
- * key held in-process E1 on the GPU to ~600 M keys/s, a quarter of what the
- * copy engines and kernels behind it take. */
-#define DOOR_SPLIT_KEYS ((size_t)1 << 15)
-#define DOOR_CHUNK_KEYS ((size_t)1 << 14)
-
-typedef struct fit_job {
-    const uint64_t *keys;
-    size_t n;
-    uint32_t key_bits;
-    _Atomic bool over; /* some chunk has a key too wide */
-} fit_job;
-
-static void fit_task(void *arg, size_t task)
-{
-    fit_job *j = arg;
-    const size_t at = task * DOOR_CHUNK_KEYS, m = j->n - at < DOOR_CHUNK_KEYS ? j->n - at : DOOR_CHUNK_KEYS;
-    if (!floe_keys_fit(j->key_bits, j->keys + at, m))
-        j->over = true;
-}
-
-/* Whether floe_batch_check may skip its pass over b's keys: they were
- * found to fit here, split across the pool (a batch with a key too wide
- * takes the whole check, which names it). */
-static bool keys_fit_split(floe_pool *pool, const floe_spec *spec, const floe_batch *b)
-{
-    if (!pool || !keyed(b->op) || spec->kind == FLOE_KIND_TREE || (b->flags & FLOE_BATCH_CHECKED) || !b->keys ||
-        b->n < DOOR_SPLIT_KEYS || b->n >= ((size_t)1 << 32))
-        return false;
-    fit_job j = {b->keys, b->n, spec->key_bits, false};
-    floe_pool_run(pool, (b->n + DOOR_CHUNK_KEYS - 1) / DOOR_CHUNK_KEYS, fit_task, &j);
-    return !j.over;
-}
-
 void floe_table_submit(floe_table *t, floe_batch *b)
 {
     memset(&b->counts, 0, sizeof b->counts);
     floe_errinfo_clear(&b->error);
     /* a refused batch still goes to the backend, which completes it in its
      * place in the order, on its own thread, without running it */
-    b->status = batch_check(&t->spec, b, keys_fit_split(t->backend->pool, &t->spec, b), &b->error);
+    b->status = floe_batch_check(&t->spec, b, t->backend->pool, &b->error);
     t->backend->ops->submit(t, b);
 }
 

@@ -155,8 +155,10 @@ void floe_backend_host_free(floe_backend *be, void *p);
  * floe_request_check on the batch's op, flags, keys (vectors), n and values
  * (skipped when FLOE_BATCH_CHECKED is set), then the buffers only an
  * in-process caller can get wrong: results, ids (WANT_IDS), values_out (a
- * MAP's WANT_VALUES), vectors_out (GET), scan_keys and scan_values (SCAN). */
-floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_errinfo *err);
+ * MAP's WANT_VALUES), vectors_out (GET), scan_keys and scan_values (SCAN).
+ * pool (may be NULL): a SET's or MAP's large batch has its keys' widths
+ * checked across it first. */
+floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, struct floe_pool *pool, floe_errinfo *err);
 
 /* The CPU backend, on a pool of `threads` threads (0: one per CPU). */
 floe_status floe_backend_cpu_create(unsigned threads, floe_backend **out, floe_errinfo *err);
