@@ -159,7 +159,8 @@ static void on_write(struct bufferevent *bev, void *arg)
 static bool quiet(const conn *c, uint64_t now)
 {
     return c->inflight == 0 && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 &&
-           evbuffer_get_length(bufferevent_get_input(c->bev)) == 0 && now - c->last_read >= STOP_QUIET_NS;
+           evbuffer_get_length(bufferevent_get_input(c->bev)) == 0 && !c->rx_mem && /* no frame half read */
+           now - c->last_read >= STOP_QUIET_NS;
 }
 
 static void stop_sweep(io_thread *io)

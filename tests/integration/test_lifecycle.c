@@ -81,6 +81,50 @@ START_TEST(sigterm_with_requests_in_flight)
 }
 END_TEST
 
+/* A large frame half sent when floed is told to stop (floed reads such
+ * frames straight into their buffers, outside libevent's): the connection
+ * is not quiet, so floed waits for the rest and answers it. */
+START_TEST(large_frame_half_sent_at_stop)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    floe *c = connect_ok(&d);
+    floe_table_def t = {.name = "h", .kind = FLOE_TABLE_SET, .capacity = 1000000};
+    ck_assert_int_eq(floe_create(c, &t), FLOE_OK);
+    enum { K = 100000 };
+    static uint64_t keys[K];
+    for (int i = 0; i < K; i++)
+        keys[i] = (uint64_t)i;
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
+    in.table = "h";
+    in.keys.data = (uint8_t *)keys;
+    in.keys.len = sizeof keys;
+    req.id = 7;
+    req.op_case = FLOE__V1__REQUEST__OP_INSERT;
+    req.insert = &in;
+    const size_t len = raw_frame(&req, NULL), half = len / 4;
+    unsigned char *frame = malloc(len);
+    raw_frame(&req, frame);
+    int fd = raw_connect(d.port);
+    raw_send(fd, frame, half);
+    usleep(50000);
+    kill(d.pid, SIGTERM);
+    usleep(300000); /* past the 100 ms after which a connection with nothing unread counts as quiet */
+    raw_send(fd, frame + half, len - half);
+    Floe__V1__Response *r = raw_read_response(fd, 5000);
+    ck_assert_msg(r != NULL, "the connection was closed with a frame half read");
+    ck_assert_uint_eq(r->id, 7);
+    ck_assert_msg(r->status == FLOE__V1__STATUS__OK || r->status == FLOE__V1__STATUS__ERR_SHUTTING_DOWN, "status %d: %s",
+                  r->status, r->error);
+    floe__v1__response__free_unpacked(r, NULL);
+    close(fd);
+    free(frame);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 START_TEST(tables_survive_restart)
 {
     char dir[] = "/tmp/floe-data-XXXXXX";
@@ -170,6 +214,7 @@ Suite *lifecycle_suite(void)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, client_killed_mid_request);
     tcase_add_test(tc, sigterm_with_requests_in_flight);
+    tcase_add_test(tc, large_frame_half_sent_at_stop);
     tcase_add_test(tc, tables_survive_restart);
     tcase_add_test(tc, config_file_and_flags);
     suite_add_tcase(s, tc);
