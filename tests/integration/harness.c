@@ -346,6 +346,19 @@ size_t raw_frame(Floe__V1__Request *req, unsigned char *buf)
     return len + 4;
 }
 
+size_t raw_insert_frame(unsigned char *buf, uint64_t id, const char *table, const uint64_t *keys, size_t n)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
+    in.table = (char *)table;
+    in.keys.data = (uint8_t *)keys;
+    in.keys.len = n * 8;
+    req.id = id;
+    req.op_case = FLOE__V1__REQUEST__OP_INSERT;
+    req.insert = &in;
+    return raw_frame(&req, buf);
+}
+
 void raw_send_request(int fd, Floe__V1__Request *req)
 {
     const size_t len = raw_frame(req, NULL);

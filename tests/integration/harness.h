@@ -72,6 +72,8 @@ void raw_send(int fd, const void *buf, size_t len);
 void raw_send_request(int fd, Floe__V1__Request *req);
 /* req as a frame (length, then the packed request) at buf, if not NULL; its bytes. */
 size_t raw_frame(Floe__V1__Request *req, unsigned char *buf);
+/* An insert of n keys into table as a frame at buf (if not NULL); its bytes. */
+size_t raw_insert_frame(unsigned char *buf, uint64_t id, const char *table, const uint64_t *keys, size_t n);
 /* Reads one response frame (NULL on EOF or after timeout_ms). */
 Floe__V1__Response *raw_read_response(int fd, int timeout_ms);
 /* 1 if the server closed the connection within timeout_ms. */

@@ -95,17 +95,9 @@ START_TEST(large_frame_half_sent_at_stop)
     static uint64_t keys[K];
     for (int i = 0; i < K; i++)
         keys[i] = (uint64_t)i;
-    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
-    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
-    in.table = "h";
-    in.keys.data = (uint8_t *)keys;
-    in.keys.len = sizeof keys;
-    req.id = 7;
-    req.op_case = FLOE__V1__REQUEST__OP_INSERT;
-    req.insert = &in;
-    const size_t len = raw_frame(&req, NULL), half = len / 4;
+    const size_t len = raw_insert_frame(NULL, 7, "h", keys, K), half = len / 4;
     unsigned char *frame = malloc(len);
-    raw_frame(&req, frame);
+    raw_insert_frame(frame, 7, "h", keys, K);
     int fd = raw_connect(d.port);
     raw_send(fd, frame, half);
     usleep(50000);

@@ -235,20 +235,6 @@ START_TEST(callbacks_and_batcher)
 }
 END_TEST
 
-/* Packs an insert of n keys into table t as a frame at buf (returns its bytes). */
-static size_t insert_frame(unsigned char *buf, uint64_t id, const char *t, const uint64_t *keys, size_t n)
-{
-    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
-    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
-    in.table = (char *)t;
-    in.keys.data = (uint8_t *)keys;
-    in.keys.len = n * 8;
-    req.id = id;
-    req.op_case = FLOE__V1__REQUEST__OP_INSERT;
-    req.insert = &in;
-    return raw_frame(&req, buf);
-}
-
 /* Large frames (read straight from the socket into their buffers, past
  * libevent's 4 KiB reads) and a small one between them, sent back to back
  * in pieces of odd sizes with pauses, so that floed meets each frame cut
@@ -269,9 +255,9 @@ START_TEST(large_frames_in_pieces)
     for (size_t i = 0; i < NC; i++)
         cc[i] = 50000 + i; /* 50000 .. 119999 */
     unsigned char *buf = malloc((NA + NB + NC) * 8 + 1024);
-    size_t len = insert_frame(buf, 1, "f", a, NA);
-    len += insert_frame(buf + len, 2, "f", b, NB);
-    len += insert_frame(buf + len, 3, "f", cc, NC);
+    size_t len = raw_insert_frame(buf, 1, "f", a, NA);
+    len += raw_insert_frame(buf + len, 2, "f", b, NB);
+    len += raw_insert_frame(buf + len, 3, "f", cc, NC);
     const size_t cuts[] = {1, 3, 300, 4095, 7, 65536, 2, 100000, 4096, 13};
     int fd = raw_connect(d.port);
     for (size_t at = 0, k = 0; at < len; k++) {
