@@ -212,6 +212,21 @@ START_TEST(test_first_wrong)
         ck_assert_uint_eq(wl_first_wrong(expect, answers, N), at);
         answers[at] = keep;
     }
+    /* exact expectations only (E1's): right, then each wrong answer at each place found */
+    for (size_t i = 0; i < N; i++) {
+        expect[i] = (uint8_t)(expect[i] % 3); /* INSERTED, PRESENT, ABSENT */
+        answers[i] = expect[i] == WL_EXPECT_INSERTED ? FLOE_INSERTED
+                     : expect[i] == WL_EXPECT_PRESENT ? FLOE_PRESENT
+                                                      : FLOE_ABSENT;
+    }
+    ck_assert_uint_eq(wl_first_wrong(expect, answers, N), N);
+    for (size_t at = 0; at < N; at += 89)
+        for (unsigned a = 0; a < 256; a++) {
+            const uint8_t keep = answers[at];
+            answers[at] = (uint8_t)a;
+            ck_assert_uint_eq(wl_first_wrong(expect, answers, N), wl_answer_ok(expect[at], (uint8_t)a) ? N : at);
+            answers[at] = keep;
+        }
 }
 END_TEST
 
