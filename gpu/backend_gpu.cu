@@ -122,7 +122,7 @@ struct stage {
     bool direct;                        /* one answer per key from the device (all but MAP inserts) */
     bool small;                         /* one kernel on pinned staging, no copies (launch_small) */
     gpu_tally *d_tally;                 /* direct pieces: their answers counted on the device ... */
-    unsigned long long (*h_counts)[5];  /* ... and copied back with them (pinned, 5 per segment) */
+    uint64_t (*h_counts)[5];            /* ... and copied back with them (pinned, 5 per segment) */
     /* MAP inserts: first occurrences (host) */
     uint32_t *rep, *src, *uniq;
     size_t distinct, m; /* keys sent to the device */
@@ -130,6 +130,10 @@ struct stage {
     floe_status st;
     floe_errinfo err;
 };
+
+static_assert(sizeof(((gpu_tally *)0)->out[0]) == sizeof(uint64_t[5]), "a segment's counts come back as 5 u64");
+static_assert(FLOE_ABSENT < 5 && FLOE_PRESENT < 5 && FLOE_INSERTED < 5 && FLOE_FULL < 5 && FLOE_ERASED < 5,
+              "gpu_tally counts answers 0..4");
 
 /* A TREE table's staging: pinned host and device buffers for one piece. */
 struct tree_stage {
@@ -799,19 +803,6 @@ static void answers_out(gpu_table *t, const seg_io *io, uint8_t *res, uint64_t *
         floe_pool_run(t->be->pool, tasks, out_task, &j);
 }
 
-/* Segment i's counts, as the device tallied them (a direct piece). */
-static floe_answer_counts device_counts(const stage *s, unsigned i)
-{
-    static_assert(FLOE_ABSENT < 5 && FLOE_PRESENT < 5 && FLOE_INSERTED < 5 && FLOE_FULL < 5 && FLOE_ERASED < 5,
-                  "gpu_tally counts answers 0..4");
-    floe_answer_counts c;
-    c.inserted = s->h_counts[i][FLOE_INSERTED];
-    c.present = s->h_counts[i][FLOE_PRESENT];
-    c.absent = s->h_counts[i][FLOE_ABSENT];
-    c.full = s->h_counts[i][FLOE_FULL];
-    c.erased = s->h_counts[i][FLOE_ERASED];
-    return c;
-}
 
 /* Whether some key of the stage's piece came back FULL. */
 static bool stage_full(const stage *s)
@@ -854,7 +845,7 @@ static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried)
         if (retried || s->small) /* FULL keys retried after growth: the answers differ from the device's counts */
             floe_answer_counts_tally(&c, res, g.n);
         else
-            c = device_counts(s, i);
+            floe_answer_counts_of(&c, s->h_counts[i]); /* as the device counted them */
     }
     b->counts.inserted += c.inserted;
     b->counts.present += c.present;

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <thrust/iterator/counting_iterator.h>
+#include <type_traits>
 
 #include "iceberg_gpu.h"
 #include "layout.h"
@@ -731,6 +732,29 @@ static inline unsigned blocks_for(uint64_t n)
     return (unsigned)((n + BLOCK - 1) / BLOCK);
 }
 
+/* The kernels are templated on the level-0 row width (16, 32 or 64 bits):
+ * f(RB) with it as a compile-time constant (RB::value), the one place that
+ * picks it.  with_shape: f(RB, INS) for the kernels also templated on insert. */
+template <typename F> static void with_row_bits(uint32_t row_bits, F f)
+{
+    if (row_bits == 16)
+        f(std::integral_constant<int, 16>{});
+    else if (row_bits == 32)
+        f(std::integral_constant<int, 32>{});
+    else
+        f(std::integral_constant<int, 64>{});
+}
+
+template <typename F> static void with_shape(uint32_t row_bits, bool insert, F f)
+{
+    with_row_bits(row_bits, [&](auto rb) {
+        if (insert)
+            f(rb, std::true_type{});
+        else
+            f(rb, std::false_type{});
+    });
+}
+
 static levels levels_of(const gpu_iceberg *t)
 {
     levels v;
@@ -862,30 +886,10 @@ static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool
         return FLOE_OK;
     unsigned blocks = blocks_for(n);
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
-#define K_OP(RB, INS)                                                                                                  \
-    k_op<RB, INS><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, d_ids, t->halt, t->seq, t->values,  \
-                                           t->vb, d_vout)
-    switch (t->g.level[0].row_bits * 2 + (insert ? 1 : 0)) {
-    case 32:
-        K_OP(16, false);
-        break;
-    case 33:
-        K_OP(16, true);
-        break;
-    case 64:
-        K_OP(32, false);
-        break;
-    case 65:
-        K_OP(32, true);
-        break;
-    case 128:
-        K_OP(64, false);
-        break;
-    default:
-        K_OP(64, true);
-        break;
-    }
-#undef K_OP
+    with_shape(t->g.level[0].row_bits, insert, [&](auto rb, auto ins) {
+        k_op<decltype(rb)::value, decltype(ins)::value><<<blocks, BLOCK, 0, s>>>(
+            t->g, L0, L1, L2, d_keys, n, d_results, d_ids, t->halt, t->seq, t->values, t->vb, d_vout);
+    });
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }
@@ -967,20 +971,10 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
     CUDA_TRY(cudaMemsetAsync(t->losers, 0, sizeof *t->losers, s), err);
     unsigned blocks = blocks_for(n);
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
-    switch (t->g.level[0].row_bits) {
-    case 16:
-        k_put_absent<16>
+    with_row_bits(t->g.level[0].row_bits, [&](auto rb) {
+        k_put_absent<decltype(rb)::value>
             <<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
-        break;
-    case 32:
-        k_put_absent<32>
-            <<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
-        break;
-    default:
-        k_put_absent<64>
-            <<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
-        break;
-    }
+    });
     return settle(t, ids, d_results, n, R_INSERTED, R_PRESENT, s, err);
 }
 
@@ -995,21 +989,11 @@ extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_key
     if (n == 0)
         return FLOE_OK;
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
-#define K_MAP(RB)                                                                                                      \
-    k_put_map<RB><<<blocks_for(n), BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, d_values, n, d_results, d_ids, t->halt,    \
-                                                  t->seq, t->values, t->vb, overwrite, d_values_out)
-    switch (t->g.level[0].row_bits) {
-    case 16:
-        K_MAP(16);
-        break;
-    case 32:
-        K_MAP(32);
-        break;
-    default:
-        K_MAP(64);
-        break;
-    }
-#undef K_MAP
+    with_row_bits(t->g.level[0].row_bits, [&](auto rb) {
+        k_put_map<decltype(rb)::value><<<blocks_for(n), BLOCK, 0, s>>>(
+            t->g, L0, L1, L2, d_keys, d_values, n, d_results, d_ids, t->halt, t->seq, t->values, t->vb, overwrite,
+            d_values_out);
+    });
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }
@@ -1051,29 +1035,10 @@ extern "C" floe_status gpu_iceberg_small(gpu_iceberg *t, int insert, const uint6
     next_seq(t);
     const unsigned threads = (unsigned)((n + 31) / 32 * 32);
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
-#define K_SMALL(RB, INS)                                                                                               \
-    k_small<RB, INS><<<1, threads, 0, s>>>(t->g, L0, L1, L2, h_keys, (uint32_t)n, h_results, h_ids, t->halt, t->seq)
-    switch (t->g.level[0].row_bits * 2 + (insert ? 1 : 0)) {
-    case 32:
-        K_SMALL(16, false);
-        break;
-    case 33:
-        K_SMALL(16, true);
-        break;
-    case 64:
-        K_SMALL(32, false);
-        break;
-    case 65:
-        K_SMALL(32, true);
-        break;
-    case 128:
-        K_SMALL(64, false);
-        break;
-    default:
-        K_SMALL(64, true);
-        break;
-    }
-#undef K_SMALL
+    with_shape(t->g.level[0].row_bits, insert, [&](auto rb, auto ins) {
+        k_small<decltype(rb)::value, decltype(ins)::value>
+            <<<1, threads, 0, s>>>(t->g, L0, L1, L2, h_keys, (uint32_t)n, h_results, h_ids, t->halt, t->seq);
+    });
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }
@@ -1221,20 +1186,10 @@ extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, 
         const uint64_t total = t->g.total_slots, step = (uint64_t)1 << 30;
         for (uint64_t first = 0; first < total && e == cudaSuccess; first += step) {
             uint64_t count = total - first < step ? total - first : step;
-#define K_RB(RB)                                                                                                       \
-    k_rebuild<RB><<<blocks_for(count), BLOCK>>>(t->g, from, t->values, nt.g, to, nt.values, t->vb, first, count, failed)
-            switch (nt.g.level[0].row_bits) {
-            case 16:
-                K_RB(16);
-                break;
-            case 32:
-                K_RB(32);
-                break;
-            default:
-                K_RB(64);
-                break;
-            }
-#undef K_RB
+            with_row_bits(nt.g.level[0].row_bits, [&](auto rb) {
+                k_rebuild<decltype(rb)::value><<<blocks_for(count), BLOCK>>>(t->g, from, t->values, nt.g, to,
+                                                                             nt.values, t->vb, first, count, failed);
+            });
             e = cudaGetLastError();
         }
         int h = 1;

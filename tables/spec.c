@@ -159,11 +159,16 @@ void floe_answer_counts_tally(floe_answer_counts *c, const uint8_t *results, siz
     for (; i < n; i++)
         if (results[i] < 5)
             count[results[i]]++;
-    c->inserted = count[FLOE_INSERTED];
-    c->present = count[FLOE_PRESENT];
-    c->absent = count[FLOE_ABSENT];
-    c->full = count[FLOE_FULL];
-    c->erased = count[FLOE_ERASED];
+    floe_answer_counts_of(c, count);
+}
+
+void floe_answer_counts_of(floe_answer_counts *c, const uint64_t by_answer[5])
+{
+    c->inserted = by_answer[FLOE_INSERTED];
+    c->present = by_answer[FLOE_PRESENT];
+    c->absent = by_answer[FLOE_ABSENT];
+    c->full = by_answer[FLOE_FULL];
+    c->erased = by_answer[FLOE_ERASED];
 }
 
 /* Key i of n packed u64 keys at any alignment: the wire's bytes, as they

@@ -132,6 +132,8 @@ bool floe_keys_fit(uint32_t key_bits, const uint64_t *keys, size_t n);
 
 /* Sets c from n per-key answers (c may be NULL). */
 void floe_answer_counts_tally(floe_answer_counts *c, const uint8_t *results, size_t n);
+/* The counts from how many answers were each of 0..4 (FLOE_ABSENT .. FLOE_ERASED). */
+void floe_answer_counts_of(floe_answer_counts *c, const uint64_t by_answer[5]);
 
 /* Where a scan resumes: a slot position, valid for one generation. */
 typedef struct floe_scan_pos {
