@@ -11,11 +11,13 @@
  * where they are pinned, else through the stage's pinned buffer), the
  * table's kernels run on the table's kernel stream (which waits for the
  * copy with an event, and so runs the pieces one after another in
- * submission order), and the answers come back on the copy stream with
- * their counts per batch (one small kernel tallies them on the device, so
- * the worker never reads a piece's answers).  With three stages, copy-in of
- * piece k+1, the kernels of piece k and copy-out of piece k-1 overlap.  The
- * worker retires stages in order, so batches complete in submission order.
+ * submission order), and the last of them writes every batch's answers
+ * where they go, with their counts (gpu_answers_out: the worker never reads
+ * a piece's answers).  A piece of several segments comes in by one kernel
+ * too (gpu_keys_in), so a piece costs a handful of driver calls, whatever
+ * its batches: those calls were the worker's time per piece.  With three
+ * stages, copy-in of piece k+1 overlaps the kernels of piece k.  The worker
+ * retires stages in order, so batches complete in submission order.
  * Nothing synchronises the device on this path: the worker waits on events
  * only.
  *
@@ -105,10 +107,11 @@ struct seg_io {
 
 struct stage {
     cudaStream_t copy;
-    /* h0 -> in: host-to-device copy; k0 -> k: kernels; o0 -> done: copy back (timing events) */
+    /* h0 -> in: keys in; k0 -> k: kernels; o0 -> done: answers back (a MAP insert's); a direct
+     * piece's kernels end with its answers written out: k0 -> done (timing events) */
     cudaEvent_t h0_ev, in_ev, k0_ev, k_ev, o0_ev, done_ev;
     bool timed;        /* every event above was recorded (one piece in TIME_EVERY) */
-    uint64_t stage_ns; /* host time staging the keys */
+    uint64_t stage_ns; /* the worker's time setting the piece up and enqueueing it */
     size_t cap;        /* keys */
     /* pinned host */
     uint64_t *h_keys, *h_ids;
@@ -122,7 +125,7 @@ struct stage {
     bool direct;                        /* one answer per key from the device (all but MAP inserts) */
     bool small;                         /* one kernel on pinned staging, no copies (launch_small) */
     gpu_tally *d_tally;                 /* direct pieces: their answers counted on the device ... */
-    uint64_t (*h_counts)[5];            /* ... and copied back with them (pinned, 5 per segment) */
+    uint64_t (*h_counts)[5];            /* ... and written here with them (pinned, 5 per segment) */
     /* MAP inserts: first occurrences (host) */
     uint32_t *rep, *src, *uniq;
     size_t distinct, m; /* keys sent to the device */
@@ -131,7 +134,6 @@ struct stage {
     floe_errinfo err;
 };
 
-static_assert(sizeof(((gpu_tally *)0)->out[0]) == sizeof(uint64_t[5]), "a segment's counts come back as 5 u64");
 static_assert(FLOE_ABSENT < 5 && FLOE_PRESENT < 5 && FLOE_INSERTED < 5 && FLOE_FULL < 5 && FLOE_ERASED < 5,
               "gpu_tally counts answers 0..4");
 
@@ -391,7 +393,7 @@ static void fail_batch(floe_batch *b, floe_status st, const floe_errinfo *err)
  * in its piece is read and answered where it lies if that is pinned (a
  * merged batch is); otherwise the keys go through the stage's pinned
  * buffers, a copy each way on the host. */
-static void launch_small(gpu_table *t, stage *s, uint64_t t0)
+static void launch_small(gpu_table *t, stage *s)
 {
     const piece &p = s->p;
     floe_batch *b = p.seg[0].b;
@@ -416,7 +418,6 @@ static void launch_small(gpu_table *t, stage *s, uint64_t t0)
         m += g.n;
     }
     s->m = m;
-    s->stage_ns = floe_now_ns() - t0;
     if (b->op == FLOE_OP_INSERT)
         t->inflight_keys += m;
     const bool timing = t->launched++ % TIME_EVERY == 0;
@@ -440,9 +441,8 @@ static void launch_small(gpu_table *t, stage *s, uint64_t t0)
 
 /* Stages a piece and enqueues its copies and kernels.  Its segments share
  * the op and flags (join_queued). */
-static void launch(gpu_table *t, const piece &p)
+static void enqueue_piece(gpu_table *t, stage *s, const piece &p)
 {
-    stage *s = &t->stg[(t->head + t->count) % STAGES];
     floe_batch *b = p.seg[0].b;
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
     /* want_values means nothing to an erase (the door lets it through without values_out) */
@@ -455,7 +455,6 @@ static void launch(gpu_table *t, const piece &p)
     s->timed = false;
     t->count++;
 
-    const uint64_t t0 = floe_now_ns();
     floe_status st = stage_reserve(s, p.n, vb, &s->err);
     /* a MAP insert's device answers are per distinct key: staged, then scattered (retire); it is
      * a piece of one segment */
@@ -463,7 +462,7 @@ static void launch(gpu_table *t, const piece &p)
     s->direct = direct;
     s->small = st == FLOE_OK && !vb && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND) && p.n <= GPU_SMALL_KEYS;
     if (s->small) {
-        launch_small(t, s, t0);
+        launch_small(t, s);
         return;
     }
     size_t m = 0; /* keys sent to the device */
@@ -503,7 +502,6 @@ static void launch(gpu_table *t, const piece &p)
         m += g.n;
     }
     s->m = m;
-    s->stage_ns = floe_now_ns() - t0;
     if (b->op == FLOE_OP_INSERT)
         t->inflight_keys += m;
     if (st != FLOE_OK) {
@@ -511,21 +509,34 @@ static void launch(gpu_table *t, const piece &p)
         return;
     }
 
+    /* where each segment's keys come from and its answers go: the device reads and writes them there */
+    gpu_segments segs;
+    segs.n = p.nseg;
+    for (unsigned i = 0; i < p.nseg; i++) {
+        const seg_io &io = s->io[i];
+        segs.end[i] = (uint32_t)(io.at + io.m);
+        segs.keys[i] = io.in_keys;
+        segs.res[i] = io.out_res;
+        segs.ids[i] = io.out_ids;
+        segs.vout[i] = io.out_vout;
+    }
     const bool timing = t->launched++ % TIME_EVERY == 0;
     cudaError_t e = timing ? cudaEventRecord(s->h0_ev, s->copy) : cudaSuccess;
-    for (unsigned i = 0; i < p.nseg && e == cudaSuccess; i++)
-        e = cudaMemcpyAsync(s->d_keys + s->io[i].at, s->io[i].in_keys, s->io[i].m * 8, cudaMemcpyHostToDevice,
-                            s->copy);
-    if (e == cudaSuccess && !direct)
+    if (e == cudaSuccess && direct && p.nseg > 1)
+        st = gpu_keys_in(s->d_keys, &segs, (gpu_stream)s->copy, &s->err); /* one launch for every segment */
+    else if (e == cudaSuccess) /* one segment: the copy engine */
+        e = cudaMemcpyAsync(s->d_keys, s->io[0].in_keys, s->io[0].m * 8, cudaMemcpyHostToDevice, s->copy);
+    if (st == FLOE_OK && e == cudaSuccess && !direct)
         e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, s->copy);
-    if (e == cudaSuccess)
+    if (st == FLOE_OK && e == cudaSuccess)
         e = cudaEventRecord(s->in_ev, s->copy);
-    if (e == cudaSuccess)
+    if (st == FLOE_OK && e == cudaSuccess)
         e = cudaStreamWaitEvent(t->ks, s->in_ev, 0);
-    if (e == cudaSuccess && timing) /* the kernels start when the copy is in and the previous piece's are done */
+    if (st == FLOE_OK && e == cudaSuccess && timing) /* the kernels start when the copy is in and the previous
+                                                      * piece's are done */
         e = cudaEventRecord(s->k0_ev, t->ks);
-    if (e != cudaSuccess) {
-        s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "staging a batch: %s", cuda_msg(e));
+    if (st != FLOE_OK || e != cudaSuccess) {
+        s->st = st != FLOE_OK ? st : floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "staging a batch: %s", cuda_msg(e));
         return;
     }
     uint64_t *d_ids = want_ids ? s->d_ids : NULL;
@@ -542,40 +553,43 @@ static void launch(gpu_table *t, const piece &p)
         st = gpu_iceberg_erase(t->ice, s->d_keys, m, s->d_res, ks, &s->err);
         break;
     }
-    if (st == FLOE_OK && direct) {
-        gpu_segments segs;
-        segs.n = p.nseg;
-        for (unsigned i = 0; i < p.nseg; i++)
-            segs.end[i] = (uint32_t)(s->io[i].at + s->io[i].m);
-        st = gpu_answer_tally(s->d_res, &segs, s->d_tally, ks, &s->err);
-    }
+    if (st == FLOE_OK && direct) /* answers and counts written where they go, by one kernel */
+        st = gpu_answers_out(s->d_res, d_ids, d_vout, vb, &segs, s->d_tally, s->h_counts, ks, &s->err);
     if (st != FLOE_OK) {
         s->st = st;
         return;
     }
-    e = cudaEventRecord(s->k_ev, t->ks);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(s->copy, s->k_ev, 0);
-    if (e == cudaSuccess && timing)
-        e = cudaEventRecord(s->o0_ev, s->copy);
-    for (unsigned i = 0; i < p.nseg && e == cudaSuccess; i++) {
-        const seg_io &io = s->io[i];
-        e = cudaMemcpyAsync(io.out_res, s->d_res + io.at, io.m, cudaMemcpyDeviceToHost, s->copy);
+    if (direct) {
+        e = cudaEventRecord(s->done_ev, t->ks);
+    } else { /* a MAP insert's answers, per distinct key, come back into staging */
+        const seg_io &io = s->io[0];
+        e = cudaEventRecord(s->k_ev, t->ks);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(s->copy, s->k_ev, 0);
+        if (e == cudaSuccess && timing)
+            e = cudaEventRecord(s->o0_ev, s->copy);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(io.out_res, s->d_res, io.m, cudaMemcpyDeviceToHost, s->copy);
         if (e == cudaSuccess && d_ids)
-            e = cudaMemcpyAsync(io.out_ids, s->d_ids + io.at, io.m * 8, cudaMemcpyDeviceToHost, s->copy);
+            e = cudaMemcpyAsync(io.out_ids, s->d_ids, io.m * 8, cudaMemcpyDeviceToHost, s->copy);
         if (e == cudaSuccess && d_vout)
-            e = cudaMemcpyAsync(io.out_vout, (unsigned char *)s->d_vout + io.at * vb, io.m * vb,
-                                cudaMemcpyDeviceToHost, s->copy);
+            e = cudaMemcpyAsync(io.out_vout, s->d_vout, io.m * vb, cudaMemcpyDeviceToHost, s->copy);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(s->done_ev, s->copy);
     }
-    if (e == cudaSuccess && direct)
-        e = cudaMemcpyAsync(s->h_counts, s->d_tally->out, p.nseg * sizeof *s->d_tally->out, cudaMemcpyDeviceToHost,
-                            s->copy);
-    if (e == cudaSuccess)
-        e = cudaEventRecord(s->done_ev, s->copy);
     if (e != cudaSuccess)
         s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "running a batch: %s", cuda_msg(e));
     else
         s->timed = timing;
+}
+
+/* Launches a piece on the next stage: the worker's time for it is stage_in. */
+static void launch(gpu_table *t, const piece &p)
+{
+    const uint64_t t0 = floe_now_ns();
+    stage *s = &t->stg[(t->head + t->count) % STAGES];
+    enqueue_piece(t, s, p);
+    s->stage_ns = floe_now_ns() - t0;
 }
 
 /* Adds a finished stage's times to the table's stage timers. */
@@ -585,9 +599,11 @@ static void stage_account(gpu_table *t, const stage *s)
     floe_stage_add(&t->stage[FLOE_STAGE_STAGE_IN], s->p.n, s->stage_ns);
     if (!s->timed)
         return;
-    const cudaEvent_t from[3] = {s->h0_ev, s->k0_ev, s->o0_ev}, to[3] = {s->in_ev, s->k_ev, s->done_ev};
+    /* a small piece: its kernel only; a direct one: its kernels end with the answers written out */
+    const cudaEvent_t from[3] = {s->h0_ev, s->k0_ev, s->o0_ev};
+    const cudaEvent_t to[3] = {s->in_ev, s->direct && !s->small ? s->done_ev : s->k_ev, s->done_ev};
     const int which[3] = {FLOE_STAGE_H2D, FLOE_STAGE_KERNEL, FLOE_STAGE_D2H};
-    for (int i = s->small ? 1 : 0; i < (s->small ? 2 : 3); i++) { /* a small piece: its kernel only */
+    for (int i = s->small ? 1 : 0; i < (s->small ? 2 : s->direct ? 2 : 3); i++) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, from[i], to[i]) == cudaSuccess) {
             floe_stage_time *st = &t->stage[which[i]]; /* for TIME_EVERY pieces of this one's size */
@@ -1423,7 +1439,7 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree
         if (e == cudaSuccess)
             e = cudaMemset(s->d_tally, 0, sizeof *s->d_tally);
         if (e == cudaSuccess)
-            e = cudaHostAlloc(&s->h_counts, sizeof s->d_tally->out, cudaHostAllocDefault);
+            e = cudaHostAlloc(&s->h_counts, GPU_SEGMENTS_MAX * sizeof *s->h_counts, cudaHostAllocDefault);
     }
     floe_status st = FLOE_OK;
     if (e != cudaSuccess)

@@ -19,10 +19,12 @@
  * present before the batch; only the others race in the table, where
  * exactly one occurrence of each is INSERTED.  An occurrence that was absent
  * before but comes back PRESENT lost to another occurrence of its own batch:
- * a "loser".  Losers (none in a batch of distinct keys) go into a small
- * scratch map keyed by the slot id all occurrences share (ids are below
- * 2^45, so ~0 marks an empty entry) with the smallest loser index; a winner
- * whose map entry has a smaller index hands INSERTED to it.
+ * a "loser".  Losers (none in a batch of distinct keys) go into a scratch
+ * map keyed by the slot id all occurrences share, with the smallest loser
+ * index; a winner whose map entry has a smaller index hands INSERTED to it.
+ * Entries carry the batch's tag above the id (ids are below 2^45), so that
+ * an entry of an earlier batch reads as empty: nothing is cleared between
+ * batches, and a batch without losers pays two launches that return at once.
  */
 #include <assert.h>
 #include <cub/device/device_select.cuh>
@@ -61,10 +63,12 @@ struct gpu_iceberg {
     unsigned long long *scan_count;
     void *scan_tmp;
     size_t scan_tmp_bytes;
-    /* fix-up scratch, grown on demand */
+    /* fix-up scratch, grown on demand; its entries carry the tag of the
+     * batch that wrote them */
     uint64_t *scratch_ids;
-    uint32_t *scratch_min;
-    unsigned long long *losers;
+    uint64_t *scratch_min;
+    unsigned *loser_tag; /* the tag of the last batch that had a loser */
+    unsigned tag;        /* the current batch's, 1 .. TAG_MAX */
     uint64_t *tmp_ids;
     size_t scratch_cap, tmp_cap;
 };
@@ -392,7 +396,7 @@ __device__ __forceinline__ uint64_t scratch_hash(uint64_t x)
 template <int RB0>
 __global__ void __launch_bounds__(BLOCK, 2)
     k_put_absent(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
-                 const uint64_t *keys, uint64_t n, uint8_t *results, uint64_t *ids, unsigned long long *losers,
+                 const uint64_t *keys, uint64_t n, uint8_t *results, uint64_t *ids, unsigned *loser_tag, unsigned tag,
                  unsigned *halt, unsigned seq)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
@@ -405,70 +409,74 @@ __global__ void __launch_bounds__(BLOCK, 2)
         halt_on_full(halt, seq);
     if (res == R_PRESENT) {
         res |= LOSER;
-        atomicAdd(losers, 1ull);
+        *loser_tag = tag;
     }
     results[i] = res;
     ids[i] = id;
 }
 
-__device__ __forceinline__ uint64_t scratch_mask(const unsigned long long *losers)
-{
-    uint64_t cap = 1024;
-    while (cap < 2 * *losers)
-        cap <<= 1;
-    return cap - 1;
-}
-
-__global__ void k_clear(uint64_t *skeys, uint32_t *smin, const unsigned long long *losers, uint64_t limit)
-{
-    uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (j > scratch_mask(losers) || j >= limit)
-        return;
-    skeys[j] = FLOE_NO_ID;
-    smin[j] = 0xFFFFFFFFu;
-}
+/* Scratch entries: the batch's tag in the bits above the id (scratch_ids)
+ * or above the index (scratch_min).  Tag 0 is never used: zeroed memory is
+ * empty. */
+#define TAG_SHIFT 45
+#define TAG_MAX   ((1u << (64 - TAG_SHIFT)) - 1)
 
 /* Losers enter the map with their index; each takes its plain answer
  * (PRESENT for a put, ABSENT for an erase). */
-__global__ void k_group(const uint64_t *ids, uint8_t *results, uint64_t n, uint64_t *skeys, uint32_t *smin,
-                        const unsigned long long *losers, uint8_t lose)
+__global__ void k_group(const uint64_t *ids, uint8_t *results, uint64_t n, uint64_t *skeys, uint64_t *smin,
+                        uint64_t mask, unsigned tag, uint8_t lose)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n || !(results[i] & LOSER))
         return;
-    const uint64_t mask = scratch_mask(losers);
-    uint64_t id = ids[i], h = scratch_hash(id) & mask;
-    for (;;) {
-        unsigned long long old = atomicCAS(reinterpret_cast<unsigned long long *>(skeys + h), FLOE_NO_ID, id);
-        if (old == FLOE_NO_ID || old == id) {
-            atomicMin(smin + h, (uint32_t)i);
+    const uint64_t id = ids[i], want = (uint64_t)tag << TAG_SHIFT | id;
+    uint64_t h = scratch_hash(id) & mask, k = __ldcg(skeys + h);
+    for (;;) { /* the first entry that is this key's, or empty (another batch's) and claimed */
+        if (k == want)
             break;
+        if (k >> TAG_SHIFT != tag) {
+            const uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(skeys + h), k, want);
+            if (old == k)
+                break;
+            k = old; /* taken meanwhile: look again */
+            continue;
         }
         h = (h + 1) & mask;
+        k = __ldcg(skeys + h);
+    }
+    const uint64_t mine = (uint64_t)tag << 32 | (uint32_t)i;
+    uint64_t m = __ldcg(smin + h);
+    while (m >> 32 != tag || (uint32_t)m > (uint32_t)i) { /* another batch's, or a later index */
+        const uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(smin + h), m, mine);
+        if (old == m)
+            break;
+        m = old;
     }
     results[i] = lose;
 }
 
 /* A winner (INSERTED, ERASED) with an earlier loser of its key hands its answer over. */
-__global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, const uint64_t *skeys, const uint32_t *smin,
-                         const unsigned long long *losers, uint8_t win, uint8_t lose)
+__global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, const uint64_t *skeys,
+                         const uint64_t *smin, uint64_t mask, const unsigned *loser_tag, unsigned tag, uint8_t win,
+                         uint8_t lose)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n || results[i] != win || *losers == 0)
+    if (i >= n || results[i] != win || *loser_tag != tag)
         return;
-    const uint64_t mask = scratch_mask(losers);
-    uint64_t id = ids[i], h = scratch_hash(id) & mask;
+    const uint64_t id = ids[i], want = (uint64_t)tag << TAG_SHIFT | id;
+    uint64_t h = scratch_hash(id) & mask;
     for (;;) {
-        uint64_t k = skeys[h];
-        if (k == FLOE_NO_ID)
+        const uint64_t k = skeys[h];
+        if (k >> TAG_SHIFT != tag)
             return; /* no loser of this key */
-        if (k == id)
+        if (k == want)
             break;
         h = (h + 1) & mask;
     }
-    if (smin[h] < (uint32_t)i) {
+    const uint32_t first = (uint32_t)smin[h];
+    if (first < (uint32_t)i) {
         results[i] = lose;
-        results[smin[h]] = win;
+        results[first] = win;
     }
 }
 
@@ -478,7 +486,7 @@ __global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, cons
  * changed.  An occurrence that finds the tombstone already there lost to a
  * twin in its own batch. */
 __global__ void k_erase(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, uint64_t n,
-                        uint8_t *results, const uint64_t *ids, unsigned long long *losers)
+                        uint8_t *results, const uint64_t *ids, unsigned *loser_tag, unsigned tag)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n || results[i] != R_PRESENT)
@@ -493,7 +501,7 @@ __global__ void k_erase(const __grid_constant__ floe_geometry g, uint64_t *L0, u
     for (;;) {
         if (floe_row_get(&w, lv.row_bits, slot % (64 / lv.row_bits)) == tomb) {
             results[i] = R_ABSENT | LOSER;
-            atomicAdd(losers, 1ull);
+            *loser_tag = tag;
             return;
         }
         uint64_t desired = floe_row_put(w, lv.row_bits, slot % (64 / lv.row_bits), tomb);
@@ -571,31 +579,78 @@ __global__ void __launch_bounds__(GPU_SMALL_KEYS, 1)
     }
 }
 
-/* ---- answer tallies -------------------------------------------------------------------------------- */
+/* ---- a piece's keys in and answers out, one launch each ----------------------------------------- */
 
-#define TALLY_BLOCKS 132 /* a grid-stride pass: one block per SM of an H100 is plenty for a piece's bytes */
+#define OUT_BLOCKS 132 /* per segment, a grid-stride pass: one block per SM of an H100 is plenty for a piece's bytes */
 
-/* Column y of the grid counts segment y: t->out[y] = the counts of answers
- * 0..4 in it.  t->acc[y] and t->ticket[y] are zero before and after (the
- * column's last block to finish moves acc to out and clears it, so a
- * launch needs no memset before it). */
-__global__ void k_tally(const uint8_t *results, const __grid_constant__ gpu_segments segs, gpu_tally *t)
+/* Column y of the grid copies segment y's keys from where they lie
+ * (pinned host memory, read over the bus) to d_keys. */
+__global__ void k_keys_in(uint64_t *d_keys, const __grid_constant__ gpu_segments segs)
 {
     const unsigned y = blockIdx.y;
-    const uint64_t from = y ? segs.end[y - 1] : 0, to = segs.end[y];
+    const uint64_t from = y ? segs.end[y - 1] : 0, m = segs.end[y] - from;
+    const uint64_t *src = segs.keys[y];
+    for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < m; j += (uint64_t)gridDim.x * blockDim.x)
+        d_keys[from + j] = src[j];
+}
+
+__device__ __forceinline__ void count_answer(unsigned (&c)[5], uint8_t r)
+{
+#pragma unroll
+    for (int k = 0; k < 5; k++)
+        c[k] += r == k;
+}
+
+/* Column y of the grid hands segment y its answers: the result bytes (16 a
+ * store where the destination allows: one write over the bus per 16
+ * answers), ids and values where wanted, and counts[y] = how many results
+ * are 0..4.  t->acc[y] and t->ticket[y] are zero before and after (the
+ * column's last block to finish moves acc to counts and clears it, so a
+ * launch needs no memset before it). */
+__global__ void k_out(const uint8_t *results, const uint64_t *ids, const void *vals, uint32_t vb,
+                      const __grid_constant__ gpu_segments segs, gpu_tally *t, unsigned long long (*counts)[5])
+{
+    const unsigned y = blockIdx.y;
+    const uint64_t from = y ? segs.end[y - 1] : 0, m = segs.end[y] - from;
+    const uint64_t tid = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x, stride = (uint64_t)gridDim.x * blockDim.x;
+    const uint8_t *r = results + from;
+    uint8_t *dst = segs.res[y];
     __shared__ unsigned long long sum[5];
     __shared__ bool last;
     if (threadIdx.x < 5)
         sum[threadIdx.x] = 0;
     __syncthreads();
     unsigned c[5] = {0, 0, 0, 0, 0};
-    for (uint64_t i = from + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < to;
-         i += (uint64_t)gridDim.x * blockDim.x) {
-        const uint8_t r = results[i];
-#pragma unroll
-        for (int k = 0; k < 5; k++)
-            c[k] += r == k;
+    const uint64_t head = min(m, (uint64_t)((16 - ((uintptr_t)dst & 15)) & 15)); /* bytes until dst is aligned */
+    const uint64_t chunks = (m - head) / 16, tail = head + chunks * 16;
+    for (uint64_t j = tid; j < head; j += stride) {
+        dst[j] = r[j];
+        count_answer(c, r[j]);
     }
+    for (uint64_t q = tid; q < chunks; q += stride) {
+        const uint8_t *p = r + head + q * 16;
+        uint32_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            w[k] = 0;
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                count_answer(c, p[4 * k + b]);
+                w[k] |= (uint32_t)p[4 * k + b] << (8 * b);
+            }
+        }
+        *reinterpret_cast<uint4 *>(dst + head + q * 16) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    for (uint64_t j = tail + tid; j < m; j += stride) {
+        dst[j] = r[j];
+        count_answer(c, r[j]);
+    }
+    if (segs.ids[y])
+        for (uint64_t j = tid; j < m; j += stride)
+            segs.ids[y][j] = ids[from + j];
+    if (segs.vout[y])
+        for (uint64_t j = tid; j < m; j += stride)
+            value_set(segs.vout[y], vb, j, value_get(vals, vb, from + j));
 #pragma unroll
     for (int k = 0; k < 5; k++) {
         const unsigned w = __reduce_add_sync(0xFFFFFFFFu, c[k]);
@@ -611,7 +666,7 @@ __global__ void k_tally(const uint8_t *results, const __grid_constant__ gpu_segm
         last = atomicAdd(&t->ticket[y], 1u) == gridDim.x - 1;
     __syncthreads();
     if (last && threadIdx.x < 5) {
-        t->out[y][threadIdx.x] = atomicExch(&t->acc[y][threadIdx.x], 0ull);
+        counts[y][threadIdx.x] = atomicExch(&t->acc[y][threadIdx.x], 0ull);
         if (threadIdx.x == 0)
             t->ticket[y] = 0;
     }
@@ -861,7 +916,7 @@ extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
     cudaFree(t->halt);
     cudaFree(t->scratch_ids);
     cudaFree(t->scratch_min);
-    cudaFree(t->losers);
+    cudaFree(t->loser_tag);
     cudaFree(t->tmp_ids);
     cudaFree(t->scan_pos);
     cudaFree(t->scan_count);
@@ -899,8 +954,10 @@ static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_errinfo *err)
     size_t cap = 1024;
     while (cap < 2 * n)
         cap <<= 1;
-    if (!t->losers)
-        CUDA_TRY(cudaMalloc(&t->losers, sizeof *t->losers), err);
+    if (!t->loser_tag) {
+        CUDA_TRY(cudaMalloc(&t->loser_tag, sizeof *t->loser_tag), err);
+        CUDA_TRY(cudaMemset(t->loser_tag, 0, sizeof *t->loser_tag), err);
+    }
     if (cap > t->scratch_cap) {
         cudaFree(t->scratch_ids);
         cudaFree(t->scratch_min);
@@ -908,7 +965,9 @@ static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_errinfo *err)
         t->scratch_min = NULL;
         t->scratch_cap = 0;
         CUDA_TRY(cudaMalloc(&t->scratch_ids, cap * sizeof(uint64_t)), err);
-        CUDA_TRY(cudaMalloc(&t->scratch_min, cap * sizeof(uint32_t)), err);
+        CUDA_TRY(cudaMalloc(&t->scratch_min, cap * sizeof(uint64_t)), err);
+        CUDA_TRY(cudaMemset(t->scratch_ids, 0, cap * sizeof(uint64_t)), err); /* tag 0: empty */
+        CUDA_TRY(cudaMemset(t->scratch_min, 0, cap * sizeof(uint64_t)), err);
         t->scratch_cap = cap;
     }
     if (n > t->tmp_cap) {
@@ -921,15 +980,30 @@ static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_errinfo *err)
     return FLOE_OK;
 }
 
-/* The first-occurrence fix-up over results flagged LOSER (see the top). */
+/* The tag of the next batch with a fix-up.  When every tag has been used,
+ * entries of TAG_MAX batches ago would read as the new batch's: the scratch
+ * is cleared (once in 2^19 batches). */
+static floe_status next_tag(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
+{
+    if (++t->tag <= TAG_MAX)
+        return FLOE_OK;
+    t->tag = 1;
+    CUDA_TRY(cudaMemsetAsync(t->scratch_ids, 0, t->scratch_cap * sizeof(uint64_t), s), err);
+    CUDA_TRY(cudaMemsetAsync(t->scratch_min, 0, t->scratch_cap * sizeof(uint64_t), s), err);
+    CUDA_TRY(cudaMemsetAsync(t->loser_tag, 0, sizeof *t->loser_tag, s), err);
+    return FLOE_OK;
+}
+
+/* The first-occurrence fix-up over results flagged LOSER (see the top):
+ * the map has room for every key of the batch (scratch_cap >= 2n). */
 static floe_status settle(gpu_iceberg *t, const uint64_t *ids, uint8_t *d_results, size_t n, uint8_t win, uint8_t lose,
                           cudaStream_t s, floe_errinfo *err)
 {
-    unsigned blocks = blocks_for(n);
-    unsigned cblocks = blocks_for(t->scratch_cap);
-    k_clear<<<cblocks, BLOCK, 0, s>>>(t->scratch_ids, t->scratch_min, t->losers, t->scratch_cap);
-    k_group<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->losers, lose);
-    k_settle<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, t->losers, win, lose);
+    const unsigned blocks = blocks_for(n);
+    const uint64_t mask = t->scratch_cap - 1;
+    k_group<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, mask, t->tag, lose);
+    k_settle<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, mask, t->loser_tag, t->tag,
+                                      win, lose);
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }
@@ -961,6 +1035,8 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
     if (flags & GPU_NO_DEDUP)
         return launch(t, d_keys, n, true, d_results, d_ids, NULL, s, err);
     floe_status st = grow_scratch(t, n, err);
+    if (st == FLOE_OK)
+        st = next_tag(t, s, err);
     if (st != FLOE_OK)
         return st;
     uint64_t *ids = d_ids ? d_ids : t->tmp_ids;
@@ -968,12 +1044,11 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
     st = launch(t, d_keys, n, false, d_results, ids, NULL, s, err);
     if (st != FLOE_OK)
         return st;
-    CUDA_TRY(cudaMemsetAsync(t->losers, 0, sizeof *t->losers, s), err);
     unsigned blocks = blocks_for(n);
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
     with_row_bits(t->g.level[0].row_bits, [&](auto rb) {
-        k_put_absent<decltype(rb)::value>
-            <<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->losers, t->halt, t->seq);
+        k_put_absent<decltype(rb)::value><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids,
+                                                                   t->loser_tag, t->tag, t->halt, t->seq);
     });
     return settle(t, ids, d_results, n, R_INSERTED, R_PRESENT, s, err);
 }
@@ -1008,12 +1083,13 @@ extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys,
         return FLOE_OK;
     floe_status st = grow_scratch(t, n, err);
     if (st == FLOE_OK)
+        st = next_tag(t, s, err);
+    if (st == FLOE_OK)
         st = launch(t, d_keys, n, false, d_results, t->tmp_ids, NULL, s, err); /* where each key lives */
     if (st != FLOE_OK)
         return st;
-    CUDA_TRY(cudaMemsetAsync(t->losers, 0, sizeof *t->losers, s), err);
     k_erase<<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], n, d_results, t->tmp_ids,
-                                            t->losers);
+                                            t->loser_tag, t->tag);
     return settle(t, t->tmp_ids, d_results, n, FLOE_ERASED, R_ABSENT, s, err);
 }
 
@@ -1043,14 +1119,42 @@ extern "C" floe_status gpu_iceberg_small(gpu_iceberg *t, int insert, const uint6
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_answer_tally(const uint8_t *d_results, const gpu_segments *segs, gpu_tally *d_tally,
-                                        gpu_stream stream, floe_errinfo *err)
+/* Blocks per column for a piece whose largest segment has m keys. */
+static unsigned column_blocks(uint64_t m, unsigned most)
+{
+    const uint64_t b = blocks_for(m);
+    return b < 1 ? 1 : b > most ? most : (unsigned)b;
+}
+
+static uint64_t largest_segment(const gpu_segments *segs)
+{
+    uint64_t most = 0;
+    for (unsigned i = 0; i < segs->n; i++) {
+        const uint64_t m = segs->end[i] - (i ? segs->end[i - 1] : 0);
+        most = m > most ? m : most;
+    }
+    return most;
+}
+
+extern "C" floe_status gpu_keys_in(uint64_t *d_keys, const gpu_segments *segs, gpu_stream stream, floe_errinfo *err)
 {
     assert(segs->n >= 1 && segs->n <= GPU_SEGMENTS_MAX);
+    const unsigned blocks = column_blocks(largest_segment(segs), 1u << 12); /* a thread a key: every read in flight */
+    k_keys_in<<<dim3(blocks, segs->n), BLOCK, 0, (cudaStream_t)stream>>>(d_keys, *segs);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_answers_out(const uint8_t *d_results, const uint64_t *d_ids, const void *d_values,
+                                       uint32_t vb, const gpu_segments *segs, gpu_tally *d_tally, uint64_t (*counts)[5],
+                                       gpu_stream stream, floe_errinfo *err)
+{
+    static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "counts are 64-bit");
+    assert(segs->n >= 1 && segs->n <= GPU_SEGMENTS_MAX);
     assert_n(segs->end[segs->n - 1]);
-    const uint64_t per = blocks_for(segs->end[segs->n - 1]) / segs->n;
-    const unsigned blocks = per < 1 ? 1 : per > TALLY_BLOCKS ? TALLY_BLOCKS : (unsigned)per;
-    k_tally<<<dim3(blocks, segs->n), BLOCK, 0, (cudaStream_t)stream>>>(d_results, *segs, d_tally);
+    const unsigned blocks = column_blocks(largest_segment(segs), OUT_BLOCKS);
+    k_out<<<dim3(blocks, segs->n), BLOCK, 0, (cudaStream_t)stream>>>(d_results, d_ids, d_values, vb, *segs, d_tally,
+                                                                      (unsigned long long (*)[5])counts);
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }

@@ -68,28 +68,40 @@ floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, 
 floe_status gpu_iceberg_small(gpu_iceberg *t, int insert, const uint64_t *h_keys, size_t n, uint8_t *h_results,
                               uint64_t *h_ids, gpu_stream stream, floe_errinfo *err);
 
-/* Counts of a piece's answers, computed on the device, for each of up to
- * GPU_SEGMENTS_MAX consecutive segments of it (the backend's pieces carry
- * that many batches): out[i][k] is how many results of segment i are k
- * (FLOE_ABSENT .. FLOE_ERASED).  acc and ticket are the kernel's, zero
- * between launches (cudaMemset once when allocated). */
+/* A piece of up to GPU_SEGMENTS_MAX consecutive segments (the backend's
+ * pieces carry that many batches): segment i is keys and answers
+ * [end[i - 1], end[i]) on the device (end[-1] = 0).  keys[i] is where its
+ * keys come from and res, ids and vout where its answers go: pinned host
+ * memory (floe_backend_host_alloc or the staging buffers), which the
+ * kernels below read and write over the bus, so that a piece needs one
+ * launch each way instead of a copy per segment. */
 #define GPU_SEGMENTS_MAX 16
-typedef struct gpu_tally {
-    unsigned long long acc[GPU_SEGMENTS_MAX][5];
-    unsigned ticket[GPU_SEGMENTS_MAX];
-    unsigned long long out[GPU_SEGMENTS_MAX][5];
-} gpu_tally;
-
-/* Segment i of a piece is results [end[i - 1], end[i]) (end[-1] = 0). */
 typedef struct gpu_segments {
     unsigned n; /* 1 .. GPU_SEGMENTS_MAX */
     uint32_t end[GPU_SEGMENTS_MAX];
+    const uint64_t *keys[GPU_SEGMENTS_MAX];
+    uint8_t *res[GPU_SEGMENTS_MAX];
+    uint64_t *ids[GPU_SEGMENTS_MAX]; /* NULL: no ids */
+    void *vout[GPU_SEGMENTS_MAX];    /* NULL: no values */
 } gpu_segments;
 
-/* Enqueues the counts of d_results per segment into d_tally->out (device
- * memory), after what is already on stream. */
-floe_status gpu_answer_tally(const uint8_t *d_results, const gpu_segments *segs, gpu_tally *d_tally,
-                             gpu_stream stream, floe_errinfo *err);
+/* Enqueues the copy of every segment's keys into d_keys. */
+floe_status gpu_keys_in(uint64_t *d_keys, const gpu_segments *segs, gpu_stream stream, floe_errinfo *err);
+
+/* The out kernel's sums, zero between launches (cudaMemset once when allocated). */
+typedef struct gpu_tally {
+    unsigned long long acc[GPU_SEGMENTS_MAX][5];
+    unsigned ticket[GPU_SEGMENTS_MAX];
+} gpu_tally;
+
+/* Enqueues, after what is already on stream, the copy of every segment's
+ * answers (d_results, and d_ids and d_values of vb bytes where the segment
+ * wants them) to where segs says, and its counts: counts[i][k] (pinned host
+ * memory) is how many results of segment i are k (FLOE_ABSENT ..
+ * FLOE_ERASED).  One launch for the whole piece. */
+floe_status gpu_answers_out(const uint8_t *d_results, const uint64_t *d_ids, const void *d_values, uint32_t vb,
+                            const gpu_segments *segs, gpu_tally *d_tally, uint64_t (*counts)[5], gpu_stream stream,
+                            floe_errinfo *err);
 
 /* Grow tables halt when a key comes back FULL: every later batch answers
  * GPU_SKIPPED for all its keys and changes nothing, so that the pipeline
