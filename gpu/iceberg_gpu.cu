@@ -22,9 +22,9 @@
  * a "loser".  Losers (none in a batch of distinct keys) go into a scratch
  * map keyed by the slot id all occurrences share, with the smallest loser
  * index; a winner whose map entry has a smaller index hands INSERTED to it.
- * Entries carry the batch's tag above the id (ids are below 2^45), so that
- * an entry of an earlier batch reads as empty: nothing is cleared between
- * batches, and a batch without losers pays two launches that return at once.
+ * Entries carry the batch's tag above the id, so that an entry of an
+ * earlier batch reads as empty: nothing is cleared between batches, and a
+ * batch without losers pays two launches that return at once.
  */
 #include <assert.h>
 #include <cub/device/device_select.cuh>
@@ -418,8 +418,10 @@ __global__ void __launch_bounds__(BLOCK, 2)
 /* Scratch entries: the batch's tag in the bits above the id (scratch_ids)
  * or above the index (scratch_min).  Tag 0 is never used: zeroed memory is
  * empty. */
-#define TAG_SHIFT 45
+#define TAG_SHIFT 46
 #define TAG_MAX   ((1u << (64 - TAG_SHIFT)) - 1)
+static_assert((uint64_t)FLOE_L0_SLOTS << FLOE_MAX_ADDR_BITS <= 1ull << (TAG_SHIFT - 1),
+              "ids (fewer than twice the primary slots) stay below the tag");
 
 /* Losers enter the map with their index; each takes its plain answer
  * (PRESENT for a put, ABSENT for an erase). */
@@ -982,7 +984,7 @@ static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_errinfo *err)
 
 /* The tag of the next batch with a fix-up.  When every tag has been used,
  * entries of TAG_MAX batches ago would read as the new batch's: the scratch
- * is cleared (once in 2^19 batches). */
+ * is cleared (once in 2^18 batches). */
 static floe_status next_tag(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
 {
     if (++t->tag <= TAG_MAX)
