@@ -522,9 +522,10 @@ static void enqueue_piece(gpu_table *t, stage *s, const piece &p)
     }
     const bool timing = t->launched++ % TIME_EVERY == 0;
     cudaError_t e = timing ? cudaEventRecord(s->h0_ev, s->copy) : cudaSuccess;
+    /* several segments: one launch for all; one segment: the copy engine */
     if (e == cudaSuccess && direct && p.nseg > 1)
-        st = gpu_keys_in(s->d_keys, &segs, (gpu_stream)s->copy, &s->err); /* one launch for every segment */
-    else if (e == cudaSuccess) /* one segment: the copy engine */
+        st = gpu_keys_in(s->d_keys, &segs, (gpu_stream)s->copy, &s->err);
+    else if (e == cudaSuccess)
         e = cudaMemcpyAsync(s->d_keys, s->io[0].in_keys, s->io[0].m * 8, cudaMemcpyHostToDevice, s->copy);
     if (st == FLOE_OK && e == cudaSuccess && !direct)
         e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, s->copy);

@@ -458,9 +458,8 @@ __global__ void k_group(const uint64_t *ids, uint8_t *results, uint64_t n, uint6
 }
 
 /* A winner (INSERTED, ERASED) with an earlier loser of its key hands its answer over. */
-__global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, const uint64_t *skeys,
-                         const uint64_t *smin, uint64_t mask, const unsigned *loser_tag, unsigned tag, uint8_t win,
-                         uint8_t lose)
+__global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, const uint64_t *skeys, const uint64_t *smin,
+                         uint64_t mask, const unsigned *loser_tag, unsigned tag, uint8_t win, uint8_t lose)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n || results[i] != win || *loser_tag != tag)
@@ -583,7 +582,7 @@ __global__ void __launch_bounds__(GPU_SMALL_KEYS, 1)
 
 /* ---- a piece's keys in and answers out, one launch each ----------------------------------------- */
 
-#define OUT_BLOCKS 132 /* per segment, a grid-stride pass: one block per SM of an H100 is plenty for a piece's bytes */
+#define OUT_BLOCKS 132 /* per segment, grid-stride: one block per SM of an H100 is plenty for a piece */
 
 /* Column y of the grid copies segment y's keys from where they lie
  * (pinned host memory, read over the bus) to d_keys. */
@@ -996,6 +995,11 @@ static floe_status next_tag(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
     return FLOE_OK;
 }
 
+extern "C" void gpu_iceberg_tags_left(gpu_iceberg *t, unsigned left)
+{
+    t->tag = left < TAG_MAX ? TAG_MAX - left : 0;
+}
+
 /* The first-occurrence fix-up over results flagged LOSER (see the top):
  * the map has room for every key of the batch (scratch_cap >= 2n). */
 static floe_status settle(gpu_iceberg *t, const uint64_t *ids, uint8_t *d_results, size_t n, uint8_t win, uint8_t lose,
@@ -1156,7 +1160,7 @@ extern "C" floe_status gpu_answers_out(const uint8_t *d_results, const uint64_t 
     assert_n(segs->end[segs->n - 1]);
     const unsigned blocks = column_blocks(largest_segment(segs), OUT_BLOCKS);
     k_out<<<dim3(blocks, segs->n), BLOCK, 0, (cudaStream_t)stream>>>(d_results, d_ids, d_values, vb, *segs, d_tally,
-                                                                      (unsigned long long (*)[5])counts);
+                                                                     (unsigned long long(*)[5])counts);
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }

@@ -103,6 +103,11 @@ floe_status gpu_answers_out(const uint8_t *d_results, const uint64_t *d_ids, con
                             const gpu_segments *segs, gpu_tally *d_tally, uint64_t (*counts)[5], gpu_stream stream,
                             floe_errinfo *err);
 
+/* Tests only: the first-occurrence fix-up's batch tags run out after
+ * `left` more batches (they wrap once in 2^18 otherwise), so that a test
+ * sees the wrap, where the scratch is cleared. */
+void gpu_iceberg_tags_left(gpu_iceberg *t, unsigned left);
+
 /* Grow tables halt when a key comes back FULL: every later batch answers
  * GPU_SKIPPED for all its keys and changes nothing, so that the pipeline
  * can grow the table and re-run them in order.  Clearing is asynchronous. */

@@ -41,7 +41,7 @@ uint64_t test_rng(uint64_t *s)
 
 /* Same spec and geometry on both engines; batches until fill >= target. */
 static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, uint64_t seed, bool check_levels,
-                        bool with_erase = false)
+                        bool with_erase = false, unsigned tags_left = 0)
 {
     floe_spec spec;
     floe_spec_default(&spec);
@@ -68,6 +68,11 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
     uint64_t total_ins = 0;
     int batches = 0;
     while ((double)total_ins < target * (double)slots && batches < 100000) {
+        /* The fix-up's tags run out every ten batches: the 5 batches after these take the last
+         * tags, the next 5 wrap to tags 1 .. 5 again, so every batch with tag k meets the scratch
+         * entries of the earlier ones with tag k, which must read as empty (cleared at the wrap). */
+        if (tags_left && batches % 10 == 5)
+            gpu_iceberg_tags_left(gpu, tags_left);
         size_t n = 1 + (size_t)(test_rng(&r) % (batches % 5 == 0 ? 200000 : 5000));
         /* never overshoot the target: past 0.95 FULL may appear, and where it
          * appears depends on placement, which differs between the engines */
@@ -132,11 +137,11 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
     EXPECT(used[0] + used[1] + used[2] == all_inserted.size(), "gpu holds %llu rows, %zu keys inserted",
            (unsigned long long)(used[0] + used[1] + used[2]), all_inserted.size());
     iceberg_stats(cpu, &st);
-    printf("ok: key_bits %2u%s, 2^%u primary buckets (%u/%u-bit rows), %d batches, %zu keys, fill %.4f, gpu levels "
+    printf("ok: key_bits %2u%s%s, 2^%u primary buckets (%u/%u-bit rows), %d batches, %zu keys, fill %.4f, gpu levels "
            "%llu/%llu/%llu\n",
-           key_bits, with_erase ? " with erases" : "", addr_bits, st.level[0].row_bits, st.level[1].row_bits, batches,
-           all_inserted.size(), st.fill, (unsigned long long)used[0], (unsigned long long)used[1],
-           (unsigned long long)used[2]);
+           key_bits, with_erase ? " with erases" : "", tags_left ? " (fix-up tags wrapped)" : "", addr_bits,
+           st.level[0].row_bits, st.level[1].row_bits, batches, all_inserted.size(), st.fill,
+           (unsigned long long)used[0], (unsigned long long)used[1], (unsigned long long)used[2]);
     iceberg_destroy(cpu);
     gpu_iceberg_destroy(gpu);
 }
@@ -270,6 +275,7 @@ int main(int argc, char **argv)
     if (small) {
         against_cpu(40, 8, 0.9, seed, true);
         against_cpu(64, 9, 0.9, seed + 1, false, true);
+        against_cpu(40, 9, 0.9, seed + 4, false, true, 5);
         backend_suite(seed + 2, true, NULL);
         tree_suite(seed + 3, true);
     } else {
@@ -281,6 +287,8 @@ int main(int argc, char **argv)
         /* erase batches mixed in: first occurrence ERASED, tombstones never reused */
         against_cpu(40, 14, 0.95, seed + 20, false, true);
         against_cpu(64, 12, 0.95, seed + 21, false, true);
+        /* the fix-up's batch tags running out mid-run: the scratch is cleared, answers stay exact */
+        against_cpu(40, 12, 0.95, seed + 22, false, true, 5);
         /* the backend floed uses: pipeline, MAP, growth, scan, save/load across backends */
         backend_suite(seed + 30, false, NULL);
         /* TREE tables: engine against the CPU engine, both backends */
