@@ -111,11 +111,11 @@ floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_po
         const size_t kb = vectors ? (size_t)spec->words * 4 : 8;
         const void *keys = vectors ? (const void *)b->vectors : (const void *)b->keys;
         const size_t len = (n < SIZE_MAX / kb ? n : SIZE_MAX / kb) * kb;
-        floe_status st =
-            keys_fit_split(pool, spec, b) ? floe_request_check_fitted(spec, b->op, b->flags, n ? keys : NULL, len, b->values, b->values_len,
-                                                 NULL, err)
-                     : floe_request_check(spec, b->op, b->flags, n ? keys : NULL, len, b->values, b->values_len, NULL,
-                                          err);
+        /* keys found to fit across the pool: every other check, without a second pass over them */
+        floe_status (*check)(const floe_spec *, floe_op, unsigned, const void *, size_t, const void *, size_t, size_t *,
+                             floe_errinfo *) =
+            keys_fit_split(pool, spec, b) ? floe_request_check_fitted : floe_request_check;
+        floe_status st = check(spec, b->op, b->flags, n ? keys : NULL, len, b->values, b->values_len, NULL, err);
         if (st != FLOE_OK)
             return st;
     }

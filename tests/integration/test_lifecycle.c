@@ -107,8 +107,8 @@ START_TEST(large_frame_half_sent_at_stop)
     Floe__V1__Response *r = raw_read_response(fd, 5000);
     ck_assert_msg(r != NULL, "the connection was closed with a frame half read");
     ck_assert_uint_eq(r->id, 7);
-    ck_assert_msg(r->status == FLOE__V1__STATUS__OK || r->status == FLOE__V1__STATUS__ERR_SHUTTING_DOWN, "status %d: %s",
-                  r->status, r->error);
+    ck_assert_msg(r->status == FLOE__V1__STATUS__OK || r->status == FLOE__V1__STATUS__ERR_SHUTTING_DOWN,
+                  "status %d: %s", r->status, r->error);
     floe__v1__response__free_unpacked(r, NULL);
     close(fd);
     free(frame);
