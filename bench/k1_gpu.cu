@@ -89,7 +89,7 @@ static const unsigned MAX_LOG2_SLOTS = floe_max_addr_bits(KEY_BITS) + LOG2_BUCKE
 
 static void usage_line(FILE *f)
 {
-    fprintf(f, "usage: floe-k1-gpu [--log2-slots S] [--runs R] [--batch B] [--no-dedup]\n");
+    fprintf(f, "usage: floe-k1-gpu [--log2-slots S] [--runs R] [--batch B] [--no-dedup] [--sweep]\n");
 }
 
 static void help(void)
@@ -106,6 +106,9 @@ static void help(void)
            "      --batch B       keys per put call; K, M, G suffixes (default 64M = 2^26)\n"
            "      --no-dedup      also time the puts without the first-occurrence fix-up (the reference\n"
            "                      library's semantics: any occurrence may win) (default: off)\n"
+           "      --sweep         instead of K1: the batch-size sweep, find-or-put of a stream in which each\n"
+           "                      of 2^25 keys occurs twice, in batches of 2^10, 2^12 .. 2^26 keys, on the\n"
+           "                      same table (what a batch costs besides its keys)\n"
            "  -h, --help          this text\n"
            "\n"
            "Numbers are decimal, with K, M, G suffixes (powers of 1024).\n"
@@ -129,17 +132,77 @@ static uint64_t number(const char *opt, const char *arg, uint64_t lo, uint64_t h
     return v;
 }
 
+/* The batch-size sweep (--sweep): find-or-put of 2^26 keys, each of 2^25
+ * occurring twice, on a fresh table per batch size and run. */
+static int batch_sweep(const floe_spec &spec, uint32_t a0, const floe_perm &keyp, unsigned runs)
+{
+    const uint64_t m = 1ull << 25, n = 2 * m;
+    floe_perm walk;
+    floe_perm_init(&walk, 26, 777, 0);
+    uint64_t *d_keys;
+    uint8_t *d_res;
+    unsigned long long *d_cnt;
+    CHECK(cudaMalloc(&d_keys, n * 8));
+    CHECK(cudaMalloc(&d_res, n));
+    CHECK(cudaMalloc(&d_cnt, 5 * sizeof *d_cnt));
+    k_twice<<<(unsigned)((n + 255) / 256), 256>>>(keyp, walk, m, d_keys);
+    CHECK(cudaGetLastError());
+    uint64_t *d_warm; /* keys perm(m ..): none of the stream's */
+    uint8_t *d_wres;
+    CHECK(cudaMalloc(&d_warm, n * 8));
+    CHECK(cudaMalloc(&d_wres, n));
+    k_keys<<<(unsigned)((n + 255) / 256), 256>>>(keyp, m, n, d_warm);
+    CHECK(cudaGetLastError());
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    floe_errinfo err;
+    printf("| batch (keys) | G keys/s (median) | min | max | us per batch (median) |\n|---|---|---|---|---|\n");
+    for (unsigned lb = 10; lb <= 26; lb += 2) {
+        const uint64_t batch = 1ull << lb;
+        std::vector<double> gks;
+        for (unsigned run = 0; run < runs; run++) {
+            gpu_iceberg *t;
+            must(gpu_iceberg_create(&spec, a0, &t, &err), err);
+            /* untimed: a batch of other keys grows the table's scratch to the batch size */
+            must(gpu_iceberg_put(t, d_warm, batch, d_wres, NULL, 0, 0, &err), err);
+            CHECK(cudaDeviceSynchronize());
+            CHECK(cudaEventRecord(e0));
+            for (uint64_t at = 0; at < n; at += batch)
+                must(gpu_iceberg_put(t, d_keys + at, std::min(batch, n - at), d_res + at, NULL, 0, 0, &err), err);
+            CHECK(cudaEventRecord(e1));
+            CHECK(cudaEventSynchronize(e1));
+            float ms;
+            CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            gks.push_back((double)n / ms / 1e6);
+            unsigned long long c[5];
+            counts(d_res, n, d_cnt, c);
+            if (c[FLOE_INSERTED] != m || c[FLOE_PRESENT] != m) {
+                fprintf(stderr, "floe-k1-gpu: sweep at 2^%u answered %llu INSERTED, %llu PRESENT; expected %llu each\n",
+                        lb, c[FLOE_INSERTED], c[FLOE_PRESENT], (unsigned long long)m);
+                return 1;
+            }
+            gpu_iceberg_destroy(t);
+        }
+        std::sort(gks.begin(), gks.end());
+        const double med = gks[gks.size() / 2];
+        printf("| 2^%u | %.2f | %.2f | %.2f | %.1f |\n", lb, med, gks.front(), gks.back(), (double)batch / med / 1e3);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     unsigned log2_slots = 30, runs = 3;
     const unsigned key_bits = KEY_BITS;
     uint64_t batch = 1ull << 26;
-    bool no_dedup = false;
+    bool no_dedup = false, sweep = false;
     static const struct option longopts[] = {
         {"log2-slots", required_argument, NULL, 'S'},
         {"runs", required_argument, NULL, 'r'},
         {"batch", required_argument, NULL, 'b'},
         {"no-dedup", no_argument, NULL, 'N'},
+        {"sweep", no_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -158,6 +221,9 @@ int main(int argc, char **argv)
             break;
         case 'N':
             no_dedup = true;
+            break;
+        case 'W':
+            sweep = true;
             break;
         case 'h':
             help();
@@ -193,6 +259,8 @@ int main(int argc, char **argv)
 
     floe_perm keyp, walk;
     floe_perm_init(&keyp, key_bits, 12345, 0);
+    if (sweep)
+        return batch_sweep(spec, a0, keyp, runs);
     unsigned walk_bits = 1;
     while ((1ull << walk_bits) < 2 * n08)
         walk_bits++;

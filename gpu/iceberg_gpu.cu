@@ -15,16 +15,22 @@
  * width so that a snapshot lives in registers; the stash (rarely reached)
  * uses the generic layout.h functions.
  *
- * First occurrence wins inside a batch.  A find pass first marks the keys
- * present before the batch; only the others race in the table, where
- * exactly one occurrence of each is INSERTED.  An occurrence that was absent
- * before but comes back PRESENT lost to another occurrence of its own batch:
- * a "loser".  Losers (none in a batch of distinct keys) go into a scratch
- * map keyed by the slot id all occurrences share, with the smallest loser
- * index; a winner whose map entry has a smaller index hands INSERTED to it.
- * Entries carry the batch's tag above the id, so that an entry of an
- * earlier batch reads as empty: nothing is cleared between batches, and a
- * batch without losers pays two launches that return at once.
+ * First occurrence wins inside a batch.  A SET put makes one pass over the
+ * table (k_put_pass), where exactly one occurrence of each new key is
+ * INSERTED and the others come back PRESENT: "losers" of their own batch,
+ * which cannot tell themselves by what they read from a key present before
+ * the batch.  So, after the pass and only if some key came back PRESENT,
+ * every INSERTED key sets its slot's bit in a per-batch filter (a few bits
+ * a key); an occurrence that found its key PRESENT in a slot whose bit is
+ * set may be a loser, and enters a scratch map keyed by the slot id all
+ * occurrences share, with the smallest index.  A winner whose map entry has
+ * a smaller index hands INSERTED to it.  A batch thus reads each bucket
+ * once, and one of distinct new keys ends after its pass.  Map entries
+ * carry the batch's tag above the id, so that an entry of an earlier batch
+ * reads as empty: only the filters are cleared, by the put itself.  An
+ * erase finds each key, then tombstones it: an occurrence that finds the
+ * tombstone already there lost to a twin, and the same map hands ERASED to
+ * the first occurrence.
  */
 #include <assert.h>
 #include <cub/device/device_select.cuh>
@@ -67,10 +73,13 @@ struct gpu_iceberg {
      * batch that wrote them */
     uint64_t *scratch_ids;
     uint64_t *scratch_min;
-    unsigned *loser_tag; /* the tag of the last batch that had a loser */
-    unsigned tag;        /* the current batch's, 1 .. TAG_MAX */
+    unsigned *batch_tags; /* TAGGED words: the tag of the last batch with a loser, with a key PRESENT */
+    unsigned tag;         /* the current batch's, 1 .. TAG_MAX */
     uint64_t *tmp_ids;
     size_t scratch_cap, tmp_cap;
+    /* a batch's id filters (claimed, lost), cleared before each batch */
+    uint32_t *filter;
+    size_t filter_words;
 };
 
 /* ---- device helpers ----------------------------------------------------------------------------- */
@@ -114,6 +123,33 @@ template <int W> __device__ __forceinline__ uint64_t word_at(const uint64_t (&s)
 }
 
 enum { R_ABSENT = FLOE_ABSENT, R_PRESENT = FLOE_PRESENT, R_INSERTED = FLOE_INSERTED, R_FULL = FLOE_FULL };
+
+__device__ __forceinline__ uint64_t scratch_hash(uint64_t x)
+{
+    x ^= x >> 31;
+    x *= 0x7FB5D329728EA185ull;
+    x ^= x >> 27;
+    return x;
+}
+
+/* A batch's filter of slot ids: a bit per hash of an id, cleared before the
+ * batch.  A set bit says "maybe", a clear one "no". */
+struct id_bits {
+    uint32_t *bits;
+    uint64_t mask;
+};
+
+__device__ __forceinline__ void bit_set(const id_bits &f, uint64_t id)
+{
+    const uint64_t h = scratch_hash(id) & f.mask;
+    atomicOr(f.bits + (h >> 5), 1u << (h & 31));
+}
+
+__device__ __forceinline__ bool bit_test(const id_bits &f, uint64_t id)
+{
+    const uint64_t h = scratch_hash(id) & f.mask;
+    return (__ldcg(f.bits + (h >> 5)) >> (h & 31)) & 1;
+}
 
 /* One candidate bucket (level 0): 0 = found or inserted (res/id set), 1 = full.
  * A MAP insert claims its slot with the BUSY row and publishes the key's row
@@ -382,39 +418,6 @@ __global__ void __launch_bounds__(BLOCK, 2)
 
 /* ---- first occurrence wins: the fix-up ------------------------------------------------------------ */
 
-__device__ __forceinline__ uint64_t scratch_hash(uint64_t x)
-{
-    x ^= x >> 31;
-    x *= 0x7FB5D329728EA185ull;
-    x ^= x >> 27;
-    return x;
-}
-
-#define LOSER 0x80 /* results flag: absent before the batch, PRESENT after */
-
-/* Pass 2: the keys absent before the batch (pass 1 left them ABSENT). */
-template <int RB0>
-__global__ void __launch_bounds__(BLOCK, 2)
-    k_put_absent(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
-                 const uint64_t *keys, uint64_t n, uint8_t *results, uint64_t *ids, unsigned *loser_tag, unsigned tag,
-                 unsigned *halt, unsigned seq)
-{
-    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n || results[i] != R_ABSENT)
-        return;
-    uint8_t res;
-    uint64_t id, put;
-    op_key<RB0, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
-    if (res == R_FULL)
-        halt_on_full(halt, seq);
-    if (res == R_PRESENT) {
-        res |= LOSER;
-        *loser_tag = tag;
-    }
-    results[i] = res;
-    ids[i] = id;
-}
-
 /* Scratch entries: the batch's tag in the bits above the id (scratch_ids)
  * or above the index (scratch_min).  Tag 0 is never used: zeroed memory is
  * empty. */
@@ -423,62 +426,158 @@ __global__ void __launch_bounds__(BLOCK, 2)
 static_assert((uint64_t)FLOE_L0_SLOTS << FLOE_MAX_ADDR_BITS <= 1ull << (TAG_SHIFT - 1),
               "ids (fewer than twice the primary slots) stay below the tag");
 
-/* Losers enter the map with their index; each takes its plain answer
- * (PRESENT for a put, ABSENT for an erase). */
-__global__ void k_group(const uint64_t *ids, uint8_t *results, uint64_t n, uint64_t *skeys, uint64_t *smin,
-                        uint64_t mask, unsigned tag, uint8_t lose)
+/* What a batch's kernels tell the next ones: its tag written in these
+ * words says "some key lost to a twin" or "some key was PRESENT". */
+enum { TAGGED_LOSER, TAGGED_PRESENT, TAGGED };
+
+/* The map of a batch's losers: keyed by slot id, each entry holding the
+ * smallest index of a loser of that id.  Entering marks the id in `lost`;
+ * the kernel marks the batch in tags[TAGGED_LOSER] (tag_block). */
+struct losers {
+    uint64_t *skeys, *smin;
+    uint64_t mask;
+    id_bits lost;
+    unsigned *tags;
+    unsigned tag;
+};
+
+__device__ __forceinline__ void enter_loser(const losers &L, uint64_t id, uint64_t i)
 {
-    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n || !(results[i] & LOSER))
-        return;
-    const uint64_t id = ids[i], want = (uint64_t)tag << TAG_SHIFT | id;
-    uint64_t h = scratch_hash(id) & mask, k = __ldcg(skeys + h);
+    const uint64_t want = (uint64_t)L.tag << TAG_SHIFT | id;
+    uint64_t h = scratch_hash(id) & L.mask, k = __ldcg(L.skeys + h);
     for (;;) { /* the first entry that is this key's, or empty (another batch's) and claimed */
         if (k == want)
             break;
-        if (k >> TAG_SHIFT != tag) {
-            const uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(skeys + h), k, want);
+        if (k >> TAG_SHIFT != L.tag) {
+            const uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(L.skeys + h), k, want);
             if (old == k)
                 break;
             k = old; /* taken meanwhile: look again */
             continue;
         }
-        h = (h + 1) & mask;
-        k = __ldcg(skeys + h);
+        h = (h + 1) & L.mask;
+        k = __ldcg(L.skeys + h);
     }
-    const uint64_t mine = (uint64_t)tag << 32 | (uint32_t)i;
-    uint64_t m = __ldcg(smin + h);
-    while (m >> 32 != tag || (uint32_t)m > (uint32_t)i) { /* another batch's, or a later index */
-        const uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(smin + h), m, mine);
+    const uint64_t mine = (uint64_t)L.tag << 32 | (uint32_t)i;
+    uint64_t m = __ldcg(L.smin + h);
+    while (m >> 32 != L.tag || (uint32_t)m > (uint32_t)i) { /* another batch's, or a later index */
+        const uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(L.smin + h), m, mine);
         if (old == m)
             break;
         m = old;
     }
-    results[i] = lose;
+    bit_set(L.lost, id);
 }
 
-/* A winner (INSERTED, ERASED) with an earlier loser of its key hands its answer over. */
-__global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, const uint64_t *skeys, const uint64_t *smin,
-                         uint64_t mask, const unsigned *loser_tag, unsigned tag, uint8_t win, uint8_t lose)
+/* Writes the batch's tag in tags[which] if some thread of the block says
+ * so: one store a block, not one a key, to a word every block would write.
+ * Every thread of the block calls it (no early return before). */
+__device__ __forceinline__ void tag_block(bool said, const losers &L, int which)
 {
-    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n || results[i] != win || *loser_tag != tag)
+    if (__syncthreads_or(said) && threadIdx.x == 0)
+        L.tags[which] = L.tag;
+}
+
+/* ---- a SET's put: the phases per key, and the kernel that runs them ------------------------------ */
+
+/* Find-or-put of key i; whether it came back PRESENT. */
+template <int RB0>
+__device__ __forceinline__ bool put_one(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
+                                        const uint64_t *keys, uint64_t i, uint8_t *results, uint64_t *ids,
+                                        unsigned *halt, unsigned seq)
+{
+    if (halted(halt, seq)) {
+        results[i] = SKIPPED;
+        return false;
+    }
+    uint8_t res;
+    uint64_t id, put;
+    op_key<RB0, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
+    if (res == R_FULL)
+        halt_on_full(halt, seq);
+    results[i] = res;
+    ids[i] = id;
+    return res == R_PRESENT;
+}
+
+/* A key PRESENT in a slot whose bit is set may have been put by a twin of
+ * its batch (or the bit is another slot's): it enters the losers' map, and
+ * the settling decides.  Whether it entered. */
+__device__ __forceinline__ bool lose_one(const uint64_t *ids, const uint8_t *results, uint64_t i,
+                                         const id_bits &claimed, const losers &L)
+{
+    if (results[i] != R_PRESENT || !bit_test(claimed, ids[i]))
+        return false;
+    enter_loser(L, ids[i], i);
+    return true;
+}
+
+/* A winner (INSERTED, ERASED) with an earlier loser of its key hands its
+ * answer over: a loser is PRESENT after a put, ABSENT after an erase. */
+__device__ __forceinline__ void settle_one(const uint64_t *ids, uint8_t *results, uint64_t i, const losers &L,
+                                           uint8_t win, uint8_t lose)
+{
+    if (results[i] != win)
         return;
-    const uint64_t id = ids[i], want = (uint64_t)tag << TAG_SHIFT | id;
-    uint64_t h = scratch_hash(id) & mask;
+    const uint64_t id = ids[i], want = (uint64_t)L.tag << TAG_SHIFT | id;
+    if (!bit_test(L.lost, id))
+        return;
+    uint64_t h = scratch_hash(id) & L.mask;
     for (;;) {
-        const uint64_t k = skeys[h];
-        if (k >> TAG_SHIFT != tag)
+        const uint64_t k = __ldcg(L.skeys + h);
+        if (k >> TAG_SHIFT != L.tag)
             return; /* no loser of this key */
         if (k == want)
             break;
-        h = (h + 1) & mask;
+        h = (h + 1) & L.mask;
     }
-    const uint32_t first = (uint32_t)smin[h];
+    const uint32_t first = (uint32_t)__ldcg(L.smin + h);
     if (first < (uint32_t)i) {
         results[i] = lose;
         results[first] = win;
     }
+}
+
+/* A SET's find-or-put of a batch, a kernel a phase, a key a thread:
+ *   1. the batch's filters are cleared and every key is put (k_put_pass);
+ *   2. if some key came back PRESENT, every INSERTED key sets its slot's
+ *      bit in `claimed` (k_claims);
+ *   3. PRESENT keys whose bit is set enter the losers' map (k_losers);
+ *   4. if some key did, the winners settle (k_settle).
+ * A batch of distinct new keys does its work in the first; the others
+ * read its answers and return. */
+template <int RB0>
+__global__ void __launch_bounds__(BLOCK, 2)
+    k_put_pass(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
+               uint64_t n, uint8_t *results, uint64_t *ids, uint32_t *filter, uint64_t filter_words, const losers L,
+               unsigned *halt, unsigned seq)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i < filter_words)
+        filter[i] = 0;
+    const bool present = i < n && put_one<RB0>(g, L0, L1, L2, keys, i, results, ids, halt, seq);
+    tag_block(present, L, TAGGED_PRESENT);
+}
+
+__global__ void k_claims(const uint64_t *ids, const uint8_t *results, uint64_t n, const id_bits claimed, const losers L)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i < n && results[i] == R_INSERTED && __ldcg(L.tags + TAGGED_PRESENT) == L.tag)
+        bit_set(claimed, ids[i]);
+}
+
+__global__ void k_losers(const uint64_t *ids, const uint8_t *results, uint64_t n, const id_bits claimed, const losers L)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    tag_block(i < n && lose_one(ids, results, i, claimed, L), L, TAGGED_LOSER);
+}
+
+/* The settling, after k_losers or an erase's k_erase. */
+__global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, const losers L, uint8_t win, uint8_t lose)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i < n && __ldcg(L.tags + TAGGED_LOSER) == L.tag)
+        settle_one(ids, results, i, L, win, lose);
 }
 
 /* Erase pass 2: tombstone the slot pass 1 found.  Keys never move and an
@@ -487,35 +586,40 @@ __global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, cons
  * changed.  An occurrence that finds the tombstone already there lost to a
  * twin in its own batch. */
 __global__ void k_erase(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, uint64_t n,
-                        uint8_t *results, const uint64_t *ids, unsigned *loser_tag, unsigned tag)
+                        uint8_t *results, const uint64_t *ids, const losers L)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n || results[i] != R_PRESENT)
-        return;
-    uint32_t l, slot;
-    uint64_t b;
-    floe_slot_split(&g, ids[i], &l, &b, &slot);
-    const floe_level &lv = g.level[l];
-    uint64_t *word = (l == 0 ? L0 : l == 1 ? L1 : L2) + b * lv.words + floe_row_word(lv.row_bits, slot);
-    const uint64_t tomb = floe_row_tombstone(lv.row_bits);
-    uint64_t w = __ldcg(word);
-    for (;;) {
-        if (floe_row_get(&w, lv.row_bits, slot % (64 / lv.row_bits)) == tomb) {
-            results[i] = R_ABSENT | LOSER;
-            *loser_tag = tag;
-            return;
+    bool lost = false;
+    if (i < n && results[i] == R_PRESENT) {
+        uint32_t l, slot;
+        uint64_t b;
+        floe_slot_split(&g, ids[i], &l, &b, &slot);
+        const floe_level &lv = g.level[l];
+        uint64_t *word = (l == 0 ? L0 : l == 1 ? L1 : L2) + b * lv.words + floe_row_word(lv.row_bits, slot);
+        const uint64_t tomb = floe_row_tombstone(lv.row_bits);
+        uint64_t w = __ldcg(word);
+        for (;;) {
+            if (floe_row_get(&w, lv.row_bits, slot % (64 / lv.row_bits)) == tomb) {
+                enter_loser(L, ids[i], i);
+                results[i] = R_ABSENT;
+                lost = true;
+                break;
+            }
+            uint64_t desired = floe_row_put(w, lv.row_bits, slot % (64 / lv.row_bits), tomb);
+            uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(word), w, desired);
+            if (old == w) {
+                results[i] = FLOE_ERASED;
+                break;
+            }
+            w = old;
         }
-        uint64_t desired = floe_row_put(w, lv.row_bits, slot % (64 / lv.row_bits), tomb);
-        uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(word), w, desired);
-        if (old == w) {
-            results[i] = FLOE_ERASED;
-            return;
-        }
-        w = old;
     }
+    tag_block(lost, L, TAGGED_LOSER);
 }
 
 /* ---- small batches: one block, one launch ------------------------------------------------------------ */
+
+#define LOSER 0x80 /* k_small's answers: absent before the batch, PRESENT after */
 
 /* A SET insert (find-or-put) or find of n <= GPU_SMALL_KEYS keys by one
  * block, keys and answers in pinned host memory that it reads and writes
@@ -917,8 +1021,9 @@ extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
     cudaFree(t->halt);
     cudaFree(t->scratch_ids);
     cudaFree(t->scratch_min);
-    cudaFree(t->loser_tag);
+    cudaFree(t->batch_tags);
     cudaFree(t->tmp_ids);
+    cudaFree(t->filter);
     cudaFree(t->scan_pos);
     cudaFree(t->scan_count);
     cudaFree(t->scan_tmp);
@@ -950,14 +1055,29 @@ static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool
     return FLOE_OK;
 }
 
+/* Bits per key of a batch's filters: `claimed` has a bit set for every
+ * put (so at most 1 in 4 is set; a key present before the batch meets a
+ * false "maybe" at most that often, and then enters the losers' map),
+ * `lost` for every loser (a winner probes the map where its bit is set). */
+#define CLAIMED_BITS 4
+#define LOST_BITS    1
+
+static size_t filter_bits(size_t n, unsigned per_key)
+{
+    size_t bits = 1024;
+    while (bits < per_key * n)
+        bits <<= 1;
+    return bits;
+}
+
 static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_errinfo *err)
 {
     size_t cap = 1024;
     while (cap < 2 * n)
         cap <<= 1;
-    if (!t->loser_tag) {
-        CUDA_TRY(cudaMalloc(&t->loser_tag, sizeof *t->loser_tag), err);
-        CUDA_TRY(cudaMemset(t->loser_tag, 0, sizeof *t->loser_tag), err);
+    if (!t->batch_tags) {
+        CUDA_TRY(cudaMalloc(&t->batch_tags, TAGGED * sizeof *t->batch_tags), err);
+        CUDA_TRY(cudaMemset(t->batch_tags, 0, TAGGED * sizeof *t->batch_tags), err);
     }
     if (cap > t->scratch_cap) {
         cudaFree(t->scratch_ids);
@@ -978,6 +1098,14 @@ static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_errinfo *err)
         CUDA_TRY(cudaMalloc(&t->tmp_ids, n * sizeof(uint64_t)), err);
         t->tmp_cap = n;
     }
+    const size_t words = (filter_bits(n, CLAIMED_BITS) + filter_bits(n, LOST_BITS)) / 32;
+    if (words > t->filter_words) {
+        cudaFree(t->filter);
+        t->filter = NULL;
+        t->filter_words = 0;
+        CUDA_TRY(cudaMalloc(&t->filter, words * sizeof(uint32_t)), err);
+        t->filter_words = words;
+    }
     return FLOE_OK;
 }
 
@@ -991,7 +1119,7 @@ static floe_status next_tag(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
     t->tag = 1;
     CUDA_TRY(cudaMemsetAsync(t->scratch_ids, 0, t->scratch_cap * sizeof(uint64_t), s), err);
     CUDA_TRY(cudaMemsetAsync(t->scratch_min, 0, t->scratch_cap * sizeof(uint64_t), s), err);
-    CUDA_TRY(cudaMemsetAsync(t->loser_tag, 0, sizeof *t->loser_tag, s), err);
+    CUDA_TRY(cudaMemsetAsync(t->batch_tags, 0, TAGGED * sizeof *t->batch_tags, s), err);
     return FLOE_OK;
 }
 
@@ -1000,17 +1128,19 @@ extern "C" void gpu_iceberg_tags_left(gpu_iceberg *t, unsigned left)
     t->tag = left < TAG_MAX ? TAG_MAX - left : 0;
 }
 
-/* The first-occurrence fix-up over results flagged LOSER (see the top):
- * the map has room for every key of the batch (scratch_cap >= 2n). */
-static floe_status settle(gpu_iceberg *t, const uint64_t *ids, uint8_t *d_results, size_t n, uint8_t win, uint8_t lose,
-                          cudaStream_t s, floe_errinfo *err)
+/* A batch with a fix-up: scratch for n keys, its tag, its filters (a few
+ * bits a key, to be cleared before use) and the losers' map of its tag. */
+static floe_status begin_fixup(gpu_iceberg *t, size_t n, cudaStream_t s, id_bits *claimed, losers *L, floe_errinfo *err)
 {
-    const unsigned blocks = blocks_for(n);
-    const uint64_t mask = t->scratch_cap - 1;
-    k_group<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, mask, t->tag, lose);
-    k_settle<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, t->scratch_ids, t->scratch_min, mask, t->loser_tag, t->tag,
-                                      win, lose);
-    CUDA_TRY(cudaGetLastError(), err);
+    floe_status st = grow_scratch(t, n, err);
+    if (st == FLOE_OK)
+        st = next_tag(t, s, err);
+    if (st != FLOE_OK)
+        return st;
+    const size_t cbits = filter_bits(n, CLAIMED_BITS), lbits = filter_bits(n, LOST_BITS);
+    *claimed = {t->filter, cbits - 1};
+    const id_bits lost = {t->filter + cbits / 32, lbits - 1};
+    *L = {t->scratch_ids, t->scratch_min, t->scratch_cap - 1, lost, t->batch_tags, t->tag};
     return FLOE_OK;
 }
 
@@ -1040,23 +1170,25 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
         return FLOE_OK;
     if (flags & GPU_NO_DEDUP)
         return launch(t, d_keys, n, true, d_results, d_ids, NULL, s, err);
-    floe_status st = grow_scratch(t, n, err);
-    if (st == FLOE_OK)
-        st = next_tag(t, s, err);
+    id_bits claimed;
+    losers L;
+    floe_status st = begin_fixup(t, n, s, &claimed, &L, err);
     if (st != FLOE_OK)
         return st;
     uint64_t *ids = d_ids ? d_ids : t->tmp_ids;
-    /* pass 1: which keys were there before the batch */
-    st = launch(t, d_keys, n, false, d_results, ids, NULL, s, err);
-    if (st != FLOE_OK)
-        return st;
-    unsigned blocks = blocks_for(n);
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
+    const uint64_t filter_words = (claimed.mask + 1 + L.lost.mask + 1) / 32;
+    const unsigned blocks = blocks_for(n);
+    assert(filter_words <= (uint64_t)blocks * BLOCK); /* k_put_pass clears a word a thread */
     with_row_bits(t->g.level[0].row_bits, [&](auto rb) {
-        k_put_absent<decltype(rb)::value><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids,
-                                                                   t->loser_tag, t->tag, t->halt, t->seq);
+        k_put_pass<decltype(rb)::value><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->filter,
+                                                                 filter_words, L, t->halt, t->seq);
     });
-    return settle(t, ids, d_results, n, R_INSERTED, R_PRESENT, s, err);
+    k_claims<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, claimed, L);
+    k_losers<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, claimed, L);
+    k_settle<<<blocks, BLOCK, 0, s>>>(ids, d_results, n, L, R_INSERTED, R_PRESENT);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
 }
 
 extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_keys, const void *d_values, size_t n,
@@ -1087,16 +1219,21 @@ extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys,
     next_seq(t);
     if (n == 0)
         return FLOE_OK;
-    floe_status st = grow_scratch(t, n, err);
-    if (st == FLOE_OK)
-        st = next_tag(t, s, err);
+    id_bits claimed; /* an erase claims no slot */
+    losers L;
+    floe_status st = begin_fixup(t, n, s, &claimed, &L, err);
+    if (st != FLOE_OK)
+        return st;
+    CUDA_TRY(cudaMemsetAsync(L.lost.bits, 0, (L.lost.mask + 1) / 8, s), err);
     if (st == FLOE_OK)
         st = launch(t, d_keys, n, false, d_results, t->tmp_ids, NULL, s, err); /* where each key lives */
     if (st != FLOE_OK)
         return st;
-    k_erase<<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], n, d_results, t->tmp_ids,
-                                            t->loser_tag, t->tag);
-    return settle(t, t->tmp_ids, d_results, n, FLOE_ERASED, R_ABSENT, s, err);
+    const unsigned blocks = blocks_for(n);
+    k_erase<<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], n, d_results, t->tmp_ids, L);
+    k_settle<<<blocks, BLOCK, 0, s>>>(t->tmp_ids, d_results, n, L, FLOE_ERASED, R_ABSENT);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
 }
 
 extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,

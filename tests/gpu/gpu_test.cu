@@ -276,6 +276,8 @@ int main(int argc, char **argv)
         against_cpu(40, 8, 0.9, seed, true);
         against_cpu(64, 9, 0.9, seed + 1, false, true);
         against_cpu(40, 9, 0.9, seed + 4, false, true, 5);
+        /* batches up to 200000 keys, a table of 2^18 slots */
+        against_cpu(40, 13, 0.6, seed + 5, false);
         backend_suite(seed + 2, true, NULL);
         tree_suite(seed + 3, true);
     } else {
