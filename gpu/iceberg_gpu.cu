@@ -132,23 +132,31 @@ __device__ __forceinline__ uint64_t scratch_hash(uint64_t x)
     return x;
 }
 
-/* A batch's filter of slot ids: a bit per hash of an id, cleared before the
- * batch.  A set bit says "maybe", a clear one "no". */
+/* A batch's filter of slot ids (a blocked Bloom filter), cleared before the
+ * batch: an id's bits all set say "maybe", any clear says "no". */
 struct id_bits {
     uint32_t *bits;
     uint64_t mask;
 };
 
+/* Two bits of one word, both set for an id: a test costs one read, and a
+ * false "maybe" needs both (about 1 in 16 at a quarter of the bits set,
+ * against 1 in 8 with a bit an id in the same space). */
+__device__ __forceinline__ uint32_t bits_of(uint64_t h)
+{
+    return 1u << ((h >> 40) & 31) | 1u << ((h >> 50) & 31);
+}
+
 __device__ __forceinline__ void bit_set(const id_bits &f, uint64_t id)
 {
-    const uint64_t h = scratch_hash(id) & f.mask;
-    atomicOr(f.bits + (h >> 5), 1u << (h & 31));
+    const uint64_t h = scratch_hash(id);
+    atomicOr(f.bits + ((h & f.mask) >> 5), bits_of(h));
 }
 
 __device__ __forceinline__ bool bit_test(const id_bits &f, uint64_t id)
 {
-    const uint64_t h = scratch_hash(id) & f.mask;
-    return (__ldcg(f.bits + (h >> 5)) >> (h & 31)) & 1;
+    const uint64_t h = scratch_hash(id), m = bits_of(h);
+    return (__ldcg(f.bits + ((h & f.mask) >> 5)) & m) == m;
 }
 
 /* One candidate bucket (level 0): 0 = found or inserted (res/id set), 1 = full.
@@ -559,10 +567,13 @@ __global__ void __launch_bounds__(BLOCK, 2)
     tag_block(present, L, TAGGED_PRESENT);
 }
 
+/* The batch's TAGGED words were written by an earlier kernel and are read
+ * only here: through the read-only cache (__ldg), an L2 request an SM, not
+ * one a warp to a single line. */
 __global__ void k_claims(const uint64_t *ids, const uint8_t *results, uint64_t n, const id_bits claimed, const losers L)
 {
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i < n && results[i] == R_INSERTED && __ldcg(L.tags + TAGGED_PRESENT) == L.tag)
+    if (__ldg(L.tags + TAGGED_PRESENT) == L.tag && i < n && results[i] == R_INSERTED)
         bit_set(claimed, ids[i]);
 }
 
@@ -576,7 +587,7 @@ __global__ void k_losers(const uint64_t *ids, const uint8_t *results, uint64_t n
 __global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, const losers L, uint8_t win, uint8_t lose)
 {
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i < n && __ldcg(L.tags + TAGGED_LOSER) == L.tag)
+    if (__ldg(L.tags + TAGGED_LOSER) == L.tag && i < n)
         settle_one(ids, results, i, L, win, lose);
 }
 
@@ -1055,10 +1066,11 @@ static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool
     return FLOE_OK;
 }
 
-/* Bits per key of a batch's filters: `claimed` has a bit set for every
- * put (so at most 1 in 4 is set; a key present before the batch meets a
- * false "maybe" at most that often, and then enters the losers' map),
- * `lost` for every loser (a winner probes the map where its bit is set). */
+/* Bits per key of a batch's filters: `claimed` gets two for every key
+ * INSERTED (so at most half are set, a quarter where half the keys were
+ * PRESENT; a key present before the batch meets a false "maybe" about 1 in
+ * 16 times then, and enters the losers' map), `lost` two for every loser
+ * (a winner probes the map where its bits are set). */
 #define CLAIMED_BITS 4
 #define LOST_BITS    1
 
