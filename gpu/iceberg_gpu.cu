@@ -355,6 +355,17 @@ __device__ __forceinline__ bool halted(const unsigned *halt, unsigned seq)
     return h != 0 && h != seq;
 }
 
+/* halted() once a block, for all its threads (every one calls it, before
+ * any returns): one read of the flag a block, not one a warp to one line. */
+__device__ __forceinline__ bool block_halted(const unsigned *halt, unsigned seq)
+{
+    __shared__ bool skip;
+    if (threadIdx.x == 0)
+        skip = halted(halt, seq);
+    __syncthreads();
+    return skip;
+}
+
 __device__ __forceinline__ void halt_on_full(unsigned *halt, unsigned seq)
 {
     if (halt)
@@ -367,10 +378,11 @@ __global__ void __launch_bounds__(BLOCK, insert ? 2 : MIN_BLOCKS)
          uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, const void *vals, uint32_t vb,
          void *vals_out)
 {
+    const bool skip = block_halted(halt, seq);
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    if (halted(halt, seq)) {
+    if (skip) {
         results[i] = SKIPPED;
         return;
     }
@@ -395,10 +407,11 @@ __global__ void __launch_bounds__(BLOCK, 2)
               const void *in, uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, void *vals,
               uint32_t vb, int overwrite, void *out)
 {
+    const bool skip = block_halted(halt, seq);
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    if (halted(halt, seq)) {
+    if (skip) {
         results[i] = SKIPPED;
         return;
     }
@@ -488,13 +501,13 @@ __device__ __forceinline__ void tag_block(bool said, const losers &L, int which)
 
 /* ---- a SET's put: the phases per key, and the kernel that runs them ------------------------------ */
 
-/* Find-or-put of key i; whether it came back PRESENT. */
+/* Find-or-put of key i (skipped: the table is halted); whether it came back PRESENT. */
 template <int RB0>
 __device__ __forceinline__ bool put_one(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
-                                        const uint64_t *keys, uint64_t i, uint8_t *results, uint64_t *ids,
+                                        const uint64_t *keys, uint64_t i, uint8_t *results, uint64_t *ids, bool skip,
                                         unsigned *halt, unsigned seq)
 {
-    if (halted(halt, seq)) {
+    if (skip) {
         results[i] = SKIPPED;
         return false;
     }
@@ -560,10 +573,11 @@ __global__ void __launch_bounds__(BLOCK, 2)
                uint64_t n, uint8_t *results, uint64_t *ids, uint32_t *filter, uint64_t filter_words, const losers L,
                unsigned *halt, unsigned seq)
 {
+    const bool skip = block_halted(halt, seq);
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i < filter_words)
         filter[i] = 0;
-    const bool present = i < n && put_one<RB0>(g, L0, L1, L2, keys, i, results, ids, halt, seq);
+    const bool present = i < n && put_one<RB0>(g, L0, L1, L2, keys, i, results, ids, skip, halt, seq);
     tag_block(present, L, TAGGED_PRESENT);
 }
 
