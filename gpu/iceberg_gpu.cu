@@ -499,7 +499,7 @@ __device__ __forceinline__ void tag_block(bool said, const losers &L, int which)
         L.tags[which] = L.tag;
 }
 
-/* ---- a SET's put: the phases per key, and the kernel that runs them ------------------------------ */
+/* ---- a SET's put: the phases per key, and the kernels that run them ----------------------------- */
 
 /* Find-or-put of key i (skipped: the table is halted); whether it came back PRESENT. */
 template <int RB0>
@@ -648,10 +648,11 @@ __global__ void k_erase(const __grid_constant__ floe_geometry g, uint64_t *L0, u
 
 /* A SET insert (find-or-put) or find of n <= GPU_SMALL_KEYS keys by one
  * block, keys and answers in pinned host memory that it reads and writes
- * itself.  The insert is gpu_iceberg_put's passes in one kernel: every key
- * is looked up, then the absent ones are put (exactly one occurrence of each
- * is INSERTED, the others lost: they come back PRESENT), then a winner with
- * an earlier loser of its key in the batch hands INSERTED to the first one. */
+ * itself.  The insert orders the batch within the block, in shared memory:
+ * every key is looked up, then the absent ones are put (exactly one
+ * occurrence of each is INSERTED, the others lost: they come back
+ * PRESENT), then a winner with an earlier loser of its key in the batch
+ * hands INSERTED to the first one. */
 template <int RB0, bool insert>
 __global__ void __launch_bounds__(GPU_SMALL_KEYS, 1)
     k_small(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
