@@ -39,6 +39,7 @@ struct tree {
     aword *nodes;
     iceberg *roots;
     _Atomic uint64_t nodes_used, orphans;
+    uint64_t generation; /* tree_grow()s so far: ids of an earlier one name other vectors */
 };
 
 /* ---- sizing ------------------------------------------------------------------------- */
@@ -304,9 +305,10 @@ floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t
     const uint64_t total = iceberg_total_slots(t->roots);
     uint64_t pos = from ? from->position : 0;
     assert(limit == 0 || ids); /* the door's (floe_batch_check) */
-    if (from && from->generation != 0)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor is from generation %llu; TREE tables stay at 0",
-                                (unsigned long long)from->generation);
+    if (from && from->generation != t->generation)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "scan cursor is from generation %llu, the table is at %llu: start the scan again",
+                                (unsigned long long)from->generation, (unsigned long long)t->generation);
     if (pos > total)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
                                 (unsigned long long)pos, (unsigned long long)total);
@@ -323,7 +325,7 @@ floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t
     }
     *n = got;
     next->position = pos;
-    next->generation = 0;
+    next->generation = t->generation;
     *done = pos >= total;
     return FLOE_OK;
 }
@@ -382,6 +384,73 @@ void tree_destroy(tree *t)
     free(t);
 }
 
+/* Vectors a step of the rebuild copies: their ids, vectors and answers stay a few MB. */
+#define GROW_STEP 65536u
+
+/* Copies every vector of t into n (empty, larger), in root-slot order. */
+static floe_status copy_vectors(tree *t, tree *n, floe_errinfo *err)
+{
+    const size_t W = t->g.words;
+    uint64_t *ids = floe_malloc(GROW_STEP * sizeof *ids);
+    uint32_t *vecs = floe_malloc((size_t)GROW_STEP * W * sizeof *vecs);
+    uint8_t *res = floe_malloc(GROW_STEP);
+    floe_status st = ids && vecs && res ? FLOE_OK : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    floe_scan_pos pos = {0, t->generation}, next;
+    for (int done = 0; st == FLOE_OK && !done; pos = next) {
+        size_t got;
+        st = tree_scan(t, &pos, GROW_STEP, ids, vecs, &got, &next, &done, err);
+        floe_answer_counts c = {0};
+        if (st == FLOE_OK && got)
+            st = tree_insert(n, vecs, got, res, NULL, &c, err);
+        if (st == FLOE_OK && c.inserted != got)
+            st = floe_errinfo_set(err, FLOE_ERR_FULL, "table %s: its vectors do not fit in tables twice the size",
+                                  t->spec.name);
+    }
+    free(ids);
+    free(vecs);
+    free(res);
+    return st;
+}
+
+floe_status tree_grow(tree *t, floe_errinfo *err)
+{
+    floe_spec spec = t->spec;
+    if (spec.capacity > FLOE_MAX_CAPACITY / 2 || spec.memory > UINT64_MAX / 2)
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "table %s cannot grow past capacity %llu", t->spec.name,
+                                (unsigned long long)spec.capacity);
+    spec.capacity *= 2;
+    spec.memory *= 2;
+    tree *n;
+    floe_status st = create_sized(&spec, t->pool, &n, err);
+    if (st != FLOE_OK)
+        return st;
+    st = copy_vectors(t, n, err);
+    if (st != FLOE_OK) {
+        tree_destroy(n);
+        return st;
+    }
+    /* n's arrays become t's, and t's old ones go with n */
+    tree old = {.z = t->z, .nodes = t->nodes, .roots = t->roots};
+    t->spec = n->spec;
+    t->g = n->g;
+    t->z = n->z;
+    t->nodes = n->nodes;
+    t->roots = n->roots;
+    atomic_store(&t->nodes_used, atomic_load(&n->nodes_used));
+    atomic_store(&t->orphans, atomic_load(&n->orphans));
+    t->generation++;
+    n->z = old.z;
+    n->nodes = old.nodes;
+    n->roots = old.roots;
+    tree_destroy(n);
+    return FLOE_OK;
+}
+
+uint64_t tree_generation(const tree *t)
+{
+    return t->generation;
+}
+
 const floe_spec *tree_spec(const tree *t)
 {
     return &t->spec;
@@ -436,6 +505,7 @@ void tree_stats(tree *t, floe_table_stats *s)
 {
     iceberg_stats(t->roots, s);
     s->spec = t->spec;
+    s->generation = t->generation;
     tree_fill_stats(s, &t->g, atomic_load(&t->nodes_used), atomic_load(&t->orphans), t->z.node_bytes);
 }
 
@@ -456,6 +526,7 @@ static void file_view(tree *t, floe_file_header *h, const void **sections)
     }
     h->nodes = atomic_load(&t->nodes_used);
     h->orphans = atomic_load(&t->orphans);
+    h->generation = t->generation;
     h->nsections = TREE_SECTIONS;
     for (int l = 0; l <= FLOE_LEVELS; l++) {
         h->section_bytes[l] = im.bytes[l];
@@ -576,6 +647,7 @@ floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree *
         goto out;
     iceberg_set_counters(t->roots, h.used, 0, 0);
     tree_set_counters(t, h.nodes, h.orphans);
+    t->generation = h.generation;
     *out = t;
     t = NULL;
 out:

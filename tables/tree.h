@@ -7,9 +7,9 @@
  * Every call is thread-safe.  Among concurrent inserts of one vector exactly
  * one sees FLOE_INSERTED; inside one batch the first occurrence of a vector
  * is the one INSERTED.  Vectors are packed: vector i is words[i * W ..
- * i * W + W).  A vector's id is its root slot id, stable for the table's
- * life (TREE tables never rebuild).  FULL: the node table or the root table
- * had no room; nodes written on the way stay (counted as orphans).
+ * i * W + W).  A vector's id is its root slot id, stable until tree_grow()
+ * (which increments the generation).  FULL: the node table or the root
+ * table had no room; nodes written on the way stay (counted as orphans).
  *
  * Batches come through the door (floe_request_check in spec.h; in-process,
  * floe_table_submit): vectors and results present, fewer than 2^32 of
@@ -74,6 +74,13 @@ floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, u
 floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
                       floe_scan_pos *next, int *done, floe_errinfo *err);
 void tree_stats(tree *t, floe_table_stats *s);
+/* Rebuilds t at twice its capacity (and memory budget, if it has one): its
+ * vectors go into larger node and root tables, in root-slot order, which
+ * then replace t's.  Ids change and the generation increments; orphan
+ * nodes are left behind.  On failure (FULL past the largest capacity, or
+ * no memory) t is unchanged.  Batches must not run meanwhile. */
+floe_status tree_grow(tree *t, floe_errinfo *err);
+uint64_t tree_generation(const tree *t);
 
 floe_status tree_save(tree *t, const char *path, floe_errinfo *err);
 /* A copy of t's file contents (batches must not run meanwhile: the caller

@@ -5,7 +5,9 @@
  * stable and distinct, get_by_id and scan give back the exact vectors, save
  * and load keep everything; concurrent inserters see exactly one INSERTED
  * per distinct vector; a full node table answers FULL and never a false
- * PRESENT; bad specs and batches are refused and change nothing; a file
+ * PRESENT; a table that grows (tree_grow) whenever a batch has FULL vectors
+ * keeps every vector under new ids, generation by generation, through save
+ * and load; bad specs and batches are refused and change nothing; a file
  * whose header asks for a table larger than the file is refused before any
  * of it is mapped.
  */
@@ -488,6 +490,143 @@ START_TEST(full_is_exact)
 }
 END_TEST
 
+/* ---- growth ------------------------------------------------------------------------------------- */
+
+/* Refreshes every reference id from the table (after a growth ids change):
+ * every vector still PRESENT, ids distinct. */
+static void refresh_ids(tree *t, vset *ref)
+{
+    floe_errinfo err;
+    uint8_t *res = malloc(ref->n + 1);
+    ck_assert_int_eq(tree_find(t, ref->vecs, ref->n, res, ref->ids, NULL, &err), FLOE_OK);
+    model m;
+    model_init(&m, ref->n);
+    for (size_t i = 0; i < ref->n; i++) {
+        ck_assert_msg(res[i] == FLOE_PRESENT, "vector %zu lost by a growth", i);
+        ck_assert_msg(!model_get(&m, ref->ids[i], NULL, NULL), "two vectors share id %llu after a growth",
+                      (unsigned long long)ref->ids[i]);
+        model_put(&m, ref->ids[i], 0, 0);
+    }
+    model_free(&m);
+    free(res);
+}
+
+/* A table sized for a few hundred vectors takes tens of thousands: whenever
+ * a batch has FULL vectors it grows and they are inserted again, as a
+ * growing backend does; every answer matches the reference set, and after
+ * each growth every vector is there under a new id, the generation has
+ * moved, and a scan cursor of the old generation is refused. */
+static void grow_length(uint32_t W, size_t total, floe_pool *pool)
+{
+    walk w;
+    walk_init(&w, W, 3000 + W, W > 16 ? 64 : 1u << 16);
+    uint32_t *stream = malloc(total * W * 4);
+    walk_stream(&w, stream, total);
+    tree *t = make_tree(W, 300, 0, pool);
+    vset ref;
+    vset_init(&ref, W, total);
+    uint8_t *res = malloc(total);
+    uint64_t *ids = malloc(total * 8);
+    uint32_t *retry = malloc(total * W * 4);
+    size_t *where = malloc(total * sizeof *where);
+    floe_errinfo err;
+    uint64_t r = W * 7, grown = 0;
+    for (size_t at = 0; at < total;) {
+        size_t b = 1 + rng_below(&r, 2000);
+        if (b > total - at)
+            b = total - at;
+        const uint32_t *batch = stream + at * W;
+        ck_assert_int_eq(tree_insert(t, batch, b, res, ids, NULL, &err), FLOE_OK);
+        for (;;) { /* grow and insert the FULL ones again, in order, until none is left */
+            size_t nf = 0;
+            for (size_t i = 0; i < b; i++)
+                if (res[i] == FLOE_FULL) {
+                    memcpy(retry + nf * W, batch + i * W, W * 4);
+                    where[nf++] = i;
+                }
+            if (nf == 0)
+                break;
+            floe_table_stats before, after;
+            tree_stats(t, &before);
+            floe_scan_pos old_cursor = {0, tree_generation(t)}, next;
+            ck_assert_msg(tree_grow(t, &err) == FLOE_OK, "grow: %s", err.msg);
+            grown++;
+            tree_stats(t, &after);
+            ck_assert_uint_eq(after.generation, before.generation + 1);
+            ck_assert_uint_eq(after.keys, before.keys);
+            ck_assert_uint_eq(after.spec.capacity, 2 * before.spec.capacity);
+            ck_assert(after.node_slots >= before.node_slots);
+            size_t got_n;
+            int done;
+            ck_assert_int_eq(tree_scan(t, &old_cursor, 10, ids, retry + nf * W, &got_n, &next, &done, &err),
+                             FLOE_ERR_INVALID);
+            ck_assert_msg(strstr(err.msg, "generation") != NULL, "%s", err.msg);
+            uint8_t *rres = malloc(nf);
+            uint64_t *rids = malloc(nf * 8);
+            ck_assert_int_eq(tree_insert(t, retry, nf, rres, rids, NULL, &err), FLOE_OK);
+            for (size_t k = 0; k < nf; k++) {
+                res[where[k]] = rres[k];
+                ids[where[k]] = rids[k];
+            }
+            free(rres);
+            free(rids);
+            refresh_ids(t, &ref); /* the ids of vectors of earlier batches changed */
+            /* and those of this batch's first part too: look the whole batch up again */
+            uint8_t *fres = malloc(b);
+            ck_assert_int_eq(tree_find(t, batch, b, fres, ids, NULL, &err), FLOE_OK);
+            for (size_t i = 0; i < b; i++)
+                ck_assert(res[i] == FLOE_FULL || fres[i] == FLOE_PRESENT);
+            free(fres);
+        }
+        for (size_t i = 0; i < b; i++) {
+            const uint32_t *v = batch + i * W;
+            long k = vset_find(&ref, v, 0, 0);
+            if (k < 0) {
+                ck_assert_msg(res[i] == FLOE_INSERTED, "W=%u vector %zu: want INSERTED, got %d", W, at + i, res[i]);
+                vset_find(&ref, v, 1, ids[i]);
+            } else {
+                ck_assert_msg(res[i] == FLOE_PRESENT, "W=%u vector %zu: want PRESENT, got %d", W, at + i, res[i]);
+                ck_assert_uint_eq(ids[i], ref.ids[k]);
+            }
+        }
+        at += b;
+    }
+    ck_assert_msg(grown >= 3, "W=%u: only %llu growths", W, (unsigned long long)grown);
+    ck_assert_uint_eq(tree_generation(t), grown);
+    check_contents(t, &ref);
+
+    /* save and load keep the generation, the ids and the vectors */
+    char path[] = "/tmp/floe-tree-grow-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(tree_save(t, path, &err) == FLOE_OK, "save: %s", err.msg);
+    tree_destroy(t);
+    ck_assert_msg(tree_load(path, 0, pool, &t, &err) == FLOE_OK, "load: %s", err.msg);
+    unlink(path);
+    ck_assert_uint_eq(tree_generation(t), grown);
+    check_contents(t, &ref);
+    tree_destroy(t);
+    vset_free(&ref);
+    free(stream);
+    free(res);
+    free(ids);
+    free(retry);
+    free(where);
+}
+
+START_TEST(growth_keeps_every_vector)
+{
+    floe_pool *pool = NULL;
+    floe_errinfo err;
+    ck_assert_int_eq(floe_pool_create(2, &pool, &err), FLOE_OK);
+    grow_length(3, 30000, pool);
+    grow_length(16, 30000, pool);
+    grow_length(64, 8000, NULL);
+    floe_pool_destroy(pool);
+}
+END_TEST
+
 /* ---- bad input -------------------------------------------------------------------------------- */
 
 START_TEST(bad_specs_and_batches)
@@ -668,6 +807,7 @@ Suite *tree_suite(void)
     tcase_add_test(tc, lengths_against_reference);
     tcase_add_test(tc, concurrent_inserts);
     tcase_add_test(tc, full_is_exact);
+    tcase_add_test(tc, growth_keeps_every_vector);
     tcase_add_test(tc, bad_specs_and_batches);
     tcase_add_test(tc, oversized_header_refused);
     suite_add_tcase(s, tc);
