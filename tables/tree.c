@@ -162,9 +162,87 @@ static int fold(const tree *t, const uint32_t *vec, int insert, uint64_t *root_k
     return FOLDED;
 }
 
+#define DAMAGED 0xFEu /* a fold met a reference to no node: the table is damaged */
+
+/* Positions 0..FLOE_TREE_MAX_WORDS-1 of one level, as a bit set. */
+typedef struct level_set {
+    uint64_t w[(FLOE_TREE_MAX_WORDS + 63) / 64];
+} level_set;
+
+/* Whether position i was in s (it is now). */
+static int level_seen(level_set *s, uint32_t i)
+{
+    const uint64_t bit = 1ull << (i & 63);
+    const int was = (s->w[i >> 6] & bit) != 0;
+    s->w[i >> 6] |= bit;
+    return was;
+}
+
+/* Folds the vector that is `parent`'s with nc words changed into its root
+ * key, reading and putting only the nodes on the changed words' paths: the
+ * item of word w at level k is at position w >> k, and an odd level's last
+ * item is carried up unchanged.  FOLDED, FLOE_FULL (a node had no room),
+ * FLOE_ABSENT (parent names no vector) or DAMAGED. */
+static int fold_delta(const tree *t, uint64_t parent, const floe_tree_change *ch, uint32_t nc, uint64_t *root_key,
+                      unsigned *created)
+{
+    const floe_tree_geometry *g = &t->g;
+    uint64_t key;
+    if (!iceberg_key_at(t->roots, parent, &key))
+        return FLOE_ABSENT;
+    uint32_t m[10], L = 0; /* items per level; level L holds the root pair */
+    for (m[0] = g->words; m[L] > 2; L++)
+        m[L + 1] = floe_tree_up(m[L]);
+    uint32_t item[10][FLOE_TREE_MAX_WORDS];
+    floe_tree_root_split(g, key, &item[L][0], &item[L][1]);
+    /* down the changed words' paths: each expanded item gives both children */
+    for (uint32_t k = L; k > 0; k--) {
+        level_set done = {{0}};
+        const uint32_t lo = m[k - 1];
+        for (uint32_t c = 0; c < nc; c++) {
+            const uint32_t i = ch[c].word >> k;
+            if (level_seen(&done, i))
+                continue;
+            if ((lo & 1) && i == lo / 2) {
+                item[k - 1][lo - 1] = item[k][i];
+                continue;
+            }
+            const uint64_t ref = item[k][i];
+            if (ref >= g->node_slots)
+                return DAMAGED;
+            const uint64_t v = atomic_load_explicit(&t->nodes[ref], memory_order_acquire);
+            if (!floe_node_valid(v))
+                return DAMAGED;
+            const uint64_t node = floe_node_decode(g, ref, v);
+            item[k - 1][2 * i] = (uint32_t)node;
+            item[k - 1][2 * i + 1] = (uint32_t)(node >> 32);
+        }
+    }
+    for (uint32_t c = 0; c < nc; c++) /* in order: a word changed twice takes the last value */
+        item[0][ch[c].word] = ch[c].value;
+    /* and up again, putting the new nodes */
+    for (uint32_t k = 0; k < L; k++) {
+        level_set done = {{0}};
+        for (uint32_t c = 0; c < nc; c++) {
+            const uint32_t i = ch[c].word >> (k + 1);
+            if (level_seen(&done, i))
+                continue;
+            if ((m[k] & 1) && i == m[k] / 2)
+                item[k + 1][i] = item[k][m[k] - 1];
+            else if (!node_ref(t, floe_node_pack(item[k][2 * i], item[k][2 * i + 1]), 1, &item[k + 1][i], created))
+                return FLOE_FULL;
+        }
+    }
+    *root_key = floe_tree_root_key(g, item[L][0], item[L][1]);
+    return FOLDED;
+}
+
 typedef struct fold_job {
     tree *t;
-    const uint32_t *vectors;
+    const uint32_t *vectors; /* whole vectors, or (NULL) parents and changes */
+    const uint64_t *parents;
+    const uint64_t *first; /* state i's changes: changes[first[i] .. first[i + 1]) */
+    const floe_tree_change *changes;
     size_t n;
     int insert;
     uint64_t *root_keys;
@@ -181,7 +259,10 @@ static void fold_chunk(void *arg, size_t task)
     uint64_t made = 0, lost = 0;
     for (size_t i = lo; i < hi; i++) {
         unsigned created = 0;
-        j->state[i] = (uint8_t)fold(j->t, j->vectors + i * W, j->insert, &j->root_keys[i], &created);
+        j->state[i] =
+            (uint8_t)(j->vectors ? fold(j->t, j->vectors + i * W, j->insert, &j->root_keys[i], &created)
+                                 : fold_delta(j->t, j->parents[i], j->changes + j->first[i],
+                                              (uint32_t)(j->first[i + 1] - j->first[i]), &j->root_keys[i], &created));
         if (j->created)
             j->created[i] = (uint8_t)created;
         made += created;
@@ -192,14 +273,15 @@ static void fold_chunk(void *arg, size_t task)
     atomic_fetch_add(&j->orphans, lost);
 }
 
-/* The shared body of insert and find. */
-static floe_status run_vectors(tree *t, const uint32_t *vectors, size_t n, int insert, uint8_t *results, uint64_t *ids,
-                               floe_answer_counts *counts, floe_errinfo *err)
+/* The shared body of insert, find and insert_delta: j says what to fold
+ * (its vectors, or its parents and changes), n states. */
+static floe_status run_states(tree *t, fold_job j, size_t n, int insert, uint8_t *results, uint64_t *ids,
+                              floe_answer_counts *counts, floe_errinfo *err)
 {
     floe_status st = FLOE_OK;
     /* as the door (floe_request_check, floe_batch_check) lets a batch through */
     assert(n < ((size_t)1 << 32));
-    assert(n == 0 || (vectors && results));
+    assert(n == 0 || ((j.vectors || j.parents) && results));
     /* One allocation: root keys, compacted root keys, their ids, state,
      * created counts, their results, and the compaction map. */
     size_t bytes = n * (8 + 8 + 8 + 1 + 1 + 1) + n * sizeof(uint32_t) + 64;
@@ -214,15 +296,22 @@ static floe_status run_vectors(tree *t, const uint32_t *vectors, size_t n, int i
     uint8_t *created = state + n;
     uint8_t *sub_results = created + n;
 
-    fold_job j = {.t = t,
-                  .vectors = vectors,
-                  .n = n,
-                  .insert = insert,
-                  .root_keys = root_keys,
-                  .state = state,
-                  .created = created};
+    j.t = t;
+    j.n = n;
+    j.insert = insert;
+    j.root_keys = root_keys;
+    j.state = state;
+    j.created = created;
+    atomic_init(&j.new_nodes, 0);
+    atomic_init(&j.orphans, 0);
     floe_pool_run(t->pool, (n + CHUNK - 1) / CHUNK, fold_chunk, &j);
     atomic_fetch_add(&t->nodes_used, atomic_load(&j.new_nodes));
+    for (size_t i = 0; i < n; i++)
+        if (state[i] == DAMAGED) {
+            free(mem);
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: a parent leads to a missing node",
+                                    t->spec.name);
+        }
 
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -261,13 +350,38 @@ static floe_status run_vectors(tree *t, const uint32_t *vectors, size_t n, int i
 floe_status tree_insert(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
                         floe_answer_counts *counts, floe_errinfo *err)
 {
-    return run_vectors(t, vectors, n, 1, results, ids, counts, err);
+    return run_states(t, (fold_job){.vectors = vectors}, n, 1, results, ids, counts, err);
 }
 
 floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
                       floe_answer_counts *counts, floe_errinfo *err)
 {
-    return run_vectors(t, vectors, n, 0, results, ids, counts, err);
+    return run_states(t, (fold_job){.vectors = vectors}, n, 0, results, ids, counts, err);
+}
+
+floe_status tree_insert_delta(tree *t, const uint64_t *parents, const uint32_t *nchanges,
+                              const floe_tree_change *changes, size_t n, uint8_t *results, uint64_t *ids,
+                              floe_answer_counts *counts, floe_errinfo *err)
+{
+    uint64_t *first = floe_malloc((n + 1) * sizeof *first);
+    if (!first)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu states", n);
+    first[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key;
+        if (!iceberg_key_at(t->roots, parents[i], &key)) { /* before anything is put: the batch changes nothing */
+            free(first);
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "state %zu: parent id %llu names no vector of table %s", i,
+                                    (unsigned long long)parents[i], t->spec.name);
+        }
+        first[i + 1] = first[i] + nchanges[i];
+        for (uint64_t c = first[i]; c < first[i + 1]; c++)
+            assert(changes[c].word < t->g.words); /* the door's */
+    }
+    floe_status st = run_states(t, (fold_job){.parents = parents, .first = first, .changes = changes}, n, 1, results,
+                                ids, counts, err);
+    free(first);
+    return st;
 }
 
 /* The vector of one id: 1 (out filled), 0 (no vector there), -1 (damaged). */

@@ -7,7 +7,8 @@
  * per distinct vector; a full node table answers FULL and never a false
  * PRESENT; a table that grows (tree_grow) whenever a batch has FULL vectors
  * keeps every vector under new ids, generation by generation, through save
- * and load; bad specs and batches are refused and change nothing; a file
+ * and load; states given as a parent's id and changed words answer as their
+ * whole vectors do and put the same nodes; bad specs and batches are refused and change nothing; a file
  * whose header asks for a table larger than the file is refused before any
  * of it is mapped.
  */
@@ -627,6 +628,128 @@ START_TEST(growth_keeps_every_vector)
 }
 END_TEST
 
+/* ---- states as a parent and changed words ---------------------------------------------------- */
+
+/* Table a takes states as their parent's id and the changed words
+ * (tree_insert_delta), mixed with whole-vector batches; table b (the same
+ * spec) takes every state as a whole vector.  The answers agree state by
+ * state, a's ids give back the exact vectors, both tables hold the same
+ * nodes, and a parent that names no vector fails its batch, which changes
+ * nothing. */
+static void delta_length(uint32_t W, floe_pool *pool)
+{
+    const size_t total = 20000, seed_n = 64;
+    tree *a = make_tree(W, total + seed_n, 0, pool), *b = make_tree(W, total + seed_n, 0, pool);
+    vset ref; /* a's vectors and ids */
+    vset_init(&ref, W, total + seed_n);
+    walk w;
+    walk_init(&w, W, 7000 + W, 8);
+    uint32_t *vecs = malloc((total + seed_n) * W * 4);
+    uint8_t *ra = malloc(total + seed_n), *rb = malloc(total + seed_n);
+    uint64_t *ida = malloc((total + seed_n) * 8), *idb = malloc((total + seed_n) * 8);
+    uint64_t *parents = malloc(total * 8);
+    uint32_t *nch = malloc(total * 4);
+    floe_tree_change *ch = malloc(total * 4 * sizeof *ch);
+    floe_errinfo err;
+    walk_stream(&w, vecs, seed_n);
+    ck_assert_int_eq(tree_insert(a, vecs, seed_n, ra, ida, NULL, &err), FLOE_OK);
+    ck_assert_int_eq(tree_insert(b, vecs, seed_n, rb, idb, NULL, &err), FLOE_OK);
+    for (size_t i = 0; i < seed_n; i++)
+        if (ra[i] == FLOE_INSERTED)
+            vset_find(&ref, vecs + i * W, 1, ida[i]);
+    uint64_t r = 99 + W;
+    for (size_t done = 0; done < total;) {
+        size_t n = 1 + rng_below(&r, 1500), nc_total = 0;
+        if (n > total - done)
+            n = total - done;
+        const bool whole = rng_below(&r, 5) == 0; /* some batches of whole vectors on a too */
+        for (size_t i = 0; i < n; i++) {
+            const size_t p = rng_below(&r, ref.n);
+            uint32_t *v = vecs + i * W;
+            memcpy(v, ref.vecs + p * W, W * 4);
+            parents[i] = ref.ids[p];
+            nch[i] = (uint32_t)rng_below(&r, 4); /* 0: the parent itself */
+            for (uint32_t c = 0; c < nch[i]; c++) {
+                /* the same word twice now and then: the last value counts */
+                const uint32_t word =
+                    c > 0 && rng_below(&r, 4) == 0 ? ch[nc_total - 1].word : (uint32_t)rng_below(&r, W);
+                const uint32_t value = rng_below(&r, 8) == 0 ? (uint32_t)rng_next(&r) : (uint32_t)rng_below(&r, 8);
+                ch[nc_total++] = (floe_tree_change){word, value};
+                v[word] = value;
+            }
+        }
+        if (whole)
+            ck_assert_int_eq(tree_insert(a, vecs, n, ra, ida, NULL, &err), FLOE_OK);
+        else
+            ck_assert_msg(tree_insert_delta(a, parents, nch, ch, n, ra, ida, NULL, &err) == FLOE_OK, "delta: %s",
+                          err.msg);
+        ck_assert_int_eq(tree_insert(b, vecs, n, rb, idb, NULL, &err), FLOE_OK);
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t *v = vecs + i * W;
+            ck_assert_msg(ra[i] == rb[i], "W=%u state %zu: %d by its parent, %d whole", W, done + i, ra[i], rb[i]);
+            long k = vset_find(&ref, v, 0, 0);
+            if (k < 0) {
+                ck_assert_int_eq(ra[i], FLOE_INSERTED);
+                vset_find(&ref, v, 1, ida[i]);
+            } else {
+                ck_assert_int_eq(ra[i], FLOE_PRESENT);
+                ck_assert_uint_eq(ida[i], ref.ids[k]);
+            }
+        }
+        done += n;
+    }
+    check_contents(a, &ref);
+    floe_table_stats sa, sb;
+    tree_stats(a, &sa);
+    tree_stats(b, &sb);
+    ck_assert_uint_eq(sa.keys, sb.keys);
+    ck_assert_uint_eq(sa.nodes, sb.nodes); /* the paths put exactly the nodes whole vectors need */
+    ck_assert_uint_eq(sa.orphan_nodes, 0);
+
+    /* a parent that names no vector: the batch fails and changes nothing */
+    parents[0] = ref.ids[0];
+    nch[0] = 1;
+    ch[0] = (floe_tree_change){0, 0xABCDEF01u};
+    parents[1] = 1ull << 50; /* past every slot */
+    nch[1] = 1;
+    ch[1] = (floe_tree_change){W - 1, 0x12345678u};
+    ck_assert_int_eq(tree_insert_delta(a, parents, nch, ch, 2, ra, ida, NULL, &err), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "names no vector") != NULL, "%s", err.msg);
+    floe_table_stats after;
+    tree_stats(a, &after);
+    ck_assert_uint_eq(after.keys, sa.keys);
+    ck_assert_uint_eq(after.nodes, sa.nodes);
+    memcpy(vecs, ref.vecs, W * 4);
+    vecs[0] = 0xABCDEF01u;
+    ck_assert_int_eq(tree_find(a, vecs, 1, ra, ida, NULL, &err), FLOE_OK);
+    ck_assert_int_eq(ra[0], vset_find(&ref, vecs, 0, 0) >= 0 ? FLOE_PRESENT : FLOE_ABSENT);
+    check_contents(a, &ref);
+
+    tree_destroy(a);
+    tree_destroy(b);
+    vset_free(&ref);
+    free(vecs);
+    free(ra);
+    free(rb);
+    free(ida);
+    free(idb);
+    free(parents);
+    free(nch);
+    free(ch);
+}
+
+START_TEST(states_by_parent_match_whole_vectors)
+{
+    floe_pool *pool = NULL;
+    floe_errinfo err;
+    ck_assert_int_eq(floe_pool_create(2, &pool, &err), FLOE_OK);
+    static const uint32_t lengths[] = {2, 3, 5, 16, 17, 64, 255, 256};
+    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++)
+        delta_length(lengths[i], i % 2 ? NULL : pool);
+    floe_pool_destroy(pool);
+}
+END_TEST
+
 /* ---- bad input -------------------------------------------------------------------------------- */
 
 START_TEST(bad_specs_and_batches)
@@ -808,6 +931,7 @@ Suite *tree_suite(void)
     tcase_add_test(tc, concurrent_inserts);
     tcase_add_test(tc, full_is_exact);
     tcase_add_test(tc, growth_keeps_every_vector);
+    tcase_add_test(tc, states_by_parent_match_whole_vectors);
     tcase_add_test(tc, bad_specs_and_batches);
     tcase_add_test(tc, oversized_header_refused);
     suite_add_tcase(s, tc);
