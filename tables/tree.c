@@ -4,7 +4,8 @@
  *
  * A batch runs in two passes.  First every vector is folded bottom-up into
  * its root pair, in parallel chunks: each node is found or put in the node
- * table (acquire loads, one CAS from EMPTY), its reference replaces the pair.
+ * table (acquire loads, one CAS from EMPTY), its reference replaces the pair
+ * (a state given by its parent folds only its changed words' paths).
  * Then the root keys of the vectors that got that far go to the root table,
  * an iceberg SET, as one batch: the iceberg engine gives first-occurrence
  * order inside the batch and exactly one INSERTED among concurrent batches,
