@@ -196,6 +196,21 @@ static void check_contents(tree *t, vset *ref)
     free(got);
 }
 
+/* t saved to a file, destroyed, and loaded again from the file. */
+static tree *saved_and_loaded(tree *t, floe_pool *pool)
+{
+    floe_errinfo err;
+    char path[] = "/tmp/floe-tree-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(tree_save(t, path, &err) == FLOE_OK, "save: %s", err.msg);
+    tree_destroy(t);
+    ck_assert_msg(tree_load(path, 0, pool, &t, &err) == FLOE_OK, "load: %s", err.msg);
+    unlink(path);
+    return t;
+}
+
 static void run_length(uint32_t W, size_t total, floe_pool *pool)
 {
     walk w;
@@ -263,16 +278,9 @@ static void run_length(uint32_t W, size_t total, floe_pool *pool)
     ck_assert_int_eq(res[1], FLOE_ABSENT);
 
     /* Save and load: same contents, same ids, and it goes on working. */
-    char path[] = "/tmp/floe-tree-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    ck_assert_msg(tree_save(t, path, &err) == FLOE_OK, "save: %s", err.msg);
     floe_table_stats before, after;
     tree_stats(t, &before);
-    tree_destroy(t);
-    ck_assert_msg(tree_load(path, 0, pool, &t, &err) == FLOE_OK, "load: %s", err.msg);
-    unlink(path);
+    t = saved_and_loaded(t, pool);
     tree_stats(t, &after);
     ck_assert_uint_eq(after.keys, before.keys);
     ck_assert_uint_eq(after.nodes, before.nodes);
@@ -597,14 +605,7 @@ static void grow_length(uint32_t W, size_t total, floe_pool *pool)
     check_contents(t, &ref);
 
     /* save and load keep the generation, the ids and the vectors */
-    char path[] = "/tmp/floe-tree-grow-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    ck_assert_msg(tree_save(t, path, &err) == FLOE_OK, "save: %s", err.msg);
-    tree_destroy(t);
-    ck_assert_msg(tree_load(path, 0, pool, &t, &err) == FLOE_OK, "load: %s", err.msg);
-    unlink(path);
+    t = saved_and_loaded(t, pool);
     ck_assert_uint_eq(tree_generation(t), grown);
     check_contents(t, &ref);
     tree_destroy(t);
