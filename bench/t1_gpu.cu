@@ -10,7 +10,11 @@
  * root table, answers, and the one count read back).  Reports G vectors/s
  * over all vectors sent (both occurrences), INSERTED = distinct vectors,
  * and the table's bytes per stored vector; medians of --runs runs, each on
- * a fresh table.
+ * a fresh table.  With --grow the table starts at --capacity vectors and
+ * grows before each batch that would pass its max fill (gpu_tree_over_fill,
+ * gpu_tree_grow, as floed's GPU backend does); the growths are timed too
+ * and counted in the rate, and the bytes allocated and used are printed as
+ * the table grows.
  */
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -96,7 +100,7 @@ __global__ void k_count(const uint8_t *r, uint64_t n, unsigned long long *c)
 static void usage_line(FILE *f)
 {
     fprintf(f, "usage: floe-t1-gpu [--words W] [--vectors N] [--batch B] [--walkers K] [--domain D] [--memory SIZE]\n"
-               "                   [--runs R]\n");
+               "                   [--grow [--capacity N]] [--runs R]\n");
 }
 
 static void help(void)
@@ -115,6 +119,8 @@ static void help(void)
            "      --domain D      values per word: each step sets one or two words to a value below D\n"
            "                      (default 4)\n"
            "      --memory SIZE   the table's memory budget in bytes (default 0: sized from --vectors)\n"
+           "      --grow          a table that grows, from --capacity, sized by default (no --memory)\n"
+           "      --capacity N    with --grow: the vectors the table starts sized for (default 1M)\n"
            "      --runs R        runs, each on a fresh table; medians reported (default 3)\n"
            "  -h, --help          this text\n"
            "\n"
@@ -141,7 +147,8 @@ static uint64_t number(const char *opt, const char *arg, uint64_t lo, uint64_t h
 int main(int argc, char **argv)
 {
     uint32_t W = 16, walkers = 1u << 16, domain = 4, runs = 3;
-    uint64_t batch = 1ull << 21, vectors = 1ull << 25, memory = 0;
+    uint64_t batch = 1ull << 21, vectors = 1ull << 25, memory = 0, capacity = FLOE_DEFAULT_CAPACITY;
+    bool grow = false, capacity_set = false;
     static const struct option longopts[] = {
         {"words", required_argument, NULL, 'w'},
         {"walkers", required_argument, NULL, 'k'},
@@ -150,6 +157,8 @@ int main(int argc, char **argv)
         {"batch", required_argument, NULL, 'b'},
         {"vectors", required_argument, NULL, 'n'},
         {"memory", required_argument, NULL, 'm'},
+        {"grow", no_argument, NULL, 'g'},
+        {"capacity", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -178,6 +187,13 @@ int main(int argc, char **argv)
         case 'm':
             memory = number("memory", optarg, 0, UINT64_MAX);
             break;
+        case 'g':
+            grow = true;
+            break;
+        case 'c':
+            capacity = number("capacity", optarg, 1, FLOE_MAX_CAPACITY);
+            capacity_set = true;
+            break;
         case 'h':
             help();
             return 0;
@@ -190,7 +206,9 @@ int main(int argc, char **argv)
         usage_error();
     }
     /* each batch is batch / walkers steps of every walker, and a run is whole batches */
-    const char *why = (batch & (batch - 1))          ? "--batch must be a power of two"
+    const char *why = grow && memory                 ? "--grow sizes the table by default: no --memory"
+                      : capacity_set && !grow        ? "--capacity is for --grow (else the table holds --vectors)"
+                      : (batch & (batch - 1))        ? "--batch must be a power of two"
                       : batch % walkers              ? "--batch must be a multiple of --walkers"
                       : vectors % batch              ? "--vectors must be a multiple of --batch"
                       : batch / walkers > UINT32_MAX ? "--batch / --walkers must be below 2^32"
@@ -231,20 +249,38 @@ int main(int argc, char **argv)
         spec.kind = FLOE_KIND_TREE;
         spec.key_bits = 0;
         spec.words = W;
-        spec.capacity = vectors;
+        spec.capacity = grow ? capacity : vectors;
         spec.memory = memory;
+        spec.grow = grow;
         spec.seed = 0x7165 + run;
         floe_errinfo err;
         gpu_tree *t;
-        must(gpu_tree_create(&spec, &t, &err), err);
+        must(gpu_tree_create(&spec, NULL, &t, &err), err);
         CHECK(cudaMemset(d_state, 0, (uint64_t)walkers * W * 4));
         std::vector<uint64_t> seeds(walkers);
         for (uint32_t w = 0; w < walkers; w++)
             seeds[w] = 0x9E3779B97F4A7C15ull * (w + 1 + 1000003ull * run) | 1;
         CHECK(cudaMemcpy(d_rng, seeds.data(), walkers * 8, cudaMemcpyHostToDevice));
         CHECK(cudaMemset(d_c, 0, 5 * sizeof *d_c));
-        double ms_total = 0;
-        for (uint64_t done = 0; done < vectors; done += batch) {
+        double ms_total = 0, ms_grow = 0;
+        unsigned growths = 0;
+        for (uint64_t done = 0, b = 1; done < vectors; done += batch, b++) {
+            if (grow) { /* until the batch fits: both occurrences count, the repeats mostly PRESENT */
+                cudaEvent_t g0 = e0, g1 = e1;
+                CHECK(cudaEventRecord(g0, s));
+                for (unsigned what = 1; what;) {
+                    must(gpu_tree_over_fill(t, 2 * batch, spec.max_fill, &what, &err), err);
+                    if (what) {
+                        must(gpu_tree_grow(&t, what, &err), err);
+                        growths++;
+                    }
+                }
+                CHECK(cudaEventRecord(g1, s));
+                CHECK(cudaEventSynchronize(g1));
+                float ms;
+                CHECK(cudaEventElapsedTime(&ms, g0, g1));
+                ms_grow += ms;
+            }
             k_walk<<<(walkers + 255) / 256, 256, 0, s>>>(d_state, d_rng, W, walkers, (uint32_t)(batch / walkers),
                                                          domain, d_vec);
             k_again<<<(unsigned)((batch + 255) / 256), 256, 0, s>>>(d_vec, W, batch);
@@ -256,7 +292,17 @@ int main(int argc, char **argv)
             CHECK(cudaEventElapsedTime(&ms, e0, e1));
             ms_total += ms;
             k_count<<<(unsigned)((2 * batch + 255) / 256), 256, 0, s>>>(d_res, 2 * batch, d_c);
+            if (grow && (b & (b - 1)) == 0) { /* allocated against used, at every doubling of the vectors sent */
+                must(gpu_tree_stats(t, &st, &err), err);
+                double used = (double)st.nodes * 8;
+                for (int l = 0; l < 3; l++)
+                    used += (double)st.level[l].used * st.level[l].row_bits / 8;
+                printf("  run %u, %llu vectors stored: %.2f bytes a vector allocated, %.2f used (%.2fx), %u growths\n",
+                       run, (unsigned long long)st.keys, (double)st.memory_bytes / st.keys, used / st.keys,
+                       (double)st.memory_bytes / used, growths);
+            }
         }
+        ms_total += ms_grow;
         CHECK(cudaStreamSynchronize(s));
         CHECK(cudaMemcpy(c, d_c, sizeof c, cudaMemcpyDeviceToHost));
         must(gpu_tree_stats(t, &st, &err), err);
@@ -272,6 +318,8 @@ int main(int argc, char **argv)
                run, rate.back(), c[FLOE_INSERTED], c[FLOE_PRESENT], c[FLOE_FULL], (unsigned long long)st.keys,
                (unsigned long long)st.nodes, st.node_fill, st.level[0].row_bits, bpv.back(), bpv_used.back(),
                comp.back());
+        if (grow)
+            printf("run %u: %u growths, %.1f ms of %.1f (counted in the rate)\n", run, growths, ms_grow, ms_total);
         if (c[FLOE_INSERTED] != st.keys || c[FLOE_INSERTED] + c[FLOE_PRESENT] + c[FLOE_FULL] != 2 * vectors) {
             fprintf(stderr, "floe-t1-gpu: answers do not add up\n");
             return 1;

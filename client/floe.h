@@ -27,8 +27,9 @@
  * TREE tables store vectors of `words` uint32_t words (2..256, fixed at
  * creation) instead of keys: the *_vectors calls take them packed, vector i
  * at vectors[i * words .. i * words + words).  Each stored vector has an id
- * (stable for the table's life) that floe_get_by_id turns back into the
- * vector.  A TREE does not erase, grow or hold values.
+ * (stable until the table grows: a table created with grow renames them
+ * as a SET does) that floe_get_by_id turns back into the vector.  A TREE
+ * does not erase or hold values.
  *
  * Threads: a floe and everything made from it (calls, batchers) belong to
  * one thread at a time; use one connection per thread.  Distinct
@@ -214,7 +215,7 @@ typedef struct floe_table_def {
     unsigned key_bits;    /* SET, MAP: 1..64; 0 means 64.  TREE: 0 */
     unsigned value_bytes; /* MAP: 4 or 8 */
     uint64_t capacity;    /* keys (TREE: vectors) to hold without growing; 0 means 1 Mi */
-    int grow;             /* rebuild at twice the size instead of answering FULL (not TREE) */
+    int grow;             /* rebuild at twice the size instead of answering FULL */
     double max_fill;      /* with grow: 0 means 0.9 */
     const char *backend;  /* "cpu", "gpu", "auto" or NULL (the server's default) */
     unsigned words;       /* TREE: 32-bit words per vector, 2..256 */

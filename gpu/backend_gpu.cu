@@ -1057,17 +1057,19 @@ static floe_status tree_stage_reserve(tree_stage *s, size_t n, uint32_t W, floe_
             return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "%s: %s", #call, cuda_msg(e_));                            \
     } while (0)
 
-/* INSERT, FIND or GET of vectors [off, off + m). */
-static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m, floe_errinfo *err)
+/* INSERT or FIND of m vectors (answers and, ids not NULL, ids), or GET of
+ * the m ids `in` (vectors_out gets the vectors), through the table's staging. */
+static floe_status tree_run(gpu_table *t, floe_op op, const void *in, size_t m, uint8_t *results, uint64_t *ids,
+                            uint32_t *vectors_out, floe_errinfo *err)
 {
     const uint32_t W = t->base.spec.words;
     tree_stage *s = &t->ts;
-    const bool want_ids = b->op != FLOE_OP_GET && (b->flags & FLOE_BATCH_WANT_IDS);
+    const bool want_ids = op != FLOE_OP_GET && ids;
     floe_status st = tree_stage_reserve(s, m, W, err);
     if (st != FLOE_OK)
         return st;
-    if (b->op == FLOE_OP_GET) {
-        memcpy(s->h_ids, b->keys + off, m * 8);
+    if (op == FLOE_OP_GET) {
+        memcpy(s->h_ids, in, m * 8);
         TREE_CUDA(cudaMemcpyAsync(s->d_ids, s->h_ids, m * 8, cudaMemcpyHostToDevice, t->ks));
         st = gpu_tree_get(t->tree, s->d_ids, 0, m, s->d_res, s->d_vec, t->ks, err);
         if (st != FLOE_OK)
@@ -1075,10 +1077,10 @@ static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m,
         TREE_CUDA(cudaMemcpyAsync(s->h_vec, s->d_vec, m * W * 4, cudaMemcpyDeviceToHost, t->ks));
     } else {
         const uint64_t t0 = floe_now_ns();
-        memcpy(s->h_vec, b->vectors + off * W, m * W * 4);
+        memcpy(s->h_vec, in, m * W * 4);
         floe_stage_add(&t->stage[FLOE_STAGE_STAGE_IN], m, floe_now_ns() - t0);
         TREE_CUDA(cudaMemcpyAsync(s->d_vec, s->h_vec, m * W * 4, cudaMemcpyHostToDevice, t->ks));
-        st = b->op == FLOE_OP_INSERT
+        st = op == FLOE_OP_INSERT
                  ? gpu_tree_insert(t->tree, s->d_vec, m, s->d_res, want_ids ? s->d_ids : NULL, t->ks, err)
                  : gpu_tree_find(t->tree, s->d_vec, m, s->d_res, want_ids ? s->d_ids : NULL, t->ks, err);
         if (st != FLOE_OK)
@@ -1092,13 +1094,118 @@ static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m,
     const uint64_t t2 = floe_now_ns();
     /* one stream, synchronised once: copies and kernels are timed together, under kernel */
     floe_stage_add(&t->stage[FLOE_STAGE_KERNEL], m, t2 - t1);
-    memcpy(b->results + off, s->h_res, m);
+    memcpy(results, s->h_res, m);
     if (want_ids)
-        memcpy(b->ids + off, s->h_ids, m * 8);
-    if (b->op == FLOE_OP_GET)
-        memcpy(b->vectors_out + off * W, s->h_vec, m * W * 4);
+        memcpy(ids, s->h_ids, m * 8);
+    if (op == FLOE_OP_GET)
+        memcpy(vectors_out, s->h_vec, m * W * 4);
     floe_stage_add(&t->stage[FLOE_STAGE_STAGE_OUT], m, floe_now_ns() - t2);
     return FLOE_OK;
+}
+
+/* INSERT, FIND or GET of batch b's vectors (ids) [off, off + m). */
+static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m, floe_errinfo *err)
+{
+    const uint32_t W = t->base.spec.words;
+    if (b->op == FLOE_OP_GET)
+        return tree_run(t, b->op, b->keys + off, m, b->results + off, NULL, b->vectors_out + off * W, err);
+    return tree_run(t, b->op, b->vectors + off * W, m, b->results + off,
+                    (b->flags & FLOE_BATCH_WANT_IDS) ? b->ids + off : NULL, NULL, err);
+}
+
+/* ---- a TREE that grows ---------------------------------------------------------------------- */
+
+/* Grows a TREE table (what: TREE_GROW_NODES, TREE_GROW_ROOTS) on the device. */
+static floe_status tree_grow_gpu(gpu_table *t, unsigned what, floe_errinfo *err)
+{
+    floe_status st = gpu_tree_grow(&t->tree, what, err);
+    if (st == FLOE_OK)
+        t->generation++;
+    return st;
+}
+
+/* A growing TREE's insert: before each piece the tables that would pass
+ * max_fill grow; vectors that still come back FULL are put again after the
+ * table grew (the fuller table first), in order, until none is left; a
+ * batch that saw its table grow after its first piece looks its ids up
+ * again.  The client never sees FULL below the largest size. */
+static floe_status tree_insert_growing(gpu_table *t, floe_batch *b, floe_errinfo *err)
+{
+    const uint32_t W = t->base.spec.words;
+    uint64_t *ids = (b->flags & FLOE_BATCH_WANT_IDS) ? b->ids : NULL;
+    uint32_t *retry = NULL, *where = NULL;
+    uint8_t *rres = NULL;
+    bool renamed = false;
+    floe_status st = FLOE_OK;
+    for (size_t off = 0; off < b->n && st == FLOE_OK; off += TREE_PIECE_MAX) {
+        const size_t m = b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX;
+        unsigned what = 0;
+        do { /* a piece larger than the table may need more than one growth */
+            st = gpu_tree_over_fill(t->tree, m, t->base.spec.max_fill, &what, err);
+            floe_errinfo ignored; /* on failure the table stays as it is: FULL answers decide */
+            if (st != FLOE_OK || !what || tree_grow_gpu(t, what, &ignored) != FLOE_OK)
+                break;
+            renamed = renamed || off > 0;
+        } while (what);
+        if (st == FLOE_OK)
+            st = tree_piece(t, b, off, m, err);
+        for (;;) {
+            size_t nf = 0;
+            for (size_t i = 0; st == FLOE_OK && i < m; i++)
+                nf += b->results[off + i] == FLOE_FULL;
+            if (nf == 0 || st != FLOE_OK)
+                break;
+            if (!retry) {
+                retry = (uint32_t *)malloc((size_t)TREE_PIECE_MAX * W * 4);
+                where = (uint32_t *)malloc(TREE_PIECE_MAX * sizeof *where);
+                rres = (uint8_t *)malloc(TREE_PIECE_MAX);
+                if (!retry || !where || !rres) {
+                    st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory retrying FULL vectors");
+                    break;
+                }
+            }
+            uint64_t nodes, roots;
+            st = gpu_tree_counts(t->tree, &nodes, &roots, err);
+            if (st != FLOE_OK)
+                break;
+            const tree_sizing *z = gpu_tree_sizes(t->tree);
+            const double node_fill = (double)nodes / (double)((uint64_t)1 << z->node_bits),
+                         root_fill = (double)roots / (double)gpu_tree_root_slots(t->tree);
+            floe_errinfo gerr;
+            st = tree_grow_gpu(t, node_fill >= root_fill ? TREE_GROW_NODES : TREE_GROW_ROOTS, &gerr);
+            if (st == FLOE_ERR_TOO_LARGE) { /* as large as a TREE gets: FULL stands */
+                st = FLOE_OK;
+                break;
+            }
+            if (st != FLOE_OK) {
+                st = floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->base.spec.name,
+                                      gerr.msg);
+                break;
+            }
+            renamed = true;
+            size_t nr = 0;
+            for (size_t i = 0; i < m; i++)
+                if (b->results[off + i] == FLOE_FULL) {
+                    memcpy(retry + nr * W, b->vectors + (off + i) * W, (size_t)W * 4);
+                    where[nr++] = (uint32_t)i;
+                }
+            st = tree_run(t, FLOE_OP_INSERT, retry, nr, rres, NULL, NULL, err);
+            for (size_t k = 0; st == FLOE_OK && k < nr; k++)
+                b->results[off + where[k]] = rres[k];
+        }
+    }
+    /* ids of a batch that saw its table grow: looked up again, in the last generation */
+    for (size_t off = 0; st == FLOE_OK && renamed && ids && off < b->n; off += TREE_PIECE_MAX) {
+        const size_t m = b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX;
+        if (!rres && !(rres = (uint8_t *)malloc(TREE_PIECE_MAX)))
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory looking ids up again");
+        else
+            st = tree_run(t, FLOE_OP_FIND, b->vectors + off * W, m, rres, ids + off, NULL, err);
+    }
+    free(retry);
+    free(where);
+    free(rres);
+    return st;
 }
 
 /* Up to limit vectors from the cursor: root slots in steps, stored ones kept. */
@@ -1109,9 +1216,10 @@ static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_errinfo *err)
     uint64_t pos = b->cursor_set ? b->cursor.position : 0;
     b->scan_n = 0;
     assert(b->limit == 0 || b->scan_keys); /* the buffer (floe_batch_check) */
-    if (b->cursor_set && b->cursor.generation != 0)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor is from generation %llu; TREE tables stay at 0",
-                                (unsigned long long)b->cursor.generation);
+    if (b->cursor_set && b->cursor.generation != t->generation)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "scan cursor is from generation %llu, the table is at %llu: start the scan again",
+                                (unsigned long long)b->cursor.generation, (unsigned long long)t->generation);
     if (pos > total)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
                                 (unsigned long long)pos, (unsigned long long)total);
@@ -1139,7 +1247,7 @@ static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_errinfo *err)
         budget = budget > k ? budget - k : 0;
     }
     b->next.position = pos;
-    b->next.generation = 0;
+    b->next.generation = t->generation;
     b->scan_done = pos >= total;
     return st;
 }
@@ -1148,9 +1256,10 @@ static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_errinfo *err)
 static floe_status tree_copy_gpu(gpu_table *t, floe_file_image **out, floe_errinfo *err)
 {
     tree *host;
-    floe_status st = tree_create(&t->base.spec, NULL, &host, err);
+    floe_status st = tree_create_sized(&t->base.spec, gpu_tree_sizes(t->tree), NULL, &host, err);
     if (st != FLOE_OK)
         return st;
+    tree_set_generation(host, t->generation);
     st = gpu_tree_download(t->tree, host, err);
     if (st == FLOE_OK)
         st = tree_image_of(host, out, err);
@@ -1176,8 +1285,11 @@ static void run_tree(gpu_table *t, floe_batch *b)
     case FLOE_OP_INSERT:
     case FLOE_OP_FIND:
     case FLOE_OP_GET:
-        for (size_t off = 0; off < b->n && b->status == FLOE_OK; off += TREE_PIECE_MAX)
-            b->status = tree_piece(t, b, off, b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX, e);
+        if (b->op == FLOE_OP_INSERT && t->base.spec.grow)
+            b->status = tree_insert_growing(t, b, e);
+        else
+            for (size_t off = 0; off < b->n && b->status == FLOE_OK; off += TREE_PIECE_MAX)
+                b->status = tree_piece(t, b, off, b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX, e);
         if (b->status == FLOE_OK)
             floe_answer_counts_tally(&b->counts, b->results, b->n);
         break;
@@ -1186,6 +1298,7 @@ static void run_tree(gpu_table *t, floe_batch *b)
         break;
     case FLOE_OP_STATS:
         b->status = gpu_tree_stats(t->tree, &b->stats, e);
+        b->stats.generation = t->generation;
         memcpy(b->stats.stage, t->stage, sizeof t->stage);
         b->stats.device = t->be->device;
         break;
@@ -1475,7 +1588,7 @@ static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, f
             s.seed = 0x6A09E667F3BCC909ull; /* no entropy: a fixed seed still works */
     if (s.kind == FLOE_KIND_TREE) {
         gpu_tree *tree;
-        floe_status st = gpu_tree_create(&s, &tree, err);
+        floe_status st = gpu_tree_create(&s, NULL, &tree, err);
         if (st != FLOE_OK)
             return st;
         return start_table(be, NULL, tree, 0, out, err);
@@ -1507,15 +1620,16 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, const fl
         if (st != FLOE_OK)
             return st;
         gpu_tree *gt = NULL;
-        st = gpu_tree_create(tree_spec(th), &gt, err);
+        st = gpu_tree_create(tree_spec(th), tree_sizes(th), &gt, err);
         if (st == FLOE_OK)
             st = gpu_tree_upload(gt, th, err);
+        const uint64_t generation = tree_generation(th);
         tree_destroy(th);
         if (st != FLOE_OK) {
             gpu_tree_destroy(gt);
             return st;
         }
-        return start_table(be, NULL, gt, 0, out, err);
+        return start_table(be, NULL, gt, generation, out, err);
     }
     iceberg *host;
     st = iceberg_load(path, offset, be->pool, &host, err);

@@ -26,6 +26,8 @@
  * that length so the items stay in registers.
  */
 #include <assert.h>
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,7 @@
     } while (0)
 
 #define BLOCK       256
+#define COUNTERS    3
 #define DEDUP_EMPTY (~0ull)
 #define FOLDED      0xFFu
 
@@ -51,8 +54,10 @@ struct gpu_tree {
     uint64_t *nodes;
     gpu_iceberg *roots;
     unsigned long long *orphans;
-    unsigned long long *counter;   /* folded leaders, node count */
+    unsigned long long *counter;   /* a batch's: leaders, folded leaders, nodes made (COUNTERS) */
     unsigned long long *h_counter; /* pinned */
+    /* on the host: nodes stored (counted by the batches), and at most as many roots */
+    uint64_t nodes_used, roots_bound;
     /* batch scratch, grown on demand */
     size_t cap;
     uint64_t *dd_table; /* dedup table */
@@ -202,7 +207,8 @@ template <int WC, bool insert>
 __global__ void __launch_bounds__(BLOCK)
     k_fold(const __grid_constant__ floe_tree_geometry g, uint64_t *nodes, const uint32_t *vecs, uint32_t W,
            const uint32_t *list, const unsigned long long *nlist, uint64_t *rk, uint32_t *rk_idx,
-           unsigned long long *nrk, uint8_t *results, uint64_t *ids, uint8_t *created_out, unsigned long long *orphans)
+           unsigned long long *nrk, uint8_t *results, uint64_t *ids, uint8_t *created_out, unsigned long long *orphans,
+           unsigned long long *made)
 {
     uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (k >= *nlist)
@@ -223,6 +229,13 @@ __global__ void __launch_bounds__(BLOCK)
     }
     unsigned created = 0;
     uint32_t r = fold<WC, insert>(g, nodes, items, W, &created);
+    if (insert) { /* the nodes the batch made, an atomic a group of threads that runs here together */
+        namespace cg = cooperative_groups;
+        cg::coalesced_group here = cg::coalesced_threads();
+        const unsigned sum = cg::reduce(here, created, cg::plus<unsigned>());
+        if (here.thread_rank() == 0 && sum)
+            atomicAdd(made, (unsigned long long)sum);
+    }
     if (created_out)
         created_out[i] = (uint8_t)created;
     if (r == FOLDED) {
@@ -289,6 +302,18 @@ __global__ void k_unfold(const __grid_constant__ floe_tree_geometry g, const uin
     results[i] = FLOE_PRESENT;
 }
 
+/* The vectors of a step of root slots that hold one, to the front of out. */
+__global__ void k_compact(const uint8_t *found, const uint32_t *vecs, uint32_t W, uint64_t n, uint32_t *out,
+                          unsigned long long *count)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n || found[i] != FLOE_PRESENT)
+        return;
+    const unsigned long long at = warp_append(count);
+    for (uint32_t w = 0; w < W; w++)
+        out[at * W + w] = vecs[i * W + w];
+}
+
 __global__ void k_count_nodes(const uint64_t *nodes, uint64_t n, unsigned long long *out)
 {
     unsigned long long c = 0;
@@ -346,7 +371,7 @@ static floe_status scratch_reserve(gpu_tree *t, size_t n, floe_errinfo *err)
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_tree_create(const floe_spec *spec, gpu_tree **out, floe_errinfo *err)
+extern "C" floe_status gpu_tree_create(const floe_spec *spec, const tree_sizing *z, gpu_tree **out, floe_errinfo *err)
 {
     *out = NULL;
     if (spec->kind != FLOE_KIND_TREE || spec->seed == 0)
@@ -355,7 +380,11 @@ extern "C" floe_status gpu_tree_create(const floe_spec *spec, gpu_tree **out, fl
     if (!t)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     t->spec = *spec;
-    floe_status st = tree_size(spec, &t->z, err);
+    floe_status st = FLOE_OK;
+    if (z)
+        t->z = *z;
+    else
+        st = tree_size(spec, &t->z, err);
     if (st != FLOE_OK) {
         free(t);
         return st;
@@ -369,9 +398,9 @@ extern "C" floe_status gpu_tree_create(const floe_spec *spec, gpu_tree **out, fl
     if (e == cudaSuccess)
         e = cudaMemset(t->orphans, 0, sizeof *t->orphans);
     if (e == cudaSuccess)
-        e = cudaMalloc(&t->counter, 2 * sizeof *t->counter);
+        e = cudaMalloc(&t->counter, COUNTERS * sizeof *t->counter);
     if (e == cudaSuccess)
-        e = cudaMallocHost(&t->h_counter, 2 * sizeof *t->h_counter);
+        e = cudaMallocHost(&t->h_counter, COUNTERS * sizeof *t->h_counter);
     if (e != cudaSuccess) {
         st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
                               "device memory for a TREE node table of %llu bytes: %s",
@@ -406,6 +435,11 @@ extern "C" const floe_spec *gpu_tree_spec(const gpu_tree *t)
     return &t->spec;
 }
 
+extern "C" const tree_sizing *gpu_tree_sizes(const gpu_tree *t)
+{
+    return &t->z;
+}
+
 extern "C" uint64_t gpu_tree_root_slots(const gpu_tree *t)
 {
     return gpu_iceberg_slots(t->roots);
@@ -416,14 +450,14 @@ static void launch_fold(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_
                         cudaStream_t s)
 {
     const uint32_t W = t->g.words;
-    unsigned long long *nlist = t->counter, *nrk = t->counter + 1;
+    unsigned long long *nlist = t->counter, *nrk = t->counter + 1, *made = t->counter + 2;
     uint8_t *created = insert ? t->created : NULL;
     if (W == 16)
         k_fold<16, insert><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, d_vectors, W, t->list, nlist, t->rk,
-                                                           t->rk_idx, nrk, d_results, d_ids, created, t->orphans);
+                                                           t->rk_idx, nrk, d_results, d_ids, created, t->orphans, made);
     else
         k_fold<0, insert><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, d_vectors, W, t->list, nlist, t->rk,
-                                                          t->rk_idx, nrk, d_results, d_ids, created, t->orphans);
+                                                          t->rk_idx, nrk, d_results, d_ids, created, t->orphans, made);
 }
 
 /* The shared body of insert and find. */
@@ -440,14 +474,18 @@ static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, u
     cudaStream_t s = (cudaStream_t)stream;
     const uint32_t W = t->g.words;
     CUDA_TRY(cudaMemsetAsync(t->dd_table, 0xFF, (t->dd_mask + 1) * 8, s), err);
-    CUDA_TRY(cudaMemsetAsync(t->counter, 0, 2 * sizeof *t->counter, s), err);
+    CUDA_TRY(cudaMemsetAsync(t->counter, 0, COUNTERS * sizeof *t->counter, s), err);
     k_dedup<<<blocks_for(n), BLOCK, 0, s>>>(d_vectors, W, n, t->dd_table, t->dd_mask, t->dd_slot);
     k_leaders<<<blocks_for(n), BLOCK, 0, s>>>(t->dd_table, t->dd_slot, n, t->leader, t->list, t->counter);
     launch_fold<insert>(t, d_vectors, n, d_results, d_ids, s);
     CUDA_TRY(cudaGetLastError(), err);
-    CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, 2 * sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
+    CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, COUNTERS * sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
     CUDA_TRY(cudaStreamSynchronize(s), err);
     const size_t m = (size_t)t->h_counter[1];
+    if (insert) {
+        t->nodes_used += t->h_counter[2];
+        t->roots_bound += m; /* no more roots than vectors folded */
+    }
     if (m > 0) {
         st = insert ? gpu_iceberg_put(t->roots, t->rk, m, t->res_c, t->ids_c, GPU_NO_DEDUP, stream, err)
                     : gpu_iceberg_find(t->roots, t->rk, m, t->res_c, t->ids_c, NULL, stream, err);
@@ -599,6 +637,123 @@ static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, 
     return FLOE_OK;
 }
 
+extern "C" floe_status gpu_tree_counts(gpu_tree *t, uint64_t *nodes, uint64_t *roots, floe_errinfo *err)
+{
+    uint64_t used[FLOE_LEVELS], orphans;
+    CUDA_TRY(cudaDeviceSynchronize(), err);
+    floe_status st = gpu_iceberg_used(t->roots, used, err);
+    if (st == FLOE_OK)
+        st = count_nodes(t, nodes, &orphans, err);
+    *roots = used[0] + used[1] + used[2];
+    return st;
+}
+
+#define GROW_STEP ((size_t)1 << 20) /* root slots a step of a growth copies */
+
+/* Puts every vector of t into n (empty, larger), a step of root slots at a
+ * time (unfolded, compacted, put); *full when n had no room for one. */
+static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo *err)
+{
+    const uint32_t W = t->g.words;
+    const uint64_t total = gpu_iceberg_slots(t->roots);
+    uint32_t *vec = NULL, *packed = NULL;
+    uint8_t *res = NULL, *h_res = NULL;
+    unsigned long long *count = NULL, h_count = 0;
+    floe_status st = FLOE_OK;
+    cudaError_t e = cudaMalloc(&vec, GROW_STEP * W * 4);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&packed, GROW_STEP * W * 4);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&res, GROW_STEP);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&count, sizeof *count);
+    if (e == cudaSuccess)
+        e = cudaMallocHost(&h_res, GROW_STEP);
+    if (e != cudaSuccess)
+        st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
+                              "device memory to grow table %s: %s", t->spec.name, cudaGetErrorString(e));
+    *full = false;
+    for (uint64_t first = 0; st == FLOE_OK && first < total && !*full; first += GROW_STEP) {
+        const size_t m = total - first < GROW_STEP ? (size_t)(total - first) : GROW_STEP;
+        st = gpu_tree_get(t, NULL, first, m, res, vec, NULL, err);
+        if (st != FLOE_OK)
+            break;
+        e = cudaMemset(count, 0, sizeof *count);
+        if (e == cudaSuccess) {
+            k_compact<<<blocks_for(m), BLOCK>>>(res, vec, W, m, packed, count);
+            e = cudaMemcpy(&h_count, count, sizeof h_count, cudaMemcpyDeviceToHost);
+        }
+        if (e != cudaSuccess) {
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
+            break;
+        }
+        st = gpu_tree_insert(n, packed, (size_t)h_count, res, NULL, NULL, err);
+        if (st == FLOE_OK && (e = cudaMemcpy(h_res, res, (size_t)h_count, cudaMemcpyDeviceToHost)) != cudaSuccess)
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
+        for (size_t i = 0; st == FLOE_OK && i < (size_t)h_count; i++)
+            *full = *full || h_res[i] != FLOE_INSERTED; /* every vector is distinct: all INSERTED, or no room */
+    }
+    cudaFree(vec);
+    cudaFree(packed);
+    cudaFree(res);
+    cudaFree(count);
+    cudaFreeHost(h_res);
+    return st;
+}
+
+extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what,
+                                          floe_errinfo *err)
+{
+    *what = 0;
+    /* nodes a new vector makes: as many as the vectors so far made on average (they over-count the roots) */
+    const double per = t->roots_bound ? (double)t->nodes_used / (double)t->roots_bound : 1.0;
+    if ((double)t->nodes_used + (double)coming * (per > 1.0 ? per : 1.0) > max_fill * (double)t->g.node_slots)
+        *what |= TREE_GROW_NODES;
+    const double root_slots = (double)gpu_iceberg_slots(t->roots);
+    if ((double)(t->roots_bound + coming) > max_fill * root_slots) { /* the bound says maybe: count them */
+        uint64_t used[FLOE_LEVELS];
+        CUDA_TRY(cudaDeviceSynchronize(), err);
+        floe_status st = gpu_iceberg_used(t->roots, used, err);
+        if (st != FLOE_OK)
+            return st;
+        t->roots_bound = used[0] + used[1] + used[2];
+        if ((double)(t->roots_bound + coming) > max_fill * root_slots)
+            *what |= TREE_GROW_ROOTS;
+    }
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_tree_grow(gpu_tree **tp, unsigned what, floe_errinfo *err)
+{
+    gpu_tree *t = *tp;
+    tree_sizing z;
+    floe_status st = tree_size_grown(&t->spec, &t->z, what, &z, err);
+    if (st != FLOE_OK)
+        return st;
+    if (!(what & TREE_GROW_NODES)) { /* the roots move; the nodes stay where they are */
+        uint32_t a = z.root_addr_bits;
+        st = gpu_iceberg_rebuild(t->roots, &a, err);
+        return st == FLOE_OK ? tree_size_bits(&t->spec, t->z.node_bits, a, &t->z, err) : st;
+    }
+    while (st == FLOE_OK) {
+        gpu_tree *n = NULL;
+        st = gpu_tree_create(&t->spec, &z, &n, err);
+        if (st != FLOE_OK)
+            return st;
+        bool full = false;
+        st = copy_into(t, n, &full, err);
+        if (st == FLOE_OK && !full) {
+            gpu_tree_destroy(t);
+            *tp = n;
+            return FLOE_OK;
+        }
+        gpu_tree_destroy(n);
+        if (st == FLOE_OK) /* which table had no room is not known here: both grow */
+            st = tree_size_grown(&t->spec, &z, TREE_GROW_NODES | TREE_GROW_ROOTS, &z, err);
+    }
+    return st;
+}
+
 extern "C" floe_status gpu_tree_stats(gpu_tree *t, floe_table_stats *st, floe_errinfo *err)
 {
     memset(st, 0, sizeof *st);
@@ -661,5 +816,7 @@ extern "C" floe_status gpu_tree_upload(gpu_tree *t, tree *host, floe_errinfo *er
     tree_counters(host, &nodes, &orphans);
     unsigned long long o = orphans;
     CUDA_TRY(cudaMemcpy(t->orphans, &o, sizeof o, cudaMemcpyHostToDevice), err);
+    t->nodes_used = nodes;
+    t->roots_bound = im.used[0] + im.used[1] + im.used[2];
     return FLOE_OK;
 }

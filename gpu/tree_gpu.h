@@ -29,8 +29,10 @@ extern "C" {
 
 typedef struct gpu_tree gpu_tree;
 
-/* An empty TREE table in device memory (spec->seed must be set). */
-floe_status gpu_tree_create(const floe_spec *spec, gpu_tree **out, floe_errinfo *err);
+/* An empty TREE table in device memory (spec->seed must be set), laid out
+ * as z (NULL: tree_size's layout of spec; a grown or loaded table's:
+ * tree_sizes of its host copy). */
+floe_status gpu_tree_create(const floe_spec *spec, const tree_sizing *z, gpu_tree **out, floe_errinfo *err);
 void gpu_tree_destroy(gpu_tree *t);
 const floe_spec *gpu_tree_spec(const gpu_tree *t);
 
@@ -54,6 +56,20 @@ floe_status gpu_tree_find_host(gpu_tree *t, const uint32_t *vectors, size_t n, u
 floe_status gpu_tree_get_host(gpu_tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors,
                               floe_errinfo *err);
 
+const tree_sizing *gpu_tree_sizes(const gpu_tree *t);
+/* Which of t's tables would pass max_fill with `coming` more vectors (what:
+ * TREE_GROW_NODES, TREE_GROW_ROOTS): the nodes by the count the batches
+ * keep (and as many a new vector as so far), the roots, whose batches keep
+ * only a bound, counted on the device when the bound passes (waits then). */
+floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what, floe_errinfo *err);
+/* Grows *t (what: TREE_GROW_NODES, TREE_GROW_ROOTS) on the device: a new
+ * node table means new tables that every vector is put into again (a step
+ * of root slots at a time), which then replace *t; a new root table alone
+ * moves the roots.  Ids change.  Needs the old and the new arrays at once;
+ * on failure *t is unchanged (ERR_TOO_LARGE past the largest size).  Waits. */
+floe_status gpu_tree_grow(gpu_tree **t, unsigned what, floe_errinfo *err);
+/* Nodes and roots stored, counted on the device (waits). */
+floe_status gpu_tree_counts(gpu_tree *t, uint64_t *nodes, uint64_t *roots, floe_errinfo *err);
 /* Root slots (ids are below this). */
 uint64_t gpu_tree_root_slots(const gpu_tree *t);
 /* The table's figures, counted on the device (waits). */

@@ -535,7 +535,8 @@ typedef struct rebuild_job {
     uint32_t level;
     uint64_t buckets_per_task;
     tally *tallies;
-    _Atomic int failed;
+    _Atomic int failed;  /* a key found no room */
+    _Atomic int damaged; /* a key was in two slots */
 } rebuild_job;
 
 static void rebuild_chunk(void *arg, size_t task)
@@ -562,7 +563,7 @@ static void rebuild_chunk(void *arg, size_t task)
             floe_split(&rj->to->g, 0, 0, key, &nb0, &nrem0);
             put_result r = put_one(rj->to, key, nb0, nrem0, v, false);
             if (r.result != FLOE_INSERTED) {
-                atomic_store(&rj->failed, 1);
+                atomic_store(r.result == FLOE_PRESENT ? &rj->damaged : &rj->failed, 1);
                 return;
             }
             ty->used[r.level]++;
@@ -582,8 +583,8 @@ static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, floe_errinfo *
         if (st != FLOE_OK)
             return st;
         uint64_t used[FLOE_LEVELS] = {0, 0, 0};
-        bool failed = false;
-        for (uint32_t l = 0; l < FLOE_LEVELS && !failed; l++) {
+        bool failed = false, damaged = false;
+        for (uint32_t l = 0; l < FLOE_LEVELS && !failed && !damaged; l++) {
             uint64_t nb = floe_level_buckets(&t->s.g.level[l]);
             rebuild_job rj = {.from = &t->s, .to = &ns, .level = l, .buckets_per_task = 1024};
             size_t tasks = (size_t)((nb + rj.buckets_per_task - 1) / rj.buckets_per_task);
@@ -593,12 +594,18 @@ static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, floe_errinfo *
                 return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory rebuilding");
             }
             atomic_init(&rj.failed, 0);
+            atomic_init(&rj.damaged, 0);
             floe_pool_run(t->pool, tasks, rebuild_chunk, &rj);
             failed = atomic_load(&rj.failed) != 0;
+            damaged = atomic_load(&rj.damaged) != 0;
             for (size_t k = 0; k < tasks; k++)
                 for (int m = 0; m < FLOE_LEVELS; m++)
                     used[m] += rj.tallies[k].used[m];
             free(rj.tallies);
+        }
+        if (damaged) { /* no size would hold it: refuse rather than grow without end */
+            store_free(&ns);
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: a key is stored twice", t->spec.name);
         }
         if (failed) { /* the new size could not hold every key: try twice as big */
             store_free(&ns);
@@ -935,6 +942,11 @@ int iceberg_key_at(iceberg *t, uint64_t id, uint64_t *key)
     return found;
 }
 
+uint64_t iceberg_used_slots(iceberg *t)
+{
+    return used_slots(t);
+}
+
 uint64_t iceberg_total_slots(const iceberg *t)
 {
     return t->s.g.total_slots;
@@ -1046,7 +1058,7 @@ floe_status iceberg_image_of(iceberg *t, floe_file_image **out, floe_errinfo *er
 }
 
 /* Recounts a loaded table: counters in the header must match the rows. */
-static floe_status verify_loaded(iceberg *t, const floe_file_header *h, const char *path, floe_errinfo *err)
+floe_status iceberg_verify_loaded(iceberg *t, const floe_file_header *h, const char *path, floe_errinfo *err)
 {
     const store *s = &t->s;
     uint64_t tomb = 0;
@@ -1124,7 +1136,7 @@ floe_status iceberg_load(const char *path, uint64_t offset, floe_pool *pool, ice
     st = floe_file_read(r, sections, err);
     if (st != FLOE_OK)
         goto out;
-    st = verify_loaded(t, &h, path, err);
+    st = iceberg_verify_loaded(t, &h, path, err);
     if (st != FLOE_OK)
         goto out;
     for (int l = 0; l < FLOE_LEVELS; l++)

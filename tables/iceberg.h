@@ -37,7 +37,8 @@ extern "C" {
 #define ICEBERG_OVERWRITE 1u /* insert: replace the value of a PRESENT key (MAP upsert) */
 
 typedef struct iceberg iceberg;
-struct floe_file_image; /* tablefile.h */
+struct floe_file_image;  /* tablefile.h */
+struct floe_file_header; /* tablefile.h */
 
 /* Primary address bits for a table that must hold capacity keys at fill 0.9. */
 uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity);
@@ -79,6 +80,8 @@ void iceberg_stats(iceberg *t, floe_table_stats *s);
 int iceberg_key_at(iceberg *t, uint64_t id, uint64_t *key);
 /* Slots of every level: ids are below this. */
 uint64_t iceberg_total_slots(const iceberg *t);
+/* Slots in use (keys and tombstones), every level. */
+uint64_t iceberg_used_slots(iceberg *t);
 
 /* Zeroed table memory (mmap, huge pages advised), faulted in now so that page
  * faults stay off the batch path; release with munmap.  NULL for 0 bytes or
@@ -96,6 +99,10 @@ floe_status iceberg_copy_image(iceberg *t, struct floe_file_image **out, floe_er
  * image destroys t (for a host copy made only to be written). */
 floe_status iceberg_image_of(iceberg *t, struct floe_file_image **out, floe_errinfo *err);
 floe_status iceberg_load(const char *path, uint64_t offset, floe_pool *pool, iceberg **out, floe_errinfo *err);
+/* After a file's sections were read into t: every row well formed, and the
+ * rows, tombstones and keys as the header h counts them (ERR_INVALID naming
+ * path if not).  A TREE's loader checks its root table with it. */
+floe_status iceberg_verify_loaded(iceberg *t, const struct floe_file_header *h, const char *path, floe_errinfo *err);
 
 /* The table's raw arrays (layout.h's words per level, then the values) and
  * its counters: for another engine that holds the same layout, so that the

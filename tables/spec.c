@@ -97,10 +97,6 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err)
         if (s->value_bytes != 0)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "a TREE has no values: value_bytes must be 0, got %u",
                                     s->value_bytes);
-        if (s->grow)
-            return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
-                                    "TREE tables do not grow (ids and node references must stay valid): size them "
-                                    "with capacity and memory");
     } else {
         if (s->key_bits < 1 || s->key_bits > 64)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "key_bits must be 1..64, got %u", s->key_bits);

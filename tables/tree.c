@@ -16,6 +16,7 @@
 #include "tree.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -40,7 +41,10 @@ struct tree {
     aword *nodes;
     iceberg *roots;
     _Atomic uint64_t nodes_used, orphans;
-    uint64_t generation; /* tree_grow()s so far: ids of an earlier one name other vectors */
+    uint64_t generation; /* growths so far: ids of an earlier one name other vectors */
+    /* Batches hold it to read, a growth to write: a growing table's batch
+     * grows it between its own steps while other batches may run. */
+    pthread_rwlock_t lock;
 };
 
 /* ---- sizing ------------------------------------------------------------------------- */
@@ -83,10 +87,13 @@ floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err)
     memset(z, 0, sizeof *z);
     if (spec->memory == 0) {
         /* TREE_DEFAULT_NODES_PER_VECTOR nodes per vector (N - 2 at most), and
-         * room for the first TREE_UNSHARED_VECTORS to share nothing. */
-        uint64_t per =
-            spec->words - 2 < TREE_DEFAULT_NODES_PER_VECTOR ? spec->words - 2 : TREE_DEFAULT_NODES_PER_VECTOR;
-        uint64_t unshared = spec->capacity < TREE_UNSHARED_VECTORS ? spec->capacity : TREE_UNSHARED_VECTORS;
+         * room for the first TREE_UNSHARED_VECTORS to share nothing; a table
+         * that grows starts at TREE_GROW_NODES_PER_VECTOR and no more. */
+        const uint64_t want_per = spec->grow ? TREE_GROW_NODES_PER_VECTOR : TREE_DEFAULT_NODES_PER_VECTOR;
+        uint64_t per = spec->words - 2 < want_per ? spec->words - 2 : want_per;
+        uint64_t unshared = spec->grow                               ? 0
+                            : spec->capacity < TREE_UNSHARED_VECTORS ? spec->capacity
+                                                                     : TREE_UNSHARED_VECTORS;
         double want = ((double)spec->capacity * (double)per + (double)unshared * (spec->words - 2)) / TREE_NODE_FILL;
         uint32_t bits = FLOE_NODE_MIN_BITS;
         while (bits < FLOE_NODE_MAX_BITS && (double)((uint64_t)1 << bits) < want)
@@ -105,6 +112,43 @@ floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err)
                             "%llu bytes plus %llu for the smallest node table",
                             (unsigned long long)spec->memory, (unsigned long long)spec->capacity,
                             (unsigned long long)z->root_bytes, (unsigned long long)z->node_bytes);
+}
+
+floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t root_addr_bits, tree_sizing *z,
+                           floe_errinfo *err)
+{
+    memset(z, 0, sizeof *z);
+    if (node_bits < FLOE_NODE_MIN_BITS || node_bits > FLOE_NODE_MAX_BITS)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "a node table of 2^%u slots is outside 2^%u .. 2^%u", node_bits,
+                                FLOE_NODE_MIN_BITS, FLOE_NODE_MAX_BITS);
+    size_roots(spec, node_bits, z);
+    const uint32_t key_bits = z->root_spec.key_bits;
+    if (root_addr_bits < floe_min_addr_bits(key_bits) || root_addr_bits > floe_max_addr_bits(key_bits))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "a root table of 2^%u primary buckets is outside 2^%u .. 2^%u for %u-bit roots",
+                                root_addr_bits, floe_min_addr_bits(key_bits), floe_max_addr_bits(key_bits), key_bits);
+    z->root_addr_bits = root_addr_bits;
+    z->root_bytes = root_bytes_for(key_bits, root_addr_bits);
+    return FLOE_OK;
+}
+
+floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsigned what, tree_sizing *to,
+                            floe_errinfo *err)
+{
+    const uint32_t node_bits = from->node_bits + ((what & TREE_GROW_NODES) ? 1 : 0);
+    uint32_t root_bits = from->root_addr_bits + ((what & TREE_GROW_ROOTS) ? 1 : 0);
+    if (node_bits > FLOE_NODE_MAX_BITS)
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s cannot grow past 2^%u nodes", spec->name,
+                                FLOE_NODE_MAX_BITS);
+    tree_sizing z;
+    size_roots(spec, node_bits, &z); /* wider roots may need a larger least root table */
+    const uint32_t key_bits = z.root_spec.key_bits;
+    if (root_bits < floe_min_addr_bits(key_bits))
+        root_bits = floe_min_addr_bits(key_bits);
+    if (root_bits > floe_max_addr_bits(key_bits))
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s cannot grow past 2^%u root buckets", spec->name,
+                                floe_max_addr_bits(key_bits));
+    return tree_size_bits(spec, node_bits, root_bits, to, err);
 }
 
 /* ---- nodes ---------------------------------------------------------------------------- */
@@ -275,9 +319,11 @@ static void fold_chunk(void *arg, size_t task)
 }
 
 /* The shared body of insert, find and insert_delta: j says what to fold
- * (its vectors, or its parents and changes), n states. */
+ * (its vectors, or its parents and changes), n states.  full_in (may be
+ * NULL) gets which tables had no room for a FULL state: TREE_GROW_NODES,
+ * TREE_GROW_ROOTS.  The caller holds t's lock (or t is its own). */
 static floe_status run_states(tree *t, fold_job j, size_t n, int insert, uint8_t *results, uint64_t *ids,
-                              floe_answer_counts *counts, floe_errinfo *err)
+                              floe_answer_counts *counts, unsigned *full_in, floe_errinfo *err)
 {
     floe_status st = FLOE_OK;
     /* as the door (floe_request_check, floe_batch_check) lets a batch through */
@@ -315,7 +361,10 @@ static floe_status run_states(tree *t, fold_job j, size_t n, int insert, uint8_t
         }
 
     size_t m = 0;
+    unsigned full = 0;
     for (size_t i = 0; i < n; i++) {
+        if (state[i] == FLOE_FULL)
+            full |= TREE_GROW_NODES;
         if (state[i] == FOLDED) {
             sub_keys[m] = root_keys[i];
             sub_of[m++] = (uint32_t)i;
@@ -338,51 +387,18 @@ static floe_status run_states(tree *t, fold_job j, size_t n, int insert, uint8_t
             results[i] = sub_results[k];
             if (ids)
                 ids[i] = sub_ids[k];
-            if (sub_results[k] == FLOE_FULL)
+            if (sub_results[k] == FLOE_FULL) {
                 orphans += created[i];
+                full |= TREE_GROW_ROOTS;
+            }
         }
     }
+    if (full_in)
+        *full_in = full;
     atomic_fetch_add(&t->orphans, orphans);
     free(mem);
     floe_answer_counts_tally(counts, results, n);
     return FLOE_OK;
-}
-
-floe_status tree_insert(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
-                        floe_answer_counts *counts, floe_errinfo *err)
-{
-    return run_states(t, (fold_job){.vectors = vectors}, n, 1, results, ids, counts, err);
-}
-
-floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
-                      floe_answer_counts *counts, floe_errinfo *err)
-{
-    return run_states(t, (fold_job){.vectors = vectors}, n, 0, results, ids, counts, err);
-}
-
-floe_status tree_insert_delta(tree *t, const uint64_t *parents, const uint32_t *nchanges,
-                              const floe_tree_change *changes, size_t n, uint8_t *results, uint64_t *ids,
-                              floe_answer_counts *counts, floe_errinfo *err)
-{
-    uint64_t *first = floe_malloc((n + 1) * sizeof *first);
-    if (!first)
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu states", n);
-    first[0] = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t key;
-        if (!iceberg_key_at(t->roots, parents[i], &key)) { /* before anything is put: the batch changes nothing */
-            free(first);
-            return floe_errinfo_set(err, FLOE_ERR_INVALID, "state %zu: parent id %llu names no vector of table %s", i,
-                                    (unsigned long long)parents[i], t->spec.name);
-        }
-        first[i + 1] = first[i] + nchanges[i];
-        for (uint64_t c = first[i]; c < first[i + 1]; c++)
-            assert(changes[c].word < t->g.words); /* the door's */
-    }
-    floe_status st = run_states(t, (fold_job){.parents = parents, .first = first, .changes = changes}, n, 1, results,
-                                ids, counts, err);
-    free(first);
-    return st;
 }
 
 /* The vector of one id: 1 (out filled), 0 (no vector there), -1 (damaged). */
@@ -396,26 +412,220 @@ static int get_one(tree *t, uint64_t id, uint32_t *out)
     return floe_tree_unfold(&t->g, (const uint64_t *)t->nodes, left, right, out) ? 1 : -1;
 }
 
+/* ---- batches, and growth between their steps ------------------------------------------------ */
+
+static floe_status grow_locked(tree *t, unsigned what, floe_errinfo *err);
+
+/* Which of t's tables are past max_fill (the caller holds the lock). */
+static unsigned over_fill(tree *t)
+{
+    unsigned what = 0;
+    if ((double)atomic_load(&t->nodes_used) > t->spec.max_fill * (double)t->g.node_slots)
+        what |= TREE_GROW_NODES;
+    if ((double)iceberg_used_slots(t->roots) > t->spec.max_fill * (double)iceberg_total_slots(t->roots))
+        what |= TREE_GROW_ROOTS;
+    return what;
+}
+
+/* Parents of a delta batch must be ids of t's generation that name vectors
+ * (the caller holds the lock, so none of that changes before the fold). */
+static floe_status check_parents(tree *t, uint64_t generation, const uint64_t *parents, size_t n, floe_errinfo *err)
+{
+    if (generation != t->generation)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "parent ids are of generation %llu, but table %s is at generation %llu (it grew, and "
+                                "ids changed): send these states whole",
+                                (unsigned long long)generation, t->spec.name, (unsigned long long)t->generation);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t key;
+        if (!iceberg_key_at(t->roots, parents[i], &key))
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "state %zu: parent id %llu names no vector of table %s", i,
+                                    (unsigned long long)parents[i], t->spec.name);
+    }
+    return FLOE_OK;
+}
+
+/* The whole vectors of a delta batch's states (parents checked, lock held):
+ * a growth renames the parents, and a grown table looks the states up again. */
+static floe_status unfold_states(tree *t, const fold_job *j, size_t n, uint32_t **out, floe_errinfo *err)
+{
+    const size_t W = t->g.words;
+    uint32_t *v = floe_malloc((n ? n : 1) * W * sizeof *v);
+    if (!v)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu states", n);
+    for (size_t i = 0; i < n; i++) {
+        if (get_one(t, j->parents[i], v + i * W) != 1) {
+            free(v);
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
+                                    t->spec.name, (unsigned long long)j->parents[i]);
+        }
+        for (uint64_t c = j->first[i]; c < j->first[i + 1]; c++) /* in order: the last value of a word counts */
+            v[i * W + j->changes[c].word] = j->changes[c].value;
+    }
+    *out = v;
+    return FLOE_OK;
+}
+
+/* Find-or-put of n states (j: whole vectors, or parents of `generation`
+ * with their changes).  A table that grows is grown before the batch when
+ * a table of it is past max_fill, and after it when states came back FULL,
+ * which are then put again (in order, so first occurrences stay first) until
+ * none is left; the ids of a batch that saw its table grow are looked up
+ * again.  A delta batch is taken whole (unfolded from its parents) before
+ * any growth renames them. */
+static floe_status insert_states(tree *t, fold_job j, uint64_t generation, size_t n, uint8_t *results, uint64_t *ids,
+                                 floe_answer_counts *counts, floe_errinfo *err)
+{
+    const size_t W = t->g.words; /* the same in every generation */
+    const bool grow = t->spec.grow;
+    uint32_t *whole = NULL, *retry = NULL, *where = NULL;
+    uint8_t *rres = NULL;
+    floe_status st = FLOE_OK;
+    floe_errinfo ignored;
+
+    pthread_rwlock_rdlock(&t->lock);
+    unsigned over = grow ? over_fill(t) : 0;
+    if (over && j.parents) {
+        st = check_parents(t, generation, j.parents, n, err);
+        if (st == FLOE_OK)
+            st = unfold_states(t, &j, n, &whole, err);
+        j = (fold_job){.vectors = whole};
+    }
+    pthread_rwlock_unlock(&t->lock);
+    if (st != FLOE_OK)
+        goto out;
+    if (over) {
+        pthread_rwlock_wrlock(&t->lock);
+        over = over_fill(t); /* another batch may have grown it */
+        if (over)
+            grow_locked(t, over, &ignored); /* on failure the table stays as it is: FULL answers decide */
+        pthread_rwlock_unlock(&t->lock);
+    }
+
+    pthread_rwlock_rdlock(&t->lock);
+    unsigned full_in = 0;
+    if (j.parents)
+        st = check_parents(t, generation, j.parents, n, err);
+    if (st == FLOE_OK)
+        st = run_states(t, j, n, 1, results, ids, NULL, &full_in, err);
+    uint64_t gen = t->generation;
+    if (st == FLOE_OK && full_in && grow && j.parents) {
+        st = unfold_states(t, &j, n, &whole, err);
+        j = (fold_job){.vectors = whole};
+    }
+    pthread_rwlock_unlock(&t->lock);
+
+    bool renamed = false; /* the table grew after the batch's first ids */
+    if (st == FLOE_OK && full_in && grow) {
+        retry = floe_malloc(n * W * sizeof *retry);
+        where = floe_malloc(n * sizeof *where);
+        rres = floe_malloc(n);
+        if (!retry || !where || !rres)
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu vectors", n);
+    }
+    while (st == FLOE_OK && full_in && grow) {
+        pthread_rwlock_wrlock(&t->lock);
+        floe_errinfo gerr;
+        floe_status gst = t->generation == gen ? grow_locked(t, full_in, &gerr) : FLOE_OK;
+        pthread_rwlock_unlock(&t->lock);
+        if (gst == FLOE_ERR_TOO_LARGE)
+            break; /* as large as a TREE gets: FULL stands */
+        if (gst != FLOE_OK) {
+            /* out of memory: the request fails (some of its vectors may be stored), instead of FULL
+             * answers that a growing table promises never to give */
+            st =
+                floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
+            break;
+        }
+        renamed = true;
+        size_t nr = 0;
+        for (size_t i = 0; i < n; i++)
+            if (results[i] == FLOE_FULL) {
+                memcpy(retry + nr * W, j.vectors + i * W, W * sizeof *retry);
+                where[nr++] = (uint32_t)i;
+            }
+        pthread_rwlock_rdlock(&t->lock);
+        st = run_states(t, (fold_job){.vectors = retry}, nr, 1, rres, NULL, NULL, &full_in, err);
+        gen = t->generation;
+        pthread_rwlock_unlock(&t->lock);
+        for (size_t k = 0; st == FLOE_OK && k < nr; k++)
+            results[where[k]] = rres[k];
+    }
+    if (st == FLOE_OK && renamed && ids) {
+        uint8_t *found = rres; /* free now */
+        pthread_rwlock_rdlock(&t->lock);
+        st = run_states(t, j, n, 0, found, ids, NULL, NULL, err);
+        pthread_rwlock_unlock(&t->lock);
+    }
+    if (st == FLOE_OK)
+        floe_answer_counts_tally(counts, results, n);
+out:
+    free(whole);
+    free(retry);
+    free(where);
+    free(rres);
+    return st;
+}
+
+floe_status tree_insert(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
+                        floe_answer_counts *counts, floe_errinfo *err)
+{
+    return insert_states(t, (fold_job){.vectors = vectors}, 0, n, results, ids, counts, err);
+}
+
+floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
+                      floe_answer_counts *counts, floe_errinfo *err)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    floe_status st = run_states(t, (fold_job){.vectors = vectors}, n, 0, results, ids, counts, NULL, err);
+    pthread_rwlock_unlock(&t->lock);
+    return st;
+}
+
+floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *parents, const uint32_t *nchanges,
+                              const floe_tree_change *changes, size_t n, uint8_t *results, uint64_t *ids,
+                              floe_answer_counts *counts, floe_errinfo *err)
+{
+    uint64_t *first = floe_malloc((n + 1) * sizeof *first);
+    if (!first)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu states", n);
+    first[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        first[i + 1] = first[i] + nchanges[i];
+        for (uint64_t c = first[i]; c < first[i + 1]; c++)
+            assert(changes[c].word < t->g.words); /* the door's */
+    }
+    floe_status st = insert_states(t, (fold_job){.parents = parents, .first = first, .changes = changes}, generation, n,
+                                   results, ids, counts, err);
+    free(first);
+    return st;
+}
+
 floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, uint32_t *vectors,
                      floe_answer_counts *counts, floe_errinfo *err)
 {
     assert(n == 0 || (ids && results && vectors)); /* the door's (floe_batch_check) */
     const size_t W = t->g.words;
+    pthread_rwlock_rdlock(&t->lock);
     for (size_t i = 0; i < n; i++) {
         int r = get_one(t, ids[i], vectors + i * W);
-        if (r < 0)
+        if (r < 0) {
+            pthread_rwlock_unlock(&t->lock);
             return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
                                     t->spec.name, (unsigned long long)ids[i]);
+        }
         results[i] = r ? FLOE_PRESENT : FLOE_ABSENT;
         if (!r)
             memset(vectors + i * W, 0, W * sizeof *vectors);
     }
+    pthread_rwlock_unlock(&t->lock);
     floe_answer_counts_tally(counts, results, n);
     return FLOE_OK;
 }
 
-floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
-                      floe_scan_pos *next, int *done, floe_errinfo *err)
+/* tree_scan with the lock held (a growth copies its table that way). */
+static floe_status scan_locked(tree *t, const floe_scan_pos *from, size_t limit, uint64_t *ids, uint32_t *vectors,
+                               size_t *n, floe_scan_pos *next, int *done, floe_errinfo *err)
 {
     const uint64_t total = iceberg_total_slots(t->roots);
     uint64_t pos = from ? from->position : 0;
@@ -445,9 +655,20 @@ floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t
     return FLOE_OK;
 }
 
+floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
+                      floe_scan_pos *next, int *done, floe_errinfo *err)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    floe_status st = scan_locked(t, from, limit, ids, vectors, n, next, done, err);
+    pthread_rwlock_unlock(&t->lock);
+    return st;
+}
+
 /* ---- life cycle -------------------------------------------------------------------------- */
 
-static floe_status create_sized(const floe_spec *spec, floe_pool *pool, tree **out, floe_errinfo *err)
+/* An empty table of spec laid out as z (NULL: tree_size's layout of spec). */
+static floe_status create_sized(const floe_spec *spec, const tree_sizing *z, floe_pool *pool, tree **out,
+                                floe_errinfo *err)
 {
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
@@ -462,8 +683,11 @@ static floe_status create_sized(const floe_spec *spec, floe_pool *pool, tree **o
         if (getrandom(&t->spec.seed, sizeof t->spec.seed, 0) != sizeof t->spec.seed)
             t->spec.seed = 0xBB67AE8584CAA73Bull;
     t->pool = pool;
-    st = tree_size(&t->spec, &t->z, err);
-    if (st != FLOE_OK) {
+    if (z) {
+        size_roots(&t->spec, z->node_bits, &t->z); /* the root spec from t's seed, then z's root size again */
+        t->z.root_addr_bits = z->root_addr_bits;
+        t->z.root_bytes = z->root_bytes;
+    } else if ((st = tree_size(&t->spec, &t->z, err)) != FLOE_OK) {
         free(t);
         return st;
     }
@@ -481,13 +705,20 @@ static floe_status create_sized(const floe_spec *spec, floe_pool *pool, tree **o
         free(t);
         return st;
     }
+    pthread_rwlock_init(&t->lock, NULL);
     *out = t;
     return FLOE_OK;
 }
 
 floe_status tree_create(const floe_spec *spec, floe_pool *pool, tree **out, floe_errinfo *err)
 {
-    return create_sized(spec, pool, out, err);
+    return create_sized(spec, NULL, pool, out, err);
+}
+
+floe_status tree_create_sized(const floe_spec *spec, const tree_sizing *z, floe_pool *pool, tree **out,
+                              floe_errinfo *err)
+{
+    return create_sized(spec, z, pool, out, err);
 }
 
 void tree_destroy(tree *t)
@@ -496,14 +727,21 @@ void tree_destroy(tree *t)
         return;
     iceberg_destroy(t->roots);
     munmap((void *)t->nodes, t->z.node_bytes);
+    pthread_rwlock_destroy(&t->lock);
     free(t);
+}
+
+const tree_sizing *tree_sizes(const tree *t)
+{
+    return &t->z;
 }
 
 /* Vectors a step of the rebuild copies: their ids, vectors and answers stay a few MB. */
 #define GROW_STEP 65536u
 
-/* Copies every vector of t into n (empty, larger), in root-slot order. */
-static floe_status copy_vectors(tree *t, tree *n, floe_errinfo *err)
+/* Copies every vector of t into n (empty, larger), in root-slot order;
+ * FULL with *full_in saying which of n's tables had no room. */
+static floe_status copy_vectors(tree *t, tree *n, unsigned *full_in, floe_errinfo *err)
 {
     const size_t W = t->g.words;
     uint64_t *ids = floe_malloc(GROW_STEP * sizeof *ids);
@@ -511,14 +749,15 @@ static floe_status copy_vectors(tree *t, tree *n, floe_errinfo *err)
     uint8_t *res = floe_malloc(GROW_STEP);
     floe_status st = ids && vecs && res ? FLOE_OK : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     floe_scan_pos pos = {0, t->generation}, next;
+    *full_in = 0;
     for (int done = 0; st == FLOE_OK && !done; pos = next) {
         size_t got;
-        st = tree_scan(t, &pos, GROW_STEP, ids, vecs, &got, &next, &done, err);
+        st = scan_locked(t, &pos, GROW_STEP, ids, vecs, &got, &next, &done, err);
         floe_answer_counts c = {0};
         if (st == FLOE_OK && got)
-            st = tree_insert(n, vecs, got, res, NULL, &c, err);
+            st = run_states(n, (fold_job){.vectors = vecs}, got, 1, res, NULL, &c, full_in, err);
         if (st == FLOE_OK && c.inserted != got)
-            st = floe_errinfo_set(err, FLOE_ERR_FULL, "table %s: its vectors do not fit in tables twice the size",
+            st = floe_errinfo_set(err, FLOE_ERR_FULL, "table %s: its vectors do not fit in the grown tables",
                                   t->spec.name);
     }
     free(ids);
@@ -527,43 +766,89 @@ static floe_status copy_vectors(tree *t, tree *n, floe_errinfo *err)
     return st;
 }
 
-floe_status tree_grow(tree *t, floe_errinfo *err)
+/* A root table twice the size: the nodes stay, the roots move (new ids). */
+static floe_status grow_roots(tree *t, floe_errinfo *err)
 {
-    floe_spec spec = t->spec;
-    if (spec.capacity > FLOE_MAX_CAPACITY / 2 || spec.memory > UINT64_MAX / 2)
-        return floe_errinfo_set(err, FLOE_ERR_FULL, "table %s cannot grow past capacity %llu", t->spec.name,
-                                (unsigned long long)spec.capacity);
-    spec.capacity *= 2;
-    spec.memory *= 2;
-    tree *n;
-    floe_status st = create_sized(&spec, t->pool, &n, err);
+    if (t->z.root_addr_bits + 1 > floe_max_addr_bits(t->z.root_spec.key_bits))
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s cannot grow past 2^%u root buckets", t->spec.name,
+                                t->z.root_addr_bits);
+    floe_status st = iceberg_rebuild(t->roots, t->z.root_addr_bits + 1, err);
     if (st != FLOE_OK)
         return st;
-    st = copy_vectors(t, n, err);
-    if (st != FLOE_OK) {
-        tree_destroy(n);
-        return st;
-    }
-    /* n's arrays become t's, and t's old ones go with n */
-    tree old = {.z = t->z, .nodes = t->nodes, .roots = t->roots};
-    t->spec = n->spec;
-    t->g = n->g;
-    t->z = n->z;
-    t->nodes = n->nodes;
-    t->roots = n->roots;
-    atomic_store(&t->nodes_used, atomic_load(&n->nodes_used));
-    atomic_store(&t->orphans, atomic_load(&n->orphans));
-    t->generation++;
-    n->z = old.z;
-    n->nodes = old.nodes;
-    n->roots = old.roots;
-    tree_destroy(n);
+    iceberg_image im;
+    iceberg_get_image(t->roots, &im); /* the rebuild may have had to go larger still */
+    t->z.root_addr_bits = im.addr_bits;
+    t->z.root_bytes = root_bytes_for(t->z.root_spec.key_bits, im.addr_bits);
     return FLOE_OK;
+}
+
+/* A node table twice the size (and the root table too with roots): every
+ * vector is put again, in root-slot order, into new tables that replace
+ * t's.  Where the new ones cannot hold them all, larger ones are tried. */
+static floe_status grow_nodes(tree *t, bool roots, floe_errinfo *err)
+{
+    tree_sizing z;
+    floe_status st = tree_size_grown(&t->spec, &t->z, TREE_GROW_NODES | (roots ? TREE_GROW_ROOTS : 0), &z, err);
+    while (st == FLOE_OK) {
+        tree *n;
+        st = create_sized(&t->spec, &z, t->pool, &n, err);
+        if (st != FLOE_OK)
+            return st;
+        unsigned full_in;
+        st = copy_vectors(t, n, &full_in, err);
+        if (st == FLOE_ERR_FULL) {
+            tree_destroy(n);
+            st = tree_size_grown(&t->spec, &z, full_in, &z, err);
+            continue;
+        }
+        if (st != FLOE_OK) {
+            tree_destroy(n);
+            return st;
+        }
+        /* n's arrays become t's, and t's old ones go with n */
+        tree old = {.z = t->z, .nodes = t->nodes, .roots = t->roots};
+        t->g = n->g;
+        t->z = n->z;
+        t->nodes = n->nodes;
+        t->roots = n->roots;
+        atomic_store(&t->nodes_used, atomic_load(&n->nodes_used));
+        atomic_store(&t->orphans, atomic_load(&n->orphans));
+        n->z = old.z;
+        n->nodes = old.nodes;
+        n->roots = old.roots;
+        tree_destroy(n);
+        return FLOE_OK;
+    }
+    return st;
+}
+
+/* Grows what `what` names; the caller holds the write lock. */
+static floe_status grow_locked(tree *t, unsigned what, floe_errinfo *err)
+{
+    floe_status st = (what & TREE_GROW_NODES)   ? grow_nodes(t, (what & TREE_GROW_ROOTS) != 0, err)
+                     : (what & TREE_GROW_ROOTS) ? grow_roots(t, err)
+                                                : FLOE_OK;
+    if (st == FLOE_OK && what)
+        t->generation++;
+    return st;
+}
+
+floe_status tree_grow(tree *t, unsigned what, floe_errinfo *err)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    floe_status st = grow_locked(t, what, err);
+    pthread_rwlock_unlock(&t->lock);
+    return st;
 }
 
 uint64_t tree_generation(const tree *t)
 {
     return t->generation;
+}
+
+void tree_set_generation(tree *t, uint64_t generation)
+{
+    t->generation = generation;
 }
 
 const floe_spec *tree_spec(const tree *t)
@@ -618,10 +903,12 @@ void tree_fill_stats(floe_table_stats *s, const floe_tree_geometry *g, uint64_t 
 
 void tree_stats(tree *t, floe_table_stats *s)
 {
+    pthread_rwlock_rdlock(&t->lock);
     iceberg_stats(t->roots, s);
     s->spec = t->spec;
     s->generation = t->generation;
     tree_fill_stats(s, &t->g, atomic_load(&t->nodes_used), atomic_load(&t->orphans), t->z.node_bytes);
+    pthread_rwlock_unlock(&t->lock);
 }
 
 /* ---- files ------------------------------------------------------------------------------------ */
@@ -655,16 +942,21 @@ floe_status tree_save(tree *t, const char *path, floe_errinfo *err)
 {
     floe_file_header h;
     const void *sections[FLOE_FILE_MAX_SECTIONS];
+    pthread_rwlock_rdlock(&t->lock);
     file_view(t, &h, sections);
-    return floe_file_save(path, &h, sections, err);
+    floe_status st = floe_file_save(path, &h, sections, err);
+    pthread_rwlock_unlock(&t->lock);
+    return st;
 }
 
 floe_status tree_copy_image(tree *t, floe_file_image **out, floe_errinfo *err)
 {
     floe_file_header h;
     const void *sections[FLOE_FILE_MAX_SECTIONS];
+    pthread_rwlock_rdlock(&t->lock);
     file_view(t, &h, sections);
     *out = floe_file_image_copy(&h, sections);
+    pthread_rwlock_unlock(&t->lock);
     if (!*out)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s for a snapshot", t->spec.name);
     return FLOE_OK;
@@ -725,19 +1017,27 @@ floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree *
                               h.spec.seed == 0 ? "seed 0" : spec_err.msg);
         goto out;
     }
-    /* The header's spec must describe the table in the file before its
-     * memory is mapped (and faulted in): a damaged memory or capacity would
-     * ask for any size. */
-    tree_sizing z;
+    /* The layout: the node table's size is its section's, the root table's
+     * the header's; at least the spec's own (more where the table grew).
+     * All of it agrees before memory is mapped (and faulted in): a damaged
+     * header would ask for any size. */
+    tree_sizing z, least;
     uint64_t in_file = 0;
     for (uint32_t i = 0; i < h.nsections; i++)
         in_file += h.section_bytes[i];
-    if (tree_size(&h.spec, &z, &spec_err) != FLOE_OK || z.node_bytes + z.root_bytes != in_file) {
+    const uint64_t node_bytes = h.nsections == TREE_SECTIONS ? h.section_bytes[FLOE_LEVELS + 1] : 0;
+    uint32_t node_bits = 0;
+    while (node_bits < 63 && ((uint64_t)8 << node_bits) < node_bytes)
+        node_bits++;
+    if (h.nsections != TREE_SECTIONS || tree_size(&h.spec, &least, &spec_err) != FLOE_OK ||
+        tree_size_bits(&h.spec, node_bits, h.addr_bits, &z, &spec_err) != FLOE_OK || z.node_bytes != node_bytes ||
+        z.node_bytes + z.root_bytes != in_file || z.node_bits < least.node_bits ||
+        z.root_addr_bits < least.root_addr_bits) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
                               path);
         goto out;
     }
-    st = create_sized(&h.spec, pool, &t, err);
+    st = create_sized(&h.spec, &z, pool, &t, err);
     if (st != FLOE_OK)
         goto out;
     iceberg_image im;
@@ -758,6 +1058,8 @@ floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree *
     st = floe_file_read(r, sections, err);
     if (st == FLOE_OK)
         st = verify_nodes(t, h.nodes, path, err);
+    if (st == FLOE_OK) /* the root table's rows and counts, as a SET's (a growth relies on them) */
+        st = iceberg_verify_loaded(t->roots, &h, path, err);
     if (st != FLOE_OK)
         goto out;
     iceberg_set_counters(t->roots, h.used, 0, 0);

@@ -7,9 +7,13 @@
  * Every call is thread-safe.  Among concurrent inserts of one vector exactly
  * one sees FLOE_INSERTED; inside one batch the first occurrence of a vector
  * is the one INSERTED.  Vectors are packed: vector i is words[i * W ..
- * i * W + W).  A vector's id is its root slot id, stable until tree_grow()
- * (which increments the generation).  FULL: the node table or the root
- * table had no room; nodes written on the way stay (counted as orphans).
+ * i * W + W).  A vector's id is its root slot id, stable until the table
+ * grows (which increments the generation).  FULL: the node table or the
+ * root table had no room; nodes written on the way stay (counted as
+ * orphans).  A table whose spec grows never answers FULL below the largest
+ * size: its node table and its root table each grow (to twice the size)
+ * between the steps of a batch, when past max_fill or when a vector came
+ * back FULL, which is then put again.
  *
  * Batches come through the door (floe_request_check in spec.h; in-process,
  * floe_table_submit): vectors and results present, fewer than 2^32 of
@@ -34,9 +38,10 @@ extern "C" {
 typedef struct tree tree;
 struct floe_file_image; /* tablefile.h */
 
-/* How a TREE spec is laid out: node table bits, and the root table's own
- * SET spec and primary address bits.  A pure function of the spec
- * (capacity, words, memory, seed), so a saved table recomputes it. */
+/* How a TREE is laid out: node table bits, and the root table's own SET
+ * spec and primary address bits.  A new table's is a function of its spec
+ * (capacity, words, memory, grow, seed: tree_size); growth makes either
+ * table larger, and a file records its sizes (tree_size_bits). */
 typedef struct tree_sizing {
     uint32_t node_bits;
     floe_spec root_spec;
@@ -44,18 +49,33 @@ typedef struct tree_sizing {
     uint64_t node_bytes, root_bytes;
 } tree_sizing;
 
-/* Node slots per vector when no memory budget is given (words > 3). */
+/* Node slots per vector when no memory budget is given (words > 3) ... */
 #define TREE_DEFAULT_NODES_PER_VECTOR 2u
+/* ... and for a table that grows, which starts small. */
+#define TREE_GROW_NODES_PER_VECTOR 1u
 /* ... plus N - 2 nodes for each of the first vectors (they share nothing). */
 #define TREE_UNSHARED_VECTORS 1024u
 /* Node table fill the default sizing aims at. */
 #define TREE_NODE_FILL 0.8
 
 floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err);
+/* The layout of spec with a node table of 2^node_bits slots and a root
+ * table of 2^root_addr_bits primary buckets (a grown table's). */
+floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t root_addr_bits, tree_sizing *z,
+                           floe_errinfo *err);
+/* The layout `from` grown: the node table and/or the root table twice the
+ * size (what: TREE_GROW_NODES, TREE_GROW_ROOTS, below), a larger root table
+ * where wider roots need one; ERR_TOO_LARGE past the largest. */
+floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsigned what, tree_sizing *to,
+                            floe_errinfo *err);
 
 /* The spec must pass floe_spec_validate with kind TREE (seed 0: pick one). */
 floe_status tree_create(const floe_spec *spec, floe_pool *pool, tree **out, floe_errinfo *err);
+/* The same laid out as z (tree_size_bits of the same spec and seed). */
+floe_status tree_create_sized(const floe_spec *spec, const tree_sizing *z, floe_pool *pool, tree **out,
+                              floe_errinfo *err);
 void tree_destroy(tree *t);
+const tree_sizing *tree_sizes(const tree *t);
 const floe_spec *tree_spec(const tree *t);
 const floe_tree_geometry *tree_geometry(const tree *t);
 
@@ -69,14 +89,14 @@ typedef struct floe_tree_change {
 } floe_tree_change;
 
 /* Find-or-put of n states, each given as the id of a stored vector (its
- * parent) and the words that differ from it: state i has nchanges[i] of
- * them, the next ones of `changes` (a word named twice takes its last
- * value).  Only the nodes on the changed words' paths are read and put
- * (changes x log2(words) of them, against words - 2 for a whole vector);
- * the answers are as tree_insert's for the whole vectors.  A parent that
- * names no vector fails the batch (ERR_INVALID), which then changes
- * nothing. */
-floe_status tree_insert_delta(tree *t, const uint64_t *parents, const uint32_t *nchanges,
+ * parent, an id of `generation`) and the words that differ from it: state
+ * i has nchanges[i] of them, the next ones of `changes` (a word named twice
+ * takes its last value).  Only the nodes on the changed words' paths are
+ * read and put (changes x log2(words) of them, against words - 2 for a
+ * whole vector); the answers are as tree_insert's for the whole vectors.
+ * Parents of another generation than the table's, or a parent that names
+ * no vector, fail the batch (ERR_INVALID), which then changes nothing. */
+floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *parents, const uint32_t *nchanges,
                               const floe_tree_change *changes, size_t n, uint8_t *results, uint64_t *ids,
                               floe_answer_counts *counts, floe_errinfo *err);
 /* PRESENT / ABSENT; changes nothing. */
@@ -91,13 +111,18 @@ floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, u
 floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
                       floe_scan_pos *next, int *done, floe_errinfo *err);
 void tree_stats(tree *t, floe_table_stats *s);
-/* Rebuilds t at twice its capacity (and memory budget, if it has one): its
- * vectors go into larger node and root tables, in root-slot order, which
- * then replace t's.  Ids change and the generation increments; orphan
- * nodes are left behind.  On failure (FULL past the largest capacity, or
- * no memory) t is unchanged.  Batches must not run meanwhile. */
-floe_status tree_grow(tree *t, floe_errinfo *err);
+/* What tree_grow makes twice as large. */
+#define TREE_GROW_NODES 1u /* the node table: every vector is put again into new tables */
+#define TREE_GROW_ROOTS 2u /* the root table: the roots move, the nodes stay */
+/* Grows what `what` names (a growing table's batches do it themselves).
+ * Ids change and the generation increments; a new node table leaves the
+ * orphan nodes behind.  On failure t is unchanged: ERR_TOO_LARGE past the
+ * largest size, another status when out of memory.  Waits for the batches
+ * running. */
+floe_status tree_grow(tree *t, unsigned what, floe_errinfo *err);
 uint64_t tree_generation(const tree *t);
+/* For a host copy of a table grown elsewhere (the GPU engine's). */
+void tree_set_generation(tree *t, uint64_t generation);
 
 floe_status tree_save(tree *t, const char *path, floe_errinfo *err);
 /* A copy of t's file contents (batches must not run meanwhile: the caller

@@ -59,7 +59,7 @@ static void usage(FILE *f)
             "                        prints its own counts, `floe stats TABLE` the total\n"
             "  -t, --table T         the table (default with --workers: mc-MODEL-PID, dropped at the end)\n"
             "      --capacity N      states the table holds (default: the model's count + 15%% when known,\n"
-            "                        else 16M, and a SET table grows); K, M, G suffixes\n"
+            "                        else 16M; the table grows past it); K, M, G suffixes\n"
             "      --backend B       cpu, gpu or auto (default: the server's)\n"
             "  -k, --batch K         states per find-or-put request (default 64K)\n"
             "  -P, --inflight N      requests in flight per worker (default 8)\n"
@@ -98,11 +98,10 @@ static int create_table(const options *o, const mc_model *m, int packed)
     uint64_t cap = o->capacity;
     if (!cap)
         cap = m->expect ? m->expect + m->expect / 20 * 3 + 1024 : (uint64_t)16 << 20;
-    floe_table_def def = {.name = o->table, .capacity = cap, .backend = o->backend};
+    floe_table_def def = {.name = o->table, .capacity = cap, .backend = o->backend, .grow = 1};
     if (packed) {
         def.kind = FLOE_TABLE_SET;
         def.key_bits = mc_key_bits(m);
-        def.grow = 1;
     } else {
         def.kind = FLOE_TABLE_TREE;
         def.words = m->words;

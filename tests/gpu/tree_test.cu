@@ -77,7 +77,7 @@ static void engine_vs_cpu(uint32_t W, size_t total, uint64_t seed)
     tree *cpu = NULL;
     gpu_tree *gpu = NULL;
     EXPECT(tree_create(&spec, NULL, &cpu, &err) == FLOE_OK, "tree_create: %s", err.msg);
-    EXPECT(gpu_tree_create(&spec, &gpu, &err) == FLOE_OK, "gpu_tree_create: %s", err.msg);
+    EXPECT(gpu_tree_create(&spec, NULL, &gpu, &err) == FLOE_OK, "gpu_tree_create: %s", err.msg);
     uint64_t rng = seed;
     std::vector<uint32_t> state(W, 0), stream;
     walk_stream(W, total, W > 64 ? 4 : 16, &rng, state, stream);
@@ -155,7 +155,7 @@ static void engine_vs_cpu(uint32_t W, size_t total, uint64_t seed)
     for (size_t i = 0; i < n; i++)
         EXPECT(res[i] == FLOE_PRESENT && !memcmp(&back[i * W], &want[i * W], W * 4), "W=%u loaded get differs", W);
     gpu_tree *again = NULL;
-    EXPECT(gpu_tree_create(&spec, &again, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(gpu_tree_create(&spec, NULL, &again, &err) == FLOE_OK, "%s", err.msg);
     EXPECT(gpu_tree_upload(again, loaded, &err) == FLOE_OK, "upload: %s", err.msg);
     std::vector<uint64_t> ids2(n);
     EXPECT(gpu_tree_find_host(again, want.data(), n, res.data(), ids2.data(), &err) == FLOE_OK, "%s", err.msg);
@@ -179,7 +179,7 @@ static void full_is_exact(uint64_t seed)
     EXPECT(tree_size(&spec, &z, &err) == FLOE_OK, "%s", err.msg);
     spec.memory = z.root_bytes + 8192 * 8;
     gpu_tree *gpu = NULL;
-    EXPECT(gpu_tree_create(&spec, &gpu, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(gpu_tree_create(&spec, NULL, &gpu, &err) == FLOE_OK, "%s", err.msg);
     /* A first batch that fits, then one that does not: on the GPU every
      * vector of a batch claims nodes at once, so an overfull batch may leave
      * each of its vectors a partial tree (all FULL, all nodes orphans). */
@@ -359,6 +359,108 @@ static void backends_agree(uint64_t seed, bool small, unsigned parts)
     floe_backend_destroy(cb);
 }
 
+/* A batch through a table, waiting; the answers' status. */
+static floe_status run_vectors(floe_table *t, floe_op op, const uint32_t *v, size_t n, uint8_t *res, uint64_t *ids,
+                               floe_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    b->op = op;
+    b->flags = ids ? FLOE_BATCH_WANT_IDS : 0;
+    b->vectors = v;
+    b->n = n;
+    b->results = res;
+    b->ids = ids;
+    return floe_table_run(t, b);
+}
+
+/* A TREE that grows (spec.grow), created for 64 vectors, through the GPU
+ * and the CPU backend, the same batches: the same answers and never FULL;
+ * each batch's ids name its vectors in the generation after it (get_by_id
+ * gives them back); the GPU table grew several times; saved on the GPU, it
+ * loads on the CPU with the same ids. */
+static void backends_grow(uint64_t seed, bool small)
+{
+    const uint32_t W = 17;
+    floe_errinfo err;
+    floe_backend *gb = NULL, *cb = NULL;
+    EXPECT(floe_backend_gpu_create(0, 0, &gb, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(floe_backend_cpu_create(0, &cb, &err) == FLOE_OK, "%s", err.msg);
+    const size_t total = small ? 30000 : 600000;
+    floe_spec spec = tree_spec_for(W, 64, 0, seed);
+    spec.grow = true;
+    floe_table *gt = NULL, *ct = NULL;
+    EXPECT(floe_table_create(gb, &spec, &gt, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(floe_table_create(cb, &spec, &ct, &err) == FLOE_OK, "%s", err.msg);
+    uint64_t rng = seed;
+    std::vector<uint32_t> state(W, 0), stream;
+    walk_stream(W, total, 1u << 12, &rng, state, stream);
+    std::vector<uint8_t> rg(total), rc(total), rr(total);
+    std::vector<uint64_t> ig(total);
+    std::vector<uint32_t> back(total * W);
+    floe_batch b;
+    uint64_t inserted = 0, generations = 0;
+    for (size_t at = 0; at < total;) {
+        size_t n = 1 + test_rng(&rng) % (small ? 3000 : 40000);
+        if (n > total - at)
+            n = total - at;
+        const uint32_t *v = &stream[at * W];
+        EXPECT(run_vectors(gt, FLOE_OP_INSERT, v, n, &rg[at], &ig[at], &b) == FLOE_OK, "gpu insert: %s", b.error.msg);
+        inserted += b.counts.inserted;
+        EXPECT(run_vectors(ct, FLOE_OP_INSERT, v, n, &rc[at], NULL, &b) == FLOE_OK, "cpu insert: %s", b.error.msg);
+        for (size_t i = at; i < at + n; i++)
+            EXPECT(rg[i] == rc[i] && rg[i] != FLOE_FULL, "growing: vector %zu cpu %d gpu %d", i, rc[i], rg[i]);
+        /* the batch's ids, in the generation it left the table at */
+        memset(&b, 0, sizeof b);
+        b.op = FLOE_OP_GET;
+        b.keys = &ig[at];
+        b.n = n;
+        b.results = &rr[at];
+        b.vectors_out = &back[at * W];
+        EXPECT(floe_table_run(gt, &b) == FLOE_OK, "get: %s", b.error.msg);
+        EXPECT(b.counts.present == n && !memcmp(&back[at * W], v, n * W * 4),
+               "growing: the ids of the batch at %zu do not give its vectors back", at);
+        at += n;
+    }
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_STATS;
+    EXPECT(floe_table_run(gt, &b) == FLOE_OK, "stats: %s", b.error.msg);
+    generations = b.stats.generation;
+    EXPECT(generations >= 3 && b.stats.keys == inserted, "growing: generation %llu, keys %llu of %llu",
+           (unsigned long long)generations, (unsigned long long)b.stats.keys, (unsigned long long)inserted);
+    const double used = b.stats.compression * (double)inserted * W * 4;
+    printf("tree growing: %llu vectors, generation %llu, %.1f bytes a vector allocated, %.1f used\n",
+           (unsigned long long)inserted, (unsigned long long)generations, (double)b.stats.memory_bytes / inserted,
+           used / inserted);
+    /* every id of the last generation, saved on the GPU and loaded on the CPU: the same ids */
+    EXPECT(run_vectors(gt, FLOE_OP_FIND, stream.data(), total, rg.data(), ig.data(), &b) == FLOE_OK &&
+               b.counts.present == total,
+           "find after growth: %s", b.error.msg);
+    char path[] = "/tmp/floe-gtreeg-XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT(fd >= 0, "mkstemp");
+    close(fd);
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_SAVE;
+    b.path = path;
+    EXPECT(floe_table_run(gt, &b) == FLOE_OK, "save: %s", b.error.msg);
+    floe_table *lt = NULL;
+    EXPECT(floe_table_load(cb, path, &lt, &err) == FLOE_OK, "load on cpu: %s", err.msg);
+    unlink(path);
+    std::vector<uint64_t> il(total);
+    EXPECT(run_vectors(lt, FLOE_OP_FIND, stream.data(), total, rc.data(), il.data(), &b) == FLOE_OK &&
+               b.counts.present == total && !memcmp(il.data(), ig.data(), total * 8),
+           "after load on the cpu: other answers or ids");
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_STATS;
+    EXPECT(floe_table_run(lt, &b) == FLOE_OK && b.stats.generation == generations, "loaded generation %llu",
+           (unsigned long long)b.stats.generation);
+    floe_table_destroy(lt);
+    floe_table_destroy(gt);
+    floe_table_destroy(ct);
+    floe_backend_destroy(gb);
+    floe_backend_destroy(cb);
+}
+
 void tree_suite(uint64_t seed, bool small)
 {
     static const uint32_t lengths[] = {2, 3, 16, 17, 64, 256};
@@ -369,4 +471,5 @@ void tree_suite(uint64_t seed, bool small)
     full_is_exact(seed + 200);
     backends_agree(seed + 300, small, 1);
     backends_agree(seed + 301, small, 3);
+    backends_grow(seed + 400, small);
 }

@@ -127,7 +127,7 @@ static void walk_stream(walk *w, uint32_t *out, size_t n)
     }
 }
 
-static tree *make_tree(uint32_t W, uint64_t capacity, uint64_t memory, floe_pool *pool)
+static tree *make_tree_grow(uint32_t W, uint64_t capacity, uint64_t memory, bool grow, floe_pool *pool)
 {
     floe_spec s;
     floe_errinfo err;
@@ -138,11 +138,17 @@ static tree *make_tree(uint32_t W, uint64_t capacity, uint64_t memory, floe_pool
     s.words = W;
     s.capacity = capacity;
     s.memory = memory;
+    s.grow = grow;
     s.seed = 77 + W;
     tree *t = NULL;
     floe_status st = tree_create(&s, pool, &t, &err);
     ck_assert_msg(st == FLOE_OK, "tree_create: %s", err.msg);
     return t;
+}
+
+static tree *make_tree(uint32_t W, uint64_t capacity, uint64_t memory, floe_pool *pool)
+{
+    return make_tree_grow(W, capacity, memory, false, pool);
 }
 
 /* Every stored vector comes back from its id, from find, and once from a scan. */
@@ -387,7 +393,11 @@ static void *ct_main(void *arg)
     return NULL;
 }
 
-START_TEST(concurrent_inserts)
+/* Threads insert the same distinct vectors in their own orders: each is
+ * INSERTED exactly once.  In a table that grows (from a size far too small)
+ * the growths happen between the threads' batches, so ids are compared in
+ * the last generation only. */
+static void concurrent_run(bool grow)
 {
     /* Distinct vectors with much sharing: a walk over a small domain,
      * deduplicated. */
@@ -408,7 +418,7 @@ START_TEST(concurrent_inserts)
     floe_pool *pool;
     floe_errinfo err;
     ck_assert_int_eq(floe_pool_create(2, &pool, &err), FLOE_OK);
-    tree *t = make_tree(CT_W, CT_VECTORS, 0, pool);
+    tree *t = make_tree_grow(CT_W, grow ? 64 : CT_VECTORS, 0, grow, pool);
     _Atomic uint32_t *wins = calloc(CT_VECTORS, sizeof *wins);
     pthread_t th[CT_THREADS];
     ct_worker wk[CT_THREADS];
@@ -420,12 +430,20 @@ START_TEST(concurrent_inserts)
         pthread_join(th[i], NULL);
     for (size_t i = 0; i < CT_VECTORS; i++) {
         ck_assert_msg(wins[i] == 1, "vector %zu INSERTED %u times", i, wins[i]);
-        for (int k = 1; k < CT_THREADS; k++)
+        for (int k = 1; k < CT_THREADS && !grow; k++)
             ck_assert_uint_eq(wk[k].ids[i], wk[0].ids[i]);
     }
     floe_table_stats st;
     tree_stats(t, &st);
     ck_assert_uint_eq(st.keys, CT_VECTORS);
+    if (grow) { /* grown several times; the ids of the last generation */
+        ck_assert_uint_ge(st.generation, 3);
+        uint8_t *fr = malloc(CT_VECTORS);
+        ck_assert_int_eq(tree_find(t, vecs, CT_VECTORS, fr, wk[0].ids, NULL, &err), FLOE_OK);
+        for (size_t i = 0; i < CT_VECTORS; i++)
+            ck_assert_int_eq(fr[i], FLOE_PRESENT);
+        free(fr);
+    }
     /* Every vector back from its id. */
     uint32_t back[CT_W];
     uint8_t res;
@@ -441,6 +459,12 @@ START_TEST(concurrent_inserts)
     free(raw);
     free(vecs);
     vset_free(&s);
+}
+
+START_TEST(concurrent_inserts)
+{
+    concurrent_run(false);
+    concurrent_run(true);
 }
 END_TEST
 
@@ -558,13 +582,16 @@ static void grow_length(uint32_t W, size_t total, floe_pool *pool)
             floe_table_stats before, after;
             tree_stats(t, &before);
             floe_scan_pos old_cursor = {0, tree_generation(t)}, next;
-            ck_assert_msg(tree_grow(t, &err) == FLOE_OK, "grow: %s", err.msg);
+            const unsigned what = (unsigned)(grown % 3) + 1; /* the nodes, the roots, both */
+            ck_assert_msg(tree_grow(t, what, &err) == FLOE_OK, "grow: %s", err.msg);
             grown++;
             tree_stats(t, &after);
             ck_assert_uint_eq(after.generation, before.generation + 1);
             ck_assert_uint_eq(after.keys, before.keys);
-            ck_assert_uint_eq(after.spec.capacity, 2 * before.spec.capacity);
-            ck_assert(after.node_slots >= before.node_slots);
+            ck_assert_uint_eq(after.node_slots, (what & TREE_GROW_NODES) ? 2 * before.node_slots : before.node_slots);
+            ck_assert((what & TREE_GROW_ROOTS) ? after.slots > before.slots : after.slots >= before.slots);
+            if (what & TREE_GROW_NODES)
+                ck_assert_uint_eq(after.orphan_nodes, 0); /* every node put again is a vector's */
             size_t got_n;
             int done;
             ck_assert_int_eq(tree_scan(t, &old_cursor, 10, ids, retry + nf * W, &got_n, &next, &done, &err),
@@ -629,6 +656,169 @@ START_TEST(growth_keeps_every_vector)
 }
 END_TEST
 
+/* A table that grows by itself (spec.grow), created for 64 vectors, takes
+ * batches of whole vectors and of states by parent, every state twice in
+ * its batch: no FULL answer, every answer as the reference set's, ids exact
+ * in every generation (the reference's looked up again when it moved),
+ * parents of an old generation refused with nothing changed, both of its
+ * tables grown, and all of it through save and load. */
+static void self_grow_length(uint32_t W, size_t total, floe_pool *pool)
+{
+    enum { HALF = 1000 };
+    tree *t = make_tree_grow(W, 64, 0, true, pool);
+    floe_table_stats first, st;
+    tree_stats(t, &first);
+    vset ref;
+    vset_init(&ref, W, total + 4 * HALF + 1);
+    walk w;
+    walk_init(&w, W, 5000 + W, W > 16 ? 64 : 1u << 12);
+    uint32_t *vecs = malloc(2 * HALF * W * 4), *one = malloc(W * 4);
+    uint64_t *parents = malloc(2 * HALF * 8), *ids = malloc(2 * HALF * 8);
+    uint32_t *nch = malloc(2 * HALF * 4);
+    floe_tree_change *ch = malloc(2 * HALF * 2 * sizeof *ch), *ch2 = malloc(2 * HALF * 2 * sizeof *ch2);
+    uint8_t *res = malloc(2 * HALF);
+    floe_errinfo err;
+    uint64_t r = 31 + W, grew = 0, delta_batches = 0, stale_parent = FLOE_NO_ID;
+    for (size_t done = 0; done < total;) {
+        size_t half = 1 + rng_below(&r, HALF);
+        if (half > total - done)
+            half = total - done;
+        const bool delta = ref.n > 0 && rng_below(&r, 2) == 0;
+        size_t nc = 0;
+        for (size_t i = 0; i < half; i++) { /* state i, and again at half + (a shuffled place) */
+            uint32_t *v = vecs + i * W;
+            if (!delta) {
+                walk_stream(&w, v, 1);
+                continue;
+            }
+            const size_t p = rng_below(&r, ref.n);
+            memcpy(v, ref.vecs + p * W, W * 4);
+            parents[i] = ref.ids[p];
+            nch[i] = 1 + (uint32_t)rng_below(&r, 2);
+            for (uint32_t c = 0; c < nch[i]; c++) {
+                ch[nc] = (floe_tree_change){(uint32_t)rng_below(&r, W), (uint32_t)rng_below(&r, 1u << 12)};
+                v[ch[nc].word] = ch[nc].value;
+                nc++;
+            }
+        }
+        /* the second occurrences, in another order (Fisher-Yates over the indices) */
+        size_t *order = malloc(half * sizeof *order), *at = malloc((half + 1) * sizeof *at);
+        for (size_t i = 0; i < half; i++)
+            order[i] = i;
+        for (size_t i = half; i > 1; i--) {
+            size_t j = rng_below(&r, i), x = order[i - 1];
+            order[i - 1] = order[j], order[j] = x;
+        }
+        at[0] = 0;
+        for (size_t i = 0; i < half; i++)
+            at[i + 1] = at[i] + (delta ? nch[i] : 0);
+        size_t nc2 = nc;
+        memcpy(ch2, ch, nc * sizeof *ch);
+        for (size_t k = 0; k < half; k++) {
+            const size_t i = order[k];
+            memcpy(vecs + (half + k) * W, vecs + i * W, W * 4);
+            if (delta) {
+                parents[half + k] = parents[i];
+                nch[half + k] = nch[i];
+                memcpy(ch2 + nc2, ch + at[i], nch[i] * sizeof *ch);
+                nc2 += nch[i];
+            }
+        }
+        free(order);
+        free(at);
+        const size_t n = 2 * half;
+        const uint64_t gen = tree_generation(t);
+        if (delta) {
+            ck_assert_msg(tree_insert_delta(t, gen, parents, nch, ch2, n, res, ids, NULL, &err) == FLOE_OK, "delta: %s",
+                          err.msg);
+            delta_batches++;
+        } else {
+            ck_assert_msg(tree_insert(t, vecs, n, res, ids, NULL, &err) == FLOE_OK, "insert: %s", err.msg);
+        }
+        if (tree_generation(t) != gen) { /* it grew: every id is of the new generation */
+            grew++;
+            refresh_ids(t, &ref);
+            if (stale_parent == FLOE_NO_ID && ref.n > 0)
+                stale_parent = ref.ids[0];
+        }
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t *v = vecs + i * W;
+            ck_assert_msg(res[i] != FLOE_FULL, "W=%u: FULL from a table that grows", W);
+            long k = vset_find(&ref, v, 0, 0);
+            if (k < 0) {
+                ck_assert_msg(res[i] == FLOE_INSERTED, "W=%u state %zu: want INSERTED, got %d", W, i, res[i]);
+                vset_find(&ref, v, 1, ids[i]);
+            } else {
+                ck_assert_msg(res[i] == FLOE_PRESENT, "W=%u state %zu: want PRESENT, got %d", W, i, res[i]);
+                ck_assert_uint_eq(ids[i], ref.ids[k]);
+            }
+        }
+        done += half;
+    }
+    ck_assert_msg(grew >= 3, "W=%u: only %llu growths", W, (unsigned long long)grew);
+    ck_assert_uint_gt(delta_batches, 0);
+    tree_stats(t, &st);
+    ck_assert_uint_gt(st.node_slots, first.node_slots);
+    ck_assert_uint_gt(st.slots, first.slots);
+    ck_assert_uint_ge(st.generation, grew); /* a batch may grow both tables, one after the other */
+
+    /* parents of an old generation: refused, nothing changed */
+    parents[0] = stale_parent;
+    nch[0] = 1;
+    ch[0] = (floe_tree_change){0, 0x5EEDu};
+    ck_assert_int_eq(tree_insert_delta(t, st.generation - 1, parents, nch, ch, 1, res, ids, NULL, &err),
+                     FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "generation") != NULL, "%s", err.msg);
+    floe_table_stats after;
+    tree_stats(t, &after);
+    ck_assert_uint_eq(after.keys, st.keys);
+    ck_assert_uint_eq(after.nodes, st.nodes);
+    check_contents(t, &ref);
+
+    /* save and load keep the grown sizes, and the table goes on growing */
+    t = saved_and_loaded(t, pool);
+    tree_stats(t, &after);
+    ck_assert_uint_eq(after.node_slots, st.node_slots);
+    ck_assert_uint_eq(after.slots, st.slots);
+    ck_assert_uint_eq(after.generation, st.generation);
+    check_contents(t, &ref);
+    for (size_t i = 0; i < 4 * HALF; i++) {
+        walk_stream(&w, one, 1);
+        const long k = vset_find(&ref, one, 0, 0);
+        ck_assert_int_eq(tree_insert(t, one, 1, res, ids, NULL, &err), FLOE_OK);
+        ck_assert_int_eq(res[0], k < 0 ? FLOE_INSERTED : FLOE_PRESENT);
+        if (k < 0)
+            vset_find(&ref, one, 1, ids[0]);
+        if (tree_generation(t) != after.generation) {
+            refresh_ids(t, &ref);
+            after.generation = tree_generation(t);
+        }
+    }
+    check_contents(t, &ref);
+    tree_destroy(t);
+    vset_free(&ref);
+    free(vecs);
+    free(one);
+    free(parents);
+    free(ids);
+    free(nch);
+    free(ch);
+    free(ch2);
+    free(res);
+}
+
+START_TEST(growing_table_never_answers_full)
+{
+    floe_pool *pool = NULL;
+    floe_errinfo err;
+    ck_assert_int_eq(floe_pool_create(2, &pool, &err), FLOE_OK);
+    self_grow_length(3, 40000, pool);
+    self_grow_length(16, 40000, NULL);
+    self_grow_length(64, 10000, pool);
+    floe_pool_destroy(pool);
+}
+END_TEST
+
 /* ---- states as a parent and changed words ---------------------------------------------------- */
 
 /* Table a takes states as their parent's id and the changed words
@@ -682,8 +872,8 @@ static void delta_length(uint32_t W, floe_pool *pool)
         if (whole)
             ck_assert_int_eq(tree_insert(a, vecs, n, ra, ida, NULL, &err), FLOE_OK);
         else
-            ck_assert_msg(tree_insert_delta(a, parents, nch, ch, n, ra, ida, NULL, &err) == FLOE_OK, "delta: %s",
-                          err.msg);
+            ck_assert_msg(tree_insert_delta(a, tree_generation(a), parents, nch, ch, n, ra, ida, NULL, &err) == FLOE_OK,
+                          "delta: %s", err.msg);
         ck_assert_int_eq(tree_insert(b, vecs, n, rb, idb, NULL, &err), FLOE_OK);
         for (size_t i = 0; i < n; i++) {
             const uint32_t *v = vecs + i * W;
@@ -714,7 +904,8 @@ static void delta_length(uint32_t W, floe_pool *pool)
     parents[1] = 1ull << 50; /* past every slot */
     nch[1] = 1;
     ch[1] = (floe_tree_change){W - 1, 0x12345678u};
-    ck_assert_int_eq(tree_insert_delta(a, parents, nch, ch, 2, ra, ida, NULL, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(tree_insert_delta(a, tree_generation(a), parents, nch, ch, 2, ra, ida, NULL, &err),
+                     FLOE_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "names no vector") != NULL, "%s", err.msg);
     floe_table_stats after;
     tree_stats(a, &after);
@@ -771,8 +962,8 @@ START_TEST(bad_specs_and_batches)
     s.key_bits = 40;
     ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_ERR_INVALID);
     s.key_bits = 0;
-    s.grow = true;
-    ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_ERR_UNSUPPORTED);
+    s.grow = true; /* a TREE grows too */
+    ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_OK);
     s.grow = false;
     s.value_bytes = 8;
     ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_ERR_INVALID);
@@ -932,6 +1123,7 @@ Suite *tree_suite(void)
     tcase_add_test(tc, concurrent_inserts);
     tcase_add_test(tc, full_is_exact);
     tcase_add_test(tc, growth_keeps_every_vector);
+    tcase_add_test(tc, growing_table_never_answers_full);
     tcase_add_test(tc, states_by_parent_match_whole_vectors);
     tcase_add_test(tc, bad_specs_and_batches);
     tcase_add_test(tc, oversized_header_refused);
