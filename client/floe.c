@@ -73,6 +73,7 @@ struct floe {
      * connection ends right after it, it is the reason, not the EOF. */
     int bye_status;
     char bye_msg[256];
+    uint64_t ids_generation; /* of the last blocking insert or find's answer */
 };
 
 static int set_error(floe *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -608,6 +609,11 @@ const unsigned char *floe_call_vectors(const floe_call *call, size_t *bytes)
     return call->resp ? call->resp->vectors.data : NULL;
 }
 
+uint64_t floe_call_generation(const floe_call *call)
+{
+    return call->resp ? call->resp->generation : 0;
+}
+
 void floe_call_counts(const floe_call *call, floe_counts *k)
 {
     memset(k, 0, sizeof *k);
@@ -724,6 +730,29 @@ floe_call *floe_send_find_vectors(floe *c, const char *table, const uint32_t *ve
                                   unsigned flags, floe_callback *cb, void *arg)
 {
     return send_vectors(c, FLOE__V1__REQUEST__OP_FIND, table, vectors, n, words, flags, cb, arg);
+}
+
+floe_call *floe_send_insert_states(floe *c, const char *table, uint64_t generation, const uint64_t *parents,
+                                   const uint8_t *counts, const uint8_t *changes, size_t n, unsigned flags,
+                                   floe_callback *cb, void *arg)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += counts[i];
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
+    in.table = (char *)table;
+    in.parents.data = (uint8_t *)parents; /* little-endian u64: the host's order on the platforms floe runs on */
+    in.parents.len = n * 8;
+    in.change_counts.data = (uint8_t *)counts;
+    in.change_counts.len = n;
+    in.changes.data = (uint8_t *)changes;
+    in.changes.len = total * FLOE_CHANGE_BYTES;
+    in.generation = generation;
+    in.want_ids = (flags & FLOE_WANT_IDS) != 0;
+    req.op_case = FLOE__V1__REQUEST__OP_INSERT;
+    req.insert = &in;
+    return send_request(c, &req, cb, arg);
 }
 
 floe_call *floe_send_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, floe_callback *cb, void *arg)
@@ -862,6 +891,7 @@ static int vectors_call(floe *c, floe_call *call, size_t n, uint8_t *results, ui
     }
     if (ids && n)
         memcpy(ids, got_ids, n * 8);
+    c->ids_generation = floe_call_generation(call);
     return copy_key_answers(c, call, n, results, NULL, 0, counts);
 }
 
@@ -870,6 +900,20 @@ int floe_insert_vectors(floe *c, const char *table, const uint32_t *vectors, siz
 {
     return vectors_call(c, floe_send_insert_vectors(c, table, vectors, n, words, ids ? FLOE_WANT_IDS : 0, NULL, NULL),
                         n, results, ids, counts);
+}
+
+int floe_insert_states(floe *c, const char *table, uint64_t generation, const uint64_t *parents, const uint8_t *counts,
+                       const uint8_t *changes, size_t n, uint8_t *results, uint64_t *ids, floe_counts *counts_out)
+{
+    return vectors_call(
+        c,
+        floe_send_insert_states(c, table, generation, parents, counts, changes, n, ids ? FLOE_WANT_IDS : 0, NULL, NULL),
+        n, results, ids, counts_out);
+}
+
+uint64_t floe_ids_generation(const floe *c)
+{
+    return c->ids_generation;
 }
 
 int floe_find_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words, uint8_t *results,

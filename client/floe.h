@@ -313,6 +313,20 @@ int floe_snapshot(floe *c, const char *table);
  * counts may be NULL. */
 int floe_insert_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words, uint8_t *results,
                         uint64_t *ids, floe_counts *counts);
+/* Find-or-put of n states, each given as its parent (the id of a stored
+ * vector, of `generation`) and the words that differ from it: counts[i]
+ * words for state i, each FLOE_CHANGE_BYTES bytes of changes in state order
+ * (floe_change_put of floe_wire.h writes one: the word's index, its value).
+ * A state whose words mostly differ is cheaper sent whole.  Answers as
+ * floe_insert_vectors's for the whole vectors.  Parents of another
+ * generation than the table's (it grew since their answer), or that name
+ * no vector, fail the request with FLOE_ERR_INVALID and change nothing:
+ * send those states whole.  A TREE in parts answers FLOE_ERR_UNSUPPORTED. */
+int floe_insert_states(floe *c, const char *table, uint64_t generation, const uint64_t *parents, const uint8_t *counts,
+                       const uint8_t *changes, size_t n, uint8_t *results, uint64_t *ids, floe_counts *counts_out);
+/* The generation of the table that the ids of the last blocking insert or
+ * find (of vectors or states) on c are of: a request by parents names it. */
+uint64_t floe_ids_generation(const floe *c);
 /* PRESENT / ABSENT per vector; ids (may be NULL): UINT64_MAX for ABSENT. */
 int floe_find_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words, uint8_t *results,
                       uint64_t *ids, floe_counts *counts);
@@ -357,6 +371,10 @@ floe_call *floe_send_insert_vectors(floe *c, const char *table, const uint32_t *
                                     unsigned flags, floe_callback *cb, void *arg);
 floe_call *floe_send_find_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words,
                                   unsigned flags, floe_callback *cb, void *arg);
+/* TREE: n states by their parents (floe_insert_states); flags: FLOE_WANT_IDS. */
+floe_call *floe_send_insert_states(floe *c, const char *table, uint64_t generation, const uint64_t *parents,
+                                   const uint8_t *counts, const uint8_t *changes, size_t n, unsigned flags,
+                                   floe_callback *cb, void *arg);
 /* TREE: the vectors of n ids; read them with floe_call_vectors. */
 floe_call *floe_send_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, floe_callback *cb, void *arg);
 
@@ -390,6 +408,8 @@ const unsigned char *floe_call_values(const floe_call *call, size_t *bytes);
 /* get_by_id: words little-endian u32 per id (zeros for ABSENT ids). */
 const unsigned char *floe_call_vectors(const floe_call *call, size_t *bytes);
 void floe_call_counts(const floe_call *call, floe_counts *counts);
+/* insert, find: the generation of the table the call's ids are of. */
+uint64_t floe_call_generation(const floe_call *call);
 void floe_call_free(floe_call *call);
 
 /* ---- the batcher --------------------------------------------------------------------------- */

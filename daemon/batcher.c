@@ -254,12 +254,12 @@ static job *launch_locked(batcher *bt)
         unsigned flags = first->flags;
         job *last = first;
         const size_t kb = key_bytes(bt, first->op);
-        if (is_key_op(first->op) && first->n < MERGE_BELOW_KEYS) {
+        if (is_key_op(first->op) && first->n < MERGE_BELOW_KEYS && !first->parents) {
             const size_t per_key = kb + (first->op == FLOE_OP_GET ? (size_t)bt->words * 4 : 0);
             for (job *j = next_job(first); j; j = next_job(j)) {
-                if (j->op != first->op || j->pre_status != FLOE_OK || j->n >= MERGE_BELOW_KEYS ||
-                    (j->flags & FLOE_BATCH_OVERWRITE) != (first->flags & FLOE_BATCH_OVERWRITE) ||
-                    n + j->n > max_keys || (n + j->n) * per_key > MERGE_MAX_BYTES)
+                if (j->op != first->op || j->pre_status != FLOE_OK || j->n >= MERGE_BELOW_KEYS || j->parents ||
+                    (j->flags & FLOE_BATCH_OVERWRITE) != (first->flags & FLOE_BATCH_OVERWRITE) || n + j->n > max_keys ||
+                    (n + j->n) * per_key > MERGE_MAX_BYTES)
                     break;
                 n += j->n;
                 flags |= j->flags;
@@ -290,6 +290,11 @@ static job *launch_locked(batcher *bt)
                 keys = job_keys(first);
                 b->values = first->values;
                 b->values_len = first->values_len;
+                b->parents = first->parents;
+                b->change_counts = first->change_counts;
+                b->changes = first->changes;
+                b->changes_len = first->changes_len;
+                b->parent_generation = first->parent_generation;
             } else {
                 const bool with_values = first->op == FLOE_OP_INSERT && vb;
                 ok = reserve(bt, &sl->keys_buf, &sl->keys_cap, n * kb + 8) &&
@@ -415,6 +420,8 @@ static void batch_done(floe_batch *b)
         pthread_mutex_unlock(&bt->lock);
         if (b->status == FLOE_OK)
             atomic_fetch_add(&bt->changes, b->counts.inserted + b->counts.erased);
+        if (sl->out)
+            sl->out->generation = b->generation;
     }
     /* floed's own failures are errors; a client's mistake (a bad scan cursor, a table too full to
      * grow) is the client's answer, and a debug line at most: a client could flood the log */

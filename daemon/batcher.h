@@ -48,6 +48,7 @@ typedef struct batch_out {
     uint64_t *ids;
     unsigned char *values_out;
     uint32_t *vectors_out;
+    uint64_t generation; /* the table's, that the ids are of (floe_batch.generation) */
 } batch_out;
 
 void batch_out_hold(batch_out *o);
@@ -76,6 +77,11 @@ struct job {
     const uint64_t *keys;    /* 8-byte keys, or the ids of a GET */
     const uint32_t *vectors; /* TREE INSERT, FIND: n vectors of words words */
     size_t n;                /* keys, ids or vectors */
+    /* TREE INSERT of states by their parents (floe_batch's fields of the same names): a batch of its own */
+    const uint64_t *parents;
+    const uint8_t *change_counts, *changes;
+    size_t changes_len;
+    uint64_t parent_generation;
     const void *values;
     size_t values_len;
     floe_status pre_status; /* not OK: ends with this error in its turn */

@@ -187,6 +187,8 @@ static frame *key_reply(const batch_out *o, const item *it, size_t at)
         r.vectors.data = (uint8_t *)(o->vectors_out + at * o->words);
         r.vectors.len = n * o->words * 4;
     }
+    if (it->j.op == FLOE_OP_INSERT || it->j.op == FLOE_OP_FIND)
+        r.generation = o->generation;
     floe_answer_counts c;
     floe_answer_counts_tally(&c, r.results.data, n);
     r.inserted = c.inserted;
@@ -779,6 +781,10 @@ typedef struct key_request {
     const char *table; /* NUL-terminated */
     const uint8_t *keys, *values;
     size_t keys_len, values_len;
+    /* TREE states by their parents (Insert.parents, change_counts, changes, generation) */
+    const uint8_t *parents, *change_counts, *changes;
+    size_t parents_len, change_counts_len, changes_len;
+    uint64_t parent_generation;
     unsigned flags; /* FLOE_BATCH_* as asked */
     Floe__V1__Request *req;
     void *frame;
@@ -798,8 +804,16 @@ static floe_status check_key_request(server *srv, const floe_spec *spec, const k
                                      const void *values, size_t *n, char *msg, size_t len)
 {
     floe_errinfo err;
-    floe_status st = floe_request_check(spec, (floe_op)kr->op, kr->flags, keys, kr->keys_len, values,
-                                        kr->values_len, n, &err);
+    floe_status st;
+    if (kr->parents_len || kr->change_counts_len || kr->changes_len) {
+        st = kr->op != FLOE_OP_INSERT || kr->keys_len || kr->values_len
+                 ? floe_errinfo_set(&err, FLOE_ERR_INVALID,
+                                    "parents, change_counts and changes go with an insert, instead of keys")
+                 : floe_states_check(spec, kr->flags, kr->parents_len, kr->change_counts, kr->change_counts_len,
+                                     kr->changes, kr->changes_len, n, &err);
+    } else {
+        st = floe_request_check(spec, (floe_op)kr->op, kr->flags, keys, kr->keys_len, values, kr->values_len, n, &err);
+    }
     if (st != FLOE_OK) {
         snprintf(msg, len, "%s", err.msg);
         return st;
@@ -853,14 +867,16 @@ static void handle_key_op(server *srv, session *c, key_request *kr)
     it->j.gone = &c->gone;
     /* TREE INSERT and FIND take vectors (4-byte aligned); the rest 8-byte keys or ids; MAP values
      * are read as value_bytes words */
-    const bool vectors = tree && (kr->op == FLOE_OP_INSERT || kr->op == FLOE_OP_FIND);
+    const bool states = kr->parents_len > 0; /* TREE states by their parents: the parents are 8-byte ids */
+    const bool vectors = tree && (kr->op == FLOE_OP_INSERT || kr->op == FLOE_OP_FIND) && !states;
     const bool with_values = map && kr->op == FLOE_OP_INSERT;
-    const void *data = aligned(kr->keys, kr->keys_len, vectors ? 4 : 8, &it->keys_copy);
+    const void *data = states ? aligned(kr->parents, kr->parents_len, 8, &it->keys_copy)
+                              : aligned(kr->keys, kr->keys_len, vectors ? 4 : 8, &it->keys_copy);
     const void *values = with_values ? aligned(kr->values, kr->values_len, spec->value_bytes, &it->values_copy) : NULL;
     char msg[FLOE_ERROR_MAX];
     size_t n = 0;
     floe_status st = FLOE_ERR_INTERNAL;
-    if ((data || !kr->keys_len) && (values || !with_values || !kr->values_len))
+    if ((data || !(states ? kr->parents_len : kr->keys_len)) && (values || !with_values || !kr->values_len))
         st = check_key_request(srv, spec, kr, data, values, &n, msg, sizeof msg);
     else
         snprintf(msg, sizeof msg, "out of memory");
@@ -868,10 +884,17 @@ static void handle_key_op(server *srv, session *c, key_request *kr)
         item_refuse(it, st, msg);
     } else {
         it->j.n = n;
-        if (vectors)
+        if (states) {
+            it->j.parents = data;
+            it->j.change_counts = kr->change_counts;
+            it->j.changes = kr->changes;
+            it->j.changes_len = kr->changes_len;
+            it->j.parent_generation = kr->parent_generation;
+        } else if (vectors) {
             it->j.vectors = data;
-        else
+        } else {
             it->j.keys = data;
+        }
         if (with_values) {
             it->j.values = values;
             it->j.values_len = kr->values_len;
@@ -931,6 +954,16 @@ static void handle_unpacked_keys(server *srv, session *c, Floe__V1__Request *req
     key_request kr = {.id = req->id, .op = op, .table = table ? table : "", .keys = keys->data,
                       .keys_len = keys->len, .values = values ? values->data : NULL,
                       .values_len = values ? values->len : 0, .flags = flags, .req = req};
+    if (op == FLOE_OP_INSERT) { /* TREE states by their parents: the unusual shape, unpacked */
+        const Floe__V1__Insert *in = req->insert;
+        kr.parents = in->parents.data;
+        kr.parents_len = in->parents.len;
+        kr.change_counts = in->change_counts.data;
+        kr.change_counts_len = in->change_counts.len;
+        kr.changes = in->changes.data;
+        kr.changes_len = in->changes.len;
+        kr.parent_generation = in->generation;
+    }
     handle_key_op(srv, c, &kr);
 }
 

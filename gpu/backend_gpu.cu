@@ -41,7 +41,8 @@
  *
  * TREE tables (tree_gpu.cu) run one batch at a time on the worker, in
  * pieces through one pinned staging area: their engine reads a count back
- * from the device in the middle of every batch anyway.
+ * from the device in the middle of every batch anyway.  A TREE that grows
+ * grows inside its engine (gpu_tree_insert), which keeps its generation.
  * A CUDA error fails the batch it hit with FLOE_ERR_INTERNAL and the CUDA
  * message; the daemon logs it.
  */
@@ -167,7 +168,7 @@ struct gpu_table {
     size_t cur_off;
     piece redo[2 * STAGES];
     unsigned nredo, redo_at;
-    uint64_t used, tombstones, generation; /* after every retired piece */
+    uint64_t used, tombstones, generation; /* after every retired piece (SET, MAP; a TREE's engine keeps its own) */
     uint64_t inflight_keys;                /* keys of insert pieces in flight */
     uint64_t launched;                     /* pieces launched (which are timed: TIME_EVERY) */
     uint64_t ids_gen;                      /* generation the retiring batch's first piece ran on */
@@ -919,8 +920,10 @@ static void retire(gpu_table *t)
     }
     floe_stage_add(&t->stage[FLOE_STAGE_STAGE_OUT], s->p.n, floe_now_ns() - t0);
     for (unsigned i = 0; i < s->p.nseg; i++)
-        if (s->p.seg[i].last)
+        if (s->p.seg[i].last) {
+            s->p.seg[i].b->generation = t->generation; /* its ids were looked up again if the table grew */
             complete(s->p.seg[i].b);
+        }
 }
 
 static void launch_next(gpu_table *t);
@@ -1113,98 +1116,71 @@ static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m,
                     (b->flags & FLOE_BATCH_WANT_IDS) ? b->ids + off : NULL, NULL, err);
 }
 
-/* ---- a TREE that grows ---------------------------------------------------------------------- */
-
-/* Grows a TREE table (what: TREE_GROW_NODES, TREE_GROW_ROOTS) on the device. */
-static floe_status tree_grow_gpu(gpu_table *t, unsigned what, floe_errinfo *err)
+/* INSERT, FIND or GET of batch b, piece by piece.  A growing table grows
+ * inside a piece (gpu_tree_insert): if it grew after the first piece, the
+ * ids of the pieces before are looked up again, in the last generation. */
+static floe_status tree_batch(gpu_table *t, floe_batch *b, floe_errinfo *err)
 {
-    floe_status st = gpu_tree_grow(&t->tree, what, err);
-    if (st == FLOE_OK)
-        t->generation++;
+    const uint32_t W = t->base.spec.words;
+    uint64_t generation = 0;
+    floe_status st = FLOE_OK;
+    for (size_t off = 0; off < b->n && st == FLOE_OK; off += TREE_PIECE_MAX) {
+        st = tree_piece(t, b, off, b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX, err);
+        if (off == 0)
+            generation = gpu_tree_generation(t->tree);
+    }
+    const bool ids = b->op == FLOE_OP_INSERT && (b->flags & FLOE_BATCH_WANT_IDS);
+    if (st != FLOE_OK || !ids || gpu_tree_generation(t->tree) == generation)
+        return st;
+    uint8_t *found = (uint8_t *)malloc(TREE_PIECE_MAX);
+    if (!found)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory looking ids up again");
+    for (size_t off = 0; off < b->n && st == FLOE_OK; off += TREE_PIECE_MAX) {
+        const size_t m = b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX;
+        st = tree_run(t, FLOE_OP_FIND, b->vectors + off * W, m, found, b->ids + off, NULL, err);
+    }
+    free(found);
     return st;
 }
 
-/* A growing TREE's insert: before each piece the tables that would pass
- * max_fill grow; vectors that still come back FULL are put again after the
- * table grew (the fuller table first), in order, until none is left; a
- * batch that saw its table grow after its first piece looks its ids up
- * again.  The client never sees FULL below the largest size. */
-static floe_status tree_insert_growing(gpu_table *t, floe_batch *b, floe_errinfo *err)
+/* An INSERT of states by their parents: the parents' vectors come back from
+ * the device (get_by_id), take their changes on the host, and go in whole
+ * (tree_batch).  Parents of another generation, or that name no vector,
+ * fail the batch before anything changes.  (The CPU engine folds only the
+ * changed words' paths; here each state costs an unfold and a whole fold.) */
+static floe_status tree_states(gpu_table *t, floe_batch *b, floe_errinfo *err)
 {
     const uint32_t W = t->base.spec.words;
-    uint64_t *ids = (b->flags & FLOE_BATCH_WANT_IDS) ? b->ids : NULL;
-    uint32_t *retry = NULL, *where = NULL;
-    uint8_t *rres = NULL;
-    bool renamed = false;
+    const uint64_t generation = gpu_tree_generation(t->tree);
+    if (b->parent_generation != generation)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "parent ids are of generation %llu, but table %s is at generation %llu (it grew, and "
+                                "ids changed): send these states whole",
+                                (unsigned long long)b->parent_generation, t->base.spec.name,
+                                (unsigned long long)generation);
+    uint32_t *vectors = (uint32_t *)malloc((b->n ? b->n : 1) * (size_t)W * 4);
+    if (!vectors)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu states", b->n);
     floe_status st = FLOE_OK;
     for (size_t off = 0; off < b->n && st == FLOE_OK; off += TREE_PIECE_MAX) {
         const size_t m = b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX;
-        unsigned what = 0;
-        do { /* a piece larger than the table may need more than one growth */
-            st = gpu_tree_over_fill(t->tree, m, t->base.spec.max_fill, &what, err);
-            floe_errinfo ignored; /* on failure the table stays as it is: FULL answers decide */
-            if (st != FLOE_OK || !what || tree_grow_gpu(t, what, &ignored) != FLOE_OK)
-                break;
-            renamed = renamed || off > 0;
-        } while (what);
-        if (st == FLOE_OK)
-            st = tree_piece(t, b, off, m, err);
-        for (;;) {
-            size_t nf = 0;
-            for (size_t i = 0; st == FLOE_OK && i < m; i++)
-                nf += b->results[off + i] == FLOE_FULL;
-            if (nf == 0 || st != FLOE_OK)
-                break;
-            if (!retry) {
-                retry = (uint32_t *)malloc((size_t)TREE_PIECE_MAX * W * 4);
-                where = (uint32_t *)malloc(TREE_PIECE_MAX * sizeof *where);
-                rres = (uint8_t *)malloc(TREE_PIECE_MAX);
-                if (!retry || !where || !rres) {
-                    st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory retrying FULL vectors");
-                    break;
-                }
-            }
-            uint64_t nodes, roots;
-            st = gpu_tree_counts(t->tree, &nodes, &roots, err);
-            if (st != FLOE_OK)
-                break;
-            const tree_sizing *z = gpu_tree_sizes(t->tree);
-            const double node_fill = (double)nodes / (double)((uint64_t)1 << z->node_bits),
-                         root_fill = (double)roots / (double)gpu_tree_root_slots(t->tree);
-            floe_errinfo gerr;
-            st = tree_grow_gpu(t, node_fill >= root_fill ? TREE_GROW_NODES : TREE_GROW_ROOTS, &gerr);
-            if (st == FLOE_ERR_TOO_LARGE) { /* as large as a TREE gets: FULL stands */
-                st = FLOE_OK;
-                break;
-            }
-            if (st != FLOE_OK) {
-                st = floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->base.spec.name,
-                                      gerr.msg);
-                break;
-            }
-            renamed = true;
-            size_t nr = 0;
-            for (size_t i = 0; i < m; i++)
-                if (b->results[off + i] == FLOE_FULL) {
-                    memcpy(retry + nr * W, b->vectors + (off + i) * W, (size_t)W * 4);
-                    where[nr++] = (uint32_t)i;
-                }
-            st = tree_run(t, FLOE_OP_INSERT, retry, nr, rres, NULL, NULL, err);
-            for (size_t k = 0; st == FLOE_OK && k < nr; k++)
-                b->results[off + where[k]] = rres[k];
+        st = tree_run(t, FLOE_OP_GET, b->parents + off, m, b->results + off, NULL, vectors + off * W, err);
+        for (size_t i = off; st == FLOE_OK && i < off + m; i++)
+            if (b->results[i] != FLOE_PRESENT)
+                st = floe_errinfo_set(err, FLOE_ERR_INVALID, "state %zu: parent id %llu names no vector of table %s", i,
+                                      (unsigned long long)b->parents[i], t->base.spec.name);
+    }
+    for (size_t i = 0, c = 0; st == FLOE_OK && i < b->n; i++)
+        for (unsigned k = 0; k < b->change_counts[i]; k++, c++) { /* in order: the last value of a word counts */
+            const uint8_t *p = b->changes + c * FLOE_CHANGE_BYTES;
+            vectors[i * W + floe_change_word(p)] = floe_change_value(p);
         }
+    if (st == FLOE_OK) {
+        b->vectors = vectors;
+        st = tree_batch(t, b, err);
+        b->vectors = NULL;
     }
-    /* ids of a batch that saw its table grow: looked up again, in the last generation */
-    for (size_t off = 0; st == FLOE_OK && renamed && ids && off < b->n; off += TREE_PIECE_MAX) {
-        const size_t m = b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX;
-        if (!rres && !(rres = (uint8_t *)malloc(TREE_PIECE_MAX)))
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory looking ids up again");
-        else
-            st = tree_run(t, FLOE_OP_FIND, b->vectors + off * W, m, rres, ids + off, NULL, err);
-    }
-    free(retry);
-    free(where);
-    free(rres);
+    free(vectors);
     return st;
 }
 
@@ -1216,10 +1192,11 @@ static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_errinfo *err)
     uint64_t pos = b->cursor_set ? b->cursor.position : 0;
     b->scan_n = 0;
     assert(b->limit == 0 || b->scan_keys); /* the buffer (floe_batch_check) */
-    if (b->cursor_set && b->cursor.generation != t->generation)
+    const uint64_t generation = gpu_tree_generation(t->tree);
+    if (b->cursor_set && b->cursor.generation != generation)
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                 "scan cursor is from generation %llu, the table is at %llu: start the scan again",
-                                (unsigned long long)b->cursor.generation, (unsigned long long)t->generation);
+                                (unsigned long long)b->cursor.generation, (unsigned long long)generation);
     if (pos > total)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
                                 (unsigned long long)pos, (unsigned long long)total);
@@ -1247,7 +1224,7 @@ static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_errinfo *err)
         budget = budget > k ? budget - k : 0;
     }
     b->next.position = pos;
-    b->next.generation = t->generation;
+    b->next.generation = generation;
     b->scan_done = pos >= total;
     return st;
 }
@@ -1259,7 +1236,6 @@ static floe_status tree_copy_gpu(gpu_table *t, floe_file_image **out, floe_errin
     floe_status st = tree_create_sized(&t->base.spec, gpu_tree_sizes(t->tree), NULL, &host, err);
     if (st != FLOE_OK)
         return st;
-    tree_set_generation(host, t->generation);
     st = gpu_tree_download(t->tree, host, err);
     if (st == FLOE_OK)
         st = tree_image_of(host, out, err);
@@ -1285,11 +1261,8 @@ static void run_tree(gpu_table *t, floe_batch *b)
     case FLOE_OP_INSERT:
     case FLOE_OP_FIND:
     case FLOE_OP_GET:
-        if (b->op == FLOE_OP_INSERT && t->base.spec.grow)
-            b->status = tree_insert_growing(t, b, e);
-        else
-            for (size_t off = 0; off < b->n && b->status == FLOE_OK; off += TREE_PIECE_MAX)
-                b->status = tree_piece(t, b, off, b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX, e);
+        b->status = b->parents ? tree_states(t, b, e) : tree_batch(t, b, e);
+        b->generation = gpu_tree_generation(t->tree);
         if (b->status == FLOE_OK)
             floe_answer_counts_tally(&b->counts, b->results, b->n);
         break;
@@ -1298,7 +1271,6 @@ static void run_tree(gpu_table *t, floe_batch *b)
         break;
     case FLOE_OP_STATS:
         b->status = gpu_tree_stats(t->tree, &b->stats, e);
-        b->stats.generation = t->generation;
         memcpy(b->stats.stage, t->stage, sizeof t->stage);
         b->stats.device = t->be->device;
         break;
@@ -1623,13 +1595,12 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, const fl
         st = gpu_tree_create(tree_spec(th), tree_sizes(th), &gt, err);
         if (st == FLOE_OK)
             st = gpu_tree_upload(gt, th, err);
-        const uint64_t generation = tree_generation(th);
         tree_destroy(th);
         if (st != FLOE_OK) {
             gpu_tree_destroy(gt);
             return st;
         }
-        return start_table(be, NULL, gt, generation, out, err);
+        return start_table(be, NULL, gt, 0, out, err);
     }
     iceberg *host;
     st = iceberg_load(path, offset, be->pool, &host, err);

@@ -28,9 +28,11 @@
 #include <assert.h>
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
+#include <cub/device/device_select.cuh>
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
+#include <thrust/iterator/counting_iterator.h>
 
 #include "tree_gpu.h"
 #include "tree_layout.h"
@@ -58,6 +60,7 @@ struct gpu_tree {
     unsigned long long *h_counter; /* pinned */
     /* on the host: nodes stored (counted by the batches), and at most as many roots */
     uint64_t nodes_used, roots_bound;
+    uint64_t generation; /* growths: ids of an earlier one name other vectors */
     /* batch scratch, grown on demand */
     size_t cap;
     uint64_t *dd_table; /* dedup table */
@@ -499,9 +502,14 @@ static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, u
     return FLOE_OK;
 }
 
+static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
+                                  gpu_stream stream, floe_errinfo *err);
+
 extern "C" floe_status gpu_tree_insert(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results,
                                        uint64_t *d_ids, gpu_stream stream, floe_errinfo *err)
 {
+    if (t->spec.grow)
+        return insert_growing(t, d_vectors, n, d_results, d_ids, stream, err);
     return run_batch<true>(t, d_vectors, n, d_results, d_ids, stream, err);
 }
 
@@ -637,17 +645,6 @@ static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, 
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_tree_counts(gpu_tree *t, uint64_t *nodes, uint64_t *roots, floe_errinfo *err)
-{
-    uint64_t used[FLOE_LEVELS], orphans;
-    CUDA_TRY(cudaDeviceSynchronize(), err);
-    floe_status st = gpu_iceberg_used(t->roots, used, err);
-    if (st == FLOE_OK)
-        st = count_nodes(t, nodes, &orphans, err);
-    *roots = used[0] + used[1] + used[2];
-    return st;
-}
-
 #define GROW_STEP ((size_t)1 << 20) /* root slots a step of a growth copies */
 
 /* Puts every vector of t into n (empty, larger), a step of root slots at a
@@ -723,9 +720,8 @@ extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_tree_grow(gpu_tree **tp, unsigned what, floe_errinfo *err)
+extern "C" floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *err)
 {
-    gpu_tree *t = *tp;
     tree_sizing z;
     floe_status st = tree_size_grown(&t->spec, &t->z, what, &z, err);
     if (st != FLOE_OK)
@@ -733,7 +729,10 @@ extern "C" floe_status gpu_tree_grow(gpu_tree **tp, unsigned what, floe_errinfo 
     if (!(what & TREE_GROW_NODES)) { /* the roots move; the nodes stay where they are */
         uint32_t a = z.root_addr_bits;
         st = gpu_iceberg_rebuild(t->roots, &a, err);
-        return st == FLOE_OK ? tree_size_bits(&t->spec, t->z.node_bits, a, &t->z, err) : st;
+        if (st == FLOE_OK)
+            st = tree_size_bits(&t->spec, t->z.node_bits, a, &t->z, err);
+        t->generation += st == FLOE_OK;
+        return st;
     }
     while (st == FLOE_OK) {
         gpu_tree *n = NULL;
@@ -742,9 +741,12 @@ extern "C" floe_status gpu_tree_grow(gpu_tree **tp, unsigned what, floe_errinfo 
             return st;
         bool full = false;
         st = copy_into(t, n, &full, err);
-        if (st == FLOE_OK && !full) {
-            gpu_tree_destroy(t);
-            *tp = n;
+        if (st == FLOE_OK && !full) { /* n's arrays become t's; t's old ones go with n */
+            const gpu_tree old = *t;
+            *t = *n;
+            *n = old;
+            t->generation = old.generation + 1;
+            gpu_tree_destroy(n);
             return FLOE_OK;
         }
         gpu_tree_destroy(n);
@@ -752,6 +754,160 @@ extern "C" floe_status gpu_tree_grow(gpu_tree **tp, unsigned what, floe_errinfo 
             st = tree_size_grown(&t->spec, &z, TREE_GROW_NODES | TREE_GROW_ROOTS, &z, err);
     }
     return st;
+}
+
+/* Whether answer i of a batch is FULL. */
+struct answer_full {
+    const uint8_t *results;
+    __host__ __device__ bool operator()(uint64_t i) const
+    {
+        return results[i] == FLOE_FULL;
+    }
+};
+
+/* The vectors at a list of a batch's indices, packed. */
+__global__ void k_gather(const uint32_t *vecs, uint32_t W, const uint64_t *idx, uint64_t n, uint32_t *out)
+{
+    uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (k >= n)
+        return;
+    for (uint32_t w = 0; w < W; w++)
+        out[k * W + w] = vecs[idx[k] * W + w];
+}
+
+/* The answers of those vectors, back in their places. */
+__global__ void k_put_back(const uint8_t *res, const uint64_t *idx, uint64_t n, uint8_t *results)
+{
+    uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (k < n)
+        results[idx[k]] = res[k];
+}
+
+/* What a growing table's FULL answers need: the fuller of its tables. */
+static floe_status fuller_table(gpu_tree *t, unsigned *what, floe_errinfo *err)
+{
+    uint64_t used[FLOE_LEVELS];
+    CUDA_TRY(cudaDeviceSynchronize(), err);
+    floe_status st = gpu_iceberg_used(t->roots, used, err);
+    if (st != FLOE_OK)
+        return st;
+    t->roots_bound = used[0] + used[1] + used[2];
+    const double nodes = (double)t->nodes_used / (double)t->g.node_slots,
+                 roots = (double)t->roots_bound / (double)gpu_iceberg_slots(t->roots);
+    *what = nodes >= roots ? TREE_GROW_NODES : TREE_GROW_ROOTS;
+    return FLOE_OK;
+}
+
+/* Scratch of a growing batch's retries, made on its first FULL answer. */
+struct retry_scratch {
+    uint64_t *idx;
+    unsigned long long *count;
+    uint32_t *vec;
+    uint8_t *res;
+    void *tmp;
+    size_t tmp_bytes;
+};
+
+static void retry_free(retry_scratch *r)
+{
+    cudaFree(r->idx);
+    cudaFree(r->count);
+    cudaFree(r->vec);
+    cudaFree(r->res);
+    cudaFree(r->tmp);
+}
+
+/* The FULL answers of a batch of n, in batch order: their indices in r->idx, how many in *nf. */
+static floe_status select_full(retry_scratch *r, const uint8_t *d_results, size_t n, uint32_t W, size_t *nf,
+                               cudaStream_t s, floe_errinfo *err)
+{
+    if (!r->idx) {
+        CUDA_TRY(cudaMalloc(&r->idx, n * 8), err);
+        CUDA_TRY(cudaMalloc(&r->count, sizeof *r->count), err);
+        CUDA_TRY(cudaMalloc(&r->vec, n * W * 4), err);
+        CUDA_TRY(cudaMalloc(&r->res, n), err);
+    }
+    thrust::counting_iterator<uint64_t> first(0);
+    answer_full pred = {d_results};
+    size_t need = 0;
+    CUDA_TRY(cub::DeviceSelect::If(NULL, need, first, r->idx, r->count, (int64_t)n, pred, s), err);
+    if (need > r->tmp_bytes) {
+        cudaFree(r->tmp);
+        r->tmp = NULL;
+        CUDA_TRY(cudaMalloc(&r->tmp, need), err);
+        r->tmp_bytes = need;
+    }
+    CUDA_TRY(cub::DeviceSelect::If(r->tmp, need, first, r->idx, r->count, (int64_t)n, pred, s), err);
+    unsigned long long h = 0;
+    CUDA_TRY(cudaMemcpyAsync(&h, r->count, sizeof h, cudaMemcpyDeviceToHost, s), err);
+    CUDA_TRY(cudaStreamSynchronize(s), err);
+    *nf = (size_t)h;
+    return FLOE_OK;
+}
+
+/* A growing table's find-or-put: grown first until the batch fits (by
+ * gpu_tree_over_fill's estimate), then the batch, then its FULL answers put
+ * again after a growth of the fuller table, in batch order (first
+ * occurrences stay first), until none is left; a batch that saw its table
+ * grow looks its ids up again.  Waits. */
+static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
+                                  gpu_stream stream, floe_errinfo *err)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    const uint32_t W = t->g.words;
+    CUDA_TRY(cudaStreamSynchronize(s), err); /* the batch's vectors are written on s; a growth runs on its own */
+    floe_status st = FLOE_OK;
+    for (unsigned what = 1; what && st == FLOE_OK;) {
+        st = gpu_tree_over_fill(t, n, t->spec.max_fill, &what, err);
+        floe_errinfo ignored; /* on failure the table stays as it is: FULL answers decide */
+        if (st == FLOE_OK && what && gpu_tree_grow(t, what, &ignored) != FLOE_OK)
+            break;
+    }
+    if (st == FLOE_OK)
+        st = run_batch<true>(t, d_vectors, n, d_results, d_ids, stream, err);
+    const uint64_t generation = t->generation;
+    retry_scratch r = {};
+    for (size_t nf = 0; st == FLOE_OK;) {
+        st = select_full(&r, d_results, n, W, &nf, s, err);
+        if (st != FLOE_OK || nf == 0)
+            break;
+        unsigned what = 0;
+        st = fuller_table(t, &what, err);
+        floe_errinfo gerr;
+        floe_status gst = st == FLOE_OK ? gpu_tree_grow(t, what, &gerr) : st;
+        if (gst == FLOE_ERR_TOO_LARGE)
+            break; /* as large as a TREE gets: FULL stands */
+        if (gst != FLOE_OK) {
+            if (st == FLOE_OK)
+                st = floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name,
+                                      gerr.msg);
+            break;
+        }
+        k_gather<<<blocks_for(nf), BLOCK, 0, s>>>(d_vectors, W, r.idx, nf, r.vec);
+        st = run_batch<true>(t, r.vec, nf, r.res, NULL, stream, err);
+        if (st == FLOE_OK)
+            k_put_back<<<blocks_for(nf), BLOCK, 0, s>>>(r.res, r.idx, nf, d_results);
+        cudaError_t e = cudaGetLastError();
+        if (st == FLOE_OK && e != cudaSuccess)
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "retrying FULL vectors: %s", cudaGetErrorString(e));
+    }
+    if (st == FLOE_OK && d_ids && t->generation != generation) {
+        /* ids of the new generation; the answers stay those of the puts */
+        if (!r.res && cudaMalloc(&r.res, n) != cudaSuccess)
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "device memory to look ids up again");
+        else
+            st = run_batch<false>(t, d_vectors, n, r.res, d_ids, stream, err);
+    }
+    cudaError_t e = cudaStreamSynchronize(s);
+    if (st == FLOE_OK && e != cudaSuccess)
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "a growing batch: %s", cudaGetErrorString(e));
+    retry_free(&r);
+    return st;
+}
+
+extern "C" uint64_t gpu_tree_generation(const gpu_tree *t)
+{
+    return t->generation;
 }
 
 extern "C" floe_status gpu_tree_stats(gpu_tree *t, floe_table_stats *st, floe_errinfo *err)
@@ -767,6 +923,7 @@ extern "C" floe_status gpu_tree_stats(gpu_tree *t, floe_table_stats *st, floe_er
     floe_geometry rg;
     floe_geometry_init(&rg, t->z.root_spec.key_bits, t->z.root_addr_bits, t->z.root_spec.seed);
     st->spec = t->spec;
+    st->generation = t->generation;
     for (int l = 0; l < FLOE_LEVELS; l++) {
         floe_level_stats *ls = &st->level[l];
         ls->slots = floe_level_slots(&rg.level[l]);
@@ -801,6 +958,7 @@ extern "C" floe_status gpu_tree_download(gpu_tree *t, tree *host, floe_errinfo *
         return st;
     iceberg_set_counters(tree_roots(host), used, 0, 0);
     tree_set_counters(host, nodes, orphans);
+    tree_set_generation(host, t->generation);
     return FLOE_OK;
 }
 
@@ -818,5 +976,6 @@ extern "C" floe_status gpu_tree_upload(gpu_tree *t, tree *host, floe_errinfo *er
     CUDA_TRY(cudaMemcpy(t->orphans, &o, sizeof o, cudaMemcpyHostToDevice), err);
     t->nodes_used = nodes;
     t->roots_bound = im.used[0] + im.used[1] + im.used[2];
+    t->generation = tree_generation(host);
     return FLOE_OK;
 }

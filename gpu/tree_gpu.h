@@ -37,7 +37,11 @@ void gpu_tree_destroy(gpu_tree *t);
 const floe_spec *gpu_tree_spec(const gpu_tree *t);
 
 /* Find-or-put of n device-resident vectors (n * words words): d_results
- * (n bytes) INSERTED / PRESENT / FULL, d_ids (may be NULL). */
+ * (n bytes) INSERTED / PRESENT / FULL, d_ids (may be NULL).  A table whose
+ * spec grows grows itself (gpu_tree_grow) before the batch while it would
+ * pass max_fill, and after it while vectors came back FULL, which are put
+ * again, in order; its ids are then of the last generation.  It answers
+ * FULL only past the largest size, and waits for the batch. */
 floe_status gpu_tree_insert(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
                             gpu_stream stream, floe_errinfo *err);
 /* PRESENT / ABSENT. */
@@ -62,14 +66,15 @@ const tree_sizing *gpu_tree_sizes(const gpu_tree *t);
  * keep (and as many a new vector as so far), the roots, whose batches keep
  * only a bound, counted on the device when the bound passes (waits then). */
 floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what, floe_errinfo *err);
-/* Grows *t (what: TREE_GROW_NODES, TREE_GROW_ROOTS) on the device: a new
+/* Grows t (what: TREE_GROW_NODES, TREE_GROW_ROOTS) on the device: a new
  * node table means new tables that every vector is put into again (a step
- * of root slots at a time), which then replace *t; a new root table alone
- * moves the roots.  Ids change.  Needs the old and the new arrays at once;
- * on failure *t is unchanged (ERR_TOO_LARGE past the largest size).  Waits. */
-floe_status gpu_tree_grow(gpu_tree **t, unsigned what, floe_errinfo *err);
-/* Nodes and roots stored, counted on the device (waits). */
-floe_status gpu_tree_counts(gpu_tree *t, uint64_t *nodes, uint64_t *roots, floe_errinfo *err);
+ * of root slots at a time), which then replace t's; a new root table alone
+ * moves the roots.  Ids change and the generation increments.  Needs the
+ * old and the new arrays at once; on failure t is unchanged (ERR_TOO_LARGE
+ * past the largest size).  Waits. */
+floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *err);
+/* Growths since the table was made (a loaded table's count from its file). */
+uint64_t gpu_tree_generation(const gpu_tree *t);
 /* Root slots (ids are below this). */
 uint64_t gpu_tree_root_slots(const gpu_tree *t);
 /* The table's figures, counted on the device (waits). */

@@ -132,6 +132,31 @@ typedef enum floe_status {
  * engines' id arrays. */
 #define FLOE_NO_ID UINT64_MAX
 
+/* A TREE state given by its parent (Insert.parents, change_counts, changes):
+ * a byte per state says how many of its words differ from its parent's, and
+ * each of those is FLOE_CHANGE_BYTES bytes of Insert.changes, in state
+ * order: the word's index, then its value, u32 little-endian.  A word named
+ * twice in one state takes its last value. */
+#define FLOE_CHANGE_BYTES 5
+#define FLOE_CHANGES_MAX  255 /* changed words of one state */
+
+static inline void floe_change_put(uint8_t *p, uint32_t word, uint32_t value)
+{
+    p[0] = (uint8_t)word;
+    for (int i = 0; i < 4; i++)
+        p[1 + i] = (uint8_t)(value >> (8 * i));
+}
+
+static inline uint32_t floe_change_word(const uint8_t *p)
+{
+    return p[0];
+}
+
+static inline uint32_t floe_change_value(const uint8_t *p)
+{
+    return (uint32_t)p[1] | (uint32_t)p[2] << 8 | (uint32_t)p[3] << 16 | (uint32_t)p[4] << 24;
+}
+
 /* One answer per key (Response.results). */
 enum {
     FLOE_ABSENT = 0,   /* find, erase: the key is not stored */

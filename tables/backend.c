@@ -105,6 +105,22 @@ floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_po
     const bool tree = spec->kind == FLOE_KIND_TREE, map = spec->kind == FLOE_KIND_MAP;
     const bool vectors = tree && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND);
     const size_t n = keyed(b->op) ? b->n : 0;
+    if (b->parents) { /* TREE states by their parents */
+        if (b->op != FLOE_OP_INSERT || b->vectors)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                    "states by their parents go with an insert, without vectors");
+        const size_t cl = n < SIZE_MAX / 8 ? n : SIZE_MAX / 8;
+        floe_status st = (b->flags & FLOE_BATCH_CHECKED) ? FLOE_OK
+                                                         : floe_states_check(spec, b->flags, cl * 8, b->change_counts,
+                                                                             cl, b->changes, b->changes_len, NULL, err);
+        if (st != FLOE_OK)
+            return st;
+        if (n > 0 && !b->results)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer for %zu states", n);
+        if (n > 0 && (b->flags & FLOE_BATCH_WANT_IDS) && !b->ids)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
+        return FLOE_OK;
+    }
     if (!(b->flags & FLOE_BATCH_CHECKED)) {
         /* the batch as the bytes of a request: n keys, vectors or ids (so
          * many that their bytes would overflow: still at least 2^32, refused) */

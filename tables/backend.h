@@ -71,6 +71,15 @@ struct floe_batch {
     /* TREE */
     const uint32_t *vectors; /* INSERT, FIND: n * words words */
     uint32_t *vectors_out;   /* GET: n * words words */
+    /* TREE INSERT of states by their parents, instead of vectors (floe_states_check): n parent ids of
+     * parent_generation, a change count each, and the changes (FLOE_CHANGE_BYTES each, proto/floe_wire.h) */
+    const uint64_t *parents;
+    const uint8_t *change_counts;
+    const uint8_t *changes;
+    size_t changes_len;
+    uint64_t parent_generation;
+    /* INSERT, FIND: the generation of the table the ids are of (the backend's answer) */
+    uint64_t generation;
 
     /* SCAN */
     floe_scan_pos cursor;

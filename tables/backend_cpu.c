@@ -49,10 +49,14 @@ static void execute_tree(cpu_table *t, floe_batch *b)
     assert(b->op != FLOE_OP_ERASE && b->op != FLOE_OP_REBUILD); /* refused at the door */
     switch (b->op) {
     case FLOE_OP_INSERT:
-        b->status = tree_insert(tr, b->vectors, b->n, b->results, ids, &b->counts, e);
+        b->status = b->parents ? tree_insert_delta(tr, b->parent_generation, b->parents, b->change_counts, b->changes,
+                                                   b->n, b->results, ids, &b->counts, e)
+                               : tree_insert(tr, b->vectors, b->n, b->results, ids, &b->counts, e);
+        b->generation = tree_generation(tr); /* one batch at a time: the generation its ids are of */
         break;
     case FLOE_OP_FIND:
         b->status = tree_find(tr, b->vectors, b->n, b->results, ids, &b->counts, e);
+        b->generation = tree_generation(tr);
         break;
     case FLOE_OP_GET:
         b->status = tree_get(tr, b->keys, b->n, b->results, b->vectors_out, &b->counts, e);
@@ -96,10 +100,12 @@ static void execute(cpu_table *t, floe_batch *b)
         b->status = iceberg_insert(t->ice, b->keys, b->n, b->values, b->values_len,
                                    (b->flags & FLOE_BATCH_OVERWRITE) ? ICEBERG_OVERWRITE : 0, b->results,
                                    want_ids ? b->ids : NULL, want_values ? b->values_out : NULL, &b->counts, e);
+        b->generation = iceberg_generation(t->ice); /* one batch at a time: the generation its ids are of */
         break;
     case FLOE_OP_FIND:
         b->status = iceberg_find(t->ice, b->keys, b->n, b->results, want_ids ? b->ids : NULL,
                                  want_values ? b->values_out : NULL, &b->counts, e);
+        b->generation = iceberg_generation(t->ice);
         break;
     case FLOE_OP_ERASE:
         b->status = iceberg_erase(t->ice, b->keys, b->n, b->results, &b->counts, e);

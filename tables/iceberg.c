@@ -942,6 +942,11 @@ int iceberg_key_at(iceberg *t, uint64_t id, uint64_t *key)
     return found;
 }
 
+uint64_t iceberg_generation(iceberg *t)
+{
+    return atomic_load(&t->generation);
+}
+
 uint64_t iceberg_used_slots(iceberg *t)
 {
     return used_slots(t);

@@ -80,6 +80,8 @@ void iceberg_stats(iceberg *t, floe_table_stats *s);
 int iceberg_key_at(iceberg *t, uint64_t id, uint64_t *key);
 /* Slots of every level: ids are below this. */
 uint64_t iceberg_total_slots(const iceberg *t);
+/* Rebuilds so far: ids of an earlier generation name other keys. */
+uint64_t iceberg_generation(iceberg *t);
 /* Slots in use (keys and tombstones), every level. */
 uint64_t iceberg_used_slots(iceberg *t);
 

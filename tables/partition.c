@@ -665,6 +665,10 @@ static void split_and_submit(part_table *t, floe_batch *b)
         sp->err = b->error;
     }
     bool fan_out = false;
+    if (sp->st == FLOE_OK && b->parents) /* a state's part is its whole vector's: the parent's part may not hold it */
+        sp->st = floe_errinfo_set(&sp->err, FLOE_ERR_UNSUPPORTED,
+                                  "table %s is in %u parts: it takes whole vectors, not states by their parents",
+                                  t->base.spec.name, t->parts);
     if (sp->st == FLOE_OK) {
         switch (b->op) {
         case FLOE_OP_INSERT:

@@ -323,6 +323,59 @@ floe_status floe_request_check(const floe_spec *spec, floe_op op, unsigned flags
     return request_check(spec, op, flags, keys, keys_len, values, values_len, n, true, err);
 }
 
+floe_status floe_states_check(const floe_spec *spec, unsigned flags, size_t parents_len, const uint8_t *counts,
+                              size_t counts_len, const uint8_t *changes, size_t changes_len, size_t *n,
+                              floe_errinfo *err)
+{
+    const char *name = spec->name;
+    if (n)
+        *n = 0;
+    if (spec->kind != FLOE_KIND_TREE)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
+                                "table %s is a %s: states by their parents are for TREE tables", name,
+                                floe_kind_name(spec->kind));
+    if (flags & ~FLOE_BATCH_FLAGS)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: unknown flags 0x%x", name, flags & ~FLOE_BATCH_FLAGS);
+    if (flags & (FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "table %s is a TREE: it stores vectors only; values and overwrite are for MAP tables",
+                                name);
+    if (parents_len % 8)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "parent ids are 8 bytes each (little-endian u64); got %zu bytes, not a multiple of 8",
+                                parents_len);
+    const size_t count = parents_len / 8;
+    if (count >= ((size_t)1 << 32))
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s: a batch holds at most 2^32 - 1 states, got %zu",
+                                name, count);
+    if (counts_len != count)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "%zu states by parent need %zu change counts (a byte each); got %zu", count, count,
+                                counts_len);
+    if (count > 0 && !counts)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: no change counts given for %zu states", name, count);
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++)
+        total += counts[i];
+    if (changes_len != total * FLOE_CHANGE_BYTES)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "%zu changed words need %zu bytes of changes (%d each: the word's index and its "
+                                "value); got %zu",
+                                total, total * FLOE_CHANGE_BYTES, FLOE_CHANGE_BYTES, changes_len);
+    if (total > 0 && !changes)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: no changes given for %zu changed words", name, total);
+    for (size_t c = 0; c < total; c++) {
+        const uint32_t word = floe_change_word(changes + c * FLOE_CHANGE_BYTES);
+        if (word >= spec->words)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                    "change %zu names word %u; table %s's vectors have words 0..%u", c, word, name,
+                                    spec->words - 1);
+    }
+    if (n)
+        *n = count;
+    return FLOE_OK;
+}
+
 floe_status floe_request_check_fitted(const floe_spec *spec, floe_op op, unsigned flags, const void *keys,
                                       size_t keys_len, const void *values, size_t values_len, size_t *n,
                                       floe_errinfo *err)

@@ -109,6 +109,17 @@ floe_status floe_request_check_fitted(const floe_spec *spec, floe_op op, unsigne
                                       size_t keys_len, const void *values, size_t values_len, size_t *n,
                                       floe_errinfo *err);
 
+/* The door for an INSERT of TREE states given by their parents (the
+ * protocol's Insert.parents, change_counts, changes; proto/floe_wire.h):
+ * parents_len bytes of 8-byte ids, a count byte per state, and exactly as
+ * many FLOE_CHANGE_BYTES-byte changes as the counts say, each naming a word
+ * below `words`; fewer than 2^32 states; flags as for a TREE insert.  On
+ * success *n (if not NULL) is the number of states.  Whether the parents
+ * name vectors, and of the table's generation, is the engine's to say. */
+floe_status floe_states_check(const floe_spec *spec, unsigned flags, size_t parents_len, const uint8_t *counts,
+                              size_t counts_len, const uint8_t *changes, size_t changes_len, size_t *n,
+                              floe_errinfo *err);
+
 const char *floe_kind_name(floe_kind k);
 
 /* Per-batch tallies of the per-key answers. */

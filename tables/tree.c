@@ -228,7 +228,7 @@ static int level_seen(level_set *s, uint32_t i)
  * item of word w at level k is at position w >> k, and an odd level's last
  * item is carried up unchanged.  FOLDED, FLOE_FULL (a node had no room),
  * FLOE_ABSENT (parent names no vector) or DAMAGED. */
-static int fold_delta(const tree *t, uint64_t parent, const floe_tree_change *ch, uint32_t nc, uint64_t *root_key,
+static int fold_delta(const tree *t, uint64_t parent, const uint8_t *ch, uint32_t nc, uint64_t *root_key,
                       unsigned *created)
 {
     const floe_tree_geometry *g = &t->g;
@@ -245,7 +245,7 @@ static int fold_delta(const tree *t, uint64_t parent, const floe_tree_change *ch
         level_set done = {{0}};
         const uint32_t lo = m[k - 1];
         for (uint32_t c = 0; c < nc; c++) {
-            const uint32_t i = ch[c].word >> k;
+            const uint32_t i = floe_change_word(ch + c * FLOE_CHANGE_BYTES) >> k;
             if (level_seen(&done, i))
                 continue;
             if ((lo & 1) && i == lo / 2) {
@@ -263,13 +263,15 @@ static int fold_delta(const tree *t, uint64_t parent, const floe_tree_change *ch
             item[k - 1][2 * i + 1] = (uint32_t)(node >> 32);
         }
     }
-    for (uint32_t c = 0; c < nc; c++) /* in order: a word changed twice takes the last value */
-        item[0][ch[c].word] = ch[c].value;
+    for (uint32_t c = 0; c < nc; c++) { /* in order: a word changed twice takes the last value */
+        const uint8_t *p = ch + c * FLOE_CHANGE_BYTES;
+        item[0][floe_change_word(p)] = floe_change_value(p);
+    }
     /* and up again, putting the new nodes */
     for (uint32_t k = 0; k < L; k++) {
         level_set done = {{0}};
         for (uint32_t c = 0; c < nc; c++) {
-            const uint32_t i = ch[c].word >> (k + 1);
+            const uint32_t i = floe_change_word(ch + c * FLOE_CHANGE_BYTES) >> (k + 1);
             if (level_seen(&done, i))
                 continue;
             if ((m[k] & 1) && i == m[k] / 2)
@@ -286,8 +288,8 @@ typedef struct fold_job {
     tree *t;
     const uint32_t *vectors; /* whole vectors, or (NULL) parents and changes */
     const uint64_t *parents;
-    const uint64_t *first; /* state i's changes: changes[first[i] .. first[i + 1]) */
-    const floe_tree_change *changes;
+    const uint64_t *first; /* state i's changes: [first[i], first[i + 1]) of changes, FLOE_CHANGE_BYTES each */
+    const uint8_t *changes;
     size_t n;
     int insert;
     uint64_t *root_keys;
@@ -306,7 +308,7 @@ static void fold_chunk(void *arg, size_t task)
         unsigned created = 0;
         j->state[i] =
             (uint8_t)(j->vectors ? fold(j->t, j->vectors + i * W, j->insert, &j->root_keys[i], &created)
-                                 : fold_delta(j->t, j->parents[i], j->changes + j->first[i],
+                                 : fold_delta(j->t, j->parents[i], j->changes + j->first[i] * FLOE_CHANGE_BYTES,
                                               (uint32_t)(j->first[i + 1] - j->first[i]), &j->root_keys[i], &created));
         if (j->created)
             j->created[i] = (uint8_t)created;
@@ -459,8 +461,10 @@ static floe_status unfold_states(tree *t, const fold_job *j, size_t n, uint32_t 
             return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
                                     t->spec.name, (unsigned long long)j->parents[i]);
         }
-        for (uint64_t c = j->first[i]; c < j->first[i + 1]; c++) /* in order: the last value of a word counts */
-            v[i * W + j->changes[c].word] = j->changes[c].value;
+        for (uint64_t c = j->first[i]; c < j->first[i + 1]; c++) { /* in order: the last value of a word counts */
+            const uint8_t *p = j->changes + c * FLOE_CHANGE_BYTES;
+            v[i * W + floe_change_word(p)] = floe_change_value(p);
+        }
     }
     *out = v;
     return FLOE_OK;
@@ -582,21 +586,21 @@ floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *resul
     return st;
 }
 
-floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *parents, const uint32_t *nchanges,
-                              const floe_tree_change *changes, size_t n, uint8_t *results, uint64_t *ids,
-                              floe_answer_counts *counts, floe_errinfo *err)
+floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *parents, const uint8_t *counts,
+                              const uint8_t *changes, size_t n, uint8_t *results, uint64_t *ids,
+                              floe_answer_counts *counts_out, floe_errinfo *err)
 {
     uint64_t *first = floe_malloc((n + 1) * sizeof *first);
     if (!first)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu states", n);
     first[0] = 0;
     for (size_t i = 0; i < n; i++) {
-        first[i + 1] = first[i] + nchanges[i];
+        first[i + 1] = first[i] + counts[i];
         for (uint64_t c = first[i]; c < first[i + 1]; c++)
-            assert(changes[c].word < t->g.words); /* the door's */
+            assert(floe_change_word(changes + c * FLOE_CHANGE_BYTES) < t->g.words); /* the door's */
     }
     floe_status st = insert_states(t, (fold_job){.parents = parents, .first = first, .changes = changes}, generation, n,
-                                   results, ids, counts, err);
+                                   results, ids, counts_out, err);
     free(first);
     return st;
 }

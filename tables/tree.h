@@ -82,23 +82,18 @@ const floe_tree_geometry *tree_geometry(const tree *t);
 /* Find-or-put of n vectors: INSERTED / PRESENT / FULL; ids may be NULL. */
 floe_status tree_insert(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
                         floe_answer_counts *counts, floe_errinfo *err);
-/* A word of a state that differs from its parent's (tree_insert_delta). */
-typedef struct floe_tree_change {
-    uint32_t word; /* < words */
-    uint32_t value;
-} floe_tree_change;
-
 /* Find-or-put of n states, each given as the id of a stored vector (its
- * parent, an id of `generation`) and the words that differ from it: state
- * i has nchanges[i] of them, the next ones of `changes` (a word named twice
+ * parent, an id of `generation`) and the words that differ from it, as the
+ * protocol sends them (proto/floe_wire.h): state i has counts[i] of them,
+ * the next FLOE_CHANGE_BYTES-byte entries of `changes` (a word named twice
  * takes its last value).  Only the nodes on the changed words' paths are
  * read and put (changes x log2(words) of them, against words - 2 for a
  * whole vector); the answers are as tree_insert's for the whole vectors.
  * Parents of another generation than the table's, or a parent that names
  * no vector, fail the batch (ERR_INVALID), which then changes nothing. */
-floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *parents, const uint32_t *nchanges,
-                              const floe_tree_change *changes, size_t n, uint8_t *results, uint64_t *ids,
-                              floe_answer_counts *counts, floe_errinfo *err);
+floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *parents, const uint8_t *counts,
+                              const uint8_t *changes, size_t n, uint8_t *results, uint64_t *ids,
+                              floe_answer_counts *counts_out, floe_errinfo *err);
 /* PRESENT / ABSENT; changes nothing. */
 floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
                       floe_answer_counts *counts, floe_errinfo *err);

@@ -36,7 +36,7 @@ typedef struct options {
     uint64_t capacity, expect;
     size_t batch;
     unsigned inflight;
-    int keep, quiet, tree;
+    int keep, quiet, tree, whole;
 } options;
 
 static void usage(FILE *f)
@@ -66,6 +66,8 @@ static void usage(FILE *f)
             "      --expect N        exit 1 unless the run finds N states (puzzle and hanoi check\n"
             "                        their closed form by themselves)\n"
             "      --tree            a TREE table even when states pack into 64 bits\n"
+            "      --whole           TREE: send every state whole (by default a successor goes as its\n"
+            "                        parent's id and the words that differ, when they are few)\n"
             "      --keep            keep the table after the run\n"
             "  -q, --quiet           no first line and no progress lines on stderr\n"
             "  -h, --help            this text\n"
@@ -223,21 +225,14 @@ int main(int argc, char **argv)
         return 2;
     }
     static const struct option own_opts[] = {
-        {"model", required_argument, 0, 'm'},
-        {"server", required_argument, 0, 's'},
-        {"workers", required_argument, 0, 'w'},
-        {"worker", required_argument, 0, 'W'},
-        {"table", required_argument, 0, 't'},
-        {"capacity", required_argument, 0, 'C'},
-        {"backend", required_argument, 0, 'B'},
-        {"batch", required_argument, 0, 'k'},
-        {"inflight", required_argument, 0, 'P'},
-        {"expect", required_argument, 0, 'E'},
-        {"keep", no_argument, 0, 'K'},
-        {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},
-        {"tree", no_argument, 0, 'R'},
-        {0, 0, 0, 0},
+        {"model", required_argument, 0, 'm'},    {"server", required_argument, 0, 's'},
+        {"workers", required_argument, 0, 'w'},  {"worker", required_argument, 0, 'W'},
+        {"table", required_argument, 0, 't'},    {"capacity", required_argument, 0, 'C'},
+        {"backend", required_argument, 0, 'B'},  {"batch", required_argument, 0, 'k'},
+        {"inflight", required_argument, 0, 'P'}, {"expect", required_argument, 0, 'E'},
+        {"keep", no_argument, 0, 'K'},           {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},           {"tree", no_argument, 0, 'R'},
+        {"whole", no_argument, 0, 'H'},          {0, 0, 0, 0},
     };
     static struct option *longopts; /* ours and libfloe's connection options: the process's life */
     if (!(longopts = floe_getopt_table(own_opts))) {
@@ -272,6 +267,9 @@ int main(int argc, char **argv)
             break;
         case 'R':
             o.tree = 1;
+            break;
+        case 'H':
+            o.whole = 1;
             break;
         case 'q':
             o.quiet = 1;
@@ -400,8 +398,17 @@ int main(int argc, char **argv)
         return 1;
     }
     for (unsigned i = 0; i < nw; i++) {
-        mc_run r = {&m,        o.server, &o.conn,    o.table, o.one_worker ? o.index : i,
-                    o.workers, o.batch,  o.inflight, packed,  start[0]};
+        mc_run r = {.model = &m,
+                    .server = o.server,
+                    .conn = &o.conn,
+                    .table = o.table,
+                    .index = o.one_worker ? o.index : i,
+                    .workers = o.workers,
+                    .batch = o.batch,
+                    .inflight = o.inflight,
+                    .packed = packed,
+                    .whole = o.whole,
+                    .start_fd = start[0]};
         fflush(NULL);
         pids[i] = fork();
         if (pids[i] < 0) {
@@ -480,6 +487,16 @@ int main(int argc, char **argv)
     printf("transitions  %" PRIu64 "\n", transitions);
     printf("seconds      %.3f\n", secs);
     printf("states/s     %.0f\n", secs > 0 ? (double)states / secs : 0.0);
+    uint64_t sent = 0, sent_bytes = 0;
+    for (unsigned i = 0; i < nw; i++) {
+        sent += atomic_load(&prog[i].sent);
+        sent_bytes += atomic_load(&prog[i].sent_bytes);
+    }
+    printf("sent         %" PRIu64 " states, %.2f per state found, %.1f bytes each (%s)\n", sent,
+           states ? (double)sent / (double)states : 0.0, sent ? (double)sent_bytes / (double)sent : 0.0,
+           packed    ? "64-bit keys"
+           : o.whole ? "whole vectors"
+                     : "by parent where few words differ, else whole");
     for (unsigned i = 0; i < nw && nw > 1; i++) {
         uint64_t s = atomic_load(&prog[i].states);
         printf("worker %-5u %" PRIu64 " states (%.1f%%), %" PRIu64 " transitions\n", i, s,

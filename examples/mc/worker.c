@@ -2,7 +2,11 @@
  * worker.c - a floe-mc worker (worker.h).  Successors go to the server in
  * large find-or-put requests with several in flight while the worker goes
  * on expanding: libfloe's batcher for states that pack into 64-bit keys
- * (SET), vector requests of the same shape for a TREE.
+ * (SET), vector requests of the same shape for a TREE.  A TREE worker's
+ * states carry their id (and its generation), and their successors go as
+ * that id and the few words that differ (floe_send_insert_states), unless
+ * --whole; a request whose parents the table renamed (it grew meanwhile)
+ * is sent again whole.
  */
 #include "worker.h"
 
@@ -15,6 +19,7 @@
 #include "floe.h"
 
 #define EXPAND_CHUNK 1024 /* states expanded between looks at the server's answers */
+#define DELTA_MAX    8    /* a successor that differs from its parent in more words goes whole */
 
 /* ---- the worker's queue: states in order, 8 bytes (packed) or words x 4 each ---- */
 
@@ -53,8 +58,14 @@ typedef struct worker {
     int packed;
     queue q;
     floe_batcher *batcher; /* SET */
-    uint32_t *vbuf;        /* TREE: the request being filled */
+    uint32_t *vbuf;        /* TREE: the request of whole vectors being filled */
     size_t vn;
+    /* TREE: the request of states by parent being filled: parents (all of generation dgen), change
+     * counts and changes, and the states whole (for the queue, and to send whole if refused) */
+    uint64_t *dpar, dgen;
+    uint8_t *dcnt, *dch;
+    uint32_t *dvec;
+    size_t dn, dch_len;
     unsigned vinflight;
     int status; /* the first error */
     char error[256];
@@ -102,11 +113,51 @@ static void on_keys(void *arg, int status, const uint64_t *keys, const uint64_t 
     take_answers(w, keys, 8, w->q.esz == 16 ? tags : NULL, results, n);
 }
 
+/* A TREE request in flight: its states whole (by_parent: it went as parents and changes). */
 typedef struct vreq {
     worker *w;
     uint32_t *vectors;
     size_t n;
+    int by_parent;
 } vreq;
+
+static void on_vectors(floe *c, floe_call *call, void *arg);
+
+/* Sends rq's states whole, wanting their ids. */
+static void send_whole(worker *w, vreq *rq)
+{
+    rq->by_parent = 0;
+    w->vinflight++;
+    atomic_fetch_add(&w->p->sent, rq->n);
+    atomic_fetch_add(&w->p->sent_bytes, rq->n * w->m->words * 4);
+    floe_send_insert_vectors(w->c, w->r->table, rq->vectors, rq->n, w->m->words, FLOE_WANT_IDS, on_vectors, rq);
+}
+
+/* INSERTED states are ours: queued with their ids, of the generation the answer names. */
+static void take_tree_answers(worker *w, const vreq *rq, const uint8_t *res, const unsigned char *ids,
+                              uint64_t generation)
+{
+    const size_t W = w->m->words;
+    unsigned char e[MC_MAX_WORDS * 4 + 16];
+    uint64_t mine = 0;
+    for (size_t i = 0; i < rq->n; i++) {
+        if (res[i] == FLOE_FULL) {
+            fail(w, FLOE_ERR_FULL, "table %s is full: give floe-mc a larger --capacity", w->r->table);
+            return;
+        }
+        if (res[i] != FLOE_INSERTED)
+            continue;
+        memcpy(e, rq->vectors + i * W, W * 4);
+        memcpy(e + W * 4, ids + i * 8, 8);
+        memcpy(e + W * 4 + 8, &generation, 8);
+        if (q_push(&w->q, e) != 0) {
+            fail(w, FLOE_ERR_IO, "%s", "out of memory for the queue");
+            return;
+        }
+        mine++;
+    }
+    atomic_fetch_add(&w->p->states, mine);
+}
 
 static void on_vectors(floe *c, floe_call *call, void *arg)
 {
@@ -114,23 +165,28 @@ static void on_vectors(floe *c, floe_call *call, void *arg)
     vreq *rq = arg;
     worker *w = rq->w;
     w->vinflight--;
-    size_t n = 0;
+    size_t n = 0, idb = 0;
     const uint8_t *res = floe_call_results(call, &n);
+    const unsigned char *ids = floe_call_ids(call, &idb);
     int st = floe_call_status(call);
+    if (st == FLOE_ERR_INVALID && rq->by_parent && !w->status) { /* the table grew: its parents have new ids */
+        send_whole(w, rq);
+        return;
+    }
     if (st != FLOE_OK)
         fail(w, st, "a find-or-put request failed: %s", floe_call_error(call));
-    else if (n != rq->n)
+    else if (n != rq->n || idb != n * 8)
         fail(w, FLOE_ERR_PROTOCOL, "%s", "a request came back with the wrong number of answers");
     else
-        take_answers(w, rq->vectors, w->m->words * 4, NULL, res, n);
+        take_tree_answers(w, rq, res, ids, floe_call_generation(call));
     free(rq->vectors);
     free(rq);
 }
 
-static int vflush(worker *w)
+/* A request slot: waits while inflight requests are out; a vreq taking the states of *buf
+ * (replaced by a fresh buffer), or NULL when out of memory. */
+static vreq *take_request(worker *w, uint32_t **buf, size_t n)
 {
-    if (w->vn == 0)
-        return w->status;
     while (w->vinflight >= w->r->inflight && !w->status)
         if (floe_poll(w->c, -1) < 0)
             fail(w, floe_error(w->c), "connection lost: %s", floe_errstr(w->c));
@@ -140,14 +196,68 @@ static int vflush(worker *w)
         free(rq);
         free(next);
         fail(w, FLOE_ERR_IO, "%s", "out of memory for a request");
-        return w->status;
+        return NULL;
     }
-    *rq = (vreq){w, w->vbuf, w->vn};
-    w->vbuf = next;
+    *rq = (vreq){w, *buf, n, 0};
+    *buf = next;
+    return rq;
+}
+
+static int vflush(worker *w)
+{
+    if (w->vn == 0 || w->status)
+        return w->status;
+    vreq *rq = take_request(w, &w->vbuf, w->vn);
     w->vn = 0;
-    w->vinflight++;
-    floe_send_insert_vectors(w->c, w->r->table, rq->vectors, rq->n, w->m->words, 0, on_vectors, rq);
+    if (rq)
+        send_whole(w, rq);
     return w->status;
+}
+
+static int dflush(worker *w)
+{
+    if (w->dn == 0 || w->status)
+        return w->status;
+    vreq *rq = take_request(w, &w->dvec, w->dn);
+    if (rq) {
+        rq->by_parent = 1;
+        w->vinflight++;
+        atomic_fetch_add(&w->p->sent, w->dn);
+        atomic_fetch_add(&w->p->sent_bytes, w->dn * 9 + w->dch_len);
+        floe_send_insert_states(w->c, w->r->table, w->dgen, w->dpar, w->dcnt, w->dch, w->dn, FLOE_WANT_IDS, on_vectors,
+                                rq);
+    }
+    w->dn = w->dch_len = 0;
+    return w->status;
+}
+
+/* TREE: a successor s of the state `parent` (its id and generation), by
+ * its parent when it differs in few words, else whole. */
+static void submit_tree(worker *w, const uint32_t *s, const uint32_t *parent, uint64_t pid, uint64_t pgen)
+{
+    const unsigned W = w->m->words;
+    unsigned k = 0;
+    for (unsigned i = 0; parent && i < W && k <= DELTA_MAX; i++)
+        k += s[i] != parent[i];
+    if (!parent || w->r->whole || pid == FLOE_NO_ID || k > DELTA_MAX) {
+        memcpy(w->vbuf + w->vn * W, s, W * 4);
+        if (++w->vn == w->r->batch)
+            vflush(w);
+        return;
+    }
+    if (w->dn > 0 && pgen != w->dgen) /* one request's parents are of one generation */
+        dflush(w);
+    w->dgen = pgen;
+    w->dpar[w->dn] = pid;
+    w->dcnt[w->dn] = (uint8_t)k;
+    for (unsigned i = 0; i < W; i++)
+        if (s[i] != parent[i]) {
+            floe_change_put(w->dch + w->dch_len, i, s[i]);
+            w->dch_len += FLOE_CHANGE_BYTES;
+        }
+    memcpy(w->dvec + w->dn * W, s, W * 4);
+    if (++w->dn == w->r->batch)
+        dflush(w);
 }
 
 /* Sends one state to the server (batched). */
@@ -160,11 +270,11 @@ static int submit(worker *w, const uint32_t *s)
         if (st != FLOE_OK)
             fail(w, st, "a find-or-put request failed: %s",
                  floe_errstr(w->c)[0] ? floe_errstr(w->c) : floe_strerror(st));
+        else
+            atomic_fetch_add(&w->p->sent, 1), atomic_fetch_add(&w->p->sent_bytes, 8);
         return w->status;
     }
-    memcpy(w->vbuf + w->vn * w->m->words, s, w->m->words * 4);
-    if (++w->vn == w->r->batch)
-        vflush(w);
+    submit_tree(w, s, NULL, FLOE_NO_ID, 0);
     return w->status;
 }
 
@@ -177,7 +287,8 @@ static int flush(worker *w)
                  floe_errstr(w->c)[0] ? floe_errstr(w->c) : floe_strerror(st));
         return w->status;
     }
-    return vflush(w);
+    vflush(w);
+    return dflush(w);
 }
 
 /* ---- the start, split across workers --------------------------------------------------------- */
@@ -275,6 +386,8 @@ static uint64_t expand_packed(worker *w)
             if (succ[j] == parent)
                 continue;
             int st = floe_batcher_add(w->batcher, succ[j], s);
+            atomic_fetch_add(&w->p->sent, 1);
+            atomic_fetch_add(&w->p->sent_bytes, 8);
             if (st != FLOE_OK) {
                 fail(w, st, "a find-or-put request failed: %s",
                      floe_errstr(w->c)[0] ? floe_errstr(w->c) : floe_strerror(st));
@@ -297,14 +410,22 @@ static void expand_queue(worker *w)
             for (int i = 0; i < EXPAND_CHUNK && w->q.head < w->q.tail && !w->status; i++) {
                 /* by index: answers arriving inside submit() may move the queue */
                 const unsigned char *e = w->q.buf + w->q.head++ * w->q.esz;
-                if (w->packed)
+                uint64_t id = FLOE_NO_ID, generation = 0;
+                if (w->packed) {
                     mc_unpack(m, *(const uint64_t *)(const void *)e, s);
-                else
+                } else { /* the vector, its id and the id's generation */
                     memcpy(s, e, m->words * 4);
+                    memcpy(&id, e + m->words * 4, 8);
+                    memcpy(&generation, e + m->words * 4 + 8, 8);
+                }
                 unsigned k = m->next(m, s, succ);
                 edges += k;
-                for (unsigned j = 0; j < k && !w->status; j++)
-                    submit(w, succ + j * m->words);
+                for (unsigned j = 0; j < k && !w->status; j++) {
+                    if (w->packed)
+                        submit(w, succ + j * m->words);
+                    else
+                        submit_tree(w, succ + j * m->words, s, id, generation);
+                }
             }
             atomic_fetch_add(&w->p->transitions, edges);
         }
@@ -327,7 +448,7 @@ int mc_worker_run(const mc_run *r, mc_progress *p)
     /* states and their parents where a packed state leaves a value no state
      * takes (NO_PARENT: all ones, above every key of key_bits < 64) */
     const int parents = w.packed && r->model->next_packed && mc_key_bits(r->model) < 64;
-    w.q.esz = parents ? 16 : w.packed ? 8 : r->model->words * 4;
+    w.q.esz = parents ? 16 : w.packed ? 8 : r->model->words * 4 + 16; /* TREE: the vector, its id, generation */
     uint32_t *prefix = NULL;
     if (floe_connect_opts(r->server, r->conn, &w.c) != FLOE_OK) {
         fail(&w, FLOE_ERR_IO, "cannot connect: %s", floe_errstr(w.c));
@@ -337,7 +458,9 @@ int mc_worker_run(const mc_run *r, mc_progress *p)
         w.batcher = floe_batcher_new(w.c, r->table, FLOE_BATCH_INSERT, r->batch, r->inflight, on_keys, &w);
         if (!w.batcher)
             fail(&w, FLOE_ERR_IO, "%s", "out of memory for the batcher");
-    } else if (!(w.vbuf = malloc(r->batch * r->model->words * 4))) {
+    } else if (!(w.vbuf = malloc(r->batch * r->model->words * 4)) ||
+               !(w.dvec = malloc(r->batch * r->model->words * 4)) || !(w.dpar = malloc(r->batch * 8)) ||
+               !(w.dcnt = malloc(r->batch)) || !(w.dch = malloc(r->batch * DELTA_MAX * FLOE_CHANGE_BYTES))) {
         fail(&w, FLOE_ERR_IO, "%s", "out of memory for a request");
     }
     /* every worker computes the same start and takes its share of it */
@@ -361,6 +484,10 @@ out:
     if (w.batcher)
         floe_batcher_free(w.batcher);
     free(w.vbuf);
+    free(w.dvec);
+    free(w.dpar);
+    free(w.dcnt);
+    free(w.dch);
     free(w.q.buf);
     floe_close(w.c);
     p->status = w.status;

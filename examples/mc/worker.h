@@ -24,6 +24,7 @@ typedef struct mc_run {
     size_t batch;            /* keys (vectors) per request */
     unsigned inflight;       /* requests in flight */
     int packed;              /* states as 64-bit keys (SET), else vectors (TREE) */
+    int whole;               /* TREE: every state sent whole, not as its parent's id and changed words */
     int start_fd;            /* >= 0: wait for EOF on it before the first request (a common start) */
 } mc_run;
 
@@ -31,6 +32,8 @@ typedef struct mc_run {
  * reports progress (it may live in memory shared across processes). */
 typedef struct mc_progress {
     _Atomic uint64_t states, transitions;
+    _Atomic uint64_t sent, sent_bytes; /* states sent in find-or-put requests, and their bytes (keys, or parents
+                                        * and changes) */
     atomic_int done; /* 1 when finished (status set) */
     int status;      /* 0 or a FLOE_ERR_* code */
     char error[256]; /* why, when status is not 0 */

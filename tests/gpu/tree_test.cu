@@ -359,6 +359,54 @@ static void backends_agree(uint64_t seed, bool small, unsigned parts)
     floe_backend_destroy(cb);
 }
 
+/* The GPU engine and the CPU engine, both growing from 64 vectors, the same
+ * batches (one larger than the table at once): the same answers, never
+ * FULL, each batch's ids giving its vectors back in the generation after
+ * it, and every vector there at the end. */
+static void engine_grows(uint32_t W, size_t total, uint64_t seed)
+{
+    floe_errinfo err;
+    floe_spec spec = tree_spec_for(W, 64, 0, seed);
+    spec.grow = true;
+    tree *cpu = NULL;
+    gpu_tree *gpu = NULL;
+    EXPECT(tree_create(&spec, NULL, &cpu, &err) == FLOE_OK, "tree_create: %s", err.msg);
+    EXPECT(gpu_tree_create(&spec, NULL, &gpu, &err) == FLOE_OK, "gpu_tree_create: %s", err.msg);
+    uint64_t rng = seed;
+    std::vector<uint32_t> state(W, 0), stream, back;
+    walk_stream(W, total, 1u << 12, &rng, state, stream);
+    std::vector<uint8_t> rc(total), rg(total), rr(total);
+    std::vector<uint64_t> ig(total);
+    for (size_t at = 0, k = 0; at < total; k++) {
+        size_t b = k == 1 ? 20000 : 1 + test_rng(&rng) % 3000; /* the second batch: far more than the table holds */
+        if (b > total - at)
+            b = total - at;
+        const uint32_t *v = &stream[at * W];
+        EXPECT(tree_insert(cpu, v, b, &rc[at], NULL, NULL, &err) == FLOE_OK, "cpu insert: %s", err.msg);
+        EXPECT(gpu_tree_insert_host(gpu, v, b, &rg[at], &ig[at], &err) == FLOE_OK, "gpu insert: %s", err.msg);
+        for (size_t i = at; i < at + b; i++)
+            EXPECT(rc[i] == rg[i] && rg[i] != FLOE_FULL, "W=%u growing vector %zu: cpu %d gpu %d", W, i, rc[i], rg[i]);
+        back.resize(b * W);
+        EXPECT(gpu_tree_get_host(gpu, &ig[at], b, &rr[at], back.data(), &err) == FLOE_OK, "get: %s", err.msg);
+        EXPECT(!memcmp(back.data(), v, b * W * 4), "W=%u: the ids of the batch at %zu do not give its vectors back", W,
+               at);
+        at += b;
+    }
+    floe_table_stats sg, sc;
+    EXPECT(gpu_tree_stats(gpu, &sg, &err) == FLOE_OK, "%s", err.msg);
+    tree_stats(cpu, &sc);
+    EXPECT(sg.keys == sc.keys && sg.generation >= 3 && sg.generation == gpu_tree_generation(gpu),
+           "W=%u growing: gpu %llu vectors, cpu %llu, generation %llu", W, (unsigned long long)sg.keys,
+           (unsigned long long)sc.keys, (unsigned long long)sg.generation);
+    EXPECT(gpu_tree_find_host(gpu, stream.data(), total, rg.data(), ig.data(), &err) == FLOE_OK, "%s", err.msg);
+    for (size_t i = 0; i < total; i++)
+        EXPECT(rg[i] == FLOE_PRESENT, "W=%u growing: vector %zu lost", W, i);
+    printf("tree engine growing, W=%u: %llu vectors, %llu generations, node fill %.2f\n", W,
+           (unsigned long long)sg.keys, (unsigned long long)sg.generation, sg.node_fill);
+    tree_destroy(cpu);
+    gpu_tree_destroy(gpu);
+}
+
 /* A batch through a table, waiting; the answers' status. */
 static floe_status run_vectors(floe_table *t, floe_op op, const uint32_t *v, size_t n, uint8_t *res, uint64_t *ids,
                                floe_batch *b)
@@ -461,6 +509,142 @@ static void backends_grow(uint64_t seed, bool small)
     floe_backend_destroy(cb);
 }
 
+/* A batch of states by their parents through a table, waiting. */
+static floe_status run_states(floe_table *t, uint64_t generation, const uint64_t *parents, const uint8_t *counts,
+                              const uint8_t *changes, size_t changes_len, size_t n, uint8_t *res, uint64_t *ids,
+                              floe_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    b->op = FLOE_OP_INSERT;
+    b->flags = FLOE_BATCH_WANT_IDS;
+    b->parents = parents;
+    b->change_counts = counts;
+    b->changes = changes;
+    b->changes_len = changes_len;
+    b->parent_generation = generation;
+    b->n = n;
+    b->results = res;
+    b->ids = ids;
+    return floe_table_run(t, b);
+}
+
+/* States by their parents through the GPU backend and the CPU backend, both
+ * growing from 64 vectors: each backend names the parents by its own ids,
+ * the changes are the same, and so are the answers; a parent of an old
+ * generation or that names no vector is refused, changing nothing. */
+static void backends_states(uint64_t seed, bool small)
+{
+    const uint32_t W = 16;
+    floe_errinfo err;
+    floe_backend *gb = NULL, *cb = NULL;
+    EXPECT(floe_backend_gpu_create(0, 0, &gb, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(floe_backend_cpu_create(0, &cb, &err) == FLOE_OK, "%s", err.msg);
+    floe_spec spec = tree_spec_for(W, 64, 0, seed);
+    spec.grow = true;
+    floe_table *tab[2] = {NULL, NULL}; /* gpu, cpu */
+    EXPECT(floe_table_create(gb, &spec, &tab[0], &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(floe_table_create(cb, &spec, &tab[1], &err) == FLOE_OK, "%s", err.msg);
+    uint64_t rng = seed;
+    const size_t seeds = 256, rounds = small ? 6 : 40, B = small ? 4000 : 100000;
+    std::vector<uint32_t> state(W, 0), known, v(B * W);
+    walk_stream(W, seeds, 8, &rng, state, known);
+    std::vector<uint64_t> ids[2] = {std::vector<uint64_t>(seeds), std::vector<uint64_t>(seeds)};
+    std::vector<uint8_t> res[2] = {std::vector<uint8_t>(B), std::vector<uint8_t>(B)};
+    std::vector<uint64_t> got[2] = {std::vector<uint64_t>(B), std::vector<uint64_t>(B)};
+    uint64_t gen[2];
+    floe_batch b;
+    for (int k = 0; k < 2; k++) {
+        EXPECT(run_vectors(tab[k], FLOE_OP_INSERT, known.data(), seeds, res[k].data(), ids[k].data(), &b) == FLOE_OK,
+               "seed: %s", b.error.msg);
+        gen[k] = b.generation;
+    }
+    std::vector<uint64_t> parents[2] = {std::vector<uint64_t>(B), std::vector<uint64_t>(B)};
+    std::vector<uint8_t> counts(B), changes(B * 2 * FLOE_CHANGE_BYTES);
+    for (size_t round = 0; round < rounds; round++) {
+        size_t nc = 0;
+        const size_t stored = ids[0].size();
+        for (size_t i = 0; i < B; i++) {
+            const size_t p = test_rng(&rng) % stored;
+            memcpy(&v[i * W], &known[p * W], W * 4);
+            parents[0][i] = ids[0][p];
+            parents[1][i] = ids[1][p];
+            counts[i] = (uint8_t)(1 + test_rng(&rng) % 2);
+            for (unsigned c = 0; c < counts[i]; c++, nc++) {
+                const uint32_t word = (uint32_t)(test_rng(&rng) % W), value = (uint32_t)(test_rng(&rng) % 8);
+                floe_change_put(&changes[nc * FLOE_CHANGE_BYTES], word, value);
+                v[i * W + word] = value;
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            EXPECT(run_states(tab[k], gen[k], parents[k].data(), counts.data(), changes.data(), nc * FLOE_CHANGE_BYTES,
+                              B, res[k].data(), got[k].data(), &b) == FLOE_OK,
+                   "%s states: %s", k ? "cpu" : "gpu", b.error.msg);
+            if (b.generation != gen[k]) { /* it grew: the known states' ids of the new generation */
+                std::vector<uint8_t> f(ids[k].size());
+                EXPECT(run_vectors(tab[k], FLOE_OP_FIND, known.data(), ids[k].size(), f.data(), ids[k].data(), &b) ==
+                           FLOE_OK,
+                       "find: %s", b.error.msg);
+                /* parents of the old generation: refused, nothing changed */
+                floe_batch r;
+                EXPECT(run_states(tab[k], gen[k], parents[k].data(), counts.data(), changes.data(),
+                                  counts[0] * FLOE_CHANGE_BYTES, 1, res[k].data(), got[k].data(),
+                                  &r) == FLOE_ERR_INVALID &&
+                           strstr(r.error.msg, "generation"),
+                       "%s: parents of an old generation: %s", k ? "cpu" : "gpu", r.error.msg);
+                gen[k] = b.generation;
+            }
+        }
+        for (size_t i = 0; i < B; i++) {
+            EXPECT(res[0][i] == res[1][i] && res[0][i] != FLOE_FULL, "state %zu of round %zu: gpu %d cpu %d", i, round,
+                   res[0][i], res[1][i]);
+            if (res[0][i] == FLOE_INSERTED) {
+                known.insert(known.end(), &v[i * W], &v[i * W] + W);
+                ids[0].push_back(got[0][i]);
+                ids[1].push_back(got[1][i]);
+            }
+        }
+    }
+    /* every id of the last generation gives its vector back, on the GPU */
+    const size_t n = ids[0].size();
+    std::vector<uint8_t> r(n);
+    std::vector<uint32_t> back(n * W);
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_GET;
+    b.keys = ids[0].data();
+    b.n = n;
+    b.results = r.data();
+    b.vectors_out = back.data();
+    EXPECT(floe_table_run(tab[0], &b) == FLOE_OK && b.counts.present == n &&
+               !memcmp(back.data(), known.data(), n * W * 4),
+           "gpu: ids after states by parent do not give the vectors back");
+    /* a parent that names no vector: refused on the GPU, nothing changed */
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_STATS;
+    floe_table_run(tab[0], &b);
+    const uint64_t keys = b.stats.keys;
+    parents[0][0] = ids[0][0];
+    parents[0][1] = (uint64_t)1 << 50;
+    counts[0] = counts[1] = 1;
+    floe_change_put(&changes[0], 0, 0xABCDu);
+    floe_change_put(&changes[FLOE_CHANGE_BYTES], 1, 0xABCDu);
+    floe_batch bad;
+    EXPECT(run_states(tab[0], gen[0], parents[0].data(), counts.data(), changes.data(), 2 * FLOE_CHANGE_BYTES, 2,
+                      res[0].data(), got[0].data(), &bad) == FLOE_ERR_INVALID &&
+               strstr(bad.error.msg, "names no vector"),
+           "gpu: a parent that names no vector: %s", bad.error.msg);
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_STATS;
+    floe_table_run(tab[0], &b);
+    EXPECT(b.stats.keys == keys, "gpu: a refused batch changed the table (%llu -> %llu vectors)",
+           (unsigned long long)keys, (unsigned long long)b.stats.keys);
+    printf("tree states by parent: %zu rounds of %zu, gpu and cpu backends agree; generation %llu\n", rounds, B,
+           (unsigned long long)gen[0]);
+    floe_table_destroy(tab[0]);
+    floe_table_destroy(tab[1]);
+    floe_backend_destroy(gb);
+    floe_backend_destroy(cb);
+}
+
 void tree_suite(uint64_t seed, bool small)
 {
     static const uint32_t lengths[] = {2, 3, 16, 17, 64, 256};
@@ -472,4 +656,7 @@ void tree_suite(uint64_t seed, bool small)
     backends_agree(seed + 300, small, 1);
     backends_agree(seed + 301, small, 3);
     backends_grow(seed + 400, small);
+    engine_grows(3, small ? 30000 : 300000, seed + 500);
+    engine_grows(17, small ? 30000 : 300000, seed + 501);
+    backends_states(seed + 600, small);
 }

@@ -187,6 +187,15 @@ START_TEST(expect_and_bad_command_lines)
         0);
     ck_assert_msg(strstr(out, "check        ok") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "6561") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "by parent") != NULL, "%s", out); /* successors went as parent ids and changes */
+    free(out);
+    /* the same with every state sent whole */
+    ck_assert_int_eq(run_mc(&d, &out,
+                            (const char *const[]){"--model", "hanoi:8", "--tree", "--whole", "--capacity", "100",
+                                                  "--workers", "2", NULL}),
+                     0);
+    ck_assert_msg(strstr(out, "check        ok: 6561 states") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "32.0 bytes each (whole vectors)") != NULL, "%s", out); /* 8 words of 4 bytes */
     free(out);
     /* worker 0 of a run over hosts will not reuse a table that exists */
     floe *c = connect_ok(&d);

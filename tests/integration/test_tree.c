@@ -801,6 +801,148 @@ START_TEST(tree_grows)
 }
 END_TEST
 
+/* States by their parents (floe_insert_states) on a TREE that grows: each
+ * answered as its whole vector (a second table takes the same states
+ * whole), ids of the generation the answer names, parents of an old
+ * generation or naming no vector refused with nothing changed; bad shapes
+ * over raw frames refused; a SET refuses states. */
+START_TEST(tree_states_by_parent)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    floe *c = connect_ok(&d);
+    enum { W = 16, SEED = 64, ROUNDS = 12, B = 3000 };
+    floe_table_def def = {.name = "p", .kind = FLOE_TABLE_TREE, .words = W, .capacity = 64, .grow = 1};
+    ck_assert_msg(floe_create(c, &def) == FLOE_OK, "create: %s", floe_errstr(c));
+    def.name = "w";
+    ck_assert_msg(floe_create(c, &def) == FLOE_OK, "create: %s", floe_errstr(c));
+    ref r;
+    ref_init(&r, W, SEED + ROUNDS * B);
+    uint32_t *v = malloc((size_t)B * W * 4), state[32] = {0};
+    uint64_t rng = 0xBADC0DE, *parents = malloc(B * 8), *ids = malloc(B * 8), *wids = malloc(B * 8);
+    uint8_t *counts = malloc(B), *changes = malloc(B * 3 * FLOE_CHANGE_BYTES), *res = malloc(B), *wres = malloc(B);
+    walk(v, SEED, W, &rng, state);
+    insert_checked(c, "p", &r, v, SEED);
+    ck_assert_int_eq(floe_insert_vectors(c, "w", v, SEED, W, NULL, NULL, NULL), FLOE_OK);
+    uint64_t generation = floe_ids_generation(c), grew = 0, sent = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        size_t nc = 0;
+        for (size_t i = 0; i < B; i++) { /* a stored state, and one to three words changed */
+            const size_t p = rng_next(&rng) % r.n;
+            memcpy(v + i * W, r.vecs + p * W, W * 4);
+            parents[i] = r.ids[p];
+            counts[i] = (uint8_t)(1 + rng_next(&rng) % 3);
+            for (unsigned k = 0; k < counts[i]; k++, nc++) {
+                const uint32_t word = (uint32_t)(rng_next(&rng) % W), value = (uint32_t)(rng_next(&rng) % 6);
+                floe_change_put(changes + nc * FLOE_CHANGE_BYTES, word, value);
+                v[i * W + word] = value;
+            }
+        }
+        floe_counts k;
+        ck_assert_msg(floe_insert_states(c, "p", generation, parents, counts, changes, B, res, ids, &k) == FLOE_OK,
+                      "insert_states: %s", floe_errstr(c));
+        sent += B;
+        ck_assert_int_eq(floe_insert_vectors(c, "w", v, B, W, wres, wids, NULL), FLOE_OK);
+        floe_table_info info;
+        ck_assert_int_eq(floe_stats(c, "p", &info), FLOE_OK);
+        if (info.generation != generation) { /* it grew: the reference's ids of the new generation */
+            ck_assert_uint_gt(info.generation, generation);
+            uint8_t *fres = malloc(r.n + 1);
+            ck_assert_int_eq(floe_find_vectors(c, "p", r.vecs, r.n, W, fres, r.ids, NULL), FLOE_OK);
+            free(fres);
+            /* a parent id of the old generation: refused, nothing changed */
+            floe_table_info before;
+            snapshot_figures(c, "p", &before);
+            ck_assert_int_eq(floe_insert_states(c, "p", generation, parents, counts, changes, 1, res, ids, NULL),
+                             FLOE_ERR_INVALID);
+            ck_assert_msg(strstr(floe_errstr(c), "generation") != NULL, "%s", floe_errstr(c));
+            assert_unchanged(c, "p", &before, "parents of an old generation");
+            generation = info.generation;
+            grew++;
+        }
+        for (size_t i = 0; i < B; i++) {
+            ck_assert_msg(res[i] == wres[i], "state %zu: %u by parent, %u whole", i, res[i], wres[i]);
+            long at = ref_find(&r, v + i * W, 0, 0);
+            if (at < 0) {
+                ck_assert_int_eq(res[i], FLOE_INSERTED);
+                ref_find(&r, v + i * W, 1, ids[i]);
+            } else {
+                ck_assert_int_eq(res[i], FLOE_PRESENT);
+                ck_assert_uint_eq(ids[i], r.ids[at]);
+            }
+        }
+    }
+    ck_assert_uint_gt(grew, 0);
+    check_contents(c, "p", &r);
+
+    /* a parent that names no vector: refused, nothing changed */
+    floe_table_info before;
+    snapshot_figures(c, "p", &before);
+    parents[0] = r.ids[0];
+    parents[1] = (uint64_t)1 << 50;
+    counts[0] = counts[1] = 1;
+    floe_change_put(changes, 0, 0xABCDu);
+    floe_change_put(changes + FLOE_CHANGE_BYTES, 1, 0xABCDu);
+    ck_assert_int_eq(floe_insert_states(c, "p", generation, parents, counts, changes, 2, res, ids, NULL),
+                     FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(floe_errstr(c), "names no vector") != NULL, "%s", floe_errstr(c));
+    assert_unchanged(c, "p", &before, "a parent that names no vector");
+    /* a word past the vector */
+    floe_change_put(changes + FLOE_CHANGE_BYTES, W, 1);
+    parents[1] = r.ids[1];
+    ck_assert_int_eq(floe_insert_states(c, "p", generation, parents, counts, changes, 2, res, ids, NULL),
+                     FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(floe_errstr(c), "names word 16") != NULL, "%s", floe_errstr(c));
+    assert_unchanged(c, "p", &before, "a change past the vector");
+    /* a SET takes no states */
+    floe_table_def sd = {.name = "s", .kind = FLOE_TABLE_SET, .key_bits = 32};
+    ck_assert_int_eq(floe_create(c, &sd), FLOE_OK);
+    ck_assert_int_eq(floe_insert_states(c, "s", 0, parents, counts, changes, 1, res, NULL, NULL), FLOE_ERR_UNSUPPORTED);
+
+    /* shapes only a raw frame can send: counts or changes of the wrong length, keys beside parents */
+    int fd = raw_connect(d.port);
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
+    req.op_case = FLOE__V1__REQUEST__OP_INSERT;
+    req.insert = &in;
+    in.table = (char *)"p";
+    in.parents.data = (uint8_t *)parents;
+    in.parents.len = 16;
+    in.change_counts.data = counts;
+    in.change_counts.len = 1;
+    in.changes.data = changes;
+    in.changes.len = 2 * FLOE_CHANGE_BYTES;
+    in.generation = generation;
+    expect_status(raw_call(fd, &req, 1), FLOE_ERR_INVALID, "change counts", "two parents, one count");
+    in.change_counts.len = 2;
+    in.changes.len = FLOE_CHANGE_BYTES + 3;
+    expect_status(raw_call(fd, &req, 2), FLOE_ERR_INVALID, "bytes of changes", "changes cut short");
+    in.changes.len = 2 * FLOE_CHANGE_BYTES;
+    floe_change_put(changes + FLOE_CHANGE_BYTES, 1, 7);
+    in.keys.data = (uint8_t *)v;
+    in.keys.len = W * 4;
+    expect_status(raw_call(fd, &req, 3), FLOE_ERR_INVALID, "instead of keys", "keys beside parents");
+    in.keys.len = 0;
+    in.parents.len = 12;
+    expect_status(raw_call(fd, &req, 4), FLOE_ERR_INVALID, "multiple of 8", "parents of 12 bytes");
+    close(fd);
+    assert_unchanged(c, "p", &before, "bad shapes");
+    printf("tree states by parent: %llu states, %llu growths, every answer as the whole vector's\n",
+           (unsigned long long)sent, (unsigned long long)grew);
+    ref_free(&r);
+    free(v);
+    free(parents);
+    free(ids);
+    free(wids);
+    free(counts);
+    free(changes);
+    free(res);
+    free(wres);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *tree_suite(void)
 {
     Suite *s = suite_create("tree");
@@ -809,6 +951,7 @@ Suite *tree_suite(void)
     tcase_add_test(tc, tree_over_the_wire);
     tcase_add_test(tc, tree_pipelined);
     tcase_add_test(tc, tree_grows);
+    tcase_add_test(tc, tree_states_by_parent);
     tcase_add_test(tc, tree_refusals);
     tcase_add_test(tc, tree_survives_restart);
     tcase_add_test(tc, tree_cli);

@@ -525,6 +525,29 @@ END_TEST
 
 /* ---- growth ------------------------------------------------------------------------------------- */
 
+/* A changed word, as the tests make them; insert_delta puts them in the
+ * protocol's form (proto/floe_wire.h) for tree_insert_delta. */
+typedef struct test_change {
+    uint32_t word, value;
+} test_change;
+
+static floe_status insert_delta(tree *t, uint64_t generation, const uint64_t *parents, const uint32_t *nch,
+                                const test_change *ch, size_t n, uint8_t *res, uint64_t *ids, floe_errinfo *err)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += nch[i];
+    uint8_t *counts = malloc(n + 1), *bytes = malloc(total * FLOE_CHANGE_BYTES + 1);
+    for (size_t i = 0; i < n; i++)
+        counts[i] = (uint8_t)nch[i];
+    for (size_t c = 0; c < total; c++)
+        floe_change_put(bytes + c * FLOE_CHANGE_BYTES, ch[c].word, ch[c].value);
+    floe_status st = tree_insert_delta(t, generation, parents, counts, bytes, n, res, ids, NULL, err);
+    free(counts);
+    free(bytes);
+    return st;
+}
+
 /* Refreshes every reference id from the table (after a growth ids change):
  * every vector still PRESENT, ids distinct. */
 static void refresh_ids(tree *t, vset *ref)
@@ -675,7 +698,7 @@ static void self_grow_length(uint32_t W, size_t total, floe_pool *pool)
     uint32_t *vecs = malloc(2 * HALF * W * 4), *one = malloc(W * 4);
     uint64_t *parents = malloc(2 * HALF * 8), *ids = malloc(2 * HALF * 8);
     uint32_t *nch = malloc(2 * HALF * 4);
-    floe_tree_change *ch = malloc(2 * HALF * 2 * sizeof *ch), *ch2 = malloc(2 * HALF * 2 * sizeof *ch2);
+    test_change *ch = malloc(2 * HALF * 2 * sizeof *ch), *ch2 = malloc(2 * HALF * 2 * sizeof *ch2);
     uint8_t *res = malloc(2 * HALF);
     floe_errinfo err;
     uint64_t r = 31 + W, grew = 0, delta_batches = 0, stale_parent = FLOE_NO_ID;
@@ -696,7 +719,7 @@ static void self_grow_length(uint32_t W, size_t total, floe_pool *pool)
             parents[i] = ref.ids[p];
             nch[i] = 1 + (uint32_t)rng_below(&r, 2);
             for (uint32_t c = 0; c < nch[i]; c++) {
-                ch[nc] = (floe_tree_change){(uint32_t)rng_below(&r, W), (uint32_t)rng_below(&r, 1u << 12)};
+                ch[nc] = (test_change){(uint32_t)rng_below(&r, W), (uint32_t)rng_below(&r, 1u << 12)};
                 v[ch[nc].word] = ch[nc].value;
                 nc++;
             }
@@ -729,8 +752,7 @@ static void self_grow_length(uint32_t W, size_t total, floe_pool *pool)
         const size_t n = 2 * half;
         const uint64_t gen = tree_generation(t);
         if (delta) {
-            ck_assert_msg(tree_insert_delta(t, gen, parents, nch, ch2, n, res, ids, NULL, &err) == FLOE_OK, "delta: %s",
-                          err.msg);
+            ck_assert_msg(insert_delta(t, gen, parents, nch, ch2, n, res, ids, &err) == FLOE_OK, "delta: %s", err.msg);
             delta_batches++;
         } else {
             ck_assert_msg(tree_insert(t, vecs, n, res, ids, NULL, &err) == FLOE_OK, "insert: %s", err.msg);
@@ -765,9 +787,8 @@ static void self_grow_length(uint32_t W, size_t total, floe_pool *pool)
     /* parents of an old generation: refused, nothing changed */
     parents[0] = stale_parent;
     nch[0] = 1;
-    ch[0] = (floe_tree_change){0, 0x5EEDu};
-    ck_assert_int_eq(tree_insert_delta(t, st.generation - 1, parents, nch, ch, 1, res, ids, NULL, &err),
-                     FLOE_ERR_INVALID);
+    ch[0] = (test_change){0, 0x5EEDu};
+    ck_assert_int_eq(insert_delta(t, st.generation - 1, parents, nch, ch, 1, res, ids, &err), FLOE_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "generation") != NULL, "%s", err.msg);
     floe_table_stats after;
     tree_stats(t, &after);
@@ -840,7 +861,7 @@ static void delta_length(uint32_t W, floe_pool *pool)
     uint64_t *ida = malloc((total + seed_n) * 8), *idb = malloc((total + seed_n) * 8);
     uint64_t *parents = malloc(total * 8);
     uint32_t *nch = malloc(total * 4);
-    floe_tree_change *ch = malloc(total * 4 * sizeof *ch);
+    test_change *ch = malloc(total * 4 * sizeof *ch);
     floe_errinfo err;
     walk_stream(&w, vecs, seed_n);
     ck_assert_int_eq(tree_insert(a, vecs, seed_n, ra, ida, NULL, &err), FLOE_OK);
@@ -865,14 +886,14 @@ static void delta_length(uint32_t W, floe_pool *pool)
                 const uint32_t word =
                     c > 0 && rng_below(&r, 4) == 0 ? ch[nc_total - 1].word : (uint32_t)rng_below(&r, W);
                 const uint32_t value = rng_below(&r, 8) == 0 ? (uint32_t)rng_next(&r) : (uint32_t)rng_below(&r, 8);
-                ch[nc_total++] = (floe_tree_change){word, value};
+                ch[nc_total++] = (test_change){word, value};
                 v[word] = value;
             }
         }
         if (whole)
             ck_assert_int_eq(tree_insert(a, vecs, n, ra, ida, NULL, &err), FLOE_OK);
         else
-            ck_assert_msg(tree_insert_delta(a, tree_generation(a), parents, nch, ch, n, ra, ida, NULL, &err) == FLOE_OK,
+            ck_assert_msg(insert_delta(a, tree_generation(a), parents, nch, ch, n, ra, ida, &err) == FLOE_OK,
                           "delta: %s", err.msg);
         ck_assert_int_eq(tree_insert(b, vecs, n, rb, idb, NULL, &err), FLOE_OK);
         for (size_t i = 0; i < n; i++) {
@@ -900,12 +921,11 @@ static void delta_length(uint32_t W, floe_pool *pool)
     /* a parent that names no vector: the batch fails and changes nothing */
     parents[0] = ref.ids[0];
     nch[0] = 1;
-    ch[0] = (floe_tree_change){0, 0xABCDEF01u};
+    ch[0] = (test_change){0, 0xABCDEF01u};
     parents[1] = 1ull << 50; /* past every slot */
     nch[1] = 1;
-    ch[1] = (floe_tree_change){W - 1, 0x12345678u};
-    ck_assert_int_eq(tree_insert_delta(a, tree_generation(a), parents, nch, ch, 2, ra, ida, NULL, &err),
-                     FLOE_ERR_INVALID);
+    ch[1] = (test_change){W - 1, 0x12345678u};
+    ck_assert_int_eq(insert_delta(a, tree_generation(a), parents, nch, ch, 2, ra, ida, &err), FLOE_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "names no vector") != NULL, "%s", err.msg);
     floe_table_stats after;
     tree_stats(a, &after);
@@ -1056,6 +1076,77 @@ START_TEST(bad_specs_and_batches)
     ck_assert_int_eq(floe_table_run(tt, &b), FLOE_OK);
     ck_assert_int_eq(res[0], FLOE_INSERTED);
     ck_assert_uint_eq(b.counts.inserted, 1);
+
+    /* States by their parents: bad ones refused at the door (floe_states_check), in the engine
+     * (a parent that names no vector, another generation), and none changes anything; a good one
+     * answers as its whole vector. */
+    uint8_t counts[2] = {1, 1}, changes[3 * FLOE_CHANGE_BYTES];
+    uint64_t parents[2] = {ids[0], ids[0]};
+    floe_change_put(changes, 0, 9);
+    floe_change_put(changes + FLOE_CHANGE_BYTES, s.words, 9); /* past the vector */
+    const struct {
+        floe_table *t;
+        uint64_t parent1, generation;
+        size_t changes_len;
+        unsigned flags;
+        floe_status want;
+        const char *says;
+    } cases[] = {
+        {tt, ids[0], 0, 2 * FLOE_CHANGE_BYTES, 0, FLOE_ERR_INVALID, "names word 8"},
+        {tt, ids[0], 0, FLOE_CHANGE_BYTES, 0, FLOE_ERR_INVALID, "bytes of changes"},
+        {tt, ids[0], 0, 2 * FLOE_CHANGE_BYTES, FLOE_BATCH_OVERWRITE, FLOE_ERR_INVALID, "for MAP tables"},
+        {st, ids[0], 0, FLOE_CHANGE_BYTES, 0, FLOE_ERR_UNSUPPORTED, "for TREE tables"},
+        {tt, (uint64_t)1 << 40, 0, FLOE_CHANGE_BYTES, 0, FLOE_ERR_INVALID, "names no vector"},
+        {tt, ids[0], 1, FLOE_CHANGE_BYTES, 0, FLOE_ERR_INVALID, "generation"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (k == 1) /* the second state's change named word 0 from here on */
+            floe_change_put(changes + FLOE_CHANGE_BYTES, 1, 9);
+        parents[1] = cases[k].parent1;
+        memset(&b, 0, sizeof b);
+        b.op = FLOE_OP_INSERT;
+        b.flags = cases[k].flags | FLOE_BATCH_WANT_IDS;
+        b.parents = parents;
+        b.change_counts = counts;
+        b.changes = changes;
+        b.changes_len = cases[k].changes_len + (k >= 3 ? FLOE_CHANGE_BYTES : 0);
+        b.parent_generation = cases[k].generation;
+        b.n = 2;
+        b.results = res;
+        b.ids = ids + 0;
+        uint64_t keep = ids[0];
+        ck_assert_int_eq(floe_table_run(cases[k].t, &b), cases[k].want);
+        ck_assert_msg(strstr(b.error.msg, cases[k].says) != NULL, "case %zu: %s", k, b.error.msg);
+        ids[0] = keep;
+        floe_batch sb = {.op = FLOE_OP_STATS};
+        ck_assert_int_eq(floe_table_run(tt, &sb), FLOE_OK);
+        ck_assert_uint_eq(sb.stats.keys, 1);
+    }
+    parents[1] = ids[0];
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_INSERT;
+    b.flags = FLOE_BATCH_WANT_IDS;
+    b.parents = parents;
+    b.change_counts = counts;
+    b.changes = changes;
+    b.changes_len = 2 * FLOE_CHANGE_BYTES;
+    b.n = 2;
+    b.results = res;
+    uint64_t sids[2];
+    b.ids = sids;
+    ck_assert_int_eq(floe_table_run(tt, &b), FLOE_OK);
+    ck_assert_int_eq(res[0], FLOE_INSERTED); /* {9, 2, 3, 4, 5, 6, 7, 8} */
+    ck_assert_int_eq(res[1], FLOE_INSERTED); /* {1, 9, 3, ...} */
+    ck_assert_uint_eq(b.generation, 0);
+    uint32_t back[16];
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_GET;
+    b.keys = sids;
+    b.n = 2;
+    b.results = res;
+    b.vectors_out = back;
+    ck_assert_int_eq(floe_table_run(tt, &b), FLOE_OK);
+    ck_assert(back[0] == 9 && back[1] == 2 && back[8] == 1 && back[9] == 9 && back[15] == 8);
     floe_table_destroy(tt);
     floe_table_destroy(st);
     floe_backend_destroy(be);
