@@ -74,6 +74,9 @@ struct floe {
     int bye_status;
     char bye_msg[256];
     uint64_t ids_generation; /* of the last blocking insert or find's answer */
+    /* handle_frames is running (callbacks run inside it): a floe_poll from a
+     * callback, or a send's "start writing at once", must not read into c->in */
+    bool handling;
 };
 
 static int set_error(floe *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -433,6 +436,7 @@ static int handle_frames(floe *c)
 {
     int completed = 0;
     size_t off = 0;
+    c->handling = true;
     while (c->in_len - off >= 4) {
         const unsigned char *p = c->in + off;
         uint32_t len = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -472,6 +476,7 @@ static int handle_frames(floe *c)
         complete(c, call, status, error, r);
         completed++;
     }
+    c->handling = false;
     if (off) {
         memmove(c->in, c->in + off, c->in_len - off);
         c->in_len -= off;
@@ -481,6 +486,8 @@ static int handle_frames(floe *c)
 
 int floe_poll(floe *c, int timeout_ms)
 {
+    if (c->handling) /* from a callback: the frames being handled are c->in; the next poll goes on */
+        return 0;
     int completed = 0;
     const uint64_t until = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0;
     for (;;) {

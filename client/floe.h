@@ -34,7 +34,9 @@
  * Threads: a floe and everything made from it (calls, batchers) belong to
  * one thread at a time; use one connection per thread.  Distinct
  * connections are independent.  Callbacks run on the thread that calls
- * floe_poll or floe_wait, and may send new requests on the same connection.
+ * floe_poll or floe_wait, and may send new requests on the same connection
+ * (they go out on the next floe_poll; floe_poll or floe_wait from inside a
+ * callback returns at once).
  */
 #ifndef FLOE_CLIENT_H
 #define FLOE_CLIENT_H

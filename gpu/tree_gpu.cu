@@ -305,18 +305,6 @@ __global__ void k_unfold(const __grid_constant__ floe_tree_geometry g, const uin
     results[i] = FLOE_PRESENT;
 }
 
-/* The vectors of a step of root slots that hold one, to the front of out. */
-__global__ void k_compact(const uint8_t *found, const uint32_t *vecs, uint32_t W, uint64_t n, uint32_t *out,
-                          unsigned long long *count)
-{
-    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n || found[i] != FLOE_PRESENT)
-        return;
-    const unsigned long long at = warp_append(count);
-    for (uint32_t w = 0; w < W; w++)
-        out[at * W + w] = vecs[i * W + w];
-}
-
 __global__ void k_count_nodes(const uint64_t *nodes, uint64_t n, unsigned long long *out)
 {
     unsigned long long c = 0;
@@ -645,56 +633,128 @@ static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, 
     return FLOE_OK;
 }
 
-#define GROW_STEP ((size_t)1 << 20) /* root slots a step of a growth copies */
+#define GROW_STEP ((size_t)1 << 22) /* root slots a step of a growth reads */
 
-/* Puts every vector of t into n (empty, larger), a step of root slots at a
- * time (unfolded, compacted, put); *full when n had no room for one. */
+/* A growth's refold of root slots [0, n) of a step: each stored vector is
+ * unfolded from the old nodes and folded into the new ones, and its new
+ * root key appended to rk (no dedup: the vectors are distinct).  A vector
+ * the new node table has no room for sets *full. */
+template <int WC>
+__global__ void __launch_bounds__(BLOCK)
+    k_refold(const __grid_constant__ floe_tree_geometry from, const uint64_t *from_nodes, const uint64_t *keys,
+             const uint8_t *found, uint64_t n, const __grid_constant__ floe_tree_geometry to, uint64_t *to_nodes,
+             uint64_t *rk, unsigned long long *nrk, int *full, unsigned long long *made)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n || !found[i])
+        return;
+    constexpr int N = WC > 0 ? WC : FLOE_TREE_MAX_WORDS;
+    uint32_t items[N], left, right;
+    floe_tree_root_split(&from, keys[i], &left, &right);
+    if (!floe_tree_unfold(&from, from_nodes, left, right, items)) {
+        *full = 2; /* damaged: a reference to no node */
+        return;
+    }
+    unsigned created = 0;
+    const uint32_t r = fold<WC, true>(to, to_nodes, items, from.words, &created);
+    namespace cg = cooperative_groups;
+    cg::coalesced_group here = cg::coalesced_threads();
+    const unsigned sum = cg::reduce(here, created, cg::plus<unsigned>());
+    if (here.thread_rank() == 0 && sum)
+        atomicAdd(made, (unsigned long long)sum);
+    if (r != FOLDED) {
+        *full = 1;
+        return;
+    }
+    rk[warp_append(nrk)] = floe_tree_root_key(&to, items[0], items[1]);
+}
+
+/* How many of n answers are not INSERTED. */
+__global__ void k_count_not_inserted(const uint8_t *res, uint64_t n, unsigned long long *out)
+{
+    unsigned long long c = 0;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+        c += res[i] != FLOE_INSERTED;
+    for (int o = 16; o > 0; o /= 2)
+        c += __shfl_down_sync(0xFFFFFFFFu, c, o);
+    if ((threadIdx.x & 31) == 0 && c)
+        atomicAdd(out, c);
+}
+
+/* Puts every vector of t into n (empty, larger): the root slots a step at
+ * a time, refolded on the device into n's nodes (k_refold), then every new
+ * root into n's root table in one put; *full when n had no room for one.
+ * Nothing waits between the steps. */
 static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo *err)
 {
     const uint32_t W = t->g.words;
-    const uint64_t total = gpu_iceberg_slots(t->roots);
-    uint32_t *vec = NULL, *packed = NULL;
-    uint8_t *res = NULL, *h_res = NULL;
-    unsigned long long *count = NULL, h_count = 0;
-    floe_status st = FLOE_OK;
-    cudaError_t e = cudaMalloc(&vec, GROW_STEP * W * 4);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&packed, GROW_STEP * W * 4);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&res, GROW_STEP);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&count, sizeof *count);
-    if (e == cudaSuccess)
-        e = cudaMallocHost(&h_res, GROW_STEP);
+    const uint64_t slots = gpu_iceberg_slots(t->roots);
+    uint64_t used[FLOE_LEVELS];
+    floe_status st = gpu_iceberg_used(t->roots, used, err);
+    if (st != FLOE_OK)
+        return st;
+    const uint64_t roots = used[0] + used[1] + used[2];
+    const size_t step = slots < GROW_STEP ? (size_t)slots : GROW_STEP;
+    uint64_t *rk = NULL;
+    uint8_t *res = NULL;
+    unsigned long long *c = NULL, h[3] = {0, 0, 0}; /* roots refolded, not INSERTED, nodes made */
+    int *d_full = NULL, h_full = 0;
+    st = scratch_reserve(t, step, err); /* t->rk, t->res_c: a step's root keys and whether each slot holds one */
+    cudaError_t e = st == FLOE_OK ? cudaMalloc(&rk, (roots ? roots : 1) * 8) : cudaSuccess;
+    if (e == cudaSuccess && st == FLOE_OK)
+        e = cudaMalloc(&res, roots ? roots : 1);
+    if (e == cudaSuccess && st == FLOE_OK)
+        e = cudaMalloc(&c, sizeof h);
+    if (e == cudaSuccess && st == FLOE_OK)
+        e = cudaMalloc(&d_full, sizeof *d_full);
+    if (e == cudaSuccess && st == FLOE_OK)
+        e = cudaMemset(c, 0, sizeof h);
+    if (e == cudaSuccess && st == FLOE_OK)
+        e = cudaMemset(d_full, 0, sizeof *d_full);
     if (e != cudaSuccess)
         st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
                               "device memory to grow table %s: %s", t->spec.name, cudaGetErrorString(e));
-    *full = false;
-    for (uint64_t first = 0; st == FLOE_OK && first < total && !*full; first += GROW_STEP) {
-        const size_t m = total - first < GROW_STEP ? (size_t)(total - first) : GROW_STEP;
-        st = gpu_tree_get(t, NULL, first, m, res, vec, NULL, err);
+    for (uint64_t first = 0; st == FLOE_OK && first < slots; first += step) {
+        const size_t m = slots - first < step ? (size_t)(slots - first) : step;
+        st = gpu_iceberg_keys_at(t->roots, NULL, first, m, t->rk, t->res_c, NULL, err);
         if (st != FLOE_OK)
             break;
-        e = cudaMemset(count, 0, sizeof *count);
-        if (e == cudaSuccess) {
-            k_compact<<<blocks_for(m), BLOCK>>>(res, vec, W, m, packed, count);
-            e = cudaMemcpy(&h_count, count, sizeof h_count, cudaMemcpyDeviceToHost);
-        }
-        if (e != cudaSuccess) {
+        if (W == 16)
+            k_refold<16>
+                <<<blocks_for(m), BLOCK>>>(t->g, t->nodes, t->rk, t->res_c, m, n->g, n->nodes, rk, c, d_full, c + 2);
+        else
+            k_refold<0>
+                <<<blocks_for(m), BLOCK>>>(t->g, t->nodes, t->rk, t->res_c, m, n->g, n->nodes, rk, c, d_full, c + 2);
+        if ((e = cudaGetLastError()) != cudaSuccess)
             st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
-            break;
-        }
-        st = gpu_tree_insert(n, packed, (size_t)h_count, res, NULL, NULL, err);
-        if (st == FLOE_OK && (e = cudaMemcpy(h_res, res, (size_t)h_count, cudaMemcpyDeviceToHost)) != cudaSuccess)
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
-        for (size_t i = 0; st == FLOE_OK && i < (size_t)h_count; i++)
-            *full = *full || h_res[i] != FLOE_INSERTED; /* every vector is distinct: all INSERTED, or no room */
     }
-    cudaFree(vec);
-    cudaFree(packed);
+    if (st == FLOE_OK && (e = cudaMemcpy(h, c, sizeof h, cudaMemcpyDeviceToHost)) == cudaSuccess)
+        e = cudaMemcpy(&h_full, d_full, sizeof h_full, cudaMemcpyDeviceToHost);
+    if (st == FLOE_OK && e != cudaSuccess)
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
+    if (st == FLOE_OK && h_full == 2)
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: a root leads to a missing node",
+                              t->spec.name);
+    *full = h_full == 1;
+    if (st == FLOE_OK && !*full && h[0] > 0) { /* the roots, distinct: one put, every one INSERTED or no room */
+        st = gpu_iceberg_put(n->roots, rk, (size_t)h[0], res, NULL, GPU_NO_DEDUP, NULL, err);
+        if (st == FLOE_OK) {
+            const unsigned blocks = blocks_for(h[0]) < 4096 ? blocks_for(h[0]) : 4096;
+            k_count_not_inserted<<<blocks, BLOCK>>>(res, h[0], c + 1);
+            if ((e = cudaMemcpy(h, c, sizeof h, cudaMemcpyDeviceToHost)) != cudaSuccess)
+                st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name,
+                                      cudaGetErrorString(e));
+            *full = st == FLOE_OK && h[1] > 0;
+        }
+    }
+    if (st == FLOE_OK && !*full) {
+        n->nodes_used = h[2];
+        n->roots_bound = h[0];
+    }
+    cudaFree(rk);
     cudaFree(res);
-    cudaFree(count);
-    cudaFreeHost(h_res);
+    cudaFree(c);
+    cudaFree(d_full);
     return st;
 }
 

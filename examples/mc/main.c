@@ -487,16 +487,20 @@ int main(int argc, char **argv)
     printf("transitions  %" PRIu64 "\n", transitions);
     printf("seconds      %.3f\n", secs);
     printf("states/s     %.0f\n", secs > 0 ? (double)states / secs : 0.0);
-    uint64_t sent = 0, sent_bytes = 0;
+    uint64_t sent = 0, sent_bytes = 0, by_parent = 0;
     for (unsigned i = 0; i < nw; i++) {
         sent += atomic_load(&prog[i].sent);
         sent_bytes += atomic_load(&prog[i].sent_bytes);
+        by_parent += atomic_load(&prog[i].by_parent);
     }
-    printf("sent         %" PRIu64 " states, %.2f per state found, %.1f bytes each (%s)\n", sent,
-           states ? (double)sent / (double)states : 0.0, sent ? (double)sent_bytes / (double)sent : 0.0,
-           packed    ? "64-bit keys"
-           : o.whole ? "whole vectors"
-                     : "by parent where few words differ, else whole");
+    printf("sent         %" PRIu64 " states, %.2f per state found, %.1f bytes each", sent,
+           states ? (double)sent / (double)states : 0.0, sent ? (double)sent_bytes / (double)sent : 0.0);
+    if (packed)
+        printf(" (64-bit keys)\n");
+    else if (o.whole)
+        printf(" (whole vectors)\n");
+    else
+        printf(" (%" PRIu64 " by their parent, the rest whole)\n", by_parent);
     for (unsigned i = 0; i < nw && nw > 1; i++) {
         uint64_t s = atomic_load(&prog[i].states);
         printf("worker %-5u %" PRIu64 " states (%.1f%%), %" PRIu64 " transitions\n", i, s,

@@ -66,6 +66,7 @@ typedef struct worker {
     uint8_t *dcnt, *dch;
     uint32_t *dvec;
     size_t dn, dch_len;
+    int whole; /* TREE: every state whole (--whole, or a table that takes no states by parent) */
     unsigned vinflight;
     int status; /* the first error */
     char error[256];
@@ -169,8 +170,10 @@ static void on_vectors(floe *c, floe_call *call, void *arg)
     const uint8_t *res = floe_call_results(call, &n);
     const unsigned char *ids = floe_call_ids(call, &idb);
     int st = floe_call_status(call);
-    if (st == FLOE_ERR_INVALID && rq->by_parent && !w->status) { /* the table grew: its parents have new ids */
-        send_whole(w, rq);
+    if (st == FLOE_ERR_UNSUPPORTED && rq->by_parent && !w->status)
+        w->whole = 1; /* a TREE in parts takes whole vectors only: from now on, and this request too */
+    if ((st == FLOE_ERR_INVALID || st == FLOE_ERR_UNSUPPORTED) && rq->by_parent && !w->status) {
+        send_whole(w, rq); /* INVALID: the table grew, and its parents have new ids */
         return;
     }
     if (st != FLOE_OK)
@@ -179,6 +182,8 @@ static void on_vectors(floe *c, floe_call *call, void *arg)
         fail(w, FLOE_ERR_PROTOCOL, "%s", "a request came back with the wrong number of answers");
     else
         take_tree_answers(w, rq, res, ids, floe_call_generation(call));
+    if (st == FLOE_OK && rq->by_parent)
+        atomic_fetch_add(&w->p->by_parent, rq->n);
     free(rq->vectors);
     free(rq);
 }
@@ -239,7 +244,7 @@ static void submit_tree(worker *w, const uint32_t *s, const uint32_t *parent, ui
     unsigned k = 0;
     for (unsigned i = 0; parent && i < W && k <= DELTA_MAX; i++)
         k += s[i] != parent[i];
-    if (!parent || w->r->whole || pid == FLOE_NO_ID || k > DELTA_MAX) {
+    if (!parent || w->whole || pid == FLOE_NO_ID || k > DELTA_MAX) {
         memcpy(w->vbuf + w->vn * W, s, W * 4);
         if (++w->vn == w->r->batch)
             vflush(w);
@@ -444,7 +449,7 @@ static void expand_queue(worker *w)
 
 int mc_worker_run(const mc_run *r, mc_progress *p)
 {
-    worker w = {.r = r, .m = r->model, .p = p, .packed = r->packed};
+    worker w = {.r = r, .m = r->model, .p = p, .packed = r->packed, .whole = r->whole};
     /* states and their parents where a packed state leaves a value no state
      * takes (NO_PARENT: all ones, above every key of key_bits < 64) */
     const int parents = w.packed && r->model->next_packed && mc_key_bits(r->model) < 64;

@@ -202,6 +202,26 @@ static void on_batch(void *arg, int status, const uint64_t *keys, const uint64_t
     }
 }
 
+/* A callback that sends the next request on the same connection, until
+ * its count runs out: while the answers that arrived together are being
+ * handled. */
+typedef struct chain {
+    floe *c;
+    int left, done, failed;
+} chain;
+
+static void chain_cb(floe *c, floe_call *call, void *arg)
+{
+    chain *ch = arg;
+    ch->done++;
+    ch->failed += floe_call_status(call) != FLOE_OK;
+    if (ch->left > 0) {
+        ch->left--;
+        uint64_t key = ((uint64_t)1 << 50) + (uint64_t)ch->left; /* none of the batcher's keys below */
+        floe_send_insert(c, "b", &key, 1, NULL, 0, 0, chain_cb, ch);
+    }
+}
+
 START_TEST(callbacks_and_batcher)
 {
     daemon_proc d;
@@ -214,6 +234,17 @@ START_TEST(callbacks_and_batcher)
         ck_assert_ptr_nonnull(floe_send_insert(c, "b", &key, 1, NULL, 0, 0, count_cb, &done));
     ck_assert_int_eq(floe_wait_all(c), FLOE_OK);
     ck_assert_int_eq(done, 80);
+    /* 64 chains of requests, each sent from the callback of the one before: many answers in
+     * one read, each of whose callbacks sends (and, before the fix, read the socket again under
+     * the frames being handled) */
+    chain ch = {c, 20000, 0, 0};
+    for (int i = 0; i < 64; i++) {
+        uint64_t k = ((uint64_t)1 << 51) + (uint64_t)i;
+        ck_assert_ptr_nonnull(floe_send_insert(c, "b", &k, 1, NULL, 0, 0, chain_cb, &ch));
+    }
+    ck_assert_int_eq(floe_wait_all(c), FLOE_OK);
+    ck_assert_int_eq(ch.done, 64 + 20000);
+    ck_assert_int_eq(ch.failed, 0);
 
     /* the batcher: 200k single keys, half of them twice */
     batch_seen s = {0};
