@@ -1151,31 +1151,22 @@ static floe_status tree_batch(gpu_table *t, floe_batch *b, floe_errinfo *err)
 static floe_status tree_states(gpu_table *t, floe_batch *b, floe_errinfo *err)
 {
     const uint32_t W = t->base.spec.words;
-    const uint64_t generation = gpu_tree_generation(t->tree);
-    if (b->parent_generation != generation)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                                "parent ids are of generation %llu, but table %s is at generation %llu (it grew, and "
-                                "ids changed): send these states whole",
-                                (unsigned long long)b->parent_generation, t->base.spec.name,
-                                (unsigned long long)generation);
+    floe_status st =
+        tree_parents_generation(t->base.spec.name, b->parent_generation, gpu_tree_generation(t->tree), err);
+    if (st != FLOE_OK)
+        return st;
     uint32_t *vectors = (uint32_t *)malloc((b->n ? b->n : 1) * (size_t)W * 4);
     if (!vectors)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu states", b->n);
-    floe_status st = FLOE_OK;
     for (size_t off = 0; off < b->n && st == FLOE_OK; off += TREE_PIECE_MAX) {
         const size_t m = b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX;
         st = tree_run(t, FLOE_OP_GET, b->parents + off, m, b->results + off, NULL, vectors + off * W, err);
         for (size_t i = off; st == FLOE_OK && i < off + m; i++)
             if (b->results[i] != FLOE_PRESENT)
-                st = floe_errinfo_set(err, FLOE_ERR_INVALID, "state %zu: parent id %llu names no vector of table %s", i,
-                                      (unsigned long long)b->parents[i], t->base.spec.name);
+                st = tree_parent_missing(t->base.spec.name, i, b->parents[i], err);
     }
-    for (size_t i = 0, c = 0; st == FLOE_OK && i < b->n; i++)
-        for (unsigned k = 0; k < b->change_counts[i]; k++, c++) { /* in order: the last value of a word counts */
-            const uint8_t *p = b->changes + c * FLOE_CHANGE_BYTES;
-            vectors[i * W + floe_change_word(p)] = floe_change_value(p);
-        }
     if (st == FLOE_OK) {
+        tree_apply_changes(vectors, W, b->change_counts, b->changes, b->n);
         b->vectors = vectors;
         st = tree_batch(t, b, err);
         b->vectors = NULL;

@@ -289,7 +289,7 @@ typedef struct fold_job {
     const uint32_t *vectors; /* whole vectors, or (NULL) parents and changes */
     const uint64_t *parents;
     const uint64_t *first; /* state i's changes: [first[i], first[i + 1]) of changes, FLOE_CHANGE_BYTES each */
-    const uint8_t *changes;
+    const uint8_t *counts, *changes;
     size_t n;
     int insert;
     uint64_t *root_keys;
@@ -431,18 +431,40 @@ static unsigned over_fill(tree *t)
 
 /* Parents of a delta batch must be ids of t's generation that name vectors
  * (the caller holds the lock, so none of that changes before the fold). */
+floe_status tree_parents_generation(const char *table, uint64_t given, uint64_t current, floe_errinfo *err)
+{
+    if (given == current)
+        return FLOE_OK;
+    return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                            "parent ids are of generation %llu, but table %s is at generation %llu (it grew, and ids "
+                            "changed): send these states whole",
+                            (unsigned long long)given, table, (unsigned long long)current);
+}
+
+floe_status tree_parent_missing(const char *table, size_t state, uint64_t parent, floe_errinfo *err)
+{
+    return floe_errinfo_set(err, FLOE_ERR_INVALID, "state %zu: parent id %llu names no vector of table %s", state,
+                            (unsigned long long)parent, table);
+}
+
+void tree_apply_changes(uint32_t *vectors, uint32_t words, const uint8_t *counts, const uint8_t *changes, size_t n)
+{
+    for (size_t i = 0, c = 0; i < n; i++)
+        for (unsigned k = 0; k < counts[i]; k++, c++) { /* in order: the last value of a word counts */
+            const uint8_t *p = changes + c * FLOE_CHANGE_BYTES;
+            vectors[i * words + floe_change_word(p)] = floe_change_value(p);
+        }
+}
+
 static floe_status check_parents(tree *t, uint64_t generation, const uint64_t *parents, size_t n, floe_errinfo *err)
 {
-    if (generation != t->generation)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                                "parent ids are of generation %llu, but table %s is at generation %llu (it grew, and "
-                                "ids changed): send these states whole",
-                                (unsigned long long)generation, t->spec.name, (unsigned long long)t->generation);
+    floe_status st = tree_parents_generation(t->spec.name, generation, t->generation, err);
+    if (st != FLOE_OK)
+        return st;
     for (size_t i = 0; i < n; i++) {
         uint64_t key;
         if (!iceberg_key_at(t->roots, parents[i], &key))
-            return floe_errinfo_set(err, FLOE_ERR_INVALID, "state %zu: parent id %llu names no vector of table %s", i,
-                                    (unsigned long long)parents[i], t->spec.name);
+            return tree_parent_missing(t->spec.name, i, parents[i], err);
     }
     return FLOE_OK;
 }
@@ -461,11 +483,8 @@ static floe_status unfold_states(tree *t, const fold_job *j, size_t n, uint32_t 
             return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
                                     t->spec.name, (unsigned long long)j->parents[i]);
         }
-        for (uint64_t c = j->first[i]; c < j->first[i + 1]; c++) { /* in order: the last value of a word counts */
-            const uint8_t *p = j->changes + c * FLOE_CHANGE_BYTES;
-            v[i * W + floe_change_word(p)] = floe_change_value(p);
-        }
     }
+    tree_apply_changes(v, (uint32_t)W, j->counts, j->changes, n);
     *out = v;
     return FLOE_OK;
 }
@@ -599,8 +618,9 @@ floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *pare
         for (uint64_t c = first[i]; c < first[i + 1]; c++)
             assert(floe_change_word(changes + c * FLOE_CHANGE_BYTES) < t->g.words); /* the door's */
     }
-    floe_status st = insert_states(t, (fold_job){.parents = parents, .first = first, .changes = changes}, generation, n,
-                                   results, ids, counts_out, err);
+    floe_status st =
+        insert_states(t, (fold_job){.parents = parents, .first = first, .counts = counts, .changes = changes},
+                      generation, n, results, ids, counts_out, err);
     free(first);
     return st;
 }

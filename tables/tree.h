@@ -94,6 +94,14 @@ floe_status tree_insert(tree *t, const uint32_t *vectors, size_t n, uint8_t *res
 floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *parents, const uint8_t *counts,
                               const uint8_t *changes, size_t n, uint8_t *results, uint64_t *ids,
                               floe_answer_counts *counts_out, floe_errinfo *err);
+/* The rule of parents by generation, for every engine: OK when the ids
+ * given are of the table's current generation, else ERR_INVALID saying so. */
+floe_status tree_parents_generation(const char *table, uint64_t given, uint64_t current, floe_errinfo *err);
+/* ... and its answer for state i whose parent names no vector. */
+floe_status tree_parent_missing(const char *table, size_t state, uint64_t parent, floe_errinfo *err);
+/* n states' changes (as tree_insert_delta takes them) applied to their
+ * parents' vectors (n * words words), in order. */
+void tree_apply_changes(uint32_t *vectors, uint32_t words, const uint8_t *counts, const uint8_t *changes, size_t n);
 /* PRESENT / ABSENT; changes nothing. */
 floe_status tree_find(tree *t, const uint32_t *vectors, size_t n, uint8_t *results, uint64_t *ids,
                       floe_answer_counts *counts, floe_errinfo *err);
