@@ -305,11 +305,12 @@ __global__ void k_unfold(const __grid_constant__ floe_tree_geometry g, const uin
     results[i] = FLOE_PRESENT;
 }
 
-__global__ void k_count_nodes(const uint64_t *nodes, uint64_t n, unsigned long long *out)
+/* How many of a[0..n) are not `value` (node slots in use, answers not INSERTED). */
+template <typename T> __global__ void k_count_other(const T *a, uint64_t n, T value, unsigned long long *out)
 {
     unsigned long long c = 0;
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
-        c += nodes[i] != FLOE_NODE_EMPTY;
+        c += a[i] != value;
     for (int o = 16; o > 0; o /= 2)
         c += __shfl_down_sync(0xFFFFFFFFu, c, o);
     if ((threadIdx.x & 31) == 0 && c)
@@ -623,7 +624,7 @@ static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, 
     unsigned blocks = blocks_for(t->g.node_slots);
     if (blocks > 4096)
         blocks = 4096;
-    k_count_nodes<<<blocks, BLOCK>>>(t->nodes, t->g.node_slots, t->counter);
+    k_count_other<uint64_t><<<blocks, BLOCK>>>(t->nodes, t->g.node_slots, (uint64_t)FLOE_NODE_EMPTY, t->counter);
     CUDA_TRY(cudaGetLastError(), err);
     unsigned long long c[2];
     CUDA_TRY(cudaMemcpy(&c[0], t->counter, sizeof c[0], cudaMemcpyDeviceToHost), err);
@@ -667,18 +668,6 @@ __global__ void __launch_bounds__(BLOCK)
         return;
     }
     rk[warp_append(nrk)] = floe_tree_root_key(&to, items[0], items[1]);
-}
-
-/* How many of n answers are not INSERTED. */
-__global__ void k_count_not_inserted(const uint8_t *res, uint64_t n, unsigned long long *out)
-{
-    unsigned long long c = 0;
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
-        c += res[i] != FLOE_INSERTED;
-    for (int o = 16; o > 0; o /= 2)
-        c += __shfl_down_sync(0xFFFFFFFFu, c, o);
-    if ((threadIdx.x & 31) == 0 && c)
-        atomicAdd(out, c);
 }
 
 /* Puts every vector of t into n (empty, larger): the root slots a step at
@@ -740,7 +729,7 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
         st = gpu_iceberg_put(n->roots, rk, (size_t)h[0], res, NULL, GPU_NO_DEDUP, NULL, err);
         if (st == FLOE_OK) {
             const unsigned blocks = blocks_for(h[0]) < 4096 ? blocks_for(h[0]) : 4096;
-            k_count_not_inserted<<<blocks, BLOCK>>>(res, h[0], c + 1);
+            k_count_other<uint8_t><<<blocks, BLOCK>>>(res, h[0], (uint8_t)FLOE_INSERTED, c + 1);
             if ((e = cudaMemcpy(h, c, sizeof h, cudaMemcpyDeviceToHost)) != cudaSuccess)
                 st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name,
                                       cudaGetErrorString(e));
