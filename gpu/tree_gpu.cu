@@ -45,9 +45,11 @@
     } while (0)
 
 #define BLOCK       256
-#define COUNTERS    3
+#define COUNTERS      5
 #define DEDUP_EMPTY (~0ull)
 #define FOLDED      0xFFu
+#define FULL_IN_NODES 1ull /* a batch's counter[3]: which tables had no room for one of its vectors */
+#define FULL_IN_ROOTS 2ull
 
 struct gpu_tree {
     floe_spec spec;
@@ -56,10 +58,11 @@ struct gpu_tree {
     uint64_t *nodes;
     gpu_iceberg *roots;
     unsigned long long *orphans;
-    unsigned long long *counter;   /* a batch's: leaders, folded leaders, nodes made (COUNTERS) */
+    unsigned long long *counter;   /* a batch's: leaders, folded leaders, nodes made, FULL_IN_*, roots put (COUNTERS) */
     unsigned long long *h_counter; /* pinned */
     /* on the host: nodes stored (counted by the batches), and at most as many roots */
     uint64_t nodes_used, roots_bound;
+    uint64_t last_n, last_made, last_put; /* the last insert batch: vectors, nodes it made, roots it put */
     uint64_t generation; /* growths: ids of an earlier one name other vectors */
     /* batch scratch, grown on demand */
     size_t cap;
@@ -211,7 +214,7 @@ __global__ void __launch_bounds__(BLOCK)
     k_fold(const __grid_constant__ floe_tree_geometry g, uint64_t *nodes, const uint32_t *vecs, uint32_t W,
            const uint32_t *list, const unsigned long long *nlist, uint64_t *rk, uint32_t *rk_idx,
            unsigned long long *nrk, uint8_t *results, uint64_t *ids, uint8_t *created_out, unsigned long long *orphans,
-           unsigned long long *made)
+           unsigned long long *made, unsigned long long *full_in)
 {
     uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (k >= *nlist)
@@ -250,6 +253,8 @@ __global__ void __launch_bounds__(BLOCK)
     results[i] = (uint8_t)r;
     if (ids)
         ids[i] = FLOE_NO_ID;
+    if (insert && r == FLOE_FULL)
+        atomicOr(full_in, FULL_IN_NODES);
     if (created)
         atomicAdd(orphans, (unsigned long long)created);
 }
@@ -257,17 +262,26 @@ __global__ void __launch_bounds__(BLOCK)
 /* Leaders take the root table's answers. */
 __global__ void k_scatter(const uint32_t *rk_idx, const unsigned long long *nrk, const uint8_t *res_c,
                           const uint64_t *ids_c, uint8_t *results, uint64_t *ids, const uint8_t *created,
-                          unsigned long long *orphans)
+                          unsigned long long *orphans, unsigned long long *full_in, unsigned long long *put)
 {
     uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (k >= *nrk)
         return;
     uint32_t i = rk_idx[k];
+    if (created) { /* an insert: the roots it put, an atomic a group of threads that runs here together */
+        namespace cg = cooperative_groups;
+        cg::coalesced_group here = cg::coalesced_threads();
+        const unsigned sum = cg::reduce(here, (unsigned)(res_c[k] == FLOE_INSERTED), cg::plus<unsigned>());
+        if (here.thread_rank() == 0 && sum)
+            atomicAdd(put, (unsigned long long)sum);
+    }
     results[i] = res_c[k];
     if (ids)
         ids[i] = res_c[k] == FLOE_FULL || res_c[k] == FLOE_ABSENT ? FLOE_NO_ID : ids_c[k];
     if (res_c[k] == FLOE_FULL && created && created[i])
         atomicAdd(orphans, (unsigned long long)created[i]);
+    if (res_c[k] == FLOE_FULL && created)
+        atomicOr(full_in, FULL_IN_ROOTS);
 }
 
 /* Later occurrences copy their leader's answer. */
@@ -442,14 +456,16 @@ static void launch_fold(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_
                         cudaStream_t s)
 {
     const uint32_t W = t->g.words;
-    unsigned long long *nlist = t->counter, *nrk = t->counter + 1, *made = t->counter + 2;
+    unsigned long long *nlist = t->counter, *nrk = t->counter + 1, *made = t->counter + 2, *full_in = t->counter + 3;
     uint8_t *created = insert ? t->created : NULL;
     if (W == 16)
         k_fold<16, insert><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, d_vectors, W, t->list, nlist, t->rk,
-                                                           t->rk_idx, nrk, d_results, d_ids, created, t->orphans, made);
+                                                           t->rk_idx, nrk, d_results, d_ids, created, t->orphans, made,
+                                                           full_in);
     else
         k_fold<0, insert><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, d_vectors, W, t->list, nlist, t->rk,
-                                                          t->rk_idx, nrk, d_results, d_ids, created, t->orphans, made);
+                                                          t->rk_idx, nrk, d_results, d_ids, created, t->orphans, made,
+                                                          full_in);
 }
 
 /* The shared body of insert and find. */
@@ -484,7 +500,8 @@ static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, u
         if (st != FLOE_OK)
             return st;
         k_scatter<<<blocks_for(m), BLOCK, 0, s>>>(t->rk_idx, t->counter + 1, t->res_c, t->ids_c, d_results, d_ids,
-                                                  insert ? t->created : NULL, t->orphans);
+                                                  insert ? t->created : NULL, t->orphans, t->counter + 3,
+                                                  t->counter + 4);
     }
     k_copy_dups<<<blocks_for(n), BLOCK, 0, s>>>(t->leader, n, d_results, d_ids);
     CUDA_TRY(cudaGetLastError(), err);
@@ -751,19 +768,22 @@ extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max
                                           floe_errinfo *err)
 {
     *what = 0;
-    /* nodes a new vector makes: as many as the vectors so far made on average (they over-count the roots) */
-    const double per = t->roots_bound ? (double)t->nodes_used / (double)t->roots_bound : 1.0;
-    if ((double)t->nodes_used + (double)coming * (per > 1.0 ? per : 1.0) > max_fill * (double)t->g.node_slots)
+    /* the nodes `coming` vectors will make, at the last batch's rate: a node table that fills in
+     * the middle of a batch leaves its vectors half folded, to fold again after the growth */
+    const double made = t->last_n ? (double)t->last_made * (double)coming / (double)t->last_n : 0.0;
+    if ((double)t->nodes_used + made > max_fill * (double)t->g.node_slots)
         *what |= TREE_GROW_NODES;
+    /* the roots likewise, at the last batch's rate of new roots */
     const double root_slots = (double)gpu_iceberg_slots(t->roots);
-    if ((double)(t->roots_bound + coming) > max_fill * root_slots) { /* the bound says maybe: count them */
+    const double added = t->last_n ? (double)t->last_put * (double)coming / (double)t->last_n : 0.0;
+    if ((double)t->roots_bound + added > max_fill * root_slots) { /* the bound says maybe: count them */
         uint64_t used[FLOE_LEVELS];
         CUDA_TRY(cudaDeviceSynchronize(), err);
         floe_status st = gpu_iceberg_used(t->roots, used, err);
         if (st != FLOE_OK)
             return st;
         t->roots_bound = used[0] + used[1] + used[2];
-        if ((double)(t->roots_bound + coming) > max_fill * root_slots)
+        if ((double)t->roots_bound + added > max_fill * root_slots)
             *what |= TREE_GROW_ROOTS;
     }
     return FLOE_OK;
@@ -832,18 +852,15 @@ __global__ void k_put_back(const uint8_t *res, const uint64_t *idx, uint64_t n, 
         results[idx[k]] = res[k];
 }
 
-/* What a growing table's FULL answers need: the fuller of its tables. */
-static floe_status fuller_table(gpu_tree *t, unsigned *what, floe_errinfo *err)
+/* What a growing table's FULL answers need: the tables the last batch found
+ * no room in (its fold and its root put say which). */
+static floe_status full_tables(gpu_tree *t, unsigned *what, floe_errinfo *err)
 {
-    uint64_t used[FLOE_LEVELS];
-    CUDA_TRY(cudaDeviceSynchronize(), err);
-    floe_status st = gpu_iceberg_used(t->roots, used, err);
-    if (st != FLOE_OK)
-        return st;
-    t->roots_bound = used[0] + used[1] + used[2];
-    const double nodes = (double)t->nodes_used / (double)t->g.node_slots,
-                 roots = (double)t->roots_bound / (double)gpu_iceberg_slots(t->roots);
-    *what = nodes >= roots ? TREE_GROW_NODES : TREE_GROW_ROOTS;
+    unsigned long long bits = 0;
+    CUDA_TRY(cudaMemcpy(&bits, t->counter + 3, sizeof bits, cudaMemcpyDeviceToHost), err);
+    *what = ((bits & FULL_IN_NODES) ? TREE_GROW_NODES : 0) | ((bits & FULL_IN_ROOTS) ? TREE_GROW_ROOTS : 0);
+    if (!*what) /* a FULL answer copied from its leader's: the leader's table */
+        *what = TREE_GROW_NODES | TREE_GROW_ROOTS;
     return FLOE_OK;
 }
 
@@ -906,14 +923,23 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
     const uint32_t W = t->g.words;
     CUDA_TRY(cudaStreamSynchronize(s), err); /* the batch's vectors are written on s; a growth runs on its own */
     floe_status st = FLOE_OK;
-    for (unsigned what = 1; what && st == FLOE_OK;) {
+    for (unsigned what = 1; what && st == FLOE_OK;) { /* a batch larger than the room left meets FULL below */
         st = gpu_tree_over_fill(t, n, t->spec.max_fill, &what, err);
         floe_errinfo ignored; /* on failure the table stays as it is: FULL answers decide */
         if (st == FLOE_OK && what && gpu_tree_grow(t, what, &ignored) != FLOE_OK)
             break;
     }
+    const uint64_t nodes_before = t->nodes_used;
     if (st == FLOE_OK)
         st = run_batch<true>(t, d_vectors, n, d_results, d_ids, stream, err);
+    if (st == FLOE_OK) { /* the batch's rates, for the look ahead of the next one */
+        unsigned long long put = 0;
+        CUDA_TRY(cudaMemcpyAsync(&put, t->counter + 4, sizeof put, cudaMemcpyDeviceToHost, s), err);
+        CUDA_TRY(cudaStreamSynchronize(s), err);
+        t->last_n = n;
+        t->last_made = t->nodes_used - nodes_before;
+        t->last_put = put;
+    }
     const uint64_t generation = t->generation;
     retry_scratch r = {};
     for (size_t nf = 0; st == FLOE_OK;) {
@@ -921,7 +947,7 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
         if (st != FLOE_OK || nf == 0)
             break;
         unsigned what = 0;
-        st = fuller_table(t, &what, err);
+        st = full_tables(t, &what, err);
         floe_errinfo gerr;
         floe_status gst = st == FLOE_OK ? gpu_tree_grow(t, what, &gerr) : st;
         if (gst == FLOE_ERR_TOO_LARGE)

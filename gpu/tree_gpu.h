@@ -61,10 +61,11 @@ floe_status gpu_tree_get_host(gpu_tree *t, const uint64_t *ids, size_t n, uint8_
                               floe_errinfo *err);
 
 const tree_sizing *gpu_tree_sizes(const gpu_tree *t);
-/* Which of t's tables would pass max_fill with `coming` more vectors (what:
- * TREE_GROW_NODES, TREE_GROW_ROOTS): the nodes by the count the batches
- * keep (and as many a new vector as so far), the roots, whose batches keep
- * only a bound, counted on the device when the bound passes (waits then). */
+/* Which of t's tables to grow before `coming` more vectors (what:
+ * TREE_GROW_NODES, TREE_GROW_ROOTS): the nodes if they would pass max_fill
+ * at the last batch's rate of new nodes (the count the batches keep), the
+ * roots if they are past it now (the batches keep a bound; counted on the
+ * device when the bound passes: waits then). */
 floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what, floe_errinfo *err);
 /* Grows t (what: TREE_GROW_NODES, TREE_GROW_ROOTS) on the device: a new
  * node table means new tables that every vector is put into again (a step

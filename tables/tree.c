@@ -89,8 +89,8 @@ floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err)
         /* TREE_DEFAULT_NODES_PER_VECTOR nodes per vector (N - 2 at most), and
          * room for the first TREE_UNSHARED_VECTORS to share nothing; a table
          * that grows starts at TREE_GROW_NODES_PER_VECTOR and no more. */
-        const uint64_t want_per = spec->grow ? TREE_GROW_NODES_PER_VECTOR : TREE_DEFAULT_NODES_PER_VECTOR;
-        uint64_t per = spec->words - 2 < want_per ? spec->words - 2 : want_per;
+        const double want_per = spec->grow ? TREE_GROW_NODES_PER_VECTOR : TREE_DEFAULT_NODES_PER_VECTOR;
+        const double per = spec->words - 2 < want_per ? spec->words - 2 : want_per;
         uint64_t unshared = spec->grow                               ? 0
                             : spec->capacity < TREE_UNSHARED_VECTORS ? spec->capacity
                                                                      : TREE_UNSHARED_VECTORS;

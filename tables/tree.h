@@ -51,8 +51,10 @@ typedef struct tree_sizing {
 
 /* Node slots per vector when no memory budget is given (words > 3) ... */
 #define TREE_DEFAULT_NODES_PER_VECTOR 2u
-/* ... and for a table that grows, which starts small. */
-#define TREE_GROW_NODES_PER_VECTOR 1u
+/* ... and for a table that grows, which starts small (a node slot for 8
+ * vectors: models that share most subtrees need fewer still) and grows as
+ * the model's sharing shows. */
+#define TREE_GROW_NODES_PER_VECTOR 0.125
 /* ... plus N - 2 nodes for each of the first vectors (they share nothing). */
 #define TREE_UNSHARED_VECTORS 1024u
 /* Node table fill the default sizing aims at. */
