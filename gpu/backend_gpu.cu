@@ -144,6 +144,10 @@ struct tree_stage {
     uint32_t *h_vec, *d_vec;
     uint64_t *h_ids, *d_ids;
     uint8_t *h_res, *d_res;
+    /* states by parent: each state's first change (cap + 1), and the changes (ch_cap bytes) */
+    uint32_t *h_first, *d_first;
+    uint8_t *h_ch, *d_ch;
+    size_t ch_cap;
 };
 
 struct gpu_table {
@@ -1026,6 +1030,10 @@ static void tree_stage_free(tree_stage *s)
     cudaFree(s->d_vec);
     cudaFree(s->d_ids);
     cudaFree(s->d_res);
+    cudaFreeHost(s->h_first);
+    cudaFree(s->d_first);
+    cudaFreeHost(s->h_ch);
+    cudaFree(s->d_ch);
     memset(s, 0, sizeof *s);
 }
 
@@ -1045,11 +1053,33 @@ static floe_status tree_stage_reserve(tree_stage *s, size_t n, uint32_t W, floe_
         e = cudaMalloc(&s->d_ids, n * 8);
     if (e == cudaSuccess)
         e = cudaMalloc(&s->d_res, n);
+    if (e == cudaSuccess)
+        e = cudaMallocHost(&s->h_first, (n + 1) * 4);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_first, (n + 1) * 4);
     if (e != cudaSuccess) {
         tree_stage_free(s);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "staging for %zu vectors: %s", n, cuda_msg(e));
     }
     s->cap = n;
+    return FLOE_OK;
+}
+
+/* Room for `bytes` of states' changes in the staging (after tree_stage_reserve). */
+static floe_status tree_stage_reserve_changes(tree_stage *s, size_t bytes, floe_errinfo *err)
+{
+    if (bytes <= s->ch_cap)
+        return FLOE_OK;
+    cudaFreeHost(s->h_ch);
+    cudaFree(s->d_ch);
+    s->h_ch = s->d_ch = NULL;
+    s->ch_cap = 0;
+    cudaError_t e = cudaMallocHost(&s->h_ch, bytes);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_ch, bytes);
+    if (e != cudaSuccess)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "staging for %zu bytes of changes: %s", bytes, cuda_msg(e));
+    s->ch_cap = bytes;
     return FLOE_OK;
 }
 
@@ -1143,11 +1173,65 @@ static floe_status tree_batch(gpu_table *t, floe_batch *b, floe_errinfo *err)
     return st;
 }
 
-/* An INSERT of states by their parents: the parents' vectors come back from
- * the device (get_by_id), take their changes on the host, and go in whole
+/* An INSERT of states by their parents: one piece on the device
+ * (tree_states_piece); a larger batch's parents' vectors come back from the
+ * device (get_by_id), take their changes on the host, and go in whole
  * (tree_batch).  Parents of another generation, or that name no vector,
  * fail the batch before anything changes.  (The CPU engine folds only the
  * changed words' paths; here each state costs an unfold and a whole fold.) */
+/* A batch of states by parent that fits in one piece, on the device: the
+ * parents and changes go up, the parents' vectors are unfolded there, take
+ * their changes there (gpu_tree_apply_changes), and go into the table; only
+ * answers (and ids) come back.  The engine's growth inside the insert looks
+ * the piece's ids up again itself. */
+static floe_status tree_states_piece(gpu_table *t, floe_batch *b, floe_errinfo *err)
+{
+    const uint32_t W = t->base.spec.words;
+    const size_t n = b->n;
+    tree_stage *s = &t->ts;
+    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    floe_status st = tree_stage_reserve(s, n, W, err);
+    if (st == FLOE_OK)
+        st = tree_stage_reserve_changes(s, b->changes_len ? b->changes_len : 1, err);
+    if (st != FLOE_OK)
+        return st;
+    const uint64_t t0 = floe_now_ns();
+    memcpy(s->h_ids, b->parents, n * 8);
+    s->h_first[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        s->h_first[i + 1] = s->h_first[i] + b->change_counts[i];
+    memcpy(s->h_ch, b->changes, b->changes_len);
+    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_IN], n, floe_now_ns() - t0);
+    TREE_CUDA(cudaMemcpyAsync(s->d_ids, s->h_ids, n * 8, cudaMemcpyHostToDevice, t->ks));
+    TREE_CUDA(cudaMemcpyAsync(s->d_first, s->h_first, (n + 1) * 4, cudaMemcpyHostToDevice, t->ks));
+    TREE_CUDA(cudaMemcpyAsync(s->d_ch, s->h_ch, b->changes_len, cudaMemcpyHostToDevice, t->ks));
+    const uint64_t t1 = floe_now_ns();
+    st = gpu_tree_get(t->tree, s->d_ids, 0, n, s->d_res, s->d_vec, t->ks, err); /* waits */
+    if (st != FLOE_OK)
+        return st;
+    TREE_CUDA(cudaMemcpyAsync(s->h_res, s->d_res, n, cudaMemcpyDeviceToHost, t->ks));
+    TREE_CUDA(cudaStreamSynchronize(t->ks));
+    for (size_t i = 0; i < n; i++)
+        if (s->h_res[i] != FLOE_PRESENT) /* before anything is put: the batch changes nothing */
+            return tree_parent_missing(t->base.spec.name, i, b->parents[i], err);
+    st = gpu_tree_apply_changes(s->d_vec, W, s->d_first, s->d_ch, n, t->ks, err);
+    if (st == FLOE_OK)
+        st = gpu_tree_insert(t->tree, s->d_vec, n, s->d_res, want_ids ? s->d_ids : NULL, t->ks, err);
+    if (st != FLOE_OK)
+        return st;
+    TREE_CUDA(cudaMemcpyAsync(s->h_res, s->d_res, n, cudaMemcpyDeviceToHost, t->ks));
+    if (want_ids)
+        TREE_CUDA(cudaMemcpyAsync(s->h_ids, s->d_ids, n * 8, cudaMemcpyDeviceToHost, t->ks));
+    TREE_CUDA(cudaStreamSynchronize(t->ks));
+    const uint64_t t2 = floe_now_ns();
+    floe_stage_add(&t->stage[FLOE_STAGE_KERNEL], n, t2 - t1);
+    memcpy(b->results, s->h_res, n);
+    if (want_ids)
+        memcpy(b->ids, s->h_ids, n * 8);
+    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_OUT], n, floe_now_ns() - t2);
+    return FLOE_OK;
+}
+
 static floe_status tree_states(gpu_table *t, floe_batch *b, floe_errinfo *err)
 {
     const uint32_t W = t->base.spec.words;
@@ -1155,6 +1239,9 @@ static floe_status tree_states(gpu_table *t, floe_batch *b, floe_errinfo *err)
         tree_parents_generation(t->base.spec.name, b->parent_generation, gpu_tree_generation(t->tree), err);
     if (st != FLOE_OK)
         return st;
+    if (b->n <= TREE_PIECE_MAX)
+        return tree_states_piece(t, b, err);
+    /* larger: whole vectors on the host, so that the pieces' ids can be looked up again */
     uint32_t *vectors = (uint32_t *)malloc((b->n ? b->n : 1) * (size_t)W * 4);
     if (!vectors)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu states", b->n);

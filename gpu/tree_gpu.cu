@@ -980,6 +980,29 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
     return st;
 }
 
+/* State i's changes, [first[i], first[i + 1]) of the changes, on its parent's vector. */
+__global__ void k_apply_changes(uint32_t *vectors, uint32_t W, const uint32_t *first, const uint8_t *changes,
+                                uint64_t n)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    for (uint32_t c = first[i]; c < first[i + 1]; c++) { /* in order: the last value of a word counts */
+        const uint8_t *p = changes + (uint64_t)c * FLOE_CHANGE_BYTES;
+        vectors[i * W + floe_change_word(p)] = floe_change_value(p);
+    }
+}
+
+extern "C" floe_status gpu_tree_apply_changes(uint32_t *d_vectors, uint32_t words, const uint32_t *d_first,
+                                              const uint8_t *d_changes, size_t n, gpu_stream stream, floe_errinfo *err)
+{
+    if (n == 0)
+        return FLOE_OK;
+    k_apply_changes<<<blocks_for(n), BLOCK, 0, (cudaStream_t)stream>>>(d_vectors, words, d_first, d_changes, n);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
+}
+
 extern "C" uint64_t gpu_tree_generation(const gpu_tree *t)
 {
     return t->generation;

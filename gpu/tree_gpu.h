@@ -74,6 +74,11 @@ floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsi
  * old and the new arrays at once; on failure t is unchanged (ERR_TOO_LARGE
  * past the largest size).  Waits. */
 floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *err);
+/* n states' changes (tree_apply_changes's, proto/floe_wire.h) applied on
+ * the device to their parents' vectors (n * words words): state i's are
+ * [d_first[i], d_first[i + 1]) of d_changes.  Enqueues only. */
+floe_status gpu_tree_apply_changes(uint32_t *d_vectors, uint32_t words, const uint32_t *d_first,
+                                   const uint8_t *d_changes, size_t n, gpu_stream stream, floe_errinfo *err);
 /* Growths since the table was made (a loaded table's count from its file). */
 uint64_t gpu_tree_generation(const gpu_tree *t);
 /* Root slots (ids are below this). */

@@ -139,20 +139,25 @@ typedef enum floe_status {
  * twice in one state takes its last value. */
 #define FLOE_CHANGE_BYTES 5
 #define FLOE_CHANGES_MAX  255 /* changed words of one state */
+#ifdef __CUDACC__             /* the GPU backend applies changes on the device too */
+#define FLOE_CHANGE_HD __host__ __device__
+#else
+#define FLOE_CHANGE_HD
+#endif
 
-static inline void floe_change_put(uint8_t *p, uint32_t word, uint32_t value)
+FLOE_CHANGE_HD static inline void floe_change_put(uint8_t *p, uint32_t word, uint32_t value)
 {
     p[0] = (uint8_t)word;
     for (int i = 0; i < 4; i++)
         p[1 + i] = (uint8_t)(value >> (8 * i));
 }
 
-static inline uint32_t floe_change_word(const uint8_t *p)
+FLOE_CHANGE_HD static inline uint32_t floe_change_word(const uint8_t *p)
 {
     return p[0];
 }
 
-static inline uint32_t floe_change_value(const uint8_t *p)
+FLOE_CHANGE_HD static inline uint32_t floe_change_value(const uint8_t *p)
 {
     return (uint32_t)p[1] | (uint32_t)p[2] << 8 | (uint32_t)p[3] << 16 | (uint32_t)p[4] << 24;
 }
