@@ -13,7 +13,12 @@
  * a fresh table.  With --grow the table starts at --capacity vectors and
  * grows itself inside gpu_tree_insert (as in floed), so the growths are
  * timed with the batches; the bytes allocated and used are printed as the
- * table grows.
+ * table grows.  With --by-parent every batch is one step of every walker
+ * (--walkers = --batch), and its vectors go in as their parents' ids (the
+ * last batch's answers) and the one or two words the step changed: the
+ * parents are unfolded, take their changes and are folded on the device
+ * (gpu_tree_get, gpu_tree_apply_changes, gpu_tree_insert, as floed does),
+ * all timed.
  */
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -78,6 +83,49 @@ __global__ void k_walk(uint32_t *state, uint64_t *rng, uint32_t W, uint32_t walk
     rng[w] = r;
 }
 
+/* A by-parent step: walker i's vector against its state before the step, as
+ * two changes (the second repeats the first where one word changed). */
+__global__ void k_changes(const uint32_t *before, const uint32_t *after, uint32_t W, uint64_t n, uint8_t *changes)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    uint32_t word[2] = {0, 0}, k = 0;
+    for (uint32_t w = 0; w < W && k < 2; w++)
+        if (before[i * W + w] != after[i * W + w])
+            word[k++] = w;
+    if (k < 2)
+        word[1] = word[0];
+    for (int c = 0; c < 2; c++)
+        floe_change_put(changes + (i * 2 + c) * FLOE_CHANGE_BYTES, word[c], after[i * W + word[c]]);
+}
+
+/* The second occurrences of a by-parent batch: the parent and changes of the first ones (k_again's order). */
+__global__ void k_again_states(uint64_t *parents, uint8_t *changes, uint64_t b)
+{
+    uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (j >= b)
+        return;
+    uint64_t from = (j * 0x9E3779B97F4A7C15ull) & (b - 1);
+    parents[b + j] = parents[from];
+    for (int c = 0; c < 2 * FLOE_CHANGE_BYTES; c++)
+        changes[(b + j) * 2 * FLOE_CHANGE_BYTES + c] = changes[from * 2 * FLOE_CHANGE_BYTES + c];
+}
+
+__global__ void k_first(uint32_t *first, uint64_t n)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i <= n)
+        first[i] = (uint32_t)(2 * i);
+}
+
+__global__ void k_differ(const uint32_t *a, const uint32_t *b, uint64_t words, unsigned long long *out)
+{
+    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i < words && a[i] != b[i])
+        atomicAdd(out, 1ull);
+}
+
 /* The second occurrences: vector b + j is vector (j * odd) mod b (b a power of two). */
 __global__ void k_again(uint32_t *vecs, uint32_t W, uint64_t b)
 {
@@ -99,7 +147,7 @@ __global__ void k_count(const uint8_t *r, uint64_t n, unsigned long long *c)
 static void usage_line(FILE *f)
 {
     fprintf(f, "usage: floe-t1-gpu [--words W] [--vectors N] [--batch B] [--walkers K] [--domain D] [--memory SIZE]\n"
-               "                   [--grow [--capacity N]] [--runs R]\n");
+               "                   [--grow [--capacity N]] [--by-parent] [--runs R]\n");
 }
 
 static void help(void)
@@ -120,6 +168,8 @@ static void help(void)
            "      --memory SIZE   the table's memory budget in bytes (default 0: sized from --vectors)\n"
            "      --grow          a table that grows, from --capacity, sized by default (no --memory)\n"
            "      --capacity N    with --grow: the vectors the table starts sized for (default 1M)\n"
+           "      --by-parent     each batch one step of every walker (--walkers = --batch), sent as the\n"
+           "                      parents' ids and the changed words, unfolded and folded on the device\n"
            "      --runs R        runs, each on a fresh table; medians reported (default 3)\n"
            "  -h, --help          this text\n"
            "\n"
@@ -147,19 +197,14 @@ int main(int argc, char **argv)
 {
     uint32_t W = 16, walkers = 1u << 16, domain = 4, runs = 3;
     uint64_t batch = 1ull << 21, vectors = 1ull << 25, memory = 0, capacity = FLOE_DEFAULT_CAPACITY;
-    bool grow = false, capacity_set = false;
+    bool grow = false, capacity_set = false, by_parent = false;
     static const struct option longopts[] = {
-        {"words", required_argument, NULL, 'w'},
-        {"walkers", required_argument, NULL, 'k'},
-        {"domain", required_argument, NULL, 'd'},
-        {"runs", required_argument, NULL, 'r'},
-        {"batch", required_argument, NULL, 'b'},
-        {"vectors", required_argument, NULL, 'n'},
-        {"memory", required_argument, NULL, 'm'},
-        {"grow", no_argument, NULL, 'g'},
-        {"capacity", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"words", required_argument, NULL, 'w'},    {"walkers", required_argument, NULL, 'k'},
+        {"domain", required_argument, NULL, 'd'},   {"runs", required_argument, NULL, 'r'},
+        {"batch", required_argument, NULL, 'b'},    {"vectors", required_argument, NULL, 'n'},
+        {"memory", required_argument, NULL, 'm'},   {"grow", no_argument, NULL, 'g'},
+        {"capacity", required_argument, NULL, 'c'}, {"by-parent", no_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     int ch;
     /* arguments first: nothing here touches CUDA, so --help and usage errors work without a device */
@@ -193,6 +238,9 @@ int main(int argc, char **argv)
             capacity = number("capacity", optarg, 1, FLOE_MAX_CAPACITY);
             capacity_set = true;
             break;
+        case 'p':
+            by_parent = true;
+            break;
         case 'h':
             help();
             return 0;
@@ -205,7 +253,9 @@ int main(int argc, char **argv)
         usage_error();
     }
     /* each batch is batch / walkers steps of every walker, and a run is whole batches */
-    const char *why = grow && memory                 ? "--grow sizes the table by default: no --memory"
+    const char *why = by_parent && walkers != batch
+                          ? "--by-parent takes a step of every walker a batch: --walkers = --batch"
+                      : grow && memory               ? "--grow sizes the table by default: no --memory"
                       : capacity_set && !grow        ? "--capacity is for --grow (else the table holds --vectors)"
                       : (batch & (batch - 1))        ? "--batch must be a power of two"
                       : batch % walkers              ? "--batch must be a multiple of --walkers"
@@ -232,14 +282,25 @@ int main(int argc, char **argv)
     CHECK(cudaMalloc(&d_ids, 2 * batch * 8));
     CHECK(cudaMalloc(&d_state, (uint64_t)walkers * W * 4));
     CHECK(cudaMalloc(&d_rng, (uint64_t)walkers * 8));
-    CHECK(cudaMalloc(&d_c, 5 * sizeof *d_c));
+    CHECK(cudaMalloc(&d_c, 6 * sizeof *d_c)); /* the answers' counts, and (by parent) vector words that differ */
+    uint32_t *d_before = NULL, *d_vec2 = NULL, *d_first = NULL;
+    uint64_t *d_par = NULL;
+    uint8_t *d_ch = NULL;
+    if (by_parent) {
+        CHECK(cudaMalloc(&d_before, (uint64_t)walkers * W * 4));
+        CHECK(cudaMalloc(&d_vec2, 2 * batch * W * 4));
+        CHECK(cudaMalloc(&d_par, 2 * batch * 8));
+        CHECK(cudaMalloc(&d_ch, 2 * batch * 2 * FLOE_CHANGE_BYTES));
+        CHECK(cudaMalloc(&d_first, (2 * batch + 1) * 4));
+        k_first<<<(unsigned)((2 * batch + 256) / 256), 256>>>(d_first, 2 * batch);
+    }
     cudaStream_t s;
     CHECK(cudaStreamCreate(&s));
     cudaEvent_t e0, e1;
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
     std::vector<double> rate, bpv, bpv_used, comp;
-    unsigned long long c[5];
+    unsigned long long c[6];
     floe_table_stats st;
     for (uint32_t run = 0; run < runs; run++) {
         floe_spec spec;
@@ -260,15 +321,40 @@ int main(int argc, char **argv)
         for (uint32_t w = 0; w < walkers; w++)
             seeds[w] = 0x9E3779B97F4A7C15ull * (w + 1 + 1000003ull * run) | 1;
         CHECK(cudaMemcpy(d_rng, seeds.data(), walkers * 8, cudaMemcpyHostToDevice));
-        CHECK(cudaMemset(d_c, 0, 5 * sizeof *d_c));
+        CHECK(cudaMemset(d_c, 0, 6 * sizeof *d_c));
+        unsigned long long extra = 0; /* by parent: the first parent, the all-zero vector, put before the batches */
+        if (by_parent) {
+            std::vector<uint32_t> zero(W, 0);
+            uint8_t r;
+            uint64_t zid;
+            must(gpu_tree_insert_host(t, zero.data(), 1, &r, &zid, &err), err);
+            extra = r == FLOE_INSERTED;
+            std::vector<uint64_t> ids(batch, zid);
+            CHECK(cudaMemcpy(d_ids, ids.data(), batch * 8, cudaMemcpyHostToDevice));
+        }
         double ms_total = 0;
         for (uint64_t done = 0, b = 1; done < vectors; done += batch, b++) {
+            if (by_parent) /* each walker's state before the step: its vector's parent */
+                CHECK(cudaMemcpyAsync(d_before, d_state, (uint64_t)walkers * W * 4, cudaMemcpyDeviceToDevice, s));
             k_walk<<<(walkers + 255) / 256, 256, 0, s>>>(d_state, d_rng, W, walkers, (uint32_t)(batch / walkers),
                                                          domain, d_vec);
             k_again<<<(unsigned)((batch + 255) / 256), 256, 0, s>>>(d_vec, W, batch);
+            if (by_parent) { /* parents: the last batch's ids of the walkers' vectors (d_ids holds them) */
+                k_changes<<<(unsigned)((batch + 255) / 256), 256, 0, s>>>(d_before, d_vec, W, batch, d_ch);
+                CHECK(cudaMemcpyAsync(d_par, d_ids, batch * 8, cudaMemcpyDeviceToDevice, s));
+                k_again_states<<<(unsigned)((batch + 255) / 256), 256, 0, s>>>(d_par, d_ch, batch);
+            }
             CHECK(cudaEventRecord(e0, s));
-            must(gpu_tree_insert(t, d_vec, 2 * batch, d_res, d_ids, s, &err), err);
+            if (by_parent) {
+                must(gpu_tree_get(t, d_par, 0, 2 * batch, d_res, d_vec2, s, &err), err);
+                must(gpu_tree_apply_changes(d_vec2, W, d_first, d_ch, 2 * batch, s, &err), err);
+                must(gpu_tree_insert(t, d_vec2, 2 * batch, d_res, d_ids, s, &err), err);
+            } else {
+                must(gpu_tree_insert(t, d_vec, 2 * batch, d_res, d_ids, s, &err), err);
+            }
             CHECK(cudaEventRecord(e1, s));
+            if (by_parent) /* not timed: what went in is the walk's vectors, every word */
+                k_differ<<<(unsigned)((2 * batch * W + 255) / 256), 256, 0, s>>>(d_vec2, d_vec, 2 * batch * W, d_c + 5);
             CHECK(cudaEventSynchronize(e1));
             float ms;
             CHECK(cudaEventElapsedTime(&ms, e0, e1));
@@ -303,7 +389,8 @@ int main(int argc, char **argv)
         if (grow)
             printf("run %u: %llu growths (inside the timed inserts)\n", run,
                    (unsigned long long)gpu_tree_generation(t));
-        if (c[FLOE_INSERTED] != st.keys || c[FLOE_INSERTED] + c[FLOE_PRESENT] + c[FLOE_FULL] != 2 * vectors) {
+        if (c[FLOE_INSERTED] + extra != st.keys || c[FLOE_INSERTED] + c[FLOE_PRESENT] + c[FLOE_FULL] != 2 * vectors ||
+            c[5] != 0) {
             fprintf(stderr, "floe-t1-gpu: answers do not add up\n");
             return 1;
         }
