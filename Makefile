@@ -97,7 +97,7 @@ bench_objs  = $(patsubst %.c,build/$(1)/%.o,$(BENCH_SRC))
 mc_objs     = $(patsubst %.c,build/$(1)/%.o,$(MC_SRC))
 mcmodel_objs = $(patsubst %.c,build/$(1)/%.o,$(wildcard examples/mc/model*.c))
 
-.PHONY: all run install uninstall man deps deps-build test test-unit test-integration test-integration-tls test-integration-parts test-big test-bench test-tsan \
+.PHONY: all run install uninstall man deps deps-build test test-unit test-integration test-integration-tls test-integration-parts test-integration-pipelines test-big test-bench test-tsan \
         test-install test-image bench bench-kernel clean check-cuda format service-bundle fuzz test-fuzz fuzz-corpus
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
@@ -388,7 +388,7 @@ uninstall:
 	fi
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/floe $(DESTDIR)$(SYSCONFDIR)/floe 2>/dev/null
 
-test: all test-unit test-integration test-integration-tls test-integration-parts test-big test-bench test-fuzz test-install
+test: all test-unit test-integration test-integration-tls test-integration-parts test-integration-pipelines test-big test-bench test-fuzz test-install
 
 # The build and the install: nothing rebuilt by a second make, README's hello.c listing,
 # make install DESTDIR=... PREFIX=/usr and programs built against it with pkg-config only,
@@ -419,6 +419,10 @@ test-integration-tls: build/san/floe-itests build/san/floed build/san/floe build
 # The same, with every table in 3 parts (tables/partition.h; CPU tables here, GPU ones on a GPU host).
 test-integration-parts: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench
 	FLOE_PARTITIONS=3 FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench ./build/san/floe-itests
+
+# The same, with every table in 2 pipelines (floed's pipelines: a batcher lane per io thread).
+test-integration-pipelines: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench
+	FLOE_PIPELINES=2 FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench ./build/san/floe-itests
 
 # Every suite but the large one, under AddressSanitizer and UBSan.
 test-unit: build/san/floe-tests

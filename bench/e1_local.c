@@ -35,6 +35,7 @@ typedef struct options {
     unsigned runs;
     bool pinned;
     unsigned tables;
+    unsigned lanes;
 } options;
 
 typedef struct slot {
@@ -166,6 +167,8 @@ static void usage(FILE *f)
                "                      program that owns its buffers would keep them\n"
                "  --tables N          N tables, each preloaded alike, batch i going to table i mod N: the\n"
                "                      ceiling of N independent pipelines on one engine (default 1)\n"
+               "  --lanes L           each table in L lanes (floed's pipelines, tables/backend.h), batch i in\n"
+               "                      lane i mod L: L pipelines side by side over one table (default 1)\n"
                "After each run: the engine's stage times (per key; %% of the run's wall time; the first\n"
                "table's), and the submitting thread's time in floe_table_submit (the door's checks) and\n"
                "waiting for a free batch slot.  Each batch's answers are counted by checker threads, off\n"
@@ -180,7 +183,7 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3, false, 1};
+    options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3, false, 1, 1};
     static const struct option longopts[] = {
         {"backend", required_argument, 0, 'B'}, {"keys", required_argument, 0, 'k'},
         {"inflight", required_argument, 0, 'i'}, {"batches", required_argument, 0, 'b'},
@@ -188,7 +191,7 @@ int main(int argc, char **argv)
         {"runs", required_argument, 0, 'r'},     {"help", no_argument, 0, 'h'},
         {"gpus", required_argument, 0, 'G'},     {"parts", required_argument, 0, 'P'},
         {"pinned", no_argument, 0, 'M'},         {"tables", required_argument, 0, 'T'},
-        {0, 0, 0, 0},
+        {"lanes", required_argument, 0, 'L'},    {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -204,13 +207,15 @@ int main(int argc, char **argv)
         case 'P': o.parts = (unsigned)atoi(optarg); break;
         case 'M': o.pinned = true; break;
         case 'T': o.tables = (unsigned)atoi(optarg); break;
+        case 'L': o.lanes = (unsigned)atoi(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (o.keys == 0 || o.inflight == 0 || o.batches == 0 || o.key_bits < 30 || o.key_bits > 64 || o.present < 0 ||
         o.present > 1 || o.runs == 0 || (strcmp(o.backend, "cpu") && strcmp(o.backend, "gpu")) || o.gpus < 1 ||
-        o.gpus > FLOE_PARTS_MAX || o.parts > FLOE_PARTS_MAX || o.tables < 1 || o.tables > 64) {
+        o.gpus > FLOE_PARTS_MAX || o.parts > FLOE_PARTS_MAX || o.tables < 1 || o.tables > 64 || o.lanes < 1 ||
+        o.lanes > FLOE_LANES_MAX) {
         usage(stderr);
         return 2;
     }
@@ -224,7 +229,10 @@ int main(int argc, char **argv)
     if (st == FLOE_OK)
         st = floe_backend_partition_create(in, nin, o.parts ? o.parts : nin, 0, &be, &err);
     if (st == FLOE_OK)
-        printf("backend %s on %u device(s), tables in %u part(s)\n", o.backend, nin, floe_backend_parts(be));
+        st = floe_backend_set_lanes(be, o.lanes, &err);
+    if (st == FLOE_OK)
+        printf("backend %s on %u device(s), tables in %u part(s), %u lane(s)\n", o.backend, nin, floe_backend_parts(be),
+               floe_backend_lanes(be));
     if (st != FLOE_OK) {
         fprintf(stderr, "floe-e1-local: %s\n", err.msg);
         return 1;
@@ -319,6 +327,7 @@ int main(int argc, char **argv)
             s->b.keys = all + (uint64_t)k * o.keys;
             s->b.n = o.keys;
             s->b.results = s->results;
+            s->b.lane = k % o.lanes;
             s->b.done = batch_done;
             s->b.user = s;
             s->want_new = nn;

@@ -1,12 +1,12 @@
 /*
  * batcher.c - per-table batching (see batcher.h).
  *
- * launch_locked() runs with the batcher's lock held while the backend has
- * room: it ends jobs that need no engine work (validation errors), then
- * takes the longest run of compatible jobs from the head of the queue and
- * submits them as one floe_batch.  batch_done() runs on the backend's
- * thread: it ends each job of the batch with its slice of the answers, and
- * launches the next batch.
+ * launch_locked() runs with a lane's lock held while the backend has room
+ * for the lane's batches: it ends jobs that need no engine work (validation
+ * errors), then takes the longest run of compatible jobs from the head of
+ * the lane's queue and submits them as one floe_batch in that lane.
+ * batch_done() runs on the backend's thread: it ends each job of the batch
+ * with its slice of the answers, and launches the lane's next batch.
  */
 #define _GNU_SOURCE
 #include "batcher.h"
@@ -21,29 +21,44 @@
 #include "partition.h"
 #include "pool.h"
 
-void batcher_init(batcher *bt, floe_table *table, const batcher_limits *limits)
+bool batcher_init(batcher *bt, floe_table *table, const batcher_limits *limits)
 {
     memset(bt, 0, sizeof *bt);
-    pthread_mutex_init(&bt->lock, NULL);
-    queue_init(&bt->q);
     bt->table = table;
     bt->backend = table->backend;
     bt->limits = *limits;
     bt->value_bytes = table->spec.kind == FLOE_KIND_MAP ? table->spec.value_bytes : 0;
     const unsigned depth = BATCHER_DEPTH_PER_PART * floe_backend_parts(table->backend);
     bt->depth = depth < BATCHER_DEPTH_MAX ? depth : BATCHER_DEPTH_MAX;
-    for (int i = 0; i < BATCHER_DEPTH_MAX; i++)
-        bt->slots[i].bt = bt;
     bt->words = table->spec.kind == FLOE_KIND_TREE ? table->spec.words : 0;
+    /* a TREE's batches run one at a time on the engine: one lane merges them best */
+    bt->nlanes = bt->words ? 1 : floe_backend_lanes(table->backend);
+    if (!(bt->lanes = floe_calloc(bt->nlanes, sizeof *bt->lanes)))
+        return false;
+    for (unsigned l = 0; l < bt->nlanes; l++) {
+        batcher_lane *ln = &bt->lanes[l];
+        pthread_mutex_init(&ln->lock, NULL);
+        queue_init(&ln->q);
+        ln->index = l;
+        for (int i = 0; i < BATCHER_DEPTH_MAX; i++) {
+            ln->slots[i].bt = bt;
+            ln->slots[i].ln = ln;
+        }
+    }
+    return true;
 }
 
 void batcher_destroy(batcher *bt)
 {
-    for (int i = 0; i < BATCHER_DEPTH_MAX; i++) {
-        floe_backend_host_free(bt->backend, bt->slots[i].keys_buf);
-        floe_backend_host_free(bt->backend, bt->slots[i].values_buf);
+    for (unsigned l = 0; l < bt->nlanes; l++) {
+        batcher_lane *ln = &bt->lanes[l];
+        for (int i = 0; i < BATCHER_DEPTH_MAX; i++) {
+            floe_backend_host_free(bt->backend, ln->slots[i].keys_buf);
+            floe_backend_host_free(bt->backend, ln->slots[i].values_buf);
+        }
+        pthread_mutex_destroy(&ln->lock);
     }
-    pthread_mutex_destroy(&bt->lock);
+    free(bt->lanes);
 }
 
 /* Ends j without engine work. */
@@ -51,6 +66,11 @@ static void end_job(batcher *bt, job *j, floe_status st, const char *msg, bool d
 {
     job_end e = {.status = st, .error = msg, .dropped = dropped, .bt = bt};
     j->done(j, &e);
+}
+
+static batcher_lane *lane_of(batcher *bt, const job *j)
+{
+    return &bt->lanes[j->lane % bt->nlanes];
 }
 
 #define JOB_OF(l) QUEUE_ENTRY(l, job, link)
@@ -134,7 +154,7 @@ static batch_out *out_new(const batcher *bt, int op, unsigned flags, size_t n)
 /* Grows *buf, the backend's host memory (pinned for a GPU: its copies to
  * the device go straight from it), to at least need bytes (contents not
  * kept; grown by half again, as getting it is slow). */
-static bool reserve(batcher *bt, void **buf, size_t *cap, size_t need)
+static bool reserve(const batcher *bt, void **buf, size_t *cap, size_t need)
 {
     if (need <= *cap)
         return true;
@@ -187,7 +207,7 @@ static void merge_task(void *arg, size_t i)
 /* Copies the jobs' keys (and values) one after another into the slot's
  * buffers.  Large merges are spread over the merge pool: they run under
  * the batcher's lock, and one thread copies a few GB/s. */
-static void merge_jobs(batcher *bt, batch_slot *sl, job *first, size_t kb, bool with_values)
+static void merge_jobs(const batcher *bt, batch_slot *sl, job *first, size_t kb, bool with_values)
 {
     enum { SMALL = 1 << 20, MAX_JOBS = 256 };
     const job *jobs[MAX_JOBS];
@@ -214,40 +234,60 @@ static void merge_jobs(batcher *bt, batch_slot *sl, job *first, size_t kb, bool 
  * cannot tell whether it ran (as for any request in flight when a
  * connection breaks), so it is dropped instead of run.  A client that sends
  * and disconnects, again and again, then costs no engine time. */
-static void drop_abandoned(batcher *bt)
+static void drop_abandoned(batcher *bt, batcher_lane *ln)
 {
     queue_link *prev = NULL;
-    for (queue_link *l = bt->q.head, *next; l; l = next) {
+    for (queue_link *l = ln->q.head, *next; l; l = next) {
         next = l->next;
         job *j = JOB_OF(l);
         if (!j->gone || !atomic_load(j->gone)) {
             prev = l;
             continue;
         }
-        queue_unlink(&bt->q, prev, l);
+        queue_unlink(&ln->q, prev, l);
         end_job(bt, j, FLOE_OK, NULL, true);
     }
 }
 
-/* Returns the drain job if it is due: the caller ends it after unlocking,
- * because its end may free this batcher. */
-static job *launch_locked(batcher *bt)
+/* The drain is due once every lane, closed, has ended what it held: the
+ * last lane to get there returns it, and its caller ends it after
+ * unlocking (end_drain), and then uses nothing of the batcher: its end may
+ * free it. */
+static job *lane_drained_locked(batcher *bt, batcher_lane *ln)
+{
+    job *drain = atomic_load(&bt->drain);
+    if (!drain || ln->drained || ln->closed == FLOE_OK || ln->inflight > 0 || !queue_empty(&ln->q))
+        return NULL;
+    ln->drained = true;
+    return atomic_fetch_sub(&bt->drain_left, 1) == 1 ? drain : NULL;
+}
+
+/* The changes of every lane but ln. */
+static uint64_t changes_others(const batcher *bt, const batcher_lane *ln)
+{
+    uint64_t n = 0;
+    for (unsigned l = 0; l < bt->nlanes; l++)
+        if (&bt->lanes[l] != ln)
+            n += atomic_load(&bt->lanes[l].changes);
+    return n;
+}
+
+/* Returns the drain job if it is due (lane_drained_locked). */
+static job *launch_locked(batcher *bt, batcher_lane *ln)
 {
     const uint64_t max_keys = atomic_load_explicit(bt->limits.max_batch_keys, memory_order_relaxed);
-    if (bt->inflight < bt->depth)
-        drop_abandoned(bt);
-    while (bt->inflight < bt->depth && !queue_empty(&bt->q)) {
-        job *first = JOB_OF(bt->q.head);
-        if (first->pre_status != FLOE_OK || first->op == JOB_DRAIN) {
-            if (bt->inflight > 0)
+    if (ln->inflight < bt->depth)
+        drop_abandoned(bt, ln);
+    while (ln->inflight < bt->depth && !queue_empty(&ln->q)) {
+        job *first = JOB_OF(ln->q.head);
+        if (first->pre_status != FLOE_OK) {
+            if (ln->inflight > 0)
                 break; /* ends in its turn: after the batches before it */
-            queue_pop(&bt->q);
-            if (first->op == JOB_DRAIN)
-                return first; /* the last job: the batcher is closed */
+            queue_pop(&ln->q);
             end_job(bt, first, first->pre_status, first->pre_error, false);
             continue;
         }
-        if (!is_key_op(first->op) && bt->inflight >= BATCHER_DEPTH_OTHER)
+        if (!is_key_op(first->op) && ln->inflight >= BATCHER_DEPTH_OTHER)
             break; /* a scan's answer may be large: few at once */
         /* The run of compatible jobs at the head. */
         size_t n = first->n, count = 1;
@@ -267,18 +307,19 @@ static job *launch_locked(batcher *bt)
                 count++;
             }
         }
-        queue_take_until(&bt->q, &last->link);
-        batch_slot *sl = &bt->slots[bt->next];
+        queue_take_until(&ln->q, &last->link);
+        batch_slot *sl = &ln->slots[ln->next];
         sl->running = first;
         const uint64_t t_launch = floe_now_ns();
         for (job *j = first; j; j = next_job(j))
             if (j->t_queued)
-                floe_stage_add(&bt->stage[FLOE_STAGE_QUEUE], j->n, t_launch - j->t_queued);
+                floe_stage_add(&ln->stage[FLOE_STAGE_QUEUE], j->n, t_launch - j->t_queued);
 
         floe_batch *b = &sl->b;
         memset(b, 0, sizeof *b);
         b->op = (floe_op)first->op;
         b->flags = flags | FLOE_BATCH_CHECKED; /* each job was checked at the door */
+        b->lane = ln->index;
         b->done = batch_done;
         b->user = sl;
         const size_t vb = bt->value_bytes;
@@ -304,7 +345,7 @@ static job *launch_locked(batcher *bt)
                 keys = sl->keys_buf;
                 b->values = with_values ? sl->values_buf : NULL;
                 b->values_len = with_values ? n * vb : 0;
-                floe_stage_add(&bt->stage[FLOE_STAGE_MERGE], n, floe_now_ns() - t_launch);
+                floe_stage_add(&ln->stage[FLOE_STAGE_MERGE], n, floe_now_ns() - t_launch);
             }
             if (kb == 8)
                 b->keys = keys;
@@ -342,12 +383,14 @@ static job *launch_locked(batcher *bt)
             free_buffers(sl);
             continue;
         }
-        bt->next = (bt->next + 1) % bt->depth;
-        bt->inflight++;
+        ln->next = (ln->next + 1) % bt->depth;
+        ln->inflight++;
         sl->t_submit = floe_now_ns();
+        if (first->op == FLOE_OP_COPY)
+            sl->changes_others = changes_others(bt, ln);
         floe_table_submit(bt->table, b);
     }
-    return NULL;
+    return lane_drained_locked(bt, ln);
 }
 
 /* The drain ends last: everything queued before it has ended (and the
@@ -358,68 +401,126 @@ static void end_drain(batcher *bt, job *drain)
         end_job(bt, drain, FLOE_OK, NULL, false);
 }
 
+/* Closes every lane for the drain j; the last to have ended what it held
+ * ends j.  Lane 0 decides: whichever of a drain and the shutdown closes it
+ * first wins (the shutdown closes the lanes in order). */
+static floe_status submit_drain(batcher *bt, job *j)
+{
+    batcher_lane *first = &bt->lanes[0];
+    pthread_mutex_lock(&first->lock);
+    const floe_status why = first->closed;
+    if (why == FLOE_OK) {
+        first->closed = FLOE_ERR_NO_TABLE;
+        atomic_store(&bt->drain_left, bt->nlanes);
+        atomic_store(&bt->drain, j);
+    }
+    pthread_mutex_unlock(&first->lock);
+    if (why != FLOE_OK)
+        return why;
+    for (unsigned l = 1; l < bt->nlanes; l++) {
+        batcher_lane *ln = &bt->lanes[l];
+        pthread_mutex_lock(&ln->lock);
+        if (ln->closed == FLOE_OK)
+            ln->closed = FLOE_ERR_NO_TABLE;
+        pthread_mutex_unlock(&ln->lock);
+    }
+    for (unsigned l = 0; l < bt->nlanes; l++) { /* lanes that held nothing, or have ended it meanwhile */
+        batcher_lane *ln = &bt->lanes[l];
+        pthread_mutex_lock(&ln->lock);
+        job *drain = lane_drained_locked(bt, ln);
+        pthread_mutex_unlock(&ln->lock);
+        if (drain) {
+            end_drain(bt, drain);
+            break;
+        }
+    }
+    return FLOE_OK;
+}
+
 floe_status batcher_submit(batcher *bt, job *j)
 {
-    pthread_mutex_lock(&bt->lock);
-    if (bt->closed != FLOE_OK) {
-        const floe_status why = bt->closed;
-        pthread_mutex_unlock(&bt->lock);
+    if (j->op == JOB_DRAIN)
+        return submit_drain(bt, j);
+    batcher_lane *ln = lane_of(bt, j);
+    pthread_mutex_lock(&ln->lock);
+    if (ln->closed != FLOE_OK) {
+        const floe_status why = ln->closed;
+        pthread_mutex_unlock(&ln->lock);
         return why;
     }
-    if (j->op == JOB_DRAIN)
-        bt->closed = FLOE_ERR_NO_TABLE;
     if (j->t_parse && is_key_op(j->op)) {
         j->t_queued = floe_now_ns();
-        floe_stage_add(&bt->stage[FLOE_STAGE_PARSE], j->n, j->t_queued - j->t_parse);
+        floe_stage_add(&ln->stage[FLOE_STAGE_PARSE], j->n, j->t_queued - j->t_parse);
     }
-    queue_push(&bt->q, &j->link);
-    job *drain = launch_locked(bt);
-    pthread_mutex_unlock(&bt->lock);
+    queue_push(&ln->q, &j->link);
+    job *drain = launch_locked(bt, ln);
+    pthread_mutex_unlock(&ln->lock);
     end_drain(bt, drain);
     return FLOE_OK;
 }
 
 void batcher_shutdown(batcher *bt)
 {
-    pthread_mutex_lock(&bt->lock);
-    bt->closed = FLOE_ERR_SHUTTING_DOWN;
-    queue_link *list = queue_take(&bt->q);
-    pthread_mutex_unlock(&bt->lock);
-    while (list) {
-        job *j = JOB_OF(list);
-        list = list->next;
-        end_job(bt, j, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down", false);
+    for (unsigned l = 0; l < bt->nlanes; l++) {
+        batcher_lane *ln = &bt->lanes[l];
+        pthread_mutex_lock(&ln->lock);
+        if (ln->closed == FLOE_OK)
+            ln->closed = FLOE_ERR_SHUTTING_DOWN;
+        queue_link *list = queue_take(&ln->q);
+        job *drain = lane_drained_locked(bt, ln); /* a drain's: this lane's queue is empty now */
+        pthread_mutex_unlock(&ln->lock);
+        while (list) {
+            job *j = JOB_OF(list);
+            list = list->next;
+            end_job(bt, j, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down", false);
+        }
+        if (drain) { /* every lane has ended what it held */
+            end_drain(bt, drain);
+            return;
+        }
     }
 }
 
 bool batcher_idle(batcher *bt)
 {
-    pthread_mutex_lock(&bt->lock);
-    bool idle = bt->inflight == 0 && queue_empty(&bt->q);
-    pthread_mutex_unlock(&bt->lock);
+    bool idle = true;
+    for (unsigned l = 0; l < bt->nlanes && idle; l++) {
+        batcher_lane *ln = &bt->lanes[l];
+        pthread_mutex_lock(&ln->lock);
+        idle = ln->inflight == 0 && queue_empty(&ln->q);
+        pthread_mutex_unlock(&ln->lock);
+    }
     return idle;
 }
 
 void batcher_stages(batcher *bt, floe_stage_time out[FLOE_STAGES])
 {
-    pthread_mutex_lock(&bt->lock);
-    memcpy(out, bt->stage, sizeof bt->stage);
-    pthread_mutex_unlock(&bt->lock);
+    memset(out, 0, FLOE_STAGES * sizeof *out);
+    for (unsigned l = 0; l < bt->nlanes; l++) {
+        batcher_lane *ln = &bt->lanes[l];
+        pthread_mutex_lock(&ln->lock);
+        for (int k = 0; k < FLOE_STAGES; k++)
+            floe_stage_sum(&out[k], &ln->stage[k]);
+        pthread_mutex_unlock(&ln->lock);
+    }
 }
 
 static void batch_done(floe_batch *b)
 {
     batch_slot *sl = b->user;
     batcher *bt = sl->bt;
+    batcher_lane *ln = sl->ln;
     job *list = sl->running;
     sl->running = NULL;
     const uint64_t t_done = floe_now_ns();
     if (is_key_op(b->op)) {
-        pthread_mutex_lock(&bt->lock);
-        floe_stage_add(&bt->stage[FLOE_STAGE_BACKEND], b->n, t_done - sl->t_submit);
-        pthread_mutex_unlock(&bt->lock);
-        if (b->status == FLOE_OK)
+        pthread_mutex_lock(&ln->lock);
+        floe_stage_add(&ln->stage[FLOE_STAGE_BACKEND], b->n, t_done - sl->t_submit);
+        pthread_mutex_unlock(&ln->lock);
+        if (b->status == FLOE_OK) {
+            atomic_fetch_add(&ln->changes, b->counts.inserted + b->counts.erased);
             atomic_fetch_add(&bt->changes, b->counts.inserted + b->counts.erased);
+        }
         if (sl->out)
             sl->out->generation = b->generation;
     }
@@ -433,7 +534,11 @@ static void batch_done(floe_batch *b)
                 : b->op == FLOE_OP_GET  ? "get_by_id"
                                         : "engine",
                 b->error.msg);
+    /* a COPY holds its lane's changes so far, and at least the others' when it was submitted (the
+     * backend's COPY sees every batch completed before it) */
     job_end e = {.status = b->status, .error = b->error.msg, .b = b, .out = sl->out, .bt = bt};
+    if (b->op == FLOE_OP_COPY)
+        e.changes = atomic_load(&ln->changes) + sl->changes_others;
     while (list) {
         job *j = list;
         list = next_job(j);
@@ -442,11 +547,11 @@ static void batch_done(floe_batch *b)
         e.at += step;
     }
     free_buffers(sl);
-    pthread_mutex_lock(&bt->lock);
+    pthread_mutex_lock(&ln->lock);
     if (is_key_op(b->op))
-        floe_stage_add(&bt->stage[FLOE_STAGE_REPLY], b->n, floe_now_ns() - t_done);
-    bt->inflight--; /* sl (and b) may be reused from here on */
-    job *drain = launch_locked(bt);
-    pthread_mutex_unlock(&bt->lock);
+        floe_stage_add(&ln->stage[FLOE_STAGE_REPLY], b->n, floe_now_ns() - t_done);
+    ln->inflight--; /* sl (and b) may be reused from here on */
+    job *drain = launch_locked(bt, ln);
+    pthread_mutex_unlock(&ln->lock);
     end_drain(bt, drain);
 }

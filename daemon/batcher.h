@@ -6,18 +6,28 @@
  * ended (once, from whichever thread finished it), as a floe_batch's does.
  * Requests are validated by the io thread (request.c, with the door of
  * tables/spec.h), then queued here as jobs in arrival order: the batches
- * say so (FLOE_BATCH_CHECKED), so the keys are not scanned again.  While the backend holds fewer than `depth` of the table's
- * batches, whatever is queued is launched at once (no timer: at low load a
- * request's latency is one batch); while they run, the queue grows into the
- * next one.  A batch holds one operation kind (and one
- * overwrite flag) and at most max-batch-keys keys; a larger request, or one
- * large enough to keep the engine busy alone (MERGE_BELOW_KEYS), runs alone.  Keys of merged requests are concatenated in arrival order, so the
- * engine's first-occurrence rule gives exactly the per-connection order.
- * A key is 8 bytes (SET, MAP keys; TREE ids for GET) or, for INSERT and FIND
- * on a TREE, a vector of `words` u32 words; max-batch-keys counts vectors.
- * Jobs that are not key operations (scan, stats, copy) run alone, in order;
- * a job that failed validation ends in its turn, so responses on one table
+ * say so (FLOE_BATCH_CHECKED), so the keys are not scanned again.  While
+ * the backend holds fewer than `depth` of the table's batches, whatever is
+ * queued is launched at once (no timer: at low load a request's latency is
+ * one batch); while they run, the queue grows into the next one.  A batch
+ * holds one operation kind (and one overwrite flag) and at most
+ * max-batch-keys keys; a larger request, or one large enough to keep the
+ * engine busy alone (MERGE_BELOW_KEYS), runs alone.  Keys of merged
+ * requests are concatenated in arrival order, so the engine's
+ * first-occurrence rule gives exactly the per-connection order.  A key is 8
+ * bytes (SET, MAP keys; TREE ids for GET) or, for INSERT and FIND on a
+ * TREE, a vector of `words` u32 words; max-batch-keys counts vectors.  Jobs
+ * that are not key operations (scan, stats, copy) run alone, in order; a
+ * job that failed validation ends in its turn, so responses on one table
  * always leave in the order the requests arrived.
+ *
+ * Lanes: a table whose backend runs several lanes side by side
+ * (floe_backend_lanes: the GPU backend's pipelines) has a batcher lane for
+ * each, with its own lock, queue and batches: a job goes to lane j->lane
+ * (modulo the lanes), so the io threads, each with its own lane, merge and
+ * submit without meeting.  Everything above holds per lane; the jobs of one
+ * connection share a lane (its io thread's), so its order holds.  The drain
+ * closes every lane and ends when all have ended what they held.
  */
 #ifndef FLOE_DAEMON_BATCHER_H
 #define FLOE_DAEMON_BATCHER_H
@@ -68,12 +78,15 @@ typedef struct job_end {
     size_t at;
     bool dropped; /* its client had gone (job.gone): not run, nobody to answer */
     batcher *bt;
+    /* a COPY: keys inserted or erased (batcher.changes) that its image holds at least */
+    uint64_t changes;
 } job_end;
 
 struct job {
     queue_link link;
     int op;         /* FLOE_OP_* or JOB_DRAIN */
     unsigned flags; /* FLOE_BATCH_* */
+    unsigned lane;  /* the batcher lane it goes to (modulo the lanes): its connection's io thread's */
     const uint64_t *keys;    /* 8-byte keys, or the ids of a GET */
     const uint32_t *vectors; /* TREE INSERT, FIND: n vectors of words words */
     size_t n;                /* keys, ids or vectors */
@@ -123,9 +136,12 @@ typedef struct batcher_limits {
  * bytes, and the memory of answers on their way stays that of a few. */
 #define BATCHER_DEPTH_OTHER 4
 
+typedef struct batcher_lane batcher_lane;
+
 /* One batch with the backend and its buffers. */
 typedef struct batch_slot {
     batcher *bt;
+    batcher_lane *ln;
     floe_batch b;
     job *running;   /* its jobs, in order, chained through link */
     void *keys_buf; /* merged keys and values (the backend's host memory), kept from batch to batch */
@@ -136,38 +152,50 @@ typedef struct batch_slot {
     void *scan_values;
     uint32_t *scan_vectors;
     uint64_t t_submit; /* when it went to the backend */
+    uint64_t changes_others; /* a COPY: the other lanes' changes when it went to the backend */
 } batch_slot;
 
-struct batcher {
+struct batcher_lane {
     pthread_mutex_t lock;
     queue q;           /* of job.link */
+    unsigned index;
     unsigned inflight; /* batches with the backend: slots[next - inflight .. next - 1] */
     unsigned next;     /* the slot the next batch takes */
     floe_status closed; /* OK, or why no new jobs: ERR_NO_TABLE (dropped), ERR_SHUTTING_DOWN */
+    bool drained;       /* closed by the drain, and has ended everything it held */
+    batch_slot slots[BATCHER_DEPTH_MAX];
+    /* parse, queue, merge, backend, reply (tables/spec.h), under lock */
+    floe_stage_time stage[FLOE_STAGES];
+    atomic_uint_fast64_t changes; /* its share of batcher.changes */
+};
+
+struct batcher {
     floe_table *table;
     floe_backend *backend; /* the table's: it outlives the table, and frees the merge buffers */
     batcher_limits limits;
     uint32_t value_bytes;
     uint32_t words; /* TREE: u32 words per vector; 0 for SET, MAP */
-    unsigned depth; /* BATCHER_DEPTH_PER_PART x the table's parts, at most BATCHER_DEPTH_MAX */
-    batch_slot slots[BATCHER_DEPTH_MAX];
-    /* parse, queue, merge, backend, reply (tables/spec.h), under lock */
-    floe_stage_time stage[FLOE_STAGES];
+    unsigned depth; /* per lane: BATCHER_DEPTH_PER_PART x the table's parts, at most BATCHER_DEPTH_MAX */
+    unsigned nlanes;
+    batcher_lane *lanes;
+    _Atomic(job *) drain;   /* the drain, once submitted: ends when drain_left reaches 0 */
+    atomic_uint drain_left; /* lanes not yet drained */
     /* keys inserted or erased by its batches (the snapshot rules read it) */
     atomic_uint_fast64_t changes;
 };
 
-void batcher_init(batcher *bt, floe_table *table, const batcher_limits *limits);
+/* false: out of memory (nothing to destroy). */
+bool batcher_init(batcher *bt, floe_table *table, const batcher_limits *limits);
 void batcher_destroy(batcher *bt);
-/* Queues j and launches if the backend has room.  FLOE_OK, or why the
- * batcher takes no jobs (dropped, shutting down): the caller still owns j
- * then. */
+/* Queues j in its lane and launches if the backend has room.  FLOE_OK, or
+ * why the batcher takes no jobs (dropped, shutting down): the caller still
+ * owns j then. */
 floe_status batcher_submit(batcher *bt, job *j);
-/* Takes no new jobs; queued ones end with ERR_SHUTTING_DOWN (a drain too:
- * its done says what to do); a batch already with the backend finishes. */
+/* Takes no new jobs; queued ones end with ERR_SHUTTING_DOWN; a batch
+ * already with the backend finishes (and a drain ends after them). */
 void batcher_shutdown(batcher *bt);
 bool batcher_idle(batcher *bt);
-/* The stage timers so far. */
+/* The stage timers so far, every lane's together. */
 void batcher_stages(batcher *bt, floe_stage_time out[FLOE_STAGES]);
 
 #endif

@@ -77,6 +77,11 @@ static const setting SETTINGS[] = {
      "`gpus` for GPU tables, 1 for CPU tables); a saved table in another number of parts is re-partitioned "
      "when loaded",
      0},
+    {"pipelines", NUM(pipelines), "1", 1, FLOE_LANES_MAX,
+     "pipelines of every table, 1 to 8: io thread i's connections feed pipeline i mod P (more than io-threads add "
+     "nothing); a GPU table runs them side by side over its one device table, its kernels still one piece after "
+     "another; a CPU table's share one engine queue",
+     0},
     {"metrics-port", NUM(metrics_port), "0", 0, 65535, "HTTP port serving Prometheus text at /metrics (0: off)", 0},
     {"metrics-bind", STR(metrics_bind), "127.0.0.1", 0, 0, "address or host name of the metrics port", 0},
     {"save-every", NUM(save_every), "300", 0, 31u * 24 * 3600,

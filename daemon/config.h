@@ -37,6 +37,7 @@ typedef struct floed_config {
     char backend[16];
     char gpus[256];      /* "all" or device ids: config_gpus */
     uint64_t partitions; /* 0: one per GPU (GPU tables), 1 (CPU tables) */
+    uint64_t pipelines;  /* lanes of every table (tables/backend.h) */
     char metrics_bind[256];
     uint64_t metrics_port;
     uint64_t save_every;

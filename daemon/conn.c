@@ -624,6 +624,7 @@ conn *conn_attach(io_thread *io, struct bufferevent *bev, const char *peer)
     atomic_init(&c->s.gone, false);
     atomic_init(&c->refs, 1);
     c->io = io;
+    c->s.lane = (unsigned)(io - io->srv->io); /* one lane an io thread: its connections merge together */
     c->srv = srv;
     c->bev = bev;
     c->open = true;

@@ -90,10 +90,14 @@ floe_status registry_install(registry *r, floe_table *t, size_t max_tables, floe
         floe_table_destroy(t);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
+    if (!batcher_init(&e->bt, t, &r->limits)) {
+        free(e);
+        floe_table_destroy(t);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    }
     strcpy(e->name, t->spec.name);
     e->table = t;
     atomic_init(&e->refs, 1);
-    batcher_init(&e->bt, t, &r->limits);
     atomic_init(&e->last_save, (int_fast64_t)time(NULL));
     floe_status st = registry_add(r, e, max_tables, err);
     if (st != FLOE_OK) {

@@ -56,6 +56,7 @@ struct session {
     const session_ops *ops;
     atomic_bool gone;   /* closed: its requests still queued are dropped, not run */
     bool authed;        /* said hello with the server's token */
+    unsigned lane;      /* the batcher lane its requests take (batcher.h): its io thread's */
     uint64_t serial;    /* for the log */
     uint64_t t_frame;   /* when the request being handled began to be parsed (the parse stage) */
 };

@@ -108,6 +108,7 @@ static item *item_new(server *srv, session *c, uint64_t id, int op, Floe__V1__Re
     it->id = id;
     it->req = req;
     it->j.op = op;
+    it->j.lane = c ? c->lane : 0; /* its connection's order holds in one lane */
     it->j.done = item_done;
     it->j.t_parse = c ? c->t_frame : 0;
     return it;
@@ -294,11 +295,11 @@ static void saved(save_job *sj, floe_status st, const char *error)
 }
 
 /* A COPY ran: the saver writes its image (or reports its failure) in turn. */
-static void copy_done(item *it, floe_batch *b, batcher *bt)
+static void copy_done(item *it, floe_batch *b, uint64_t changes)
 {
     it->save.image = b->image;
     b->image = NULL;
-    it->save.changes = atomic_load(&bt->changes);
+    it->save.changes = changes;
     it->save.status = b->status;
     if (b->status != FLOE_OK) {
         free(it->pre_error);
@@ -338,7 +339,7 @@ static void item_done(job *j, const job_end *e)
             atomic_store(&it->entry->snapshot_pending, false);
         item_end(it, e->status, e->error);
     } else if (j->op == FLOE_OP_COPY) {
-        copy_done(it, b, e->bt);
+        copy_done(it, b, e->changes);
     } else if (it->multi) {
         multi_part_done(it->multi, it->multi_index, b->status, b->error.msg, b->op == FLOE_OP_STATS ? &b->stats : NULL);
         item_free(it);

@@ -241,6 +241,13 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
         server_free(srv);
         return 2; /* a setting that cannot work on this host */
     }
+    /* in range (config.c): the backends take it */
+    floe_backend_set_lanes(srv->reg.cpu, (unsigned)cfg->pipelines, &err);
+    if (srv->reg.gpu)
+        floe_backend_set_lanes(srv->reg.gpu, (unsigned)cfg->pipelines, &err);
+    if (cfg->pipelines > 1)
+        log_info("tables run %u pipelines each, fed by %u io threads", (unsigned)cfg->pipelines,
+                 config_io_threads(cfg));
     /* with a GPU, pinned: its copies go straight from the frames and into the answers */
     if (!(srv->mem = hostmem_new(srv->reg.gpu, srv->reg.gpu ? HOSTMEM_KEEP_GPU : HOSTMEM_KEEP_CPU))) {
         server_free(srv);

@@ -2,7 +2,12 @@
  * backend_gpu.cu - the GPU backend (see backend_gpu.h): tables in device
  * memory, batches through a pipeline of pinned staging buffers.
  *
- * Each table has one worker thread and STAGES stages.  A batch is cut into
+ * Each table has one or more lanes (floe_backend_lanes): pipelines side by
+ * side over the one device table, each fed by its own submitters, with its
+ * own worker thread and STAGES stages (struct lane).  What follows is one
+ * lane's; the lanes meet only at the table's klock, under which each piece's
+ * kernels are enqueued on the one kernel stream, and a growth, a scan or a
+ * TREE batch runs.  A batch is cut into
  * pieces of at most PIECE_MAX keys (applying consecutive pieces in order is
  * applying the batch in order, so the semantics hold), and batches queued
  * behind one that do the same join its last piece (up to PIECE_SEGS of
@@ -17,7 +22,7 @@
  * too (gpu_keys_in), so a piece costs a handful of driver calls, whatever
  * its batches: those calls were the worker's time per piece.  With three
  * stages, copy-in of piece k+1 overlaps the kernels of piece k.  The worker
- * retires stages in order, so batches complete in submission order.
+ * retires stages in order, so a lane's batches complete in submission order.
  * Nothing synchronises the device on this path: the worker waits on events
  * only.
  *
@@ -27,19 +32,23 @@
  * first occurrences on the device (iceberg_gpu.cu).
  *
  * Growth: before an insert batch the worker checks an upper bound on the
- * fill and, past max_fill, drains the pipeline and rebuilds on the device.
- * A key that still comes back FULL halts the table on the device (every
- * later piece in flight answers GPU_SKIPPED and changes nothing); the worker
- * then drains, rebuilds at twice the size, retries the FULL keys, and runs
- * the skipped pieces again, in their order.
+ * fill (every lane's keys in flight counted) and, past max_fill, drains its
+ * lane and rebuilds on the device.  A key that still comes back FULL halts
+ * its lane on the device (every later piece of the lane in flight answers
+ * GPU_SKIPPED and changes nothing); the worker then drains, rebuilds at
+ * twice the size (unless another lane grew the table meanwhile), retries
+ * the FULL keys, and runs the skipped pieces again, in their order.  A
+ * piece whose table grew under it (its lane's or another's growth) has
+ * its batch's ids looked up again.
  *
- * SCAN, STATS, REBUILD and SAVE drain the pipeline and run on the worker.
+ * SCAN, STATS, REBUILD and SAVE drain the lane and, under klock, wait for
+ * every kernel enqueued, then run on the worker.
  *
  * floe_table_submit has checked every batch (the door, tables/backend.h):
  * the worker completes a refused one in its turn, after draining what came
  * before it, and otherwise only asserts what the door guarantees.
  *
- * TREE tables (tree_gpu.cu) run one batch at a time on the worker, in
+ * TREE tables (tree_gpu.cu) have one lane and run one batch at a time on it, in
  * pieces through one pinned staging area: their engine reads a count back
  * from the device in the middle of every batch anyway.  A TREE that grows
  * grows inside its engine (gpu_tree_insert), which keeps its generation.
@@ -131,6 +140,7 @@ struct stage {
     uint32_t *rep, *src, *uniq;
     size_t distinct, m; /* keys sent to the device */
     piece p;
+    uint64_t gen; /* the table's generation when its kernels were enqueued */
     floe_status st;
     floe_errinfo err;
 };
@@ -150,6 +160,38 @@ struct tree_stage {
     size_t ch_cap;
 };
 
+/* A pipeline of a table: a lane of tables/backend.h, fed by its own
+ * submitters (floed's io threads), with its own worker thread, queue,
+ * stages and copy streams.  The lanes of a table share its device table and
+ * its kernel stream: each piece's kernels are enqueued under the table's
+ * klock, so they run one piece after another, whatever its lane, as with
+ * one lane (and a find still runs alone on its table).  Each lane halts on
+ * FULL alone (gpu_iceberg_lane) and grows and retries as with one lane, the
+ * growth itself under klock. */
+struct gpu_table;
+struct lane {
+    gpu_table *t;
+    unsigned index;
+    pthread_t thread;
+    pthread_cond_t cv;         /* signalled under t->lock */
+    floe_batch *qhead, *qtail; /* under t->lock */
+    stage stg[STAGES];
+    /* Stages in flight: stg[head], stg[head+1], ...  count, cur, nredo and redo_at are
+     * written by its worker under t->glock (other lanes' growth reads them: busy) */
+    unsigned head, count;
+
+    /* its worker only */
+    floe_batch *cur; /* the batch being cut into pieces */
+    size_t cur_off;
+    piece redo[2 * STAGES];
+    unsigned nredo, redo_at;
+    bool waiting;                       /* in exclusive_begin (under t->glock) */
+    uint64_t inflight_keys;             /* keys of insert pieces in flight (other lanes read it: relaxed atomics) */
+    uint64_t launched;                  /* pieces launched (which are timed: TIME_EVERY) */
+    uint64_t ids_gen;                   /* generation the retiring batch's first piece ran on */
+    floe_stage_time stage[FLOE_STAGES]; /* stage_in .. stage_out, reported by STATS (under klock) */
+};
+
 struct gpu_table {
     floe_table base;
     gpu_backend *be;
@@ -157,27 +199,45 @@ struct gpu_table {
     gpu_tree *tree;   /* TREE */
     tree_stage ts;
     uint32_t vb;
-    cudaStream_t ks; /* kernels, in submission order */
-    stage stg[STAGES];
-    unsigned head, count; /* stages in flight: stg[head], stg[head+1], ... */
+    cudaStream_t ks; /* kernels, in the order enqueued */
+    /* The device table: held to enqueue kernels on ks, to grow, to run what
+     * runs alone (scan, stats, save, a TREE's batches), and for the fields
+     * below.  used and tombstones (SET, MAP; after every retired piece: an
+     * upper bound) are also read without it, for the fill check. */
+    pthread_mutex_t klock;
+    uint64_t used, tombstones, generation; /* a TREE's engine keeps its own generation */
 
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    floe_batch *qhead, *qtail;
+    /* growth among lanes (exclusive_begin): the lane that grows, if any, and its wake-ups */
+    pthread_mutex_t glock;
+    pthread_cond_t gcv;
+    lane *holder;
+
+    pthread_mutex_t lock; /* the lanes' queues */
     bool stopping;
-
-    /* worker only */
-    floe_batch *cur; /* the batch being cut into pieces */
-    size_t cur_off;
-    piece redo[2 * STAGES];
-    unsigned nredo, redo_at;
-    uint64_t used, tombstones, generation; /* after every retired piece (SET, MAP; a TREE's engine keeps its own) */
-    uint64_t inflight_keys;                /* keys of insert pieces in flight */
-    uint64_t launched;                     /* pieces launched (which are timed: TIME_EVERY) */
-    uint64_t ids_gen;                      /* generation the retiring batch's first piece ran on */
-    floe_stage_time stage[FLOE_STAGES];    /* stage_in .. stage_out, reported by STATS */
+    unsigned nlanes;
+    lane lanes[FLOE_LANES_MAX];
 };
+
+static_assert(FLOE_LANES_MAX <= GPU_LANES_MAX, "every lane has a halt flag (gpu_iceberg_lane)");
+
+static uint64_t relaxed(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static void relaxed_set(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+/* Keys of every lane's insert pieces in flight. */
+static uint64_t inflight_all(const gpu_table *t)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < t->nlanes; i++)
+        n += relaxed(&t->lanes[i].inflight_keys);
+    return n;
+}
 
 /* ---- stages ------------------------------------------------------------------------------------- */
 
@@ -335,19 +395,28 @@ static double fill_limit(const gpu_table *t)
     return t->base.spec.max_fill * (double)table_slots(t);
 }
 
-/* Exact counters from the device (after a load or rebuild). */
+/* Exact counters from the device (after a load or rebuild; klock held). */
 static floe_status recount(gpu_table *t, floe_errinfo *err)
 {
     uint64_t used[3], tomb;
     floe_status st = gpu_iceberg_count(t->ice, used, &tomb, err);
     if (st == FLOE_OK) {
-        t->used = used[0] + used[1] + used[2];
-        t->tombstones = tomb;
+        relaxed_set(&t->used, used[0] + used[1] + used[2]);
+        relaxed_set(&t->tombstones, tomb);
     }
     return st;
 }
 
-/* Rebuild at 2^addr_bits primary buckets (0: the current size). */
+/* Waits for every kernel enqueued on the table (klock held: no lane enqueues more meanwhile). */
+static floe_status quiesce(gpu_table *t, floe_errinfo *err)
+{
+    cudaError_t e = cudaStreamSynchronize(t->ks);
+    if (e != cudaSuccess)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "waiting for the table's kernels: %s", cudaGetErrorString(e));
+    return FLOE_OK;
+}
+
+/* Rebuild at 2^addr_bits primary buckets (0: the current size); klock held. */
 static floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
 {
     const uint32_t kb = t->base.spec.key_bits;
@@ -356,7 +425,9 @@ static floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
     if (addr_bits < floe_min_addr_bits(kb) || addr_bits > floe_max_addr_bits(kb))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
                                 floe_min_addr_bits(kb), floe_max_addr_bits(kb), kb);
-    floe_status st = gpu_iceberg_rebuild(t->ice, &addr_bits, err);
+    floe_status st = quiesce(t, err); /* other lanes' pieces */
+    if (st == FLOE_OK)
+        st = gpu_iceberg_rebuild(t->ice, &addr_bits, err);
     if (st != FLOE_OK)
         return st;
     t->generation++;
@@ -398,8 +469,9 @@ static void fail_batch(floe_batch *b, floe_status st, const floe_errinfo *err)
  * in its piece is read and answered where it lies if that is pinned (a
  * merged batch is); otherwise the keys go through the stage's pinned
  * buffers, a copy each way on the host. */
-static void launch_small(gpu_table *t, stage *s)
+static void launch_small(lane *L, stage *s)
 {
+    gpu_table *t = L->t;
     const piece &p = s->p;
     floe_batch *b = p.seg[0].b;
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
@@ -424,127 +496,69 @@ static void launch_small(gpu_table *t, stage *s)
     }
     s->m = m;
     if (b->op == FLOE_OP_INSERT)
-        t->inflight_keys += m;
-    const bool timing = t->launched++ % TIME_EVERY == 0;
+        relaxed_set(&L->inflight_keys, L->inflight_keys + m);
+    const bool timing = L->launched++ % TIME_EVERY == 0;
+    pthread_mutex_lock(&t->klock);
+    s->gen = t->generation;
+    gpu_iceberg_lane(t->ice, L->index);
     cudaError_t e = timing ? cudaEventRecord(s->k0_ev, t->ks) : cudaSuccess;
+    if (e != cudaSuccess)
+        s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "staging a batch: %s", cuda_msg(e));
+    else
+        s->st = gpu_iceberg_small(t->ice, b->op == FLOE_OP_INSERT, s->io[0].in_keys, m, s->io[0].out_res,
+                                  s->io[0].out_ids, (gpu_stream)t->ks, &s->err);
+    if (s->st == FLOE_OK) {
+        e = timing ? cudaEventRecord(s->k_ev, t->ks) : cudaSuccess;
+        if (e == cudaSuccess)
+            e = cudaEventRecord(s->done_ev, t->ks);
+        if (e != cudaSuccess)
+            s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "running a batch: %s", cuda_msg(e));
+        else
+            s->timed = timing;
+    }
+    pthread_mutex_unlock(&t->klock);
+}
+
+/* Where each segment's keys come from and its answers go: the device reads and writes them there. */
+static void segments_of(const stage *s, gpu_segments *segs)
+{
+    segs->n = s->p.nseg;
+    for (unsigned i = 0; i < s->p.nseg; i++) {
+        const seg_io &io = s->io[i];
+        segs->end[i] = (uint32_t)(io.at + io.m);
+        segs->keys[i] = io.in_keys;
+        segs->res[i] = io.out_res;
+        segs->ids[i] = io.out_ids;
+        segs->vout[i] = io.out_vout;
+    }
+}
+
+/* The kernels of stage s's piece (its keys on their way in on the stage's
+ * copy stream), on the table's kernel stream; klock held. */
+static void enqueue_kernels(lane *L, stage *s, bool timing)
+{
+    gpu_table *t = L->t;
+    const piece &p = s->p;
+    floe_batch *b = p.seg[0].b;
+    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && b->op != FLOE_OP_ERASE;
+    const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
+    const bool direct = s->direct;
+    const uint32_t vb = t->vb;
+    const size_t m = s->m;
+    gpu_stream ks = (gpu_stream)t->ks;
+    s->gen = t->generation;
+    gpu_iceberg_lane(t->ice, L->index);
+    cudaError_t e = cudaStreamWaitEvent(t->ks, s->in_ev, 0);
+    if (e == cudaSuccess && timing) /* the kernels start when the copy is in and the previous piece's are done */
+        e = cudaEventRecord(s->k0_ev, t->ks);
     if (e != cudaSuccess) {
         s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "staging a batch: %s", cuda_msg(e));
         return;
     }
-    s->st = gpu_iceberg_small(t->ice, b->op == FLOE_OP_INSERT, s->io[0].in_keys, m, s->io[0].out_res,
-                              s->io[0].out_ids, (gpu_stream)t->ks, &s->err);
-    if (s->st != FLOE_OK)
-        return;
-    e = timing ? cudaEventRecord(s->k_ev, t->ks) : cudaSuccess;
-    if (e == cudaSuccess)
-        e = cudaEventRecord(s->done_ev, t->ks);
-    if (e != cudaSuccess)
-        s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "running a batch: %s", cuda_msg(e));
-    else
-        s->timed = timing;
-}
-
-/* Stages a piece and enqueues its copies and kernels.  Its segments share
- * the op and flags (join_queued). */
-static void enqueue_piece(gpu_table *t, stage *s, const piece &p)
-{
-    floe_batch *b = p.seg[0].b;
-    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
-    /* want_values means nothing to an erase (the door lets it through without values_out) */
-    const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && b->op != FLOE_OP_ERASE;
-    const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
-    const uint32_t vb = t->vb;
-    gpu_stream ks = (gpu_stream)t->ks;
-    s->p = p;
-    s->st = FLOE_OK;
-    s->timed = false;
-    t->count++;
-
-    floe_status st = stage_reserve(s, p.n, vb, &s->err);
-    /* a MAP insert's device answers are per distinct key: staged, then scattered (retire); it is
-     * a piece of one segment */
-    const bool direct = !(b->op == FLOE_OP_INSERT && vb);
-    s->direct = direct;
-    s->small = st == FLOE_OK && !vb && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND) && p.n <= GPU_SMALL_KEYS;
-    if (s->small) {
-        launch_small(t, s);
-        return;
-    }
-    size_t m = 0; /* keys sent to the device */
-    if (st == FLOE_OK && !direct) {
-        const segment &g = p.seg[0];
-        const uint64_t *keys = b->keys + g.off;
-        /* first occurrences only; each stores its own value, or the last one with overwrite */
-        st = floe_dedup(t->be->pool, keys, g.n, s->rep, &s->distinct, &s->err);
-        if (st == FLOE_OK) {
-            const unsigned char *vin = (const unsigned char *)b->values + g.off * vb;
-            if (overwrite)
-                floe_dedup_value_src(s->rep, g.n, s->src);
-            for (size_t i = 0; i < g.n; i++) {
-                if (s->rep[i] != i)
-                    continue;
-                s->uniq[m] = (uint32_t)i;
-                s->h_keys[m] = keys[i];
-                memcpy((unsigned char *)s->h_vin + m * vb, vin + (size_t)(overwrite ? s->src[i] : i) * vb, vb);
-                m++;
-            }
-        }
-        s->io[0] = {s->h_keys, s->h_res, want_ids ? s->h_ids : NULL, want_values ? s->h_vout : NULL, 0, m};
-    }
-    for (unsigned i = 0; st == FLOE_OK && direct && i < p.nseg; i++) {
-        const segment &g = p.seg[i];
-        const uint64_t *keys = g.b->keys + g.off;
-        seg_io &io = s->io[i];
-        io.at = m;
-        io.m = g.n;
-        io.in_keys = pinned(keys, g.n * 8) ? keys : s->h_keys + m;
-        if (io.in_keys != keys)
-            floe_pool_copy(t->be->pool, s->h_keys + m, keys, g.n * 8);
-        io.out_res = pinned(g.b->results + g.off, g.n) ? g.b->results + g.off : s->h_res + m;
-        io.out_ids = !want_ids ? NULL : pinned(g.b->ids + g.off, g.n * 8) ? g.b->ids + g.off : s->h_ids + m;
-        unsigned char *vout = want_values ? (unsigned char *)g.b->values_out + g.off * vb : NULL;
-        io.out_vout = !want_values ? NULL : pinned(vout, g.n * vb) ? (void *)vout : (unsigned char *)s->h_vout + m * vb;
-        m += g.n;
-    }
-    s->m = m;
-    if (b->op == FLOE_OP_INSERT)
-        t->inflight_keys += m;
-    if (st != FLOE_OK) {
-        s->st = st;
-        return;
-    }
-
-    /* where each segment's keys come from and its answers go: the device reads and writes them there */
+    floe_status st;
     gpu_segments segs;
-    segs.n = p.nseg;
-    for (unsigned i = 0; i < p.nseg; i++) {
-        const seg_io &io = s->io[i];
-        segs.end[i] = (uint32_t)(io.at + io.m);
-        segs.keys[i] = io.in_keys;
-        segs.res[i] = io.out_res;
-        segs.ids[i] = io.out_ids;
-        segs.vout[i] = io.out_vout;
-    }
-    const bool timing = t->launched++ % TIME_EVERY == 0;
-    cudaError_t e = timing ? cudaEventRecord(s->h0_ev, s->copy) : cudaSuccess;
-    /* several segments: one launch for all; one segment: the copy engine */
-    if (e == cudaSuccess && direct && p.nseg > 1)
-        st = gpu_keys_in(s->d_keys, &segs, (gpu_stream)s->copy, &s->err);
-    else if (e == cudaSuccess)
-        e = cudaMemcpyAsync(s->d_keys, s->io[0].in_keys, s->io[0].m * 8, cudaMemcpyHostToDevice, s->copy);
-    if (st == FLOE_OK && e == cudaSuccess && !direct)
-        e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, s->copy);
-    if (st == FLOE_OK && e == cudaSuccess)
-        e = cudaEventRecord(s->in_ev, s->copy);
-    if (st == FLOE_OK && e == cudaSuccess)
-        e = cudaStreamWaitEvent(t->ks, s->in_ev, 0);
-    if (st == FLOE_OK && e == cudaSuccess && timing) /* the kernels start when the copy is in and the previous
-                                                      * piece's are done */
-        e = cudaEventRecord(s->k0_ev, t->ks);
-    if (st != FLOE_OK || e != cudaSuccess) {
-        s->st = st != FLOE_OK ? st : floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "staging a batch: %s", cuda_msg(e));
-        return;
-    }
+    segments_of(s, &segs);
     uint64_t *d_ids = want_ids ? s->d_ids : NULL;
     void *d_vout = want_values ? s->d_vout : NULL;
     switch (b->op) {
@@ -589,20 +603,111 @@ static void enqueue_piece(gpu_table *t, stage *s, const piece &p)
         s->timed = timing;
 }
 
-/* Launches a piece on the next stage: the worker's time for it is stage_in. */
-static void launch(gpu_table *t, const piece &p)
+/* Stages a piece and enqueues its copies and kernels.  Its segments share
+ * the op and flags (join_queued). */
+static void enqueue_piece(lane *L, stage *s, const piece &p)
+{
+    gpu_table *t = L->t;
+    floe_batch *b = p.seg[0].b;
+    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    /* want_values means nothing to an erase (the door lets it through without values_out) */
+    const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && b->op != FLOE_OP_ERASE;
+    const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
+    const uint32_t vb = t->vb;
+    s->p = p;
+    s->st = FLOE_OK;
+    s->timed = false;
+
+    floe_status st = stage_reserve(s, p.n, vb, &s->err);
+    /* a MAP insert's device answers are per distinct key: staged, then scattered (retire); it is
+     * a piece of one segment */
+    const bool direct = !(b->op == FLOE_OP_INSERT && vb);
+    s->direct = direct;
+    s->small = st == FLOE_OK && !vb && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND) && p.n <= GPU_SMALL_KEYS;
+    if (s->small) {
+        launch_small(L, s);
+        return;
+    }
+    size_t m = 0; /* keys sent to the device */
+    if (st == FLOE_OK && !direct) {
+        const segment &g = p.seg[0];
+        const uint64_t *keys = b->keys + g.off;
+        /* first occurrences only; each stores its own value, or the last one with overwrite */
+        st = floe_dedup(t->be->pool, keys, g.n, s->rep, &s->distinct, &s->err);
+        if (st == FLOE_OK) {
+            const unsigned char *vin = (const unsigned char *)b->values + g.off * vb;
+            if (overwrite)
+                floe_dedup_value_src(s->rep, g.n, s->src);
+            for (size_t i = 0; i < g.n; i++) {
+                if (s->rep[i] != i)
+                    continue;
+                s->uniq[m] = (uint32_t)i;
+                s->h_keys[m] = keys[i];
+                memcpy((unsigned char *)s->h_vin + m * vb, vin + (size_t)(overwrite ? s->src[i] : i) * vb, vb);
+                m++;
+            }
+        }
+        s->io[0] = {s->h_keys, s->h_res, want_ids ? s->h_ids : NULL, want_values ? s->h_vout : NULL, 0, m};
+    }
+    for (unsigned i = 0; st == FLOE_OK && direct && i < p.nseg; i++) {
+        const segment &g = p.seg[i];
+        const uint64_t *keys = g.b->keys + g.off;
+        seg_io &io = s->io[i];
+        io.at = m;
+        io.m = g.n;
+        io.in_keys = pinned(keys, g.n * 8) ? keys : s->h_keys + m;
+        if (io.in_keys != keys)
+            floe_pool_copy(t->be->pool, s->h_keys + m, keys, g.n * 8);
+        io.out_res = pinned(g.b->results + g.off, g.n) ? g.b->results + g.off : s->h_res + m;
+        io.out_ids = !want_ids ? NULL : pinned(g.b->ids + g.off, g.n * 8) ? g.b->ids + g.off : s->h_ids + m;
+        unsigned char *vout = want_values ? (unsigned char *)g.b->values_out + g.off * vb : NULL;
+        io.out_vout = !want_values ? NULL : pinned(vout, g.n * vb) ? (void *)vout : (unsigned char *)s->h_vout + m * vb;
+        m += g.n;
+    }
+    s->m = m;
+    if (b->op == FLOE_OP_INSERT)
+        relaxed_set(&L->inflight_keys, L->inflight_keys + m);
+    if (st != FLOE_OK) {
+        s->st = st;
+        return;
+    }
+
+    gpu_segments segs;
+    segments_of(s, &segs);
+    const bool timing = L->launched++ % TIME_EVERY == 0;
+    cudaError_t e = timing ? cudaEventRecord(s->h0_ev, s->copy) : cudaSuccess;
+    /* several segments: one launch for all; one segment: the copy engine */
+    if (e == cudaSuccess && direct && p.nseg > 1)
+        st = gpu_keys_in(s->d_keys, &segs, (gpu_stream)s->copy, &s->err);
+    else if (e == cudaSuccess)
+        e = cudaMemcpyAsync(s->d_keys, s->io[0].in_keys, s->io[0].m * 8, cudaMemcpyHostToDevice, s->copy);
+    if (st == FLOE_OK && e == cudaSuccess && !direct)
+        e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, s->copy);
+    if (st == FLOE_OK && e == cudaSuccess)
+        e = cudaEventRecord(s->in_ev, s->copy);
+    if (st != FLOE_OK || e != cudaSuccess) {
+        s->st = st != FLOE_OK ? st : floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "staging a batch: %s", cuda_msg(e));
+        return;
+    }
+    pthread_mutex_lock(&t->klock);
+    enqueue_kernels(L, s, timing);
+    pthread_mutex_unlock(&t->klock);
+}
+
+/* Launches a piece on the stage taken for it (launch_next): the worker's time for it is stage_in. */
+static void launch(lane *L, const piece &p)
 {
     const uint64_t t0 = floe_now_ns();
-    stage *s = &t->stg[(t->head + t->count) % STAGES];
-    enqueue_piece(t, s, p);
+    stage *s = &L->stg[(L->head + L->count - 1) % STAGES];
+    enqueue_piece(L, s, p);
     s->stage_ns = floe_now_ns() - t0;
 }
 
-/* Adds a finished stage's times to the table's stage timers. */
-static void stage_account(gpu_table *t, const stage *s)
+/* Adds a finished stage's times to its lane's stage timers (klock held). */
+static void stage_account(lane *L, const stage *s)
 {
     const uint64_t n = s->m;
-    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_IN], s->p.n, s->stage_ns);
+    floe_stage_add(&L->stage[FLOE_STAGE_STAGE_IN], s->p.n, s->stage_ns);
     if (!s->timed)
         return;
     /* a small piece: its kernel only; a direct one: its kernels end with the answers written out */
@@ -612,7 +717,7 @@ static void stage_account(gpu_table *t, const stage *s)
     for (int i = s->small ? 1 : 0; i < (s->small ? 2 : s->direct ? 2 : 3); i++) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, from[i], to[i]) == cudaSuccess) {
-            floe_stage_time *st = &t->stage[which[i]]; /* for TIME_EVERY pieces of this one's size */
+            floe_stage_time *st = &L->stage[which[i]]; /* for TIME_EVERY pieces of this one's size */
             floe_stage_add(st, n * TIME_EVERY, (uint64_t)((double)ms * 1e6) * TIME_EVERY);
             st->count += TIME_EVERY - 1;
         } else {
@@ -670,27 +775,84 @@ static floe_status run_now(gpu_table *t, stage *s, floe_op op, size_t m, bool id
     return FLOE_OK;
 }
 
-/* Stage s (retired, its results in h_res) had FULL keys on a grow table:
- * every piece in flight behind it was skipped.  Drain them into the redo
- * list, grow, and retry the FULL keys until none is left or the table
- * cannot grow. */
-static floe_status grow_and_retry(gpu_table *t, stage *s, floe_errinfo *err)
+/* ---- growth among lanes ----------------------------------------------------------------------------
+ * A rebuild gives every key a new id, so it runs while no other lane has a
+ * batch under way: from taking a batch (take_batch) to retiring its last
+ * piece, and while it has skipped pieces to run again, a lane is busy and
+ * holds growth off.  The lane that grows (the holder) waits until every
+ * other is idle or itself waiting to grow (its pieces taken back, it will
+ * look its batch's ids up again when its turn comes), and a lane waits to
+ * take a batch while another grows.  So the ids of a batch are of one
+ * generation, or looked up again by its own lane with nothing of it in
+ * flight, as with one lane. */
+static bool busy(const lane *L)
 {
+    return !L->waiting && (L->count > 0 || L->cur || L->redo_at < L->nredo);
+}
+
+/* A change to what busy() reads (glock held): wakes a lane waiting to grow. */
+static void lane_changed(gpu_table *t)
+{
+    if (t->holder)
+        pthread_cond_broadcast(&t->gcv);
+}
+
+/* Makes lane L (nothing of it in flight) the one that grows, alone. */
+static void exclusive_begin(lane *L)
+{
+    gpu_table *t = L->t;
+    pthread_mutex_lock(&t->glock);
+    L->waiting = true;
+    pthread_cond_broadcast(&t->gcv);
+    for (;;) {
+        if (!t->holder)
+            t->holder = L;
+        bool others = false;
+        for (unsigned i = 0; t->holder == L && i < t->nlanes; i++)
+            others = others || (&t->lanes[i] != L && busy(&t->lanes[i]));
+        if (t->holder == L && !others)
+            break;
+        pthread_cond_wait(&t->gcv, &t->glock);
+    }
+    L->waiting = false;
+    pthread_mutex_unlock(&t->glock);
+}
+
+static void exclusive_end(lane *L)
+{
+    gpu_table *t = L->t;
+    pthread_mutex_lock(&t->glock);
+    t->holder = NULL;
+    pthread_cond_broadcast(&t->gcv);
+    pthread_mutex_unlock(&t->glock);
+}
+
+/* Stage s (retired, its results in h_res) had FULL keys on a grow table:
+ * every piece of its lane in flight behind it was skipped.  Drain them into
+ * the redo list, grow, and retry the FULL keys until none is left or the
+ * table cannot grow.  If another lane grew the table since s ran, the keys
+ * are first retried as it is. */
+static floe_status grow_and_retry(lane *L, stage *s, floe_errinfo *err)
+{
+    gpu_table *t = L->t;
     piece later[2 * STAGES];
     unsigned nl = 0;
-    while (t->count > 0) { /* skipped (or failed): run them again after the retry */
-        stage *q = &t->stg[t->head];
+    for (unsigned k = 0; k < L->count; k++) { /* skipped (or failed): run them again after the retry */
+        stage *q = &L->stg[(L->head + k) % STAGES];
         stage_wait(t, q);
         later[nl++] = q->p;
-        t->head = (t->head + 1) % STAGES;
-        t->count--;
     }
-    for (unsigned i = t->redo_at; i < t->nredo && nl < 2 * STAGES; i++)
-        later[nl++] = t->redo[i]; /* the list only shrinks: at most STAGES - 1 pieces */
-    memcpy(t->redo, later, nl * sizeof *later);
-    t->nredo = nl;
-    t->redo_at = 0;
-    t->inflight_keys = 0;
+    for (unsigned i = L->redo_at; i < L->nredo && nl < 2 * STAGES; i++)
+        later[nl++] = L->redo[i]; /* the list only shrinks: at most STAGES - 1 pieces */
+    pthread_mutex_lock(&t->glock);
+    memcpy(L->redo, later, nl * sizeof *later);
+    L->nredo = nl;
+    L->redo_at = 0;
+    L->head = (L->head + L->count) % STAGES;
+    L->count = 0;
+    lane_changed(t);
+    pthread_mutex_unlock(&t->glock);
+    relaxed_set(&L->inflight_keys, 0);
 
     floe_batch *b = s->p.seg[0].b; /* the segments share op and flags */
     const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
@@ -717,8 +879,11 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_errinfo *err)
         if (want_values)
             memcpy(vout, s->io[0].out_vout, s->m * vb);
     }
+    exclusive_begin(L);
+    pthread_mutex_lock(&t->klock);
+    gpu_iceberg_lane(t->ice, L->index);
     st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
-    for (;;) {
+    for (bool grown = t->generation != s->gen;; grown = false) {
         size_t nf = 0;
         for (size_t j = 0; j < s->m; j++)
             if (res[j] == FLOE_FULL)
@@ -726,8 +891,7 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_errinfo *err)
         if (nf == 0 || st != FLOE_OK)
             break;
         floe_errinfo ignored;
-        if (cudaStreamSynchronize(t->ks) != cudaSuccess ||
-            rebuild(t, gpu_iceberg_addr_bits(t->ice) + 1, &ignored) != FLOE_OK)
+        if (!grown && rebuild(t, gpu_iceberg_addr_bits(t->ice) + 1, &ignored) != FLOE_OK)
             break; /* cannot grow: FULL stands */
         for (size_t k = 0; k < nf; k++) {
             s->h_keys[k] = keys[idx[k]];
@@ -747,6 +911,8 @@ static floe_status grow_and_retry(gpu_table *t, stage *s, floe_errinfo *err)
     }
     if (st == FLOE_OK)
         st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
+    pthread_mutex_unlock(&t->klock);
+    exclusive_end(L);
     /* ids are looked up again for the whole batch once it is retired (refind_ids) */
     if (st == FLOE_OK) {
         for (unsigned i = 0; i < s->p.nseg; i++)
@@ -764,11 +930,13 @@ out:
 }
 
 /* The table was rebuilt while b ran, so ids of keys [0, upto) may be stale:
- * look them all up again (through stage s, free now), as the CPU engine
- * does after growth. */
-static void refind_ids(gpu_table *t, stage *s, floe_batch *b, size_t upto)
+ * look them all up again (through stage s of lane L, free now), as the CPU
+ * engine does after growth.  klock held. */
+static void refind_ids(lane *L, stage *s, floe_batch *b, size_t upto)
 {
+    gpu_table *t = L->t;
     floe_errinfo err;
+    gpu_iceberg_lane(t->ice, L->index); /* its halt flag is clear: it would skip the finds */
     for (size_t at = 0; at < upto;) {
         size_t m = upto - at < PIECE_MAX ? upto - at : PIECE_MAX;
         floe_status st = stage_reserve(s, m, t->vb, &err);
@@ -838,8 +1006,8 @@ static bool stage_full(const stage *s)
 }
 
 /* Hands segment i's answers to its batch: copied out of staging (a MAP
- * insert's scattered and settled), counted. */
-static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried)
+ * insert's scattered and settled), counted (also into *c, the piece's). */
+static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried, floe_answer_counts *piece_counts)
 {
     const segment &g = s->p.seg[i];
     floe_batch *b = g.b;
@@ -874,73 +1042,83 @@ static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried)
     b->counts.absent += c.absent;
     b->counts.full += c.full;
     b->counts.erased += c.erased;
-    t->used += c.inserted;
-    t->tombstones += c.erased;
+    piece_counts->inserted += c.inserted;
+    piece_counts->erased += c.erased;
 }
 
-/* Hands the oldest stage's answers to its batches (waits for them). */
-static void retire(gpu_table *t)
+/* Hands the oldest stage of lane L's answers to its batches (waits for them). */
+static void retire(lane *L)
 {
-    stage *s = &t->stg[t->head];
+    gpu_table *t = L->t;
+    stage *s = &L->stg[L->head];
     floe_status st = stage_wait(t, s);
-    t->head = (t->head + 1) % STAGES;
-    t->count--;
+    pthread_mutex_lock(&t->glock);
+    L->head = (L->head + 1) % STAGES;
+    L->count--;
+    lane_changed(t);
+    pthread_mutex_unlock(&t->glock);
     const uint64_t t0 = floe_now_ns();
-    if (st == FLOE_OK)
-        stage_account(t, s);
     const floe_op op = s->p.seg[0].b->op;
     if (op == FLOE_OP_INSERT)
-        t->inflight_keys -= s->m < t->inflight_keys ? s->m : t->inflight_keys;
+        relaxed_set(&L->inflight_keys, L->inflight_keys - (s->m < L->inflight_keys ? s->m : L->inflight_keys));
     if (st == FLOE_OK && s->m > 0 && s->io[0].out_res[0] == GPU_SKIPPED) /* grow_and_retry collects skipped pieces */
         st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "a batch was skipped on a halted table");
-    const uint64_t generation = t->generation; /* the one every segment ran on */
+    const uint64_t generation = s->gen; /* the one every segment ran on */
     bool retried = false;
     if (st == FLOE_OK && op == FLOE_OP_INSERT && t->base.spec.grow && stage_full(s)) {
-        st = grow_and_retry(t, s, &s->err);
+        st = grow_and_retry(L, s, &s->err);
         retried = true;
     }
+    floe_answer_counts c = {};
     for (unsigned i = 0; i < s->p.nseg; i++) {
         if (st != FLOE_OK)
             fail_batch(s->p.seg[i].b, st, &s->err);
         else
-            segment_out(t, s, i, retried);
+            segment_out(t, s, i, retried, &c);
     }
+    pthread_mutex_lock(&t->klock);
+    if (s->st == FLOE_OK)
+        stage_account(L, s);
+    relaxed_set(&t->used, t->used + c.inserted);
+    relaxed_set(&t->tombstones, t->tombstones + c.erased);
     /* Ids: stage s's buffers are free now (every segment's answers are out) to look ids up again. */
     for (unsigned i = 0; i < s->p.nseg; i++) {
         const segment &g = s->p.seg[i];
         floe_batch *b = g.b;
-        uint64_t ids_gen = g.off == 0 ? generation : t->ids_gen; /* the generation b's ids start from */
+        uint64_t ids_gen = g.off == 0 ? generation : L->ids_gen; /* the generation b's ids start from */
         if (b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && t->generation != generation) {
             /* The table grew for this piece: the ids of the batch so far (its retried keys' too) are
-             * looked up again now, while no later batch has run on the grown table (grow_and_retry
-             * took their pieces back: a later erase must not hide a key this batch inserted). */
-            refind_ids(t, s, b, g.off + g.n);
+             * looked up again now, while no later batch of this lane has run on the grown table
+             * (grow_and_retry took their pieces back: a later erase must not hide a key this batch
+             * inserted; another lane's is a request of another connection, which may come first). */
+            refind_ids(L, s, b, g.off + g.n);
             ids_gen = t->generation;
         }
         if (g.last && b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && ids_gen != t->generation)
-            refind_ids(t, s, b, g.off + g.n); /* the table grew while the batch ran */
+            refind_ids(L, s, b, g.off + g.n); /* the table grew while the batch ran */
         if (!g.last)
-            t->ids_gen = ids_gen;
+            L->ids_gen = ids_gen;
+        if (g.last)
+            b->generation = t->generation; /* its ids were looked up again if the table grew */
     }
-    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_OUT], s->p.n, floe_now_ns() - t0);
+    floe_stage_add(&L->stage[FLOE_STAGE_STAGE_OUT], s->p.n, floe_now_ns() - t0);
+    pthread_mutex_unlock(&t->klock);
     for (unsigned i = 0; i < s->p.nseg; i++)
-        if (s->p.seg[i].last) {
-            s->p.seg[i].b->generation = t->generation; /* its ids were looked up again if the table grew */
+        if (s->p.seg[i].last)
             complete(s->p.seg[i].b);
-        }
 }
 
-static void launch_next(gpu_table *t);
+static void launch_next(lane *L);
 
-/* Runs everything launched or begun to completion: stages in flight, pieces
- * to redo, the rest of the current batch. */
-static void drain(gpu_table *t)
+/* Runs everything lane L launched or began to completion: stages in
+ * flight, pieces to redo, the rest of the current batch. */
+static void drain(lane *L)
 {
-    while (t->count > 0 || t->redo_at < t->nredo || t->cur) {
-        if ((t->redo_at < t->nredo || t->cur) && t->count < STAGES)
-            launch_next(t);
+    while (L->count > 0 || L->redo_at < L->nredo || L->cur) {
+        if ((L->redo_at < L->nredo || L->cur) && L->count < STAGES)
+            launch_next(L);
         else
-            retire(t);
+            retire(L);
     }
 }
 
@@ -1092,9 +1270,10 @@ static floe_status tree_stage_reserve_changes(tree_stage *s, size_t bytes, floe_
 
 /* INSERT or FIND of m vectors (answers and, ids not NULL, ids), or GET of
  * the m ids `in` (vectors_out gets the vectors), through the table's staging. */
-static floe_status tree_run(gpu_table *t, floe_op op, const void *in, size_t m, uint8_t *results, uint64_t *ids,
+static floe_status tree_run(lane *L, floe_op op, const void *in, size_t m, uint8_t *results, uint64_t *ids,
                             uint32_t *vectors_out, floe_errinfo *err)
 {
+    gpu_table *t = L->t;
     const uint32_t W = t->base.spec.words;
     tree_stage *s = &t->ts;
     const bool want_ids = op != FLOE_OP_GET && ids;
@@ -1111,7 +1290,7 @@ static floe_status tree_run(gpu_table *t, floe_op op, const void *in, size_t m, 
     } else {
         const uint64_t t0 = floe_now_ns();
         memcpy(s->h_vec, in, m * W * 4);
-        floe_stage_add(&t->stage[FLOE_STAGE_STAGE_IN], m, floe_now_ns() - t0);
+        floe_stage_add(&L->stage[FLOE_STAGE_STAGE_IN], m, floe_now_ns() - t0);
         TREE_CUDA(cudaMemcpyAsync(s->d_vec, s->h_vec, m * W * 4, cudaMemcpyHostToDevice, t->ks));
         st = op == FLOE_OP_INSERT
                  ? gpu_tree_insert(t->tree, s->d_vec, m, s->d_res, want_ids ? s->d_ids : NULL, t->ks, err)
@@ -1126,36 +1305,38 @@ static floe_status tree_run(gpu_table *t, floe_op op, const void *in, size_t m, 
     TREE_CUDA(cudaStreamSynchronize(t->ks));
     const uint64_t t2 = floe_now_ns();
     /* one stream, synchronised once: copies and kernels are timed together, under kernel */
-    floe_stage_add(&t->stage[FLOE_STAGE_KERNEL], m, t2 - t1);
+    floe_stage_add(&L->stage[FLOE_STAGE_KERNEL], m, t2 - t1);
     memcpy(results, s->h_res, m);
     if (want_ids)
         memcpy(ids, s->h_ids, m * 8);
     if (op == FLOE_OP_GET)
         memcpy(vectors_out, s->h_vec, m * W * 4);
-    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_OUT], m, floe_now_ns() - t2);
+    floe_stage_add(&L->stage[FLOE_STAGE_STAGE_OUT], m, floe_now_ns() - t2);
     return FLOE_OK;
 }
 
 /* INSERT, FIND or GET of batch b's vectors (ids) [off, off + m). */
-static floe_status tree_piece(gpu_table *t, floe_batch *b, size_t off, size_t m, floe_errinfo *err)
+static floe_status tree_piece(lane *L, floe_batch *b, size_t off, size_t m, floe_errinfo *err)
 {
+    gpu_table *t = L->t;
     const uint32_t W = t->base.spec.words;
     if (b->op == FLOE_OP_GET)
-        return tree_run(t, b->op, b->keys + off, m, b->results + off, NULL, b->vectors_out + off * W, err);
-    return tree_run(t, b->op, b->vectors + off * W, m, b->results + off,
+        return tree_run(L, b->op, b->keys + off, m, b->results + off, NULL, b->vectors_out + off * W, err);
+    return tree_run(L, b->op, b->vectors + off * W, m, b->results + off,
                     (b->flags & FLOE_BATCH_WANT_IDS) ? b->ids + off : NULL, NULL, err);
 }
 
 /* INSERT, FIND or GET of batch b, piece by piece.  A growing table grows
  * inside a piece (gpu_tree_insert): if it grew after the first piece, the
  * ids of the pieces before are looked up again, in the last generation. */
-static floe_status tree_batch(gpu_table *t, floe_batch *b, floe_errinfo *err)
+static floe_status tree_batch(lane *L, floe_batch *b, floe_errinfo *err)
 {
+    gpu_table *t = L->t;
     const uint32_t W = t->base.spec.words;
     uint64_t generation = 0;
     floe_status st = FLOE_OK;
     for (size_t off = 0; off < b->n && st == FLOE_OK; off += TREE_PIECE_MAX) {
-        st = tree_piece(t, b, off, b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX, err);
+        st = tree_piece(L, b, off, b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX, err);
         if (off == 0)
             generation = gpu_tree_generation(t->tree);
     }
@@ -1167,7 +1348,7 @@ static floe_status tree_batch(gpu_table *t, floe_batch *b, floe_errinfo *err)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory looking ids up again");
     for (size_t off = 0; off < b->n && st == FLOE_OK; off += TREE_PIECE_MAX) {
         const size_t m = b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX;
-        st = tree_run(t, FLOE_OP_FIND, b->vectors + off * W, m, found, b->ids + off, NULL, err);
+        st = tree_run(L, FLOE_OP_FIND, b->vectors + off * W, m, found, b->ids + off, NULL, err);
     }
     free(found);
     return st;
@@ -1184,8 +1365,9 @@ static floe_status tree_batch(gpu_table *t, floe_batch *b, floe_errinfo *err)
  * their changes there (gpu_tree_apply_changes), and go into the table; only
  * answers (and ids) come back.  The engine's growth inside the insert looks
  * the piece's ids up again itself. */
-static floe_status tree_states_piece(gpu_table *t, floe_batch *b, floe_errinfo *err)
+static floe_status tree_states_piece(lane *L, floe_batch *b, floe_errinfo *err)
 {
+    gpu_table *t = L->t;
     const uint32_t W = t->base.spec.words;
     const size_t n = b->n;
     tree_stage *s = &t->ts;
@@ -1201,7 +1383,7 @@ static floe_status tree_states_piece(gpu_table *t, floe_batch *b, floe_errinfo *
     for (size_t i = 0; i < n; i++)
         s->h_first[i + 1] = s->h_first[i] + b->change_counts[i];
     memcpy(s->h_ch, b->changes, b->changes_len);
-    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_IN], n, floe_now_ns() - t0);
+    floe_stage_add(&L->stage[FLOE_STAGE_STAGE_IN], n, floe_now_ns() - t0);
     TREE_CUDA(cudaMemcpyAsync(s->d_ids, s->h_ids, n * 8, cudaMemcpyHostToDevice, t->ks));
     TREE_CUDA(cudaMemcpyAsync(s->d_first, s->h_first, (n + 1) * 4, cudaMemcpyHostToDevice, t->ks));
     TREE_CUDA(cudaMemcpyAsync(s->d_ch, s->h_ch, b->changes_len, cudaMemcpyHostToDevice, t->ks));
@@ -1224,30 +1406,31 @@ static floe_status tree_states_piece(gpu_table *t, floe_batch *b, floe_errinfo *
         TREE_CUDA(cudaMemcpyAsync(s->h_ids, s->d_ids, n * 8, cudaMemcpyDeviceToHost, t->ks));
     TREE_CUDA(cudaStreamSynchronize(t->ks));
     const uint64_t t2 = floe_now_ns();
-    floe_stage_add(&t->stage[FLOE_STAGE_KERNEL], n, t2 - t1);
+    floe_stage_add(&L->stage[FLOE_STAGE_KERNEL], n, t2 - t1);
     memcpy(b->results, s->h_res, n);
     if (want_ids)
         memcpy(b->ids, s->h_ids, n * 8);
-    floe_stage_add(&t->stage[FLOE_STAGE_STAGE_OUT], n, floe_now_ns() - t2);
+    floe_stage_add(&L->stage[FLOE_STAGE_STAGE_OUT], n, floe_now_ns() - t2);
     return FLOE_OK;
 }
 
-static floe_status tree_states(gpu_table *t, floe_batch *b, floe_errinfo *err)
+static floe_status tree_states(lane *L, floe_batch *b, floe_errinfo *err)
 {
+    gpu_table *t = L->t;
     const uint32_t W = t->base.spec.words;
     floe_status st =
         tree_parents_generation(t->base.spec.name, b->parent_generation, gpu_tree_generation(t->tree), err);
     if (st != FLOE_OK)
         return st;
     if (b->n <= TREE_PIECE_MAX)
-        return tree_states_piece(t, b, err);
+        return tree_states_piece(L, b, err);
     /* larger: whole vectors on the host, so that the pieces' ids can be looked up again */
     uint32_t *vectors = (uint32_t *)malloc((b->n ? b->n : 1) * (size_t)W * 4);
     if (!vectors)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu states", b->n);
     for (size_t off = 0; off < b->n && st == FLOE_OK; off += TREE_PIECE_MAX) {
         const size_t m = b->n - off < TREE_PIECE_MAX ? b->n - off : TREE_PIECE_MAX;
-        st = tree_run(t, FLOE_OP_GET, b->parents + off, m, b->results + off, NULL, vectors + off * W, err);
+        st = tree_run(L, FLOE_OP_GET, b->parents + off, m, b->results + off, NULL, vectors + off * W, err);
         for (size_t i = off; st == FLOE_OK && i < off + m; i++)
             if (b->results[i] != FLOE_PRESENT)
                 st = tree_parent_missing(t->base.spec.name, i, b->parents[i], err);
@@ -1255,7 +1438,7 @@ static floe_status tree_states(gpu_table *t, floe_batch *b, floe_errinfo *err)
     if (st == FLOE_OK) {
         tree_apply_changes(vectors, W, b->change_counts, b->changes, b->n);
         b->vectors = vectors;
-        st = tree_batch(t, b, err);
+        st = tree_batch(L, b, err);
         b->vectors = NULL;
     }
     free(vectors);
@@ -1331,15 +1514,28 @@ static floe_status tree_save_gpu(gpu_table *t, const char *path, floe_errinfo *e
     return st == FLOE_OK ? write_image(im, path, err) : st;
 }
 
-static void run_tree(gpu_table *t, floe_batch *b)
+/* Every lane's stage timers, together (klock held). */
+static void stage_times(const gpu_table *t, floe_stage_time out[FLOE_STAGES])
 {
+    memset(out, 0, FLOE_STAGES * sizeof *out);
+    for (unsigned i = 0; i < t->nlanes; i++)
+        for (int k = 0; k < FLOE_STAGES; k++)
+            floe_stage_sum(&out[k], &t->lanes[i].stage[k]);
+}
+
+/* A TREE's batch, whatever it is, runs alone: its engine waits for the
+ * device within every batch anyway. */
+static void run_tree(lane *L, floe_batch *b)
+{
+    gpu_table *t = L->t;
     floe_errinfo *e = &b->error;
     assert(b->op != FLOE_OP_ERASE && b->op != FLOE_OP_REBUILD); /* refused at the door */
+    pthread_mutex_lock(&t->klock);
     switch (b->op) {
     case FLOE_OP_INSERT:
     case FLOE_OP_FIND:
     case FLOE_OP_GET:
-        b->status = b->parents ? tree_states(t, b, e) : tree_batch(t, b, e);
+        b->status = b->parents ? tree_states(L, b, e) : tree_batch(L, b, e);
         b->generation = gpu_tree_generation(t->tree);
         if (b->status == FLOE_OK)
             floe_answer_counts_tally(&b->counts, b->results, b->n);
@@ -1349,7 +1545,7 @@ static void run_tree(gpu_table *t, floe_batch *b)
         break;
     case FLOE_OP_STATS:
         b->status = gpu_tree_stats(t->tree, &b->stats, e);
-        memcpy(b->stats.stage, t->stage, sizeof t->stage);
+        stage_times(t, b->stats.stage);
         b->stats.device = t->be->device;
         break;
     case FLOE_OP_SAVE:
@@ -1361,13 +1557,13 @@ static void run_tree(gpu_table *t, floe_batch *b)
     default:
         b->status = floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
     }
+    pthread_mutex_unlock(&t->klock);
     complete(b);
 }
 
-static void run_alone(gpu_table *t, floe_batch *b)
+static void run_alone_locked(gpu_table *t, floe_batch *b)
 {
     floe_errinfo *e = &b->error;
-    drain(t);
     switch (b->op) {
     case FLOE_OP_SCAN: {
         const bool want_values = (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
@@ -1395,7 +1591,7 @@ static void run_alone(gpu_table *t, floe_batch *b)
     }
     case FLOE_OP_STATS:
         fill_stats(t, &b->stats);
-        memcpy(b->stats.stage, t->stage, sizeof t->stage);
+        stage_times(t, b->stats.stage);
         b->stats.device = t->be->device;
         b->status = FLOE_OK;
         break;
@@ -1412,43 +1608,87 @@ static void run_alone(gpu_table *t, floe_batch *b)
         assert(b->op != FLOE_OP_GET); /* refused at the door */
         b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
     }
+}
+
+/* SCAN, STATS, REBUILD, SAVE, COPY of a SET or MAP: after lane L's pieces,
+ * and every lane's kernels enqueued so far (klock held, so none starts). */
+static void run_alone(lane *L, floe_batch *b)
+{
+    gpu_table *t = L->t;
+    floe_errinfo *e = &b->error;
+    const bool renumbers = b->op == FLOE_OP_REBUILD; /* every id: no other lane's batch may be under way */
+    drain(L);
+    if (renumbers)
+        exclusive_begin(L);
+    pthread_mutex_lock(&t->klock);
+    b->status = quiesce(t, e);
+    if (b->status == FLOE_OK)
+        run_alone_locked(t, b);
+    pthread_mutex_unlock(&t->klock);
+    if (renumbers)
+        exclusive_end(L);
     complete(b);
 }
 
 /* ---- the worker ---------------------------------------------------------------------------------------- */
 
+/* Makes b lane L's current batch once no other lane grows the table (its
+ * own pieces retired meanwhile): from here until its last piece is retired
+ * the lane is busy. */
+static void take_batch(lane *L, floe_batch *b)
+{
+    gpu_table *t = L->t;
+    pthread_mutex_lock(&t->glock);
+    while (t->holder && t->holder != L) {
+        if (L->count == 0) {
+            pthread_cond_wait(&t->gcv, &t->glock);
+            continue;
+        }
+        pthread_mutex_unlock(&t->glock);
+        retire(L);
+        pthread_mutex_lock(&t->glock);
+    }
+    L->cur = b;
+    L->cur_off = 0;
+    pthread_mutex_unlock(&t->glock);
+}
+
 /* Takes a batch off the queue: key batches become the current batch to cut
  * into pieces, the others run alone. */
-static void begin(gpu_table *t, floe_batch *b)
+static void begin(lane *L, floe_batch *b)
 {
+    gpu_table *t = L->t;
     if (b->status != FLOE_OK ||
         (!t->tree && b->n == 0 && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND || b->op == FLOE_OP_ERASE))) {
         /* refused by floe_table_submit, or nothing to do: answered in order, after everything before it */
-        drain(t);
+        drain(L);
         complete(b);
         return;
     }
     memset(&b->counts, 0, sizeof b->counts);
     if (t->tree) {
-        run_tree(t, b);
+        run_tree(L, b);
         return;
     }
     if (b->op != FLOE_OP_INSERT && b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE) {
-        run_alone(t, b);
+        run_alone(L, b);
         return;
     }
     if (b->op == FLOE_OP_INSERT && t->base.spec.grow) {
         const double limit = fill_limit(t);
-        if ((double)(t->used + t->inflight_keys + b->n) > limit) {
-            drain(t);
-            if ((double)t->used > limit) {
+        if ((double)(relaxed(&t->used) + inflight_all(t) + b->n) > limit) {
+            drain(L);
+            exclusive_begin(L);
+            pthread_mutex_lock(&t->klock);
+            if ((double)t->used > fill_limit(t)) {
                 floe_errinfo ignored;
                 rebuild(t, grow_target(t), &ignored); /* on failure the table stays as it is */
             }
+            pthread_mutex_unlock(&t->klock);
+            exclusive_end(L);
         }
     }
-    t->cur = b;
-    t->cur_off = 0;
+    take_batch(L, b);
 }
 
 /* Whether b, next in the queue, may join piece p (whose batches are all
@@ -1457,6 +1697,7 @@ static void begin(gpu_table *t, floe_batch *b)
  * max_fill with everything in flight (else begin checks it alone). */
 static bool joins(const gpu_table *t, const piece &p, const floe_batch *b)
 {
+    /* t->used and other lanes' keys in flight move meanwhile: the check is a bound, as in begin */
     const floe_batch *first = p.seg[0].b;
     if (!b || p.nseg == PIECE_SEGS || b->status != FLOE_OK || b->n == 0 || b->n > PIECE_MAX - p.n ||
         b->op != first->op || b->flags != first->flags || (b->op == FLOE_OP_INSERT && t->vb))
@@ -1464,18 +1705,19 @@ static bool joins(const gpu_table *t, const piece &p, const floe_batch *b)
     if (b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE && b->op != FLOE_OP_INSERT)
         return false;
     return b->op != FLOE_OP_INSERT || !t->base.spec.grow ||
-           (double)(t->used + t->inflight_keys + p.n + b->n) <= fill_limit(t);
+           (double)(relaxed(&t->used) + inflight_all(t) + p.n + b->n) <= fill_limit(t);
 }
 
-/* Moves queued batches that join p into it, in queue order. */
-static void join_queued(gpu_table *t, piece &p)
+/* Moves batches queued in lane L that join p into it, in queue order. */
+static void join_queued(lane *L, piece &p)
 {
+    gpu_table *t = L->t;
     pthread_mutex_lock(&t->lock);
-    while (joins(t, p, t->qhead)) {
-        floe_batch *b = t->qhead;
-        t->qhead = b->link;
-        if (!t->qhead)
-            t->qtail = NULL;
+    while (joins(t, p, L->qhead)) {
+        floe_batch *b = L->qhead;
+        L->qhead = b->link;
+        if (!L->qhead)
+            L->qtail = NULL;
         b->link = NULL;
         memset(&b->counts, 0, sizeof b->counts);
         p.seg[p.nseg++] = {b, 0, b->n, true};
@@ -1486,64 +1728,68 @@ static void join_queued(gpu_table *t, piece &p)
 
 /* Launches the next piece: redone pieces first, then the current batch and
  * the batches that join it. */
-static void launch_next(gpu_table *t)
+static void launch_next(lane *L)
 {
-    if (t->redo_at < t->nredo) {
-        piece p = t->redo[t->redo_at++];
-        if (t->redo_at == t->nredo)
-            t->redo_at = t->nredo = 0;
-        launch(t, p);
-        return;
-    }
-    floe_batch *b = t->cur;
+    gpu_table *t = L->t;
     piece p;
-    segment &g = p.seg[0];
-    g.b = b;
-    g.off = t->cur_off;
-    g.n = b->n - t->cur_off < PIECE_MAX ? b->n - t->cur_off : PIECE_MAX;
-    t->cur_off += g.n;
-    g.last = t->cur_off == b->n;
-    p.nseg = 1;
-    p.n = g.n;
-    if (g.last) {
-        t->cur = NULL;
-        if (!t->tree)
-            join_queued(t, p);
+    pthread_mutex_lock(&t->glock); /* the stage is taken as the piece leaves redo or cur (busy) */
+    L->count++;
+    const bool redo = L->redo_at < L->nredo;
+    if (redo) {
+        p = L->redo[L->redo_at++];
+        if (L->redo_at == L->nredo)
+            L->redo_at = L->nredo = 0;
+    } else {
+        floe_batch *b = L->cur;
+        segment &g = p.seg[0];
+        g.b = b;
+        g.off = L->cur_off;
+        g.n = b->n - L->cur_off < PIECE_MAX ? b->n - L->cur_off : PIECE_MAX;
+        L->cur_off += g.n;
+        g.last = L->cur_off == b->n;
+        p.nseg = 1;
+        p.n = g.n;
+        if (g.last)
+            L->cur = NULL;
     }
-    launch(t, p);
+    pthread_mutex_unlock(&t->glock);
+    if (!redo && p.seg[0].last)
+        join_queued(L, p);
+    launch(L, p);
 }
 
-static void *table_main(void *arg)
+static void *lane_main(void *arg)
 {
-    gpu_table *t = (gpu_table *)arg;
+    lane *L = (lane *)arg;
+    gpu_table *t = L->t;
     pthread_setname_np(pthread_self(), "floe-gpu-table");
     cudaSetDevice(t->be->device); /* checked by the backend's creation on this device */
     pthread_mutex_lock(&t->lock);
     for (;;) {
-        bool pieces = t->redo_at < t->nredo || t->cur;
-        if (!pieces && t->count == 0 && !t->qhead) {
+        bool pieces = L->redo_at < L->nredo || L->cur;
+        if (!pieces && L->count == 0 && !L->qhead) {
             if (t->stopping)
                 break;
-            pthread_cond_wait(&t->cv, &t->lock);
+            pthread_cond_wait(&L->cv, &t->lock);
             continue;
         }
         floe_batch *next = NULL;
-        if (!pieces && t->qhead && t->count < STAGES) {
-            next = t->qhead;
-            t->qhead = next->link;
-            if (!t->qhead)
-                t->qtail = NULL;
+        if (!pieces && L->qhead && L->count < STAGES) {
+            next = L->qhead;
+            L->qhead = next->link;
+            if (!L->qhead)
+                L->qtail = NULL;
             next->link = NULL;
         }
         pthread_mutex_unlock(&t->lock);
-        if (t->count > 0 && t->stg[t->head].st == FLOE_OK && cudaEventQuery(t->stg[t->head].done_ev) == cudaSuccess)
-            retire(t); /* finished already: answer it now */
+        if (L->count > 0 && L->stg[L->head].st == FLOE_OK && cudaEventQuery(L->stg[L->head].done_ev) == cudaSuccess)
+            retire(L); /* finished already: answer it now */
         if (next)
-            begin(t, next);
-        else if (pieces && t->count < STAGES)
-            launch_next(t);
-        else if (t->count > 0)
-            retire(t); /* every stage busy, or nothing else to do: wait for the oldest */
+            begin(L, next);
+        else if (pieces && L->count < STAGES)
+            launch_next(L);
+        else if (L->count > 0)
+            retire(L); /* every stage busy, or nothing else to do: wait for the oldest */
         pthread_mutex_lock(&t->lock);
     }
     pthread_mutex_unlock(&t->lock);
@@ -1554,8 +1800,8 @@ static void *table_main(void *arg)
 
 static void table_free(gpu_table *t)
 {
-    for (int i = 0; i < STAGES; i++) {
-        stage *s = &t->stg[i];
+    for (unsigned k = 0; k < t->nlanes * STAGES; k++) {
+        stage *s = &t->lanes[k / STAGES].stg[k % STAGES];
         stage_free_buffers(s);
         if (s->copy)
             cudaStreamDestroy(s->copy);
@@ -1572,6 +1818,24 @@ static void table_free(gpu_table *t)
     gpu_iceberg_destroy(t->ice);
     gpu_tree_destroy(t->tree);
     free(t);
+}
+
+/* Stops the first n lanes' threads once their work is done, and the table's locks. */
+static void stop_lanes(gpu_table *t, unsigned n)
+{
+    pthread_mutex_lock(&t->lock);
+    t->stopping = true;
+    for (unsigned i = 0; i < n; i++)
+        pthread_cond_signal(&t->lanes[i].cv);
+    pthread_mutex_unlock(&t->lock);
+    for (unsigned i = 0; i < n; i++) {
+        pthread_join(t->lanes[i].thread, NULL);
+        pthread_cond_destroy(&t->lanes[i].cv);
+    }
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->gcv);
+    pthread_mutex_destroy(&t->glock);
+    pthread_mutex_destroy(&t->klock);
 }
 
 /* Takes ownership of ice or tree (one of them). */
@@ -1591,9 +1855,15 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree
     t->tree = tree;
     t->vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
     t->generation = generation;
+    /* a TREE's batches run one at a time under klock: more lanes would only queue */
+    t->nlanes = tree ? 1 : floe_backend_lanes(&be->base);
+    for (unsigned i = 0; i < t->nlanes; i++) {
+        t->lanes[i].t = t;
+        t->lanes[i].index = i;
+    }
     cudaError_t e = cudaStreamCreateWithFlags(&t->ks, cudaStreamNonBlocking);
-    for (int i = 0; i < STAGES && e == cudaSuccess; i++) {
-        stage *s = &t->stg[i];
+    for (unsigned k = 0; k < t->nlanes * STAGES && e == cudaSuccess; k++) {
+        stage *s = &t->lanes[k / STAGES].stg[k % STAGES];
         e = cudaStreamCreateWithFlags(&s->copy, cudaStreamNonBlocking);
         cudaEvent_t *evs[6] = {&s->h0_ev, &s->in_ev, &s->k0_ev, &s->k_ev, &s->o0_ev, &s->done_ev};
         for (int j = 0; j < 6 && e == cudaSuccess; j++) /* with timing: they feed the stage timers */
@@ -1614,13 +1884,23 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree
         table_free(t);
         return st;
     }
+    pthread_mutex_init(&t->klock, NULL);
+    pthread_mutex_init(&t->glock, NULL);
+    pthread_cond_init(&t->gcv, NULL);
     pthread_mutex_init(&t->lock, NULL);
-    pthread_cond_init(&t->cv, NULL);
-    if (pthread_create(&t->thread, NULL, table_main, t) != 0) {
-        pthread_cond_destroy(&t->cv);
-        pthread_mutex_destroy(&t->lock);
+    unsigned started = 0;
+    for (; started < t->nlanes; started++) {
+        lane *L = &t->lanes[started];
+        pthread_cond_init(&L->cv, NULL);
+        if (pthread_create(&L->thread, NULL, lane_main, L) != 0) {
+            pthread_cond_destroy(&L->cv);
+            break;
+        }
+    }
+    if (started < t->nlanes) {
+        stop_lanes(t, started);
         table_free(t);
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot start the table's thread");
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot start the table's threads");
     }
     *out = &t->base;
     return FLOE_OK;
@@ -1701,28 +1981,22 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, const fl
 static void gpu_submit(floe_table *base, floe_batch *b)
 {
     gpu_table *t = (gpu_table *)base;
+    lane *L = &t->lanes[b->lane % t->nlanes];
     b->link = NULL;
     pthread_mutex_lock(&t->lock);
-    if (t->qtail)
-        t->qtail->link = b;
+    if (L->qtail)
+        L->qtail->link = b;
     else
-        t->qhead = b;
-    t->qtail = b;
-    pthread_cond_signal(&t->cv);
+        L->qhead = b;
+    L->qtail = b;
+    pthread_cond_signal(&L->cv);
     pthread_mutex_unlock(&t->lock);
 }
 
 static void gpu_destroy_table(floe_table *base)
 {
     gpu_table *t = (gpu_table *)base;
-    pthread_mutex_lock(&t->lock);
-    t->stopping = true;
-    pthread_cond_signal(&t->cv);
-    pthread_mutex_unlock(&t->lock);
-    pthread_join(t->thread, NULL);
-
-    pthread_cond_destroy(&t->cv);
-    pthread_mutex_destroy(&t->lock);
+    stop_lanes(t, t->nlanes);
     cudaSetDevice(t->be->device);
     table_free(t);
 }

@@ -62,7 +62,8 @@ struct gpu_iceberg {
     void *values; /* MAP: vb bytes per slot */
     size_t values_bytes;
     uint32_t vb;
-    unsigned *halt; /* grow tables: the sequence number of the batch that met FULL, 0: none */
+    unsigned *halt; /* grow tables, one word a lane: the sequence number of the batch that met FULL, 0: none */
+    unsigned lane;  /* whose word the next launches read and set (gpu_iceberg_lane) */
     unsigned seq;   /* batches launched, numbered from 1 */
     /* scan scratch */
     uint64_t *scan_pos;
@@ -82,6 +83,18 @@ struct gpu_iceberg {
     size_t filter_words;
     bool pdl; /* the device launches kernels programmatically after the one before (9.0 and up) */
 };
+
+/* The halt word of the lane the next launches run for (NULL: the table does not grow). */
+static unsigned *lane_halt(const gpu_iceberg *t)
+{
+    return t->halt ? t->halt + t->lane : NULL;
+}
+
+extern "C" void gpu_iceberg_lane(gpu_iceberg *t, unsigned lane)
+{
+    assert(lane < GPU_LANES_MAX);
+    t->lane = lane;
+}
 
 /* ---- device helpers ----------------------------------------------------------------------------- */
 
@@ -1060,9 +1073,9 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     t->pdl = cudaGetDevice(&dev) == cudaSuccess &&
              cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
     if (st == FLOE_OK && spec->grow) {
-        cudaError_t e = cudaMalloc((void **)&t->halt, sizeof *t->halt);
+        cudaError_t e = cudaMalloc((void **)&t->halt, GPU_LANES_MAX * sizeof *t->halt);
         if (e == cudaSuccess)
-            e = cudaMemset(t->halt, 0, sizeof *t->halt);
+            e = cudaMemset(t->halt, 0, GPU_LANES_MAX * sizeof *t->halt);
         if (e != cudaSuccess)
             st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "allocating a flag: %s", cudaGetErrorString(e));
     }
@@ -1110,7 +1123,7 @@ static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
     with_shape(t->g.level[0].row_bits, insert, [&](auto rb, auto ins) {
         k_op<decltype(rb)::value, decltype(ins)::value><<<blocks, BLOCK, 0, s>>>(
-            t->g, L0, L1, L2, d_keys, n, d_results, d_ids, t->halt, t->seq, t->values, t->vb, d_vout);
+            t->g, L0, L1, L2, d_keys, n, d_results, d_ids, lane_halt(t), t->seq, t->values, t->vb, d_vout);
     });
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
@@ -1269,7 +1282,7 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
     const bool pdl = t->pdl && n <= PDL_MAX_KEYS;
     with_row_bits(t->g.level[0].row_bits, [&](auto rb) {
         k_put_pass<decltype(rb)::value><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->filter,
-                                                                 filter_words, L, t->halt, t->seq, pdl);
+                                                                 filter_words, L, lane_halt(t), t->seq, pdl);
     });
     CUDA_TRY(cudaGetLastError(), err);
     CUDA_TRY(launch_next(pdl, k_claims, blocks, s, (const uint64_t *)ids, (const uint8_t *)d_results, (uint64_t)n,
@@ -1296,9 +1309,9 @@ extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_key
         return FLOE_OK;
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
     with_row_bits(t->g.level[0].row_bits, [&](auto rb) {
-        k_put_map<decltype(rb)::value><<<blocks_for(n), BLOCK, 0, s>>>(
-            t->g, L0, L1, L2, d_keys, d_values, n, d_results, d_ids, t->halt, t->seq, t->values, t->vb, overwrite,
-            d_values_out);
+        k_put_map<decltype(rb)::value><<<blocks_for(n), BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, d_values, n, d_results,
+                                                                       d_ids, lane_halt(t), t->seq, t->values, t->vb,
+                                                                       overwrite, d_values_out);
     });
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
@@ -1349,7 +1362,7 @@ extern "C" floe_status gpu_iceberg_small(gpu_iceberg *t, int insert, const uint6
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
     with_shape(t->g.level[0].row_bits, insert, [&](auto rb, auto ins) {
         k_small<decltype(rb)::value, decltype(ins)::value>
-            <<<1, threads, 0, s>>>(t->g, L0, L1, L2, h_keys, (uint32_t)n, h_results, h_ids, t->halt, t->seq);
+            <<<1, threads, 0, s>>>(t->g, L0, L1, L2, h_keys, (uint32_t)n, h_results, h_ids, lane_halt(t), t->seq);
     });
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
@@ -1398,7 +1411,7 @@ extern "C" floe_status gpu_answers_out(const uint8_t *d_results, const uint64_t 
 extern "C" floe_status gpu_iceberg_clear_halt(gpu_iceberg *t, gpu_stream stream, floe_errinfo *err)
 {
     if (t->halt)
-        CUDA_TRY(cudaMemsetAsync(t->halt, 0, sizeof *t->halt, (cudaStream_t)stream), err);
+        CUDA_TRY(cudaMemsetAsync(lane_halt(t), 0, sizeof *t->halt, (cudaStream_t)stream), err);
     return FLOE_OK;
 }
 

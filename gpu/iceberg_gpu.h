@@ -110,7 +110,13 @@ void gpu_iceberg_tags_left(gpu_iceberg *t, unsigned left);
 
 /* Grow tables halt when a key comes back FULL: every later batch answers
  * GPU_SKIPPED for all its keys and changes nothing, so that the pipeline
- * can grow the table and re-run them in order.  Clearing is asynchronous. */
+ * can grow the table and re-run them in order.  Clearing is asynchronous.
+ * Each lane of the backend (a pipeline of its own, tables/backend.h) halts
+ * alone: the launches from gpu_iceberg_lane(t, lane) on read and set that
+ * lane's flag, and clear_halt clears it.  The caller serialises launches
+ * (the backend's table lock), so this is the lane of whoever launches. */
+#define GPU_LANES_MAX 8
+void gpu_iceberg_lane(gpu_iceberg *t, unsigned lane);
 floe_status gpu_iceberg_clear_halt(gpu_iceberg *t, gpu_stream stream, floe_errinfo *err);
 
 /* The same with host arrays: copies in, runs, copies out, waits. */

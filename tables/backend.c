@@ -45,6 +45,19 @@ const char *floe_backend_name(const floe_backend *be)
     return be->ops->name;
 }
 
+floe_status floe_backend_set_lanes(floe_backend *be, unsigned lanes, floe_errinfo *err)
+{
+    if (lanes < 1 || lanes > FLOE_LANES_MAX)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "lanes must be 1..%d, not %u", FLOE_LANES_MAX, lanes);
+    be->lanes = lanes;
+    return FLOE_OK;
+}
+
+unsigned floe_backend_lanes(const floe_backend *be)
+{
+    return be->lanes ? be->lanes : 1;
+}
+
 void *floe_backend_host_alloc(floe_backend *be, size_t bytes)
 {
     return be->ops->host_alloc ? be->ops->host_alloc(be, bytes) : floe_malloc(bytes ? bytes : 1);

@@ -7,9 +7,16 @@
  * submits it, and the backend calls b->done(b) from one of its own threads
  * when the batch is complete (never from inside floe_table_submit).
  *
- * Ordering: batches submitted to one table are executed and completed in
- * submission order, whatever their operation, so a SAVE or SCAN sees every
- * INSERT submitted before it.  Batches on different tables are independent.
+ * Ordering: batches submitted to one table in one lane (floe_batch.lane) are
+ * executed and completed in submission order, whatever their operation, so a
+ * SAVE or SCAN sees every INSERT submitted before it in its lane.  A backend
+ * whose tables have several lanes (floe_backend_lanes: the GPU backend's
+ * pipelines) runs the lanes side by side, as the requests of different
+ * connections: batches of different lanes are concurrent (any interleaving,
+ * each atomic per key), and a SAVE, SCAN, STATS, COPY or REBUILD also sees
+ * every batch of another lane that completed before it was submitted.  A
+ * backend with one lane ignores the field.  Batches on different tables are
+ * independent.
  *
  * Ownership: every buffer a batch points to belongs to the caller and must
  * stay valid until done() is called.  Output arrays are sized by the caller:
@@ -102,6 +109,9 @@ struct floe_batch {
     /* COPY: the image (tables/tablefile.h), the caller's to write and free */
     struct floe_file_image *image;
 
+    /* the lane it runs in (taken modulo floe_backend_lanes; see Ordering) */
+    unsigned lane;
+
     /* completion */
     floe_status status;
     floe_errinfo error;
@@ -132,6 +142,7 @@ typedef struct floe_backend_ops {
 struct floe_backend {
     const floe_backend_ops *ops;
     struct floe_pool *pool; /* its host threads (NULL: none): the door's pass over a large batch runs on them */
+    unsigned lanes;         /* of the tables it creates from now on (floe_backend_set_lanes; 0: 1) */
 };
 
 struct floe_table {
@@ -159,6 +170,15 @@ const char *floe_backend_name(const floe_backend *be);
  * is destroyed. */
 void *floe_backend_host_alloc(floe_backend *be, size_t bytes);
 void floe_backend_host_free(floe_backend *be, void *p);
+
+/* Lanes of the tables be creates or loads from now on (1 .. FLOE_LANES_MAX;
+ * default 1): each lane of a GPU table is a pipeline of its own (worker,
+ * staging, copies) over the one table on the device.  The CPU backend and
+ * tables in parts run every lane's batches in one queue, in submission
+ * order, which keeps every lane's order too; they report the lanes asked
+ * for, so that callers may still split their work by lane. */
+floe_status floe_backend_set_lanes(floe_backend *be, unsigned lanes, floe_errinfo *err);
+unsigned floe_backend_lanes(const floe_backend *be);
 
 /* The door for in-process callers, run once per batch by floe_table_submit:
  * floe_request_check on the batch's op, flags, keys (vectors), n and values

@@ -810,6 +810,10 @@ static part_table *table_new(part_backend *be, const floe_spec *whole, floe_erri
     t->base.spec = *whole;
     t->be = be;
     t->parts = be->parts;
+    /* one part takes the batches straight (part_submit), so it runs the lanes asked of the whole;
+     * parts are fed by the one splitter */
+    for (unsigned i = 0; i < be->ninner; i++)
+        be->inner[i]->lanes = be->parts == 1 ? floe_backend_lanes(&be->base) : 1;
     t->spare = spare;
     pthread_mutex_init(&t->in_lock, NULL);
     pthread_cond_init(&t->in_cv, NULL);

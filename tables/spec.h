@@ -61,6 +61,8 @@ typedef enum floe_op {
 #define FLOE_BACKEND_NAME_MAX 16
 /* Most partitions of one table (tables/partition.h). */
 #define FLOE_PARTS_MAX 16
+/* The most lanes (pipelines side by side) a table may have (tables/backend.h). */
+#define FLOE_LANES_MAX 8
 
 typedef struct floe_spec {
     char name[FLOE_NAME_MAX + 1]; /* [A-Za-z0-9_.-], 1..64 characters */
@@ -198,6 +200,14 @@ static inline void floe_stage_add(floe_stage_time *s, uint64_t n, uint64_t nanos
     s->count++;
     s->keys += n;
     s->nanos += nanos;
+}
+
+/* Adds every occurrence of from to to (timers kept apart, reported together). */
+static inline void floe_stage_sum(floe_stage_time *to, const floe_stage_time *from)
+{
+    to->count += from->count;
+    to->keys += from->keys;
+    to->nanos += from->nanos;
 }
 
 /* CLOCK_MONOTONIC in nanoseconds: for stage timers. */

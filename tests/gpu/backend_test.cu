@@ -12,6 +12,13 @@
  * must be identical (ids are checked for consistency instead: placement
  * differs); at the end both hold the same keys and values (full scans), and
  * a table saved by either backend loads in the other with the same content.
+ *
+ * Lanes (lanes_case): several threads, each submitting in a lane of its own
+ * to one GPU table (growing through several generations meanwhile), each
+ * with its own keys and a CPU table that gets the same batches: the GPU's
+ * answers to a thread's keys must be the CPU table's, exactly.  Keys that
+ * every thread inserts at once are INSERTED exactly once in all, and the
+ * table ends up holding exactly the CPU tables' keys and the shared ones.
  */
 #include <algorithm>
 #include <pthread.h>
@@ -30,6 +37,7 @@
 #include "tablefile.h"
 
 #define CHECK(cond, ...) EXPECT_OR_RETURN(false, cond, __VA_ARGS__)
+#define WCHECK(cond, ...) EXPECT_OR_RETURN(NULL, cond, __VA_ARGS__) /* in a thread's function */
 
 /* One batch and its buffers, for one backend. */
 struct job {
@@ -368,6 +376,208 @@ static bool one_case(floe_backend *cpu_be, floe_backend *gpu_be, const char *nam
     return ok;
 }
 
+/* What a lanes_case thread does and finds. */
+struct lane_worker {
+    floe_table *gpu, *ref; /* ref: this thread's CPU table */
+    unsigned lane;
+    uint32_t key_bits, vb;
+    size_t rounds, max_n;
+    uint64_t seed;
+    const std::vector<uint64_t> *shared;
+    std::vector<uint64_t> shared_inserted; /* shared keys this thread saw INSERTED (values: shared_value) */
+    std::vector<std::pair<uint64_t, uint64_t>> shared_seen; /* (key, value) of every PRESENT answer */
+    bool ok;
+};
+
+/* The value thread `lane` gives shared key k (MAP). */
+static uint64_t shared_value(uint64_t k, unsigned lane)
+{
+    return k * 0x9E3779B97F4A7C15ull + lane;
+}
+
+static uint64_t value_at(const std::vector<unsigned char> &v, size_t i, uint32_t vb)
+{
+    uint64_t x = 0;
+    memcpy(&x, v.data() + i * vb, vb);
+    return x;
+}
+
+/* One thread of lanes_case: rounds of 4 batches in flight in its lane, on
+ * its own keys (high bits: the lane) against its CPU table, and inserts of
+ * the shared keys. */
+static void *lane_worker_main(void *arg)
+{
+    lane_worker *w = (lane_worker *)arg;
+    uint64_t r = w->seed;
+    const uint32_t vb = w->vb;
+    const uint64_t own = 1ull << (w->key_bits - 4) | (uint64_t)w->lane << (w->key_bits - 8);
+    counter cg = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    counter cc = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    w->ok = false;
+    for (size_t round = 0; round < w->rounds; round++) {
+        enum { IN_FLIGHT = 4 };
+        std::vector<job> jg(IN_FLIGHT), jc(IN_FLIGHT);
+        std::vector<bool> is_shared(IN_FLIGHT);
+        for (size_t k = 0; k < IN_FLIGHT; k++) {
+            const size_t n = 1 + (size_t)(test_rng(&r) % w->max_n);
+            is_shared[k] = k == 1 && round % 2 == 0;
+            std::vector<uint64_t> keys(n);
+            std::vector<unsigned char> values(n * vb);
+            for (size_t i = 0; i < n; i++) {
+                if (i > 0 && test_rng(&r) % 5 == 0)
+                    keys[i] = keys[test_rng(&r) % i];
+                else if (is_shared[k])
+                    keys[i] = (*w->shared)[test_rng(&r) % w->shared->size()];
+                else
+                    keys[i] = own | test_rng(&r) % (4 * w->max_n);
+                uint64_t v = is_shared[k] ? shared_value(keys[i], w->lane) : test_rng(&r);
+                memcpy(values.data() + i * vb, &v, vb);
+            }
+            const unsigned pick = (unsigned)(test_rng(&r) % 10);
+            const floe_op op = is_shared[k] || pick < 6 ? FLOE_OP_INSERT : pick < 9 ? FLOE_OP_FIND : FLOE_OP_ERASE;
+            unsigned flags = FLOE_BATCH_WANT_IDS | (vb && op != FLOE_OP_ERASE ? FLOE_BATCH_WANT_VALUES : 0);
+            jg[k].keys = jc[k].keys = keys;
+            jg[k].values = jc[k].values = values;
+            prepare(jg[k], op, flags, vb, &cg);
+            prepare(jc[k], op, flags, vb, &cc);
+            jg[k].b.lane = w->lane;
+        }
+        const size_t before_g = cg.done, before_c = cc.done;
+        for (size_t k = 0; k < IN_FLIGHT; k++) {
+            floe_table_submit(w->gpu, &jg[k].b);
+            if (!is_shared[k])
+                floe_table_submit(w->ref, &jc[k].b);
+        }
+        wait_for(&cg, before_g + IN_FLIGHT);
+        wait_for(&cc, before_c + IN_FLIGHT - (round % 2 == 0));
+        for (size_t k = 0; k < IN_FLIGHT; k++) {
+            const floe_batch &g = jg[k].b, &c = jc[k].b;
+            WCHECK(g.status == FLOE_OK, "lane %u round %zu batch %zu: %s", w->lane, round, k, g.error.msg);
+            for (size_t i = 0; i < g.n; i++) {
+                const uint8_t a = jg[k].results[i];
+                const bool has = a == FLOE_PRESENT || a == FLOE_INSERTED;
+                WCHECK(a != FLOE_FULL, "lane %u: FULL on a growing table", w->lane);
+                if (g.op != FLOE_OP_ERASE)
+                    WCHECK(has == (jg[k].ids[i] != FLOE_NO_ID), "lane %u: id %llx with answer %u", w->lane,
+                           (unsigned long long)jg[k].ids[i], a);
+                if (!is_shared[k]) {
+                    WCHECK(a == jc[k].results[i], "lane %u round %zu batch %zu op %d key %zu (%llx): gpu %u, cpu %u",
+                           w->lane, round, k, (int)g.op, i, (unsigned long long)jg[k].keys[i], a, jc[k].results[i]);
+                    WCHECK(!vb || g.op == FLOE_OP_ERASE ||
+                               value_at(jg[k].values_out, i, vb) == value_at(jc[k].values_out, i, vb),
+                           "lane %u round %zu: value of key %zu differs", w->lane, round, i);
+                } else if (a == FLOE_INSERTED) {
+                    for (size_t e = 0; e < i; e++)
+                        WCHECK(jg[k].keys[e] != jg[k].keys[i], "lane %u: a later occurrence INSERTED", w->lane);
+                    w->shared_inserted.push_back(jg[k].keys[i]);
+                } else {
+                    WCHECK(a == FLOE_PRESENT, "lane %u: shared key answered %u", w->lane, a);
+                    w->shared_seen.push_back(std::make_pair(jg[k].keys[i], vb ? value_at(jg[k].values_out, i, vb) : 0));
+                }
+            }
+            if (!is_shared[k])
+                WCHECK(!memcmp(&g.counts, &c.counts, sizeof g.counts), "lane %u round %zu batch %zu: counts differ",
+                       w->lane, round, k);
+        }
+    }
+    w->ok = true;
+    return NULL;
+}
+
+/* Several lanes of one GPU table, fed at once by as many threads (see the top). */
+static bool lanes_case(const char *name, floe_kind kind, uint32_t key_bits, uint32_t vb, uint64_t capacity,
+                       unsigned lanes, size_t rounds, size_t max_n, uint64_t seed)
+{
+    floe_errinfo err;
+    floe_backend *cpu_be = NULL, *gpu_be = NULL;
+    CHECK(floe_backend_cpu_create(0, &cpu_be, &err) == FLOE_OK &&
+              floe_backend_gpu_create(0, 0, &gpu_be, &err) == FLOE_OK,
+          "backends: %s", err.msg);
+    CHECK(floe_backend_set_lanes(gpu_be, lanes, &err) == FLOE_OK, "lanes: %s", err.msg);
+    CHECK(floe_backend_lanes(gpu_be) == lanes, "the backend has %u lanes", floe_backend_lanes(gpu_be));
+    floe_spec s = spec_for(name, kind, key_bits, vb, capacity, true, seed | 1);
+    floe_table *gpu = NULL;
+    CHECK(floe_table_create(gpu_be, &s, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
+    uint64_t r = seed;
+    std::vector<uint64_t> shared(2 * max_n);
+    for (auto &k : shared)
+        k = test_rng(&r) & ((1ull << (key_bits - 4)) - 1); /* below every thread's own keys */
+    std::vector<lane_worker> w(lanes);
+    std::vector<pthread_t> th(lanes);
+    bool ok = true;
+    for (unsigned i = 0; i < lanes; i++) {
+        floe_spec rs = spec_for(name, kind, key_bits, vb, capacity, true, seed + 100 + i);
+        CHECK(floe_table_create(cpu_be, &rs, &w[i].ref, &err) == FLOE_OK, "cpu create: %s", err.msg);
+        w[i].gpu = gpu;
+        w[i].lane = i;
+        w[i].key_bits = key_bits;
+        w[i].vb = vb;
+        w[i].rounds = rounds;
+        w[i].max_n = max_n;
+        w[i].seed = seed * 1000 + i;
+        w[i].shared = &shared;
+    }
+    for (unsigned i = 0; i < lanes; i++)
+        pthread_create(&th[i], NULL, lane_worker_main, &w[i]);
+    for (unsigned i = 0; i < lanes; i++) {
+        pthread_join(th[i], NULL);
+        ok = ok && w[i].ok;
+    }
+    /* shared keys: one INSERTED each, every PRESENT answer with the winner's value; the table holds
+     * exactly the CPU tables' keys and the shared ones */
+    std::vector<std::pair<uint64_t, uint64_t>> want, got;
+    std::vector<std::pair<uint64_t, uint64_t>> winners;
+    for (unsigned i = 0; i < lanes; i++)
+        for (uint64_t k : w[i].shared_inserted)
+            winners.push_back(std::make_pair(k, vb ? shared_value(k, i) & (vb == 8 ? ~0ull : 0xFFFFFFFFull) : 0));
+    std::sort(winners.begin(), winners.end());
+    for (size_t i = 1; ok && i < winners.size(); i++)
+        if (winners[i].first == winners[i - 1].first) {
+            failures++;
+            fprintf(stderr, "FAIL: %s: shared key %llx INSERTED twice\n", name, (unsigned long long)winners[i].first);
+            ok = false;
+        }
+    for (unsigned i = 0; ok && i < lanes; i++)
+        for (const auto &kv : w[i].shared_seen) {
+            auto it = std::lower_bound(winners.begin(), winners.end(), std::make_pair(kv.first, (uint64_t)0));
+            if (it == winners.end() || it->first != kv.first || it->second != kv.second) {
+                failures++;
+                fprintf(stderr, "FAIL: %s: shared key %llx PRESENT without its winner's value\n", name,
+                        (unsigned long long)kv.first);
+                ok = false;
+                break;
+            }
+        }
+    for (unsigned i = 0; ok && i < lanes; i++) {
+        std::vector<std::pair<uint64_t, uint64_t>> part;
+        ok = scan_all(w[i].ref, vb, part);
+        want.insert(want.end(), part.begin(), part.end());
+    }
+    want.insert(want.end(), winners.begin(), winners.end());
+    std::sort(want.begin(), want.end());
+    ok = ok && scan_all(gpu, vb, got);
+    if (ok && want != got) {
+        failures++;
+        fprintf(stderr, "FAIL: %s: the table holds %zu keys, the references %zu (or other values)\n", name, got.size(),
+                want.size());
+        ok = false;
+    }
+    floe_batch st;
+    memset(&st, 0, sizeof st);
+    st.op = FLOE_OP_STATS;
+    floe_table_run(gpu, &st);
+    if (ok)
+        printf("ok: backend %s: %s, %u lanes fed at once, %llu keys, generation %llu (%zu shared keys inserted once)\n",
+               name, floe_kind_name(kind), lanes, (unsigned long long)got.size(),
+               (unsigned long long)st.stats.generation, winners.size());
+    for (unsigned i = 0; i < lanes; i++)
+        floe_table_destroy(w[i].ref);
+    floe_table_destroy(gpu);
+    floe_backend_destroy(cpu_be);
+    floe_backend_destroy(gpu_be);
+    return ok;
+}
+
 floe_backend *test_gpu_parts(unsigned parts)
 {
     floe_errinfo err;
@@ -457,6 +667,15 @@ void backend_suite(uint64_t seed, bool small, const char *only)
     }
     floe_backend_destroy(cpu_be);
     floe_backend_destroy(gpu_be);
-    if (!only)
-        parts_suite(seed + 10, small);
+    if (only)
+        return;
+    if (small) {
+        lanes_case("set-lanes-small", FLOE_KIND_SET, 40, 0, 1000, 3, 6, 3000, seed + 20);
+        lanes_case("map-lanes-small", FLOE_KIND_MAP, 40, 4, 1000, 2, 6, 3000, seed + 21);
+    } else {
+        lanes_case("set-lanes", FLOE_KIND_SET, 48, 0, 1000, 4, 30, 200000, seed + 20);
+        lanes_case("map-lanes", FLOE_KIND_MAP, 48, 8, 1000, 4, 30, 200000, seed + 21);
+        lanes_case("set-lanes-small-batches", FLOE_KIND_SET, 40, 0, 1000, 8, 200, 900, seed + 22);
+    }
+    parts_suite(seed + 10, small);
 }

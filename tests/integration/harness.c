@@ -174,6 +174,10 @@ static void start(daemon_proc *d, const char *const *flags, bool logged)
         argv[n++] = "--partitions";
         argv[n++] = getenv("FLOE_PARTITIONS");
     }
+    if (getenv("FLOE_PIPELINES")) { /* every table in lanes, one an io thread (make test-integration-pipelines) */
+        argv[n++] = "--pipelines";
+        argv[n++] = getenv("FLOE_PIPELINES");
+    }
     char tlsportfile[256], cert[128], key[128];
     snprintf(tlsportfile, sizeof tlsportfile, "%s/tlsport", d->dir);
     const bool tls = harness_tls();
