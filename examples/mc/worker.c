@@ -381,7 +381,7 @@ oom:
 static uint64_t expand_packed(worker *w)
 {
     const mc_model *m = w->m;
-    uint64_t succ[MC_MAX_SUCC], edges = 0;
+    uint64_t succ[MC_MAX_SUCC], edges = 0, sent = 0;
     for (int i = 0; i < EXPAND_CHUNK && w->q.head < w->q.tail && !w->status; i++) {
         const uint64_t *e = (const uint64_t *)(const void *)(w->q.buf + w->q.head++ * 16);
         const uint64_t s = e[0], parent = e[1];
@@ -391,8 +391,7 @@ static uint64_t expand_packed(worker *w)
             if (succ[j] == parent)
                 continue;
             int st = floe_batcher_add(w->batcher, succ[j], s);
-            atomic_fetch_add(&w->p->sent, 1);
-            atomic_fetch_add(&w->p->sent_bytes, 8);
+            sent++;
             if (st != FLOE_OK) {
                 fail(w, st, "a find-or-put request failed: %s",
                      floe_errstr(w->c)[0] ? floe_errstr(w->c) : floe_strerror(st));
@@ -400,6 +399,9 @@ static uint64_t expand_packed(worker *w)
             }
         }
     }
+    /* counted once a chunk, not with two locked adds a key */
+    atomic_fetch_add(&w->p->sent, sent);
+    atomic_fetch_add(&w->p->sent_bytes, sent * 8);
     return edges;
 }
 
