@@ -323,7 +323,7 @@ int floe_insert_vectors(floe *c, const char *table, const uint32_t *vectors, siz
  * floe_insert_vectors's for the whole vectors.  Parents of another
  * generation than the table's (it grew since their answer), or that name
  * no vector, fail the request with FLOE_ERR_INVALID and change nothing:
- * send those states whole.  A TREE in parts answers FLOE_ERR_UNSUPPORTED. */
+ * send those states whole.  A SET or MAP answers FLOE_ERR_UNSUPPORTED. */
 int floe_insert_states(floe *c, const char *table, uint64_t generation, const uint64_t *parents, const uint8_t *counts,
                        const uint8_t *changes, size_t n, uint8_t *results, uint64_t *ids, floe_counts *counts_out);
 /* The generation of the table that the ids of the last blocking insert or

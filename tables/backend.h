@@ -85,7 +85,8 @@ struct floe_batch {
     const uint8_t *changes;
     size_t changes_len;
     uint64_t parent_generation;
-    /* INSERT, FIND: the generation of the table the ids are of (the backend's answer) */
+    /* INSERT, FIND (and a TREE's GET): the generation of the table the ids are of (the backend's answer; a
+     * table in parts: the sum of its parts') */
     uint64_t generation;
 
     /* SCAN */

@@ -60,6 +60,7 @@ static void execute_tree(cpu_table *t, floe_batch *b)
         break;
     case FLOE_OP_GET:
         b->status = tree_get(tr, b->keys, b->n, b->results, b->vectors_out, &b->counts, e);
+        b->generation = tree_generation(tr);
         break;
     case FLOE_OP_SCAN:
         b->status = tree_scan(tr, b->cursor_set ? &b->cursor : NULL, b->limit, b->scan_keys, b->scan_vectors,

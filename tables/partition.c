@@ -14,6 +14,12 @@
  * (the door, backend.h): a refused one completes through part 0 in its
  * place in the order, and the parts' sub-batches go in marked
  * FLOE_BATCH_CHECKED, so that their keys are not scanned a second time.
+ *
+ * A TREE insert of states by their parents becomes one of whole vectors on
+ * the splitter (states_to_vectors): a state's part is its whole vector's,
+ * which its parent's part need not hold.  The table's generation, which
+ * such parents must be of, is the sum of its parts' (as STATS says), and
+ * the answers of INSERT, FIND and GET carry it.
  */
 #define _GNU_SOURCE
 #include "partition.h"
@@ -30,6 +36,7 @@
 #include "floe_wire.h"
 #include "pool.h"
 #include "tablefile.h"
+#include "tree.h"
 
 #define MOVE_CHUNK  ((size_t)1 << 18) /* keys per scan and insert while re-partitioning a loaded file */
 #define SPLIT_CHUNK ((size_t)1 << 16) /* keys per task splitting or merging a batch */
@@ -67,6 +74,7 @@ typedef struct part_table {
     split *spare; /* for a batch that arrives when no split can be allocated */
     bool spare_busy;
     floe_stage_time split_time, join_time; /* under lock */
+    uint64_t gen[FLOE_PARTS_MAX]; /* each part's generation as its last INSERT, FIND or GET said (under lock) */
 } part_table;
 
 struct split {
@@ -94,6 +102,7 @@ struct split {
     void *vout;
     uint32_t *vec; /* TREE vectors in, or GET's vectors out */
     void *mem;     /* all of the above */
+    uint32_t *states; /* a TREE insert of states by their parents: their vectors, which b->vectors points to */
 };
 
 static const floe_backend_ops part_ops;
@@ -134,6 +143,10 @@ static floe_spec part_spec(const floe_spec *whole, unsigned parts)
 static void split_free(split *sp)
 {
     part_table *t = sp->t;
+    if (sp->states) { /* the caller's batch as it came: states by their parents */
+        sp->b->vectors = NULL;
+        free(sp->states);
+    }
     free(sp->subs);
     free(sp->mem);
     if (sp->is_spare) {
@@ -318,6 +331,23 @@ static void join_part(split *sp, unsigned p)
 }
 
 /* Every part has answered: the caller's batch from theirs. */
+/* Part p's generation, as an answer of it says (INSERT, FIND, GET). */
+static void note_generation(part_table *t, unsigned p, uint64_t generation)
+{
+    pthread_mutex_lock(&t->lock);
+    t->gen[p] = generation;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* The table's generation: the sum of its parts' (under lock). */
+static uint64_t generation_locked(const part_table *t)
+{
+    uint64_t g = 0;
+    for (unsigned p = 0; p < t->parts; p++)
+        g += t->gen[p];
+    return g;
+}
+
 static void merge(split *sp)
 {
     part_table *t = sp->t;
@@ -349,7 +379,14 @@ static void merge(split *sp)
             }
         }
         break;
-    default: /* keyed operations: each part joined its answers when it finished */
+    case FLOE_OP_INSERT:
+    case FLOE_OP_FIND:
+    case FLOE_OP_GET: /* each part joined its answers when it finished; the ids are of the parts' generations */
+        pthread_mutex_lock(&t->lock);
+        b->generation = generation_locked(t);
+        pthread_mutex_unlock(&t->lock);
+        break;
+    default:
         break;
     }
     for (unsigned p = 0; p < t->parts; p++) /* images of parts whose neighbours failed */
@@ -362,9 +399,12 @@ static void sub_done(floe_batch *s)
 {
     split *sp = s->user;
     const floe_op op = sp->b->op;
+    const unsigned p = (unsigned)(s - sp->subs);
+    if (s->status == FLOE_OK && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_GET))
+        note_generation(sp->t, p, s->generation);
     if (s->status == FLOE_OK &&
         (op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET))
-        join_part(sp, (unsigned)(s - sp->subs));
+        join_part(sp, p);
     if (atomic_fetch_sub(&sp->left, 1) == 1) {
         merge(sp);
         split_complete(sp);
@@ -507,14 +547,14 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
     floe_batch *b = sp->b;
     const size_t n = b->n;
     const unsigned P = t->parts;
-    const bool tree = t->base.spec.kind == FLOE_KIND_TREE;
+    const bool is_tree = t->base.spec.kind == FLOE_KIND_TREE;
     const bool get = b->op == FLOE_OP_GET;
     const uint32_t vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
     const size_t wb = (size_t)t->base.spec.words * 4;
     const bool vals_in = vb && b->values && b->op == FLOE_OP_INSERT;
     const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && !get;
     const bool vals_out = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE;
-    const bool vec_in = tree && !get;
+    const bool vec_in = is_tree && !get;
 
     sp->tasks = n / SPLIT_CHUNK + 1;
     if (sp->tasks > floe_pool_width(t->be->pool))
@@ -616,6 +656,66 @@ static floe_status split_all(split *sp, floe_errinfo *err)
     return FLOE_OK;
 }
 
+/* A TREE insert of states by their parents (see the top): each part gets a
+ * GET of the parents it holds, behind everything submitted before (the
+ * splitter waits for them, so each part's generation is as of this batch);
+ * the vectors take their changes here, and b goes on as whole vectors.
+ * Parents of another generation than the table's, or that name no vector,
+ * fail b before anything changes. */
+static floe_status states_to_vectors(split *sp, floe_errinfo *err)
+{
+    part_table *t = sp->t;
+    floe_batch *b = sp->b;
+    const uint32_t W = t->base.spec.words;
+    const size_t n = b->n;
+    uint32_t *vec = floe_malloc((n ? n : 1) * (size_t)W * 4);
+    uint64_t *ids = floe_malloc((n ? n : 1) * 8);
+    uint32_t *at = floe_malloc((n ? n : 1) * sizeof *at);
+    uint8_t *res = floe_malloc(n ? n : 1);
+    uint32_t *got = floe_malloc((n ? n : 1) * (size_t)W * 4);
+    uint8_t *found = floe_calloc(n ? n : 1, 1);
+    floe_status st =
+        vec && ids && at && res && got && found ? FLOE_OK : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    uint64_t generation = 0;
+    for (unsigned p = 0; p < t->parts && st == FLOE_OK; p++) {
+        size_t m = 0; /* the parents part p holds, as its own ids */
+        for (size_t i = 0; i < n; i++)
+            if (b->parents[i] % t->parts == p) {
+                ids[m] = b->parents[i] / t->parts;
+                at[m++] = (uint32_t)i;
+            }
+        floe_batch g = {
+            .op = FLOE_OP_GET, .flags = FLOE_BATCH_CHECKED, .keys = ids, .n = m, .results = res, .vectors_out = got};
+        if ((st = floe_table_run(t->part[p], &g)) != FLOE_OK) {
+            *err = g.error;
+            break;
+        }
+        note_generation(t, p, g.generation);
+        generation += g.generation;
+        for (size_t k = 0; k < m; k++)
+            if ((found[at[k]] = res[k] == FLOE_PRESENT))
+                memcpy(vec + (size_t)at[k] * W, got + k * W, (size_t)W * 4);
+    }
+    if (st == FLOE_OK) /* the engines' rules, in their order */
+        st = tree_parents_generation(t->base.spec.name, b->parent_generation, generation, err);
+    for (size_t i = 0; i < n && st == FLOE_OK; i++)
+        if (!found[i])
+            st = tree_parent_missing(t->base.spec.name, i, b->parents[i], err);
+    free(found);
+    free(ids);
+    free(at);
+    free(res);
+    free(got);
+    if (st != FLOE_OK) {
+        free(vec);
+        return st;
+    }
+    tree_apply_changes(vec, W, b->change_counts, b->changes, n);
+    sp->states = vec;
+    b->vectors = vec; /* until the split is freed (split_free) */
+    return FLOE_OK;
+}
+
 static split *split_new(part_table *t, floe_batch *b)
 {
     split *sp = floe_calloc(1, sizeof *sp);
@@ -665,10 +765,8 @@ static void split_and_submit(part_table *t, floe_batch *b)
         sp->err = b->error;
     }
     bool fan_out = false;
-    if (sp->st == FLOE_OK && b->parents) /* a state's part is its whole vector's: the parent's part may not hold it */
-        sp->st = floe_errinfo_set(&sp->err, FLOE_ERR_UNSUPPORTED,
-                                  "table %s is in %u parts: it takes whole vectors, not states by their parents",
-                                  t->base.spec.name, t->parts);
+    if (sp->st == FLOE_OK && b->parents)
+        sp->st = states_to_vectors(sp, &sp->err);
     if (sp->st == FLOE_OK) {
         switch (b->op) {
         case FLOE_OP_INSERT:
@@ -889,15 +987,15 @@ static floe_status read_parts(const char *path, floe_file_part *where, unsigned 
 static floe_status move_all(floe_table *from, floe_table *to, floe_errinfo *err)
 {
     const floe_spec *s = &from->spec;
-    const bool tree = s->kind == FLOE_KIND_TREE;
+    const bool is_tree = s->kind == FLOE_KIND_TREE;
     const uint32_t vb = s->kind == FLOE_KIND_MAP ? s->value_bytes : 0;
     const size_t wb = (size_t)s->words * 4;
     uint64_t *keys = floe_malloc(MOVE_CHUNK * 8);
     void *vals = vb ? floe_malloc(MOVE_CHUNK * vb) : NULL;
-    uint32_t *vecs = tree ? floe_malloc(MOVE_CHUNK * wb) : NULL;
+    uint32_t *vecs = is_tree ? floe_malloc(MOVE_CHUNK * wb) : NULL;
     uint8_t *res = floe_malloc(MOVE_CHUNK);
     floe_status st = FLOE_OK;
-    if (!keys || !res || (vb && !vals) || (tree && !vecs))
+    if (!keys || !res || (vb && !vals) || (is_tree && !vecs))
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     floe_batch sc = {.op = FLOE_OP_SCAN, .limit = MOVE_CHUNK, .scan_keys = keys};
     if (vb) {
@@ -913,7 +1011,7 @@ static floe_status move_all(floe_table *from, floe_table *to, floe_errinfo *err)
         }
         if (sc.scan_n > 0) {
             floe_batch ins = {.op = FLOE_OP_INSERT, .n = sc.scan_n, .results = res};
-            if (tree) {
+            if (is_tree) {
                 ins.vectors = vecs;
             } else {
                 ins.keys = keys;

@@ -171,7 +171,7 @@ static void on_vectors(floe *c, floe_call *call, void *arg)
     const unsigned char *ids = floe_call_ids(call, &idb);
     int st = floe_call_status(call);
     if (st == FLOE_ERR_UNSUPPORTED && rq->by_parent && !w->status)
-        w->whole = 1; /* a TREE in parts takes whole vectors only: from now on, and this request too */
+        w->whole = 1; /* a server that takes no states by parent (an older floed): whole from now on */
     if ((st == FLOE_ERR_INVALID || st == FLOE_ERR_UNSUPPORTED) && rq->by_parent && !w->status) {
         send_whole(w, rq); /* INVALID: the table grew, and its parents have new ids */
         return;

@@ -824,19 +824,9 @@ START_TEST(tree_states_by_parent)
     walk(v, SEED, W, &rng, state);
     insert_checked(c, "p", &r, v, SEED);
     ck_assert_int_eq(floe_insert_vectors(c, "w", v, SEED, W, NULL, NULL, NULL), FLOE_OK);
+    /* in parts too: the table's generation is the sum of its parts' */
     uint64_t generation = floe_ids_generation(c), grew = 0, sent = 0;
-    if (harness_parts() > 1) { /* a TREE in parts takes whole vectors only */
-        parents[0] = r.ids[0];
-        counts[0] = 1;
-        floe_change_put(changes, 0, 5);
-        floe_table_info before;
-        snapshot_figures(c, "p", &before);
-        ck_assert_int_eq(floe_insert_states(c, "p", generation, parents, counts, changes, 1, res, ids, NULL),
-                         FLOE_ERR_UNSUPPORTED);
-        ck_assert_msg(strstr(floe_errstr(c), "parts") != NULL, "%s", floe_errstr(c));
-        assert_unchanged(c, "p", &before, "states by parent on a table in parts");
-    }
-    for (int round = 0; round < ROUNDS && harness_parts() <= 1; round++) {
+    for (int round = 0; round < ROUNDS; round++) {
         size_t nc = 0;
         for (size_t i = 0; i < B; i++) { /* a stored state, and one to three words changed */
             const size_t p = rng_next(&rng) % r.n;
@@ -883,8 +873,6 @@ START_TEST(tree_states_by_parent)
             }
         }
     }
-    if (harness_parts() > 1)
-        goto done; /* refused above, and nothing more to see */
     ck_assert_uint_gt(grew, 0);
     check_contents(c, "p", &r);
 
@@ -942,7 +930,6 @@ START_TEST(tree_states_by_parent)
     assert_unchanged(c, "p", &before, "bad shapes");
     printf("tree states by parent: %llu states, %llu growths, every answer as the whole vector's\n",
            (unsigned long long)sent, (unsigned long long)grew);
-done:
     ref_free(&r);
     free(v);
     free(parents);

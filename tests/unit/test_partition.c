@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "floe_wire.h"
 #include "partition.h"
 #include "tablefile.h"
 #include "testutil.h"
@@ -321,6 +322,124 @@ START_TEST(tree_in_parts)
 }
 END_TEST
 
+/* States by their parents into a growing TREE in 3 parts, against whole
+ * vectors into a whole table: the same answers, parents of another
+ * generation or that name no vector refused with nothing changed. */
+START_TEST(tree_states_in_parts)
+{
+    enum { W = 4, SEED = 300, ROUNDS = 40, MAXN = 400, CAP = 60000 };
+    floe_backend *pb = parted(3, 2), *wb = cpu();
+    floe_spec s = spec_of(FLOE_KIND_TREE, 0, 0, 600);
+    s.grow = 1;
+    floe_table *p, *w;
+    ck_assert_int_eq(floe_table_create(pb, &s, &p, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_table_create(wb, &s, &w, NULL), FLOE_OK);
+    static uint32_t ref[CAP * W], vec[MAXN * W];
+    static uint64_t ref_id[CAP], ids[CAP], parents[MAXN];
+    static uint8_t res[CAP], wres[CAP], counts[MAXN], changes[MAXN * 3 * FLOE_CHANGE_BYTES];
+    size_t nref = 0;
+    uint64_t seed = 11;
+    for (size_t i = 0; i < SEED * W; i++)
+        vec[i] = (uint32_t)rng_below(&seed, 1000);
+    floe_batch b = {
+        .op = FLOE_OP_INSERT, .flags = FLOE_BATCH_WANT_IDS, .vectors = vec, .n = SEED, .results = res, .ids = ids};
+    ck_assert_int_eq(floe_table_run(p, &b), FLOE_OK);
+    floe_batch c = {.op = FLOE_OP_INSERT, .vectors = vec, .n = SEED, .results = wres};
+    ck_assert_int_eq(floe_table_run(w, &c), FLOE_OK);
+    for (size_t i = 0; i < SEED; i++)
+        if (res[i] == FLOE_INSERTED) {
+            memcpy(ref + nref * W, vec + i * W, W * 4);
+            ref_id[nref++] = ids[i];
+        }
+    uint64_t generation = b.generation, grew = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        const size_t n = 1 + rng_below(&seed, MAXN);
+        size_t ch = 0;
+        for (size_t i = 0; i < n; i++) {
+            const size_t k = rng_below(&seed, nref);
+            parents[i] = ref_id[k];
+            memcpy(vec + i * W, ref + k * W, W * 4);
+            counts[i] = (uint8_t)rng_below(&seed, 4); /* 0: the parent itself */
+            for (unsigned x = 0; x < counts[i]; x++) {
+                const uint32_t word = (uint32_t)rng_below(&seed, W), value = (uint32_t)rng_below(&seed, 1000);
+                floe_change_put(changes + ch++ * FLOE_CHANGE_BYTES, word, value);
+                vec[i * W + word] = value;
+            }
+        }
+        floe_batch d = {.op = FLOE_OP_INSERT,
+                        .flags = FLOE_BATCH_WANT_IDS,
+                        .n = n,
+                        .results = res,
+                        .ids = ids,
+                        .parents = parents,
+                        .change_counts = counts,
+                        .changes = changes,
+                        .changes_len = ch * FLOE_CHANGE_BYTES,
+                        .parent_generation = generation};
+        ck_assert_msg(floe_table_run(p, &d) == FLOE_OK, "round %d: %s", round, d.error.msg);
+        ck_assert_ptr_null(d.vectors); /* the caller's batch as it was */
+        floe_batch e = {.op = FLOE_OP_INSERT, .vectors = vec, .n = n, .results = wres};
+        ck_assert_int_eq(floe_table_run(w, &e), FLOE_OK);
+        ck_assert_int_eq(memcmp(res, wres, n), 0);
+        ck_assert_uint_eq(d.counts.inserted, e.counts.inserted);
+        for (size_t i = 0; i < n; i++)
+            if (res[i] == FLOE_INSERTED) {
+                ck_assert_uint_lt(nref, CAP);
+                memcpy(ref + nref * W, vec + i * W, W * 4);
+                ref_id[nref++] = ids[i];
+            }
+        if (d.generation != generation) { /* a part grew: every id again, of the new generation */
+            grew++;
+            floe_batch f = {.op = FLOE_OP_FIND,
+                            .flags = FLOE_BATCH_WANT_IDS,
+                            .vectors = ref,
+                            .n = nref,
+                            .results = res,
+                            .ids = ref_id};
+            ck_assert_int_eq(floe_table_run(p, &f), FLOE_OK);
+            ck_assert_uint_eq(f.counts.present, nref);
+            ck_assert_uint_eq(f.generation, d.generation);
+            generation = d.generation;
+        }
+    }
+    ck_assert_uint_gt(grew, 0);
+    floe_batch st = {.op = FLOE_OP_STATS}, wst = {.op = FLOE_OP_STATS};
+    ck_assert_int_eq(floe_table_run(p, &st), FLOE_OK);
+    ck_assert_int_eq(floe_table_run(w, &wst), FLOE_OK);
+    ck_assert_uint_eq(st.stats.keys, nref);
+    ck_assert_uint_eq(wst.stats.keys, nref);
+    ck_assert_uint_eq(st.stats.generation, generation);
+
+    /* refused, nothing changed: another generation; a parent that names no vector (the second state) */
+    counts[0] = counts[1] = 1;
+    floe_change_put(changes, 0, 777777);
+    floe_change_put(changes + FLOE_CHANGE_BYTES, 1, 888888);
+    parents[0] = ref_id[0];
+    parents[1] = ref_id[1];
+    floe_batch old = {.op = FLOE_OP_INSERT,
+                      .n = 2,
+                      .results = res,
+                      .parents = parents,
+                      .change_counts = counts,
+                      .changes = changes,
+                      .changes_len = 2 * FLOE_CHANGE_BYTES,
+                      .parent_generation = generation + 1};
+    ck_assert_int_eq(floe_table_run(p, &old), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(old.error.msg, "generation") != NULL, "%s", old.error.msg);
+    parents[1] = 3000000 * 3 + 1; /* part 1, past its slots */
+    floe_batch none = old;
+    none.parent_generation = generation;
+    ck_assert_int_eq(floe_table_run(p, &none), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(none.error.msg, "names no vector") && strstr(none.error.msg, "state 1"), "%s", none.error.msg);
+    ck_assert_int_eq(floe_table_run(p, &st), FLOE_OK);
+    ck_assert_uint_eq(st.stats.keys, nref);
+    floe_table_destroy(p);
+    floe_table_destroy(w);
+    floe_backend_destroy(pb);
+    floe_backend_destroy(wb);
+}
+END_TEST
+
 static void fill_map(floe_table *t, size_t n, uint64_t seed)
 {
     uint64_t *k = malloc(n * 8), *v = malloc(n * 8);
@@ -548,6 +667,7 @@ Suite *partition_suite(void)
     tcase_add_test(tc, set_in_parts);
     tcase_add_test(tc, map_in_parts);
     tcase_add_test(tc, tree_in_parts);
+    tcase_add_test(tc, tree_states_in_parts);
     tcase_add_test(tc, files_in_parts);
     tcase_add_test(tc, bad_batches_change_nothing);
     tcase_add_test(tc, capacity_fits_in_parts);
