@@ -656,52 +656,96 @@ static floe_status split_all(split *sp, floe_errinfo *err)
     return FLOE_OK;
 }
 
+/* The GETs of states_to_vectors, answered on the parts' threads. */
+typedef struct gets {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    unsigned left;
+} gets;
+
+static void get_done(floe_batch *g)
+{
+    gets *w = g->user;
+    pthread_mutex_lock(&w->lock);
+    if (--w->left == 0)
+        pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->lock);
+}
+
 /* A TREE insert of states by their parents (see the top): each part gets a
- * GET of the parents it holds, behind everything submitted before (the
- * splitter waits for them, so each part's generation is as of this batch);
- * the vectors take their changes here, and b goes on as whole vectors.
- * Parents of another generation than the table's, or that name no vector,
- * fail b before anything changes. */
+ * GET of the parents it holds, all at once, behind everything submitted
+ * before (the splitter waits for them, so each part's generation is as of
+ * this batch); the vectors take their changes here, and b goes on as whole
+ * vectors.  Parents of another generation than the table's, or that name no
+ * vector, fail b before anything changes. */
 static floe_status states_to_vectors(split *sp, floe_errinfo *err)
 {
     part_table *t = sp->t;
     floe_batch *b = sp->b;
     const uint32_t W = t->base.spec.words;
     const size_t n = b->n;
+    size_t off[FLOE_PARTS_MAX + 1] = {0};
+    floe_batch g[FLOE_PARTS_MAX];
     uint32_t *vec = floe_malloc((n ? n : 1) * (size_t)W * 4);
     uint64_t *ids = floe_malloc((n ? n : 1) * 8);
     uint32_t *at = floe_malloc((n ? n : 1) * sizeof *at);
     uint8_t *res = floe_malloc(n ? n : 1);
     uint32_t *got = floe_malloc((n ? n : 1) * (size_t)W * 4);
-    uint8_t *found = floe_calloc(n ? n : 1, 1);
-    floe_status st =
-        vec && ids && at && res && got && found ? FLOE_OK : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
-    uint64_t generation = 0;
-    for (unsigned p = 0; p < t->parts && st == FLOE_OK; p++) {
-        size_t m = 0; /* the parents part p holds, as its own ids */
-        for (size_t i = 0; i < n; i++)
-            if (b->parents[i] % t->parts == p) {
-                ids[m] = b->parents[i] / t->parts;
-                at[m++] = (uint32_t)i;
-            }
-        floe_batch g = {
-            .op = FLOE_OP_GET, .flags = FLOE_BATCH_CHECKED, .keys = ids, .n = m, .results = res, .vectors_out = got};
-        if ((st = floe_table_run(t->part[p], &g)) != FLOE_OK) {
-            *err = g.error;
-            break;
-        }
-        note_generation(t, p, g.generation);
-        generation += g.generation;
-        for (size_t k = 0; k < m; k++)
-            if ((found[at[k]] = res[k] == FLOE_PRESENT))
-                memcpy(vec + (size_t)at[k] * W, got + k * W, (size_t)W * 4);
+    if (!vec || !ids || !at || !res || !got) {
+        free(vec), free(ids), free(at), free(res), free(got);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
-    if (st == FLOE_OK) /* the engines' rules, in their order */
+    /* the parents in part order, as their parts' own ids; at[k]: the state of the k-th */
+    for (size_t i = 0; i < n; i++)
+        off[b->parents[i] % t->parts + 1]++;
+    for (unsigned p = 0; p < t->parts; p++)
+        off[p + 1] += off[p];
+    size_t fill[FLOE_PARTS_MAX];
+    memcpy(fill, off, sizeof fill);
+    for (size_t i = 0; i < n; i++) {
+        const size_t k = fill[b->parents[i] % t->parts]++;
+        ids[k] = b->parents[i] / t->parts;
+        at[k] = (uint32_t)i;
+    }
+    gets w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, t->parts};
+    for (unsigned p = 0; p < t->parts; p++) { /* every part, with parents or not: its generation counts */
+        g[p] = (floe_batch){.op = FLOE_OP_GET,
+                            .flags = FLOE_BATCH_CHECKED,
+                            .keys = ids + off[p],
+                            .n = off[p + 1] - off[p],
+                            .results = res + off[p],
+                            .vectors_out = got + off[p] * W,
+                            .done = get_done,
+                            .user = &w};
+        floe_table_submit(t->part[p], &g[p]);
+    }
+    pthread_mutex_lock(&w.lock);
+    while (w.left > 0)
+        pthread_cond_wait(&w.cv, &w.lock);
+    pthread_mutex_unlock(&w.lock);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.lock);
+    floe_status st = FLOE_OK;
+    uint64_t generation = 0;
+    for (unsigned p = 0; p < t->parts; p++) {
+        if (g[p].status != FLOE_OK && st == FLOE_OK) {
+            st = g[p].status;
+            *err = g[p].error;
+        }
+        note_generation(t, p, g[p].generation);
+        generation += g[p].generation;
+    }
+    if (st == FLOE_OK) /* the engines' rules, in their order: the generation, then the first missing parent */
         st = tree_parents_generation(t->base.spec.name, b->parent_generation, generation, err);
-    for (size_t i = 0; i < n && st == FLOE_OK; i++)
-        if (!found[i])
-            st = tree_parent_missing(t->base.spec.name, i, b->parents[i], err);
-    free(found);
+    size_t missing = n;
+    for (size_t k = 0; k < n && st == FLOE_OK; k++) {
+        if (res[k] == FLOE_PRESENT)
+            memcpy(vec + (size_t)at[k] * W, got + k * W, (size_t)W * 4);
+        else if (at[k] < missing)
+            missing = at[k];
+    }
+    if (st == FLOE_OK && missing < n)
+        st = tree_parent_missing(t->base.spec.name, missing, b->parents[missing], err);
     free(ids);
     free(at);
     free(res);
