@@ -179,29 +179,38 @@ void floe_table_submit(floe_table *t, floe_batch *b)
 typedef struct waiter {
     pthread_mutex_t lock;
     pthread_cond_t cv;
-    bool done;
+    size_t left; /* batches not yet done */
 } waiter;
 
 static void wake(floe_batch *b)
 {
     waiter *w = b->user;
     pthread_mutex_lock(&w->lock);
-    w->done = true;
-    pthread_cond_signal(&w->cv);
+    if (--w->left == 0)
+        pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->lock);
+}
+
+void floe_tables_run(floe_table *const *t, floe_batch *const *b, size_t n)
+{
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, n};
+    for (size_t i = 0; i < n; i++) {
+        b[i]->done = wake;
+        b[i]->user = &w;
+        floe_table_submit(t[i], b[i]);
+    }
+    pthread_mutex_lock(&w.lock);
+    while (w.left > 0)
+        pthread_cond_wait(&w.cv, &w.lock);
+    pthread_mutex_unlock(&w.lock);
+    for (size_t i = 0; i < n; i++) {
+        b[i]->done = NULL;
+        b[i]->user = NULL;
+    }
 }
 
 floe_status floe_table_run(floe_table *t, floe_batch *b)
 {
-    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
-    b->done = wake;
-    b->user = &w;
-    floe_table_submit(t, b);
-    pthread_mutex_lock(&w.lock);
-    while (!w.done)
-        pthread_cond_wait(&w.cv, &w.lock);
-    pthread_mutex_unlock(&w.lock);
-    b->done = NULL;
-    b->user = NULL;
+    floe_tables_run(&t, &b, 1);
     return b->status;
 }

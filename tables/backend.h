@@ -159,6 +159,9 @@ floe_status floe_table_load(floe_backend *be, const char *path, floe_table **out
 void floe_table_submit(floe_table *t, floe_batch *b);
 /* Submits b and waits for it: for tools and tests.  b->done must be NULL. */
 floe_status floe_table_run(floe_table *t, floe_batch *b);
+/* Submits b[i] to t[i] for every i < n, all at once, and waits for all of
+ * them (a layer over several tables: tables in parts).  Each done NULL. */
+void floe_tables_run(floe_table *const *t, floe_batch *const *b, size_t n);
 void floe_table_destroy(floe_table *t);
 void floe_backend_destroy(floe_backend *be);
 const char *floe_backend_name(const floe_backend *be);

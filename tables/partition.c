@@ -656,22 +656,6 @@ static floe_status split_all(split *sp, floe_errinfo *err)
     return FLOE_OK;
 }
 
-/* The GETs of states_to_vectors, answered on the parts' threads. */
-typedef struct gets {
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    unsigned left;
-} gets;
-
-static void get_done(floe_batch *g)
-{
-    gets *w = g->user;
-    pthread_mutex_lock(&w->lock);
-    if (--w->left == 0)
-        pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->lock);
-}
-
 /* A TREE insert of states by their parents (see the top): each part gets a
  * GET of the parents it holds, all at once, behind everything submitted
  * before (the splitter waits for them, so each part's generation is as of
@@ -707,24 +691,17 @@ static floe_status states_to_vectors(split *sp, floe_errinfo *err)
         ids[k] = b->parents[i] / t->parts;
         at[k] = (uint32_t)i;
     }
-    gets w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, t->parts};
+    floe_batch *gp[FLOE_PARTS_MAX];
     for (unsigned p = 0; p < t->parts; p++) { /* every part, with parents or not: its generation counts */
         g[p] = (floe_batch){.op = FLOE_OP_GET,
                             .flags = FLOE_BATCH_CHECKED,
                             .keys = ids + off[p],
                             .n = off[p + 1] - off[p],
                             .results = res + off[p],
-                            .vectors_out = got + off[p] * W,
-                            .done = get_done,
-                            .user = &w};
-        floe_table_submit(t->part[p], &g[p]);
+                            .vectors_out = got + off[p] * W};
+        gp[p] = &g[p];
     }
-    pthread_mutex_lock(&w.lock);
-    while (w.left > 0)
-        pthread_cond_wait(&w.cv, &w.lock);
-    pthread_mutex_unlock(&w.lock);
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.lock);
+    floe_tables_run(t->part, gp, t->parts);
     floe_status st = FLOE_OK;
     uint64_t generation = 0;
     for (unsigned p = 0; p < t->parts; p++) {
