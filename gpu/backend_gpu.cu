@@ -38,8 +38,9 @@
  * GPU_SKIPPED and changes nothing); the worker then drains, rebuilds at
  * twice the size (unless another lane grew the table meanwhile), retries
  * the FULL keys, and runs the skipped pieces again, in their order.  A
- * piece whose table grew under it (its lane's or another's growth) has
- * its batch's ids looked up again.
+ * rebuild waits until no other lane has a batch under way
+ * (exclusive_begin), so a batch's ids are of one generation, or looked up
+ * again after its own lane's growth.
  *
  * SCAN, STATS, REBUILD and SAVE drain the lane and, under klock, wait for
  * every kernel enqueued, then run on the worker.
@@ -167,7 +168,7 @@ struct tree_stage {
  * klock, so they run one piece after another, whatever its lane, as with
  * one lane (and a find still runs alone on its table).  Each lane halts on
  * FULL alone (gpu_iceberg_lane) and grows and retries as with one lane, the
- * growth itself under klock. */
+ * growth itself alone (exclusive_begin) and under klock. */
 struct gpu_table;
 struct lane {
     gpu_table *t;
