@@ -148,6 +148,47 @@ static void print_stages(floe_table *t, const floe_stage_time before[FLOE_STAGES
     }
 }
 
+/* A submitting thread: the batches of its lane (batch k is lane k mod lanes), as floed's io threads each
+ * feed their own. */
+typedef struct submitter {
+    bench *bn;
+    const options *o;
+    floe_table **tables;
+    const uint64_t *all;
+    size_t n_new;
+    unsigned lane;
+    double submit_s, wait_s; /* in floe_table_submit, waiting for a free slot */
+} submitter;
+
+static void *submit_main(void *arg)
+{
+    submitter *u = arg;
+    bench *bn = u->bn;
+    const options *o = u->o;
+    for (unsigned k = u->lane; k < o->batches; k += o->lanes) {
+        double w0 = now();
+        pthread_mutex_lock(&bn->lock);
+        while (bn->free_n == 0)
+            pthread_cond_wait(&bn->cv, &bn->lock);
+        slot *s = bn->free_slots[--bn->free_n];
+        pthread_mutex_unlock(&bn->lock);
+        u->wait_s += now() - w0;
+        memset(&s->b, 0, sizeof s->b);
+        s->b.op = FLOE_OP_INSERT;
+        s->b.keys = u->all + (uint64_t)k * o->keys;
+        s->b.n = o->keys;
+        s->b.results = s->results;
+        s->b.lane = u->lane;
+        s->b.done = batch_done;
+        s->b.user = s;
+        s->want_new = u->n_new;
+        double s0 = now();
+        floe_table_submit(u->tables[k % o->tables], &s->b);
+        u->submit_s += now() - s0;
+    }
+    return NULL;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: floe-e1-local [options]\n"
@@ -168,9 +209,10 @@ static void usage(FILE *f)
                "  --tables N          N tables, each preloaded alike, batch i going to table i mod N: the\n"
                "                      ceiling of N independent pipelines on one engine (default 1)\n"
                "  --lanes L           each table in L lanes (floed's pipelines, tables/backend.h), batch i in\n"
-               "                      lane i mod L: L pipelines side by side over one table (default 1)\n"
+               "                      lane i mod L, submitted by a thread of that lane, as floed's io threads\n"
+               "                      do: L pipelines side by side over one table (default 1)\n"
                "After each run: the engine's stage times (per key; %% of the run's wall time; the first\n"
-               "table's), and the submitting thread's time in floe_table_submit (the door's checks) and\n"
+               "table's), and the submitting threads' time in floe_table_submit (the door's checks) and\n"
                "waiting for a free batch slot.  Each batch's answers are counted by checker threads, off\n"
                "the engine's thread.\n");
 }
@@ -312,28 +354,20 @@ int main(int argc, char **argv)
         }
         floe_stage_time before[FLOE_STAGES];
         stages_now(t, before);
+        submitter subs[FLOE_LANES_MAX];
+        pthread_t sub_threads[FLOE_LANES_MAX];
         double t0 = now(), submit_s = 0, wait_s = 0;
-        for (unsigned k = 0; k < o.batches; k++) {
-            double w0 = now();
-            pthread_mutex_lock(&bn.lock);
-            while (bn.free_n == 0)
-                pthread_cond_wait(&bn.cv, &bn.lock);
-            slot *s = bn.free_slots[--bn.free_n];
-            pthread_mutex_unlock(&bn.lock);
-            wait_s += now() - w0;
-            const size_t nn = n_new;
-            memset(&s->b, 0, sizeof s->b);
-            s->b.op = FLOE_OP_INSERT;
-            s->b.keys = all + (uint64_t)k * o.keys;
-            s->b.n = o.keys;
-            s->b.results = s->results;
-            s->b.lane = k % o.lanes;
-            s->b.done = batch_done;
-            s->b.user = s;
-            s->want_new = nn;
-            double s0 = now();
-            floe_table_submit(tables[k % o.tables], &s->b);
-            submit_s += now() - s0;
+        for (unsigned l = 0; l < o.lanes; l++) {
+            subs[l] = (submitter){&bn, &o, tables, all, n_new, l, 0, 0};
+            if (l > 0)
+                pthread_create(&sub_threads[l], NULL, submit_main, &subs[l]);
+        }
+        submit_main(&subs[0]); /* lane 0 on this thread */
+        for (unsigned l = 0; l < o.lanes; l++) {
+            if (l > 0)
+                pthread_join(sub_threads[l], NULL);
+            submit_s += subs[l].submit_s;
+            wait_s += subs[l].wait_s;
         }
         pthread_mutex_lock(&bn.lock);
         while (bn.free_n < o.inflight)
@@ -360,7 +394,8 @@ int main(int argc, char **argv)
             bad = 1;
         }
         print_stages(t, before, secs, (uint64_t)o.batches * o.keys);
-        printf("  submitter: %.3f s in floe_table_submit, %.3f s waiting for a free slot\n", submit_s, wait_s);
+        printf("  submitter%s: %.3f s in floe_table_submit, %.3f s waiting for a free slot\n",
+               o.lanes > 1 ? "s (summed)" : "", submit_s, wait_s);
         for (unsigned i = 0; i < o.tables; i++)
             floe_table_destroy(tables[i]);
         for (unsigned i = 0; i < o.inflight; i++) {
