@@ -744,11 +744,14 @@ static floe_status stage_wait(gpu_table *t, stage *s)
 }
 
 /* Runs m keys (already in s->h_keys, values in s->h_vin) through one
- * operation synchronously on the table's stream: for retries after growth. */
-static floe_status run_now(gpu_table *t, stage *s, floe_op op, size_t m, bool ids, bool overwrite, bool values,
+ * operation of lane L synchronously on the table's stream: for retries
+ * after growth and ids looked up again (klock held). */
+static floe_status run_now(lane *L, stage *s, floe_op op, size_t m, bool ids, bool overwrite, bool values,
                            floe_errinfo *err)
 {
+    gpu_table *t = L->t;
     gpu_stream ks = (gpu_stream)t->ks;
+    gpu_iceberg_lane(t->ice, L->index); /* its own halt flag (clear): another's would skip the keys */
     const uint32_t vb = t->vb;
     cudaError_t e = cudaMemcpyAsync(s->d_keys, s->h_keys, m * 8, cudaMemcpyHostToDevice, t->ks);
     if (e == cudaSuccess && op == FLOE_OP_INSERT && vb)
@@ -900,7 +903,7 @@ static floe_status grow_and_retry(lane *L, stage *s, floe_errinfo *err)
                 memcpy((unsigned char *)s->h_vin + k * vb, vin + (size_t)idx[k] * vb, vb);
         }
         /* the FULL keys keep their order, so first occurrences stay first */
-        st = run_now(t, s, FLOE_OP_INSERT, nf, false, overwrite, want_values, err);
+        st = run_now(L, s, FLOE_OP_INSERT, nf, false, overwrite, want_values, err);
         if (st != FLOE_OK)
             break;
         for (size_t k = 0; k < nf; k++) {
@@ -937,13 +940,12 @@ static void refind_ids(lane *L, stage *s, floe_batch *b, size_t upto)
 {
     gpu_table *t = L->t;
     floe_errinfo err;
-    gpu_iceberg_lane(t->ice, L->index); /* its halt flag is clear: it would skip the finds */
     for (size_t at = 0; at < upto;) {
         size_t m = upto - at < PIECE_MAX ? upto - at : PIECE_MAX;
         floe_status st = stage_reserve(s, m, t->vb, &err);
         if (st == FLOE_OK) {
             memcpy(s->h_keys, b->keys + at, m * 8);
-            st = run_now(t, s, FLOE_OP_FIND, m, true, false, false, &err);
+            st = run_now(L, s, FLOE_OP_FIND, m, true, false, false, &err);
         }
         if (st != FLOE_OK) {
             fail_batch(b, st, &err);
@@ -1007,7 +1009,7 @@ static bool stage_full(const stage *s)
 }
 
 /* Hands segment i's answers to its batch: copied out of staging (a MAP
- * insert's scattered and settled), counted (also into *c, the piece's). */
+ * insert's scattered and settled), counted (also into *piece_counts). */
 static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried, floe_answer_counts *piece_counts)
 {
     const segment &g = s->p.seg[i];
