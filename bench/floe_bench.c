@@ -227,7 +227,7 @@ static void usage(void)
            "      --keep                with --create: keep the table\n"
            "      --capacity N          with --create: keys to hold (default: with --requests, every\n"
            "                            key the run can send; with --duration, 16M, and the table grows)\n"
-           "      --grow, --no-grow     with --create: let the table grow (SET, MAP; default: with\n"
+           "      --grow, --no-grow     with --create: let the table grow (any kind; default: with\n"
            "                            --duration yes, with --requests no, so that FULL shows)\n"
            "      --backend cpu|gpu|auto  with --create: where the table lives (default: floed's)\n"
            "Output:\n"
@@ -561,8 +561,6 @@ static int parse_options(int argc, char **argv, options *o)
         if (o->kind != FLOE_TABLE_MAP && o->value_bytes_set)
             return usage_error("--value-bytes is for MAP tables (--kind map)");
     }
-    if (o->kind == FLOE_TABLE_TREE && o->grow == 1)
-        return usage_error("a TREE table does not grow: size it with --capacity");
     if (o->kind == FLOE_TABLE_TREE && o->ratio[WL_ERASE])
         return usage_error("a TREE table does not erase: --ratio I:F:0");
     return -1;
@@ -862,7 +860,7 @@ static int prepare_table(floe *ctl, bool *created)
         cap = 1024;
     o->capacity = cap;
     if (o->grow < 0)
-        o->grow = !tree && !o->requests;
+        o->grow = !o->requests;
     floe_table_def def = {
         .name = o->table,
         .kind = o->kind,
@@ -870,6 +868,7 @@ static int prepare_table(floe *ctl, bool *created)
         .value_bytes = o->kind == FLOE_TABLE_MAP ? o->value_bytes : 0,
         .capacity = cap,
         .grow = o->grow,
+        .no_grow = !o->grow, /* a TREE would grow by default */
         .backend = o->backend,
         .words = tree ? o->words : 0,
     };

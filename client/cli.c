@@ -559,6 +559,10 @@ static void print_tree_info(const floe_table_info *t, bool long_form)
     printf("name: %s\nkind: TREE\nwords: %u\ncapacity: %" PRIu64 "\n", t->name, t->words, t->capacity);
     if (t->memory)
         printf("memory asked: %" PRIu64 " bytes\n", t->memory);
+    printf("grow: %s\n", t->grow ? "yes" : "no");
+    if (t->grow)
+        printf("max_fill: %.3f\n", t->max_fill);
+    printf("generation: %" PRIu64 "\n", t->generation);
     printf("backend: %s\nvectors: %" PRIu64 "\nnodes: %" PRIu64 "\nnode_slots: %" PRIu64 "\nnode_fill: %.4f\n",
            t->backend, t->keys, t->nodes, t->node_slots, t->node_fill);
     printf("orphan_nodes: %" PRIu64 "\nmemory: %" PRIu64 " bytes\nbytes_per_vector: %.3f\ncompression: %.4f\n",
@@ -624,14 +628,14 @@ static void json_table(jw *w, const floe_table_info *t, bool stages)
         jw_u64(w, "key_bits", t->key_bits);
         if (t->kind == FLOE_TABLE_MAP)
             jw_u64(w, "value_bytes", t->value_bytes);
-        jw_bool(w, "grow", t->grow);
-        jw_real(w, "max_fill", t->max_fill);
         jw_u64(w, "tombstones", t->tombstones);
         jw_u64(w, "slots", t->slots);
         jw_real(w, "fill", t->fill);
         jw_real(w, "bytes_per_key", t->bytes_per_key);
-        jw_u64(w, "generation", t->generation);
     }
+    jw_bool(w, "grow", t->grow);
+    jw_real(w, "max_fill", t->max_fill);
+    jw_u64(w, "generation", t->generation);
     jw_u64(w, "memory_bytes", t->memory_bytes);
     jw_open(w, "levels", '{');
     for (int l = 0; l < 3; l++) {
@@ -1318,9 +1322,11 @@ static const cmd CMDS[] = {
      cmd_tables},
     {"create", "create a table (SET, MAP or TREE)",
      "NAME [--kind set|map|tree] [--key-bits N] [--value-bytes 4|8] [--words N] [--capacity N] [--memory SIZE] "
-     "[--grow] [--max-fill F] [--backend cpu|gpu|auto]",
-     "create a table (defaults: SET, 64-bit keys, capacity 1 Mi, no growth; MAP values 8 bytes). TREE: vectors of "
-     "--words N 32-bit words (2..256), --memory bytes for its node and root tables (default: from --capacity). "
+     "[--grow | --no-grow] [--max-fill F] [--backend cpu|gpu|auto]",
+     "create a table (defaults: SET, 64-bit keys, capacity 1 Mi; MAP values 8 bytes). A SET or MAP grows with "
+     "--grow (else FULL answers when it is full); a TREE grows unless --no-grow (then ids stay stable for its life). "
+     "TREE: vectors of --words N 32-bit words (2..256), --memory bytes for its node and root tables (default: from "
+     "--capacity; with growth, where it starts). "
      "Sizes take K, M, G, T (powers of 1024)",
      G_CREATE, 1, 1, cmd_create},
     {"drop", "drop a table and everything in it", "NAME", "drop a table and everything in it", 0, 1, 1, cmd_drop},
@@ -1385,6 +1391,7 @@ enum {
     O_CAPACITY,
     O_MEMORY,
     O_GROW,
+    O_NO_GROW,
     O_MAX_FILL,
     O_BACKEND,
     O_BINARY,
@@ -1413,6 +1420,7 @@ static const struct option CMD_OPTS[] = {
     {"capacity", required_argument, NULL, O_CAPACITY},
     {"memory", required_argument, NULL, O_MEMORY},
     {"grow", no_argument, NULL, O_GROW},
+    {"no-grow", no_argument, NULL, O_NO_GROW},
     {"max-fill", required_argument, NULL, O_MAX_FILL},
     {"backend", required_argument, NULL, O_BACKEND},
     {"binary", no_argument, NULL, O_BINARY},
@@ -1561,6 +1569,9 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
         case O_GROW:
             o->def.grow = 1;
             break;
+        case O_NO_GROW:
+            o->def.no_grow = 1;
+            break;
         case O_MAX_FILL: {
             char *end;
             errno = 0;
@@ -1595,6 +1606,8 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
                                cm->name, cm->args);
         return usage_error("%s: missing arguments; usage: floe %s %s", cm->name, cm->name, cm->args);
     }
+    if (o->def.grow && o->def.no_grow)
+        return usage_error("create: --grow and --no-grow contradict each other: give one");
     if (o->def.kind == FLOE_TABLE_MAP && !o->value_bytes_given)
         o->def.value_bytes = 8;
     if (o->def.kind == FLOE_TABLE_TREE) {

@@ -968,6 +968,7 @@ int floe_create(floe *c, const floe_table_def *def)
     spec.value_bytes = def->value_bytes;
     spec.capacity = def->capacity;
     spec.grow = def->grow != 0;
+    spec.no_grow = def->no_grow != 0;
     spec.max_fill = def->max_fill;
     spec.backend = (char *)(def->backend ? def->backend : "");
     spec.words = def->words;

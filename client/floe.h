@@ -222,6 +222,8 @@ typedef struct floe_table_def {
     const char *backend;  /* "cpu", "gpu", "auto" or NULL (the server's default) */
     unsigned words;       /* TREE: 32-bit words per vector, 2..256 */
     uint64_t memory;      /* TREE: bytes for the node and root tables; 0: sized from capacity */
+    int no_grow;          /* never grow: FULL reaches the caller.  A TREE grows unless this is set,
+                           * a SET or MAP only with grow (both set: FLOE_ERR_INVALID) */
 } floe_table_def;
 
 typedef struct floe_level_info {

@@ -654,7 +654,11 @@ static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *def
     s->memory = p->memory;
     s->value_bytes = p->value_bytes;
     s->capacity = p->capacity ? p->capacity : s->capacity;
-    s->grow = p->grow;
+    if (p->grow && p->no_grow)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "grow and no_grow contradict each other: give one");
+    /* SET and MAP grow when asked; a TREE unless told not to (a model
+     * checker does not know its state count) */
+    s->grow = p->grow || (s->kind == FLOE_KIND_TREE && !p->no_grow);
     s->max_fill = p->max_fill != 0.0 ? p->max_fill : FLOE_DEFAULT_MAX_FILL;
     s->seed = p->seed;
     const char *be = p->backend && p->backend[0] ? p->backend : default_backend;
@@ -693,9 +697,10 @@ static void handle_create(server *srv, session *c, Floe__V1__Request *req)
         return;
     }
     if (spec.kind == FLOE_KIND_TREE)
-        log_info("created table %s: TREE, words %u, capacity %llu, memory %llu%s, backend %s", spec.name, spec.words,
+        log_info("created table %s: TREE, words %u, capacity %llu, memory %llu%s%s, backend %s", spec.name, spec.words,
                  (unsigned long long)spec.capacity, (unsigned long long)spec.memory,
-                 spec.memory ? " bytes" : " (sized from capacity)", floe_backend_name(be));
+                 spec.memory ? " bytes" : " (sized from capacity)", spec.grow ? ", grows" : ", fixed size",
+                 floe_backend_name(be));
     else
         log_info("created table %s: %s, key_bits %u, value_bytes %u, capacity %llu%s, backend %s", spec.name,
                  floe_kind_name(spec.kind), spec.key_bits, spec.value_bytes, (unsigned long long)spec.capacity,
