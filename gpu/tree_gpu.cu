@@ -75,10 +75,29 @@ struct gpu_tree {
 
 /* ---- device ------------------------------------------------------------------------------------------ */
 
-__device__ __forceinline__ uint64_t vector_hash(const uint32_t *v, uint32_t W)
+/* Vectors of WC words (WC > 0: known at compile time, a multiple of 4)
+ * move as 16-byte loads: a thread's vector is one run of memory, and word
+ * loads would make a warp ask for each line W / 4 times. */
+template <int WC> __device__ __forceinline__ void load_vector(const uint32_t *v, uint32_t W, uint32_t *items)
 {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ W;
-    for (uint32_t i = 0; i < W; i++) {
+    if constexpr (WC > 0 && (WC % 4) == 0) {
+#pragma unroll
+        for (int w = 0; w < WC; w += 4) {
+            const uint4 q = *reinterpret_cast<const uint4 *>(v + w);
+            items[w] = q.x, items[w + 1] = q.y, items[w + 2] = q.z, items[w + 3] = q.w;
+        }
+    } else {
+        for (uint32_t w = 0; w < W; w++)
+            items[w] = v[w];
+    }
+}
+
+template <int WC> __device__ __forceinline__ uint64_t vector_hash(const uint32_t *v, uint32_t W)
+{
+    const uint32_t m = WC > 0 ? (uint32_t)WC : W;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ m;
+#pragma unroll
+    for (uint32_t i = 0; i < m; i++) {
         h = (h ^ v[i]) * 0xFF51AFD7ED558CCDull;
         h ^= h >> 32;
     }
@@ -86,22 +105,41 @@ __device__ __forceinline__ uint64_t vector_hash(const uint32_t *v, uint32_t W)
     return h ^ (h >> 29);
 }
 
-__device__ __forceinline__ bool vectors_equal(const uint32_t *a, const uint32_t *b, uint32_t W)
+/* items (this thread's vector) against vector b in memory. */
+template <int WC> __device__ __forceinline__ bool vectors_equal(const uint32_t *items, const uint32_t *b, uint32_t W)
 {
-    for (uint32_t i = 0; i < W; i++)
-        if (a[i] != b[i])
-            return false;
-    return true;
+    if constexpr (WC > 0 && (WC % 4) == 0) {
+        bool same = true;
+#pragma unroll
+        for (int w = 0; w < WC; w += 4) {
+            const uint4 q = __ldg(reinterpret_cast<const uint4 *>(b + w));
+            same &= q.x == items[w] && q.y == items[w + 1] && q.z == items[w + 2] && q.w == items[w + 3];
+        }
+        return same;
+    } else {
+        for (uint32_t i = 0; i < W; i++)
+            if (items[i] != b[i])
+                return false;
+        return true;
+    }
 }
 
 /* Joins vector i's class in the dedup table; dd_slot[i] = the class's slot. */
-__global__ void k_dedup(const uint32_t *vecs, uint32_t W, uint64_t n, uint64_t *table, uint64_t mask, uint32_t *dd_slot)
+template <int WC>
+__global__ void __launch_bounds__(BLOCK)
+    k_dedup(const uint32_t *vecs, uint32_t W, uint64_t n, uint64_t *table, uint64_t mask, uint32_t *dd_slot)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
+    /* WC 0: the vector stays in memory (up to 256 words) */
+    constexpr int N = WC > 0 ? WC : 1;
+    uint32_t reg[N];
     const uint32_t *v = vecs + i * W;
-    const uint64_t h = vector_hash(v, W);
+    if (WC > 0)
+        load_vector<WC>(v, W, reg);
+    const uint32_t *items = WC > 0 ? reg : v;
+    const uint64_t h = vector_hash<WC>(items, W);
     const uint64_t tag = h >> 32, mine = (tag << 32) | i;
     uint64_t s = h & mask;
     for (;;) {
@@ -113,7 +151,7 @@ __global__ void k_dedup(const uint32_t *vecs, uint32_t W, uint64_t n, uint64_t *
                 return;
             }
         }
-        if ((cur >> 32) == tag && vectors_equal(v, vecs + (cur & 0xFFFFFFFFull) * W, W)) {
+        if ((cur >> 32) == tag && vectors_equal<WC>(items, vecs + (cur & 0xFFFFFFFFull) * W, W)) {
             atomicMin((unsigned long long *)(table + s), mine);
             dd_slot[i] = (uint32_t)s;
             return;
@@ -158,9 +196,30 @@ __device__ __forceinline__ int node_ref(const floe_tree_geometry &g, uint64_t *n
         const uint64_t b = floe_node_bucket(&g, home, c), v = floe_node_stored(rem, c);
         uint64_t *slots = nodes + (b << FLOE_NODE_BUCKET_SHIFT);
         const ulonglong2 *q = reinterpret_cast<const ulonglong2 *>(slots);
-        /* Inserts bypass L1: other SMs claim slots during the kernel. */
-        ulonglong2 a = insert ? __ldcg(q) : __ldg(q), d = insert ? __ldcg(q + 1) : __ldg(q + 1);
+        /* Through L1 first, inserts too: a slot goes from EMPTY to its node
+         * once in a generation, so a stale line can only show EMPTY where
+         * another SM has since put a node, never a wrong node.  A node found
+         * there is an answer; an EMPTY seen sends an insert to L2 for the
+         * bucket as it is now, before it claims a slot. */
+        ulonglong2 a = insert ? __ldca(q) : __ldg(q), d = insert ? __ldca(q + 1) : __ldg(q + 1);
         uint64_t s[FLOE_NODE_BUCKET] = {a.x, a.y, d.x, d.y};
+        if (insert) {
+            bool hit = false, empty = false;
+#pragma unroll
+            for (uint32_t i = 0; i < FLOE_NODE_BUCKET; i++) {
+                if (!hit && !empty && s[i] == v) {
+                    *ref = (uint32_t)((b << FLOE_NODE_BUCKET_SHIFT) + i);
+                    hit = true;
+                }
+                empty |= s[i] == FLOE_NODE_EMPTY;
+            }
+            if (hit)
+                return 1;
+            if (!empty)
+                continue; /* full, as it stays: the next choice */
+            a = __ldcg(q), d = __ldcg(q + 1);
+            s[0] = a.x, s[1] = a.y, s[2] = d.x, s[3] = d.y;
+        }
 #pragma unroll
         for (uint32_t i = 0; i < FLOE_NODE_BUCKET; i++) {
             uint64_t cur = s[i];
@@ -222,17 +281,7 @@ __global__ void __launch_bounds__(BLOCK)
     const uint32_t i = list[k];
     constexpr int N = WC > 0 ? WC : FLOE_TREE_MAX_WORDS;
     uint32_t items[N];
-    const uint32_t *v = vecs + (uint64_t)i * W;
-    if (WC > 0 && (WC % 4) == 0) {
-#pragma unroll
-        for (int w = 0; w < N; w += 4) {
-            uint4 q = *reinterpret_cast<const uint4 *>(v + w);
-            items[w] = q.x, items[w + 1] = q.y, items[w + 2] = q.z, items[w + 3] = q.w;
-        }
-    } else {
-        for (uint32_t w = 0; w < W; w++)
-            items[w] = v[w];
-    }
+    load_vector<WC>(vecs + (uint64_t)i * W, W, items);
     unsigned created = 0;
     uint32_t r = fold<WC, insert>(g, nodes, items, W, &created);
     if (insert) { /* the nodes the batch made, an atomic a group of threads that runs here together */
@@ -483,7 +532,10 @@ static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, u
     const uint32_t W = t->g.words;
     CUDA_TRY(cudaMemsetAsync(t->dd_table, 0xFF, (t->dd_mask + 1) * 8, s), err);
     CUDA_TRY(cudaMemsetAsync(t->counter, 0, COUNTERS * sizeof *t->counter, s), err);
-    k_dedup<<<blocks_for(n), BLOCK, 0, s>>>(d_vectors, W, n, t->dd_table, t->dd_mask, t->dd_slot);
+    if (W == 16)
+        k_dedup<16><<<blocks_for(n), BLOCK, 0, s>>>(d_vectors, W, n, t->dd_table, t->dd_mask, t->dd_slot);
+    else
+        k_dedup<0><<<blocks_for(n), BLOCK, 0, s>>>(d_vectors, W, n, t->dd_table, t->dd_mask, t->dd_slot);
     k_leaders<<<blocks_for(n), BLOCK, 0, s>>>(t->dd_table, t->dd_slot, n, t->leader, t->list, t->counter);
     launch_fold<insert>(t, d_vectors, n, d_results, d_ids, s);
     CUDA_TRY(cudaGetLastError(), err);
