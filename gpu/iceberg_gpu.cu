@@ -905,6 +905,14 @@ __global__ void __launch_bounds__(BLOCK, 2)
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= count)
         return;
+    /* The slots in column order, as if the table were rows of 32: thread i
+     * takes slot 32 (i mod S) + i / S.  The keys of one bucket go to one
+     * or two buckets of the grown table, and its neighbours' threads all
+     * claiming rows there at once would queue on the same words; this way
+     * a bucket's slots are taken S threads apart, by different waves. */
+    const uint64_t S = count / 32;
+    if (i < S * 32)
+        i = (i % S) * 32 + i / S;
     uint64_t key, p = first + i;
     if (!key_at(from, old.L, p, &key))
         return;

@@ -906,13 +906,19 @@ __global__ void k_put_back(const uint8_t *res, const uint64_t *idx, uint64_t n, 
 
 /* What a growing table's FULL answers need: the tables the last batch found
  * no room in (its fold and its root put say which). */
-static floe_status full_tables(gpu_tree *t, unsigned *what, floe_errinfo *err)
+/* The tables to grow for a batch's FULL_IN_* bits (counter[3]). */
+static unsigned full_tables(unsigned long long bits)
 {
-    unsigned long long bits = 0;
-    CUDA_TRY(cudaMemcpy(&bits, t->counter + 3, sizeof bits, cudaMemcpyDeviceToHost), err);
-    *what = ((bits & FULL_IN_NODES) ? TREE_GROW_NODES : 0) | ((bits & FULL_IN_ROOTS) ? TREE_GROW_ROOTS : 0);
-    if (!*what) /* a FULL answer copied from its leader's: the leader's table */
-        *what = TREE_GROW_NODES | TREE_GROW_ROOTS;
+    return ((bits & FULL_IN_NODES) ? TREE_GROW_NODES : 0) | ((bits & FULL_IN_ROOTS) ? TREE_GROW_ROOTS : 0);
+}
+
+/* A batch's FULL_IN_* bits and the roots it put (counter[3], counter[4]); waits. */
+static floe_status batch_tail(gpu_tree *t, unsigned long long tail[2], cudaStream_t s, floe_errinfo *err)
+{
+    CUDA_TRY(cudaMemcpyAsync(t->h_counter + 3, t->counter + 3, 2 * sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
+    CUDA_TRY(cudaStreamSynchronize(s), err);
+    tail[0] = t->h_counter[3];
+    tail[1] = t->h_counter[4];
     return FLOE_OK;
 }
 
@@ -982,32 +988,31 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
             break;
     }
     const uint64_t nodes_before = t->nodes_used;
+    unsigned long long tail[2] = {0, 0};
     if (st == FLOE_OK)
         st = run_batch<true>(t, d_vectors, n, d_results, d_ids, stream, err);
+    if (st == FLOE_OK)
+        st = batch_tail(t, tail, s, err);
     if (st == FLOE_OK) { /* the batch's rates, for the look ahead of the next one */
-        unsigned long long put = 0;
-        CUDA_TRY(cudaMemcpyAsync(&put, t->counter + 4, sizeof put, cudaMemcpyDeviceToHost, s), err);
-        CUDA_TRY(cudaStreamSynchronize(s), err);
         t->last_n = n;
         t->last_made = t->nodes_used - nodes_before;
-        t->last_put = put;
+        t->last_put = tail[1];
     }
     const uint64_t generation = t->generation;
     retry_scratch r = {};
-    for (size_t nf = 0; st == FLOE_OK;) {
+    /* Only a batch whose fold or root put met a full table has FULL answers
+     * (a later occurrence copies its leader's): the others skip the search. */
+    for (size_t nf = 0; st == FLOE_OK && tail[0];) {
         st = select_full(&r, d_results, n, W, &nf, s, err);
         if (st != FLOE_OK || nf == 0)
             break;
-        unsigned what = 0;
-        st = full_tables(t, &what, err);
         floe_errinfo gerr;
-        floe_status gst = st == FLOE_OK ? gpu_tree_grow(t, what, &gerr) : st;
+        floe_status gst = gpu_tree_grow(t, full_tables(tail[0]), &gerr);
         if (gst == FLOE_ERR_TOO_LARGE)
             break; /* as large as a TREE gets: FULL stands */
         if (gst != FLOE_OK) {
-            if (st == FLOE_OK)
-                st = floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name,
-                                      gerr.msg);
+            st =
+                floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
             break;
         }
         k_gather<<<blocks_for(nf), BLOCK, 0, s>>>(d_vectors, W, r.idx, nf, r.vec);
@@ -1017,6 +1022,8 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
         cudaError_t e = cudaGetLastError();
         if (st == FLOE_OK && e != cudaSuccess)
             st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "retrying FULL vectors: %s", cudaGetErrorString(e));
+        if (st == FLOE_OK)
+            st = batch_tail(t, tail, s, err);
     }
     if (st == FLOE_OK && d_ids && t->generation != generation) {
         /* ids of the new generation; the answers stay those of the puts */
