@@ -10,10 +10,11 @@
  * root table, answers, and the one count read back).  Reports G vectors/s
  * over all vectors sent (both occurrences), INSERTED = distinct vectors,
  * and the table's bytes per stored vector; medians of --runs runs, each on
- * a fresh table.  With --grow the table starts at --capacity vectors and
+ * a fresh table.  The table grows, as a TREE does by default: it starts
+ * at --capacity vectors (default --vectors: a node slot for 8 of them) and
  * grows itself inside gpu_tree_insert (as in floed), so the growths are
  * timed with the batches; the bytes allocated and used are printed as the
- * table grows.  With --by-parent every batch is one step of every walker
+ * table grows.  --no-grow sizes a fixed table for --vectors.  With --by-parent every batch is one step of every walker
  * (--walkers = --batch), and its vectors go in as their parents' ids (the
  * last batch's answers) and the one or two words the step changed: the
  * parents are unfolded, take their changes and are folded on the device
@@ -146,8 +147,8 @@ __global__ void k_count(const uint8_t *r, uint64_t n, unsigned long long *c)
 
 static void usage_line(FILE *f)
 {
-    fprintf(f, "usage: floe-t1-gpu [--words W] [--vectors N] [--batch B] [--walkers K] [--domain D] [--memory SIZE]\n"
-               "                   [--grow [--capacity N]] [--by-parent] [--runs R]\n");
+    fprintf(f, "usage: floe-t1-gpu [--words W] [--vectors N] [--batch B] [--walkers K] [--domain D]\n"
+               "                   [--capacity N | --no-grow [--memory SIZE]] [--by-parent] [--runs R]\n");
 }
 
 static void help(void)
@@ -165,9 +166,12 @@ static void help(void)
            "      --walkers K     independent walkers, each from the all-zero vector (default 65536)\n"
            "      --domain D      values per word: each step sets one or two words to a value below D\n"
            "                      (default 4)\n"
-           "      --memory SIZE   the table's memory budget in bytes (default 0: sized from --vectors)\n"
-           "      --grow          a table that grows, from --capacity, sized by default (no --memory)\n"
-           "      --capacity N    with --grow: the vectors the table starts sized for (default 1M)\n"
+           "      --capacity N    the vectors the table starts sized for; it grows as a TREE does by\n"
+           "                      default (default: --vectors, a node slot for 8 of them)\n"
+           "      --no-grow       a table that does not grow, sized for --vectors (two node slots each)\n"
+           "      --memory SIZE   with --no-grow: the table's memory budget in bytes (default 0: sized\n"
+           "                      from --vectors)\n"
+           "      --grow          the default: a table that grows\n"
            "      --by-parent     each batch one step of every walker (--walkers = --batch), sent as the\n"
            "                      parents' ids and the changed words, unfolded and folded on the device\n"
            "      --runs R        runs, each on a fresh table; medians reported (default 3)\n"
@@ -196,15 +200,22 @@ static uint64_t number(const char *opt, const char *arg, uint64_t lo, uint64_t h
 int main(int argc, char **argv)
 {
     uint32_t W = 16, walkers = 1u << 16, domain = 4, runs = 3;
-    uint64_t batch = 1ull << 21, vectors = 1ull << 25, memory = 0, capacity = FLOE_DEFAULT_CAPACITY;
-    bool grow = false, capacity_set = false, by_parent = false;
+    uint64_t batch = 1ull << 21, vectors = 1ull << 25, memory = 0, capacity = 0;
+    bool grow = true, capacity_set = false, by_parent = false;
     static const struct option longopts[] = {
-        {"words", required_argument, NULL, 'w'},    {"walkers", required_argument, NULL, 'k'},
-        {"domain", required_argument, NULL, 'd'},   {"runs", required_argument, NULL, 'r'},
-        {"batch", required_argument, NULL, 'b'},    {"vectors", required_argument, NULL, 'n'},
-        {"memory", required_argument, NULL, 'm'},   {"grow", no_argument, NULL, 'g'},
-        {"capacity", required_argument, NULL, 'c'}, {"by-parent", no_argument, NULL, 'p'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+        {"words", required_argument, NULL, 'w'},
+        {"walkers", required_argument, NULL, 'k'},
+        {"domain", required_argument, NULL, 'd'},
+        {"runs", required_argument, NULL, 'r'},
+        {"batch", required_argument, NULL, 'b'},
+        {"vectors", required_argument, NULL, 'n'},
+        {"memory", required_argument, NULL, 'm'},
+        {"grow", no_argument, NULL, 'g'},
+        {"no-grow", no_argument, NULL, 'G'},
+        {"capacity", required_argument, NULL, 'c'},
+        {"by-parent", no_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int ch;
     /* arguments first: nothing here touches CUDA, so --help and usage errors work without a device */
@@ -232,7 +243,8 @@ int main(int argc, char **argv)
             memory = number("memory", optarg, 0, UINT64_MAX);
             break;
         case 'g':
-            grow = true;
+        case 'G':
+            grow = ch == 'g';
             break;
         case 'c':
             capacity = number("capacity", optarg, 1, FLOE_MAX_CAPACITY);
@@ -255,8 +267,8 @@ int main(int argc, char **argv)
     /* each batch is batch / walkers steps of every walker, and a run is whole batches */
     const char *why = by_parent && walkers != batch
                           ? "--by-parent takes a step of every walker a batch: --walkers = --batch"
-                      : grow && memory               ? "--grow sizes the table by default: no --memory"
-                      : capacity_set && !grow        ? "--capacity is for --grow (else the table holds --vectors)"
+                      : grow && memory               ? "--memory is for --no-grow (a growing table sizes itself)"
+                      : capacity_set && !grow        ? "--capacity is for a growing table (--no-grow holds --vectors)"
                       : (batch & (batch - 1))        ? "--batch must be a power of two"
                       : batch % walkers              ? "--batch must be a multiple of --walkers"
                       : vectors % batch              ? "--vectors must be a multiple of --batch"
@@ -309,7 +321,7 @@ int main(int argc, char **argv)
         spec.kind = FLOE_KIND_TREE;
         spec.key_bits = 0;
         spec.words = W;
-        spec.capacity = grow ? capacity : vectors;
+        spec.capacity = grow && capacity_set ? capacity : vectors;
         spec.memory = memory;
         spec.grow = grow;
         spec.seed = 0x7165 + run;

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <thrust/iterator/counting_iterator.h>
+#include <utility>
 
 #include "tree_gpu.h"
 #include "tree_layout.h"
@@ -426,6 +427,45 @@ static floe_status scratch_reserve(gpu_tree *t, size_t n, floe_errinfo *err)
     return FLOE_OK;
 }
 
+/* The arrays of t's tables, laid out as t->z: the node table, its orphan
+ * count and the root table (what a growth replaces; the batch counters
+ * and scratch stay).  On failure the ones made are freed. */
+static floe_status tables_alloc(gpu_tree *t, floe_errinfo *err)
+{
+    floe_tree_geometry_init(&t->g, t->spec.words, t->z.node_bits, t->spec.seed);
+    cudaError_t e = cudaMalloc(&t->nodes, t->z.node_bytes);
+    if (e == cudaSuccess)
+        e = cudaMemset(t->nodes, 0, t->z.node_bytes);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&t->orphans, sizeof *t->orphans);
+    if (e == cudaSuccess)
+        e = cudaMemset(t->orphans, 0, sizeof *t->orphans);
+    floe_status st = FLOE_OK;
+    if (e != cudaSuccess)
+        st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
+                              "device memory for a TREE node table of %llu bytes: %s",
+                              (unsigned long long)t->z.node_bytes, cudaGetErrorString(e));
+    else
+        st = gpu_iceberg_create(&t->z.root_spec, t->z.root_addr_bits, &t->roots, err);
+    if (st != FLOE_OK) {
+        cudaFree(t->nodes);
+        cudaFree(t->orphans);
+        t->nodes = NULL;
+        t->orphans = NULL;
+    }
+    return st;
+}
+
+static void tables_free(gpu_tree *t)
+{
+    cudaFree(t->nodes);
+    cudaFree(t->orphans);
+    gpu_iceberg_destroy(t->roots);
+    t->nodes = NULL;
+    t->orphans = NULL;
+    t->roots = NULL;
+}
+
 extern "C" floe_status gpu_tree_create(const floe_spec *spec, const tree_sizing *z, gpu_tree **out, floe_errinfo *err)
 {
     *out = NULL;
@@ -440,31 +480,17 @@ extern "C" floe_status gpu_tree_create(const floe_spec *spec, const tree_sizing 
         t->z = *z;
     else
         st = tree_size(spec, &t->z, err);
+    if (st == FLOE_OK)
+        st = tables_alloc(t, err);
     if (st != FLOE_OK) {
         free(t);
         return st;
     }
-    floe_tree_geometry_init(&t->g, spec->words, t->z.node_bits, spec->seed);
-    cudaError_t e = cudaMalloc(&t->nodes, t->z.node_bytes);
-    if (e == cudaSuccess)
-        e = cudaMemset(t->nodes, 0, t->z.node_bytes);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&t->orphans, sizeof *t->orphans);
-    if (e == cudaSuccess)
-        e = cudaMemset(t->orphans, 0, sizeof *t->orphans);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&t->counter, COUNTERS * sizeof *t->counter);
+    cudaError_t e = cudaMalloc(&t->counter, COUNTERS * sizeof *t->counter);
     if (e == cudaSuccess)
         e = cudaMallocHost(&t->h_counter, COUNTERS * sizeof *t->h_counter);
     if (e != cudaSuccess) {
-        st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
-                              "device memory for a TREE node table of %llu bytes: %s",
-                              (unsigned long long)t->z.node_bytes, cudaGetErrorString(e));
-        gpu_tree_destroy(t);
-        return st;
-    }
-    st = gpu_iceberg_create(&t->z.root_spec, t->z.root_addr_bits, &t->roots, err);
-    if (st != FLOE_OK) {
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "memory for a TREE table's counters: %s", cudaGetErrorString(e));
         gpu_tree_destroy(t);
         return st;
     }
@@ -477,11 +503,9 @@ extern "C" void gpu_tree_destroy(gpu_tree *t)
     if (!t)
         return;
     scratch_free(t);
-    cudaFree(t->nodes);
-    cudaFree(t->orphans);
+    tables_free(t);
     cudaFree(t->counter);
     cudaFreeHost(t->h_counter);
-    gpu_iceberg_destroy(t->roots);
     free(t);
 }
 
@@ -856,21 +880,30 @@ extern "C" floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *e
         return st;
     }
     while (st == FLOE_OK) {
-        gpu_tree *n = NULL;
-        st = gpu_tree_create(&t->spec, &z, &n, err);
+        /* new tables only: t's counters and batch scratch serve the new generation too */
+        gpu_tree n;
+        memset(&n, 0, sizeof n);
+        n.spec = t->spec;
+        n.z = z;
+        st = tables_alloc(&n, err);
         if (st != FLOE_OK)
             return st;
         bool full = false;
-        st = copy_into(t, n, &full, err);
-        if (st == FLOE_OK && !full) { /* n's arrays become t's; t's old ones go with n */
-            const gpu_tree old = *t;
-            *t = *n;
-            *n = old;
-            t->generation = old.generation + 1;
-            gpu_tree_destroy(n);
+        st = copy_into(t, &n, &full, err);
+        if (st == FLOE_OK && !full) { /* n's tables become t's; t's old ones go with n */
+            std::swap(t->nodes, n.nodes);
+            std::swap(t->orphans, n.orphans);
+            std::swap(t->roots, n.roots);
+            t->g = n.g;
+            t->z = n.z;
+            t->nodes_used = n.nodes_used;
+            t->roots_bound = n.roots_bound;
+            t->last_n = t->last_made = t->last_put = 0; /* rates of the old tables: none yet */
+            t->generation++;
+            tables_free(&n);
             return FLOE_OK;
         }
-        gpu_tree_destroy(n);
+        tables_free(&n);
         if (st == FLOE_OK) /* which table had no room is not known here: both grow */
             st = tree_size_grown(&t->spec, &z, TREE_GROW_NODES | TREE_GROW_ROOTS, &z, err);
     }

@@ -158,10 +158,13 @@ for s in $steps; do
         done ;;
     redis) # the same work done by Redis 7 (bench/redis-bundle.sh's files, carried as redis-bundle/)
         step redis env REDIS=${REDIS:-redis-bundle} OUT="$O/redis" bash bench/redis-compare.sh 3 ;;
-    t1) # the tree benchmark: a tight memory budget, then default sizing for wider word domains
-        step t1-d4 "$B/floe-t1-gpu" --runs 3 --memory 160M
-        step t1-d8 "$B/floe-t1-gpu" --runs 3 --domain 8
-        step t1-d16 "$B/floe-t1-gpu" --runs 3 --domain 16 ;;
+    t1) # the tree benchmark, growing tables (the default) for 4, 8, 16 values per word, from the
+        # run's size and from 1 Mi; then a fixed table under a tight memory budget
+        for d in 4 8 16; do
+            step t1-d$d "$B/floe-t1-gpu" --runs 3 --domain $d
+            step t1-d$d-1m "$B/floe-t1-gpu" --runs 3 --domain $d --capacity 1M
+        done
+        step t1-d4-fixed "$B/floe-t1-gpu" --runs 3 --no-grow --memory 160M ;;
     esac
 done
 exit $rc
