@@ -14,12 +14,13 @@
  * at --capacity vectors (default --vectors: a node slot for 8 of them) and
  * grows itself inside gpu_tree_insert (as in floed), so the growths are
  * timed with the batches; the bytes allocated and used are printed as the
- * table grows.  --no-grow sizes a fixed table for --vectors.  With --by-parent every batch is one step of every walker
- * (--walkers = --batch), and its vectors go in as their parents' ids (the
- * last batch's answers) and the one or two words the step changed: the
- * parents are unfolded, take their changes and are folded on the device
- * (gpu_tree_get, gpu_tree_apply_changes, gpu_tree_insert, as floed does),
- * all timed.
+ * table grows.  --no-grow sizes a fixed table for --vectors.  With
+ * --by-parent every batch is one step of every walker (--walkers =
+ * --batch), and its vectors go in as their parents' ids (the last batch's
+ * answers) and the one or two words the step changed, folded on the device
+ * by their paths from the parents' nodes (gpu_tree_insert_delta, as floed
+ * does), all timed; untimed, the answers' ids must give the walk's
+ * vectors back.
  */
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -173,7 +174,8 @@ static void help(void)
            "                      from --vectors)\n"
            "      --grow          the default: a table that grows\n"
            "      --by-parent     each batch one step of every walker (--walkers = --batch), sent as the\n"
-           "                      parents' ids and the changed words, unfolded and folded on the device\n"
+           "                      parents' ids and the changed words, folded on the device by the\n"
+           "                      changed words' paths from the parents' nodes\n"
            "      --runs R        runs, each on a fresh table; medians reported (default 3)\n"
            "  -h, --help          this text\n"
            "\n"
@@ -296,11 +298,13 @@ int main(int argc, char **argv)
     CHECK(cudaMalloc(&d_rng, (uint64_t)walkers * 8));
     CHECK(cudaMalloc(&d_c, 6 * sizeof *d_c)); /* the answers' counts, and (by parent) vector words that differ */
     uint32_t *d_before = NULL, *d_vec2 = NULL, *d_first = NULL;
+    uint8_t *d_res2 = NULL;
     uint64_t *d_par = NULL;
     uint8_t *d_ch = NULL;
     if (by_parent) {
         CHECK(cudaMalloc(&d_before, (uint64_t)walkers * W * 4));
         CHECK(cudaMalloc(&d_vec2, 2 * batch * W * 4));
+        CHECK(cudaMalloc(&d_res2, 2 * batch));
         CHECK(cudaMalloc(&d_par, 2 * batch * 8));
         CHECK(cudaMalloc(&d_ch, 2 * batch * 2 * FLOE_CHANGE_BYTES));
         CHECK(cudaMalloc(&d_first, (2 * batch + 1) * 4));
@@ -358,15 +362,15 @@ int main(int argc, char **argv)
             }
             CHECK(cudaEventRecord(e0, s));
             if (by_parent) {
-                must(gpu_tree_get(t, d_par, 0, 2 * batch, d_res, d_vec2, s, &err), err);
-                must(gpu_tree_apply_changes(d_vec2, W, d_first, d_ch, 2 * batch, s, &err), err);
-                must(gpu_tree_insert(t, d_vec2, 2 * batch, d_res, d_ids, s, &err), err);
+                must(gpu_tree_insert_delta(t, d_par, d_first, d_ch, 2 * batch, d_res, d_ids, s, &err), err);
             } else {
                 must(gpu_tree_insert(t, d_vec, 2 * batch, d_res, d_ids, s, &err), err);
             }
             CHECK(cudaEventRecord(e1, s));
-            if (by_parent) /* not timed: what went in is the walk's vectors, every word */
+            if (by_parent) { /* not timed: the answers' ids name the walk's vectors, every word */
+                must(gpu_tree_get(t, d_ids, 0, 2 * batch, d_res2, d_vec2, s, &err), err);
                 k_differ<<<(unsigned)((2 * batch * W + 255) / 256), 256, 0, s>>>(d_vec2, d_vec, 2 * batch * W, d_c + 5);
+            }
             CHECK(cudaEventSynchronize(e1));
             float ms;
             CHECK(cudaEventElapsedTime(&ms, e0, e1));

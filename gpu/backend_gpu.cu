@@ -1361,13 +1361,12 @@ static floe_status tree_batch(lane *L, floe_batch *b, floe_errinfo *err)
  * (tree_states_piece); a larger batch's parents' vectors come back from the
  * device (get_by_id), take their changes on the host, and go in whole
  * (tree_batch).  Parents of another generation, or that name no vector,
- * fail the batch before anything changes.  (The CPU engine folds only the
- * changed words' paths; here each state costs an unfold and a whole fold.) */
+ * fail the batch before anything changes. */
 /* A batch of states by parent that fits in one piece, on the device: the
- * parents and changes go up, the parents' vectors are unfolded there, take
- * their changes there (gpu_tree_apply_changes), and go into the table; only
- * answers (and ids) come back.  The engine's growth inside the insert looks
- * the piece's ids up again itself. */
+ * parents and changes go up, the engine folds the changed words' paths
+ * from the parents' nodes (gpu_tree_insert_delta), and only answers (and
+ * ids) come back.  The engine's growth inside the insert looks the piece's
+ * ids up again itself. */
 static floe_status tree_states_piece(lane *L, floe_batch *b, floe_errinfo *err)
 {
     gpu_table *t = L->t;
@@ -1391,17 +1390,9 @@ static floe_status tree_states_piece(lane *L, floe_batch *b, floe_errinfo *err)
     TREE_CUDA(cudaMemcpyAsync(s->d_first, s->h_first, (n + 1) * 4, cudaMemcpyHostToDevice, t->ks));
     TREE_CUDA(cudaMemcpyAsync(s->d_ch, s->h_ch, b->changes_len, cudaMemcpyHostToDevice, t->ks));
     const uint64_t t1 = floe_now_ns();
-    st = gpu_tree_get(t->tree, s->d_ids, 0, n, s->d_res, s->d_vec, t->ks, err); /* waits */
-    if (st != FLOE_OK)
-        return st;
-    TREE_CUDA(cudaMemcpyAsync(s->h_res, s->d_res, n, cudaMemcpyDeviceToHost, t->ks));
-    TREE_CUDA(cudaStreamSynchronize(t->ks));
-    for (size_t i = 0; i < n; i++)
-        if (s->h_res[i] != FLOE_PRESENT) /* before anything is put: the batch changes nothing */
-            return tree_parent_missing(t->base.spec.name, i, b->parents[i], err);
-    st = gpu_tree_apply_changes(s->d_vec, W, s->d_first, s->d_ch, n, t->ks, err);
-    if (st == FLOE_OK)
-        st = gpu_tree_insert(t->tree, s->d_vec, n, s->d_res, want_ids ? s->d_ids : NULL, t->ks, err);
+    /* s->d_ids holds the parents, then the answers' ids */
+    st = gpu_tree_insert_delta(t->tree, s->d_ids, s->d_first, s->d_ch, n, s->d_res, want_ids ? s->d_ids : NULL, t->ks,
+                               err);
     if (st != FLOE_OK)
         return st;
     TREE_CUDA(cudaMemcpyAsync(s->h_res, s->d_res, n, cudaMemcpyDeviceToHost, t->ks));

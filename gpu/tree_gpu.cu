@@ -49,6 +49,7 @@
 #define COUNTERS      5
 #define DEDUP_EMPTY (~0ull)
 #define FOLDED      0xFFu
+#define DAMAGED       0xFEu /* a fold met a reference to no node: the table is damaged */
 #define FULL_IN_NODES 1ull /* a batch's counter[3]: which tables had no room for one of its vectors */
 #define FULL_IN_ROOTS 2ull
 
@@ -72,6 +73,9 @@ struct gpu_tree {
     uint32_t *dd_slot, *leader, *list, *rk_idx;
     uint64_t *rk, *ids_c;
     uint8_t *res_c, *created;
+    uint32_t *whole; /* states by parent that go whole: their vectors (not batch scratch: a growth
+                      * in their insert reserves scratch of its own) */
+    size_t whole_cap;
 };
 
 /* ---- device ------------------------------------------------------------------------------------------ */
@@ -503,6 +507,7 @@ extern "C" void gpu_tree_destroy(gpu_tree *t)
     if (!t)
         return;
     scratch_free(t);
+    cudaFree(t->whole);
     tables_free(t);
     cudaFree(t->counter);
     cudaFreeHost(t->h_counter);
@@ -974,14 +979,15 @@ static void retry_free(retry_scratch *r)
     cudaFree(r->tmp);
 }
 
-/* The FULL answers of a batch of n, in batch order: their indices in r->idx, how many in *nf. */
-static floe_status select_full(retry_scratch *r, const uint8_t *d_results, size_t n, uint32_t W, size_t *nf,
+/* The FULL answers of a batch of n, in batch order: their indices in
+ * r->idx, how many in *nf (r->vec: room for n items of item_bytes). */
+static floe_status select_full(retry_scratch *r, const uint8_t *d_results, size_t n, size_t item_bytes, size_t *nf,
                                cudaStream_t s, floe_errinfo *err)
 {
     if (!r->idx) {
         CUDA_TRY(cudaMalloc(&r->idx, n * 8), err);
         CUDA_TRY(cudaMalloc(&r->count, sizeof *r->count), err);
-        CUDA_TRY(cudaMalloc(&r->vec, n * W * 4), err);
+        CUDA_TRY(cudaMalloc(&r->vec, n * item_bytes), err);
         CUDA_TRY(cudaMalloc(&r->res, n), err);
     }
     thrust::counting_iterator<uint64_t> first(0);
@@ -1036,7 +1042,7 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
     /* Only a batch whose fold or root put met a full table has FULL answers
      * (a later occurrence copies its leader's): the others skip the search. */
     for (size_t nf = 0; st == FLOE_OK && tail[0];) {
-        st = select_full(&r, d_results, n, W, &nf, s, err);
+        st = select_full(&r, d_results, n, (size_t)W * 4, &nf, s, err);
         if (st != FLOE_OK || nf == 0)
             break;
         floe_errinfo gerr;
@@ -1093,6 +1099,344 @@ extern "C" floe_status gpu_tree_apply_changes(uint32_t *d_vectors, uint32_t word
     k_apply_changes<<<blocks_for(n), BLOCK, 0, (cudaStream_t)stream>>>(d_vectors, words, d_first, d_changes, n);
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
+}
+
+/* ---- states by parent ------------------------------------------------------------------------------ */
+
+#define DELTA_MAX 8 /* changes of a state folded by their paths; a state of more unfolds and folds whole */
+
+/* The items of one level that lie on a state's changed paths: two per
+ * change at most (the children of a node on the path above). */
+struct delta_level {
+    uint32_t n;
+    uint32_t pos[2 * DELTA_MAX], val[2 * DELTA_MAX];
+};
+
+__device__ __forceinline__ int delta_at(const delta_level &l, uint32_t pos)
+{
+    for (uint32_t k = 0; k < l.n; k++)
+        if (l.pos[k] == pos)
+            return (int)k;
+    return -1;
+}
+
+__device__ __forceinline__ void delta_add(delta_level &l, uint32_t pos, uint32_t val)
+{
+    l.pos[l.n] = pos;
+    l.val[l.n] = val;
+    l.n++;
+}
+
+/* The root pair *left, *right of the vector under root pair (*left, *right)
+ * with nc <= DELTA_MAX changes, reading and putting only the nodes on the
+ * changed words' paths (tables/tree.c's fold_delta): the item of word w at
+ * level k is at position w >> k, and an odd level's last item is carried
+ * up unchanged.  FOLDED, FLOE_FULL or DAMAGED.  L: levels below the root
+ * pair (LC > 0: known at compile time). */
+template <int LC>
+__device__ uint32_t fold_paths(const floe_tree_geometry &g, uint64_t *nodes, const uint8_t *ch, uint32_t nc,
+                               uint32_t *left, uint32_t *right, unsigned *created)
+{
+    constexpr int LV = LC > 0 ? LC : 8; /* 256 words: 7 levels below the pair */
+    uint32_t m[LV + 1], L = 0;          /* items per level; level L holds the root pair */
+    for (m[0] = g.words; m[L] > 2; L++)
+        m[L + 1] = floe_tree_up(m[L]);
+    delta_level lv[LV + 1];
+    lv[L].n = 0;
+    delta_add(lv[L], 0, *left);
+    delta_add(lv[L], 1, *right);
+    for (uint32_t k = L; k > 0; k--) { /* down the paths: each node on one gives both its children */
+        const uint32_t lo = m[k - 1];
+        lv[k - 1].n = 0;
+        for (uint32_t c = 0; c < nc; c++) {
+            const uint32_t i = floe_change_word(ch + c * FLOE_CHANGE_BYTES) >> k;
+            const bool carried = (lo & 1) && i == lo / 2;
+            if (delta_at(lv[k - 1], carried ? lo - 1 : 2 * i) >= 0)
+                continue; /* another change's path */
+            const uint32_t item = lv[k].val[delta_at(lv[k], i)];
+            if (carried) {
+                delta_add(lv[k - 1], lo - 1, item);
+                continue;
+            }
+            if (item >= g.node_slots)
+                return DAMAGED;
+            const uint64_t v = __ldcg(nodes + item);
+            if (!floe_node_valid(v))
+                return DAMAGED;
+            const uint64_t node = floe_node_decode(&g, item, v);
+            delta_add(lv[k - 1], 2 * i, (uint32_t)node);
+            delta_add(lv[k - 1], 2 * i + 1, (uint32_t)(node >> 32));
+        }
+    }
+    for (uint32_t c = 0; c < nc; c++) { /* in order: a word changed twice takes the last value */
+        const uint8_t *p = ch + c * FLOE_CHANGE_BYTES;
+        lv[0].val[delta_at(lv[0], floe_change_word(p))] = floe_change_value(p);
+    }
+    for (uint32_t k = 0; k < L; k++) { /* and up again, putting the new nodes */
+        uint32_t done = 0;             /* entries of level k + 1 made already */
+        for (uint32_t c = 0; c < nc; c++) {
+            const uint32_t i = floe_change_word(ch + c * FLOE_CHANGE_BYTES) >> (k + 1);
+            const int up = delta_at(lv[k + 1], i);
+            if (done & (1u << up))
+                continue;
+            done |= 1u << up;
+            if ((m[k] & 1) && i == m[k] / 2) {
+                lv[k + 1].val[up] = lv[k].val[delta_at(lv[k], m[k] - 1)];
+                continue;
+            }
+            const uint64_t node =
+                floe_node_pack(lv[k].val[delta_at(lv[k], 2 * i)], lv[k].val[delta_at(lv[k], 2 * i + 1)]);
+            if (!node_ref<true>(g, nodes, node, &lv[k + 1].val[up], created))
+                return FLOE_FULL;
+        }
+    }
+    *left = lv[L].val[delta_at(lv[L], 0)];
+    *right = lv[L].val[delta_at(lv[L], 1)];
+    return FOLDED;
+}
+
+/* A state of more than DELTA_MAX changes: its parent unfolded, changed and folded whole. */
+template <int WC>
+__device__ uint32_t fold_changed_whole(const floe_tree_geometry &g, uint64_t *nodes, const uint8_t *ch, uint32_t nc,
+                                       uint32_t *left, uint32_t *right, unsigned *created)
+{
+    constexpr int N = WC > 0 ? WC : FLOE_TREE_MAX_WORDS;
+    uint32_t items[N];
+    if (!floe_tree_unfold(&g, nodes, *left, *right, items))
+        return DAMAGED;
+    for (uint32_t c = 0; c < nc; c++) {
+        const uint8_t *p = ch + c * FLOE_CHANGE_BYTES;
+        items[floe_change_word(p)] = floe_change_value(p);
+    }
+    const uint32_t r = fold<WC, true>(g, nodes, items, g.words, created);
+    *left = items[0];
+    *right = items[1];
+    return r;
+}
+
+/* States by parent: rk[i], the parent's root key, becomes the state's.
+ * counter[1] DAMAGED seen, [2] nodes made, [3] FULL_IN_NODES. */
+template <int WC, int LC>
+__global__ void __launch_bounds__(BLOCK)
+    k_fold_delta(const __grid_constant__ floe_tree_geometry g, uint64_t *nodes, uint64_t *rk, const uint32_t *first,
+                 const uint8_t *changes, uint64_t n, unsigned long long *counter)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const uint32_t nc = first[i + 1] - first[i];
+    const uint8_t *ch = changes + (uint64_t)first[i] * FLOE_CHANGE_BYTES;
+    uint32_t left, right;
+    floe_tree_root_split(&g, rk[i], &left, &right);
+    unsigned created = 0;
+    const uint32_t r = nc <= DELTA_MAX ? fold_paths<LC>(g, nodes, ch, nc, &left, &right, &created)
+                                       : fold_changed_whole<WC>(g, nodes, ch, nc, &left, &right, &created);
+    namespace cg = cooperative_groups;
+    cg::coalesced_group here = cg::coalesced_threads();
+    const unsigned sum = cg::reduce(here, created, cg::plus<unsigned>());
+    if (here.thread_rank() == 0 && sum)
+        atomicAdd(counter + 2, (unsigned long long)sum);
+    if (r == FOLDED)
+        rk[i] = floe_tree_root_key(&g, left, right);
+    else if (r == FLOE_FULL)
+        atomicOr(counter + 3, FULL_IN_NODES);
+    else
+        atomicOr(counter + 1, 1ull);
+}
+
+/* counter[0]: the first state whose parent names no vector (found[i] 0). */
+__global__ void k_first_missing(const uint8_t *found, uint64_t n, unsigned long long *first)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i < n && !found[i])
+        atomicMin(first, (unsigned long long)i);
+}
+
+/* counter[0] FULL answers, counter[4] INSERTED ones. */
+__global__ void k_tally_put(const uint8_t *results, uint64_t n, unsigned long long *counter)
+{
+    unsigned long long full = 0, ins = 0;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        full += results[i] == FLOE_FULL;
+        ins += results[i] == FLOE_INSERTED;
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        full += __shfl_down_sync(0xFFFFFFFFu, full, o);
+        ins += __shfl_down_sync(0xFFFFFFFFu, ins, o);
+    }
+    if ((threadIdx.x & 31) == 0 && full)
+        atomicAdd(counter, full);
+    if ((threadIdx.x & 31) == 0 && ins)
+        atomicAdd(counter + 4, ins);
+}
+
+__global__ void k_gather_keys(const uint64_t *keys, const uint64_t *idx, uint64_t n, uint64_t *out)
+{
+    const uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (k < n)
+        out[k] = keys[idx[k]];
+}
+
+/* Levels below the root pair of a vector of w words. */
+static uint32_t levels_below_pair(uint32_t w)
+{
+    uint32_t L = 0;
+    for (; w > 2; L++)
+        w = floe_tree_up(w);
+    return L;
+}
+
+/* States by parent the whole way: the parents unfolded, changed, and put
+ * as whole vectors (gpu_tree_insert, which grows the table as it must). */
+static floe_status insert_whole(gpu_tree *t, const uint64_t *d_parents, const uint32_t *d_first,
+                                const uint8_t *d_changes, size_t n, uint8_t *d_results, uint64_t *d_ids,
+                                gpu_stream stream, floe_errinfo *err)
+{
+    const size_t W = t->g.words;
+    if (t->whole_cap < n) {
+        cudaFree(t->whole);
+        t->whole = NULL;
+        t->whole_cap = 0;
+        CUDA_TRY(cudaMalloc(&t->whole, n * W * 4), err);
+        t->whole_cap = n;
+    }
+    floe_status st = gpu_tree_get(t, d_parents, 0, n, d_results, t->whole, stream, err);
+    if (st == FLOE_OK)
+        st = gpu_tree_apply_changes(t->whole, (uint32_t)W, d_first, d_changes, n, stream, err);
+    if (st == FLOE_OK)
+        st = gpu_tree_insert(t, t->whole, n, d_results, d_ids, stream, err);
+    return st;
+}
+
+/* The states' root keys (d_keys) into the root table, first occurrences
+ * INSERTED; a growing table grows its root table ahead (the keys name
+ * nodes, which stay) and after FULL answers, which are put again in order;
+ * ids are then looked up again.  Waits. */
+static floe_status put_roots(gpu_tree *t, const uint64_t *d_keys, size_t n, uint64_t made, uint8_t *d_results,
+                             uint64_t *d_ids, cudaStream_t s, floe_errinfo *err)
+{
+    const bool grow = t->spec.grow;
+    floe_status st = FLOE_OK;
+    for (unsigned what = TREE_GROW_ROOTS; grow && (what & TREE_GROW_ROOTS) && st == FLOE_OK;) {
+        st = gpu_tree_over_fill(t, n, t->spec.max_fill, &what, err);
+        floe_errinfo ignored; /* on failure the table stays as it is: FULL answers decide */
+        if (st == FLOE_OK && (what & TREE_GROW_ROOTS) && gpu_tree_grow(t, TREE_GROW_ROOTS, &ignored) != FLOE_OK)
+            break;
+    }
+    if (st != FLOE_OK)
+        return st;
+    const uint64_t generation = t->generation;
+    st = gpu_iceberg_put(t->roots, d_keys, n, d_results, d_ids, 0, s, err);
+    if (st != FLOE_OK)
+        return st;
+    CUDA_TRY(cudaMemsetAsync(t->counter, 0, COUNTERS * sizeof *t->counter, s), err);
+    const unsigned blocks = blocks_for(n) < 4096 ? blocks_for(n) : 4096;
+    k_tally_put<<<blocks, BLOCK, 0, s>>>(d_results, n, t->counter);
+    CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, COUNTERS * sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
+    CUDA_TRY(cudaStreamSynchronize(s), err);
+    t->roots_bound += n; /* no more roots than states */
+    t->last_n = n;
+    t->last_made = made;
+    t->last_put = t->h_counter[4];
+    retry_scratch r = {};
+    for (unsigned long long full = t->h_counter[0]; grow && full && st == FLOE_OK;) {
+        size_t nf = 0;
+        st = select_full(&r, d_results, n, 8, &nf, s, err);
+        if (st != FLOE_OK || nf == 0)
+            break;
+        floe_errinfo gerr;
+        floe_status gst = gpu_tree_grow(t, TREE_GROW_ROOTS, &gerr);
+        if (gst == FLOE_ERR_TOO_LARGE)
+            break; /* as large as a TREE gets: FULL stands */
+        if (gst != FLOE_OK) {
+            st =
+                floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
+            break;
+        }
+        uint64_t *keys = (uint64_t *)r.vec;
+        k_gather_keys<<<blocks_for(nf), BLOCK, 0, s>>>(d_keys, r.idx, nf, keys);
+        st = gpu_iceberg_put(t->roots, keys, nf, r.res, NULL, 0, s, err);
+        if (st != FLOE_OK)
+            break;
+        k_put_back<<<blocks_for(nf), BLOCK, 0, s>>>(r.res, r.idx, nf, d_results);
+        cudaError_t e = cudaMemsetAsync(t->counter, 0, COUNTERS * sizeof *t->counter, s);
+        if (e == cudaSuccess) {
+            k_tally_put<<<blocks_for(nf) < 4096 ? blocks_for(nf) : 4096, BLOCK, 0, s>>>(r.res, nf, t->counter);
+            e = cudaMemcpyAsync(t->h_counter, t->counter, COUNTERS * sizeof *t->counter, cudaMemcpyDeviceToHost, s);
+        }
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(s);
+        if (e != cudaSuccess)
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "retrying FULL states: %s", cudaGetErrorString(e));
+        full = t->h_counter[0];
+        t->last_put += t->h_counter[4];
+    }
+    if (st == FLOE_OK && d_ids && t->generation != generation) { /* ids of the new generation */
+        if (!r.res && cudaMalloc(&r.res, n) != cudaSuccess)
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "device memory to look ids up again");
+        else
+            st = gpu_iceberg_find(t->roots, d_keys, n, r.res, d_ids, NULL, s, err);
+        cudaError_t e = cudaStreamSynchronize(s);
+        if (st == FLOE_OK && e != cudaSuccess)
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "looking ids up again: %s", cudaGetErrorString(e));
+    }
+    retry_free(&r);
+    return st;
+}
+
+extern "C" floe_status gpu_tree_insert_delta(gpu_tree *t, const uint64_t *d_parents, const uint32_t *d_first,
+                                             const uint8_t *d_changes, size_t n, uint8_t *d_results, uint64_t *d_ids,
+                                             gpu_stream stream, floe_errinfo *err)
+{
+    if (n == 0)
+        return FLOE_OK;
+    cudaStream_t s = (cudaStream_t)stream;
+    floe_status st = scratch_reserve(t, n, err);
+    if (st != FLOE_OK)
+        return st;
+    /* the parents' root keys into t->rk; every parent must name a vector before anything is put */
+    st = gpu_iceberg_keys_at(t->roots, d_parents, 0, n, t->rk, t->res_c, stream, err);
+    if (st != FLOE_OK)
+        return st;
+    CUDA_TRY(cudaMemsetAsync(t->counter, 0, COUNTERS * sizeof *t->counter, s), err);
+    CUDA_TRY(cudaMemsetAsync(t->counter, 0xFF, sizeof *t->counter, s), err);
+    k_first_missing<<<blocks_for(n), BLOCK, 0, s>>>(t->res_c, n, t->counter);
+    CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
+    CUDA_TRY(cudaStreamSynchronize(s), err);
+    if (t->h_counter[0] != ~0ull) {
+        uint64_t parent = 0;
+        CUDA_TRY(cudaMemcpy(&parent, d_parents + t->h_counter[0], sizeof parent, cudaMemcpyDeviceToHost), err);
+        return tree_parent_missing(t->spec.name, (size_t)t->h_counter[0], parent, err);
+    }
+    if (t->spec.grow) { /* a new node table renames every node the root keys name: then whole vectors */
+        unsigned what = 0;
+        st = gpu_tree_over_fill(t, n, t->spec.max_fill, &what, err);
+        if (st != FLOE_OK)
+            return st;
+        if (what & TREE_GROW_NODES)
+            return insert_whole(t, d_parents, d_first, d_changes, n, d_results, d_ids, stream, err);
+    }
+    /* the changed paths: t->rk becomes the states' root keys */
+    CUDA_TRY(cudaMemsetAsync(t->counter, 0, COUNTERS * sizeof *t->counter, s), err);
+    const uint32_t L = levels_below_pair(t->g.words);
+    if (t->g.words == 16)
+        k_fold_delta<16, 3><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, t->rk, d_first, d_changes, n, t->counter);
+    else if (L <= 3)
+        k_fold_delta<0, 3><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, t->rk, d_first, d_changes, n, t->counter);
+    else
+        k_fold_delta<0, 0><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, t->rk, d_first, d_changes, n, t->counter);
+    CUDA_TRY(cudaGetLastError(), err);
+    CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, COUNTERS * sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
+    CUDA_TRY(cudaStreamSynchronize(s), err);
+    const uint64_t made = t->h_counter[2];
+    t->nodes_used += made;
+    if (t->h_counter[1])
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: a parent leads to a missing node",
+                                t->spec.name);
+    if (t->h_counter[3]) /* the node table had room for some paths only: nothing is put yet, so whole vectors
+                          * (the nodes made here are found again, or stay as nodes of no vector) */
+        return insert_whole(t, d_parents, d_first, d_changes, n, d_results, d_ids, stream, err);
+    return put_roots(t, t->rk, n, made, d_results, d_ids, s, err);
 }
 
 extern "C" uint64_t gpu_tree_generation(const gpu_tree *t)

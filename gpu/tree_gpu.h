@@ -74,6 +74,21 @@ floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsi
  * old and the new arrays at once; on failure t is unchanged (ERR_TOO_LARGE
  * past the largest size).  Waits. */
 floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *err);
+/* Find-or-put of n states by parent, on the device: state i is the vector
+ * of root slot d_parents[i] (an id of the table's generation) with the
+ * changes [d_first[i], d_first[i + 1]) of d_changes (FLOE_CHANGE_BYTES
+ * each, proto/floe_wire.h) applied.  Only the nodes on the changed words'
+ * paths are read and put (tables/tree.c's tree_insert_delta); a state of
+ * many changes unfolds and folds whole.  The root keys then go into the
+ * root table, first occurrences INSERTED, answers and ids as
+ * gpu_tree_insert's.  A parent that names no vector fails the batch
+ * (ERR_INVALID) before anything changes.  When the node table must grow
+ * first, or has no room for a path, the states go whole (their parents
+ * unfolded and changed, then gpu_tree_insert).  d_ids may be d_parents
+ * (every parent is read before an id is written).  Waits. */
+floe_status gpu_tree_insert_delta(gpu_tree *t, const uint64_t *d_parents, const uint32_t *d_first,
+                                  const uint8_t *d_changes, size_t n, uint8_t *d_results, uint64_t *d_ids,
+                                  gpu_stream stream, floe_errinfo *err);
 /* n states' changes (tree_apply_changes's, proto/floe_wire.h) applied on
  * the device to their parents' vectors (n * words words): state i's are
  * [d_first[i], d_first[i + 1]) of d_changes.  Enqueues only. */

@@ -645,6 +645,176 @@ static void backends_states(uint64_t seed, bool small)
     floe_backend_destroy(cb);
 }
 
+/* States by parent through the engines themselves (gpu_tree_insert_delta
+ * against tree_insert_delta): fresh random states of 0 to 2 changes, a few
+ * of 9 to 24 (more than a path fold takes: unfolded and folded whole),
+ * words changed twice, exact repeats and different parents that give one
+ * vector, for every shape of tree (W 2: the root pair is the words; odd
+ * levels carried up).  Each engine names parents by its own ids; the
+ * answers must be the same, one id per distinct vector, and the ids give
+ * the vectors back.  A growing pair starts at 64 vectors (node growths send
+ * states whole, root growths keep their paths' keys); a fixed pair must end
+ * with the same vectors and nodes.  A parent that names no vector fails the
+ * batch and changes nothing. */
+static void engine_delta(uint32_t W, bool grow, size_t rounds, size_t B, uint64_t seed)
+{
+    floe_errinfo err;
+    floe_spec spec = tree_spec_for(W, grow ? 64 : rounds * B + 1024, 0, seed);
+    spec.grow = grow;
+    tree *cpu = NULL;
+    gpu_tree *gpu = NULL;
+    EXPECT(tree_create(&spec, NULL, &cpu, &err) == FLOE_OK, "tree_create: %s", err.msg);
+    EXPECT(gpu_tree_create(&spec, NULL, &gpu, &err) == FLOE_OK, "gpu_tree_create: %s", err.msg);
+    uint64_t rng = seed;
+    const uint32_t domain = 6;
+    std::vector<uint32_t> state(W, 0), known;
+    walk_stream(W, 64, domain, &rng, state, known);
+    { /* the first parents, whole, each distinct one kept in `known` */
+        std::vector<uint8_t> rc(64), rg(64);
+        EXPECT(tree_insert(cpu, known.data(), 64, rc.data(), NULL, NULL, &err) == FLOE_OK, "%s", err.msg);
+        EXPECT(gpu_tree_insert_host(gpu, known.data(), 64, rg.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
+        std::vector<uint32_t> distinct;
+        for (size_t i = 0; i < 64; i++)
+            if (rc[i] == FLOE_INSERTED)
+                distinct.insert(distinct.end(), &known[i * W], &known[i * W] + W);
+        known.swap(distinct);
+    }
+    std::vector<uint64_t> idc, idg;
+    { /* their ids in each engine (looked up again after every growth) */
+        const size_t k = known.size() / W;
+        std::vector<uint8_t> f(k);
+        idc.resize(k);
+        idg.resize(k);
+        EXPECT(tree_find(cpu, known.data(), k, f.data(), idc.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
+        EXPECT(gpu_tree_find_host(gpu, known.data(), k, f.data(), idg.data(), &err) == FLOE_OK, "%s", err.msg);
+    }
+    std::unordered_map<std::string, size_t> where; /* vector -> index in known */
+    for (size_t i = 0; i < known.size() / W; i++)
+        where[key_of(&known[i * W], W)] = i;
+    uint64_t *d_par, *d_ids;
+    uint32_t *d_first;
+    uint8_t *d_ch, *d_res;
+    EXPECT(cudaMalloc(&d_par, B * 8) == cudaSuccess && cudaMalloc(&d_ids, B * 8) == cudaSuccess &&
+               cudaMalloc(&d_first, (B + 1) * 4) == cudaSuccess &&
+               cudaMalloc(&d_ch, B * 24 * FLOE_CHANGE_BYTES) == cudaSuccess && cudaMalloc(&d_res, B) == cudaSuccess,
+           "cudaMalloc");
+    std::vector<uint64_t> pc(B), pg(B), ic(B), ig(B);
+    std::vector<uint8_t> counts(B), changes(B * 24 * FLOE_CHANGE_BYTES), rc(B), rg(B);
+    std::vector<uint32_t> first(B + 1), v(B * W);
+    size_t many = 0, repeats = 0;
+    for (size_t round = 0; round < rounds; round++) {
+        const size_t stored = known.size() / W;
+        size_t nc = 0;
+        first[0] = 0;
+        for (size_t i = 0; i < B; i++) {
+            const uint64_t r = test_rng(&rng);
+            if (i > 0 && r % 16 == 0) { /* an exact repeat of an earlier state of the batch */
+                const size_t j = test_rng(&rng) % i;
+                pc[i] = pc[j], pg[i] = pg[j], counts[i] = counts[j];
+                memcpy(&changes[nc * FLOE_CHANGE_BYTES], &changes[first[j] * FLOE_CHANGE_BYTES],
+                       counts[j] * FLOE_CHANGE_BYTES);
+                memcpy(&v[i * W], &v[j * W], W * 4);
+                nc += counts[j];
+                first[i + 1] = (uint32_t)nc;
+                repeats++;
+                continue;
+            }
+            const size_t p = test_rng(&rng) % stored;
+            pc[i] = idc[p], pg[i] = idg[p];
+            memcpy(&v[i * W], &known[p * W], W * 4);
+            const unsigned k = r % 64 == 1 ? 9 + (unsigned)(test_rng(&rng) % 16) : (unsigned)(test_rng(&rng) % 3);
+            many += k > 8;
+            counts[i] = (uint8_t)k;
+            for (unsigned c = 0; c < k; c++, nc++) {
+                const uint32_t word = (uint32_t)(test_rng(&rng) % W);
+                const uint32_t value =
+                    (r >> 20) % 32 == 0 ? (uint32_t)test_rng(&rng) : (uint32_t)(test_rng(&rng) % domain);
+                floe_change_put(&changes[nc * FLOE_CHANGE_BYTES], word, value);
+                v[i * W + word] = value;
+            }
+            first[i + 1] = (uint32_t)nc;
+        }
+        const uint64_t gen_c = tree_generation(cpu), gen_g = gpu_tree_generation(gpu);
+        EXPECT(tree_insert_delta(cpu, gen_c, pc.data(), counts.data(), changes.data(), B, rc.data(), ic.data(), NULL,
+                                 &err) == FLOE_OK,
+               "cpu states: %s", err.msg);
+        EXPECT(cudaMemcpy(d_par, pg.data(), B * 8, cudaMemcpyHostToDevice) == cudaSuccess &&
+                   cudaMemcpy(d_first, first.data(), (B + 1) * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+                   cudaMemcpy(d_ch, changes.data(), (nc ? nc : 1) * FLOE_CHANGE_BYTES, cudaMemcpyHostToDevice) ==
+                       cudaSuccess,
+               "copy in");
+        EXPECT(gpu_tree_insert_delta(gpu, d_par, d_first, d_ch, B, d_res, d_ids, NULL, &err) == FLOE_OK,
+               "gpu states: %s", err.msg);
+        EXPECT(cudaMemcpy(rg.data(), d_res, B, cudaMemcpyDeviceToHost) == cudaSuccess &&
+                   cudaMemcpy(ig.data(), d_ids, B * 8, cudaMemcpyDeviceToHost) == cudaSuccess,
+               "copy out");
+        const bool moved_c = tree_generation(cpu) != gen_c, moved_g = gpu_tree_generation(gpu) != gen_g;
+        for (size_t i = 0; i < B; i++) {
+            EXPECT(rc[i] == rg[i] && rg[i] != FLOE_FULL, "W=%u round %zu state %zu: cpu %d gpu %d", W, round, i, rc[i],
+                   rg[i]);
+            const std::string key = key_of(&v[i * W], W);
+            auto it = where.find(key);
+            EXPECT((it == where.end()) == (rg[i] == FLOE_INSERTED), "W=%u state %zu: %d, but the vector was %s", W, i,
+                   rg[i], it == where.end() ? "new" : "stored");
+            if (it == where.end()) {
+                where[key] = known.size() / W;
+                known.insert(known.end(), &v[i * W], &v[i * W] + W);
+                idc.push_back(ic[i]);
+                idg.push_back(ig[i]);
+            } else if (!moved_g) {
+                EXPECT(ig[i] == idg[it->second], "W=%u state %zu: PRESENT with another id", W, i);
+            }
+        }
+        const size_t k = known.size() / W;
+        std::vector<uint8_t> f(k);
+        if (moved_c) /* grown: every known id of the new generation */
+            EXPECT(tree_find(cpu, known.data(), k, f.data(), idc.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
+        if (moved_g)
+            EXPECT(gpu_tree_find_host(gpu, known.data(), k, f.data(), idg.data(), &err) == FLOE_OK, "%s", err.msg);
+    }
+    /* every id gives its vector back */
+    const size_t k = known.size() / W;
+    std::vector<uint8_t> r(k);
+    std::vector<uint32_t> back(k * W);
+    EXPECT(gpu_tree_get_host(gpu, idg.data(), k, r.data(), back.data(), &err) == FLOE_OK, "get: %s", err.msg);
+    EXPECT(!memcmp(back.data(), known.data(), k * W * 4), "W=%u: ids after states by parent give other vectors", W);
+    floe_table_stats sc, sg;
+    tree_stats(cpu, &sc);
+    EXPECT(gpu_tree_stats(gpu, &sg, &err) == FLOE_OK, "stats: %s", err.msg);
+    EXPECT(sc.keys == k && sg.keys == k, "W=%u vectors: cpu %llu gpu %llu model %zu", W, (unsigned long long)sc.keys,
+           (unsigned long long)sg.keys, k);
+    if (!grow)
+        EXPECT(sc.nodes == sg.nodes, "W=%u nodes: cpu %llu gpu %llu", W, (unsigned long long)sc.nodes,
+               (unsigned long long)sg.nodes);
+    /* a parent that names no vector: refused, nothing changed */
+    pg[0] = idg[0];
+    pg[1] = (uint64_t)1 << 40;
+    first[0] = 0, first[1] = 1, first[2] = 2;
+    floe_change_put(&changes[0], 0, 0xABCDEFu);
+    floe_change_put(&changes[FLOE_CHANGE_BYTES], W - 1, 0xABCDEFu);
+    EXPECT(cudaMemcpy(d_par, pg.data(), 16, cudaMemcpyHostToDevice) == cudaSuccess &&
+               cudaMemcpy(d_first, first.data(), 12, cudaMemcpyHostToDevice) == cudaSuccess &&
+               cudaMemcpy(d_ch, changes.data(), 2 * FLOE_CHANGE_BYTES, cudaMemcpyHostToDevice) == cudaSuccess,
+           "copy in");
+    EXPECT(gpu_tree_insert_delta(gpu, d_par, d_first, d_ch, 2, d_res, d_ids, NULL, &err) == FLOE_ERR_INVALID &&
+               strstr(err.msg, "names no vector"),
+           "W=%u: a parent that names no vector: %s", W, err.msg);
+    floe_table_stats after;
+    EXPECT(gpu_tree_stats(gpu, &after, &err) == FLOE_OK, "stats: %s", err.msg);
+    EXPECT(after.keys == sg.keys && after.nodes == sg.nodes, "W=%u: a refused batch changed the table", W);
+    printf("tree states by parent, engines: W=%u %s, %zu rounds of %zu (%zu of more than %d changes, %zu repeats), "
+           "%zu vectors, generation %llu: GPU = CPU\n",
+           W, grow ? "growing from 64" : "fixed", rounds, B, many, 8, repeats, k,
+           (unsigned long long)gpu_tree_generation(gpu));
+    cudaFree(d_par);
+    cudaFree(d_ids);
+    cudaFree(d_first);
+    cudaFree(d_ch);
+    cudaFree(d_res);
+    tree_destroy(cpu);
+    gpu_tree_destroy(gpu);
+}
+
 void tree_suite(uint64_t seed, bool small)
 {
     static const uint32_t lengths[] = {2, 3, 16, 17, 64, 256};
@@ -659,4 +829,8 @@ void tree_suite(uint64_t seed, bool small)
     engine_grows(3, small ? 30000 : 300000, seed + 500);
     engine_grows(17, small ? 30000 : 300000, seed + 501);
     backends_states(seed + 600, small);
+    static const uint32_t delta_lengths[] = {2, 3, 16, 17, 64};
+    for (size_t i = 0; i < sizeof delta_lengths / sizeof *delta_lengths; i++)
+        for (int grow = 0; grow < 2; grow++)
+            engine_delta(delta_lengths[i], grow, small ? 6 : 30, small ? 2000 : 50000, seed + 700 + 2 * i + grow);
 }
