@@ -942,9 +942,8 @@ __global__ void k_put_back(const uint8_t *res, const uint64_t *idx, uint64_t n, 
         results[idx[k]] = res[k];
 }
 
-/* What a growing table's FULL answers need: the tables the last batch found
- * no room in (its fold and its root put say which). */
-/* The tables to grow for a batch's FULL_IN_* bits (counter[3]). */
+/* The tables to grow for a batch's FULL answers: those its fold and its
+ * root put found no room in (its FULL_IN_* bits, counter[3]). */
 static unsigned full_tables(unsigned long long bits)
 {
     return ((bits & FULL_IN_NODES) ? TREE_GROW_NODES : 0) | ((bits & FULL_IN_ROOTS) ? TREE_GROW_ROOTS : 0);
@@ -1008,6 +1007,37 @@ static floe_status select_full(retry_scratch *r, const uint8_t *d_results, size_
     return FLOE_OK;
 }
 
+/* The FULL answers of a growing batch of n put again, in batch order,
+ * after a growth of the tables `bits` (FULL_IN_*) names, until none is
+ * left, or FULL stands where the table is as large as it gets.
+ * again(idx, nf, vec, res, &bits) puts the nf items at batch indices idx
+ * (vec: room for them) with answers into res and the FULL_IN_* bits of
+ * that put; the answers go back in place.  r keeps the scratch. */
+template <typename Again>
+static floe_status retry_full(gpu_tree *t, unsigned long long bits, uint8_t *d_results, size_t n, size_t item_bytes,
+                              retry_scratch *r, cudaStream_t s, floe_errinfo *err, Again again)
+{
+    floe_status st = FLOE_OK;
+    for (size_t nf = 0; st == FLOE_OK && bits;) {
+        st = select_full(r, d_results, n, item_bytes, &nf, s, err);
+        if (st != FLOE_OK || nf == 0)
+            break;
+        floe_errinfo gerr;
+        floe_status gst = gpu_tree_grow(t, full_tables(bits), &gerr);
+        if (gst == FLOE_ERR_TOO_LARGE)
+            break; /* as large as a TREE gets: FULL stands */
+        if (gst != FLOE_OK)
+            return floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name,
+                                    gerr.msg);
+        st = again(r->idx, nf, r->vec, r->res, &bits);
+        if (st == FLOE_OK) {
+            k_put_back<<<blocks_for(nf), BLOCK, 0, s>>>(r->res, r->idx, nf, d_results);
+            CUDA_TRY(cudaGetLastError(), err);
+        }
+    }
+    return st;
+}
+
 /* A growing table's find-or-put: grown first until the batch fits (by
  * gpu_tree_over_fill's estimate), then the batch, then its FULL answers put
  * again after a growth of the fuller table, in batch order (first
@@ -1041,29 +1071,16 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
     retry_scratch r = {};
     /* Only a batch whose fold or root put met a full table has FULL answers
      * (a later occurrence copies its leader's): the others skip the search. */
-    for (size_t nf = 0; st == FLOE_OK && tail[0];) {
-        st = select_full(&r, d_results, n, (size_t)W * 4, &nf, s, err);
-        if (st != FLOE_OK || nf == 0)
-            break;
-        floe_errinfo gerr;
-        floe_status gst = gpu_tree_grow(t, full_tables(tail[0]), &gerr);
-        if (gst == FLOE_ERR_TOO_LARGE)
-            break; /* as large as a TREE gets: FULL stands */
-        if (gst != FLOE_OK) {
-            st =
-                floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
-            break;
-        }
-        k_gather<<<blocks_for(nf), BLOCK, 0, s>>>(d_vectors, W, r.idx, nf, r.vec);
-        st = run_batch<true>(t, r.vec, nf, r.res, NULL, stream, err);
-        if (st == FLOE_OK)
-            k_put_back<<<blocks_for(nf), BLOCK, 0, s>>>(r.res, r.idx, nf, d_results);
-        cudaError_t e = cudaGetLastError();
-        if (st == FLOE_OK && e != cudaSuccess)
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "retrying FULL vectors: %s", cudaGetErrorString(e));
-        if (st == FLOE_OK)
-            st = batch_tail(t, tail, s, err);
-    }
+    if (st == FLOE_OK)
+        st = retry_full(t, tail[0], d_results, n, (size_t)W * 4, &r, s, err,
+                        [&](const uint64_t *idx, size_t nf, uint32_t *vec, uint8_t *res, unsigned long long *bits) {
+                            k_gather<<<blocks_for(nf), BLOCK, 0, s>>>(d_vectors, W, idx, nf, vec);
+                            floe_status rs = run_batch<true>(t, vec, nf, res, NULL, stream, err);
+                            if (rs == FLOE_OK)
+                                rs = batch_tail(t, tail, s, err);
+                            *bits = tail[0];
+                            return rs;
+                        });
     if (st == FLOE_OK && d_ids && t->generation != generation) {
         /* ids of the new generation; the answers stay those of the puts */
         if (!r.res && cudaMalloc(&r.res, n) != cudaSuccess)
@@ -1308,6 +1325,21 @@ static floe_status insert_whole(gpu_tree *t, const uint64_t *d_parents, const ui
     return st;
 }
 
+/* The FULL and INSERTED answers of n (waits). */
+static floe_status tally_put(gpu_tree *t, const uint8_t *d_results, size_t n, unsigned long long *full,
+                             unsigned long long *inserted, cudaStream_t s, floe_errinfo *err)
+{
+    CUDA_TRY(cudaMemsetAsync(t->counter, 0, COUNTERS * sizeof *t->counter, s), err);
+    const unsigned blocks = blocks_for(n) < 4096 ? blocks_for(n) : 4096;
+    k_tally_put<<<blocks, BLOCK, 0, s>>>(d_results, n, t->counter);
+    CUDA_TRY(cudaGetLastError(), err);
+    CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, COUNTERS * sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
+    CUDA_TRY(cudaStreamSynchronize(s), err);
+    *full = t->h_counter[0];
+    *inserted = t->h_counter[4];
+    return FLOE_OK;
+}
+
 /* The states' root keys (d_keys) into the root table, first occurrences
  * INSERTED; a growing table grows its root table ahead (the keys name
  * nodes, which stay) and after FULL answers, which are put again in order;
@@ -1327,50 +1359,29 @@ static floe_status put_roots(gpu_tree *t, const uint64_t *d_keys, size_t n, uint
         return st;
     const uint64_t generation = t->generation;
     st = gpu_iceberg_put(t->roots, d_keys, n, d_results, d_ids, 0, s, err);
+    unsigned long long full = 0, inserted = 0;
+    if (st == FLOE_OK)
+        st = tally_put(t, d_results, n, &full, &inserted, s, err);
     if (st != FLOE_OK)
         return st;
-    CUDA_TRY(cudaMemsetAsync(t->counter, 0, COUNTERS * sizeof *t->counter, s), err);
-    const unsigned blocks = blocks_for(n) < 4096 ? blocks_for(n) : 4096;
-    k_tally_put<<<blocks, BLOCK, 0, s>>>(d_results, n, t->counter);
-    CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, COUNTERS * sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
-    CUDA_TRY(cudaStreamSynchronize(s), err);
     t->roots_bound += n; /* no more roots than states */
     t->last_n = n;
     t->last_made = made;
-    t->last_put = t->h_counter[4];
+    t->last_put = inserted;
     retry_scratch r = {};
-    for (unsigned long long full = t->h_counter[0]; grow && full && st == FLOE_OK;) {
-        size_t nf = 0;
-        st = select_full(&r, d_results, n, 8, &nf, s, err);
-        if (st != FLOE_OK || nf == 0)
-            break;
-        floe_errinfo gerr;
-        floe_status gst = gpu_tree_grow(t, TREE_GROW_ROOTS, &gerr);
-        if (gst == FLOE_ERR_TOO_LARGE)
-            break; /* as large as a TREE gets: FULL stands */
-        if (gst != FLOE_OK) {
-            st =
-                floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
-            break;
-        }
-        uint64_t *keys = (uint64_t *)r.vec;
-        k_gather_keys<<<blocks_for(nf), BLOCK, 0, s>>>(d_keys, r.idx, nf, keys);
-        st = gpu_iceberg_put(t->roots, keys, nf, r.res, NULL, 0, s, err);
-        if (st != FLOE_OK)
-            break;
-        k_put_back<<<blocks_for(nf), BLOCK, 0, s>>>(r.res, r.idx, nf, d_results);
-        cudaError_t e = cudaMemsetAsync(t->counter, 0, COUNTERS * sizeof *t->counter, s);
-        if (e == cudaSuccess) {
-            k_tally_put<<<blocks_for(nf) < 4096 ? blocks_for(nf) : 4096, BLOCK, 0, s>>>(r.res, nf, t->counter);
-            e = cudaMemcpyAsync(t->h_counter, t->counter, COUNTERS * sizeof *t->counter, cudaMemcpyDeviceToHost, s);
-        }
-        if (e == cudaSuccess)
-            e = cudaStreamSynchronize(s);
-        if (e != cudaSuccess)
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "retrying FULL states: %s", cudaGetErrorString(e));
-        full = t->h_counter[0];
-        t->last_put += t->h_counter[4];
-    }
+    if (grow)
+        st = retry_full(t, full ? FULL_IN_ROOTS : 0, d_results, n, 8, &r, s, err,
+                        [&](const uint64_t *idx, size_t nf, uint32_t *vec, uint8_t *res, unsigned long long *bits) {
+                            uint64_t *keys = (uint64_t *)vec;
+                            k_gather_keys<<<blocks_for(nf), BLOCK, 0, s>>>(d_keys, idx, nf, keys);
+                            floe_status rs = gpu_iceberg_put(t->roots, keys, nf, res, NULL, 0, s, err);
+                            unsigned long long f = 0, ins = 0;
+                            if (rs == FLOE_OK)
+                                rs = tally_put(t, res, nf, &f, &ins, s, err);
+                            t->last_put += ins;
+                            *bits = f ? FULL_IN_ROOTS : 0;
+                            return rs;
+                        });
     if (st == FLOE_OK && d_ids && t->generation != generation) { /* ids of the new generation */
         if (!r.res && cudaMalloc(&r.res, n) != cudaSuccess)
             st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "device memory to look ids up again");
