@@ -431,6 +431,16 @@ static floe_status scratch_reserve(gpu_tree *t, size_t n, floe_errinfo *err)
     return FLOE_OK;
 }
 
+static void tables_free(gpu_tree *t)
+{
+    cudaFree(t->nodes);
+    cudaFree(t->orphans);
+    gpu_iceberg_destroy(t->roots);
+    t->nodes = NULL;
+    t->orphans = NULL;
+    t->roots = NULL;
+}
+
 /* The arrays of t's tables, laid out as t->z: the node table, its orphan
  * count and the root table (what a growth replaces; the batch counters
  * and scratch stay).  On failure the ones made are freed. */
@@ -451,23 +461,9 @@ static floe_status tables_alloc(gpu_tree *t, floe_errinfo *err)
                               (unsigned long long)t->z.node_bytes, cudaGetErrorString(e));
     else
         st = gpu_iceberg_create(&t->z.root_spec, t->z.root_addr_bits, &t->roots, err);
-    if (st != FLOE_OK) {
-        cudaFree(t->nodes);
-        cudaFree(t->orphans);
-        t->nodes = NULL;
-        t->orphans = NULL;
-    }
+    if (st != FLOE_OK)
+        tables_free(t);
     return st;
-}
-
-static void tables_free(gpu_tree *t)
-{
-    cudaFree(t->nodes);
-    cudaFree(t->orphans);
-    gpu_iceberg_destroy(t->roots);
-    t->nodes = NULL;
-    t->orphans = NULL;
-    t->roots = NULL;
 }
 
 extern "C" floe_status gpu_tree_create(const floe_spec *spec, const tree_sizing *z, gpu_tree **out, floe_errinfo *err)
