@@ -67,7 +67,7 @@ PKG_CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 PKG_SYSTEMD := $(shell pkg-config --libs libsystemd 2>/dev/null || echo -lsystemd)
 
 TABLES_SRC := tables/alloc.c tables/status.c tables/spec.c tables/pool.c tables/dedup.c tables/iceberg.c tables/tree.c \
-              tables/tablefile.c tables/backend.c tables/backend_cpu.c tables/partition.c
+              tables/tablefile.c tables/backend.c tables/backend_cpu.c tables/partition.c tables/ordered.c
 TEST_SRC   := $(wildcard tests/unit/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
 PROTO_SRC  := $(GEN)/floe.pb-c.c

@@ -62,6 +62,7 @@ Suite *capacity_suite(void);
 Suite *config_suite(void);
 Suite *envelope_suite(void);
 Suite *tree_suite(void);
+Suite *ordered_suite(void);
 Suite *histogram_suite(void); /* floe-bench's latency histogram (bench/histogram.c) */
 Suite *workload_suite(void);  /* floe-bench's key streams (bench/workload.c) */
 Suite *mcmodel_suite(void);   /* floe-mc's models (examples/mc/model*.c) */
