@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "tablefile.h"
 
 #define ORD_MAX_HEIGHT 16 /* a root splits at ORD_FANOUT children, each made by a split of a full node */
 
@@ -44,8 +45,10 @@ struct ordered {
     uint32_t vb; /* value bytes: 0, 4 or 8 */
 };
 
-/* The path from the root to a leaf: the inner node at each level and the child taken. */
+/* The path from the root to a leaf: the inner node at each of its levels
+ * below height and the child taken. */
 typedef struct ord_path {
+    uint32_t height;
     ord_inner *node[ORD_MAX_HEIGHT];
     uint32_t idx[ORD_MAX_HEIGHT];
 } ord_path;
@@ -84,6 +87,8 @@ static uint32_t count_lt(const uint64_t *a, uint32_t n, uint64_t key)
 static ord_leaf *descend(const ordered *t, uint64_t key, ord_path *p)
 {
     void *node = t->root;
+    if (p)
+        p->height = t->height;
     for (uint32_t h = t->height; h > 0; h--) {
         ord_inner *in = node;
         uint32_t i = count_le(in->sep, in->n - 1, key);
@@ -94,6 +99,14 @@ static ord_leaf *descend(const ordered *t, uint64_t key, ord_path *p)
         node = in->child[i];
     }
     return node;
+}
+
+/* descend with the path, for writers, kept out of gcc's interprocedural
+ * analysis: gcc 12.2 at -O2 lost the path's writes there (it warned that
+ * they may be uninitialized, and compiled reading them into a trap). */
+__attribute__((noipa)) static ord_leaf *descend_path(const ordered *t, uint64_t key, ord_path *p)
+{
+    return descend(t, key, p);
 }
 
 static uint64_t value_in(const void *values, uint32_t vb, size_t i)
@@ -182,9 +195,9 @@ static void inner_put(ord_inner *in, uint32_t i, uint64_t sep, void *c)
 static uint32_t splits_above(const ordered *t, const ord_path *p)
 {
     uint32_t k = 0;
-    while (k < t->height && p->node[k]->n == ORD_FANOUT)
+    while (k < p->height && p->node[k]->n == ORD_FANOUT)
         k++;
-    return k + (k == t->height);
+    return k + (k == p->height);
 }
 
 /* After the leaf at the end of path p split into itself and `right` (keys
@@ -194,7 +207,7 @@ static uint32_t splits_above(const ordered *t, const ord_path *p)
 static void put_split(ordered *t, ord_path *p, uint64_t sep, void *right, ord_inner **spare)
 {
     for (uint32_t level = 0;; level++) {
-        if (level == t->height) { /* the root split */
+        if (level == p->height) { /* the root split */
             ord_inner *root = *spare++;
             root->n = 2;
             root->child[0] = t->root;
@@ -237,6 +250,7 @@ static void put_split(ordered *t, ord_path *p, uint64_t sep, void *right, ord_in
 static void remove_child(ordered *t, ord_path *p, uint32_t level)
 {
     for (;;) {
+        assert(level < p->height);
         ord_inner *in = p->node[level];
         const uint32_t i = p->idx[level];
         memmove(&in->child[i], &in->child[i + 1], (in->n - i - 1) * sizeof in->child[0]);
@@ -245,7 +259,7 @@ static void remove_child(ordered *t, ord_path *p, uint32_t level)
             memmove(&in->sep[s], &in->sep[s + 1], (in->n - 2 - s) * sizeof in->sep[0]);
         }
         in->n--;
-        if (in->n > 0 || level + 1 == t->height)
+        if (in->n > 0 || level + 1 == p->height)
             break;
         inner_free(t, in);
         level++;
@@ -262,8 +276,8 @@ static void remove_child(ordered *t, ord_path *p, uint32_t level)
 
 static uint8_t insert_one(ordered *t, uint64_t key, uint64_t value, bool overwrite, uint64_t *out)
 {
-    ord_path p = {{0}, {0}}; /* levels below the height only: gcc cannot tell */
-    ord_leaf *l = descend(t, key, &p);
+    ord_path p;
+    ord_leaf *l = descend_path(t, key, &p);
     uint32_t pos = count_lt(l->key, l->n, key);
     if (pos < l->n && l->key[pos] == key) {
         if (t->vb) {
@@ -321,8 +335,8 @@ static uint8_t insert_one(ordered *t, uint64_t key, uint64_t value, bool overwri
 
 static uint8_t erase_one(ordered *t, uint64_t key)
 {
-    ord_path p = {{0}, {0}}; /* levels below the height only: gcc cannot tell */
-    ord_leaf *l = descend(t, key, &p);
+    ord_path p;
+    ord_leaf *l = descend_path(t, key, &p);
     const uint32_t pos = count_lt(l->key, l->n, key);
     if (pos == l->n || l->key[pos] != key)
         return FLOE_ABSENT;
@@ -570,4 +584,205 @@ void ordered_stats(ordered *t, floe_table_stats *s)
     pthread_rwlock_unlock(&t->lock);
     s->bytes_per_key = s->keys ? (double)s->memory_bytes / (double)s->keys : 0.0;
     s->device = -1;
+}
+
+/* ---- files ------------------------------------------------------------------------------------ */
+
+#define ORD_SECTIONS  2 /* keys, values */
+#define ORD_LOAD_FILL (ORD_LEAF_KEYS * 7 / 8)
+
+/* The table's keys and values in order, into new arrays (NULL: out of memory). */
+static bool gather(const ordered *t, uint64_t **keys, uint8_t **values)
+{
+    *keys = floe_malloc(t->keys ? t->keys * 8 : 8);
+    *values = floe_malloc(t->keys && t->vb ? t->keys * t->vb : 8);
+    if (!*keys || !*values) {
+        free(*keys);
+        free(*values);
+        return false;
+    }
+    size_t i = 0;
+    for (const ord_leaf *l = t->first; l; l = l->next)
+        for (uint32_t k = 0; k < l->n; k++, i++) {
+            (*keys)[i] = l->key[k];
+            value_out(*values, t->vb, i, t->vb ? l->val[k] : 0);
+        }
+    return true;
+}
+
+static void header_of(const ordered *t, floe_file_header *h)
+{
+    memset(h, 0, sizeof *h);
+    h->spec = t->spec;
+    h->layout_version = FLOE_LAYOUT_VERSION;
+    h->keys = t->keys;
+    h->nsections = ORD_SECTIONS;
+    h->section_bytes[0] = t->keys * 8;
+    h->section_bytes[1] = t->keys * t->vb;
+    h->parts = 1;
+    h->whole_capacity = t->spec.capacity;
+}
+
+floe_status ordered_copy_image(ordered *t, floe_file_image **out, floe_errinfo *err)
+{
+    uint64_t *keys;
+    uint8_t *values;
+    floe_file_header h;
+    pthread_rwlock_rdlock(&t->lock);
+    const bool ok = gather(t, &keys, &values);
+    header_of(t, &h);
+    pthread_rwlock_unlock(&t->lock);
+    *out = NULL;
+    if (ok) {
+        const void *sections[FLOE_FILE_MAX_SECTIONS] = {keys, values};
+        *out = floe_file_image_copy(&h, sections);
+        free(keys);
+        free(values);
+    }
+    if (!*out)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s", t->spec.name);
+    return FLOE_OK;
+}
+
+floe_status ordered_save(ordered *t, const char *path, floe_errinfo *err)
+{
+    floe_file_image *im;
+    floe_status st = ordered_copy_image(t, &im, err);
+    if (st != FLOE_OK)
+        return st;
+    st = floe_file_image_save(path, im, err);
+    floe_file_image_free(im);
+    return st;
+}
+
+/* Frees every leaf after t's first and every node in made[0..m). */
+static void unbuild(ordered *t, ord_inner **made, size_t m)
+{
+    for (ord_leaf *l = t->first->next, *next; l; l = next) {
+        next = l->next;
+        leaf_free(t, l);
+    }
+    t->first->next = NULL;
+    t->last = t->first;
+    while (m > 0)
+        inner_free(t, made[--m]);
+}
+
+/* t (empty: its one leaf) built from n sorted keys: leaves ORD_LOAD_FILL
+ * full, then each level of inner nodes over the one below (every node
+ * allocated before any is linked, so that running out of memory leaves t
+ * as it was). */
+static bool build(ordered *t, const uint64_t *keys, const uint8_t *values, size_t n)
+{
+    ord_leaf *l = t->first;
+    size_t nodes = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (l->n == ORD_LOAD_FILL) {
+            ord_leaf *r = leaf_new(t);
+            if (!r) {
+                t->first->n = 0;
+                unbuild(t, NULL, 0);
+                return false;
+            }
+            r->prev = l;
+            l->next = r;
+            t->last = l = r;
+            nodes++;
+        }
+        l->key[l->n] = keys[i];
+        if (t->vb)
+            l->val[l->n] = value_in(values, t->vb, i);
+        l->n++;
+    }
+    size_t inners = 0; /* ceil(nodes / ORD_FANOUT) a level, up to one root */
+    for (size_t k = nodes; k > 1; k = (k + ORD_FANOUT - 1) / ORD_FANOUT)
+        inners += (k + ORD_FANOUT - 1) / ORD_FANOUT;
+    void **below = floe_malloc(nodes * sizeof *below);
+    uint64_t *low = floe_malloc(nodes * sizeof *low);
+    ord_inner **made = floe_malloc((inners ? inners : 1) * sizeof *made);
+    size_t m = 0;
+    while (below && low && made && m < inners && (made[m] = inner_new(t)) != NULL)
+        m++;
+    if (!below || !low || !made || m < inners) {
+        t->first->n = 0;
+        unbuild(t, made, made ? m : 0);
+        free(below);
+        free(low);
+        free(made);
+        return false;
+    }
+    size_t k = 0; /* below[i]: the nodes of the level under construction's children, low[i] their first keys */
+    for (ord_leaf *x = t->first; x; x = x->next, k++)
+        below[k] = x, low[k] = x->n ? x->key[0] : 0;
+    for (m = 0; nodes > 1; t->height++) {
+        size_t up = 0;
+        for (size_t i = 0; i < nodes; up++) {
+            ord_inner *in = made[m++];
+            size_t take = nodes - i < ORD_FANOUT ? nodes - i : ORD_FANOUT;
+            if (nodes - i - take == 1) /* the last node of a level gets two children at least */
+                take--;
+            in->n = (uint32_t)take;
+            for (size_t c = 0; c < take; c++) {
+                in->child[c] = below[i + c];
+                if (c > 0)
+                    in->sep[c - 1] = low[i + c];
+            }
+            const uint64_t first = low[i];
+            below[up] = in;
+            low[up] = first;
+            i += take;
+        }
+        nodes = up;
+    }
+    t->keys = n;
+    t->root = below[0];
+    free(below);
+    free(low);
+    free(made);
+    return true;
+}
+
+floe_status ordered_load(const char *path, uint64_t offset, floe_pool *pool, ordered **out, floe_errinfo *err)
+{
+    *out = NULL;
+    floe_file_header h;
+    floe_file_reader *r;
+    floe_status st = floe_file_open(path, offset, &h, &r, err);
+    if (st != FLOE_OK)
+        return st;
+    ordered *t = NULL;
+    uint64_t *keys = NULL;
+    uint8_t *values = NULL;
+    floe_errinfo spec_err;
+    if (h.spec.kind != FLOE_KIND_ORDERED) {
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not an ORDERED one", path,
+                              floe_kind_name(h.spec.kind));
+    } else if ((st = ordered_create(&h.spec, pool, &t, &spec_err)) != FLOE_OK) {
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds an invalid table spec: %s", path, spec_err.msg);
+    } else if (h.nsections != ORD_SECTIONS || h.section_bytes[0] != h.keys * 8 ||
+               h.section_bytes[1] != h.keys * h.spec.value_bytes || h.keys > (UINT64_MAX >> 4)) {
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match its %llu keys", path,
+                              (unsigned long long)h.keys);
+    } else if (!(keys = floe_malloc(h.keys ? h.keys * 8 : 8)) ||
+               !(values = floe_malloc(h.keys && h.spec.value_bytes ? h.keys * h.spec.value_bytes : 8))) {
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory loading %s", path);
+    } else if ((st = floe_file_read(r, (void *const[]){keys, values}, err)) == FLOE_OK) {
+        const uint64_t top = h.spec.key_bits == 64 ? UINT64_MAX : (1ull << h.spec.key_bits) - 1;
+        for (uint64_t i = 0; i < h.keys && st == FLOE_OK; i++)
+            if (keys[i] > top || (i > 0 && keys[i] <= keys[i - 1]))
+                st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: key %llu is %s", path,
+                                      (unsigned long long)i,
+                                      keys[i] > top ? "wider than key_bits" : "not above the one before it");
+        if (st == FLOE_OK && !build(t, keys, values, h.keys))
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory loading %s", path);
+    }
+    floe_file_close(r);
+    free(keys);
+    free(values);
+    if (st != FLOE_OK) {
+        ordered_destroy(t);
+        return st;
+    }
+    *out = t;
+    return FLOE_OK;
 }

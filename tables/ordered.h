@@ -37,6 +37,7 @@ extern "C" {
 #define ORD_FANOUT    64u /* children an inner node holds */
 
 typedef struct ordered ordered;
+struct floe_file_image; /* tablefile.h */
 
 /* An empty table for spec (kind ORDERED, key_bits 1..64, value_bytes 0, 4
  * or 8); pool may be NULL (batches then run on the caller's thread). */
@@ -73,6 +74,17 @@ void ordered_range(ordered *t, uint64_t lo, uint64_t hi, bool desc, size_t limit
 /* The smallest (max false) or largest stored key and its value: false when
  * the table is empty. */
 bool ordered_min_max(ordered *t, bool max, uint64_t *key, void *value);
+
+/* The table's file contents (tablefile.h): the header, then its keys in
+ * order (8 bytes each) and their values (value_bytes each) as two
+ * sections.  copy_image makes a private image (a snapshot's pause), save
+ * writes one (temporary file, fsync, rename). */
+floe_status ordered_copy_image(ordered *t, struct floe_file_image **out, floe_errinfo *err);
+floe_status ordered_save(ordered *t, const char *path, floe_errinfo *err);
+/* The table of the file (or of its part at byte offset), built bottom-up
+ * from its sorted keys with leaves 7/8 full.  A file whose keys are not
+ * strictly ascending or not below 2^key_bits is refused as damaged. */
+floe_status ordered_load(const char *path, uint64_t offset, floe_pool *pool, ordered **out, floe_errinfo *err);
 
 /* keys, slots (leaf capacity), fill, memory, bytes per key. */
 void ordered_stats(ordered *t, floe_table_stats *s);

@@ -9,14 +9,17 @@
  * successors and predecessors of random keys and of keys beyond the ends,
  * min and max.  Enough keys for a tree of several levels, then erasures
  * down to nothing and back (leaves freed, the root collapsing).  A split
- * that finds no memory answers FULL and changes nothing else.  Bad specs
- * are refused.
+ * that finds no memory answers FULL and changes nothing else.  Save and
+ * load keep every key and value (damaged files refused).  Bad specs are
+ * refused.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "ordered.h"
+#include "tablefile.h"
 #include "testutil.h"
 
 /* ---- the reference ---- */
@@ -386,6 +389,88 @@ START_TEST(ordered_full_when_memory_runs_out)
 }
 END_TEST
 
+/* A table saved and loaded (built bottom-up from its sorted keys) holds the
+ * same keys and values, answers the same and keeps working; an empty one
+ * too.  Files of another kind, of wrong section sizes, with keys out of
+ * order or too wide (checksums right) are refused. */
+START_TEST(ordered_save_and_load)
+{
+    char path[] = "/tmp/floe-ordered-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    floe_errinfo err;
+    uint64_t rng = 4242;
+    for (int round = 0; round < 3; round++) {
+        const uint32_t vb = (uint32_t[]){8, 4, 0}[round];
+        floe_spec spec = ordered_spec_for(48, vb);
+        ordered *t, *u;
+        ck_assert_int_eq(ordered_create(&spec, NULL, &t, &err), FLOE_OK);
+        ref r = {0};
+        const size_t n = round == 2 ? 0 : 70000; /* 70,000: two levels of inner nodes at 56 keys a leaf */
+        uint64_t *keys = malloc(n * 8 + 8);
+        uint8_t *vals = malloc(n * 8 + 8);
+        for (size_t i = 0; i < n; i++) {
+            keys[i] = rng_next(&rng) & key_mask(48);
+            if (vb)
+                val_set(vals, vb, i, rng_next(&rng));
+        }
+        run_batch(t, &r, 0, keys, vals, n, vb);
+        ck_assert_int_eq(ordered_save(t, path, &err), FLOE_OK);
+        ck_assert_int_eq(ordered_load(path, 0, NULL, &u, &err), FLOE_OK);
+        ck_assert_str_eq(ordered_spec(u)->name, "o");
+        check_scan(u, &r, vb, &rng);
+        check_queries(u, &r, 48, vb, &rng);
+        for (size_t i = 0; i < n; i++) /* and it takes changes as any table */
+            keys[i] = rng_below(&rng, 2) ? r.key[rng_below(&rng, r.n)] : rng_next(&rng) & key_mask(48);
+        run_batch(u, &r, 0, keys, vals, n / 2, vb);
+        run_batch(u, &r, 3, keys + n / 2, NULL, n - n / 2, vb);
+        check_scan(u, &r, vb, &rng);
+        check_queries(u, &r, 48, vb, &rng);
+        ordered_destroy(t);
+        ordered_destroy(u);
+        free(keys);
+        free(vals);
+        free(r.key);
+        free(r.val);
+    }
+    /* damaged files, each with a right checksum */
+    floe_file_header h;
+    memset(&h, 0, sizeof h);
+    h.spec = ordered_spec_for(16, 0);
+    h.layout_version = FLOE_LAYOUT_VERSION;
+    h.parts = 1;
+    h.nsections = 2;
+    uint64_t k[3] = {5, 9, 7};
+    const void *sec[FLOE_FILE_MAX_SECTIONS] = {k, k};
+    const struct {
+        uint64_t keys, bytes0;
+        floe_kind kind;
+        const char *why;
+    } bad[] = {
+        {3, 24, FLOE_KIND_ORDERED, "not above the one before it"},
+        {2, 24, FLOE_KIND_ORDERED, "section sizes"},
+        {2, 16, FLOE_KIND_SET, "not an ORDERED"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        h.keys = bad[i].keys;
+        h.section_bytes[0] = bad[i].bytes0;
+        h.spec.kind = bad[i].kind;
+        ck_assert_int_eq(floe_file_save(path, &h, sec, &err), FLOE_OK);
+        ordered *u = (ordered *)1;
+        ck_assert_int_eq(ordered_load(path, 0, NULL, &u, &err), FLOE_ERR_INVALID);
+        ck_assert_ptr_null(u);
+        ck_assert_msg(strstr(err.msg, bad[i].why), "file %zu: %s", i, err.msg);
+    }
+    k[0] = 1, k[1] = 1ull << 16, h.keys = 2, h.section_bytes[0] = 16, h.spec.kind = FLOE_KIND_ORDERED;
+    ck_assert_int_eq(floe_file_save(path, &h, sec, &err), FLOE_OK);
+    ordered *u;
+    ck_assert_int_eq(ordered_load(path, 0, NULL, &u, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "wider than key_bits"));
+    unlink(path);
+}
+END_TEST
+
 START_TEST(ordered_bad_specs)
 {
     ordered *t = (ordered *)1;
@@ -411,6 +496,7 @@ Suite *ordered_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, ordered_against_reference, 0, 3 * (int)(sizeof WIDTHS / sizeof *WIDTHS));
     tcase_add_test(tc, ordered_full_when_memory_runs_out);
+    tcase_add_test(tc, ordered_save_and_load);
     tcase_add_test(tc, ordered_bad_specs);
     suite_add_tcase(s, tc);
     return s;
