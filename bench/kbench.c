@@ -12,6 +12,11 @@
  * Keys go through the public batch API (iceberg_insert / iceberg_find) in
  * batches of --batch keys, so the figures include in-batch deduplication.
  * Each row is the median of --runs runs on fresh tables.
+ *
+ * --ordered: O1 on the CPU engine of ORDERED tables (tables/ordered.h),
+ * scaled: --keys unique random 64-bit keys with 8-byte values inserted in
+ * batches into an empty table; find all hits and all misses; successors of
+ * random keys; ranges of about 32 keys.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -21,6 +26,7 @@
 
 #include "iceberg.h"
 #include "layout.h"
+#include "ordered.h"
 #include "pool.h"
 
 enum { ROW_PUT05, ROW_PUT08, ROW_PUT09, ROW_HIT, ROW_MISS, ROW_FOP, ROWS };
@@ -35,6 +41,8 @@ typedef struct options {
     size_t batch;
     unsigned threads;
     unsigned key_bits;
+    bool ordered;
+    size_t keys; /* --ordered */
 } options;
 
 static double now(void)
@@ -87,6 +95,8 @@ static void usage(FILE *f)
                "  --batch B        keys per batch call (default 1048576)\n"
                "  --threads T      pool threads, 0 = one per CPU (default 0)\n"
                "  --key-bits K     key width (default 40)\n"
+               "  --ordered        instead: O1 on the ORDERED engine, scaled (see docs/PERFORMANCE.md)\n"
+               "  --keys N         with --ordered: keys inserted (default 4194304)\n"
                "  --help           this text\n");
 }
 
@@ -98,15 +108,17 @@ static void parse(int argc, char **argv, options *o)
         {"batch", required_argument, NULL, 'b'},
         {"threads", required_argument, NULL, 't'},
         {"key-bits", required_argument, NULL, 'k'},
+        {"ordered", no_argument, NULL, 'o'},
+        {"keys", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){24, 5, (size_t)1 << 20, 0, 40};
+    *o = (options){24, 5, (size_t)1 << 20, 0, 40, false, (size_t)1 << 22};
     int c;
     while ((c = getopt_long(argc, argv, "s:r:b:t:k:h", longopts, NULL)) != -1) {
         char *end = NULL;
         unsigned long long v = 0;
-        if (c != 'h' && c != '?') {
+        if (c != 'h' && c != '?' && c != 'o') {
             v = strtoull(optarg, &end, 10);
             if (!end || *end || end == optarg) {
                 fprintf(stderr, "floe-kbench: -%c needs a number, got '%s'\n", c, optarg);
@@ -129,6 +141,12 @@ static void parse(int argc, char **argv, options *o)
         case 'k':
             o->key_bits = (unsigned)v;
             break;
+        case 'o':
+            o->ordered = true;
+            break;
+        case 'n':
+            o->keys = (size_t)v;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -138,11 +156,125 @@ static void parse(int argc, char **argv, options *o)
         }
     }
     if (o->log2_slots < 10 || o->log2_slots > 34 || o->runs < 1 || o->batch < 1 || o->key_bits < 30 ||
-        o->key_bits > 64) {
+        o->key_bits > 64 || o->keys < 1024) {
         fprintf(stderr, "floe-kbench: need 10 <= --log2-slots <= 34, --runs >= 1, --batch >= 1, "
-                        "30 <= --key-bits <= 64\n");
+                        "30 <= --key-bits <= 64, --keys >= 1024\n");
         exit(2);
     }
+}
+
+enum { O_INSERT, O_HIT, O_MISS, O_SUCC, O_RANGE, O_ROWS };
+static const char *const O_NAMES[O_ROWS] = {
+    "insert into an empty table",
+    "find, all hits",
+    "find, all misses",
+    "successor of random keys",
+    "ranges of about 32 keys (keys returned)",
+};
+
+static void check(bool ok, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "floe-kbench: %s\n", what);
+        exit(1);
+    }
+}
+
+/* O1 on the ORDERED engine: M operations (range: keys returned) a second. */
+static int run_o1(const options *o, floe_pool *pool)
+{
+    const size_t n = o->keys, b = o->batch < n ? o->batch : n;
+    floe_errinfo err;
+    floe_spec spec;
+    floe_spec_default(&spec);
+    strcpy(spec.name, "o1");
+    spec.kind = FLOE_KIND_ORDERED;
+    spec.key_bits = 64;
+    spec.value_bytes = 8;
+    floe_perm keygen; /* unique keys: a bijection on 64 bits of a counter; the first n stored */
+    floe_perm_init(&keygen, 64, 4242, 0);
+    uint64_t *keys = malloc(2 * n * 8), *vals = malloc(n * 8), *found = malloc(b * 8), *out = malloc(b * 8);
+    uint8_t *res = malloc(b);
+    check(keys && vals && found && out && res, "out of memory");
+    for (size_t i = 0; i < 2 * n; i++)
+        keys[i] = floe_permute(&keygen, i);
+    for (size_t i = 0; i < n; i++)
+        vals[i] = keys[i] ^ 0xABCDull;
+    printf("# floe-kbench --ordered: O1 scaled, %zu random 64-bit keys with 8-byte values, batches of %zu, "
+           "%u threads, median of %u runs\n",
+           n, b, floe_pool_width(pool), o->runs);
+    double *rate[O_ROWS];
+    for (int r = 0; r < O_ROWS; r++)
+        rate[r] = calloc(o->runs, sizeof(double));
+    double bpk = 0;
+    const uint64_t span = UINT64_MAX / n * 32; /* about 32 stored keys a range */
+    for (unsigned run = 0; run < o->runs; run++) {
+        ordered *t;
+        if (ordered_create(&spec, pool, &t, &err) != FLOE_OK)
+            die("create", &err);
+        floe_answer_counts c, all = {0};
+        double s = now();
+        for (size_t at = 0; at < n; at += b) {
+            const size_t m = n - at < b ? n - at : b;
+            ordered_insert(t, keys + at, vals + at, m, false, res, NULL, &c, &err);
+            all.inserted += c.inserted;
+        }
+        rate[O_INSERT][run] = (double)n / (now() - s) / 1e6;
+        check(all.inserted == n, "insert: not every key INSERTED");
+        for (int miss = 0; miss < 2; miss++) {
+            uint64_t hits = 0;
+            s = now();
+            for (size_t at = 0; at < n; at += b) {
+                const size_t m = n - at < b ? n - at : b;
+                ordered_find(t, keys + miss * n + at, m, res, out, &c, &err);
+                hits += c.present;
+            }
+            rate[miss ? O_MISS : O_HIT][run] = (double)n / (now() - s) / 1e6;
+            check(hits == (miss ? 0 : n), "find: answers do not add up");
+        }
+        uint64_t some = 0;
+        s = now();
+        for (size_t at = 0; at < n; at += b) { /* the misses are random keys */
+            const size_t m = n - at < b ? n - at : b;
+            ordered_neighbours(t, false, keys + n + at, m, res, found, out, &err);
+            for (size_t i = 0; i < m; i++)
+                some += res[i] == FLOE_PRESENT;
+        }
+        rate[O_SUCC][run] = (double)n / (now() - s) / 1e6;
+        check(some > n / 2, "successor: too few found");
+        const size_t ranges = n / 32 < 1 ? 1 : n / 32;
+        uint64_t returned = 0;
+        s = now();
+        for (size_t i = 0; i < ranges; i++) {
+            const uint64_t lo = keys[n + i], hi = lo > UINT64_MAX - span ? UINT64_MAX : lo + span;
+            size_t got;
+            uint64_t next;
+            bool done;
+            ordered_range(t, lo, hi, false, b, found, out, &got, &next, &done);
+            returned += got;
+        }
+        rate[O_RANGE][run] = (double)returned / (now() - s) / 1e6;
+        floe_table_stats st;
+        ordered_stats(t, &st);
+        check(st.keys == n, "stats: keys do not add up");
+        bpk = st.bytes_per_key;
+        ordered_destroy(t);
+        fprintf(stderr, "run %u/%u done\n", run + 1, o->runs);
+    }
+    printf("| row | M per second (median) | min | max |\n|---|---|---|---|\n");
+    for (int r = 0; r < O_ROWS; r++) {
+        qsort(rate[r], o->runs, sizeof(double), cmp_double);
+        printf("| %s | %.1f | %.1f | %.1f |\n", O_NAMES[r], rate[r][o->runs / 2], rate[r][0], rate[r][o->runs - 1]);
+        free(rate[r]);
+    }
+    printf("# memory: %.2f bytes per key (8-byte keys and values in leaves of %u, inner nodes of %u)\n", bpk,
+           ORD_LEAF_KEYS, ORD_FANOUT);
+    free(keys);
+    free(vals);
+    free(found);
+    free(out);
+    free(res);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -153,6 +285,11 @@ int main(int argc, char **argv)
     floe_pool *pool;
     if (floe_pool_create(o.threads, &pool, &err) != FLOE_OK)
         die("pool", &err);
+    if (o.ordered) {
+        const int rc = run_o1(&o, pool);
+        floe_pool_destroy(pool);
+        return rc;
+    }
     floe_spec spec;
     floe_spec_default(&spec);
     strcpy(spec.name, "k1");

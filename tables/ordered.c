@@ -104,7 +104,12 @@ static ord_leaf *descend(const ordered *t, uint64_t key, ord_path *p)
 /* descend with the path, for writers, kept out of gcc's interprocedural
  * analysis: gcc 12.2 at -O2 lost the path's writes there (it warned that
  * they may be uninitialized, and compiled reading them into a trap). */
-__attribute__((noipa)) static ord_leaf *descend_path(const ordered *t, uint64_t key, ord_path *p)
+#if defined(__GNUC__) && !defined(__clang__)
+#define ORD_OPAQUE __attribute__((noipa))
+#else
+#define ORD_OPAQUE __attribute__((noinline)) /* clang has no noipa, and does not need it */
+#endif
+ORD_OPAQUE static ord_leaf *descend_path(const ordered *t, uint64_t key, ord_path *p)
 {
     return descend(t, key, p);
 }
@@ -497,18 +502,36 @@ floe_status ordered_erase(ordered *t, const uint64_t *keys, size_t n, uint8_t *r
     return FLOE_OK;
 }
 
+typedef struct neighbour_job {
+    const ordered *t;
+    bool pred;
+    const uint64_t *keys;
+    size_t n, per;
+    uint8_t *results;
+    uint64_t *found;
+    void *values_out;
+} neighbour_job;
+
+static void neighbour_part(void *arg, size_t part)
+{
+    neighbour_job *j = arg;
+    const size_t end = (part + 1) * j->per < j->n ? (part + 1) * j->per : j->n;
+    for (size_t i = part * j->per; i < end; i++) {
+        uint64_t k = 0, v = 0;
+        const bool hit = neighbour(j->t, j->pred, j->keys[i], &k, &v);
+        j->results[i] = hit ? FLOE_PRESENT : FLOE_ABSENT;
+        j->found[i] = k;
+        value_out(j->values_out, j->t->vb, i, v);
+    }
+}
+
 floe_status ordered_neighbours(ordered *t, bool pred, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *found,
                                void *values_out, floe_errinfo *err)
 {
     (void)err;
+    neighbour_job j = {t, pred, keys, n, FIND_PART, results, found, values_out};
     pthread_rwlock_rdlock(&t->lock);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k = 0, v = 0;
-        const bool hit = neighbour(t, pred, keys[i], &k, &v);
-        results[i] = hit ? FLOE_PRESENT : FLOE_ABSENT;
-        found[i] = k;
-        value_out(values_out, t->vb, i, v);
-    }
+    floe_pool_run(t->pool, (n + FIND_PART - 1) / FIND_PART, neighbour_part, &j);
     pthread_rwlock_unlock(&t->lock);
     return FLOE_OK;
 }

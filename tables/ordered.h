@@ -15,8 +15,8 @@
  * out answers FULL and is not stored.
  *
  * Writers (insert, erase) take the table exclusively, readers (find,
- * range, neighbours, min/max, stats) share it; a find batch is split over
- * the pool.  Keys come through the door: below 2^key_bits (asserted).
+ * range, neighbours, min/max, stats) share it; find and neighbour batches
+ * are split over the pool.  Keys come through the door: below 2^key_bits (asserted).
  */
 #ifndef FLOE_TABLES_ORDERED_H
 #define FLOE_TABLES_ORDERED_H
