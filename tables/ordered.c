@@ -656,12 +656,8 @@ floe_status ordered_copy_image(ordered *t, floe_file_image **out, floe_errinfo *
     header_of(t, &h);
     pthread_rwlock_unlock(&t->lock);
     *out = NULL;
-    if (ok) {
-        const void *sections[FLOE_FILE_MAX_SECTIONS] = {keys, values};
-        *out = floe_file_image_copy(&h, sections);
-        free(keys);
-        free(values);
-    }
+    if (ok) /* the gathered arrays are the image's sections: no second copy */
+        *out = floe_file_image_adopt(&h, (void *const[]){keys, values});
     if (!*out)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s", t->spec.name);
     return FLOE_OK;

@@ -303,6 +303,21 @@ floe_file_image *floe_file_image_copy(const floe_file_header *h, const void *con
     return im;
 }
 
+floe_file_image *floe_file_image_adopt(const floe_file_header *h, void *const *sections)
+{
+    floe_file_image *im = floe_calloc(1, sizeof *im);
+    if (!im) {
+        for (uint32_t i = 0; i < h->nsections; i++)
+            free(sections[i]);
+        return NULL;
+    }
+    im->h = *h;
+    im->release = release_copy;
+    for (uint32_t i = 0; i < h->nsections; i++)
+        im->sections[i] = sections[i];
+    return im;
+}
+
 floe_status floe_file_image_save(const char *path, const floe_file_image *im, floe_errinfo *err)
 {
     const floe_file_header *headers[FLOE_PARTS_MAX];

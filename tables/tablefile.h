@@ -77,6 +77,10 @@ typedef struct floe_file_image {
 
 /* An image owning a private copy of h and sections (NULL if out of memory). */
 floe_file_image *floe_file_image_copy(const floe_file_header *h, const void *const *sections);
+/* An image that takes h's sections as they are (each from floe_malloc, or
+ * NULL), freeing them with itself; NULL if out of memory, the sections
+ * then freed already. */
+floe_file_image *floe_file_image_adopt(const floe_file_header *h, void *const *sections);
 /* Writes im and its next parts as one file (temporary, fsync, rename). */
 floe_status floe_file_image_save(const char *path, const floe_file_image *im, floe_errinfo *err);
 /* Frees im and its next parts. */
