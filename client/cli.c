@@ -41,10 +41,12 @@ typedef struct opts {
     bool key_bits_given, value_bytes_given;
     bool binary; /* load */
     size_t batch;
-    bool values; /* dump */
+    bool values;    /* dump, range, succ, pred, min, max */
+    uint64_t limit; /* range: keys at most (0: all) */
+    bool desc;      /* range */
 } opts;
 
-enum { G_JSON = 1, G_CREATE = 2, G_LOAD = 4, G_DUMP = 8 };
+enum { G_JSON = 1, G_CREATE = 2, G_LOAD = 4, G_DUMP = 8, G_RANGE = 16 };
 
 typedef struct cmd {
     const char *name, *summary, *args, *help;
@@ -81,7 +83,17 @@ static double now(void)
 
 static const char *kind_name(int kind)
 {
-    return kind == FLOE_TABLE_SET ? "SET" : kind == FLOE_TABLE_MAP ? "MAP" : kind == FLOE_TABLE_TREE ? "TREE" : "?";
+    return kind == FLOE_TABLE_SET       ? "SET"
+           : kind == FLOE_TABLE_MAP     ? "MAP"
+           : kind == FLOE_TABLE_TREE    ? "TREE"
+           : kind == FLOE_TABLE_ORDERED ? "ORDERED"
+                                        : "?";
+}
+
+/* Whether a table stores a value with each key (a MAP, an ORDERED table of value_bytes 4 or 8). */
+static bool has_values(const floe_table_info *t)
+{
+    return t->kind == FLOE_TABLE_MAP || (t->kind == FLOE_TABLE_ORDERED && t->value_bytes);
 }
 
 /* ---- JSON output: one object per command, on one line ------------------------------------------ */
@@ -586,8 +598,14 @@ static void print_info(const floe_table_info *t, bool long_form)
         return;
     }
     printf("name: %s\nkind: %s\nkey_bits: %u\n", t->name, kind_name(t->kind), t->key_bits);
-    if (t->kind == FLOE_TABLE_MAP)
+    if (t->kind == FLOE_TABLE_MAP || t->kind == FLOE_TABLE_ORDERED)
         printf("value_bytes: %u\n", t->value_bytes);
+    if (t->kind == FLOE_TABLE_ORDERED) { /* a B+tree: slots are its leaves' room for keys */
+        printf("backend: %s\nkeys: %" PRIu64 "\nslots: %" PRIu64 "\nfill: %.4f\n", t->backend, t->keys, t->slots,
+               t->fill);
+        printf("memory: %" PRIu64 " bytes\nbytes_per_key: %.3f\n", t->memory_bytes, t->bytes_per_key);
+        return;
+    }
     printf("capacity: %" PRIu64 "\ngrow: %s\n", t->capacity, t->grow ? "yes" : "no");
     if (t->grow)
         printf("max_fill: %.3f\n", t->max_fill);
@@ -626,7 +644,7 @@ static void json_table(jw *w, const floe_table_info *t, bool stages)
         jw_real(w, "bytes_per_vector", t->bytes_per_key);
     } else {
         jw_u64(w, "key_bits", t->key_bits);
-        if (t->kind == FLOE_TABLE_MAP)
+        if (t->kind == FLOE_TABLE_MAP || t->kind == FLOE_TABLE_ORDERED)
             jw_u64(w, "value_bytes", t->value_bytes);
         jw_u64(w, "tombstones", t->tombstones);
         jw_u64(w, "slots", t->slots);
@@ -962,7 +980,7 @@ static int key_command(floe *c, int argc, char **argv, int op)
         free(vl.v);
         return rc;
     }
-    const bool map = t.kind == FLOE_TABLE_MAP;
+    const bool map = has_values(&t);
     keylist kl;
     if (read_keys(argc - 1, argv + 1, map && op == 0, &kl))
         return EXIT_USAGE;
@@ -1110,9 +1128,11 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
     floe_table_info t;
     if (table_shape(c, table, &t))
         return 1;
-    bool map = t.kind == FLOE_TABLE_MAP, tree = t.kind == FLOE_TABLE_TREE;
+    bool map = has_values(&t), tree = t.kind == FLOE_TABLE_TREE;
     if (map && binary)
-        return usage_error("load --binary is for SET tables (8-byte keys); load a MAP from text 'KEY VALUE' lines");
+        return usage_error("load --binary is for tables of keys only (8-byte keys); load a %s with values from text "
+                           "'KEY VALUE' lines",
+                           kind_name(t.kind));
     const unsigned words = tree ? t.words : 0;
     const char *noun = tree ? "vectors" : "keys";
     const size_t frame_cap = frame_items(c, tree ? (size_t)words * 4 : 8 + (map ? t.value_bytes : 0));
@@ -1280,8 +1300,9 @@ static int cmd_dump(floe *c, const opts *o, int argc, char **argv)
     floe_table_info t;
     if (table_shape(c, table, &t))
         return 1;
-    if (values && t.kind != FLOE_TABLE_MAP)
-        return usage_error("dump --values is for MAP tables; %s is a %s", table, kind_name(t.kind));
+    if (values && !has_values(&t))
+        return usage_error("dump --values is for MAP tables and ORDERED tables with values; %s is a %s%s", table,
+                           kind_name(t.kind), t.kind == FLOE_TABLE_ORDERED ? " of keys only" : "");
     if (t.kind == FLOE_TABLE_TREE)
         return dump_tree(c, &t);
     enum { PAGE = 65536 };
@@ -1309,6 +1330,170 @@ static int cmd_dump(floe *c, const opts *o, int argc, char **argv)
     return st ? fail(c, st) : 0;
 }
 
+/* ---- ORDERED tables: range, succ, pred, min, max --------------------------------------------- */
+
+/* A key of the table given as an argument: 0, or the exit code. */
+static int bound_arg(const char *text, const floe_table_info *t, const char *what, uint64_t *out)
+{
+    if (!cli_parse_u64(text, out))
+        return usage_error("range: %s must be a key (decimal or 0x-hex), not '%s'", what, text);
+    if (t->key_bits < 64 && *out >> t->key_bits)
+        return usage_error("range: %s %" PRIu64 " is not below 2^%u, the key width of table %s", what, *out,
+                           t->key_bits, t->name);
+    return 0;
+}
+
+static void print_key_value(uint64_t key, const unsigned char *vals, size_t i, unsigned vb)
+{
+    printf("%" PRIu64, key);
+    if (vals) {
+        uint64_t v = 0;
+        memcpy(&v, vals + i * vb, vb);
+        printf(" %" PRIu64, v);
+    }
+    putchar('\n');
+}
+
+static int cmd_range(floe *c, const opts *o, int argc, char **argv)
+{
+    const char *table = argv[0];
+    floe_table_info t;
+    if (table_shape(c, table, &t))
+        return 1;
+    if (o->values && !has_values(&t))
+        return usage_error("range --values is for ORDERED tables with values; %s has none", table);
+    uint64_t lo, hi;
+    int rc = bound_arg(argv[1], &t, "LO", &lo);
+    if (!rc)
+        rc = bound_arg(argv[2], &t, "HI", &hi);
+    if (rc)
+        return rc;
+    if (lo > hi)
+        return usage_error("range: LO %" PRIu64 " is above HI %" PRIu64 " (--desc walks [LO, HI] from HI down)", lo,
+                           hi);
+    const size_t page_max = frame_items(c, 8 + t.value_bytes);
+    const size_t page = page_max < 65536 ? page_max : 65536;
+    uint64_t *keys = malloc(page * 8);
+    unsigned char *vals = malloc(page * 8 + 8);
+    if (!keys || !vals) {
+        free(keys);
+        free(vals);
+        return usage_error("out of memory");
+    }
+    floe_range_cursor cur;
+    memset(&cur, 0, sizeof cur);
+    uint64_t left = o->limit ? o->limit : UINT64_MAX;
+    int done = 0, st = FLOE_OK;
+    while (!done && left > 0) {
+        size_t n, want = left < page ? (size_t)left : page;
+        st = floe_range(c, table, lo, hi, o->desc ? FLOE_RANGE_DESC : 0, &cur, want, keys, o->values ? vals : NULL,
+                        t.value_bytes, &n, &done);
+        if (st)
+            break;
+        for (size_t i = 0; i < n; i++)
+            print_key_value(keys[i], o->values ? vals : NULL, i, t.value_bytes);
+        left -= n;
+    }
+    free(keys);
+    free(vals);
+    return st ? fail(c, st) : 0;
+}
+
+typedef struct nb_job {
+    const char *table;
+    const keylist *kl;
+    bool pred, values;
+    unsigned vb;
+} nb_job;
+
+static floe_call *send_neighbours(floe *c, void *ctx, size_t at, size_t n)
+{
+    nb_job *j = ctx;
+    const unsigned flags = j->values ? FLOE_WANT_VALUES : 0;
+    return j->pred ? floe_send_predecessor(c, j->table, j->kl->keys + at, n, flags, NULL, NULL)
+                   : floe_send_successor(c, j->table, j->kl->keys + at, n, flags, NULL, NULL);
+}
+
+/* KEY NEIGHBOUR [VALUE], or KEY none. */
+static const char *print_neighbours(void *ctx, floe_call *call, size_t at, size_t n)
+{
+    nb_job *j = ctx;
+    size_t got, kb, vgot;
+    const uint8_t *res = floe_call_results(call, &got);
+    const unsigned char *found = floe_call_keys(call, &kb), *vals = floe_call_values(call, &vgot);
+    if (got != n || kb != n * 8 || (j->values && vgot != n * j->vb))
+        return "the server's answer does not match the keys sent";
+    for (size_t i = 0; i < n; i++) {
+        printf("%" PRIu64 " ", j->kl->keys[at + i]);
+        if (res[i] != FLOE_PRESENT) {
+            printf("none\n");
+            continue;
+        }
+        uint64_t k;
+        memcpy(&k, found + i * 8, 8);
+        print_key_value(k, j->values ? vals : NULL, i, j->vb);
+    }
+    return NULL;
+}
+
+static int neighbours_command(floe *c, const opts *o, int argc, char **argv, bool pred)
+{
+    const char *table = argv[0];
+    floe_table_info t;
+    if (table_shape(c, table, &t))
+        return 1;
+    if (o->values && !has_values(&t))
+        return usage_error("%s --values is for ORDERED tables with values; %s has none", pred ? "pred" : "succ", table);
+    keylist kl;
+    if (read_keys(argc - 1, argv + 1, false, &kl))
+        return EXIT_USAGE;
+    nb_job j = {table, &kl, pred, o->values, t.value_bytes};
+    int rc = send_in_parts(c, kl.n, part_size(c, 16 + t.value_bytes), send_neighbours, print_neighbours, &j, "keys");
+    free_keys(&kl);
+    return rc;
+}
+
+static int cmd_succ(floe *c, const opts *o, int argc, char **argv)
+{
+    return neighbours_command(c, o, argc, argv, false);
+}
+
+static int cmd_pred(floe *c, const opts *o, int argc, char **argv)
+{
+    return neighbours_command(c, o, argc, argv, true);
+}
+
+static int bound_command(floe *c, const opts *o, const char *table, bool max)
+{
+    floe_table_info t;
+    if (table_shape(c, table, &t))
+        return 1;
+    if (o->values && !has_values(&t))
+        return usage_error("%s --values is for ORDERED tables with values; %s has none", max ? "max" : "min", table);
+    int found;
+    uint64_t key;
+    unsigned char v[8];
+    int st = (max ? floe_max : floe_min)(c, table, &found, &key, o->values ? v : NULL, t.value_bytes);
+    if (st)
+        return fail(c, st);
+    if (!found) {
+        fprintf(stderr, "floe: table %s is empty\n", table);
+        return 1;
+    }
+    print_key_value(key, o->values ? v : NULL, 0, t.value_bytes);
+    return 0;
+}
+
+static int cmd_min(floe *c, const opts *o, int argc, char **argv)
+{
+    return bound_command(c, o, argv[0], false);
+}
+
+static int cmd_max(floe *c, const opts *o, int argc, char **argv)
+{
+    return bound_command(c, o, argv[0], true);
+}
+
 static const cmd CMDS[] = {
     {"ping", "check that the server answers, and how fast", "", "check that the server answers, and how fast", 0, 0, 0,
      cmd_ping},
@@ -1320,13 +1505,15 @@ static const cmd CMDS[] = {
      G_JSON, 0, 0, cmd_info},
     {"tables", "list the tables with their sizes", "[--json]", "list the tables with their sizes", G_JSON, 0, 0,
      cmd_tables},
-    {"create", "create a table (SET, MAP or TREE)",
-     "NAME [--kind set|map|tree] [--key-bits N] [--value-bytes 4|8] [--words N] [--capacity N] [--memory SIZE] "
-     "[--grow | --no-grow] [--max-fill F] [--backend cpu|gpu|auto]",
+    {"create", "create a table (SET, MAP, TREE or ORDERED)",
+     "NAME [--kind set|map|tree|ordered] [--key-bits N] [--value-bytes 0|4|8] [--words N] [--capacity N] "
+     "[--memory SIZE] [--grow | --no-grow] [--max-fill F] [--backend cpu|gpu|auto]",
      "create a table (defaults: SET, 64-bit keys, capacity 1 Mi; MAP values 8 bytes). A SET or MAP grows with "
      "--grow (else FULL answers when it is full); a TREE grows unless --no-grow (then ids stay stable for its life). "
      "TREE: vectors of --words N 32-bit words (2..256), --memory bytes for its node and root tables (default: from "
-     "--capacity; with growth, where it starts). "
+     "--capacity; with growth, where it starts). ORDERED: keys kept in order for range, succ, pred, min, max and an "
+     "ordered dump, with --value-bytes 4 or 8 values (default 0: keys only); it always grows, and runs on the CPU "
+     "so far (backend auto or cpu). "
      "Sizes take K, M, G, T (powers of 1024)",
      G_CREATE, 1, 1, cmd_create},
     {"drop", "drop a table and everything in it", "NAME", "drop a table and everything in it", 0, 1, 1, cmd_drop},
@@ -1353,7 +1540,27 @@ static const cmd CMDS[] = {
      "came back FULL",
      G_LOAD, 2, 2, cmd_load},
     {"dump", "print every key", "NAME [--values]",
-     "print every key (MAP --values: KEY VALUE; TREE: ID VECTOR) one per line", G_DUMP, 1, 1, cmd_dump},
+     "print every key (--values, of a MAP or an ORDERED table with values: KEY VALUE; TREE: ID VECTOR) one per "
+     "line; an ORDERED table's in ascending order",
+     G_DUMP, 1, 1, cmd_dump},
+    {"range", "ORDERED: the keys in [LO, HI], in order", "NAME LO HI [--limit N] [--desc] [--values]",
+     "ORDERED: the stored keys in [LO, HI] one per line, ascending (--desc: descending from HI), at most --limit N "
+     "of them (default: all), with --values KEY VALUE; LO above HI is a usage error",
+     G_DUMP | G_RANGE, 3, 3, cmd_range},
+    {"succ", "ORDERED: the smallest stored key >= each key", "NAME [KEY...] [--values]",
+     "ORDERED: for each key the smallest stored key >= it, KEY SUCCESSOR [VALUE] per line (KEY none where there is "
+     "none); no keys: stdin",
+     G_DUMP, 1, -1, cmd_succ},
+    {"pred", "ORDERED: the largest stored key <= each key", "NAME [KEY...] [--values]",
+     "ORDERED: for each key the largest stored key <= it, KEY PREDECESSOR [VALUE] per line (KEY none where there "
+     "is none); no keys: stdin",
+     G_DUMP, 1, -1, cmd_pred},
+    {"min", "ORDERED: the smallest stored key", "NAME [--values]",
+     "ORDERED: the smallest stored key (with --values, KEY VALUE); exit 1 with a message if the table is empty", G_DUMP,
+     1, 1, cmd_min},
+    {"max", "ORDERED: the largest stored key", "NAME [--values]",
+     "ORDERED: the largest stored key (with --values, KEY VALUE); exit 1 with a message if the table is empty", G_DUMP,
+     1, 1, cmd_max},
     {"snapshot", "save a table (or all) into the server's data-dir", "[NAME]",
      "save a table (or all) into the server's data-dir", 0, 0, 1, cmd_snapshot},
 };
@@ -1397,6 +1604,8 @@ enum {
     O_BINARY,
     O_BATCH,
     O_VALUES,
+    O_LIMIT,
+    O_DESC,
 };
 
 /* Besides these, both take libfloe's connection options (floe_getopt.h). */
@@ -1426,6 +1635,8 @@ static const struct option CMD_OPTS[] = {
     {"binary", no_argument, NULL, O_BINARY},
     {"batch", required_argument, NULL, O_BATCH},
     {"values", no_argument, NULL, O_VALUES},
+    {"limit", required_argument, NULL, O_LIMIT},
+    {"desc", no_argument, NULL, O_DESC},
     {NULL, 0, NULL, 0},
 };
 
@@ -1439,6 +1650,9 @@ static unsigned group_of(int code)
         return G_LOAD;
     case O_VALUES:
         return G_DUMP;
+    case O_LIMIT:
+    case O_DESC:
+        return G_RANGE;
     default:
         return code >= O_KIND && code <= O_BACKEND ? G_CREATE : 0;
     }
@@ -1536,8 +1750,10 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
                 o->def.kind = FLOE_TABLE_MAP;
             else if (strcasecmp(a, "tree") == 0)
                 o->def.kind = FLOE_TABLE_TREE;
+            else if (strcasecmp(a, "ordered") == 0)
+                o->def.kind = FLOE_TABLE_ORDERED;
             else
-                return usage_error("create: --kind is set, map or tree, not '%s'", a);
+                return usage_error("create: --kind is set, map, tree or ordered, not '%s'", a);
             break;
         case O_KEY_BITS:
             if (!cli_parse_u64(a, &x) || x > 64)
@@ -1547,7 +1763,7 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
             break;
         case O_VALUE_BYTES:
             if (!cli_parse_u64(a, &x) || x > 64)
-                return usage_error("create: --value-bytes is 4 or 8, not '%s'", a);
+                return usage_error("create: --value-bytes is 4 or 8 (ORDERED: 0, 4 or 8), not '%s'", a);
             o->def.value_bytes = (unsigned)x; /* the server says why not, for 1..64 but 4 and 8 */
             o->value_bytes_given = true;
             break;
@@ -1594,6 +1810,14 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
             break;
         case O_VALUES:
             o->values = true;
+            break;
+        case O_LIMIT:
+            if (!cli_parse_u64(a, &x) || x == 0)
+                return usage_error("range: --limit is a count of keys, at least 1, not '%s'", a);
+            o->limit = x;
+            break;
+        case O_DESC:
+            o->desc = true;
             break;
         default:
             return usage_error("%s: unexpected option (floe %s --help)", cm->name, cm->name);

@@ -604,10 +604,39 @@ const unsigned char *floe_call_ids(const floe_call *call, size_t *bytes)
     return call->resp ? call->resp->ids.data : NULL;
 }
 
+/* A range's page, or NULL (not a range's answer). */
+static const Floe__V1__ScanReply *range_page(const floe_call *call)
+{
+    return call->resp && call->resp->body_case == FLOE__V1__RESPONSE__BODY_SCAN ? call->resp->scan : NULL;
+}
+
 const unsigned char *floe_call_values(const floe_call *call, size_t *bytes)
 {
-    *bytes = call->resp ? call->resp->values.len : 0;
-    return call->resp ? call->resp->values.data : NULL;
+    const Floe__V1__ScanReply *page = range_page(call);
+    const ProtobufCBinaryData *v = page ? &page->values : call->resp ? &call->resp->values : NULL;
+    *bytes = v ? v->len : 0;
+    return v ? v->data : NULL;
+}
+
+const unsigned char *floe_call_keys(const floe_call *call, size_t *bytes)
+{
+    const Floe__V1__ScanReply *page = range_page(call);
+    const ProtobufCBinaryData *k = page ? &page->keys : call->resp ? &call->resp->keys : NULL;
+    *bytes = k ? k->len : 0;
+    return k ? k->data : NULL;
+}
+
+int floe_call_range_next(const floe_call *call, floe_range_cursor *next, int *done)
+{
+    if (call->status != FLOE_OK)
+        return call->status;
+    const Floe__V1__ScanReply *page = range_page(call);
+    if (!page || page->cursor.len != sizeof next->bytes || page->keys.len % 8)
+        return FLOE_ERR_PROTOCOL;
+    memcpy(next->bytes, page->cursor.data, sizeof next->bytes);
+    next->started = 1;
+    *done = page->done;
+    return FLOE_OK;
 }
 
 const unsigned char *floe_call_vectors(const floe_call *call, size_t *bytes)
@@ -686,6 +715,58 @@ floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, siz
     e.keys.len = n * 8;
     req.op_case = FLOE__V1__REQUEST__OP_ERASE;
     req.erase = &e;
+    return send_request(c, &req, cb, arg);
+}
+
+static floe_call *send_neighbours(floe *c, bool pred, const char *table, const uint64_t *keys, size_t n, unsigned flags,
+                                  floe_callback *cb, void *arg)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Successor succ = FLOE__V1__SUCCESSOR__INIT;
+    Floe__V1__Predecessor pr = FLOE__V1__PREDECESSOR__INIT;
+    const ProtobufCBinaryData k = {n * 8, (uint8_t *)keys};
+    const bool want_values = (flags & FLOE_WANT_VALUES) != 0;
+    if (pred) {
+        pr.table = (char *)table, pr.keys = k, pr.want_values = want_values;
+        req.op_case = FLOE__V1__REQUEST__OP_PREDECESSOR;
+        req.predecessor = &pr;
+    } else {
+        succ.table = (char *)table, succ.keys = k, succ.want_values = want_values;
+        req.op_case = FLOE__V1__REQUEST__OP_SUCCESSOR;
+        req.successor = &succ;
+    }
+    return send_request(c, &req, cb, arg);
+}
+
+floe_call *floe_send_successor(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags,
+                               floe_callback *cb, void *arg)
+{
+    return send_neighbours(c, false, table, keys, n, flags, cb, arg);
+}
+
+floe_call *floe_send_predecessor(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags,
+                                 floe_callback *cb, void *arg)
+{
+    return send_neighbours(c, true, table, keys, n, flags, cb, arg);
+}
+
+floe_call *floe_send_range(floe *c, const char *table, uint64_t lo, uint64_t hi, unsigned flags,
+                           const floe_range_cursor *cursor, size_t limit, floe_callback *cb, void *arg)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Range r = FLOE__V1__RANGE__INIT;
+    r.table = (char *)table;
+    r.from = lo;
+    r.to = hi;
+    r.desc = (flags & FLOE_RANGE_DESC) != 0;
+    r.want_values = (flags & FLOE_WANT_VALUES) != 0;
+    r.limit = (uint32_t)(limit > UINT32_MAX ? UINT32_MAX : limit);
+    if (cursor && cursor->started) {
+        r.cursor.data = (uint8_t *)cursor->bytes;
+        r.cursor.len = sizeof cursor->bytes;
+    }
+    req.op_case = FLOE__V1__REQUEST__OP_RANGE;
+    req.range = &r;
     return send_request(c, &req, cb, arg);
 }
 
@@ -1273,6 +1354,105 @@ int floe_scan_vectors(floe *c, const char *table, floe_cursor *cursor, size_t li
     }
     /* ids are always asked for: they say how many vectors came, whatever words is */
     return scan_call(c, table, cursor, limit, (size_t)words * 4, vectors, NULL, 0, ids, true, n, done);
+}
+
+/* ---- ORDERED tables ---------------------------------------------------------------------------- */
+
+int floe_range(floe *c, const char *table, uint64_t lo, uint64_t hi, unsigned flags, floe_range_cursor *cursor,
+               size_t limit, uint64_t *keys, void *values, unsigned value_bytes, size_t *n, int *done)
+{
+    *n = 0;
+    *done = 0;
+    flags = (flags & FLOE_RANGE_DESC) | (values ? FLOE_WANT_VALUES : 0);
+    floe_call *call = floe_send_range(c, table, lo, hi, flags, cursor, limit, NULL, NULL);
+    int st = finish(c, call);
+    if (st == FLOE_OK) {
+        size_t kb, vbytes;
+        const unsigned char *k = floe_call_keys(call, &kb), *v = floe_call_values(call, &vbytes);
+        const size_t got = kb / 8;
+        floe_range_cursor next;
+        int end;
+        if (floe_call_range_next(call, &next, &end) != FLOE_OK || got > limit ||
+            (values && vbytes != got * value_bytes)) {
+            st = set_error(c, FLOE_ERR_PROTOCOL, "malformed range reply");
+        } else {
+            if (keys && got)
+                memcpy(keys, k, got * 8);
+            if (values && got)
+                memcpy(values, v, got * value_bytes);
+            *cursor = next;
+            *n = got;
+            *done = end;
+        }
+    }
+    floe_call_free(call);
+    return st;
+}
+
+static int neighbours_call(floe *c, floe_call *call, size_t n, uint8_t *results, uint64_t *found, void *values,
+                           unsigned value_bytes)
+{
+    int st = finish(c, call);
+    if (st != FLOE_OK) {
+        floe_call_free(call);
+        return st;
+    }
+    size_t kb;
+    const unsigned char *k = floe_call_keys(call, &kb);
+    if (kb != n * 8) {
+        floe_call_free(call);
+        return set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu neighbours for %zu keys", kb / 8, n);
+    }
+    if (found && n)
+        memcpy(found, k, n * 8);
+    return copy_key_answers(c, call, n, results, values, values ? n * value_bytes : 0, NULL);
+}
+
+int floe_successor(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *found,
+                   void *values, unsigned value_bytes)
+{
+    floe_call *call = floe_send_successor(c, table, keys, n, values ? FLOE_WANT_VALUES : 0, NULL, NULL);
+    return neighbours_call(c, call, n, results, found, values, value_bytes);
+}
+
+int floe_predecessor(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *found,
+                     void *values, unsigned value_bytes)
+{
+    floe_call *call = floe_send_predecessor(c, table, keys, n, values ? FLOE_WANT_VALUES : 0, NULL, NULL);
+    return neighbours_call(c, call, n, results, found, values, value_bytes);
+}
+
+static int bound_call(floe *c, bool max, const char *table, int *found, uint64_t *key, void *value,
+                      unsigned value_bytes)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Min mn = FLOE__V1__MIN__INIT;
+    Floe__V1__Max mx = FLOE__V1__MAX__INIT;
+    if (max) {
+        mx.table = (char *)table, mx.want_values = value != NULL;
+        req.op_case = FLOE__V1__REQUEST__OP_MAX;
+        req.max = &mx;
+    } else {
+        mn.table = (char *)table, mn.want_values = value != NULL;
+        req.op_case = FLOE__V1__REQUEST__OP_MIN;
+        req.min = &mn;
+    }
+    uint8_t result = FLOE_ABSENT;
+    *found = 0;
+    *key = 0;
+    int st = neighbours_call(c, send_request(c, &req, NULL, NULL), 1, &result, key, value, value_bytes);
+    *found = st == FLOE_OK && result == FLOE_PRESENT;
+    return st;
+}
+
+int floe_min(floe *c, const char *table, int *found, uint64_t *key, void *value, unsigned value_bytes)
+{
+    return bound_call(c, false, table, found, key, value, value_bytes);
+}
+
+int floe_max(floe *c, const char *table, int *found, uint64_t *key, void *value, unsigned value_bytes)
+{
+    return bound_call(c, true, table, found, key, value, value_bytes);
 }
 
 /* ---- connecting ---------------------------------------------------------------------------------- */

@@ -59,6 +59,7 @@ extern "C" {
 #define FLOE_TABLE_SET  1
 #define FLOE_TABLE_MAP  2
 #define FLOE_TABLE_TREE 3
+#define FLOE_TABLE_ORDERED 4
 
 typedef struct floe floe;
 typedef struct floe_call floe_call;
@@ -213,9 +214,9 @@ void floe_server_stats_free(floe_server_stats *s);
 
 typedef struct floe_table_def {
     const char *name;     /* 1..64 of [A-Za-z0-9_.-] */
-    int kind;             /* FLOE_TABLE_SET, FLOE_TABLE_MAP or FLOE_TABLE_TREE */
-    unsigned key_bits;    /* SET, MAP: 1..64; 0 means 64.  TREE: 0 */
-    unsigned value_bytes; /* MAP: 4 or 8 */
+    int kind;             /* FLOE_TABLE_SET, FLOE_TABLE_MAP, FLOE_TABLE_TREE or FLOE_TABLE_ORDERED */
+    unsigned key_bits;    /* SET, MAP, ORDERED: 1..64; 0 means 64.  TREE: 0 */
+    unsigned value_bytes; /* MAP: 4 or 8; ORDERED: 0 (keys only), 4 or 8 */
     uint64_t capacity;    /* keys (TREE: vectors) to hold without growing; 0 means 1 Mi */
     int grow;             /* rebuild at twice the size instead of answering FULL */
     double max_fill;      /* with grow: 0 means 0.9 */
@@ -347,6 +348,39 @@ int floe_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, un
 int floe_scan_vectors(floe *c, const char *table, floe_cursor *cursor, size_t limit, unsigned words, uint64_t *ids,
                       uint32_t *vectors, size_t *n, int *done);
 
+/* ORDERED tables (insert, find, erase, scan as for a SET, or a MAP when
+ * value_bytes is 4 or 8; a scan walks the keys in order).  A SET, MAP or
+ * TREE answers these with FLOE_ERR_UNSUPPORTED. */
+
+/* Where a range resumes; zero it to start. */
+typedef struct floe_range_cursor {
+    unsigned char bytes[24];
+    int started;
+} floe_range_cursor;
+
+#define FLOE_RANGE_DESC 8u /* floe_range, floe_send_range: descending, from hi down to lo */
+
+/* Up to limit stored keys of [lo, hi] from *cursor on, ascending from lo
+ * (flags FLOE_RANGE_DESC: descending from hi); *done when the range holds
+ * no more.  Call again with the same table, bounds and flags to go on.
+ * values (may be NULL): limit * value_bytes bytes.  lo > hi, or a bound of
+ * 2^key_bits or more: FLOE_ERR_INVALID. */
+int floe_range(floe *c, const char *table, uint64_t lo, uint64_t hi, unsigned flags, floe_range_cursor *cursor,
+               size_t limit, uint64_t *keys, void *values, unsigned value_bytes, size_t *n, int *done);
+/* For each of n keys the smallest stored key >= it (successor) or the
+ * largest <= it (predecessor): results[i] PRESENT and found[i] (and its
+ * value, value_bytes at values + i * value_bytes), or ABSENT and 0 where
+ * there is none.  results, found and values may be NULL. */
+int floe_successor(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *found,
+                   void *values, unsigned value_bytes);
+int floe_predecessor(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *found,
+                     void *values, unsigned value_bytes);
+/* The smallest (floe_min) or largest (floe_max) stored key: *found 1 with
+ * *key (and its value in value, may be NULL), or 0 when the table is
+ * empty. */
+int floe_min(floe *c, const char *table, int *found, uint64_t *key, void *value, unsigned value_bytes);
+int floe_max(floe *c, const char *table, int *found, uint64_t *key, void *value, unsigned value_bytes);
+
 /* ---- pipelined calls ------------------------------------------------------------------------ */
 
 /* Runs when the call completes (inside floe_poll or floe_wait); the library
@@ -381,6 +415,18 @@ floe_call *floe_send_insert_states(floe *c, const char *table, uint64_t generati
                                    floe_callback *cb, void *arg);
 /* TREE: the vectors of n ids; read them with floe_call_vectors. */
 floe_call *floe_send_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, floe_callback *cb, void *arg);
+/* ORDERED: the neighbours of n keys (floe_successor, floe_predecessor);
+ * flags: FLOE_WANT_VALUES.  Read them with floe_call_results,
+ * floe_call_keys and floe_call_values. */
+floe_call *floe_send_successor(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags,
+                               floe_callback *cb, void *arg);
+floe_call *floe_send_predecessor(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags,
+                                 floe_callback *cb, void *arg);
+/* ORDERED: a page of a range (floe_range); cursor NULL or not started: its
+ * start.  flags: FLOE_RANGE_DESC, FLOE_WANT_VALUES.  Read it with
+ * floe_call_keys, floe_call_values and floe_call_range_next. */
+floe_call *floe_send_range(floe *c, const char *table, uint64_t lo, uint64_t hi, unsigned flags,
+                           const floe_range_cursor *cursor, size_t limit, floe_callback *cb, void *arg);
 
 /* Writes what is queued and handles what arrives for up to timeout_ms
  * (0: do not wait; -1: until at least one call completes, or at once when
@@ -411,6 +457,12 @@ const unsigned char *floe_call_ids(const floe_call *call, size_t *bytes);
 const unsigned char *floe_call_values(const floe_call *call, size_t *bytes);
 /* get_by_id: words little-endian u32 per id (zeros for ABSENT ids). */
 const unsigned char *floe_call_vectors(const floe_call *call, size_t *bytes);
+/* successor, predecessor: the keys found (8 bytes little-endian each, 0
+ * where ABSENT); range: the page's keys. */
+const unsigned char *floe_call_keys(const floe_call *call, size_t *bytes);
+/* range: where the next page starts (into *next), and whether the range
+ * is walked.  FLOE_OK, or the call's error (or FLOE_ERR_PROTOCOL). */
+int floe_call_range_next(const floe_call *call, floe_range_cursor *next, int *done);
 void floe_call_counts(const floe_call *call, floe_counts *counts);
 /* insert, find: the generation of the table the call's ids are of. */
 uint64_t floe_call_generation(const floe_call *call);

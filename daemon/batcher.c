@@ -27,7 +27,7 @@ bool batcher_init(batcher *bt, floe_table *table, const batcher_limits *limits)
     bt->table = table;
     bt->backend = table->backend;
     bt->limits = *limits;
-    bt->value_bytes = table->spec.kind == FLOE_KIND_MAP ? table->spec.value_bytes : 0;
+    bt->value_bytes = floe_spec_has_values(&table->spec) ? table->spec.value_bytes : 0;
     const unsigned depth = BATCHER_DEPTH_PER_PART * floe_backend_parts(table->backend);
     bt->depth = depth < BATCHER_DEPTH_MAX ? depth : BATCHER_DEPTH_MAX;
     bt->words = table->spec.kind == FLOE_KIND_TREE ? table->spec.words : 0;
@@ -82,7 +82,8 @@ static job *next_job(const job *j)
 
 static bool is_key_op(int op)
 {
-    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET;
+    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET ||
+           op == FLOE_OP_SUCC || op == FLOE_OP_PRED;
 }
 
 /* Bytes per key of op on this table: a vector for TREE INSERT and FIND,
@@ -120,6 +121,7 @@ void batch_out_release(batch_out *o)
         return;
     hostmem_put(o->mem, o->results);
     hostmem_put(o->mem, o->ids);
+    hostmem_put(o->mem, o->keys_out);
     hostmem_put(o->mem, o->values_out);
     hostmem_put(o->mem, o->vectors_out);
     free(o);
@@ -144,6 +146,8 @@ static batch_out *out_new(const batcher *bt, int op, unsigned flags, size_t n)
         ok = ok && (o->values_out = hostmem_get(mem, n * vb + 8));
     if (op == FLOE_OP_GET)
         ok = ok && (o->vectors_out = hostmem_get(mem, n * bt->words * 4 + 8));
+    if (op == FLOE_OP_SUCC || op == FLOE_OP_PRED)
+        ok = ok && (o->keys_out = hostmem_get(mem, n * 8 + 8));
     if (!ok) {
         batch_out_release(o);
         return NULL;
@@ -358,11 +362,15 @@ static job *launch_locked(batcher *bt, batcher_lane *ln)
                 b->ids = sl->out->ids;
                 b->values_out = sl->out->values_out;
                 b->vectors_out = sl->out->vectors_out;
+                b->keys_out = sl->out->keys_out;
             }
-        } else if (first->op == FLOE_OP_SCAN) {
+        } else if (first->op == FLOE_OP_SCAN || first->op == FLOE_OP_RANGE) {
             b->cursor = first->cursor;
             b->cursor_set = first->cursor_set;
             b->limit = first->limit;
+            b->lo = first->lo;
+            b->hi = first->hi;
+            b->desc = first->desc;
             /* want_ids of a TREE scan is the reply's business */
             b->flags = (flags & FLOE_BATCH_WANT_VALUES) | FLOE_BATCH_CHECKED;
             b->scan_keys = sl->scan_keys = floe_malloc(first->limit * 8 + 8);
@@ -532,6 +540,8 @@ static void batch_done(floe_batch *b)
                 b->op == FLOE_OP_INSERT ? "insert"
                 : b->op == FLOE_OP_FIND ? "find"
                 : b->op == FLOE_OP_GET  ? "get_by_id"
+                : b->op == FLOE_OP_SUCC ? "successor"
+                : b->op == FLOE_OP_PRED ? "predecessor"
                                         : "engine",
                 b->error.msg);
     /* a COPY holds its lane's changes so far, and at least the others' when it was submitted (the

@@ -15,9 +15,10 @@
  * engine busy alone (MERGE_BELOW_KEYS), runs alone.  Keys of merged
  * requests are concatenated in arrival order, so the engine's
  * first-occurrence rule gives exactly the per-connection order.  A key is 8
- * bytes (SET, MAP keys; TREE ids for GET) or, for INSERT and FIND on a
- * TREE, a vector of `words` u32 words; max-batch-keys counts vectors.  Jobs
- * that are not key operations (scan, stats, copy) run alone, in order; a
+ * bytes (SET, MAP, ORDERED keys; TREE ids for GET) or, for INSERT and FIND on a
+ * TREE, a vector of `words` u32 words; max-batch-keys counts vectors.  An
+ * ORDERED table's successor and predecessor are key operations too.  Jobs
+ * that are not key operations (scan, range, stats, copy) run alone, in order; a
  * job that failed validation ends in its turn, so responses on one table
  * always leave in the order the requests arrived.
  *
@@ -56,6 +57,7 @@ typedef struct batch_out {
     uint32_t value_bytes, words;
     uint8_t *results;
     uint64_t *ids;
+    uint64_t *keys_out; /* SUCC, PRED: the neighbours */
     unsigned char *values_out;
     uint32_t *vectors_out;
     uint64_t generation; /* the table's, that the ids are of (floe_batch.generation) */
@@ -99,10 +101,13 @@ struct job {
     size_t values_len;
     floe_status pre_status; /* not OK: ends with this error in its turn */
     const char *pre_error;
-    /* SCAN */
+    /* SCAN, RANGE (a RANGE's cursor: only its generation, checked by the engine) */
     floe_scan_pos cursor;
     int cursor_set;
     size_t limit;
+    /* RANGE: [lo, hi], ascending or descending */
+    uint64_t lo, hi;
+    bool desc;
     /* Set (key operations, scans): once true nobody waits for the answer,
      * and a job still queued is dropped instead of run. */
     const atomic_bool *gone;
@@ -173,8 +178,8 @@ struct batcher {
     floe_table *table;
     floe_backend *backend; /* the table's: it outlives the table, and frees the merge buffers */
     batcher_limits limits;
-    uint32_t value_bytes;
-    uint32_t words; /* TREE: u32 words per vector; 0 for SET, MAP */
+    uint32_t value_bytes; /* of a table with values (MAP, ORDERED); else 0 */
+    uint32_t words;       /* TREE: u32 words per vector; 0 for SET, MAP, ORDERED */
     unsigned depth; /* per lane: BATCHER_DEPTH_PER_PART x the table's parts, at most BATCHER_DEPTH_MAX */
     unsigned nlanes;
     batcher_lane *lanes;

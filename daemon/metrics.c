@@ -33,9 +33,10 @@ static const uint64_t BOUNDS_NS[] = {10000,     25000,      50000,      100000, 
 #define BUCKETS (sizeof BOUNDS_NS / sizeof BOUNDS_NS[0]) /* and one more: +Inf */
 _Static_assert(BUCKETS == METRICS_BUCKETS, "METRICS_BUCKETS counts BOUNDS_NS");
 
-static const char *const OP_NAMES[METRICS_OPS] = {"unknown",     "hello",     "ping",     "create_table", "drop_table",
-                                                  "list_tables", "insert",    "find",     "erase",        "stats",
-                                                  "scan",        "get_by_id", "snapshot", "info",         "range"};
+static const char *const OP_NAMES[METRICS_OPS] = {
+    "unknown", "hello",     "ping",        "create_table", "drop_table", "list_tables", "insert",
+    "find",    "erase",     "stats",       "scan",         "get_by_id",  "snapshot",    "info",
+    "range",   "successor", "predecessor", "min",          "max"};
 
 /* One io thread's counters (written by it alone, read by anyone). */
 typedef struct shard {
@@ -112,6 +113,14 @@ int metrics_op_of_request(Floe__V1__Request__OpCase op_case)
         return METRICS_OP_INFO;
     case FLOE__V1__REQUEST__OP_RANGE:
         return METRICS_OP_RANGE;
+    case FLOE__V1__REQUEST__OP_SUCCESSOR:
+        return METRICS_OP_SUCCESSOR;
+    case FLOE__V1__REQUEST__OP_PREDECESSOR:
+        return METRICS_OP_PREDECESSOR;
+    case FLOE__V1__REQUEST__OP_MIN:
+        return METRICS_OP_MIN;
+    case FLOE__V1__REQUEST__OP_MAX:
+        return METRICS_OP_MAX;
     default:
         return METRICS_OP_UNKNOWN;
     }

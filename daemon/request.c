@@ -47,6 +47,10 @@ typedef struct item {
     size_t multi_index;
     batch_out *out; /* a key operation's answers, [at, at + n), once its batch ran */
     size_t at;
+    /* a RANGE: the request's bounds and direction, which its reply's cursor names; or a min or max
+     * (METRICS_OP_MIN, METRICS_OP_MAX), a RANGE of one key answered as a successor's */
+    uint64_t from, to;
+    int bound;
 } item;
 
 /* Aggregates the STATS (LIST, gathers) or COPY (SNAPSHOT) items of several
@@ -84,8 +88,14 @@ static int op_metric(int job_op)
         return METRICS_OP_ERASE;
     case FLOE_OP_GET:
         return METRICS_OP_GET_BY_ID;
+    case FLOE_OP_SUCC:
+        return METRICS_OP_SUCCESSOR;
+    case FLOE_OP_PRED:
+        return METRICS_OP_PREDECESSOR;
     case FLOE_OP_SCAN:
         return METRICS_OP_SCAN;
+    case FLOE_OP_RANGE:
+        return METRICS_OP_RANGE;
     case FLOE_OP_STATS:
         return METRICS_OP_STATS;
     case FLOE_OP_SAVE:
@@ -145,7 +155,7 @@ static void item_refuse(item *it, floe_status st, const char *msg)
  * with the answer; f NULL: no answer, the request was dropped). */
 static void answer(item *it, frame *f)
 {
-    metrics_tag(f, op_metric(it->j.op), it->j.t_parse);
+    metrics_tag(f, it->bound ? it->bound : op_metric(it->j.op), it->j.t_parse);
     it->c->ops->deliver(it->c, f);
     item_free(it);
 }
@@ -187,6 +197,10 @@ static frame *key_reply(const batch_out *o, const item *it, size_t at)
     if (it->j.op == FLOE_OP_GET && o->vectors_out) {
         r.vectors.data = (uint8_t *)(o->vectors_out + at * o->words);
         r.vectors.len = n * o->words * 4;
+    }
+    if (o->keys_out) { /* successor, predecessor */
+        r.keys.data = (uint8_t *)(o->keys_out + at);
+        r.keys.len = n * 8;
     }
     if (it->j.op == FLOE_OP_INSERT || it->j.op == FLOE_OP_FIND)
         r.generation = o->generation;
@@ -269,6 +283,68 @@ static frame *scan_reply(const batcher *bt, const floe_batch *b, const item *it)
     return reply_pack(&r);
 }
 
+/* A range's cursor: the key the next reply starts from, the table's
+ * generation, and a tag of the table (its seed) and the range (bounds,
+ * direction), so that a cursor of another table or range is refused. */
+#define RANGE_CURSOR_BYTES 24
+
+static uint64_t range_tag(uint64_t seed, uint64_t from, uint64_t to, bool desc)
+{
+    uint64_t x = seed ^ (desc ? 0xD1B54A32D192ED03ull : 0);
+    uint64_t h = floe_splitmix64(&x);
+    x = h ^ from;
+    h = floe_splitmix64(&x);
+    x = h ^ to;
+    return floe_splitmix64(&x);
+}
+
+static frame *range_reply(const batcher *bt, const floe_batch *b, const item *it)
+{
+    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
+    Floe__V1__ScanReply sr = FLOE__V1__SCAN_REPLY__INIT;
+    uint8_t cursor[RANGE_CURSOR_BYTES];
+    const uint64_t tag = range_tag(bt->table->spec.seed, it->from, it->to, b->desc);
+    memcpy(cursor, &b->next.position, 8);
+    memcpy(cursor + 8, &b->next.generation, 8);
+    memcpy(cursor + 16, &tag, 8);
+    r.id = it->id;
+    sr.keys.data = (uint8_t *)b->scan_keys;
+    sr.keys.len = b->scan_n * 8;
+    if (b->scan_values) {
+        sr.values.data = b->scan_values;
+        sr.values.len = b->scan_n * bt->value_bytes;
+    }
+    sr.cursor.data = cursor;
+    sr.cursor.len = sizeof cursor;
+    sr.done = b->scan_done != 0;
+    r.body_case = FLOE__V1__RESPONSE__BODY_SCAN;
+    r.scan = &sr;
+    return reply_pack(&r);
+}
+
+/* A min or max: its range's one key, answered as a successor's. */
+static frame *bound_reply(const batcher *bt, const floe_batch *b, const item *it)
+{
+    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
+    uint8_t result = b->scan_n ? FLOE_PRESENT : FLOE_ABSENT;
+    uint64_t key = b->scan_n ? b->scan_keys[0] : 0;
+    uint8_t value[8] = {0};
+    if (b->scan_n && b->scan_values)
+        memcpy(value, b->scan_values, bt->value_bytes);
+    r.id = it->id;
+    r.results.data = &result;
+    r.results.len = 1;
+    r.keys.data = (uint8_t *)&key;
+    r.keys.len = 8;
+    if (b->scan_values) {
+        r.values.data = value;
+        r.values.len = bt->value_bytes;
+    }
+    r.present = b->scan_n;
+    r.absent = !b->scan_n;
+    return reply_pack(&r);
+}
+
 static frame *stats_reply(batcher *bt, floe_batch *b, const item *it)
 {
     /* the engine's stages come with its stats; the daemon's and the io threads' are added here */
@@ -347,6 +423,8 @@ static void item_done(job *j, const job_end *e)
         answer(it, reply_error(it->id, b->status, b->error.msg));
     } else if (j->op == FLOE_OP_SCAN) {
         answer(it, scan_reply(e->bt, b, it));
+    } else if (j->op == FLOE_OP_RANGE) {
+        answer(it, it->bound ? bound_reply(e->bt, b, it) : range_reply(e->bt, b, it));
     } else if (j->op == FLOE_OP_STATS) {
         answer(it, stats_reply(e->bt, b, it));
     } else if (e->out) {
@@ -657,8 +735,13 @@ static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *def
     if (p->grow && p->no_grow)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "grow and no_grow contradict each other: give one");
     /* SET and MAP grow when asked; a TREE unless told not to (a model
-     * checker does not know its state count) */
-    s->grow = p->grow || (s->kind == FLOE_KIND_TREE && !p->no_grow);
+     * checker does not know its state count); an ORDERED table always
+     * (its nodes are made as keys come) */
+    if (s->kind == FLOE_KIND_ORDERED && p->no_grow)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "an ORDERED table always grows (its nodes are made as keys come): no_grow is for SET, "
+                                "MAP and TREE tables");
+    s->grow = p->grow || ((s->kind == FLOE_KIND_TREE || s->kind == FLOE_KIND_ORDERED) && !p->no_grow);
     s->max_fill = p->max_fill != 0.0 ? p->max_fill : FLOE_DEFAULT_MAX_FILL;
     s->seed = p->seed;
     const char *be = p->backend && p->backend[0] ? p->backend : default_backend;
@@ -676,7 +759,7 @@ static void handle_create(server *srv, session *c, Floe__V1__Request *req)
     char want[sizeof srv->cfg.backend];
     floe_status st = spec_from_proto(req->create_table->spec, server_default_backend(srv, want), &spec, &err);
     if (st == FLOE_OK)
-        st = registry_backend_for(&srv->reg, spec.backend, &be, &err);
+        st = registry_backend_for(&srv->reg, spec.backend, spec.kind, &be, &err);
     if (st != FLOE_OK) {
         send_now(c, reply_error(req->id, st, err.msg));
         return;
@@ -783,7 +866,7 @@ static void handle_list(server *srv, session *c, Floe__V1__Request *req, int op)
  * (whichever is set; the item takes it over). */
 typedef struct key_request {
     uint64_t id;
-    int op;            /* FLOE_OP_INSERT, FIND, ERASE, GET */
+    int op;            /* FLOE_OP_INSERT, FIND, ERASE, GET, SUCC, PRED */
     const char *table; /* NUL-terminated */
     const uint8_t *keys, *values;
     size_t keys_len, values_len;
@@ -847,7 +930,7 @@ static const void *aligned(const void *p, size_t len, size_t align, void **copy)
     return *copy;
 }
 
-/* INSERT, FIND, ERASE, GET: takes kr's bytes over. */
+/* INSERT, FIND, ERASE, GET, SUCC, PRED: takes kr's bytes over. */
 static void handle_key_op(server *srv, session *c, key_request *kr)
 {
     table_entry *e = registry_get(&srv->reg, kr->table);
@@ -857,7 +940,7 @@ static void handle_key_op(server *srv, session *c, key_request *kr)
         return;
     }
     const floe_spec *spec = &e->table->spec;
-    const bool map = spec->kind == FLOE_KIND_MAP, tree = spec->kind == FLOE_KIND_TREE;
+    const bool valued = floe_spec_has_values(spec), tree = spec->kind == FLOE_KIND_TREE;
     item *it = item_new(srv, c, kr->id, kr->op, kr->req);
     if (!it) {
         send_error(c, kr->id, FLOE_ERR_INTERNAL, "out of memory");
@@ -867,15 +950,15 @@ static void handle_key_op(server *srv, session *c, key_request *kr)
     }
     it->frame = kr->frame;
     unsigned flags = kr->flags;
-    if (map && kr->op == FLOE_OP_INSERT)
-        flags |= FLOE_BATCH_WANT_VALUES; /* a MAP insert returns each key's stored value */
+    if (valued && kr->op == FLOE_OP_INSERT)
+        flags |= FLOE_BATCH_WANT_VALUES; /* an insert returns each key's stored value */
     it->j.flags = flags;
     it->j.gone = &c->gone;
     /* TREE INSERT and FIND take vectors (4-byte aligned); the rest 8-byte keys or ids; MAP values
      * are read as value_bytes words */
     const bool states = kr->parents_len > 0; /* TREE states by their parents: the parents are 8-byte ids */
     const bool vectors = tree && (kr->op == FLOE_OP_INSERT || kr->op == FLOE_OP_FIND) && !states;
-    const bool with_values = map && kr->op == FLOE_OP_INSERT;
+    const bool with_values = valued && kr->op == FLOE_OP_INSERT;
     const void *data = states ? aligned(kr->parents, kr->parents_len, 8, &it->keys_copy)
                               : aligned(kr->keys, kr->keys_len, vectors ? 4 : 8, &it->keys_copy);
     const void *values = with_values ? aligned(kr->values, kr->values_len, spec->value_bytes, &it->values_copy) : NULL;
@@ -1022,6 +1105,83 @@ static void handle_scan(server *srv, session *c, Floe__V1__Request *req)
     entry_unref(e);
 }
 
+/* A range (bound 0), or a min or max (bound METRICS_OP_MIN, METRICS_OP_MAX:
+ * a range of one key over every key): takes req over. */
+static void handle_range(server *srv, session *c, Floe__V1__Request *req, int bound)
+{
+    const Floe__V1__Range *rg = req->range;
+    const char *name = bound == METRICS_OP_MIN   ? req->min->table
+                       : bound == METRICS_OP_MAX ? req->max->table
+                                                 : rg->table;
+    name = name ? name : "";
+    table_entry *e = registry_get(&srv->reg, name);
+    if (!e) {
+        send_error(c, req->id, FLOE_ERR_NO_TABLE, "no table %s", name);
+        floe__v1__request__free_unpacked(req, NULL);
+        return;
+    }
+    item *it = item_new(srv, c, req->id, FLOE_OP_RANGE, req);
+    if (!it) {
+        send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
+        floe__v1__request__free_unpacked(req, NULL);
+        entry_unref(e);
+        return;
+    }
+    const floe_spec *spec = &e->table->spec;
+    job *j = &it->j;
+    j->gone = &c->gone;
+    it->bound = bound;
+    bool want_values;
+    if (bound) {
+        want_values = bound == METRICS_OP_MIN ? req->min->want_values : req->max->want_values;
+        it->from = 0;
+        it->to = floe_mask_bits(spec->key_bits ? spec->key_bits : 64);
+        j->desc = bound == METRICS_OP_MAX;
+        j->limit = 1;
+    } else {
+        want_values = rg->want_values;
+        it->from = rg->from;
+        it->to = rg->to;
+        j->desc = rg->desc;
+        j->limit = rg->limit ? rg->limit : FLOE_SCAN_DEFAULT_LIMIT;
+        if (j->limit > FLOE_SCAN_MAX_LIMIT)
+            j->limit = FLOE_SCAN_MAX_LIMIT;
+    }
+    j->lo = it->from;
+    j->hi = it->to;
+    j->flags = want_values ? FLOE_BATCH_WANT_VALUES : 0;
+    floe_errinfo err;
+    floe_status st = floe_range_check(spec, j->flags, j->lo, j->hi, &err);
+    if (st != FLOE_OK) {
+        item_refuse(it, st, err.msg);
+    } else if (!bound && rg->cursor.len != 0) {
+        uint64_t next, generation, tag;
+        if (rg->cursor.len != RANGE_CURSOR_BYTES) {
+            item_refuse(it, FLOE_ERR_INVALID,
+                        "a range cursor is empty (the start) or the 24 bytes of a previous ScanReply.cursor of the "
+                        "same range");
+        } else {
+            memcpy(&next, rg->cursor.data, 8);
+            memcpy(&generation, rg->cursor.data + 8, 8);
+            memcpy(&tag, rg->cursor.data + 16, 8);
+            if (tag != range_tag(spec->seed, it->from, it->to, j->desc) || next < j->lo || next > j->hi) {
+                item_refuse(it, FLOE_ERR_INVALID,
+                            "the range cursor is not one of this range: it comes from another table (or one "
+                            "dropped and made again), other bounds or the other direction; start the range again");
+            } else {
+                if (j->desc)
+                    j->hi = next;
+                else
+                    j->lo = next;
+                j->cursor.generation = generation;
+                j->cursor_set = 1;
+            }
+        }
+    }
+    submit(c, e, it);
+    entry_unref(e);
+}
+
 /* Takes req over. */
 static void handle_stats(server *srv, session *c, Floe__V1__Request *req)
 {
@@ -1127,8 +1287,26 @@ void request_handle(server *srv, session *c, Floe__V1__Request *req)
         handle_unpacked_keys(srv, c, req, FLOE_OP_GET, req->get_by_id->table, &req->get_by_id->ids, NULL, 0);
         return;
     case FLOE__V1__REQUEST__OP_RANGE:
-        send_error(c, id, FLOE_ERR_UNSUPPORTED, "range is for ORDERED tables, which this floed does not have yet");
-        break;
+        handle_range(srv, c, req, 0);
+        return;
+    case FLOE__V1__REQUEST__OP_MIN:
+        handle_range(srv, c, req, METRICS_OP_MIN);
+        return;
+    case FLOE__V1__REQUEST__OP_MAX:
+        handle_range(srv, c, req, METRICS_OP_MAX);
+        return;
+    case FLOE__V1__REQUEST__OP_SUCCESSOR: {
+        const Floe__V1__Successor *q = req->successor;
+        handle_unpacked_keys(srv, c, req, FLOE_OP_SUCC, q->table, &q->keys, NULL,
+                             q->want_values ? FLOE_BATCH_WANT_VALUES : 0);
+        return;
+    }
+    case FLOE__V1__REQUEST__OP_PREDECESSOR: {
+        const Floe__V1__Predecessor *q = req->predecessor;
+        handle_unpacked_keys(srv, c, req, FLOE_OP_PRED, q->table, &q->keys, NULL,
+                             q->want_values ? FLOE_BATCH_WANT_VALUES : 0);
+        return;
+    }
     case FLOE__V1__REQUEST__OP_INFO:
         handle_info(srv, c, id);
         break;

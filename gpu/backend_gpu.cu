@@ -1900,10 +1900,15 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree
     return FLOE_OK;
 }
 
+/* Until the GPU skiplist (issue 18) lands; floed puts an ORDERED table of backend "auto" on the CPU. */
+#define ORDERED_ON_CPU "table %s is ORDERED: ORDERED tables run on the CPU backend only so far (backend cpu or auto)"
+
 static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
     gpu_backend *be = (gpu_backend *)base;
     floe_spec s = *spec;
+    if (s.kind == FLOE_KIND_ORDERED)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, ORDERED_ON_CPU, s.name);
     cudaError_t e = cudaSetDevice(be->device);
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(e));
@@ -1935,6 +1940,8 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, const fl
     floe_status st = floe_file_header_of(path, part, &h, err);
     if (st != FLOE_OK)
         return st;
+    if (h.spec.kind == FLOE_KIND_ORDERED)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, ORDERED_ON_CPU, h.spec.name);
     cudaError_t e = cudaSetDevice(be->device);
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(e));

@@ -75,7 +75,8 @@ void floe_backend_host_free(floe_backend *be, void *p)
 
 static bool keyed(floe_op op)
 {
-    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET;
+    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET ||
+           op == FLOE_OP_SUCC || op == FLOE_OP_PRED;
 }
 
 /* A batch of at least this many keys has their widths checked across the
@@ -115,7 +116,7 @@ static bool keys_fit_split(floe_pool *pool, const floe_spec *spec, const floe_ba
 
 floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_pool *pool, floe_errinfo *err)
 {
-    const bool tree = spec->kind == FLOE_KIND_TREE, map = spec->kind == FLOE_KIND_MAP;
+    const bool tree = spec->kind == FLOE_KIND_TREE, valued = floe_spec_has_values(spec);
     const bool vectors = tree && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND);
     const size_t n = keyed(b->op) ? b->n : 0;
     if (b->parents) { /* TREE states by their parents */
@@ -134,7 +135,11 @@ floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_po
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
         return FLOE_OK;
     }
-    if (!(b->flags & FLOE_BATCH_CHECKED)) {
+    if (b->op == FLOE_OP_RANGE) {
+        floe_status st = floe_range_check(spec, b->flags, b->lo, b->hi, err);
+        if (st != FLOE_OK)
+            return st;
+    } else if (!(b->flags & FLOE_BATCH_CHECKED)) {
         /* the batch as the bytes of a request: n keys, vectors or ids (so
          * many that their bytes would overflow: still at least 2^32, refused) */
         const size_t kb = vectors ? (size_t)spec->words * 4 : 8;
@@ -154,15 +159,20 @@ floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_po
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer for %zu %s", n, what);
     if (n > 0 && (b->flags & FLOE_BATCH_WANT_IDS) && b->op != FLOE_OP_GET && !b->ids)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
-    if (n > 0 && map && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE && !b->values_out)
+    if (n > 0 && valued && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE && !b->values_out)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested without a values buffer");
+    if (n > 0 && (b->op == FLOE_OP_SUCC || b->op == FLOE_OP_PRED) && !b->keys_out)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s of %zu keys needs a keys_out buffer",
+                                b->op == FLOE_OP_SUCC ? "successor" : "predecessor", n);
     if (n > 0 && b->op == FLOE_OP_GET && !b->vectors_out)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "get_by_id of %zu ids needs a vectors buffer", n);
-    if (b->op == FLOE_OP_SCAN && b->limit > 0 && !b->scan_keys)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "a scan of up to %zu %s needs a buffer for them", b->limit,
-                                tree ? "ids" : "keys");
-    if (b->op == FLOE_OP_SCAN && b->limit > 0 && map && (b->flags & FLOE_BATCH_WANT_VALUES) && !b->scan_values)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a scan without a scan_values buffer");
+    const bool scan = b->op == FLOE_OP_SCAN || b->op == FLOE_OP_RANGE;
+    if (scan && b->limit > 0 && !b->scan_keys)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "a %s of up to %zu %s needs a buffer for them",
+                                b->op == FLOE_OP_SCAN ? "scan" : "range", b->limit, tree ? "ids" : "keys");
+    if (scan && b->limit > 0 && valued && (b->flags & FLOE_BATCH_WANT_VALUES) && !b->scan_values)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a %s without a scan_values buffer",
+                                b->op == FLOE_OP_SCAN ? "scan" : "range");
     return FLOE_OK;
 }
 

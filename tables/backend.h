@@ -22,13 +22,22 @@
  * stay valid until done() is called.  Output arrays are sized by the caller:
  * results n bytes; ids n * 8 bytes (FLOE_BATCH_WANT_IDS); values_out
  * n * value_bytes (MAP, FLOE_BATCH_WANT_VALUES); scan_keys limit * 8 bytes and
- * scan_values limit * value_bytes.
+ * scan_values limit * value_bytes; keys_out n * 8 bytes (SUCC, PRED).
  *
  * TREE tables take vectors where other kinds take keys: INSERT and FIND read
  * n vectors of spec.words 32-bit words from `vectors`; GET reads n ids from
  * `keys` and writes n * words words to vectors_out; SCAN writes ids to
  * scan_keys and, if scan_vectors is set, limit * words words there.  ERASE,
  * REBUILD and values are for SET and MAP only.
+ *
+ * ORDERED tables take keys as SET and MAP do (values as a MAP's when
+ * value_bytes is 4 or 8), and three operations of their own: SUCC and PRED
+ * write each key's neighbour to keys_out (PRESENT, or ABSENT and 0 where
+ * there is none) and its value to values_out (WANT_VALUES); RANGE writes up
+ * to limit keys of [lo, hi] to scan_keys (values to scan_values with
+ * WANT_VALUES), ascending, or descending from hi with desc, and sets
+ * scan_n, scan_done and next.position (the key the next call starts from).
+ * A SCAN of an ORDERED table walks it in key order; its positions are keys.
  *
  * The door: floe_table_submit checks every batch once, with floe_batch_check
  * (floe_request_check of spec.h, the rules of what each kind accepts, plus
@@ -45,6 +54,7 @@
 #ifndef FLOE_TABLES_BACKEND_H
 #define FLOE_TABLES_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,7 +99,14 @@ struct floe_batch {
      * table in parts: the sum of its parts') */
     uint64_t generation;
 
-    /* SCAN */
+    /* SUCC, PRED: the neighbour of each key */
+    uint64_t *keys_out;
+
+    /* RANGE: keys in [lo, hi], ascending (desc: descending), limit of them into the SCAN outputs below */
+    uint64_t lo, hi;
+    bool desc;
+
+    /* SCAN (and RANGE: a cursor_set cursor's generation must be the table's) */
     floe_scan_pos cursor;
     int cursor_set; /* 0: start from the beginning */
     size_t limit;

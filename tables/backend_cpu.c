@@ -1,6 +1,6 @@
 /*
  * backend_cpu.c - the CPU backend: tables/backend.h over the iceberg engine
- * (SET, MAP) and the tree engine (TREE).
+ * (SET, MAP), the tree engine (TREE) and the B+tree (ORDERED).
  *
  * Each table has a FIFO of submitted batches and one thread that drains it,
  * executing each batch with the whole thread pool (iceberg.c splits it into
@@ -21,6 +21,7 @@
 #include "alloc.h"
 #include "backend.h"
 #include "iceberg.h"
+#include "ordered.h"
 #include "pool.h"
 #include "tablefile.h"
 #include "tree.h"
@@ -34,6 +35,7 @@ typedef struct cpu_table {
     floe_table base;
     iceberg *ice; /* SET, MAP */
     tree *tree;   /* TREE */
+    ordered *ord; /* ORDERED */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cv;
@@ -82,6 +84,64 @@ static void execute_tree(cpu_table *t, floe_batch *b)
     }
 }
 
+static void execute_ordered(cpu_table *t, floe_batch *b)
+{
+    floe_errinfo *e = &b->error;
+    ordered *o = t->ord;
+    void *values_out = (b->flags & FLOE_BATCH_WANT_VALUES) ? b->values_out : NULL;
+    void *scan_values = (b->flags & FLOE_BATCH_WANT_VALUES) ? b->scan_values : NULL;
+    switch (b->op) {
+    case FLOE_OP_INSERT:
+        b->status = ordered_insert(o, b->keys, b->values, b->n, (b->flags & FLOE_BATCH_OVERWRITE) != 0, b->results,
+                                   values_out, &b->counts, e);
+        break;
+    case FLOE_OP_FIND:
+        b->status = ordered_find(o, b->keys, b->n, b->results, values_out, &b->counts, e);
+        break;
+    case FLOE_OP_ERASE:
+        b->status = ordered_erase(o, b->keys, b->n, b->results, &b->counts, e);
+        break;
+    case FLOE_OP_SUCC:
+    case FLOE_OP_PRED:
+        b->status = ordered_neighbours(o, b->op == FLOE_OP_PRED, b->keys, b->n, b->results, b->keys_out, values_out, e);
+        floe_answer_counts_tally(&b->counts, b->results, b->n);
+        break;
+    case FLOE_OP_RANGE: {
+        bool done;
+        if (b->cursor_set && b->cursor.generation != 0) {
+            b->status = floe_errinfo_set(e, FLOE_ERR_INVALID,
+                                         "range cursor is from generation %llu; an ORDERED table is always at "
+                                         "generation 0",
+                                         (unsigned long long)b->cursor.generation);
+            break;
+        }
+        ordered_range(o, b->lo, b->hi, b->desc, b->limit, b->scan_keys, scan_values, &b->scan_n, &b->next.position,
+                      &done);
+        b->next.generation = 0;
+        b->scan_done = done;
+        b->status = FLOE_OK;
+        break;
+    }
+    case FLOE_OP_SCAN:
+        b->status = ordered_scan(o, b->cursor_set ? &b->cursor : NULL, b->limit, b->scan_keys, scan_values, &b->scan_n,
+                                 &b->next, &b->scan_done, e);
+        break;
+    case FLOE_OP_STATS:
+        ordered_stats(o, &b->stats);
+        b->status = FLOE_OK;
+        break;
+    case FLOE_OP_SAVE:
+        b->status = b->path ? ordered_save(o, b->path, e) : floe_errinfo_set(e, FLOE_ERR_INVALID, "save needs a path");
+        break;
+    case FLOE_OP_COPY:
+        b->status = ordered_copy_image(o, &b->image, e);
+        break;
+    default:
+        assert(b->op != FLOE_OP_GET && b->op != FLOE_OP_REBUILD); /* refused at the door */
+        b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
+    }
+}
+
 static void execute(cpu_table *t, floe_batch *b)
 {
     floe_errinfo *e = &b->error;
@@ -90,8 +150,8 @@ static void execute(cpu_table *t, floe_batch *b)
     if (b->status != FLOE_OK)
         return; /* refused by floe_table_submit: answered here, in its place in the order */
     memset(&b->counts, 0, sizeof b->counts);
-    if (t->tree) {
-        execute_tree(t, b);
+    if (t->tree || t->ord) {
+        (t->tree ? execute_tree : execute_ordered)(t, b);
         if (b->status == FLOE_OK)
             floe_errinfo_clear(e);
         return;
@@ -163,26 +223,39 @@ static void *table_main(void *arg)
     return NULL;
 }
 
-/* Takes ownership of ice or tr (one of them). */
-static floe_status start_table(cpu_backend *be, iceberg *ice, tree *tr, floe_table **out, floe_errinfo *err)
+/* One engine's table: exactly one of its pointers is set. */
+typedef struct engines {
+    iceberg *ice;
+    tree *tree;
+    ordered *ord;
+} engines;
+
+static void engines_destroy(engines *en)
+{
+    iceberg_destroy(en->ice);
+    tree_destroy(en->tree);
+    ordered_destroy(en->ord);
+}
+
+/* Takes ownership of en's table. */
+static floe_status start_table(cpu_backend *be, engines en, floe_table **out, floe_errinfo *err)
 {
     cpu_table *t = floe_calloc(1, sizeof *t);
     if (!t) {
-        iceberg_destroy(ice);
-        tree_destroy(tr);
+        engines_destroy(&en);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
     t->base.backend = &be->base;
-    t->base.spec = ice ? *iceberg_spec(ice) : *tree_spec(tr);
-    t->ice = ice;
-    t->tree = tr;
+    t->base.spec = en.ice ? *iceberg_spec(en.ice) : en.tree ? *tree_spec(en.tree) : *ordered_spec(en.ord);
+    t->ice = en.ice;
+    t->tree = en.tree;
+    t->ord = en.ord;
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cv, NULL);
     if (pthread_create(&t->thread, NULL, table_main, t) != 0) {
         pthread_cond_destroy(&t->cv);
         pthread_mutex_destroy(&t->lock);
-        iceberg_destroy(ice);
-        tree_destroy(tr);
+        engines_destroy(&en);
         free(t);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot start the table's thread");
     }
@@ -193,30 +266,30 @@ static floe_status start_table(cpu_backend *be, iceberg *ice, tree *tr, floe_tab
 static floe_status cpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
     cpu_backend *be = (cpu_backend *)base;
-    iceberg *ice = NULL;
-    tree *tr = NULL;
-    floe_status st = spec->kind == FLOE_KIND_TREE ? tree_create(spec, be->pool, &tr, err)
-                                                  : iceberg_create(spec, be->pool, &ice, err);
+    engines en = {0};
+    floe_status st = spec->kind == FLOE_KIND_TREE      ? tree_create(spec, be->pool, &en.tree, err)
+                     : spec->kind == FLOE_KIND_ORDERED ? ordered_create(spec, be->pool, &en.ord, err)
+                                                       : iceberg_create(spec, be->pool, &en.ice, err);
     if (st != FLOE_OK)
         return st;
-    return start_table(be, ice, tr, out, err);
+    return start_table(be, en, out, err);
 }
 
 static floe_status cpu_load_table(floe_backend *base, const char *path, const floe_file_part *part, floe_table **out,
                                   floe_errinfo *err)
 {
     cpu_backend *be = (cpu_backend *)base;
-    iceberg *ice = NULL;
-    tree *tr = NULL;
+    engines en = {0};
     floe_file_header h;
     const uint64_t offset = part ? part->offset : 0;
     floe_status st = floe_file_header_of(path, part, &h, err);
     if (st == FLOE_OK)
-        st = h.spec.kind == FLOE_KIND_TREE ? tree_load(path, offset, be->pool, &tr, err)
-                                           : iceberg_load(path, offset, be->pool, &ice, err);
+        st = h.spec.kind == FLOE_KIND_TREE      ? tree_load(path, offset, be->pool, &en.tree, err)
+             : h.spec.kind == FLOE_KIND_ORDERED ? ordered_load(path, offset, be->pool, &en.ord, err)
+                                                : iceberg_load(path, offset, be->pool, &en.ice, err);
     if (st != FLOE_OK)
         return st;
-    return start_table(be, ice, tr, out, err);
+    return start_table(be, en, out, err);
 }
 
 static void cpu_submit(floe_table *base, floe_batch *b)
@@ -241,8 +314,7 @@ static void cpu_destroy_table(floe_table *base)
     pthread_cond_signal(&t->cv);
     pthread_mutex_unlock(&t->lock);
     pthread_join(t->thread, NULL);
-    iceberg_destroy(t->ice);
-    tree_destroy(t->tree);
+    engines_destroy(&(engines){t->ice, t->tree, t->ord});
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->lock);
     free(t);

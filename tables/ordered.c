@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "alloc.h"
 #include "tablefile.h"
@@ -408,6 +409,9 @@ floe_status ordered_create(const floe_spec *spec, floe_pool *pool, ordered **out
     if (!t)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     t->spec = *spec;
+    while (t->spec.seed == 0) /* no layout needs it: it tells this table's range cursors from another's */
+        if (getrandom(&t->spec.seed, sizeof t->spec.seed, 0) != sizeof t->spec.seed)
+            t->spec.seed = 0x6A09E667F3BCC909ull;
     t->pool = pool;
     t->vb = spec->value_bytes;
     ord_leaf *l = leaf_new(t);
@@ -580,6 +584,27 @@ void ordered_range(ordered *t, uint64_t lo, uint64_t hi, bool desc, size_t limit
     *n = got;
 }
 
+floe_status ordered_scan(ordered *t, const floe_scan_pos *from, size_t limit, uint64_t *keys, void *values, size_t *n,
+                         floe_scan_pos *next, int *done, floe_errinfo *err)
+{
+    const uint64_t top = floe_mask_bits(t->spec.key_bits);
+    *n = 0;
+    if (from && from->generation != 0)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "scan cursor is from generation %llu; an ORDERED table is always at generation 0",
+                                (unsigned long long)from->generation);
+    if (from && from->position > top)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "scan cursor position %llu is not a key of key_bits = %u: start the scan again",
+                                (unsigned long long)from->position, t->spec.key_bits);
+    uint64_t at;
+    bool end;
+    ordered_range(t, from ? from->position : 0, top, false, limit, keys, values, n, &at, &end);
+    *next = (floe_scan_pos){at, 0};
+    *done = end;
+    return FLOE_OK;
+}
+
 bool ordered_min_max(ordered *t, bool max, uint64_t *key, void *value)
 {
     pthread_rwlock_rdlock(&t->lock);
@@ -607,6 +632,7 @@ void ordered_stats(ordered *t, floe_table_stats *s)
     pthread_rwlock_unlock(&t->lock);
     s->bytes_per_key = s->keys ? (double)s->memory_bytes / (double)s->keys : 0.0;
     s->device = -1;
+    strcpy(s->backend, "cpu");
 }
 
 /* ---- files ------------------------------------------------------------------------------------ */

@@ -40,7 +40,9 @@ typedef struct ordered ordered;
 struct floe_file_image; /* tablefile.h */
 
 /* An empty table for spec (kind ORDERED, key_bits 1..64, value_bytes 0, 4
- * or 8); pool may be NULL (batches then run on the caller's thread). */
+ * or 8; a seed of 0 is replaced by a random one: it names the table in
+ * range cursors); pool may be NULL (batches then run on the caller's
+ * thread). */
 floe_status ordered_create(const floe_spec *spec, floe_pool *pool, ordered **out, floe_errinfo *err);
 void ordered_destroy(ordered *t);
 
@@ -70,6 +72,15 @@ floe_status ordered_neighbours(ordered *t, bool pred, const uint64_t *keys, size
  * caller's to refuse (an empty range here). */
 void ordered_range(ordered *t, uint64_t lo, uint64_t hi, bool desc, size_t limit, uint64_t *keys_out, void *values_out,
                    size_t *n, uint64_t *next, bool *done);
+
+/* Up to limit keys in order from from->position (from NULL: the smallest)
+ * on: ordered_range over the whole key space, as a SCAN of the backend
+ * interface asks (tables/backend.h).  A cursor's position is the key the
+ * next call starts from; its generation is 0 (an ORDERED table never
+ * renumbers: its positions are keys).  A position wider than key_bits, or
+ * a generation other than 0, is refused. */
+floe_status ordered_scan(ordered *t, const floe_scan_pos *from, size_t limit, uint64_t *keys, void *values, size_t *n,
+                         floe_scan_pos *next, int *done, floe_errinfo *err);
 
 /* The smallest (max false) or largest stored key and its value: false when
  * the table is empty. */

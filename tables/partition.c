@@ -915,6 +915,14 @@ static void table_free(part_table *t)
     free(t);
 }
 
+/* The parts of a table of kind k: an ORDERED table is one (its order is
+ * one structure's: a range or a neighbour over parts would merge every
+ * part's answer), every other kind the backend's. */
+static unsigned parts_for(const part_backend *be, floe_kind k)
+{
+    return k == FLOE_KIND_ORDERED ? 1 : be->parts;
+}
+
 static part_table *table_new(part_backend *be, const floe_spec *whole, floe_errinfo *err)
 {
     part_table *t = floe_calloc(1, sizeof *t);
@@ -928,7 +936,7 @@ static part_table *table_new(part_backend *be, const floe_spec *whole, floe_erri
     t->base.backend = &be->base;
     t->base.spec = *whole;
     t->be = be;
-    t->parts = be->parts;
+    t->parts = parts_for(be, whole->kind);
     /* one part takes the batches straight (part_submit), so it runs the lanes asked of the whole;
      * parts are fed by the one splitter */
     for (unsigned i = 0; i < be->ninner; i++)
@@ -955,9 +963,9 @@ static floe_status part_create_table(floe_backend *base, const floe_spec *spec, 
     part_table *t = table_new(be, spec, err);
     if (!t)
         return FLOE_ERR_INTERNAL;
-    floe_spec ps = part_spec(spec, be->parts);
+    floe_spec ps = part_spec(spec, t->parts);
     floe_status st = FLOE_OK;
-    for (unsigned p = 0; p < be->parts && st == FLOE_OK; p++) {
+    for (unsigned p = 0; p < t->parts && st == FLOE_OK; p++) {
         st = floe_table_create(be->inner[p % be->ninner], &ps, &t->part[p], err);
         if (st == FLOE_OK && p == 0)
             ps.seed = t->part[0]->spec.seed; /* one seed for all: a part's file names it */
@@ -967,7 +975,7 @@ static floe_status part_create_table(floe_backend *base, const floe_spec *spec, 
         return st;
     }
     t->base.spec.seed = ps.seed;
-    if (be->parts == 1)
+    if (t->parts == 1)
         t->base.spec = t->part[0]->spec;
     *out = &t->base;
     return FLOE_OK;
@@ -1070,11 +1078,11 @@ static floe_status part_load_table(floe_backend *base, const char *path, const f
     floe_status st = read_parts(path, where, &nparts, &whole, err);
     if (st != FLOE_OK)
         return st;
-    if (nparts == be->parts) { /* part by part, ids kept */
+    if (nparts == parts_for(be, whole.kind)) { /* part by part, ids kept */
         part_table *t = table_new(be, &whole, err);
         if (!t)
             return FLOE_ERR_INTERNAL;
-        for (unsigned p = 0; p < be->parts && st == FLOE_OK; p++) {
+        for (unsigned p = 0; p < t->parts && st == FLOE_OK; p++) {
             floe_backend *in = be->inner[p % be->ninner];
             st = in->ops->load_table(in, path, nparts > 1 ? &where[p] : NULL, &t->part[p], err);
         }

@@ -26,7 +26,8 @@
  * other file (a whole table, or a different number of parts) is loaded part
  * by part on the inner backends and its keys re-inserted (ids renumbered).
  *
- * With one part every call goes straight to the inner table.
+ * An ORDERED table is always one part, on inner[0]: its order is one
+ * structure's.  With one part every call goes straight to the inner table.
  */
 #ifndef FLOE_TABLES_PARTITION_H
 #define FLOE_TABLES_PARTITION_H

@@ -79,11 +79,12 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err)
                                 "table name must be 1 to %d characters of letters, digits, '_', '-' or '.', not "
                                 "starting with '.'",
                                 FLOE_NAME_MAX);
-    if (s->kind == FLOE_KIND_ORDERED || s->kind == FLOE_KIND_STATIC)
+    if (s->kind == FLOE_KIND_STATIC)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "table kind %s is not implemented yet",
                                 floe_kind_name(s->kind));
-    if (s->kind != FLOE_KIND_SET && s->kind != FLOE_KIND_MAP && s->kind != FLOE_KIND_TREE)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table kind must be SET, MAP or TREE");
+    if (s->kind != FLOE_KIND_SET && s->kind != FLOE_KIND_MAP && s->kind != FLOE_KIND_TREE &&
+        s->kind != FLOE_KIND_ORDERED)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table kind must be SET, MAP, TREE or ORDERED");
     if (s->kind == FLOE_KIND_TREE) {
         if (s->words < FLOE_TREE_MIN_WORDS || s->words > FLOE_TREE_MAX_WORDS)
             return floe_errinfo_set(err, FLOE_ERR_INVALID,
@@ -105,6 +106,9 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err)
                                     s->value_bytes);
         if (s->kind == FLOE_KIND_MAP && s->value_bytes != 4 && s->value_bytes != 8)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "a MAP needs value_bytes 4 or 8, got %u", s->value_bytes);
+        if (s->kind == FLOE_KIND_ORDERED && s->value_bytes != 0 && s->value_bytes != 4 && s->value_bytes != 8)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                    "an ORDERED table's value_bytes is 0 (keys only), 4 or 8, got %u", s->value_bytes);
         if (s->words != 0)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "words is for TREE tables; a %s needs words = 0",
                                     floe_kind_name(s->kind));
@@ -207,14 +211,25 @@ bool floe_keys_fit(uint32_t key_bits, const uint64_t *keys, size_t n)
     return over == 0;
 }
 
-/* A scan takes no keys; its flags ask for values (a MAP's) or ids (a TREE's). */
+/* Why a table of spec (without values) refuses values or overwrite, in floed's words. */
+static floe_status no_values(const floe_spec *spec, const char *what, floe_errinfo *err)
+{
+    if (spec->kind == FLOE_KIND_ORDERED)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "table %s is an ORDERED table of value_bytes 0: it stores keys only; %s are for MAP "
+                                "tables and ORDERED tables with values",
+                                spec->name, what);
+    return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s is a %s: %s are for MAP tables", spec->name,
+                            floe_kind_name(spec->kind), what);
+}
+
+/* A scan takes no keys; its flags ask for values (of a table with values) or ids (a TREE's). */
 static floe_status scan_check(const floe_spec *spec, unsigned flags, size_t keys_len, size_t values_len,
                               floe_errinfo *err)
 {
     const char *kind = floe_kind_name(spec->kind);
-    if ((flags & FLOE_BATCH_WANT_VALUES) && spec->kind != FLOE_KIND_MAP)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s is a %s: values in a scan are for MAP tables",
-                                spec->name, kind);
+    if ((flags & FLOE_BATCH_WANT_VALUES) && !floe_spec_has_values(spec))
+        return no_values(spec, "values in a scan", err);
     if ((flags & FLOE_BATCH_WANT_IDS) && spec->kind != FLOE_KIND_TREE)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids in a scan are for TREE tables; table %s is a %s",
                                 spec->name, kind);
@@ -233,7 +248,8 @@ static floe_status request_check(const floe_spec *spec, floe_op op, unsigned fla
                                  const void *values, size_t values_len, size_t *n, bool scan_keys, floe_errinfo *err)
 {
     const char *name = spec->name, *kind = floe_kind_name(spec->kind);
-    const bool map = spec->kind == FLOE_KIND_MAP, tree = spec->kind == FLOE_KIND_TREE;
+    const bool valued = floe_spec_has_values(spec), tree = spec->kind == FLOE_KIND_TREE;
+    const bool ordered = spec->kind == FLOE_KIND_ORDERED;
     const unsigned map_flags = FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES;
     if (n)
         *n = 0;
@@ -242,13 +258,28 @@ static floe_status request_check(const floe_spec *spec, floe_op op, unsigned fla
     case FLOE_OP_FIND:
     case FLOE_OP_ERASE:
     case FLOE_OP_GET:
+    case FLOE_OP_SUCC:
+    case FLOE_OP_PRED:
         break;
     case FLOE_OP_SCAN:
         return scan_check(spec, flags, keys_len, values_len, err);
+    case FLOE_OP_RANGE:
+        if (!ordered)
+            return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "range is for ORDERED tables; table %s is a %s", name,
+                                    kind);
+        if ((flags & FLOE_BATCH_WANT_VALUES) && !valued)
+            return no_values(spec, "values in a range", err);
+        if (flags & ~FLOE_BATCH_FLAGS)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: unknown flags 0x%x", name,
+                                    flags & ~FLOE_BATCH_FLAGS);
+        return FLOE_OK;
     case FLOE_OP_REBUILD:
         if (tree)
             return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
                                     "table %s is a TREE: TREE tables do not rebuild (ids must stay valid)", name);
+        if (ordered)
+            return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
+                                    "table %s is ORDERED: an ORDERED table has no slots to rebuild", name);
         return FLOE_OK;
     default:
         return FLOE_OK;
@@ -258,12 +289,19 @@ static floe_status request_check(const floe_spec *spec, floe_op op, unsigned fla
     if (op == FLOE_OP_GET && !tree)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables; table %s is a %s", name,
                                 kind);
+    if ((op == FLOE_OP_SUCC || op == FLOE_OP_PRED) && !ordered)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "%s is for ORDERED tables; table %s is a %s",
+                                op == FLOE_OP_SUCC ? "successor" : "predecessor", name, kind);
     if (op == FLOE_OP_ERASE && tree)
         return floe_errinfo_set(
             err, FLOE_ERR_UNSUPPORTED,
             "table %s is a TREE: TREE tables do not erase (vectors share their nodes; a visited set only grows)", name);
     if (flags & ~FLOE_BATCH_FLAGS)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: unknown flags 0x%x", name, flags & ~FLOE_BATCH_FLAGS);
+    if (ordered && (flags & FLOE_BATCH_WANT_IDS) && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "table %s is ORDERED: its keys have no slot ids (ids are for SET, MAP and TREE tables)",
+                                name);
     if (tree && ((flags & map_flags) || values_len))
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                 "table %s is a TREE: it stores vectors only; values and overwrite are for MAP tables",
@@ -297,21 +335,20 @@ static floe_status request_check(const floe_spec *spec, floe_op op, unsigned fla
             return floe_errinfo_set(err, st, "table %.64s: %.180s", name, e.msg);
     }
 
-    /* values: a MAP insert's, value_bytes per key */
-    if (values_len && !map)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s is a %s: values are for MAP tables", name, kind);
+    /* values: an insert's into a table with values, value_bytes per key */
+    if (values_len && !valued)
+        return no_values(spec, "values", err);
     if (values_len && op != FLOE_OP_INSERT)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: values go with an insert only", name);
-    if (map && op == FLOE_OP_INSERT && values_len != count * spec->value_bytes)
+    if (valued && op == FLOE_OP_INSERT && values_len != count * spec->value_bytes)
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                 "%zu keys need %zu bytes of values (%u per key) in table %s; got %zu", count,
                                 count * spec->value_bytes, spec->value_bytes, name, values_len);
     if (values_len && !values)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: %zu bytes of values announced but none given", name,
                                 values_len);
-    if (!map && (flags & map_flags))
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s is a %s: overwrite and values are for MAP tables",
-                                name, kind);
+    if (!valued && (flags & map_flags))
+        return no_values(spec, "overwrite and values", err);
     if (n)
         *n = count;
     return FLOE_OK;
@@ -381,4 +418,22 @@ floe_status floe_request_check_fitted(const floe_spec *spec, floe_op op, unsigne
                                       floe_errinfo *err)
 {
     return request_check(spec, op, flags, keys, keys_len, values, values_len, n, false, err);
+}
+
+floe_status floe_range_check(const floe_spec *spec, unsigned flags, uint64_t lo, uint64_t hi, floe_errinfo *err)
+{
+    floe_status st = request_check(spec, FLOE_OP_RANGE, flags, NULL, 0, NULL, 0, NULL, false, err);
+    if (st != FLOE_OK)
+        return st;
+    const uint64_t top = floe_mask_bits(spec->key_bits);
+    if (lo > top || hi > top)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "table %s: the range's %s %llu does not fit in key_bits = %u (must be below 2^%u)",
+                                spec->name, lo > top ? "lower bound" : "upper bound",
+                                (unsigned long long)(lo > top ? lo : hi), spec->key_bits, spec->key_bits);
+    if (lo > hi)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "table %s: the range's lower bound %llu is above its upper bound %llu", spec->name,
+                                (unsigned long long)lo, (unsigned long long)hi);
+    return FLOE_OK;
 }

@@ -45,11 +45,14 @@ typedef enum floe_op {
     FLOE_OP_SAVE,    /* write the table to path */
     FLOE_OP_GET,     /* TREE: the vectors of ids: PRESENT / ABSENT */
     FLOE_OP_COPY,    /* the table's file contents into a host image (a snapshot's pause) */
+    FLOE_OP_RANGE,   /* ORDERED: up to limit keys in [lo, hi], ascending (or descending) */
+    FLOE_OP_SUCC,    /* ORDERED: the smallest stored key >= each key: PRESENT / ABSENT (none) */
+    FLOE_OP_PRED,    /* ORDERED: the largest stored key <= each key: PRESENT / ABSENT (none) */
 } floe_op;
 
 #define FLOE_BATCH_OVERWRITE   1u /* INSERT on a MAP: replace the value of PRESENT keys */
 #define FLOE_BATCH_WANT_IDS    2u /* INSERT, FIND: fill ids; SCAN: a TREE's only (its scans always give ids) */
-#define FLOE_BATCH_WANT_VALUES 4u /* INSERT, FIND on a MAP: fill values_out; SCAN: fill scan_values */
+#define FLOE_BATCH_WANT_VALUES 4u /* INSERT, FIND, SUCC, PRED: fill values_out; SCAN, RANGE: fill scan_values */
 /* The caller already ran floe_request_check on every request in this batch
  * (floed checks per request, so that a bad key fails only its own request):
  * floe_table_submit then skips the pass over the keys and checks only the
@@ -67,9 +70,9 @@ typedef enum floe_op {
 typedef struct floe_spec {
     char name[FLOE_NAME_MAX + 1]; /* [A-Za-z0-9_.-], 1..64 characters */
     floe_kind kind;
-    uint32_t key_bits;                   /* SET, MAP: 1..64 */
+    uint32_t key_bits;                   /* SET, MAP, ORDERED: 1..64 */
     uint32_t words;                      /* TREE: 32-bit words per vector, 2..256 */
-    uint32_t value_bytes;                /* MAP: 4 or 8; SET: 0 */
+    uint32_t value_bytes;                /* MAP: 4 or 8; ORDERED: 0, 4 or 8; SET, TREE: 0 */
     uint64_t capacity;                   /* keys the table holds without growing */
     bool grow;                           /* rebuild at twice the size instead of answering FULL */
     double max_fill;                     /* with grow: rebuild when occupied slots pass this fraction */
@@ -92,18 +95,34 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err);
  * (SET, MAP: 8 per key; TREE INSERT and FIND: words x 4 per vector; GET: 8 per
  * id), values_len bytes of values (a MAP insert: value_bytes per key).  Any
  * alignment.  It checks that the operation is one the kind does (ERASE and
- * REBUILD not on a TREE, GET only on one: FLOE_ERR_UNSUPPORTED), the flags
- * (overwrite and want_values only on a MAP; in a scan, want_values only on a
- * MAP and want_ids only on a TREE), that keys_len is whole keys, vectors or
- * ids, fewer than 2^32 of them (FLOE_ERR_TOO_LARGE) and present, every key
- * below 2^key_bits, and values only with a MAP insert, exactly n x value_bytes
- * of them.  On success *n (if n is not NULL) is the number of keys, vectors
- * or ids; on failure err says what is wrong, in the words floed answers with.
- * FLOE_OK for operations without keys other than SCAN and REBUILD.  Flags an
- * operation does not use (want_ids on an erase, overwrite on a find) are
+ * REBUILD not on a TREE, GET only on one, SUCC and PRED only on an ORDERED
+ * table, REBUILD not on one: FLOE_ERR_UNSUPPORTED), the flags (overwrite and
+ * want_values only on a table with values: a MAP, an ORDERED table of
+ * value_bytes 4 or 8; in a scan, want_values the same and want_ids only on
+ * a TREE), that keys_len is whole keys, vectors or ids, fewer than 2^32 of
+ * them (FLOE_ERR_TOO_LARGE) and present, every key below 2^key_bits, and
+ * values only with an insert into a table with values, exactly n x
+ * value_bytes of them.  On success *n (if n is not NULL) is the number of
+ * keys, vectors or ids; on failure err says what is wrong, in the words
+ * floed answers with.  FLOE_OK for operations without keys other than SCAN,
+ * REBUILD and RANGE (a RANGE's kind and flags only: its bounds are
+ * floe_range_check's).  Flags an operation does not use (want_ids on an
+ * erase, overwrite on a find) are
  * allowed and ignored; bits outside FLOE_BATCH_FLAGS are not. */
 floe_status floe_request_check(const floe_spec *spec, floe_op op, unsigned flags, const void *keys, size_t keys_len,
                                const void *values, size_t values_len, size_t *n, floe_errinfo *err);
+/* The door for a RANGE of an ORDERED table (any other kind:
+ * FLOE_ERR_UNSUPPORTED): lo and hi below 2^key_bits, lo <= hi, and flags
+ * (want_values only with values). */
+floe_status floe_range_check(const floe_spec *spec, unsigned flags, uint64_t lo, uint64_t hi, floe_errinfo *err);
+
+/* Whether a table of spec stores a value with each key (a MAP; an ORDERED
+ * table of value_bytes 4 or 8). */
+static inline bool floe_spec_has_values(const floe_spec *spec)
+{
+    return spec->kind != FLOE_KIND_TREE && spec->value_bytes != 0;
+}
+
 /* The same for a caller that has found every key (of a SET or MAP) below
  * 2^key_bits already (floe_keys_fit, over its threads): every check but
  * that pass over the keys. */

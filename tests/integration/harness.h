@@ -105,6 +105,7 @@ Suite *badinput_suite(void);
 Suite *lifecycle_suite(void);
 Suite *cli_suite(void);
 Suite *tree_suite(void);
+Suite *ordered_suite(void);
 Suite *mc_suite(void);
 Suite *metrics_suite(void);
 Suite *tools_suite(void);

@@ -42,11 +42,16 @@ enum {
     OP_SNAPSHOT,
     OP_INFO,
     OP_RANGE,
+    OP_SUCC,
+    OP_PRED,
+    OP_MIN,
+    OP_MAX,
     NOPS
 };
-static const char *const OP_NAMES[NOPS] = {"unknown",     "hello",     "ping",     "create_table", "drop_table",
-                                           "list_tables", "insert",    "find",     "erase",        "stats",
-                                           "scan",        "get_by_id", "snapshot", "info",         "range"};
+static const char *const OP_NAMES[NOPS] = {"unknown",     "hello",       "ping",     "create_table", "drop_table",
+                                           "list_tables", "insert",      "find",     "erase",        "stats",
+                                           "scan",        "get_by_id",   "snapshot", "info",         "range",
+                                           "successor",   "predecessor", "min",      "max"};
 #define NSTATUS 11
 
 /* What the test sent and got back, to compare with the server's counters. */
@@ -203,7 +208,28 @@ static void send_mix(int fd, tally *t)
     rg.table = "a";
     req.op_case = FLOE__V1__REQUEST__OP_RANGE;
     req.range = &rg;
-    call_free(fd, t, OP_RANGE, 0, &req, FLOE__V1__STATUS__ERR_UNSUPPORTED);
+    call_free(fd, t, OP_RANGE, 0, &req, FLOE__V1__STATUS__ERR_UNSUPPORTED); /* a SET has no order */
+    Floe__V1__Successor su = FLOE__V1__SUCCESSOR__INIT;
+    su.table = "a";
+    su.keys = (ProtobufCBinaryData){16, (uint8_t *)keys};
+    req.op_case = FLOE__V1__REQUEST__OP_SUCCESSOR;
+    req.successor = &su;
+    call_free(fd, t, OP_SUCC, 0, &req, FLOE__V1__STATUS__ERR_UNSUPPORTED);
+    Floe__V1__Predecessor pr = FLOE__V1__PREDECESSOR__INIT;
+    pr.table = "nosuch";
+    req.op_case = FLOE__V1__REQUEST__OP_PREDECESSOR;
+    req.predecessor = &pr;
+    call_free(fd, t, OP_PRED, 0, &req, FLOE__V1__STATUS__ERR_NO_TABLE);
+    Floe__V1__Min mn = FLOE__V1__MIN__INIT;
+    mn.table = "a";
+    req.op_case = FLOE__V1__REQUEST__OP_MIN;
+    req.min = &mn;
+    call_free(fd, t, OP_MIN, 0, &req, FLOE__V1__STATUS__ERR_UNSUPPORTED);
+    Floe__V1__Max mx = FLOE__V1__MAX__INIT;
+    mx.table = "b";
+    req.op_case = FLOE__V1__REQUEST__OP_MAX;
+    req.max = &mx;
+    call_free(fd, t, OP_MAX, 0, &req, FLOE__V1__STATUS__ERR_UNSUPPORTED);
 
     /* no operation, and bytes that are not a Request: both "unknown" */
     Floe__V1__Request empty = FLOE__V1__REQUEST__INIT;

@@ -70,8 +70,23 @@ START_TEST(bad_specs_refused)
     s = good_spec(FLOE_KIND_SET);
     s.kind = FLOE_KIND_UNSPECIFIED;
     expect_spec_error(&s, FLOE_ERR_INVALID, "kind");
-    s.kind = FLOE_KIND_ORDERED;
-    expect_spec_error(&s, FLOE_ERR_UNSUPPORTED, "ORDERED");
+    s.kind = FLOE_KIND_STATIC;
+    expect_spec_error(&s, FLOE_ERR_UNSUPPORTED, "STATIC");
+    s.kind = FLOE_KIND_ORDERED; /* valid, but ordered.c's: the iceberg engine refuses it */
+    ck_assert_int_eq(floe_spec_validate(&s, NULL), FLOE_OK);
+    expect_spec_error(&s, FLOE_ERR_INVALID, "ORDERED");
+    floe_errinfo err;
+    s.value_bytes = 3;
+    ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "an ORDERED table's value_bytes is 0 (keys only), 4 or 8, got 3"));
+    s.value_bytes = 4;
+    s.words = 2;
+    ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "words is for TREE tables"));
+    s.words = 0;
+    s.memory = 1 << 20;
+    ck_assert_int_eq(floe_spec_validate(&s, &err), FLOE_ERR_INVALID);
+    s = good_spec(FLOE_KIND_SET);
     s.kind = FLOE_KIND_TREE; /* a TREE is tree.c's: the iceberg engine refuses it */
     s.key_bits = 0;
     s.words = 4;
@@ -104,9 +119,9 @@ static floe_spec door_spec(floe_kind kind)
         s.key_bits = 0;
         s.words = 3;
     } else {
-        strcpy(s.name, kind == FLOE_KIND_MAP ? "door-map" : "door-set");
+        strcpy(s.name, kind == FLOE_KIND_MAP ? "door-map" : kind == FLOE_KIND_ORDERED ? "door-ordered" : "door-set");
         s.key_bits = 20;
-        s.value_bytes = kind == FLOE_KIND_MAP ? 8 : 0;
+        s.value_bytes = kind == FLOE_KIND_MAP || kind == FLOE_KIND_ORDERED ? 8 : 0;
     }
     ck_assert_int_eq(floe_spec_validate(&s, NULL), FLOE_OK);
     return s;
@@ -363,12 +378,14 @@ static void take_state(floe_table *t, state *f)
         keys[i] = i * 1000;
         probe_vector(vec + i * 3, i);
     }
-    floe_batch b = {.op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_IDS, .n = PROBES, .results = f->res, .ids = f->ids};
+    floe_batch b = {.op = FLOE_OP_FIND, .n = PROBES, .results = f->res};
+    if (kind != FLOE_KIND_ORDERED) /* an ORDERED table's keys have no ids */
+        b.flags = FLOE_BATCH_WANT_IDS, b.ids = f->ids;
     if (kind == FLOE_KIND_TREE) {
         b.vectors = vec;
     } else {
         b.keys = keys;
-        if (kind == FLOE_KIND_MAP)
+        if (floe_spec_has_values(&t->spec))
             b.flags |= FLOE_BATCH_WANT_VALUES, b.values_out = f->vals;
     }
     ck_assert_int_eq(floe_table_run(t, &b), FLOE_OK);
@@ -563,6 +580,102 @@ static void tree_refusals(floe_backend *be)
     floe_table_destroy(t);
 }
 
+/* The operations of ORDERED tables, refused where they do not apply and
+ * with bad bounds or buffers; an ORDERED table refuses what it does not do. */
+static void ordered_refusals(floe_backend *be)
+{
+    floe_table *set = door_table(be, FLOE_KIND_SET), *t = door_table(be, FLOE_KIND_ORDERED);
+    uint64_t keys[4] = {0, 1000, 2000, 3000}, vals[4] = {1, 2, 3, 4}, out[8], sk[8];
+    uint8_t res[4];
+    floe_batch in = {.op = FLOE_OP_INSERT, .keys = keys, .n = 3, .values = vals, .values_len = 24, .results = res};
+    ck_assert_int_eq(floe_table_run(t, &in), FLOE_OK);
+    ck_assert_uint_eq(in.counts.inserted, 3);
+    in.values = NULL, in.values_len = 0;
+    ck_assert_int_eq(floe_table_run(set, &in), FLOE_OK);
+
+    /* range, successor and predecessor are an ORDERED table's */
+    floe_batch b = {.op = FLOE_OP_RANGE, .lo = 0, .hi = 10, .limit = 8, .scan_keys = sk};
+    run_refused(set, &b, FLOE_ERR_UNSUPPORTED, "range is for ORDERED tables; table door-set is a SET");
+    b = (floe_batch){.op = FLOE_OP_SUCC, .keys = keys, .n = 2, .results = res, .keys_out = out};
+    run_refused(set, &b, FLOE_ERR_UNSUPPORTED, "successor is for ORDERED tables");
+    b = (floe_batch){.op = FLOE_OP_PRED, .keys = keys, .n = 2, .results = res, .keys_out = out};
+    run_refused(set, &b, FLOE_ERR_UNSUPPORTED, "predecessor is for ORDERED tables");
+
+    /* bounds: too wide, lo > hi; keys too wide */
+    b = (floe_batch){.op = FLOE_OP_RANGE, .lo = 5, .hi = 1u << 20, .limit = 8, .scan_keys = sk};
+    run_refused(t, &b, FLOE_ERR_INVALID, "upper bound 1048576 does not fit in key_bits = 20");
+    b = (floe_batch){.op = FLOE_OP_RANGE, .lo = 2000, .hi = 1000, .limit = 8, .scan_keys = sk};
+    run_refused(t, &b, FLOE_ERR_INVALID, "lower bound 2000 is above its upper bound 1000");
+    uint64_t wide[2] = {1, 1u << 20};
+    b = (floe_batch){.op = FLOE_OP_SUCC, .keys = wide, .n = 2, .results = res, .keys_out = out};
+    run_refused(t, &b, FLOE_ERR_INVALID, "key 1048576 at index 1 does not fit in key_bits = 20");
+    b = (floe_batch){.op = FLOE_OP_INSERT, .keys = wide, .n = 2, .values = vals, .values_len = 16, .results = res};
+    run_refused(t, &b, FLOE_ERR_INVALID, "key 1048576 at index 1 does not fit");
+    /* what an ORDERED table does not do, and buffers */
+    b = (floe_batch){.op = FLOE_OP_GET, .keys = keys, .n = 1, .results = res, .vectors_out = (uint32_t *)out};
+    run_refused(t, &b, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables; table door-ordered is a ORDERED");
+    b = (floe_batch){.op = FLOE_OP_REBUILD};
+    run_refused(t, &b, FLOE_ERR_UNSUPPORTED, "no slots to rebuild");
+    b = (floe_batch){
+        .op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_IDS, .keys = keys, .n = 1, .results = res, .ids = out};
+    run_refused(t, &b, FLOE_ERR_INVALID, "its keys have no slot ids");
+    b = (floe_batch){.op = FLOE_OP_INSERT, .keys = keys + 3, .n = 1, .values = vals, .values_len = 4, .results = res};
+    run_refused(t, &b, FLOE_ERR_INVALID, "1 keys need 8 bytes of values");
+    b = (floe_batch){.op = FLOE_OP_SUCC, .keys = keys, .n = 2, .results = res};
+    run_refused(t, &b, FLOE_ERR_INVALID, "successor of 2 keys needs a keys_out buffer");
+    b = (floe_batch){.op = FLOE_OP_RANGE, .lo = 0, .hi = 10, .limit = 8};
+    run_refused(t, &b, FLOE_ERR_INVALID, "a range of up to 8 keys needs a buffer");
+    b = (floe_batch){.op = FLOE_OP_RANGE, .hi = 10, .limit = 8, .scan_keys = sk, .cursor = {0, 3}, .cursor_set = 1};
+    run_refused(t, &b, FLOE_ERR_INVALID, "range cursor is from generation 3");
+    b = (floe_batch){.op = FLOE_OP_SCAN, .limit = 8, .scan_keys = sk, .cursor = {1u << 20, 0}, .cursor_set = 1};
+    run_refused(t, &b, FLOE_ERR_INVALID, "scan cursor position 1048576 is not a key of key_bits = 20");
+
+    /* and what it does: neighbours (none beyond the ends), a descending range with values */
+    uint64_t q[4] = {1, 2000, 2001, (1u << 20) - 1}, got_v[8];
+    b = (floe_batch){.op = FLOE_OP_SUCC,
+                     .flags = FLOE_BATCH_WANT_VALUES,
+                     .keys = q,
+                     .n = 4,
+                     .results = res,
+                     .keys_out = out,
+                     .values_out = got_v};
+    ck_assert_int_eq(floe_table_run(t, &b), FLOE_OK);
+    ck_assert_mem_eq(res, ((uint8_t[]){FLOE_PRESENT, FLOE_PRESENT, FLOE_ABSENT, FLOE_ABSENT}), 4);
+    ck_assert_uint_eq(out[0], 1000);
+    ck_assert_uint_eq(got_v[0], 2);
+    ck_assert_uint_eq(out[1], 2000);
+    ck_assert_uint_eq(got_v[1], 3);
+    ck_assert_uint_eq(b.counts.present, 2);
+    ck_assert_uint_eq(b.counts.absent, 2);
+    b.op = FLOE_OP_PRED;
+    ck_assert_int_eq(floe_table_run(t, &b), FLOE_OK);
+    ck_assert_mem_eq(res, ((uint8_t[]){FLOE_PRESENT, FLOE_PRESENT, FLOE_PRESENT, FLOE_PRESENT}), 4);
+    ck_assert_uint_eq(out[0], 0);
+    ck_assert_uint_eq(out[2], 2000);
+    ck_assert_uint_eq(out[3], 2000);
+    b = (floe_batch){.op = FLOE_OP_RANGE,
+                     .flags = FLOE_BATCH_WANT_VALUES,
+                     .lo = 0,
+                     .hi = 1999,
+                     .desc = true,
+                     .limit = 1,
+                     .scan_keys = sk,
+                     .scan_values = got_v};
+    ck_assert_int_eq(floe_table_run(t, &b), FLOE_OK);
+    ck_assert_uint_eq(b.scan_n, 1);
+    ck_assert_uint_eq(sk[0], 1000);
+    ck_assert_uint_eq(got_v[0], 2);
+    ck_assert(!b.scan_done);
+    ck_assert_uint_eq(b.next.position, 0);
+    b.hi = b.next.position, b.cursor_set = 1;
+    ck_assert_int_eq(floe_table_run(t, &b), FLOE_OK);
+    ck_assert_uint_eq(b.scan_n, 1);
+    ck_assert_uint_eq(sk[0], 0);
+    ck_assert(b.scan_done);
+    floe_table_destroy(set);
+    floe_table_destroy(t);
+}
+
 START_TEST(door_in_process_refuses)
 {
     for (unsigned parts = 1; parts <= 3; parts += 2) { /* a whole table, and one in 3 parts */
@@ -570,6 +683,7 @@ START_TEST(door_in_process_refuses)
         set_refusals(be, FLOE_KIND_SET);
         set_refusals(be, FLOE_KIND_MAP);
         tree_refusals(be);
+        ordered_refusals(be);
         floe_backend_destroy(be);
     }
 }
