@@ -54,7 +54,7 @@
 #define ERR_SLOTS        14                   /* status codes 0..10, ERR_IO, ERR_PROTOCOL, other */
 #define NS               1000000000ull
 
-static const char *const OP_NAMES[WL_OPS] = {"insert", "find", "erase"};
+static const char *const OP_NAMES[WL_OPS] = {"insert", "find", "erase", "succ", "range"};
 static const char *const ANSWER_NAMES[5] = {"ABSENT", "PRESENT", "INSERTED", "FULL", "ERASED"};
 static const char *const DIST_NAMES[] = {"uniform", "sequential", "hotset"};
 
@@ -87,6 +87,7 @@ typedef struct slot {
     uint32_t n;
     uint8_t op;
     bool busy;
+    uint64_t lo; /* a range's first key */
 } slot;
 
 typedef struct conn {
@@ -194,7 +195,8 @@ static void usage(void)
            "  -t, --threads T           client threads (default 1)\n"
            "  -c, --connections C       connections per thread (default 1; T x C in all)\n"
            "  -P, --pipeline P          requests in flight per connection (default 1)\n"
-           "  -k, --keys-per-request K  keys (TREE: vectors) per request (default 1; 64K = 65536)\n"
+           "  -k, --keys-per-request K  keys (TREE: vectors) per request; a range asks for K keys\n"
+           "                            (default 1; 64K = 65536)\n"
            "      --rate R              open loop: R requests/s in all, at fixed intervals; latency is\n"
            "                            measured from each request's scheduled time (default: closed\n"
            "                            loop, as fast as answers come back)\n"
@@ -204,7 +206,10 @@ static void usage(void)
            "      --warmup S            seconds of load before measuring (default 0); the report covers\n"
            "                            requests started after it, the check covers the whole run\n"
            "Workload:\n"
-           "      --ratio I:F:E         insert (find-or-put) : find : erase, per request (default 1:0:0)\n"
+           "      --ratio I:F:E[:S[:R]] insert (find-or-put) : find : erase : successor : range, per\n"
+           "                            request (default 1:0:0:0:0); S and R are for ORDERED tables: a\n"
+           "                            range asks for the K keys from a key on (from a stored key of\n"
+           "                            the connection as often as --dup-ratio says, as a find)\n"
            "      --dup-ratio D         0..1: the fraction of keys that repeat a key the same connection\n"
            "                            already inserted (default 0).  In an insert a repeat answers\n"
            "                            PRESENT, a new key INSERTED; in a find a repeat is a hit\n"
@@ -216,12 +221,14 @@ static void usage(void)
            "                            by every connection\n"
            "      --hotset-fraction F   hotset: the fraction of requests on the hot set (default 0.9)\n"
            "      --hotset-keys H       hotset: keys in the hot set (default 1024)\n"
-           "      --key-bits B          SET, MAP: keys below 2^B (default 64, or the table's)\n"
+           "      --key-bits B          SET, MAP, ORDERED: keys below 2^B (default 64, or the table's)\n"
            "      --seed S              key generation seed (default 1): the same seed, the same keys\n"
            "Table:\n"
            "      --table NAME          (default bench)\n"
-           "      --kind set|map|tree   (default set, or the table's kind when it exists)\n"
-           "      --value-bytes 4|8     MAP values (default 8)\n"
+           "      --kind set|map|tree|ordered\n"
+           "                            (default set, or the table's kind when it exists)\n"
+           "      --value-bytes 0|4|8   MAP values, 4 or 8 (default 8); ORDERED: 0 (keys only), 4 or 8\n"
+           "                            (default 8)\n"
            "      --words N             TREE: 32-bit words per vector, 2..256 (default 16)\n"
            "      --create              create the table first and drop it at the end\n"
            "      --keep                with --create: keep the table\n"
@@ -245,18 +252,19 @@ static void usage(void)
            "\n"
            "Report (stdout): per operation and in all: requests, keys, requests/s, keys/s and latency\n"
            "p50/p90/p99/p99.9/max in microseconds (histograms with 1%% precision from 1 us to 18 min);\n"
-           "answers (INSERTED, PRESENT, ABSENT, FULL, ERASED); errors by status name; the table's keys\n"
+           "answers (INSERTED, PRESENT, ABSENT, FULL, ERASED; a range's keys count as keys, with no\n"
+           "answers); errors by status name; the table's keys\n"
            "and bytes per key; the check; and where floed spent the run's time: the table's stage timers\n"
            "(stats before and after the run; docs/PROTOCOL.md, StageTime), each with its seconds summed over\n"
            "floed's threads and its share of the run (over 100%% when several threads share a stage).\n"
            "Seconds run from the end of the warm-up to the last answer.\n"
            "\n"
            "JSON keys: config {server, kind, table, threads, connections_per_thread, connections,\n"
-           "pipeline, keys_per_request, ratio {insert, find, erase}, dup_ratio, distribution,\n"
+           "pipeline, keys_per_request, ratio {insert, find, erase, succ, range}, dup_ratio, distribution,\n"
            "hotset_fraction, hotset_keys, key_bits, value_bytes, words, seed, rate, duration,\n"
            "requests_per_connection, warmup, created}, interrupted (SIGINT or SIGTERM: the run stopped\n"
            "early, answered what was in flight and reported), seconds, requests, keys, requests_per_sec,\n"
-           "keys_per_sec, latency_us {p50, p90, p99, p99_9, max, min, mean}, ops {insert|find|erase:\n"
+           "keys_per_sec, latency_us {p50, p90, p99, p99_9, max, min, mean}, ops {insert|find|erase|succ|range:\n"
            "{requests, keys, requests_per_sec, keys_per_sec, latency_us}}, answers {INSERTED, PRESENT,\n"
            "ABSENT, FULL, ERASED}, errors {STATUS_NAME: count}, table {keys, bytes_per_key, fill,\n"
            "backend} or null, stages {seconds, STAGE: {count, keys, seconds}} or null, check {status:\n"
@@ -268,6 +276,9 @@ static void usage(void)
            "  E2: floe-bench --create --key-bits 40 -t 4 -c 4 -k 1 -P 1 --dup-ratio 0.5 --capacity 64M \\\n"
            "          --warmup 2 -d 30\n"
            "  TREE: floe-bench --create --kind tree --words 16 -c 4 -k 64K -P 2 --dup-ratio 0.5 -n 50\n"
+           "  ORDERED, successors and ranges of 32 keys over inserts:\n"
+           "        floe-bench --create --kind ordered --key-bits 40 -c 4 -k 32 -P 8 --ratio 2:0:0:1:1 \\\n"
+           "          --dup-ratio 0.5 -d 10\n"
            "\n"
            "Exit status: 0 the run succeeded and every check passed; 1 the run failed (connection,\n"
            "request errors, FULL, wrong answers or counts); 2 a usage error.\n");
@@ -293,10 +304,14 @@ static bool parse_real(const char *s, double lo, double hi, double *out)
     return true;
 }
 
+/* I:F:E, I:F:E:S or I:F:E:S:R (the missing ones 0), not all 0. */
 static bool parse_ratio(const char *s, unsigned r[WL_OPS])
 {
-    char *end;
+    char *end = NULL;
     const char *p = s;
+    unsigned sum = 0;
+    for (int i = 0; i < WL_OPS; i++)
+        r[i] = 0;
     for (int i = 0; i < WL_OPS; i++) {
         if (*p < '0' || *p > '9')
             return false;
@@ -305,11 +320,14 @@ static bool parse_ratio(const char *s, unsigned r[WL_OPS])
         if (errno || v > 1000000)
             return false;
         r[i] = (unsigned)v;
-        if (i < WL_OPS - 1 && *end != ':')
+        sum += r[i];
+        if (*end == '\0')
+            return i >= WL_ERASE && sum > 0;
+        if (*end != ':')
             return false;
         p = end + 1;
     }
-    return *end == '\0' && r[0] + r[1] + r[2] > 0;
+    return false;
 }
 
 enum {
@@ -426,7 +444,7 @@ static int parse_options(int argc, char **argv, options *o)
             break;
         case OPT_RATIO:
             if (!parse_ratio(a, o->ratio))
-                return usage_error("--ratio is I:F:E, three whole numbers (not all 0), not '%s'", a);
+                return usage_error("--ratio is I:F:E[:S[:R]], three to five whole numbers (not all 0), not '%s'", a);
             break;
         case OPT_DUP:
             if (!parse_real(a, 0, 1, &o->dup_ratio))
@@ -468,13 +486,15 @@ static int parse_options(int argc, char **argv, options *o)
                 o->kind = FLOE_TABLE_MAP;
             else if (!strcmp(a, "tree"))
                 o->kind = FLOE_TABLE_TREE;
+            else if (!strcmp(a, "ordered"))
+                o->kind = FLOE_TABLE_ORDERED;
             else
-                return usage_error("--kind is set, map or tree, not '%s'", a);
+                return usage_error("--kind is set, map, tree or ordered, not '%s'", a);
             o->kind_set = true;
             break;
         case OPT_VALUE_BYTES:
-            if (!parse_uint(a, 4, 8, &o->value_bytes) || (o->value_bytes != 4 && o->value_bytes != 8))
-                return usage_error("--value-bytes is 4 or 8, not '%s'", a);
+            if (!parse_uint(a, 0, 8, &o->value_bytes) || (o->value_bytes % 4))
+                return usage_error("--value-bytes is 4 or 8 (ORDERED: 0, 4 or 8), not '%s'", a);
             o->value_bytes_set = true;
             break;
         case OPT_WORDS:
@@ -558,8 +578,12 @@ static int parse_options(int argc, char **argv, options *o)
             return usage_error("--key-bits is for set and map tables; a TREE takes --words");
         if (o->kind != FLOE_TABLE_TREE && o->words_set)
             return usage_error("--words is for TREE tables (--kind tree)");
-        if (o->kind != FLOE_TABLE_MAP && o->value_bytes_set)
-            return usage_error("--value-bytes is for MAP tables (--kind map)");
+        if (o->kind != FLOE_TABLE_MAP && o->kind != FLOE_TABLE_ORDERED && o->value_bytes_set)
+            return usage_error("--value-bytes is for MAP and ORDERED tables (--kind map, --kind ordered)");
+        if (o->kind == FLOE_TABLE_MAP && o->value_bytes_set && !o->value_bytes)
+            return usage_error("a MAP needs --value-bytes 4 or 8");
+        if (o->kind != FLOE_TABLE_ORDERED && (o->ratio[WL_SUCC] || o->ratio[WL_RANGE]))
+            return usage_error("successors and ranges (--ratio I:F:E:S:R) are for ORDERED tables (--kind ordered)");
     }
     if (o->kind == FLOE_TABLE_TREE && o->ratio[WL_ERASE])
         return usage_error("a TREE table does not erase: --ratio I:F:0");
@@ -604,7 +628,28 @@ static void on_answer(floe *c, floe_call *call, void *arg)
     int st = floe_call_status(call);
     size_t n = 0;
     const uint8_t *res = floe_call_results(call, &n);
-    if (st == FLOE_OK && n != s->n) {
+    if (st == FLOE_OK && s->op == WL_RANGE) { /* its keys, ascending from lo, are its answer */
+        size_t kb;
+        const unsigned char *keys = floe_call_keys(call, &kb);
+        uint64_t prev = 0;
+        n = kb / 8;
+        for (size_t i = 0; i < n && st == FLOE_OK; i++) {
+            uint64_t key;
+            memcpy(&key, keys + i * 8, 8);
+            if (i == 0 ? key < s->lo : key <= prev) {
+                note_problem(w, "connection %" PRIu64 ": a range from %" PRIu64 " answered key %" PRIu64 " at %zu",
+                             k->index, s->lo, key, i);
+                st = FLOE_ERR_PROTOCOL;
+            }
+            prev = key;
+        }
+        if (st == FLOE_OK && n > s->n) {
+            note_problem(w, "connection %" PRIu64 ": a range of %u keys answered %zu", k->index, s->n, n);
+            st = FLOE_ERR_PROTOCOL;
+        }
+        s->n = (uint32_t)n; /* keys returned */
+        res = NULL;
+    } else if (st == FLOE_OK && n != s->n) {
         note_problem(w, "connection %" PRIu64 ": %zu answers for a request of %u keys", k->index, n, s->n);
         st = FLOE_ERR_PROTOCOL;
     }
@@ -616,7 +661,7 @@ static void on_answer(floe *c, floe_call *call, void *arg)
         if (cnt.full)
             note_problem(w, "connection %" PRIu64 ": %" PRIu64 " keys answered FULL (the table is full%s)", k->index,
                          cnt.full, R.opt.create ? "; a larger --capacity or --grow" : "");
-        if (R.check) {
+        if (R.check && res) {
             for (size_t i = wl_first_wrong(s->expect, res, n); i < n; i++) {
                 if (!wl_answer_ok(s->expect[i], res[i])) {
                     /* the request buffer is reused: where the key was is what is left to say */
@@ -670,9 +715,10 @@ static int pick_op(conn *k)
     x ^= x >> 27;
     k->op_rng = x;
     unsigned r = (unsigned)((((x * 0x2545F4914F6CDD1Dull) >> 32) * R.op_total) >> 32);
-    return r < R.opt.ratio[WL_INSERT]                          ? WL_INSERT
-           : r < R.opt.ratio[WL_INSERT] + R.opt.ratio[WL_FIND] ? WL_FIND
-                                                               : WL_ERASE;
+    int op = 0;
+    while (op < WL_OPS - 1 && r >= R.opt.ratio[op])
+        r -= R.opt.ratio[op++];
+    return op;
 }
 
 /* Builds and sends one request on k; start_ns: its scheduled time, or 0 to
@@ -689,7 +735,7 @@ static void send_one(worker *w, conn *k, uint64_t start_ns)
     if (R.spec.kind == FLOE_TABLE_TREE)
         wl_next_vectors(&k->stream, op, n, w->vectors, s->expect);
     else
-        wl_next_keys(&k->stream, op, n, w->keys, w->values, s->expect);
+        wl_next_keys(&k->stream, op, op == WL_RANGE ? 1 : n, w->keys, w->values, s->expect);
     s->busy = true;
     s->op = (uint8_t)op;
     s->n = (uint32_t)n;
@@ -701,13 +747,18 @@ static void send_one(worker *w, conn *k, uint64_t start_ns)
         call = op == WL_INSERT ? floe_send_insert_vectors(k->c, o->table, w->vectors, n, o->words, 0, on_answer, s)
                                : floe_send_find_vectors(k->c, o->table, w->vectors, n, o->words, 0, on_answer, s);
     } else if (op == WL_INSERT) {
-        bool map = R.spec.kind == FLOE_TABLE_MAP;
-        call = floe_send_insert(k->c, o->table, w->keys, n, map ? w->values : NULL, map ? n * o->value_bytes : 0, 0,
-                                on_answer, s);
+        const size_t vb = R.spec.value_bytes;
+        call = floe_send_insert(k->c, o->table, w->keys, n, vb ? w->values : NULL, n * vb, 0, on_answer, s);
     } else if (op == WL_FIND) {
         call = floe_send_find(k->c, o->table, w->keys, n, 0, on_answer, s);
-    } else {
+    } else if (op == WL_ERASE) {
         call = floe_send_erase(k->c, o->table, w->keys, n, on_answer, s);
+    } else if (op == WL_SUCC) {
+        call = floe_send_successor(k->c, o->table, w->keys, n, 0, on_answer, s);
+    } else {
+        s->lo = w->keys[0];
+        const uint64_t top = o->key_bits >= 64 ? UINT64_MAX : (UINT64_C(1) << o->key_bits) - 1;
+        call = floe_send_range(k->c, o->table, s->lo, top, 0, NULL, n, on_answer, s);
     }
     if (!call && s->busy) { /* out of memory: no callback ran */
         w->errors[err_slot(FLOE_ERR_IO)]++;
@@ -800,7 +851,11 @@ static void on_signal(int sig)
 
 static const char *kind_name(int kind)
 {
-    return kind == FLOE_TABLE_SET ? "set" : kind == FLOE_TABLE_MAP ? "map" : kind == FLOE_TABLE_TREE ? "tree" : "?";
+    return kind == FLOE_TABLE_SET       ? "set"
+           : kind == FLOE_TABLE_MAP     ? "map"
+           : kind == FLOE_TABLE_TREE    ? "tree"
+           : kind == FLOE_TABLE_ORDERED ? "ordered"
+                                        : "?";
 }
 
 static uint64_t sat_mul(uint64_t a, uint64_t b)
@@ -840,7 +895,10 @@ static int prepare_table(floe *ctl, bool *created)
                                    o->key_bits);
             if (!o->key_bits_set)
                 o->key_bits = ti.key_bits;
-            if (o->kind == FLOE_TABLE_MAP) {
+            if (o->kind != FLOE_TABLE_ORDERED && (o->ratio[WL_SUCC] || o->ratio[WL_RANGE]))
+                return usage_error("table %s is a %s table: successors and ranges are for ORDERED tables", o->table,
+                                   kind_name(ti.kind));
+            if (o->kind == FLOE_TABLE_MAP || o->kind == FLOE_TABLE_ORDERED) {
                 if (o->value_bytes_set && o->value_bytes != ti.value_bytes)
                     return usage_error("table %s holds %u-byte values, not --value-bytes %u", o->table, ti.value_bytes,
                                        o->value_bytes);
@@ -865,10 +923,11 @@ static int prepare_table(floe *ctl, bool *created)
         .name = o->table,
         .kind = o->kind,
         .key_bits = tree ? 0 : o->key_bits,
-        .value_bytes = o->kind == FLOE_TABLE_MAP ? o->value_bytes : 0,
+        .value_bytes = o->kind == FLOE_TABLE_MAP || o->kind == FLOE_TABLE_ORDERED ? o->value_bytes : 0,
         .capacity = cap,
         .grow = o->grow,
-        .no_grow = !o->grow, /* a TREE would grow by default */
+        .no_grow =
+            !o->grow && o->kind != FLOE_TABLE_ORDERED, /* a TREE would grow by default; an ORDERED table always does */
         .backend = o->backend,
         .words = tree ? o->words : 0,
     };
@@ -1145,17 +1204,23 @@ static void print_text(const summary *s, const char *backend)
 {
     const options *o = &R.opt;
     printf("floe-bench: %s, %" PRIu64 " connections (%u thread%s x %u), pipeline %u, %" PRIu64
-           " %s per request, insert:find:erase %u:%u:%u, dup-ratio %g, %s",
+           " %s per request, insert:find:erase:succ:range %u:%u:%u:%u:%u, dup-ratio %g, %s",
            o->server, R.total_conns, o->threads, o->threads == 1 ? "" : "s", o->conns, o->pipeline, o->keys,
            o->kind == FLOE_TABLE_TREE ? (o->keys == 1 ? "vector" : "vectors") : (o->keys == 1 ? "key" : "keys"),
-           o->ratio[0], o->ratio[1], o->ratio[2], o->dup_ratio, DIST_NAMES[o->distribution]);
+           o->ratio[0], o->ratio[1], o->ratio[2], o->ratio[3], o->ratio[4], o->dup_ratio, DIST_NAMES[o->distribution]);
     if (o->distribution == WL_HOTSET)
         printf(" (%g of requests on %" PRIu64 " hot keys)", o->hot_fraction, o->hot_keys);
     if (o->kind == FLOE_TABLE_TREE)
         printf(", TREE table %s of %u-word vectors", o->table, o->words);
     else
-        printf(", %u-bit keys, %s table %s%s", o->key_bits, o->kind == FLOE_TABLE_MAP ? "MAP" : "SET", o->table,
-               o->kind == FLOE_TABLE_MAP ? (o->value_bytes == 4 ? " (4-byte values)" : " (8-byte values)") : "");
+        printf(", %u-bit keys, %s table %s%s", o->key_bits,
+               o->kind == FLOE_TABLE_MAP       ? "MAP"
+               : o->kind == FLOE_TABLE_ORDERED ? "ORDERED"
+                                               : "SET",
+               o->table,
+               R.spec.value_bytes == 4   ? " (4-byte values)"
+               : R.spec.value_bytes == 8 ? " (8-byte values)"
+                                         : "");
     printf(" (backend %s)", backend[0] ? backend : "?");
     if (o->rate > 0)
         printf(", rate %g requests/s", o->rate);
@@ -1237,19 +1302,21 @@ static void print_json(const summary *s, bool created)
     json_str(o->server);
     printf(", \"kind\": \"%s\", \"table\": ", kind_name(o->kind));
     json_str(o->table);
-    printf(", \"threads\": %u, \"connections_per_thread\": %u, \"connections\": %" PRIu64
-           ", \"pipeline\": %u, \"keys_per_request\": %" PRIu64
-           ", \"ratio\": {\"insert\": %u, \"find\": %u, \"erase\": %u}, \"dup_ratio\": %g, \"distribution\": \"%s\"",
-           o->threads, o->conns, R.total_conns, o->pipeline, o->keys, o->ratio[0], o->ratio[1], o->ratio[2],
-           o->dup_ratio, DIST_NAMES[o->distribution]);
+    printf(
+        ", \"threads\": %u, \"connections_per_thread\": %u, \"connections\": %" PRIu64
+        ", \"pipeline\": %u, \"keys_per_request\": %" PRIu64
+        ", \"ratio\": {\"insert\": %u, \"find\": %u, \"erase\": %u, \"succ\": %u, \"range\": %u}, \"dup_ratio\": %g, "
+        "\"distribution\": \"%s\"",
+        o->threads, o->conns, R.total_conns, o->pipeline, o->keys, o->ratio[0], o->ratio[1], o->ratio[2], o->ratio[3],
+        o->ratio[4], o->dup_ratio, DIST_NAMES[o->distribution]);
     if (o->distribution == WL_HOTSET)
         printf(", \"hotset_fraction\": %g, \"hotset_keys\": %" PRIu64, o->hot_fraction, o->hot_keys);
     else
         printf(", \"hotset_fraction\": null, \"hotset_keys\": null");
     if (tree)
         printf(", \"key_bits\": null, \"value_bytes\": null, \"words\": %u", o->words);
-    else if (o->kind == FLOE_TABLE_MAP)
-        printf(", \"key_bits\": %u, \"value_bytes\": %u, \"words\": null", o->key_bits, o->value_bytes);
+    else if (R.spec.value_bytes)
+        printf(", \"key_bits\": %u, \"value_bytes\": %u, \"words\": null", o->key_bits, R.spec.value_bytes);
     else
         printf(", \"key_bits\": %u, \"value_bytes\": null, \"words\": null", o->key_bits);
     printf(", \"seed\": %" PRIu64, o->seed);
@@ -1351,12 +1418,12 @@ int main(int argc, char **argv)
         .kind = o->kind,
         .key_bits = o->key_bits,
         .words = o->words,
-        .value_bytes = o->value_bytes,
+        .value_bytes = o->kind == FLOE_TABLE_MAP || o->kind == FLOE_TABLE_ORDERED ? o->value_bytes : 0,
         .distribution = o->distribution,
         .dup_ratio = o->dup_ratio,
         .hot_fraction = o->hot_fraction,
         .hot_keys = o->hot_keys,
-        .misses = o->ratio[WL_FIND] || o->ratio[WL_ERASE],
+        .misses = o->ratio[WL_FIND] || o->ratio[WL_ERASE] || o->ratio[WL_SUCC] || o->ratio[WL_RANGE],
         .seed = o->seed,
         .streams = R.total_conns,
     };
@@ -1366,7 +1433,9 @@ int main(int argc, char **argv)
         goto out;
     }
     R.check = created && !o->ratio[WL_ERASE];
-    R.op_total = o->ratio[0] + o->ratio[1] + o->ratio[2];
+    R.op_total = 0;
+    for (int op = 0; op < WL_OPS; op++)
+        R.op_total += o->ratio[op];
     if (o->rate > 0)
         R.interval_ns = (double)R.total_conns * 1e9 / o->rate;
     if ((rc = make_workers(&ws)) >= 0)

@@ -72,6 +72,11 @@ test)
         --rate 2000 --duration 0.5 --dup-ratio 0.3 --distribution sequential --quiet
     run --create --table t_tree --kind tree --words 16 --connections 4 --keys-per-request 2048 \
         --pipeline 2 --ratio 3:1:0 --dup-ratio 0.5 --capacity 4M --duration 1 --quiet
+    run --create --table t_ordered --kind ordered --key-bits 40 --connections 4 --keys-per-request 32 \
+        --pipeline 4 --ratio 2:1:0:1:1 --dup-ratio 0.5 --duration 1 --quiet
+    run --create --table t_ordered_keys --kind ordered --value-bytes 0 --connections 2 --keys-per-request 100 \
+        --ratio 2:0:1:1:1 --requests 100 --quiet
+    expect_exit 2 --create --table t_set_succ --ratio 1:0:0:1 --quiet
     "$bench" -s "$server" --create --table t_json --connections 2 --keys-per-request 100 \
         --ratio 2:1:1 --requests 50 --json --quiet >"$dir/json"
     grep -q '"ok": true}$' "$dir/json" || { echo "run-local.sh: --json run:" >&2; cat "$dir/json" >&2; exit 1; }

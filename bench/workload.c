@@ -265,6 +265,7 @@ void wl_next_keys(wl_stream *s, int op, size_t n, uint64_t *keys, void *values, 
 {
     const wl_spec *sp = s->spec;
     const bool hot = sp->distribution == WL_HOTSET && coin(s, sp->hot_fraction);
+    const bool looks_up = op == WL_FIND || op == WL_SUCC; /* a stored key answers PRESENT */
     size_t general = n; /* keys for the general loop */
     if (!hot && op == WL_INSERT && s->fresh > 0 && s->fresh_limit - s->fresh >= n) {
         insert_keys_fast(s, n, keys, expect);
@@ -279,7 +280,7 @@ void wl_next_keys(wl_stream *s, int op, size_t n, uint64_t *keys, void *values, 
                 e = WL_EXPECT_STORED;
                 hot_set(s, ord);
             } else {
-                e = op == WL_FIND && hot_test(s, ord) ? WL_EXPECT_PRESENT : WL_EXPECT_ANY;
+                e = looks_up && hot_test(s, ord) ? WL_EXPECT_PRESENT : WL_EXPECT_ANY;
             }
         } else if (op == WL_INSERT) {
             if (s->fresh && (s->fresh >= s->fresh_limit || coin(s, sp->dup_ratio))) {
@@ -291,7 +292,7 @@ void wl_next_keys(wl_stream *s, int op, size_t n, uint64_t *keys, void *values, 
             }
         } else if (!s->miss_size || (s->fresh && coin(s, sp->dup_ratio))) {
             ord = fresh_ordinal(s, s->fresh ? below(s, s->fresh) : 0);
-            e = op == WL_FIND && s->fresh ? WL_EXPECT_PRESENT : WL_EXPECT_ANY;
+            e = looks_up && s->fresh ? WL_EXPECT_PRESENT : WL_EXPECT_ANY;
         } else {
             ord = miss_ordinal(s);
             e = op == WL_FIND ? WL_EXPECT_ABSENT : WL_EXPECT_ANY;
@@ -299,7 +300,7 @@ void wl_next_keys(wl_stream *s, int op, size_t n, uint64_t *keys, void *values, 
         keys[i] = key_of(s, ord);
         expect[i] = e;
     }
-    if (values && op == WL_INSERT && sp->kind == FLOE_TABLE_MAP) {
+    if (values && op == WL_INSERT && sp->value_bytes) {
         unsigned char *v = values;
         for (size_t i = 0; i < n; i++) {
             uint64_t x = keys[i] * 0x9E3779B97F4A7C15ull; /* little-endian hosts: the low value_bytes */

@@ -41,7 +41,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { WL_INSERT, WL_FIND, WL_ERASE, WL_OPS };
+/* WL_SUCC and WL_RANGE (ORDERED tables) draw their keys as a find does: a
+ * successor of a key this stream inserted is that key (PRESENT), of any
+ * other key anything; a range starts at its one key. */
+enum { WL_INSERT, WL_FIND, WL_ERASE, WL_SUCC, WL_RANGE, WL_OPS };
 enum { WL_UNIFORM, WL_SEQUENTIAL, WL_HOTSET };
 
 /* The answer a key must get, where the run can know it. */
@@ -54,15 +57,15 @@ enum {
 };
 
 typedef struct wl_spec {
-    int kind;             /* FLOE_TABLE_SET, FLOE_TABLE_MAP or FLOE_TABLE_TREE */
-    unsigned key_bits;    /* SET, MAP: 1..64 */
+    int kind;             /* FLOE_TABLE_SET, FLOE_TABLE_MAP, FLOE_TABLE_TREE or FLOE_TABLE_ORDERED */
+    unsigned key_bits;    /* SET, MAP, ORDERED: 1..64 */
     unsigned words;       /* TREE: 2..256 */
-    unsigned value_bytes; /* MAP: 4 or 8 */
+    unsigned value_bytes; /* MAP: 4 or 8; ORDERED: 0, 4 or 8 (inserts carry values when not 0) */
     int distribution;     /* WL_UNIFORM, WL_SEQUENTIAL or WL_HOTSET */
     double dup_ratio;     /* 0..1 */
     double hot_fraction;  /* 0..1, WL_HOTSET */
     uint64_t hot_keys;    /* WL_HOTSET: size of the hot set */
-    bool misses;          /* finds or erases in the mix: keep keys that are never inserted */
+    bool misses;          /* finds, erases, successors or ranges in the mix: keep keys that are never inserted */
     uint64_t seed;
     uint64_t streams; /* connections of the run */
 } wl_spec;
@@ -89,9 +92,9 @@ const char *wl_spec_check(const wl_spec *spec);
 int wl_stream_init(wl_stream *s, const wl_spec *spec, uint64_t index);
 void wl_stream_free(wl_stream *s);
 
-/* One request of n keys for op (WL_INSERT, WL_FIND, WL_ERASE): keys, the
- * expected answers, and for a MAP insert values (n * value_bytes bytes;
- * may be NULL otherwise). */
+/* One request of n keys for op (WL_INSERT .. WL_RANGE): keys, the expected
+ * answers, and for an insert into a table with values the values (n *
+ * value_bytes bytes; may be NULL otherwise). */
 void wl_next_keys(wl_stream *s, int op, size_t n, uint64_t *keys, void *values, uint8_t *expect);
 /* The same for a TREE: n vectors of spec->words words. */
 void wl_next_vectors(wl_stream *s, int op, size_t n, uint32_t *vectors, uint8_t *expect);

@@ -46,6 +46,8 @@ static void simulate(const wl_spec *spec, unsigned requests, size_t n)
     for (unsigned r = 0; r < requests; r++) {
         wl_stream *st = &s[rng_below(&op_rng, streams)];
         int op = spec->misses && rng_below(&op_rng, 3) == 0 ? WL_FIND : WL_INSERT;
+        if (op == WL_FIND && spec->kind == FLOE_TABLE_ORDERED && rng_below(&op_rng, 2))
+            op = WL_SUCC;
         if (tree)
             wl_next_vectors(st, op, n, vecs, expect);
         else
@@ -55,7 +57,7 @@ static void simulate(const wl_spec *spec, unsigned requests, size_t n)
             if (!tree)
                 ck_assert_msg((k & ~mask) == 0, "key %llx is wider than %u bits", (unsigned long long)k,
                               spec->key_bits);
-            if (spec->kind == FLOE_TABLE_MAP && op == WL_INSERT) {
+            if (spec->value_bytes && op == WL_INSERT) {
                 uint64_t want = k * 0x9E3779B97F4A7C15ull, got = 0;
                 memcpy(&got, values + i * spec->value_bytes, spec->value_bytes);
                 if (spec->value_bytes < 8)
@@ -69,6 +71,12 @@ static void simulate(const wl_spec *spec, unsigned requests, size_t n)
                     model_put(&m, k, 0, 0);
                     inserted++;
                 }
+            } else if (op == WL_SUCC) { /* a stored key is its own successor; of another, any answer may be right */
+                ck_assert_msg(expect[i] == WL_EXPECT_PRESENT || expect[i] == WL_EXPECT_ANY,
+                              "successor of key %zu: expected %s", i, wl_expect_name(expect[i]));
+                answer = model_get(&m, k, NULL, NULL) ? FLOE_PRESENT : FLOE_ABSENT;
+                if (expect[i] == WL_EXPECT_ANY)
+                    continue;
             } else {
                 answer = model_get(&m, k, NULL, NULL) ? FLOE_PRESENT : FLOE_ABSENT;
             }
@@ -158,6 +166,18 @@ START_TEST(test_map_values)
 }
 END_TEST
 
+/* ORDERED: values as a MAP's (or none), successors among the finds. */
+START_TEST(test_ordered_successors)
+{
+    wl_spec sp = {
+        .kind = FLOE_TABLE_ORDERED, .key_bits = 40, .value_bytes = 8, .dup_ratio = 0.5, .misses = true, .streams = 3};
+    simulate(&sp, 300, 200);
+    sp.value_bytes = 0;
+    sp.distribution = WL_HOTSET, sp.hot_fraction = 0.3, sp.hot_keys = 50;
+    simulate(&sp, 300, 200);
+}
+END_TEST
+
 START_TEST(test_tree_walk)
 {
     wl_spec sp = {.kind = FLOE_TABLE_TREE, .words = 16, .dup_ratio = 0.5, .misses = true, .seed = 2, .streams = 4};
@@ -240,6 +260,7 @@ Suite *workload_suite(void)
     tcase_add_test(tc, test_set_hotset_with_finds);
     tcase_add_test(tc, test_set_exhausted_key_space);
     tcase_add_test(tc, test_map_values);
+    tcase_add_test(tc, test_ordered_successors);
     tcase_add_test(tc, test_tree_walk);
     tcase_add_test(tc, test_first_wrong);
     suite_add_tcase(s, tc);
