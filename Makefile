@@ -222,7 +222,8 @@ NVFLAGS := -std=c++17 -O3 -Iproto -Itables -Igpu -cudart static \
   -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
   -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
   -Xcompiler -Wall,-Wextra,-Werror
-GPU_BINS := build/gpu/layout_selftest build/gpu/floe-gpu-tests build/gpu/floe-k1-gpu build/gpu/floe-t1-gpu
+GPU_BINS := build/gpu/layout_selftest build/gpu/floe-gpu-tests build/gpu/floe-k1-gpu build/gpu/floe-t1-gpu \
+  build/gpu/floe-o1-gpu
 check-cuda: $(GPU_BINS)
 NV_DEPS := $(wildcard gpu/*.h) $(wildcard tables/*.h) proto/floe_wire.h
 build/gpu/%.o: gpu/%.cu $(NV_DEPS)
@@ -236,16 +237,19 @@ build/gpu/bench/%.o: bench/%.cu $(NV_DEPS)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 # libcrypto linked in, so that the GPU programs run on hosts without it
 NV_CRYPTO := -Xlinker -Bstatic -lcrypto -Xlinker -Bdynamic -ldl
-build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/tree_gpu.o build/gpu/backend_gpu.o
+build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/tree_gpu.o build/gpu/ordered_gpu.o build/gpu/backend_gpu.o
 	ar rcs $@ $^
 build/gpu/layout_selftest: build/gpu/tests/layout_selftest.o
 	$(NVCC) $(NVFLAGS) $^ -o $@
 build/gpu/floe-gpu-tests: build/gpu/tests/gpu_test.o build/gpu/tests/backend_test.o build/gpu/tests/tree_test.o \
+                          build/gpu/tests/ordered_test.o \
                           build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 build/gpu/floe-k1-gpu: build/gpu/bench/k1_gpu.o build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 build/gpu/floe-t1-gpu: build/gpu/bench/t1_gpu.o build/gpu/libfloegpu.a build/rel/libfloetables.a
+	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
+build/gpu/floe-o1-gpu: build/gpu/bench/o1_gpu.o build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 else
 # GPU=0: nothing to build (the hint above says so once)
@@ -265,7 +269,7 @@ have_static = $(filter /%,$(shell $(CC) -print-file-name=$(1)))
 SYSTEMD_STATIC := -Wl,-Bstatic -lsystemd -lcap -Wl,-Bdynamic
 BUNDLE_SYSTEMD = $(if $(and $(call have_static,libsystemd.a),$(call have_static,libcap.a)),$(SYSTEMD_STATIC),$(PKG_SYSTEMD))
 BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-e1-local bundle/floe-bench bundle/floe-membw bundle/floe-mc bundle/floe-gpu-tests \
-  bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest
+  bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/floe-o1-gpu bundle/layout_selftest
 # The service's programs alone, with or without CUDA (GPU=0): what the Dockerfile installs.
 SERVICE_BINS := bundle/floed bundle/floe bundle/floe-bench bundle/floe-mc
 .PHONY: device-bundle
@@ -297,7 +301,7 @@ bundle/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 bundle/floe-membw: build/rel/floe-membw
 	@mkdir -p bundle
 	cp $< $@
-bundle/floe-gpu-tests bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/layout_selftest: bundle/%: build/gpu/%
+bundle/floe-gpu-tests bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/floe-o1-gpu bundle/layout_selftest: bundle/%: build/gpu/%
 	@mkdir -p bundle
 	cp $< $@
 else

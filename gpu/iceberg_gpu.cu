@@ -41,15 +41,9 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <type_traits>
 
+#include "cuda_try.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
-
-#define CUDA_TRY(call, err)                                                                                            \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess)                                                                                         \
-            return floe_errinfo_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                \
-    } while (0)
 
 #define BLOCK 256
 

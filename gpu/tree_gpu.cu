@@ -35,15 +35,9 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <utility>
 
+#include "cuda_try.h"
 #include "tree_gpu.h"
 #include "tree_layout.h"
-
-#define CUDA_TRY(call, err)                                                                                            \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess)                                                                                         \
-            return floe_errinfo_set((err), FLOE_ERR_INTERNAL, "%s: %s", #call, cudaGetErrorString(e_));                \
-    } while (0)
 
 #define BLOCK       256
 #define COUNTERS      5

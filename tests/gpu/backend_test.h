@@ -40,4 +40,7 @@ void backend_suite(uint64_t seed, bool small, const char *only);
  * backends (tree_test.cu). */
 void tree_suite(uint64_t seed, bool small);
 
+/* The GPU ORDERED engine against the CPU one (ordered_test.cu). */
+void ordered_suite(uint64_t seed, bool small);
+
 #endif

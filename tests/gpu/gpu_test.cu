@@ -148,19 +148,21 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
 
 static void usage_line(FILE *f)
 {
-    fprintf(f, "usage: floe-gpu-tests [--small] [--tree | --backend-case NAME] [--seed N | N]\n");
+    fprintf(f, "usage: floe-gpu-tests [--small] [--tree | --ordered | --backend-case NAME] [--seed N | N]\n");
 }
 
 static void help(void)
 {
     usage_line(stdout);
     printf("The GPU engines and the GPU backend against the CPU ones on fresh random batches (heavy\n"
-           "duplication), then the TREE engine and TREE tables through both backends.\n"
+           "duplication), then the TREE engine and TREE tables through both backends, then the ORDERED\n"
+           "engine.\n"
            "\n"
            "Options:\n"
            "      --small              small cases only, fast enough under compute-sanitizer; with --tree,\n"
            "                           the small TREE cases (default: the full sizes)\n"
            "      --tree               TREE tables only (default: every suite)\n"
+           "      --ordered            the ORDERED engine only (default: every suite)\n"
            "      --backend-case NAME  one case of the GPU backend suite, for debugging; NAME: map48-grow\n"
            "                           (default: every suite)\n"
            "      --seed N, N          the random seed, a decimal number (default: the time; printed, so\n"
@@ -184,12 +186,13 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"small", no_argument, NULL, 's'},
         {"tree", no_argument, NULL, 't'},
+        {"ordered", no_argument, NULL, 'o'},
         {"backend-case", required_argument, NULL, 'b'},
         {"seed", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool small = false, tree = false, seeded = false;
+    bool small = false, tree = false, ordered = false, seeded = false;
     const char *backend_case = NULL;
     uint64_t seed = 0;
     int ch;
@@ -201,6 +204,9 @@ int main(int argc, char **argv)
             break;
         case 't':
             tree = true;
+            break;
+        case 'o':
+            ordered = true;
             break;
         case 'b': {
             size_t i = 0, n = sizeof backend_cases / sizeof *backend_cases;
@@ -245,8 +251,8 @@ int main(int argc, char **argv)
         }
         seeded = true;
     }
-    if (tree && backend_case) {
-        fprintf(stderr, "floe-gpu-tests: --tree and --backend-case exclude each other\n");
+    if ((tree ? 1 : 0) + (ordered ? 1 : 0) + (backend_case ? 1 : 0) > 1) {
+        fprintf(stderr, "floe-gpu-tests: --tree, --ordered and --backend-case exclude each other\n");
         usage_error();
     }
     if (small && backend_case) {
@@ -272,6 +278,11 @@ int main(int argc, char **argv)
         printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
         return failures ? 1 : 0;
     }
+    if (ordered) { /* floe-gpu-tests --ordered [--small] [SEED]: the ORDERED engine only */
+        ordered_suite(seed + 50, small);
+        printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
+        return failures ? 1 : 0;
+    }
     if (small) {
         against_cpu(40, 8, 0.9, seed, true);
         against_cpu(64, 9, 0.9, seed + 1, false, true);
@@ -280,6 +291,7 @@ int main(int argc, char **argv)
         against_cpu(40, 13, 0.6, seed + 5, false);
         backend_suite(seed + 2, true, NULL);
         tree_suite(seed + 3, true);
+        ordered_suite(seed + 6, true);
     } else {
         const uint32_t widths[] = {16, 24, 31, 40, 48, 64};
         for (int i = 0; i < 6; i++)
@@ -295,6 +307,8 @@ int main(int argc, char **argv)
         backend_suite(seed + 30, false, NULL);
         /* TREE tables: engine against the CPU engine, both backends */
         tree_suite(seed + 40, false);
+        /* ORDERED tables: the engine against the CPU engine */
+        ordered_suite(seed + 50, false);
     }
     printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;

@@ -1,0 +1,1303 @@
+/*
+ * ordered_gpu.cu - the GPU chunked skiplist of ORDERED tables (see
+ * ordered_gpu.h).
+ *
+ * A chunk is 32 entries of the pool's two arrays, keys and vals: entries
+ * 0..29 hold its keys, ascending (the first `count` of them), with their
+ * values (at the bottom) or the chunks they lead down to (above); entry
+ * FENCE holds the fence key; entry HEAD's key packs the count, the level
+ * and the next chunk, so that one warp-wide read of the keys says where a
+ * search goes, and HEAD's value is the previous chunk.  The first entry of
+ * every level's first chunk above the bottom is key 0: every key is at or
+ * past it.
+ *
+ * An update's kernels each write what no other thread of the same kernel
+ * reads or writes (a chunk's run belongs to one group; a new chunk to the
+ * one that fills it), and searches run in kernels of their own, so no
+ * kernel needs a lock or a fence.
+ */
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+#include <thrust/iterator/counting_iterator.h>
+
+#include "cuda_try.h"
+#include "ordered_gpu.h"
+
+#define NIL        0xFFFFFFFFu
+#define FENCE      30u
+#define HEAD       31u
+#define FULL_MASK  0xFFFFFFFFu
+#define BLOCK      256
+#define WARPS      (BLOCK / 32)
+#define MAX_LEVELS 48
+#define MIN_CHUNKS 1024
+#define MAX_GRID   65535u
+
+struct view {
+    uint64_t *keys, *vals;
+    uint32_t top, height;
+};
+
+struct gpu_ordered {
+    floe_spec spec;
+    uint32_t vb;
+    uint64_t *keys, *vals; /* the pool: cap chunks of OC_LANES entries */
+    uint64_t cap, used;
+    uint32_t height;
+    uint32_t head[MAX_LEVELS]; /* each level's first chunk */
+    uint64_t live;
+};
+
+/* ---- chunk headers ---------------------------------------------------------------------------- */
+
+__host__ __device__ static inline uint64_t head_word(uint32_t count, uint32_t level, uint32_t next)
+{
+    return (uint64_t)count | (uint64_t)level << 8 | (uint64_t)next << 32;
+}
+__host__ __device__ static inline uint32_t head_count(uint64_t h)
+{
+    return (uint32_t)(h & 0xFF);
+}
+__host__ __device__ static inline uint32_t head_level(uint64_t h)
+{
+    return (uint32_t)(h >> 8) & 0xFF;
+}
+__host__ __device__ static inline uint32_t head_next(uint64_t h)
+{
+    return (uint32_t)(h >> 32);
+}
+
+__device__ static inline uint64_t value_in(const void *v, uint32_t vb, size_t i)
+{
+    if (vb == 8)
+        return ((const uint64_t *)v)[i];
+    return vb == 4 ? ((const uint32_t *)v)[i] : 0;
+}
+
+__device__ static inline void value_out(void *v, uint32_t vb, size_t i, uint64_t x)
+{
+    if (vb == 8)
+        ((uint64_t *)v)[i] = x;
+    else if (vb == 4)
+        ((uint32_t *)v)[i] = (uint32_t)x;
+}
+
+static inline uint32_t grid_for(size_t threads)
+{
+    size_t blocks = (threads + BLOCK - 1) / BLOCK;
+    return (uint32_t)(blocks < 1 ? 1 : blocks > MAX_GRID ? MAX_GRID : blocks);
+}
+
+/* ---- searches: a warp per key ----------------------------------------------------------------- */
+
+/* The chunk of level `to` whose range holds k, from the top; every lane
+ * gets the same answer. */
+__device__ static uint32_t descend(const view v, uint64_t k, uint32_t to)
+{
+    const uint32_t lane = threadIdx.x & 31;
+    uint32_t c = v.top, level = v.height - 1;
+    for (;;) {
+        const uint64_t key = v.keys[(uint64_t)c * OC_LANES + lane];
+        const uint64_t head = __shfl_sync(FULL_MASK, key, HEAD);
+        const uint64_t fence = __shfl_sync(FULL_MASK, key, FENCE);
+        const uint32_t next = head_next(head);
+        if (next != NIL && k >= fence) {
+            c = next;
+            continue;
+        }
+        if (level == to)
+            return c;
+        const unsigned m = __ballot_sync(FULL_MASK, lane < head_count(head) && key <= k);
+        const int i = m ? 31 - __clz(m) : 0;
+        c = (uint32_t)v.vals[(uint64_t)c * OC_LANES + i];
+        level--;
+    }
+}
+
+__global__ void k_find(const view v, const uint64_t *keys, size_t n, uint8_t *res, void *vout, uint32_t vb)
+{
+    const uint32_t lane = threadIdx.x & 31;
+    const size_t stride = (size_t)gridDim.x * WARPS;
+    for (size_t i = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; i < n; i += stride) {
+        const uint64_t k = keys[i];
+        const uint32_t c = descend(v, k, 0);
+        const uint64_t key = v.keys[(uint64_t)c * OC_LANES + lane];
+        const uint32_t cnt = head_count(__shfl_sync(FULL_MASK, key, HEAD));
+        const unsigned m = __ballot_sync(FULL_MASK, lane < cnt && key == k);
+        if (lane == 0) {
+            res[i] = m ? FLOE_PRESENT : FLOE_ABSENT;
+            if (vout)
+                value_out(vout, vb, i, m ? v.vals[(uint64_t)c * OC_LANES + __ffs(m) - 1] : 0);
+        }
+    }
+}
+
+__global__ void k_neighbours(const view v, bool pred, const uint64_t *keys, size_t n, uint8_t *res, uint64_t *found,
+                             void *vout, uint32_t vb)
+{
+    const uint32_t lane = threadIdx.x & 31;
+    const size_t stride = (size_t)gridDim.x * WARPS;
+    for (size_t i = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; i < n; i += stride) {
+        const uint64_t k = keys[i];
+        uint32_t c = descend(v, k, 0);
+        bool first = true, some = false;
+        uint64_t fk = 0, fv = 0;
+        for (;;) {
+            const uint64_t key = v.keys[(uint64_t)c * OC_LANES + lane];
+            const uint64_t head = __shfl_sync(FULL_MASK, key, HEAD);
+            const unsigned m =
+                __ballot_sync(FULL_MASK, lane < head_count(head) && (!first || (pred ? key <= k : key >= k)));
+            if (m) { /* past the first chunk every key is beyond k */
+                const int l = pred ? 31 - __clz(m) : __ffs(m) - 1;
+                fk = __shfl_sync(FULL_MASK, key, l);
+                fv = v.vals[(uint64_t)c * OC_LANES + l];
+                some = true;
+                break;
+            }
+            const uint32_t to = pred ? (uint32_t)v.vals[(uint64_t)c * OC_LANES + HEAD] : head_next(head);
+            if (to == NIL)
+                break;
+            c = to;
+            first = false;
+        }
+        if (lane == 0) {
+            res[i] = some ? FLOE_PRESENT : FLOE_ABSENT;
+            found[i] = some ? fk : 0;
+            if (vout)
+                value_out(vout, vb, i, some ? fv : 0);
+        }
+    }
+}
+
+/* Range i: up to limit keys of [lo[i], hi[i]] at out + i * limit, ascending
+ * (desc: descending from hi).  more/next (may be NULL): whether the range
+ * holds more, and the first key not written. */
+__global__ void k_ranges(const view v, const uint64_t *lo, const uint64_t *hi, size_t n, uint32_t limit, bool desc,
+                         uint64_t *kout, void *vout, uint32_t vb, uint32_t *counts, uint8_t *more, uint64_t *next)
+{
+    const uint32_t lane = threadIdx.x & 31;
+    const size_t stride = (size_t)gridDim.x * WARPS;
+    for (size_t i = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; i < n; i += stride) {
+        const uint64_t a = lo[i], b = hi[i];
+        uint32_t c = descend(v, desc ? b : a, 0), got = 0;
+        bool extra = false;
+        uint64_t after = 0;
+        for (;;) {
+            const uint64_t key = v.keys[(uint64_t)c * OC_LANES + lane];
+            const uint64_t head = __shfl_sync(FULL_MASK, key, HEAD);
+            const uint32_t cnt = head_count(head);
+            const bool in = lane < cnt && key >= a && key <= b;
+            const unsigned m = __ballot_sync(FULL_MASK, in);
+            const uint32_t rank = desc ? __popc(m & ~((2u << lane) - 1u)) : __popc(m & ((1u << lane) - 1u));
+            const uint32_t total = __popc(m);
+            if (in && got + rank < limit) {
+                const size_t at = i * limit + got + rank;
+                kout[at] = key;
+                if (vout)
+                    value_out(vout, vb, at, v.vals[(uint64_t)c * OC_LANES + lane]);
+            }
+            if (got + total > limit) { /* the key at rank limit - got is the first not written */
+                const unsigned sel = __ballot_sync(FULL_MASK, in && got + rank == limit);
+                after = __shfl_sync(FULL_MASK, key, __ffs(sel) - 1);
+                extra = true;
+                got = limit;
+                break;
+            }
+            got += total;
+            const bool past = __ballot_sync(FULL_MASK, lane < cnt && (desc ? key < a : key > b)) != 0;
+            const uint32_t to = desc ? (uint32_t)v.vals[(uint64_t)c * OC_LANES + HEAD] : head_next(head);
+            if (past || to == NIL)
+                break;
+            c = to;
+        }
+        if (lane == 0) {
+            counts[i] = got;
+            if (more)
+                more[i] = extra;
+            if (next)
+                next[i] = after;
+        }
+    }
+}
+
+/* ---- updates ------------------------------------------------------------------------------------ */
+
+/* The position of the first of a[0..n) that is >= x (a ascending). */
+__device__ static inline size_t lower_bound(const uint64_t *a, size_t n, uint64_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The last r with a[r] <= x (a ascending, a[0] <= x). */
+__device__ static inline size_t last_at_or_below(const uint64_t *a, size_t n, uint64_t x)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (a[mid] <= x)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+__global__ void k_iota(uint32_t *a, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        a[i] = (uint32_t)i;
+}
+
+/* A key's first occurrence in the sorted batch. */
+__global__ void k_group_heads(const uint64_t *sk, size_t n, uint8_t *flag)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        flag[i] = i == 0 || sk[i] != sk[i - 1];
+}
+
+/* Entry e's chunk at `level` (a warp per entry). */
+__global__ void k_locate_level(const view v, const uint64_t *keys, size_t m, uint32_t level, uint32_t *leaf)
+{
+    const size_t stride = (size_t)gridDim.x * WARPS;
+    for (size_t e = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; e < m; e += stride) {
+        const uint32_t c = descend(v, keys[e], level);
+        if ((threadIdx.x & 31) == 0)
+            leaf[e] = c;
+    }
+}
+
+/* Distinct key j (the group at sorted positions [gfirst[j], gfirst[j + 1]))
+ * at the bottom: its chunk, its entry (-1: absent) and its value there.  A
+ * present key of an insert with overwrite takes its last occurrence's
+ * value.  fresh[j]: absent. */
+__global__ void k_locate(const view v, const uint64_t *sk, const uint32_t *si, const uint64_t *gfirst, size_t m,
+                         uint32_t *leaf, int8_t *slot, uint64_t *old, uint8_t *fresh, const void *values, uint32_t vb,
+                         bool overwrite)
+{
+    const uint32_t lane = threadIdx.x & 31;
+    const size_t stride = (size_t)gridDim.x * WARPS;
+    for (size_t j = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; j < m; j += stride) {
+        const uint64_t k = sk[gfirst[j]];
+        const uint32_t c = descend(v, k, 0);
+        const uint64_t key = v.keys[(uint64_t)c * OC_LANES + lane];
+        const uint32_t cnt = head_count(__shfl_sync(FULL_MASK, key, HEAD));
+        const unsigned hit = __ballot_sync(FULL_MASK, lane < cnt && key == k);
+        if (lane == 0) {
+            const int s = hit ? __ffs(hit) - 1 : -1;
+            leaf[j] = c;
+            slot[j] = (int8_t)s;
+            fresh[j] = s < 0;
+            uint64_t *at = &v.vals[(uint64_t)c * OC_LANES + (s < 0 ? 0 : s)];
+            old[j] = s < 0 ? 0 : *at;
+            if (s >= 0 && overwrite && values)
+                *at = value_in(values, vb, si[gfirst[j + 1] - 1]);
+        }
+    }
+}
+
+/* The new entries of an insert: new entry e is distinct key fj[e], with
+ * the value it stores (its first occurrence's, or with overwrite its
+ * last's) and its chunk. */
+__global__ void k_gather_new(const uint64_t *sk, const uint32_t *si, const uint64_t *gfirst, const uint32_t *fj,
+                             size_t m2, const uint32_t *leaf, const void *values, uint32_t vb, bool overwrite,
+                             uint64_t *nk, uint64_t *nv, uint32_t *nleaf)
+{
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < m2; e += (size_t)gridDim.x * blockDim.x) {
+        const uint32_t j = fj[e];
+        nk[e] = sk[gfirst[j]];
+        nv[e] = values ? value_in(values, vb, si[overwrite ? gfirst[j + 1] - 1 : gfirst[j]]) : 0;
+        nleaf[e] = leaf[j];
+    }
+}
+
+/* Entry e starts a run: the first of its chunk's entries. */
+__global__ void k_run_heads(const uint32_t *leaf, size_t m, uint8_t *flag)
+{
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < m; e += (size_t)gridDim.x * blockDim.x)
+        flag[e] = e == 0 || leaf[e] != leaf[e - 1];
+}
+
+/* Run r: its chunk's keys then and now (t), the chunks they spread over (q)
+ * and the new ones among them (extra: q - 1). */
+__global__ void k_run_sizes(const view v, const uint64_t *run_start, size_t runs, size_t m, const uint32_t *leaf,
+                            uint64_t *run_t, uint64_t *run_q, uint64_t *extra)
+{
+    for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < runs; r += (size_t)gridDim.x * blockDim.x) {
+        const uint64_t len = (r + 1 < runs ? run_start[r + 1] : m) - run_start[r];
+        const uint32_t c = leaf[run_start[r]];
+        const uint64_t t = head_count(v.keys[(uint64_t)c * OC_LANES + HEAD]) + len;
+        const uint64_t q = t <= OC_DATA ? 1 : (t + OC_FILL - 1) / OC_FILL;
+        run_t[r] = t;
+        run_q[r] = q;
+        extra[r] = q - 1;
+    }
+}
+
+/* Each run's chunk as it was, before the scatter overwrites it. */
+__global__ void k_stage(const view v, const uint64_t *run_start, size_t runs, const uint32_t *leaf, uint64_t *sk,
+                        uint64_t *sv)
+{
+    const size_t total = runs * OC_LANES;
+    for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < total; x += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = x / OC_LANES, lane = x % OC_LANES;
+        const uint64_t at = (uint64_t)leaf[run_start[r]] * OC_LANES + lane;
+        sk[x] = v.keys[at];
+        sv[x] = v.vals[at];
+    }
+}
+
+/* Position pos of run r's merged keys: its chunk (the run's own for part 0,
+ * new ones after) and entry.  Part j holds positions [j t / q, (j + 1) t / q). */
+__device__ static inline void place(uint64_t pos, uint64_t t, uint64_t q, uint32_t own, uint64_t first_new,
+                                    uint64_t *chunk, uint32_t *entry)
+{
+    const uint64_t j = ((pos + 1) * q - 1) / t;
+    *entry = (uint32_t)(pos - j * t / q);
+    *chunk = j == 0 ? own : first_new + j - 1;
+}
+
+__global__ void k_scatter_new(const view v, const uint64_t *nk, const uint64_t *nv, size_t m, const uint64_t *run_start,
+                              size_t runs, const uint32_t *leaf, const uint64_t *run_t, const uint64_t *run_q,
+                              const uint64_t *off, uint64_t base, const uint64_t *stk)
+{
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < m; e += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = last_at_or_below(run_start, runs, e);
+        const uint64_t k = nk[e];
+        const uint64_t *old = stk + r * OC_LANES;
+        const uint32_t n_old = head_count(old[HEAD]);
+        uint64_t less = 0;
+        for (uint32_t o = 0; o < n_old; o++)
+            less += old[o] < k;
+        uint64_t chunk;
+        uint32_t entry;
+        place(e - run_start[r] + less, run_t[r], run_q[r], leaf[run_start[r]], base + off[r], &chunk, &entry);
+        v.keys[chunk * OC_LANES + entry] = k;
+        v.vals[chunk * OC_LANES + entry] = nv[e];
+    }
+}
+
+__global__ void k_scatter_old(const view v, const uint64_t *nk, size_t m, const uint64_t *run_start, size_t runs,
+                              const uint32_t *leaf, const uint64_t *run_t, const uint64_t *run_q, const uint64_t *off,
+                              uint64_t base, const uint64_t *stk, const uint64_t *stv)
+{
+    const size_t total = runs * OC_DATA;
+    for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < total; x += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = x / OC_DATA, o = x % OC_DATA;
+        const uint64_t *old = stk + r * OC_LANES;
+        if (o >= head_count(old[HEAD]))
+            continue;
+        const uint64_t start = run_start[r], len = (r + 1 < runs ? run_start[r + 1] : m) - start;
+        uint64_t chunk;
+        uint32_t entry;
+        place(o + lower_bound(nk + start, len, old[o]), run_t[r], run_q[r], leaf[start], base + off[r], &chunk, &entry);
+        v.keys[chunk * OC_LANES + entry] = old[o];
+        v.vals[chunk * OC_LANES + entry] = stv[r * OC_LANES + o];
+    }
+}
+
+/* Output chunk g of the merge (run r's part j): its header, fence and
+ * links, and (a new chunk) its separator for the level above. */
+__global__ void k_link(const view v, uint32_t level, const uint64_t *run_start, size_t runs, const uint32_t *leaf,
+                       const uint64_t *run_t, const uint64_t *run_q, const uint64_t *off, uint64_t base, size_t outputs,
+                       const uint64_t *stk, const uint64_t *stv, uint64_t *sep_k, uint64_t *sep_v)
+{
+    for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < outputs; g += (size_t)gridDim.x * blockDim.x) {
+        size_t lo = 0, hi = runs; /* the last r with off[r] + r <= g */
+        while (hi - lo > 1) {
+            const size_t mid = lo + (hi - lo) / 2;
+            if (off[mid] + mid <= g)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        const size_t r = lo;
+        const uint64_t j = g - (off[r] + r), t = run_t[r], q = run_q[r];
+        const uint32_t own = leaf[run_start[r]];
+        const uint64_t id = j == 0 ? own : base + off[r] + j - 1;
+        const uint64_t next_id = base + off[r] + j; /* part j + 1 */
+        const uint64_t old_head = stk[r * OC_LANES + HEAD], old_fence = stk[r * OC_LANES + FENCE];
+        const uint32_t old_next = head_next(old_head);
+        const uint32_t size = (uint32_t)((j + 1) * t / q - j * t / q);
+        const bool last = j + 1 == q;
+        const uint32_t next = last ? old_next : (uint32_t)next_id;
+        v.keys[id * OC_LANES + FENCE] = last ? old_fence : v.keys[next_id * OC_LANES];
+        v.keys[id * OC_LANES + HEAD] = head_word(size, level, next);
+        if (j > 0) {
+            v.vals[id * OC_LANES + HEAD] = j == 1 ? own : id - 1;
+            sep_k[off[r] + j - 1] = v.keys[id * OC_LANES];
+            sep_v[off[r] + j - 1] = id;
+        }
+        if (last && q > 1 && old_next != NIL)
+            v.vals[(uint64_t)old_next * OC_LANES + HEAD] = id;
+        (void)stv;
+    }
+}
+
+/* Erase: each run's chunk without the run's keys (a warp per run). */
+__global__ void k_compact(const view v, const uint64_t *ek, const uint64_t *run_start, size_t runs, size_t m,
+                          const uint32_t *eleaf)
+{
+    const uint32_t lane = threadIdx.x & 31;
+    const size_t stride = (size_t)gridDim.x * WARPS;
+    for (size_t r = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; r < runs; r += stride) {
+        const uint64_t start = run_start[r], len = (r + 1 < runs ? run_start[r + 1] : m) - start;
+        const uint64_t c = eleaf[start];
+        const uint64_t key = v.keys[c * OC_LANES + lane], val = v.vals[c * OC_LANES + lane];
+        const uint64_t head = __shfl_sync(FULL_MASK, key, HEAD);
+        const uint32_t cnt = head_count(head);
+        bool keep = false;
+        if (lane < cnt) {
+            const size_t p = lower_bound(ek + start, len, key);
+            keep = p == len || ek[start + p] != key;
+        }
+        const unsigned kept = __ballot_sync(FULL_MASK, keep);
+        __syncwarp();
+        if (keep) {
+            const uint32_t to = __popc(kept & ((1u << lane) - 1u));
+            v.keys[c * OC_LANES + to] = key;
+            v.vals[c * OC_LANES + to] = val;
+        }
+        if (lane == 0)
+            v.keys[c * OC_LANES + HEAD] = head_word(__popc(kept), head_level(head), head_next(head));
+    }
+}
+
+/* The answers of a batch, at each key's place in the caller's order:
+ * sorted position i is occurrence i - gfirst[j] of distinct key j. */
+__global__ void k_answer_insert(const uint32_t *si, size_t n, const uint64_t *gfirst, size_t m, const int8_t *slot,
+                                const uint64_t *old, const void *values, uint32_t vb, bool overwrite, uint8_t *res,
+                                void *vout)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t j = last_at_or_below(gfirst, m, i);
+        const bool first = i == gfirst[j], had = slot[j] >= 0;
+        uint64_t val;
+        if (had) /* the stored value, or the occurrence's before it that replaced it */
+            val = overwrite && !first && values ? value_in(values, vb, si[i - 1]) : old[j];
+        else if (first)
+            val = values ? value_in(values, vb, si[i]) : 0;
+        else
+            val = values ? value_in(values, vb, si[overwrite ? i - 1 : gfirst[j]]) : 0;
+        res[si[i]] = had || !first ? FLOE_PRESENT : FLOE_INSERTED;
+        if (vout)
+            value_out(vout, vb, si[i], val);
+    }
+}
+
+__global__ void k_answer_erase(const uint32_t *si, size_t n, const uint64_t *gfirst, size_t m, const int8_t *slot,
+                               uint8_t *res)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t j = last_at_or_below(gfirst, m, i);
+        res[si[i]] = slot[j] >= 0 && i == gfirst[j] ? FLOE_ERASED : FLOE_ABSENT;
+    }
+}
+
+/* Found keys of an erase: distinct key fj[e] and its chunk. */
+__global__ void k_gather_found(const uint64_t *sk, const uint64_t *gfirst, const uint32_t *fj, size_t m3,
+                               const uint32_t *leaf, uint64_t *ek, uint32_t *eleaf)
+{
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < m3; e += (size_t)gridDim.x * blockDim.x) {
+        ek[e] = sk[gfirst[fj[e]]];
+        eleaf[e] = leaf[fj[e]];
+    }
+}
+
+/* ---- every key in order (download, rebuild) ---------------------------------------------------- */
+
+__global__ void k_bottom_flags(const view v, uint64_t used, uint8_t *flag)
+{
+    for (size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x; c < used; c += (size_t)gridDim.x * blockDim.x) {
+        const uint64_t h = v.keys[c * OC_LANES + HEAD];
+        flag[c] = head_level(h) == 0 && head_count(h) > 0;
+    }
+}
+
+__global__ void k_first_keys(const view v, const uint32_t *ids, size_t nb, uint64_t *first, uint64_t *counts)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < nb; i += (size_t)gridDim.x * blockDim.x) {
+        first[i] = v.keys[(uint64_t)ids[i] * OC_LANES];
+        counts[i] = head_count(v.keys[(uint64_t)ids[i] * OC_LANES + HEAD]);
+    }
+}
+
+__global__ void k_gather_all(const view v, const uint32_t *ids, size_t nb, const uint64_t *pos, uint64_t *kout,
+                             uint64_t *vout)
+{
+    const size_t total = nb * OC_DATA;
+    for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < total; x += (size_t)gridDim.x * blockDim.x) {
+        const size_t i = x / OC_DATA, e = x % OC_DATA;
+        const uint64_t c = ids[i];
+        if (e >= head_count(v.keys[c * OC_LANES + HEAD]))
+            continue;
+        kout[pos[i] + e] = v.keys[c * OC_LANES + e];
+        vout[pos[i] + e] = v.vals[c * OC_LANES + e];
+    }
+}
+
+/* ---- host side ---------------------------------------------------------------------------------- */
+
+/* Stream-ordered device scratch, freed when it goes out of scope. */
+class scratch
+{
+  public:
+    explicit scratch(cudaStream_t s) : stream_(s), n_(0)
+    {
+    }
+    ~scratch()
+    {
+        for (int i = 0; i < n_; i++)
+            cudaFreeAsync(p_[i], stream_);
+    }
+    template <typename T> cudaError_t get(T **out, size_t count)
+    {
+        void *p = NULL;
+        cudaError_t e = n_ < MAX ? cudaMallocAsync(&p, count * sizeof(T) + 16, stream_) : cudaErrorMemoryAllocation;
+        if (e == cudaSuccess)
+            p_[n_++] = p;
+        *out = (T *)p;
+        return e;
+    }
+
+  private:
+    enum { MAX = 48 };
+    cudaStream_t stream_;
+    int n_;
+    void *p_[MAX];
+};
+
+static view view_of(const gpu_ordered *t)
+{
+    view v = {t->keys, t->vals, t->head[t->height - 1], t->height};
+    return v;
+}
+
+static floe_status sync(cudaStream_t s, floe_errinfo *err)
+{
+    CUDA_TRY(cudaStreamSynchronize(s), err);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
+}
+
+/* A pool of at least `need` chunks, the chunks in use kept. */
+static floe_status reserve(gpu_ordered *t, uint64_t need, cudaStream_t s, floe_errinfo *err)
+{
+    if (need <= t->cap)
+        return FLOE_OK;
+    uint64_t cap = t->cap * 2;
+    if (cap < need)
+        cap = need + need / 4;
+    uint64_t *k = NULL, *v = NULL;
+    const size_t bytes = cap * OC_LANES * 8;
+    cudaError_t e = cudaMalloc(&k, bytes);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&v, bytes);
+    if (e != cudaSuccess) {
+        cudaFree(k);
+        cudaGetLastError();
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "no device memory for a pool of %llu chunks (%llu bytes)",
+                                (unsigned long long)cap, (unsigned long long)(2 * bytes));
+    }
+    if (t->used) {
+        CUDA_TRY(cudaMemcpyAsync(k, t->keys, t->used * OC_LANES * 8, cudaMemcpyDeviceToDevice, s), err);
+        CUDA_TRY(cudaMemcpyAsync(v, t->vals, t->used * OC_LANES * 8, cudaMemcpyDeviceToDevice, s), err);
+        CUDA_TRY(cudaStreamSynchronize(s), err);
+    }
+    cudaFree(t->keys);
+    cudaFree(t->vals);
+    t->keys = k;
+    t->vals = v;
+    t->cap = cap;
+    return FLOE_OK;
+}
+
+/* A new chunk of level `level` holding n_entries entries (keys, vals) and no neighbours. */
+static floe_status new_chunk(gpu_ordered *t, uint32_t level, const uint64_t *keys, const uint64_t *vals,
+                             uint32_t n_entries, cudaStream_t s, uint32_t *id, floe_errinfo *err)
+{
+    floe_status st = reserve(t, t->used + 1, s, err);
+    if (st != FLOE_OK)
+        return st;
+    uint64_t k[OC_LANES] = {0}, v[OC_LANES] = {0};
+    memcpy(k, keys, n_entries * 8);
+    memcpy(v, vals, n_entries * 8);
+    k[HEAD] = head_word(n_entries, level, NIL);
+    v[HEAD] = NIL;
+    *id = (uint32_t)t->used++;
+    CUDA_TRY(cudaMemcpyAsync(t->keys + (uint64_t)*id * OC_LANES, k, sizeof k, cudaMemcpyHostToDevice, s), err);
+    CUDA_TRY(cudaMemcpyAsync(t->vals + (uint64_t)*id * OC_LANES, v, sizeof v, cudaMemcpyHostToDevice, s), err);
+    return sync(s, err); /* k and v are on this stack */
+}
+
+/* Reads one count back from the device. */
+template <typename T> static floe_status read_back(const T *d, T *h, cudaStream_t s, floe_errinfo *err)
+{
+    CUDA_TRY(cudaMemcpyAsync(h, d, sizeof(T), cudaMemcpyDeviceToHost, s), err);
+    return sync(s, err);
+}
+
+/* Merges m new entries (ascending keys none of which is at `level`, with
+ * their values or the chunks below they lead to) into `level`, and the
+ * separators of the chunks that made into the level above.  leaf (may be
+ * NULL: found here): each entry's chunk at that level. */
+static floe_status merge_level(gpu_ordered *t, uint32_t level, const uint64_t *nk, const uint64_t *nv,
+                               const uint32_t *leaf_in, size_t m, cudaStream_t s, floe_errinfo *err)
+{
+    if (m == 0)
+        return FLOE_OK;
+    floe_status st;
+    if (level >= MAX_LEVELS)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "an ORDERED table of more than %d levels", MAX_LEVELS);
+    if (level == t->height) { /* a new top: key 0 leads to the old top */
+        const uint64_t k0 = 0, v0 = t->head[level - 1];
+        uint32_t id;
+        if ((st = new_chunk(t, level, &k0, &v0, 1, s, &id, err)) != FLOE_OK)
+            return st;
+        t->head[level] = id;
+        t->height++;
+    }
+    scratch sc(s);
+    uint32_t *leaf = (uint32_t *)leaf_in;
+    uint8_t *flag;
+    uint64_t *run_start, *nruns_d, nruns = 0;
+    CUDA_TRY(sc.get(&flag, m), err);
+    CUDA_TRY(sc.get(&run_start, m), err);
+    CUDA_TRY(sc.get(&nruns_d, 1), err);
+    if (!leaf) {
+        CUDA_TRY(sc.get(&leaf, m), err);
+        /* a separator's chunk at `level`: as a search finds it, below the levels above */
+        const view v = view_of(t);
+        k_locate_level<<<grid_for(m * 32), BLOCK, 0, s>>>(v, nk, m, level, leaf);
+    }
+    k_run_heads<<<grid_for(m), BLOCK, 0, s>>>(leaf, m, flag);
+    size_t tmp_bytes = 0;
+    void *tmp = NULL;
+    thrust::counting_iterator<uint64_t> count(0);
+    CUDA_TRY(cub::DeviceSelect::Flagged(NULL, tmp_bytes, count, flag, run_start, nruns_d, m, s), err);
+    CUDA_TRY(sc.get((uint8_t **)&tmp, tmp_bytes), err);
+    CUDA_TRY(cub::DeviceSelect::Flagged(tmp, tmp_bytes, count, flag, run_start, nruns_d, m, s), err);
+    if ((st = read_back(nruns_d, &nruns, s, err)) != FLOE_OK)
+        return st;
+    uint64_t *run_t, *run_q, *extra, *off, *stk, *stv;
+    CUDA_TRY(sc.get(&run_t, nruns), err);
+    CUDA_TRY(sc.get(&run_q, nruns), err);
+    CUDA_TRY(sc.get(&extra, nruns), err);
+    CUDA_TRY(sc.get(&off, nruns + 1), err);
+    CUDA_TRY(sc.get(&stk, nruns * OC_LANES), err);
+    CUDA_TRY(sc.get(&stv, nruns * OC_LANES), err);
+    const view v0 = view_of(t);
+    k_run_sizes<<<grid_for(nruns), BLOCK, 0, s>>>(v0, run_start, nruns, m, leaf, run_t, run_q, extra);
+    size_t scan_bytes = 0;
+    CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, extra, off, nruns, s), err);
+    void *scan_tmp;
+    CUDA_TRY(sc.get((uint8_t **)&scan_tmp, scan_bytes), err);
+    CUDA_TRY(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, extra, off, nruns, s), err);
+    uint64_t last_off = 0, last_extra = 0;
+    if ((st = read_back(off + nruns - 1, &last_off, s, err)) != FLOE_OK ||
+        (st = read_back(extra + nruns - 1, &last_extra, s, err)) != FLOE_OK)
+        return st;
+    const uint64_t fresh = last_off + last_extra; /* new chunks */
+    k_stage<<<grid_for(nruns * OC_LANES), BLOCK, 0, s>>>(v0, run_start, nruns, leaf, stk, stv);
+    if ((st = reserve(t, t->used + fresh, s, err)) != FLOE_OK) /* before anything is written */
+        return st;
+    const uint64_t base = t->used;
+    t->used += fresh;
+    const view v = view_of(t);
+    k_scatter_new<<<grid_for(m), BLOCK, 0, s>>>(v, nk, nv, m, run_start, nruns, leaf, run_t, run_q, off, base, stk);
+    k_scatter_old<<<grid_for(nruns * OC_DATA), BLOCK, 0, s>>>(v, nk, m, run_start, nruns, leaf, run_t, run_q, off, base,
+                                                              stk, stv);
+    uint64_t *sep_k = NULL, *sep_v = NULL;
+    CUDA_TRY(sc.get(&sep_k, fresh), err);
+    CUDA_TRY(sc.get(&sep_v, fresh), err);
+    k_link<<<grid_for(nruns + fresh), BLOCK, 0, s>>>(v, level, run_start, nruns, leaf, run_t, run_q, off, base,
+                                                     nruns + fresh, stk, stv, sep_k, sep_v);
+    if ((st = sync(s, err)) != FLOE_OK)
+        return st;
+    return merge_level(t, level + 1, sep_k, sep_v, NULL, fresh, s, err);
+}
+
+/* The batch sorted by key, each key's occurrences in the caller's order
+ * (a stable sort): sk, si (each sorted key's index in the batch), and its m
+ * distinct keys: distinct key j at sorted positions [gfirst[j],
+ * gfirst[j + 1]), gfirst[m] = n. */
+struct sorted_batch {
+    uint64_t *sk, *gfirst;
+    uint32_t *si;
+    size_t m;
+};
+
+static floe_status sort_batch(const gpu_ordered *t, scratch &sc, const uint64_t *d_keys, size_t n, cudaStream_t s,
+                              sorted_batch *b, floe_errinfo *err)
+{
+    uint32_t *idx;
+    uint8_t *flag;
+    uint64_t *m_d;
+    CUDA_TRY(sc.get(&b->sk, n), err);
+    CUDA_TRY(sc.get(&b->si, n), err);
+    CUDA_TRY(sc.get(&idx, n), err);
+    CUDA_TRY(sc.get(&flag, n), err);
+    CUDA_TRY(sc.get(&b->gfirst, n + 1), err);
+    CUDA_TRY(sc.get(&m_d, 1), err);
+    k_iota<<<grid_for(n), BLOCK, 0, s>>>(idx, n);
+    size_t bytes = 0;
+    CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, bytes, d_keys, b->sk, idx, b->si, n, 0, (int)t->spec.key_bits, s),
+             err);
+    uint8_t *tmp;
+    CUDA_TRY(sc.get(&tmp, bytes), err);
+    CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp, bytes, d_keys, b->sk, idx, b->si, n, 0, (int)t->spec.key_bits, s),
+             err);
+    k_group_heads<<<grid_for(n), BLOCK, 0, s>>>(b->sk, n, flag);
+    thrust::counting_iterator<uint64_t> count(0);
+    size_t sel_bytes = 0;
+    CUDA_TRY(cub::DeviceSelect::Flagged(NULL, sel_bytes, count, flag, b->gfirst, m_d, n, s), err);
+    uint8_t *sel_tmp;
+    CUDA_TRY(sc.get(&sel_tmp, sel_bytes), err);
+    CUDA_TRY(cub::DeviceSelect::Flagged(sel_tmp, sel_bytes, count, flag, b->gfirst, m_d, n, s), err);
+    uint64_t m = 0;
+    floe_status st = read_back(m_d, &m, s, err);
+    if (st != FLOE_OK)
+        return st;
+    const uint64_t end = n;
+    CUDA_TRY(cudaMemcpyAsync(b->gfirst + m, &end, 8, cudaMemcpyHostToDevice, s), err);
+    b->m = (size_t)m;
+    return sync(s, err); /* end is on this stack */
+}
+
+/* Positions 0..n-1 whose flag is set, in order, and how many. */
+static floe_status select_flagged(scratch &sc, const uint8_t *flag, size_t n, uint32_t *out, size_t *count,
+                                  cudaStream_t s, floe_errinfo *err)
+{
+    thrust::counting_iterator<uint32_t> it(0);
+    uint64_t *c_d, c = 0;
+    size_t bytes = 0;
+    uint8_t *tmp;
+    CUDA_TRY(sc.get(&c_d, 1), err);
+    CUDA_TRY(cub::DeviceSelect::Flagged(NULL, bytes, it, flag, out, c_d, n, s), err);
+    CUDA_TRY(sc.get(&tmp, bytes), err);
+    CUDA_TRY(cub::DeviceSelect::Flagged(tmp, bytes, it, flag, out, c_d, n, s), err);
+    floe_status st = read_back(c_d, &c, s, err);
+    *count = (size_t)c;
+    return st;
+}
+
+__global__ void k_not(const uint8_t *a, size_t n, uint8_t *out)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = !a[i];
+}
+
+/* The bottom head of an empty table (the pool kept). */
+static floe_status reset(gpu_ordered *t, cudaStream_t s, floe_errinfo *err)
+{
+    t->used = 0;
+    t->height = 0;
+    t->live = 0;
+    uint32_t id;
+    floe_status st = new_chunk(t, 0, NULL, NULL, 0, s, &id, err);
+    if (st != FLOE_OK)
+        return st;
+    t->head[0] = id;
+    t->height = 1;
+    return FLOE_OK;
+}
+
+floe_status gpu_ordered_create(const floe_spec *spec, uint64_t chunks, gpu_ordered **out, floe_errinfo *err)
+{
+    *out = NULL;
+    if (spec->kind != FLOE_KIND_ORDERED || spec->key_bits < 1 || spec->key_bits > 64 ||
+        (spec->value_bytes != 0 && spec->value_bytes != 4 && spec->value_bytes != 8))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "gpu_ordered_create needs a valid ORDERED spec");
+    gpu_ordered *t = (gpu_ordered *)calloc(1, sizeof *t);
+    if (!t)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    t->spec = *spec;
+    t->vb = spec->value_bytes;
+    floe_status st = reserve(t, chunks > MIN_CHUNKS ? chunks : MIN_CHUNKS, 0, err);
+    if (st == FLOE_OK)
+        st = reset(t, 0, err);
+    if (st != FLOE_OK) {
+        gpu_ordered_destroy(t);
+        return st;
+    }
+    *out = t;
+    return FLOE_OK;
+}
+
+void gpu_ordered_destroy(gpu_ordered *t)
+{
+    if (!t)
+        return;
+    cudaFree(t->keys);
+    cudaFree(t->vals);
+    free(t);
+}
+
+const floe_spec *gpu_ordered_spec(const gpu_ordered *t)
+{
+    return &t->spec;
+}
+
+uint64_t gpu_ordered_keys(const gpu_ordered *t)
+{
+    return t->live;
+}
+
+uint32_t gpu_ordered_height(const gpu_ordered *t)
+{
+    return t->height;
+}
+
+void gpu_ordered_stats(const gpu_ordered *t, floe_table_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->spec = t->spec;
+    s->keys = t->live;
+    s->slots = t->used * OC_DATA;
+    s->fill = s->slots ? (double)t->live / (double)s->slots : 0.0;
+    s->memory_bytes = t->cap * OC_LANES * 16;
+    s->bytes_per_key = t->live ? (double)s->memory_bytes / (double)t->live : 0.0;
+    strcpy(s->backend, "gpu");
+}
+
+floe_status gpu_ordered_insert(gpu_ordered *t, const uint64_t *d_keys, const void *d_values, size_t n, bool overwrite,
+                               uint8_t *d_results, void *d_values_out, floe_answer_counts *counts, gpu_stream stream,
+                               floe_errinfo *err)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (counts)
+        memset(counts, 0, sizeof *counts);
+    if (n == 0)
+        return FLOE_OK;
+    scratch sc(s);
+    sorted_batch b;
+    floe_status st = sort_batch(t, sc, d_keys, n, s, &b, err);
+    if (st != FLOE_OK)
+        return st;
+    const size_t m = b.m;
+    const void *values = t->vb ? d_values : NULL;
+    uint32_t *leaf, *fj, *nleaf;
+    int8_t *slot;
+    uint64_t *old, *nk, *nv;
+    uint8_t *fresh;
+    CUDA_TRY(sc.get(&leaf, m), err);
+    CUDA_TRY(sc.get(&slot, m), err);
+    CUDA_TRY(sc.get(&old, m), err);
+    CUDA_TRY(sc.get(&fresh, m), err);
+    CUDA_TRY(sc.get(&fj, m), err);
+    k_locate<<<grid_for(m * 32), BLOCK, 0, s>>>(view_of(t), b.sk, b.si, b.gfirst, m, leaf, slot, old, fresh, values,
+                                                t->vb, overwrite);
+    size_t m2 = 0;
+    if ((st = select_flagged(sc, fresh, m, fj, &m2, s, err)) != FLOE_OK)
+        return st;
+    CUDA_TRY(sc.get(&nk, m2), err);
+    CUDA_TRY(sc.get(&nv, m2), err);
+    CUDA_TRY(sc.get(&nleaf, m2), err);
+    k_gather_new<<<grid_for(m2), BLOCK, 0, s>>>(b.sk, b.si, b.gfirst, fj, m2, leaf, values, t->vb, overwrite, nk, nv,
+                                                nleaf);
+    if ((st = merge_level(t, 0, nk, nv, nleaf, m2, s, err)) != FLOE_OK)
+        return st;
+    k_answer_insert<<<grid_for(n), BLOCK, 0, s>>>(b.si, n, b.gfirst, m, slot, old, values, t->vb, overwrite, d_results,
+                                                  d_values_out);
+    if ((st = sync(s, err)) != FLOE_OK)
+        return st;
+    t->live += m2;
+    if (counts) {
+        counts->inserted = m2;
+        counts->present = n - m2;
+    }
+    return FLOE_OK;
+}
+
+/* Every key and value in order, into device arrays of sc (*count of them). */
+static floe_status collect(gpu_ordered *t, scratch &sc, uint64_t **kout, uint64_t **vout, size_t *count, cudaStream_t s,
+                           floe_errinfo *err)
+{
+    const view v = view_of(t);
+    uint8_t *flag;
+    uint32_t *ids, *sids;
+    uint64_t *first, *sfirst, *cnt, *pos;
+    CUDA_TRY(sc.get(&flag, t->used), err);
+    CUDA_TRY(sc.get(&ids, t->used), err);
+    k_bottom_flags<<<grid_for(t->used), BLOCK, 0, s>>>(v, t->used, flag);
+    size_t nb = 0;
+    floe_status st = select_flagged(sc, flag, t->used, ids, &nb, s, err);
+    if (st != FLOE_OK)
+        return st;
+    *count = 0;
+    CUDA_TRY(sc.get(kout, t->live), err);
+    CUDA_TRY(sc.get(vout, t->live), err);
+    if (nb == 0)
+        return FLOE_OK;
+    CUDA_TRY(sc.get(&sids, nb), err);
+    CUDA_TRY(sc.get(&first, nb), err);
+    CUDA_TRY(sc.get(&sfirst, nb), err);
+    CUDA_TRY(sc.get(&cnt, nb), err);
+    CUDA_TRY(sc.get(&pos, nb), err);
+    k_first_keys<<<grid_for(nb), BLOCK, 0, s>>>(v, ids, nb, first, cnt);
+    size_t bytes = 0;
+    CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, bytes, first, sfirst, ids, sids, nb, 0, (int)t->spec.key_bits, s),
+             err);
+    uint8_t *tmp;
+    CUDA_TRY(sc.get(&tmp, bytes), err);
+    CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp, bytes, first, sfirst, ids, sids, nb, 0, (int)t->spec.key_bits, s),
+             err);
+    k_first_keys<<<grid_for(nb), BLOCK, 0, s>>>(v, sids, nb, first, cnt); /* the counts in key order */
+    size_t scan_bytes = 0;
+    CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, cnt, pos, nb, s), err);
+    uint8_t *scan_tmp;
+    CUDA_TRY(sc.get(&scan_tmp, scan_bytes), err);
+    CUDA_TRY(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, cnt, pos, nb, s), err);
+    uint64_t last_pos = 0, last_cnt = 0;
+    if ((st = read_back(pos + nb - 1, &last_pos, s, err)) != FLOE_OK ||
+        (st = read_back(cnt + nb - 1, &last_cnt, s, err)) != FLOE_OK)
+        return st;
+    if (last_pos + last_cnt != t->live)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "the ORDERED table's chunks hold %llu keys, not %llu",
+                                (unsigned long long)(last_pos + last_cnt), (unsigned long long)t->live);
+    k_gather_all<<<grid_for(nb * OC_DATA), BLOCK, 0, s>>>(v, sids, nb, pos, *kout, *vout);
+    *count = t->live;
+    return sync(s, err);
+}
+
+/* t built again from its keys in a pool sized for them: what erased keys
+ * held comes back.  On failure t is as it was. */
+static floe_status rebuild(gpu_ordered *t, cudaStream_t s, floe_errinfo *err)
+{
+    scratch sc(s);
+    uint64_t *k, *v;
+    size_t n;
+    floe_status st = collect(t, sc, &k, &v, &n, s, err);
+    if (st != FLOE_OK)
+        return st;
+    gpu_ordered fresh = *t;
+    fresh.keys = fresh.vals = NULL;
+    fresh.cap = fresh.used = 0;
+    const uint64_t want = n / OC_FILL + n / (4 * OC_FILL) + 64;
+    st = reserve(&fresh, want > MIN_CHUNKS ? want : MIN_CHUNKS, s, err);
+    if (st == FLOE_OK)
+        st = reset(&fresh, s, err);
+    if (st == FLOE_OK)
+        st = merge_level(&fresh, 0, k, v, NULL, n, s, err);
+    if (st != FLOE_OK) {
+        cudaFree(fresh.keys);
+        cudaFree(fresh.vals);
+        return st;
+    }
+    fresh.live = n;
+    cudaFree(t->keys);
+    cudaFree(t->vals);
+    *t = fresh;
+    return FLOE_OK;
+}
+
+floe_status gpu_ordered_erase(gpu_ordered *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
+                              floe_answer_counts *counts, gpu_stream stream, floe_errinfo *err)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (counts)
+        memset(counts, 0, sizeof *counts);
+    if (n == 0)
+        return FLOE_OK;
+    scratch sc(s);
+    sorted_batch b;
+    floe_status st = sort_batch(t, sc, d_keys, n, s, &b, err);
+    if (st != FLOE_OK)
+        return st;
+    const size_t m = b.m;
+    uint32_t *leaf, *fj, *eleaf;
+    int8_t *slot;
+    uint64_t *old, *ek, *run_start;
+    uint8_t *absent, *found, *flag;
+    CUDA_TRY(sc.get(&leaf, m), err);
+    CUDA_TRY(sc.get(&slot, m), err);
+    CUDA_TRY(sc.get(&old, m), err);
+    CUDA_TRY(sc.get(&absent, m), err);
+    CUDA_TRY(sc.get(&found, m), err);
+    CUDA_TRY(sc.get(&fj, m), err);
+    k_locate<<<grid_for(m * 32), BLOCK, 0, s>>>(view_of(t), b.sk, b.si, b.gfirst, m, leaf, slot, old, absent, NULL, 0,
+                                                false);
+    k_not<<<grid_for(m), BLOCK, 0, s>>>(absent, m, found);
+    size_t m3 = 0;
+    if ((st = select_flagged(sc, found, m, fj, &m3, s, err)) != FLOE_OK)
+        return st;
+    if (m3 > 0) {
+        CUDA_TRY(sc.get(&ek, m3), err);
+        CUDA_TRY(sc.get(&eleaf, m3), err);
+        CUDA_TRY(sc.get(&flag, m3), err);
+        CUDA_TRY(sc.get(&run_start, m3), err);
+        k_gather_found<<<grid_for(m3), BLOCK, 0, s>>>(b.sk, b.gfirst, fj, m3, leaf, ek, eleaf);
+        k_run_heads<<<grid_for(m3), BLOCK, 0, s>>>(eleaf, m3, flag);
+        thrust::counting_iterator<uint64_t> count(0);
+        uint64_t *runs_d, runs = 0;
+        size_t bytes = 0;
+        uint8_t *tmp;
+        CUDA_TRY(sc.get(&runs_d, 1), err);
+        CUDA_TRY(cub::DeviceSelect::Flagged(NULL, bytes, count, flag, run_start, runs_d, m3, s), err);
+        CUDA_TRY(sc.get(&tmp, bytes), err);
+        CUDA_TRY(cub::DeviceSelect::Flagged(tmp, bytes, count, flag, run_start, runs_d, m3, s), err);
+        if ((st = read_back(runs_d, &runs, s, err)) != FLOE_OK)
+            return st;
+        k_compact<<<grid_for(runs * 32), BLOCK, 0, s>>>(view_of(t), ek, run_start, runs, m3, eleaf);
+    }
+    k_answer_erase<<<grid_for(n), BLOCK, 0, s>>>(b.si, n, b.gfirst, m, slot, d_results);
+    if ((st = sync(s, err)) != FLOE_OK)
+        return st;
+    t->live -= m3;
+    if (counts) {
+        counts->erased = m3;
+        counts->absent = n - m3;
+    }
+    /* chunks a quarter full at most: the table again from its keys (a failure leaves it as it is) */
+    if (m3 > 0 && t->used > MIN_CHUNKS && t->live * 4 < t->used * OC_DATA) {
+        floe_errinfo ignored;
+        rebuild(t, s, &ignored);
+    }
+    return FLOE_OK;
+}
+
+floe_status gpu_ordered_find(gpu_ordered *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, void *d_values_out,
+                             gpu_stream stream, floe_errinfo *err)
+{
+    if (n == 0)
+        return FLOE_OK;
+    k_find<<<grid_for(n * 32), BLOCK, 0, (cudaStream_t)stream>>>(view_of(t), d_keys, n, d_results,
+                                                                 t->vb ? d_values_out : NULL, t->vb);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
+}
+
+floe_status gpu_ordered_neighbours(gpu_ordered *t, bool pred, const uint64_t *d_keys, size_t n, uint8_t *d_results,
+                                   uint64_t *d_found, void *d_values_out, gpu_stream stream, floe_errinfo *err)
+{
+    if (n == 0)
+        return FLOE_OK;
+    k_neighbours<<<grid_for(n * 32), BLOCK, 0, (cudaStream_t)stream>>>(view_of(t), pred, d_keys, n, d_results, d_found,
+                                                                       t->vb ? d_values_out : NULL, t->vb);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
+}
+
+floe_status gpu_ordered_ranges(gpu_ordered *t, const uint64_t *d_lo, const uint64_t *d_hi, size_t n, uint32_t limit,
+                               uint64_t *d_keys_out, void *d_values_out, uint32_t *d_counts, gpu_stream stream,
+                               floe_errinfo *err)
+{
+    if (n == 0)
+        return FLOE_OK;
+    k_ranges<<<grid_for(n * 32), BLOCK, 0, (cudaStream_t)stream>>>(
+        view_of(t), d_lo, d_hi, n, limit, false, d_keys_out, t->vb ? d_values_out : NULL, t->vb, d_counts, NULL, NULL);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
+}
+
+floe_status gpu_ordered_range(gpu_ordered *t, uint64_t lo, uint64_t hi, bool desc, size_t limit, uint64_t *d_keys_out,
+                              void *d_values_out, size_t *n, uint64_t *next, bool *done, gpu_stream stream,
+                              floe_errinfo *err)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    *n = 0;
+    *next = desc ? hi : lo;
+    *done = true;
+    if (lo > hi)
+        return FLOE_OK;
+    if (limit > UINT32_MAX)
+        limit = UINT32_MAX;
+    scratch sc(s);
+    uint64_t *bounds, *after;
+    uint32_t *count;
+    uint8_t *more;
+    CUDA_TRY(sc.get(&bounds, 2), err);
+    CUDA_TRY(sc.get(&after, 1), err);
+    CUDA_TRY(sc.get(&count, 1), err);
+    CUDA_TRY(sc.get(&more, 1), err);
+    const uint64_t b[2] = {lo, hi};
+    CUDA_TRY(cudaMemcpyAsync(bounds, b, sizeof b, cudaMemcpyHostToDevice, s), err);
+    k_ranges<<<1, 32, 0, s>>>(view_of(t), bounds, bounds + 1, 1, (uint32_t)limit, desc, d_keys_out,
+                              t->vb ? d_values_out : NULL, t->vb, count, more, after);
+    uint32_t got = 0;
+    uint8_t extra = 0;
+    uint64_t a = 0;
+    CUDA_TRY(cudaMemcpyAsync(&got, count, 4, cudaMemcpyDeviceToHost, s), err);
+    CUDA_TRY(cudaMemcpyAsync(&extra, more, 1, cudaMemcpyDeviceToHost, s), err);
+    CUDA_TRY(cudaMemcpyAsync(&a, after, 8, cudaMemcpyDeviceToHost, s), err);
+    floe_status st = sync(s, err);
+    if (st != FLOE_OK)
+        return st;
+    *n = got;
+    *done = !extra;
+    if (extra)
+        *next = a;
+    return FLOE_OK;
+}
+
+floe_status gpu_ordered_download(gpu_ordered *t, uint64_t *keys, void *values, floe_errinfo *err)
+{
+    cudaStream_t s = 0;
+    scratch sc(s);
+    uint64_t *k, *v;
+    size_t n;
+    floe_status st = collect(t, sc, &k, &v, &n, s, err);
+    if (st != FLOE_OK || n == 0)
+        return st;
+    CUDA_TRY(cudaMemcpy(keys, k, n * 8, cudaMemcpyDeviceToHost), err);
+    if (values && t->vb) {
+        uint64_t *wide = (uint64_t *)malloc(n * 8);
+        if (!wide)
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        cudaError_t e = cudaMemcpy(wide, v, n * 8, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; e == cudaSuccess && i < n; i++)
+            memcpy((uint8_t *)values + i * t->vb, &wide[i], t->vb); /* little-endian: the low bytes */
+        free(wide);
+        CUDA_TRY(e, err);
+    }
+    return FLOE_OK;
+}
+
+floe_status gpu_ordered_upload(gpu_ordered *t, const uint64_t *keys, const void *values, size_t n, floe_errinfo *err)
+{
+    if (t->live)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "gpu_ordered_upload needs an empty table");
+    if (n == 0)
+        return FLOE_OK;
+    cudaStream_t s = 0;
+    scratch sc(s);
+    uint64_t *dk, *dv;
+    CUDA_TRY(sc.get(&dk, n), err);
+    CUDA_TRY(sc.get(&dv, n), err);
+    uint64_t *wide = (uint64_t *)calloc(n, 8);
+    if (!wide)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; values && t->vb && i < n; i++)
+        memcpy(&wide[i], (const uint8_t *)values + i * t->vb, t->vb);
+    cudaError_t e = cudaMemcpyAsync(dk, keys, n * 8, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dv, wide, n * 8, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(s);
+    free(wide);
+    CUDA_TRY(e, err);
+    floe_status st = merge_level(t, 0, dk, dv, NULL, n, s, err);
+    if (st == FLOE_OK)
+        t->live = n;
+    return st;
+}
+
+/* ---- host arrays -------------------------------------------------------------------------------- */
+
+/* Device copies of a host batch and room for its answers, freed with sc. */
+static floe_status stage_in(scratch &sc, const uint64_t *keys, const void *values, size_t n, uint32_t vb, uint64_t **dk,
+                            void **dv, uint8_t **dres, void **dvout, cudaStream_t s, floe_errinfo *err)
+{
+    CUDA_TRY(sc.get(dk, n), err);
+    CUDA_TRY(sc.get(dres, n), err);
+    CUDA_TRY(sc.get((uint8_t **)dv, n * (vb ? vb : 1)), err);
+    CUDA_TRY(sc.get((uint8_t **)dvout, n * (vb ? vb : 1)), err);
+    if (n)
+        CUDA_TRY(cudaMemcpyAsync(*dk, keys, n * 8, cudaMemcpyHostToDevice, s), err);
+    if (n && values && vb)
+        CUDA_TRY(cudaMemcpyAsync(*dv, values, n * vb, cudaMemcpyHostToDevice, s), err);
+    return FLOE_OK;
+}
+
+static floe_status stage_out(uint8_t *results, const uint8_t *dres, void *values_out, const void *dvout, size_t n,
+                             uint32_t vb, cudaStream_t s, floe_errinfo *err)
+{
+    if (n && results)
+        CUDA_TRY(cudaMemcpyAsync(results, dres, n, cudaMemcpyDeviceToHost, s), err);
+    if (n && values_out && vb)
+        CUDA_TRY(cudaMemcpyAsync(values_out, dvout, n * vb, cudaMemcpyDeviceToHost, s), err);
+    return sync(s, err);
+}
+
+floe_status gpu_ordered_insert_host(gpu_ordered *t, const uint64_t *keys, const void *values, size_t n, bool overwrite,
+                                    uint8_t *results, void *values_out, floe_answer_counts *counts, floe_errinfo *err)
+{
+    cudaStream_t s = 0;
+    scratch sc(s);
+    uint64_t *dk;
+    void *dv, *dvout;
+    uint8_t *dres;
+    floe_status st = stage_in(sc, keys, values, n, t->vb, &dk, &dv, &dres, &dvout, s, err);
+    if (st == FLOE_OK)
+        st = gpu_ordered_insert(t, dk, values ? dv : NULL, n, overwrite, dres, values_out ? dvout : NULL, counts, s,
+                                err);
+    return st == FLOE_OK ? stage_out(results, dres, values_out, dvout, n, t->vb, s, err) : st;
+}
+
+floe_status gpu_ordered_find_host(gpu_ordered *t, const uint64_t *keys, size_t n, uint8_t *results, void *values_out,
+                                  floe_errinfo *err)
+{
+    cudaStream_t s = 0;
+    scratch sc(s);
+    uint64_t *dk;
+    void *dv, *dvout;
+    uint8_t *dres;
+    floe_status st = stage_in(sc, keys, NULL, n, t->vb, &dk, &dv, &dres, &dvout, s, err);
+    if (st == FLOE_OK)
+        st = gpu_ordered_find(t, dk, n, dres, values_out ? dvout : NULL, s, err);
+    return st == FLOE_OK ? stage_out(results, dres, values_out, dvout, n, t->vb, s, err) : st;
+}
+
+floe_status gpu_ordered_erase_host(gpu_ordered *t, const uint64_t *keys, size_t n, uint8_t *results,
+                                   floe_answer_counts *counts, floe_errinfo *err)
+{
+    cudaStream_t s = 0;
+    scratch sc(s);
+    uint64_t *dk;
+    void *dv, *dvout;
+    uint8_t *dres;
+    floe_status st = stage_in(sc, keys, NULL, n, t->vb, &dk, &dv, &dres, &dvout, s, err);
+    if (st == FLOE_OK)
+        st = gpu_ordered_erase(t, dk, n, dres, counts, s, err);
+    return st == FLOE_OK ? stage_out(results, dres, NULL, NULL, n, t->vb, s, err) : st;
+}
+
+floe_status gpu_ordered_neighbours_host(gpu_ordered *t, bool pred, const uint64_t *keys, size_t n, uint8_t *results,
+                                        uint64_t *found, void *values_out, floe_errinfo *err)
+{
+    cudaStream_t s = 0;
+    scratch sc(s);
+    uint64_t *dk, *dfound;
+    void *dv, *dvout;
+    uint8_t *dres;
+    floe_status st = stage_in(sc, keys, NULL, n, t->vb, &dk, &dv, &dres, &dvout, s, err);
+    if (st != FLOE_OK)
+        return st;
+    CUDA_TRY(sc.get(&dfound, n), err);
+    if ((st = gpu_ordered_neighbours(t, pred, dk, n, dres, dfound, values_out ? dvout : NULL, s, err)) != FLOE_OK)
+        return st;
+    if (n && found)
+        CUDA_TRY(cudaMemcpyAsync(found, dfound, n * 8, cudaMemcpyDeviceToHost, s), err);
+    return stage_out(results, dres, values_out, dvout, n, t->vb, s, err);
+}
+
+floe_status gpu_ordered_range_host(gpu_ordered *t, uint64_t lo, uint64_t hi, bool desc, size_t limit,
+                                   uint64_t *keys_out, void *values_out, size_t *n, uint64_t *next, bool *done,
+                                   floe_errinfo *err)
+{
+    cudaStream_t s = 0;
+    scratch sc(s);
+    uint64_t *dk;
+    uint8_t *dv;
+    CUDA_TRY(sc.get(&dk, limit), err);
+    CUDA_TRY(sc.get(&dv, limit * (t->vb ? t->vb : 1)), err);
+    floe_status st = gpu_ordered_range(t, lo, hi, desc, limit, dk, values_out ? dv : NULL, n, next, done, s, err);
+    if (st != FLOE_OK)
+        return st;
+    if (*n && keys_out)
+        CUDA_TRY(cudaMemcpyAsync(keys_out, dk, *n * 8, cudaMemcpyDeviceToHost, s), err);
+    if (*n && values_out && t->vb)
+        CUDA_TRY(cudaMemcpyAsync(values_out, dv, *n * t->vb, cudaMemcpyDeviceToHost, s), err);
+    return sync(s, err);
+}
