@@ -153,6 +153,8 @@ static void usage(FILE *f)
                "      --batch N       keys per insert batch (default 4M)\n"
                "      --range-keys N  keys per range (default 32); keys/32 ranges from random starts\n"
                "      --runs N        runs; rows are medians (default 3)\n"
+               "      --grow          the table starts with the smallest pool and grows (default: a pool\n"
+               "                      sized for the keys, gpu_ordered_chunks_for)\n"
                "  -h, --help          this text\n"
                "\n"
                "Exit status: 0 every answer right, 1 a wrong answer or a failure, 2 a usage error.\n");
@@ -160,11 +162,12 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    uint64_t keys = 1ull << 27, batch = 4ull << 20, range_keys = 32, runs = 3;
+    uint64_t keys = 1ull << 27, batch = 4ull << 20, range_keys = 32, runs = 3, grow = 0;
     static const struct option opts[] = {{"keys", required_argument, NULL, 'k'},
                                          {"batch", required_argument, NULL, 'b'},
                                          {"range-keys", required_argument, NULL, 'r'},
                                          {"runs", required_argument, NULL, 'n'},
+                                         {"grow", no_argument, NULL, 'g'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int ch;
@@ -175,6 +178,8 @@ int main(int argc, char **argv)
             (ch == 'r' && !gpu_args_number(p, "range-keys", optarg, 1, 4096, &range_keys)) ||
             (ch == 'n' && !gpu_args_number(p, "runs", optarg, 1, 100, &runs)))
             return 2;
+        if (ch == 'g')
+            grow = 1;
         if (ch == 'h') {
             usage(stdout);
             return 0;
@@ -191,8 +196,10 @@ int main(int argc, char **argv)
     cudaDeviceProp prop;
     CHECK(cudaGetDeviceProperties(&prop, 0));
     const uint64_t n = keys, nr = keys / 32, L = range_keys;
-    printf("floe-o1-gpu on %s: %llu keys in batches of %llu, %llu ranges of %llu keys, %llu runs\n", prop.name,
-           (unsigned long long)n, (unsigned long long)batch, (unsigned long long)nr, (unsigned long long)L,
+    printf("floe-o1-gpu on %s: %llu keys in batches of %llu into an empty table (%s), %llu ranges of %llu keys, "
+           "%llu runs\n",
+           prop.name, (unsigned long long)n, (unsigned long long)batch,
+           grow ? "the smallest pool, growing" : "a pool sized for them", (unsigned long long)nr, (unsigned long long)L,
            (unsigned long long)runs);
     uint64_t *d_k, *d_v, *d_miss, *d_sk, *d_sv, *d_w1, *d_w2, *d_rk1, *d_rk2, *d_rv1, *d_rv2;
     uint8_t *d_r1, *d_r2, *d_tmp = NULL;
@@ -264,7 +271,7 @@ int main(int argc, char **argv)
         spec.seed = 1;
         gpu_ordered *t;
         floe_errinfo err;
-        must(gpu_ordered_create(&spec, 0, &t, &err), err);
+        must(gpu_ordered_create(&spec, grow ? 0 : gpu_ordered_chunks_for(n), &t, &err), err);
         timed(INSERT, n, [&] {
             for (uint64_t at = 0; at < n; at += batch) {
                 const uint64_t m = n - at < batch ? n - at : batch;

@@ -118,20 +118,124 @@ __device__ static uint32_t descend(const view v, uint64_t k, uint32_t to)
     }
 }
 
-__global__ void k_find(const view v, const uint64_t *keys, size_t n, uint8_t *res, void *vout, uint32_t vb)
+/* Point searches run in groups of GROUP lanes, 32 / GROUP keys to a warp in
+ * flight at once: lane l of a group reads entries PER l .. PER l + PER - 1
+ * of a chunk (16-byte loads; the 32 entries are 256 bytes), so a warp has
+ * several chunk reads out where one key would have one.  Keys of a chunk
+ * are sorted, so the entries at or below a key are a prefix: its length is
+ * a sum over the group. */
+#ifndef OC_GROUP
+#define OC_GROUP 8u /* measured against 4 and 16: docs/PERFORMANCE.md */
+#endif
+#define GROUP OC_GROUP           /* lanes to a key */
+#define PER   (OC_LANES / GROUP) /* entries a lane reads */
+
+struct group {
+    uint32_t l;    /* lane in the group */
+    unsigned mask; /* the group's lanes */
+};
+
+__device__ static inline group group_of(void)
 {
     const uint32_t lane = threadIdx.x & 31;
-    const size_t stride = (size_t)gridDim.x * WARPS;
-    for (size_t i = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; i < n; i += stride) {
-        const uint64_t k = keys[i];
-        const uint32_t c = descend(v, k, 0);
-        const uint64_t key = v.keys[(uint64_t)c * OC_LANES + lane];
-        const uint32_t cnt = head_count(__shfl_sync(FULL_MASK, key, HEAD));
-        const unsigned m = __ballot_sync(FULL_MASK, lane < cnt && key == k);
-        if (lane == 0) {
-            res[i] = m ? FLOE_PRESENT : FLOE_ABSENT;
+    return group{lane % GROUP, ((1u << GROUP) - 1u) << (lane / GROUP * GROUP)};
+}
+
+/* Entries PER g.l .. PER g.l + PER - 1 of chunk c. */
+__device__ static inline void load_part(const uint64_t *keys, uint64_t c, const group g, uint64_t k[PER])
+{
+    const ulonglong2 *p = reinterpret_cast<const ulonglong2 *>(keys + c * OC_LANES + PER * g.l);
+#pragma unroll
+    for (uint32_t j = 0; j < PER / 2; j++) {
+        const ulonglong2 a = p[j];
+        k[2 * j] = a.x, k[2 * j + 1] = a.y;
+    }
+}
+
+__device__ static inline uint32_t group_sum(uint32_t x, const group g)
+{
+#pragma unroll
+    for (uint32_t d = 1; d < GROUP; d *= 2)
+        x += __shfl_xor_sync(g.mask, x, d, GROUP);
+    return x;
+}
+
+/* The header of the chunk whose entries k holds (the group's last lane has entries FENCE and HEAD). */
+__device__ static inline uint64_t head_of(const uint64_t k[PER], const group g)
+{
+    return __shfl_sync(g.mask, k[PER - 1], GROUP - 1, GROUP);
+}
+
+/* Entry e of the chunk whose entries k holds. */
+__device__ static inline uint64_t entry_key(const uint64_t k[PER], uint32_t e, const group g)
+{
+    uint64_t mine = k[0];
+#pragma unroll
+    for (uint32_t j = 1; j < PER; j++)
+        if (e % PER == j)
+            mine = k[j];
+    return __shfl_sync(g.mask, mine, (e / PER) % GROUP, GROUP);
+}
+
+/* How many of the chunk's keys are below x (or at most x: at_most). */
+__device__ static inline uint32_t rank_of(const uint64_t k[PER], uint32_t cnt, uint64_t x, bool at_most, const group g)
+{
+    uint32_t r = 0;
+#pragma unroll
+    for (uint32_t j = 0; j < PER; j++) {
+        const uint32_t e = PER * g.l + j;
+        r += e < cnt && (at_most ? k[j] <= x : k[j] < x);
+    }
+    return group_sum(r, g);
+}
+
+/* descend for a group: the chunk of level `to` whose range holds x; its
+ * keys in k (this lane's PER). */
+__device__ static uint32_t descend_group(const view v, uint64_t x, uint32_t to, const group g, uint64_t k[PER])
+{
+    uint32_t c = v.top, level = v.height - 1;
+    for (;;) {
+        load_part(v.keys, c, g, k);
+        const uint64_t head = head_of(k, g);
+        const uint64_t fence = __shfl_sync(g.mask, k[PER - 2], GROUP - 1, GROUP);
+        const uint32_t next = head_next(head);
+        if (next != NIL && x >= fence) {
+            c = next;
+            continue;
+        }
+        if (level == to)
+            return c;
+        const uint32_t r = rank_of(k, head_count(head), x, true, g);
+        c = (uint32_t)v.vals[(uint64_t)c * OC_LANES + (r ? r - 1 : 0)];
+        level--;
+    }
+}
+
+/* The entry of chunk c (keys k) that holds x, or -1. */
+__device__ static inline int entry_of(const uint64_t k[PER], uint32_t cnt, uint64_t x, const group g)
+{
+    const uint32_t r = rank_of(k, cnt, x, false, g);
+    return r < cnt && entry_key(k, r, g) == x ? (int)r : -1;
+}
+
+#define GROUPS_PER_BLOCK (BLOCK / GROUP)
+#define FOR_EACH_GROUP_ITEM(i, n)                                                                                      \
+    for (size_t i = ((size_t)blockIdx.x * BLOCK + threadIdx.x) / GROUP; i < (n);                                       \
+         i += (size_t)gridDim.x * GROUPS_PER_BLOCK)
+
+__global__ void k_find(const view v, const uint64_t *keys, size_t n, uint8_t *res, void *vout, uint32_t vb)
+{
+    const group g = group_of();
+    FOR_EACH_GROUP_ITEM(i, n)
+    {
+        const uint64_t x = keys[i];
+        uint64_t k[PER];
+        const uint32_t c = descend_group(v, x, 0, g, k);
+        const int e = entry_of(k, head_count(head_of(k, g)), x, g);
+        if (g.l == 0) {
+            res[i] = e >= 0 ? FLOE_PRESENT : FLOE_ABSENT;
             if (vout)
-                value_out(vout, vb, i, m ? v.vals[(uint64_t)c * OC_LANES + __ffs(m) - 1] : 0);
+                value_out(vout, vb, i, e >= 0 ? v.vals[(uint64_t)c * OC_LANES + e] : 0);
         }
     }
 }
@@ -139,36 +243,35 @@ __global__ void k_find(const view v, const uint64_t *keys, size_t n, uint8_t *re
 __global__ void k_neighbours(const view v, bool pred, const uint64_t *keys, size_t n, uint8_t *res, uint64_t *found,
                              void *vout, uint32_t vb)
 {
-    const uint32_t lane = threadIdx.x & 31;
-    const size_t stride = (size_t)gridDim.x * WARPS;
-    for (size_t i = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; i < n; i += stride) {
-        const uint64_t k = keys[i];
-        uint32_t c = descend(v, k, 0);
-        bool first = true, some = false;
-        uint64_t fk = 0, fv = 0;
-        for (;;) {
-            const uint64_t key = v.keys[(uint64_t)c * OC_LANES + lane];
-            const uint64_t head = __shfl_sync(FULL_MASK, key, HEAD);
-            const unsigned m =
-                __ballot_sync(FULL_MASK, lane < head_count(head) && (!first || (pred ? key <= k : key >= k)));
-            if (m) { /* past the first chunk every key is beyond k */
-                const int l = pred ? 31 - __clz(m) : __ffs(m) - 1;
-                fk = __shfl_sync(FULL_MASK, key, l);
-                fv = v.vals[(uint64_t)c * OC_LANES + l];
-                some = true;
-                break;
-            }
+    const group g = group_of();
+    FOR_EACH_GROUP_ITEM(i, n)
+    {
+        const uint64_t x = keys[i];
+        uint64_t k[PER];
+        uint32_t c = descend_group(v, x, 0, g, k);
+        /* the successor is entry rank(< x) of the chunk, the predecessor entry rank(<= x) - 1; past the
+         * chunk's ends, the first (last) key of the next (previous) chunk that has one */
+        uint64_t head = head_of(k, g);
+        uint32_t cnt = head_count(head);
+        int e = pred ? (int)rank_of(k, cnt, x, true, g) - 1 : (int)rank_of(k, cnt, x, false, g);
+        while (e < 0 || e >= (int)cnt) {
             const uint32_t to = pred ? (uint32_t)v.vals[(uint64_t)c * OC_LANES + HEAD] : head_next(head);
             if (to == NIL)
                 break;
             c = to;
-            first = false;
+            load_part(v.keys, c, g, k);
+            head = head_of(k, g);
+            cnt = head_count(head);
+            e = pred ? (int)cnt - 1 : 0;
         }
-        if (lane == 0) {
+        const bool some = e >= 0 && e < (int)cnt;
+        const uint32_t at = some ? (uint32_t)e : 0;
+        const uint64_t fk = entry_key(k, at, g);
+        if (g.l == 0) {
             res[i] = some ? FLOE_PRESENT : FLOE_ABSENT;
             found[i] = some ? fk : 0;
             if (vout)
-                value_out(vout, vb, i, some ? fv : 0);
+                value_out(vout, vb, i, some ? v.vals[(uint64_t)c * OC_LANES + at] : 0);
         }
     }
 }
@@ -267,13 +370,15 @@ __global__ void k_group_heads(const uint64_t *sk, size_t n, uint8_t *flag)
         flag[i] = i == 0 || sk[i] != sk[i - 1];
 }
 
-/* Entry e's chunk at `level` (a warp per entry). */
+/* Entry e's chunk at `level` (a group per entry). */
 __global__ void k_locate_level(const view v, const uint64_t *keys, size_t m, uint32_t level, uint32_t *leaf)
 {
-    const size_t stride = (size_t)gridDim.x * WARPS;
-    for (size_t e = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; e < m; e += stride) {
-        const uint32_t c = descend(v, keys[e], level);
-        if ((threadIdx.x & 31) == 0)
+    const group g = group_of();
+    FOR_EACH_GROUP_ITEM(e, m)
+    {
+        uint64_t k[PER];
+        const uint32_t c = descend_group(v, keys[e], level, g, k);
+        if (g.l == 0)
             leaf[e] = c;
     }
 }
@@ -286,16 +391,14 @@ __global__ void k_locate(const view v, const uint64_t *sk, const uint32_t *si, c
                          uint32_t *leaf, int8_t *slot, uint64_t *old, uint8_t *fresh, const void *values, uint32_t vb,
                          bool overwrite)
 {
-    const uint32_t lane = threadIdx.x & 31;
-    const size_t stride = (size_t)gridDim.x * WARPS;
-    for (size_t j = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; j < m; j += stride) {
-        const uint64_t k = sk[gfirst[j]];
-        const uint32_t c = descend(v, k, 0);
-        const uint64_t key = v.keys[(uint64_t)c * OC_LANES + lane];
-        const uint32_t cnt = head_count(__shfl_sync(FULL_MASK, key, HEAD));
-        const unsigned hit = __ballot_sync(FULL_MASK, lane < cnt && key == k);
-        if (lane == 0) {
-            const int s = hit ? __ffs(hit) - 1 : -1;
+    const group g = group_of();
+    FOR_EACH_GROUP_ITEM(j, m)
+    {
+        const uint64_t x = sk[gfirst[j]];
+        uint64_t k[PER];
+        const uint32_t c = descend_group(v, x, 0, g, k);
+        const int s = entry_of(k, head_count(head_of(k, g)), x, g);
+        if (g.l == 0) {
             leaf[j] = c;
             slot[j] = (int8_t)s;
             fresh[j] = s < 0;
@@ -596,9 +699,9 @@ static floe_status reserve(gpu_ordered *t, uint64_t need, cudaStream_t s, floe_e
 {
     if (need <= t->cap)
         return FLOE_OK;
-    uint64_t cap = t->cap * 2;
+    uint64_t cap = t->cap * 2; /* growing: double, or past that with a quarter to spare */
     if (cap < need)
-        cap = need + need / 4;
+        cap = t->used ? need + need / 4 : need;
     uint64_t *k = NULL, *v = NULL;
     const size_t bytes = cap * OC_LANES * 8;
     cudaError_t e = cudaMalloc(&k, bytes);
@@ -679,7 +782,7 @@ static floe_status merge_level(gpu_ordered *t, uint32_t level, const uint64_t *n
         CUDA_TRY(sc.get(&leaf, m), err);
         /* a separator's chunk at `level`: as a search finds it, below the levels above */
         const view v = view_of(t);
-        k_locate_level<<<grid_for(m * 32), BLOCK, 0, s>>>(v, nk, m, level, leaf);
+        k_locate_level<<<grid_for(m * GROUP), BLOCK, 0, s>>>(v, nk, m, level, leaf);
     }
     k_run_heads<<<grid_for(m), BLOCK, 0, s>>>(leaf, m, flag);
     size_t tmp_bytes = 0;
@@ -693,22 +796,21 @@ static floe_status merge_level(gpu_ordered *t, uint32_t level, const uint64_t *n
     uint64_t *run_t, *run_q, *extra, *off, *stk, *stv;
     CUDA_TRY(sc.get(&run_t, nruns), err);
     CUDA_TRY(sc.get(&run_q, nruns), err);
-    CUDA_TRY(sc.get(&extra, nruns), err);
+    CUDA_TRY(sc.get(&extra, nruns + 1), err);
+    CUDA_TRY(cudaMemsetAsync(extra + nruns, 0, 8, s), err); /* so that off[nruns] is the total */
     CUDA_TRY(sc.get(&off, nruns + 1), err);
     CUDA_TRY(sc.get(&stk, nruns * OC_LANES), err);
     CUDA_TRY(sc.get(&stv, nruns * OC_LANES), err);
     const view v0 = view_of(t);
     k_run_sizes<<<grid_for(nruns), BLOCK, 0, s>>>(v0, run_start, nruns, m, leaf, run_t, run_q, extra);
     size_t scan_bytes = 0;
-    CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, extra, off, nruns, s), err);
+    CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, extra, off, nruns + 1, s), err);
     void *scan_tmp;
     CUDA_TRY(sc.get((uint8_t **)&scan_tmp, scan_bytes), err);
-    CUDA_TRY(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, extra, off, nruns, s), err);
-    uint64_t last_off = 0, last_extra = 0;
-    if ((st = read_back(off + nruns - 1, &last_off, s, err)) != FLOE_OK ||
-        (st = read_back(extra + nruns - 1, &last_extra, s, err)) != FLOE_OK)
+    CUDA_TRY(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, extra, off, nruns + 1, s), err);
+    uint64_t fresh = 0; /* new chunks */
+    if ((st = read_back(off + nruns, &fresh, s, err)) != FLOE_OK)
         return st;
-    const uint64_t fresh = last_off + last_extra; /* new chunks */
     k_stage<<<grid_for(nruns * OC_LANES), BLOCK, 0, s>>>(v0, run_start, nruns, leaf, stk, stv);
     if ((st = reserve(t, t->used + fresh, s, err)) != FLOE_OK) /* before anything is written */
         return st;
@@ -819,6 +921,14 @@ floe_status gpu_ordered_create(const floe_spec *spec, uint64_t chunks, gpu_order
     if (spec->kind != FLOE_KIND_ORDERED || spec->key_bits < 1 || spec->key_bits > 64 ||
         (spec->value_bytes != 0 && spec->value_bytes != 4 && spec->value_bytes != 8))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "gpu_ordered_create needs a valid ORDERED spec");
+    /* a batch's scratch comes from the stream-ordered pool: keep what it frees for the next batch
+     * instead of handing it back to the driver at every synchronisation */
+    cudaMemPool_t pool;
+    int device;
+    uint64_t keep = UINT64_MAX;
+    CUDA_TRY(cudaGetDevice(&device), err);
+    CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, device), err);
+    CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), err);
     gpu_ordered *t = (gpu_ordered *)calloc(1, sizeof *t);
     if (!t)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
@@ -842,6 +952,13 @@ void gpu_ordered_destroy(gpu_ordered *t)
     cudaFree(t->keys);
     cudaFree(t->vals);
     free(t);
+}
+
+uint64_t gpu_ordered_chunks_for(uint64_t keys)
+{
+    /* random inserts leave chunks about 3/4 full (22 keys); the levels above add 1/20 */
+    const uint64_t bottom = keys / 20 + 1;
+    return bottom + bottom / 16 + 64;
 }
 
 const floe_spec *gpu_ordered_spec(const gpu_ordered *t)
@@ -896,8 +1013,8 @@ floe_status gpu_ordered_insert(gpu_ordered *t, const uint64_t *d_keys, const voi
     CUDA_TRY(sc.get(&old, m), err);
     CUDA_TRY(sc.get(&fresh, m), err);
     CUDA_TRY(sc.get(&fj, m), err);
-    k_locate<<<grid_for(m * 32), BLOCK, 0, s>>>(view_of(t), b.sk, b.si, b.gfirst, m, leaf, slot, old, fresh, values,
-                                                t->vb, overwrite);
+    k_locate<<<grid_for(m * GROUP), BLOCK, 0, s>>>(view_of(t), b.sk, b.si, b.gfirst, m, leaf, slot, old, fresh, values,
+                                                   t->vb, overwrite);
     size_t m2 = 0;
     if ((st = select_flagged(sc, fresh, m, fj, &m2, s, err)) != FLOE_OK)
         return st;
@@ -1026,8 +1143,8 @@ floe_status gpu_ordered_erase(gpu_ordered *t, const uint64_t *d_keys, size_t n, 
     CUDA_TRY(sc.get(&absent, m), err);
     CUDA_TRY(sc.get(&found, m), err);
     CUDA_TRY(sc.get(&fj, m), err);
-    k_locate<<<grid_for(m * 32), BLOCK, 0, s>>>(view_of(t), b.sk, b.si, b.gfirst, m, leaf, slot, old, absent, NULL, 0,
-                                                false);
+    k_locate<<<grid_for(m * GROUP), BLOCK, 0, s>>>(view_of(t), b.sk, b.si, b.gfirst, m, leaf, slot, old, absent, NULL,
+                                                   0, false);
     k_not<<<grid_for(m), BLOCK, 0, s>>>(absent, m, found);
     size_t m3 = 0;
     if ((st = select_flagged(sc, found, m, fj, &m3, s, err)) != FLOE_OK)
@@ -1072,8 +1189,8 @@ floe_status gpu_ordered_find(gpu_ordered *t, const uint64_t *d_keys, size_t n, u
 {
     if (n == 0)
         return FLOE_OK;
-    k_find<<<grid_for(n * 32), BLOCK, 0, (cudaStream_t)stream>>>(view_of(t), d_keys, n, d_results,
-                                                                 t->vb ? d_values_out : NULL, t->vb);
+    k_find<<<grid_for(n * GROUP), BLOCK, 0, (cudaStream_t)stream>>>(view_of(t), d_keys, n, d_results,
+                                                                    t->vb ? d_values_out : NULL, t->vb);
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }
@@ -1083,8 +1200,8 @@ floe_status gpu_ordered_neighbours(gpu_ordered *t, bool pred, const uint64_t *d_
 {
     if (n == 0)
         return FLOE_OK;
-    k_neighbours<<<grid_for(n * 32), BLOCK, 0, (cudaStream_t)stream>>>(view_of(t), pred, d_keys, n, d_results, d_found,
-                                                                       t->vb ? d_values_out : NULL, t->vb);
+    k_neighbours<<<grid_for(n * GROUP), BLOCK, 0, (cudaStream_t)stream>>>(view_of(t), pred, d_keys, n, d_results,
+                                                                          d_found, t->vb ? d_values_out : NULL, t->vb);
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }

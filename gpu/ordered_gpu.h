@@ -52,9 +52,14 @@ extern "C" {
 typedef struct gpu_ordered gpu_ordered;
 
 /* An empty table for spec (kind ORDERED; spec->seed set by the caller)
- * with a pool of at least `chunks` chunks (0: a small one; it grows). */
+ * with a pool of at least `chunks` chunks (0: a small one; it grows;
+ * gpu_ordered_chunks_for says how many hold a number of keys).  Batches'
+ * scratch comes from the device's stream-ordered pool, which is set to
+ * keep what they free. */
 floe_status gpu_ordered_create(const floe_spec *spec, uint64_t chunks, gpu_ordered **out, floe_errinfo *err);
 void gpu_ordered_destroy(gpu_ordered *t);
+/* The chunks of a table of `keys` random keys, every level, with room to spare. */
+uint64_t gpu_ordered_chunks_for(uint64_t keys);
 const floe_spec *gpu_ordered_spec(const gpu_ordered *t);
 
 /* Find-or-put of n device keys (below 2^key_bits, as the door checks) in
