@@ -1512,8 +1512,7 @@ static const cmd CMDS[] = {
      "--grow (else FULL answers when it is full); a TREE grows unless --no-grow (then ids stay stable for its life). "
      "TREE: vectors of --words N 32-bit words (2..256), --memory bytes for its node and root tables (default: from "
      "--capacity; with growth, where it starts). ORDERED: keys kept in order for range, succ, pred, min, max and an "
-     "ordered dump, with --value-bytes 4 or 8 values (default 0: keys only); it always grows, and runs on the CPU "
-     "so far (backend auto or cpu). "
+     "ordered dump, with --value-bytes 4 or 8 values (default 0: keys only); it always grows. "
      "Sizes take K, M, G, T (powers of 1024)",
      G_CREATE, 1, 1, cmd_create},
     {"drop", "drop a table and everything in it", "NAME", "drop a table and everything in it", 0, 1, 1, cmd_drop},

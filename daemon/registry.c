@@ -170,9 +170,9 @@ void registry_reap_run(registry *r)
     }
 }
 
-floe_status registry_backend_for(registry *r, const char *want, floe_kind kind, floe_backend **be, floe_errinfo *err)
+floe_status registry_backend_for(registry *r, const char *want, floe_backend **be, floe_errinfo *err)
 {
-    if (strcmp(want, "cpu") == 0 || (kind == FLOE_KIND_ORDERED && strcmp(want, "gpu") != 0)) {
+    if (strcmp(want, "cpu") == 0) {
         *be = r->cpu;
         return FLOE_OK;
     }
@@ -190,6 +190,6 @@ floe_status registry_backend_for_file(registry *r, const char *path, floe_backen
     if (st != FLOE_OK)
         return st;
     *moved = strcmp(h.spec.backend, "gpu") == 0 && !r->gpu;
-    *be = strcmp(h.spec.backend, "cpu") == 0 || !r->gpu || h.spec.kind == FLOE_KIND_ORDERED ? r->cpu : r->gpu;
+    *be = strcmp(h.spec.backend, "cpu") == 0 || !r->gpu ? r->cpu : r->gpu;
     return FLOE_OK;
 }

@@ -759,7 +759,7 @@ static void handle_create(server *srv, session *c, Floe__V1__Request *req)
     char want[sizeof srv->cfg.backend];
     floe_status st = spec_from_proto(req->create_table->spec, server_default_backend(srv, want), &spec, &err);
     if (st == FLOE_OK)
-        st = registry_backend_for(&srv->reg, spec.backend, spec.kind, &be, &err);
+        st = registry_backend_for(&srv->reg, spec.backend, &be, &err);
     if (st != FLOE_OK) {
         send_now(c, reply_error(req->id, st, err.msg));
         return;

@@ -68,6 +68,8 @@
 #include "dedup.h"
 #include "iceberg.h"
 #include "iceberg_gpu.h"
+#include "ordered.h"
+#include "ordered_gpu.h"
 #include "pool.h"
 #include "tablefile.h"
 #include "tree_gpu.h"
@@ -161,6 +163,15 @@ struct tree_stage {
     size_t ch_cap;
 };
 
+/* An ORDERED table's device buffers for a piece of a batch (keys, values,
+ * answers, neighbours), grown as pieces need. */
+struct ord_stage {
+    uint64_t *d_keys, *d_found;
+    uint8_t *d_res;
+    unsigned char *d_vals, *d_vout;
+    size_t cap;
+};
+
 /* A pipeline of a table: a lane of tables/backend.h, fed by its own
  * submitters (floed's io threads), with its own worker thread, queue,
  * stages and copy streams.  The lanes of a table share its device table and
@@ -198,7 +209,9 @@ struct gpu_table {
     gpu_backend *be;
     gpu_iceberg *ice; /* SET, MAP */
     gpu_tree *tree;   /* TREE */
+    gpu_ordered *ord; /* ORDERED */
     tree_stage ts;
+    ord_stage os;
     uint32_t vb;
     cudaStream_t ks; /* kernels, in the order enqueued */
     /* The device table: held to enqueue kernels on ks, to grow, to run what
@@ -1555,6 +1568,199 @@ static void run_tree(lane *L, floe_batch *b)
     complete(b);
 }
 
+/* ---- ORDERED tables -------------------------------------------------------------------------------------- */
+
+#define ORD_PIECE_MAX ((size_t)1 << 22) /* keys per piece of a batch */
+
+static void ord_stage_free(ord_stage *s)
+{
+    cudaFree(s->d_keys);
+    cudaFree(s->d_found);
+    cudaFree(s->d_res);
+    cudaFree(s->d_vals);
+    cudaFree(s->d_vout);
+    memset(s, 0, sizeof *s);
+}
+
+static floe_status ord_stage_reserve(ord_stage *s, size_t n, floe_errinfo *err)
+{
+    if (n <= s->cap)
+        return FLOE_OK;
+    ord_stage_free(s);
+    cudaError_t e = cudaMalloc(&s->d_keys, n * 8);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_found, n * 8);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_res, n);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_vals, n * 8);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_vout, n * 8);
+    if (e != cudaSuccess) {
+        ord_stage_free(s);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "staging for %zu keys: %s", n, cuda_msg(e));
+    }
+    s->cap = n;
+    return FLOE_OK;
+}
+
+/* INSERT, FIND, ERASE, SUCC or PRED of batch b's keys [off, off + m): in
+ * pieces in batch order, so that the first occurrence of a key is still
+ * the one INSERTED or ERASED. */
+static floe_status ord_piece(lane *L, floe_batch *b, size_t off, size_t m, floe_errinfo *err)
+{
+    gpu_table *t = L->t;
+    ord_stage *s = &t->os;
+    const uint32_t vb = t->base.spec.value_bytes;
+    const bool want_values = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE;
+    floe_status st = ord_stage_reserve(s, m, err);
+    if (st != FLOE_OK)
+        return st;
+    const uint64_t t0 = floe_now_ns();
+    TREE_CUDA(cudaMemcpyAsync(s->d_keys, b->keys + off, m * 8, cudaMemcpyHostToDevice, t->ks));
+    if (b->op == FLOE_OP_INSERT && vb && b->values)
+        TREE_CUDA(cudaMemcpyAsync(s->d_vals, (const unsigned char *)b->values + off * vb, m * vb,
+                                  cudaMemcpyHostToDevice, t->ks));
+    floe_answer_counts ignored;
+    switch (b->op) {
+    case FLOE_OP_INSERT:
+        st = gpu_ordered_insert(t->ord, s->d_keys, vb && b->values ? s->d_vals : NULL, m,
+                                (b->flags & FLOE_BATCH_OVERWRITE) != 0, s->d_res, want_values ? s->d_vout : NULL,
+                                &ignored, t->ks, err);
+        break;
+    case FLOE_OP_FIND:
+        st = gpu_ordered_find(t->ord, s->d_keys, m, s->d_res, want_values ? s->d_vout : NULL, t->ks, err);
+        break;
+    case FLOE_OP_ERASE:
+        st = gpu_ordered_erase(t->ord, s->d_keys, m, s->d_res, &ignored, t->ks, err);
+        break;
+    default:
+        st = gpu_ordered_neighbours(t->ord, b->op == FLOE_OP_PRED, s->d_keys, m, s->d_res, s->d_found,
+                                    want_values ? s->d_vout : NULL, t->ks, err);
+        if (st == FLOE_OK)
+            TREE_CUDA(cudaMemcpyAsync(b->keys_out + off, s->d_found, m * 8, cudaMemcpyDeviceToHost, t->ks));
+    }
+    if (st != FLOE_OK)
+        return st;
+    TREE_CUDA(cudaMemcpyAsync(b->results + off, s->d_res, m, cudaMemcpyDeviceToHost, t->ks));
+    if (want_values)
+        TREE_CUDA(cudaMemcpyAsync((unsigned char *)b->values_out + off * vb, s->d_vout, m * vb, cudaMemcpyDeviceToHost,
+                                  t->ks));
+    TREE_CUDA(cudaStreamSynchronize(t->ks));
+    /* one stream, synchronised once: copies and kernels are timed together, under kernel */
+    floe_stage_add(&L->stage[FLOE_STAGE_KERNEL], m, floe_now_ns() - t0);
+    return FLOE_OK;
+}
+
+/* RANGE, or SCAN (a range over every key from the cursor's key on). */
+static floe_status ord_range(gpu_table *t, floe_batch *b, floe_errinfo *err)
+{
+    const uint32_t vb = t->base.spec.value_bytes;
+    const uint64_t top = floe_mask_bits(t->base.spec.key_bits);
+    const bool scan = b->op == FLOE_OP_SCAN;
+    b->scan_n = 0;
+    if (b->cursor_set && b->cursor.generation != 0)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "%s cursor is from generation %llu; an ORDERED table is always at generation 0",
+                                scan ? "scan" : "range", (unsigned long long)b->cursor.generation);
+    if (scan && b->cursor_set && b->cursor.position > top)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "scan cursor position %llu is not a key of key_bits = %u: start the scan again",
+                                (unsigned long long)b->cursor.position, t->base.spec.key_bits);
+    const uint64_t lo = scan ? (b->cursor_set ? b->cursor.position : 0) : b->lo, hi = scan ? top : b->hi;
+    const bool desc = !scan && b->desc;
+    ord_stage *s = &t->os;
+    floe_status st = ord_stage_reserve(s, b->limit ? b->limit : 1, err);
+    if (st != FLOE_OK)
+        return st;
+    const bool values = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && b->scan_values;
+    size_t n;
+    uint64_t next;
+    bool done;
+    st = gpu_ordered_range(t->ord, lo, hi, desc, b->limit, s->d_keys, values ? s->d_vout : NULL, &n, &next, &done,
+                           t->ks, err);
+    if (st != FLOE_OK)
+        return st;
+    if (n)
+        TREE_CUDA(cudaMemcpyAsync(b->scan_keys, s->d_keys, n * 8, cudaMemcpyDeviceToHost, t->ks));
+    if (n && values)
+        TREE_CUDA(cudaMemcpyAsync(b->scan_values, s->d_vout, n * vb, cudaMemcpyDeviceToHost, t->ks));
+    TREE_CUDA(cudaStreamSynchronize(t->ks));
+    b->scan_n = n;
+    b->scan_done = done;
+    b->next.position = next;
+    b->next.generation = 0;
+    return FLOE_OK;
+}
+
+/* The image of an ORDERED table: its keys and values downloaded in order. */
+static floe_status ord_copy_gpu(gpu_table *t, floe_file_image **out, floe_errinfo *err)
+{
+    const uint64_t n = gpu_ordered_keys(t->ord);
+    const uint32_t vb = t->base.spec.value_bytes;
+    uint64_t *keys = (uint64_t *)malloc(n ? n * 8 : 8);
+    void *values = malloc(n && vb ? n * vb : 8);
+    if (!keys || !values) {
+        free(keys);
+        free(values);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s", t->base.spec.name);
+    }
+    floe_status st = gpu_ordered_download(t->ord, keys, vb ? values : NULL, err);
+    if (st != FLOE_OK) {
+        free(keys);
+        free(values);
+        return st;
+    }
+    return ordered_image_of(&t->base.spec, keys, values, n, out, err);
+}
+
+/* An ORDERED table's batch, whatever it is, runs alone, as a TREE's does. */
+static void run_ordered(lane *L, floe_batch *b)
+{
+    gpu_table *t = L->t;
+    floe_errinfo *e = &b->error;
+    assert(b->op != FLOE_OP_GET && b->op != FLOE_OP_REBUILD); /* refused at the door */
+    pthread_mutex_lock(&t->klock);
+    switch (b->op) {
+    case FLOE_OP_INSERT:
+    case FLOE_OP_FIND:
+    case FLOE_OP_ERASE:
+    case FLOE_OP_SUCC:
+    case FLOE_OP_PRED:
+        b->status = FLOE_OK;
+        for (size_t off = 0; off < b->n && b->status == FLOE_OK; off += ORD_PIECE_MAX)
+            b->status = ord_piece(L, b, off, b->n - off < ORD_PIECE_MAX ? b->n - off : ORD_PIECE_MAX, e);
+        if (b->status == FLOE_OK)
+            floe_answer_counts_tally(&b->counts, b->results, b->n);
+        break;
+    case FLOE_OP_RANGE:
+    case FLOE_OP_SCAN:
+        b->status = ord_range(t, b, e);
+        break;
+    case FLOE_OP_STATS:
+        gpu_ordered_stats(t->ord, &b->stats);
+        stage_times(t, b->stats.stage);
+        b->stats.device = t->be->device;
+        b->status = FLOE_OK;
+        break;
+    case FLOE_OP_SAVE: {
+        floe_file_image *im = NULL;
+        b->status = !b->path ? floe_errinfo_set(e, FLOE_ERR_INVALID, "save needs a path") : ord_copy_gpu(t, &im, e);
+        if (b->status == FLOE_OK)
+            b->status = write_image(im, b->path, e);
+        break;
+    }
+    case FLOE_OP_COPY:
+        b->status = ord_copy_gpu(t, &b->image, e);
+        break;
+    default:
+        b->status =
+            floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on an ORDERED table", (int)b->op);
+    }
+    pthread_mutex_unlock(&t->klock);
+    complete(b);
+}
+
 static void run_alone_locked(gpu_table *t, floe_batch *b)
 {
     floe_errinfo *e = &b->error;
@@ -1662,6 +1868,10 @@ static void begin(lane *L, floe_batch *b)
     memset(&b->counts, 0, sizeof b->counts);
     if (t->tree) {
         run_tree(L, b);
+        return;
+    }
+    if (t->ord) {
+        run_ordered(L, b);
         return;
     }
     if (b->op != FLOE_OP_INSERT && b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE) {
@@ -1809,8 +2019,10 @@ static void table_free(gpu_table *t)
     if (t->ks)
         cudaStreamDestroy(t->ks);
     tree_stage_free(&t->ts);
+    ord_stage_free(&t->os);
     gpu_iceberg_destroy(t->ice);
     gpu_tree_destroy(t->tree);
+    gpu_ordered_destroy(t->ord);
     free(t);
 }
 
@@ -1832,25 +2044,27 @@ static void stop_lanes(gpu_table *t, unsigned n)
     pthread_mutex_destroy(&t->klock);
 }
 
-/* Takes ownership of ice or tree (one of them). */
-static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree, uint64_t generation, floe_table **out,
-                               floe_errinfo *err)
+/* Takes ownership of ice, tree or ord (one of them). */
+static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree, gpu_ordered *ord, uint64_t generation,
+                               floe_table **out, floe_errinfo *err)
 {
     gpu_table *t = (gpu_table *)calloc(1, sizeof *t);
     if (!t) {
         gpu_iceberg_destroy(ice);
         gpu_tree_destroy(tree);
+        gpu_ordered_destroy(ord);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
     t->base.backend = &be->base;
-    t->base.spec = ice ? *gpu_iceberg_spec(ice) : *gpu_tree_spec(tree);
+    t->base.spec = ice ? *gpu_iceberg_spec(ice) : tree ? *gpu_tree_spec(tree) : *gpu_ordered_spec(ord);
     t->be = be;
     t->ice = ice;
     t->tree = tree;
+    t->ord = ord;
     t->vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
     t->generation = generation;
-    /* a TREE's batches run one at a time under klock: more lanes would only queue */
-    t->nlanes = tree ? 1 : floe_backend_lanes(&be->base);
+    /* a TREE's or ORDERED table's batches run one at a time under klock: more lanes would only queue */
+    t->nlanes = tree || ord ? 1 : floe_backend_lanes(&be->base);
     for (unsigned i = 0; i < t->nlanes; i++) {
         t->lanes[i].t = t;
         t->lanes[i].index = i;
@@ -1900,33 +2114,35 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree
     return FLOE_OK;
 }
 
-/* Until the GPU skiplist (issue 18) lands; floed puts an ORDERED table of backend "auto" on the CPU. */
-#define ORDERED_ON_CPU "table %s is ORDERED: ORDERED tables run on the CPU backend only so far (backend cpu or auto)"
-
 static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
     gpu_backend *be = (gpu_backend *)base;
     floe_spec s = *spec;
-    if (s.kind == FLOE_KIND_ORDERED)
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, ORDERED_ON_CPU, s.name);
     cudaError_t e = cudaSetDevice(be->device);
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(e));
     while (s.seed == 0)
         if (getrandom(&s.seed, sizeof s.seed, 0) != sizeof s.seed)
             s.seed = 0x6A09E667F3BCC909ull; /* no entropy: a fixed seed still works */
+    if (s.kind == FLOE_KIND_ORDERED) {
+        gpu_ordered *ord;
+        floe_status st = gpu_ordered_create(&s, gpu_ordered_chunks_for(s.capacity), &ord, err);
+        if (st != FLOE_OK)
+            return st;
+        return start_table(be, NULL, NULL, ord, 0, out, err);
+    }
     if (s.kind == FLOE_KIND_TREE) {
         gpu_tree *tree;
         floe_status st = gpu_tree_create(&s, NULL, &tree, err);
         if (st != FLOE_OK)
             return st;
-        return start_table(be, NULL, tree, 0, out, err);
+        return start_table(be, NULL, tree, NULL, 0, out, err);
     }
     gpu_iceberg *ice;
     floe_status st = gpu_iceberg_create(&s, iceberg_addr_bits_for(s.key_bits, s.capacity), &ice, err);
     if (st != FLOE_OK)
         return st;
-    return start_table(be, ice, NULL, 0, out, err);
+    return start_table(be, ice, NULL, NULL, 0, out, err);
 }
 
 /* Loads through the CPU engine's file code (checksums, damage checks), then
@@ -1940,11 +2156,32 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, const fl
     floe_status st = floe_file_header_of(path, part, &h, err);
     if (st != FLOE_OK)
         return st;
-    if (h.spec.kind == FLOE_KIND_ORDERED)
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, ORDERED_ON_CPU, h.spec.name);
     cudaError_t e = cudaSetDevice(be->device);
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(e));
+    if (h.spec.kind == FLOE_KIND_ORDERED) { /* through the CPU engine's file code (checks), then built on the device */
+        ordered *host;
+        uint64_t *keys = NULL, n = 0;
+        void *values = NULL;
+        gpu_ordered *ord = NULL;
+        st = ordered_load(path, offset, be->pool, &host, err);
+        if (st != FLOE_OK)
+            return st;
+        st = ordered_export(host, &keys, &values, &n, err);
+        ordered_destroy(host);
+        if (st == FLOE_OK)
+            st = gpu_ordered_create(&h.spec, gpu_ordered_chunks_for(n > h.spec.capacity ? n : h.spec.capacity), &ord,
+                                    err);
+        if (st == FLOE_OK)
+            st = gpu_ordered_upload(ord, keys, values, n, err);
+        free(keys);
+        free(values);
+        if (st != FLOE_OK) {
+            gpu_ordered_destroy(ord);
+            return st;
+        }
+        return start_table(be, NULL, NULL, ord, 0, out, err);
+    }
     if (h.spec.kind == FLOE_KIND_TREE) {
         tree *th;
         st = tree_load(path, offset, be->pool, &th, err);
@@ -1959,7 +2196,7 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, const fl
             gpu_tree_destroy(gt);
             return st;
         }
-        return start_table(be, NULL, gt, 0, out, err);
+        return start_table(be, NULL, gt, NULL, 0, out, err);
     }
     iceberg *host;
     st = iceberg_load(path, offset, be->pool, &host, err);
@@ -1976,7 +2213,7 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, const fl
         gpu_iceberg_destroy(ice);
         return st;
     }
-    return start_table(be, ice, NULL, im.generation, out, err);
+    return start_table(be, ice, NULL, NULL, im.generation, out, err);
 }
 
 static void gpu_submit(floe_table *base, floe_batch *b)

@@ -410,6 +410,14 @@ __global__ void k_locate(const view v, const uint64_t *sk, const uint32_t *si, c
     }
 }
 
+/* An insert that failed: the stored values of its present keys as they were. */
+__global__ void k_restore(const view v, size_t m, const uint32_t *leaf, const int8_t *slot, const uint64_t *old)
+{
+    for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += (size_t)gridDim.x * blockDim.x)
+        if (slot[j] >= 0)
+            v.vals[(uint64_t)leaf[j] * OC_LANES + slot[j]] = old[j];
+}
+
 /* The new entries of an insert: new entry e is distinct key fj[e], with
  * the value it stores (its first occurrence's, or with overwrite its
  * last's) and its chunk. */
@@ -827,7 +835,9 @@ static floe_status merge_level(gpu_ordered *t, uint32_t level, const uint64_t *n
                                                      nruns + fresh, stk, stv, sep_k, sep_v);
     if ((st = sync(s, err)) != FLOE_OK)
         return st;
-    return merge_level(t, level + 1, sep_k, sep_v, NULL, fresh, s, err);
+    /* no memory for the level above: the new chunks are linked, searches reach them going right */
+    st = merge_level(t, level + 1, sep_k, sep_v, NULL, fresh, s, err);
+    return st == FLOE_ERR_FULL ? FLOE_OK : st;
 }
 
 /* The batch sorted by key, each key's occurrences in the caller's order
@@ -1023,8 +1033,13 @@ floe_status gpu_ordered_insert(gpu_ordered *t, const uint64_t *d_keys, const voi
     CUDA_TRY(sc.get(&nleaf, m2), err);
     k_gather_new<<<grid_for(m2), BLOCK, 0, s>>>(b.sk, b.si, b.gfirst, fj, m2, leaf, values, t->vb, overwrite, nk, nv,
                                                 nleaf);
-    if ((st = merge_level(t, 0, nk, nv, nleaf, m2, s, err)) != FLOE_OK)
+    if ((st = merge_level(t, 0, nk, nv, nleaf, m2, s, err)) != FLOE_OK) {
+        /* nothing merged (no memory for the chunks): the values an overwrite replaced go back */
+        if (overwrite && values)
+            k_restore<<<grid_for(m), BLOCK, 0, s>>>(view_of(t), m, leaf, slot, old);
+        sync(s, err);
         return st;
+    }
     k_answer_insert<<<grid_for(n), BLOCK, 0, s>>>(b.si, n, b.gfirst, m, slot, old, values, t->vb, overwrite, d_results,
                                                   d_values_out);
     if ((st = sync(s, err)) != FLOE_OK)

@@ -659,34 +659,50 @@ static bool gather(const ordered *t, uint64_t **keys, uint8_t **values)
     return true;
 }
 
-static void header_of(const ordered *t, floe_file_header *h)
+static void header_of(const floe_spec *spec, uint64_t keys, floe_file_header *h)
 {
     memset(h, 0, sizeof *h);
-    h->spec = t->spec;
+    h->spec = *spec;
     h->layout_version = FLOE_LAYOUT_VERSION;
-    h->keys = t->keys;
+    h->keys = keys;
     h->nsections = ORD_SECTIONS;
-    h->section_bytes[0] = t->keys * 8;
-    h->section_bytes[1] = t->keys * t->vb;
+    h->section_bytes[0] = keys * 8;
+    h->section_bytes[1] = keys * spec->value_bytes;
     h->parts = 1;
-    h->whole_capacity = t->spec.capacity;
+    h->whole_capacity = spec->capacity;
+}
+
+floe_status ordered_image_of(const floe_spec *spec, uint64_t *keys, void *values, uint64_t n, floe_file_image **out,
+                             floe_errinfo *err)
+{
+    floe_file_header h;
+    header_of(spec, n, &h);
+    *out = floe_file_image_adopt(&h, (void *const[]){keys, values});
+    if (!*out) {
+        free(keys);
+        free(values);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s", spec->name);
+    }
+    return FLOE_OK;
+}
+
+floe_status ordered_export(ordered *t, uint64_t **keys, void **values, uint64_t *n, floe_errinfo *err)
+{
+    pthread_rwlock_rdlock(&t->lock);
+    const bool ok = gather(t, keys, (uint8_t **)values);
+    *n = t->keys;
+    pthread_rwlock_unlock(&t->lock);
+    return ok ? FLOE_OK : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s", t->spec.name);
 }
 
 floe_status ordered_copy_image(ordered *t, floe_file_image **out, floe_errinfo *err)
 {
-    uint64_t *keys;
-    uint8_t *values;
-    floe_file_header h;
-    pthread_rwlock_rdlock(&t->lock);
-    const bool ok = gather(t, &keys, &values);
-    header_of(t, &h);
-    pthread_rwlock_unlock(&t->lock);
+    uint64_t *keys, n;
+    void *values;
     *out = NULL;
-    if (ok) /* the gathered arrays are the image's sections: no second copy */
-        *out = floe_file_image_adopt(&h, (void *const[]){keys, values});
-    if (!*out)
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s", t->spec.name);
-    return FLOE_OK;
+    floe_status st = ordered_export(t, &keys, &values, &n, err);
+    /* the gathered arrays are the image's sections: no second copy */
+    return st == FLOE_OK ? ordered_image_of(&t->spec, keys, values, n, out, err) : st;
 }
 
 floe_status ordered_save(ordered *t, const char *path, floe_errinfo *err)

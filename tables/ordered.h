@@ -92,6 +92,14 @@ bool ordered_min_max(ordered *t, bool max, uint64_t *key, void *value);
  * writes one (temporary file, fsync, rename). */
 floe_status ordered_copy_image(ordered *t, struct floe_file_image **out, floe_errinfo *err);
 floe_status ordered_save(ordered *t, const char *path, floe_errinfo *err);
+/* The image of a table of spec whose n keys, ascending, and values
+ * (value_bytes each) are in malloc'ed arrays, which the image takes over
+ * (also on failure): how the GPU engine saves. */
+floe_status ordered_image_of(const floe_spec *spec, uint64_t *keys, void *values, uint64_t n,
+                             struct floe_file_image **out, floe_errinfo *err);
+/* t's keys in order and their values into new malloc'ed arrays (*n of
+ * them): how the GPU engine loads through this engine's file code. */
+floe_status ordered_export(ordered *t, uint64_t **keys, void **values, uint64_t *n, floe_errinfo *err);
 /* The table of the file (or of its part at byte offset), built bottom-up
  * from its sorted keys with leaves 7/8 full.  A file whose keys are not
  * strictly ascending or not below 2^key_bits is refused as damaged. */
