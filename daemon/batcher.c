@@ -30,7 +30,10 @@ bool batcher_init(batcher *bt, floe_table *table, const batcher_limits *limits)
     bt->value_bytes = floe_spec_has_values(&table->spec) ? table->spec.value_bytes : 0;
     const unsigned depth = BATCHER_DEPTH_PER_PART * floe_backend_parts(table->backend);
     bt->depth = depth < BATCHER_DEPTH_MAX ? depth : BATCHER_DEPTH_MAX;
+    if (table->spec.kind == FLOE_KIND_ORDERED) /* its batches run one at a time: two out, the rest merge */
+        bt->depth = 2;
     bt->words = table->spec.kind == FLOE_KIND_TREE ? table->spec.words : 0;
+    bt->merge_any = table->spec.kind == FLOE_KIND_ORDERED;
     /* a TREE's batches run one at a time on the engine: one lane merges them best */
     bt->nlanes = bt->words ? 1 : floe_backend_lanes(table->backend);
     if (!(bt->lanes = floe_calloc(bt->nlanes, sizeof *bt->lanes)))
@@ -298,10 +301,13 @@ static job *launch_locked(batcher *bt, batcher_lane *ln)
         unsigned flags = first->flags;
         job *last = first;
         const size_t kb = key_bytes(bt, first->op);
-        if (is_key_op(first->op) && first->n < MERGE_BELOW_KEYS && !first->parents) {
+        /* an ORDERED table's batch pays its fixed costs once whatever its size (a sort, a merge a
+         * level, each level's counts read back on the GPU): requests of any size are merged */
+        const size_t below = bt->merge_any ? SIZE_MAX : MERGE_BELOW_KEYS;
+        if (is_key_op(first->op) && first->n < below && !first->parents) {
             const size_t per_key = kb + (first->op == FLOE_OP_GET ? (size_t)bt->words * 4 : 0);
             for (job *j = next_job(first); j; j = next_job(j)) {
-                if (j->op != first->op || j->pre_status != FLOE_OK || j->n >= MERGE_BELOW_KEYS || j->parents ||
+                if (j->op != first->op || j->pre_status != FLOE_OK || j->n >= below || j->parents ||
                     (j->flags & FLOE_BATCH_OVERWRITE) != (first->flags & FLOE_BATCH_OVERWRITE) || n + j->n > max_keys ||
                     (n + j->n) * per_key > MERGE_MAX_BYTES)
                     break;

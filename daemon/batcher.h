@@ -12,7 +12,8 @@
  * one batch); while they run, the queue grows into the next one.  A batch
  * holds one operation kind (and one overwrite flag) and at most
  * max-batch-keys keys; a larger request, or one large enough to keep the
- * engine busy alone (MERGE_BELOW_KEYS), runs alone.  Keys of merged
+ * engine busy alone (MERGE_BELOW_KEYS; not for an ORDERED table, whose
+ * batches pay their fixed costs once whatever their size), runs alone.  Keys of merged
  * requests are concatenated in arrival order, so the engine's
  * first-occurrence rule gives exactly the per-connection order.  A key is 8
  * bytes (SET, MAP, ORDERED keys; TREE ids for GET) or, for INSERT and FIND on a
@@ -180,6 +181,7 @@ struct batcher {
     batcher_limits limits;
     uint32_t value_bytes; /* of a table with values (MAP, ORDERED); else 0 */
     uint32_t words;       /* TREE: u32 words per vector; 0 for SET, MAP, ORDERED */
+    bool merge_any;       /* ORDERED: requests of any size are merged (MERGE_BELOW_KEYS is not its rule) */
     unsigned depth; /* per lane: BATCHER_DEPTH_PER_PART x the table's parts, at most BATCHER_DEPTH_MAX */
     unsigned nlanes;
     batcher_lane *lanes;
