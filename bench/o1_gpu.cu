@@ -25,21 +25,9 @@
 #include "layout.h"
 #include "ordered_gpu.h"
 
-#define CHECK(call)                                                                                                    \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                     \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
 static void must(floe_status st, const floe_errinfo &err)
 {
-    if (st != FLOE_OK) {
-        fprintf(stderr, "floe-o1-gpu: %s\n", err.msg);
-        exit(1);
-    }
+    gpu_args_must("floe-o1-gpu", st, &err);
 }
 
 /* keys[i] = perm(start + i), values[i] = a mix of it: distinct keys for distinct inputs. */

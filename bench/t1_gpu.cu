@@ -35,21 +35,9 @@
 #include "tree.h"
 #include "tree_gpu.h"
 
-#define CHECK(call)                                                                                                    \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                     \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
 static void must(floe_status st, const floe_errinfo &err)
 {
-    if (st != FLOE_OK) {
-        fprintf(stderr, "floe-t1-gpu: %s\n", err.msg);
-        exit(1);
-    }
+    gpu_args_must("floe-t1-gpu", st, &err);
 }
 
 __device__ __forceinline__ uint64_t xs(uint64_t *s)

@@ -252,13 +252,33 @@ static void answer_later(item *it, batch_out *o, size_t at)
     it->c->ops->deliver(it->c, f);
 }
 
+/* A range's cursor: the key the next reply starts from, the table's
+ * generation, and a tag of the table (its seed) and the range (bounds,
+ * direction), so that a cursor of another table or range is refused. */
+#define RANGE_CURSOR_BYTES 24
+
+static uint64_t range_tag(uint64_t seed, uint64_t from, uint64_t to, bool desc)
+{
+    uint64_t x = seed ^ (desc ? 0xD1B54A32D192ED03ull : 0);
+    uint64_t h = floe_splitmix64(&x);
+    x = h ^ from;
+    h = floe_splitmix64(&x);
+    x = h ^ to;
+    return floe_splitmix64(&x);
+}
+
+/* The answer of a scan, or of a range (an ORDERED table's keys, with a range's cursor). */
 static frame *scan_reply(const batcher *bt, const floe_batch *b, const item *it)
 {
     Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
     Floe__V1__ScanReply sr = FLOE__V1__SCAN_REPLY__INIT;
-    uint8_t cursor[16];
+    uint8_t cursor[RANGE_CURSOR_BYTES];
     memcpy(cursor, &b->next.position, 8);
     memcpy(cursor + 8, &b->next.generation, 8);
+    if (b->op == FLOE_OP_RANGE) {
+        const uint64_t tag = range_tag(bt->table->spec.seed, it->from, it->to, b->desc);
+        memcpy(cursor + 16, &tag, 8);
+    }
     r.id = it->id;
     if (bt->words) { /* a TREE: the vectors are the keys; ids on request */
         sr.keys.data = (uint8_t *)b->scan_vectors;
@@ -276,46 +296,7 @@ static frame *scan_reply(const batcher *bt, const floe_batch *b, const item *it)
         sr.values.len = b->scan_n * bt->value_bytes;
     }
     sr.cursor.data = cursor;
-    sr.cursor.len = sizeof cursor;
-    sr.done = b->scan_done != 0;
-    r.body_case = FLOE__V1__RESPONSE__BODY_SCAN;
-    r.scan = &sr;
-    return reply_pack(&r);
-}
-
-/* A range's cursor: the key the next reply starts from, the table's
- * generation, and a tag of the table (its seed) and the range (bounds,
- * direction), so that a cursor of another table or range is refused. */
-#define RANGE_CURSOR_BYTES 24
-
-static uint64_t range_tag(uint64_t seed, uint64_t from, uint64_t to, bool desc)
-{
-    uint64_t x = seed ^ (desc ? 0xD1B54A32D192ED03ull : 0);
-    uint64_t h = floe_splitmix64(&x);
-    x = h ^ from;
-    h = floe_splitmix64(&x);
-    x = h ^ to;
-    return floe_splitmix64(&x);
-}
-
-static frame *range_reply(const batcher *bt, const floe_batch *b, const item *it)
-{
-    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
-    Floe__V1__ScanReply sr = FLOE__V1__SCAN_REPLY__INIT;
-    uint8_t cursor[RANGE_CURSOR_BYTES];
-    const uint64_t tag = range_tag(bt->table->spec.seed, it->from, it->to, b->desc);
-    memcpy(cursor, &b->next.position, 8);
-    memcpy(cursor + 8, &b->next.generation, 8);
-    memcpy(cursor + 16, &tag, 8);
-    r.id = it->id;
-    sr.keys.data = (uint8_t *)b->scan_keys;
-    sr.keys.len = b->scan_n * 8;
-    if (b->scan_values) {
-        sr.values.data = b->scan_values;
-        sr.values.len = b->scan_n * bt->value_bytes;
-    }
-    sr.cursor.data = cursor;
-    sr.cursor.len = sizeof cursor;
+    sr.cursor.len = b->op == FLOE_OP_RANGE ? RANGE_CURSOR_BYTES : 16;
     sr.done = b->scan_done != 0;
     r.body_case = FLOE__V1__RESPONSE__BODY_SCAN;
     r.scan = &sr;
@@ -424,7 +405,7 @@ static void item_done(job *j, const job_end *e)
     } else if (j->op == FLOE_OP_SCAN) {
         answer(it, scan_reply(e->bt, b, it));
     } else if (j->op == FLOE_OP_RANGE) {
-        answer(it, it->bound ? bound_reply(e->bt, b, it) : range_reply(e->bt, b, it));
+        answer(it, it->bound ? bound_reply(e->bt, b, it) : scan_reply(e->bt, b, it));
     } else if (j->op == FLOE_OP_STATS) {
         answer(it, stats_reply(e->bt, b, it));
     } else if (e->out) {

@@ -759,6 +759,27 @@ template <typename T> static floe_status read_back(const T *d, T *h, cudaStream_
     return sync(s, err);
 }
 
+/* The first entry of each run of entries with the same chunk (leaf ascending): run_start, *runs of them. */
+static floe_status select_runs(scratch &sc, const uint32_t *leaf, size_t m, uint64_t **run_start, size_t *runs,
+                               cudaStream_t s, floe_errinfo *err)
+{
+    uint8_t *flag;
+    uint64_t *c_d, c = 0;
+    size_t bytes = 0;
+    uint8_t *tmp;
+    thrust::counting_iterator<uint64_t> count(0);
+    CUDA_TRY(sc.get(&flag, m), err);
+    CUDA_TRY(sc.get(run_start, m), err);
+    CUDA_TRY(sc.get(&c_d, 1), err);
+    k_run_heads<<<grid_for(m), BLOCK, 0, s>>>(leaf, m, flag);
+    CUDA_TRY(cub::DeviceSelect::Flagged(NULL, bytes, count, flag, *run_start, c_d, m, s), err);
+    CUDA_TRY(sc.get(&tmp, bytes), err);
+    CUDA_TRY(cub::DeviceSelect::Flagged(tmp, bytes, count, flag, *run_start, c_d, m, s), err);
+    floe_status st = read_back(c_d, &c, s, err);
+    *runs = (size_t)c;
+    return st;
+}
+
 /* Merges m new entries (ascending keys none of which is at `level`, with
  * their values or the chunks below they lead to) into `level`, and the
  * separators of the chunks that made into the level above.  leaf (may be
@@ -781,25 +802,14 @@ static floe_status merge_level(gpu_ordered *t, uint32_t level, const uint64_t *n
     }
     scratch sc(s);
     uint32_t *leaf = (uint32_t *)leaf_in;
-    uint8_t *flag;
-    uint64_t *run_start, *nruns_d, nruns = 0;
-    CUDA_TRY(sc.get(&flag, m), err);
-    CUDA_TRY(sc.get(&run_start, m), err);
-    CUDA_TRY(sc.get(&nruns_d, 1), err);
     if (!leaf) {
         CUDA_TRY(sc.get(&leaf, m), err);
         /* a separator's chunk at `level`: as a search finds it, below the levels above */
-        const view v = view_of(t);
-        k_locate_level<<<grid_for(m * GROUP), BLOCK, 0, s>>>(v, nk, m, level, leaf);
+        k_locate_level<<<grid_for(m * GROUP), BLOCK, 0, s>>>(view_of(t), nk, m, level, leaf);
     }
-    k_run_heads<<<grid_for(m), BLOCK, 0, s>>>(leaf, m, flag);
-    size_t tmp_bytes = 0;
-    void *tmp = NULL;
-    thrust::counting_iterator<uint64_t> count(0);
-    CUDA_TRY(cub::DeviceSelect::Flagged(NULL, tmp_bytes, count, flag, run_start, nruns_d, m, s), err);
-    CUDA_TRY(sc.get((uint8_t **)&tmp, tmp_bytes), err);
-    CUDA_TRY(cub::DeviceSelect::Flagged(tmp, tmp_bytes, count, flag, run_start, nruns_d, m, s), err);
-    if ((st = read_back(nruns_d, &nruns, s, err)) != FLOE_OK)
+    uint64_t *run_start;
+    size_t nruns = 0;
+    if ((st = select_runs(sc, leaf, m, &run_start, &nruns, s, err)) != FLOE_OK)
         return st;
     uint64_t *run_t, *run_q, *extra, *off, *stk, *stv;
     CUDA_TRY(sc.get(&run_t, nruns), err);
@@ -902,6 +912,32 @@ static floe_status select_flagged(scratch &sc, const uint8_t *flag, size_t n, ui
     floe_status st = read_back(c_d, &c, s, err);
     *count = (size_t)c;
     return st;
+}
+
+/* A batch sorted and each distinct key found at the bottom (k_locate): its
+ * chunk, entry (-1: absent), stored value, and whether it is absent. */
+struct located {
+    sorted_batch b;
+    uint32_t *leaf;
+    int8_t *slot;
+    uint64_t *old;
+    uint8_t *absent;
+};
+
+static floe_status locate_batch(gpu_ordered *t, scratch &sc, const uint64_t *d_keys, size_t n, const void *values,
+                                bool overwrite, cudaStream_t s, located *l, floe_errinfo *err)
+{
+    floe_status st = sort_batch(t, sc, d_keys, n, s, &l->b, err);
+    if (st != FLOE_OK)
+        return st;
+    const size_t m = l->b.m;
+    CUDA_TRY(sc.get(&l->leaf, m), err);
+    CUDA_TRY(sc.get(&l->slot, m), err);
+    CUDA_TRY(sc.get(&l->old, m), err);
+    CUDA_TRY(sc.get(&l->absent, m), err);
+    k_locate<<<grid_for(m * GROUP), BLOCK, 0, s>>>(view_of(t), l->b.sk, l->b.si, l->b.gfirst, m, l->leaf, l->slot,
+                                                   l->old, l->absent, values, t->vb, overwrite);
+    return FLOE_OK;
 }
 
 __global__ void k_not(const uint8_t *a, size_t n, uint8_t *out)
@@ -1008,40 +1044,33 @@ floe_status gpu_ordered_insert(gpu_ordered *t, const uint64_t *d_keys, const voi
     if (n == 0)
         return FLOE_OK;
     scratch sc(s);
-    sorted_batch b;
-    floe_status st = sort_batch(t, sc, d_keys, n, s, &b, err);
+    const void *values = t->vb ? d_values : NULL;
+    located l;
+    floe_status st = locate_batch(t, sc, d_keys, n, values, overwrite, s, &l, err);
     if (st != FLOE_OK)
         return st;
+    const sorted_batch &b = l.b;
     const size_t m = b.m;
-    const void *values = t->vb ? d_values : NULL;
-    uint32_t *leaf, *fj, *nleaf;
-    int8_t *slot;
-    uint64_t *old, *nk, *nv;
-    uint8_t *fresh;
-    CUDA_TRY(sc.get(&leaf, m), err);
-    CUDA_TRY(sc.get(&slot, m), err);
-    CUDA_TRY(sc.get(&old, m), err);
-    CUDA_TRY(sc.get(&fresh, m), err);
+    uint32_t *fj, *nleaf;
+    uint64_t *nk, *nv;
     CUDA_TRY(sc.get(&fj, m), err);
-    k_locate<<<grid_for(m * GROUP), BLOCK, 0, s>>>(view_of(t), b.sk, b.si, b.gfirst, m, leaf, slot, old, fresh, values,
-                                                   t->vb, overwrite);
     size_t m2 = 0;
-    if ((st = select_flagged(sc, fresh, m, fj, &m2, s, err)) != FLOE_OK)
+    if ((st = select_flagged(sc, l.absent, m, fj, &m2, s, err)) != FLOE_OK)
         return st;
     CUDA_TRY(sc.get(&nk, m2), err);
     CUDA_TRY(sc.get(&nv, m2), err);
     CUDA_TRY(sc.get(&nleaf, m2), err);
-    k_gather_new<<<grid_for(m2), BLOCK, 0, s>>>(b.sk, b.si, b.gfirst, fj, m2, leaf, values, t->vb, overwrite, nk, nv,
+    k_gather_new<<<grid_for(m2), BLOCK, 0, s>>>(b.sk, b.si, b.gfirst, fj, m2, l.leaf, values, t->vb, overwrite, nk, nv,
                                                 nleaf);
     if ((st = merge_level(t, 0, nk, nv, nleaf, m2, s, err)) != FLOE_OK) {
         /* nothing merged (no memory for the chunks): the values an overwrite replaced go back */
         if (overwrite && values)
-            k_restore<<<grid_for(m), BLOCK, 0, s>>>(view_of(t), m, leaf, slot, old);
+            k_restore<<<grid_for(m), BLOCK, 0, s>>>(view_of(t), m, l.leaf, l.slot, l.old);
         sync(s, err);
         return st;
     }
-    k_answer_insert<<<grid_for(n), BLOCK, 0, s>>>(b.si, n, b.gfirst, m, slot, old, values, t->vb, overwrite, d_results,
-                                                  d_values_out);
+    k_answer_insert<<<grid_for(n), BLOCK, 0, s>>>(b.si, n, b.gfirst, m, l.slot, l.old, values, t->vb, overwrite,
+                                                  d_results, d_values_out);
     if ((st = sync(s, err)) != FLOE_OK)
         return st;
     t->live += m2;
@@ -1143,47 +1172,32 @@ floe_status gpu_ordered_erase(gpu_ordered *t, const uint64_t *d_keys, size_t n, 
     if (n == 0)
         return FLOE_OK;
     scratch sc(s);
-    sorted_batch b;
-    floe_status st = sort_batch(t, sc, d_keys, n, s, &b, err);
+    located l;
+    floe_status st = locate_batch(t, sc, d_keys, n, NULL, false, s, &l, err);
     if (st != FLOE_OK)
         return st;
+    const sorted_batch &b = l.b;
     const size_t m = b.m;
-    uint32_t *leaf, *fj, *eleaf;
-    int8_t *slot;
-    uint64_t *old, *ek, *run_start;
-    uint8_t *absent, *found, *flag;
-    CUDA_TRY(sc.get(&leaf, m), err);
-    CUDA_TRY(sc.get(&slot, m), err);
-    CUDA_TRY(sc.get(&old, m), err);
-    CUDA_TRY(sc.get(&absent, m), err);
+    uint32_t *fj, *eleaf;
+    uint64_t *ek;
+    uint8_t *found;
     CUDA_TRY(sc.get(&found, m), err);
     CUDA_TRY(sc.get(&fj, m), err);
-    k_locate<<<grid_for(m * GROUP), BLOCK, 0, s>>>(view_of(t), b.sk, b.si, b.gfirst, m, leaf, slot, old, absent, NULL,
-                                                   0, false);
-    k_not<<<grid_for(m), BLOCK, 0, s>>>(absent, m, found);
+    k_not<<<grid_for(m), BLOCK, 0, s>>>(l.absent, m, found);
     size_t m3 = 0;
     if ((st = select_flagged(sc, found, m, fj, &m3, s, err)) != FLOE_OK)
         return st;
     if (m3 > 0) {
         CUDA_TRY(sc.get(&ek, m3), err);
         CUDA_TRY(sc.get(&eleaf, m3), err);
-        CUDA_TRY(sc.get(&flag, m3), err);
-        CUDA_TRY(sc.get(&run_start, m3), err);
-        k_gather_found<<<grid_for(m3), BLOCK, 0, s>>>(b.sk, b.gfirst, fj, m3, leaf, ek, eleaf);
-        k_run_heads<<<grid_for(m3), BLOCK, 0, s>>>(eleaf, m3, flag);
-        thrust::counting_iterator<uint64_t> count(0);
-        uint64_t *runs_d, runs = 0;
-        size_t bytes = 0;
-        uint8_t *tmp;
-        CUDA_TRY(sc.get(&runs_d, 1), err);
-        CUDA_TRY(cub::DeviceSelect::Flagged(NULL, bytes, count, flag, run_start, runs_d, m3, s), err);
-        CUDA_TRY(sc.get(&tmp, bytes), err);
-        CUDA_TRY(cub::DeviceSelect::Flagged(tmp, bytes, count, flag, run_start, runs_d, m3, s), err);
-        if ((st = read_back(runs_d, &runs, s, err)) != FLOE_OK)
+        k_gather_found<<<grid_for(m3), BLOCK, 0, s>>>(b.sk, b.gfirst, fj, m3, l.leaf, ek, eleaf);
+        uint64_t *run_start;
+        size_t runs = 0;
+        if ((st = select_runs(sc, eleaf, m3, &run_start, &runs, s, err)) != FLOE_OK)
             return st;
         k_compact<<<grid_for(runs * 32), BLOCK, 0, s>>>(view_of(t), ek, run_start, runs, m3, eleaf);
     }
-    k_answer_erase<<<grid_for(n), BLOCK, 0, s>>>(b.si, n, b.gfirst, m, slot, d_results);
+    k_answer_erase<<<grid_for(n), BLOCK, 0, s>>>(b.si, n, b.gfirst, m, l.slot, d_results);
     if ((st = sync(s, err)) != FLOE_OK)
         return st;
     t->live -= m3;

@@ -524,3 +524,23 @@ int log_count(const daemon_proc *d, const char *text)
     free(log);
     return n;
 }
+
+Floe__V1__Response *raw_call(int fd, Floe__V1__Request *req, uint64_t id)
+{
+    req->id = id;
+    raw_send_request(fd, req);
+    Floe__V1__Response *r = raw_read_response(fd, 10000);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_uint_eq(r->id, id);
+    return r;
+}
+
+void expect_status(Floe__V1__Response *r, int want, const char *needle, const char *what)
+{
+    ck_assert_msg((int)r->status == want, "%s: status %s (%s), expected %s", what, floe_strerror((int)r->status),
+                  r->error ? r->error : "", floe_strerror(want));
+    if (needle)
+        ck_assert_msg(r->error && strstr(r->error, needle), "%s: message '%s' lacks '%s'", what,
+                      r->error ? r->error : "", needle);
+    floe__v1__response__free_unpacked(r, NULL);
+}

@@ -74,6 +74,10 @@ void raw_send_request(int fd, Floe__V1__Request *req);
 size_t raw_frame(Floe__V1__Request *req, unsigned char *buf);
 /* An insert of n keys into table as a frame at buf (if not NULL); its bytes. */
 size_t raw_insert_frame(unsigned char *buf, uint64_t id, const char *table, const uint64_t *keys, size_t n);
+/* Sends req with id and reads its answer (which must come, with that id). */
+Floe__V1__Response *raw_call(int fd, Floe__V1__Request *req, uint64_t id);
+/* r's status is want and its error names needle (NULL: any); frees r.  what: the case, for the message. */
+void expect_status(Floe__V1__Response *r, int want, const char *needle, const char *what);
 /* Reads one response frame (NULL on EOF or after timeout_ms). */
 Floe__V1__Response *raw_read_response(int fd, int timeout_ms);
 /* 1 if the server closed the connection within timeout_ms. */

@@ -18,57 +18,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../ordered_ref.h"
 #include "harness.h"
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
-
-/* ---- the reference: keys ascending, a value each ---- */
-
-typedef struct ref {
-    uint64_t *key, *val;
-    size_t n, cap;
-} ref;
-
-static size_t ref_pos(const ref *r, uint64_t key) /* where key is, or would go */
-{
-    size_t lo = 0, hi = r->n;
-    while (lo < hi) {
-        const size_t mid = lo + (hi - lo) / 2;
-        if (r->key[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static bool ref_has(const ref *r, uint64_t key, size_t *at)
-{
-    *at = ref_pos(r, key);
-    return *at < r->n && r->key[*at] == key;
-}
-
-static void ref_put(ref *r, size_t at, uint64_t key, uint64_t val)
-{
-    if (r->n == r->cap) {
-        r->cap = r->cap ? 2 * r->cap : 1024;
-        r->key = realloc(r->key, r->cap * 8);
-        r->val = realloc(r->val, r->cap * 8);
-        ck_assert(r->key && r->val);
-    }
-    memmove(&r->key[at + 1], &r->key[at], (r->n - at) * 8);
-    memmove(&r->val[at + 1], &r->val[at], (r->n - at) * 8);
-    r->key[at] = key;
-    r->val[at] = val;
-    r->n++;
-}
-
-static void ref_del(ref *r, size_t at)
-{
-    memmove(&r->key[at], &r->key[at + 1], (r->n - at - 1) * 8);
-    memmove(&r->val[at], &r->val[at + 1], (r->n - at - 1) * 8);
-    r->n--;
-}
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -311,8 +264,7 @@ START_TEST(ordered_over_the_wire)
     }
     free(keys);
     free(vals);
-    free(r.key);
-    free(r.val);
+    ref_free(&r);
     floe_close(c);
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
 }
@@ -395,8 +347,7 @@ START_TEST(ordered_concurrent)
     run_workers(&d, 3);
     r.n = 0;
     check_queries(c, "shared", &r, 40, 0, &rng, true);
-    free(r.key);
-    free(r.val);
+    ref_free(&r);
     floe_close(c);
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
 }
@@ -479,26 +430,6 @@ START_TEST(ordered_pipelined)
 END_TEST
 
 /* ---- refused requests, each changing nothing ---- */
-
-static Floe__V1__Response *raw_call(int fd, Floe__V1__Request *req, uint64_t id)
-{
-    req->id = id;
-    raw_send_request(fd, req);
-    Floe__V1__Response *r = raw_read_response(fd, 10000);
-    ck_assert_ptr_nonnull(r);
-    ck_assert_uint_eq(r->id, id);
-    return r;
-}
-
-static void expect_status(Floe__V1__Response *r, int want, const char *needle, const char *what)
-{
-    ck_assert_msg((int)r->status == want, "%s: status %s (%s), expected %s", what, floe_strerror((int)r->status),
-                  r->error ? r->error : "", floe_strerror(want));
-    if (needle)
-        ck_assert_msg(r->error && strstr(r->error, needle), "%s: message '%s' lacks '%s'", what,
-                      r->error ? r->error : "", needle);
-    floe__v1__response__free_unpacked(r, NULL);
-}
 
 /* The keys of table t, in order (at most 64). */
 static size_t contents(floe *c, const char *t, uint64_t *keys)
@@ -651,8 +582,7 @@ START_TEST(ordered_survives_restart)
     check_queries(c, "keep", &r, 64, 4, &rng, true);
     floe_close(c);
     ck_assert_int_eq(daemon_stop(&d, SIGINT), 0);
-    free(r.key);
-    free(r.val);
+    ref_free(&r);
     char path[256];
     snprintf(path, sizeof path, "%s/keep.floe", dir);
     unlink(path);

@@ -17,58 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../ordered_ref.h"
 #include "alloc.h"
 #include "ordered.h"
 #include "tablefile.h"
 #include "testutil.h"
-
-/* ---- the reference ---- */
-
-typedef struct ref {
-    uint64_t *key, *val;
-    size_t n, cap;
-} ref;
-
-/* Where key is, or would go. */
-static size_t ref_pos(const ref *r, uint64_t key)
-{
-    size_t lo = 0, hi = r->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (r->key[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static bool ref_has(const ref *r, uint64_t key, size_t *at)
-{
-    *at = ref_pos(r, key);
-    return *at < r->n && r->key[*at] == key;
-}
-
-static void ref_put(ref *r, size_t at, uint64_t key, uint64_t val)
-{
-    if (r->n == r->cap) {
-        r->cap = r->cap ? 2 * r->cap : 1024;
-        r->key = realloc(r->key, r->cap * 8);
-        r->val = realloc(r->val, r->cap * 8);
-    }
-    memmove(&r->key[at + 1], &r->key[at], (r->n - at) * 8);
-    memmove(&r->val[at + 1], &r->val[at], (r->n - at) * 8);
-    r->key[at] = key;
-    r->val[at] = val;
-    r->n++;
-}
-
-static void ref_del(ref *r, size_t at)
-{
-    memmove(&r->key[at], &r->key[at + 1], (r->n - at - 1) * 8);
-    memmove(&r->val[at], &r->val[at + 1], (r->n - at - 1) * 8);
-    r->n--;
-}
 
 /* ---- helpers ---- */
 
@@ -331,8 +284,7 @@ START_TEST(ordered_against_reference)
     check_scan(t, &r, vb, &rng);
     free(keys);
     free(vals);
-    free(r.key);
-    free(r.val);
+    ref_free(&r);
     ordered_destroy(t);
     floe_pool_destroy(pool);
 }
@@ -383,8 +335,7 @@ START_TEST(ordered_full_when_memory_runs_out)
     ck_assert_uint_gt(full, 0);
     check_scan(t, &r, 8, &rng);
     check_queries(t, &r, 40, 8, &rng);
-    free(r.key);
-    free(r.val);
+    ref_free(&r);
     ordered_destroy(t);
 }
 END_TEST
@@ -431,8 +382,7 @@ START_TEST(ordered_save_and_load)
         ordered_destroy(u);
         free(keys);
         free(vals);
-        free(r.key);
-        free(r.val);
+        ref_free(&r);
     }
     /* damaged files, each with a right checksum */
     floe_file_header h;
