@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "floe_wire.h"
+
 typedef struct ref {
     uint64_t *key, *val;
     size_t n, cap;
@@ -60,6 +62,32 @@ static inline void ref_del(ref *r, size_t at)
     memmove(&r->key[at], &r->key[at + 1], (r->n - at - 1) * 8);
     memmove(&r->val[at], &r->val[at + 1], (r->n - at - 1) * 8);
     r->n--;
+}
+
+/* Op (0 insert, 1 insert with overwrite, 2 find, 3 erase) of key with
+ * value v applied to r as an ORDERED table applies it: its answer, and in
+ * *value the value it reports (the stored one, or v where INSERTED; 0 for
+ * an erase or a key that is absent). */
+static inline uint8_t ref_apply(ref *r, int op, uint64_t key, uint64_t v, uint64_t *value)
+{
+    size_t at;
+    const bool had = ref_has(r, key, &at);
+    *value = 0;
+    if (op <= 1) {
+        *value = had ? r->val[at] : v;
+        if (!had)
+            ref_put(r, at, key, v);
+        else if (op == 1)
+            r->val[at] = v;
+        return had ? FLOE_PRESENT : FLOE_INSERTED;
+    }
+    if (op == 2) {
+        *value = had ? r->val[at] : 0;
+        return had ? FLOE_PRESENT : FLOE_ABSENT;
+    }
+    if (had)
+        ref_del(r, at);
+    return had ? FLOE_ERASED : FLOE_ABSENT;
 }
 
 static inline void ref_free(ref *r)

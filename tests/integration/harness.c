@@ -544,3 +544,15 @@ void expect_status(Floe__V1__Response *r, int want, const char *needle, const ch
                       r->error ? r->error : "", needle);
     floe__v1__response__free_unpacked(r, NULL);
 }
+
+void expect_cli(const daemon_proc *d, const char *in, int code, const char *want, const char *const *args)
+{
+    char *out;
+    int rc = run_cli(d, in, &out, args);
+    ck_assert_msg(rc == code, "floe %s %s: exit %d, expected %d; output:\n%s", args[0], args[1] ? args[1] : "", rc,
+                  code, out);
+    if (want)
+        ck_assert_msg(want[0] ? strstr(out, want) != NULL : out[0] == '\0', "floe %s: output lacks '%s':\n%s", args[0],
+                      want, out);
+    free(out);
+}

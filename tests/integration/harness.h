@@ -95,6 +95,9 @@ int log_count(const daemon_proc *d, const char *text);
 /* Runs the floe CLI with args (NULL-terminated) against d; returns its exit
  * code and its stdout (malloc'ed) in *out. */
 int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char *const *args);
+/* Runs the floe CLI with args against d: its exit code must be code and
+ * its stdout hold want (NULL: anything; "": nothing at all). */
+void expect_cli(const daemon_proc *d, const char *in, int code, const char *want, const char *const *args);
 /* Runs argv (argv[0] the program; "@HOSTPORT" and "@URI" stand for d's
  * address) with stdin_text: the same contract as run_cli (its stderr in
  * d->dir/cli.err). */

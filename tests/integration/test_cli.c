@@ -22,16 +22,6 @@
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-static void expect_cli(const daemon_proc *d, const char *in, int code, const char *want, const char *const *args)
-{
-    char *out;
-    int rc = run_cli(d, in, &out, args);
-    ck_assert_msg(rc == code, "floe %s: exit %d, expected %d; output:\n%s", args[0], rc, code, out);
-    if (want)
-        ck_assert_msg(strstr(out, want) != NULL, "floe %s: output lacks '%s':\n%s", args[0], want, out);
-    free(out);
-}
-
 START_TEST(cli_subcommands)
 {
     daemon_proc d;

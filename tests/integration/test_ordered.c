@@ -73,26 +73,8 @@ static void run_checked(floe *c, const char *t, ref *r, int op, const uint64_t *
     ck_assert_msg(st == FLOE_OK, "op %d: %s", op, floe_errstr(c));
     uint64_t tally[5] = {0};
     for (size_t i = 0; i < n; i++) {
-        size_t at;
-        const bool had = ref_has(r, keys[i], &at);
-        uint8_t want;
-        uint64_t wv = 0;
-        if (op <= 1) {
-            const uint64_t v = vb ? val_at(vin, vb, i) : 0;
-            want = had ? FLOE_PRESENT : FLOE_INSERTED;
-            wv = had ? r->val[at] : v;
-            if (!had)
-                ref_put(r, at, keys[i], v);
-            else if (op == 1)
-                r->val[at] = v;
-        } else if (op == 2) {
-            want = had ? FLOE_PRESENT : FLOE_ABSENT;
-            wv = had ? r->val[at] : 0;
-        } else {
-            want = had ? FLOE_ERASED : FLOE_ABSENT;
-            if (had)
-                ref_del(r, at);
-        }
+        uint64_t wv;
+        const uint8_t want = ref_apply(r, op, keys[i], vb && op <= 1 ? val_at(vin, vb, i) : 0, &wv);
         ck_assert_msg(res[i] == want, "op %d, key %zu (%llx): %u, expected %u", op, i, (unsigned long long)keys[i],
                       res[i], want);
         if (vb && op <= 2 && want != FLOE_ABSENT)
@@ -589,18 +571,6 @@ START_TEST(ordered_survives_restart)
     rmdir(dir);
 }
 END_TEST
-
-static void expect_cli(const daemon_proc *d, const char *in, int code, const char *want, const char *const *args)
-{
-    char *out;
-    int rc = run_cli(d, in, &out, args);
-    ck_assert_msg(rc == code, "floe %s %s: exit %d, expected %d; output:\n%s", args[0], args[1] ? args[1] : "", rc,
-                  code, out);
-    if (want)
-        ck_assert_msg(strcmp(want, "") == 0 ? out[0] == '\0' : strstr(out, want) != NULL,
-                      "floe %s: output lacks '%s':\n%s", args[0], want, out);
-    free(out);
-}
 
 START_TEST(ordered_cli)
 {

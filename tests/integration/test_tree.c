@@ -639,17 +639,6 @@ START_TEST(tree_survives_restart)
 }
 END_TEST
 
-static void expect_cli(const daemon_proc *d, const char *in, int code, const char *want, const char *const *args)
-{
-    char *out;
-    int rc = run_cli(d, in, &out, args);
-    ck_assert_msg(rc == code, "floe %s %s: exit %d, expected %d; output:\n%s", args[0], args[1] ? args[1] : "", rc,
-                  code, out);
-    if (want)
-        ck_assert_msg(strstr(out, want) != NULL, "floe %s: output lacks '%s':\n%s", args[0], want, out);
-    free(out);
-}
-
 START_TEST(tree_cli)
 {
     daemon_proc d;

@@ -191,26 +191,8 @@ static void run_batch(ordered *t, ref *r, int op, const uint64_t *keys, const ui
     ck_assert_int_eq(st, FLOE_OK);
     uint64_t tally[5] = {0};
     for (size_t i = 0; i < n; i++) {
-        size_t at;
-        const bool had = ref_has(r, keys[i], &at);
-        uint8_t want;
-        uint64_t wv = 0;
-        if (op <= 1) {
-            const uint64_t v = vb ? val_get(vin, vb, i) : 0;
-            want = had ? FLOE_PRESENT : FLOE_INSERTED;
-            wv = had ? r->val[at] : v;
-            if (!had)
-                ref_put(r, at, keys[i], v);
-            else if (op == 1)
-                r->val[at] = v;
-        } else if (op == 2) {
-            want = had ? FLOE_PRESENT : FLOE_ABSENT;
-            wv = had ? r->val[at] : 0;
-        } else {
-            want = had ? FLOE_ERASED : FLOE_ABSENT;
-            if (had)
-                ref_del(r, at);
-        }
+        uint64_t wv;
+        const uint8_t want = ref_apply(r, op, keys[i], vb && op <= 1 ? val_get(vin, vb, i) : 0, &wv);
         ck_assert_msg(res[i] == want, "op %d key %zu (%llx): %u, expected %u", op, i, (unsigned long long)keys[i],
                       res[i], want);
         if (vb && op <= 2)
