@@ -457,12 +457,14 @@ __global__ void k_run_sizes(const view v, const uint64_t *run_start, size_t runs
 }
 
 /* Each run's chunk as it was, before the scatter overwrites it. */
-__global__ void k_stage(const view v, const uint64_t *run_start, size_t runs, const uint32_t *leaf, uint64_t *sk,
-                        uint64_t *sv)
+__global__ void k_stage(const view v, const uint64_t *run_start, size_t runs, const uint32_t *leaf,
+                        const uint64_t *run_q, uint64_t *sk, uint64_t *sv)
 {
     const size_t total = runs * OC_LANES;
     for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < total; x += (size_t)gridDim.x * blockDim.x) {
         const size_t r = x / OC_LANES, lane = x % OC_LANES;
+        if (run_q[r] == 1)
+            continue; /* k_merge_small's */
         const uint64_t at = (uint64_t)leaf[run_start[r]] * OC_LANES + lane;
         sk[x] = v.keys[at];
         sv[x] = v.vals[at];
@@ -485,6 +487,8 @@ __global__ void k_scatter_new(const view v, const uint64_t *nk, const uint64_t *
 {
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < m; e += (size_t)gridDim.x * blockDim.x) {
         const size_t r = last_at_or_below(run_start, runs, e);
+        if (run_q[r] == 1)
+            continue; /* k_merge_small's */
         const uint64_t k = nk[e];
         const uint64_t *old = stk + r * OC_LANES;
         const uint32_t n_old = head_count(old[HEAD]);
@@ -507,14 +511,51 @@ __global__ void k_scatter_old(const view v, const uint64_t *nk, size_t m, const 
     for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < total; x += (size_t)gridDim.x * blockDim.x) {
         const size_t r = x / OC_DATA, o = x % OC_DATA;
         const uint64_t *old = stk + r * OC_LANES;
-        if (o >= head_count(old[HEAD]))
-            continue;
+        if (run_q[r] == 1 || o >= head_count(old[HEAD]))
+            continue; /* k_merge_small's, or no key there */
         const uint64_t start = run_start[r], len = (r + 1 < runs ? run_start[r + 1] : m) - start;
         uint64_t chunk;
         uint32_t entry;
         place(o + lower_bound(nk + start, len, old[o]), run_t[r], run_q[r], leaf[start], base + off[r], &chunk, &entry);
         v.keys[chunk * OC_LANES + entry] = old[o];
         v.vals[chunk * OC_LANES + entry] = stv[r * OC_LANES + o];
+    }
+}
+
+/* A run whose chunk keeps all its keys and the run's (q 1, most runs of a
+ * batch): merged in place by one warp, without staging.  Lane i holds the
+ * chunk's entry i and the run's entry i; each goes to its rank among both. */
+__global__ void k_merge_small(const view v, uint32_t level, const uint64_t *nk, const uint64_t *nv, size_t m,
+                              const uint64_t *run_start, size_t runs, const uint32_t *leaf, const uint64_t *run_q)
+{
+    const uint32_t lane = threadIdx.x & 31;
+    const size_t stride = (size_t)gridDim.x * WARPS;
+    for (size_t r = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; r < runs; r += stride) {
+        if (run_q[r] != 1)
+            continue; /* spread over new chunks: the general kernels' */
+        const uint64_t start = run_start[r], len = (r + 1 < runs ? run_start[r + 1] : m) - start;
+        const uint64_t c = leaf[start];
+        const uint64_t key = v.keys[c * OC_LANES + lane], val = v.vals[c * OC_LANES + lane];
+        const uint64_t head = __shfl_sync(FULL_MASK, key, HEAD);
+        const uint32_t n_old = head_count(head);
+        const bool is_old = lane < n_old, is_new = lane < len;
+        const uint64_t nkey = is_new ? nk[start + lane] : 0, nval = is_new ? nv[start + lane] : 0;
+        uint32_t before_old = 0, before_new = 0; /* new keys below my old key; old keys below my new key */
+        for (uint32_t j = 0; j < (uint32_t)len; j++)
+            before_old += __shfl_sync(FULL_MASK, nkey, j) < key;
+        for (uint32_t j = 0; j < n_old; j++)
+            before_new += __shfl_sync(FULL_MASK, key, j) < nkey;
+        __syncwarp(); /* every lane has read the chunk before any writes it */
+        if (is_old) {
+            v.keys[c * OC_LANES + lane + before_old] = key;
+            v.vals[c * OC_LANES + lane + before_old] = val;
+        }
+        if (is_new) {
+            v.keys[c * OC_LANES + lane + before_new] = nkey;
+            v.vals[c * OC_LANES + lane + before_new] = nval;
+        }
+        if (lane == 0)
+            v.keys[c * OC_LANES + HEAD] = head_word(n_old + (uint32_t)len, level, head_next(head));
     }
 }
 
@@ -534,6 +575,8 @@ __global__ void k_link(const view v, uint32_t level, const uint64_t *run_start, 
                 hi = mid;
         }
         const size_t r = lo;
+        if (run_q[r] == 1)
+            continue; /* k_merge_small's: its count was written there */
         const uint64_t j = g - (off[r] + r), t = run_t[r], q = run_q[r];
         const uint32_t own = leaf[run_start[r]];
         const uint64_t id = j == 0 ? own : base + off[r] + j - 1;
@@ -829,12 +872,13 @@ static floe_status merge_level(gpu_ordered *t, uint32_t level, const uint64_t *n
     uint64_t fresh = 0; /* new chunks */
     if ((st = read_back(off + nruns, &fresh, s, err)) != FLOE_OK)
         return st;
-    k_stage<<<grid_for(nruns * OC_LANES), BLOCK, 0, s>>>(v0, run_start, nruns, leaf, stk, stv);
+    k_stage<<<grid_for(nruns * OC_LANES), BLOCK, 0, s>>>(v0, run_start, nruns, leaf, run_q, stk, stv);
     if ((st = reserve(t, t->used + fresh, s, err)) != FLOE_OK) /* before anything is written */
         return st;
     const uint64_t base = t->used;
     t->used += fresh;
     const view v = view_of(t);
+    k_merge_small<<<grid_for(nruns * 32), BLOCK, 0, s>>>(v, level, nk, nv, m, run_start, nruns, leaf, run_q);
     k_scatter_new<<<grid_for(m), BLOCK, 0, s>>>(v, nk, nv, m, run_start, nruns, leaf, run_t, run_q, off, base, stk);
     k_scatter_old<<<grid_for(nruns * OC_DATA), BLOCK, 0, s>>>(v, nk, m, run_start, nruns, leaf, run_t, run_q, off, base,
                                                               stk, stv);
