@@ -482,11 +482,11 @@ __device__ static inline void place(uint64_t pos, uint64_t t, uint64_t q, uint32
 }
 
 __global__ void k_scatter_new(const view v, const uint64_t *nk, const uint64_t *nv, size_t m, const uint64_t *run_start,
-                              size_t runs, const uint32_t *leaf, const uint64_t *run_t, const uint64_t *run_q,
-                              const uint64_t *off, uint64_t base, const uint64_t *stk)
+                              const uint32_t *run_of, const uint32_t *leaf, const uint64_t *run_t,
+                              const uint64_t *run_q, const uint64_t *off, uint64_t base, const uint64_t *stk)
 {
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < m; e += (size_t)gridDim.x * blockDim.x) {
-        const size_t r = last_at_or_below(run_start, runs, e);
+        const size_t r = run_of[e];
         if (run_q[r] == 1)
             continue; /* k_merge_small's */
         const uint64_t k = nk[e];
@@ -522,29 +522,47 @@ __global__ void k_scatter_old(const view v, const uint64_t *nk, size_t m, const 
     }
 }
 
+/* How many of the first n lanes' values of `sorted` (ascending across the
+ * warp) are below x: a binary search over the lanes, five shuffles. */
+__device__ static inline uint32_t count_below(uint64_t sorted, uint32_t n, uint64_t x)
+{
+    uint32_t pos = 0;
+    for (uint32_t step = 16; step > 0; step /= 2) {
+        const uint32_t at = pos + step - 1 < 31 ? pos + step - 1 : 31;
+        const uint64_t v = __shfl_sync(FULL_MASK, sorted, at);
+        if (pos + step <= n && v < x)
+            pos += step;
+    }
+    return pos;
+}
+
 /* A run whose chunk keeps all its keys and the run's (q 1, most runs of a
  * batch): merged in place by one warp, without staging.  Lane i holds the
  * chunk's entry i and the run's entry i; each goes to its rank among both. */
 __global__ void k_merge_small(const view v, uint32_t level, const uint64_t *nk, const uint64_t *nv, size_t m,
-                              const uint64_t *run_start, size_t runs, const uint32_t *leaf, const uint64_t *run_q)
+                              const uint64_t *run_start, size_t runs, const uint32_t *leaf, const uint64_t *run_q,
+                              uint32_t *run_of)
 {
     const uint32_t lane = threadIdx.x & 31;
     const size_t stride = (size_t)gridDim.x * WARPS;
     for (size_t r = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; r < runs; r += stride) {
-        if (run_q[r] != 1)
-            continue; /* spread over new chunks: the general kernels' */
         const uint64_t start = run_start[r], len = (r + 1 < runs ? run_start[r + 1] : m) - start;
+        if (run_q[r] != 1) { /* spread over new chunks: the general kernels' */
+            for (uint64_t e = start + lane; e < start + len; e += 32)
+                run_of[e] = (uint32_t)r;
+            continue;
+        }
         const uint64_t c = leaf[start];
         const uint64_t key = v.keys[c * OC_LANES + lane], val = v.vals[c * OC_LANES + lane];
         const uint64_t head = __shfl_sync(FULL_MASK, key, HEAD);
         const uint32_t n_old = head_count(head);
         const bool is_old = lane < n_old, is_new = lane < len;
         const uint64_t nkey = is_new ? nk[start + lane] : 0, nval = is_new ? nv[start + lane] : 0;
-        uint32_t before_old = 0, before_new = 0; /* new keys below my old key; old keys below my new key */
-        for (uint32_t j = 0; j < (uint32_t)len; j++)
-            before_old += __shfl_sync(FULL_MASK, nkey, j) < key;
-        for (uint32_t j = 0; j < n_old; j++)
-            before_new += __shfl_sync(FULL_MASK, key, j) < nkey;
+        /* new keys below my old key, old keys below my new key: both lists are sorted, so a binary search
+         * over the other's lanes (five steps) */
+        const uint32_t before_old = count_below(nkey, (uint32_t)len, key), before_new = count_below(key, n_old, nkey);
+        for (uint64_t e = start + lane; e < start + len; e += 32)
+            run_of[e] = (uint32_t)r; /* for the general kernels, whatever the run */
         __syncwarp(); /* every lane has read the chunk before any writes it */
         if (is_old) {
             v.keys[c * OC_LANES + lane + before_old] = key;
@@ -878,8 +896,10 @@ static floe_status merge_level(gpu_ordered *t, uint32_t level, const uint64_t *n
     const uint64_t base = t->used;
     t->used += fresh;
     const view v = view_of(t);
-    k_merge_small<<<grid_for(nruns * 32), BLOCK, 0, s>>>(v, level, nk, nv, m, run_start, nruns, leaf, run_q);
-    k_scatter_new<<<grid_for(m), BLOCK, 0, s>>>(v, nk, nv, m, run_start, nruns, leaf, run_t, run_q, off, base, stk);
+    uint32_t *run_of;
+    CUDA_TRY(sc.get(&run_of, m), err);
+    k_merge_small<<<grid_for(nruns * 32), BLOCK, 0, s>>>(v, level, nk, nv, m, run_start, nruns, leaf, run_q, run_of);
+    k_scatter_new<<<grid_for(m), BLOCK, 0, s>>>(v, nk, nv, m, run_start, run_of, leaf, run_t, run_q, off, base, stk);
     k_scatter_old<<<grid_for(nruns * OC_DATA), BLOCK, 0, s>>>(v, nk, m, run_start, nruns, leaf, run_t, run_q, off, base,
                                                               stk, stv);
     uint64_t *sep_k = NULL, *sep_v = NULL;
