@@ -443,7 +443,7 @@ __global__ void k_run_heads(const uint32_t *leaf, size_t m, uint8_t *flag)
 /* Run r: its chunk's keys then and now (t), the chunks they spread over (q)
  * and the new ones among them (extra: q - 1). */
 __global__ void k_run_sizes(const view v, const uint64_t *run_start, size_t runs, size_t m, const uint32_t *leaf,
-                            uint64_t *run_t, uint64_t *run_q, uint64_t *extra)
+                            uint64_t *run_t, uint64_t *run_q, uint64_t *extra, uint8_t *spreads)
 {
     for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < runs; r += (size_t)gridDim.x * blockDim.x) {
         const uint64_t len = (r + 1 < runs ? run_start[r + 1] : m) - run_start[r];
@@ -453,21 +453,20 @@ __global__ void k_run_sizes(const view v, const uint64_t *run_start, size_t runs
         run_t[r] = t;
         run_q[r] = q;
         extra[r] = q - 1;
+        spreads[r] = q > 1;
     }
 }
 
 /* Each run's chunk as it was, before the scatter overwrites it. */
-__global__ void k_stage(const view v, const uint64_t *run_start, size_t runs, const uint32_t *leaf,
-                        const uint64_t *run_q, uint64_t *sk, uint64_t *sv)
+__global__ void k_stage(const view v, const uint64_t *run_start, const uint32_t *bigs, size_t nb, const uint32_t *leaf,
+                        uint64_t *sk, uint64_t *sv)
 {
-    const size_t total = runs * OC_LANES;
+    const size_t total = nb * OC_LANES;
     for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < total; x += (size_t)gridDim.x * blockDim.x) {
-        const size_t r = x / OC_LANES, lane = x % OC_LANES;
-        if (run_q[r] == 1)
-            continue; /* k_merge_small's */
+        const size_t r = bigs[x / OC_LANES], lane = x % OC_LANES;
         const uint64_t at = (uint64_t)leaf[run_start[r]] * OC_LANES + lane;
-        sk[x] = v.keys[at];
-        sv[x] = v.vals[at];
+        sk[r * OC_LANES + lane] = v.keys[at];
+        sv[r * OC_LANES + lane] = v.vals[at];
     }
 }
 
@@ -504,15 +503,16 @@ __global__ void k_scatter_new(const view v, const uint64_t *nk, const uint64_t *
 }
 
 __global__ void k_scatter_old(const view v, const uint64_t *nk, size_t m, const uint64_t *run_start, size_t runs,
-                              const uint32_t *leaf, const uint64_t *run_t, const uint64_t *run_q, const uint64_t *off,
-                              uint64_t base, const uint64_t *stk, const uint64_t *stv)
+                              const uint32_t *bigs, size_t nb, const uint32_t *leaf, const uint64_t *run_t,
+                              const uint64_t *run_q, const uint64_t *off, uint64_t base, const uint64_t *stk,
+                              const uint64_t *stv)
 {
-    const size_t total = runs * OC_DATA;
+    const size_t total = nb * OC_DATA;
     for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < total; x += (size_t)gridDim.x * blockDim.x) {
-        const size_t r = x / OC_DATA, o = x % OC_DATA;
+        const size_t r = bigs[x / OC_DATA], o = x % OC_DATA;
         const uint64_t *old = stk + r * OC_LANES;
-        if (run_q[r] == 1 || o >= head_count(old[HEAD]))
-            continue; /* k_merge_small's, or no key there */
+        if (o >= head_count(old[HEAD]))
+            continue;
         const uint64_t start = run_start[r], len = (r + 1 < runs ? run_start[r + 1] : m) - start;
         uint64_t chunk;
         uint32_t entry;
@@ -577,25 +577,25 @@ __global__ void k_merge_small(const view v, uint32_t level, const uint64_t *nk, 
     }
 }
 
-/* Output chunk g of the merge (run r's part j): its header, fence and
+/* Output chunk g of the merge of the runs that spread (run r's part j): its header, fence and
  * links, and (a new chunk) its separator for the level above. */
-__global__ void k_link(const view v, uint32_t level, const uint64_t *run_start, size_t runs, const uint32_t *leaf,
-                       const uint64_t *run_t, const uint64_t *run_q, const uint64_t *off, uint64_t base, size_t outputs,
-                       const uint64_t *stk, const uint64_t *stv, uint64_t *sep_k, uint64_t *sep_v)
+__global__ void k_link(const view v, uint32_t level, const uint64_t *run_start, const uint32_t *bigs, size_t nb,
+                       const uint32_t *leaf, const uint64_t *run_t, const uint64_t *run_q, const uint64_t *off,
+                       uint64_t base, size_t outputs, const uint64_t *stk, uint64_t *sep_k, uint64_t *sep_v)
 {
     for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < outputs; g += (size_t)gridDim.x * blockDim.x) {
-        size_t lo = 0, hi = runs; /* the last r with off[r] + r <= g */
+        /* the spreading run b whose parts hold g: the last b with off[bigs[b]] + b <= g (the runs that fit their
+         * chunk add no parts, and k_merge_small wrote their headers) */
+        size_t lo = 0, hi = nb;
         while (hi - lo > 1) {
             const size_t mid = lo + (hi - lo) / 2;
-            if (off[mid] + mid <= g)
+            if (off[bigs[mid]] + mid <= g)
                 lo = mid;
             else
                 hi = mid;
         }
-        const size_t r = lo;
-        if (run_q[r] == 1)
-            continue; /* k_merge_small's: its count was written there */
-        const uint64_t j = g - (off[r] + r), t = run_t[r], q = run_q[r];
+        const size_t r = bigs[lo];
+        const uint64_t j = g - (off[r] + lo), t = run_t[r], q = run_q[r];
         const uint32_t own = leaf[run_start[r]];
         const uint64_t id = j == 0 ? own : base + off[r] + j - 1;
         const uint64_t next_id = base + off[r] + j; /* part j + 1 */
@@ -613,7 +613,6 @@ __global__ void k_link(const view v, uint32_t level, const uint64_t *run_start, 
         }
         if (last && q > 1 && old_next != NIL)
             v.vals[(uint64_t)old_next * OC_LANES + HEAD] = id;
-        (void)stv;
     }
 }
 
@@ -820,6 +819,23 @@ template <typename T> static floe_status read_back(const T *d, T *h, cudaStream_
     return sync(s, err);
 }
 
+/* Positions 0..n-1 whose flag is set, in order, and how many. */
+static floe_status select_flagged(scratch &sc, const uint8_t *flag, size_t n, uint32_t *out, size_t *count,
+                                  cudaStream_t s, floe_errinfo *err)
+{
+    thrust::counting_iterator<uint32_t> it(0);
+    uint64_t *c_d, c = 0;
+    size_t bytes = 0;
+    uint8_t *tmp;
+    CUDA_TRY(sc.get(&c_d, 1), err);
+    CUDA_TRY(cub::DeviceSelect::Flagged(NULL, bytes, it, flag, out, c_d, n, s), err);
+    CUDA_TRY(sc.get(&tmp, bytes), err);
+    CUDA_TRY(cub::DeviceSelect::Flagged(tmp, bytes, it, flag, out, c_d, n, s), err);
+    floe_status st = read_back(c_d, &c, s, err);
+    *count = (size_t)c;
+    return st;
+}
+
 /* The first entry of each run of entries with the same chunk (leaf ascending): run_start, *runs of them. */
 static floe_status select_runs(scratch &sc, const uint32_t *leaf, size_t m, uint64_t **run_start, size_t *runs,
                                cudaStream_t s, floe_errinfo *err)
@@ -880,17 +896,26 @@ static floe_status merge_level(gpu_ordered *t, uint32_t level, const uint64_t *n
     CUDA_TRY(sc.get(&off, nruns + 1), err);
     CUDA_TRY(sc.get(&stk, nruns * OC_LANES), err);
     CUDA_TRY(sc.get(&stv, nruns * OC_LANES), err);
+    uint8_t *spreads;
+    uint32_t *bigs;
+    CUDA_TRY(sc.get(&spreads, nruns), err);
+    CUDA_TRY(sc.get(&bigs, nruns), err);
     const view v0 = view_of(t);
-    k_run_sizes<<<grid_for(nruns), BLOCK, 0, s>>>(v0, run_start, nruns, m, leaf, run_t, run_q, extra);
+    k_run_sizes<<<grid_for(nruns), BLOCK, 0, s>>>(v0, run_start, nruns, m, leaf, run_t, run_q, extra, spreads);
     size_t scan_bytes = 0;
     CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, extra, off, nruns + 1, s), err);
     void *scan_tmp;
     CUDA_TRY(sc.get((uint8_t **)&scan_tmp, scan_bytes), err);
     CUDA_TRY(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, extra, off, nruns + 1, s), err);
-    uint64_t fresh = 0; /* new chunks */
+    /* the runs that spread over new chunks (the others k_merge_small merges in place), and how many chunks
+     * they add */
+    size_t nb = 0;
+    if ((st = select_flagged(sc, spreads, nruns, bigs, &nb, s, err)) != FLOE_OK)
+        return st;
+    uint64_t fresh = 0;
     if ((st = read_back(off + nruns, &fresh, s, err)) != FLOE_OK)
         return st;
-    k_stage<<<grid_for(nruns * OC_LANES), BLOCK, 0, s>>>(v0, run_start, nruns, leaf, run_q, stk, stv);
+    k_stage<<<grid_for(nb * OC_LANES), BLOCK, 0, s>>>(v0, run_start, bigs, nb, leaf, stk, stv);
     if ((st = reserve(t, t->used + fresh, s, err)) != FLOE_OK) /* before anything is written */
         return st;
     const uint64_t base = t->used;
@@ -900,13 +925,13 @@ static floe_status merge_level(gpu_ordered *t, uint32_t level, const uint64_t *n
     CUDA_TRY(sc.get(&run_of, m), err);
     k_merge_small<<<grid_for(nruns * 32), BLOCK, 0, s>>>(v, level, nk, nv, m, run_start, nruns, leaf, run_q, run_of);
     k_scatter_new<<<grid_for(m), BLOCK, 0, s>>>(v, nk, nv, m, run_start, run_of, leaf, run_t, run_q, off, base, stk);
-    k_scatter_old<<<grid_for(nruns * OC_DATA), BLOCK, 0, s>>>(v, nk, m, run_start, nruns, leaf, run_t, run_q, off, base,
-                                                              stk, stv);
+    k_scatter_old<<<grid_for(nb * OC_DATA), BLOCK, 0, s>>>(v, nk, m, run_start, nruns, bigs, nb, leaf, run_t, run_q,
+                                                           off, base, stk, stv);
     uint64_t *sep_k = NULL, *sep_v = NULL;
     CUDA_TRY(sc.get(&sep_k, fresh), err);
     CUDA_TRY(sc.get(&sep_v, fresh), err);
-    k_link<<<grid_for(nruns + fresh), BLOCK, 0, s>>>(v, level, run_start, nruns, leaf, run_t, run_q, off, base,
-                                                     nruns + fresh, stk, stv, sep_k, sep_v);
+    k_link<<<grid_for(nb + fresh), BLOCK, 0, s>>>(v, level, run_start, bigs, nb, leaf, run_t, run_q, off, base,
+                                                  nb + fresh, stk, sep_k, sep_v);
     if ((st = sync(s, err)) != FLOE_OK)
         return st;
     /* no memory for the level above: the new chunks are linked, searches reach them going right */
@@ -959,23 +984,6 @@ static floe_status sort_batch(const gpu_ordered *t, scratch &sc, const uint64_t 
     CUDA_TRY(cudaMemcpyAsync(b->gfirst + m, &end, 8, cudaMemcpyHostToDevice, s), err);
     b->m = (size_t)m;
     return sync(s, err); /* end is on this stack */
-}
-
-/* Positions 0..n-1 whose flag is set, in order, and how many. */
-static floe_status select_flagged(scratch &sc, const uint8_t *flag, size_t n, uint32_t *out, size_t *count,
-                                  cudaStream_t s, floe_errinfo *err)
-{
-    thrust::counting_iterator<uint32_t> it(0);
-    uint64_t *c_d, c = 0;
-    size_t bytes = 0;
-    uint8_t *tmp;
-    CUDA_TRY(sc.get(&c_d, 1), err);
-    CUDA_TRY(cub::DeviceSelect::Flagged(NULL, bytes, it, flag, out, c_d, n, s), err);
-    CUDA_TRY(sc.get(&tmp, bytes), err);
-    CUDA_TRY(cub::DeviceSelect::Flagged(tmp, bytes, it, flag, out, c_d, n, s), err);
-    floe_status st = read_back(c_d, &c, s, err);
-    *count = (size_t)c;
-    return st;
 }
 
 /* A batch sorted and each distinct key found at the bottom (k_locate): its
