@@ -119,16 +119,18 @@ __device__ static uint32_t descend(const view v, uint64_t k, uint32_t to)
 }
 
 /* Point searches run in groups of GROUP lanes, 32 / GROUP keys to a warp in
- * flight at once: lane l of a group reads entries PER l .. PER l + PER - 1
- * of a chunk (16-byte loads; the 32 entries are 256 bytes), so a warp has
- * several chunk reads out where one key would have one.  Keys of a chunk
- * are sorted, so the entries at or below a key are a prefix: its length is
- * a sum over the group. */
+ * flight at once: a group reads a chunk (32 entries, 256 bytes) in PER / 2
+ * loads of 16 bytes a lane, load j of lane l taking entry pair
+ * j GROUP + l, so that each load of a group is one whole 128-byte line
+ * (lanes reading every other half of a line make L1 serve each line
+ * twice).  Keys of a chunk are sorted, so the entries at or below a key
+ * are a prefix: its length is a sum over the group. */
 #ifndef OC_GROUP
 #define OC_GROUP 8u /* measured against 4 and 16: docs/PERFORMANCE.md */
 #endif
 #define GROUP OC_GROUP           /* lanes to a key */
 #define PER   (OC_LANES / GROUP) /* entries a lane reads */
+static_assert(FENCE == OC_LANES - 2 && HEAD == OC_LANES - 1, "head_of and fence_of read the last pair");
 
 struct group {
     uint32_t l;    /* lane in the group */
@@ -141,13 +143,19 @@ __device__ static inline group group_of(void)
     return group{lane % GROUP, ((1u << GROUP) - 1u) << (lane / GROUP * GROUP)};
 }
 
-/* Entries PER g.l .. PER g.l + PER - 1 of chunk c. */
+/* The entry that slot j of lane l holds. */
+__device__ static inline uint32_t entry_in(uint32_t l, uint32_t j)
+{
+    return (j / 2 * GROUP + l) * 2 + (j & 1);
+}
+
+/* Lane g.l's entries of chunk c. */
 __device__ static inline void load_part(const uint64_t *keys, uint64_t c, const group g, uint64_t k[PER])
 {
-    const ulonglong2 *p = reinterpret_cast<const ulonglong2 *>(keys + c * OC_LANES + PER * g.l);
+    const ulonglong2 *p = reinterpret_cast<const ulonglong2 *>(keys + c * OC_LANES);
 #pragma unroll
     for (uint32_t j = 0; j < PER / 2; j++) {
-        const ulonglong2 a = p[j];
+        const ulonglong2 a = p[j * GROUP + g.l];
         k[2 * j] = a.x, k[2 * j + 1] = a.y;
     }
 }
@@ -160,21 +168,27 @@ __device__ static inline uint32_t group_sum(uint32_t x, const group g)
     return x;
 }
 
-/* The header of the chunk whose entries k holds (the group's last lane has entries FENCE and HEAD). */
+/* The header and the fence of the chunk whose entries k holds: the last
+ * pair (FENCE, HEAD) is the last lane's last two slots. */
 __device__ static inline uint64_t head_of(const uint64_t k[PER], const group g)
 {
     return __shfl_sync(g.mask, k[PER - 1], GROUP - 1, GROUP);
+}
+__device__ static inline uint64_t fence_of(const uint64_t k[PER], const group g)
+{
+    return __shfl_sync(g.mask, k[PER - 2], GROUP - 1, GROUP);
 }
 
 /* Entry e of the chunk whose entries k holds. */
 __device__ static inline uint64_t entry_key(const uint64_t k[PER], uint32_t e, const group g)
 {
+    const uint32_t slot = e / 2 / GROUP * 2 + (e & 1);
     uint64_t mine = k[0];
 #pragma unroll
     for (uint32_t j = 1; j < PER; j++)
-        if (e % PER == j)
+        if (slot == j)
             mine = k[j];
-    return __shfl_sync(g.mask, mine, (e / PER) % GROUP, GROUP);
+    return __shfl_sync(g.mask, mine, e / 2 % GROUP, GROUP);
 }
 
 /* How many of the chunk's keys are below x (or at most x: at_most). */
@@ -182,10 +196,8 @@ __device__ static inline uint32_t rank_of(const uint64_t k[PER], uint32_t cnt, u
 {
     uint32_t r = 0;
 #pragma unroll
-    for (uint32_t j = 0; j < PER; j++) {
-        const uint32_t e = PER * g.l + j;
-        r += e < cnt && (at_most ? k[j] <= x : k[j] < x);
-    }
+    for (uint32_t j = 0; j < PER; j++)
+        r += entry_in(g.l, j) < cnt && (at_most ? k[j] <= x : k[j] < x);
     return group_sum(r, g);
 }
 
@@ -197,7 +209,7 @@ __device__ static uint32_t descend_group(const view v, uint64_t x, uint32_t to, 
     for (;;) {
         load_part(v.keys, c, g, k);
         const uint64_t head = head_of(k, g);
-        const uint64_t fence = __shfl_sync(g.mask, k[PER - 2], GROUP - 1, GROUP);
+        const uint64_t fence = fence_of(k, g);
         const uint32_t next = head_next(head);
         if (next != NIL && x >= fence) {
             c = next;
