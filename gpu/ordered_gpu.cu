@@ -28,8 +28,8 @@
 #include "ordered_gpu.h"
 
 #define NIL        0xFFFFFFFFu
-#define FENCE      30u
-#define HEAD       31u
+#define FENCE      (OC_LANES - 2u)
+#define HEAD       (OC_LANES - 1u)
 #define FULL_MASK  0xFFFFFFFFu
 #define BLOCK      256
 #define WARPS      (BLOCK / 32)
@@ -92,6 +92,14 @@ static inline uint32_t grid_for(size_t threads)
     return (uint32_t)(blocks < 1 ? 1 : blocks > MAX_GRID ? MAX_GRID : blocks);
 }
 
+/* Entry `lane` of chunk c, for kernels that read a chunk a lane an entry
+ * (lanes past a chunk narrower than the warp read nothing). */
+__device__ static inline uint64_t lane_entry(const uint64_t *a, uint64_t c, uint32_t lane)
+{
+    return lane < OC_LANES ? a[c * OC_LANES + lane] : 0;
+}
+static_assert(OC_LANES <= 32, "a warp reads a chunk a lane an entry");
+
 /* ---- searches: a warp per key ----------------------------------------------------------------- */
 
 /* The chunk of level `to` whose range holds k, from the top; every lane
@@ -101,7 +109,7 @@ __device__ static uint32_t descend(const view v, uint64_t k, uint32_t to)
     const uint32_t lane = threadIdx.x & 31;
     uint32_t c = v.top, level = v.height - 1;
     for (;;) {
-        const uint64_t key = v.keys[(uint64_t)c * OC_LANES + lane];
+        const uint64_t key = lane_entry(v.keys, c, lane);
         const uint64_t head = __shfl_sync(FULL_MASK, key, HEAD);
         const uint64_t fence = __shfl_sync(FULL_MASK, key, FENCE);
         const uint32_t next = head_next(head);
@@ -130,7 +138,7 @@ __device__ static uint32_t descend(const view v, uint64_t k, uint32_t to)
 #endif
 #define GROUP OC_GROUP           /* lanes to a key */
 #define PER   (OC_LANES / GROUP) /* entries a lane reads */
-static_assert(FENCE == OC_LANES - 2 && HEAD == OC_LANES - 1, "head_of and fence_of read the last pair");
+static_assert(PER >= 2 && PER % 2 == 0, "a lane reads pairs of entries");
 
 struct group {
     uint32_t l;    /* lane in the group */
@@ -302,7 +310,7 @@ __global__ void k_ranges(const view v, const uint64_t *lo, const uint64_t *hi, s
         bool extra = false;
         uint64_t after = 0;
         for (;;) {
-            const uint64_t key = v.keys[(uint64_t)c * OC_LANES + lane];
+            const uint64_t key = lane_entry(v.keys, c, lane);
             const uint64_t head = __shfl_sync(FULL_MASK, key, HEAD);
             const uint32_t cnt = head_count(head);
             const bool in = lane < cnt && key >= a && key <= b;
@@ -565,7 +573,7 @@ __global__ void k_merge_small(const view v, uint32_t level, const uint64_t *nk, 
             continue;
         }
         const uint64_t c = leaf[start];
-        const uint64_t key = v.keys[c * OC_LANES + lane], val = v.vals[c * OC_LANES + lane];
+        const uint64_t key = lane_entry(v.keys, c, lane), val = lane_entry(v.vals, c, lane);
         const uint64_t head = __shfl_sync(FULL_MASK, key, HEAD);
         const uint32_t n_old = head_count(head);
         const bool is_old = lane < n_old, is_new = lane < len;
@@ -637,7 +645,7 @@ __global__ void k_compact(const view v, const uint64_t *ek, const uint64_t *run_
     for (size_t r = (size_t)blockIdx.x * WARPS + threadIdx.x / 32; r < runs; r += stride) {
         const uint64_t start = run_start[r], len = (r + 1 < runs ? run_start[r + 1] : m) - start;
         const uint64_t c = eleaf[start];
-        const uint64_t key = v.keys[c * OC_LANES + lane], val = v.vals[c * OC_LANES + lane];
+        const uint64_t key = lane_entry(v.keys, c, lane), val = lane_entry(v.vals, c, lane);
         const uint64_t head = __shfl_sync(FULL_MASK, key, HEAD);
         const uint32_t cnt = head_count(head);
         bool keep = false;
@@ -1086,9 +1094,9 @@ void gpu_ordered_destroy(gpu_ordered *t)
 
 uint64_t gpu_ordered_chunks_for(uint64_t keys)
 {
-    /* random inserts leave chunks about 3/4 full (22 keys); the levels above add 1/20 */
-    const uint64_t bottom = keys / 20 + 1;
-    return bottom + bottom / 16 + 64;
+    /* random inserts leave chunks about 3/4 full; the levels above add a chunk for every OC_DATA / 2 */
+    const uint64_t bottom = keys / (OC_DATA * 2 / 3) + 1;
+    return bottom + bottom / (OC_DATA / 2) + 64;
 }
 
 const floe_spec *gpu_ordered_spec(const gpu_ordered *t)

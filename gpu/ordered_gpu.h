@@ -4,10 +4,11 @@
  * 64-bit keys and values, behind a plain C API (ordered_gpu.cu).  Same
  * answers as the CPU engine (tables/ordered.h), which it is tested against.
  *
- * Every level is a linked list of chunks of 32 entries that one warp reads
- * in one instruction: 30 sorted keys, a fence (the first key the next chunk
- * may hold, and the next chunk) and a header (the count, the level, the
- * previous chunk).  A search goes right while its key is at or past the
+ * Every level is a linked list of chunks of OC_LANES (32) entries that one
+ * warp reads in one instruction: 30 sorted keys, a fence (the first key
+ * the next chunk may hold, and the next chunk) and a header (the count, the
+ * level, the previous chunk).  Chunks of 16 entries build with
+ * -DOC_LANES=16u (docs/PERFORMANCE.md compares them).  A search goes right while its key is at or past the
  * fence, else down through the highest entry at or below it (a ballot);
  * searches take no locks.  A split raises the first key of each new chunk
  * to the level above, as the thesis does (every split raises one).
@@ -45,9 +46,11 @@
 extern "C" {
 #endif
 
-#define OC_LANES 32u /* entries per chunk: a warp's read */
-#define OC_DATA  30u /* of them keys */
-#define OC_FILL  24u /* keys per chunk when a run is spread over new chunks */
+#ifndef OC_LANES
+#define OC_LANES 32u /* entries per chunk, at most a warp's read (16 measured: docs/PERFORMANCE.md) */
+#endif
+#define OC_DATA (OC_LANES - 2u)      /* of them keys */
+#define OC_FILL (OC_LANES * 3u / 4u) /* keys per chunk when a run is spread over new chunks */
 
 typedef struct gpu_ordered gpu_ordered;
 
