@@ -157,13 +157,15 @@ __device__ static inline uint32_t entry_in(uint32_t l, uint32_t j)
     return (j / 2 * GROUP + l) * 2 + (j & 1);
 }
 
-/* Lane g.l's entries of chunk c. */
-__device__ static inline void load_part(const uint64_t *keys, uint64_t c, const group g, uint64_t k[PER])
+/* Lane g.l's entries of chunk c.  A bottom chunk is read once by most
+ * searches of a table larger than L2, so it is loaded evicted first, and
+ * the levels above stay in L2 longer (docs/PERFORMANCE.md). */
+__device__ static inline void load_part(const uint64_t *keys, uint64_t c, const group g, uint64_t k[PER], bool bottom)
 {
-    const ulonglong2 *p = reinterpret_cast<const ulonglong2 *>(keys + c * OC_LANES);
+    const ulonglong2 *p = reinterpret_cast<const ulonglong2 *>(keys + c * OC_LANES) + g.l;
 #pragma unroll
     for (uint32_t j = 0; j < PER / 2; j++) {
-        const ulonglong2 a = p[j * GROUP + g.l];
+        const ulonglong2 a = bottom ? __ldcs(p + j * GROUP) : p[j * GROUP];
         k[2 * j] = a.x, k[2 * j + 1] = a.y;
     }
 }
@@ -215,7 +217,7 @@ __device__ static uint32_t descend_group(const view v, uint64_t x, uint32_t to, 
 {
     uint32_t c = v.top, level = v.height - 1;
     for (;;) {
-        load_part(v.keys, c, g, k);
+        load_part(v.keys, c, g, k, level == 0);
         const uint64_t head = head_of(k, g);
         const uint64_t fence = fence_of(k, g);
         const uint32_t next = head_next(head);
@@ -238,6 +240,12 @@ __device__ static inline int entry_of(const uint64_t k[PER], uint32_t cnt, uint6
     return r < cnt && entry_key(k, r, g) == x ? (int)r : -1;
 }
 
+/* The value of entry e of bottom chunk c (read once: evicted first). */
+__device__ static inline uint64_t bottom_value(const view v, uint64_t c, uint32_t e)
+{
+    return __ldcs(reinterpret_cast<const unsigned long long *>(v.vals + c * OC_LANES + e));
+}
+
 #define GROUPS_PER_BLOCK (BLOCK / GROUP)
 #define FOR_EACH_GROUP_ITEM(i, n)                                                                                      \
     for (size_t i = ((size_t)blockIdx.x * BLOCK + threadIdx.x) / GROUP; i < (n);                                       \
@@ -255,7 +263,7 @@ __global__ void k_find(const view v, const uint64_t *keys, size_t n, uint8_t *re
         if (g.l == 0) {
             res[i] = e >= 0 ? FLOE_PRESENT : FLOE_ABSENT;
             if (vout)
-                value_out(vout, vb, i, e >= 0 ? v.vals[(uint64_t)c * OC_LANES + e] : 0);
+                value_out(vout, vb, i, e >= 0 ? bottom_value(v, c, e) : 0);
         }
     }
 }
@@ -279,7 +287,7 @@ __global__ void k_neighbours(const view v, bool pred, const uint64_t *keys, size
             if (to == NIL)
                 break;
             c = to;
-            load_part(v.keys, c, g, k);
+            load_part(v.keys, c, g, k, true);
             head = head_of(k, g);
             cnt = head_count(head);
             e = pred ? (int)cnt - 1 : 0;
@@ -291,7 +299,7 @@ __global__ void k_neighbours(const view v, bool pred, const uint64_t *keys, size
             res[i] = some ? FLOE_PRESENT : FLOE_ABSENT;
             found[i] = some ? fk : 0;
             if (vout)
-                value_out(vout, vb, i, some ? v.vals[(uint64_t)c * OC_LANES + at] : 0);
+                value_out(vout, vb, i, some ? bottom_value(v, c, at) : 0);
         }
     }
 }
