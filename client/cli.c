@@ -632,6 +632,10 @@ static void json_table(jw *w, const floe_table_info *t, bool stages)
     jw_str(w, "backend", t->backend);
     jw_u64(w, "capacity", t->capacity);
     jw_u64(w, "keys", t->keys); /* TREE: vectors */
+    if (t->shards) {
+        jw_u64(w, "shard", t->shard);
+        jw_u64(w, "shards", t->shards);
+    }
     if (tree) {
         jw_u64(w, "words", t->words);
         jw_u64(w, "memory_asked", t->memory);
@@ -739,6 +743,22 @@ static int cmd_drop(floe *c, const opts *o, int argc, char **argv)
     return 0;
 }
 
+/* A table partitioned over several floed: which shard this server holds,
+ * or (a partitioned connection, whose figures are the sums) one line a server. */
+static void print_shards(floe *c, const floe_table_info *t)
+{
+    if (t->shards)
+        printf("shard: %u/%u (server list %016" PRIx64 ")\n", t->shard + 1, t->shards, t->shard_set);
+    for (unsigned i = 0; floe_shards(c) > 1 && i < floe_shards(c); i++) {
+        floe_table_info one;
+        if (floe_stats(floe_shard(c, i), t->name, &one) != FLOE_OK)
+            printf("shard %u (%s): %s\n", i + 1, floe_shard_name(c, i), floe_errstr(floe_shard(c, i)));
+        else
+            printf("shard %u (%s): keys=%" PRIu64 " slots=%" PRIu64 " memory=%" PRIu64 " fill=%.4f\n", i + 1,
+                   floe_shard_name(c, i), one.keys, one.slots, one.memory_bytes, one.fill);
+    }
+}
+
 static int cmd_stats(floe *c, const opts *o, int argc, char **argv)
 {
     floe_table_info t;
@@ -751,6 +771,7 @@ static int cmd_stats(floe *c, const opts *o, int argc, char **argv)
         return 0;
     }
     print_info(&t, true);
+    print_shards(c, &t);
     /* where the table's batches spent their time (docs/PROTOCOL.md, StageTime) */
     for (unsigned i = 0; i < t.n_stages; i++) {
         const floe_stage_info *s = &t.stages[i];
@@ -1574,7 +1595,8 @@ static void usage(FILE *f)
                "Options:\n"
                "  -H, --host SERVER   the server: HOST:PORT, HOST (port 7450), floe://HOST:PORT[?token=T],\n"
                "                      floes://HOST:PORT (TLS) or [IPv6]:PORT (--server is the same; default\n"
-               "                      $FLOE_SERVER, else " DEFAULT_SERVER ")\n"
+               "                      $FLOE_SERVER, else " DEFAULT_SERVER "); a list floe://H1:P1,H2:P2,...\n"
+               "                      is a table partitioned over those servers (docs/OPERATIONS.md)\n"
                "  -h, --help          this text\n"
                "  -V, --version       the version of floe and of the protocol it speaks\n"
                "Connection options (each also from its environment variable; flags win):\n");

@@ -40,47 +40,7 @@
 #define CONNECT_TIMEOUT_MS 10000 /* floe_options.connect_timeout_ms 0 */
 #define KEEPALIVE_S        30    /* floe_options.keepalive_s 0 */
 
-struct floe_call {
-    uint64_t id;
-    uint64_t deadline; /* now_ms() by which it must be answered; 0: none */
-    bool done;
-    int status;
-    char *error;
-    Floe__V1__Response *resp;
-    floe_callback *cb;
-    void *arg;
-    floe_call *next, *prev;
-};
-
-struct floe {
-    int fd;
-    SSL_CTX *tls_ctx; /* TLS: the context and the session on fd (NULL: plain TCP) */
-    SSL *tls;
-    bool tls_want_write; /* the last TLS call needs fd writable before it can go on */
-    int timeout_ms;      /* deadline of calls sent from now on (0: none) */
-    int err;
-    char errstr[256];
-    uint64_t next_id;
-    unsigned char *out;
-    size_t out_len, out_off, out_cap;
-    unsigned char *in;
-    size_t in_len, in_cap;
-    floe_call *head, *tail; /* in flight */
-    size_t inflight;
-    floe_server_info info;
-    /* An error response with no call's id (id 0): the server could not read
-     * a frame, or refuses the connection (max-connections).  When the
-     * connection ends right after it, it is the reason, not the EOF. */
-    int bye_status;
-    char bye_msg[256];
-    uint64_t ids_generation; /* of the last blocking insert or find's answer */
-    /* handle_frames is running (callbacks run inside it): a floe_poll from a
-     * callback, or a send's "start writing at once", must not read into c->in */
-    bool handling;
-};
-
-static int set_error(floe *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int set_error(floe *c, int code, const char *fmt, ...)
+int floe__set_error(floe *c, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -116,6 +76,8 @@ static uint64_t now_ms(void)
 void floe_set_timeout(floe *c, int timeout_ms)
 {
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
+    for (unsigned i = 0; i < c->nshards; i++)
+        floe_set_timeout(c->shards[i], timeout_ms);
 }
 
 int floe_error(const floe *c)
@@ -145,17 +107,18 @@ size_t floe_inflight(const floe *c)
 
 int floe_fd(const floe *c)
 {
-    return c->fd;
+    return c->nshards ? c->epfd : c->fd;
 }
 
 int floe_want_write(const floe *c)
 {
+    /* a partitioned connection's epoll set reports a shard that can write as readable */
     return c->fd >= 0 && (c->out_off < c->out_len || c->tls_want_write);
 }
 
 /* ---- calls ------------------------------------------------------------------------------------- */
 
-static void complete(floe *c, floe_call *call, int status, const char *error, Floe__V1__Response *resp)
+void floe__complete(floe *c, floe_call *call, int status, const char *error, Floe__V1__Response *resp)
 {
     if (call->prev)
         call->prev->next = call->next;
@@ -167,6 +130,7 @@ static void complete(floe *c, floe_call *call, int status, const char *error, Fl
         c->tail = call->prev;
     call->next = call->prev = NULL;
     c->inflight--;
+    c->completions++;
     call->done = true;
     call->status = status;
     call->error = strdup(error ? error : "");
@@ -181,7 +145,7 @@ static void complete(floe *c, floe_call *call, int status, const char *error, Fl
 static void fail_all(floe *c)
 {
     while (c->head)
-        complete(c, c->head, c->err ? c->err : FLOE_ERR_IO, c->errstr, NULL);
+        floe__complete(c, c->head, c->err ? c->err : FLOE_ERR_IO, c->errstr, NULL);
 }
 
 static int handle_frames(floe *c);
@@ -326,16 +290,16 @@ static void broken(floe *c, int code, const char *fmt, const char *detail)
         if (c->bye_status == FLOE_OK && c->inflight && code == FLOE_ERR_IO) {
             char msg[200];
             snprintf(msg, sizeof msg, fmt, detail);
-            set_error(c, code, "%s with %zu request%s unanswered (the server may or may not have carried %s out)", msg,
-                      c->inflight, c->inflight == 1 ? "" : "s", c->inflight == 1 ? "it" : "them");
+            floe__set_error(c, code, "%s with %zu request%s unanswered (the server may or may not have carried %s out)",
+                            msg, c->inflight, c->inflight == 1 ? "" : "s", c->inflight == 1 ? "it" : "them");
         } else if (c->bye_status == FLOE_OK) {
-            set_error(c, code, fmt, detail);
+            floe__set_error(c, code, fmt, detail);
         }
     } else {
-        set_error(c, code, fmt, detail);
+        floe__set_error(c, code, fmt, detail);
     }
     if (c->bye_status != FLOE_OK)
-        set_error(c, c->bye_status, "%s", c->bye_msg);
+        floe__set_error(c, c->bye_status, "%s", c->bye_msg);
     fail_all(c);
 }
 
@@ -359,14 +323,14 @@ static void transport_failed(floe *c, ssize_t outcome, const char *what)
 static void timed_out(floe *c)
 {
     transport_close(c);
-    set_error(c, FLOE_ERR_TIMEOUT,
-              "no answer from the server within %d ms; the connection is closed (the server may still carry out "
-              "the %zu request%s in flight)",
-              c->timeout_ms, c->inflight, c->inflight == 1 ? "" : "s");
+    floe__set_error(c, FLOE_ERR_TIMEOUT,
+                    "no answer from the server within %d ms; the connection is closed (the server may still carry out "
+                    "the %zu request%s in flight)",
+                    c->timeout_ms, c->inflight, c->inflight == 1 ? "" : "s");
     fail_all(c);
 }
 
-static floe_call *new_call(floe *c, floe_callback *cb, void *arg)
+floe_call *floe__new_call(floe *c, floe_callback *cb, void *arg)
 {
     floe_call *call = calloc(1, sizeof *call);
     if (!call)
@@ -387,14 +351,18 @@ static floe_call *new_call(floe *c, floe_callback *cb, void *arg)
 
 /* Packs req into the output buffer and registers call; on a broken
  * connection the call completes at once with FLOE_ERR_IO. */
-static floe_call *send_request(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg)
+floe_call *floe__send_request(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg)
 {
-    floe_call *call = new_call(c, cb, arg);
+    if (c->nshards)
+        return floe__shards_send(c, req, cb, arg);
+    if (c->checked)
+        req->shard = &c->check;
+    floe_call *call = floe__new_call(c, cb, arg);
     if (!call)
         return NULL;
     req->id = call->id;
     if (c->fd < 0) {
-        complete(c, call, FLOE_ERR_IO, c->errstr[0] ? c->errstr : "not connected", NULL);
+        floe__complete(c, call, FLOE_ERR_IO, c->errstr[0] ? c->errstr : "not connected", NULL);
         return cb ? NULL : call;
     }
     size_t len = floe__v1__request__get_packed_size(req);
@@ -402,7 +370,7 @@ static floe_call *send_request(floe *c, Floe__V1__Request *req, floe_callback *c
         char msg[128];
         snprintf(msg, sizeof msg, "request of %zu bytes is above the server's max-frame (%llu)", len,
                  (unsigned long long)c->info.max_frame);
-        complete(c, call, FLOE_ERR_TOO_LARGE, msg, NULL);
+        floe__complete(c, call, FLOE_ERR_TOO_LARGE, msg, NULL);
         return cb ? NULL : call;
     }
     if (c->out_off == c->out_len)
@@ -413,7 +381,7 @@ static floe_call *send_request(floe *c, Floe__V1__Request *req, floe_callback *c
             cap *= 2;
         unsigned char *grown = realloc(c->out, cap);
         if (!grown) {
-            complete(c, call, FLOE_ERR_IO, "out of memory", NULL);
+            floe__complete(c, call, FLOE_ERR_IO, "out of memory", NULL);
             return cb ? NULL : call;
         }
         c->out = grown;
@@ -465,7 +433,7 @@ static int handle_frames(floe *c)
             /* id 0: the server answers a frame it could not read, or refuses
              * the connection; keep the message, the close may follow */
             if (status != FLOE_OK) {
-                set_error(c, status, "%s", error ? error : "");
+                floe__set_error(c, status, "%s", error ? error : "");
                 c->bye_status = status;
                 snprintf(c->bye_msg, sizeof c->bye_msg, "%s", error ? error : "");
             }
@@ -473,7 +441,7 @@ static int handle_frames(floe *c)
             continue;
         }
         c->bye_status = FLOE_OK; /* the connection went on after it */
-        complete(c, call, status, error, r);
+        floe__complete(c, call, status, error, r);
         completed++;
     }
     c->handling = false;
@@ -486,6 +454,8 @@ static int handle_frames(floe *c)
 
 int floe_poll(floe *c, int timeout_ms)
 {
+    if (c->nshards)
+        return floe__shards_poll(c, timeout_ms);
     if (c->handling) /* from a callback: the frames being handled are c->in; the next poll goes on */
         return 0;
     int completed = 0;
@@ -572,7 +542,7 @@ int floe_wait_all(floe *c)
     while (c->inflight > 0)
         if (floe_poll(c, -1) < 0)
             return gone(c);
-    return c->fd < 0 ? gone(c) : FLOE_OK;
+    return c->fd < 0 && !c->nshards ? gone(c) : FLOE_OK;
 }
 
 /* ---- call accessors ----------------------------------------------------------------------------- */
@@ -688,7 +658,7 @@ floe_call *floe_send_insert(floe *c, const char *table, const uint64_t *keys, si
     in.want_ids = (flags & FLOE_WANT_IDS) != 0;
     req.op_case = FLOE__V1__REQUEST__OP_INSERT;
     req.insert = &in;
-    return send_request(c, &req, cb, arg);
+    return floe__send_request(c, &req, cb, arg);
 }
 
 floe_call *floe_send_find(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags, floe_callback *cb,
@@ -703,7 +673,7 @@ floe_call *floe_send_find(floe *c, const char *table, const uint64_t *keys, size
     f.want_values = (flags & FLOE_WANT_VALUES) != 0;
     req.op_case = FLOE__V1__REQUEST__OP_FIND;
     req.find = &f;
-    return send_request(c, &req, cb, arg);
+    return floe__send_request(c, &req, cb, arg);
 }
 
 floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, size_t n, floe_callback *cb, void *arg)
@@ -715,7 +685,7 @@ floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, siz
     e.keys.len = n * 8;
     req.op_case = FLOE__V1__REQUEST__OP_ERASE;
     req.erase = &e;
-    return send_request(c, &req, cb, arg);
+    return floe__send_request(c, &req, cb, arg);
 }
 
 static floe_call *send_neighbours(floe *c, bool pred, const char *table, const uint64_t *keys, size_t n, unsigned flags,
@@ -735,7 +705,7 @@ static floe_call *send_neighbours(floe *c, bool pred, const char *table, const u
         req.op_case = FLOE__V1__REQUEST__OP_SUCCESSOR;
         req.successor = &succ;
     }
-    return send_request(c, &req, cb, arg);
+    return floe__send_request(c, &req, cb, arg);
 }
 
 floe_call *floe_send_successor(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags,
@@ -767,17 +737,17 @@ floe_call *floe_send_range(floe *c, const char *table, uint64_t lo, uint64_t hi,
     }
     req.op_case = FLOE__V1__REQUEST__OP_RANGE;
     req.range = &r;
-    return send_request(c, &req, cb, arg);
+    return floe__send_request(c, &req, cb, arg);
 }
 
 /* A call that fails here, before anything is sent: completed at once, as
  * send_request does for a broken connection. */
 static floe_call *refuse_call(floe *c, int status, const char *msg, floe_callback *cb, void *arg)
 {
-    floe_call *call = new_call(c, cb, arg);
+    floe_call *call = floe__new_call(c, cb, arg);
     if (!call)
         return NULL;
-    complete(c, call, status, msg, NULL);
+    floe__complete(c, call, status, msg, NULL);
     return cb ? NULL : call;
 }
 
@@ -805,7 +775,10 @@ static floe_call *send_vectors(floe *c, int op, const char *table, const uint32_
         req.find = &f;
     }
     req.op_case = (Floe__V1__Request__OpCase)op;
-    return send_request(c, &req, cb, arg);
+    c->route_words = words; /* a partitioned connection splits the vectors by their words */
+    floe_call *call = floe__send_request(c, &req, cb, arg);
+    c->route_words = 0;
+    return call;
 }
 
 floe_call *floe_send_insert_vectors(floe *c, const char *table, const uint32_t *vectors, size_t n, unsigned words,
@@ -840,7 +813,7 @@ floe_call *floe_send_insert_states(floe *c, const char *table, uint64_t generati
     in.want_ids = (flags & FLOE_WANT_IDS) != 0;
     req.op_case = FLOE__V1__REQUEST__OP_INSERT;
     req.insert = &in;
-    return send_request(c, &req, cb, arg);
+    return floe__send_request(c, &req, cb, arg);
 }
 
 floe_call *floe_send_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, floe_callback *cb, void *arg)
@@ -852,7 +825,7 @@ floe_call *floe_send_get_by_id(floe *c, const char *table, const uint64_t *ids, 
     g.ids.len = n * 8;
     req.op_case = FLOE__V1__REQUEST__OP_GET_BY_ID;
     req.get_by_id = &g;
-    return send_request(c, &req, cb, arg);
+    return floe__send_request(c, &req, cb, arg);
 }
 
 floe_call *floe_send_ping(floe *c, floe_callback *cb, void *arg)
@@ -861,7 +834,7 @@ floe_call *floe_send_ping(floe *c, floe_callback *cb, void *arg)
     Floe__V1__Ping p = FLOE__V1__PING__INIT;
     req.op_case = FLOE__V1__REQUEST__OP_PING;
     req.ping = &p;
-    return send_request(c, &req, cb, arg);
+    return floe__send_request(c, &req, cb, arg);
 }
 
 /* ---- blocking calls: send + wait ------------------------------------------------------------------ */
@@ -870,10 +843,10 @@ floe_call *floe_send_ping(floe *c, floe_callback *cb, void *arg)
 static int finish(floe *c, floe_call *call)
 {
     if (!call)
-        return set_error(c, FLOE_ERR_IO, "out of memory");
+        return floe__set_error(c, FLOE_ERR_IO, "out of memory");
     int st = floe_wait(c, call);
     if (st != FLOE_OK)
-        set_error(c, st, "%s", floe_call_error(call)[0] ? floe_call_error(call) : floe_strerror(st));
+        floe__set_error(c, st, "%s", floe_call_error(call)[0] ? floe_call_error(call) : floe_strerror(st));
     else
         c->err = FLOE_OK, c->errstr[0] = '\0';
     return st;
@@ -882,7 +855,7 @@ static int finish(floe *c, floe_call *call)
 /* Sends req, waits, and keeps only the status: for calls with no answer body. */
 static int simple_call(floe *c, Floe__V1__Request *req)
 {
-    floe_call *call = send_request(c, req, NULL, NULL);
+    floe_call *call = floe__send_request(c, req, NULL, NULL);
     int st = finish(c, call);
     floe_call_free(call);
     return st;
@@ -896,7 +869,7 @@ static int copy_key_answers(floe *c, floe_call *call, size_t n, uint8_t *results
     const unsigned char *v = floe_call_values(call, &vgot);
     if (got != n || (values && vgot != vbytes)) {
         floe_call_free(call);
-        return set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu keys of %zu", got, n);
+        return floe__set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu keys of %zu", got, n);
     }
     if (results && n)
         memcpy(results, r, n);
@@ -975,7 +948,7 @@ static int vectors_call(floe *c, floe_call *call, size_t n, uint8_t *results, ui
     const unsigned char *got_ids = floe_call_ids(call, &idb);
     if (ids && idb != n * 8) {
         floe_call_free(call);
-        return set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu ids for %zu vectors", idb / 8, n);
+        return floe__set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu ids for %zu vectors", idb / 8, n);
     }
     if (ids && n)
         memcpy(ids, got_ids, n * 8);
@@ -1015,7 +988,7 @@ int floe_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, un
                    uint32_t *vectors)
 {
     if (words == 0 && vectors && n > 0)
-        return set_error(c, FLOE_ERR_INVALID, "words must be the TREE table's words per vector (2..256), not 0");
+        return floe__set_error(c, FLOE_ERR_INVALID, "words must be the TREE table's words per vector (2..256), not 0");
     floe_call *call = floe_send_get_by_id(c, table, ids, n, NULL, NULL);
     int st = finish(c, call);
     if (st != FLOE_OK) {
@@ -1026,10 +999,11 @@ int floe_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, un
     const unsigned char *v = floe_call_vectors(call, &vbytes);
     if (vectors && vbytes != n * words * 4) {
         if (n > 0 && vbytes % (n * 4) == 0)
-            st = set_error(c, FLOE_ERR_INVALID, "table %s holds vectors of %zu words; the call said words = %u", table,
-                           vbytes / (n * 4), words);
+            st = floe__set_error(c, FLOE_ERR_INVALID, "table %s holds vectors of %zu words; the call said words = %u",
+                                 table, vbytes / (n * 4), words);
         else
-            st = set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu bytes of vectors for %zu ids", vbytes, n);
+            st = floe__set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu bytes of vectors for %zu ids", vbytes,
+                                 n);
         floe_call_free(call);
         return st;
     }
@@ -1039,6 +1013,11 @@ int floe_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, un
 }
 
 int floe_create(floe *c, const floe_table_def *def)
+{
+    return c->nshards ? floe__shards_create(c, def) : floe__create_shard(c, def, 0, 0, 0);
+}
+
+int floe__create_shard(floe *c, const floe_table_def *def, unsigned shard, unsigned shards, uint64_t set)
 {
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__CreateTable ct = FLOE__V1__CREATE_TABLE__INIT;
@@ -1054,6 +1033,9 @@ int floe_create(floe *c, const floe_table_def *def)
     spec.backend = (char *)(def->backend ? def->backend : "");
     spec.words = def->words;
     spec.memory = def->memory;
+    spec.shard = shard;
+    spec.shards = shards;
+    spec.shard_set = set;
     ct.spec = &spec;
     req.op_case = FLOE__V1__REQUEST__OP_CREATE_TABLE;
     req.create_table = &ct;
@@ -1062,6 +1044,8 @@ int floe_create(floe *c, const floe_table_def *def)
 
 int floe_drop(floe *c, const char *table)
 {
+    if (c->nshards)
+        return floe__shards_each(c, floe_drop, table);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__DropTable d = FLOE__V1__DROP_TABLE__INIT;
     d.table = (char *)table;
@@ -1072,6 +1056,8 @@ int floe_drop(floe *c, const char *table)
 
 int floe_snapshot(floe *c, const char *table)
 {
+    if (c->nshards)
+        return floe__shards_each(c, floe_snapshot, table);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__Snapshot s = FLOE__V1__SNAPSHOT__INIT;
     s.table = (char *)(table ? table : "");
@@ -1080,7 +1066,7 @@ int floe_snapshot(floe *c, const char *table)
     return simple_call(c, &req);
 }
 
-static void info_from(floe_table_info *o, const Floe__V1__TableStats *s)
+void floe__info_from(floe_table_info *o, const Floe__V1__TableStats *s)
 {
     memset(o, 0, sizeof *o);
     if (s->spec) {
@@ -1094,6 +1080,9 @@ static void info_from(floe_table_info *o, const Floe__V1__TableStats *s)
         o->seed = s->spec->seed;
         o->words = s->spec->words;
         o->memory = s->spec->memory;
+        o->shard = s->spec->shard;
+        o->shards = s->spec->shards;
+        o->shard_set = s->spec->shard_set;
     }
     o->nodes = s->nodes;
     o->node_slots = s->node_slots;
@@ -1134,18 +1123,20 @@ static void info_from(floe_table_info *o, const Floe__V1__TableStats *s)
 
 int floe_stats(floe *c, const char *table, floe_table_info *info)
 {
+    if (c->nshards)
+        return floe__shards_stats(c, table, info);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__Stats s = FLOE__V1__STATS__INIT;
     s.table = (char *)table;
     req.op_case = FLOE__V1__REQUEST__OP_STATS;
     req.stats = &s;
-    floe_call *call = send_request(c, &req, NULL, NULL);
+    floe_call *call = floe__send_request(c, &req, NULL, NULL);
     int st = finish(c, call);
     if (st == FLOE_OK) {
         if (call->resp->body_case != FLOE__V1__RESPONSE__BODY_STATS)
-            st = set_error(c, FLOE_ERR_PROTOCOL, "stats reply without stats");
+            st = floe__set_error(c, FLOE_ERR_PROTOCOL, "stats reply without stats");
         else
-            info_from(info, call->resp->stats);
+            floe__info_from(info, call->resp->stats);
     }
     floe_call_free(call);
     return st;
@@ -1153,26 +1144,28 @@ int floe_stats(floe *c, const char *table, floe_table_info *info)
 
 int floe_tables(floe *c, floe_table_info **tables, size_t *n)
 {
+    if (c->nshards)
+        return floe__shards_tables(c, tables, n);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__ListTables l = FLOE__V1__LIST_TABLES__INIT;
     req.op_case = FLOE__V1__REQUEST__OP_LIST_TABLES;
     req.list_tables = &l;
     *tables = NULL;
     *n = 0;
-    floe_call *call = send_request(c, &req, NULL, NULL);
+    floe_call *call = floe__send_request(c, &req, NULL, NULL);
     int st = finish(c, call);
     if (st == FLOE_OK && call->resp->body_case == FLOE__V1__RESPONSE__BODY_TABLES) {
         const Floe__V1__TableList *tl = call->resp->tables;
         *tables = calloc(tl->n_tables + 1, sizeof **tables);
         if (!*tables) {
-            st = set_error(c, FLOE_ERR_IO, "out of memory");
+            st = floe__set_error(c, FLOE_ERR_IO, "out of memory");
         } else {
             for (size_t i = 0; i < tl->n_tables; i++)
-                info_from(&(*tables)[i], tl->tables[i]);
+                floe__info_from(&(*tables)[i], tl->tables[i]);
             *n = tl->n_tables;
         }
     } else if (st == FLOE_OK) {
-        st = set_error(c, FLOE_ERR_PROTOCOL, "list reply without tables");
+        st = floe__set_error(c, FLOE_ERR_PROTOCOL, "list reply without tables");
     }
     floe_call_free(call);
     return st;
@@ -1269,22 +1262,25 @@ static floe_server_stats *server_stats_from(const Floe__V1__InfoReply *r)
 
 int floe_server_stats_get(floe *c, floe_server_stats **out)
 {
+    *out = NULL;
+    if (c->nshards)
+        return floe__set_error(c, FLOE_ERR_UNSUPPORTED,
+                               "a partitioned connection speaks to %u servers: ask each one (floe_shard)", c->nshards);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__Info in = FLOE__V1__INFO__INIT;
     req.op_case = FLOE__V1__REQUEST__OP_INFO;
     req.info = &in;
-    *out = NULL;
-    floe_call *call = send_request(c, &req, NULL, NULL);
+    floe_call *call = floe__send_request(c, &req, NULL, NULL);
     int st = finish(c, call);
     if (st == FLOE_ERR_INVALID) {
         /* Info has no fields that could be wrong: the server does not know the operation */
-        st = set_error(c, FLOE_ERR_UNSUPPORTED, "%s does not know the info operation (%s)",
-                       c->info.server[0] ? c->info.server : "the server", floe_call_error(call));
+        st = floe__set_error(c, FLOE_ERR_UNSUPPORTED, "%s does not know the info operation (%s)",
+                             c->info.server[0] ? c->info.server : "the server", floe_call_error(call));
     } else if (st == FLOE_OK) {
         if (call->resp->body_case != FLOE__V1__RESPONSE__BODY_INFO || !call->resp->info)
-            st = set_error(c, FLOE_ERR_PROTOCOL, "info reply without info");
+            st = floe__set_error(c, FLOE_ERR_PROTOCOL, "info reply without info");
         else if (!(*out = server_stats_from(call->resp->info)))
-            st = set_error(c, FLOE_ERR_IO, "out of memory");
+            st = floe__set_error(c, FLOE_ERR_IO, "out of memory");
     }
     floe_call_free(call);
     return st;
@@ -1309,18 +1305,18 @@ static int scan_call(floe *c, const char *table, floe_cursor *cursor, size_t lim
     req.scan = &s;
     *n = 0;
     *done = 0;
-    floe_call *call = send_request(c, &req, NULL, NULL);
+    floe_call *call = floe__send_request(c, &req, NULL, NULL);
     int st = finish(c, call);
     if (st == FLOE_OK) {
         const Floe__V1__ScanReply *r = call->resp->body_case == FLOE__V1__RESPONSE__BODY_SCAN ? call->resp->scan : NULL;
         /* with ids (TREE) they count the vectors, so a wrong words shows as such */
         size_t got = !r ? 0 : want_ids ? r->ids.len / 8 : r->keys.len / key_bytes;
         if (r && want_ids && got > 0 && r->keys.len != got * key_bytes && r->keys.len % (got * 4) == 0) {
-            st = set_error(c, FLOE_ERR_INVALID, "table %s holds vectors of %zu words; the call said words = %zu", table,
-                           r->keys.len / (got * 4), key_bytes / 4);
+            st = floe__set_error(c, FLOE_ERR_INVALID, "table %s holds vectors of %zu words; the call said words = %zu",
+                                 table, r->keys.len / (got * 4), key_bytes / 4);
         } else if (!r || r->keys.len != got * key_bytes || got > limit || r->cursor.len != sizeof cursor->bytes ||
                    (want_ids && r->ids.len != got * 8) || (values && r->values.len != got * value_bytes)) {
-            st = set_error(c, FLOE_ERR_PROTOCOL, "malformed scan reply");
+            st = floe__set_error(c, FLOE_ERR_PROTOCOL, "malformed scan reply");
         } else {
             if (keys && got)
                 memcpy(keys, r->keys.data, got * key_bytes);
@@ -1341,6 +1337,8 @@ static int scan_call(floe *c, const char *table, floe_cursor *cursor, size_t lim
 int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uint64_t *keys, void *values,
               unsigned value_bytes, size_t *n, int *done)
 {
+    if (c->nshards)
+        return floe__shards_scan(c, table, cursor, limit, 0, keys, values, value_bytes, NULL, NULL, n, done);
     return scan_call(c, table, cursor, limit, 8, keys, values, value_bytes, NULL, false, n, done);
 }
 
@@ -1350,8 +1348,10 @@ int floe_scan_vectors(floe *c, const char *table, floe_cursor *cursor, size_t li
     if (words == 0) {
         *n = 0;
         *done = 0;
-        return set_error(c, FLOE_ERR_INVALID, "words must be the TREE table's words per vector (2..256), not 0");
+        return floe__set_error(c, FLOE_ERR_INVALID, "words must be the TREE table's words per vector (2..256), not 0");
     }
+    if (c->nshards)
+        return floe__shards_scan(c, table, cursor, limit, words, NULL, NULL, 0, ids, vectors, n, done);
     /* ids are always asked for: they say how many vectors came, whatever words is */
     return scan_call(c, table, cursor, limit, (size_t)words * 4, vectors, NULL, 0, ids, true, n, done);
 }
@@ -1374,7 +1374,7 @@ int floe_range(floe *c, const char *table, uint64_t lo, uint64_t hi, unsigned fl
         int end;
         if (floe_call_range_next(call, &next, &end) != FLOE_OK || got > limit ||
             (values && vbytes != got * value_bytes)) {
-            st = set_error(c, FLOE_ERR_PROTOCOL, "malformed range reply");
+            st = floe__set_error(c, FLOE_ERR_PROTOCOL, "malformed range reply");
         } else {
             if (keys && got)
                 memcpy(keys, k, got * 8);
@@ -1401,7 +1401,7 @@ static int neighbours_call(floe *c, floe_call *call, size_t n, uint8_t *results,
     const unsigned char *k = floe_call_keys(call, &kb);
     if (kb != n * 8) {
         floe_call_free(call);
-        return set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu neighbours for %zu keys", kb / 8, n);
+        return floe__set_error(c, FLOE_ERR_PROTOCOL, "the server answered %zu neighbours for %zu keys", kb / 8, n);
     }
     if (found && n)
         memcpy(found, k, n * 8);
@@ -1440,7 +1440,7 @@ static int bound_call(floe *c, bool max, const char *table, int *found, uint64_t
     uint8_t result = FLOE_ABSENT;
     *found = 0;
     *key = 0;
-    int st = neighbours_call(c, send_request(c, &req, NULL, NULL), 1, &result, key, value, value_bytes);
+    int st = neighbours_call(c, floe__send_request(c, &req, NULL, NULL), 1, &result, key, value, value_bytes);
     *found = st == FLOE_OK && result == FLOE_PRESENT;
     return st;
 }
@@ -1467,12 +1467,12 @@ static int parse_uri(floe *c, const char *uri, char *host, size_t hostlen, char 
     else if (strncmp(p, "floe://", 7) == 0)
         p += 7;
     else if (strstr(p, "://"))
-        return set_error(c, FLOE_ERR_INVALID, "'%s': the scheme must be floe:// or floes:// (TLS)", uri);
+        return floe__set_error(c, FLOE_ERR_INVALID, "'%s': the scheme must be floe:// or floes:// (TLS)", uri);
     const char *q = strchr(p, '?');
     size_t hplen = q ? (size_t)(q - p) : strlen(p);
     char hp[300];
     if (hplen == 0 || hplen >= sizeof hp)
-        return set_error(c, FLOE_ERR_INVALID, "'%s': no host", uri);
+        return floe__set_error(c, FLOE_ERR_INVALID, "'%s': no host", uri);
     memcpy(hp, p, hplen);
     hp[hplen] = '\0';
     if (hp[hplen - 1] == '/')
@@ -1482,7 +1482,7 @@ static int parse_uri(floe *c, const char *uri, char *host, size_t hostlen, char 
     if (hp[0] == '[') { /* [v6]:port */
         const char *end = strchr(hp, ']');
         if (!end)
-            return set_error(c, FLOE_ERR_INVALID, "'%s': unclosed [", uri);
+            return floe__set_error(c, FLOE_ERR_INVALID, "'%s': unclosed [", uri);
         h = hp + 1;
         hl = (size_t)(end - h);
         colon = end[1] == ':' ? end + 1 : NULL;
@@ -1491,21 +1491,21 @@ static int parse_uri(floe *c, const char *uri, char *host, size_t hostlen, char 
         hl = colon ? (size_t)(colon - hp) : hplen;
     }
     if (hl == 0 || hl >= hostlen)
-        return set_error(c, FLOE_ERR_INVALID, "'%s': bad host", uri);
+        return floe__set_error(c, FLOE_ERR_INVALID, "'%s': bad host", uri);
     memcpy(host, h, hl);
     host[hl] = '\0';
     snprintf(port, portlen, "%s", colon ? colon + 1 : "7450");
     char *end;
     long pn = strtol(port, &end, 10);
     if (!port[0] || *end || pn < 1 || pn > 65535)
-        return set_error(c, FLOE_ERR_INVALID, "'%s': the port must be 1..65535", uri);
+        return floe__set_error(c, FLOE_ERR_INVALID, "'%s': the port must be 1..65535", uri);
     token[0] = '\0';
     if (q) {
         const char *t = strstr(q + 1, "token=");
         if (t) {
             size_t tl = strcspn(t + 6, "&");
             if (tl >= toklen)
-                return set_error(c, FLOE_ERR_INVALID, "the URI's token is longer than %d bytes", FLOE_TOKEN_MAX);
+                return floe__set_error(c, FLOE_ERR_INVALID, "the URI's token is longer than %d bytes", FLOE_TOKEN_MAX);
             memcpy(token, t + 6, tl);
             token[tl] = '\0';
         }
@@ -1521,7 +1521,7 @@ static int hello(floe *c, const char *token)
     h.token = (char *)(token ? token : "");
     req.op_case = FLOE__V1__REQUEST__OP_HELLO;
     req.hello = &h;
-    floe_call *call = send_request(c, &req, NULL, NULL);
+    floe_call *call = floe__send_request(c, &req, NULL, NULL);
     int st = finish(c, call);
     if (st == FLOE_OK && call->resp && call->resp->body_case == FLOE__V1__RESPONSE__BODY_HELLO) {
         const Floe__V1__HelloReply *r = call->resp->hello;
@@ -1532,7 +1532,7 @@ static int hello(floe *c, const char *token)
         c->info.max_inflight = r->max_inflight;
         snprintf(c->info.backend, sizeof c->info.backend, "%s", r->backend ? r->backend : "");
     } else if (st == FLOE_OK) {
-        st = set_error(c, FLOE_ERR_PROTOCOL, "the server's hello reply is malformed");
+        st = floe__set_error(c, FLOE_ERR_PROTOCOL, "the server's hello reply is malformed");
     }
     floe_call_free(call);
     return st;
@@ -1564,7 +1564,7 @@ static int tcp_connect(floe *c, const char *host, const char *port, uint64_t dea
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC}, *ai, *a;
     int gai = getaddrinfo(host, port, &hints, &ai);
     if (gai != 0)
-        return set_error(c, FLOE_ERR_IO, "cannot resolve %s: %s", host, gai_strerror(gai));
+        return floe__set_error(c, FLOE_ERR_IO, "cannot resolve %s: %s", host, gai_strerror(gai));
     int last = 0;
     bool late = false;
     for (a = ai; a && c->fd < 0 && !late; a = a->ai_next) {
@@ -1592,10 +1592,10 @@ static int tcp_connect(floe *c, const char *host, const char *port, uint64_t dea
     }
     freeaddrinfo(ai);
     if (late)
-        return set_error(c, FLOE_ERR_TIMEOUT, "cannot connect to %s:%s: no answer within %d ms", host, port,
-                         connect_timeout_ms);
+        return floe__set_error(c, FLOE_ERR_TIMEOUT, "cannot connect to %s:%s: no answer within %d ms", host, port,
+                               connect_timeout_ms);
     if (c->fd < 0)
-        return set_error(c, FLOE_ERR_IO, "cannot connect to %s:%s: %s", host, port, strerror(last));
+        return floe__set_error(c, FLOE_ERR_IO, "cannot connect to %s:%s: %s", host, port, strerror(last));
     return FLOE_OK;
 }
 
@@ -1622,7 +1622,7 @@ static int tls_connect(floe *c, const floe_options *o, const char *name, uint64_
     ERR_clear_error();
     c->tls_ctx = SSL_CTX_new(TLS_client_method());
     if (!c->tls_ctx)
-        return set_error(c, FLOE_ERR_TLS, "TLS: %s", tls_reason(c, why, sizeof why));
+        return floe__set_error(c, FLOE_ERR_TLS, "TLS: %s", tls_reason(c, why, sizeof why));
     SSL_CTX_set_min_proto_version(c->tls_ctx, TLS1_2_VERSION);
     /* a server that closes without close_notify has closed (killed, or a timeout): every response
      * carries its length, so nothing can be cut short unnoticed */
@@ -1630,30 +1630,31 @@ static int tls_connect(floe *c, const floe_options *o, const char *name, uint64_
     SSL_CTX_set_verify(c->tls_ctx, SSL_VERIFY_PEER, NULL);
     if (o->tls_ca_file ? SSL_CTX_load_verify_locations(c->tls_ctx, o->tls_ca_file, NULL) != 1
                        : SSL_CTX_set_default_verify_paths(c->tls_ctx) != 1)
-        return set_error(c, FLOE_ERR_TLS, "TLS: cannot load the CA certificates %s: %s",
-                         o->tls_ca_file ? o->tls_ca_file : "of the system", tls_reason(c, why, sizeof why));
+        return floe__set_error(c, FLOE_ERR_TLS, "TLS: cannot load the CA certificates %s: %s",
+                               o->tls_ca_file ? o->tls_ca_file : "of the system", tls_reason(c, why, sizeof why));
     if (o->tls_cert_file) {
         const char *key = o->tls_key_file ? o->tls_key_file : o->tls_cert_file;
         if (SSL_CTX_use_certificate_chain_file(c->tls_ctx, o->tls_cert_file) != 1)
-            return set_error(c, FLOE_ERR_TLS, "TLS: cannot load the client certificate %s: %s", o->tls_cert_file,
-                             tls_reason(c, why, sizeof why));
+            return floe__set_error(c, FLOE_ERR_TLS, "TLS: cannot load the client certificate %s: %s", o->tls_cert_file,
+                                   tls_reason(c, why, sizeof why));
         if (SSL_CTX_use_PrivateKey_file(c->tls_ctx, key, SSL_FILETYPE_PEM) != 1 ||
             SSL_CTX_check_private_key(c->tls_ctx) != 1)
-            return set_error(c, FLOE_ERR_TLS, "TLS: cannot use the client key %s: %s", key,
-                             tls_reason(c, why, sizeof why));
+            return floe__set_error(c, FLOE_ERR_TLS, "TLS: cannot use the client key %s: %s", key,
+                                   tls_reason(c, why, sizeof why));
     } else if (o->tls_key_file) {
-        return set_error(c, FLOE_ERR_INVALID, "TLS: a client key (tls-key-file) needs its certificate (tls-cert-file)");
+        return floe__set_error(c, FLOE_ERR_INVALID,
+                               "TLS: a client key (tls-key-file) needs its certificate (tls-cert-file)");
     }
     c->tls = SSL_new(c->tls_ctx);
     if (!c->tls || SSL_set_fd(c->tls, c->fd) != 1)
-        return set_error(c, FLOE_ERR_TLS, "TLS: %s", tls_reason(c, why, sizeof why));
+        return floe__set_error(c, FLOE_ERR_TLS, "TLS: %s", tls_reason(c, why, sizeof why));
     SSL_set_mode(c->tls, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     unsigned char ip[16];
     const bool is_ip = inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1;
     if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->tls), name) != 1
               : SSL_set_tlsext_host_name(c->tls, name) != 1 || SSL_set1_host(c->tls, name) != 1)
-        return set_error(c, FLOE_ERR_TLS, "TLS: cannot check the server's name '%s': %s", name,
-                         tls_reason(c, why, sizeof why));
+        return floe__set_error(c, FLOE_ERR_TLS, "TLS: cannot check the server's name '%s': %s", name,
+                               tls_reason(c, why, sizeof why));
     for (;;) {
         ERR_clear_error();
         errno = 0;
@@ -1666,23 +1667,26 @@ static int tls_connect(floe *c, const floe_options *o, const char *name, uint64_
             const bool eof = e == SSL_ERROR_ZERO_RETURN ||
                              (e == SSL_ERROR_SYSCALL && !last && (!errno || errno == ECONNRESET || errno == EPIPE)) ||
                              ERR_GET_REASON(last) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
-            return set_error(c, FLOE_ERR_TLS, "TLS handshake with %s: %s", name,
-                             eof ? "the server closed the connection (not a TLS port?)"
-                                 : tls_reason(c, why, sizeof why));
+            return floe__set_error(c, FLOE_ERR_TLS, "TLS handshake with %s: %s", name,
+                                   eof ? "the server closed the connection (not a TLS port?)"
+                                       : tls_reason(c, why, sizeof why));
         }
         int rc = wait_fd(c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
         if (rc == 0)
-            return set_error(c, FLOE_ERR_TIMEOUT,
-                             "%s accepted the connection but did not answer the TLS handshake in time (a stopped or "
-                             "overloaded server, or not a TLS port?)",
-                             name);
+            return floe__set_error(
+                c, FLOE_ERR_TIMEOUT,
+                "%s accepted the connection but did not answer the TLS handshake in time (a stopped or "
+                "overloaded server, or not a TLS port?)",
+                name);
         if (rc < 0)
-            return set_error(c, FLOE_ERR_IO, "TLS handshake with %s: poll: %s", name, strerror(errno));
+            return floe__set_error(c, FLOE_ERR_IO, "TLS handshake with %s: poll: %s", name, strerror(errno));
     }
 }
 
 int floe_connect_opts(const char *uri, const floe_options *opts, floe **out)
 {
+    if (floe__is_partitioned_uri(uri))
+        return floe__shards_connect(uri, opts, out);
     floe_options o;
     if (opts) {
         o = *opts;
@@ -1702,7 +1706,7 @@ int floe_connect_opts(const char *uri, const floe_options *opts, floe **out)
         return st;
     const char *token = o.token && o.token[0] ? o.token : utoken;
     if (strlen(token) > FLOE_TOKEN_MAX)
-        return set_error(c, FLOE_ERR_INVALID, "the token is longer than %d bytes", FLOE_TOKEN_MAX);
+        return floe__set_error(c, FLOE_ERR_INVALID, "the token is longer than %d bytes", FLOE_TOKEN_MAX);
     const int cto = o.connect_timeout_ms ? o.connect_timeout_ms : CONNECT_TIMEOUT_MS;
     const uint64_t deadline = cto > 0 ? now_ms() + (uint64_t)cto : 0;
     st = tcp_connect(c, host, port, deadline, cto);
@@ -1717,13 +1721,13 @@ int floe_connect_opts(const char *uri, const floe_options *opts, floe **out)
     c->timeout_ms = deadline ? left_ms(deadline) + 1 : 0;
     st = hello(c, token);
     if (st == FLOE_ERR_TIMEOUT)
-        set_error(c, st,
-                  "%s:%s%s accepted the connection but did not answer hello within %d ms (a stopped or "
-                  "overloaded server, or not a floed%s?)",
-                  host, port, o.tls ? " (TLS)" : "", cto, o.tls ? "" : ", or a TLS port");
+        floe__set_error(c, st,
+                        "%s:%s%s accepted the connection but did not answer hello within %d ms (a stopped or "
+                        "overloaded server, or not a floed%s?)",
+                        host, port, o.tls ? " (TLS)" : "", cto, o.tls ? "" : ", or a TLS port");
     else if (st == FLOE_ERR_IO && c->fd < 0)
-        set_error(c, st, "%s:%s%s closed the connection before answering hello (not a floed%s?)", host, port,
-                  o.tls ? " (TLS)" : "", o.tls ? ", or not a TLS port" : ", or a TLS port");
+        floe__set_error(c, st, "%s:%s%s closed the connection before answering hello (not a floed%s?)", host, port,
+                        o.tls ? " (TLS)" : "", o.tls ? ", or not a TLS port" : ", or a TLS port");
     floe_set_timeout(c, o.timeout_ms);
     return st;
 }
@@ -1747,7 +1751,7 @@ int floe__connect_fd(int fd, const char *token, floe **out)
     c->fd = fd;
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
-        return set_error(c, FLOE_ERR_IO, "cannot make the socket non-blocking");
+        return floe__set_error(c, FLOE_ERR_IO, "cannot make the socket non-blocking");
     tune_socket(fd, -1); /* a socketpair takes neither option: no matter */
     return hello(c, token ? token : "");
 }
@@ -1756,8 +1760,10 @@ void floe_close(floe *c)
 {
     if (!c)
         return;
+    if (c->nshards)
+        floe__shards_close(c);
     transport_close(c);
-    set_error(c, FLOE_ERR_IO, "connection closed");
+    floe__set_error(c, FLOE_ERR_IO, "connection closed");
     fail_all(c);
     if (c->tls_ctx)
         SSL_CTX_free(c->tls_ctx);

@@ -68,7 +68,9 @@ typedef struct floe_call floe_call;
 
 /* Connects to uri and says hello.  uri: "floe://host:port", "host:port" or
  * "host" (port 7450), or "floes://host:port" for TLS; "?token=SECRET" may
- * follow; token (may be NULL) overrides it.  Default options (floe_options):
+ * follow; token (may be NULL) overrides it.  A list of servers,
+ * "floe://h1:p1,h2:p2,h3:p3" (2..256 of them), makes a partitioned
+ * connection (see floe_shards below).  Default options (floe_options):
  * a 10 s connect timeout, no per-call deadline, TCP keepalive, and for TLS
  * the system's CA certificates.  On success *out is the connection.  On
  * failure the return code says why and *out, if not NULL, is a closed
@@ -95,6 +97,34 @@ typedef struct floe_options {
     const char *tls_ca_file, *tls_cert_file, *tls_key_file, *tls_server_name;
     char token_store_[FLOE_TOKEN_MAX + 1]; /* private: token-file's token (floe_options_set) */
 } floe_options;
+
+/* Partitioned tables: a connection to a list of servers holds one
+ * connection to each, and each key lives on the server its hash picks
+ * (floe_shard_of_key, floe_shard_of_vector of floe_wire.h: fixed, the same
+ * for every client and version).  Every call works as on one server: its
+ * keys are split by server, sent to all at once and the answers merged into
+ * the caller's order.  A server that fails or answers an error fails the
+ * call with its place and name in the message (keys sent to the others may
+ * have been stored).  Differences from one server:
+ *   - create, drop, snapshot act on every server; a create that fails on one
+ *     drops what it made on the others.  The table records the list (a hash
+ *     of "host:port,host:port,..." as given, port 7450 when left out) and its
+ *     place in it, and refuses key operations from a client with another list
+ *     or order, or connected to one server alone (FLOE_ERR_INVALID).
+ *   - floe_stats and floe_tables sum the servers' figures (floe_stats on
+ *     floe_shard(c, i) gives one server's); a scan walks them in turn.
+ *   - ids (TREE, want_ids) carry their server in their top 8 bits; answers'
+ *     generation is 0; floe_ids_generation is 0.
+ *   - not partitioned: ORDERED tables (create, range, successor,
+ *     predecessor, min, max), inserts by parent ids (floe_insert_states: send
+ *     whole vectors), floe_server_stats_get (ask each server):
+ *     FLOE_ERR_UNSUPPORTED.
+ *   - floe_fd is an epoll descriptor over the servers' sockets: it polls
+ *     readable when any of them is readable, or writable while it has bytes
+ *     to write, so floe_want_write is 0. */
+unsigned floe_shards(const floe *c);   /* servers: 1 for a plain connection */
+floe *floe_shard(floe *c, unsigned i); /* the connection to server i (c itself for i 0 of a plain one) */
+const char *floe_shard_name(const floe *c, unsigned i); /* "host:port" of server i; NULL for a plain connection */
 
 /* floe_connect with options (opts may be NULL: the defaults). */
 int floe_connect_opts(const char *uri, const floe_options *opts, floe **out);
@@ -272,6 +302,12 @@ typedef struct floe_table_info {
      * a whole table on one device; 0 parts for a whole table */
     unsigned n_parts;
     floe_part_info parts[16];
+    /* A table partitioned over several floed: as one server holds it, shard
+     * `shard` of `shards` of the server list hashing to shard_set (all 0 for
+     * a whole table, and in floe_stats of a partitioned connection, which
+     * sums its shards) */
+    unsigned shard, shards;
+    uint64_t shard_set;
 } floe_table_info;
 
 typedef struct floe_counts {

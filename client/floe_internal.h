@@ -1,15 +1,96 @@
 /*
- * floe_internal.h - libfloe's entry points for its own tests and fuzzers,
- * not part of its API: libfloe.so exports no floe__ name (libfloe.map).
+ * floe_internal.h - libfloe's insides shared by its files (floe.c: one
+ * connection; shards.c: a partitioned one), and its entry points for its
+ * own tests and fuzzers.  Not part of its API: libfloe.so exports no floe__
+ * name (libfloe.map).
  */
 #ifndef FLOE_CLIENT_FLOE_INTERNAL_H
 #define FLOE_CLIENT_FLOE_INTERNAL_H
 
+#include <openssl/ssl.h>
+#include <stdbool.h>
+
 #include "floe.h"
+#include "floe.pb-c.h"
+
+#define FLOE_SHARD_NAME_MAX 280 /* "host:port" of one server of a partitioned connection */
+
+typedef struct split split;
+
+struct floe_call {
+    uint64_t id;
+    uint64_t deadline; /* now_ms() by which it must be answered; 0: none */
+    bool done;
+    int status;
+    char *error;
+    Floe__V1__Response *resp;
+    floe_callback *cb;
+    void *arg;
+    floe_call *next, *prev;
+};
+
+struct floe {
+    int fd;
+    SSL_CTX *tls_ctx; /* TLS: the context and the session on fd (NULL: plain TCP) */
+    SSL *tls;
+    bool tls_want_write; /* the last TLS call needs fd writable before it can go on */
+    int timeout_ms;      /* deadline of calls sent from now on (0: none) */
+    int err;
+    char errstr[256];
+    uint64_t next_id;
+    unsigned char *out;
+    size_t out_len, out_off, out_cap;
+    unsigned char *in;
+    size_t in_len, in_cap;
+    floe_call *head, *tail; /* in flight */
+    size_t inflight;
+    uint64_t completions; /* calls completed, ever */
+    floe_server_info info;
+    /* An error response with no call's id (id 0): the server could not read
+     * a frame, or refuses the connection (max-connections).  When the
+     * connection ends right after it, it is the reason, not the EOF. */
+    int bye_status;
+    char bye_msg[256];
+    uint64_t ids_generation; /* of the last blocking insert or find's answer */
+    /* handle_frames is running (callbacks run inside it): a floe_poll from a
+     * callback, or a send's "start writing at once", must not read into c->in */
+    bool handling;
+    /* A partitioned connection (shards.c): one connection a server, in the
+     * list's order; it has no socket of its own (fd -1) and routes every call. */
+    unsigned nshards;
+    floe **shards;
+    char (*shard_names)[FLOE_SHARD_NAME_MAX];
+    int epfd;             /* floe_fd: an epoll set of the shards' sockets */
+    unsigned route_words; /* TREE words per vector of the request being routed (0: keys) */
+    /* One server of a partitioned connection: what its every request says of it. */
+    Floe__V1__ShardCheck check;
+    bool checked;
+};
 
 /* floe_connect over fd, a connected stream socket that c takes over (and
  * floe_close closes): the hello exchange with token, nothing resolved or
  * connected.  *out is set even on failure, as by floe_connect. */
 int floe__connect_fd(int fd, const char *token, floe **out);
+
+/* floe.c's call machinery, for shards.c. */
+int floe__set_error(floe *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+floe_call *floe__new_call(floe *c, floe_callback *cb, void *arg);
+void floe__complete(floe *c, floe_call *call, int status, const char *error, Floe__V1__Response *resp);
+floe_call *floe__send_request(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg);
+int floe__create_shard(floe *c, const floe_table_def *def, unsigned shard, unsigned shards, uint64_t set);
+void floe__info_from(floe_table_info *o, const Floe__V1__TableStats *s);
+
+/* shards.c: a partitioned connection (uri names several servers). */
+bool floe__is_partitioned_uri(const char *uri);
+int floe__shards_connect(const char *uri, const floe_options *opts, floe **out);
+void floe__shards_close(floe *c);
+floe_call *floe__shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg);
+int floe__shards_poll(floe *c, int timeout_ms);
+int floe__shards_create(floe *c, const floe_table_def *def);
+int floe__shards_each(floe *c, int (*op)(floe *sub, const char *table), const char *table);
+int floe__shards_stats(floe *c, const char *table, floe_table_info *info);
+int floe__shards_tables(floe *c, floe_table_info **tables, size_t *n);
+int floe__shards_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, unsigned words, uint64_t *keys,
+                      void *values, unsigned value_bytes, uint64_t *ids, uint32_t *vectors, size_t *n, int *done);
 
 #endif

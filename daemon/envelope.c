@@ -49,8 +49,8 @@ static bool span(const uint8_t **p, const uint8_t *end, const uint8_t **data, si
     return true;
 }
 
-/* The schema's fields of the four key requests (proto/floe.proto). */
-enum { F_TABLE = 1, F_KEYS = 2 };
+/* The schema's fields of the four key requests (proto/floe.proto), and Request.shard. */
+enum { F_TABLE = 1, F_KEYS = 2, F_SHARD = 20 };
 
 static int field_kind(Floe__V1__Request__OpCase op, uint32_t field, bool **flag, envelope *e)
 {
@@ -121,6 +121,30 @@ static bool read_body(const uint8_t *frame, const uint8_t *p, const uint8_t *end
     return !keys_only;
 }
 
+/* Request.shard, a ShardCheck: shard_set 1, shard 2, shards 3 (varints, each at most once, fitting their types). */
+static bool read_shard(const uint8_t *p, const uint8_t *end, envelope *e)
+{
+    unsigned seen = 0;
+    while (p < end) {
+        uint32_t field;
+        int wire;
+        uint64_t v;
+        if (!tag(&p, end, &field, &wire) || field > 3 || wire != WIRE_VARINT || (seen & (1u << field)) ||
+            !varint(&p, end, 10, &v))
+            return false;
+        seen |= 1u << field;
+        if (field == 1)
+            e->shard_set = v;
+        else if (v > UINT32_MAX)
+            return false; /* protobuf-c keeps the low 32 bits: leave it to protobuf-c */
+        else if (field == 2)
+            e->shard = (uint32_t)v;
+        else
+            e->shards = (uint32_t)v;
+    }
+    return true;
+}
+
 static bool is_key_op(uint32_t field)
 {
     return field == FLOE__V1__REQUEST__OP_INSERT || field == FLOE__V1__REQUEST__OP_FIND ||
@@ -132,7 +156,7 @@ static bool read_request(const uint8_t *frame, size_t len, envelope *e, bool key
     memset(e, 0, sizeof *e);
     e->table = "";
     const uint8_t *p = frame, *end = frame + len;
-    bool have_id = false;
+    bool have_id = false, have_shard = false;
     while (p < end) {
         uint32_t field;
         int wire;
@@ -142,6 +166,14 @@ static bool read_request(const uint8_t *frame, size_t len, envelope *e, bool key
             if (!varint(&p, end, 10, &e->id))
                 return false;
             have_id = true;
+            continue;
+        }
+        if (field == F_SHARD && wire == WIRE_LEN && !have_shard) {
+            const uint8_t *body;
+            size_t n;
+            if (!span(&p, end, &body, &n) || !read_shard(body, body + n, e))
+                return false;
+            have_shard = true;
             continue;
         }
         if (!is_key_op(field) || wire != WIRE_LEN || e->op)

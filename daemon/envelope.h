@@ -31,6 +31,8 @@ typedef struct envelope {
     const uint8_t *values;
     size_t values_len;
     bool overwrite, want_ids, want_values;
+    uint64_t shard_set; /* Request.shard (all 0 when absent) */
+    uint32_t shard, shards;
 } envelope;
 
 /* Reads frame (len bytes) as a key request; false if it is not one of the

@@ -67,6 +67,9 @@ void reply_fill_stats(Floe__V1__TableStats *out, reply_stats_room *room, int one
     spec->max_fill = s->spec.max_fill;
     spec->seed = s->spec.seed;
     spec->memory = s->spec.memory;
+    spec->shard = s->spec.shard;
+    spec->shards = s->spec.shards;
+    spec->shard_set = s->spec.shard_set;
     out->spec = spec;
     out->keys = s->keys;
     out->slots = s->slots;

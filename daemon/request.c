@@ -725,6 +725,9 @@ static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *def
     s->grow = p->grow || ((s->kind == FLOE_KIND_TREE || s->kind == FLOE_KIND_ORDERED) && !p->no_grow);
     s->max_fill = p->max_fill != 0.0 ? p->max_fill : FLOE_DEFAULT_MAX_FILL;
     s->seed = p->seed;
+    s->shard = p->shard;
+    s->shards = p->shards;
+    s->shard_set = p->shard_set;
     const char *be = p->backend && p->backend[0] ? p->backend : default_backend;
     if (strlen(be) >= sizeof s->backend)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
@@ -856,9 +859,48 @@ typedef struct key_request {
     size_t parents_len, change_counts_len, changes_len;
     uint64_t parent_generation;
     unsigned flags; /* FLOE_BATCH_* as asked */
+    uint64_t shard_set; /* Request.shard (all 0: absent) */
+    uint32_t shard, shards;
     Floe__V1__Request *req;
     void *frame;
 } key_request;
+
+/* A key operation on the table of spec from a client that says (shard_set,
+ * shard, shards) of it: OK, or ERR_INVALID and why.  A client with another
+ * server list, or one that takes a shard for a whole table (or a whole
+ * table for a shard), would put keys where no other client looks. */
+static floe_status shard_check(const floe_spec *spec, uint64_t set, uint32_t shard, uint32_t shards, char *msg,
+                               size_t len)
+{
+    if (spec->shards == 0 && shards == 0)
+        return FLOE_OK;
+    if (spec->shards == 0)
+        snprintf(msg, len,
+                 "table %s is a whole table on this server, but this client holds it partitioned over %u servers: "
+                 "connect to this server alone",
+                 spec->name, shards);
+    else if (shards == 0)
+        snprintf(msg, len,
+                 "table %s is shard %u/%u of a table partitioned over several floed: connect with the list of its "
+                 "servers (floe://h1:p1,h2:p2,...)",
+                 spec->name, spec->shard + 1, spec->shards);
+    else if (set != spec->shard_set || shard != spec->shard || shards != spec->shards)
+        snprintf(msg, len,
+                 "table %s is shard %u/%u of server list %016llx, this client says shard %u/%u of list %016llx: "
+                 "clients must list the same servers in the same order",
+                 spec->name, spec->shard + 1, spec->shards, (unsigned long long)spec->shard_set, shard + 1, shards,
+                 (unsigned long long)set);
+    else
+        return FLOE_OK;
+    return FLOE_ERR_INVALID;
+}
+
+/* shard_check of a request protobuf-c unpacked. */
+static floe_status request_shard_check(const floe_spec *spec, const Floe__V1__Request *req, char *msg, size_t len)
+{
+    const Floe__V1__ShardCheck *c = req->shard;
+    return c ? shard_check(spec, c->shard_set, c->shard, c->shards, msg, len) : shard_check(spec, 0, 0, 0, msg, len);
+}
 
 static void key_request_free(server *srv, key_request *kr)
 {
@@ -945,11 +987,13 @@ static void handle_key_op(server *srv, session *c, key_request *kr)
     const void *values = with_values ? aligned(kr->values, kr->values_len, spec->value_bytes, &it->values_copy) : NULL;
     char msg[FLOE_ERROR_MAX];
     size_t n = 0;
-    floe_status st = FLOE_ERR_INTERNAL;
-    if ((data || !(states ? kr->parents_len : kr->keys_len)) && (values || !with_values || !kr->values_len))
+    floe_status st = shard_check(spec, kr->shard_set, kr->shard, kr->shards, msg, sizeof msg);
+    if (st != FLOE_OK)
+        ;
+    else if ((data || !(states ? kr->parents_len : kr->keys_len)) && (values || !with_values || !kr->values_len))
         st = check_key_request(srv, spec, kr, data, values, &n, msg, sizeof msg);
     else
-        snprintf(msg, sizeof msg, "out of memory");
+        st = FLOE_ERR_INTERNAL, snprintf(msg, sizeof msg, "out of memory");
     if (st != FLOE_OK) {
         item_refuse(it, st, msg);
     } else {
@@ -990,6 +1034,9 @@ void request_handle_keys(server *srv, session *c, const envelope *env, void *mem
     kr.keys_len = env->keys_len;
     kr.values = env->values;
     kr.values_len = env->values_len;
+    kr.shard_set = env->shard_set;
+    kr.shard = env->shard;
+    kr.shards = env->shards;
     switch (env->op) {
     case FLOE__V1__REQUEST__OP_INSERT:
         kr.op = FLOE_OP_INSERT;
@@ -1024,6 +1071,11 @@ static void handle_unpacked_keys(server *srv, session *c, Floe__V1__Request *req
     key_request kr = {.id = req->id, .op = op, .table = table ? table : "", .keys = keys->data,
                       .keys_len = keys->len, .values = values ? values->data : NULL,
                       .values_len = values ? values->len : 0, .flags = flags, .req = req};
+    if (req->shard) {
+        kr.shard_set = req->shard->shard_set;
+        kr.shard = req->shard->shard;
+        kr.shards = req->shard->shards;
+    }
     if (op == FLOE_OP_INSERT) { /* TREE states by their parents: the unusual shape, unpacked */
         const Floe__V1__Insert *in = req->insert;
         kr.parents = in->parents.data;
@@ -1071,7 +1123,9 @@ static void handle_scan(server *srv, session *c, Floe__V1__Request *req)
     if (s->want_ids)
         j->flags |= FLOE_BATCH_WANT_IDS;
     floe_errinfo err;
-    floe_status st = floe_request_check(spec, FLOE_OP_SCAN, j->flags, NULL, 0, NULL, 0, NULL, &err);
+    floe_status st = request_shard_check(spec, req, err.msg, sizeof err.msg);
+    if (st == FLOE_OK)
+        st = floe_request_check(spec, FLOE_OP_SCAN, j->flags, NULL, 0, NULL, 0, NULL, &err);
     if (st != FLOE_OK) {
         item_refuse(it, st, err.msg);
     } else if (s->cursor.len == 16) {
@@ -1132,7 +1186,9 @@ static void handle_range(server *srv, session *c, Floe__V1__Request *req, int bo
     j->hi = it->to;
     j->flags = want_values ? FLOE_BATCH_WANT_VALUES : 0;
     floe_errinfo err;
-    floe_status st = floe_range_check(spec, j->flags, j->lo, j->hi, &err);
+    floe_status st = request_shard_check(spec, req, err.msg, sizeof err.msg);
+    if (st == FLOE_OK)
+        st = floe_range_check(spec, j->flags, j->lo, j->hi, &err);
     if (st != FLOE_OK) {
         item_refuse(it, st, err.msg);
     } else if (!bound && rg->cursor.len != 0) {

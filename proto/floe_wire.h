@@ -31,6 +31,52 @@
 #define FLOE_SCAN_MAX_LIMIT      (1u << 20)          /* Scan.limit above this is taken as this */
 #define FLOE_TREE_SCAN_MAX_BYTES ((size_t)32 << 20)  /* a TREE scan reply carries at most this of ids and vectors */
 
+/* Partitioned tables (docs/OPERATIONS.md): a table over 2..FLOE_SHARDS_MAX
+ * floed servers, each key on the shard its hash picks.  These functions are
+ * the contract every client of every version follows. */
+#define FLOE_SHARDS_MAX 256u
+
+/* The 64-bit finalizer of splitmix64: a fixed bijection that spreads keys. */
+static inline uint64_t floe_shard_mix(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The shard of a hash among shards: its high bits scaled (h * shards / 2^64). */
+static inline unsigned floe_shard_pick(uint64_t h, unsigned shards)
+{
+    return (unsigned)(((h >> 32) * (uint64_t)shards) >> 32);
+}
+
+/* The shard of a SET, MAP or ORDERED key. */
+static inline unsigned floe_shard_of_key(uint64_t key, unsigned shards)
+{
+    return floe_shard_pick(floe_shard_mix(key), shards);
+}
+
+/* The shard of a TREE vector: each word mixed into the hash in order. */
+static inline unsigned floe_shard_of_vector(const uint32_t *words, unsigned n, unsigned shards)
+{
+    uint64_t h = n;
+    for (unsigned i = 0; i < n; i++)
+        h = floe_shard_mix(h ^ words[i]);
+    return floe_shard_pick(h, shards);
+}
+
+/* The hash of a server list (ShardCheck.shard_set, TableSpec.shard_set):
+ * FNV-1a 64 over its text, the servers as "host:port" joined by ","
+ * (never 0). */
+static inline uint64_t floe_shard_set(const char *list)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (const unsigned char *p = (const unsigned char *)list; *p; p++)
+        h = (h ^ *p) * 0x100000001B3ull;
+    return h ? h : 1;
+}
+
 /* The longest token a hello may carry (floed's token and token-file, libfloe's token). */
 #define FLOE_TOKEN_MAX 1024
 

@@ -124,6 +124,12 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err)
                                 (unsigned long long)s->capacity);
     if (!(s->max_fill > 0.0 && s->max_fill <= 1.0) || isnan(s->max_fill))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "max_fill must be in (0, 1], got %g", s->max_fill);
+    if (s->shards == 0 ? s->shard != 0 || s->shard_set != 0
+                       : s->shards < 2 || s->shards > FLOE_SHARDS_MAX || s->shard >= s->shards || s->shard_set == 0)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "a shard is shard 0..shards-1 of 2..%u shards with a nonzero shard_set (all 0 for a "
+                                "whole table); got shard %u of %u, shard_set %llx",
+                                FLOE_SHARDS_MAX, s->shard, s->shards, (unsigned long long)s->shard_set);
     if (!memchr(s->backend, '\0', sizeof s->backend) ||
         (s->backend[0] && strcmp(s->backend, "cpu") != 0 && strcmp(s->backend, "gpu") != 0 &&
          strcmp(s->backend, "auto") != 0))

@@ -79,6 +79,11 @@ typedef struct floe_spec {
     uint64_t seed;                       /* permutation seed; 0 = pick one at random */
     char backend[FLOE_BACKEND_NAME_MAX]; /* "cpu", "gpu" or "auto" */
     uint64_t memory;                     /* TREE: bytes for node and root tables (0: sized from capacity) */
+    /* A shard of a table partitioned over several floed (TableSpec.shard...):
+     * shard of shards (2..FLOE_SHARDS_MAX) of the server list hashing to
+     * shard_set; all 0 for a whole table. */
+    uint32_t shard, shards;
+    uint64_t shard_set;
 } floe_spec;
 
 /* A spec with the defaults: SET, 64-bit keys, capacity 1 Mi, no growth.

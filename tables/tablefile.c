@@ -102,6 +102,9 @@ static void encode_header(const floe_file_header *h, unsigned char *buf)
     put_u32(&c, h->parts > 1 ? h->part : 0);
     put_u64(&c, h->parts > 1 ? h->whole_capacity : 0);
     put_u64(&c, h->parts > 1 ? h->whole_memory : 0);
+    put_u32(&c, h->spec.shard);
+    put_u32(&c, h->spec.shards);
+    put_u64(&c, h->spec.shard_set);
 }
 
 static floe_status decode_header(const unsigned char *buf, floe_file_header *h, const char *path, floe_errinfo *err)
@@ -151,6 +154,9 @@ static floe_status decode_header(const unsigned char *buf, floe_file_header *h, 
     h->part = get_u32(&c);
     h->whole_capacity = get_u64(&c);
     h->whole_memory = get_u64(&c);
+    h->spec.shard = get_u32(&c);
+    h->spec.shards = get_u32(&c);
+    h->spec.shard_set = get_u64(&c);
     if (h->parts == 0) { /* a whole table */
         if (h->part != 0)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (part %u of none)", path, h->part);

@@ -461,6 +461,8 @@ int mc_worker_run(const mc_run *r, mc_progress *p)
         fail(&w, FLOE_ERR_IO, "cannot connect: %s", floe_errstr(w.c));
         goto out;
     }
+    if (floe_shards(w.c) > 1)
+        w.whole = 1; /* a partitioned table: a state's server is its own vector's, not its parent's */
     if (w.packed) {
         w.batcher = floe_batcher_new(w.c, r->table, FLOE_BATCH_INSERT, r->batch, r->inflight, on_keys, &w);
         if (!w.batcher)

@@ -120,5 +120,6 @@ Suite *service_suite(void);
 Suite *security_suite(void);
 Suite *tls_suite(void);
 Suite *faults_suite(void);
+Suite *shards_suite(void);
 
 #endif

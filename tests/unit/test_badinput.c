@@ -97,6 +97,20 @@ START_TEST(bad_specs_refused)
     s = good_spec(FLOE_KIND_SET);
     strcpy(s.backend, "tpu");
     expect_spec_error(&s, FLOE_ERR_INVALID, "backend");
+    /* a shard of a partitioned table: shard < shards, 2..FLOE_SHARDS_MAX shards, a list hash */
+    s = good_spec(FLOE_KIND_SET);
+    s.shard = 2, s.shards = 3, s.shard_set = 77;
+    ck_assert_int_eq(floe_spec_validate(&s, NULL), FLOE_OK);
+    s.shard = 3;
+    expect_spec_error(&s, FLOE_ERR_INVALID, "got shard 3 of 3");
+    s.shard = 0, s.shards = 1;
+    expect_spec_error(&s, FLOE_ERR_INVALID, "shard");
+    s.shards = FLOE_SHARDS_MAX + 1;
+    expect_spec_error(&s, FLOE_ERR_INVALID, "shard");
+    s.shards = 2, s.shard_set = 0;
+    expect_spec_error(&s, FLOE_ERR_INVALID, "shard_set");
+    s.shards = 0, s.shard = 1;
+    expect_spec_error(&s, FLOE_ERR_INVALID, "shard");
     s = good_spec(FLOE_KIND_SET);
     iceberg *t = NULL;
     ck_assert_int_eq(iceberg_create_sized(&s, 21, NULL, &t, NULL), FLOE_ERR_INVALID); /* > key_bits */

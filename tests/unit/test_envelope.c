@@ -38,6 +38,7 @@ typedef struct room {
     Floe__V1__Stats st;
     Floe__V1__Ping ping;
     Floe__V1__DropTable drop;
+    Floe__V1__ShardCheck shard;
 } room;
 
 static char *random_name(room *r)
@@ -117,6 +118,13 @@ static void random_request(Floe__V1__Request *q, room *r)
         }
         break;
     }
+    if (below(3) == 0) { /* a client of a partitioned table */
+        floe__v1__shard_check__init(&r->shard);
+        r->shard.shard_set = below(4) ? next() : 0;
+        r->shard.shard = (uint32_t)below(300);
+        r->shard.shards = (uint32_t)below(300);
+        q->shard = &r->shard;
+    }
 }
 
 static bool is_key_op(Floe__V1__Request__OpCase op)
@@ -166,6 +174,9 @@ static void expect_same(const envelope *e, const Floe__V1__Request *q)
     ck_assert_int_eq(e->overwrite, overwrite);
     ck_assert_int_eq(e->want_ids, want_ids);
     ck_assert_int_eq(e->want_values, want_values);
+    ck_assert_uint_eq(e->shard_set, q->shard ? q->shard->shard_set : 0);
+    ck_assert_uint_eq(e->shard, q->shard ? q->shard->shard : 0);
+    ck_assert_uint_eq(e->shards, q->shard ? q->shard->shards : 0);
 }
 
 /* The reader on bytes: where it says yes, protobuf-c agrees field by field. */
