@@ -25,10 +25,11 @@
 
 # What the build needs, and what `make test` needs besides (help2man: the man pages of
 # `make install`; systemd: `systemd-analyze verify` of the unit; prometheus-client: the
-# /metrics parser of the tests; clang and libclang-rt-14-dev: libFuzzer, for test-fuzz).
+# /metrics parser of the tests; clang and libclang-rt-14-dev: libFuzzer, for test-fuzz;
+# OpenMPI: floe-mc under mpirun, and its tests).
 BUILD_PKGS := make gcc libc6-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev check pkg-config \
               libsystemd-dev libcap-dev
-TEST_PKGS  := help2man python3-prometheus-client systemd clang libclang-rt-14-dev
+TEST_PKGS  := help2man python3-prometheus-client systemd clang libclang-rt-14-dev openmpi-bin libopenmpi-dev
 DEPS_PKGS  := $(BUILD_PKGS) $(TEST_PKGS)
 # the release (proto/floe_wire.h); libfloe.so.$(VERSION) has the soname libfloe.so.$(SOVERSION)
 VERSION   := $(shell sed -n 's/^\#define FLOE_VERSION *"\(.*\)".*/\1/p' proto/floe_wire.h)
@@ -65,6 +66,15 @@ PKG_CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 PKG_CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 # sd_notify (Type=notify under systemd)
 PKG_SYSTEMD := $(shell pkg-config --libs libsystemd 2>/dev/null || echo -lsystemd)
+# floe-mc under mpirun and srun: built with MPI where mpicc is (`make deps` installs Debian's
+# OpenMPI); MPI=0 builds it without (its ranks then meet through the table; floe-mc --help says
+# which).  The device bundle is always without: its hosts have no MPI.
+MPICC      ?= $(shell command -v mpicc 2>/dev/null)
+MPI        ?= $(if $(MPICC),1,0)
+ifeq ($(MPI),1)
+MPI_CFLAGS := -DFLOE_MC_MPI $(shell $(MPICC) --showme:compile 2>/dev/null || $(MPICC) -compile-info | cut -d' ' -f2-)
+MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null || $(MPICC) -link-info | cut -d' ' -f2-)
+endif
 
 TABLES_SRC := tables/alloc.c tables/status.c tables/spec.c tables/pool.c tables/dedup.c tables/iceberg.c tables/tree.c \
               tables/tablefile.c tables/backend.c tables/backend_cpu.c tables/partition.c tables/ordered.c
@@ -75,7 +85,7 @@ CLIENT_SRC := client/floe.c client/batcher.c client/shards.c
 CLI_SRC    := client/cli.c client/cli_parse.c
 ITEST_SRC  := $(wildcard tests/integration/*.c)
 BENCH_SRC  := bench/floe_bench.c bench/histogram.c bench/workload.c
-MC_SRC     := $(wildcard examples/mc/*.c)
+MC_SRC     := $(filter-out examples/mc/launch.c,$(wildcard examples/mc/*.c))
 
 tables_objs = $(patsubst %.c,build/$(1)/%.o,$(TABLES_SRC))
 # The GPU backend: CUDA objects (one build, shared by every variant) or the stub.
@@ -94,7 +104,8 @@ cli_objs    = $(patsubst %.c,build/$(1)/%.o,$(CLI_SRC))
 itest_objs  = $(patsubst %.c,build/$(1)/%.o,$(ITEST_SRC))
 test_objs   = $(patsubst %.c,build/$(1)/%.o,$(TEST_SRC))
 bench_objs  = $(patsubst %.c,build/$(1)/%.o,$(BENCH_SRC))
-mc_objs     = $(patsubst %.c,build/$(1)/%.o,$(MC_SRC))
+# floe-mc's launcher code with MPI (launch-mpi1.o) where mpicc is, else without (launch-mpi0.o)
+mc_objs     = $(patsubst %.c,build/$(1)/%.o,$(MC_SRC)) build/$(1)/examples/mc/launch-mpi$(if $(2),$(2),$(MPI)).o
 mcmodel_objs = $(patsubst %.c,build/$(1)/%.o,$(wildcard examples/mc/model*.c))
 
 .PHONY: all run install uninstall man deps deps-build test test-unit test-integration test-integration-tls test-integration-parts test-integration-pipelines test-big test-bench test-tsan \
@@ -201,9 +212,18 @@ build/rel/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
 build/rel/floe-membw: build/rel/bench/membw.o
 	$(CC) -pthread $^ -o $@
 build/rel/floe-mc: $(call mc_objs,rel) build/rel/libfloe.a
-	$(CC) $^ $(LIBFLOE_LIBS) -o $@
+	$(CC) $^ $(LIBFLOE_LIBS) $(MPI_LIBS) -o $@
 build/san/floe-mc: $(call mc_objs,san) build/san/libfloe.a
-	$(CC) $(LDSAN) $^ $(LIBFLOE_LIBS) -o $@
+	$(CC) $(LDSAN) $^ $(LIBFLOE_LIBS) $(MPI_LIBS) -o $@
+# static pattern rules: a plain pattern would also offer to build included .d files
+build/rel/examples/mc/launch-mpi0.o build/rel/examples/mc/launch-mpi1.o: build/rel/examples/mc/launch-mpi%.o: \
+		examples/mc/launch.c | $(GEN)/floe.pb-c.h $(HINT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT_rel) $(if $(filter 1,$*),$(MPI_CFLAGS)) -c $< -o $@
+build/san/examples/mc/launch-mpi0.o build/san/examples/mc/launch-mpi1.o: build/san/examples/mc/launch-mpi%.o: \
+		examples/mc/launch.c | $(GEN)/floe.pb-c.h $(HINT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT_san) $(if $(filter 1,$*),$(MPI_CFLAGS)) -c $< -o $@
 
 build/rel/floe-tests: $(call test_objs,rel) build/rel/bench/histogram.o build/rel/bench/workload.o $(call mcmodel_objs,rel) build/rel/daemon/config.o build/rel/daemon/log.o build/rel/daemon/envelope.o \
 		build/rel/proto/floe.pb-c.o build/rel/libfloetables.a
@@ -283,7 +303,7 @@ bundle/floe: $(call cli_objs,rel) build/rel/libfloe.a
 bundle/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
-bundle/floe-mc: $(call mc_objs,rel) build/rel/libfloe.a
+bundle/floe-mc: $(call mc_objs,rel,0) build/rel/libfloe.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
 ifeq ($(GPU),1)

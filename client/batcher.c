@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "floe.h"
+#include "floe_internal.h"
 
 #define SPARES 8
 
@@ -58,7 +58,6 @@ floe_batcher *floe_batcher_new(floe *c, const char *table, int op, size_t batch_
 
 static void on_answer(floe *c, floe_call *call, void *arg)
 {
-    (void)c;
     chunk *ch = arg;
     floe_batcher *b = ch->b;
     size_t n;
@@ -66,6 +65,8 @@ static void on_answer(floe *c, floe_call *call, void *arg)
     int st = floe_call_status(call);
     if (st == FLOE_OK && n != ch->n)
         st = FLOE_ERR_PROTOCOL;
+    if (st != FLOE_OK) /* the callback gets the status; floe_errstr(c) says why */
+        floe__set_error(c, st, "%s", floe_call_error(call)[0] ? floe_call_error(call) : floe_strerror(st));
     if (st != FLOE_OK && b->status == FLOE_OK)
         b->status = st;
     b->inflight--;

@@ -510,7 +510,8 @@ typedef struct floe_batcher floe_batcher;
 
 /* Gets the answers of one request: keys[i] was added with tags[i] and
  * answered results[i].  status is the request's (on an error every key of
- * that request is unanswered). */
+ * that request is unanswered, and floe_errstr of the batcher's connection
+ * says why). */
 typedef void floe_batch_callback(void *arg, int status, const uint64_t *keys, const uint64_t *tags,
                                  const uint8_t *results, size_t n);
 

@@ -25,6 +25,7 @@
 
 /* Seconds a worker waits for an answer before it fails the run (--timeout). */
 #define DEFAULT_TIMEOUT_S 60
+#include "launch.h"
 #include "model.h"
 #include "worker.h"
 
@@ -32,7 +33,8 @@ typedef struct options {
     const char *model, *server, *table, *backend;
     floe_options conn; /* token, timeouts, TLS (libfloe's connection options) */
     unsigned workers, index;
-    int one_worker; /* --worker i/W: this process is worker i of a run over hosts */
+    int one_worker;    /* --worker i/W, or a launcher's rank: this process is worker i of a run over hosts */
+    int workers_given; /* --workers or --worker */
     uint64_t capacity, expect;
     size_t batch;
     unsigned inflight;
@@ -51,12 +53,15 @@ static void usage(FILE *f)
             "Options:\n"
             "  -m, --model M         the model (above)\n"
             "  -s, --server URI      floe://host:port[?token=T], floes://host:port (TLS) or host:port\n"
-            "                        (default $FLOE_SERVER, else floe://127.0.0.1:7450)\n"
+            "                        (default $FLOE_SERVER, else floe://127.0.0.1:7450); a list\n"
+            "                        floe://h1:p1,h2:p2,... spreads the table over those servers\n"
             "  -w, --workers W       fork W local workers and sum their counts (default 1)\n"
             "      --worker i/W      run only worker i (0..W-1) of a run spread over hosts; worker 0\n"
             "                        creates --table (which must not exist), and all W wait for each\n"
             "                        other (through the table TABLE-start) before they begin; each\n"
             "                        prints its own counts, `floe stats TABLE` the total\n"
+            "                        Under mpirun or srun each rank is one worker (rank of size, from\n"
+            "                        the launcher: no --workers or --worker); %s\n"
             "  -t, --table T         the table (default with --workers: mc-MODEL-PID, dropped at the end)\n"
             "      --capacity N      states the table holds (default: the model's count + 15%% when known,\n"
             "                        else 16M; the table grows past it); K, M, G suffixes\n"
@@ -74,7 +79,16 @@ static void usage(FILE *f)
             "  -h, --help            this text\n"
             "Connection options (each also from its environment variable; flags win; floe-mc waits at\n"
             "most --timeout %d s for an answer unless told otherwise, so that a stalled server fails the run):\n",
-            mc_model_help(), DEFAULT_TIMEOUT_S);
+            mc_model_help(),
+            mc_launch_has_mpi()
+                ? "this floe-mc has MPI: the table's\n"
+                  "                        name, the start and the counts go through it, rank 0 prints the\n"
+                  "                        run's total, each rank's share and the check, and a rank that\n"
+                  "                        fails ends the run (MPI_Abort)"
+                : "this floe-mc was built without MPI\n"
+                  "                        (mpicc absent): the ranks need --table, meet through the table\n"
+                  "                        TABLE-start, and each prints its own counts as with --worker",
+            DEFAULT_TIMEOUT_S);
     floe_getopt_help(f, 6, 24);
     fprintf(f, "\n"
                "States that pack into 64 bits (words x bits per word <= 64) go to a SET table of that key\n"
@@ -212,15 +226,85 @@ static uint64_t sum_states(mc_progress *p, unsigned n, uint64_t *transitions)
     return s;
 }
 
+/* What a worker reports, as the totals add them up. */
+enum { C_STATES, C_TRANSITIONS, C_SENT, C_SENT_BYTES, C_BY_PARENT, C_FAILED, NCOUNTS };
+
+static void counts_of(const mc_progress *p, int failed, uint64_t c[NCOUNTS])
+{
+    c[C_STATES] = atomic_load(&p->states);
+    c[C_TRANSITIONS] = atomic_load(&p->transitions);
+    c[C_SENT] = atomic_load(&p->sent);
+    c[C_SENT_BYTES] = atomic_load(&p->sent_bytes);
+    c[C_BY_PARENT] = atomic_load(&p->by_parent);
+    c[C_FAILED] = (uint64_t)failed;
+}
+
+/* The report of n workers' counts (NCOUNTS each); whole: they are the
+ * whole run, so the count is checked.  Returns 1 for a failed or wrong
+ * run. */
+static int report(const options *o, const mc_model *m, int packed, double secs, const uint64_t *c, unsigned n,
+                  int whole, const char *ran)
+{
+    uint64_t sum[NCOUNTS] = {0};
+    for (unsigned i = 0; i < n; i++)
+        for (int k = 0; k < NCOUNTS; k++)
+            sum[k] += c[(size_t)i * NCOUNTS + k];
+    const uint64_t states = sum[C_STATES];
+    int bad = sum[C_FAILED] != 0;
+    printf("model        %s (%s table, %u worker%s%s)\n", m->name, packed ? "SET" : "TREE", o->workers,
+           o->workers == 1 ? "" : "s", ran);
+    printf("states       %" PRIu64 "\n", states);
+    printf("transitions  %" PRIu64 "\n", sum[C_TRANSITIONS]);
+    printf("seconds      %.3f\n", secs);
+    printf("states/s     %.0f\n", secs > 0 ? (double)states / secs : 0.0);
+    printf("sent         %" PRIu64 " states, %.2f per state found, %.1f bytes each", sum[C_SENT],
+           states ? (double)sum[C_SENT] / (double)states : 0.0,
+           sum[C_SENT] ? (double)sum[C_SENT_BYTES] / (double)sum[C_SENT] : 0.0);
+    if (packed)
+        printf(" (64-bit keys)\n");
+    else if (o->whole || sum[C_BY_PARENT] == 0)
+        printf(" (whole vectors)\n");
+    else
+        printf(" (%" PRIu64 " by their parent, the rest whole)\n", sum[C_BY_PARENT]);
+    for (unsigned i = 0; i < n && n > 1; i++) {
+        const uint64_t w = c[(size_t)i * NCOUNTS + C_STATES];
+        printf("worker %-5u %" PRIu64 " states (%.1f%%), %" PRIu64 " transitions\n", i, w,
+               states ? 100.0 * (double)w / (double)states : 0.0, c[(size_t)i * NCOUNTS + C_TRANSITIONS]);
+    }
+    if (bad)
+        printf("check        FAILED: the run did not complete (the errors are above)\n");
+    if (!bad && whole) {
+        if (m->expect && states != m->expect) {
+            printf("check        WRONG: %" PRIu64 " states, the model has %" PRIu64 "\n", states, m->expect);
+            bad = 1;
+        }
+        if (o->expect && states != o->expect) {
+            printf("check        WRONG: %" PRIu64 " states, --expect %" PRIu64 "\n", states, o->expect);
+            bad = 1;
+        }
+        if (!bad && (m->expect || o->expect))
+            printf("check        ok: %" PRIu64 " states, as %s\n", states,
+                   m->expect ? "the closed form says" : "--expect says");
+    } else if (!bad && o->expect) {
+        printf("check        (one worker of %u: --expect applies to the sum of all workers)\n", o->workers);
+    }
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     options o = {.server = "floe://127.0.0.1:7450", .workers = 1, .batch = 65536, .inflight = 8};
+    mc_launch l;
+    char why[400];
+    if (mc_launch_init(&l, &argc, &argv, why, sizeof why) != 0) {
+        fprintf(stderr, "floe-mc: %s\n", why);
+        return 2;
+    }
     /* the environment, as for the floe CLI; the flags override it */
     const char *env_server = getenv("FLOE_SERVER");
     if (env_server && env_server[0])
         o.server = env_server;
     o.conn.timeout_ms = DEFAULT_TIMEOUT_S * 1000;
-    char why[400];
     if (floe_options_from_env(&o.conn, why, sizeof why) != FLOE_OK) {
         fprintf(stderr, "floe-mc: %s\n", why);
         return 2;
@@ -284,6 +368,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             o.workers = (unsigned)v;
+            o.workers_given = 1;
             break;
         case 'W': {
             unsigned i, n;
@@ -295,6 +380,7 @@ int main(int argc, char **argv)
             o.index = i;
             o.workers = n;
             o.one_worker = 1;
+            o.workers_given = 1;
             break;
         }
         case 'C':
@@ -344,7 +430,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "floe-mc: %s\n", err);
         return 2;
     }
-    if (o.one_worker && !o.table) {
+    if (l.how != MC_LAUNCH_NONE) { /* each rank of the job is one worker */
+        if (o.workers_given) {
+            fprintf(stderr,
+                    "floe-mc: started by %s (rank %u of %u): each rank is one worker; leave --workers and "
+                    "--worker out\n",
+                    l.by, l.rank, l.size);
+            return 2;
+        }
+        o.one_worker = 1;
+        o.index = l.rank;
+        o.workers = l.size;
+        if (!o.table && l.how != MC_LAUNCH_MPI) {
+            fprintf(stderr, "floe-mc: started by %s without MPI in this floe-mc: give every rank the same --table\n",
+                    l.by);
+            return 2;
+        }
+    }
+    if (o.one_worker && !o.table && l.how != MC_LAUNCH_MPI) {
         fprintf(stderr, "floe-mc: --worker i/W needs --table: every worker of the run must name the same one\n");
         return 2;
     }
@@ -358,15 +461,22 @@ int main(int argc, char **argv)
         for (char *p = table; *p; p++)
             if (*p == ':')
                 *p = '-';
+        if (l.how == MC_LAUNCH_MPI && mc_launch_broadcast(&l, table, sizeof table) != 0) { /* rank 0's name */
+            fprintf(stderr, "floe-mc: MPI_Bcast failed\n");
+            return 1;
+        }
         o.table = table;
     }
+    const int mpi = l.how == MC_LAUNCH_MPI;
     const int packed = mc_packs(&m) && !o.tree;
     if (!packed && o.batch * m.words * 4 > ((size_t)64 << 20))
         o.batch = ((size_t)64 << 20) / (m.words * 4); /* keep a request under floed's default max-frame */
     const int creator = !o.one_worker || o.index == 0;
     if (!o.quiet) {
         char who[64];
-        if (o.one_worker)
+        if (l.how != MC_LAUNCH_NONE)
+            snprintf(who, sizeof who, "rank %u of %u (%s%s)", o.index, o.workers, l.by, mpi ? ", MPI" : "");
+        else if (o.one_worker)
             snprintf(who, sizeof who, "worker %u of %u", o.index, o.workers);
         else
             snprintf(who, sizeof who, "%u worker%s", o.workers, o.workers == 1 ? "" : "s");
@@ -378,10 +488,18 @@ int main(int argc, char **argv)
             fprintf(stderr, "floe-mc: %s, %u words per state, TREE table %s (states as vectors) on %s, %s\n", m.name,
                     m.words, o.table, o.server, who);
     }
-    if (creator ? create_table(&o, &m, packed) : wait_for_table(&o))
-        return 1;
-    if (o.one_worker && o.workers > 1 && barrier(&o) != 0)
-        return 1;
+    if (mpi) { /* rank 0 makes the table and says whether it could; all start together */
+        int made = creator ? create_table(&o, &m, packed) == 0 : 0;
+        if (mc_launch_broadcast(&l, &made, sizeof made) != 0 || !made || mc_launch_barrier(&l) != 0) {
+            mc_launch_finish(&l);
+            return 1;
+        }
+    } else {
+        if (creator ? create_table(&o, &m, packed) : wait_for_table(&o))
+            return 1;
+        if (o.one_worker && o.workers > 1 && barrier(&o) != 0)
+            return 1;
+    }
 
     /* progress slots the workers write and this process reads, across fork */
     const unsigned nw = o.one_worker ? 1 : o.workers;
@@ -481,52 +599,41 @@ int main(int argc, char **argv)
     }
     free(status);
     free(reaped);
-    uint64_t transitions, states = sum_states(prog, nw, &transitions);
-    printf("model        %s (%s table, %u worker%s%s)\n", m.name, packed ? "SET" : "TREE", o.workers,
-           o.workers == 1 ? "" : "s", o.one_worker ? ", this process ran one" : "");
-    printf("states       %" PRIu64 "\n", states);
-    printf("transitions  %" PRIu64 "\n", transitions);
-    printf("seconds      %.3f\n", secs);
-    printf("states/s     %.0f\n", secs > 0 ? (double)states / secs : 0.0);
-    uint64_t sent = 0, sent_bytes = 0, by_parent = 0;
-    for (unsigned i = 0; i < nw; i++) {
-        sent += atomic_load(&prog[i].sent);
-        sent_bytes += atomic_load(&prog[i].sent_bytes);
-        by_parent += atomic_load(&prog[i].by_parent);
+    uint64_t *counts = calloc((size_t)(mpi ? l.size : nw) * NCOUNTS, sizeof *counts);
+    if (!counts) {
+        fprintf(stderr, "floe-mc: out of memory\n");
+        return 1;
     }
-    printf("sent         %" PRIu64 " states, %.2f per state found, %.1f bytes each", sent,
-           states ? (double)sent / (double)states : 0.0, sent ? (double)sent_bytes / (double)sent : 0.0);
-    if (packed)
-        printf(" (64-bit keys)\n");
-    else if (o.whole)
-        printf(" (whole vectors)\n");
-    else
-        printf(" (%" PRIu64 " by their parent, the rest whole)\n", by_parent);
-    for (unsigned i = 0; i < nw && nw > 1; i++) {
-        uint64_t s = atomic_load(&prog[i].states);
-        printf("worker %-5u %" PRIu64 " states (%.1f%%), %" PRIu64 " transitions\n", i, s,
-               states ? 100.0 * (double)s / (double)states : 0.0, (uint64_t)atomic_load(&prog[i].transitions));
-    }
-    if (bad)
-        printf("check        FAILED: the run did not complete (the errors are above)\n");
-    if (!bad && !o.one_worker) {
-        if (m.expect && states != m.expect) {
-            printf("check        WRONG: %" PRIu64 " states, the model has %" PRIu64 "\n", states, m.expect);
-            bad = 1;
+    if (mpi) {
+        if (bad) { /* the run cannot be complete: every rank stops now, with this rank's error above */
+            fprintf(stderr, "floe-mc: rank %u of %u failed: ending the whole run\n", l.rank, l.size);
+            mc_launch_abort(&l, 1);
         }
-        if (o.expect && states != o.expect) {
-            printf("check        WRONG: %" PRIu64 " states, --expect %" PRIu64 "\n", states, o.expect);
+        uint64_t mine[NCOUNTS];
+        counts_of(&prog[0], bad, mine);
+        if (mc_launch_gather(&l, mine, NCOUNTS, counts) != 0) {
+            fprintf(stderr, "floe-mc: MPI_Gather failed\n");
+            mc_launch_abort(&l, 1);
             bad = 1;
+        } else if (l.rank == 0) {
+            bad = report(&o, &m, packed, secs, counts, l.size, 1, ", one per MPI rank");
+            if (!o.keep)
+                drop_table(&o);
         }
-        if (!bad && (m.expect || o.expect))
-            printf("check        ok: %" PRIu64 " states, as %s\n", states,
-                   m.expect ? "the closed form says" : "--expect says");
-    } else if (!bad && o.expect && o.one_worker) {
-        printf("check        (one worker of %u: --expect applies to the sum of all workers)\n", o.workers);
+    } else {
+        for (unsigned i = 0; i < nw; i++)
+            counts_of(&prog[i], bad, counts + (size_t)i * NCOUNTS);
+        bad = report(&o, &m, packed, secs, counts, nw, !o.one_worker,
+                     l.how != MC_LAUNCH_NONE ? ", this rank ran one"
+                     : o.one_worker          ? ", this process ran one"
+                                             : "") ||
+              bad;
     }
+    free(counts);
     if (!o.one_worker && !o.keep)
         drop_table(&o);
     munmap(prog, nw * sizeof *prog);
     free(pids);
+    mc_launch_finish(&l);
     return bad;
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -619,6 +620,108 @@ START_TEST(shards_tools)
 }
 END_TEST
 
+/* ---- floe-mc under mpirun, and by hand with --worker i/W, against two shards ------------------------------ */
+
+/* mpirun's flags: as root it wants to be told (a container, CI) */
+static const char *mpirun_root(void)
+{
+    return getuid() == 0 ? "--allow-run-as-root" : "--oversubscribe";
+}
+
+START_TEST(shards_mc_launchers)
+{
+    cluster cl;
+    cluster_start(&cl);
+    char two[300];
+    snprintf(two, sizeof two, "%s%s,%s", harness_tls() ? "floes://" : "floe://", hostport_of(&cl.d[0]),
+             hostport_of(&cl.d[1]));
+    const char *mc = prog("FLOE_MC", "build/san/floe-mc");
+    char *help = NULL;
+    run_tool(&cl.d[0], NULL, &help, ARGS(mc, "--help"));
+    const bool mpi = help && strstr(help, "this floe-mc has MPI") && access("/usr/bin/mpirun", X_OK) == 0;
+    free(help);
+    /* by hand: four processes, --worker i/W, each its share; the table then holds the model */
+    static const struct {
+        const char *model, *tree;
+        uint64_t states;
+    } runs[] = {{"puzzle:3x3", NULL, 181440}, {"hanoi:10", "--tree", 59049}};
+    for (int r = 0; r < 2; r++) {
+        char table[32];
+        snprintf(table, sizeof table, "byhand%d", r);
+        pid_t pid[4];
+        for (int i = 0; i < 4; i++) {
+            char who[24];
+            snprintf(who, sizeof who, "%d/4", i);
+            fflush(NULL);
+            if ((pid[i] = fork()) == 0) {
+                if (!freopen("/dev/null", "w", stdout))
+                    _exit(3);
+                const char *argv[] = {mc,  "--server", two,   "--model", runs[r].model, "--worker",
+                                      who, "--table",  table, "--quiet", runs[r].tree,  NULL};
+                execv(mc, (char *const *)argv);
+                _exit(127);
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            int st;
+            waitpid(pid[i], &st, 0);
+            ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d/4 of %s: status %d", i, runs[r].model, st);
+        }
+        floe *c = connect_list(two);
+        floe_table_info info;
+        ck_assert_int_eq(floe_stats(c, table, &info), FLOE_OK);
+        ck_assert_uint_eq(info.keys, runs[r].states);
+        floe_close(c);
+    }
+    if (!mpi) {
+        fprintf(stderr, "test_shards: %s has no MPI (or no /usr/bin/mpirun): floe-mc under mpirun not tested\n", mc);
+        cluster_stop(&cl);
+        return;
+    }
+    setenv("ASAN_OPTIONS", "detect_leaks=0", 1); /* OpenMPI keeps what it allocates to the end */
+    /* under mpirun: rank 0 prints the run's total, each rank's share and the check */
+    expect_run(&cl, 0,
+               ARGS("states       181440\n", "4 workers, one per MPI rank", "worker 3 ", "check        ok: 181440"),
+               ARGS("/usr/bin/mpirun", mpirun_root(), "--oversubscribe", "-np", "4", mc, "--server", two, "--model",
+                    "puzzle:3x3", "--quiet"));
+    expect_run(&cl, 0, ARGS("states       59049\n", "check        ok: 59049"),
+               ARGS("/usr/bin/mpirun", mpirun_root(), "--oversubscribe", "-np", "4", mc, "--server", two, "--model",
+                    "hanoi:10", "--tree", "--quiet"));
+    /* ranks are the workers: --workers with them is a usage error */
+    expect_run(&cl, 2, NULL,
+               ARGS("/usr/bin/mpirun", mpirun_root(), "--oversubscribe", "-np", "2", mc, "--server", two, "--model",
+                    "hanoi:4", "--workers", "2", "--quiet"));
+    /* a shard killed in the middle: the ranks fail, the run ends with a message, no hang */
+    pid_t run = fork();
+    if (run == 0) {
+        char log[300];
+        snprintf(log, sizeof log, "%s/mpirun.out", cl.d[2].dir);
+        if (!freopen(log, "w", stdout) || !freopen(log, "a", stderr))
+            _exit(3);
+        const char *argv[] = {"/usr/bin/mpirun", mpirun_root(), "--oversubscribe", "-np",      "3",         mc,
+                              "--server",        two,           "--model",         "hanoi:16", "--timeout", "10",
+                              "--quiet",         NULL};
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    usleep(1500000);
+    daemon_stop(&cl.d[1], SIGKILL);
+    cl.d[1].pid = 0;
+    const uint64_t t0 = now_ms();
+    int st = 0;
+    while (waitpid(run, &st, WNOHANG) == 0 && now_ms() - t0 < 60000)
+        usleep(50000);
+    ck_assert_msg(now_ms() - t0 < 60000, "mpirun did not end within 60 s of the shard's death");
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "mpirun: status %d after a shard died", st);
+    char log[300];
+    snprintf(log, sizeof log, "%s/mpirun.out", cl.d[2].dir);
+    char *out = slurp(log);
+    ck_assert_msg(out && strstr(out, "ending the whole run"), "mpirun's output:\n%s", out ? out : "");
+    free(out);
+    cluster_stop(&cl);
+}
+END_TEST
+
 Suite *shards_suite(void)
 {
     Suite *s = suite_create("shards");
@@ -630,6 +733,7 @@ Suite *shards_suite(void)
     tcase_add_test(tc, shards_refusals);
     tcase_add_test(tc, shards_killed_shard);
     tcase_add_test(tc, shards_tools);
+    tcase_add_test(tc, shards_mc_launchers);
     suite_add_tcase(s, tc);
     return s;
 }
