@@ -408,76 +408,53 @@ floe_call *floe__shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb,
     const unsigned ns = c->nshards;
     const size_t n = k.keys ? k.keys->len / k.width : 0;
     size_t vb = k.values && n ? k.values->len / n : 0;
+    if (k.values && n && k.values->len != n * vb)
+        vb = 0; /* values that are not whole keys' go as they are: a server says what is wrong with them */
+    /* everything a split needs, at once, so that running out of memory has one way out */
     floe_call *call = floe__new_call(c, cb, arg);
     split *sp = calloc(1, sizeof *sp);
-    unsigned char *kb = NULL, *vbuf = NULL;
+    size_t *start = calloc(2 * (size_t)ns + 1, sizeof *start); /* and at, after it */
+    unsigned char *kb = malloc(k.keys && k.keys->len ? k.keys->len : 1), *vbuf = malloc(vb ? n * vb : 1);
     if (sp) {
+        sp->c = c;
         sp->shard_of = malloc((n ? n : 1) * sizeof *sp->shard_of);
         sp->count = calloc(ns, sizeof *sp->count);
         sp->resp = calloc(ns, sizeof *sp->resp);
-        kb = malloc(k.keys && k.keys->len ? k.keys->len : 1);
-        vbuf = malloc(vb ? n * vb : 1);
     }
-    if (!call || !sp || !sp->shard_of || !sp->count || !sp->resp || !kb || !vbuf) {
-        if (sp) {
-            sp->c = c;
-            split_free(sp);
-        }
+    if (!call || !sp || !sp->shard_of || !sp->count || !sp->resp || !start || !kb || !vbuf) {
+        free(start);
         free(kb);
         free(vbuf);
+        if (sp)
+            split_free(sp);
         if (call)
             floe__complete(c, call, FLOE_ERR_IO, "out of memory", NULL);
         return cb ? NULL : call;
     }
-    sp->c = c;
     sp->call = call;
     sp->n = n;
-    if (k.keys && k.values && k.values->len != n * vb) { /* let a server say what is wrong with it */
-        vb = 0;
-    }
     /* each shard's keys together, in the caller's order (a counting sort) */
-    uint64_t *ids = k.ids ? malloc((n ? n : 1) * 8) : NULL;
-    size_t *start = calloc(ns + 1, sizeof *start);
-    if ((k.ids && !ids) || !start) {
-        free(ids);
-        free(start);
-        free(kb);
-        free(vbuf);
-        split_free(sp);
-        floe__complete(c, call, FLOE_ERR_IO, "out of memory", NULL);
-        return cb ? NULL : call;
-    }
+    size_t *at = start + ns + 1;
     for (size_t i = 0; i < n; i++) {
-        uint64_t id = 0;
+        uint64_t id;
         sp->shard_of[i] = (uint16_t)shard_of(c, &k, i, &id);
-        if (ids)
-            ids[i] = id;
         sp->count[sp->shard_of[i]]++;
     }
     for (unsigned s = 0; s < ns; s++)
         start[s + 1] = start[s] + sp->count[s];
-    size_t *at = calloc(ns, sizeof *at);
-    if (!at) {
-        free(ids);
-        free(start);
-        free(kb);
-        free(vbuf);
-        split_free(sp);
-        floe__complete(c, call, FLOE_ERR_IO, "out of memory", NULL);
-        return cb ? NULL : call;
-    }
     for (size_t i = 0; i < n; i++) {
         const unsigned s = sp->shard_of[i];
         const size_t j = start[s] + at[s]++;
-        if (ids)
-            memcpy(kb + j * 8, &ids[i], 8);
-        else
+        if (k.ids) {
+            uint64_t id;
+            shard_of(c, &k, i, &id); /* the id as its shard knows it */
+            memcpy(kb + j * 8, &id, 8);
+        } else {
             memcpy(kb + j * k.width, k.keys->data + i * k.width, k.width);
+        }
         if (vb)
             memcpy(vbuf + j * vb, k.values->data + i * vb, vb);
     }
-    free(at);
-    free(ids);
     /* a request of no keys goes to shard 0 alone (it still says whether the table is there), a ping to all */
     const bool everyone = req->op_case == FLOE__V1__REQUEST__OP_PING;
     const ProtobufCBinaryData keys0 = k.keys ? *k.keys : (ProtobufCBinaryData){0, NULL};

@@ -45,16 +45,16 @@ static inline uint64_t floe_shard_mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-/* The shard of a hash among shards: its high bits scaled (h * shards / 2^64). */
-static inline unsigned floe_shard_pick(uint64_t h, unsigned shards)
+/* A hash's place among n (a shard, a part): its high 32 bits scaled to 0..n-1. */
+static inline unsigned floe_hash_pick(uint64_t h, unsigned n)
 {
-    return (unsigned)(((h >> 32) * (uint64_t)shards) >> 32);
+    return (unsigned)(((h >> 32) * (uint64_t)n) >> 32);
 }
 
 /* The shard of a SET, MAP or ORDERED key. */
 static inline unsigned floe_shard_of_key(uint64_t key, unsigned shards)
 {
-    return floe_shard_pick(floe_shard_mix(key), shards);
+    return floe_hash_pick(floe_shard_mix(key), shards);
 }
 
 /* The shard of a TREE vector: each word mixed into the hash in order. */
@@ -63,7 +63,7 @@ static inline unsigned floe_shard_of_vector(const uint32_t *words, unsigned n, u
     uint64_t h = n;
     for (unsigned i = 0; i < n; i++)
         h = floe_shard_mix(h ^ words[i]);
-    return floe_shard_pick(h, shards);
+    return floe_hash_pick(h, shards);
 }
 
 /* The hash of a server list (ShardCheck.shard_set, TableSpec.shard_set):

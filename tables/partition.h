@@ -64,7 +64,7 @@ static inline uint64_t floe_part_hash_vector(const uint32_t *v, uint32_t words)
 /* The part of a hash: its high bits scaled to 0..parts-1. */
 static inline unsigned floe_part_of(uint64_t hash, unsigned parts)
 {
-    return (unsigned)((hash >> 32) * parts >> 32);
+    return floe_hash_pick(hash, parts);
 }
 
 /* A backend of tables in `parts` parts (1..FLOE_PARTS_MAX), part i on
