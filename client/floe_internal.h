@@ -62,6 +62,8 @@ struct floe {
     char (*shard_names)[FLOE_SHARD_NAME_MAX];
     int epfd;             /* floe_fd: an epoll set of the shards' sockets */
     unsigned route_words; /* TREE words per vector of the request being routed (0: keys) */
+    unsigned char *route_buf; /* the shards' keys and values of a request being split (grown, reused) */
+    size_t route_cap;
     /* One server of a partitioned connection: what its every request says of it. */
     Floe__V1__ShardCheck check;
     bool checked;

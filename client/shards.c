@@ -155,6 +155,9 @@ void floe__shards_close(floe *c)
         floe_close(c->shards[i]); /* their calls fail, and with them the parents (floe_close fails c's after) */
     free(c->shards);
     free(c->shard_names);
+    free(c->route_buf);
+    c->route_buf = NULL;
+    c->route_cap = 0;
     if (c->epfd >= 0)
         close(c->epfd);
     c->shards = NULL;
@@ -195,7 +198,7 @@ struct split {
     floe_call *call; /* the caller's */
     unsigned pending;
     size_t n;                  /* keys (vectors, ids) of the request */
-    uint16_t *shard_of;        /* each key's shard */
+    uint8_t *shard_of;         /* each key's shard (FLOE_SHARDS_MAX 256) */
     size_t *count;             /* keys a shard */
     Floe__V1__Response **resp; /* each shard's answer, taken from its call */
     int status;                /* the first failure's */
@@ -220,66 +223,68 @@ static bool bytes_alloc(ProtobufCBinaryData *b, size_t len)
     return !len || b->data;
 }
 
+/* Each shard's answer, as the merge reads it. */
+typedef struct part_view {
+    const uint8_t *results;
+    const unsigned char *ids, *values, *vectors;
+    size_t at; /* keys of it merged so far */
+} part_view;
+
 /* The parts' answers in the caller's order: results, ids (with their
  * shard), values and vectors key by key, counts summed.  NULL if out of
- * memory or a part answered in another shape than its keys ask. */
+ * memory or the parts answer in shapes that differ from each other or from
+ * their keys. */
 static Floe__V1__Response *merged(const split *sp)
 {
     const unsigned ns = sp->c->nshards;
+    part_view pv[FLOE_SHARDS_MAX];
+    int results = -1, ids = -1;    /* whether the parts answered them (-1: no part with keys yet) */
     size_t vbytes = 0, wbytes = 0; /* per key: values, vectors */
-    bool ids = false, results = false;
+    bool seen = false;
     for (unsigned s = 0; s < ns; s++) {
         const Floe__V1__Response *r = sp->resp[s];
-        if (!r || !sp->count[s])
-            continue;
         const size_t k = sp->count[s];
-        if (r->results.len != k && r->results.len != 0)
+        memset(&pv[s], 0, sizeof pv[s]);
+        if (!k)
+            continue;
+        if (!r)
             return NULL;
-        results = results || r->results.len;
-        ids = ids || r->ids.len;
-        if ((r->ids.len && r->ids.len != k * 8) || r->values.len % k || r->vectors.len % k)
+        const int has_results = r->results.len != 0, has_ids = r->ids.len != 0;
+        const size_t vb = r->values.len / k, wb = r->vectors.len / k;
+        if ((has_results && r->results.len != k) || (has_ids && r->ids.len != k * 8) || r->values.len != vb * k ||
+            r->vectors.len != wb * k)
             return NULL;
-        if (r->values.len)
-            vbytes = r->values.len / k;
-        if (r->vectors.len)
-            wbytes = r->vectors.len / k;
+        if (seen && (has_results != results || has_ids != ids || vb != vbytes || wb != wbytes))
+            return NULL; /* the parts disagree on what they answer */
+        seen = true;
+        results = has_results, ids = has_ids, vbytes = vb, wbytes = wb;
+        pv[s] = (part_view){r->results.data, r->ids.data, r->values.data, r->vectors.data, 0};
     }
     Floe__V1__Response *m = malloc(sizeof *m);
     if (!m)
         return NULL;
     floe__v1__response__init(m);
-    bool ok = bytes_alloc(&m->results, results ? sp->n : 0) && bytes_alloc(&m->ids, ids ? sp->n * 8 : 0) &&
-              bytes_alloc(&m->values, sp->n * vbytes) && bytes_alloc(&m->vectors, sp->n * wbytes);
-    size_t *at = calloc(ns, sizeof *at);
-    if (!ok || !at) {
-        free(at);
+    if (!bytes_alloc(&m->results, results > 0 ? sp->n : 0) || !bytes_alloc(&m->ids, ids > 0 ? sp->n * 8 : 0) ||
+        !bytes_alloc(&m->values, sp->n * vbytes) || !bytes_alloc(&m->vectors, sp->n * wbytes)) {
         floe__v1__response__free_unpacked(m, NULL);
         return NULL;
     }
     for (size_t i = 0; i < sp->n; i++) {
-        const unsigned s = sp->shard_of[i];
-        const Floe__V1__Response *r = sp->resp[s];
-        const size_t j = at[s]++;
-        if ((results && r->results.len == 0) || (ids && r->ids.len == 0) || r->values.len != sp->count[s] * vbytes ||
-            r->vectors.len != sp->count[s] * wbytes) {
-            free(at);
-            floe__v1__response__free_unpacked(m, NULL);
-            return NULL; /* the parts disagree on what they answer */
-        }
-        if (results)
-            m->results.data[i] = r->results.data[j];
-        if (ids) {
+        part_view *p = &pv[sp->shard_of[i]];
+        const size_t j = p->at++;
+        if (results > 0)
+            m->results.data[i] = p->results[j];
+        if (ids > 0) {
             uint64_t id;
-            memcpy(&id, r->ids.data + j * 8, 8);
-            id = id_of_shard(id, s);
+            memcpy(&id, p->ids + j * 8, 8);
+            id = id_of_shard(id, sp->shard_of[i]);
             memcpy(m->ids.data + i * 8, &id, 8);
         }
         if (vbytes)
-            memcpy(m->values.data + i * vbytes, r->values.data + j * vbytes, vbytes);
+            memcpy(m->values.data + i * vbytes, p->values + j * vbytes, vbytes);
         if (wbytes)
-            memcpy(m->vectors.data + i * wbytes, r->vectors.data + j * wbytes, wbytes);
+            memcpy(m->vectors.data + i * wbytes, p->vectors + j * wbytes, wbytes);
     }
-    free(at);
     for (unsigned s = 0; s < ns; s++) {
         const Floe__V1__Response *r = sp->resp[s];
         if (!r)
@@ -414,17 +419,23 @@ floe_call *floe__shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb,
     floe_call *call = floe__new_call(c, cb, arg);
     split *sp = calloc(1, sizeof *sp);
     size_t *start = calloc(2 * (size_t)ns + 1, sizeof *start); /* and at, after it */
-    unsigned char *kb = malloc(k.keys && k.keys->len ? k.keys->len : 1), *vbuf = malloc(vb ? n * vb : 1);
+    /* the shards' keys and values, gathered: packed into each request at once, so the buffer is c's, reused */
+    const size_t kbytes = k.keys ? k.keys->len : 0, need = kbytes + n * vb;
+    if (need > c->route_cap) {
+        free(c->route_buf);
+        c->route_cap = need + need / 2;
+        if (!(c->route_buf = malloc(c->route_cap)))
+            c->route_cap = 0;
+    }
+    unsigned char *kb = c->route_buf, *vbuf = c->route_buf ? c->route_buf + kbytes : NULL;
     if (sp) {
         sp->c = c;
         sp->shard_of = malloc((n ? n : 1) * sizeof *sp->shard_of);
         sp->count = calloc(ns, sizeof *sp->count);
         sp->resp = calloc(ns, sizeof *sp->resp);
     }
-    if (!call || !sp || !sp->shard_of || !sp->count || !sp->resp || !start || !kb || !vbuf) {
+    if (!call || !sp || !sp->shard_of || !sp->count || !sp->resp || !start || (need && !kb)) {
         free(start);
-        free(kb);
-        free(vbuf);
         if (sp)
             split_free(sp);
         if (call)
@@ -435,10 +446,17 @@ floe_call *floe__shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb,
     sp->n = n;
     /* each shard's keys together, in the caller's order (a counting sort) */
     size_t *at = start + ns + 1;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t id;
-        sp->shard_of[i] = (uint16_t)shard_of(c, &k, i, &id);
-        sp->count[sp->shard_of[i]]++;
+    if (!k.ids && k.width == 8) { /* keys: the common case, a tight loop */
+        for (size_t i = 0; i < n; i++) {
+            uint64_t key;
+            memcpy(&key, k.keys->data + i * 8, 8);
+            sp->count[sp->shard_of[i] = (uint8_t)floe_shard_of_key(key, ns)]++;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t id;
+            sp->count[sp->shard_of[i] = (uint8_t)shard_of(c, &k, i, &id)]++;
+        }
     }
     for (unsigned s = 0; s < ns; s++)
         start[s + 1] = start[s] + sp->count[s];
@@ -479,8 +497,6 @@ floe_call *floe__shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb,
     if (k.values)
         *k.values = values0;
     free(start);
-    free(kb);
-    free(vbuf);
     const uint64_t before = c->completions;
     if (--sp->pending == 0)
         split_done(sp);
