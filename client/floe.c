@@ -107,7 +107,7 @@ size_t floe_inflight(const floe *c)
 
 int floe_fd(const floe *c)
 {
-    return c->nshards ? c->epfd : c->fd;
+    return c->router ? c->epfd : c->fd;
 }
 
 int floe_want_write(const floe *c)
@@ -353,8 +353,8 @@ floe_call *floe__new_call(floe *c, floe_callback *cb, void *arg)
  * connection the call completes at once with FLOE_ERR_IO. */
 floe_call *floe__send_request(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg)
 {
-    if (c->nshards)
-        return floe__shards_send(c, req, cb, arg);
+    if (c->router)
+        return c->router->send(c, req, cb, arg);
     if (c->checked)
         req->shard = &c->check;
     floe_call *call = floe__new_call(c, cb, arg);
@@ -454,8 +454,8 @@ static int handle_frames(floe *c)
 
 int floe_poll(floe *c, int timeout_ms)
 {
-    if (c->nshards)
-        return floe__shards_poll(c, timeout_ms);
+    if (c->router)
+        return c->router->poll(c, timeout_ms);
     if (c->handling) /* from a callback: the frames being handled are c->in; the next poll goes on */
         return 0;
     int completed = 0;
@@ -542,7 +542,7 @@ int floe_wait_all(floe *c)
     while (c->inflight > 0)
         if (floe_poll(c, -1) < 0)
             return gone(c);
-    return c->fd < 0 && !c->nshards ? gone(c) : FLOE_OK;
+    return c->fd < 0 && !c->router ? gone(c) : FLOE_OK;
 }
 
 /* ---- call accessors ----------------------------------------------------------------------------- */
@@ -1014,7 +1014,7 @@ int floe_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, un
 
 int floe_create(floe *c, const floe_table_def *def)
 {
-    return c->nshards ? floe__shards_create(c, def) : floe__create_shard(c, def, 0, 0, 0);
+    return c->router ? c->router->create(c, def) : floe__create_shard(c, def, 0, 0, 0);
 }
 
 int floe__create_shard(floe *c, const floe_table_def *def, unsigned shard, unsigned shards, uint64_t set)
@@ -1044,8 +1044,8 @@ int floe__create_shard(floe *c, const floe_table_def *def, unsigned shard, unsig
 
 int floe_drop(floe *c, const char *table)
 {
-    if (c->nshards)
-        return floe__shards_each(c, floe_drop, table);
+    if (c->router)
+        return c->router->each(c, floe_drop, table);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__DropTable d = FLOE__V1__DROP_TABLE__INIT;
     d.table = (char *)table;
@@ -1056,8 +1056,8 @@ int floe_drop(floe *c, const char *table)
 
 int floe_snapshot(floe *c, const char *table)
 {
-    if (c->nshards)
-        return floe__shards_each(c, floe_snapshot, table);
+    if (c->router)
+        return c->router->each(c, floe_snapshot, table);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__Snapshot s = FLOE__V1__SNAPSHOT__INIT;
     s.table = (char *)(table ? table : "");
@@ -1123,8 +1123,8 @@ void floe__info_from(floe_table_info *o, const Floe__V1__TableStats *s)
 
 int floe_stats(floe *c, const char *table, floe_table_info *info)
 {
-    if (c->nshards)
-        return floe__shards_stats(c, table, info);
+    if (c->router)
+        return c->router->stats(c, table, info);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__Stats s = FLOE__V1__STATS__INIT;
     s.table = (char *)table;
@@ -1144,8 +1144,8 @@ int floe_stats(floe *c, const char *table, floe_table_info *info)
 
 int floe_tables(floe *c, floe_table_info **tables, size_t *n)
 {
-    if (c->nshards)
-        return floe__shards_tables(c, tables, n);
+    if (c->router)
+        return c->router->tables(c, tables, n);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__ListTables l = FLOE__V1__LIST_TABLES__INIT;
     req.op_case = FLOE__V1__REQUEST__OP_LIST_TABLES;
@@ -1263,7 +1263,7 @@ static floe_server_stats *server_stats_from(const Floe__V1__InfoReply *r)
 int floe_server_stats_get(floe *c, floe_server_stats **out)
 {
     *out = NULL;
-    if (c->nshards)
+    if (c->router)
         return floe__set_error(c, FLOE_ERR_UNSUPPORTED,
                                "a partitioned connection speaks to %u servers: ask each one (floe_shard)", c->nshards);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
@@ -1337,8 +1337,8 @@ static int scan_call(floe *c, const char *table, floe_cursor *cursor, size_t lim
 int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uint64_t *keys, void *values,
               unsigned value_bytes, size_t *n, int *done)
 {
-    if (c->nshards)
-        return floe__shards_scan(c, table, cursor, limit, 0, keys, values, value_bytes, NULL, NULL, n, done);
+    if (c->router)
+        return c->router->scan(c, table, cursor, limit, 0, keys, values, value_bytes, NULL, NULL, n, done);
     return scan_call(c, table, cursor, limit, 8, keys, values, value_bytes, NULL, false, n, done);
 }
 
@@ -1350,8 +1350,8 @@ int floe_scan_vectors(floe *c, const char *table, floe_cursor *cursor, size_t li
         *done = 0;
         return floe__set_error(c, FLOE_ERR_INVALID, "words must be the TREE table's words per vector (2..256), not 0");
     }
-    if (c->nshards)
-        return floe__shards_scan(c, table, cursor, limit, words, NULL, NULL, 0, ids, vectors, n, done);
+    if (c->router)
+        return c->router->scan(c, table, cursor, limit, words, NULL, NULL, 0, ids, vectors, n, done);
     /* ids are always asked for: they say how many vectors came, whatever words is */
     return scan_call(c, table, cursor, limit, (size_t)words * 4, vectors, NULL, 0, ids, true, n, done);
 }
@@ -1683,10 +1683,8 @@ static int tls_connect(floe *c, const floe_options *o, const char *name, uint64_
     }
 }
 
-int floe_connect_opts(const char *uri, const floe_options *opts, floe **out)
+int floe__connect_one(const char *uri, const floe_options *opts, floe **out)
 {
-    if (floe__is_partitioned_uri(uri))
-        return floe__shards_connect(uri, opts, out);
     floe_options o;
     if (opts) {
         o = *opts;
@@ -1732,14 +1730,6 @@ int floe_connect_opts(const char *uri, const floe_options *opts, floe **out)
     return st;
 }
 
-int floe_connect(const char *uri, const char *token, floe **out)
-{
-    floe_options o;
-    memset(&o, 0, sizeof o);
-    o.token = token;
-    return floe_connect_opts(uri, &o, out);
-}
-
 int floe__connect_fd(int fd, const char *token, floe **out)
 {
     floe *c = calloc(1, sizeof *c);
@@ -1760,8 +1750,8 @@ void floe_close(floe *c)
 {
     if (!c)
         return;
-    if (c->nshards)
-        floe__shards_close(c);
+    if (c->router)
+        c->router->close(c);
     transport_close(c);
     floe__set_error(c, FLOE_ERR_IO, "connection closed");
     fail_all(c);

@@ -17,6 +17,21 @@
 
 typedef struct split split;
 
+/* What a partitioned connection does in place of one connection's own
+ * (shards.c sets it; floe.c calls through it, and knows nothing else of
+ * shards). */
+typedef struct floe_router {
+    floe_call *(*send)(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg);
+    int (*poll)(floe *c, int timeout_ms);
+    void (*close)(floe *c);
+    int (*create)(floe *c, const floe_table_def *def);
+    int (*each)(floe *c, int (*op)(floe *sub, const char *table), const char *table); /* drop, snapshot */
+    int (*stats)(floe *c, const char *table, floe_table_info *info);
+    int (*tables)(floe *c, floe_table_info **tables, size_t *n);
+    int (*scan)(floe *c, const char *table, floe_cursor *cursor, size_t limit, unsigned words, uint64_t *keys,
+                void *values, unsigned value_bytes, uint64_t *ids, uint32_t *vectors, size_t *n, int *done);
+} floe_router;
+
 struct floe_call {
     uint64_t id;
     uint64_t deadline; /* now_ms() by which it must be answered; 0: none */
@@ -57,6 +72,7 @@ struct floe {
     bool handling;
     /* A partitioned connection (shards.c): one connection a server, in the
      * list's order; it has no socket of its own (fd -1) and routes every call. */
+    const floe_router *router;
     unsigned nshards;
     floe **shards;
     char (*shard_names)[FLOE_SHARD_NAME_MAX];
@@ -82,17 +98,10 @@ floe_call *floe__send_request(floe *c, Floe__V1__Request *req, floe_callback *cb
 int floe__create_shard(floe *c, const floe_table_def *def, unsigned shard, unsigned shards, uint64_t set);
 void floe__info_from(floe_table_info *o, const Floe__V1__TableStats *s);
 
-/* shards.c: a partitioned connection (uri names several servers). */
-bool floe__is_partitioned_uri(const char *uri);
+/* floe.c: a connection to one server (floe_connect_opts of a URI that names one). */
+int floe__connect_one(const char *uri, const floe_options *opts, floe **out);
+
+/* shards.c: a connection to a list of servers (floe_connect_opts of a URI that names several). */
 int floe__shards_connect(const char *uri, const floe_options *opts, floe **out);
-void floe__shards_close(floe *c);
-floe_call *floe__shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg);
-int floe__shards_poll(floe *c, int timeout_ms);
-int floe__shards_create(floe *c, const floe_table_def *def);
-int floe__shards_each(floe *c, int (*op)(floe *sub, const char *table), const char *table);
-int floe__shards_stats(floe *c, const char *table, floe_table_info *info);
-int floe__shards_tables(floe *c, floe_table_info **tables, size_t *n);
-int floe__shards_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, unsigned words, uint64_t *keys,
-                      void *values, unsigned value_bytes, uint64_t *ids, uint32_t *vectors, size_t *n, int *done);
 
 #endif

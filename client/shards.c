@@ -36,16 +36,6 @@ static uint64_t id_of_shard(uint64_t id, unsigned shard)
 
 /* ---- the list --------------------------------------------------------------------------------- */
 
-bool floe__is_partitioned_uri(const char *uri)
-{
-    if (!uri)
-        return false;
-    const char *p = strstr(uri, "://");
-    p = p ? p + 3 : uri;
-    const size_t len = strcspn(p, "?");
-    return memchr(p, ',', len) != NULL;
-}
-
 /* One server of the list as the list's hash takes it: host:port, port 7450 when none is given. */
 static int canonical(const char *entry, size_t len, char *out, size_t cap)
 {
@@ -70,6 +60,7 @@ static int canonical(const char *entry, size_t len, char *out, size_t cap)
 /* ---- connecting ------------------------------------------------------------------------------- */
 
 static void arm(floe *c);
+static const floe_router ROUTER;
 
 int floe__shards_connect(const char *uri, const floe_options *opts, floe **out)
 {
@@ -79,6 +70,7 @@ int floe__shards_connect(const char *uri, const floe_options *opts, floe **out)
         return FLOE_ERR_IO;
     c->fd = -1;
     c->epfd = -1;
+    c->router = &ROUTER;
     const char *sep = strstr(uri, "://");
     const size_t scheme_len = sep ? (size_t)(sep + 3 - uri) : 0;
     const char *list = uri + scheme_len;
@@ -118,7 +110,7 @@ int floe__shards_connect(const char *uri, const floe_options *opts, floe **out)
         char sub[FLOE_SHARD_NAME_MAX + 2048];
         if (snprintf(sub, sizeof sub, "%.*s%s%s", (int)scheme_len, uri, c->shard_names[i], query) >= (int)sizeof sub)
             return floe__set_error(c, FLOE_ERR_INVALID, "'%s': too long", uri);
-        int st = floe_connect_opts(sub, opts, &c->shards[i]);
+        int st = floe__connect_one(sub, opts, &c->shards[i]);
         if (st != FLOE_OK)
             return floe__set_error(c, st, "shard %u of %u (%s): %s", i + 1, n, c->shard_names[i],
                                    c->shards[i] ? floe_errstr(c->shards[i]) : floe_strerror(st));
@@ -149,7 +141,7 @@ int floe__shards_connect(const char *uri, const floe_options *opts, floe **out)
     return FLOE_OK;
 }
 
-void floe__shards_close(floe *c)
+static void shards_close(floe *c)
 {
     for (unsigned i = 0; i < c->nshards; i++)
         floe_close(c->shards[i]); /* their calls fail, and with them the parents (floe_close fails c's after) */
@@ -400,7 +392,7 @@ static unsigned shard_of(const floe *c, const keyed *k, size_t i, uint64_t *id)
     return floe_shard_of_vector(w, (unsigned)(k->width / 4), c->nshards);
 }
 
-floe_call *floe__shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg)
+static floe_call *shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg)
 {
     keyed k;
     char why[256];
@@ -513,7 +505,7 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int floe__shards_poll(floe *c, int timeout_ms)
+static int shards_poll(floe *c, int timeout_ms)
 {
     const uint64_t before = c->completions;
     const uint64_t until = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0;
@@ -562,7 +554,7 @@ int floe__shards_poll(floe *c, int timeout_ms)
 
 /* ---- whole-table operations, shard by shard -------------------------------------------------------- */
 
-int floe__shards_create(floe *c, const floe_table_def *def)
+static int shards_create(floe *c, const floe_table_def *def)
 {
     if (def->kind == FLOE_TABLE_ORDERED)
         return floe__set_error(c, FLOE_ERR_UNSUPPORTED,
@@ -583,7 +575,7 @@ int floe__shards_create(floe *c, const floe_table_def *def)
     return FLOE_OK;
 }
 
-int floe__shards_each(floe *c, int (*op)(floe *sub, const char *table), const char *table)
+static int shards_each(floe *c, int (*op)(floe *sub, const char *table), const char *table)
 {
     int first = FLOE_OK;
     for (unsigned i = 0; i < c->nshards; i++) {
@@ -631,7 +623,7 @@ static void summed(floe_table_info *a, double fill_weight)
     a->shard_set = 0;
 }
 
-int floe__shards_stats(floe *c, const char *table, floe_table_info *info)
+static int shards_stats(floe *c, const char *table, floe_table_info *info)
 {
     double fill = 0, compression = 0;
     for (unsigned i = 0; i < c->nshards; i++) {
@@ -657,7 +649,7 @@ int floe__shards_stats(floe *c, const char *table, floe_table_info *info)
     return FLOE_OK;
 }
 
-int floe__shards_tables(floe *c, floe_table_info **tables, size_t *n)
+static int shards_tables(floe *c, floe_table_info **tables, size_t *n)
 {
     *tables = NULL;
     *n = 0;
@@ -703,8 +695,8 @@ int floe__shards_tables(floe *c, floe_table_info **tables, size_t *n)
 /* A partitioned scan walks shard 0 to the end, then shard 1, ...: the
  * cursor's `started` holds 1 + 2 x shard + (whether that shard's scan has
  * begun), its bytes that shard's cursor. */
-int floe__shards_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, unsigned words, uint64_t *keys,
-                      void *values, unsigned value_bytes, uint64_t *ids, uint32_t *vectors, size_t *n, int *done)
+static int shards_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, unsigned words, uint64_t *keys,
+                       void *values, unsigned value_bytes, uint64_t *ids, uint32_t *vectors, size_t *n, int *done)
 {
     *n = 0;
     *done = 0;
@@ -742,3 +734,14 @@ int floe__shards_scan(floe *c, const char *table, floe_cursor *cursor, size_t li
         }
     }
 }
+
+static const floe_router ROUTER = {
+    .send = shards_send,
+    .poll = shards_poll,
+    .close = shards_close,
+    .create = shards_create,
+    .each = shards_each,
+    .stats = shards_stats,
+    .tables = shards_tables,
+    .scan = shards_scan,
+};
