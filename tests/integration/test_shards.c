@@ -2,12 +2,14 @@
  * test_shards.c - tables partitioned over three floed on loopback, through
  * libfloe's partitioned connections (client/shards.c): SET, MAP and TREE
  * tables against a reference written plainly here, with several clients at
- * once (one INSERTED and one ERASED per key over all of them), each key on
- * the shard the documented hash names and nowhere else; stats that add up;
- * scans that walk every shard; pipelined calls and the batcher; clients
- * with another server list, or connected to one shard alone, refused with
- * nothing changed; a create that fails on one shard leaving none; and a
- * killed shard giving errors that name it, without a hang.
+ * once (one INSERTED and one ERASED per key over all of them; TREE: one
+ * INSERTED and one id per vector), each key on the shard the documented
+ * hash names and nowhere else; stats that add up; scans that walk every
+ * shard; pipelined calls and the batcher; clients with another server
+ * list, or connected to one shard alone, refused with nothing changed; a
+ * create that fails on one shard leaving none; a killed shard giving
+ * errors that name it, without a hang; the tools over a list; and floe-mc
+ * by hand (--worker i/W), as srun starts it and under mpirun.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -389,6 +391,125 @@ START_TEST(shards_tree_exact)
 }
 END_TEST
 
+/* Several clients insert the same vectors at once: one INSERTED a vector over all of them, and one id. */
+typedef struct tree_client {
+    const char *uri;
+    unsigned seed;
+    uint64_t inserted;
+    uint64_t *ids; /* per vector index: the id answered (all clients must agree) */
+    int failed;
+    char why[256];
+} tree_client;
+
+enum { TW = 5, TDIST = 6000, TPER = 9000 };
+
+static void tree_vector(uint32_t j, uint32_t *v)
+{
+    for (int w = 0; w < TW; w++)
+        v[w] = j * 2654435761u + (uint32_t)w * 40503u;
+}
+
+static void *tree_client_run(void *arg)
+{
+    tree_client *t = arg;
+    floe *c = NULL;
+    floe_options o;
+    memset(&o, 0, sizeof o);
+    char err[256];
+    floe_options_from_env(&o, err, sizeof err);
+    o.timeout_ms = 20000;
+    if (floe_connect_opts(t->uri, &o, &c) != FLOE_OK) {
+        snprintf(t->why, sizeof t->why, "connect: %s", c ? floe_errstr(c) : "");
+        t->failed = 1;
+        floe_close(c);
+        return NULL;
+    }
+    uint64_t rng = t->seed;
+    enum { B = 1500 };
+    uint32_t v[B * TW], which[B];
+    uint8_t res[B];
+    uint64_t ids[B];
+    for (int done = 0; done < TPER && !t->failed; done += B) {
+        for (int i = 0; i < B; i++) {
+            which[i] = (uint32_t)(rng_next(&rng) % TDIST);
+            tree_vector(which[i], &v[i * TW]);
+        }
+        if (floe_insert_vectors(c, "ctree", v, B, TW, res, ids, NULL) != FLOE_OK) {
+            snprintf(t->why, sizeof t->why, "insert: %s", floe_errstr(c));
+            t->failed = 1;
+            break;
+        }
+        for (int i = 0; i < B; i++) {
+            t->inserted += res[i] == FLOE_INSERTED;
+            if (res[i] != FLOE_INSERTED && res[i] != FLOE_PRESENT)
+                t->failed = 1, snprintf(t->why, sizeof t->why, "answer %u", res[i]);
+            t->ids[which[i]] = ids[i];
+        }
+    }
+    floe_close(c);
+    return NULL;
+}
+
+START_TEST(shards_tree_concurrent)
+{
+    cluster cl;
+    cluster_start(&cl);
+    floe *c = connect_list(cl.uri);
+    create_table(c, "ctree", FLOE_TABLE_TREE, 0, TW);
+    enum { N = 4 };
+    tree_client t[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        t[i] = (tree_client){.uri = cl.uri, .seed = 77u + (unsigned)i};
+        t[i].ids = malloc(TDIST * 8);
+        for (int j = 0; j < TDIST; j++)
+            t[i].ids[j] = UINT64_MAX - 1; /* not answered */
+        ck_assert_int_eq(pthread_create(&th[i], NULL, tree_client_run, &t[i]), 0);
+    }
+    uint64_t inserted = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_msg(!t[i].failed, "client %d: %s", i, t[i].why);
+        inserted += t[i].inserted;
+    }
+    uint64_t sent = 0;
+    uint8_t *any = calloc(TDIST, 1);
+    for (int i = 0; i < N; i++) {
+        uint64_t rng = 77u + (unsigned)i;
+        for (int k = 0; k < TPER; k++)
+            any[rng_next(&rng) % TDIST] = 1;
+    }
+    for (int j = 0; j < TDIST; j++) {
+        sent += any[j];
+        uint64_t id = UINT64_MAX - 1;
+        for (int i = 0; i < N; i++) { /* every client that sent vector j was given the same id */
+            if (t[i].ids[j] == UINT64_MAX - 1)
+                continue;
+            ck_assert_msg(id == UINT64_MAX - 1 || id == t[i].ids[j], "vector %d: ids %llx and %llx", j,
+                          (unsigned long long)id, (unsigned long long)t[i].ids[j]);
+            id = t[i].ids[j];
+        }
+        if (any[j]) { /* and the id gives the vector back */
+            uint32_t want[TW], got[TW];
+            uint8_t r;
+            tree_vector((uint32_t)j, want);
+            ck_assert_int_eq(floe_get_by_id(c, "ctree", &id, 1, TW, &r, got), FLOE_OK);
+            ck_assert_uint_eq(r, FLOE_PRESENT);
+            ck_assert(memcmp(want, got, sizeof want) == 0);
+        }
+    }
+    ck_assert_uint_eq(inserted, sent); /* one INSERTED per vector over all the clients */
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "ctree", &info), FLOE_OK);
+    ck_assert_uint_eq(info.keys, sent);
+    for (int i = 0; i < N; i++)
+        free(t[i].ids);
+    free(any);
+    floe_close(c);
+    cluster_stop(&cl);
+}
+END_TEST
+
 /* ---- pipelined calls and the batcher -------------------------------------------------------------- */
 
 typedef struct tally {
@@ -673,6 +794,40 @@ START_TEST(shards_mc_launchers)
         ck_assert_uint_eq(info.keys, runs[r].states);
         floe_close(c);
     }
+    /* as srun starts it (no MPI under it): rank and size from SLURM_PROCID and SLURM_STEP_NUM_TASKS, the
+     * same --table, each rank its share; a rank past the size is refused */
+    pid_t pid[3];
+    for (int i = 0; i < 3; i++) {
+        fflush(NULL);
+        if ((pid[i] = fork()) == 0) {
+            char rank[24];
+            snprintf(rank, sizeof rank, "%d", i);
+            setenv("SLURM_PROCID", rank, 1);
+            setenv("SLURM_STEP_NUM_TASKS", "3", 1);
+            if (!freopen("/dev/null", "w", stdout))
+                _exit(3);
+            const char *argv[] = {mc, "--server", two, "--model", "puzzle:3x3", "--table", "bysrun", "--quiet", NULL};
+            execv(mc, (char *const *)argv);
+            _exit(127);
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        int st;
+        waitpid(pid[i], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "srun rank %d: status %d", i, st);
+    }
+    floe *c = connect_list(two);
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "bysrun", &info), FLOE_OK);
+    ck_assert_uint_eq(info.keys, 181440);
+    floe_close(c);
+    setenv("SLURM_PROCID", "5", 1);
+    setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+    expect_run(&cl, 2, NULL, ARGS(mc, "--server", two, "--model", "hanoi:4", "--table", "x", "--quiet"));
+    setenv("SLURM_PROCID", "0", 1);
+    expect_run(&cl, 2, NULL, ARGS(mc, "--server", two, "--model", "hanoi:4", "--quiet")); /* no --table */
+    unsetenv("SLURM_PROCID");
+    unsetenv("SLURM_STEP_NUM_TASKS");
     if (!mpi) {
         fprintf(stderr, "test_shards: %s has no MPI (or no /usr/bin/mpirun): floe-mc under mpirun not tested\n", mc);
         cluster_stop(&cl);
@@ -729,6 +884,7 @@ Suite *shards_suite(void)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, shards_set_map_exact);
     tcase_add_test(tc, shards_tree_exact);
+    tcase_add_test(tc, shards_tree_concurrent);
     tcase_add_test(tc, shards_pipelined);
     tcase_add_test(tc, shards_refusals);
     tcase_add_test(tc, shards_killed_shard);
