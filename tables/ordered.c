@@ -13,6 +13,7 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -42,7 +43,8 @@ struct ordered {
     void *root;      /* an ord_leaf when height is 0 */
     uint32_t height; /* inner levels above the leaves */
     ord_leaf *first, *last;
-    uint64_t keys, leaves, inners;
+    uint64_t keys;
+    _Atomic uint64_t leaves, inners; /* nodes: a parallel insert's tasks make them side by side */
     uint32_t vb; /* value bytes: 0, 4 or 8 */
 };
 
@@ -102,6 +104,21 @@ static ord_leaf *descend(const ordered *t, uint64_t key, ord_path *p)
     return node;
 }
 
+/* The leaf below node (an inner node of height h, or a leaf when h is 0)
+ * whose range holds key, with the path from node down. */
+static ord_leaf *descend_from(void *node, uint32_t h, uint64_t key, ord_path *p)
+{
+    p->height = h;
+    for (; h > 0; h--) {
+        ord_inner *in = node;
+        uint32_t i = count_le(in->sep, in->n - 1, key);
+        p->node[h - 1] = in;
+        p->idx[h - 1] = i;
+        node = in->child[i];
+    }
+    return node;
+}
+
 /* descend with the path, for writers, kept out of gcc's interprocedural
  * analysis: gcc 12.2 at -O2 lost the path's writes there (it warned that
  * they may be uninitialized, and compiled reading them into a trap). */
@@ -113,6 +130,10 @@ static ord_leaf *descend(const ordered *t, uint64_t key, ord_path *p)
 ORD_OPAQUE static ord_leaf *descend_path(const ordered *t, uint64_t key, ord_path *p)
 {
     return descend(t, key, p);
+}
+ORD_OPAQUE static ord_leaf *descend_path_from(void *node, uint32_t h, uint64_t key, ord_path *p)
+{
+    return descend_from(node, h, key, p);
 }
 
 static uint64_t value_in(const void *values, uint32_t vb, size_t i)
@@ -280,10 +301,17 @@ static void remove_child(ordered *t, ord_path *p, uint32_t level)
 
 /* ---- one key ---------------------------------------------------------------------------------- */
 
-static uint8_t insert_one(ordered *t, uint64_t key, uint64_t value, bool overwrite, uint64_t *out)
+#define ORD_DEFER 0xFF /* insert_below: the key needs a split of its top node; nothing changed */
+
+/* Find-or-put of key below `top` (the root, or with !whole one subtree of
+ * it, of height h): INSERTED (the caller counts it), PRESENT, FULL, or
+ * (!whole) ORD_DEFER when it would split top itself, whose parent a
+ * subtree's task may not touch. */
+static uint8_t insert_below(ordered *t, void *top, uint32_t h, bool whole, uint64_t key, uint64_t value, bool overwrite,
+                            uint64_t *out)
 {
     ord_path p;
-    ord_leaf *l = descend_path(t, key, &p);
+    ord_leaf *l = descend_path_from(top, h, key, &p);
     uint32_t pos = count_lt(l->key, l->n, key);
     if (pos < l->n && l->key[pos] == key) {
         if (t->vb) {
@@ -297,6 +325,8 @@ static uint8_t insert_one(ordered *t, uint64_t key, uint64_t value, bool overwri
         /* every node the split needs first, so that running out of memory changes nothing */
         ord_inner *spare[ORD_MAX_HEIGHT + 1];
         const uint32_t need = splits_above(t, &p);
+        if (!whole && need > p.height) /* every node up to top is full: top would split */
+            return ORD_DEFER;
         ord_leaf *r = leaf_new(t);
         uint32_t got = 0;
         while (r && got < need && (spare[got] = inner_new(t)) != NULL)
@@ -334,7 +364,6 @@ static uint8_t insert_one(ordered *t, uint64_t key, uint64_t value, bool overwri
         l->val[pos] = value;
     }
     l->n++;
-    t->keys++;
     *out = value;
     return FLOE_INSERTED;
 }
@@ -439,18 +468,113 @@ const floe_spec *ordered_spec(const ordered *t)
     return &t->spec;
 }
 
+/* A large insert runs on the pool, one task for each child of the root:
+ * the batch's keys go to the child whose range holds them (a counting
+ * sort that keeps their order), and each task inserts its keys below its
+ * child, in batch order, splitting leaves and inner nodes of its subtree as
+ * it goes.  Each key's occurrences meet in one task, in order, so the
+ * first is the one INSERTED, as in a serial insert.  A task touches only
+ * its subtree (and the prev link of the next subtree's first leaf, which
+ * nothing else of the batch reads or writes); a key whose insert would
+ * split the child itself, and every key of that task after it, is left
+ * for a serial pass at the end, which may split the root. */
+#define INSERT_PAR_MIN 4096 /* keys below which the serial loop is faster */
+
+typedef struct insert_job {
+    ordered *t;
+    const uint64_t *keys;
+    const void *values;
+    bool overwrite;
+    uint8_t *results;
+    void *values_out;
+    const uint32_t *order; /* the batch's indexes, child by child, in batch order */
+    const size_t *start;   /* child c's: order[start[c] .. start[c + 1]) */
+    size_t *deferred;      /* child c's first position left for the serial pass */
+    uint64_t *added;       /* keys child c's task inserted */
+} insert_job;
+
+/* Key i of the batch, inserted below top (insert_below); its answers written. */
+static uint8_t insert_key(ordered *t, void *top, uint32_t h, bool whole, const insert_job *j, size_t i)
+{
+    uint64_t stored = 0;
+    const uint8_t r =
+        insert_below(t, top, h, whole, j->keys[i], t->vb ? value_in(j->values, t->vb, i) : 0, j->overwrite, &stored);
+    if (r != ORD_DEFER) {
+        j->results[i] = r;
+        value_out(j->values_out, t->vb, i, r == FLOE_FULL ? 0 : stored);
+    }
+    return r;
+}
+
+static void insert_part(void *arg, size_t c)
+{
+    insert_job *j = arg;
+    ordered *t = j->t;
+    void *sub = ((ord_inner *)t->root)->child[c];
+    size_t k = j->start[c];
+    for (; k < j->start[c + 1]; k++) {
+        const uint8_t r = insert_key(t, sub, t->height - 1, false, j, j->order[k]);
+        if (r == ORD_DEFER)
+            break;
+        j->added[c] += r == FLOE_INSERTED;
+    }
+    j->deferred[c] = k;
+}
+
+/* The parallel insert; false (nothing done) when its scratch does not fit in memory. */
+static bool insert_parallel(ordered *t, insert_job *j, size_t n)
+{
+    const ord_inner *root = t->root;
+    const uint32_t nc = root->n;
+    uint8_t *child = floe_malloc(n);
+    uint32_t *order = floe_malloc(n * sizeof *order);
+    size_t *start = calloc(3 * (size_t)nc + 1, sizeof *start);
+    uint64_t *added = calloc(nc, sizeof *added);
+    const bool ok = child && order && start && added;
+    if (ok) {
+        size_t *at = start + nc + 1;
+        for (size_t i = 0; i < n; i++) {
+            child[i] = (uint8_t)count_le(root->sep, nc - 1, j->keys[i]);
+            start[child[i] + 1]++;
+        }
+        for (uint32_t c = 0; c < nc; c++)
+            start[c + 1] += start[c];
+        for (uint32_t c = 0; c < nc; c++)
+            at[c] = start[c];
+        for (size_t i = 0; i < n; i++)
+            order[at[child[i]]++] = (uint32_t)i;
+        j->order = order;
+        j->start = start;
+        j->deferred = at; /* the positions are done with */
+        j->added = added;
+        floe_pool_run(t->pool, nc, insert_part, j);
+        uint64_t keys = t->keys;
+        for (uint32_t c = 0; c < nc; c++)
+            keys += added[c];
+        t->keys = keys;
+        for (uint32_t c = 0; c < nc; c++) /* what the tasks left, child by child, in batch order */
+            for (size_t k = j->deferred[c]; k < start[c + 1]; k++)
+                t->keys += insert_key(t, t->root, t->height, true, j, order[k]) == FLOE_INSERTED;
+    }
+    free(child);
+    free(order);
+    free(start);
+    free(added);
+    return ok;
+}
+
 floe_status ordered_insert(ordered *t, const uint64_t *keys, const void *values, size_t n, bool overwrite,
                            uint8_t *results, void *values_out, floe_answer_counts *counts, floe_errinfo *err)
 {
     (void)err;
     assert(floe_keys_fit(t->spec.key_bits, keys, n)); /* the door's */
     assert(!t->vb || n == 0 || values);
+    assert(n <= UINT32_MAX);
+    insert_job j = {t, keys, values, overwrite, results, values_out, NULL, NULL, NULL, NULL};
     pthread_rwlock_wrlock(&t->lock);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t stored = 0;
-        results[i] = insert_one(t, keys[i], t->vb ? value_in(values, t->vb, i) : 0, overwrite, &stored);
-        value_out(values_out, t->vb, i, results[i] == FLOE_FULL ? 0 : stored);
-    }
+    const bool parallel = t->pool && n >= INSERT_PAR_MIN && t->height >= 2 && insert_parallel(t, &j, n);
+    for (size_t i = 0; i < n && !parallel; i++)
+        t->keys += insert_key(t, t->root, t->height, true, &j, i) == FLOE_INSERTED;
     pthread_rwlock_unlock(&t->lock);
     floe_answer_counts_tally(counts, results, n);
     return FLOE_OK;

@@ -16,7 +16,10 @@
  *
  * Writers (insert, erase) take the table exclusively, readers (find,
  * range, neighbours, min/max, stats) share it; find and neighbour batches
- * are split over the pool.  Keys come through the door: below 2^key_bits (asserted).
+ * are split over the pool, and so are large inserts: a task for each child
+ * of the root, each key's occurrences in one task in batch order (the keys
+ * whose insert would split a child of the root go last, serially).  Keys
+ * come through the door: below 2^key_bits (asserted).
  */
 #ifndef FLOE_TABLES_ORDERED_H
 #define FLOE_TABLES_ORDERED_H

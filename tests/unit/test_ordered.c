@@ -9,7 +9,9 @@
  * successors and predecessors of random keys and of keys beyond the ends,
  * min and max.  Enough keys for a tree of several levels, then erasures
  * down to nothing and back (leaves freed, the root collapsing).  A split
- * that finds no memory answers FULL and changes nothing else.  Save and
+ * that finds no memory answers FULL and changes nothing else.  Large
+ * inserts on the pool (a task a child of the root) answer as the serial
+ * one, with memory failing too.  Save and
  * load keep every key and value (damaged files refused).  Bad specs are
  * refused.
  */
@@ -322,6 +324,72 @@ START_TEST(ordered_full_when_memory_runs_out)
 }
 END_TEST
 
+/* Large inserts run on the pool, a task for each child of the root (and a
+ * serial pass for the keys whose insert would split a child): batches of
+ * thousands of keys with heavy duplication, some overwriting, into a tree
+ * of three levels, every answer and value against the reference;
+ * then with allocations failing now and then, in the tasks or in the
+ * insert's own scratch, each key answered FULL or as the reference says. */
+START_TEST(ordered_parallel_insert)
+{
+    floe_pool *pool = NULL;
+    floe_errinfo err;
+    ck_assert_int_eq(floe_pool_create(4, &pool, &err), FLOE_OK);
+    floe_spec spec = ordered_spec_for(40, 8);
+    ordered *t;
+    ck_assert_int_eq(ordered_create(&spec, pool, &t, &err), FLOE_OK);
+    ref r = {0};
+    uint64_t rng = 0xBA7C4ull;
+    enum { B = 24000 };
+    uint64_t *keys = malloc(B * 8);
+    uint8_t *vals = malloc(B * 8), *res = malloc(B);
+    for (int round = 0; round < 10; round++) {
+        const size_t n = B / 2 + rng_below(&rng, B / 2);
+        for (size_t i = 0; i < n; i++) {
+            keys[i] = pick_key(&rng, 40, 40000);
+            val_set(vals, 8, i, rng_next(&rng));
+        }
+        run_batch(t, &r, round % 3 == 2 ? 1 : 0, keys, vals, n, 8);
+    }
+    floe_table_stats st;
+    ordered_stats(t, &st);
+    ck_assert_uint_gt(st.slots / ORD_LEAF_KEYS, ORD_FANOUT * 4); /* leaves under several children of the root */
+    check_scan(t, &r, 8, &rng);
+    check_queries(t, &r, 40, 8, &rng);
+    size_t full = 0;
+    for (int attempt = 0; attempt < 6; attempt++) {
+        const size_t n = 5000;
+        for (size_t i = 0; i < n; i++) {
+            keys[i] = rng_next(&rng) & key_mask(40);
+            val_set(vals, 8, i, rng_next(&rng));
+        }
+        floe_alloc_fail_nth(1 + rng_below(&rng, 40));
+        ck_assert_int_eq(ordered_insert(t, keys, vals, n, false, res, NULL, NULL, &err), FLOE_OK);
+        floe_alloc_fail_nth(0);
+        for (size_t i = 0; i < n; i++) {
+            size_t at;
+            const bool had = ref_has(&r, keys[i], &at);
+            if (res[i] == FLOE_FULL) {
+                ck_assert(!had);
+                full++;
+            } else {
+                ck_assert_uint_eq(res[i], had ? FLOE_PRESENT : FLOE_INSERTED);
+                if (!had)
+                    ref_put(&r, at, keys[i], val_get(vals, 8, i));
+            }
+        }
+    }
+    check_scan(t, &r, 8, &rng);
+    check_queries(t, &r, 40, 8, &rng);
+    free(keys);
+    free(vals);
+    free(res);
+    ref_free(&r);
+    ordered_destroy(t);
+    floe_pool_destroy(pool);
+}
+END_TEST
+
 /* A table saved and loaded (built bottom-up from its sorted keys) holds the
  * same keys and values, answers the same and keeps working; an empty one
  * too.  Files of another kind, of wrong section sizes, with keys out of
@@ -428,6 +496,7 @@ Suite *ordered_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, ordered_against_reference, 0, 3 * (int)(sizeof WIDTHS / sizeof *WIDTHS));
     tcase_add_test(tc, ordered_full_when_memory_runs_out);
+    tcase_add_test(tc, ordered_parallel_insert);
     tcase_add_test(tc, ordered_save_and_load);
     tcase_add_test(tc, ordered_bad_specs);
     suite_add_tcase(s, tc);
