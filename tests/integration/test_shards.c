@@ -63,16 +63,29 @@ static void cluster_stop(cluster *cl)
             daemon_stop(&cl->d[i], SIGTERM);
 }
 
-static floe *connect_list(const char *uri)
+/* A connection to uri with the environment's options (FLOE_TLS_CA_FILE
+ * under FLOE_TLS) and a 20 s deadline a call; NULL and why (a client
+ * thread cannot assert). */
+static floe *connect_or_why(const char *uri, char *why, size_t len)
 {
     floe_options o;
     memset(&o, 0, sizeof o);
-    char err[256];
-    ck_assert_int_eq(floe_options_from_env(&o, err, sizeof err), FLOE_OK); /* FLOE_TLS_CA_FILE under FLOE_TLS */
-    o.timeout_ms = 20000;
     floe *c = NULL;
-    int st = floe_connect_opts(uri, &o, &c);
-    ck_assert_msg(st == FLOE_OK, "connect %s: %s", uri, c ? floe_errstr(c) : "");
+    if (floe_options_from_env(&o, why, len) != FLOE_OK)
+        return NULL;
+    o.timeout_ms = 20000;
+    if (floe_connect_opts(uri, &o, &c) == FLOE_OK)
+        return c;
+    snprintf(why, len, "connect %s: %s", uri, c ? floe_errstr(c) : "out of memory");
+    floe_close(c);
+    return NULL;
+}
+
+static floe *connect_list(const char *uri)
+{
+    char why[512];
+    floe *c = connect_or_why(uri, why, sizeof why);
+    ck_assert_msg(c != NULL, "%s", why);
     return c;
 }
 
@@ -117,16 +130,9 @@ static uint64_t value_of(uint64_t j, unsigned vb)
 static void *worker_run(void *arg)
 {
     worker *w = arg;
-    floe *c = NULL;
-    floe_options o;
-    memset(&o, 0, sizeof o);
-    char err[256];
-    floe_options_from_env(&o, err, sizeof err);
-    o.timeout_ms = 20000;
-    if (floe_connect_opts(w->uri, &o, &c) != FLOE_OK) {
-        snprintf(w->why, sizeof w->why, "connect: %s", c ? floe_errstr(c) : "");
+    floe *c = connect_or_why(w->uri, w->why, sizeof w->why);
+    if (!c) {
         w->failed = 1;
-        floe_close(c);
         pthread_barrier_wait(w->inserted_all); /* the others go on */
         return NULL;
     }
@@ -412,16 +418,9 @@ static void tree_vector(uint32_t j, uint32_t *v)
 static void *tree_client_run(void *arg)
 {
     tree_client *t = arg;
-    floe *c = NULL;
-    floe_options o;
-    memset(&o, 0, sizeof o);
-    char err[256];
-    floe_options_from_env(&o, err, sizeof err);
-    o.timeout_ms = 20000;
-    if (floe_connect_opts(t->uri, &o, &c) != FLOE_OK) {
-        snprintf(t->why, sizeof t->why, "connect: %s", c ? floe_errstr(c) : "");
+    floe *c = connect_or_why(t->uri, t->why, sizeof t->why);
+    if (!c) {
         t->failed = 1;
-        floe_close(c);
         return NULL;
     }
     uint64_t rng = t->seed;

@@ -274,6 +274,27 @@ START_TEST(ordered_against_reference)
 }
 END_TEST
 
+/* The answers of an insert (8-byte values) that may have run out of
+ * memory: each key FULL (and not in the reference) or as the reference
+ * says, which then takes it.  Returns the FULL answers. */
+static size_t full_or_as_ref(ref *r, const uint64_t *keys, const uint8_t *vals, const uint8_t *res, size_t n)
+{
+    size_t full = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t at;
+        const bool had = ref_has(r, keys[i], &at);
+        if (res[i] == FLOE_FULL) {
+            ck_assert(!had);
+            full++;
+        } else {
+            ck_assert_uint_eq(res[i], had ? FLOE_PRESENT : FLOE_INSERTED);
+            if (!had)
+                ref_put(r, at, keys[i], val_get(vals, 8, i));
+        }
+    }
+    return full;
+}
+
 /* A split with no memory for its new nodes answers FULL for the key that
  * needed it; the table is as before, and the next keys go in as usual. */
 START_TEST(ordered_full_when_memory_runs_out)
@@ -303,18 +324,7 @@ START_TEST(ordered_full_when_memory_runs_out)
         floe_alloc_fail_nth(1 + rng_below(&rng, 2)); /* the next split's first or second node */
         ck_assert_int_eq(ordered_insert(t, k, v, 64, false, res, NULL, NULL, &err), FLOE_OK);
         floe_alloc_fail_nth(0);
-        for (int i = 0; i < 64; i++) {
-            size_t at;
-            const bool had = ref_has(&r, k[i], &at);
-            if (res[i] == FLOE_FULL) {
-                ck_assert(!had);
-                full++;
-            } else {
-                ck_assert_uint_eq(res[i], had ? FLOE_PRESENT : FLOE_INSERTED);
-                if (!had)
-                    ref_put(&r, at, k[i], val_get(v, 8, (size_t)i));
-            }
-        }
+        full += full_or_as_ref(&r, k, v, res, 64);
     }
     ck_assert_uint_gt(full, 0);
     check_scan(t, &r, 8, &rng);
@@ -366,18 +376,7 @@ START_TEST(ordered_parallel_insert)
         floe_alloc_fail_nth(1 + rng_below(&rng, 40));
         ck_assert_int_eq(ordered_insert(t, keys, vals, n, false, res, NULL, NULL, &err), FLOE_OK);
         floe_alloc_fail_nth(0);
-        for (size_t i = 0; i < n; i++) {
-            size_t at;
-            const bool had = ref_has(&r, keys[i], &at);
-            if (res[i] == FLOE_FULL) {
-                ck_assert(!had);
-                full++;
-            } else {
-                ck_assert_uint_eq(res[i], had ? FLOE_PRESENT : FLOE_INSERTED);
-                if (!had)
-                    ref_put(&r, at, keys[i], val_get(vals, 8, i));
-            }
-        }
+        full += full_or_as_ref(&r, keys, vals, res, n);
     }
     check_scan(t, &r, 8, &rng);
     check_queries(t, &r, 40, 8, &rng);
