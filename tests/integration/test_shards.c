@@ -866,7 +866,9 @@ START_TEST(shards_mc_launchers)
     while (waitpid(run, &st, WNOHANG) == 0 && now_ms() - t0 < 60000)
         usleep(50000);
     ck_assert_msg(now_ms() - t0 < 60000, "mpirun did not end within 60 s of the shard's death");
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "mpirun: status %d after a shard died", st);
+    /* the run fails: mpirun exits 1 after MPI_Abort, or (OpenMPI 4.1's mpirun, when every rank aborts at
+     * once on a loaded machine) dies itself; either way it does not report success, and the ranks said why */
+    ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "mpirun: status %d (success) after a shard died", st);
     char log[300];
     snprintf(log, sizeof log, "%s/mpirun.out", cl.d[2].dir);
     char *out = slurp(log);
