@@ -28,6 +28,7 @@
 #include "ordered_gpu.h"
 
 #define NIL        0xFFFFFFFFu
+#define DOWN       0x80000000u /* chunk ids are below it: step_of */
 #define FENCE      (OC_LANES - 2u)
 #define HEAD       (OC_LANES - 1u)
 #define FULL_MASK  0xFFFFFFFFu
@@ -129,12 +130,13 @@ __device__ static uint32_t descend(const view v, uint64_t k, uint32_t to)
 /* Point searches run in groups of GROUP lanes, 32 / GROUP keys to a warp in
  * flight at once: a group reads a chunk (32 entries, 256 bytes) in PER / 2
  * loads of 16 bytes a lane, load j of lane l taking entry pair
- * j GROUP + l, so that each load of a group is one whole 128-byte line
- * (lanes reading every other half of a line make L1 serve each line
- * twice).  Keys of a chunk are sorted, so the entries at or below a key
- * are a prefix: its length is a sum over the group. */
+ * j GROUP + l, so that each load of a group is one contiguous piece of
+ * the chunk and a line is read by consecutive loads (lanes reading every
+ * other half of a line make L1 serve each line twice).  Keys of a chunk
+ * are sorted, so the entries at or below a key are a prefix: its length is
+ * a sum over the group. */
 #ifndef OC_GROUP
-#define OC_GROUP 8u /* measured against 4 and 16: docs/PERFORMANCE.md */
+#define OC_GROUP 4u /* measured against 8 and 16: docs/PERFORMANCE.md */
 #endif
 #define GROUP OC_GROUP           /* lanes to a key */
 #define PER   (OC_LANES / GROUP) /* entries a lane reads */
@@ -184,10 +186,6 @@ __device__ static inline uint64_t head_of(const uint64_t k[PER], const group g)
 {
     return __shfl_sync(g.mask, k[PER - 1], GROUP - 1, GROUP);
 }
-__device__ static inline uint64_t fence_of(const uint64_t k[PER], const group g)
-{
-    return __shfl_sync(g.mask, k[PER - 2], GROUP - 1, GROUP);
-}
 
 /* Entry e of the chunk whose entries k holds. */
 __device__ static inline uint64_t entry_key(const uint64_t k[PER], uint32_t e, const group g)
@@ -211,33 +209,60 @@ __device__ static inline uint32_t rank_of(const uint64_t k[PER], uint32_t cnt, u
     return group_sum(r, g);
 }
 
+/* The chunk below entry e of chunk c of `level`.  Above the bottom's
+ * level, each search reads a different pointer, once: it is loaded evicted
+ * first, so that this level's keys, which each search reads whole, stay
+ * in L2 (docs/PERFORMANCE.md). */
+__device__ static inline uint32_t child_of(const view v, uint64_t c, uint32_t e, uint32_t level)
+{
+    const unsigned long long *p = reinterpret_cast<const unsigned long long *>(v.vals + c * OC_LANES + e);
+    return (uint32_t)(level == 1 ? __ldcs(p) : *p);
+}
+
+/* Where a group goes from the chunk it holds (k), decided by the lane that
+ * holds the header and the fence and sent to the others in one 32-bit
+ * shuffle: the next chunk (x at or past the fence), or DOWN | the count.
+ * Chunk ids stay below DOWN (reserve). */
+__device__ static inline uint32_t step_of(const uint64_t k[PER], uint64_t x, const group g)
+{
+    const uint64_t head = k[PER - 1], fence = k[PER - 2]; /* in the group's last lane */
+    const uint32_t next = head_next(head);
+    return __shfl_sync(g.mask, next != NIL && x >= fence ? next : DOWN | head_count(head), GROUP - 1, GROUP);
+}
+
 /* descend for a group: the chunk of level `to` whose range holds x; its
- * keys in k (this lane's PER). */
-__device__ static uint32_t descend_group(const view v, uint64_t x, uint32_t to, const group g, uint64_t k[PER])
+ * keys in k (this lane's PER), *cnt of them. */
+__device__ static uint32_t descend_group(const view v, uint64_t x, uint32_t to, const group g, uint64_t k[PER],
+                                         uint32_t *cnt)
 {
     uint32_t c = v.top, level = v.height - 1;
     for (;;) {
         load_part(v.keys, c, g, k, level == 0);
-        const uint64_t head = head_of(k, g);
-        const uint64_t fence = fence_of(k, g);
-        const uint32_t next = head_next(head);
-        if (next != NIL && x >= fence) {
-            c = next;
+        const uint32_t step = step_of(k, x, g);
+        if (!(step & DOWN)) {
+            c = step;
             continue;
         }
+        *cnt = step & ~DOWN;
         if (level == to)
             return c;
-        const uint32_t r = rank_of(k, head_count(head), x, true, g);
-        c = (uint32_t)v.vals[(uint64_t)c * OC_LANES + (r ? r - 1 : 0)];
+        const uint32_t r = rank_of(k, *cnt, x, true, g);
+        c = child_of(v, c, r ? r - 1 : 0, level);
         level--;
     }
 }
 
-/* The entry of chunk c (keys k) that holds x, or -1. */
+/* The entry of chunk c (keys k) that holds x, or -1: whether a lane holds
+ * x is a vote, where is a rank. */
 __device__ static inline int entry_of(const uint64_t k[PER], uint32_t cnt, uint64_t x, const group g)
 {
-    const uint32_t r = rank_of(k, cnt, x, false, g);
-    return r < cnt && entry_key(k, r, g) == x ? (int)r : -1;
+    bool here = false;
+#pragma unroll
+    for (uint32_t j = 0; j < PER; j++)
+        here |= entry_in(g.l, j) < cnt && k[j] == x;
+    if (!__any_sync(g.mask, here))
+        return -1;
+    return (int)rank_of(k, cnt, x, false, g);
 }
 
 /* The value of entry e of bottom chunk c (read once: evicted first). */
@@ -258,8 +283,9 @@ __global__ void k_find(const view v, const uint64_t *keys, size_t n, uint8_t *re
     {
         const uint64_t x = keys[i];
         uint64_t k[PER];
-        const uint32_t c = descend_group(v, x, 0, g, k);
-        const int e = entry_of(k, head_count(head_of(k, g)), x, g);
+        uint32_t cnt;
+        const uint32_t c = descend_group(v, x, 0, g, k, &cnt);
+        const int e = entry_of(k, cnt, x, g);
         if (g.l == 0) {
             res[i] = e >= 0 ? FLOE_PRESENT : FLOE_ABSENT;
             if (vout)
@@ -276,20 +302,18 @@ __global__ void k_neighbours(const view v, bool pred, const uint64_t *keys, size
     {
         const uint64_t x = keys[i];
         uint64_t k[PER];
-        uint32_t c = descend_group(v, x, 0, g, k);
+        uint32_t cnt;
+        uint32_t c = descend_group(v, x, 0, g, k, &cnt);
         /* the successor is entry rank(< x) of the chunk, the predecessor entry rank(<= x) - 1; past the
          * chunk's ends, the first (last) key of the next (previous) chunk that has one */
-        uint64_t head = head_of(k, g);
-        uint32_t cnt = head_count(head);
         int e = pred ? (int)rank_of(k, cnt, x, true, g) - 1 : (int)rank_of(k, cnt, x, false, g);
         while (e < 0 || e >= (int)cnt) {
-            const uint32_t to = pred ? (uint32_t)v.vals[(uint64_t)c * OC_LANES + HEAD] : head_next(head);
+            const uint32_t to = pred ? (uint32_t)v.vals[(uint64_t)c * OC_LANES + HEAD] : head_next(head_of(k, g));
             if (to == NIL)
                 break;
             c = to;
             load_part(v.keys, c, g, k, true);
-            head = head_of(k, g);
-            cnt = head_count(head);
+            cnt = head_count(head_of(k, g));
             e = pred ? (int)cnt - 1 : 0;
         }
         const bool some = e >= 0 && e < (int)cnt;
@@ -405,7 +429,8 @@ __global__ void k_locate_level(const view v, const uint64_t *keys, size_t m, uin
     FOR_EACH_GROUP_ITEM(e, m)
     {
         uint64_t k[PER];
-        const uint32_t c = descend_group(v, keys[e], level, g, k);
+        uint32_t cnt;
+        const uint32_t c = descend_group(v, keys[e], level, g, k, &cnt);
         if (g.l == 0)
             leaf[e] = c;
     }
@@ -424,8 +449,9 @@ __global__ void k_locate(const view v, const uint64_t *sk, const uint32_t *si, c
     {
         const uint64_t x = sk[gfirst[j]];
         uint64_t k[PER];
-        const uint32_t c = descend_group(v, x, 0, g, k);
-        const int s = entry_of(k, head_count(head_of(k, g)), x, g);
+        uint32_t cnt;
+        const uint32_t c = descend_group(v, x, 0, g, k, &cnt);
+        const int s = entry_of(k, cnt, x, g);
         if (g.l == 0) {
             leaf[j] = c;
             slot[j] = (int8_t)s;
@@ -798,6 +824,10 @@ static floe_status reserve(gpu_ordered *t, uint64_t need, cudaStream_t s, floe_e
     uint64_t cap = t->cap * 2; /* growing: double, or past that with a quarter to spare */
     if (cap < need)
         cap = t->used ? need + need / 4 : need;
+    if (cap > DOWN) /* chunk ids below DOWN, and a pool of 2^31 chunks is 1 TiB */
+        cap = need <= DOWN ? DOWN : need;
+    if (cap > DOWN)
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "an ORDERED table of more than %u chunks", DOWN);
     uint64_t *k = NULL, *v = NULL;
     const size_t bytes = cap * OC_LANES * 8;
     cudaError_t e = cudaMalloc(&k, bytes);
@@ -1040,6 +1070,57 @@ static floe_status locate_batch(gpu_ordered *t, scratch &sc, const uint64_t *d_k
     return FLOE_OK;
 }
 
+/* The first chunk of [0, used) that breaks the layout (bad: its id, or
+ * untouched), and what it breaks (why: 1 count, 2 order, 3 its fence, 4 its
+ * level or next chunk). */
+__global__ void k_check(const view v, uint64_t used, unsigned long long *bad, uint32_t *why)
+{
+    for (uint64_t c = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; c < used;
+         c += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t *e = v.keys + c * OC_LANES;
+        const uint64_t head = e[HEAD];
+        const uint32_t cnt = head_count(head), next = head_next(head);
+        uint32_t w = 0;
+        if (cnt > OC_DATA)
+            w = 1;
+        for (uint32_t i = 1; !w && i < cnt; i++)
+            if (e[i - 1] >= e[i])
+                w = 2;
+        if (!w && next != NIL && cnt && e[cnt - 1] >= e[FENCE])
+            w = 3;
+        if (!w && (head_level(head) >= v.height || (next != NIL && next >= used)))
+            w = 4;
+        if (w && atomicMin(bad, (unsigned long long)c) > c)
+            *why = w; /* racy between two bad chunks: either reason is one */
+    }
+}
+
+floe_status gpu_ordered_check(gpu_ordered *t, floe_errinfo *err)
+{
+    static const char *const what[] = {"", "a count past the chunk", "keys out of order", "a key at or past its fence",
+                                       "a level or next chunk out of range"};
+    cudaStream_t s = 0;
+    scratch sc(s);
+    unsigned long long *bad;
+    uint32_t *why;
+    CUDA_TRY(sc.get(&bad, 1), err);
+    CUDA_TRY(sc.get(&why, 1), err);
+    CUDA_TRY(cudaMemsetAsync(bad, 0xFF, sizeof *bad, s), err);
+    CUDA_TRY(cudaMemsetAsync(why, 0, sizeof *why, s), err);
+    k_check<<<grid_for(t->used), BLOCK, 0, s>>>(view_of(t), t->used, bad, why);
+    unsigned long long b;
+    uint32_t w;
+    floe_status st = read_back(bad, &b, s, err);
+    if (st == FLOE_OK)
+        st = read_back(why, &w, s, err);
+    if (st != FLOE_OK)
+        return st;
+    if (b != ~0ull)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "chunk %llu of %llu: %s", b, (unsigned long long)t->used,
+                                what[w < 5 ? w : 0]);
+    return FLOE_OK;
+}
+
 __global__ void k_not(const uint8_t *a, size_t n, uint8_t *out)
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -1063,6 +1144,7 @@ static floe_status reset(gpu_ordered *t, cudaStream_t s, floe_errinfo *err)
 
 floe_status gpu_ordered_create(const floe_spec *spec, uint64_t chunks, gpu_ordered **out, floe_errinfo *err)
 {
+
     *out = NULL;
     if (spec->kind != FLOE_KIND_ORDERED || spec->key_bits < 1 || spec->key_bits > 64 ||
         (spec->value_bytes != 0 && spec->value_bytes != 4 && spec->value_bytes != 8))

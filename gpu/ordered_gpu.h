@@ -104,6 +104,10 @@ uint64_t gpu_ordered_keys(const gpu_ordered *t);
 void gpu_ordered_stats(const gpu_ordered *t, floe_table_stats *s);
 /* Levels (1: the bottom alone). */
 uint32_t gpu_ordered_height(const gpu_ordered *t);
+/* Every chunk in use as the layout says (ordered_gpu.cu): its count, keys
+ * ascending and below its fence, its level and next chunk; FLOE_ERR_INTERNAL naming the first that is not.  For
+ * tests.  Waits. */
+floe_status gpu_ordered_check(gpu_ordered *t, floe_errinfo *err);
 
 /* Every key and value in order into host arrays of gpu_ordered_keys(t)
  * entries (values: value_bytes each; may be NULL).  Waits. */

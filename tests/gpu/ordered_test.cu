@@ -209,6 +209,7 @@ static bool same_batch(ordered *cpu, gpu_ordered *gpu, int op, const uint64_t *k
         st = gpu_ordered_erase_host(gpu, keys, n, gr.data(), &gc, &err);
     }
     EXPECT_OR_RETURN(false, st == FLOE_OK, "%s: op %d: %s", when, op, err.msg);
+    EXPECT_OR_RETURN(false, gpu_ordered_check(gpu, &err) == FLOE_OK, "%s: after op %d: %s", when, op, err.msg);
     for (size_t i = 0; i < n; i++) {
         EXPECT_OR_RETURN(false, cr[i] == gr[i], "%s: op %d, key %zu (%llx): GPU %u, CPU %u", when, op, i,
                          (unsigned long long)keys[i], gr[i], cr[i]);
@@ -271,6 +272,7 @@ static void engine_vs_cpu(uint32_t bits, uint32_t vb, size_t batch, int rounds, 
     EXPECT(gpu_ordered_create(&spec, 0, &built, &err) == FLOE_OK, "create: %s", err.msg);
     EXPECT(gpu_ordered_upload(built, all.data(), vb ? allv.data() : NULL, nall, &err) == FLOE_OK, "upload: %s",
            err.msg);
+    EXPECT(gpu_ordered_check(built, &err) == FLOE_OK, "after upload: %s", err.msg);
     snprintf(when, sizeof when, "key_bits %u vb %u, built from %zu keys", bits, vb, nall);
     same_queries(cpu, built, bits, vb, &rng, when);
     same_contents(cpu, built, vb, when);
