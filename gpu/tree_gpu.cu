@@ -724,95 +724,230 @@ static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, 
 
 #define GROW_STEP ((size_t)1 << 22) /* root slots a step of a growth reads */
 
-/* A growth's refold of root slots [0, n) of a step: each stored vector is
- * unfolded from the old nodes and folded into the new ones, and its new
- * root key appended to rk (no dedup: the vectors are distinct).  A vector
- * the new node table has no room for sets *full. */
-template <int WC>
-__global__ void __launch_bounds__(BLOCK)
-    k_refold(const __grid_constant__ floe_tree_geometry from, const uint64_t *from_nodes, const uint64_t *keys,
-             const uint8_t *found, uint64_t n, const __grid_constant__ floe_tree_geometry to, uint64_t *to_nodes,
-             uint64_t *rk, unsigned long long *nrk, int *full, unsigned long long *made)
+/* ---- growth: every node once ------------------------------------------------------------------------------------
+ *
+ * A node table that grows moves every node, so every reference changes.
+ * Instead of refolding each stored vector (its W - 2 nodes read and put
+ * again, though vectors share most of them), a growth translates each node
+ * reached from a root once, bottom-up: a node's new reference is the put of
+ * its halves' new references into the new table.  What a half holds (a
+ * word, or a reference to a node of which shape) depends only on the node's
+ * place in the vector's tree, so the nodes fall into a few classes (one a
+ * level, two where a level's last node pairs a carried item), each with a
+ * map from old to new references: marked from the roots down, translated
+ * from the leaves up. */
+#define MAX_CLASSES 16          /* 2 a level at most: 8 levels for 256 words */
+#define TYPE_WORD   0xFFu       /* a half that holds a word */
+#define REF_NONE    0xFFFFFFFFu /* map entries: a node no root reaches, */
+#define REF_MARKED  0xFFFFFFFEu /* one reached and not yet translated */
+
+struct node_classes {
+    uint32_t n;
+    uint8_t left[MAX_CLASSES], right[MAX_CLASSES]; /* what the halves hold: a class, or TYPE_WORD */
+    uint8_t root_left, root_right;
+};
+
+/* The classes of a tree of W words, each after the classes its halves hold
+ * (so ascending is bottom-up). */
+static void classes_of(uint32_t W, node_classes *c)
+{
+    uint8_t type[FLOE_TREE_MAX_WORDS];
+    memset(type, TYPE_WORD, sizeof type);
+    c->n = 0;
+    for (uint32_t m = W; m > 2; m = floe_tree_up(m)) {
+        const uint32_t half = m / 2, first = c->n;
+        for (uint32_t j = 0; j < half; j++) {
+            uint32_t k = first;
+            while (k < c->n && !(c->left[k] == type[2 * j] && c->right[k] == type[2 * j + 1]))
+                k++;
+            if (k == c->n) {
+                c->left[k] = type[2 * j];
+                c->right[k] = type[2 * j + 1];
+                c->n++;
+            }
+            type[j] = (uint8_t)k; /* j <= 2 j: read before it is written */
+        }
+        if (m & 1)
+            type[half] = type[m - 1];
+    }
+    c->root_left = type[0];
+    c->root_right = type[1];
+}
+
+/* A half's map (NULL for a word). */
+static inline uint32_t *class_map(uint32_t *maps, uint64_t slots, uint8_t type)
+{
+    return type == TYPE_WORD ? NULL : maps + type * slots;
+}
+
+__device__ __forceinline__ void mark(uint32_t *map, uint32_t ref, uint64_t slots, int *bad)
+{
+    if (!map)
+        return;
+    if (ref >= slots)
+        *bad = 2; /* damaged: a reference past the table */
+    else if (map[ref] != REF_MARKED)
+        map[ref] = REF_MARKED;
+}
+
+__device__ __forceinline__ uint32_t translated(const uint32_t *map, uint32_t x, int *bad)
+{
+    if (!map)
+        return x;
+    const uint32_t r = map[x];
+    if (r >= REF_MARKED)
+        *bad = 2;
+    return r;
+}
+
+/* The halves of every root of a step [0, n) marked. */
+__global__ void k_mark_roots(const __grid_constant__ floe_tree_geometry g, const uint64_t *keys, const uint8_t *found,
+                             uint64_t n, uint32_t *map_l, uint32_t *map_r, int *bad)
+{
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        if (!found[i])
+            continue;
+        uint32_t l, r;
+        floe_tree_root_split(&g, keys[i], &l, &r);
+        mark(map_l, l, g.node_slots, bad);
+        mark(map_r, r, g.node_slots, bad);
+    }
+}
+
+/* The halves of every marked node of a class marked. */
+__global__ void k_mark_class(const __grid_constant__ floe_tree_geometry g, const uint64_t *nodes, const uint32_t *map,
+                             uint32_t *map_a, uint32_t *map_b, int *bad)
+{
+    for (uint64_t s = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; s < g.node_slots;
+         s += (uint64_t)gridDim.x * blockDim.x) {
+        if (map[s] != REF_MARKED)
+            continue;
+        const uint64_t v = nodes[s];
+        if (!floe_node_valid(v)) {
+            *bad = 2;
+            continue;
+        }
+        const uint64_t node = floe_node_decode(&g, s, v);
+        mark(map_a, (uint32_t)node, g.node_slots, bad);
+        mark(map_b, (uint32_t)(node >> 32), g.node_slots, bad);
+    }
+}
+
+/* Every marked node of a class put into the new table: its map entry the
+ * new reference.  *bad 1: the new table had no room. */
+__global__ void k_translate_class(const __grid_constant__ floe_tree_geometry from, const uint64_t *from_nodes,
+                                  uint32_t *map, const uint32_t *map_a, const uint32_t *map_b,
+                                  const __grid_constant__ floe_tree_geometry to, uint64_t *to_nodes, int *bad,
+                                  unsigned long long *made)
+{
+    for (uint64_t s = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; s < from.node_slots;
+         s += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t v = from_nodes[s];
+        if (map[s] != REF_MARKED || !floe_node_valid(v)) /* an invalid one was reported by k_mark_class */
+            continue;
+        const uint64_t node = floe_node_decode(&from, s, v);
+        const uint32_t a = translated(map_a, (uint32_t)node, bad), b = translated(map_b, (uint32_t)(node >> 32), bad);
+        unsigned created = 0;
+        uint32_t ref;
+        if (node_ref<true>(to, to_nodes, floe_node_pack(a, b), &ref, &created))
+            map[s] = ref;
+        else
+            *bad = 1;
+        namespace cg = cooperative_groups;
+        cg::coalesced_group here = cg::coalesced_threads();
+        const unsigned sum = cg::reduce(here, created, cg::plus<unsigned>());
+        if (here.thread_rank() == 0 && sum)
+            atomicAdd(made, (unsigned long long)sum);
+    }
+}
+
+/* Each root of a step [0, n) with its halves' new references, appended to rk. */
+__global__ void k_translate_roots(const __grid_constant__ floe_tree_geometry from, const uint64_t *keys,
+                                  const uint8_t *found, uint64_t n, const uint32_t *map_l, const uint32_t *map_r,
+                                  const __grid_constant__ floe_tree_geometry to, uint64_t *rk, unsigned long long *nrk,
+                                  int *bad)
 {
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n || !found[i])
         return;
-    constexpr int N = WC > 0 ? WC : FLOE_TREE_MAX_WORDS;
-    uint32_t items[N], left, right;
-    floe_tree_root_split(&from, keys[i], &left, &right);
-    if (!floe_tree_unfold(&from, from_nodes, left, right, items)) {
-        *full = 2; /* damaged: a reference to no node */
-        return;
-    }
-    unsigned created = 0;
-    const uint32_t r = fold<WC, true>(to, to_nodes, items, from.words, &created);
-    namespace cg = cooperative_groups;
-    cg::coalesced_group here = cg::coalesced_threads();
-    const unsigned sum = cg::reduce(here, created, cg::plus<unsigned>());
-    if (here.thread_rank() == 0 && sum)
-        atomicAdd(made, (unsigned long long)sum);
-    if (r != FOLDED) {
-        *full = 1;
-        return;
-    }
-    rk[warp_append(nrk)] = floe_tree_root_key(&to, items[0], items[1]);
+    uint32_t l, r;
+    floe_tree_root_split(&from, keys[i], &l, &r);
+    const uint32_t nl = translated(map_l, l, bad), nr = translated(map_r, r, bad);
+    rk[warp_append(nrk)] = floe_tree_root_key(&to, nl, nr);
 }
 
-/* Puts every vector of t into n (empty, larger): the root slots a step at
- * a time, refolded on the device into n's nodes (k_refold), then every new
- * root into n's root table in one put; *full when n had no room for one.
- * Nothing waits between the steps. */
+/* Puts every vector of t into n (empty, larger): each node reached from a
+ * root translated once (above), then every new root into n's root table in
+ * one put; *full when n had no room for one.  Nothing waits between the
+ * steps. */
 static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo *err)
 {
-    const uint32_t W = t->g.words;
-    const uint64_t slots = gpu_iceberg_slots(t->roots);
+    const uint64_t slots = gpu_iceberg_slots(t->roots), node_slots = t->g.node_slots;
     uint64_t used[FLOE_LEVELS];
     floe_status st = gpu_iceberg_used(t->roots, used, err);
     if (st != FLOE_OK)
         return st;
     const uint64_t roots = used[0] + used[1] + used[2];
     const size_t step = slots < GROW_STEP ? (size_t)slots : GROW_STEP;
+    node_classes cl;
+    classes_of(t->g.words, &cl);
     uint64_t *rk = NULL;
     uint8_t *res = NULL;
-    unsigned long long *c = NULL, h[3] = {0, 0, 0}; /* roots refolded, not INSERTED, nodes made */
-    int *d_full = NULL, h_full = 0;
+    uint32_t *maps = NULL;
+    unsigned long long *c = NULL, h[3] = {0, 0, 0}; /* roots translated, not INSERTED, nodes made */
+    int *d_bad = NULL, h_bad = 0;
     st = scratch_reserve(t, step, err); /* t->rk, t->res_c: a step's root keys and whether each slot holds one */
     cudaError_t e = st == FLOE_OK ? cudaMalloc(&rk, (roots ? roots : 1) * 8) : cudaSuccess;
     if (e == cudaSuccess && st == FLOE_OK)
         e = cudaMalloc(&res, roots ? roots : 1);
+    if (e == cudaSuccess && st == FLOE_OK && cl.n)
+        e = cudaMalloc(&maps, cl.n * node_slots * 4);
+    if (e == cudaSuccess && st == FLOE_OK && cl.n)
+        e = cudaMemset(maps, 0xFF, cl.n * node_slots * 4); /* REF_NONE */
     if (e == cudaSuccess && st == FLOE_OK)
         e = cudaMalloc(&c, sizeof h);
     if (e == cudaSuccess && st == FLOE_OK)
-        e = cudaMalloc(&d_full, sizeof *d_full);
+        e = cudaMalloc(&d_bad, sizeof *d_bad);
     if (e == cudaSuccess && st == FLOE_OK)
         e = cudaMemset(c, 0, sizeof h);
     if (e == cudaSuccess && st == FLOE_OK)
-        e = cudaMemset(d_full, 0, sizeof *d_full);
+        e = cudaMemset(d_bad, 0, sizeof *d_bad);
     if (e != cudaSuccess)
         st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
                               "device memory to grow table %s: %s", t->spec.name, cudaGetErrorString(e));
+    uint32_t *map_l = class_map(maps, node_slots, cl.root_left), *map_r = class_map(maps, node_slots, cl.root_right);
+    const unsigned node_blocks = blocks_for(node_slots) < 8192 ? blocks_for(node_slots) : 8192;
+    /* down from the roots, then up from the leaves */
+    for (uint64_t first = 0; st == FLOE_OK && cl.n && first < slots; first += step) {
+        const size_t m = slots - first < step ? (size_t)(slots - first) : step;
+        st = gpu_iceberg_keys_at(t->roots, NULL, first, m, t->rk, t->res_c, NULL, err);
+        if (st == FLOE_OK)
+            k_mark_roots<<<blocks_for(m), BLOCK>>>(t->g, t->rk, t->res_c, m, map_l, map_r, d_bad);
+    }
+    for (uint32_t k = cl.n; st == FLOE_OK && k-- > 0;)
+        k_mark_class<<<node_blocks, BLOCK>>>(t->g, t->nodes, maps + k * node_slots,
+                                             class_map(maps, node_slots, cl.left[k]),
+                                             class_map(maps, node_slots, cl.right[k]), d_bad);
+    for (uint32_t k = 0; st == FLOE_OK && k < cl.n; k++)
+        k_translate_class<<<node_blocks, BLOCK>>>(
+            t->g, t->nodes, maps + k * node_slots, class_map(maps, node_slots, cl.left[k]),
+            class_map(maps, node_slots, cl.right[k]), n->g, n->nodes, d_bad, c + 2);
     for (uint64_t first = 0; st == FLOE_OK && first < slots; first += step) {
         const size_t m = slots - first < step ? (size_t)(slots - first) : step;
         st = gpu_iceberg_keys_at(t->roots, NULL, first, m, t->rk, t->res_c, NULL, err);
-        if (st != FLOE_OK)
-            break;
-        if (W == 16)
-            k_refold<16>
-                <<<blocks_for(m), BLOCK>>>(t->g, t->nodes, t->rk, t->res_c, m, n->g, n->nodes, rk, c, d_full, c + 2);
-        else
-            k_refold<0>
-                <<<blocks_for(m), BLOCK>>>(t->g, t->nodes, t->rk, t->res_c, m, n->g, n->nodes, rk, c, d_full, c + 2);
-        if ((e = cudaGetLastError()) != cudaSuccess)
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
+        if (st == FLOE_OK)
+            k_translate_roots<<<blocks_for(m), BLOCK>>>(t->g, t->rk, t->res_c, m, map_l, map_r, n->g, rk, c, d_bad);
     }
+    if (st == FLOE_OK && (e = cudaGetLastError()) != cudaSuccess)
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
     if (st == FLOE_OK && (e = cudaMemcpy(h, c, sizeof h, cudaMemcpyDeviceToHost)) == cudaSuccess)
-        e = cudaMemcpy(&h_full, d_full, sizeof h_full, cudaMemcpyDeviceToHost);
+        e = cudaMemcpy(&h_bad, d_bad, sizeof h_bad, cudaMemcpyDeviceToHost);
     if (st == FLOE_OK && e != cudaSuccess)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
-    if (st == FLOE_OK && h_full == 2)
+    if (st == FLOE_OK && h_bad == 2)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: a root leads to a missing node",
                               t->spec.name);
-    *full = h_full == 1;
+    *full = h_bad == 1;
     if (st == FLOE_OK && !*full && h[0] > 0) { /* the roots, distinct: one put, every one INSERTED or no room */
         st = gpu_iceberg_put(n->roots, rk, (size_t)h[0], res, NULL, GPU_NO_DEDUP, NULL, err);
         if (st == FLOE_OK) {
@@ -830,8 +965,9 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
     }
     cudaFree(rk);
     cudaFree(res);
+    cudaFree(maps);
     cudaFree(c);
-    cudaFree(d_full);
+    cudaFree(d_bad);
     return st;
 }
 

@@ -68,11 +68,13 @@ const tree_sizing *gpu_tree_sizes(const gpu_tree *t);
  * device when the bound passes: waits then). */
 floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what, floe_errinfo *err);
 /* Grows t (what: TREE_GROW_NODES, TREE_GROW_ROOTS) on the device: a new
- * node table means new tables that every vector is put into again (a step
- * of root slots at a time), which then replace t's; a new root table alone
- * moves the roots.  Ids change and the generation increments.  Needs the
- * old and the new arrays at once; on failure t is unchanged (ERR_TOO_LARGE
- * past the largest size).  Waits. */
+ * node table means new tables that every node reached from a root is put
+ * into again, once, bottom-up, with its halves' new references (a map from
+ * old to new references for each class of node: 4 bytes an old slot a
+ * class, one class a level for most lengths), then every root; they then
+ * replace t's.  A new root table alone moves the roots.  Ids change and the
+ * generation increments.  Needs the old and the new arrays at once; on
+ * failure t is unchanged (ERR_TOO_LARGE past the largest size).  Waits. */
 floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *err);
 /* Find-or-put of n states by parent, on the device: state i is the vector
  * of root slot d_parents[i] (an id of the table's generation) with the
