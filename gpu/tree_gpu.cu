@@ -800,18 +800,20 @@ __device__ __forceinline__ uint32_t translated(const uint32_t *map, uint32_t x, 
     return r;
 }
 
-/* The halves of every root of a step [0, n) marked. */
+/* The halves of every root of a step [0, n) marked, and the root appended
+ * to rk. */
 __global__ void k_mark_roots(const __grid_constant__ floe_tree_geometry g, const uint64_t *keys, const uint8_t *found,
-                             uint64_t n, uint32_t *map_l, uint32_t *map_r, int *bad)
+                             uint64_t n, uint32_t *map_l, uint32_t *map_r, uint64_t *rk, unsigned long long *nrk,
+                             int *bad)
 {
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
-        if (!found[i])
-            continue;
-        uint32_t l, r;
-        floe_tree_root_split(&g, keys[i], &l, &r);
-        mark(map_l, l, g.node_slots, bad);
-        mark(map_r, r, g.node_slots, bad);
-    }
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n || !found[i])
+        return;
+    uint32_t l, r;
+    floe_tree_root_split(&g, keys[i], &l, &r);
+    mark(map_l, l, g.node_slots, bad);
+    mark(map_r, r, g.node_slots, bad);
+    rk[warp_append(nrk)] = keys[i];
 }
 
 /* The halves of every marked node of a class marked. */
@@ -861,19 +863,17 @@ __global__ void k_translate_class(const __grid_constant__ floe_tree_geometry fro
     }
 }
 
-/* Each root of a step [0, n) with its halves' new references, appended to rk. */
-__global__ void k_translate_roots(const __grid_constant__ floe_tree_geometry from, const uint64_t *keys,
-                                  const uint8_t *found, uint64_t n, const uint32_t *map_l, const uint32_t *map_r,
-                                  const __grid_constant__ floe_tree_geometry to, uint64_t *rk, unsigned long long *nrk,
-                                  int *bad)
+/* Each root of rk[0, *n) with its halves' new references, in place. */
+__global__ void k_translate_roots(const __grid_constant__ floe_tree_geometry from, uint64_t *rk,
+                                  const unsigned long long *n, const uint32_t *map_l, const uint32_t *map_r,
+                                  const __grid_constant__ floe_tree_geometry to, int *bad)
 {
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n || !found[i])
+    if (i >= *n)
         return;
     uint32_t l, r;
-    floe_tree_root_split(&from, keys[i], &l, &r);
-    const uint32_t nl = translated(map_l, l, bad), nr = translated(map_r, r, bad);
-    rk[warp_append(nrk)] = floe_tree_root_key(&to, nl, nr);
+    floe_tree_root_split(&from, rk[i], &l, &r);
+    rk[i] = floe_tree_root_key(&to, translated(map_l, l, bad), translated(map_r, r, bad));
 }
 
 /* Puts every vector of t into n (empty, larger): each node reached from a
@@ -917,12 +917,12 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
                               "device memory to grow table %s: %s", t->spec.name, cudaGetErrorString(e));
     uint32_t *map_l = class_map(maps, node_slots, cl.root_left), *map_r = class_map(maps, node_slots, cl.root_right);
     const unsigned node_blocks = blocks_for(node_slots) < 8192 ? blocks_for(node_slots) : 8192;
-    /* down from the roots, then up from the leaves */
-    for (uint64_t first = 0; st == FLOE_OK && cl.n && first < slots; first += step) {
+    /* down from the roots (gathered into rk), then up from the leaves, then the roots */
+    for (uint64_t first = 0; st == FLOE_OK && first < slots; first += step) {
         const size_t m = slots - first < step ? (size_t)(slots - first) : step;
         st = gpu_iceberg_keys_at(t->roots, NULL, first, m, t->rk, t->res_c, NULL, err);
         if (st == FLOE_OK)
-            k_mark_roots<<<blocks_for(m), BLOCK>>>(t->g, t->rk, t->res_c, m, map_l, map_r, d_bad);
+            k_mark_roots<<<blocks_for(m), BLOCK>>>(t->g, t->rk, t->res_c, m, map_l, map_r, rk, c, d_bad);
     }
     for (uint32_t k = cl.n; st == FLOE_OK && k-- > 0;)
         k_mark_class<<<node_blocks, BLOCK>>>(t->g, t->nodes, maps + k * node_slots,
@@ -932,12 +932,8 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
         k_translate_class<<<node_blocks, BLOCK>>>(
             t->g, t->nodes, maps + k * node_slots, class_map(maps, node_slots, cl.left[k]),
             class_map(maps, node_slots, cl.right[k]), n->g, n->nodes, d_bad, c + 2);
-    for (uint64_t first = 0; st == FLOE_OK && first < slots; first += step) {
-        const size_t m = slots - first < step ? (size_t)(slots - first) : step;
-        st = gpu_iceberg_keys_at(t->roots, NULL, first, m, t->rk, t->res_c, NULL, err);
-        if (st == FLOE_OK)
-            k_translate_roots<<<blocks_for(m), BLOCK>>>(t->g, t->rk, t->res_c, m, map_l, map_r, n->g, rk, c, d_bad);
-    }
+    if (st == FLOE_OK && roots)
+        k_translate_roots<<<blocks_for(roots), BLOCK>>>(t->g, rk, c, map_l, map_r, n->g, d_bad);
     if (st == FLOE_OK && (e = cudaGetLastError()) != cudaSuccess)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
     if (st == FLOE_OK && (e = cudaMemcpy(h, c, sizeof h, cudaMemcpyDeviceToHost)) == cudaSuccess)
@@ -999,7 +995,10 @@ extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max
 extern "C" floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *err)
 {
     tree_sizing z;
-    floe_status st = tree_size_grown(&t->spec, &t->z, what, &z, err);
+    /* the last batch's nodes a new vector: a model's rate changes as it runs */
+    const double rate = t->last_put ? (double)t->last_made / (double)t->last_put : 0.0;
+    floe_status st = tree_size_grown(&t->spec, &t->z, what,
+                                     tree_nodes_ahead(&t->spec, t->nodes_used, t->roots_bound, rate), &z, err);
     if (st != FLOE_OK)
         return st;
     if (!(what & TREE_GROW_NODES)) { /* the roots move; the nodes stay where they are */
@@ -1036,7 +1035,7 @@ extern "C" floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *e
         }
         tables_free(&n);
         if (st == FLOE_OK) /* which table had no room is not known here: both grow */
-            st = tree_size_grown(&t->spec, &z, TREE_GROW_NODES | TREE_GROW_ROOTS, &z, err);
+            st = tree_size_grown(&t->spec, &z, TREE_GROW_NODES | TREE_GROW_ROOTS, 0.0, &z, err);
     }
     return st;
 }

@@ -132,10 +132,24 @@ floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t r
     return FLOE_OK;
 }
 
-floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsigned what, tree_sizing *to,
+double tree_nodes_ahead(const floe_spec *spec, uint64_t nodes, uint64_t vectors, double rate)
+{
+    if (vectors == 0 || vectors >= spec->capacity)
+        return 0.0;
+    if (rate <= 0.0)
+        rate = (double)nodes / (double)vectors;
+    return ((double)nodes + rate * (double)(spec->capacity - vectors)) / TREE_NODE_FILL;
+}
+
+floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsigned what, double want, tree_sizing *to,
                             floe_errinfo *err)
 {
-    const uint32_t node_bits = from->node_bits + ((what & TREE_GROW_NODES) ? 1 : 0);
+    uint32_t node_bits = from->node_bits + ((what & TREE_GROW_NODES) ? 1 : 0);
+    /* a bounded guess: a model's rate of new nodes changes as it runs, and a larger node table widens
+     * the roots */
+    while ((what & TREE_GROW_NODES) && node_bits < FLOE_NODE_MAX_BITS &&
+           node_bits < from->node_bits + TREE_GROW_AHEAD_BITS && (double)((uint64_t)1 << node_bits) < want)
+        node_bits++;
     uint32_t root_bits = from->root_addr_bits + ((what & TREE_GROW_ROOTS) ? 1 : 0);
     if (node_bits > FLOE_NODE_MAX_BITS)
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s cannot grow past 2^%u nodes", spec->name,
@@ -812,7 +826,8 @@ static floe_status grow_roots(tree *t, floe_errinfo *err)
 static floe_status grow_nodes(tree *t, bool roots, floe_errinfo *err)
 {
     tree_sizing z;
-    floe_status st = tree_size_grown(&t->spec, &t->z, TREE_GROW_NODES | (roots ? TREE_GROW_ROOTS : 0), &z, err);
+    const double want = tree_nodes_ahead(&t->spec, atomic_load(&t->nodes_used), iceberg_used_slots(t->roots), 0.0);
+    floe_status st = tree_size_grown(&t->spec, &t->z, TREE_GROW_NODES | (roots ? TREE_GROW_ROOTS : 0), want, &z, err);
     while (st == FLOE_OK) {
         tree *n;
         st = create_sized(&t->spec, &z, t->pool, &n, err);
@@ -822,7 +837,7 @@ static floe_status grow_nodes(tree *t, bool roots, floe_errinfo *err)
         st = copy_vectors(t, n, &full_in, err);
         if (st == FLOE_ERR_FULL) {
             tree_destroy(n);
-            st = tree_size_grown(&t->spec, &z, full_in, &z, err);
+            st = tree_size_grown(&t->spec, &z, full_in, 0.0, &z, err);
             continue;
         }
         if (st != FLOE_OK) {

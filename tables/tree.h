@@ -59,16 +59,27 @@ typedef struct tree_sizing {
 #define TREE_UNSHARED_VECTORS 1024u
 /* Node table fill the default sizing aims at. */
 #define TREE_NODE_FILL 0.8
+/* The most doublings of the node table in one growth (tree_size_grown). */
+#define TREE_GROW_AHEAD_BITS 3u
 
 floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err);
 /* The layout of spec with a node table of 2^node_bits slots and a root
  * table of 2^root_addr_bits primary buckets (a grown table's). */
 floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t root_addr_bits, tree_sizing *z,
                            floe_errinfo *err);
+/* The node slots a growing table wants for its capacity: while it holds
+ * fewer vectors than the spec's capacity, the `nodes` it holds for
+ * `vectors` and `rate` more for each vector to come (the nodes a new vector
+ * made lately; 0: the average so far), at TREE_NODE_FILL; else 0. */
+double tree_nodes_ahead(const floe_spec *spec, uint64_t nodes, uint64_t vectors, double rate);
 /* The layout `from` grown: the node table and/or the root table twice the
  * size (what: TREE_GROW_NODES, TREE_GROW_ROOTS, below), a larger root table
- * where wider roots need one; ERR_TOO_LARGE past the largest. */
-floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsigned what, tree_sizing *to,
+ * where wider roots need one; ERR_TOO_LARGE past the largest.  A node table
+ * grows further, up to 2^TREE_GROW_AHEAD_BITS times, where `want` slots
+ * (tree_nodes_ahead; 0: none) need it: a table sized by its capacity then
+ * grows its nodes once or twice, not once a doubling, where its model
+ * shares less than the start size assumed. */
+floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsigned what, double want, tree_sizing *to,
                             floe_errinfo *err);
 
 /* The spec must pass floe_spec_validate with kind TREE (seed 0: pick one). */

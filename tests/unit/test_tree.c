@@ -840,6 +840,44 @@ START_TEST(growing_table_never_answers_full)
 }
 END_TEST
 
+/* A node-table growth of a table that holds fewer vectors than its capacity
+ * goes as far as the capacity needs at the rate given (at most
+ * 2^TREE_GROW_AHEAD_BITS times); past its capacity, or without a rate, it
+ * doubles. */
+START_TEST(growth_sizes_for_the_capacity)
+{
+    floe_spec spec;
+    floe_spec_default(&spec);
+    spec.kind = FLOE_KIND_TREE;
+    spec.words = 16;
+    spec.capacity = 1u << 20;
+    spec.grow = 1;
+    spec.seed = 5;
+    strcpy(spec.name, "t");
+    floe_errinfo err;
+    tree_sizing z, g;
+    ck_assert_int_eq(tree_size_bits(&spec, 17, 12, &z, &err), FLOE_OK);
+    /* 100 000 vectors made 120 000 nodes, the last ones 1.5 a vector: (120 000 + 1.5 x 948 576) / 0.8 slots */
+    const double want = tree_nodes_ahead(&spec, 120000, 100000, 1.5);
+    ck_assert_double_eq_tol(want, (120000.0 + 1.5 * ((1u << 20) - 100000)) / TREE_NODE_FILL, 1e-6);
+    ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, want, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, 18 + 2); /* 2^21 > want > 2^20: the cap of 3 doublings stops at 2^20 */
+    ck_assert_uint_eq(g.node_bits, z.node_bits + TREE_GROW_AHEAD_BITS);
+    /* without a rate: the average so far */
+    ck_assert_double_eq_tol(tree_nodes_ahead(&spec, 120000, 100000, 0.0), 1.2 * (1u << 20) / TREE_NODE_FILL, 1e-6);
+    ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, 200000.0, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, 18); /* 2^18 slots hold 200 000: one doubling */
+    /* at or past the capacity, and with no guess: doublings */
+    ck_assert_double_eq(tree_nodes_ahead(&spec, 1u << 21, 1u << 20, 2.0), 0.0);
+    ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, 0.0, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, 18);
+    /* the roots alone: the nodes stay */
+    ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_ROOTS, want, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, 17);
+    ck_assert_uint_eq(g.root_addr_bits, 13);
+}
+END_TEST
+
 /* ---- states as a parent and changed words ---------------------------------------------------- */
 
 /* Table a takes states as their parent's id and the changed words
@@ -1215,6 +1253,7 @@ Suite *tree_suite(void)
     tcase_add_test(tc, full_is_exact);
     tcase_add_test(tc, growth_keeps_every_vector);
     tcase_add_test(tc, growing_table_never_answers_full);
+    tcase_add_test(tc, growth_sizes_for_the_capacity);
     tcase_add_test(tc, states_by_parent_match_whole_vectors);
     tcase_add_test(tc, bad_specs_and_batches);
     tcase_add_test(tc, oversized_header_refused);
