@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef FLOE_MC_MPI
 #include <mpi.h>
@@ -130,6 +131,10 @@ void mc_launch_abort(mc_launch *l, int code)
 #ifdef FLOE_MC_MPI
     if (l->how == MC_LAUNCH_MPI) {
         fflush(NULL);
+        /* a shard that dies fails every rank at once, and OpenMPI 4.1's mpirun may crash or hang when
+         * all of them abort together: rank r waits r tenths of a second (a second at most), so that
+         * the first abort usually ends the others first */
+        usleep((useconds_t)(l->rank < 10 ? l->rank : 10) * 100000);
         MPI_Abort(MPI_COMM_WORLD, code);
     }
 #endif

@@ -852,13 +852,19 @@ START_TEST(shards_mc_launchers)
         snprintf(log, sizeof log, "%s/mpirun.out", cl.d[2].dir);
         if (!freopen(log, "w", stdout) || !freopen(log, "a", stderr))
             _exit(3);
-        const char *argv[] = {"/usr/bin/mpirun", mpirun_root(), "--oversubscribe", "-np",      "3",         mc,
-                              "--server",        two,           "--model",         "hanoi:16", "--timeout", "10",
-                              "--quiet",         NULL};
+        const char *argv[] = {"/usr/bin/mpirun", mpirun_root(), "--oversubscribe", "-np",      "3",       mc,
+                              "--server",        two,           "--model",         "hanoi:16", "--table", "mpikill",
+                              "--timeout",       "10",          "--quiet",         NULL};
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
-    usleep(1500000);
+    /* killed once the ranks insert (a loaded machine may take seconds to start them) */
+    floe *watch = connect_list(two);
+    floe_table_info winfo;
+    for (uint64_t t = now_ms(); now_ms() - t < 60000; usleep(100000))
+        if (floe_stats(watch, "mpikill", &winfo) == FLOE_OK && winfo.keys >= 10000)
+            break;
+    floe_close(watch);
     daemon_stop(&cl.d[1], SIGKILL);
     cl.d[1].pid = 0;
     const uint64_t t0 = now_ms();
