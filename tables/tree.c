@@ -134,7 +134,7 @@ floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t r
 
 double tree_nodes_ahead(const floe_spec *spec, uint64_t nodes, uint64_t vectors, double rate)
 {
-    if (vectors == 0 || vectors >= spec->capacity)
+    if (vectors < spec->capacity / TREE_AHEAD_FROM || vectors >= spec->capacity)
         return 0.0;
     if (rate <= 0.0)
         rate = (double)nodes / (double)vectors;

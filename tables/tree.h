@@ -59,7 +59,11 @@ typedef struct tree_sizing {
 #define TREE_UNSHARED_VECTORS 1024u
 /* Node table fill the default sizing aims at. */
 #define TREE_NODE_FILL 0.8
-/* The most doublings of the node table in one growth (tree_size_grown). */
+/* A model's first states share little, and say little of its rate of new
+ * nodes: a growth guesses from that rate only once the table holds a
+ * TREE_AHEAD_FROM-th of its capacity (tree_nodes_ahead) ... */
+#define TREE_AHEAD_FROM 16u
+/* ... and by at most so many doublings of the node table at once. */
 #define TREE_GROW_AHEAD_BITS 3u
 
 floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err);
@@ -68,9 +72,10 @@ floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err);
 floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t root_addr_bits, tree_sizing *z,
                            floe_errinfo *err);
 /* The node slots a growing table wants for its capacity: while it holds
- * fewer vectors than the spec's capacity, the `nodes` it holds for
- * `vectors` and `rate` more for each vector to come (the nodes a new vector
- * made lately; 0: the average so far), at TREE_NODE_FILL; else 0. */
+ * fewer vectors than the spec's capacity (and at least 1 / TREE_AHEAD_FROM
+ * of it), the `nodes` it holds for `vectors` and `rate` more for each
+ * vector to come (the nodes a new vector made lately; 0: the average so
+ * far), at TREE_NODE_FILL; else 0. */
 double tree_nodes_ahead(const floe_spec *spec, uint64_t nodes, uint64_t vectors, double rate);
 /* The layout `from` grown: the node table and/or the root table twice the
  * size (what: TREE_GROW_NODES, TREE_GROW_ROOTS, below), a larger root table

@@ -867,7 +867,10 @@ START_TEST(growth_sizes_for_the_capacity)
     ck_assert_double_eq_tol(tree_nodes_ahead(&spec, 120000, 100000, 0.0), 1.2 * (1u << 20) / TREE_NODE_FILL, 1e-6);
     ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, 200000.0, &g, &err), FLOE_OK);
     ck_assert_uint_eq(g.node_bits, 18); /* 2^18 slots hold 200 000: one doubling */
-    /* at or past the capacity, and with no guess: doublings */
+    /* below a sixteenth of the capacity (the first vectors share little), at or past it, and with no
+     * guess: doublings */
+    ck_assert_double_eq(tree_nodes_ahead(&spec, 14 * 1000, 1000, 14.0), 0.0);
+    ck_assert(tree_nodes_ahead(&spec, 14 * 65536, 65536, 14.0) > 0.0);
     ck_assert_double_eq(tree_nodes_ahead(&spec, 1u << 21, 1u << 20, 2.0), 0.0);
     ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, 0.0, &g, &err), FLOE_OK);
     ck_assert_uint_eq(g.node_bits, 18);
