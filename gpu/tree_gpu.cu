@@ -740,6 +740,8 @@ static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, 
 #define TYPE_WORD   0xFFu       /* a half that holds a word */
 #define REF_NONE    0xFFFFFFFFu /* map entries: a node no root reaches, */
 #define REF_MARKED  0xFFFFFFFEu /* one reached and not yet translated */
+#define GROW_FULL    1           /* what went wrong (the worse wins): the new node table had no room, */
+#define GROW_DAMAGED 2           /* a reference to no node */
 
 struct node_classes {
     uint32_t n;
@@ -785,7 +787,7 @@ __device__ __forceinline__ void mark(uint32_t *map, uint32_t ref, uint64_t slots
     if (!map)
         return;
     if (ref >= slots)
-        *bad = 2; /* damaged: a reference past the table */
+        atomicMax(bad, GROW_DAMAGED); /* a reference past the table */
     else if (map[ref] != REF_MARKED)
         map[ref] = REF_MARKED;
 }
@@ -795,8 +797,10 @@ __device__ __forceinline__ uint32_t translated(const uint32_t *map, uint32_t x, 
     if (!map)
         return x;
     const uint32_t r = map[x];
-    if (r >= REF_MARKED)
-        *bad = 2;
+    if (r == REF_MARKED) /* its own put found no room */
+        atomicMax(bad, GROW_FULL);
+    else if (r == REF_NONE) /* marked nodes' halves are marked: a table damaged */
+        atomicMax(bad, GROW_DAMAGED);
     return r;
 }
 
@@ -826,7 +830,7 @@ __global__ void k_mark_class(const __grid_constant__ floe_tree_geometry g, const
             continue;
         const uint64_t v = nodes[s];
         if (!floe_node_valid(v)) {
-            *bad = 2;
+            atomicMax(bad, GROW_DAMAGED);
             continue;
         }
         const uint64_t node = floe_node_decode(&g, s, v);
@@ -836,7 +840,8 @@ __global__ void k_mark_class(const __grid_constant__ floe_tree_geometry g, const
 }
 
 /* Every marked node of a class put into the new table: its map entry the
- * new reference.  *bad 1: the new table had no room. */
+ * new reference (or still REF_MARKED, and *bad GROW_FULL, where the new
+ * table had no room). */
 __global__ void k_translate_class(const __grid_constant__ floe_tree_geometry from, const uint64_t *from_nodes,
                                   uint32_t *map, const uint32_t *map_a, const uint32_t *map_b,
                                   const __grid_constant__ floe_tree_geometry to, uint64_t *to_nodes, int *bad,
@@ -854,7 +859,7 @@ __global__ void k_translate_class(const __grid_constant__ floe_tree_geometry fro
         if (node_ref<true>(to, to_nodes, floe_node_pack(a, b), &ref, &created))
             map[s] = ref;
         else
-            *bad = 1;
+            atomicMax(bad, GROW_FULL);
         namespace cg = cooperative_groups;
         cg::coalesced_group here = cg::coalesced_threads();
         const unsigned sum = cg::reduce(here, created, cg::plus<unsigned>());
@@ -940,10 +945,10 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
         e = cudaMemcpy(&h_bad, d_bad, sizeof h_bad, cudaMemcpyDeviceToHost);
     if (st == FLOE_OK && e != cudaSuccess)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
-    if (st == FLOE_OK && h_bad == 2)
+    if (st == FLOE_OK && h_bad == GROW_DAMAGED)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: a root leads to a missing node",
                               t->spec.name);
-    *full = h_bad == 1;
+    *full = h_bad == GROW_FULL;
     if (st == FLOE_OK && !*full && h[0] > 0) { /* the roots, distinct: one put, every one INSERTED or no room */
         st = gpu_iceberg_put(n->roots, rk, (size_t)h[0], res, NULL, GPU_NO_DEDUP, NULL, err);
         if (st == FLOE_OK) {
