@@ -1089,6 +1089,23 @@ static floe_status batch_tail(gpu_tree *t, unsigned long long tail[2], cudaStrea
     return FLOE_OK;
 }
 
+/* A batch of whole vectors put (run_batch) and its tail read back.  The
+ * fold counts every vector it folded as a root (a bound); the tail says
+ * how many the root put INSERTED, so that the bound stays the count where
+ * it was one, and the look ahead of the next batch need not count the
+ * roots on the device (a sync and a pass over the root table). */
+static floe_status put_vectors(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
+                               unsigned long long tail[2], gpu_stream stream, floe_errinfo *err)
+{
+    const uint64_t before = t->roots_bound;
+    floe_status st = run_batch<true>(t, d_vectors, n, d_results, d_ids, stream, err);
+    if (st == FLOE_OK)
+        st = batch_tail(t, tail, (cudaStream_t)stream, err);
+    if (st == FLOE_OK)
+        t->roots_bound = before + tail[1];
+    return st;
+}
+
 /* Scratch of a growing batch's retries, made on its first FULL answer. */
 struct retry_scratch {
     uint64_t *idx;
@@ -1189,9 +1206,7 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
     const uint64_t nodes_before = t->nodes_used;
     unsigned long long tail[2] = {0, 0};
     if (st == FLOE_OK)
-        st = run_batch<true>(t, d_vectors, n, d_results, d_ids, stream, err);
-    if (st == FLOE_OK)
-        st = batch_tail(t, tail, s, err);
+        st = put_vectors(t, d_vectors, n, d_results, d_ids, tail, stream, err);
     if (st == FLOE_OK) { /* the batch's rates, for the look ahead of the next one */
         t->last_n = n;
         t->last_made = t->nodes_used - nodes_before;
@@ -1205,9 +1220,7 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
         st = retry_full(t, tail[0], d_results, n, (size_t)W * 4, &r, s, err,
                         [&](const uint64_t *idx, size_t nf, uint32_t *vec, uint8_t *res, unsigned long long *bits) {
                             k_gather<<<blocks_for(nf), BLOCK, 0, s>>>(d_vectors, W, idx, nf, vec);
-                            floe_status rs = run_batch<true>(t, vec, nf, res, NULL, stream, err);
-                            if (rs == FLOE_OK)
-                                rs = batch_tail(t, tail, s, err);
+                            floe_status rs = put_vectors(t, vec, nf, res, NULL, tail, stream, err);
                             *bits = tail[0];
                             return rs;
                         });
@@ -1494,7 +1507,7 @@ static floe_status put_roots(gpu_tree *t, const uint64_t *d_keys, size_t n, uint
         st = tally_put(t, d_results, n, &full, &inserted, s, err);
     if (st != FLOE_OK)
         return st;
-    t->roots_bound += n; /* no more roots than states */
+    t->roots_bound += inserted; /* the roots it put: the bound stays the count where it was */
     t->last_n = n;
     t->last_made = made;
     t->last_put = inserted;
