@@ -25,6 +25,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -183,6 +185,42 @@ static const char *tls_reason(floe *c, char *buf, size_t len)
     return buf;
 }
 
+/* OpenSSL writes to its socket with write(2), which raises SIGPIPE once the
+ * peer is gone (plain TCP sends with MSG_NOSIGNAL), and a library must not
+ * kill its caller or change its signal handlers.  As libpq does, the
+ * calling thread blocks SIGPIPE around each TLS call that may write and
+ * takes back a SIGPIPE the call raised; errno is kept. */
+typedef struct {
+    sigset_t old;
+    bool was_pending;
+} sigpipe_guard;
+
+static void sigpipe_block(sigpipe_guard *g)
+{
+    sigset_t pipe, pending;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe, &g->old);
+}
+
+static void sigpipe_restore(sigpipe_guard *g)
+{
+    const int saved = errno;
+    sigset_t pipe, pending;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    sigpending(&pending);
+    if (!g->was_pending && sigismember(&pending, SIGPIPE) == 1) {
+        const struct timespec now = {0, 0};
+        while (sigtimedwait(&pipe, NULL, &now) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+    errno = saved;
+}
+
 /* Classifies a failed SSL_read/SSL_write/SSL_connect: IO_AGAIN (retry when
  * fd is ready), IO_EOF, IO_FAILED (errno) or IO_TLS_FAILED. */
 static int tls_outcome(floe *c, int r)
@@ -244,7 +282,10 @@ static ssize_t transport_write(floe *c)
         ERR_clear_error();
         errno = 0;
         /* partial writes and a buffer that moves (realloc) are allowed: floe_connect sets the modes */
+        sigpipe_guard g;
+        sigpipe_block(&g);
         int r = SSL_write(c->tls, c->out + c->out_off, n > INT_MAX ? INT_MAX : (int)n);
+        sigpipe_restore(&g);
         if (r > 0)
             return r;
         const int outcome = tls_outcome(c, r);
@@ -263,8 +304,12 @@ static ssize_t transport_write(floe *c)
 static void transport_close(floe *c)
 {
     if (c->tls) {
-        if (c->fd >= 0 && SSL_is_init_finished(c->tls))
-            SSL_shutdown(c->tls); /* close_notify, best effort: the socket is non-blocking */
+        if (c->fd >= 0 && SSL_is_init_finished(c->tls)) { /* close_notify, best effort: the socket is non-blocking */
+            sigpipe_guard g;
+            sigpipe_block(&g);
+            SSL_shutdown(c->tls);
+            sigpipe_restore(&g);
+        }
         ERR_clear_error();
         SSL_free(c->tls);
         c->tls = NULL;
@@ -1658,7 +1703,10 @@ static int tls_connect(floe *c, const floe_options *o, const char *name, uint64_
     for (;;) {
         ERR_clear_error();
         errno = 0;
+        sigpipe_guard g;
+        sigpipe_block(&g);
         int r = SSL_connect(c->tls);
+        sigpipe_restore(&g);
         if (r == 1)
             return FLOE_OK;
         const int e = SSL_get_error(c->tls, r);

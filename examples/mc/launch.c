@@ -131,10 +131,12 @@ void mc_launch_abort(mc_launch *l, int code)
 #ifdef FLOE_MC_MPI
     if (l->how == MC_LAUNCH_MPI) {
         fflush(NULL);
-        /* a shard that dies fails every rank at once, and OpenMPI 4.1's mpirun may crash or hang when
-         * all of them abort together: rank r waits r tenths of a second (a second at most), so that
-         * the first abort usually ends the others first */
-        usleep((useconds_t)(l->rank < 10 ? l->rank : 10) * 100000);
+        /* mpirun ends the job when a rank exits with a failure before MPI_Finalize.  MPI_Abort does
+         * too, but a shard that dies fails every rank at once, and OpenMPI 4.1's mpirun garbles the
+         * help messages of several aborts ("Data unpack would read past end of buffer") and may hang
+         * or crash.  Other launchers (srun) need MPI_Abort to end the ranks waiting for this one. */
+        if (strcmp(l->by, "mpirun") == 0)
+            _exit(code);
         MPI_Abort(MPI_COMM_WORLD, code);
     }
 #endif

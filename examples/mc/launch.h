@@ -45,8 +45,8 @@ int mc_launch_broadcast(mc_launch *l, void *buf, size_t len);
 int mc_launch_gather(mc_launch *l, const uint64_t *mine, unsigned n, uint64_t *all);
 
 /* With MPI: ends every rank of the job with code (a rank that failed: the
- * run cannot be complete), rank r after r tenths of a second (at most a
- * second); without MPI it returns. */
+ * run cannot be complete): under mpirun by exiting with it, which mpirun
+ * answers by ending the job, else by MPI_Abort; without MPI it returns. */
 void mc_launch_abort(mc_launch *l, int code);
 
 /* With MPI: MPI_Finalize. */

@@ -84,7 +84,7 @@ static void usage(FILE *f)
                 ? "this floe-mc has MPI: the table's\n"
                   "                        name, the start and the counts go through it, rank 0 prints the\n"
                   "                        run's total, each rank's share and the check, and a rank that\n"
-                  "                        fails ends the run (MPI_Abort)"
+                  "                        fails ends the run (exit 1)"
                 : "this floe-mc was built without MPI\n"
                   "                        (mpicc absent): the ranks need --table, meet through the table\n"
                   "                        TABLE-start, and each prints its own counts as with --worker",
