@@ -47,6 +47,14 @@
 
 #define BLOCK 256
 
+/* A put runs its batch in pieces of at most this many keys, one after the
+ * other in the stream.  A key of a later piece finds its twin's slot
+ * PRESENT, as the first occurrence must win, so only twins inside one
+ * piece need the fix-up; and a piece's filters (9 bits a key: 18 MB) stay
+ * in L2 while the table's traffic streams through it, and its losers' map
+ * is a quarter of a 2^26-key batch's (docs/PERFORMANCE.md, K1). */
+#define PUT_PIECE_KEYS ((size_t)1 << 24)
+
 struct gpu_iceberg {
     floe_spec spec;
     floe_geometry g;
@@ -75,7 +83,8 @@ struct gpu_iceberg {
     /* a batch's id filters (claimed, lost), cleared before each batch */
     uint32_t *filter;
     size_t filter_words;
-    bool pdl; /* the device launches kernels programmatically after the one before (9.0 and up) */
+    bool pdl;     /* the device launches kernels programmatically after the one before (9.0 and up) */
+    size_t piece; /* the most keys a put runs at once (gpu_iceberg_put) */
 };
 
 /* The halt word of the lane the next launches run for (NULL: the table does not grow). */
@@ -92,17 +101,25 @@ extern "C" void gpu_iceberg_lane(gpu_iceberg *t, unsigned lane)
 
 /* ---- device helpers ----------------------------------------------------------------------------- */
 
-/* A bucket snapshot with 16-byte loads.  Inserts bypass L1 (__ldcg): other
- * SMs change buckets during the kernel, and a CAS retry must see them.  A
- * find kernel writes nothing and runs alone on its table, so it may use the
- * read-only path (__ldg), where the second 16 bytes of a 32-byte sector hit
- * L1 instead of costing another L2 request. */
-template <int W, bool cached> __device__ __forceinline__ void load_bucket(const uint64_t *p, uint64_t (&s)[W])
+/* A bucket snapshot with 16-byte loads, by one of three paths:
+ *   READ_ONLY (__ldg): a find kernel writes nothing and runs alone on its
+ *     table; the second 16 bytes of a 32-byte sector hit L1 instead of
+ *     costing another L2 request;
+ *   L2_ONLY (__ldcg): inserts change buckets that other SMs read, and a CAS
+ *     retry must see them;
+ *   L1_FIRST (__ldca): a SET insert's first snapshot may be an old one from
+ *     L1, because during a put slots only go from EMPTY to a key: a key
+ *     seen is there, a full bucket stays full with the same keys, and a
+ *     claim of the first EMPTY slot seen succeeds only if its word is still
+ *     as seen, so that the slot and all after it are EMPTY. */
+enum load_path { READ_ONLY, L2_ONLY, L1_FIRST };
+
+template <int W, load_path P> __device__ __forceinline__ void load_bucket(const uint64_t *p, uint64_t (&s)[W])
 {
 #pragma unroll
     for (int i = 0; i < W; i += 2) {
         const ulonglong2 *q = reinterpret_cast<const ulonglong2 *>(p + i);
-        ulonglong2 v = cached ? __ldg(q) : __ldcg(q);
+        ulonglong2 v = P == READ_ONLY ? __ldg(q) : P == L1_FIRST ? __ldca(q) : __ldcg(q);
         s[i] = v.x;
         s[i + 1] = v.y;
     }
@@ -147,12 +164,11 @@ struct id_bits {
     uint64_t mask;
 };
 
-/* Two bits of one word, both set for an id: a test costs one read, and a
- * false "maybe" needs both (about 1 in 16 at a quarter of the bits set,
- * against 1 in 8 with a bit an id in the same space). */
+/* Three bits of one word, all set for an id: a test costs one read, and a
+ * false "maybe" needs all three. */
 __device__ __forceinline__ uint32_t bits_of(uint64_t h)
 {
-    return 1u << ((h >> 40) & 31) | 1u << ((h >> 50) & 31);
+    return 1u << ((h >> 35) & 31) | 1u << ((h >> 40) & 31) | 1u << ((h >> 50) & 31);
 }
 
 __device__ __forceinline__ void bit_set(const id_bits &f, uint64_t id)
@@ -167,6 +183,31 @@ __device__ __forceinline__ bool bit_test(const id_bits &f, uint64_t id)
     return (__ldcg(f.bits + ((h & f.mask) >> 5)) & m) == m;
 }
 
+/* A find looks for a row a 32-byte sector at a time: slots fill in order,
+ * so the sectors after one with an EMPTY slot are EMPTY too, and are not
+ * read (at fill 0.9 half the hits are in a primary bucket's first sector).
+ * The slot of row, or W * 64 / RB; *room: the bucket has an EMPTY slot. */
+template <int W, int RB> __device__ __forceinline__ int find_row(const uint64_t *bp, uint64_t row, bool *room)
+{
+    constexpr int H = 4, PER = H * 64 / RB; /* words, slots a sector */
+#pragma unroll
+    for (int h = 0; h < W; h += H) {
+        uint64_t s[H];
+        load_bucket<H, READ_ONLY>(bp + h, s);
+        const int hit = first_eq<H, RB>(s, row);
+        if (hit < PER) {
+            *room = false;
+            return h * 64 / RB + hit;
+        }
+        if (first_eq<H, RB>(s, FLOE_ROW_EMPTY) < PER) {
+            *room = true;
+            return W * 64 / RB;
+        }
+    }
+    *room = false;
+    return W * 64 / RB;
+}
+
 /* One candidate bucket (level 0): 0 = found or inserted (res/id set), 1 = full.
  * A MAP insert claims its slot with the BUSY row and publishes the key's row
  * (*put) once the value is written (publish()). */
@@ -175,34 +216,44 @@ __device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, uint64_t f
                                           uint64_t *put)
 {
     constexpr int W = SLOTS * RB / 64;
-    uint64_t s[W];
-    load_bucket<W, !insert>(bp, s);
-    for (;;) {
-        int hit = first_eq<W, RB>(s, row);
+    if constexpr (!insert) {
+        bool room;
+        const int hit = find_row<W, RB>(bp, row, &room);
         if (hit < SLOTS) {
             *res = R_PRESENT;
             *id = first_id + (uint64_t)hit;
             return 0;
         }
-        int f = first_eq<W, RB>(s, FLOE_ROW_EMPTY);
-        if (f == SLOTS)
+        if (!room)
             return 1;
-        if (!insert) {
-            *res = R_ABSENT;
-            *id = FLOE_NO_ID;
-            return 0;
+        *res = R_ABSENT;
+        *id = FLOE_NO_ID;
+        return 0;
+    } else {
+        uint64_t s[W];
+        load_bucket<W, map ? L2_ONLY : L1_FIRST>(bp, s);
+        for (;;) {
+            int hit = first_eq<W, RB>(s, row);
+            if (hit < SLOTS) {
+                *res = R_PRESENT;
+                *id = first_id + (uint64_t)hit;
+                return 0;
+            }
+            int f = first_eq<W, RB>(s, FLOE_ROW_EMPTY);
+            if (f == SLOTS)
+                return 1;
+            int w = f * RB / 64;
+            uint64_t expect = word_at<W>(s, w);
+            uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, map ? floe_row_busy(RB) : row);
+            uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(bp + w), expect, desired);
+            if (old == expect) {
+                *res = R_INSERTED;
+                *id = first_id + (uint64_t)f;
+                *put = row;
+                return 0;
+            }
+            load_bucket<W, L2_ONLY>(bp, s);
         }
-        int w = f * RB / 64;
-        uint64_t expect = word_at<W>(s, w);
-        uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, map ? floe_row_busy(RB) : row);
-        uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(bp + w), expect, desired);
-        if (old == expect) {
-            *res = R_INSERTED;
-            *id = first_id + (uint64_t)f;
-            *put = row;
-            return 0;
-        }
-        load_bucket<W, !insert>(bp, s);
     }
 }
 
@@ -212,44 +263,58 @@ __device__ __forceinline__ int put_double(uint64_t *b0, uint64_t *b1, uint64_t r
                                           uint64_t id1, uint8_t *res, uint64_t *id, uint64_t *put)
 {
     constexpr int W = SLOTS * RB / 64;
-    uint64_t s0[W], s1[W];
-    for (;;) {
-        load_bucket<W, !insert>(b0, s0);
-        int hit = first_eq<W, RB>(s0, r0);
+    if constexpr (!insert) {
+        bool room0, room1;
+        int hit = find_row<W, RB>(b0, r0, &room0);
         if (hit < SLOTS) {
             *res = R_PRESENT;
             *id = id0 + (uint64_t)hit;
             return 0;
         }
-        load_bucket<W, !insert>(b1, s1);
-        hit = first_eq<W, RB>(s1, r1);
+        hit = find_row<W, RB>(b1, r1, &room1);
         if (hit < SLOTS) {
             *res = R_PRESENT;
             *id = id1 + (uint64_t)hit;
             return 0;
         }
-        int f0 = first_eq<W, RB>(s0, FLOE_ROW_EMPTY), f1 = first_eq<W, RB>(s1, FLOE_ROW_EMPTY);
-        int c = (int)floe_pick_choice((uint32_t)f0, (uint32_t)f1);
-        int f = c ? f1 : f0;
-        if (!insert) {
-            if (f0 < SLOTS || f1 < SLOTS) { /* a candidate had room: the key never went deeper */
-                *res = R_ABSENT;
-                *id = FLOE_NO_ID;
+        if (room0 || room1) { /* a candidate had room: the key never went deeper */
+            *res = R_ABSENT;
+            *id = FLOE_NO_ID;
+            return 0;
+        }
+        return 1;
+    } else {
+        uint64_t s0[W], s1[W];
+        for (;;) {
+            load_bucket<W, L2_ONLY>(b0, s0);
+            int hit = first_eq<W, RB>(s0, r0);
+            if (hit < SLOTS) {
+                *res = R_PRESENT;
+                *id = id0 + (uint64_t)hit;
                 return 0;
             }
-            return 1;
-        }
-        if (f == SLOTS)
-            return 1;
-        uint64_t *bp = c ? b1 : b0;
-        int w = f * RB / 64;
-        uint64_t expect = c ? word_at<W>(s1, w) : word_at<W>(s0, w);
-        uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, map ? floe_row_busy(RB) : (c ? r1 : r0));
-        if (atomicCAS(reinterpret_cast<unsigned long long *>(bp + w), expect, desired) == expect) {
-            *res = R_INSERTED;
-            *id = (c ? id1 : id0) + (uint64_t)f;
-            *put = c ? r1 : r0;
-            return 0;
+            load_bucket<W, L2_ONLY>(b1, s1);
+            hit = first_eq<W, RB>(s1, r1);
+            if (hit < SLOTS) {
+                *res = R_PRESENT;
+                *id = id1 + (uint64_t)hit;
+                return 0;
+            }
+            int f0 = first_eq<W, RB>(s0, FLOE_ROW_EMPTY), f1 = first_eq<W, RB>(s1, FLOE_ROW_EMPTY);
+            int c = (int)floe_pick_choice((uint32_t)f0, (uint32_t)f1);
+            int f = c ? f1 : f0;
+            if (f == SLOTS)
+                return 1;
+            uint64_t *bp = c ? b1 : b0;
+            int w = f * RB / 64;
+            uint64_t expect = c ? word_at<W>(s1, w) : word_at<W>(s0, w);
+            uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, map ? floe_row_busy(RB) : (c ? r1 : r0));
+            if (atomicCAS(reinterpret_cast<unsigned long long *>(bp + w), expect, desired) == expect) {
+                *res = R_INSERTED;
+                *id = (c ? id1 : id0) + (uint64_t)f;
+                *put = c ? r1 : r0;
+                return 0;
+            }
         }
     }
 }
@@ -348,8 +413,11 @@ __device__ __forceinline__ void publish(const floe_geometry &g, uint64_t *L0, ui
 }
 
 /* MIN_BLOCKS per SM caps the registers so that enough warps are resident to
- * keep many bucket reads in flight (the kernels are latency-bound). */
+ * keep many bucket reads in flight (the kernels are latency-bound); the
+ * SET puts' PUT_BLOCKS too (80 registers: more spills, but 3 blocks of
+ * warps in flight instead of 2, 5-15% faster puts). */
 #define MIN_BLOCKS 3
+#define PUT_BLOCKS 3
 
 #define SKIPPED 0x40 /* results: the table was halted (see gpu_iceberg_clear_halt) */
 
@@ -381,7 +449,7 @@ __device__ __forceinline__ void halt_on_full(unsigned *halt, unsigned seq)
 }
 
 template <int RB0, bool insert>
-__global__ void __launch_bounds__(BLOCK, insert ? 2 : MIN_BLOCKS)
+__global__ void __launch_bounds__(BLOCK, insert ? PUT_BLOCKS : MIN_BLOCKS)
     k_op(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
          uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, const void *vals, uint32_t vb,
          void *vals_out)
@@ -596,7 +664,7 @@ __device__ __forceinline__ void wait_previous()
  * A batch of distinct new keys does its work in the first; the others
  * read its answers and return. */
 template <int RB0>
-__global__ void __launch_bounds__(BLOCK, 2)
+__global__ void __launch_bounds__(BLOCK, PUT_BLOCKS)
     k_put_pass(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
                uint64_t n, uint8_t *results, uint64_t *ids, uint32_t *filter, uint64_t filter_words, const losers L,
                unsigned *halt, unsigned seq, bool pdl)
@@ -1071,6 +1139,7 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
         t->spec.seed = 0x243F6A8885A308D3ull;
     t->vb = spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0;
     st = alloc_arrays(t, addr_bits, err);
+    t->piece = PUT_PIECE_KEYS;
     int dev, major;
     t->pdl = cudaGetDevice(&dev) == cudaSuccess &&
              cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
@@ -1131,12 +1200,12 @@ static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool
     return FLOE_OK;
 }
 
-/* Bits per key of a batch's filters: `claimed` gets two for every key
- * INSERTED (so at most half are set, a quarter where half the keys were
- * PRESENT; a key present before the batch meets a false "maybe" about 1 in
- * 16 times then, and enters the losers' map), `lost` two for every loser
- * (a winner probes the map where its bits are set). */
-#define CLAIMED_BITS 4
+/* Bits per key of a batch's filters: `claimed` gets eight, three set for
+ * every key INSERTED (at most 3 in 8 set, 3 in 16 where half the keys were
+ * PRESENT; a key present before the batch then meets a false "maybe" about
+ * 1 in 150 times, and enters the losers' map), `lost` one, three set for
+ * every loser (a winner probes the map where its bits are set). */
+#define CLAIMED_BITS 8
 #define LOST_BITS    1
 
 static size_t filter_bits(size_t n, unsigned per_key)
@@ -1200,6 +1269,11 @@ static floe_status next_tag(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
     return FLOE_OK;
 }
 
+extern "C" void gpu_iceberg_piece_keys(gpu_iceberg *t, size_t keys)
+{
+    t->piece = keys ? keys : PUT_PIECE_KEYS;
+}
+
 extern "C" void gpu_iceberg_tags_left(gpu_iceberg *t, unsigned left)
 {
     t->tag = left < TAG_MAX ? TAG_MAX - left : 0;
@@ -1260,17 +1334,9 @@ static void assert_n(size_t n)
     (void)n;
 }
 
-extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
-                                       uint64_t *d_ids, unsigned flags, gpu_stream stream, floe_errinfo *err)
+static floe_status put_piece(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, uint64_t *d_ids,
+                             cudaStream_t s, floe_errinfo *err)
 {
-    cudaStream_t s = (cudaStream_t)stream;
-    assert_n(n);
-    assert(!t->vb); /* a SET's: MAP inserts need values (gpu_iceberg_put_map) */
-    next_seq(t);
-    if (n == 0)
-        return FLOE_OK;
-    if (flags & GPU_NO_DEDUP)
-        return launch(t, d_keys, n, true, d_results, d_ids, NULL, s, err);
     id_bits claimed;
     losers L;
     floe_status st = begin_fixup(t, n, s, &claimed, &L, err);
@@ -1297,6 +1363,25 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
                          (uint8_t)R_INSERTED, (uint8_t)R_PRESENT),
              err);
     return FLOE_OK;
+}
+
+extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
+                                       uint64_t *d_ids, unsigned flags, gpu_stream stream, floe_errinfo *err)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    assert_n(n);
+    assert(!t->vb); /* a SET's: MAP inserts need values (gpu_iceberg_put_map) */
+    next_seq(t);
+    if (n == 0)
+        return FLOE_OK;
+    if (flags & GPU_NO_DEDUP)
+        return launch(t, d_keys, n, true, d_results, d_ids, NULL, s, err);
+    const size_t piece = t->piece;
+    floe_status st = FLOE_OK;
+    for (size_t at = 0; at < n && st == FLOE_OK; at += piece)
+        st = put_piece(t, d_keys + at, n - at < piece ? n - at : piece, d_results + at, d_ids ? d_ids + at : NULL, s,
+                       err);
+    return st;
 }
 
 extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_keys, const void *d_values, size_t n,

@@ -103,6 +103,11 @@ floe_status gpu_answers_out(const uint8_t *d_results, const uint64_t *d_ids, con
                             const gpu_segments *segs, gpu_tally *d_tally, uint64_t (*counts)[5], gpu_stream stream,
                             floe_errinfo *err);
 
+/* Tests only: a put runs its batch in pieces of at most `keys` keys (0:
+ * the default, 2^22), so that a test with small batches meets twins in
+ * different pieces. */
+void gpu_iceberg_piece_keys(gpu_iceberg *t, size_t keys);
+
 /* Tests only: the first-occurrence fix-up's batch tags run out after
  * `left` more batches (they wrap once in 2^18 otherwise), so that a test
  * sees the wrap, where the scratch is cleared. */

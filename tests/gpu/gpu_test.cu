@@ -41,7 +41,7 @@ uint64_t test_rng(uint64_t *s)
 
 /* Same spec and geometry on both engines; batches until fill >= target. */
 static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, uint64_t seed, bool check_levels,
-                        bool with_erase = false, unsigned tags_left = 0)
+                        bool with_erase = false, unsigned tags_left = 0, size_t piece = 0)
 {
     floe_spec spec;
     floe_spec_default(&spec);
@@ -54,6 +54,8 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
     gpu_iceberg *gpu;
     EXPECT(iceberg_create_sized(&spec, addr_bits, NULL, &cpu, &err) == FLOE_OK, "cpu create: %s", err.msg);
     EXPECT(gpu_iceberg_create(&spec, addr_bits, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
+    if (piece)
+        gpu_iceberg_piece_keys(gpu, piece);
     floe_table_stats st;
     iceberg_stats(cpu, &st);
     const uint64_t slots = st.slots, mask = floe_mask_bits(key_bits);
@@ -137,9 +139,12 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
     EXPECT(used[0] + used[1] + used[2] == all_inserted.size(), "gpu holds %llu rows, %zu keys inserted",
            (unsigned long long)(used[0] + used[1] + used[2]), all_inserted.size());
     iceberg_stats(cpu, &st);
-    printf("ok: key_bits %2u%s%s, 2^%u primary buckets (%u/%u-bit rows), %d batches, %zu keys, fill %.4f, gpu levels "
+    char pieces[64] = "";
+    if (piece)
+        snprintf(pieces, sizeof pieces, " (puts in pieces of %zu keys)", piece);
+    printf("ok: key_bits %2u%s%s%s, 2^%u primary buckets (%u/%u-bit rows), %d batches, %zu keys, fill %.4f, gpu levels "
            "%llu/%llu/%llu\n",
-           key_bits, with_erase ? " with erases" : "", tags_left ? " (fix-up tags wrapped)" : "", addr_bits,
+           key_bits, with_erase ? " with erases" : "", tags_left ? " (fix-up tags wrapped)" : "", pieces, addr_bits,
            st.level[0].row_bits, st.level[1].row_bits, batches, all_inserted.size(), st.fill,
            (unsigned long long)used[0], (unsigned long long)used[1], (unsigned long long)used[2]);
     iceberg_destroy(cpu);
@@ -289,6 +294,8 @@ int main(int argc, char **argv)
         against_cpu(40, 9, 0.9, seed + 4, false, true, 5);
         /* batches up to 200000 keys, a table of 2^18 slots */
         against_cpu(40, 13, 0.6, seed + 5, false);
+        /* the same with puts in pieces: twins in different pieces of a batch */
+        against_cpu(40, 13, 0.6, seed + 7, false, false, 0, 4096);
         backend_suite(seed + 2, true, NULL);
         tree_suite(seed + 3, true);
         ordered_suite(seed + 6, true);
@@ -303,6 +310,8 @@ int main(int argc, char **argv)
         against_cpu(64, 12, 0.95, seed + 21, false, true);
         /* the fix-up's batch tags running out mid-run: the scratch is cleared, answers stay exact */
         against_cpu(40, 12, 0.95, seed + 22, false, true, 5);
+        /* puts in pieces of 4096 keys: twins in different pieces of a batch */
+        against_cpu(40, 14, 0.95, seed + 23, false, true, 0, 4096);
         /* the backend floed uses: pipeline, MAP, growth, scan, save/load across backends */
         backend_suite(seed + 30, false, NULL);
         /* TREE tables: engine against the CPU engine, both backends */
