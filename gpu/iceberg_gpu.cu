@@ -412,11 +412,12 @@ __device__ __forceinline__ void publish(const floe_geometry &g, uint64_t *L0, ui
     atomicXor(reinterpret_cast<unsigned long long *>(w), (unsigned long long)((floe_row_busy(rb) ^ row) << shift));
 }
 
-/* MIN_BLOCKS per SM caps the registers so that enough warps are resident to
- * keep many bucket reads in flight (the kernels are latency-bound); the
- * SET puts' PUT_BLOCKS too (80 registers: more spills, but 3 blocks of
- * warps in flight instead of 2, 5-15% faster puts). */
-#define MIN_BLOCKS 3
+/* Blocks per SM that the launch bounds ask for: they cap the registers so
+ * that enough warps are resident to keep many bucket reads in flight (the
+ * kernels are latency-bound).  Finds, which read a sector at a time, fit
+ * 6 in 40 registers without spilling; SET puts 3 in 80 (some spilled, but
+ * 3 blocks of warps in flight instead of 2: 5-15% faster puts). */
+#define FIND_BLOCKS 6
 #define PUT_BLOCKS 3
 
 #define SKIPPED 0x40 /* results: the table was halted (see gpu_iceberg_clear_halt) */
@@ -449,7 +450,7 @@ __device__ __forceinline__ void halt_on_full(unsigned *halt, unsigned seq)
 }
 
 template <int RB0, bool insert>
-__global__ void __launch_bounds__(BLOCK, insert ? PUT_BLOCKS : MIN_BLOCKS)
+__global__ void __launch_bounds__(BLOCK, insert ? PUT_BLOCKS : FIND_BLOCKS)
     k_op(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
          uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, const void *vals, uint32_t vb,
          void *vals_out)
@@ -577,10 +578,12 @@ __device__ __forceinline__ void tag_block(bool said, const losers &L, int which)
 
 /* ---- a SET's put: the phases per key, and the kernels that run them ----------------------------- */
 
-/* Find-or-put of key i (skipped: the table is halted); whether it came back PRESENT. */
-template <int RB0>
+/* Find-or-put of key i (skipped: the table is halted); whether it came back
+ * PRESENT.  Id: the ids' type, 32 bits where only the fix-up reads them and
+ * every slot id fits (an id of a FULL key is never read). */
+template <int RB0, typename Id>
 __device__ __forceinline__ bool put_one(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
-                                        const uint64_t *keys, uint64_t i, uint8_t *results, uint64_t *ids, bool skip,
+                                        const uint64_t *keys, uint64_t i, uint8_t *results, Id *ids, bool skip,
                                         unsigned *halt, unsigned seq)
 {
     if (skip) {
@@ -593,15 +596,16 @@ __device__ __forceinline__ bool put_one(const floe_geometry &g, uint64_t *L0, ui
     if (res == R_FULL)
         halt_on_full(halt, seq);
     results[i] = res;
-    ids[i] = id;
+    ids[i] = (Id)id;
     return res == R_PRESENT;
 }
 
 /* A key PRESENT in a slot whose bit is set may have been put by a twin of
  * its batch (or the bit is another slot's): it enters the losers' map, and
  * the settling decides.  Whether it entered. */
-__device__ __forceinline__ bool lose_one(const uint64_t *ids, const uint8_t *results, uint64_t i,
-                                         const id_bits &claimed, const losers &L)
+template <typename Id>
+__device__ __forceinline__ bool lose_one(const Id *ids, const uint8_t *results, uint64_t i, const id_bits &claimed,
+                                         const losers &L)
 {
     if (results[i] != R_PRESENT || !bit_test(claimed, ids[i]))
         return false;
@@ -611,8 +615,9 @@ __device__ __forceinline__ bool lose_one(const uint64_t *ids, const uint8_t *res
 
 /* A winner (INSERTED, ERASED) with an earlier loser of its key hands its
  * answer over: a loser is PRESENT after a put, ABSENT after an erase. */
-__device__ __forceinline__ void settle_one(const uint64_t *ids, uint8_t *results, uint64_t i, const losers &L,
-                                           uint8_t win, uint8_t lose)
+template <typename Id>
+__device__ __forceinline__ void settle_one(const Id *ids, uint8_t *results, uint64_t i, const losers &L, uint8_t win,
+                                           uint8_t lose)
 {
     if (results[i] != win)
         return;
@@ -663,17 +668,17 @@ __device__ __forceinline__ void wait_previous()
  *   4. if some key did, the winners settle (k_settle).
  * A batch of distinct new keys does its work in the first; the others
  * read its answers and return. */
-template <int RB0>
+template <int RB0, typename Id>
 __global__ void __launch_bounds__(BLOCK, PUT_BLOCKS)
     k_put_pass(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
-               uint64_t n, uint8_t *results, uint64_t *ids, uint32_t *filter, uint64_t filter_words, const losers L,
+               uint64_t n, uint8_t *results, Id *ids, uint32_t *filter, uint64_t filter_words, const losers L,
                unsigned *halt, unsigned seq, bool pdl)
 {
     const bool skip = block_halted(halt, seq);
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i < filter_words)
         filter[i] = 0;
-    const bool present = i < n && put_one<RB0>(g, L0, L1, L2, keys, i, results, ids, skip, halt, seq);
+    const bool present = i < n && put_one<RB0, Id>(g, L0, L1, L2, keys, i, results, ids, skip, halt, seq);
     tag_block(present, L, TAGGED_PRESENT);
     if (pdl)
         let_next_start();
@@ -682,7 +687,8 @@ __global__ void __launch_bounds__(BLOCK, PUT_BLOCKS)
 /* The batch's TAGGED words were written by an earlier kernel and are read
  * only here: through the read-only cache (__ldg), an L2 request an SM, not
  * one a warp to a single line. */
-__global__ void k_claims(const uint64_t *ids, const uint8_t *results, uint64_t n, const id_bits claimed, const losers L,
+template <typename Id>
+__global__ void k_claims(const Id *ids, const uint8_t *results, uint64_t n, const id_bits claimed, const losers L,
                          bool pdl)
 {
     wait_previous();
@@ -693,7 +699,8 @@ __global__ void k_claims(const uint64_t *ids, const uint8_t *results, uint64_t n
         let_next_start();
 }
 
-__global__ void k_losers(const uint64_t *ids, const uint8_t *results, uint64_t n, const id_bits claimed, const losers L,
+template <typename Id>
+__global__ void k_losers(const Id *ids, const uint8_t *results, uint64_t n, const id_bits claimed, const losers L,
                          bool pdl)
 {
     wait_previous();
@@ -704,7 +711,8 @@ __global__ void k_losers(const uint64_t *ids, const uint8_t *results, uint64_t n
 }
 
 /* The settling, after k_losers or an erase's k_erase. */
-__global__ void k_settle(const uint64_t *ids, uint8_t *results, uint64_t n, const losers L, uint8_t win, uint8_t lose)
+template <typename Id>
+__global__ void k_settle(const Id *ids, uint8_t *results, uint64_t n, const losers L, uint8_t win, uint8_t lose)
 {
     wait_previous();
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
@@ -1334,6 +1342,35 @@ static void assert_n(size_t n)
     (void)n;
 }
 
+/* A piece's kernels, its scratch ready (put_piece). */
+template <typename Id>
+static floe_status put_phases(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, Id *ids,
+                              const id_bits &claimed, const losers &L, cudaStream_t s, floe_errinfo *err)
+{
+    uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
+    const uint64_t filter_words = (claimed.mask + 1 + L.lost.mask + 1) / 32;
+    const unsigned blocks = blocks_for(n);
+    assert(filter_words <= (uint64_t)blocks * BLOCK); /* k_put_pass clears a word a thread */
+    const bool pdl = t->pdl && n <= PDL_MAX_KEYS;
+    with_row_bits(t->g.level[0].row_bits, [&](auto rb) {
+        k_put_pass<decltype(rb)::value, Id><<<blocks, BLOCK, 0, s>>>(
+            t->g, L0, L1, L2, d_keys, n, d_results, ids, t->filter, filter_words, L, lane_halt(t), t->seq, pdl);
+    });
+    CUDA_TRY(cudaGetLastError(), err);
+    CUDA_TRY(launch_next(pdl, k_claims<Id>, blocks, s, (const Id *)ids, (const uint8_t *)d_results, (uint64_t)n,
+                         claimed, L, pdl),
+             err);
+    CUDA_TRY(launch_next(pdl, k_losers<Id>, blocks, s, (const Id *)ids, (const uint8_t *)d_results, (uint64_t)n,
+                         claimed, L, pdl),
+             err);
+    CUDA_TRY(launch_next(pdl, k_settle<Id>, blocks, s, (const Id *)ids, d_results, (uint64_t)n, L, (uint8_t)R_INSERTED,
+                         (uint8_t)R_PRESENT),
+             err);
+    return FLOE_OK;
+}
+
+/* One piece of a put: its scratch, then its kernels.  Ids the caller does
+ * not want are the fix-up's alone, 4 bytes each where every slot id fits. */
 static floe_status put_piece(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, uint64_t *d_ids,
                              cudaStream_t s, floe_errinfo *err)
 {
@@ -1342,27 +1379,11 @@ static floe_status put_piece(gpu_iceberg *t, const uint64_t *d_keys, size_t n, u
     floe_status st = begin_fixup(t, n, s, &claimed, &L, err);
     if (st != FLOE_OK)
         return st;
-    uint64_t *ids = d_ids ? d_ids : t->tmp_ids;
-    uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
-    const uint64_t filter_words = (claimed.mask + 1 + L.lost.mask + 1) / 32;
-    const unsigned blocks = blocks_for(n);
-    assert(filter_words <= (uint64_t)blocks * BLOCK); /* k_put_pass clears a word a thread */
-    const bool pdl = t->pdl && n <= PDL_MAX_KEYS;
-    with_row_bits(t->g.level[0].row_bits, [&](auto rb) {
-        k_put_pass<decltype(rb)::value><<<blocks, BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, n, d_results, ids, t->filter,
-                                                                 filter_words, L, lane_halt(t), t->seq, pdl);
-    });
-    CUDA_TRY(cudaGetLastError(), err);
-    CUDA_TRY(launch_next(pdl, k_claims, blocks, s, (const uint64_t *)ids, (const uint8_t *)d_results, (uint64_t)n,
-                         claimed, L, pdl),
-             err);
-    CUDA_TRY(launch_next(pdl, k_losers, blocks, s, (const uint64_t *)ids, (const uint8_t *)d_results, (uint64_t)n,
-                         claimed, L, pdl),
-             err);
-    CUDA_TRY(launch_next(pdl, k_settle, blocks, s, (const uint64_t *)ids, d_results, (uint64_t)n, L,
-                         (uint8_t)R_INSERTED, (uint8_t)R_PRESENT),
-             err);
-    return FLOE_OK;
+    if (d_ids)
+        return put_phases(t, d_keys, n, d_results, d_ids, claimed, L, s, err);
+    if (t->g.total_slots <= UINT32_MAX)
+        return put_phases(t, d_keys, n, d_results, reinterpret_cast<uint32_t *>(t->tmp_ids), claimed, L, s, err);
+    return put_phases(t, d_keys, n, d_results, t->tmp_ids, claimed, L, s, err);
 }
 
 extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
@@ -1424,7 +1445,7 @@ extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys,
         return st;
     const unsigned blocks = blocks_for(n);
     k_erase<<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], n, d_results, t->tmp_ids, L);
-    k_settle<<<blocks, BLOCK, 0, s>>>(t->tmp_ids, d_results, n, L, FLOE_ERASED, R_ABSENT);
+    k_settle<uint64_t><<<blocks, BLOCK, 0, s>>>(t->tmp_ids, d_results, n, L, FLOE_ERASED, R_ABSENT);
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }
