@@ -104,7 +104,7 @@ floe_status gpu_answers_out(const uint8_t *d_results, const uint64_t *d_ids, con
                             floe_errinfo *err);
 
 /* Tests only: a put runs its batch in pieces of at most `keys` keys (0:
- * the default, 2^22), so that a test with small batches meets twins in
+ * the default, 2^24), so that a test with small batches meets twins in
  * different pieces. */
 void gpu_iceberg_piece_keys(gpu_iceberg *t, size_t keys);
 
