@@ -910,10 +910,9 @@ START_TEST(shards_mc_launchers)
         const int left = procs_with(mc, "mpikill");
         kill(run, SIGKILL);
         waitpid(run, &st, 0);
-        ck_assert_msg(left == 0 && out && strstr(out, "ending the whole run"),
-                      "%d floe-mc ranks still running 60 s after the shard's death; mpirun's output:\n%s", left,
-                      out ? out : "");
-        fprintf(stderr, "test_shards: every rank ended, but mpirun did not exit (OpenMPI's own hang, "
+        ck_assert_msg(left == 0, "%d floe-mc ranks still running 60 s after the shard's death; mpirun's output:\n%s",
+                      left, out ? out : "");
+        fprintf(stderr, "test_shards: every floe-mc process ended, but mpirun did not exit (OpenMPI's own hang, "
                         "open-mpi/ompi#3380); killed\n");
         st = 1 << 8; /* as if it had exited 1 */
     }
