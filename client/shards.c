@@ -332,13 +332,15 @@ static void part_done(floe *s, floe_call *part, void *arg)
 typedef struct keyed {
     ProtobufCBinaryData *keys, *values;
     size_t width; /* bytes a key: 8, or words x 4 */
+    bool vectors; /* a TREE's vectors (by width alone, 2 words would pass for a key) */
     bool ids;     /* get_by_id: ids name their shard */
 } keyed;
 
 static bool keyed_of(floe *c, Floe__V1__Request *req, keyed *k, char *why, size_t len)
 {
     memset(k, 0, sizeof *k);
-    k->width = c->route_words ? (size_t)c->route_words * 4 : 8;
+    k->vectors = c->route_words > 0;
+    k->width = k->vectors ? (size_t)c->route_words * 4 : 8;
     switch (req->op_case) {
     case FLOE__V1__REQUEST__OP_INSERT:
         if (req->insert->parents.len || req->insert->change_counts.len) {
@@ -356,7 +358,7 @@ static bool keyed_of(floe *c, Floe__V1__Request *req, keyed *k, char *why, size_
         k->keys = &req->erase->keys;
         return true;
     case FLOE__V1__REQUEST__OP_GET_BY_ID:
-        k->keys = &req->get_by_id->ids, k->ids = true, k->width = 8;
+        k->keys = &req->get_by_id->ids, k->ids = true, k->vectors = false, k->width = 8;
         return true;
     case FLOE__V1__REQUEST__OP_PING:
         return true; /* no keys: every shard */
@@ -382,7 +384,7 @@ static unsigned shard_of(const floe *c, const keyed *k, size_t i, uint64_t *id)
         *id &= ((uint64_t)1 << ID_SHARD_SHIFT) - 1;
         return s;
     }
-    if (k->width == 8) {
+    if (!k->vectors) {
         uint64_t key;
         memcpy(&key, p, 8);
         return floe_shard_of_key(key, c->nshards);
@@ -438,7 +440,7 @@ static floe_call *shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb
     sp->n = n;
     /* each shard's keys together, in the caller's order (a counting sort) */
     size_t *at = start + ns + 1;
-    if (!k.ids && k.width == 8) { /* keys: the common case, a tight loop */
+    if (!k.ids && !k.vectors) { /* keys: the common case, a tight loop */
         for (size_t i = 0; i < n; i++) {
             uint64_t key;
             memcpy(&key, k.keys->data + i * 8, 8);

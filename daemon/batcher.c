@@ -89,11 +89,17 @@ static bool is_key_op(int op)
            op == FLOE_OP_SUCC || op == FLOE_OP_PRED;
 }
 
-/* Bytes per key of op on this table: a vector for TREE INSERT and FIND,
- * else 8 (a key, or the id of a GET). */
+/* Whether op on this table takes vectors (TREE INSERT and FIND), not 8-byte
+ * keys or ids. */
+static bool takes_vectors(const batcher *bt, int op)
+{
+    return bt->words && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND);
+}
+
+/* Bytes per key of op on this table: a vector, or 8 (a key, or the id of a GET). */
 static size_t key_bytes(const batcher *bt, int op)
 {
-    return bt->words && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND) ? (size_t)bt->words * 4 : 8;
+    return takes_vectors(bt, op) ? (size_t)bt->words * 4 : 8;
 }
 
 static const void *job_keys(const job *j)
@@ -357,10 +363,10 @@ static job *launch_locked(batcher *bt, batcher_lane *ln)
                 b->values_len = with_values ? n * vb : 0;
                 floe_stage_add(&ln->stage[FLOE_STAGE_MERGE], n, floe_now_ns() - t_launch);
             }
-            if (kb == 8)
-                b->keys = keys;
-            else
+            if (takes_vectors(bt, first->op)) /* not by kb: a TREE of 2 words has 8-byte vectors */
                 b->vectors = keys;
+            else
+                b->keys = keys;
             sl->out = out_new(bt, first->op, flags, n);
             ok = ok && sl->out;
             if (sl->out) {

@@ -318,13 +318,13 @@ END_TEST
 
 /* ---- TREE: vectors, ids naming their shard, get_by_id, scans ------------------------------------- */
 
-START_TEST(shards_tree_exact)
+/* One TREE of W words over the cluster: exact answers, ids that name their
+ * shard (W = 2: vectors as wide as a key still go by floe_shard_of_vector). */
+static void tree_exact(floe *c, const char *name, unsigned W)
 {
-    enum { W = 6, N = 12000, DIST = 5000 };
-    cluster cl;
-    cluster_start(&cl);
-    floe *c = connect_list(cl.uri);
-    create_table(c, "tree", FLOE_TABLE_TREE, 0, W);
+    enum { WMAX = 6, N = 12000, DIST = 5000 };
+    ck_assert_uint_le(W, WMAX);
+    create_table(c, name, FLOE_TABLE_TREE, 0, W);
     uint32_t *v = malloc((size_t)N * W * 4);
     uint64_t *ids = malloc(N * 8), *first_id = calloc(DIST, 8);
     uint8_t *res = malloc(N), *seen = calloc(DIST, 1);
@@ -332,11 +332,11 @@ START_TEST(shards_tree_exact)
     uint32_t *which = malloc(N * 4);
     for (int i = 0; i < N; i++) {
         which[i] = (uint32_t)(rng_next(&rng) % DIST);
-        for (int w = 0; w < W; w++)
+        for (unsigned w = 0; w < W; w++)
             v[(size_t)i * W + w] = which[i] * 31u + (uint32_t)w * (which[i] % 7); /* distinct per index */
     }
     floe_counts k;
-    ck_assert_msg(floe_insert_vectors(c, "tree", v, N, W, res, ids, &k) == FLOE_OK, "%s", floe_errstr(c));
+    ck_assert_msg(floe_insert_vectors(c, name, v, N, W, res, ids, &k) == FLOE_OK, "%s", floe_errstr(c));
     uint64_t distinct = 0;
     for (int i = 0; i < N; i++) {
         const uint32_t j = which[i];
@@ -351,9 +351,9 @@ START_TEST(shards_tree_exact)
     ck_assert_uint_eq(k.inserted, distinct);
     /* get_by_id turns every id back into its vector; an id of no shard is ABSENT */
     uint64_t q[4] = {ids[0], ids[N - 1], UINT64_MAX, (uint64_t)200 << 56};
-    uint32_t back[4 * W];
+    uint32_t back[4 * WMAX];
     uint8_t r4[4];
-    ck_assert_msg(floe_get_by_id(c, "tree", q, 4, W, r4, back) == FLOE_OK, "%s", floe_errstr(c));
+    ck_assert_msg(floe_get_by_id(c, name, q, 4, W, r4, back) == FLOE_OK, "%s", floe_errstr(c));
     ck_assert_uint_eq(r4[0], FLOE_PRESENT);
     ck_assert_uint_eq(r4[1], FLOE_PRESENT);
     ck_assert_uint_eq(r4[2], FLOE_ABSENT);
@@ -361,31 +361,31 @@ START_TEST(shards_tree_exact)
     ck_assert(memcmp(back, v, W * 4) == 0);
     ck_assert(memcmp(back + W, v + (size_t)(N - 1) * W, W * 4) == 0);
     /* find: every vector present, in order */
-    ck_assert_int_eq(floe_find_vectors(c, "tree", v, N, W, res, NULL, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_find_vectors(c, name, v, N, W, res, NULL, NULL), FLOE_OK);
     for (int i = 0; i < N; i++)
         ck_assert_uint_eq(res[i], FLOE_PRESENT);
     /* the scan walks all three shards */
     floe_cursor cur = {0};
     int done = 0;
     uint64_t walked = 0, pid[300];
-    uint32_t pv[300 * W];
+    uint32_t pv[300 * WMAX];
     while (!done) {
         size_t n;
-        ck_assert_int_eq(floe_scan_vectors(c, "tree", &cur, 300, W, pid, pv, &n, &done), FLOE_OK);
+        ck_assert_int_eq(floe_scan_vectors(c, name, &cur, 300, W, pid, pv, &n, &done), FLOE_OK);
         for (size_t i = 0; i < n; i++)
             ck_assert_uint_eq(pid[i] >> 56, floe_shard_of_vector(&pv[i * W], W, NS));
         walked += n;
     }
     ck_assert_uint_eq(walked, distinct);
     floe_table_info sum;
-    ck_assert_int_eq(floe_stats(c, "tree", &sum), FLOE_OK);
+    ck_assert_int_eq(floe_stats(c, name, &sum), FLOE_OK);
     ck_assert_uint_eq(sum.keys, distinct);
     /* inserts by parent ids cannot be partitioned: refused, nothing sent */
     uint64_t parent = ids[0];
     uint8_t cnt = 1, change[FLOE_CHANGE_BYTES];
     floe_change_put(change, 0, 12345);
     uint8_t r1;
-    ck_assert_int_eq(floe_insert_states(c, "tree", 0, &parent, &cnt, change, 1, &r1, NULL, NULL), FLOE_ERR_UNSUPPORTED);
+    ck_assert_int_eq(floe_insert_states(c, name, 0, &parent, &cnt, change, 1, &r1, NULL, NULL), FLOE_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(floe_errstr(c), "send whole vectors"));
     free(v);
     free(ids);
@@ -393,6 +393,15 @@ START_TEST(shards_tree_exact)
     free(res);
     free(seen);
     free(which);
+}
+
+START_TEST(shards_tree_exact)
+{
+    cluster cl;
+    cluster_start(&cl);
+    floe *c = connect_list(cl.uri);
+    tree_exact(c, "tree2", FLOE_TREE_MIN_WORDS);
+    tree_exact(c, "tree6", 6);
     floe_close(c);
     cluster_stop(&cl);
 }
