@@ -44,6 +44,7 @@
 #include "cuda_try.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
+#include "warp_append.h"
 
 #define BLOCK 256
 
@@ -1034,6 +1035,22 @@ __global__ void k_keys_at(const __grid_constant__ floe_geometry g, const levels 
     found[i] = ok ? 1 : 0;
 }
 
+/* Every key held appended to keys, in no order: the first cap of them
+ * written, *count added every one. */
+__global__ void k_keys_all(const __grid_constant__ floe_geometry g, const levels lv, uint64_t *keys, uint64_t cap,
+                           unsigned long long *count)
+{
+    for (uint64_t p = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; p < g.total_slots;
+         p += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t key;
+        if (!key_at(g, lv.L, p, &key))
+            continue;
+        const unsigned long long at = warp_append(count);
+        if (at < cap)
+            keys[at] = key;
+    }
+}
+
 /* ---- host side ------------------------------------------------------------------------------------ */
 
 static inline unsigned blocks_for(uint64_t n)
@@ -1762,6 +1779,15 @@ extern "C" floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sect
         CUDA_TRY(cudaMemcpy(t->level[l], sections[l], t->bytes[l], cudaMemcpyHostToDevice), err);
     if (t->vb)
         CUDA_TRY(cudaMemcpy(t->values, sections[FLOE_LEVELS], t->values_bytes, cudaMemcpyHostToDevice), err);
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_iceberg_keys_all(gpu_iceberg *t, uint64_t *d_keys, size_t cap, unsigned long long *d_count,
+                                            gpu_stream stream, floe_errinfo *err)
+{
+    const unsigned blocks = blocks_for(t->g.total_slots) < 8192 ? blocks_for(t->g.total_slots) : 8192;
+    k_keys_all<<<blocks, BLOCK, 0, stream>>>(t->g, levels_of(t), d_keys, cap, d_count);
+    CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }
 

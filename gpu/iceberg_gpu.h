@@ -152,6 +152,13 @@ floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, floe_errinf
 floe_status gpu_iceberg_scan(gpu_iceberg *t, uint64_t pos, size_t limit, uint64_t *keys, void *values, size_t *n,
                              uint64_t *next, int *done, floe_errinfo *err);
 
+/* Every key the table holds, appended to d_keys in no particular order:
+ * the first cap of them are written, and *d_count (on the device) is added
+ * the number of keys, so that a count past cap says the list was short.
+ * Enqueues only. */
+floe_status gpu_iceberg_keys_all(gpu_iceberg *t, uint64_t *d_keys, size_t cap, unsigned long long *d_count,
+                                 gpu_stream stream, floe_errinfo *err);
+
 /* The key held by each of n slot ids (d_ids NULL: ids first, first + 1,
  * ...): d_keys[i], and d_found[i] = 1, or 0 where the slot holds no key.
  * Enqueues only. */

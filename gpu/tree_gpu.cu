@@ -38,6 +38,7 @@
 #include "cuda_try.h"
 #include "tree_gpu.h"
 #include "tree_layout.h"
+#include "warp_append.h"
 
 #define BLOCK       256
 #define COUNTERS      5
@@ -157,18 +158,6 @@ __global__ void __launch_bounds__(BLOCK)
         }
         s = (s + 1) & mask;
     }
-}
-
-/* Appends to a compact list with one atomicAdd per warp; returns i's place. */
-__device__ __forceinline__ unsigned long long warp_append(unsigned long long *counter)
-{
-    unsigned active = __activemask();
-    int lane = threadIdx.x & 31, leader = __ffs(active) - 1;
-    unsigned long long base = 0;
-    if (lane == leader)
-        base = atomicAdd(counter, (unsigned long long)__popc(active));
-    base = __shfl_sync(active, base, leader);
-    return base + __popc(active & ((1u << lane) - 1));
 }
 
 /* leader[i]: the first occurrence of vector i; leaders go to the list. */
@@ -722,8 +711,6 @@ static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, 
     return FLOE_OK;
 }
 
-#define GROW_STEP ((size_t)1 << 22) /* root slots a step of a growth reads */
-
 /* ---- growth: every node once ------------------------------------------------------------------------------------
  *
  * A node table that grows moves every node, so every reference changes.
@@ -804,20 +791,17 @@ __device__ __forceinline__ uint32_t translated(const uint32_t *map, uint32_t x, 
     return r;
 }
 
-/* The halves of every root of a step [0, n) marked, and the root appended
- * to rk. */
-__global__ void k_mark_roots(const __grid_constant__ floe_tree_geometry g, const uint64_t *keys, const uint8_t *found,
-                             uint64_t n, uint32_t *map_l, uint32_t *map_r, uint64_t *rk, unsigned long long *nrk,
-                             int *bad)
+/* The halves of every root of rk[0, n) marked. */
+__global__ void k_mark_roots(const __grid_constant__ floe_tree_geometry g, const uint64_t *rk, uint64_t n,
+                             uint32_t *map_l, uint32_t *map_r, int *bad)
 {
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n || !found[i])
+    if (i >= n)
         return;
     uint32_t l, r;
-    floe_tree_root_split(&g, keys[i], &l, &r);
+    floe_tree_root_split(&g, rk[i], &l, &r);
     mark(map_l, l, g.node_slots, bad);
     mark(map_r, r, g.node_slots, bad);
-    rk[warp_append(nrk)] = keys[i];
 }
 
 /* The halves of every marked node of a class marked. */
@@ -868,13 +852,13 @@ __global__ void k_translate_class(const __grid_constant__ floe_tree_geometry fro
     }
 }
 
-/* Each root of rk[0, *n) with its halves' new references, in place. */
-__global__ void k_translate_roots(const __grid_constant__ floe_tree_geometry from, uint64_t *rk,
-                                  const unsigned long long *n, const uint32_t *map_l, const uint32_t *map_r,
+/* Each root of rk[0, n) with its halves' new references, in place. */
+__global__ void k_translate_roots(const __grid_constant__ floe_tree_geometry from, uint64_t *rk, uint64_t n,
+                                  const uint32_t *map_l, const uint32_t *map_r,
                                   const __grid_constant__ floe_tree_geometry to, int *bad)
 {
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= *n)
+    if (i >= n)
         return;
     uint32_t l, r;
     floe_tree_root_split(&from, rk[i], &l, &r);
@@ -887,48 +871,45 @@ __global__ void k_translate_roots(const __grid_constant__ floe_tree_geometry fro
  * steps. */
 static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo *err)
 {
-    const uint64_t slots = gpu_iceberg_slots(t->roots), node_slots = t->g.node_slots;
+    const uint64_t node_slots = t->g.node_slots;
     uint64_t used[FLOE_LEVELS];
     floe_status st = gpu_iceberg_used(t->roots, used, err);
     if (st != FLOE_OK)
         return st;
     const uint64_t roots = used[0] + used[1] + used[2];
-    const size_t step = slots < GROW_STEP ? (size_t)slots : GROW_STEP;
     node_classes cl;
     classes_of(t->g.words, &cl);
     uint64_t *rk = NULL;
     uint8_t *res = NULL;
     uint32_t *maps = NULL;
-    unsigned long long *c = NULL, h[3] = {0, 0, 0}; /* roots translated, not INSERTED, nodes made */
+    unsigned long long *c = NULL, h[3] = {0, 0, 0}; /* roots gathered, not INSERTED, nodes made */
     int *d_bad = NULL, h_bad = 0;
-    st = scratch_reserve(t, step, err); /* t->rk, t->res_c: a step's root keys and whether each slot holds one */
-    cudaError_t e = st == FLOE_OK ? cudaMalloc(&rk, (roots ? roots : 1) * 8) : cudaSuccess;
-    if (e == cudaSuccess && st == FLOE_OK)
+    cudaError_t e = cudaMalloc(&rk, (roots ? roots : 1) * 8);
+    if (e == cudaSuccess)
         e = cudaMalloc(&res, roots ? roots : 1);
-    if (e == cudaSuccess && st == FLOE_OK && cl.n)
+    if (e == cudaSuccess && cl.n)
         e = cudaMalloc(&maps, cl.n * node_slots * 4);
-    if (e == cudaSuccess && st == FLOE_OK && cl.n)
+    if (e == cudaSuccess && cl.n)
         e = cudaMemset(maps, 0xFF, cl.n * node_slots * 4); /* REF_NONE */
-    if (e == cudaSuccess && st == FLOE_OK)
+    if (e == cudaSuccess)
         e = cudaMalloc(&c, sizeof h);
-    if (e == cudaSuccess && st == FLOE_OK)
+    if (e == cudaSuccess)
         e = cudaMalloc(&d_bad, sizeof *d_bad);
-    if (e == cudaSuccess && st == FLOE_OK)
+    if (e == cudaSuccess)
         e = cudaMemset(c, 0, sizeof h);
-    if (e == cudaSuccess && st == FLOE_OK)
+    if (e == cudaSuccess)
         e = cudaMemset(d_bad, 0, sizeof *d_bad);
     if (e != cudaSuccess)
         st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
                               "device memory to grow table %s: %s", t->spec.name, cudaGetErrorString(e));
     uint32_t *map_l = class_map(maps, node_slots, cl.root_left), *map_r = class_map(maps, node_slots, cl.root_right);
     const unsigned node_blocks = blocks_for(node_slots) < 8192 ? blocks_for(node_slots) : 8192;
-    /* down from the roots (gathered into rk), then up from the leaves, then the roots */
-    for (uint64_t first = 0; st == FLOE_OK && first < slots; first += step) {
-        const size_t m = slots - first < step ? (size_t)(slots - first) : step;
-        st = gpu_iceberg_keys_at(t->roots, NULL, first, m, t->rk, t->res_c, NULL, err);
-        if (st == FLOE_OK)
-            k_mark_roots<<<blocks_for(m), BLOCK>>>(t->g, t->rk, t->res_c, m, map_l, map_r, rk, c, d_bad);
-    }
+    /* down from the roots (gathered into rk in one pass over the root table), then up from the
+     * leaves, then the roots */
+    if (st == FLOE_OK && roots)
+        st = gpu_iceberg_keys_all(t->roots, rk, roots, c, NULL, err);
+    if (st == FLOE_OK && roots)
+        k_mark_roots<<<blocks_for(roots), BLOCK>>>(t->g, rk, roots, map_l, map_r, d_bad);
     for (uint32_t k = cl.n; st == FLOE_OK && k-- > 0;)
         k_mark_class<<<node_blocks, BLOCK>>>(t->g, t->nodes, maps + k * node_slots,
                                              class_map(maps, node_slots, cl.left[k]),
@@ -938,13 +919,16 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
             t->g, t->nodes, maps + k * node_slots, class_map(maps, node_slots, cl.left[k]),
             class_map(maps, node_slots, cl.right[k]), n->g, n->nodes, d_bad, c + 2);
     if (st == FLOE_OK && roots)
-        k_translate_roots<<<blocks_for(roots), BLOCK>>>(t->g, rk, c, map_l, map_r, n->g, d_bad);
+        k_translate_roots<<<blocks_for(roots), BLOCK>>>(t->g, rk, roots, map_l, map_r, n->g, d_bad);
     if (st == FLOE_OK && (e = cudaGetLastError()) != cudaSuccess)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
     if (st == FLOE_OK && (e = cudaMemcpy(h, c, sizeof h, cudaMemcpyDeviceToHost)) == cudaSuccess)
         e = cudaMemcpy(&h_bad, d_bad, sizeof h_bad, cudaMemcpyDeviceToHost);
     if (st == FLOE_OK && e != cudaSuccess)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
+    if (st == FLOE_OK && h[0] != roots)
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s: %llu roots counted, %llu found", t->spec.name,
+                              (unsigned long long)roots, h[0]);
     if (st == FLOE_OK && h_bad == GROW_DAMAGED)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: a root leads to a missing node",
                               t->spec.name);
