@@ -876,7 +876,7 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
     floe_status st = gpu_iceberg_used(t->roots, used, err);
     if (st != FLOE_OK)
         return st;
-    const uint64_t roots = used[0] + used[1] + used[2];
+    const uint64_t roots = used[0] + used[1] + used[2]; /* no erased rows: a TREE never erases (tree_load) */
     node_classes cl;
     classes_of(t->g.words, &cl);
     uint64_t *rk = NULL;

@@ -1099,6 +1099,10 @@ floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree *
         st = verify_nodes(t, h.nodes, path, err);
     if (st == FLOE_OK) /* the root table's rows and counts, as a SET's (a growth relies on them) */
         st = iceberg_verify_loaded(t->roots, &h, path, err);
+    if (st == FLOE_OK && h.tombstones) /* a growth takes every occupied root slot for a vector */
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID,
+                              "%s is damaged: its root table holds %llu erased rows, and a TREE never erases", path,
+                              (unsigned long long)h.tombstones);
     if (st != FLOE_OK)
         goto out;
     iceberg_set_counters(t->roots, h.used, 0, 0);
