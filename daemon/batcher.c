@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "batcher.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -423,7 +424,10 @@ static void end_drain(batcher *bt, job *drain)
 
 /* Closes every lane for the drain j; the last to have ended what it held
  * ends j.  Lane 0 decides: whichever of a drain and the shutdown closes it
- * first wins (the shutdown closes the lanes in order). */
+ * first wins (the shutdown closes the lanes in order).  This call holds a
+ * share of drain_left of its own while it walks the lanes: a lane's thread
+ * that ended the drain meanwhile could let the table's end free bt under
+ * it. */
 static floe_status submit_drain(batcher *bt, job *j)
 {
     batcher_lane *first = &bt->lanes[0];
@@ -431,7 +435,7 @@ static floe_status submit_drain(batcher *bt, job *j)
     const floe_status why = first->closed;
     if (why == FLOE_OK) {
         first->closed = FLOE_ERR_NO_TABLE;
-        atomic_store(&bt->drain_left, bt->nlanes);
+        atomic_store(&bt->drain_left, bt->nlanes + 1);
         atomic_store(&bt->drain, j);
     }
     pthread_mutex_unlock(&first->lock);
@@ -447,13 +451,13 @@ static floe_status submit_drain(batcher *bt, job *j)
     for (unsigned l = 0; l < bt->nlanes; l++) { /* lanes that held nothing, or have ended it meanwhile */
         batcher_lane *ln = &bt->lanes[l];
         pthread_mutex_lock(&ln->lock);
-        job *drain = lane_drained_locked(bt, ln);
+        job *drain = lane_drained_locked(bt, ln); /* never the last share: this call holds one */
         pthread_mutex_unlock(&ln->lock);
-        if (drain) {
-            end_drain(bt, drain);
-            break;
-        }
+        assert(!drain);
+        (void)drain;
     }
+    if (atomic_fetch_sub(&bt->drain_left, 1) == 1) /* bt is not touched after this unless the drain is ours */
+        end_drain(bt, j);
     return FLOE_OK;
 }
 

@@ -186,7 +186,7 @@ struct batcher {
     unsigned nlanes;
     batcher_lane *lanes;
     _Atomic(job *) drain;   /* the drain, once submitted: ends when drain_left reaches 0 */
-    atomic_uint drain_left; /* lanes not yet drained */
+    atomic_uint drain_left; /* lanes not yet drained, + 1 while submit_drain walks them */
     /* keys inserted or erased by its batches (the snapshot rules read it) */
     atomic_uint_fast64_t changes;
 };

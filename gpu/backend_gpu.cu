@@ -2270,7 +2270,8 @@ static void gpu_host_free(floe_backend *base, void *p)
 }
 
 static const floe_backend_ops gpu_ops = {
-    "gpu", gpu_create_table, gpu_load_table, gpu_submit, gpu_destroy_table, gpu_destroy, gpu_host_alloc, gpu_host_free,
+    "gpu",       gpu_create_table, gpu_load_table, gpu_submit, gpu_destroy_table,
+    gpu_destroy, gpu_host_alloc,   gpu_host_free,  NULL, /* set_lanes: the tables read the backend's own lanes */
 };
 
 extern "C" int floe_gpu_built(void)

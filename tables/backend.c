@@ -50,6 +50,8 @@ floe_status floe_backend_set_lanes(floe_backend *be, unsigned lanes, floe_errinf
     if (lanes < 1 || lanes > FLOE_LANES_MAX)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "lanes must be 1..%d, not %u", FLOE_LANES_MAX, lanes);
     be->lanes = lanes;
+    if (be->ops->set_lanes)
+        be->ops->set_lanes(be, lanes);
     return FLOE_OK;
 }
 

@@ -154,6 +154,8 @@ typedef struct floe_backend_ops {
     /* optional (NULL: malloc and free): host memory the backend moves fastest */
     void *(*host_alloc)(floe_backend *be, size_t bytes);
     void (*host_free)(floe_backend *be, void *p);
+    /* optional: a backend over others passes lanes (floe_backend_set_lanes) on to them */
+    void (*set_lanes)(floe_backend *be, unsigned lanes);
 } floe_backend_ops;
 
 /* Every backend's own structs begin with these. */

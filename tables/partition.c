@@ -937,10 +937,6 @@ static part_table *table_new(part_backend *be, const floe_spec *whole, floe_erri
     t->base.spec = *whole;
     t->be = be;
     t->parts = parts_for(be, whole->kind);
-    /* one part takes the batches straight (part_submit), so it runs the lanes asked of the whole;
-     * parts are fed by the one splitter */
-    for (unsigned i = 0; i < be->ninner; i++)
-        be->inner[i]->lanes = be->parts == 1 ? floe_backend_lanes(&be->base) : 1;
     t->spare = spare;
     pthread_mutex_init(&t->in_lock, NULL);
     pthread_cond_init(&t->in_cv, NULL);
@@ -1141,6 +1137,16 @@ static void part_host_free(floe_backend *base, void *p)
     floe_backend_host_free(((part_backend *)base)->inner[0], p);
 }
 
+/* One part takes the batches straight (part_submit), so it runs the lanes
+ * asked of the whole; parts are fed by the one splitter.  Set once here,
+ * not by each table made: tables are made on several threads at once. */
+static void part_set_lanes(floe_backend *base, unsigned lanes)
+{
+    part_backend *be = backend_of(base);
+    for (unsigned i = 0; i < be->ninner; i++)
+        be->inner[i]->lanes = be->parts == 1 ? lanes : 1;
+}
+
 static const floe_backend_ops part_ops = {
     .name = "partitioned",
     .create_table = part_create_table,
@@ -1150,6 +1156,7 @@ static const floe_backend_ops part_ops = {
     .destroy = part_destroy,
     .host_alloc = part_host_alloc,
     .host_free = part_host_free,
+    .set_lanes = part_set_lanes,
 };
 
 floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned ninner, unsigned parts, unsigned threads,
@@ -1178,6 +1185,7 @@ floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned n
     be->ninner = ninner;
     be->parts = parts;
     memcpy(be->inner, inner, ninner * sizeof *inner);
+    part_set_lanes(&be->base, floe_backend_lanes(&be->base));
     *out = &be->base;
     return FLOE_OK;
 }

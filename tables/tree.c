@@ -513,7 +513,7 @@ static floe_status unfold_states(tree *t, const fold_job *j, size_t n, uint32_t 
 static floe_status insert_states(tree *t, fold_job j, uint64_t generation, size_t n, uint8_t *results, uint64_t *ids,
                                  floe_answer_counts *counts, floe_errinfo *err)
 {
-    const size_t W = t->g.words; /* the same in every generation */
+    const size_t W = t->spec.words; /* the spec's: a growth writes t->g under the lock, which this does not hold */
     const bool grow = t->spec.grow;
     uint32_t *whole = NULL, *retry = NULL, *where = NULL;
     uint8_t *rres = NULL;
@@ -630,7 +630,7 @@ floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *pare
     for (size_t i = 0; i < n; i++) {
         first[i + 1] = first[i] + counts[i];
         for (uint64_t c = first[i]; c < first[i + 1]; c++)
-            assert(floe_change_word(changes + c * FLOE_CHANGE_BYTES) < t->g.words); /* the door's */
+            assert(floe_change_word(changes + c * FLOE_CHANGE_BYTES) < t->spec.words); /* the door's */
     }
     floe_status st =
         insert_states(t, (fold_job){.parents = parents, .first = first, .counts = counts, .changes = changes},
@@ -643,7 +643,7 @@ floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, u
                      floe_answer_counts *counts, floe_errinfo *err)
 {
     assert(n == 0 || (ids && results && vectors)); /* the door's (floe_batch_check) */
-    const size_t W = t->g.words;
+    const size_t W = t->spec.words;                /* before the lock: the spec's, which a growth leaves */
     pthread_rwlock_rdlock(&t->lock);
     for (size_t i = 0; i < n; i++) {
         int r = get_one(t, ids[i], vectors + i * W);
