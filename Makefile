@@ -5,7 +5,8 @@
 #                 make deps-build only those the build needs
 #   make          build the release libraries and tools into build/rel (make -j$(nproc) is faster)
 #   make test     build with AddressSanitizer + UBSan and run every test that
-#                 needs no GPU, then the large capacity test in the release build,
+#                 needs no GPU (the pipelines run of the integration suite against a
+#                 floed under ThreadSanitizer), then the large capacity test in the release build,
 #                 floe-bench runs, a 15 s smoke run of each fuzzer (test-fuzz),
 #                 and the install test (test-install)
 #   make install  PREFIX=/usr/local DESTDIR= SYSCONFDIR=...: floed, the tools, libfloe
@@ -13,7 +14,7 @@
 #                 make uninstall removes them again (see "Building and testing" in README.md)
 #   make man      the man pages (help2man, from the --help texts) into build/man
 #   make test-image  build the Dockerfile's CPU-only image with buildah and try it (opt-in, root)
-#   make test-tsan  the unit tests under ThreadSanitizer (slow; not in `make test`)
+#   make test-tsan  the unit and integration tests under ThreadSanitizer (slow; not in `make test`)
 #   make fuzz     build the libFuzzer targets (clang, ASan + UBSan) into build/fuzz and run each
 #                 FUZZ_SECONDS (default 300); docs/FUZZING.md; make fuzz-corpus regenerates the
 #                 seeds in tests/fuzz/corpus
@@ -444,9 +445,12 @@ test-integration-tls: build/san/floe-itests build/san/floed build/san/floe build
 test-integration-parts: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench
 	FLOE_PARTITIONS=3 FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench ./build/san/floe-itests
 
-# The same, with every table in 2 pipelines (floed's pipelines: a batcher lane per io thread).
-test-integration-pipelines: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench
-	FLOE_PIPELINES=2 FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench ./build/san/floe-itests
+# The same, with every table in 2 pipelines (floed's pipelines: a batcher lane per io thread),
+# against floed under ThreadSanitizer: the most concurrent floed of the runs, and a race stops
+# it (halt_on_error), which fails the suite.  setarch -R: see test-tsan.
+test-integration-pipelines: build/san/floe-itests build/tsan/floed build/san/floe build/san/floe-mc build/rel/floe-bench
+	FLOE_PIPELINES=2 FLOED=build/tsan/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench \
+	    TSAN_OPTIONS=halt_on_error=1 setarch -R ./build/san/floe-itests
 
 # Every suite but the large one, under AddressSanitizer and UBSan.
 test-unit: build/san/floe-tests
@@ -460,11 +464,13 @@ test-big: build/rel/floe-tests
 test-bench: build/rel/floed build/rel/floe-bench
 	bench/run-local.sh test
 
-# The lock-free engine under ThreadSanitizer (not part of `make test`: slow).
+# The lock-free engine under ThreadSanitizer, and the integration suite against a TSan floed
+# (not part of `make test`, which runs floed under TSan in its pipelines run only).
 # setarch -R: TSan needs the address layout that ASLR on newer kernels breaks.
-test-tsan: build/tsan/floe-tests build/tsan/floed build/san/floe-itests build/san/floe build/san/floe-mc
+test-tsan: build/tsan/floe-tests build/tsan/floed build/san/floe-itests build/san/floe build/san/floe-mc build/rel/floe-bench
 	CK_FORK=no CK_EXCLUDE_TAGS=big setarch -R ./build/tsan/floe-tests
-	FLOED=build/tsan/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc TSAN_OPTIONS=halt_on_error=1 setarch -R ./build/san/floe-itests
+	FLOED=build/tsan/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench \
+	    TSAN_OPTIONS=halt_on_error=1 setarch -R ./build/san/floe-itests
 
 # Fuzzing with clang's libFuzzer under ASan + UBSan (docs/FUZZING.md): one program per target
 # in build/fuzz, instrumented objects of their own (the CPU stub stands in for CUDA).  make fuzz
