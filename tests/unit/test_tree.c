@@ -202,15 +202,22 @@ static void check_contents(tree *t, vset *ref)
     free(got);
 }
 
+/* t saved to a new file; path (a "/tmp/floe-tree-XXXXXX" template) gets its name. */
+static void save_to_temp(tree *t, char *path)
+{
+    floe_errinfo err;
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(tree_save(t, path, &err) == FLOE_OK, "save: %s", err.msg);
+}
+
 /* t saved to a file, destroyed, and loaded again from the file. */
 static tree *saved_and_loaded(tree *t, floe_pool *pool)
 {
     floe_errinfo err;
     char path[] = "/tmp/floe-tree-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    ck_assert_msg(tree_save(t, path, &err) == FLOE_OK, "save: %s", err.msg);
+    save_to_temp(t, path);
     tree_destroy(t);
     ck_assert_msg(tree_load(path, 0, pool, &t, &err) == FLOE_OK, "load: %s", err.msg);
     unlink(path);
@@ -1212,21 +1219,10 @@ static void rewrite_header(const char *path, off_t off, uint64_t v)
 
 START_TEST(oversized_header_refused)
 {
-    floe_spec s;
     floe_errinfo err;
-    tree *t = NULL;
-    floe_spec_default(&s);
-    strcpy(s.name, "o");
-    s.kind = FLOE_KIND_TREE;
-    s.key_bits = 0;
-    s.words = 4;
-    s.capacity = 64;
-    ck_assert_int_eq(tree_create(&s, NULL, &t, &err), FLOE_OK);
+    tree *t = make_tree(4, 64, 0, NULL);
     char path[] = "/tmp/floe-tree-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    ck_assert_msg(tree_save(t, path, &err) == FLOE_OK, "save: %s", err.msg);
+    save_to_temp(t, path);
     tree_destroy(t);
     /* the header's spec: memory (offset 264), then capacity (offset 96); a
      * TiB would be mapped and faulted in before the sizes were compared */
@@ -1250,24 +1246,13 @@ END_TEST
  * growth to count the row as a vector's. */
 START_TEST(erased_root_refused)
 {
-    floe_spec s;
     floe_errinfo err;
-    tree *t = NULL;
-    floe_spec_default(&s);
-    strcpy(s.name, "e");
-    s.kind = FLOE_KIND_TREE;
-    s.key_bits = 0;
-    s.words = 4;
-    s.capacity = 64;
-    ck_assert_int_eq(tree_create(&s, NULL, &t, &err), FLOE_OK);
+    tree *t = make_tree(4, 64, 0, NULL);
     const uint32_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     uint8_t res[2];
     ck_assert_int_eq(tree_insert(t, v, 2, res, NULL, NULL, &err), FLOE_OK);
     char path[] = "/tmp/floe-tree-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    ck_assert_msg(tree_save(t, path, &err) == FLOE_OK, "save: %s", err.msg);
+    save_to_temp(t, path);
     tree *back = NULL;
     ck_assert_msg(tree_load(path, 0, NULL, &back, &err) == FLOE_OK, "load: %s", err.msg);
     tree_destroy(back);
