@@ -4,9 +4,10 @@
  * search are tables/layout.h's; this file only adds device access.
  *
  * One thread per key, no warp cooperation: each thread reads its own
- * primary bucket with 16-byte loads that bypass L1 (__ldcg: other SMs write
- * the table), so a warp has 32 independent bucket reads in flight instead of
- * one key at a time per 32-thread tile (the reference library's shape).  A
+ * primary bucket a 32-byte sector at a time, with 16-byte loads (load_path
+ * says which caches each may use), so a warp has 32 independent bucket
+ * reads in flight instead of one key at a time per 32-thread tile (the
+ * reference library's shape), and stops at the first sector that decides.  A
  * thread writes with a 64-bit atomicCAS on the word that holds the first
  * empty slot, exactly as the CPU engine does, so the paper's invariant and
  * the exactly-one-INSERTED guarantee carry over unchanged.
@@ -108,11 +109,11 @@ extern "C" void gpu_iceberg_lane(gpu_iceberg *t, unsigned lane)
  *     costing another L2 request;
  *   L2_ONLY (__ldcg): inserts change buckets that other SMs read, and a CAS
  *     retry must see them;
- *   L1_FIRST (__ldca): a SET insert's first snapshot may be an old one from
- *     L1, because during a put slots only go from EMPTY to a key: a key
- *     seen is there, a full bucket stays full with the same keys, and a
- *     claim of the first EMPTY slot seen succeeds only if its word is still
- *     as seen, so that the slot and all after it are EMPTY. */
+ *   L1_FIRST (__ldca): a SET insert's first snapshot of each sector may be
+ *     an old one from L1, because during a put slots only go from EMPTY to
+ *     a key: a key seen is there, a full sector stays full with the same
+ *     keys, and a claim of the first EMPTY slot seen succeeds only if its
+ *     word is still as seen, so that the slot and all after it are EMPTY. */
 enum load_path { READ_ONLY, L2_ONLY, L1_FIRST };
 
 template <int W, load_path P> __device__ __forceinline__ void load_bucket(const uint64_t *p, uint64_t (&s)[W])
@@ -172,41 +173,65 @@ __device__ __forceinline__ uint32_t bits_of(uint64_t h)
     return 1u << ((h >> 35) & 31) | 1u << ((h >> 40) & 31) | 1u << ((h >> 50) & 31);
 }
 
-__device__ __forceinline__ void bit_set(const id_bits &f, uint64_t id)
+/* Where id's bits are (*word) and which they are (the mask returned): a
+ * test reads the word and compares (fix_maybe, several ids at once). */
+__device__ __forceinline__ uint32_t bits_at(const id_bits &f, uint64_t id, uint32_t **word)
 {
     const uint64_t h = scratch_hash(id);
-    atomicOr(f.bits + ((h & f.mask) >> 5), bits_of(h));
+    *word = f.bits + ((h & f.mask) >> 5);
+    return bits_of(h);
 }
 
-__device__ __forceinline__ bool bit_test(const id_bits &f, uint64_t id)
+__device__ __forceinline__ void bit_set(const id_bits &f, uint64_t id)
 {
-    const uint64_t h = scratch_hash(id), m = bits_of(h);
-    return (__ldcg(f.bits + ((h & f.mask) >> 5)) & m) == m;
+    uint32_t *w;
+    const uint32_t m = bits_at(f, id, &w);
+    atomicOr(w, m);
 }
 
-/* A find looks for a row a 32-byte sector at a time: slots fill in order,
- * so the sectors after one with an EMPTY slot are EMPTY too, and are not
- * read (at fill 0.9 half the hits are in a primary bucket's first sector).
- * The slot of row, or W * 64 / RB; *room: the bucket has an EMPTY slot. */
-template <int W, int RB> __device__ __forceinline__ int find_row(const uint64_t *bp, uint64_t row, bool *room)
+/* Finds and puts look for a row a 32-byte sector at a time: slots fill in
+ * order (an erase leaves a tombstone), so the sectors after one with an
+ * EMPTY slot are EMPTY too, and are not read (at fill 0.9 half the hits
+ * are in a primary bucket's first sector; below 0.5 most puts claim a slot
+ * in it).  The slot of row, or W * 64 / RB; *empty: the bucket's first
+ * EMPTY slot (W * 64 / RB: none), *word: the word that holds it, as read.
+ * A put's later snapshots (again = true) go to L2 whatever the path. */
+template <int W, int RB, load_path P>
+__device__ __forceinline__ int scan_bucket(const uint64_t *bp, uint64_t row, bool again, int *empty, uint64_t *word)
 {
     constexpr int H = 4, PER = H * 64 / RB; /* words, slots a sector */
 #pragma unroll
     for (int h = 0; h < W; h += H) {
         uint64_t s[H];
-        load_bucket<H, READ_ONLY>(bp + h, s);
+        if (P == L1_FIRST && again)
+            load_bucket<H, L2_ONLY>(bp + h, s);
+        else
+            load_bucket<H, P>(bp + h, s);
         const int hit = first_eq<H, RB>(s, row);
         if (hit < PER) {
-            *room = false;
+            *empty = W * 64 / RB;
             return h * 64 / RB + hit;
         }
-        if (first_eq<H, RB>(s, FLOE_ROW_EMPTY) < PER) {
-            *room = true;
+        const int e = first_eq<H, RB>(s, FLOE_ROW_EMPTY);
+        if (e < PER) {
+            *empty = h * 64 / RB + e;
+            *word = word_at<H>(s, e * RB / 64);
             return W * 64 / RB;
         }
     }
-    *room = false;
+    *empty = W * 64 / RB;
     return W * 64 / RB;
+}
+
+/* A find's look at one bucket: the slot of row, or W * 64 / RB; *room: the
+ * bucket has an EMPTY slot. */
+template <int W, int RB> __device__ __forceinline__ int find_row(const uint64_t *bp, uint64_t row, bool *room)
+{
+    int empty;
+    uint64_t word;
+    const int hit = scan_bucket<W, RB, READ_ONLY>(bp, row, false, &empty, &word);
+    *room = empty < W * 64 / RB;
+    return hit;
 }
 
 /* One candidate bucket (level 0): 0 = found or inserted (res/id set), 1 = full.
@@ -231,29 +256,26 @@ __device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, uint64_t f
         *id = FLOE_NO_ID;
         return 0;
     } else {
-        uint64_t s[W];
-        load_bucket<W, map ? L2_ONLY : L1_FIRST>(bp, s);
-        for (;;) {
-            int hit = first_eq<W, RB>(s, row);
+        constexpr load_path P = map ? L2_ONLY : L1_FIRST;
+        for (bool again = false;; again = true) {
+            int f;
+            uint64_t expect;
+            const int hit = scan_bucket<W, RB, P>(bp, row, again, &f, &expect);
             if (hit < SLOTS) {
                 *res = R_PRESENT;
                 *id = first_id + (uint64_t)hit;
                 return 0;
             }
-            int f = first_eq<W, RB>(s, FLOE_ROW_EMPTY);
             if (f == SLOTS)
                 return 1;
-            int w = f * RB / 64;
-            uint64_t expect = word_at<W>(s, w);
-            uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, map ? floe_row_busy(RB) : row);
-            uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(bp + w), expect, desired);
-            if (old == expect) {
+            const int w = f * RB / 64;
+            const uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, map ? floe_row_busy(RB) : row);
+            if (atomicCAS(reinterpret_cast<unsigned long long *>(bp + w), expect, desired) == expect) {
                 *res = R_INSERTED;
                 *id = first_id + (uint64_t)f;
                 *put = row;
                 return 0;
             }
-            load_bucket<W, L2_ONLY>(bp, s);
         }
     }
 }
@@ -285,30 +307,28 @@ __device__ __forceinline__ int put_double(uint64_t *b0, uint64_t *b1, uint64_t r
         }
         return 1;
     } else {
-        uint64_t s0[W], s1[W];
         for (;;) {
-            load_bucket<W, L2_ONLY>(b0, s0);
-            int hit = first_eq<W, RB>(s0, r0);
+            int f0, f1;
+            uint64_t e0, e1;
+            int hit = scan_bucket<W, RB, L2_ONLY>(b0, r0, true, &f0, &e0);
             if (hit < SLOTS) {
                 *res = R_PRESENT;
                 *id = id0 + (uint64_t)hit;
                 return 0;
             }
-            load_bucket<W, L2_ONLY>(b1, s1);
-            hit = first_eq<W, RB>(s1, r1);
+            hit = scan_bucket<W, RB, L2_ONLY>(b1, r1, true, &f1, &e1);
             if (hit < SLOTS) {
                 *res = R_PRESENT;
                 *id = id1 + (uint64_t)hit;
                 return 0;
             }
-            int f0 = first_eq<W, RB>(s0, FLOE_ROW_EMPTY), f1 = first_eq<W, RB>(s1, FLOE_ROW_EMPTY);
             int c = (int)floe_pick_choice((uint32_t)f0, (uint32_t)f1);
             int f = c ? f1 : f0;
             if (f == SLOTS)
                 return 1;
             uint64_t *bp = c ? b1 : b0;
             int w = f * RB / 64;
-            uint64_t expect = c ? word_at<W>(s1, w) : word_at<W>(s0, w);
+            uint64_t expect = c ? e1 : e0;
             uint64_t desired = floe_row_put(expect, RB, (uint32_t)f, map ? floe_row_busy(RB) : (c ? r1 : r0));
             if (atomicCAS(reinterpret_cast<unsigned long long *>(bp + w), expect, desired) == expect) {
                 *res = R_INSERTED;
@@ -415,9 +435,9 @@ __device__ __forceinline__ void publish(const floe_geometry &g, uint64_t *L0, ui
 
 /* Blocks per SM that the launch bounds ask for: they cap the registers so
  * that enough warps are resident to keep many bucket reads in flight (the
- * kernels are latency-bound).  Finds, which read a sector at a time, fit
- * 6 in 40 registers without spilling; SET puts 3 in 80 (some spilled, but
- * 3 blocks of warps in flight instead of 2: 5-15% faster puts). */
+ * kernels are latency-bound).  Finds fit 6 in 40 registers without
+ * spilling.  SET puts, which also read a sector at a time now, need 48
+ * and no spills (5 blocks fit); a cap of 4 instead of 3 measured the same. */
 #define FIND_BLOCKS 6
 #define PUT_BLOCKS 3
 
@@ -601,30 +621,57 @@ __device__ __forceinline__ bool put_one(const floe_geometry &g, uint64_t *L0, ui
     return res == R_PRESENT;
 }
 
-/* A key PRESENT in a slot whose bit is set may have been put by a twin of
- * its batch (or the bit is another slot's): it enters the losers' map, and
- * the settling decides.  Whether it entered. */
-template <typename Id>
-__device__ __forceinline__ bool lose_one(const Id *ids, const uint8_t *results, uint64_t i, const id_bits &claimed,
-                                         const losers &L)
+/* The fix-up's kernels take FIX_KEYS keys a thread, BLOCK apart (each
+ * load of a warp one run of memory), and read all their answers and ids,
+ * then all their filter words, before they look at any: a key's reads do
+ * not wait for the one before it. */
+#define FIX_KEYS 4
+
+__device__ __forceinline__ uint64_t fix_index(int j)
 {
-    if (results[i] != R_PRESENT || !bit_test(claimed, ids[i]))
-        return false;
-    enter_loser(L, ids[i], i);
-    return true;
+    return (blockIdx.x * (uint64_t)FIX_KEYS + (uint64_t)j) * BLOCK + threadIdx.x;
+}
+
+/* The answers and ids of this thread's keys; ABSENT past the end, which no
+ * phase looks for (a put answers no key ABSENT; an erase settles ERASED). */
+template <typename Id>
+__device__ __forceinline__ void fix_load(const Id *ids, const uint8_t *results, uint64_t n, uint8_t (&r)[FIX_KEYS],
+                                         Id (&id)[FIX_KEYS])
+{
+#pragma unroll
+    for (int j = 0; j < FIX_KEYS; j++) {
+        const uint64_t i = fix_index(j);
+        r[j] = i < n ? results[i] : (uint8_t)R_ABSENT;
+        id[j] = i < n ? ids[i] : 0;
+    }
+}
+
+/* Which of this thread's keys answered `want` and have all their bits set
+ * in f (bit j of the mask returned). */
+template <typename Id>
+__device__ __forceinline__ unsigned fix_maybe(const id_bits &f, const uint8_t (&r)[FIX_KEYS], const Id (&id)[FIX_KEYS],
+                                              uint8_t want)
+{
+    uint32_t w[FIX_KEYS], m[FIX_KEYS];
+#pragma unroll
+    for (int j = 0; j < FIX_KEYS; j++) {
+        uint32_t *word;
+        m[j] = bits_at(f, id[j], &word);
+        w[j] = r[j] == want ? __ldcg(word) : 0;
+    }
+    unsigned maybe = 0;
+#pragma unroll
+    for (int j = 0; j < FIX_KEYS; j++)
+        maybe |= (r[j] == want && (w[j] & m[j]) == m[j]) << j;
+    return maybe;
 }
 
 /* A winner (INSERTED, ERASED) with an earlier loser of its key hands its
  * answer over: a loser is PRESENT after a put, ABSENT after an erase. */
-template <typename Id>
-__device__ __forceinline__ void settle_one(const Id *ids, uint8_t *results, uint64_t i, const losers &L, uint8_t win,
+__device__ __forceinline__ void settle_one(uint64_t id, uint8_t *results, uint64_t i, const losers &L, uint8_t win,
                                            uint8_t lose)
 {
-    if (results[i] != win)
-        return;
-    const uint64_t id = ids[i], want = (uint64_t)L.tag << TAG_SHIFT | id;
-    if (!bit_test(L.lost, id))
-        return;
+    const uint64_t want = (uint64_t)L.tag << TAG_SHIFT | id;
     uint64_t h = scratch_hash(id) & L.mask;
     for (;;) {
         const uint64_t k = __ldcg(L.skeys + h);
@@ -693,20 +740,36 @@ __global__ void k_claims(const Id *ids, const uint8_t *results, uint64_t n, cons
                          bool pdl)
 {
     wait_previous();
-    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (__ldg(L.tags + TAGGED_PRESENT) == L.tag && i < n && results[i] == R_INSERTED)
-        bit_set(claimed, ids[i]);
+    if (__ldg(L.tags + TAGGED_PRESENT) == L.tag) {
+        uint8_t r[FIX_KEYS];
+        Id id[FIX_KEYS];
+        fix_load(ids, results, n, r, id);
+#pragma unroll
+        for (int j = 0; j < FIX_KEYS; j++)
+            if (r[j] == R_INSERTED)
+                bit_set(claimed, id[j]);
+    }
     if (pdl)
         let_next_start();
 }
 
+/* A key PRESENT in a slot whose bits are set may have been put by a twin of
+ * its batch (or the bits are other slots'): it enters the losers' map, and
+ * the settling decides. */
 template <typename Id>
 __global__ void k_losers(const Id *ids, const uint8_t *results, uint64_t n, const id_bits claimed, const losers L,
                          bool pdl)
 {
     wait_previous();
-    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    tag_block(i < n && lose_one(ids, results, i, claimed, L), L, TAGGED_LOSER);
+    uint8_t r[FIX_KEYS];
+    Id id[FIX_KEYS];
+    fix_load(ids, results, n, r, id);
+    const unsigned maybe = fix_maybe(claimed, r, id, R_PRESENT);
+#pragma unroll
+    for (int j = 0; j < FIX_KEYS; j++)
+        if (maybe >> j & 1)
+            enter_loser(L, id[j], fix_index(j));
+    tag_block(maybe != 0, L, TAGGED_LOSER);
     if (pdl)
         let_next_start();
 }
@@ -716,9 +779,16 @@ template <typename Id>
 __global__ void k_settle(const Id *ids, uint8_t *results, uint64_t n, const losers L, uint8_t win, uint8_t lose)
 {
     wait_previous();
-    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (__ldg(L.tags + TAGGED_LOSER) == L.tag && i < n)
-        settle_one(ids, results, i, L, win, lose);
+    if (__ldg(L.tags + TAGGED_LOSER) != L.tag)
+        return;
+    uint8_t r[FIX_KEYS];
+    Id id[FIX_KEYS];
+    fix_load(ids, results, n, r, id);
+    const unsigned maybe = fix_maybe(L.lost, r, id, win);
+#pragma unroll
+    for (int j = 0; j < FIX_KEYS; j++)
+        if (maybe >> j & 1)
+            settle_one(id[j], results, fix_index(j), L, win, lose);
 }
 
 /* Erase pass 2: tombstone the slot pass 1 found.  Keys never move and an
@@ -1058,6 +1128,11 @@ static inline unsigned blocks_for(uint64_t n)
     return (unsigned)((n + BLOCK - 1) / BLOCK);
 }
 
+static inline unsigned fix_blocks_for(uint64_t n)
+{
+    return (unsigned)((n + (uint64_t)BLOCK * FIX_KEYS - 1) / ((uint64_t)BLOCK * FIX_KEYS));
+}
+
 /* The kernels are templated on the level-0 row width (16, 32 or 64 bits):
  * f(RB) with it as a compile-time constant (RB::value), the one place that
  * picks it.  with_shape: f(RB, INS) for the kernels also templated on insert. */
@@ -1374,13 +1449,14 @@ static floe_status put_phases(gpu_iceberg *t, const uint64_t *d_keys, size_t n, 
             t->g, L0, L1, L2, d_keys, n, d_results, ids, t->filter, filter_words, L, lane_halt(t), t->seq, pdl);
     });
     CUDA_TRY(cudaGetLastError(), err);
-    CUDA_TRY(launch_next(pdl, k_claims<Id>, blocks, s, (const Id *)ids, (const uint8_t *)d_results, (uint64_t)n,
-                         claimed, L, pdl),
+    const unsigned fix = fix_blocks_for(n);
+    CUDA_TRY(launch_next(pdl, k_claims<Id>, fix, s, (const Id *)ids, (const uint8_t *)d_results, (uint64_t)n, claimed,
+                         L, pdl),
              err);
-    CUDA_TRY(launch_next(pdl, k_losers<Id>, blocks, s, (const Id *)ids, (const uint8_t *)d_results, (uint64_t)n,
-                         claimed, L, pdl),
+    CUDA_TRY(launch_next(pdl, k_losers<Id>, fix, s, (const Id *)ids, (const uint8_t *)d_results, (uint64_t)n, claimed,
+                         L, pdl),
              err);
-    CUDA_TRY(launch_next(pdl, k_settle<Id>, blocks, s, (const Id *)ids, d_results, (uint64_t)n, L, (uint8_t)R_INSERTED,
+    CUDA_TRY(launch_next(pdl, k_settle<Id>, fix, s, (const Id *)ids, d_results, (uint64_t)n, L, (uint8_t)R_INSERTED,
                          (uint8_t)R_PRESENT),
              err);
     return FLOE_OK;
@@ -1462,7 +1538,7 @@ extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys,
         return st;
     const unsigned blocks = blocks_for(n);
     k_erase<<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], n, d_results, t->tmp_ids, L);
-    k_settle<uint64_t><<<blocks, BLOCK, 0, s>>>(t->tmp_ids, d_results, n, L, FLOE_ERASED, R_ABSENT);
+    k_settle<uint64_t><<<fix_blocks_for(n), BLOCK, 0, s>>>(t->tmp_ids, d_results, n, L, FLOE_ERASED, R_ABSENT);
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
 }
