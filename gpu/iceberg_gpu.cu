@@ -76,8 +76,7 @@ struct gpu_iceberg {
     size_t scan_tmp_bytes;
     /* fix-up scratch, grown on demand; its entries carry the tag of the
      * batch that wrote them */
-    uint64_t *scratch_ids;
-    uint64_t *scratch_min;
+    ulonglong2 *scratch_map; /* the losers' map (struct losers) */
     unsigned *batch_tags; /* TAGGED words: the tag of the last batch with a loser, with a key PRESENT */
     unsigned tag;         /* the current batch's, 1 .. TAG_MAX */
     uint64_t *tmp_ids;
@@ -166,11 +165,11 @@ struct id_bits {
     uint64_t mask;
 };
 
-/* Three bits of one word, all set for an id: a test costs one read, and a
- * false "maybe" needs all three. */
+/* Four bits of one word (fewer where two coincide), all set for an id: a
+ * test costs one read, and a false "maybe" needs all four. */
 __device__ __forceinline__ uint32_t bits_of(uint64_t h)
 {
-    return 1u << ((h >> 35) & 31) | 1u << ((h >> 40) & 31) | 1u << ((h >> 50) & 31);
+    return 1u << ((h >> 35) & 31) | 1u << ((h >> 40) & 31) | 1u << ((h >> 45) & 31) | 1u << ((h >> 50) & 31);
 }
 
 /* Where id's bits are (*word) and which they are (the mask returned): a
@@ -537,9 +536,8 @@ __global__ void __launch_bounds__(BLOCK, 2)
 
 /* ---- first occurrence wins: the fix-up ------------------------------------------------------------ */
 
-/* Scratch entries: the batch's tag in the bits above the id (scratch_ids)
- * or above the index (scratch_min).  Tag 0 is never used: zeroed memory is
- * empty. */
+/* The losers' map entries: the batch's tag in the bits above the id (.x)
+ * and above the index (.y).  Tag 0 is never used: zeroed memory is empty. */
 #define TAG_SHIFT 46
 #define TAG_MAX   ((1u << (64 - TAG_SHIFT)) - 1)
 static_assert((uint64_t)FLOE_L0_SLOTS << FLOE_MAX_ADDR_BITS <= 1ull << (TAG_SHIFT - 1),
@@ -550,10 +548,11 @@ static_assert((uint64_t)FLOE_L0_SLOTS << FLOE_MAX_ADDR_BITS <= 1ull << (TAG_SHIF
 enum { TAGGED_LOSER, TAGGED_PRESENT, TAGGED };
 
 /* The map of a batch's losers: keyed by slot id, each entry holding the
- * smallest index of a loser of that id.  Entering marks the id in `lost`;
- * the kernel marks the batch in tags[TAGGED_LOSER] (tag_block). */
+ * smallest index of a loser of that id, side by side in 16 bytes so that
+ * one read gets both.  Entering marks the id in `lost`; the kernel marks
+ * the batch in tags[TAGGED_LOSER] (tag_block). */
 struct losers {
-    uint64_t *skeys, *smin;
+    ulonglong2 *map;
     uint64_t mask;
     id_bits lost;
     unsigned *tags;
@@ -563,24 +562,27 @@ struct losers {
 __device__ __forceinline__ void enter_loser(const losers &L, uint64_t id, uint64_t i)
 {
     const uint64_t want = (uint64_t)L.tag << TAG_SHIFT | id;
-    uint64_t h = scratch_hash(id) & L.mask, k = __ldcg(L.skeys + h);
+    uint64_t h = scratch_hash(id) & L.mask;
+    ulonglong2 e = __ldcg(L.map + h);
     for (;;) { /* the first entry that is this key's, or empty (another batch's) and claimed */
-        if (k == want)
+        if (e.x == want)
             break;
-        if (k >> TAG_SHIFT != L.tag) {
-            const uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(L.skeys + h), k, want);
-            if (old == k)
+        if (e.x >> TAG_SHIFT != L.tag) {
+            const uint64_t old = atomicCAS(&L.map[h].x, e.x, want);
+            if (old == e.x)
                 break;
-            k = old; /* taken meanwhile: look again */
+            e.x = old; /* taken meanwhile: look again */
             continue;
         }
         h = (h + 1) & L.mask;
-        k = __ldcg(L.skeys + h);
+        e = __ldcg(L.map + h);
     }
+    /* e.y as read with the key: where another loser changed it since, the
+     * first exchange fails and returns it */
     const uint64_t mine = (uint64_t)L.tag << 32 | (uint32_t)i;
-    uint64_t m = __ldcg(L.smin + h);
+    uint64_t m = e.y;
     while (m >> 32 != L.tag || (uint32_t)m > (uint32_t)i) { /* another batch's, or a later index */
-        const uint64_t old = atomicCAS(reinterpret_cast<unsigned long long *>(L.smin + h), m, mine);
+        const uint64_t old = atomicCAS(&L.map[h].y, m, mine);
         if (old == m)
             break;
         m = old;
@@ -599,9 +601,16 @@ __device__ __forceinline__ void tag_block(bool said, const losers &L, int which)
 
 /* ---- a SET's put: the phases per key, and the kernels that run them ----------------------------- */
 
+/* Ids of 32 bits are the fix-up's alone (the caller wants none, and every
+ * slot id is below FIX_PRESENT), and carry the answer that the fix-up
+ * looks for, so that it reads 4 bytes a key, not 5: an INSERTED key's slot
+ * id, a PRESENT key's with FIX_PRESENT set, or FIX_NONE for the others. */
+#define FIX_PRESENT 0x80000000u
+#define FIX_NONE    0xFFFFFFFFu
+
 /* Find-or-put of key i (skipped: the table is halted); whether it came back
- * PRESENT.  Id: the ids' type, 32 bits where only the fix-up reads them and
- * every slot id fits (an id of a FULL key is never read). */
+ * PRESENT.  Id: the ids' type: 64 bits, the slot ids the caller wants (an
+ * id of a FULL key is never read), or 32 bits with the answer in them. */
 template <int RB0, typename Id>
 __device__ __forceinline__ bool put_one(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
                                         const uint64_t *keys, uint64_t i, uint8_t *results, Id *ids, bool skip,
@@ -609,6 +618,8 @@ __device__ __forceinline__ bool put_one(const floe_geometry &g, uint64_t *L0, ui
 {
     if (skip) {
         results[i] = SKIPPED;
+        if constexpr (sizeof(Id) == 4)
+            ids[i] = FIX_NONE;
         return false;
     }
     uint8_t res;
@@ -617,7 +628,10 @@ __device__ __forceinline__ bool put_one(const floe_geometry &g, uint64_t *L0, ui
     if (res == R_FULL)
         halt_on_full(halt, seq);
     results[i] = res;
-    ids[i] = (Id)id;
+    if constexpr (sizeof(Id) == 4)
+        ids[i] = res == R_INSERTED ? (uint32_t)id : res == R_PRESENT ? (uint32_t)id | FIX_PRESENT : FIX_NONE;
+    else
+        ids[i] = id;
     return res == R_PRESENT;
 }
 
@@ -632,8 +646,9 @@ __device__ __forceinline__ uint64_t fix_index(int j)
     return (blockIdx.x * (uint64_t)FIX_KEYS + (uint64_t)j) * BLOCK + threadIdx.x;
 }
 
-/* The answers and ids of this thread's keys; ABSENT past the end, which no
- * phase looks for (a put answers no key ABSENT; an erase settles ERASED). */
+/* The answers and ids of this thread's keys (from 32-bit ids alone, see
+ * put_one); ABSENT past the end and for FIX_NONE, which no phase looks for
+ * (a put answers no key ABSENT; an erase settles ERASED). */
 template <typename Id>
 __device__ __forceinline__ void fix_load(const Id *ids, const uint8_t *results, uint64_t n, uint8_t (&r)[FIX_KEYS],
                                          Id (&id)[FIX_KEYS])
@@ -641,8 +656,14 @@ __device__ __forceinline__ void fix_load(const Id *ids, const uint8_t *results, 
 #pragma unroll
     for (int j = 0; j < FIX_KEYS; j++) {
         const uint64_t i = fix_index(j);
-        r[j] = i < n ? results[i] : (uint8_t)R_ABSENT;
-        id[j] = i < n ? ids[i] : 0;
+        if constexpr (sizeof(Id) == 4) {
+            const uint32_t w = i < n ? ids[i] : FIX_NONE;
+            r[j] = w == FIX_NONE ? R_ABSENT : w & FIX_PRESENT ? R_PRESENT : R_INSERTED;
+            id[j] = w & ~FIX_PRESENT;
+        } else {
+            r[j] = i < n ? results[i] : (uint8_t)R_ABSENT;
+            id[j] = i < n ? ids[i] : 0;
+        }
     }
 }
 
@@ -673,15 +694,16 @@ __device__ __forceinline__ void settle_one(uint64_t id, uint8_t *results, uint64
 {
     const uint64_t want = (uint64_t)L.tag << TAG_SHIFT | id;
     uint64_t h = scratch_hash(id) & L.mask;
+    ulonglong2 e;
     for (;;) {
-        const uint64_t k = __ldcg(L.skeys + h);
-        if (k >> TAG_SHIFT != L.tag)
+        e = __ldcg(L.map + h);
+        if (e.x >> TAG_SHIFT != L.tag)
             return; /* no loser of this key */
-        if (k == want)
+        if (e.x == want)
             break;
         h = (h + 1) & L.mask;
     }
-    const uint32_t first = (uint32_t)__ldcg(L.smin + h);
+    const uint32_t first = (uint32_t)e.y;
     if (first < (uint32_t)i) {
         results[i] = lose;
         results[first] = win;
@@ -1264,8 +1286,7 @@ extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
         return;
     free_arrays(t);
     cudaFree(t->halt);
-    cudaFree(t->scratch_ids);
-    cudaFree(t->scratch_min);
+    cudaFree(t->scratch_map);
     cudaFree(t->batch_tags);
     cudaFree(t->tmp_ids);
     cudaFree(t->filter);
@@ -1300,11 +1321,11 @@ static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool
     return FLOE_OK;
 }
 
-/* Bits per key of a batch's filters: `claimed` gets eight, three set for
- * every key INSERTED (at most 3 in 8 set, 3 in 16 where half the keys were
- * PRESENT; a key present before the batch then meets a false "maybe" about
- * 1 in 150 times, and enters the losers' map), `lost` one, three set for
- * every loser (a winner probes the map where its bits are set). */
+/* Bits per key of a batch's filters: `claimed` gets eight, four set for
+ * every key INSERTED (4 in 16 where half the keys were PRESENT; a key
+ * present before the batch then meets a false "maybe" about 1 in 250
+ * times, and enters the losers' map), `lost` one, four set for every loser
+ * (a winner probes the map where its bits are set). */
 #define CLAIMED_BITS 8
 #define LOST_BITS    1
 
@@ -1326,15 +1347,11 @@ static floe_status grow_scratch(gpu_iceberg *t, size_t n, floe_errinfo *err)
         CUDA_TRY(cudaMemset(t->batch_tags, 0, TAGGED * sizeof *t->batch_tags), err);
     }
     if (cap > t->scratch_cap) {
-        cudaFree(t->scratch_ids);
-        cudaFree(t->scratch_min);
-        t->scratch_ids = NULL;
-        t->scratch_min = NULL;
+        cudaFree(t->scratch_map);
+        t->scratch_map = NULL;
         t->scratch_cap = 0;
-        CUDA_TRY(cudaMalloc(&t->scratch_ids, cap * sizeof(uint64_t)), err);
-        CUDA_TRY(cudaMalloc(&t->scratch_min, cap * sizeof(uint64_t)), err);
-        CUDA_TRY(cudaMemset(t->scratch_ids, 0, cap * sizeof(uint64_t)), err); /* tag 0: empty */
-        CUDA_TRY(cudaMemset(t->scratch_min, 0, cap * sizeof(uint64_t)), err);
+        CUDA_TRY(cudaMalloc(&t->scratch_map, cap * sizeof *t->scratch_map), err);
+        CUDA_TRY(cudaMemset(t->scratch_map, 0, cap * sizeof *t->scratch_map), err); /* tag 0: empty */
         t->scratch_cap = cap;
     }
     if (n > t->tmp_cap) {
@@ -1363,8 +1380,7 @@ static floe_status next_tag(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
     if (++t->tag <= TAG_MAX)
         return FLOE_OK;
     t->tag = 1;
-    CUDA_TRY(cudaMemsetAsync(t->scratch_ids, 0, t->scratch_cap * sizeof(uint64_t), s), err);
-    CUDA_TRY(cudaMemsetAsync(t->scratch_min, 0, t->scratch_cap * sizeof(uint64_t), s), err);
+    CUDA_TRY(cudaMemsetAsync(t->scratch_map, 0, t->scratch_cap * sizeof *t->scratch_map, s), err);
     CUDA_TRY(cudaMemsetAsync(t->batch_tags, 0, TAGGED * sizeof *t->batch_tags, s), err);
     return FLOE_OK;
 }
@@ -1415,7 +1431,7 @@ static floe_status begin_fixup(gpu_iceberg *t, size_t n, cudaStream_t s, id_bits
     const size_t cbits = filter_bits(n, CLAIMED_BITS), lbits = filter_bits(n, LOST_BITS);
     *claimed = {t->filter, cbits - 1};
     const id_bits lost = {t->filter + cbits / 32, lbits - 1};
-    *L = {t->scratch_ids, t->scratch_min, t->scratch_cap - 1, lost, t->batch_tags, t->tag};
+    *L = {t->scratch_map, t->scratch_cap - 1, lost, t->batch_tags, t->tag};
     return FLOE_OK;
 }
 
@@ -1463,7 +1479,8 @@ static floe_status put_phases(gpu_iceberg *t, const uint64_t *d_keys, size_t n, 
 }
 
 /* One piece of a put: its scratch, then its kernels.  Ids the caller does
- * not want are the fix-up's alone, 4 bytes each where every slot id fits. */
+ * not want are the fix-up's alone: 4 bytes each, with the answer in them,
+ * where every slot id is below FIX_PRESENT (put_one). */
 static floe_status put_piece(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, uint64_t *d_ids,
                              cudaStream_t s, floe_errinfo *err)
 {
@@ -1474,7 +1491,7 @@ static floe_status put_piece(gpu_iceberg *t, const uint64_t *d_keys, size_t n, u
         return st;
     if (d_ids)
         return put_phases(t, d_keys, n, d_results, d_ids, claimed, L, s, err);
-    if (t->g.total_slots <= UINT32_MAX)
+    if (t->g.total_slots < FIX_PRESENT)
         return put_phases(t, d_keys, n, d_results, reinterpret_cast<uint32_t *>(t->tmp_ids), claimed, L, s, err);
     return put_phases(t, d_keys, n, d_results, t->tmp_ids, claimed, L, s, err);
 }
