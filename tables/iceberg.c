@@ -921,9 +921,8 @@ floe_status iceberg_scan(iceberg *t, const floe_scan_pos *from, size_t limit, ui
     return FLOE_OK;
 }
 
-int iceberg_key_at(iceberg *t, uint64_t id, uint64_t *key)
+int iceberg_key_at(const iceberg *t, uint64_t id, uint64_t *key)
 {
-    pthread_rwlock_rdlock(&t->lock);
     const store *s = &t->s;
     uint32_t l, slot;
     uint64_t b;
@@ -938,7 +937,6 @@ int iceberg_key_at(iceberg *t, uint64_t id, uint64_t *key)
             found = 1;
         }
     }
-    pthread_rwlock_unlock(&t->lock);
     return found;
 }
 

@@ -76,8 +76,12 @@ floe_status iceberg_scan(iceberg *t, const floe_scan_pos *from, size_t limit, ui
 void iceberg_stats(iceberg *t, floe_table_stats *s);
 
 /* The key in slot id: 1 and *key if the slot holds one, else 0 (an empty
- * or erased slot, or an id past the table). */
-int iceberg_key_at(iceberg *t, uint64_t id, uint64_t *key);
+ * or erased slot, or an id past the table).  It takes no lock: safe beside
+ * batches, but the caller keeps t from being rebuilt while it runs (a
+ * TREE's root table, the one user, is rebuilt only under the TREE's lock,
+ * which every caller holds; a lock a call cost a batch by parent a quarter
+ * of its time, its threads queueing on the lock's word). */
+int iceberg_key_at(const iceberg *t, uint64_t id, uint64_t *key);
 /* Slots of every level: ids are below this. */
 uint64_t iceberg_total_slots(const iceberg *t);
 /* Rebuilds so far: ids of an earlier generation name other keys. */

@@ -237,18 +237,15 @@ static int level_seen(level_set *s, uint32_t i)
     return was;
 }
 
-/* Folds the vector that is `parent`'s with nc words changed into its root
- * key, reading and putting only the nodes on the changed words' paths: the
- * item of word w at level k is at position w >> k, and an odd level's last
- * item is carried up unchanged.  FOLDED, FLOE_FULL (a node had no room),
- * FLOE_ABSENT (parent names no vector) or DAMAGED. */
-static int fold_delta(const tree *t, uint64_t parent, const uint8_t *ch, uint32_t nc, uint64_t *root_key,
+/* Folds the vector of the parent whose root key is `key`, with nc words
+ * changed, into its root key, reading and putting only the nodes on the
+ * changed words' paths: the item of word w at level k is at position
+ * w >> k, and an odd level's last item is carried up unchanged.  FOLDED,
+ * FLOE_FULL (a node had no room) or DAMAGED. */
+static int fold_delta(const tree *t, uint64_t key, const uint8_t *ch, uint32_t nc, uint64_t *root_key,
                       unsigned *created)
 {
     const floe_tree_geometry *g = &t->g;
-    uint64_t key;
-    if (!iceberg_key_at(t->roots, parent, &key))
-        return FLOE_ABSENT;
     uint32_t m[10], L = 0; /* items per level; level L holds the root pair */
     for (m[0] = g->words; m[L] > 2; L++)
         m[L + 1] = floe_tree_up(m[L]);
@@ -302,6 +299,7 @@ typedef struct fold_job {
     tree *t;
     const uint32_t *vectors; /* whole vectors, or (NULL) parents and changes */
     const uint64_t *parents;
+    uint64_t *parent_keys; /* their root keys (check_parents) */
     const uint64_t *first; /* state i's changes: [first[i], first[i + 1]) of changes, FLOE_CHANGE_BYTES each */
     const uint8_t *counts, *changes;
     size_t n;
@@ -310,6 +308,7 @@ typedef struct fold_job {
     uint8_t *state;   /* FOLDED or the answer */
     uint8_t *created; /* nodes each vector wrote (<= 254) */
     _Atomic uint64_t new_nodes, orphans;
+    _Atomic uint64_t missing; /* check_parents: the first parent that names no vector, n if none */
 } fold_job;
 
 static void fold_chunk(void *arg, size_t task)
@@ -322,7 +321,7 @@ static void fold_chunk(void *arg, size_t task)
         unsigned created = 0;
         j->state[i] =
             (uint8_t)(j->vectors ? fold(j->t, j->vectors + i * W, j->insert, &j->root_keys[i], &created)
-                                 : fold_delta(j->t, j->parents[i], j->changes + j->first[i] * FLOE_CHANGE_BYTES,
+                                 : fold_delta(j->t, j->parent_keys[i], j->changes + j->first[i] * FLOE_CHANGE_BYTES,
                                               (uint32_t)(j->first[i + 1] - j->first[i]), &j->root_keys[i], &created));
         if (j->created)
             j->created[i] = (uint8_t)created;
@@ -417,15 +416,21 @@ static floe_status run_states(tree *t, fold_job j, size_t n, int insert, uint8_t
     return FLOE_OK;
 }
 
+/* The vector of root key `key` into out: false if a node is missing (damaged). */
+static bool unfold_key(const tree *t, uint64_t key, uint32_t *out)
+{
+    uint32_t left, right;
+    floe_tree_root_split(&t->g, key, &left, &right);
+    return floe_tree_unfold(&t->g, (const uint64_t *)t->nodes, left, right, out);
+}
+
 /* The vector of one id: 1 (out filled), 0 (no vector there), -1 (damaged). */
 static int get_one(tree *t, uint64_t id, uint32_t *out)
 {
     uint64_t key;
     if (!iceberg_key_at(t->roots, id, &key))
         return 0;
-    uint32_t left, right;
-    floe_tree_root_split(&t->g, key, &left, &right);
-    return floe_tree_unfold(&t->g, (const uint64_t *)t->nodes, left, right, out) ? 1 : -1;
+    return unfold_key(t, key, out) ? 1 : -1;
 }
 
 /* ---- batches, and growth between their steps ------------------------------------------------ */
@@ -470,16 +475,34 @@ void tree_apply_changes(uint32_t *vectors, uint32_t words, const uint8_t *counts
         }
 }
 
-static floe_status check_parents(tree *t, uint64_t generation, const uint64_t *parents, size_t n, floe_errinfo *err)
+/* A pool task of check_parents: the root keys of its chunk's parents, and
+ * the first parent that names no vector (the lowest wins). */
+static void parent_keys_chunk(void *arg, size_t task)
+{
+    fold_job *j = arg;
+    const size_t lo = task * CHUNK, hi = lo + CHUNK < j->n ? lo + CHUNK : j->n;
+    for (size_t i = lo; i < hi; i++)
+        if (!iceberg_key_at(j->t->roots, j->parents[i], &j->parent_keys[i])) {
+            uint64_t was = atomic_load(&j->missing);
+            while (i < was && !atomic_compare_exchange_weak(&j->missing, &was, i))
+                ;
+            return;
+        }
+}
+
+/* Parents of `generation` that each name a vector (lock held), their root
+ * keys into j->parent_keys: one lookup a parent, spread over the pool. */
+static floe_status check_parents(tree *t, uint64_t generation, fold_job *j, size_t n, floe_errinfo *err)
 {
     floe_status st = tree_parents_generation(t->spec.name, generation, t->generation, err);
     if (st != FLOE_OK)
         return st;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t key;
-        if (!iceberg_key_at(t->roots, parents[i], &key))
-            return tree_parent_missing(t->spec.name, i, parents[i], err);
-    }
+    fold_job look = {.t = t, .parents = j->parents, .parent_keys = j->parent_keys, .n = n};
+    atomic_init(&look.missing, n);
+    floe_pool_run(t->pool, (n + CHUNK - 1) / CHUNK, parent_keys_chunk, &look);
+    const size_t missing = (size_t)atomic_load(&look.missing);
+    if (missing < n)
+        return tree_parent_missing(t->spec.name, missing, j->parents[missing], err);
     return FLOE_OK;
 }
 
@@ -492,7 +515,7 @@ static floe_status unfold_states(tree *t, const fold_job *j, size_t n, uint32_t 
     if (!v)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu states", n);
     for (size_t i = 0; i < n; i++) {
-        if (get_one(t, j->parents[i], v + i * W) != 1) {
+        if (!unfold_key(t, j->parent_keys[i], v + i * W)) {
             free(v);
             return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: id %llu leads to a missing node",
                                     t->spec.name, (unsigned long long)j->parents[i]);
@@ -523,7 +546,7 @@ static floe_status insert_states(tree *t, fold_job j, uint64_t generation, size_
     pthread_rwlock_rdlock(&t->lock);
     unsigned over = grow ? over_fill(t) : 0;
     if (over && j.parents) {
-        st = check_parents(t, generation, j.parents, n, err);
+        st = check_parents(t, generation, &j, n, err);
         if (st == FLOE_OK)
             st = unfold_states(t, &j, n, &whole, err);
         j = (fold_job){.vectors = whole};
@@ -542,7 +565,7 @@ static floe_status insert_states(tree *t, fold_job j, uint64_t generation, size_
     pthread_rwlock_rdlock(&t->lock);
     unsigned full_in = 0;
     if (j.parents)
-        st = check_parents(t, generation, j.parents, n, err);
+        st = check_parents(t, generation, &j, n, err);
     if (st == FLOE_OK)
         st = run_states(t, j, n, 1, results, ids, NULL, &full_in, err);
     uint64_t gen = t->generation;
@@ -623,7 +646,8 @@ floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *pare
                               const uint8_t *changes, size_t n, uint8_t *results, uint64_t *ids,
                               floe_answer_counts *counts_out, floe_errinfo *err)
 {
-    uint64_t *first = floe_malloc((n + 1) * sizeof *first);
+    /* first (n + 1), then the parents' root keys (n) */
+    uint64_t *first = floe_malloc((2 * n + 1) * sizeof *first);
     if (!first)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu states", n);
     first[0] = 0;
@@ -632,9 +656,9 @@ floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *pare
         for (uint64_t c = first[i]; c < first[i + 1]; c++)
             assert(floe_change_word(changes + c * FLOE_CHANGE_BYTES) < t->spec.words); /* the door's */
     }
-    floe_status st =
-        insert_states(t, (fold_job){.parents = parents, .first = first, .counts = counts, .changes = changes},
-                      generation, n, results, ids, counts_out, err);
+    fold_job j = {.parents = parents, .first = first, .counts = counts, .changes = changes};
+    j.parent_keys = first + n + 1;
+    floe_status st = insert_states(t, j, generation, n, results, ids, counts_out, err);
     free(first);
     return st;
 }

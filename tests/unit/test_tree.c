@@ -979,6 +979,21 @@ static void delta_length(uint32_t W, floe_pool *pool)
     tree_stats(a, &after);
     ck_assert_uint_eq(after.keys, sa.keys);
     ck_assert_uint_eq(after.nodes, sa.nodes);
+    /* the same in a batch the pool looks up in several tasks: the first
+     * such state is named, whichever task met it first */
+    const size_t nb = 3000;
+    for (size_t i = 0; i < nb; i++) {
+        parents[i] = ref.ids[i % ref.n];
+        nch[i] = 1;
+        ch[i] = (test_change){(uint32_t)(i % W), (uint32_t)i | 0x80000000u};
+    }
+    parents[2900] = 1ull << 50;
+    parents[1500] = (1ull << 50) + 1;
+    ck_assert_int_eq(insert_delta(a, tree_generation(a), parents, nch, ch, nb, ra, ida, &err), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "state 1500: parent id 1125899906842625 names no vector") != NULL, "%s", err.msg);
+    tree_stats(a, &after);
+    ck_assert_uint_eq(after.keys, sa.keys);
+    ck_assert_uint_eq(after.nodes, sa.nodes);
     memcpy(vecs, ref.vecs, W * 4);
     vecs[0] = 0xABCDEF01u;
     ck_assert_int_eq(tree_find(a, vecs, 1, ra, ida, NULL, &err), FLOE_OK);
