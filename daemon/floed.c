@@ -550,8 +550,7 @@ static struct evconnlistener *listen_on(server *srv, unsigned port, evconnlisten
     return l;
 }
 
-/* The plain port (unless tls-only) and the TLS port (with tls-port), and
- * the files that name them. */
+/* The plain port (unless tls-only) and the TLS port (with tls-port). */
 static int start_listeners(server *srv)
 {
     const floed_config *cfg = &srv->cfg;
@@ -571,6 +570,14 @@ static int start_listeners(server *srv)
         log_info("TLS on %s:%u (%s; client certificates: %s; %s)", cfg->bind, srv->tls_port, cfg->tls_protocols,
                  cfg->tls_auth_clients, what);
     }
+    return 0;
+}
+
+/* The files that name the ports.  They say floed is ready, so they are
+ * written once every listener accepts, the metrics port's too. */
+static int write_port_files(const server *srv)
+{
+    const floed_config *cfg = &srv->cfg;
     const struct {
         const char *path, *name;
         unsigned port;
@@ -628,7 +635,7 @@ int floed_run(const floed_config *cfg, int argc, char **argv)
         rc = lrc == -2 ? 2 : 1;
         goto out;
     }
-    if (metrics_port_start(srv) != 0)
+    if (metrics_port_start(srv) != 0 || write_port_files(srv) != 0)
         goto out;
     check_fd_limit(srv); /* before the loop runs: no connection is accepted yet */
     floe_backend *dflt = srv->reg.cpu;
