@@ -308,7 +308,6 @@ typedef struct fold_job {
     uint8_t *state;   /* FOLDED or the answer */
     uint8_t *created; /* nodes each vector wrote (<= 254) */
     _Atomic uint64_t new_nodes, orphans;
-    _Atomic uint64_t missing; /* check_parents: the first parent that names no vector, n if none */
 } fold_job;
 
 static void fold_chunk(void *arg, size_t task)
@@ -475,16 +474,23 @@ void tree_apply_changes(uint32_t *vectors, uint32_t words, const uint8_t *counts
         }
 }
 
-/* A pool task of check_parents: the root keys of its chunk's parents, and
- * the first parent that names no vector (the lowest wins). */
+/* check_parents' lookup, a pool task a chunk of parents. */
+typedef struct parent_lookup {
+    const iceberg *roots;
+    const uint64_t *parents;
+    uint64_t *keys;
+    size_t n;
+    _Atomic uint64_t missing; /* the first parent that names no vector (the lowest wins), n if none */
+} parent_lookup;
+
 static void parent_keys_chunk(void *arg, size_t task)
 {
-    fold_job *j = arg;
-    const size_t lo = task * CHUNK, hi = lo + CHUNK < j->n ? lo + CHUNK : j->n;
+    parent_lookup *pl = arg;
+    const size_t lo = task * CHUNK, hi = lo + CHUNK < pl->n ? lo + CHUNK : pl->n;
     for (size_t i = lo; i < hi; i++)
-        if (!iceberg_key_at(j->t->roots, j->parents[i], &j->parent_keys[i])) {
-            uint64_t was = atomic_load(&j->missing);
-            while (i < was && !atomic_compare_exchange_weak(&j->missing, &was, i))
+        if (!iceberg_key_at(pl->roots, pl->parents[i], &pl->keys[i])) {
+            uint64_t was = atomic_load(&pl->missing);
+            while (i < was && !atomic_compare_exchange_weak(&pl->missing, &was, i))
                 ;
             return;
         }
@@ -497,10 +503,10 @@ static floe_status check_parents(tree *t, uint64_t generation, fold_job *j, size
     floe_status st = tree_parents_generation(t->spec.name, generation, t->generation, err);
     if (st != FLOE_OK)
         return st;
-    fold_job look = {.t = t, .parents = j->parents, .parent_keys = j->parent_keys, .n = n};
-    atomic_init(&look.missing, n);
-    floe_pool_run(t->pool, (n + CHUNK - 1) / CHUNK, parent_keys_chunk, &look);
-    const size_t missing = (size_t)atomic_load(&look.missing);
+    parent_lookup pl = {.roots = t->roots, .parents = j->parents, .keys = j->parent_keys, .n = n};
+    atomic_init(&pl.missing, n);
+    floe_pool_run(t->pool, (n + CHUNK - 1) / CHUNK, parent_keys_chunk, &pl);
+    const size_t missing = (size_t)atomic_load(&pl.missing);
     if (missing < n)
         return tree_parent_missing(t->spec.name, missing, j->parents[missing], err);
     return FLOE_OK;
@@ -656,8 +662,8 @@ floe_status tree_insert_delta(tree *t, uint64_t generation, const uint64_t *pare
         for (uint64_t c = first[i]; c < first[i + 1]; c++)
             assert(floe_change_word(changes + c * FLOE_CHANGE_BYTES) < t->spec.words); /* the door's */
     }
-    fold_job j = {.parents = parents, .first = first, .counts = counts, .changes = changes};
-    j.parent_keys = first + n + 1;
+    uint64_t *keys = first + n + 1;
+    fold_job j = {.parents = parents, .parent_keys = keys, .first = first, .counts = counts, .changes = changes};
     floe_status st = insert_states(t, j, generation, n, results, ids, counts_out, err);
     free(first);
     return st;
