@@ -1179,6 +1179,7 @@ static floe_status copy_image(gpu_table *t, floe_file_image **out, floe_errinfo 
     floe_status st = iceberg_create_sized(&t->base.spec, gpu_iceberg_addr_bits(t->ice), NULL, &host, err);
     if (st != FLOE_OK)
         return st;
+    iceberg_set_first_fill(host, gpu_iceberg_first_fill(t->ice));
     iceberg_image im;
     iceberg_get_image(host, &im);
     uint64_t used[3], tomb;
@@ -2207,7 +2208,7 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, const fl
     gpu_iceberg *ice = NULL;
     st = gpu_iceberg_create(iceberg_spec(host), im.addr_bits, &ice, err);
     if (st == FLOE_OK)
-        st = gpu_iceberg_upload(ice, im.sections, err);
+        st = gpu_iceberg_upload(ice, im.sections, im.first_fill, err);
     iceberg_destroy(host);
     if (st != FLOE_OK) {
         gpu_iceberg_destroy(ice);

@@ -222,15 +222,12 @@ __device__ __forceinline__ int scan_bucket(const uint64_t *bp, uint64_t row, boo
     return W * 64 / RB;
 }
 
-/* A find's look at one bucket: the slot of row, or W * 64 / RB; *room: the
- * bucket has an EMPTY slot. */
-template <int W, int RB> __device__ __forceinline__ int find_row(const uint64_t *bp, uint64_t row, bool *room)
+/* A find's look at one bucket: the slot of row, or W * 64 / RB; *keys: the
+ * bucket's first EMPTY slot (W * 64 / RB: none), the keys it holds. */
+template <int W, int RB> __device__ __forceinline__ int find_row(const uint64_t *bp, uint64_t row, int *keys)
 {
-    int empty;
     uint64_t word;
-    const int hit = scan_bucket<W, RB, READ_ONLY>(bp, row, false, &empty, &word);
-    *room = empty < W * 64 / RB;
-    return hit;
+    return scan_bucket<W, RB, READ_ONLY>(bp, row, false, keys, &word);
 }
 
 /* One candidate bucket (level 0): 0 = found or inserted (res/id set), 1 = full.
@@ -242,14 +239,14 @@ __device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, uint64_t f
 {
     constexpr int W = SLOTS * RB / 64;
     if constexpr (!insert) {
-        bool room;
-        const int hit = find_row<W, RB>(bp, row, &room);
+        int keys;
+        const int hit = find_row<W, RB>(bp, row, &keys);
         if (hit < SLOTS) {
             *res = R_PRESENT;
             *id = first_id + (uint64_t)hit;
             return 0;
         }
-        if (!room)
+        if (keys == SLOTS)
             return 1;
         *res = R_ABSENT;
         *id = FLOE_NO_ID;
@@ -279,27 +276,30 @@ __device__ __forceinline__ int put_single(uint64_t *bp, uint64_t row, uint64_t f
     }
 }
 
-/* Two candidates (levels 1 and 2 when their rows are RB wide). */
+/* Two candidates (levels 1 and 2 when their rows are RB wide), the second
+ * read only where the first holds g.first_fill keys or more (FLOE_FIRST_FILL). */
 template <int RB, int SLOTS, bool insert, bool map>
-__device__ __forceinline__ int put_double(uint64_t *b0, uint64_t *b1, uint64_t r0, uint64_t r1, uint64_t id0,
-                                          uint64_t id1, uint8_t *res, uint64_t *id, uint64_t *put)
+__device__ __forceinline__ int put_double(const floe_geometry &g, uint64_t *b0, uint64_t *b1, uint64_t r0, uint64_t r1,
+                                          uint64_t id0, uint64_t id1, uint8_t *res, uint64_t *id, uint64_t *put)
 {
     constexpr int W = SLOTS * RB / 64;
     if constexpr (!insert) {
-        bool room0, room1;
-        int hit = find_row<W, RB>(b0, r0, &room0);
+        int n0, n1 = SLOTS;
+        int hit = find_row<W, RB>(b0, r0, &n0);
         if (hit < SLOTS) {
             *res = R_PRESENT;
             *id = id0 + (uint64_t)hit;
             return 0;
         }
-        hit = find_row<W, RB>(b1, r1, &room1);
-        if (hit < SLOTS) {
-            *res = R_PRESENT;
-            *id = id1 + (uint64_t)hit;
-            return 0;
+        if (floe_second_may_hold(&g, (uint32_t)n0)) {
+            hit = find_row<W, RB>(b1, r1, &n1);
+            if (hit < SLOTS) {
+                *res = R_PRESENT;
+                *id = id1 + (uint64_t)hit;
+                return 0;
+            }
         }
-        if (room0 || room1) { /* a candidate had room: the key never went deeper */
+        if (n0 < SLOTS || n1 < SLOTS) { /* a candidate had room: the key never went deeper */
             *res = R_ABSENT;
             *id = FLOE_NO_ID;
             return 0;
@@ -307,21 +307,23 @@ __device__ __forceinline__ int put_double(uint64_t *b0, uint64_t *b1, uint64_t r
         return 1;
     } else {
         for (;;) {
-            int f0, f1;
-            uint64_t e0, e1;
+            int f0, f1 = SLOTS;
+            uint64_t e0, e1 = 0;
             int hit = scan_bucket<W, RB, L2_ONLY>(b0, r0, true, &f0, &e0);
             if (hit < SLOTS) {
                 *res = R_PRESENT;
                 *id = id0 + (uint64_t)hit;
                 return 0;
             }
-            hit = scan_bucket<W, RB, L2_ONLY>(b1, r1, true, &f1, &e1);
-            if (hit < SLOTS) {
-                *res = R_PRESENT;
-                *id = id1 + (uint64_t)hit;
-                return 0;
+            if (floe_second_may_hold(&g, (uint32_t)f0)) {
+                hit = scan_bucket<W, RB, L2_ONLY>(b1, r1, true, &f1, &e1);
+                if (hit < SLOTS) {
+                    *res = R_PRESENT;
+                    *id = id1 + (uint64_t)hit;
+                    return 0;
+                }
             }
-            int c = (int)floe_pick_choice((uint32_t)f0, (uint32_t)f1);
+            const int c = (int)floe_pick_choice(&g, (uint32_t)f0, (uint32_t)f1); /* f1 = SLOTS: unread */
             int f = c ? f1 : f0;
             if (f == SLOTS)
                 return 1;
@@ -348,7 +350,7 @@ __device__ __forceinline__ int level_double(const floe_geometry &g, uint32_t l, 
     floe_split(&g, l, 0, key, &b0, &rem0);
     floe_split(&g, l, 1, key, &b1, &rem1);
     return put_double<RB, FLOE_L1_SLOTS, insert, map>(
-        base + b0 * lv.words, base + b1 * lv.words, floe_row_encode(l, rem0, 0), floe_row_encode(l, rem1, 1),
+        g, base + b0 * lv.words, base + b1 * lv.words, floe_row_encode(l, rem0, 0), floe_row_encode(l, rem1, 1),
         floe_slot_id(&g, l, b0, 0), floe_slot_id(&g, l, b1, 0), res, id, put);
 }
 
@@ -1306,6 +1308,11 @@ extern "C" uint32_t gpu_iceberg_addr_bits(const gpu_iceberg *t)
     return t->addr_bits;
 }
 
+extern "C" uint32_t gpu_iceberg_first_fill(const gpu_iceberg *t)
+{
+    return t->g.first_fill;
+}
+
 static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool insert, uint8_t *d_results,
                           uint64_t *d_ids, void *d_vout, cudaStream_t s, floe_errinfo *err)
 {
@@ -1865,9 +1872,10 @@ extern "C" floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections
 }
 
 extern "C" floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1],
-                                          floe_errinfo *err)
+                                          uint32_t first_fill, floe_errinfo *err)
 {
     CUDA_TRY(cudaDeviceSynchronize(), err);
+    t->g.first_fill = first_fill;
     for (int l = 0; l < FLOE_LEVELS; l++)
         CUDA_TRY(cudaMemcpy(t->level[l], sections[l], t->bytes[l], cudaMemcpyHostToDevice), err);
     if (t->vb)

@@ -37,6 +37,8 @@ floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_ic
 void gpu_iceberg_destroy(gpu_iceberg *t);
 const floe_spec *gpu_iceberg_spec(const gpu_iceberg *t);
 uint32_t gpu_iceberg_addr_bits(const gpu_iceberg *t);
+/* Its geometry's first_fill (layout.h): 0 for a table of layout version 1. */
+uint32_t gpu_iceberg_first_fill(const gpu_iceberg *t);
 
 #define GPU_NO_DEDUP 1u /* SET put: skip the first-occurrence fix-up (any occurrence may be INSERTED) */
 /* Answer code in results: the batch did not run because the table is halted. */
@@ -166,9 +168,11 @@ floe_status gpu_iceberg_keys_at(gpu_iceberg *t, const uint64_t *d_ids, uint64_t 
                                 uint8_t *d_found, gpu_stream stream, floe_errinfo *err);
 
 /* The table's arrays (levels 0..2, then values), as tables/iceberg.h's
- * iceberg_image lays them out, to and from host memory (waits). */
+ * iceberg_image lays them out, to and from host memory (waits).  An upload
+ * gives t the put rule of the arrays' table: its first_fill. */
 floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections[FLOE_LEVELS + 1], floe_errinfo *err);
-floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1], floe_errinfo *err);
+floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1], uint32_t first_fill,
+                               floe_errinfo *err);
 
 #ifdef __cplusplus
 }

@@ -1617,6 +1617,7 @@ extern "C" floe_status gpu_tree_download(gpu_tree *t, tree *host, floe_errinfo *
 {
     CUDA_TRY(cudaDeviceSynchronize(), err);
     CUDA_TRY(cudaMemcpy(tree_nodes(host), t->nodes, t->z.node_bytes, cudaMemcpyDeviceToHost), err);
+    iceberg_set_first_fill(tree_roots(host), gpu_iceberg_first_fill(t->roots));
     iceberg_image im;
     iceberg_get_image(tree_roots(host), &im);
     floe_status st = gpu_iceberg_download(t->roots, im.sections, err);
@@ -1639,7 +1640,7 @@ extern "C" floe_status gpu_tree_upload(gpu_tree *t, tree *host, floe_errinfo *er
     CUDA_TRY(cudaMemcpy(t->nodes, tree_nodes(host), t->z.node_bytes, cudaMemcpyHostToDevice), err);
     iceberg_image im;
     iceberg_get_image(tree_roots(host), &im);
-    floe_status st = gpu_iceberg_upload(t->roots, im.sections, err);
+    floe_status st = gpu_iceberg_upload(t->roots, im.sections, im.first_fill, err);
     if (st != FLOE_OK)
         return st;
     uint64_t nodes, orphans;

@@ -115,6 +115,7 @@ floe_status iceberg_verify_loaded(iceberg *t, const struct floe_file_header *h, 
  * GPU backend saves and loads through this engine's file code. */
 typedef struct iceberg_image {
     uint32_t addr_bits;
+    uint32_t first_fill; /* the geometry's (layout.h): 0 in a table of layout version 1 */
     void *sections[FLOE_LEVELS + 1];
     size_t bytes[FLOE_LEVELS + 1];
     uint64_t used[FLOE_LEVELS], tombstones, generation;
@@ -123,6 +124,9 @@ typedef struct iceberg_image {
 /* Not thread-safe against batches: for a table no batch is running on. */
 void iceberg_get_image(iceberg *t, iceberg_image *im);
 void iceberg_set_counters(iceberg *t, const uint64_t used[FLOE_LEVELS], uint64_t tombstones, uint64_t generation);
+/* Gives t, before any key is in it, the put rule of the table whose arrays
+ * it is about to receive: that table's geometry's first_fill (layout.h). */
+void iceberg_set_first_fill(iceberg *t, uint32_t first_fill);
 
 #ifdef __cplusplus
 }

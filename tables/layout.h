@@ -12,7 +12,9 @@
  * A table has three levels (notes/compact-iceberg.md):
  *   level 0  primary:   2^a0 buckets of 32 slots, one candidate bucket;
  *   level 1  secondary: ~1/8 of the primary slots, buckets of 16, two
- *                       candidate buckets (the less full one takes the key);
+ *                       candidate buckets: the first takes the key while it
+ *                       holds fewer than FLOE_FIRST_FILL keys, then the less
+ *                       full one;
  *   level 2  stash:     ~1/256 of the primary slots, shaped like level 1; it
  *                       takes what both secondary buckets could not, so that
  *                       FULL appears late (past 0.96 fill with random keys).
@@ -54,6 +56,25 @@ extern "C" {
 #define FLOE_MAX_ADDR_BITS 40u /* 2^45 primary slots: far beyond any device */
 #define FLOE_PERMS         5   /* level 0; level 1 choices 0,1; level 2 choices 0,1 */
 
+/* Levels 1 and 2 put a key into its first candidate bucket while that holds
+ * fewer than FLOE_FIRST_FILL keys, and past that into the less full of the
+ * two (ties to the second).  A slot never becomes EMPTY again, so a first
+ * candidate found with fewer keys than that says the key is neither in the
+ * second nor deeper: a find or put that reaches level 1 reads one bucket of
+ * it, mostly, instead of two.  At fill 0.9 a miss reads 1.79 buckets instead
+ * of 2.12, and the stash still takes every key through fill 0.96 (the less
+ * full rule alone: the same; the first candidate until full: FULL from 0.95).
+ * A table of layout version 1 (tablefile.h) has first_fill 0: the less full
+ * rule alone. */
+#define FLOE_FIRST_FILL 12u
+
+/* Table files (tablefile.h) record the layout their arrays follow: bumped
+ * whenever this file changes how keys map to slots.  Version 1 tables
+ * (before FLOE_FIRST_FILL) are still read, and keep their rule until a
+ * rebuild: their geometry's first_fill is 0. */
+#define FLOE_LAYOUT_VERSION 2u
+#define FLOE_LAYOUT_OLDEST  1u
+
 /* Row codes shared by every width: 0 is EMPTY, all-ones is TOMBSTONE and
  * all-ones minus one is BUSY (a MAP slot claimed whose value is still being
  * written).  Stored tags start at 1 and stay below 2^(w-1), far from both. */
@@ -84,7 +105,7 @@ typedef struct floe_level {
 
 typedef struct floe_geometry {
     uint32_t key_bits;
-    uint32_t pad;
+    uint32_t first_fill; /* FLOE_FIRST_FILL, or 0 in a table of layout version 1 */
     floe_level level[FLOE_LEVELS];
     uint64_t total_slots;
     floe_perm perm[FLOE_PERMS];
@@ -196,7 +217,7 @@ FLOE_HD static inline void floe_geometry_init(floe_geometry *g, uint32_t key_bit
 {
     uint64_t first = 0;
     g->key_bits = key_bits;
-    g->pad = 0;
+    g->first_fill = FLOE_FIRST_FILL;
     for (int l = 0; l < FLOE_LEVELS; l++) {
         floe_level *lv = &g->level[l];
         uint32_t tag = l == 0 ? 1u : 2u;
@@ -389,11 +410,32 @@ FLOE_HD static inline int floe_bucket_has_busy(const uint64_t *words, const floe
     return floe_bucket_first(words, lv, floe_row_busy(lv->row_bits)) < lv->slots;
 }
 
-/* Of two secondary candidates with loads n0 and n1, the one to put into:
- * the strictly less full, ties to the second (paper, Algorithm 2). */
-FLOE_HD static inline uint32_t floe_pick_choice(uint32_t n0, uint32_t n1)
+/* The layout version of a table whose geometry has first_fill, and the
+ * first_fill of a table of layout version v (FLOE_LAYOUT_OLDEST ..
+ * FLOE_LAYOUT_VERSION). */
+FLOE_HD static inline uint32_t floe_layout_version(uint32_t first_fill)
 {
-    return n0 < n1 ? 0u : 1u;
+    return first_fill ? FLOE_LAYOUT_VERSION : 1u;
+}
+
+FLOE_HD static inline uint32_t floe_layout_first_fill(uint32_t v)
+{
+    return v < 2u ? 0u : FLOE_FIRST_FILL;
+}
+
+/* Of two candidates holding n0 and n1 keys (their first EMPTY slots), the
+ * one to put a key into: the first while it holds fewer than first_fill
+ * keys, then the strictly less full, ties to the second (paper, Algorithm 2). */
+FLOE_HD static inline uint32_t floe_pick_choice(const floe_geometry *g, uint32_t n0, uint32_t n1)
+{
+    return n0 < g->first_fill || n0 < n1 ? 0u : 1u;
+}
+
+/* Whether a key not in a first candidate holding n0 keys may be in the
+ * second candidate or deeper (FLOE_FIRST_FILL). */
+FLOE_HD static inline int floe_second_may_hold(const floe_geometry *g, uint32_t n0)
+{
+    return n0 >= g->first_fill;
 }
 
 /* ---- stable slot ids ---------------------------------------------------------------------- */

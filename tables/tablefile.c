@@ -166,9 +166,10 @@ static floe_status decode_header(const unsigned char *buf, floe_file_header *h, 
     } else if (h->parts < 2 || h->parts > FLOE_PARTS_MAX || h->part >= h->parts) {
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (part %u of %u)", path, h->part, h->parts);
     }
-    if (h->layout_version != FLOE_LAYOUT_VERSION)
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "%s uses table layout version %u; this floe uses %u", path,
-                              h->layout_version, FLOE_LAYOUT_VERSION);
+    if (h->layout_version < FLOE_LAYOUT_OLDEST || h->layout_version > FLOE_LAYOUT_VERSION)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
+                                "%s uses table layout version %u; this floe reads versions %u to %u", path,
+                                h->layout_version, FLOE_LAYOUT_OLDEST, FLOE_LAYOUT_VERSION);
     return FLOE_OK;
 }
 

@@ -35,8 +35,7 @@ extern "C" {
 #define FLOE_FILE_VERSION      1
 #define FLOE_FILE_HEADER_BYTES 512
 #define FLOE_FILE_MAX_SECTIONS 8
-/* Bumped whenever layout.h changes how keys map to slots. */
-#define FLOE_LAYOUT_VERSION 1
+/* The layout versions (FLOE_LAYOUT_VERSION, FLOE_LAYOUT_OLDEST) are layout.h's. */
 
 typedef struct floe_file_header {
     floe_spec spec;

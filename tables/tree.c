@@ -989,7 +989,7 @@ static void file_view(tree *t, floe_file_header *h, const void **sections)
     iceberg_get_image(t->roots, &im);
     memset(h, 0, sizeof *h);
     h->spec = t->spec;
-    h->layout_version = FLOE_LAYOUT_VERSION;
+    h->layout_version = floe_layout_version(im.first_fill);
     h->addr_bits = im.addr_bits;
     for (int l = 0; l < FLOE_LEVELS; l++) {
         h->used[l] = im.used[l];
@@ -1109,6 +1109,7 @@ floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree *
     st = create_sized(&h.spec, &z, pool, &t, err);
     if (st != FLOE_OK)
         goto out;
+    iceberg_set_first_fill(t->roots, floe_layout_first_fill(h.layout_version));
     iceberg_image im;
     iceberg_get_image(t->roots, &im);
     bool sizes_ok = h.nsections == TREE_SECTIONS && h.addr_bits == im.addr_bits &&

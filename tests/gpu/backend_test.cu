@@ -633,6 +633,77 @@ static void parts_suite(uint64_t seed, bool small)
     floe_backend_destroy(gpu_be);
 }
 
+/* A file of layout version 1 (tests/unit/data/layout1-map.floe, made before
+ * FLOE_FIRST_FILL: test_tablefile.c says how) loads on the GPU backend with
+ * its own put rule: every key found with its value, as on the CPU backend,
+ * and a save of it is of layout version 1 again.  Run from the repository's
+ * root, as device-check.sh does. */
+static bool layout1_case(floe_backend *cpu_be, floe_backend *gpu_be)
+{
+    const char *path = "tests/unit/data/layout1-map.floe";
+    enum { N = 4254, OTHERS = 20000 };
+    floe_errinfo err;
+    floe_table *cpu = NULL, *gpu = NULL;
+    CHECK(floe_table_load(cpu_be, path, &cpu, &err) == FLOE_OK, "layout 1 on cpu: %s", err.msg);
+    CHECK(floe_table_load(gpu_be, path, &gpu, &err) == FLOE_OK, "layout 1 on gpu: %s", err.msg);
+    std::vector<uint64_t> keys(N + OTHERS);
+    uint64_t r = 2026;
+    for (size_t i = 0; i < N; i++)
+        keys[i] = test_rng(&r) & 0xFFFFFFFFull;
+    for (size_t i = N; i < keys.size(); i++)
+        keys[i] = test_rng(&r) & 0xFFFFFFFFull;
+    std::vector<uint8_t> rc(keys.size()), rg(keys.size());
+    std::vector<uint32_t> vc(keys.size()), vg(keys.size());
+    floe_table *both[2] = {cpu, gpu};
+    for (int e = 0; e < 2; e++) {
+        floe_batch b;
+        memset(&b, 0, sizeof b);
+        b.op = FLOE_OP_FIND;
+        b.flags = FLOE_BATCH_WANT_VALUES;
+        b.keys = keys.data();
+        b.n = keys.size();
+        b.results = e ? rg.data() : rc.data();
+        b.values_out = e ? (unsigned char *)vg.data() : (unsigned char *)vc.data();
+        CHECK(floe_table_run(both[e], &b) == FLOE_OK, "layout 1 find: %s", b.error.msg);
+    }
+    size_t present = 0;
+    for (size_t i = 0; i < keys.size(); i++) {
+        CHECK(rc[i] == rg[i] && (rc[i] != FLOE_PRESENT || vc[i] == vg[i]),
+              "layout 1: key %zu (%llu): cpu %u value %u, gpu %u value %u", i, (unsigned long long)keys[i], rc[i], vc[i],
+              rg[i], vg[i]);
+        if (i < N) {
+            const bool erased = i % 20 == 0;
+            CHECK(rg[i] == (erased ? FLOE_ABSENT : FLOE_PRESENT), "layout 1: key %zu answers %u", i, rg[i]);
+            CHECK(erased || vg[i] == (uint32_t)(keys[i] * 0x9E3779B9u), "layout 1: key %zu has value %u", i, vg[i]);
+        }
+        present += rg[i] == FLOE_PRESENT;
+    }
+    char saved[] = "/tmp/floe-gpu-test-XXXXXX";
+    int fd = mkstemp(saved);
+    close(fd);
+    floe_batch sv;
+    memset(&sv, 0, sizeof sv);
+    sv.op = FLOE_OP_SAVE;
+    sv.path = saved;
+    CHECK(floe_table_run(gpu, &sv) == FLOE_OK, "layout 1 save on gpu: %s", sv.error.msg);
+    floe_file_header h;
+    floe_file_reader *fr;
+    CHECK(floe_file_open(saved, 0, &h, &fr, &err) == FLOE_OK, "%s", err.msg);
+    floe_file_close(fr);
+    CHECK(h.layout_version == 1, "the gpu saved a layout 1 table as layout %u", h.layout_version);
+    floe_table *cpu2 = NULL;
+    CHECK(floe_table_load(cpu_be, saved, &cpu2, &err) == FLOE_OK, "%s", err.msg);
+    const bool ok = same_content(cpu, cpu2, 4, "layout 1 saved on gpu, loaded on cpu");
+    unlink(saved);
+    floe_table_destroy(cpu2);
+    floe_table_destroy(cpu);
+    floe_table_destroy(gpu);
+    if (ok)
+        printf("ok: backend: a layout 1 file on gpu: %zu of %zu keys present as on cpu, saved as layout 1\n", present,
+               keys.size());
+    return ok;
+}
+
 void backend_suite(uint64_t seed, bool small, const char *only)
 {
     floe_errinfo err;
@@ -665,6 +736,8 @@ void backend_suite(uint64_t seed, bool small, const char *only)
         one_case(cpu_be, gpu_be, "map32-pinned", FLOE_KIND_MAP, 32, 4, 2000000, false, 1000000, 8, 1500000, seed + 7);
         pinned_from = NULL;
     }
+    if (!only)
+        layout1_case(cpu_be, gpu_be);
     floe_backend_destroy(cpu_be);
     floe_backend_destroy(gpu_be);
     if (only)

@@ -163,9 +163,37 @@ START_TEST(rows_pack_into_words)
         ck_assert_uint_eq(floe_bucket_load(words, &lv), 32);
         ck_assert(!floe_bucket_has_busy(words, &lv));
     }
-    ck_assert_uint_eq(floe_pick_choice(3, 4), 0);
-    ck_assert_uint_eq(floe_pick_choice(4, 4), 1);
-    ck_assert_uint_eq(floe_pick_choice(5, 4), 1);
+}
+END_TEST
+
+START_TEST(first_candidate_until_first_fill)
+{
+    floe_geometry g;
+    floe_geometry_init(&g, 40, 10, 5);
+    ck_assert_uint_eq(g.first_fill, FLOE_FIRST_FILL);
+    ck_assert_uint_lt(FLOE_FIRST_FILL, FLOE_L1_SLOTS);
+    /* below first_fill the first candidate takes the key, however full the second */
+    for (uint32_t n0 = 0; n0 < FLOE_FIRST_FILL; n0++) {
+        ck_assert(!floe_second_may_hold(&g, n0));
+        for (uint32_t n1 = 0; n1 <= FLOE_L1_SLOTS; n1++)
+            ck_assert_uint_eq(floe_pick_choice(&g, n0, n1), 0);
+    }
+    /* from there on the strictly less full, ties to the second */
+    for (uint32_t n0 = FLOE_FIRST_FILL; n0 <= FLOE_L1_SLOTS; n0++) {
+        ck_assert(floe_second_may_hold(&g, n0));
+        for (uint32_t n1 = 0; n1 <= FLOE_L1_SLOTS; n1++)
+            ck_assert_uint_eq(floe_pick_choice(&g, n0, n1), n0 < n1 ? 0u : 1u);
+    }
+    /* layout version 1: the less full rule alone, and the second always read */
+    ck_assert_uint_eq(floe_layout_version(g.first_fill), FLOE_LAYOUT_VERSION);
+    g.first_fill = floe_layout_first_fill(1);
+    ck_assert_uint_eq(g.first_fill, 0);
+    ck_assert_uint_eq(floe_layout_version(g.first_fill), 1);
+    ck_assert_uint_eq(floe_layout_first_fill(FLOE_LAYOUT_VERSION), FLOE_FIRST_FILL);
+    ck_assert_uint_eq(floe_pick_choice(&g, 3, 4), 0);
+    ck_assert_uint_eq(floe_pick_choice(&g, 4, 4), 1);
+    ck_assert_uint_eq(floe_pick_choice(&g, 5, 4), 1);
+    ck_assert(floe_second_may_hold(&g, 0));
 }
 END_TEST
 
@@ -239,6 +267,7 @@ Suite *layout_suite(void)
     tcase_add_test(tc, geometry_k1_shape);
     tcase_add_test(tc, split_join_roundtrip);
     tcase_add_test(tc, rows_pack_into_words);
+    tcase_add_test(tc, first_candidate_until_first_fill);
     tcase_add_test(tc, swar_search_matches_naive);
     tcase_add_test(tc, slot_ids_roundtrip);
     suite_add_tcase(s, tc);
