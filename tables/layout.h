@@ -64,8 +64,8 @@ extern "C" {
  * it, mostly, instead of two.  At fill 0.9 a miss reads 1.79 buckets instead
  * of 2.12, and the stash still takes every key through fill 0.96 (the less
  * full rule alone: the same; the first candidate until full: FULL from 0.95).
- * A table of layout version 1 (tablefile.h) has first_fill 0: the less full
- * rule alone. */
+ * A table of layout version 1 (FLOE_LAYOUT_VERSION below) has first_fill
+ * 0: the less full rule alone. */
 #define FLOE_FIRST_FILL 12u
 
 /* Table files (tablefile.h) record the layout their arrays follow: bumped
