@@ -415,12 +415,12 @@ FLOE_HD static inline int floe_bucket_has_busy(const uint64_t *words, const floe
  * FLOE_LAYOUT_VERSION). */
 FLOE_HD static inline uint32_t floe_layout_version(uint32_t first_fill)
 {
-    return first_fill ? FLOE_LAYOUT_VERSION : 1u;
+    return first_fill ? FLOE_LAYOUT_VERSION : FLOE_LAYOUT_OLDEST;
 }
 
 FLOE_HD static inline uint32_t floe_layout_first_fill(uint32_t v)
 {
-    return v < 2u ? 0u : FLOE_FIRST_FILL;
+    return v <= FLOE_LAYOUT_OLDEST ? 0u : FLOE_FIRST_FILL;
 }
 
 /* Of two candidates holding n0 and n1 keys (their first EMPTY slots), the
