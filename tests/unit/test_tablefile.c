@@ -145,6 +145,16 @@ static void corrupt_at(const char *path, off_t off)
     close(fd);
 }
 
+/* Writes v little-endian at off (a header field, before the checksum is read). */
+static void set_u32_at(const char *path, off_t off, uint32_t v)
+{
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, b, 4, off), 4);
+    close(fd);
+}
+
 START_TEST(damaged_files_refused)
 {
     make_dir();
@@ -191,6 +201,16 @@ START_TEST(damaged_files_refused)
     ck_assert_int_eq(iceberg_save(t, other, NULL), FLOE_OK);
     corrupt_at(other, 9);
     expect_refused(other, "version");
+    /* a table layout this floe does not read: one from the future, and 0 */
+    const off_t layout_at = 8 + 4 + 4 + FLOE_NAME_MAX + 4 * 4 + 8 + 4 + 8 + 8 + FLOE_BACKEND_NAME_MAX;
+    const uint32_t layouts[2] = {FLOE_LAYOUT_VERSION + 1, 0};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(iceberg_save(t, other, NULL), FLOE_OK);
+        set_u32_at(other, layout_at, layouts[i]);
+        char words[64];
+        snprintf(words, sizeof words, "uses table layout version %u", layouts[i]);
+        expect_refused(other, words);
+    }
     /* the good file still loads */
     iceberg *u;
     ck_assert_int_eq(iceberg_load(path, 0, NULL, &u, NULL), FLOE_OK);
