@@ -4,7 +4,8 @@
  *
  * A batch, all on one stream:
  *   dedup   each vector looks itself up in a scratch hash table of vector
- *           indices (2n+ slots, 64-bit entries: hash tag | index) and joins
+ *           indices (1.25n slots, entries hash tag | index: 32 bits for a
+ *           batch below 2^24 vectors, 64 above) and joins
  *           the class of equal vectors there, lowering the class's index
  *           with atomicMin; the class's final index is its first occurrence,
  *           the leader.  Equal vectors probe the same sequence, and a slot
@@ -42,7 +43,6 @@
 
 #define BLOCK       256
 #define COUNTERS      5
-#define DEDUP_EMPTY (~0ull)
 #define FOLDED      0xFFu
 #define DAMAGED       0xFEu /* a fold met a reference to no node: the table is damaged */
 #define FULL_IN_NODES 1ull /* a batch's counter[3]: which tables had no room for one of its vectors */
@@ -61,10 +61,11 @@ struct gpu_tree {
     uint64_t nodes_used, roots_bound;
     uint64_t last_n, last_made, last_put; /* the last insert batch: vectors, nodes it made, roots it put */
     uint64_t generation; /* growths: ids of an earlier one name other vectors */
-    /* batch scratch, grown on demand */
-    size_t cap;
-    uint64_t *dd_table; /* dedup table */
-    uint64_t dd_mask;
+    /* batch scratch, grown on demand: one allocation, which a node table's
+     * growth borrows where it is large enough (copy_into) */
+    void *scratch;
+    size_t scratch_bytes, cap;
+    uint64_t *dd_table; /* dedup table: room for dedup_slots(cap) 64-bit entries */
     uint32_t *dd_slot, *leader, *list, *rk_idx;
     uint64_t *rk, *ids_c;
     uint8_t *res_c, *created;
@@ -77,13 +78,15 @@ struct gpu_tree {
 
 /* Vectors of WC words (WC > 0: known at compile time, a multiple of 4)
  * move as 16-byte loads: a thread's vector is one run of memory, and word
- * loads would make a warp ask for each line W / 4 times. */
+ * loads would make a warp ask for each line W / 4 times.  A batch's
+ * vectors are read once a kernel: loads that L2 evicts first (__ldcs),
+ * so that they do not push out the dedup table or the nodes. */
 template <int WC> __device__ __forceinline__ void load_vector(const uint32_t *v, uint32_t W, uint32_t *items)
 {
     if constexpr (WC > 0 && (WC % 4) == 0) {
 #pragma unroll
         for (int w = 0; w < WC; w += 4) {
-            const uint4 q = *reinterpret_cast<const uint4 *>(v + w);
+            const uint4 q = __ldcs(reinterpret_cast<const uint4 *>(v + w));
             items[w] = q.x, items[w + 1] = q.y, items[w + 2] = q.z, items[w + 3] = q.w;
         }
     } else {
@@ -112,7 +115,7 @@ template <int WC> __device__ __forceinline__ bool vectors_equal(const uint32_t *
         bool same = true;
 #pragma unroll
         for (int w = 0; w < WC; w += 4) {
-            const uint4 q = __ldg(reinterpret_cast<const uint4 *>(b + w));
+            const uint4 q = __ldcs(reinterpret_cast<const uint4 *>(b + w));
             same &= q.x == items[w] && q.y == items[w + 1] && q.z == items[w + 2] && q.w == items[w + 3];
         }
         return same;
@@ -124,50 +127,78 @@ template <int WC> __device__ __forceinline__ bool vectors_equal(const uint32_t *
     }
 }
 
+/* The dedup table's entries, tag | index: 32 bits while a batch's indices
+ * take at most 24 (a tag of 8 bits or more), so that the table stays in
+ * L2 while the vectors stream past (dedup_slots); 64 bits (a 32-bit tag)
+ * beyond.  An index below 2^idx_bits - 1 keeps an entry from being all
+ * ones, which is empty. */
+#define DEDUP_SMALL_BITS 24
+
+template <typename E> __device__ __forceinline__ E atomic_cas(E *a, E expect, E want)
+{
+    if constexpr (sizeof(E) == 4)
+        return atomicCAS((unsigned *)a, (unsigned)expect, (unsigned)want);
+    else
+        return atomicCAS((unsigned long long *)a, (unsigned long long)expect, (unsigned long long)want);
+}
+
+template <typename E> __device__ __forceinline__ void atomic_min(E *a, E v)
+{
+    if constexpr (sizeof(E) == 4)
+        atomicMin((unsigned *)a, (unsigned)v);
+    else
+        atomicMin((unsigned long long *)a, (unsigned long long)v);
+}
+
 /* Joins vector i's class in the dedup table; dd_slot[i] = the class's slot. */
-template <int WC>
+template <int WC, typename E>
 __global__ void __launch_bounds__(BLOCK)
-    k_dedup(const uint32_t *vecs, uint32_t W, uint64_t n, uint64_t *table, uint64_t mask, uint32_t *dd_slot)
+    k_dedup(const uint32_t *vecs, uint32_t W, uint64_t n, E *table, uint64_t slots, uint32_t idx_bits,
+            uint32_t *dd_slot)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
     /* WC 0: the vector stays in memory (up to 256 words) */
     constexpr int N = WC > 0 ? WC : 1;
+    constexpr E EMPTY = (E)~(E)0;
     uint32_t reg[N];
     const uint32_t *v = vecs + i * W;
     if (WC > 0)
         load_vector<WC>(v, W, reg);
     const uint32_t *items = WC > 0 ? reg : v;
     const uint64_t h = vector_hash<WC>(items, W);
-    const uint64_t tag = h >> 32, mine = (tag << 32) | i;
-    uint64_t s = h & mask;
+    const E tag = (E)(h >> (64 - (8 * sizeof(E) - idx_bits))), mine = tag << idx_bits | (E)i;
+    const E index_mask = ((E)1 << idx_bits) - 1;
+    uint64_t s = __umul64hi(h << 32, slots); /* h's low half onto [0, slots); the tag is its top bits */
     for (;;) {
-        uint64_t cur = __ldcg(table + s);
-        if (cur == DEDUP_EMPTY) {
-            cur = atomicCAS((unsigned long long *)(table + s), DEDUP_EMPTY, mine);
-            if (cur == DEDUP_EMPTY) {
+        E cur = __ldcg(table + s);
+        if (cur == EMPTY) {
+            cur = atomic_cas<E>(table + s, EMPTY, mine);
+            if (cur == EMPTY) {
                 dd_slot[i] = (uint32_t)s;
                 return;
             }
         }
-        if ((cur >> 32) == tag && vectors_equal<WC>(items, vecs + (cur & 0xFFFFFFFFull) * W, W)) {
-            atomicMin((unsigned long long *)(table + s), mine);
+        if ((cur >> idx_bits) == tag && vectors_equal<WC>(items, vecs + (uint64_t)(cur & index_mask) * W, W)) {
+            if (mine < cur) /* an entry only falls: one above this occurrence stays above */
+                atomic_min<E>(table + s, mine);
             dd_slot[i] = (uint32_t)s;
             return;
         }
-        s = (s + 1) & mask;
+        s = s + 1 == slots ? 0 : s + 1;
     }
 }
 
 /* leader[i]: the first occurrence of vector i; leaders go to the list. */
-__global__ void k_leaders(const uint64_t *table, const uint32_t *dd_slot, uint64_t n, uint32_t *leader, uint32_t *list,
-                          unsigned long long *count)
+template <typename E>
+__global__ void k_leaders(const E *table, const uint32_t *dd_slot, uint64_t n, uint32_t idx_bits, uint32_t *leader,
+                          uint32_t *list, unsigned long long *count)
 {
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    uint32_t l = (uint32_t)(table[dd_slot[i]] & 0xFFFFFFFFull);
+    uint32_t l = (uint32_t)(table[dd_slot[i]] & (((E)1 << idx_bits) - 1));
     leader[i] = l;
     if (l == i)
         list[warp_append(count)] = (uint32_t)i;
@@ -375,17 +406,41 @@ static inline unsigned blocks_for(uint64_t n)
     return (unsigned)((n + BLOCK - 1) / BLOCK);
 }
 
+/* The dedup table of a batch of n: 1.25 n slots (a fill of 0.8 at most,
+ * and the probes of 4-byte entries mostly stay in their line), so that a
+ * batch of 4 Mi vectors' table is 21 MB, in L2. */
+static uint64_t dedup_slots(uint64_t n)
+{
+    const uint64_t slots = (n + n / 4 + 31) & ~(uint64_t)31;
+    return slots > 1024 ? slots : 1024;
+}
+
+/* Arrays carved one after another from one allocation: piece(bytes) the
+ * next one, at 256-byte boundaries (NULL past the end). */
+struct carver {
+    char *at, *end;
+    void *piece(size_t bytes)
+    {
+        char *p = at;
+        at += (bytes + 255) & ~(size_t)255;
+        return at <= end ? p : NULL;
+    }
+};
+
+/* The bytes of pieces of these sizes carved one after another. */
+static size_t carved_bytes(const size_t *sizes, int n)
+{
+    size_t b = 0;
+    for (int i = 0; i < n; i++)
+        b += (sizes[i] + 255) & ~(size_t)255;
+    return b;
+}
+
 static void scratch_free(gpu_tree *t)
 {
-    cudaFree(t->dd_table);
-    cudaFree(t->dd_slot);
-    cudaFree(t->leader);
-    cudaFree(t->list);
-    cudaFree(t->rk_idx);
-    cudaFree(t->rk);
-    cudaFree(t->ids_c);
-    cudaFree(t->res_c);
-    cudaFree(t->created);
+    cudaFree(t->scratch);
+    t->scratch = NULL;
+    t->scratch_bytes = 0;
     t->dd_table = t->rk = t->ids_c = NULL;
     t->dd_slot = t->leader = t->list = t->rk_idx = NULL;
     t->res_c = t->created = NULL;
@@ -397,19 +452,20 @@ static floe_status scratch_reserve(gpu_tree *t, size_t n, floe_errinfo *err)
     if (n <= t->cap)
         return FLOE_OK;
     scratch_free(t);
-    size_t slots = 1024;
-    while (slots < 2 * n)
-        slots *= 2;
-    CUDA_TRY(cudaMalloc(&t->dd_table, slots * 8), err);
-    CUDA_TRY(cudaMalloc(&t->dd_slot, n * 4), err);
-    CUDA_TRY(cudaMalloc(&t->leader, n * 4), err);
-    CUDA_TRY(cudaMalloc(&t->list, n * 4), err);
-    CUDA_TRY(cudaMalloc(&t->rk_idx, n * 4), err);
-    CUDA_TRY(cudaMalloc(&t->rk, n * 8), err);
-    CUDA_TRY(cudaMalloc(&t->ids_c, n * 8), err);
-    CUDA_TRY(cudaMalloc(&t->res_c, n), err);
-    CUDA_TRY(cudaMalloc(&t->created, n), err);
-    t->dd_mask = slots - 1;
+    const size_t sizes[] = {dedup_slots(n) * 8, n * 4, n * 4, n * 4, n * 4, n * 8, n * 8, n, n};
+    const size_t bytes = carved_bytes(sizes, 9);
+    CUDA_TRY(cudaMalloc(&t->scratch, bytes), err);
+    carver c = {(char *)t->scratch, (char *)t->scratch + bytes};
+    t->dd_table = (uint64_t *)c.piece(sizes[0]);
+    t->dd_slot = (uint32_t *)c.piece(sizes[1]);
+    t->leader = (uint32_t *)c.piece(sizes[2]);
+    t->list = (uint32_t *)c.piece(sizes[3]);
+    t->rk_idx = (uint32_t *)c.piece(sizes[4]);
+    t->rk = (uint64_t *)c.piece(sizes[5]);
+    t->ids_c = (uint64_t *)c.piece(sizes[6]);
+    t->res_c = (uint8_t *)c.piece(sizes[7]);
+    t->created = (uint8_t *)c.piece(sizes[8]);
+    t->scratch_bytes = bytes;
     t->cap = n;
     return FLOE_OK;
 }
@@ -525,6 +581,25 @@ static void launch_fold(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_
                                                           full_in);
 }
 
+/* A batch of n into classes of equal vectors (dedup, leaders), with
+ * entries of type E and indices of idx_bits. */
+template <typename E>
+static cudaError_t launch_dedup(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint32_t idx_bits, cudaStream_t s)
+{
+    const uint64_t slots = dedup_slots(n);
+    E *table = (E *)t->dd_table;
+    cudaError_t e = cudaMemsetAsync(table, 0xFF, slots * sizeof(E), s);
+    if (e != cudaSuccess)
+        return e;
+    if (t->g.words == 16)
+        k_dedup<16, E><<<blocks_for(n), BLOCK, 0, s>>>(d_vectors, 16, n, table, slots, idx_bits, t->dd_slot);
+    else
+        k_dedup<0, E><<<blocks_for(n), BLOCK, 0, s>>>(d_vectors, t->g.words, n, table, slots, idx_bits,
+                                                      t->dd_slot);
+    k_leaders<E><<<blocks_for(n), BLOCK, 0, s>>>(table, t->dd_slot, n, idx_bits, t->leader, t->list, t->counter);
+    return cudaGetLastError();
+}
+
 /* The shared body of insert and find. */
 template <bool insert>
 static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
@@ -537,14 +612,12 @@ static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, u
     if (st != FLOE_OK)
         return st;
     cudaStream_t s = (cudaStream_t)stream;
-    const uint32_t W = t->g.words;
-    CUDA_TRY(cudaMemsetAsync(t->dd_table, 0xFF, (t->dd_mask + 1) * 8, s), err);
     CUDA_TRY(cudaMemsetAsync(t->counter, 0, COUNTERS * sizeof *t->counter, s), err);
-    if (W == 16)
-        k_dedup<16><<<blocks_for(n), BLOCK, 0, s>>>(d_vectors, W, n, t->dd_table, t->dd_mask, t->dd_slot);
+    const uint32_t idx_bits = 64 - (uint32_t)__builtin_clzll((unsigned long long)n); /* n < 2^idx_bits */
+    if (idx_bits <= DEDUP_SMALL_BITS)
+        CUDA_TRY(launch_dedup<uint32_t>(t, d_vectors, n, idx_bits, s), err);
     else
-        k_dedup<0><<<blocks_for(n), BLOCK, 0, s>>>(d_vectors, W, n, t->dd_table, t->dd_mask, t->dd_slot);
-    k_leaders<<<blocks_for(n), BLOCK, 0, s>>>(t->dd_table, t->dd_slot, n, t->leader, t->list, t->counter);
+        CUDA_TRY(launch_dedup<uint64_t>(t, d_vectors, n, 32, s), err);
     launch_fold<insert>(t, d_vectors, n, d_results, d_ids, s);
     CUDA_TRY(cudaGetLastError(), err);
     CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, COUNTERS * sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
@@ -879,22 +952,24 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
     const uint64_t roots = used[0] + used[1] + used[2]; /* no erased rows: a TREE never erases (tree_load) */
     node_classes cl;
     classes_of(t->g.words, &cl);
-    uint64_t *rk = NULL;
-    uint8_t *res = NULL;
-    uint32_t *maps = NULL;
-    unsigned long long *c = NULL, h[3] = {0, 0, 0}; /* roots gathered, not INSERTED, nodes made */
-    int *d_bad = NULL, h_bad = 0;
-    cudaError_t e = cudaMalloc(&rk, (roots ? roots : 1) * 8);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&res, roots ? roots : 1);
-    if (e == cudaSuccess && cl.n)
-        e = cudaMalloc(&maps, cl.n * node_slots * 4);
+    /* its scratch: the batch scratch where that is large enough (a growth
+     * runs between batches), else an allocation of its own */
+    const size_t sizes[] = {(roots ? roots : 1) * 8, roots ? roots : 1, cl.n * node_slots * 4, 3 * 8, sizeof(int)};
+    const size_t bytes = carved_bytes(sizes, 5);
+    void *own = NULL;
+    cudaError_t e = cudaSuccess;
+    if (bytes > t->scratch_bytes)
+        e = cudaMalloc(&own, bytes);
+    char *base = (char *)(own ? own : t->scratch);
+    carver cv = {base, base + bytes};
+    uint64_t *rk = (uint64_t *)cv.piece(sizes[0]);
+    uint8_t *res = (uint8_t *)cv.piece(sizes[1]);
+    uint32_t *maps = (uint32_t *)cv.piece(sizes[2]);
+    unsigned long long *c = (unsigned long long *)cv.piece(sizes[3]);
+    unsigned long long h[3] = {0, 0, 0}; /* roots gathered, not INSERTED, nodes made */
+    int *d_bad = (int *)cv.piece(sizes[4]), h_bad = 0;
     if (e == cudaSuccess && cl.n)
         e = cudaMemset(maps, 0xFF, cl.n * node_slots * 4); /* REF_NONE */
-    if (e == cudaSuccess)
-        e = cudaMalloc(&c, sizeof h);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&d_bad, sizeof *d_bad);
     if (e == cudaSuccess)
         e = cudaMemset(c, 0, sizeof h);
     if (e == cudaSuccess)
@@ -948,11 +1023,7 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
         n->nodes_used = h[2];
         n->roots_bound = h[0];
     }
-    cudaFree(rk);
-    cudaFree(res);
-    cudaFree(maps);
-    cudaFree(c);
-    cudaFree(d_bad);
+    cudaFree(own);
     return st;
 }
 
@@ -1090,12 +1161,15 @@ static floe_status put_vectors(gpu_tree *t, const uint32_t *d_vectors, size_t n,
     return st;
 }
 
-/* Scratch of a growing batch's retries, made on its first FULL answer. */
+/* Scratch of a growing batch's retries, made on its first FULL answer:
+ * the FULL answers' indices (room for the batch), and their items and
+ * answers (room for cap of them: FULL answers are few, a batch many). */
 struct retry_scratch {
     uint64_t *idx;
     unsigned long long *count;
     uint32_t *vec;
     uint8_t *res;
+    size_t cap;
     void *tmp;
     size_t tmp_bytes;
 };
@@ -1109,16 +1183,32 @@ static void retry_free(retry_scratch *r)
     cudaFree(r->tmp);
 }
 
+/* Room in r for k items of item_bytes (0: answers only) and their answers. */
+static floe_status retry_room(retry_scratch *r, size_t k, size_t item_bytes, floe_errinfo *err)
+{
+    if (k <= r->cap && (r->vec || item_bytes == 0))
+        return FLOE_OK;
+    const size_t cap = k > r->cap ? k : r->cap;
+    cudaFree(r->vec);
+    cudaFree(r->res);
+    r->vec = NULL;
+    r->res = NULL;
+    r->cap = 0;
+    if (item_bytes)
+        CUDA_TRY(cudaMalloc(&r->vec, cap * item_bytes), err);
+    CUDA_TRY(cudaMalloc(&r->res, cap), err);
+    r->cap = cap;
+    return FLOE_OK;
+}
+
 /* The FULL answers of a batch of n, in batch order: their indices in
- * r->idx, how many in *nf (r->vec: room for n items of item_bytes). */
+ * r->idx, how many in *nf (r->vec, r->res: room for nf, items of item_bytes). */
 static floe_status select_full(retry_scratch *r, const uint8_t *d_results, size_t n, size_t item_bytes, size_t *nf,
                                cudaStream_t s, floe_errinfo *err)
 {
     if (!r->idx) {
         CUDA_TRY(cudaMalloc(&r->idx, n * 8), err);
         CUDA_TRY(cudaMalloc(&r->count, sizeof *r->count), err);
-        CUDA_TRY(cudaMalloc(&r->vec, n * item_bytes), err);
-        CUDA_TRY(cudaMalloc(&r->res, n), err);
     }
     thrust::counting_iterator<uint64_t> first(0);
     answer_full pred = {d_results};
@@ -1135,7 +1225,7 @@ static floe_status select_full(retry_scratch *r, const uint8_t *d_results, size_
     CUDA_TRY(cudaMemcpyAsync(&h, r->count, sizeof h, cudaMemcpyDeviceToHost, s), err);
     CUDA_TRY(cudaStreamSynchronize(s), err);
     *nf = (size_t)h;
-    return FLOE_OK;
+    return *nf ? retry_room(r, *nf, item_bytes, err) : FLOE_OK;
 }
 
 /* The FULL answers of a growing batch of n put again, in batch order,
@@ -1210,9 +1300,8 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
                         });
     if (st == FLOE_OK && d_ids && t->generation != generation) {
         /* ids of the new generation; the answers stay those of the puts */
-        if (!r.res && cudaMalloc(&r.res, n) != cudaSuccess)
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "device memory to look ids up again");
-        else
+        st = retry_room(&r, n, 0, err);
+        if (st == FLOE_OK)
             st = run_batch<false>(t, d_vectors, n, r.res, d_ids, stream, err);
     }
     cudaError_t e = cudaStreamSynchronize(s);
@@ -1510,9 +1599,8 @@ static floe_status put_roots(gpu_tree *t, const uint64_t *d_keys, size_t n, uint
                             return rs;
                         });
     if (st == FLOE_OK && d_ids && t->generation != generation) { /* ids of the new generation */
-        if (!r.res && cudaMalloc(&r.res, n) != cudaSuccess)
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "device memory to look ids up again");
-        else
+        st = retry_room(&r, n, 0, err);
+        if (st == FLOE_OK)
             st = gpu_iceberg_find(t->roots, d_keys, n, r.res, d_ids, NULL, s, err);
         cudaError_t e = cudaStreamSynchronize(s);
         if (st == FLOE_OK && e != cudaSuccess)
