@@ -34,6 +34,7 @@
  * the first occurrence.
  */
 #include <assert.h>
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_select.cuh>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -1130,18 +1131,29 @@ __global__ void k_keys_at(const __grid_constant__ floe_geometry g, const levels 
 }
 
 /* Every key held appended to keys, in no order: the first cap of them
- * written, *count added every one. */
-__global__ void k_keys_all(const __grid_constant__ floe_geometry g, const levels lv, uint64_t *keys, uint64_t cap,
-                           unsigned long long *count)
+ * written, *count added every one.  A block adds its keys of a step with
+ * one atomic: the keys are sparse in the slots, and a warp's few would
+ * queue one atomic each on the one counter. */
+__global__ void __launch_bounds__(BLOCK)
+    k_keys_all(const __grid_constant__ floe_geometry g, const levels lv, uint64_t *keys, uint64_t cap,
+               unsigned long long *count)
 {
-    for (uint64_t p = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; p < g.total_slots;
-         p += (uint64_t)gridDim.x * blockDim.x) {
-        uint64_t key;
-        if (!key_at(g, lv.L, p, &key))
-            continue;
-        const unsigned long long at = warp_append(count);
-        if (at < cap)
-            keys[at] = key;
+    typedef cub::BlockScan<unsigned, BLOCK> block_scan;
+    __shared__ typename block_scan::TempStorage scan_tmp;
+    __shared__ unsigned long long base;
+    const uint64_t step = (uint64_t)gridDim.x * BLOCK;
+    for (uint64_t first = blockIdx.x * (uint64_t)BLOCK; first < g.total_slots; first += step) {
+        const uint64_t p = first + threadIdx.x;
+        uint64_t key = 0;
+        const unsigned held = p < g.total_slots && key_at(g, lv.L, p, &key) ? 1u : 0u;
+        unsigned at, total;
+        block_scan(scan_tmp).ExclusiveSum(held, at, total);
+        if (threadIdx.x == 0 && total)
+            base = atomicAdd(count, (unsigned long long)total);
+        __syncthreads();
+        if (held && base + at < cap)
+            keys[base + at] = key;
+        __syncthreads(); /* scan_tmp and base are the next step's */
     }
 }
 

@@ -1269,11 +1269,15 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
 {
     cudaStream_t s = (cudaStream_t)stream;
     const uint32_t W = t->g.words;
-    CUDA_TRY(cudaStreamSynchronize(s), err); /* the batch's vectors are written on s; a growth runs on its own */
     floe_status st = FLOE_OK;
     for (unsigned what = 1; what && st == FLOE_OK;) { /* a batch larger than the room left meets FULL below */
         st = gpu_tree_over_fill(t, n, t->spec.max_fill, &what, err);
         floe_errinfo ignored; /* on failure the table stays as it is: FULL answers decide */
+        if (st == FLOE_OK && what) /* the batch's vectors are written on s; a growth runs on its own */
+            st = cudaStreamSynchronize(s) == cudaSuccess
+                     ? FLOE_OK
+                     : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "a growing batch: %s",
+                                        cudaGetErrorString(cudaGetLastError()));
         if (st == FLOE_OK && what && gpu_tree_grow(t, what, &ignored) != FLOE_OK)
             break;
     }
