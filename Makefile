@@ -250,7 +250,7 @@ NV_DEPS := $(wildcard gpu/*.h) $(wildcard tables/*.h) proto/floe_wire.h
 build/gpu/%.o: gpu/%.cu $(NV_DEPS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
-build/gpu/tests/%.o: tests/gpu/%.cu $(NV_DEPS) tests/gpu/backend_test.h
+build/gpu/tests/%.o: tests/gpu/%.cu $(NV_DEPS) tests/gpu/backend_test.h tests/unit/data/layout1_map.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 build/gpu/bench/%.o: bench/%.cu $(NV_DEPS)

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "../unit/data/layout1_map.h"
 #include "backend.h"
 #include "backend_gpu.h"
 #include "backend_test.h"
@@ -634,22 +635,22 @@ static void parts_suite(uint64_t seed, bool small)
 }
 
 /* A file of layout version 1 (tests/unit/data/layout1-map.floe, made before
- * FLOE_FIRST_FILL: test_tablefile.c says how) loads on the GPU backend with
+ * FLOE_FIRST_FILL: layout1_map.h says how) loads on the GPU backend with
  * its own put rule: every key found with its value, as on the CPU backend,
  * and a save of it is of layout version 1 again.  Run from the repository's
  * root, as device-check.sh does. */
 static bool layout1_case(floe_backend *cpu_be, floe_backend *gpu_be)
 {
-    const char *path = "tests/unit/data/layout1-map.floe";
-    enum { N = 4254, OTHERS = 20000 };
+    const char *path = LAYOUT1_FILE;
+    enum { N = LAYOUT1_KEYS, OTHERS = 20000 };
     floe_errinfo err;
     floe_table *cpu = NULL, *gpu = NULL;
     CHECK(floe_table_load(cpu_be, path, &cpu, &err) == FLOE_OK, "layout 1 on cpu: %s", err.msg);
     CHECK(floe_table_load(gpu_be, path, &gpu, &err) == FLOE_OK, "layout 1 on gpu: %s", err.msg);
     std::vector<uint64_t> keys(N + OTHERS);
-    uint64_t r = 2026;
+    uint64_t r = LAYOUT1_RNG_SEED;
     for (size_t i = 0; i < N; i++)
-        keys[i] = test_rng(&r) & 0xFFFFFFFFull;
+        keys[i] = layout1_key(test_rng(&r));
     for (size_t i = N; i < keys.size(); i++)
         keys[i] = test_rng(&r) & 0xFFFFFFFFull;
     std::vector<uint8_t> rc(keys.size()), rg(keys.size());
@@ -672,9 +673,9 @@ static bool layout1_case(floe_backend *cpu_be, floe_backend *gpu_be)
               "layout 1: key %zu (%llu): cpu %u value %u, gpu %u value %u", i, (unsigned long long)keys[i], rc[i], vc[i],
               rg[i], vg[i]);
         if (i < N) {
-            const bool erased = i % 20 == 0;
+            const bool erased = layout1_erased(i);
             CHECK(rg[i] == (erased ? FLOE_ABSENT : FLOE_PRESENT), "layout 1: key %zu answers %u", i, rg[i]);
-            CHECK(erased || vg[i] == (uint32_t)(keys[i] * 0x9E3779B9u), "layout 1: key %zu has value %u", i, vg[i]);
+            CHECK(erased || vg[i] == layout1_value(keys[i]), "layout 1: key %zu has value %u", i, vg[i]);
         }
         present += rg[i] == FLOE_PRESENT;
     }

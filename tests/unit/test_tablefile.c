@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/layout1_map.h"
 #include "iceberg.h"
 #include "tablefile.h"
 #include "testutil.h"
@@ -227,21 +228,13 @@ START_TEST(damaged_files_refused)
 }
 END_TEST
 
-/* tests/unit/data/layout1-map.floe was saved by d203658, before
- * FLOE_FIRST_FILL (layout version 1): a MAP of 32-bit keys and 4-byte values
- * (seed 0x5EED0001, capacity 4000, 4624 slots) into which one batch put
- * 0.92 * 4624 keys, keys[i] = rng_next(2026) & 0xFFFFFFFF and values[i] =
- * keys[i] * 0x9E3779B9 mod 2^32, then erased every 20th of them: 3887 rows
- * in level 0, 367 in level 1 (of its 512 slots). */
-#define LAYOUT1_FILE "tests/unit/data/layout1-map.floe"
-enum { LAYOUT1_KEYS = 4254 };
-
+/* The keys and values of tests/unit/data/layout1-map.floe (layout1_map.h says how it was made). */
 static void layout1_keys(uint64_t *keys, uint32_t *values)
 {
-    uint64_t r = 2026;
+    uint64_t r = LAYOUT1_RNG_SEED;
     for (size_t i = 0; i < LAYOUT1_KEYS; i++) {
-        keys[i] = rng_next(&r) & 0xFFFFFFFFull;
-        values[i] = (uint32_t)(keys[i] * 0x9E3779B9u);
+        keys[i] = layout1_key(rng_next(&r));
+        values[i] = layout1_value(keys[i]);
     }
 }
 
@@ -254,7 +247,7 @@ static void check_layout1(iceberg *u, const uint64_t *keys, const uint32_t *valu
     ck_assert_int_eq(iceberg_find(u, keys, LAYOUT1_KEYS, res, NULL, got, NULL, NULL), FLOE_OK);
     *lost = 0;
     for (size_t i = 0; i < LAYOUT1_KEYS; i++) {
-        if (i % 20 == 0) {
+        if (layout1_erased(i)) {
             ck_assert_int_eq(res[i], FLOE_ABSENT);
         } else if (res[i] != FLOE_PRESENT) {
             (*lost)++;
@@ -285,7 +278,7 @@ START_TEST(layout1_files_still_load)
     ck_assert_msg(iceberg_load(LAYOUT1_FILE, 0, NULL, &u, &err) == FLOE_OK, "load: %s", err.msg);
     floe_table_stats st;
     iceberg_stats(u, &st);
-    ck_assert_uint_eq(st.keys, LAYOUT1_KEYS - (LAYOUT1_KEYS + 19) / 20);
+    ck_assert_uint_eq(st.keys, LAYOUT1_KEYS - (LAYOUT1_KEYS + LAYOUT1_ERASED_EVERY - 1) / LAYOUT1_ERASED_EVERY);
     ck_assert_uint_eq(st.level[1].used, 367);
     size_t lost;
     check_layout1(u, keys, values, &lost);
