@@ -787,7 +787,7 @@ static void header_of(const floe_spec *spec, uint64_t keys, floe_file_header *h)
 {
     memset(h, 0, sizeof *h);
     h->spec = *spec;
-    h->layout_version = FLOE_LAYOUT_VERSION;
+    h->layout_version = FLOE_LAYOUT_OLDEST; /* sorted keys follow no placement rule: every release reads them */
     h->keys = keys;
     h->nsections = ORD_SECTIONS;
     h->section_bytes[0] = keys * 8;

@@ -417,6 +417,11 @@ START_TEST(ordered_save_and_load)
         }
         run_batch(t, &r, 0, keys, vals, n, vb);
         ck_assert_int_eq(ordered_save(t, path, &err), FLOE_OK);
+        floe_file_header saved;
+        floe_file_reader *fr;
+        ck_assert_int_eq(floe_file_open(path, 0, &saved, &fr, &err), FLOE_OK);
+        floe_file_close(fr);
+        ck_assert_uint_eq(saved.layout_version, FLOE_LAYOUT_OLDEST); /* the oldest floed reads it too */
         ck_assert_int_eq(ordered_load(path, 0, NULL, &u, &err), FLOE_OK);
         ck_assert_str_eq(ordered_spec(u)->name, "o");
         check_scan(u, &r, vb, &rng);
@@ -466,6 +471,14 @@ START_TEST(ordered_save_and_load)
     ordered *u;
     ck_assert_int_eq(ordered_load(path, 0, NULL, &u, &err), FLOE_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err.msg, "wider than key_bits"));
+    /* a file that says layout version 2 (as releases of 2026-11-27 saved ORDERED tables) loads */
+    k[1] = 9;
+    ck_assert_int_eq(floe_file_save(path, &h, sec, &err), FLOE_OK);
+    ck_assert_msg(ordered_load(path, 0, NULL, &u, &err) == FLOE_OK, "%s", err.msg);
+    floe_table_stats st;
+    ordered_stats(u, &st);
+    ck_assert_uint_eq(st.keys, 2);
+    ordered_destroy(u);
     unlink(path);
 }
 END_TEST
