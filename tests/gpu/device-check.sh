@@ -6,7 +6,8 @@
 #   (default: all but gpus, which wants a host of several GPUs)
 #
 # FLOED_ARGS adds flags to the e1 and mc steps' floed (e.g. --io-threads 8); MC_MODEL,
-# MC_WORKERS and MC_ARGS change the mc step's floe-mc runs.
+# MC_WORKERS and MC_ARGS change the mc step's floe-mc runs; SANITIZE_SEED is the seed of the
+# sanitize step's runs (default: the time).
 # Logs go to $OUT (default /tmp/floe-device), one file per step; a summary
 # line per step goes to stdout.  Exit 1 if any step failed.
 set -u
@@ -30,9 +31,13 @@ for s in $steps; do
     tests)
         step selftest "$B/layout_selftest"
         step gpu-tests "$B/floe-gpu-tests" ;;
-    sanitize)
-        step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$B/floe-gpu-tests" --small
-        step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 "$B/floe-gpu-tests" --small ;;
+    sanitize) # line-buffered, so that a caller's time limit leaves the log so far; SANITIZE_SEED
+        # repeats a run (racecheck takes 2 minutes on some seeds, more than 5 on others)
+        seed=${SANITIZE_SEED:-$(date +%s)}
+        step memcheck stdbuf -oL compute-sanitizer --tool memcheck --error-exitcode 1 "$B/floe-gpu-tests" --small \
+            --seed "$seed"
+        step racecheck stdbuf -oL compute-sanitizer --tool racecheck --error-exitcode 1 "$B/floe-gpu-tests" --small \
+            --seed "$seed" ;;
     itests) # the daemon's integration tests against a floed whose tables run on the GPU
         # (the fault-injection walk starts floed hundreds of times: it runs in make test, on the CPU)
         step itests env FLOE_BACKEND=gpu CK_EXCLUDE_TAGS=faults FLOED="$B/floed" FLOE_CLI="$B/floe" \
