@@ -1274,10 +1274,7 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
         st = gpu_tree_over_fill(t, n, t->spec.max_fill, &what, err);
         floe_errinfo ignored; /* on failure the table stays as it is: FULL answers decide */
         if (st == FLOE_OK && what) /* the batch's vectors are written on s; a growth runs on its own */
-            st = cudaStreamSynchronize(s) == cudaSuccess
-                     ? FLOE_OK
-                     : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "a growing batch: %s",
-                                        cudaGetErrorString(cudaGetLastError()));
+            CUDA_TRY(cudaStreamSynchronize(s), err);
         if (st == FLOE_OK && what && gpu_tree_grow(t, what, &ignored) != FLOE_OK)
             break;
     }
