@@ -46,7 +46,6 @@
 #include "cuda_try.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
-#include "warp_append.h"
 
 #define BLOCK 256
 
