@@ -14,7 +14,8 @@
  * at --capacity vectors (default --vectors: a node slot for 8 of them) and
  * grows itself inside gpu_tree_insert (as in floed), so the growths are
  * timed with the batches; the bytes allocated and used are printed as the
- * table grows.  --no-grow sizes a fixed table for --vectors.  With
+ * table grows, and with --per-batch each batch's time (a growth shows in
+ * the batch that meets it).  --no-grow sizes a fixed table for --vectors.  With
  * --by-parent every batch is one step of every walker (--walkers =
  * --batch), and its vectors go in as their parents' ids (the last batch's
  * answers) and the one or two words the step changed, folded on the device
@@ -136,8 +137,9 @@ __global__ void k_count(const uint8_t *r, uint64_t n, unsigned long long *c)
 
 static void usage_line(FILE *f)
 {
-    fprintf(f, "usage: floe-t1-gpu [--words W] [--vectors N] [--batch B] [--walkers K] [--domain D]\n"
-               "                   [--capacity N | --no-grow [--memory SIZE]] [--by-parent] [--runs R]\n");
+    fprintf(f,
+            "usage: floe-t1-gpu [--words W] [--vectors N] [--batch B] [--walkers K] [--domain D]\n"
+            "                   [--capacity N | --no-grow [--memory SIZE]] [--by-parent] [--per-batch] [--runs R]\n");
 }
 
 static void help(void)
@@ -164,6 +166,8 @@ static void help(void)
            "      --by-parent     each batch one step of every walker (--walkers = --batch), sent as the\n"
            "                      parents' ids and the changed words, folded on the device by the\n"
            "                      changed words' paths from the parents' nodes\n"
+           "      --per-batch     print each batch's time and the table's growths so far (where a\n"
+           "                      growth's time goes)\n"
            "      --runs R        runs, each on a fresh table; medians reported (default 3)\n"
            "  -h, --help          this text\n"
            "\n"
@@ -191,7 +195,7 @@ int main(int argc, char **argv)
 {
     uint32_t W = 16, walkers = 1u << 16, domain = 4, runs = 3;
     uint64_t batch = 1ull << 21, vectors = 1ull << 25, memory = 0, capacity = 0;
-    bool grow = true, capacity_set = false, by_parent = false;
+    bool grow = true, capacity_set = false, by_parent = false, per_batch = false;
     static const struct option longopts[] = {
         {"words", required_argument, NULL, 'w'},
         {"walkers", required_argument, NULL, 'k'},
@@ -204,6 +208,7 @@ int main(int argc, char **argv)
         {"no-grow", no_argument, NULL, 'G'},
         {"capacity", required_argument, NULL, 'c'},
         {"by-parent", no_argument, NULL, 'p'},
+        {"per-batch", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -242,6 +247,9 @@ int main(int argc, char **argv)
             break;
         case 'p':
             by_parent = true;
+            break;
+        case 'P':
+            per_batch = true;
             break;
         case 'h':
             help();
@@ -363,6 +371,9 @@ int main(int argc, char **argv)
             float ms;
             CHECK(cudaEventElapsedTime(&ms, e0, e1));
             ms_total += ms;
+            if (per_batch)
+                printf("  run %u, batch %llu: %.3f ms, %llu growths\n", run, (unsigned long long)b, ms,
+                       (unsigned long long)gpu_tree_generation(t));
             k_count<<<(unsigned)((2 * batch + 255) / 256), 256, 0, s>>>(d_res, 2 * batch, d_c);
             if (grow && (b & (b - 1)) == 0) { /* allocated against used, at every doubling of the vectors sent */
                 must(gpu_tree_stats(t, &st, &err), err);
