@@ -11,16 +11,18 @@
  *           the leader.  Equal vectors probe the same sequence, and a slot
  *           once taken holds one class for the batch, so the classes are
  *           exact (the full vectors are compared, not just hashes).
- *   fold    one thread per leader folds its vector bottom-up: each node is
- *           found or put with one 64-bit atomicCAS from EMPTY, its
- *           reference replaces the pair; leaders that fold write their root
- *           key into a compact list (one atomicAdd per warp).
+ *   fold    one thread per leader (listed with one atomic a block) folds
+ *           its vector bottom-up: each node is found or put with one 64-bit
+ *           atomicCAS from EMPTY, its reference replaces the pair; leaders
+ *           that fold write their root key into a compact list (one
+ *           atomicAdd per warp).
  *   roots   the root keys, distinct by construction, go to the root table
  *           (gpu_iceberg, without its in-batch fix-up: they are distinct).
  *   answer  leaders take the root table's answers; the other occurrences
  *           copy their leader's (INSERTED becomes PRESENT).
  * The host reads the number of folded leaders between fold and roots: the
- * one synchronisation of a batch.
+ * one synchronisation of a batch.  A growing table whose node table had no
+ * room for a leader grows there (refold_grown), before the roots.
  *
  * One thread per vector, no intra-vector parallelism (the tree thesis found
  * it the best of its variants); for 16-word vectors the fold is compiled for
@@ -29,6 +31,7 @@
 #include <assert.h>
 #include <cooperative_groups.h>
 #include <cooperative_groups/reduce.h>
+#include <cub/block/block_reduce.cuh>
 #include <cub/device/device_select.cuh>
 #include <cuda_runtime.h>
 #include <stdlib.h>
@@ -42,7 +45,7 @@
 #include "warp_append.h"
 
 #define BLOCK       256
-#define COUNTERS      5
+#define COUNTERS      6
 #define FOLDED      0xFFu
 #define DAMAGED       0xFEu /* a fold met a reference to no node: the table is damaged */
 #define FULL_IN_NODES 1ull /* a batch's counter[3]: which tables had no room for one of its vectors */
@@ -55,11 +58,13 @@ struct gpu_tree {
     uint64_t *nodes;
     gpu_iceberg *roots;
     unsigned long long *orphans;
-    unsigned long long *counter;   /* a batch's: leaders, folded leaders, nodes made, FULL_IN_*, roots put (COUNTERS) */
+    unsigned long long *counter;   /* a batch's: leaders, folded leaders, nodes made, FULL_IN_*, roots put,
+                                    * leaders listed FULL (COUNTERS) */
     unsigned long long *h_counter; /* pinned */
     /* on the host: nodes stored (counted by the batches), and at most as many roots */
     uint64_t nodes_used, roots_bound;
     uint64_t last_n, last_made, last_put; /* the last insert batch: vectors, nodes it made, roots it put */
+    uint64_t batch_made; /* the nodes the batch running has made (its folds' counts: a growth renumbers nodes_used) */
     uint64_t generation; /* growths: ids of an earlier one name other vectors */
     /* batch scratch, grown on demand: one allocation, which a node table's
      * growth borrows where it is large enough (copy_into) */
@@ -190,18 +195,24 @@ __global__ void __launch_bounds__(BLOCK)
     }
 }
 
-/* leader[i]: the first occurrence of vector i; leaders go to the list. */
+/* leader[i]: the first occurrence of vector i; leaders go to the list,
+ * a block's with one atomic. */
 template <typename E>
-__global__ void k_leaders(const E *table, const uint32_t *dd_slot, uint64_t n, uint32_t idx_bits, uint32_t *leader,
-                          uint32_t *list, unsigned long long *count)
+__global__ void __launch_bounds__(BLOCK) k_leaders(const E *table, const uint32_t *dd_slot, uint64_t n,
+                                                   uint32_t idx_bits, uint32_t *leader, uint32_t *list,
+                                                   unsigned long long *count)
 {
-    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    uint32_t l = (uint32_t)(table[dd_slot[i]] & (((E)1 << idx_bits) - 1));
-    leader[i] = l;
-    if (l == i)
-        list[warp_append(count)] = (uint32_t)i;
+    __shared__ block_append<BLOCK> append;
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    bool leads = false;
+    if (i < n) {
+        const uint32_t l = (uint32_t)(table[dd_slot[i]] & (((E)1 << idx_bits) - 1));
+        leader[i] = l;
+        leads = l == i;
+    }
+    const unsigned long long at = append(count, leads);
+    if (leads)
+        list[at] = (uint32_t)i;
 }
 
 /* Finds or (insert) puts one node: 1 and its reference, or 0. */
@@ -287,12 +298,17 @@ __device__ __forceinline__ uint32_t fold(const floe_tree_geometry &g, uint64_t *
     return FOLDED;
 }
 
+/* No __launch_bounds__: with it ptxas holds the 16-word fold to 40
+ * registers (six blocks an SM) and spills 40 bytes to local memory, read
+ * back in the divergent probe loop a lane at a time (H100, ncu: 950 K
+ * local requests a batch); without it the fold takes 42 registers, five
+ * blocks an SM, and spills nothing. */
 template <int WC, bool insert>
-__global__ void __launch_bounds__(BLOCK)
-    k_fold(const __grid_constant__ floe_tree_geometry g, uint64_t *nodes, const uint32_t *vecs, uint32_t W,
-           const uint32_t *list, const unsigned long long *nlist, uint64_t *rk, uint32_t *rk_idx,
-           unsigned long long *nrk, uint8_t *results, uint64_t *ids, uint8_t *created_out, unsigned long long *orphans,
-           unsigned long long *made, unsigned long long *full_in)
+__global__ void k_fold(const __grid_constant__ floe_tree_geometry g, uint64_t *nodes, const uint32_t *vecs, uint32_t W,
+                       const uint32_t *list, const unsigned long long *nlist, uint64_t *rk, uint32_t *rk_idx,
+                       unsigned long long *nrk, uint8_t *results, uint64_t *ids, uint8_t *created_out,
+                       unsigned long long *orphans, unsigned long long *made, unsigned long long *full_in,
+                       uint32_t *full_list, unsigned long long *nfull)
 {
     uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (k >= *nlist)
@@ -321,28 +337,33 @@ __global__ void __launch_bounds__(BLOCK)
     results[i] = (uint8_t)r;
     if (ids)
         ids[i] = FLOE_NO_ID;
-    if (insert && r == FLOE_FULL)
+    if (insert && r == FLOE_FULL) {
         atomicOr(full_in, FULL_IN_NODES);
+        if (full_list) /* to fold again after a growth */
+            full_list[warp_append(nfull)] = i;
+    }
     if (created)
         atomicAdd(orphans, (unsigned long long)created);
 }
 
 /* Leaders take the root table's answers. */
-__global__ void k_scatter(const uint32_t *rk_idx, const unsigned long long *nrk, const uint8_t *res_c,
-                          const uint64_t *ids_c, uint8_t *results, uint64_t *ids, const uint8_t *created,
-                          unsigned long long *orphans, unsigned long long *full_in, unsigned long long *put)
+__global__ void __launch_bounds__(BLOCK) k_scatter(const uint32_t *rk_idx, const unsigned long long *nrk,
+                                                   const uint8_t *res_c, const uint64_t *ids_c, uint8_t *results,
+                                                   uint64_t *ids, const uint8_t *created, unsigned long long *orphans,
+                                                   unsigned long long *full_in, unsigned long long *put)
 {
-    uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (k >= *nrk)
-        return;
-    uint32_t i = rk_idx[k];
-    if (created) { /* an insert: the roots it put, an atomic a group of threads that runs here together */
-        namespace cg = cooperative_groups;
-        cg::coalesced_group here = cg::coalesced_threads();
-        const unsigned sum = cg::reduce(here, (unsigned)(res_c[k] == FLOE_INSERTED), cg::plus<unsigned>());
-        if (here.thread_rank() == 0 && sum)
+    const uint64_t k = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    const bool mine = k < *nrk;
+    if (created) { /* an insert: the roots it put, an atomic a block */
+        typedef cub::BlockReduce<unsigned, BLOCK> block_reduce;
+        __shared__ typename block_reduce::TempStorage tmp;
+        const unsigned sum = block_reduce(tmp).Sum(mine && res_c[k] == FLOE_INSERTED ? 1u : 0u);
+        if (threadIdx.x == 0 && sum)
             atomicAdd(put, (unsigned long long)sum);
     }
+    if (!mine)
+        return;
+    const uint32_t i = rk_idx[k];
     results[i] = res_c[k];
     if (ids)
         ids[i] = res_c[k] == FLOE_FULL || res_c[k] == FLOE_ABSENT ? FLOE_NO_ID : ids_c[k];
@@ -564,21 +585,33 @@ extern "C" uint64_t gpu_tree_root_slots(const gpu_tree *t)
     return gpu_iceberg_slots(t->roots);
 }
 
+/* The vectors at list[0, counter[0]) folded (n bounds the count), their
+ * root keys appended to rk at counter[1]; those that find no room listed
+ * in full_list at counter[5] (NULL: not listed). */
 template <bool insert>
-static void launch_fold(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
-                        cudaStream_t s)
+static void launch_fold(gpu_tree *t, const uint32_t *d_vectors, const uint32_t *list, size_t n, uint8_t *d_results,
+                        uint64_t *d_ids, uint32_t *full_list, cudaStream_t s)
 {
     const uint32_t W = t->g.words;
-    unsigned long long *nlist = t->counter, *nrk = t->counter + 1, *made = t->counter + 2, *full_in = t->counter + 3;
+    unsigned long long *nlist = t->counter, *nrk = t->counter + 1, *made = t->counter + 2, *full_in = t->counter + 3,
+                       *nfull = t->counter + 5;
     uint8_t *created = insert ? t->created : NULL;
     if (W == 16)
-        k_fold<16, insert><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, d_vectors, W, t->list, nlist, t->rk,
-                                                           t->rk_idx, nrk, d_results, d_ids, created, t->orphans, made,
-                                                           full_in);
+        k_fold<16, insert><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, d_vectors, W, list, nlist, t->rk, t->rk_idx,
+                                                           nrk, d_results, d_ids, created, t->orphans, made, full_in,
+                                                           full_list, nfull);
     else
-        k_fold<0, insert><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, d_vectors, W, t->list, nlist, t->rk,
-                                                          t->rk_idx, nrk, d_results, d_ids, created, t->orphans, made,
-                                                          full_in);
+        k_fold<0, insert><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, d_vectors, W, list, nlist, t->rk, t->rk_idx,
+                                                          nrk, d_results, d_ids, created, t->orphans, made, full_in,
+                                                          full_list, nfull);
+}
+
+/* Two lists of a batch's leaders that found no room, in the dedup table's
+ * room (no longer needed once the leaders are listed): a growing batch
+ * folds them again after a growth (refold_grown). */
+static uint32_t *full_lists(gpu_tree *t)
+{
+    return (uint32_t *)t->dd_table;
 }
 
 /* A batch of n into classes of equal vectors (dedup, leaders), with
@@ -600,6 +633,9 @@ static cudaError_t launch_dedup(gpu_tree *t, const uint32_t *d_vectors, size_t n
     return cudaGetLastError();
 }
 
+static floe_status refold_grown(gpu_tree *t, const uint32_t *d_vectors, uint8_t *d_results, uint64_t *d_ids,
+                                cudaStream_t s, floe_errinfo *err);
+
 /* The shared body of insert and find. */
 template <bool insert>
 static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
@@ -618,15 +654,21 @@ static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, u
         CUDA_TRY(launch_dedup<uint32_t>(t, d_vectors, n, idx_bits, s), err);
     else
         CUDA_TRY(launch_dedup<uint64_t>(t, d_vectors, n, 32, s), err);
-    launch_fold<insert>(t, d_vectors, n, d_results, d_ids, s);
+    launch_fold<insert>(t, d_vectors, t->list, n, d_results, d_ids, insert && t->spec.grow ? full_lists(t) : NULL, s);
     CUDA_TRY(cudaGetLastError(), err);
     CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, COUNTERS * sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
     CUDA_TRY(cudaStreamSynchronize(s), err);
-    const size_t m = (size_t)t->h_counter[1];
     if (insert) {
         t->nodes_used += t->h_counter[2];
-        t->roots_bound += m; /* no more roots than vectors folded */
+        t->batch_made = t->h_counter[2];
+        t->roots_bound += t->h_counter[1]; /* no more roots than vectors folded */
     }
+    if (insert && t->spec.grow && (t->h_counter[3] & FULL_IN_NODES)) {
+        st = refold_grown(t, d_vectors, d_results, d_ids, s, err);
+        if (st != FLOE_OK)
+            return st;
+    }
+    const size_t m = (size_t)t->h_counter[1];
     if (m > 0) {
         st = insert ? gpu_iceberg_put(t->roots, t->rk, m, t->res_c, t->ids_c, GPU_NO_DEDUP, stream, err)
                     : gpu_iceberg_find(t->roots, t->rk, m, t->res_c, t->ids_c, NULL, stream, err);
@@ -899,11 +941,12 @@ __global__ void k_mark_class(const __grid_constant__ floe_tree_geometry g, const
 /* Every marked node of a class put into the new table: its map entry the
  * new reference (or still REF_MARKED, and *bad GROW_FULL, where the new
  * table had no room). */
-__global__ void k_translate_class(const __grid_constant__ floe_tree_geometry from, const uint64_t *from_nodes,
-                                  uint32_t *map, const uint32_t *map_a, const uint32_t *map_b,
-                                  const __grid_constant__ floe_tree_geometry to, uint64_t *to_nodes, int *bad,
-                                  unsigned long long *made)
+__global__ void __launch_bounds__(BLOCK)
+    k_translate_class(const __grid_constant__ floe_tree_geometry from, const uint64_t *from_nodes, uint32_t *map,
+                      const uint32_t *map_a, const uint32_t *map_b, const __grid_constant__ floe_tree_geometry to,
+                      uint64_t *to_nodes, int *bad, unsigned long long *made)
 {
+    unsigned created = 0;
     for (uint64_t s = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; s < from.node_slots;
          s += (uint64_t)gridDim.x * blockDim.x) {
         const uint64_t v = from_nodes[s];
@@ -911,18 +954,17 @@ __global__ void k_translate_class(const __grid_constant__ floe_tree_geometry fro
             continue;
         const uint64_t node = floe_node_decode(&from, s, v);
         const uint32_t a = translated(map_a, (uint32_t)node, bad), b = translated(map_b, (uint32_t)(node >> 32), bad);
-        unsigned created = 0;
         uint32_t ref;
         if (node_ref<true>(to, to_nodes, floe_node_pack(a, b), &ref, &created))
             map[s] = ref;
         else
             atomicMax(bad, GROW_FULL);
-        namespace cg = cooperative_groups;
-        cg::coalesced_group here = cg::coalesced_threads();
-        const unsigned sum = cg::reduce(here, created, cg::plus<unsigned>());
-        if (here.thread_rank() == 0 && sum)
-            atomicAdd(made, (unsigned long long)sum);
     }
+    typedef cub::BlockReduce<unsigned, BLOCK> block_reduce; /* an atomic a block, not a group of threads */
+    __shared__ typename block_reduce::TempStorage tmp;
+    const unsigned sum = block_reduce(tmp).Sum(created);
+    if (threadIdx.x == 0 && sum)
+        atomicAdd(made, (unsigned long long)sum);
 }
 
 /* Each root of rk[0, n) with its halves' new references, in place. */
@@ -941,8 +983,10 @@ __global__ void k_translate_roots(const __grid_constant__ floe_tree_geometry fro
 /* Puts every vector of t into n (empty, larger): each node reached from a
  * root translated once (above), then every new root into n's root table in
  * one put; *full when n had no room for one.  Nothing waits between the
- * steps. */
-static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo *err)
+ * steps.  keys[0, nkeys) (NULL: none), root keys of vectors folded but not
+ * yet put (a batch that met a full node table), keep their nodes too and
+ * become keys of n where it had room. */
+static floe_status copy_into(gpu_tree *t, gpu_tree *n, uint64_t *keys, size_t nkeys, bool *full, floe_errinfo *err)
 {
     const uint64_t node_slots = t->g.node_slots;
     uint64_t used[FLOE_LEVELS];
@@ -952,13 +996,14 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
     const uint64_t roots = used[0] + used[1] + used[2]; /* no erased rows: a TREE never erases (tree_load) */
     node_classes cl;
     classes_of(t->g.words, &cl);
-    /* its scratch: the batch scratch where that is large enough (a growth
-     * runs between batches), else an allocation of its own */
+    /* its scratch: the batch scratch where that is large enough and free
+     * (a growth between batches; one with keys runs inside a batch), else
+     * an allocation of its own */
     const size_t sizes[] = {(roots ? roots : 1) * 8, roots ? roots : 1, cl.n * node_slots * 4, 3 * 8, sizeof(int)};
     const size_t bytes = carved_bytes(sizes, 5);
     void *own = NULL;
     cudaError_t e = cudaSuccess;
-    if (bytes > t->scratch_bytes)
+    if (bytes > t->scratch_bytes || keys)
         e = cudaMalloc(&own, bytes);
     char *base = (char *)(own ? own : t->scratch);
     carver cv = {base, base + bytes};
@@ -985,6 +1030,8 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
         st = gpu_iceberg_keys_all(t->roots, rk, roots, c, NULL, err);
     if (st == FLOE_OK && roots)
         k_mark_roots<<<blocks_for(roots), BLOCK>>>(t->g, rk, roots, map_l, map_r, d_bad);
+    if (st == FLOE_OK && nkeys)
+        k_mark_roots<<<blocks_for(nkeys), BLOCK>>>(t->g, keys, nkeys, map_l, map_r, d_bad);
     for (uint32_t k = cl.n; st == FLOE_OK && k-- > 0;)
         k_mark_class<<<node_blocks, BLOCK>>>(t->g, t->nodes, maps + k * node_slots,
                                              class_map(maps, node_slots, cl.left[k]),
@@ -1019,6 +1066,14 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, bool *full, floe_errinfo 
             *full = st == FLOE_OK && h[1] > 0;
         }
     }
+    if (st == FLOE_OK && !*full && nkeys) { /* the batch's keys, translated as the roots were */
+        k_translate_roots<<<blocks_for(nkeys), BLOCK>>>(t->g, keys, nkeys, map_l, map_r, n->g, d_bad);
+        if ((e = cudaMemcpy(&h_bad, d_bad, sizeof h_bad, cudaMemcpyDeviceToHost)) != cudaSuccess)
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
+        else if (h_bad)
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: a folded vector leads to a missing node",
+                                  t->spec.name);
+    }
     if (st == FLOE_OK && !*full) {
         n->nodes_used = h[2];
         n->roots_bound = h[0];
@@ -1052,7 +1107,10 @@ extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *err)
+/* gpu_tree_grow, with the root keys keys[0, nkeys) of vectors folded but
+ * not yet put (NULL: none) taken along: their nodes are kept and the keys
+ * become the new generation's (copy_into). */
+static floe_status grow_tables(gpu_tree *t, unsigned what, uint64_t *keys, size_t nkeys, floe_errinfo *err)
 {
     tree_sizing z;
     /* the last batch's nodes a new vector: a model's rate changes as it runs */
@@ -1079,7 +1137,7 @@ extern "C" floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *e
         if (st != FLOE_OK)
             return st;
         bool full = false;
-        st = copy_into(t, &n, &full, err);
+        st = copy_into(t, &n, keys, nkeys, &full, err);
         if (st == FLOE_OK && !full) { /* n's tables become t's; t's old ones go with n */
             std::swap(t->nodes, n.nodes);
             std::swap(t->orphans, n.orphans);
@@ -1098,6 +1156,53 @@ extern "C" floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *e
             st = tree_size_grown(&t->spec, &z, TREE_GROW_NODES | TREE_GROW_ROOTS, 0.0, &z, err);
     }
     return st;
+}
+
+extern "C" floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *err)
+{
+    return grow_tables(t, what, NULL, 0, err);
+}
+
+/* A growing batch whose fold found the node table full (FULL_IN_NODES)
+ * grows it here, between the fold and the root put, and takes the root
+ * keys folded so far (rk[0, counter[1])) along into the new generation;
+ * the leaders that found no room (full_lists) then fold into the new
+ * table, until none is left or the table is as large as it gets (FULL
+ * stands).  The root put that follows gives ids of the new generation, so
+ * the batch looks none up again.  The growth sizes the node table at this
+ * batch's rate so far: the nodes its fold made for the leaders it folded.
+ * Leaves the counters as a fold does (h_counter too). */
+static floe_status refold_grown(gpu_tree *t, const uint32_t *d_vectors, uint8_t *d_results, uint64_t *d_ids,
+                                cudaStream_t s, floe_errinfo *err)
+{
+    uint32_t *from = full_lists(t), *to = from + t->cap;
+    while (t->h_counter[3] & FULL_IN_NODES) {
+        const uint64_t folded = t->h_counter[1], nfull = t->h_counter[5];
+        t->last_n = t->h_counter[0];
+        t->last_made = t->batch_made;
+        t->last_put = folded;
+        floe_errinfo gerr;
+        const floe_status gst = grow_tables(t, TREE_GROW_NODES, t->rk, folded, &gerr);
+        if (gst == FLOE_ERR_TOO_LARGE)
+            return FLOE_OK; /* as large as a TREE gets: FULL stands */
+        if (gst != FLOE_OK)
+            return floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name,
+                                    gerr.msg);
+        /* the list to fold: counter[0] = nfull; made, FULL_IN_* and the next list start again */
+        CUDA_TRY(cudaMemcpyAsync(t->counter, t->counter + 5, sizeof *t->counter, cudaMemcpyDeviceToDevice, s), err);
+        CUDA_TRY(cudaMemsetAsync(t->counter + 2, 0, 2 * sizeof *t->counter, s), err);
+        CUDA_TRY(cudaMemsetAsync(t->counter + 5, 0, sizeof *t->counter, s), err);
+        launch_fold<true>(t, d_vectors, from, nfull, d_results, d_ids, to, s);
+        CUDA_TRY(cudaGetLastError(), err);
+        CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, COUNTERS * sizeof *t->counter, cudaMemcpyDeviceToHost, s),
+                 err);
+        CUDA_TRY(cudaStreamSynchronize(s), err);
+        t->nodes_used += t->h_counter[2];
+        t->batch_made += t->h_counter[2];
+        t->roots_bound += t->h_counter[1] - folded;
+        std::swap(from, to);
+    }
+    return FLOE_OK;
 }
 
 /* Whether answer i of a batch is FULL. */
@@ -1278,13 +1383,12 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
         if (st == FLOE_OK && what && gpu_tree_grow(t, what, &ignored) != FLOE_OK)
             break;
     }
-    const uint64_t nodes_before = t->nodes_used;
     unsigned long long tail[2] = {0, 0};
     if (st == FLOE_OK)
         st = put_vectors(t, d_vectors, n, d_results, d_ids, tail, stream, err);
     if (st == FLOE_OK) { /* the batch's rates, for the look ahead of the next one */
         t->last_n = n;
-        t->last_made = t->nodes_used - nodes_before;
+        t->last_made = t->batch_made;
         t->last_put = tail[1];
     }
     const uint64_t generation = t->generation;

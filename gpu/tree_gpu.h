@@ -39,9 +39,12 @@ const floe_spec *gpu_tree_spec(const gpu_tree *t);
 /* Find-or-put of n device-resident vectors (n * words words): d_results
  * (n bytes) INSERTED / PRESENT / FULL, d_ids (may be NULL).  A table whose
  * spec grows grows itself (gpu_tree_grow) before the batch while it would
- * pass max_fill, and after it while vectors came back FULL, which are put
- * again, in order; its ids are then of the last generation.  It answers
- * FULL only past the largest size, and waits for the batch. */
+ * pass max_fill.  A node table that has no room for a vector in the
+ * batch's fold grows there, before the root put, taking the vectors
+ * folded so far along, and the ones that found no room fold again into
+ * it.  A root table that has no room grows after the batch, and its FULL
+ * vectors are put again, in order.  The ids are of the last generation.
+ * It answers FULL only past the largest size, and waits for the batch. */
 floe_status gpu_tree_insert(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
                             gpu_stream stream, floe_errinfo *err);
 /* PRESENT / ABSENT. */
