@@ -139,6 +139,12 @@ template <int WC> __device__ __forceinline__ bool vectors_equal(const uint32_t *
  * ones, which is empty. */
 #define DEDUP_SMALL_BITS 24
 
+/* The batch index an entry holds. */
+template <typename E> __device__ __forceinline__ uint32_t dedup_index(E entry, uint32_t idx_bits)
+{
+    return (uint32_t)(entry & (((E)1 << idx_bits) - 1));
+}
+
 template <typename E> __device__ __forceinline__ E atomic_cas(E *a, E expect, E want)
 {
     if constexpr (sizeof(E) == 4)
@@ -174,7 +180,6 @@ __global__ void __launch_bounds__(BLOCK)
     const uint32_t *items = WC > 0 ? reg : v;
     const uint64_t h = vector_hash<WC>(items, W);
     const E tag = (E)(h >> (64 - (8 * sizeof(E) - idx_bits))), mine = tag << idx_bits | (E)i;
-    const E index_mask = ((E)1 << idx_bits) - 1;
     uint64_t s = __umul64hi(h << 32, slots); /* h's low half onto [0, slots); the tag is its top bits */
     for (;;) {
         E cur = __ldcg(table + s);
@@ -185,7 +190,7 @@ __global__ void __launch_bounds__(BLOCK)
                 return;
             }
         }
-        if ((cur >> idx_bits) == tag && vectors_equal<WC>(items, vecs + (uint64_t)(cur & index_mask) * W, W)) {
+        if ((cur >> idx_bits) == tag && vectors_equal<WC>(items, vecs + (uint64_t)dedup_index(cur, idx_bits) * W, W)) {
             if (mine < cur) /* an entry only falls: one above this occurrence stays above */
                 atomic_min<E>(table + s, mine);
             dd_slot[i] = (uint32_t)s;
@@ -206,7 +211,7 @@ __global__ void __launch_bounds__(BLOCK) k_leaders(const E *table, const uint32_
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     bool leads = false;
     if (i < n) {
-        const uint32_t l = (uint32_t)(table[dd_slot[i]] & (((E)1 << idx_bits) - 1));
+        const uint32_t l = dedup_index(table[dd_slot[i]], idx_bits);
         leader[i] = l;
         leads = l == i;
     }
