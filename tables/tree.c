@@ -141,16 +141,14 @@ double tree_nodes_ahead(const floe_spec *spec, uint64_t nodes, uint64_t vectors,
     return ((double)nodes + rate * (double)(spec->capacity - vectors)) / TREE_NODE_FILL;
 }
 
-/* A root table whose level-0 rows would be 64 bits for one bit too many
- * (a remainder of 32 bits and the tag bit) takes one more address bit:
- * level 0 then holds twice the slots in 32-bit rows in the same bytes (the
- * small levels 1 and 2 double), and its puts touch half as many bytes at
- * half the fill.  A growth that widens the references (16 values a word in
- * T1: 52-bit root keys) meets it.  Not from 32 bits to 16: the table would
- * use a quarter of its bytes (T1 at 4 values a word, grown from 1 Mi: 2.02
- * bytes a vector of 6.21), past twice the bytes used.  Only a grown
- * table's sizes take it, so a file of a table sized before still loads
- * (tree_load's least sizes). */
+/* A root table whose level-0 rows would be one bit too wide for the next
+ * narrower row (a remainder of 32 bits and the tag bit: 64-bit rows) takes
+ * one more address bit: level 0 then holds twice the slots in rows half as
+ * wide in the same bytes (the small levels 1 and 2 double), and its puts
+ * touch half as many bytes at half the fill.  A growth that widens the
+ * references (16 values a word in T1: 52-bit root keys) meets it.  Only a
+ * grown table's sizes take it, so a file of a table sized before still
+ * loads (tree_load's least sizes). */
 static uint32_t narrow_root_rows(uint32_t key_bits, uint32_t addr_bits)
 {
     if (addr_bits + 1 > floe_max_addr_bits(key_bits))
@@ -158,7 +156,7 @@ static uint32_t narrow_root_rows(uint32_t key_bits, uint32_t addr_bits)
     floe_geometry now, wider;
     floe_geometry_init(&now, key_bits, addr_bits, 0);
     floe_geometry_init(&wider, key_bits, addr_bits + 1, 0);
-    return now.level[0].row_bits == 64 && wider.level[0].row_bits == 32 ? addr_bits + 1 : addr_bits;
+    return wider.level[0].row_bits < now.level[0].row_bits ? addr_bits + 1 : addr_bits;
 }
 
 floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsigned what, double want, tree_sizing *to,
