@@ -141,24 +141,6 @@ double tree_nodes_ahead(const floe_spec *spec, uint64_t nodes, uint64_t vectors,
     return ((double)nodes + rate * (double)(spec->capacity - vectors)) / TREE_NODE_FILL;
 }
 
-/* A root table whose level-0 rows would be one bit too wide for the next
- * narrower row (a remainder of 32 bits and the tag bit: 64-bit rows) takes
- * one more address bit: level 0 then holds twice the slots in rows half as
- * wide in the same bytes (the small levels 1 and 2 double), and its puts
- * touch half as many bytes at half the fill.  A growth that widens the
- * references (16 values a word in T1: 52-bit root keys) meets it.  Only a
- * grown table's sizes take it, so a file of a table sized before still
- * loads (tree_load's least sizes). */
-static uint32_t narrow_root_rows(uint32_t key_bits, uint32_t addr_bits)
-{
-    if (addr_bits + 1 > floe_max_addr_bits(key_bits))
-        return addr_bits;
-    floe_geometry now, wider;
-    floe_geometry_init(&now, key_bits, addr_bits, 0);
-    floe_geometry_init(&wider, key_bits, addr_bits + 1, 0);
-    return wider.level[0].row_bits < now.level[0].row_bits ? addr_bits + 1 : addr_bits;
-}
-
 floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsigned what, double want, tree_sizing *to,
                             floe_errinfo *err)
 {
@@ -177,7 +159,6 @@ floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsi
     const uint32_t key_bits = z.root_spec.key_bits;
     if (root_bits < floe_min_addr_bits(key_bits))
         root_bits = floe_min_addr_bits(key_bits);
-    root_bits = narrow_root_rows(key_bits, root_bits);
     if (root_bits > floe_max_addr_bits(key_bits))
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s cannot grow past 2^%u root buckets", spec->name,
                                 floe_max_addr_bits(key_bits));
@@ -856,10 +837,10 @@ static floe_status copy_vectors(tree *t, tree *n, unsigned *full_in, floe_errinf
 /* A root table twice the size: the nodes stay, the roots move (new ids). */
 static floe_status grow_roots(tree *t, floe_errinfo *err)
 {
-    tree_sizing z;
-    floe_status st = tree_size_grown(&t->spec, &t->z, TREE_GROW_ROOTS, 0.0, &z, err);
-    if (st == FLOE_OK)
-        st = iceberg_rebuild(t->roots, z.root_addr_bits, err);
+    if (t->z.root_addr_bits + 1 > floe_max_addr_bits(t->z.root_spec.key_bits))
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s cannot grow past 2^%u root buckets", t->spec.name,
+                                t->z.root_addr_bits);
+    floe_status st = iceberg_rebuild(t->roots, t->z.root_addr_bits + 1, err);
     if (st != FLOE_OK)
         return st;
     iceberg_image im;

@@ -888,61 +888,6 @@ START_TEST(growth_sizes_for_the_capacity)
 }
 END_TEST
 
-/* The level-0 row width of a root table of key_bits and 2^addr_bits primary buckets. */
-static uint32_t root_row_bits(uint32_t key_bits, uint32_t addr_bits)
-{
-    floe_geometry g;
-    floe_geometry_init(&g, key_bits, addr_bits, 0);
-    return g.level[0].row_bits;
-}
-
-/* A growth whose wider references would leave the root table's level-0
- * rows one bit too wide for 32 bits takes one more root address bit (the
- * same level-0 bytes in 32-bit rows); one that leaves room keeps its root
- * table's size. */
-START_TEST(growth_keeps_root_rows_narrow)
-{
-    floe_spec spec;
-    floe_spec_default(&spec);
-    spec.kind = FLOE_KIND_TREE;
-    spec.words = 16;
-    spec.capacity = 1u << 25;
-    spec.grow = 1;
-    spec.seed = 5;
-    strcpy(spec.name, "t");
-    floe_errinfo err;
-    tree_sizing z, g;
-    ck_assert_int_eq(tree_size_bits(&spec, 23, 20, &z, &err), FLOE_OK);
-    ck_assert_uint_eq(z.root_spec.key_bits, 46);
-    ck_assert_uint_eq(root_row_bits(46, 20), 32);
-    /* 2^25 nodes: 50-bit roots, a remainder of 30 bits and the tag in 32-bit rows */
-    ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, (double)(1u << 25), &g, &err), FLOE_OK);
-    ck_assert_uint_eq(g.node_bits, 25);
-    ck_assert_uint_eq(g.root_addr_bits, 20);
-    ck_assert_uint_eq(root_row_bits(g.root_spec.key_bits, g.root_addr_bits), 32);
-    /* 2^26 nodes: 52-bit roots, whose 32-bit remainder at 2^20 buckets would take 64-bit rows */
-    ck_assert_uint_eq(root_row_bits(52, 20), 64);
-    ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, (double)(1u << 26), &g, &err), FLOE_OK);
-    ck_assert_uint_eq(g.node_bits, 26);
-    ck_assert_uint_eq(g.root_spec.key_bits, 52);
-    ck_assert_uint_eq(g.root_addr_bits, 21);
-    ck_assert_uint_eq(root_row_bits(52, 21), 32);
-    /* the same level-0 bytes: twice the slots in rows half as wide; the sizes say so */
-    floe_geometry a, b;
-    floe_geometry_init(&a, 52, 20, 0);
-    floe_geometry_init(&b, 52, 21, 0);
-    ck_assert_uint_eq(floe_level_words(&a.level[0]), floe_level_words(&b.level[0]));
-    uint64_t bytes = 0;
-    for (int l = 0; l < FLOE_LEVELS; l++)
-        bytes += floe_level_words(&b.level[l]) * 8;
-    ck_assert_uint_eq(g.root_bytes, bytes);
-    /* growing the roots from there doubles them, as always */
-    ck_assert_int_eq(tree_size_grown(&spec, &g, TREE_GROW_ROOTS, 0.0, &z, &err), FLOE_OK);
-    ck_assert_uint_eq(z.root_addr_bits, 22);
-    ck_assert_uint_eq(root_row_bits(52, 22), 32);
-}
-END_TEST
-
 /* ---- states as a parent and changed words ---------------------------------------------------- */
 
 /* Table a takes states as their parent's id and the changed words
@@ -1361,7 +1306,6 @@ Suite *tree_suite(void)
     tcase_add_test(tc, growth_keeps_every_vector);
     tcase_add_test(tc, growing_table_never_answers_full);
     tcase_add_test(tc, growth_sizes_for_the_capacity);
-    tcase_add_test(tc, growth_keeps_root_rows_narrow);
     tcase_add_test(tc, states_by_parent_match_whole_vectors);
     tcase_add_test(tc, bad_specs_and_batches);
     tcase_add_test(tc, oversized_header_refused);
