@@ -14,14 +14,14 @@
  * at --capacity vectors (default --vectors: a node slot for 8 of them) and
  * grows itself inside gpu_tree_insert (as in floed), so the growths are
  * timed with the batches; the bytes allocated and used are printed as the
- * table grows, and with --per-batch each batch's time (a growth shows in
- * the batch that meets it).  --no-grow sizes a fixed table for --vectors.  With
- * --by-parent every batch is one step of every walker (--walkers =
- * --batch), and its vectors go in as their parents' ids (the last batch's
- * answers) and the one or two words the step changed, folded on the device
- * by their paths from the parents' nodes (gpu_tree_insert_delta, as floed
- * does), all timed; untimed, the answers' ids must give the walk's
- * vectors back.
+ * table grows (every batch with --per-batch, which also prints each
+ * batch's time: a growth shows in the batch that meets it).  --no-grow
+ * sizes a fixed table for --vectors.  With --by-parent every batch is one
+ * step of every walker (--walkers = --batch), and its vectors go in as
+ * their parents' ids (the last batch's answers) and the one or two words
+ * the step changed, folded on the device by their paths from the parents'
+ * nodes (gpu_tree_insert_delta, as floed does), all timed; untimed, the
+ * answers' ids must give the walk's vectors back.
  */
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -167,7 +167,8 @@ static void help(void)
            "                      parents' ids and the changed words, folded on the device by the\n"
            "                      changed words' paths from the parents' nodes\n"
            "      --per-batch     print each batch's time and the table's growths so far (where a\n"
-           "                      growth's time goes)\n"
+           "                      growth's time goes), and a growing table's bytes after every batch\n"
+           "                      (not only at every doubling of the vectors sent)\n"
            "      --runs R        runs, each on a fresh table; medians reported (default 3)\n"
            "  -h, --help          this text\n"
            "\n"
@@ -375,7 +376,8 @@ int main(int argc, char **argv)
                 printf("  run %u, batch %llu: %.3f ms, %llu growths\n", run, (unsigned long long)b, ms,
                        (unsigned long long)gpu_tree_generation(t));
             k_count<<<(unsigned)((2 * batch + 255) / 256), 256, 0, s>>>(d_res, 2 * batch, d_c);
-            if (grow && (b & (b - 1)) == 0) { /* allocated against used, at every doubling of the vectors sent */
+            if (grow && (per_batch || (b & (b - 1)) == 0)) { /* allocated against used, at every doubling of the
+                                                             * vectors sent (every batch with --per-batch) */
                 must(gpu_tree_stats(t, &st, &err), err);
                 double used = (double)st.nodes * 8;
                 for (int l = 0; l < 3; l++)
