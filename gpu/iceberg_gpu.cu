@@ -46,7 +46,7 @@
 #include "cuda_try.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
-#include "warp_append.h"
+#include "append.h"
 
 #define BLOCK 256
 

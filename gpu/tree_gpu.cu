@@ -42,7 +42,7 @@
 #include "cuda_try.h"
 #include "tree_gpu.h"
 #include "tree_layout.h"
-#include "warp_append.h"
+#include "append.h"
 
 #define BLOCK       256
 #define COUNTERS      6

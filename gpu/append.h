@@ -1,12 +1,12 @@
 /*
- * warp_append.h - appending to a compact device list from many threads,
+ * append.h - appending to a compact device list from many threads,
  * with one atomicAdd a warp or one a block (CUDA C++ only: included by
  * gpu/ kernels).  Every append of a kernel goes to one counter, so its
  * atomics queue at one L2 slice: a block's one atomic instead of its
  * warps' eight is worth its two barriers where many threads append.
  */
-#ifndef FLOE_GPU_WARP_APPEND_H
-#define FLOE_GPU_WARP_APPEND_H
+#ifndef FLOE_GPU_APPEND_H
+#define FLOE_GPU_APPEND_H
 
 #include <cub/block/block_scan.cuh>
 
@@ -45,4 +45,4 @@ template <int THREADS> struct block_append {
     }
 };
 
-#endif /* FLOE_GPU_WARP_APPEND_H */
+#endif /* FLOE_GPU_APPEND_H */
