@@ -1370,10 +1370,11 @@ static floe_status retry_full(gpu_tree *t, unsigned long long bits, uint8_t *d_r
 }
 
 /* A growing table's find-or-put: grown first until the batch fits (by
- * gpu_tree_over_fill's estimate), then the batch, then its FULL answers put
- * again after a growth of the fuller table, in batch order (first
- * occurrences stay first), until none is left; a batch that saw its table
- * grow looks its ids up again.  Waits. */
+ * gpu_tree_over_fill's estimate), then the batch, whose fold grows a full
+ * node table itself (refold_grown); then the FULL answers left (a full
+ * root table) put again after a growth, in batch order (first occurrences
+ * stay first), until none is left; a batch that saw its table grow there
+ * looks its ids up again.  Waits. */
 static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
                                   gpu_stream stream, floe_errinfo *err)
 {
@@ -1398,8 +1399,9 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
     }
     const uint64_t generation = t->generation;
     retry_scratch r = {};
-    /* Only a batch whose fold or root put met a full table has FULL answers
-     * (a later occurrence copies its leader's): the others skip the search. */
+    /* Only a batch whose root put met a full table (or whose node table is
+     * as large as it gets) has FULL answers (a later occurrence copies its
+     * leader's): the others skip the search. */
     if (st == FLOE_OK)
         st = retry_full(t, tail[0], d_results, n, (size_t)W * 4, &r, s, err,
                         [&](const uint64_t *idx, size_t nf, uint32_t *vec, uint8_t *res, unsigned long long *bits) {
