@@ -227,8 +227,8 @@ __device__ __forceinline__ int node_ref(const floe_tree_geometry &g, uint64_t *n
 {
     uint64_t home, rem;
     floe_node_home(&g, node, &home, &rem);
-    for (uint32_t c = 0; c < FLOE_NODE_CHOICES; c++) {
-        const uint64_t b = floe_node_bucket(&g, home, c), v = floe_node_stored(rem, c);
+    for (uint32_t c = 0; c < g.choices; c++) {
+        const uint64_t b = floe_node_bucket(&g, home, c), v = floe_node_stored(&g, rem, c);
         uint64_t *slots = nodes + (b << FLOE_NODE_BUCKET_SHIFT);
         const ulonglong2 *q = reinterpret_cast<const ulonglong2 *>(slots);
         /* Through L1 first, inserts too: a slot goes from EMPTY to its node
@@ -511,7 +511,7 @@ static void tables_free(gpu_tree *t)
  * and scratch stay).  On failure the ones made are freed. */
 static floe_status tables_alloc(gpu_tree *t, floe_errinfo *err)
 {
-    floe_tree_geometry_init(&t->g, t->spec.words, t->z.node_bits, t->spec.seed);
+    tree_geometry_for(&t->spec, &t->z, &t->g);
     cudaError_t e = cudaMalloc(&t->nodes, t->z.node_bytes);
     if (e == cudaSuccess)
         e = cudaMemset(t->nodes, 0, t->z.node_bytes);
@@ -933,7 +933,7 @@ __global__ void k_mark_class(const __grid_constant__ floe_tree_geometry g, const
         if (map[s] != REF_MARKED)
             continue;
         const uint64_t v = nodes[s];
-        if (!floe_node_valid(v)) {
+        if (!floe_node_valid(&g, v)) {
             atomicMax(bad, GROW_DAMAGED);
             continue;
         }
@@ -955,7 +955,7 @@ __global__ void __launch_bounds__(BLOCK)
     for (uint64_t s = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; s < from.node_slots;
          s += (uint64_t)gridDim.x * blockDim.x) {
         const uint64_t v = from_nodes[s];
-        if (map[s] != REF_MARKED || !floe_node_valid(v)) /* an invalid one was reported by k_mark_class */
+        if (map[s] != REF_MARKED || !floe_node_valid(&from, v)) /* an invalid one was reported by k_mark_class */
             continue;
         const uint64_t node = floe_node_decode(&from, s, v);
         const uint32_t a = translated(map_a, (uint32_t)node, bad), b = translated(map_b, (uint32_t)(node >> 32), bad);
@@ -1128,7 +1128,7 @@ static floe_status grow_tables(gpu_tree *t, unsigned what, uint64_t *keys, size_
         uint32_t a = z.root_addr_bits;
         st = gpu_iceberg_rebuild(t->roots, &a, err);
         if (st == FLOE_OK)
-            st = tree_size_bits(&t->spec, t->z.node_bits, a, &t->z, err);
+            st = tree_size_bits(&t->spec, t->z.node_bits, t->z.node_three, t->z.node_tag_bits, a, &t->z, err);
         t->generation += st == FLOE_OK;
         return st;
     }
@@ -1506,7 +1506,7 @@ __device__ uint32_t fold_paths(const floe_tree_geometry &g, uint64_t *nodes, con
             if (item >= g.node_slots)
                 return DAMAGED;
             const uint64_t v = __ldcg(nodes + item);
-            if (!floe_node_valid(v))
+            if (!floe_node_valid(&g, v))
                 return DAMAGED;
             const uint64_t node = floe_node_decode(&g, item, v);
             delta_add(lv[k - 1], 2 * i, (uint32_t)node);

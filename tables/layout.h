@@ -69,11 +69,14 @@ extern "C" {
 #define FLOE_FIRST_FILL 12u
 
 /* Table files (tablefile.h) record the layout their arrays follow: bumped
- * whenever this file changes how keys map to slots.  Version 1 tables
- * (before FLOE_FIRST_FILL) are still read, and keep their rule until a
- * rebuild: their geometry's first_fill is 0. */
-#define FLOE_LAYOUT_VERSION 2u
-#define FLOE_LAYOUT_OLDEST  1u
+ * whenever this file or tree_layout.h changes how keys map to slots.
+ * Version 1 tables (before FLOE_FIRST_FILL) are still read, and keep their
+ * rule until a rebuild: their geometry's first_fill is 0.  Version 2 is
+ * every iceberg table since (SET, MAP, a TREE's roots), and version 3 a
+ * TREE whose nodes are laid out as tree_layout.h's FLOE_NODE_LAYOUT says. */
+#define FLOE_LAYOUT_VERSION     3u
+#define FLOE_LAYOUT_FIRST_FILL  2u
+#define FLOE_LAYOUT_OLDEST      1u
 
 /* Row codes shared by every width: 0 is EMPTY, all-ones is TOMBSTONE and
  * all-ones minus one is BUSY (a MAP slot claimed whose value is still being
@@ -410,12 +413,12 @@ FLOE_HD static inline int floe_bucket_has_busy(const uint64_t *words, const floe
     return floe_bucket_first(words, lv, floe_row_busy(lv->row_bits)) < lv->slots;
 }
 
-/* The layout version of a table whose geometry has first_fill, and the
- * first_fill of a table of layout version v (FLOE_LAYOUT_OLDEST ..
+/* The layout version of an iceberg table whose geometry has first_fill, and
+ * the first_fill of a table of layout version v (FLOE_LAYOUT_OLDEST ..
  * FLOE_LAYOUT_VERSION). */
 FLOE_HD static inline uint32_t floe_layout_version(uint32_t first_fill)
 {
-    return first_fill ? FLOE_LAYOUT_VERSION : FLOE_LAYOUT_OLDEST;
+    return first_fill ? FLOE_LAYOUT_FIRST_FILL : FLOE_LAYOUT_OLDEST;
 }
 
 FLOE_HD static inline uint32_t floe_layout_first_fill(uint32_t v)

@@ -59,11 +59,20 @@ static uint64_t root_bytes_for(uint32_t key_bits, uint32_t addr_bits)
     return b;
 }
 
-/* The root table for node_bits: its spec and size. */
-static void size_roots(const floe_spec *spec, uint32_t node_bits, tree_sizing *z)
+void tree_geometry_for(const floe_spec *spec, const tree_sizing *z, floe_tree_geometry *g)
 {
+    floe_tree_geometry_init(g, spec->words, z->node_bits, z->node_three, z->node_tag_bits, spec->seed);
+}
+
+/* The root table for a node table of node_bits, three and tag_bits: its
+ * spec and size. */
+static void size_roots(const floe_spec *spec, uint32_t node_bits, uint32_t three, uint32_t tag_bits, tree_sizing *z)
+{
+    z->node_bits = node_bits;
+    z->node_three = three;
+    z->node_tag_bits = tag_bits;
     floe_tree_geometry g;
-    floe_tree_geometry_init(&g, spec->words, node_bits, spec->seed);
+    tree_geometry_for(spec, z, &g);
     floe_spec *r = &z->root_spec;
     floe_spec_default(r);
     memcpy(r->name, spec->name, sizeof r->name);
@@ -76,10 +85,25 @@ static void size_roots(const floe_spec *spec, uint32_t node_bits, tree_sizing *z
     if (r->seed == 0)
         r->seed = 1;
     strcpy(r->backend, "cpu");
-    z->node_bits = node_bits;
     z->root_addr_bits = iceberg_addr_bits_for(r->key_bits, r->capacity);
     z->node_bytes = g.node_slots * 8;
     z->root_bytes = root_bytes_for(r->key_bits, z->root_addr_bits);
+}
+
+/* The node table one step larger than 2^bits (1.5 times that with *three),
+ * in the newest node layout: 2^k -> 1.5 * 2^k -> 2^(k+1). */
+static void node_step(uint32_t *bits, uint32_t *three)
+{
+    if (!*three && floe_node_size_ok(*bits, 1, FLOE_NODE_TAG_BITS)) {
+        *three = 1;
+    } else {
+        *bits += 1;
+        *three = 0;
+    }
+    if (*bits < FLOE_NODE_MIN_BITS) {
+        *bits = FLOE_NODE_MIN_BITS;
+        *three = 0;
+    }
 }
 
 floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err)
@@ -95,18 +119,21 @@ floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err)
                             : spec->capacity < TREE_UNSHARED_VECTORS ? spec->capacity
                                                                      : TREE_UNSHARED_VECTORS;
         double want = ((double)spec->capacity * (double)per + (double)unshared * (spec->words - 2)) / TREE_NODE_FILL;
-        uint32_t bits = FLOE_NODE_MIN_BITS;
-        while (bits < FLOE_NODE_MAX_BITS && (double)((uint64_t)1 << bits) < want)
-            bits++;
-        size_roots(spec, bits, z);
+        uint32_t bits = FLOE_NODE_MIN_BITS, three = 0;
+        while (bits < FLOE_NODE_MAX_BITS && (double)floe_node_slots_for(bits, three) < want)
+            node_step(&bits, &three);
+        size_roots(spec, bits, three, FLOE_NODE_TAG_BITS, z);
         return FLOE_OK;
     }
     /* A budget: the largest node table that fits beside the root table. */
-    for (uint32_t bits = FLOE_NODE_MAX_BITS; bits >= FLOE_NODE_MIN_BITS; bits--) {
-        size_roots(spec, bits, z);
-        if (z->node_bytes + z->root_bytes <= spec->memory)
-            return FLOE_OK;
-    }
+    for (uint32_t bits = FLOE_NODE_MAX_BITS; bits >= FLOE_NODE_MIN_BITS; bits--)
+        for (int three = 1; three >= 0; three--) {
+            if (!floe_node_size_ok(bits, (uint32_t)three, FLOE_NODE_TAG_BITS))
+                continue;
+            size_roots(spec, bits, (uint32_t)three, FLOE_NODE_TAG_BITS, z);
+            if (z->node_bytes + z->root_bytes <= spec->memory)
+                return FLOE_OK;
+        }
     return floe_errinfo_set(err, FLOE_ERR_INVALID,
                             "memory %llu bytes is too small for a TREE of capacity %llu: its root table alone needs "
                             "%llu bytes plus %llu for the smallest node table",
@@ -114,14 +141,18 @@ floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err)
                             (unsigned long long)z->root_bytes, (unsigned long long)z->node_bytes);
 }
 
-floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t root_addr_bits, tree_sizing *z,
-                           floe_errinfo *err)
+floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t three, uint32_t tag_bits,
+                           uint32_t root_addr_bits, tree_sizing *z, floe_errinfo *err)
 {
     memset(z, 0, sizeof *z);
-    if (node_bits < FLOE_NODE_MIN_BITS || node_bits > FLOE_NODE_MAX_BITS)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "a node table of 2^%u slots is outside 2^%u .. 2^%u", node_bits,
-                                FLOE_NODE_MIN_BITS, FLOE_NODE_MAX_BITS);
-    size_roots(spec, node_bits, z);
+    if ((tag_bits != FLOE_NODE_TAG_BITS && tag_bits != FLOE_NODE_OLD_TAG_BITS) || three > 1 ||
+        !floe_node_size_ok(node_bits, three, tag_bits))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "a node table of %s2^%u slots with %u-bit tags is outside 2^%u .. 2^%u (1.5 times "
+                                "a power of two from 2^%u, with 5-bit tags)",
+                                three ? "1.5 * " : "", node_bits, tag_bits, tag_bits + FLOE_NODE_BUCKET_SHIFT,
+                                FLOE_NODE_MAX_BITS, FLOE_NODE_TAG_BITS + FLOE_NODE_BUCKET_SHIFT + 1);
+    size_roots(spec, node_bits, three, tag_bits, z);
     const uint32_t key_bits = z->root_spec.key_bits;
     if (root_addr_bits < floe_min_addr_bits(key_bits) || root_addr_bits > floe_max_addr_bits(key_bits))
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
@@ -144,25 +175,36 @@ double tree_nodes_ahead(const floe_spec *spec, uint64_t nodes, uint64_t vectors,
 floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsigned what, double want, tree_sizing *to,
                             floe_errinfo *err)
 {
-    uint32_t node_bits = from->node_bits + ((what & TREE_GROW_NODES) ? 1 : 0);
-    /* a bounded guess: a model's rate of new nodes changes as it runs, and a larger node table widens
-     * the roots */
-    while ((what & TREE_GROW_NODES) && node_bits < FLOE_NODE_MAX_BITS &&
-           node_bits < from->node_bits + TREE_GROW_AHEAD_BITS && (double)((uint64_t)1 << node_bits) < want)
-        node_bits++;
+    uint32_t node_bits = from->node_bits, three = from->node_three;
+    if (what & TREE_GROW_NODES) {
+        /* a bounded guess, to the nearest step: a model's rate of new nodes changes as it runs (mostly
+         * it falls, as its states share more), and a larger node table widens the roots */
+        const uint64_t most = floe_node_slots_for(from->node_bits, from->node_three) << TREE_GROW_AHEAD_BITS;
+        node_step(&node_bits, &three);
+        for (;;) {
+            uint32_t b = node_bits, t3 = three;
+            node_step(&b, &t3);
+            const double at = (double)floe_node_slots_for(node_bits, three), next = (double)floe_node_slots_for(b, t3);
+            if (b > FLOE_NODE_MAX_BITS || next > (double)most || want * want <= at * next)
+                break;
+            node_bits = b;
+            three = t3;
+        }
+    }
     uint32_t root_bits = from->root_addr_bits + ((what & TREE_GROW_ROOTS) ? 1 : 0);
-    if (node_bits > FLOE_NODE_MAX_BITS)
+    const uint32_t tag_bits = what & TREE_GROW_NODES ? FLOE_NODE_TAG_BITS : from->node_tag_bits;
+    if (!floe_node_size_ok(node_bits, three, tag_bits))
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s cannot grow past 2^%u nodes", spec->name,
                                 FLOE_NODE_MAX_BITS);
     tree_sizing z;
-    size_roots(spec, node_bits, &z); /* wider roots may need a larger least root table */
+    size_roots(spec, node_bits, three, tag_bits, &z); /* wider roots may need a larger least root table */
     const uint32_t key_bits = z.root_spec.key_bits;
     if (root_bits < floe_min_addr_bits(key_bits))
         root_bits = floe_min_addr_bits(key_bits);
     if (root_bits > floe_max_addr_bits(key_bits))
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s cannot grow past 2^%u root buckets", spec->name,
                                 floe_max_addr_bits(key_bits));
-    return tree_size_bits(spec, node_bits, root_bits, to, err);
+    return tree_size_bits(spec, node_bits, three, tag_bits, root_bits, to, err);
 }
 
 /* ---- nodes ---------------------------------------------------------------------------- */
@@ -174,8 +216,8 @@ static inline int node_ref(const tree *t, uint64_t node, int insert, uint32_t *r
     const floe_tree_geometry *g = &t->g;
     uint64_t home, rem;
     floe_node_home(g, node, &home, &rem);
-    for (uint32_t c = 0; c < FLOE_NODE_CHOICES; c++) {
-        const uint64_t b = floe_node_bucket(g, home, c), v = floe_node_stored(rem, c);
+    for (uint32_t c = 0; c < g->choices; c++) {
+        const uint64_t b = floe_node_bucket(g, home, c), v = floe_node_stored(g, rem, c);
         aword *slots = t->nodes + (b << FLOE_NODE_BUCKET_SHIFT);
         for (uint32_t i = 0; i < FLOE_NODE_BUCKET; i++) {
             uint64_t cur = atomic_load_explicit(&slots[i], memory_order_acquire);
@@ -267,7 +309,7 @@ static int fold_delta(const tree *t, uint64_t key, const uint8_t *ch, uint32_t n
             if (ref >= g->node_slots)
                 return DAMAGED;
             const uint64_t v = atomic_load_explicit(&t->nodes[ref], memory_order_acquire);
-            if (!floe_node_valid(v))
+            if (!floe_node_valid(g, v))
                 return DAMAGED;
             const uint64_t node = floe_node_decode(g, ref, v);
             item[k - 1][2 * i] = (uint32_t)node;
@@ -752,14 +794,15 @@ static floe_status create_sized(const floe_spec *spec, const tree_sizing *z, flo
             t->spec.seed = 0xBB67AE8584CAA73Bull;
     t->pool = pool;
     if (z) {
-        size_roots(&t->spec, z->node_bits, &t->z); /* the root spec from t's seed, then z's root size again */
+        /* the root spec from t's seed, then z's root size again */
+        size_roots(&t->spec, z->node_bits, z->node_three, z->node_tag_bits, &t->z);
         t->z.root_addr_bits = z->root_addr_bits;
         t->z.root_bytes = z->root_bytes;
     } else if ((st = tree_size(&t->spec, &t->z, err)) != FLOE_OK) {
         free(t);
         return st;
     }
-    floe_tree_geometry_init(&t->g, t->spec.words, t->z.node_bits, t->spec.seed);
+    tree_geometry_for(&t->spec, &t->z, &t->g);
     t->nodes = iceberg_map_zeroed(t->z.node_bytes);
     if (!t->nodes) {
         unsigned long long bytes = t->z.node_bytes;
@@ -989,7 +1032,7 @@ static void file_view(tree *t, floe_file_header *h, const void **sections)
     iceberg_get_image(t->roots, &im);
     memset(h, 0, sizeof *h);
     h->spec = t->spec;
-    h->layout_version = floe_layout_version(im.first_fill);
+    h->layout_version = floe_tree_layout_version(t->g.tag_bits, im.first_fill);
     h->addr_bits = im.addr_bits;
     for (int l = 0; l < FLOE_LEVELS; l++) {
         h->used[l] = im.used[l];
@@ -1056,7 +1099,7 @@ static floe_status verify_nodes(tree *t, uint64_t want, const char *path, floe_e
     for (uint64_t i = 0; i < t->g.node_slots; i++) {
         if (nodes[i] == FLOE_NODE_EMPTY)
             continue;
-        if (!floe_node_valid(nodes[i]))
+        if (!floe_node_valid(&t->g, nodes[i]))
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: node slot %llu holds no valid node", path,
                                     (unsigned long long)i);
         used++;
@@ -1098,9 +1141,14 @@ floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree *
     uint32_t node_bits = 0;
     while (node_bits < 63 && ((uint64_t)8 << node_bits) < node_bytes)
         node_bits++;
+    const uint32_t three = node_bits > 1 && ((uint64_t)8 << node_bits) != node_bytes; /* 1.5 * 2^(node_bits - 1)? */
+    node_bits -= three;
+    /* at least the spec's own node slots, as tree_size would give in the file's node layout */
     if (h.nsections != TREE_SECTIONS || tree_size(&h.spec, &least, &spec_err) != FLOE_OK ||
-        tree_size_bits(&h.spec, node_bits, h.addr_bits, &z, &spec_err) != FLOE_OK || z.node_bytes != node_bytes ||
-        z.node_bytes + z.root_bytes != in_file || z.node_bits < least.node_bits ||
+        tree_size_bits(&h.spec, node_bits, three, floe_node_tag_bits_of(h.layout_version), h.addr_bits, &z,
+                       &spec_err) != FLOE_OK ||
+        z.node_bytes != node_bytes || z.node_bytes + z.root_bytes != in_file ||
+        (z.node_tag_bits == least.node_tag_bits && z.node_bytes < least.node_bytes) ||
         z.root_addr_bits < least.root_addr_bits) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
                               path);

@@ -38,12 +38,14 @@ extern "C" {
 typedef struct tree tree;
 struct floe_file_image; /* tablefile.h */
 
-/* How a TREE is laid out: node table bits, and the root table's own SET
- * spec and primary address bits.  A new table's is a function of its spec
+/* How a TREE is laid out: the node table's size (2^node_bits slots, 1.5
+ * times that with node_three) and layout (node_tag_bits: 4 in a table of
+ * node layout 2 or older, tree_layout.h), and the root table's own SET spec
+ * and primary address bits.  A new table's is a function of its spec
  * (capacity, words, memory, grow, seed: tree_size); growth makes either
  * table larger, and a file records its sizes (tree_size_bits). */
 typedef struct tree_sizing {
-    uint32_t node_bits;
+    uint32_t node_bits, node_three, node_tag_bits;
     floe_spec root_spec;
     uint32_t root_addr_bits;
     uint64_t node_bytes, root_bytes;
@@ -67,23 +69,27 @@ typedef struct tree_sizing {
 #define TREE_GROW_AHEAD_BITS 3u
 
 floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err);
-/* The layout of spec with a node table of 2^node_bits slots and a root
- * table of 2^root_addr_bits primary buckets (a grown table's). */
-floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t root_addr_bits, tree_sizing *z,
-                           floe_errinfo *err);
+/* The layout of spec with a node table of 2^node_bits slots (1.5 times that
+ * with three) in the node layout of tag_bits, and a root table of
+ * 2^root_addr_bits primary buckets (a grown or saved table's). */
+floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t three, uint32_t tag_bits,
+                           uint32_t root_addr_bits, tree_sizing *z, floe_errinfo *err);
+/* The geometry of spec's vectors in tables laid out as z. */
+void tree_geometry_for(const floe_spec *spec, const tree_sizing *z, floe_tree_geometry *g);
 /* The node slots a growing table wants for its capacity: while it holds
  * fewer vectors than the spec's capacity (and at least 1 / TREE_AHEAD_FROM
  * of it), the `nodes` it holds for `vectors` and `rate` more for each
  * vector to come (the nodes a new vector made lately; 0: the average so
  * far), at TREE_NODE_FILL; else 0. */
 double tree_nodes_ahead(const floe_spec *spec, uint64_t nodes, uint64_t vectors, double rate);
-/* The layout `from` grown: the node table and/or the root table twice the
- * size (what: TREE_GROW_NODES, TREE_GROW_ROOTS, below), a larger root table
- * where wider roots need one; ERR_TOO_LARGE past the largest.  A node table
- * grows further, up to 2^TREE_GROW_AHEAD_BITS times, where `want` slots
- * (tree_nodes_ahead; 0: none) need it: a table sized by its capacity then
- * grows its nodes once or twice, not once a doubling, where its model
- * shares less than the start size assumed. */
+/* The layout `from` grown: the node table one step larger (times 1.5 or
+ * 4/3: 2^k, 1.5 * 2^k, 2^(k+1), ..., in the newest node layout) and/or the
+ * root table twice the size (what: TREE_GROW_NODES, TREE_GROW_ROOTS, below),
+ * a larger root table where wider roots need one; ERR_TOO_LARGE past the
+ * largest.  A node table grows further, up to 2^TREE_GROW_AHEAD_BITS times,
+ * to the step nearest `want` slots (in ratio; tree_nodes_ahead; 0: none): a
+ * table sized by its capacity then grows its nodes once or twice, not once
+ * a step, where its model shares less than the start size assumed. */
 floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsigned what, double want, tree_sizing *to,
                             floe_errinfo *err);
 
@@ -132,7 +138,7 @@ floe_status tree_get(tree *t, const uint64_t *ids, size_t n, uint8_t *results, u
 floe_status tree_scan(tree *t, const floe_scan_pos *from, size_t limit, uint64_t *ids, uint32_t *vectors, size_t *n,
                       floe_scan_pos *next, int *done, floe_errinfo *err);
 void tree_stats(tree *t, floe_table_stats *s);
-/* What tree_grow makes twice as large. */
+/* What tree_grow makes larger (as tree_size_grown). */
 #define TREE_GROW_NODES 1u /* the node table: every vector is put again into new tables */
 #define TREE_GROW_ROOTS 2u /* the root table: the roots move, the nodes stay */
 /* Grows what `what` names (a growing table's batches do it themselves).

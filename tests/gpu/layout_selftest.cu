@@ -1,11 +1,13 @@
 /*
  * layout_selftest.cu - the shared layout header on the device.
  *
- * tables/layout.h is the one definition of permutations, rows and ids for
- * CPU and GPU code.  This program compiles it with nvcc (so `make` fails if
- * the header stops being valid CUDA) and, on a GPU host, checks that the
- * device computes bit-for-bit what the host computes: permutation, inverse,
- * bucket/remainder split and row encoding, for random keys of every width.
+ * tables/layout.h and tables/tree_layout.h are the one definition of
+ * permutations, rows, ids and tree nodes for CPU and GPU code.  This program
+ * compiles them with nvcc (so `make` fails if a header stops being valid
+ * CUDA) and, on a GPU host, checks that the device computes bit-for-bit what
+ * the host computes: permutation, inverse, bucket/remainder split and row
+ * encoding, for random keys of every width; and a tree node's home,
+ * remainder, last probe and decoding, in every node layout and size kind.
  * Exit status 0: identical; 1: a mismatch; 2: no usable device or a CUDA error.
  */
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "layout.h"
+#include "tree_layout.h"
 
 #define CUDA_CHECK(call)                                                                                               \
     do {                                                                                                               \
@@ -43,6 +46,72 @@ __global__ void compute(const floe_geometry *g, const uint64_t *keys, size_t n, 
     a.bucket = b;
     a.row = floe_row_encode(1, rem, 1);
     out[i] = a;
+}
+
+/* Per node: home bucket, remainder, the last probe's bucket and stored
+ * value, and the node decoded from that slot. */
+struct node_answer {
+    uint64_t home, rem, bucket, stored, back;
+};
+
+FLOE_HD static node_answer node_of(const floe_tree_geometry *g, uint64_t node)
+{
+    node_answer a;
+    floe_node_home(g, node, &a.home, &a.rem);
+    const uint32_t c = g->choices - 1;
+    a.bucket = floe_node_bucket(g, a.home, c);
+    a.stored = floe_node_stored(g, a.rem, c);
+    a.back = floe_node_decode(g, a.bucket * FLOE_NODE_BUCKET + (node & 3), a.stored);
+    return a;
+}
+
+__global__ void compute_nodes(const floe_tree_geometry *g, const uint64_t *nodes, size_t n, node_answer *out)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = node_of(g, nodes[i]);
+}
+
+/* Mismatches between host and device over n random nodes, in node tables
+ * of the old layout (15 choices), plain and three tables of today's. */
+static size_t check_nodes(size_t n, uint64_t *state)
+{
+    const uint32_t sizes[][3] = {{6, 0, FLOE_NODE_OLD_TAG_BITS}, {22, 0, FLOE_NODE_OLD_TAG_BITS},
+                                 {7, 0, FLOE_NODE_TAG_BITS},     {8, 1, FLOE_NODE_TAG_BITS},
+                                 {25, 1, FLOE_NODE_TAG_BITS},    {32, 0, FLOE_NODE_TAG_BITS}};
+    size_t mismatches = 0;
+    for (const auto &z : sizes) {
+        floe_tree_geometry g;
+        floe_tree_geometry_init(&g, 16, z[0], z[1], z[2], 0xFEEDull * z[0] + z[1]);
+        std::vector<uint64_t> nodes(n);
+        for (auto &x : nodes)
+            x = floe_splitmix64(state);
+        floe_tree_geometry *dg;
+        uint64_t *dn;
+        node_answer *da;
+        CUDA_CHECK(cudaMalloc(&dg, sizeof g));
+        CUDA_CHECK(cudaMalloc(&dn, n * sizeof(uint64_t)));
+        CUDA_CHECK(cudaMalloc(&da, n * sizeof(node_answer)));
+        CUDA_CHECK(cudaMemcpy(dg, &g, sizeof g, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(dn, nodes.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice));
+        compute_nodes<<<(unsigned)((n + 255) / 256), 256>>>(dg, dn, n, da);
+        CUDA_CHECK(cudaGetLastError());
+        std::vector<node_answer> got(n);
+        CUDA_CHECK(cudaMemcpy(got.data(), da, n * sizeof(node_answer), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) {
+            const node_answer w = node_of(&g, nodes[i]);
+            if (w.back != nodes[i] || w.home != got[i].home || w.rem != got[i].rem || w.bucket != got[i].bucket ||
+                w.stored != got[i].stored || w.back != got[i].back) {
+                if (mismatches++ < 5)
+                    fprintf(stderr, "node table 2^%u%s, %u-bit tags, node %llu: device differs from host\n", z[0],
+                            z[1] ? " x 1.5" : "", z[2], (unsigned long long)nodes[i]);
+            }
+        }
+        CUDA_CHECK(cudaFree(dg));
+        CUDA_CHECK(cudaFree(dn));
+        CUDA_CHECK(cudaFree(da));
+    }
+    return mismatches;
 }
 
 int main(void)
@@ -89,6 +158,9 @@ int main(void)
         CUDA_CHECK(cudaFree(dk));
         CUDA_CHECK(cudaFree(da));
     }
-    printf("layout_selftest: %s (%zu keys x 64 widths, %zu mismatches)\n", mismatches ? "FAILED" : "ok", n, mismatches);
+    const size_t node_mismatches = check_nodes(n, &state);
+    mismatches += node_mismatches;
+    printf("layout_selftest: %s (%zu keys x 64 widths, %zu nodes x 6 node tables; %zu mismatches)\n",
+           mismatches ? "FAILED" : "ok", n, n, mismatches);
     return mismatches ? 1 : 0;
 }

@@ -7,6 +7,7 @@
 
 #include "layout.h"
 #include "testutil.h"
+#include "tree_layout.h"
 
 static const uint64_t SEEDS[] = {1, 0x123456789ABCDEFull, 0xFFFFFFFFFFFFFFFFull};
 
@@ -185,7 +186,7 @@ START_TEST(first_candidate_until_first_fill)
             ck_assert_uint_eq(floe_pick_choice(&g, n0, n1), n0 < n1 ? 0u : 1u);
     }
     /* layout version 1: the less full rule alone, and the second always read */
-    ck_assert_uint_eq(floe_layout_version(g.first_fill), FLOE_LAYOUT_VERSION);
+    ck_assert_uint_eq(floe_layout_version(g.first_fill), FLOE_LAYOUT_FIRST_FILL); /* an iceberg table of today */
     g.first_fill = floe_layout_first_fill(1);
     ck_assert_uint_eq(g.first_fill, 0);
     ck_assert_uint_eq(floe_layout_version(g.first_fill), 1);
@@ -255,6 +256,63 @@ START_TEST(slot_ids_roundtrip)
 }
 END_TEST
 
+/* Tree nodes: in every node table size and layout, a node's home bucket
+ * and probes lie inside the table, the probes of one node are distinct
+ * buckets, a stored value carries a valid tag, and the slot's position with
+ * the stored value gives the node back; the parts of a three table are
+ * about equally likely homes. */
+START_TEST(node_slots_roundtrip)
+{
+    const struct {
+        uint32_t bits, three, tag;
+    } sizes[] = {{6, 0, 4}, {7, 0, 5}, {8, 1, 5}, {9, 1, 5}, {12, 0, 4}, {20, 1, 5}, {31, 1, 5}, {32, 0, 5}};
+    uint64_t r = 99;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        ck_assert(floe_node_size_ok(sizes[k].bits, sizes[k].three, sizes[k].tag));
+        floe_tree_geometry g;
+        floe_tree_geometry_init(&g, 16, sizes[k].bits, sizes[k].three, sizes[k].tag, SEEDS[k % 3]);
+        const uint64_t buckets = g.node_slots / FLOE_NODE_BUCKET;
+        ck_assert_uint_eq(g.node_slots, sizes[k].three ? 3ull << (sizes[k].bits - 1) : 1ull << sizes[k].bits);
+        ck_assert_uint_eq(g.choices, (1u << sizes[k].tag) - 1);
+        uint64_t part[3] = {0, 0, 0};
+        for (int i = 0; i < 20000; i++) {
+            /* random nodes, and the extremes */
+            const uint64_t node = i == 0 ? 0 : i == 1 ? ~0ull : floe_splitmix64(&r);
+            uint64_t home, rem;
+            floe_node_home(&g, node, &home, &rem);
+            ck_assert_uint_lt(home, buckets);
+            part[home / (buckets / 3 ? buckets / 3 : 1) % 3]++;
+            for (uint32_t c = 0; c < g.choices; c++) {
+                const uint64_t b = floe_node_bucket(&g, home, c), v = floe_node_stored(&g, rem, c);
+                ck_assert_uint_lt(b, buckets);
+                for (uint32_t d = 0; d < c; d++)
+                    ck_assert_uint_ne(floe_node_bucket(&g, home, d), b);
+                ck_assert(v != FLOE_NODE_EMPTY && floe_node_valid(&g, v));
+                const uint64_t ref = b * FLOE_NODE_BUCKET + (uint64_t)(i & 3);
+                ck_assert_uint_eq(floe_node_decode(&g, ref, v), node);
+            }
+        }
+        if (g.three)
+            for (int p = 0; p < 3; p++)
+                ck_assert_msg(part[p] > 6000 && part[p] < 7400, "size %zu: part %d homes %llu of 20000", k, p,
+                              (unsigned long long)part[p]);
+    }
+    /* sizes no layout has: the remainder and tag would pass 64 bits, too few offsets, refs past 32 bits */
+    ck_assert(!floe_node_size_ok(6, 0, 5));
+    ck_assert(!floe_node_size_ok(7, 1, 5));
+    ck_assert(!floe_node_size_ok(8, 1, 4));
+    ck_assert(!floe_node_size_ok(32, 1, 5));
+    ck_assert(!floe_node_size_ok(33, 0, 5));
+    /* the layout versions: files before the node layout read as 15 choices */
+    ck_assert_uint_eq(floe_node_tag_bits_of(1), 4);
+    ck_assert_uint_eq(floe_node_tag_bits_of(2), 4);
+    ck_assert_uint_eq(floe_node_tag_bits_of(3), 5);
+    ck_assert_uint_eq(floe_tree_layout_version(5, FLOE_FIRST_FILL), FLOE_LAYOUT_VERSION);
+    ck_assert_uint_eq(floe_tree_layout_version(4, FLOE_FIRST_FILL), 2);
+    ck_assert_uint_eq(floe_tree_layout_version(4, 0), 1);
+}
+END_TEST
+
 Suite *layout_suite(void)
 {
     Suite *s = suite_create("layout");
@@ -270,6 +328,7 @@ Suite *layout_suite(void)
     tcase_add_test(tc, first_candidate_until_first_fill);
     tcase_add_test(tc, swar_search_matches_naive);
     tcase_add_test(tc, slot_ids_roundtrip);
+    tcase_add_test(tc, node_slots_roundtrip);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -10,7 +10,8 @@
  * and load; states given as a parent's id and changed words answer as their
  * whole vectors do and put the same nodes; bad specs and batches are refused and change nothing; a file
  * whose header asks for a table larger than the file is refused before any
- * of it is mapped.
+ * of it is mapped; a file of the node layout before FLOE_NODE_LAYOUT loads,
+ * answers, grows into today's layout and saves as today's.
  */
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -22,6 +23,8 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "data/layout2_tree.h"
+#include "tablefile.h"
 #include "testutil.h"
 #include "tree.h"
 
@@ -618,7 +621,10 @@ static void grow_length(uint32_t W, size_t total, floe_pool *pool)
             tree_stats(t, &after);
             ck_assert_uint_eq(after.generation, before.generation + 1);
             ck_assert_uint_eq(after.keys, before.keys);
-            ck_assert_uint_eq(after.node_slots, (what & TREE_GROW_NODES) ? 2 * before.node_slots : before.node_slots);
+            /* a node table grows a step: 2^k -> 1.5 * 2^k (from 2^8 slots on) -> 2^(k+1) */
+            const uint64_t ns = before.node_slots, pow2 = (ns & (ns - 1)) == 0;
+            const uint64_t step = pow2 ? (ns >= 256 ? ns / 2 * 3 : 2 * ns) : ns / 3 * 4;
+            ck_assert_uint_eq(after.node_slots, (what & TREE_GROW_NODES) ? step : ns);
             ck_assert((what & TREE_GROW_ROOTS) ? after.slots > before.slots : after.slots >= before.slots);
             if (what & TREE_GROW_NODES)
                 ck_assert_uint_eq(after.orphan_nodes, 0); /* every node put again is a vector's */
@@ -863,27 +869,41 @@ START_TEST(growth_sizes_for_the_capacity)
     strcpy(spec.name, "t");
     floe_errinfo err;
     tree_sizing z, g;
-    ck_assert_int_eq(tree_size_bits(&spec, 17, 12, &z, &err), FLOE_OK);
+    ck_assert_int_eq(tree_size_bits(&spec, 17, 0, FLOE_NODE_TAG_BITS, 12, &z, &err), FLOE_OK);
     /* 100 000 vectors made 120 000 nodes, the last ones 1.5 a vector: (120 000 + 1.5 x 948 576) / 0.8 slots */
     const double want = tree_nodes_ahead(&spec, 120000, 100000, 1.5);
     ck_assert_double_eq_tol(want, (120000.0 + 1.5 * ((1u << 20) - 100000)) / TREE_NODE_FILL, 1e-6);
     ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, want, &g, &err), FLOE_OK);
     ck_assert_uint_eq(g.node_bits, 18 + 2); /* 2^21 > want > 2^20: the cap of 3 doublings stops at 2^20 */
     ck_assert_uint_eq(g.node_bits, z.node_bits + TREE_GROW_AHEAD_BITS);
+    ck_assert_uint_eq(g.node_three, 0);
     /* without a rate: the average so far */
     ck_assert_double_eq_tol(tree_nodes_ahead(&spec, 120000, 100000, 0.0), 1.2 * (1u << 20) / TREE_NODE_FILL, 1e-6);
     ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, 200000.0, &g, &err), FLOE_OK);
-    ck_assert_uint_eq(g.node_bits, 18); /* 2^18 slots hold 200 000: one doubling */
+    ck_assert_uint_eq(g.node_bits, 17); /* 1.5 x 2^17 = 196 608 slots are nearer 200 000 than 2^18: one step */
+    ck_assert_uint_eq(g.node_three, 1);
+    ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, 400000.0, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, 18); /* 1.5 x 2^18 = 393 216: three steps */
+    ck_assert_uint_eq(g.node_three, 1);
+    ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, 460000.0, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, 19); /* nearer 2^19 = 524 288 than 393 216 (460 000^2 > their product) */
+    ck_assert_uint_eq(g.node_three, 0);
     /* below a sixteenth of the capacity (the first vectors share little), at or past it, and with no
      * guess: doublings */
     ck_assert_double_eq(tree_nodes_ahead(&spec, 14 * 1000, 1000, 14.0), 0.0);
     ck_assert(tree_nodes_ahead(&spec, 14 * 65536, 65536, 14.0) > 0.0);
     ck_assert_double_eq(tree_nodes_ahead(&spec, 1u << 21, 1u << 20, 2.0), 0.0);
     ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_NODES, 0.0, &g, &err), FLOE_OK);
-    ck_assert_uint_eq(g.node_bits, 18);
+    ck_assert_uint_eq(g.node_bits, 17); /* one step: 1.5 x 2^17 */
+    ck_assert_uint_eq(g.node_three, 1);
+    ck_assert_uint_eq(g.node_bytes, 8 * 3 * (1u << 16));
+    ck_assert_int_eq(tree_size_grown(&spec, &g, TREE_GROW_NODES, 0.0, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, 18); /* and the next: 2^18 */
+    ck_assert_uint_eq(g.node_three, 0);
     /* the roots alone: the nodes stay */
     ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_ROOTS, want, &g, &err), FLOE_OK);
     ck_assert_uint_eq(g.node_bits, 17);
+    ck_assert_uint_eq(g.node_three, 0);
     ck_assert_uint_eq(g.root_addr_bits, 13);
 }
 END_TEST
@@ -1294,6 +1314,70 @@ START_TEST(erased_root_refused)
 }
 END_TEST
 
+static uint32_t file_layout(const char *path)
+{
+    floe_file_header h;
+    floe_errinfo err;
+    ck_assert_msg(floe_file_header_of(path, NULL, &h, &err) == FLOE_OK, "%s", err.msg);
+    return h.layout_version;
+}
+
+/* tests/unit/data/layout2-tree.floe (layout2_tree.h says how it was made),
+ * saved with 15-choice nodes in a power-of-two node table: every vector
+ * is found under its id, a growth of the roots keeps the node layout, and
+ * the first growth of the nodes puts every node again in today's (31
+ * choices, node tables of 1.5 x 2^k too), which a save then records. */
+START_TEST(layout2_tree_files_still_load)
+{
+    floe_errinfo err;
+    ck_assert_uint_eq(file_layout(LAYOUT2_FILE), 2);
+    tree *t;
+    ck_assert_msg(tree_load(LAYOUT2_FILE, 0, NULL, &t, &err) == FLOE_OK, "load: %s", err.msg);
+    ck_assert_uint_eq(tree_geometry(t)->tag_bits, FLOE_NODE_OLD_TAG_BITS);
+    ck_assert_uint_eq(tree_generation(t), 3);
+    enum { MORE = 6000 };
+    const uint32_t W = LAYOUT2_WORDS, total = LAYOUT2_VECTORS + MORE;
+    uint32_t *vecs = malloc((size_t)total * W * 4);
+    for (uint32_t i = 0; i < total; i++)
+        for (uint32_t w = 0; w < W; w++)
+            vecs[(size_t)i * W + w] = layout2_word(i, w);
+    vset ref;
+    vset_init(&ref, W, total);
+    for (uint32_t i = 0; i < LAYOUT2_VECTORS; i++)
+        vset_find(&ref, vecs + (size_t)i * W, 1, 0);
+    refresh_ids(t, &ref); /* every vector of the file PRESENT, under distinct ids */
+    check_contents(t, &ref);
+    /* more vectors: the table grows, and its nodes take today's layout */
+    uint8_t *res = malloc(MORE);
+    ck_assert_msg(tree_insert(t, vecs + (size_t)LAYOUT2_VECTORS * W, MORE, res, NULL, NULL, &err) == FLOE_OK, "%s",
+                  err.msg);
+    for (uint32_t i = 0; i < MORE; i++) {
+        const long at = vset_find(&ref, vecs + ((size_t)LAYOUT2_VECTORS + i) * W, 1, 0);
+        ck_assert_int_eq(res[i], at >= 0 ? FLOE_PRESENT : FLOE_INSERTED);
+    }
+    ck_assert_uint_gt(tree_generation(t), 3); /* the roots grew; the nodes (6 values a word: 36 + 36^2 at most) fit */
+    ck_assert_uint_eq(tree_geometry(t)->tag_bits, FLOE_NODE_OLD_TAG_BITS);
+    ck_assert_uint_eq(tree_geometry(t)->node_slots, 2048);
+    ck_assert_msg(tree_grow(t, TREE_GROW_NODES, &err) == FLOE_OK, "grow: %s", err.msg);
+    ck_assert_uint_eq(tree_geometry(t)->tag_bits, FLOE_NODE_TAG_BITS);
+    ck_assert_uint_eq(tree_geometry(t)->node_slots, 3072);
+    refresh_ids(t, &ref);
+    check_contents(t, &ref);
+    char path[] = "/tmp/floe-tree-XXXXXX";
+    save_to_temp(t, path);
+    ck_assert_uint_eq(file_layout(path), FLOE_LAYOUT_VERSION);
+    tree_destroy(t);
+    ck_assert_msg(tree_load(path, 0, NULL, &t, &err) == FLOE_OK, "load: %s", err.msg);
+    unlink(path);
+    ck_assert_uint_eq(tree_geometry(t)->tag_bits, FLOE_NODE_TAG_BITS);
+    check_contents(t, &ref);
+    tree_destroy(t);
+    vset_free(&ref);
+    free(vecs);
+    free(res);
+}
+END_TEST
+
 Suite *tree_suite(void)
 {
     Suite *s = suite_create("tree");
@@ -1310,6 +1394,7 @@ Suite *tree_suite(void)
     tcase_add_test(tc, bad_specs_and_batches);
     tcase_add_test(tc, oversized_header_refused);
     tcase_add_test(tc, erased_root_refused);
+    tcase_add_test(tc, layout2_tree_files_still_load);
     suite_add_tcase(s, tc);
     return s;
 }
