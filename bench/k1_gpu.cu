@@ -151,7 +151,7 @@ static int batch_sweep(const floe_spec &spec, uint32_t a0, const floe_perm &keyp
         std::vector<double> gks;
         for (unsigned run = 0; run < runs; run++) {
             gpu_iceberg *t;
-            must(gpu_iceberg_create(&spec, a0, &t, &err), err);
+            must(gpu_iceberg_create(&spec, a0, 0, &t, &err), err);
             /* untimed: a batch of other keys grows the table's scratch to the batch size */
             must(gpu_iceberg_put(t, d_warm, batch, d_wres, NULL, 0, 0, &err), err);
             CHECK(cudaDeviceSynchronize());
@@ -236,7 +236,7 @@ int main(int argc, char **argv)
     spec.seed = 0x5EED;
     const uint32_t a0 = log2_slots - LOG2_BUCKET_SLOTS;
     floe_geometry g;
-    floe_geometry_init(&g, key_bits, a0, spec.seed);
+    floe_geometry_init(&g, key_bits, a0, 0, spec.seed);
     const uint64_t slots = g.total_slots;
     const uint64_t n05 = (uint64_t)(0.5 * slots), n08 = (uint64_t)(0.8 * slots), n09 = (uint64_t)(0.9 * slots);
     printf("# floe-k1-gpu on %s: 2^%u primary slots (%u-bit rows) + %llu secondary (%u-bit) + %llu stash (%u-bit) = "
@@ -277,7 +277,7 @@ int main(int argc, char **argv)
         unsigned flags = pass ? GPU_NO_DEDUP : 0;
         for (unsigned run = 0; run < runs; run++) {
             gpu_iceberg *t;
-            must(gpu_iceberg_create(&spec, a0, &t, &err), err);
+            must(gpu_iceberg_create(&spec, a0, 0, &t, &err), err);
             k_keys<<<(unsigned)((2 * n09 + 255) / 256), 256>>>(keyp, 0, 2 * n09, d_keys);
             CHECK(cudaGetLastError());
             CHECK(cudaDeviceSynchronize());
@@ -318,7 +318,7 @@ int main(int argc, char **argv)
                 }
             }
             gpu_iceberg_destroy(t);
-            must(gpu_iceberg_create(&spec, a0, &t, &err), err);
+            must(gpu_iceberg_create(&spec, a0, 0, &t, &err), err);
             k_twice<<<(unsigned)((2 * n08 + 255) / 256), 256>>>(keyp, walk, n08, d_keys);
             CHECK(cudaGetLastError());
             CHECK(cudaDeviceSynchronize());

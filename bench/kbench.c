@@ -298,7 +298,7 @@ int main(int argc, char **argv)
     spec.seed = 0x5EED;
     const uint32_t addr_bits = o.log2_slots - 5; /* 32 slots per primary bucket */
     floe_geometry g;
-    floe_geometry_init(&g, o.key_bits, addr_bits, spec.seed);
+    floe_geometry_init(&g, o.key_bits, addr_bits, 0, spec.seed);
     const uint64_t slots = g.total_slots;
     const size_t n09 = (size_t)(0.9 * (double)slots), n05 = (size_t)(0.5 * (double)slots),
                  n08 = (size_t)(0.8 * (double)slots);
@@ -341,7 +341,7 @@ int main(int argc, char **argv)
     for (unsigned run = 0; run < o.runs; run++) {
         iceberg *t;
         floe_answer_counts c;
-        if (iceberg_create_sized(&spec, addr_bits, pool, &t, &err) != FLOE_OK)
+        if (iceberg_create_sized(&spec, addr_bits, 0, pool, &t, &err) != FLOE_OK)
             die("create", &err);
         double s;
         s = timed(t, 1, keys, n05, o.batch, res, &c);
@@ -373,7 +373,7 @@ int main(int argc, char **argv)
         mks[ROW_MISS][run] = (double)n09 / s / 1e6;
         iceberg_destroy(t);
 
-        if (iceberg_create_sized(&spec, addr_bits, pool, &t, &err) != FLOE_OK)
+        if (iceberg_create_sized(&spec, addr_bits, 0, pool, &t, &err) != FLOE_OK)
             die("create", &err);
         s = timed(t, 1, twice, 2 * n08, o.batch, res, &c);
         if (c.inserted != n08 || c.present != n08) {

@@ -434,14 +434,17 @@ static floe_status quiesce(gpu_table *t, floe_errinfo *err)
 static floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
 {
     const uint32_t kb = t->base.spec.key_bits;
-    if (addr_bits == 0)
+    uint32_t three = 0; /* a SET or MAP doubles */
+    if (addr_bits == 0) {
         addr_bits = gpu_iceberg_addr_bits(t->ice);
+        three = gpu_iceberg_three(t->ice);
+    }
     if (addr_bits < floe_min_addr_bits(kb) || addr_bits > floe_max_addr_bits(kb))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
                                 floe_min_addr_bits(kb), floe_max_addr_bits(kb), kb);
     floe_status st = quiesce(t, err); /* other lanes' pieces */
     if (st == FLOE_OK)
-        st = gpu_iceberg_rebuild(t->ice, &addr_bits, err);
+        st = gpu_iceberg_rebuild(t->ice, &addr_bits, &three, err);
     if (st != FLOE_OK)
         return st;
     t->generation++;
@@ -1150,7 +1153,8 @@ static void fill_stats(gpu_table *t, floe_table_stats *st)
         tomb = t->tombstones;
     }
     floe_geometry g;
-    floe_geometry_init(&g, t->base.spec.key_bits, gpu_iceberg_addr_bits(t->ice), t->base.spec.seed);
+    floe_geometry_init(&g, t->base.spec.key_bits, gpu_iceberg_addr_bits(t->ice), gpu_iceberg_three(t->ice),
+                       t->base.spec.seed);
     st->spec = t->base.spec;
     st->tombstones = tomb;
     uint64_t u = used[0] + used[1] + used[2];
@@ -1176,7 +1180,8 @@ static void fill_stats(gpu_table *t, floe_table_stats *st)
 static floe_status copy_image(gpu_table *t, floe_file_image **out, floe_errinfo *err)
 {
     iceberg *host;
-    floe_status st = iceberg_create_sized(&t->base.spec, gpu_iceberg_addr_bits(t->ice), NULL, &host, err);
+    floe_status st =
+        iceberg_create_sized(&t->base.spec, gpu_iceberg_addr_bits(t->ice), gpu_iceberg_three(t->ice), NULL, &host, err);
     if (st != FLOE_OK)
         return st;
     iceberg_set_first_fill(host, gpu_iceberg_first_fill(t->ice));
@@ -2140,7 +2145,7 @@ static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, f
         return start_table(be, NULL, tree, NULL, 0, out, err);
     }
     gpu_iceberg *ice;
-    floe_status st = gpu_iceberg_create(&s, iceberg_addr_bits_for(s.key_bits, s.capacity), &ice, err);
+    floe_status st = gpu_iceberg_create(&s, iceberg_addr_bits_for(s.key_bits, s.capacity), 0, &ice, err);
     if (st != FLOE_OK)
         return st;
     return start_table(be, ice, NULL, NULL, 0, out, err);
@@ -2206,7 +2211,7 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, const fl
     iceberg_image im;
     iceberg_get_image(host, &im);
     gpu_iceberg *ice = NULL;
-    st = gpu_iceberg_create(iceberg_spec(host), im.addr_bits, &ice, err);
+    st = gpu_iceberg_create(iceberg_spec(host), im.addr_bits, im.three, &ice, err);
     if (st == FLOE_OK)
         st = gpu_iceberg_upload(ice, im.sections, im.first_fill, err);
     iceberg_destroy(host);

@@ -61,7 +61,7 @@
 struct gpu_iceberg {
     floe_spec spec;
     floe_geometry g;
-    uint32_t addr_bits;
+    uint32_t addr_bits, three; /* 2^addr_bits primary buckets, 1.5 times that with three */
     uint64_t *level[FLOE_LEVELS];
     size_t bytes[FLOE_LEVELS];
     void *values; /* MAP: vb bytes per slot */
@@ -150,6 +150,13 @@ template <int W> __device__ __forceinline__ uint64_t word_at(const uint64_t (&s)
 }
 
 enum { R_ABSENT = FLOE_ABSENT, R_PRESENT = FLOE_PRESENT, R_INSERTED = FLOE_INSERTED, R_FULL = FLOE_FULL };
+
+/* A table's shape, one compile-time int S of the kernels that put and find:
+ * its level-0 row width (16, 32 or 64 bits), plus 1 where its levels have
+ * 1.5 x 2^a buckets (layout.h; a TREE's root table), whose split has a
+ * path that a SET or MAP table's kernels then do not carry. */
+#define SHAPE_ROW_BITS(S) ((S) & ~1)
+#define SHAPE_THREE(S)    (((S) & 1) != 0)
 
 __device__ __forceinline__ uint64_t scratch_hash(uint64_t x)
 {
@@ -342,47 +349,47 @@ __device__ __forceinline__ int put_double(const floe_geometry &g, uint64_t *b0, 
     }
 }
 
-template <int RB, bool insert, bool map>
+template <int RB, bool insert, bool map, bool three>
 __device__ __forceinline__ int level_double(const floe_geometry &g, uint32_t l, uint64_t *base, uint64_t key,
                                             uint8_t *res, uint64_t *id, uint64_t *put)
 {
     const floe_level &lv = g.level[l];
     uint64_t b0, b1, rem0, rem1;
-    floe_split(&g, l, 0, key, &b0, &rem0);
-    floe_split(&g, l, 1, key, &b1, &rem1);
+    floe_split_as(&g, l, 0, key, &b0, &rem0, three && lv.three);
+    floe_split_as(&g, l, 1, key, &b1, &rem1, three && lv.three);
     return put_double<RB, FLOE_L1_SLOTS, insert, map>(
         g, base + b0 * lv.words, base + b1 * lv.words, floe_row_encode(l, rem0, 0), floe_row_encode(l, rem1, 1),
         floe_slot_id(&g, l, b0, 0), floe_slot_id(&g, l, b1, 0), res, id, put);
 }
 
-template <bool insert, bool map>
+template <bool insert, bool map, bool three>
 __device__ __forceinline__ int level_double_any(const floe_geometry &g, uint32_t l, uint64_t *base, uint64_t key,
                                                 uint8_t *res, uint64_t *id, uint64_t *put)
 {
     switch (g.level[l].row_bits) {
     case 16:
-        return level_double<16, insert, map>(g, l, base, key, res, id, put);
+        return level_double<16, insert, map, three>(g, l, base, key, res, id, put);
     case 32:
-        return level_double<32, insert, map>(g, l, base, key, res, id, put);
+        return level_double<32, insert, map, three>(g, l, base, key, res, id, put);
     default:
-        return level_double<64, insert, map>(g, l, base, key, res, id, put);
+        return level_double<64, insert, map, three>(g, l, base, key, res, id, put);
     }
 }
 
 /* Find (insert = false) or find-or-put of one key; *put gets the row an
- * INSERTED key was given. */
-template <int RB0, bool insert, bool map = false>
+ * INSERTED key was given.  S is the table's shape (with_row_bits). */
+template <int S, bool insert, bool map = false>
 __device__ __forceinline__ void op_key(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2, uint64_t key,
                                        uint8_t *res, uint64_t *id, uint64_t *put)
 {
     uint64_t b, rem;
-    floe_split(&g, 0, 0, key, &b, &rem);
-    if (put_single<RB0, FLOE_L0_SLOTS, insert, map>(L0 + b * g.level[0].words, floe_row_encode(0, rem, 0),
-                                                    floe_slot_id(&g, 0, b, 0), res, id, put) == 0)
+    floe_split_as(&g, 0, 0, key, &b, &rem, SHAPE_THREE(S));
+    if (put_single<SHAPE_ROW_BITS(S), FLOE_L0_SLOTS, insert, map>(L0 + b * g.level[0].words, floe_row_encode(0, rem, 0),
+                                                                  floe_slot_id(&g, 0, b, 0), res, id, put) == 0)
         return;
-    if (level_double_any<insert, map>(g, 1, L1, key, res, id, put) == 0)
+    if (level_double_any<insert, map, SHAPE_THREE(S)>(g, 1, L1, key, res, id, put) == 0)
         return;
-    if (level_double_any<insert, map>(g, 2, L2, key, res, id, put) == 0)
+    if (level_double_any<insert, map, SHAPE_THREE(S)>(g, 2, L2, key, res, id, put) == 0)
         return;
     *res = insert ? R_FULL : R_ABSENT;
     *id = FLOE_NO_ID;
@@ -472,7 +479,7 @@ __device__ __forceinline__ void halt_on_full(unsigned *halt, unsigned seq)
         atomicCAS(halt, 0u, seq);
 }
 
-template <int RB0, bool insert>
+template <int SHAPE, bool insert>
 __global__ void __launch_bounds__(BLOCK, insert ? PUT_BLOCKS : FIND_BLOCKS)
     k_op(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
          uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, const void *vals, uint32_t vb,
@@ -488,7 +495,7 @@ __global__ void __launch_bounds__(BLOCK, insert ? PUT_BLOCKS : FIND_BLOCKS)
     }
     uint8_t res;
     uint64_t id, put;
-    op_key<RB0, insert>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
+    op_key<SHAPE, insert>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
     if (insert && res == R_FULL)
         halt_on_full(halt, seq);
     results[i] = res;
@@ -501,7 +508,7 @@ __global__ void __launch_bounds__(BLOCK, insert ? PUT_BLOCKS : FIND_BLOCKS)
 /* MAP find-or-put of distinct keys (the host deduplicated the batch): a new
  * key's slot is claimed BUSY, its value written, then its row published; a
  * PRESENT key's value comes back (swapped for the new one with overwrite). */
-template <int RB0>
+template <int SHAPE>
 __global__ void __launch_bounds__(BLOCK, 2)
     k_put_map(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
               const void *in, uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, void *vals,
@@ -517,7 +524,7 @@ __global__ void __launch_bounds__(BLOCK, 2)
     }
     uint8_t res;
     uint64_t id, put;
-    op_key<RB0, true, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
+    op_key<SHAPE, true, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
     uint64_t v =
         vb == 4 ? (uint64_t) reinterpret_cast<const uint32_t *>(in)[i] : reinterpret_cast<const uint64_t *>(in)[i];
     uint64_t answer = 0;
@@ -614,7 +621,7 @@ __device__ __forceinline__ void tag_block(bool said, const losers &L, int which)
 /* Find-or-put of key i (skipped: the table is halted); whether it came back
  * PRESENT.  Id: the ids' type: 64 bits, the slot ids the caller wants (an
  * id of a FULL key is never read), or 32 bits with the answer in them. */
-template <int RB0, typename Id>
+template <int SHAPE, typename Id>
 __device__ __forceinline__ bool put_one(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
                                         const uint64_t *keys, uint64_t i, uint8_t *results, Id *ids, bool skip,
                                         unsigned *halt, unsigned seq)
@@ -627,7 +634,7 @@ __device__ __forceinline__ bool put_one(const floe_geometry &g, uint64_t *L0, ui
     }
     uint8_t res;
     uint64_t id, put;
-    op_key<RB0, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
+    op_key<SHAPE, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
     if (res == R_FULL)
         halt_on_full(halt, seq);
     results[i] = res;
@@ -741,7 +748,7 @@ __device__ __forceinline__ void wait_previous()
  *   4. if some key did, the winners settle (k_settle).
  * A batch of distinct new keys does its work in the first; the others
  * read its answers and return. */
-template <int RB0, typename Id>
+template <int SHAPE, typename Id>
 __global__ void __launch_bounds__(BLOCK, PUT_BLOCKS)
     k_put_pass(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
                uint64_t n, uint8_t *results, Id *ids, uint32_t *filter, uint64_t filter_words, const losers L,
@@ -751,7 +758,7 @@ __global__ void __launch_bounds__(BLOCK, PUT_BLOCKS)
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i < filter_words)
         filter[i] = 0;
-    const bool present = i < n && put_one<RB0, Id>(g, L0, L1, L2, keys, i, results, ids, skip, halt, seq);
+    const bool present = i < n && put_one<SHAPE, Id>(g, L0, L1, L2, keys, i, results, ids, skip, halt, seq);
     tag_block(present, L, TAGGED_PRESENT);
     if (pdl)
         let_next_start();
@@ -864,7 +871,7 @@ __global__ void k_erase(const __grid_constant__ floe_geometry g, uint64_t *L0, u
  * occurrence of each is INSERTED, the others lost: they come back
  * PRESENT), then a winner with an earlier loser of its key in the batch
  * hands INSERTED to the first one. */
-template <int RB0, bool insert>
+template <int SHAPE, bool insert>
 __global__ void __launch_bounds__(GPU_SMALL_KEYS, 1)
     k_small(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
             uint32_t n, uint8_t *results, uint64_t *ids_out, unsigned *halt, unsigned seq)
@@ -887,11 +894,11 @@ __global__ void __launch_bounds__(GPU_SMALL_KEYS, 1)
     uint8_t res = R_ABSENT;
     uint64_t id = FLOE_NO_ID, put, key = i < n ? keys[i] : 0;
     if (i < n)
-        op_key<RB0, false>(g, L0, L1, L2, key, &res, &id, &put);
+        op_key<SHAPE, false>(g, L0, L1, L2, key, &res, &id, &put);
     if (insert) {
         __syncthreads(); /* every key looked up before any is put */
         if (i < n && res == R_ABSENT) {
-            op_key<RB0, true>(g, L0, L1, L2, key, &res, &id, &put);
+            op_key<SHAPE, true>(g, L0, L1, L2, key, &res, &id, &put);
             if (res == R_FULL)
                 halt_on_full(halt, seq);
             if (res == R_PRESENT) {
@@ -1067,7 +1074,7 @@ struct levels {
 
 /* Every key of the old table into the new one (distinct keys, no readers:
  * rows go in directly, values after). */
-template <int RB0>
+template <int SHAPE>
 __global__ void __launch_bounds__(BLOCK, 2)
     k_rebuild(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
               const __grid_constant__ floe_geometry to, levels nw, void *new_vals, uint32_t vb, uint64_t first,
@@ -1089,7 +1096,7 @@ __global__ void __launch_bounds__(BLOCK, 2)
         return;
     uint8_t res;
     uint64_t id, put;
-    op_key<RB0, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+    op_key<SHAPE, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
     if (res != R_INSERTED) {
         *(volatile int *)failed = 1;
         return;
@@ -1167,22 +1174,31 @@ static inline unsigned fix_blocks_for(uint64_t n)
     return (unsigned)((n + (uint64_t)BLOCK * FIX_KEYS - 1) / ((uint64_t)BLOCK * FIX_KEYS));
 }
 
-/* The kernels are templated on the level-0 row width (16, 32 or 64 bits):
- * f(RB) with it as a compile-time constant (RB::value), the one place that
- * picks it.  with_shape: f(RB, INS) for the kernels also templated on insert. */
-template <typename F> static void with_row_bits(uint32_t row_bits, F f)
+/* The kernels are templated on the table's shape (SHAPE_ROW_BITS,
+ * SHAPE_THREE): f(S) with it as a compile-time constant (S::value), the one
+ * place that picks it.  with_shape: f(S, INS) for the kernels also templated
+ * on insert. */
+template <typename F> static void with_row_bits(const floe_level &l0, F f)
 {
-    if (row_bits == 16)
+    if (l0.three) { /* a TREE's root table: SET and MAP tables have no such kernels' code in their path */
+        if (l0.row_bits == 16)
+            f(std::integral_constant<int, 16 | 1>{});
+        else if (l0.row_bits == 32)
+            f(std::integral_constant<int, 32 | 1>{});
+        else
+            f(std::integral_constant<int, 64 | 1>{});
+    } else if (l0.row_bits == 16) {
         f(std::integral_constant<int, 16>{});
-    else if (row_bits == 32)
+    } else if (l0.row_bits == 32) {
         f(std::integral_constant<int, 32>{});
-    else
+    } else {
         f(std::integral_constant<int, 64>{});
+    }
 }
 
-template <typename F> static void with_shape(uint32_t row_bits, bool insert, F f)
+template <typename F> static void with_shape(const floe_level &l0, bool insert, F f)
 {
-    with_row_bits(row_bits, [&](auto rb) {
+    with_row_bits(l0, [&](auto rb) {
         if (insert)
             f(rb, std::true_type{});
         else
@@ -1221,11 +1237,12 @@ static void free_arrays(gpu_iceberg *t)
     t->values = NULL;
 }
 
-/* Zeroed level and value arrays for 2^addr_bits primary buckets. */
-static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, floe_errinfo *err)
+/* Zeroed level and value arrays for 2^addr_bits primary buckets, 1.5 times that with three. */
+static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
 {
-    floe_geometry_init(&t->g, t->spec.key_bits, addr_bits, t->spec.seed);
+    floe_geometry_init(&t->g, t->spec.key_bits, addr_bits, three, t->spec.seed);
     t->addr_bits = addr_bits;
+    t->three = three;
     size_t total = 0;
     cudaError_t e = cudaSuccess;
     for (int l = 0; l < FLOE_LEVELS && e == cudaSuccess; l++) {
@@ -1253,8 +1270,8 @@ static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, floe_errinfo
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_iceberg **out,
-                                          floe_errinfo *err)
+extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, uint32_t three,
+                                          gpu_iceberg **out, floe_errinfo *err)
 {
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
@@ -1265,6 +1282,8 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u",
                                 floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits));
+    if (three > 1 || (three && addr_bits < 1))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "1.5 x 2^%u primary buckets is not a table size", addr_bits);
     gpu_iceberg *t = (gpu_iceberg *)calloc(1, sizeof *t);
     if (!t)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
@@ -1272,7 +1291,7 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     if (!t->spec.seed)
         t->spec.seed = 0x243F6A8885A308D3ull;
     t->vb = spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0;
-    st = alloc_arrays(t, addr_bits, err);
+    st = alloc_arrays(t, addr_bits, three, err);
     t->piece = PUT_PIECE_KEYS;
     int dev, major;
     t->pdl = cudaGetDevice(&dev) == cudaSuccess &&
@@ -1318,6 +1337,11 @@ extern "C" uint32_t gpu_iceberg_addr_bits(const gpu_iceberg *t)
     return t->addr_bits;
 }
 
+extern "C" uint32_t gpu_iceberg_three(const gpu_iceberg *t)
+{
+    return t->three;
+}
+
 extern "C" uint32_t gpu_iceberg_first_fill(const gpu_iceberg *t)
 {
     return t->g.first_fill;
@@ -1330,7 +1354,7 @@ static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool
         return FLOE_OK;
     unsigned blocks = blocks_for(n);
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
-    with_shape(t->g.level[0].row_bits, insert, [&](auto rb, auto ins) {
+    with_shape(t->g.level[0], insert, [&](auto rb, auto ins) {
         k_op<decltype(rb)::value, decltype(ins)::value><<<blocks, BLOCK, 0, s>>>(
             t->g, L0, L1, L2, d_keys, n, d_results, d_ids, lane_halt(t), t->seq, t->values, t->vb, d_vout);
     });
@@ -1477,7 +1501,7 @@ static floe_status put_phases(gpu_iceberg *t, const uint64_t *d_keys, size_t n, 
     const unsigned blocks = blocks_for(n);
     assert(filter_words <= (uint64_t)blocks * BLOCK); /* k_put_pass clears a word a thread */
     const bool pdl = t->pdl && n <= PDL_MAX_KEYS;
-    with_row_bits(t->g.level[0].row_bits, [&](auto rb) {
+    with_row_bits(t->g.level[0], [&](auto rb) {
         k_put_pass<decltype(rb)::value, Id><<<blocks, BLOCK, 0, s>>>(
             t->g, L0, L1, L2, d_keys, n, d_results, ids, t->filter, filter_words, L, lane_halt(t), t->seq, pdl);
     });
@@ -1543,7 +1567,7 @@ extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_key
     if (n == 0)
         return FLOE_OK;
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
-    with_row_bits(t->g.level[0].row_bits, [&](auto rb) {
+    with_row_bits(t->g.level[0], [&](auto rb) {
         k_put_map<decltype(rb)::value><<<blocks_for(n), BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, d_values, n, d_results,
                                                                        d_ids, lane_halt(t), t->seq, t->values, t->vb,
                                                                        overwrite, d_values_out);
@@ -1595,7 +1619,7 @@ extern "C" floe_status gpu_iceberg_small(gpu_iceberg *t, int insert, const uint6
     next_seq(t);
     const unsigned threads = (unsigned)((n + 31) / 32 * 32);
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
-    with_shape(t->g.level[0].row_bits, insert, [&](auto rb, auto ins) {
+    with_shape(t->g.level[0], insert, [&](auto rb, auto ins) {
         k_small<decltype(rb)::value, decltype(ins)::value>
             <<<1, threads, 0, s>>>(t->g, L0, L1, L2, h_keys, (uint32_t)n, h_results, h_ids, lane_halt(t), t->seq);
     });
@@ -1753,19 +1777,20 @@ extern "C" uint64_t gpu_iceberg_slots(const gpu_iceberg *t)
     return t->g.total_slots;
 }
 
-extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, floe_errinfo *err)
+extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err)
 {
     const uint32_t max = floe_max_addr_bits(t->spec.key_bits);
     CUDA_TRY(cudaDeviceSynchronize(), err);
     int *failed;
     CUDA_TRY(cudaMalloc(&failed, sizeof *failed), err);
-    for (uint32_t a = *addr_bits;; a++) {
+    uint32_t a3 = *three;
+    for (uint32_t a = *addr_bits;; a++, a3 = 0) { /* where a size cannot hold every key: the next power of two */
         if (a > max) {
             cudaFree(failed);
             return floe_errinfo_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
         }
         gpu_iceberg nt = *t; /* the new arrays; everything else shared */
-        floe_status st = alloc_arrays(&nt, a, err);
+        floe_status st = alloc_arrays(&nt, a, a3, err);
         if (st != FLOE_OK) {
             cudaFree(failed);
             return st;
@@ -1775,7 +1800,7 @@ extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, 
         const uint64_t total = t->g.total_slots, step = (uint64_t)1 << 30;
         for (uint64_t first = 0; first < total && e == cudaSuccess; first += step) {
             uint64_t count = total - first < step ? total - first : step;
-            with_row_bits(nt.g.level[0].row_bits, [&](auto rb) {
+            with_row_bits(nt.g.level[0], [&](auto rb) {
                 k_rebuild<decltype(rb)::value><<<blocks_for(count), BLOCK>>>(t->g, from, t->values, nt.g, to,
                                                                              nt.values, t->vb, first, count, failed);
             });
@@ -1789,7 +1814,7 @@ extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, 
             cudaFree(failed);
             return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "rebuilding: %s", cudaGetErrorString(e));
         }
-        if (h) { /* the new size could not hold every key: try twice as big */
+        if (h) { /* the new size could not hold every key: try larger */
             free_arrays(&nt);
             continue;
         }
@@ -1802,7 +1827,9 @@ extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, 
         t->values_bytes = nt.values_bytes;
         t->g = nt.g;
         t->addr_bits = a;
+        t->three = a3;
         *addr_bits = a;
+        *three = a3;
         cudaFree(failed);
         return FLOE_OK;
     }

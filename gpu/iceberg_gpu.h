@@ -31,12 +31,14 @@ typedef struct CUstream_st *gpu_stream;
 /* Whether a usable CUDA device is present (and its name in name, if not NULL). */
 int gpu_available(int device, char *name, size_t len);
 
-/* An empty SET or MAP table of 2^addr_bits primary buckets in device memory
- * (spec->seed must be set: the caller picks it). */
-floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, gpu_iceberg **out, floe_errinfo *err);
+/* An empty SET or MAP table of 2^addr_bits primary buckets in device memory,
+ * 1.5 times that with three (spec->seed must be set: the caller picks it). */
+floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, uint32_t three, gpu_iceberg **out,
+                               floe_errinfo *err);
 void gpu_iceberg_destroy(gpu_iceberg *t);
 const floe_spec *gpu_iceberg_spec(const gpu_iceberg *t);
 uint32_t gpu_iceberg_addr_bits(const gpu_iceberg *t);
+uint32_t gpu_iceberg_three(const gpu_iceberg *t);
 /* Its geometry's first_fill (layout.h): 0 for a table of layout version 1. */
 uint32_t gpu_iceberg_first_fill(const gpu_iceberg *t);
 
@@ -141,10 +143,11 @@ floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_errinfo *err
 uint64_t gpu_iceberg_memory(const gpu_iceberg *t);
 uint64_t gpu_iceberg_slots(const gpu_iceberg *t);
 
-/* Rebuilds on the device into 2^addr_bits primary buckets (larger if that
- * cannot hold every key), dropping tombstones; *addr_bits gets the size
- * used.  On failure the table is unchanged.  Waits. */
-floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, floe_errinfo *err);
+/* Rebuilds on the device into 2^addr_bits primary buckets, 1.5 times that
+ * with three (the next power of two up, or larger, if that cannot hold
+ * every key), dropping tombstones; *addr_bits and *three get the size used.
+ * On failure the table is unchanged.  Waits. */
+floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err);
 
 /* Slots a scan call examines at most. */
 #define GPU_SCAN_WINDOW ((uint64_t)1 << 22)

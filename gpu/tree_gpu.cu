@@ -525,7 +525,7 @@ static floe_status tables_alloc(gpu_tree *t, floe_errinfo *err)
                               "device memory for a TREE node table of %llu bytes: %s",
                               (unsigned long long)t->z.node_bytes, cudaGetErrorString(e));
     else
-        st = gpu_iceberg_create(&t->z.root_spec, t->z.root_addr_bits, &t->roots, err);
+        st = gpu_iceberg_create(&t->z.root_spec, t->z.root_addr_bits, t->z.root_three, &t->roots, err);
     if (st != FLOE_OK)
         tables_free(t);
     return st;
@@ -1125,10 +1125,9 @@ static floe_status grow_tables(gpu_tree *t, unsigned what, uint64_t *keys, size_
     if (st != FLOE_OK)
         return st;
     if (!(what & TREE_GROW_NODES)) { /* the roots move; the nodes stay where they are */
-        uint32_t a = z.root_addr_bits;
-        st = gpu_iceberg_rebuild(t->roots, &a, err);
+        st = gpu_iceberg_rebuild(t->roots, &z.root_addr_bits, &z.root_three, err); /* it may go larger still */
         if (st == FLOE_OK)
-            st = tree_size_bits(&t->spec, t->z.node_bits, t->z.node_three, t->z.node_tag_bits, a, &t->z, err);
+            st = tree_size_bits(&t->spec, &z, &t->z, err);
         t->generation += st == FLOE_OK;
         return st;
     }
@@ -1793,7 +1792,7 @@ extern "C" floe_status gpu_tree_stats(gpu_tree *t, floe_table_stats *st, floe_er
     if (s != FLOE_OK)
         return s;
     floe_geometry rg;
-    floe_geometry_init(&rg, t->z.root_spec.key_bits, t->z.root_addr_bits, t->z.root_spec.seed);
+    floe_geometry_init(&rg, t->z.root_spec.key_bits, t->z.root_addr_bits, t->z.root_three, t->z.root_spec.seed);
     st->spec = t->spec;
     st->generation = t->generation;
     for (int l = 0; l < FLOE_LEVELS; l++) {

@@ -181,7 +181,7 @@ static void execute(cpu_table *t, floe_batch *b)
         b->status = FLOE_OK;
         break;
     case FLOE_OP_REBUILD:
-        b->status = iceberg_rebuild(t->ice, b->addr_bits, e);
+        b->status = iceberg_rebuild(t->ice, b->addr_bits, 0, e);
         break;
     case FLOE_OP_SAVE:
         b->status =

@@ -59,7 +59,7 @@ struct iceberg {
     floe_pool *pool;
     pthread_rwlock_t lock;
     store s;
-    uint32_t addr_bits;
+    uint32_t addr_bits, three; /* 2^addr_bits primary buckets, 1.5 times that with three */
     _Atomic uint64_t used[FLOE_LEVELS]; /* non-empty slots per level */
     _Atomic uint64_t tombstones;
     _Atomic uint64_t generation;
@@ -94,10 +94,10 @@ static void store_free(store *s)
     memset(s, 0, sizeof *s);
 }
 
-static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bits, floe_errinfo *err)
+static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
 {
     memset(s, 0, sizeof *s);
-    floe_geometry_init(&s->g, spec->key_bits, addr_bits, spec->seed);
+    floe_geometry_init(&s->g, spec->key_bits, addr_bits, three, spec->seed);
     s->value_bytes = spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0;
     for (int l = 0; l < FLOE_LEVELS; l++) {
         s->bytes[l] = (size_t)floe_level_words(&s->g.level[l]) * sizeof(uint64_t);
@@ -580,15 +580,16 @@ static void rebuild_chunk(void *arg, size_t task)
     }
 }
 
-/* Rebuilds t into 2^addr_bits primary buckets; caller holds the write lock. */
-static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, floe_errinfo *err)
+/* Rebuilds t into 2^addr_bits primary buckets (1.5 times that with three);
+ * caller holds the write lock. */
+static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
 {
     uint32_t max = floe_max_addr_bits(t->spec.key_bits);
-    for (;; addr_bits++) {
+    for (;; addr_bits++, three = 0) { /* where the size cannot hold every key: the next power of two */
         if (addr_bits > max)
             return floe_errinfo_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
         store ns;
-        floe_status st = store_alloc(&ns, &t->spec, addr_bits, err);
+        floe_status st = store_alloc(&ns, &t->spec, addr_bits, three, err);
         if (st != FLOE_OK)
             return st;
         uint64_t used[FLOE_LEVELS] = {0, 0, 0};
@@ -616,13 +617,14 @@ static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, floe_errinfo *
             store_free(&ns);
             return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: a key is stored twice", t->spec.name);
         }
-        if (failed) { /* the new size could not hold every key: try twice as big */
+        if (failed) { /* the new size could not hold every key: try larger */
             store_free(&ns);
             continue;
         }
         store_free(&t->s);
         t->s = ns;
         t->addr_bits = addr_bits;
+        t->three = three;
         for (int l = 0; l < FLOE_LEVELS; l++)
             atomic_store(&t->used[l], used[l]);
         atomic_store(&t->tombstones, 0);
@@ -639,14 +641,12 @@ static uint64_t used_slots(iceberg *t)
     return u;
 }
 
-/* The size to grow to: twice the slots, unless tombstones hold most of the
- * occupied space, in which case a rebuild at the same size reclaims it. */
-static uint32_t grow_target(iceberg *t)
+/* Whether a growth rebuilds at the same size: tombstones hold most of the
+ * occupied space, which a rebuild reclaims.  Otherwise it doubles. */
+static bool grow_in_place(iceberg *t)
 {
     uint64_t keys = used_slots(t) - atomic_load(&t->tombstones);
-    if ((double)keys < t->spec.max_fill * 0.5 * (double)t->s.g.total_slots)
-        return t->addr_bits;
-    return t->addr_bits + 1;
+    return (double)keys < t->spec.max_fill * 0.5 * (double)t->s.g.total_slots;
 }
 
 /* With grow on: rebuild before a batch once occupied slots pass max_fill. */
@@ -661,7 +661,8 @@ static void grow_if_over_fill(iceberg *t)
         return;
     pthread_rwlock_wrlock(&t->lock);
     if ((double)used_slots(t) > t->spec.max_fill * (double)t->s.g.total_slots)
-        rebuild_locked(t, grow_target(t), NULL); /* on failure the table stays as it is */
+        /* on failure the table stays as it is */
+        rebuild_locked(t, grow_in_place(t) ? t->addr_bits : t->addr_bits + 1, grow_in_place(t) ? t->three : 0, NULL);
     pthread_rwlock_unlock(&t->lock);
 }
 
@@ -672,15 +673,26 @@ uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity)
     uint32_t a = floe_min_addr_bits(key_bits), max = floe_max_addr_bits(key_bits);
     floe_geometry g;
     for (; a < max; a++) {
-        floe_geometry_init(&g, key_bits, a, 0);
+        floe_geometry_init(&g, key_bits, a, 0, 0);
         if ((double)g.total_slots * FLOE_DEFAULT_MAX_FILL >= (double)capacity)
             break;
     }
     return a;
 }
 
-floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe_pool *pool, iceberg **out,
-                                 floe_errinfo *err)
+/* Whether 2^addr_bits primary buckets (1.5 times that with three) are a size for key_bits; if not, says why. */
+static floe_status size_ok(uint32_t key_bits, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
+{
+    if (addr_bits < floe_min_addr_bits(key_bits) || addr_bits > floe_max_addr_bits(key_bits))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
+                                floe_min_addr_bits(key_bits), floe_max_addr_bits(key_bits), key_bits);
+    if (three > 1 || (three && addr_bits < 1))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "1.5 x 2^%u primary buckets is not a table size", addr_bits);
+    return FLOE_OK;
+}
+
+floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, uint32_t three, floe_pool *pool,
+                                 iceberg **out, floe_errinfo *err)
 {
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
@@ -688,9 +700,8 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe
     if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "the iceberg engine holds SET and MAP tables, not %s",
                                 floe_kind_name(spec->kind));
-    if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
-                                floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits), spec->key_bits);
+    if ((st = size_ok(spec->key_bits, addr_bits, three, err)) != FLOE_OK)
+        return st;
     iceberg *t = floe_calloc(1, sizeof *t);
     if (!t)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
@@ -700,7 +711,8 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe
             t->spec.seed = 0x6A09E667F3BCC909ull; /* no entropy: a fixed seed still works */
     t->pool = pool;
     t->addr_bits = addr_bits;
-    st = store_alloc(&t->s, &t->spec, addr_bits, err);
+    t->three = three;
+    st = store_alloc(&t->s, &t->spec, addr_bits, three, err);
     if (st != FLOE_OK) {
         free(t);
         return st;
@@ -720,7 +732,7 @@ floe_status iceberg_create(const floe_spec *spec, floe_pool *pool, iceberg **out
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
         return st;
-    return iceberg_create_sized(spec, iceberg_addr_bits_for(spec->key_bits, spec->capacity), pool, out, err);
+    return iceberg_create_sized(spec, iceberg_addr_bits_for(spec->key_bits, spec->capacity), 0, pool, out, err);
 }
 
 void iceberg_destroy(iceberg *t)
@@ -794,7 +806,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         floe_errinfo gerr;
         const bool at_max = t->addr_bits + 1 > floe_max_addr_bits(t->spec.key_bits);
         if (atomic_load(&t->generation) == gen) /* nobody else grew it meanwhile */
-            gst = rebuild_locked(t, t->addr_bits + 1, &gerr);
+            gst = rebuild_locked(t, t->addr_bits + 1, 0, &gerr);
         pthread_rwlock_unlock(&t->lock);
         if (gst != FLOE_OK && at_max)
             break; /* as large as its key width allows: FULL stands */
@@ -990,18 +1002,16 @@ void iceberg_stats(iceberg *t, floe_table_stats *st)
     pthread_rwlock_unlock(&t->lock);
 }
 
-floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_errinfo *err)
+floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
 {
     pthread_rwlock_wrlock(&t->lock);
-    if (addr_bits == 0)
+    if (addr_bits == 0) {
         addr_bits = t->addr_bits;
-    floe_status st;
-    if (addr_bits < floe_min_addr_bits(t->spec.key_bits) || addr_bits > floe_max_addr_bits(t->spec.key_bits))
-        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
-                              floe_min_addr_bits(t->spec.key_bits), floe_max_addr_bits(t->spec.key_bits),
-                              t->spec.key_bits);
-    else
-        st = rebuild_locked(t, addr_bits, err);
+        three = t->three;
+    }
+    floe_status st = size_ok(t->spec.key_bits, addr_bits, three, err);
+    if (st == FLOE_OK)
+        st = rebuild_locked(t, addr_bits, three, err);
     pthread_rwlock_unlock(&t->lock);
     return st;
 }
@@ -1011,8 +1021,9 @@ static void file_view(iceberg *t, floe_file_header *h, const void **sections)
 {
     memset(h, 0, sizeof *h);
     h->spec = t->spec;
-    h->layout_version = floe_layout_version(t->s.g.first_fill);
+    h->layout_version = floe_layout_version(t->s.g.first_fill, t->three);
     h->addr_bits = t->addr_bits;
+    h->three = t->three;
     h->generation = atomic_load(&t->generation);
     h->tombstones = atomic_load(&t->tombstones);
     for (int l = 0; l < FLOE_LEVELS; l++)
@@ -1123,12 +1134,12 @@ floe_status iceberg_load(const char *path, uint64_t offset, floe_pool *pool, ice
                               h.spec.seed == 0 ? "seed 0" : spec_err.msg);
         goto out;
     }
-    if (h.addr_bits < floe_min_addr_bits(h.spec.key_bits) || h.addr_bits > floe_max_addr_bits(h.spec.key_bits)) {
-        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: primary address bits %u", path, h.addr_bits);
+    if (size_ok(h.spec.key_bits, h.addr_bits, h.three, &spec_err) != FLOE_OK) {
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: %s", path, spec_err.msg);
         goto out;
     }
     floe_geometry g;
-    floe_geometry_init(&g, h.spec.key_bits, h.addr_bits, h.spec.seed);
+    floe_geometry_init(&g, h.spec.key_bits, h.addr_bits, h.three, h.spec.seed);
     uint64_t vbytes = h.spec.kind == FLOE_KIND_MAP ? g.total_slots * h.spec.value_bytes : 0;
     bool sizes_ok = h.nsections == FLOE_LEVELS + 1 && h.section_bytes[FLOE_LEVELS] == vbytes;
     for (int l = 0; l < FLOE_LEVELS; l++)
@@ -1138,7 +1149,7 @@ floe_status iceberg_load(const char *path, uint64_t offset, floe_pool *pool, ice
                               path);
         goto out;
     }
-    st = iceberg_create_sized(&h.spec, h.addr_bits, pool, &t, err);
+    st = iceberg_create_sized(&h.spec, h.addr_bits, h.three, pool, &t, err);
     if (st != FLOE_OK)
         goto out;
     iceberg_set_first_fill(t, floe_layout_first_fill(h.layout_version));
@@ -1168,6 +1179,7 @@ void iceberg_get_image(iceberg *t, iceberg_image *im)
 {
     memset(im, 0, sizeof *im);
     im->addr_bits = t->addr_bits;
+    im->three = t->three;
     im->first_fill = t->s.g.first_fill;
     for (int l = 0; l < FLOE_LEVELS; l++) {
         im->sections[l] = (void *)t->s.words[l];

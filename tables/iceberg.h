@@ -46,9 +46,10 @@ uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity);
 /* Creates an empty table sized for spec->capacity; pool runs its batches
  * (NULL: inline in the caller).  The spec must pass floe_spec_validate. */
 floe_status iceberg_create(const floe_spec *spec, floe_pool *pool, iceberg **out, floe_errinfo *err);
-/* The same with an explicit primary level of 2^addr_bits buckets (benchmarks). */
-floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, floe_pool *pool, iceberg **out,
-                                 floe_errinfo *err);
+/* The same with an explicit primary level of 2^addr_bits buckets, 1.5
+ * times that with three (benchmarks, a TREE's root table). */
+floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, uint32_t three, floe_pool *pool,
+                                 iceberg **out, floe_errinfo *err);
 void iceberg_destroy(iceberg *t);
 const floe_spec *iceberg_spec(const iceberg *t);
 
@@ -94,9 +95,11 @@ uint64_t iceberg_used_slots(iceberg *t);
  * when out of memory. */
 void *iceberg_map_zeroed(size_t bytes);
 
-/* Rebuilds into 2^addr_bits primary buckets (0: the current size), dropping
- * tombstones; ids change and the generation increments. */
-floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, floe_errinfo *err);
+/* Rebuilds into 2^addr_bits primary buckets, 1.5 times that with three
+ * (addr_bits 0: the current size), dropping tombstones; ids change and the
+ * generation increments.  Where the size cannot hold every key, the next
+ * power of two up that can. */
+floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err);
 
 floe_status iceberg_save(iceberg *t, const char *path, floe_errinfo *err);
 /* A copy of t's file contents in a new image (for a snapshot written later). */
@@ -114,7 +117,7 @@ floe_status iceberg_verify_loaded(iceberg *t, const struct floe_file_header *h, 
  * its counters: for another engine that holds the same layout, so that the
  * GPU backend saves and loads through this engine's file code. */
 typedef struct iceberg_image {
-    uint32_t addr_bits;
+    uint32_t addr_bits, three;
     uint32_t first_fill; /* the geometry's (layout.h): 0 in a table of layout version 1 */
     void *sections[FLOE_LEVELS + 1];
     size_t bytes[FLOE_LEVELS + 1];

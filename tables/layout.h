@@ -72,9 +72,11 @@ extern "C" {
  * whenever this file or tree_layout.h changes how keys map to slots.
  * Version 1 tables (before FLOE_FIRST_FILL) are still read, and keep their
  * rule until a rebuild: their geometry's first_fill is 0.  Version 2 is
- * every iceberg table since (SET, MAP, a TREE's roots), and version 3 a
- * TREE whose nodes are laid out as tree_layout.h's FLOE_NODE_LAYOUT says. */
+ * every iceberg table of power-of-two levels since (SET, MAP), and version
+ * 3 a TREE whose nodes are laid out as tree_layout.h's FLOE_NODE_LAYOUT
+ * says, whose root table may have levels of 1.5 x 2^a buckets. */
 #define FLOE_LAYOUT_VERSION     3u
+#define FLOE_LAYOUT_THREE       3u /* and iceberg tables of 1.5 x 2^a primary buckets (a TREE's roots) */
 #define FLOE_LAYOUT_FIRST_FILL  2u
 #define FLOE_LAYOUT_OLDEST      1u
 
@@ -97,12 +99,14 @@ typedef struct floe_perm {
 } floe_perm;
 
 typedef struct floe_level {
-    uint32_t addr_bits; /* log2 of the bucket count */
+    uint32_t addr_bits; /* log2 of the bucket count, rounded down */
+    uint32_t three;     /* 1: 1.5 * 2^addr_bits buckets (floe_split) */
     uint32_t rem_bits;  /* key_bits - addr_bits */
     uint32_t row_bits;  /* 16, 32 or 64 */
     uint32_t slots;     /* slots per bucket */
     uint32_t choices;   /* 1 (level 0) or 2 */
     uint32_t words;     /* 64-bit words per bucket */
+    uint32_t pad;
     uint64_t first_id;  /* id of slot 0 of bucket 0 */
 } floe_level;
 
@@ -214,9 +218,28 @@ FLOE_HD static inline uint32_t floe_max_addr_bits(uint32_t key_bits)
     return key_bits < FLOE_MAX_ADDR_BITS ? key_bits : FLOE_MAX_ADDR_BITS;
 }
 
+FLOE_HD static inline uint64_t floe_level_buckets(const floe_level *lv)
+{
+    return lv->three ? (uint64_t)3 << (lv->addr_bits - 1) : (uint64_t)1 << lv->addr_bits;
+}
+
+FLOE_HD static inline uint64_t floe_level_slots(const floe_level *lv)
+{
+    return floe_level_buckets(lv) * lv->slots;
+}
+
+FLOE_HD static inline uint64_t floe_level_words(const floe_level *lv)
+{
+    return floe_level_buckets(lv) * lv->words;
+}
+
 /* Fills g for key_bits (1..64) and 2^a0 primary buckets (a0 already clamped
- * to [floe_min_addr_bits, floe_max_addr_bits]), with permutations from seed. */
-FLOE_HD static inline void floe_geometry_init(floe_geometry *g, uint32_t key_bits, uint32_t a0, uint64_t seed)
+ * to [floe_min_addr_bits, floe_max_addr_bits]), 1.5 times that with three
+ * (a table that grows by steps of 1.5 and 4/3: a TREE's roots), with
+ * permutations from seed.  Each level has its own share of the primary
+ * size, 1.5 times a power of two too where it has an address bit. */
+FLOE_HD static inline void floe_geometry_init(floe_geometry *g, uint32_t key_bits, uint32_t a0, uint32_t three,
+                                              uint64_t seed)
 {
     uint64_t first = 0;
     g->key_bits = key_bits;
@@ -229,33 +252,20 @@ FLOE_HD static inline void floe_geometry_init(floe_geometry *g, uint32_t key_bit
                                                       : l == 1 ? FLOE_L1_SHIFT
                                                                : FLOE_L2_SHIFT),
                                        lo < 0 ? 0 : lo, key_bits);
+        lv->three = three && lv->addr_bits >= 1;
         lv->rem_bits = key_bits - lv->addr_bits;
         lv->row_bits = floe_row_bits_for(lv->rem_bits, tag);
         lv->slots = l == 0 ? FLOE_L0_SLOTS : FLOE_L1_SLOTS;
         lv->choices = l == 0 ? 1u : 2u;
         lv->words = lv->slots * lv->row_bits / 64;
+        lv->pad = 0;
         lv->first_id = first;
-        first += ((uint64_t)1 << lv->addr_bits) * lv->slots;
+        first += floe_level_slots(lv);
     }
     g->total_slots = first;
     floe_perm_init(&g->perm[0], key_bits, seed, 0);
     for (uint32_t i = 1; i < FLOE_PERMS; i++)
         floe_perm_init(&g->perm[i], key_bits, seed, i);
-}
-
-FLOE_HD static inline uint64_t floe_level_buckets(const floe_level *lv)
-{
-    return (uint64_t)1 << lv->addr_bits;
-}
-
-FLOE_HD static inline uint64_t floe_level_slots(const floe_level *lv)
-{
-    return floe_level_buckets(lv) * lv->slots;
-}
-
-FLOE_HD static inline uint64_t floe_level_words(const floe_level *lv)
-{
-    return floe_level_buckets(lv) * lv->words;
 }
 
 /* Index into g->perm of level l's choice c. */
@@ -326,20 +336,45 @@ FLOE_HD static inline uint32_t floe_row_word(uint32_t row_bits, uint32_t i)
 
 /* ---- keys <-> (bucket, remainder) ----------------------------------------------------- */
 
-/* The permuted key's high addr_bits pick the bucket, the low rem_bits are stored. */
-FLOE_HD static inline void floe_split(const floe_geometry *g, uint32_t l, uint32_t c, uint64_t key, uint64_t *bucket,
-                                      uint64_t *rem)
+/* The permuted key's high addr_bits pick the bucket, the low rem_bits are
+ * stored.  In a level of 1.5 * 2^addr_bits buckets the high addr_bits - 1
+ * pick a bucket of a third, the low rem_bits + 1 (the rest) split once
+ * more: rest % 3 picks the third, rest / 3 (below 2^rem_bits) is stored.
+ * three is the level's (lv->three): a kernel that knows at compile time
+ * that it is 0 passes 0, and its split has no other path (floe_split). */
+FLOE_HD static inline void floe_split_as(const floe_geometry *g, uint32_t l, uint32_t c, uint64_t key, uint64_t *bucket,
+                                         uint64_t *rem, uint32_t three)
 {
     const floe_level *lv = &g->level[l];
     uint64_t x = floe_permute(&g->perm[floe_perm_index(l, c)], key);
+    if (three) {
+        const uint32_t low = lv->rem_bits + 1;
+        const uint64_t rest = x & floe_mask_bits(low), q = rest / 3;
+        *bucket = ((rest - 3 * q) << (lv->addr_bits - 1)) | (low >= 64 ? 0 : x >> low);
+        *rem = q;
+        return;
+    }
     *bucket = lv->rem_bits >= 64 ? 0 : x >> lv->rem_bits;
     *rem = x & floe_mask_bits(lv->rem_bits);
+}
+
+FLOE_HD static inline void floe_split(const floe_geometry *g, uint32_t l, uint32_t c, uint64_t key, uint64_t *bucket,
+                                      uint64_t *rem)
+{
+    floe_split_as(g, l, c, key, bucket, rem, g->level[l].three);
 }
 
 FLOE_HD static inline uint64_t floe_join(const floe_geometry *g, uint32_t l, uint32_t c, uint64_t bucket, uint64_t rem)
 {
     const floe_level *lv = &g->level[l];
-    uint64_t x = lv->rem_bits >= 64 ? rem : (bucket << lv->rem_bits) | rem;
+    uint64_t x;
+    if (lv->three) {
+        const uint32_t low = lv->rem_bits + 1;
+        const uint64_t hi = bucket & floe_mask_bits(lv->addr_bits - 1);
+        x = (low >= 64 ? 0 : hi << low) | ((rem * 3 + (bucket >> (lv->addr_bits - 1))) & floe_mask_bits(low));
+    } else {
+        x = lv->rem_bits >= 64 ? rem : (bucket << lv->rem_bits) | rem;
+    }
     return floe_unpermute(&g->perm[floe_perm_index(l, c)], x);
 }
 
@@ -413,12 +448,12 @@ FLOE_HD static inline int floe_bucket_has_busy(const uint64_t *words, const floe
     return floe_bucket_first(words, lv, floe_row_busy(lv->row_bits)) < lv->slots;
 }
 
-/* The layout version of an iceberg table whose geometry has first_fill, and
- * the first_fill of a table of layout version v (FLOE_LAYOUT_OLDEST ..
- * FLOE_LAYOUT_VERSION). */
-FLOE_HD static inline uint32_t floe_layout_version(uint32_t first_fill)
+/* The layout version of an iceberg table whose geometry has first_fill and
+ * three, and the first_fill of a table of layout version v
+ * (FLOE_LAYOUT_OLDEST .. FLOE_LAYOUT_VERSION). */
+FLOE_HD static inline uint32_t floe_layout_version(uint32_t first_fill, uint32_t three)
 {
-    return first_fill ? FLOE_LAYOUT_FIRST_FILL : FLOE_LAYOUT_OLDEST;
+    return three ? FLOE_LAYOUT_THREE : first_fill ? FLOE_LAYOUT_FIRST_FILL : FLOE_LAYOUT_OLDEST;
 }
 
 FLOE_HD static inline uint32_t floe_layout_first_fill(uint32_t v)

@@ -105,6 +105,7 @@ static void encode_header(const floe_file_header *h, unsigned char *buf)
     put_u32(&c, h->spec.shard);
     put_u32(&c, h->spec.shards);
     put_u64(&c, h->spec.shard_set);
+    put_u32(&c, h->three);
 }
 
 static floe_status decode_header(const unsigned char *buf, floe_file_header *h, const char *path, floe_errinfo *err)
@@ -157,6 +158,7 @@ static floe_status decode_header(const unsigned char *buf, floe_file_header *h, 
     h->spec.shard = get_u32(&c);
     h->spec.shards = get_u32(&c);
     h->spec.shard_set = get_u64(&c);
+    h->three = get_u32(&c);
     if (h->parts == 0) { /* a whole table */
         if (h->part != 0)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (part %u of none)", path, h->part);
@@ -170,6 +172,9 @@ static floe_status decode_header(const unsigned char *buf, floe_file_header *h, 
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
                                 "%s uses table layout version %u; this floe reads versions %u to %u", path,
                                 h->layout_version, FLOE_LAYOUT_OLDEST, FLOE_LAYOUT_VERSION);
+    if (h->three > 1 || (h->three && h->layout_version < FLOE_LAYOUT_THREE))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (primary size code %u in layout version %u)",
+                                path, h->three, h->layout_version);
     return FLOE_OK;
 }
 

@@ -41,6 +41,7 @@ typedef struct floe_file_header {
     floe_spec spec;
     uint32_t layout_version;
     uint32_t addr_bits; /* primary address bits */
+    uint32_t three;     /* 1: 1.5 * 2^addr_bits primary buckets (layout version 3 on) */
     uint64_t generation;
     uint64_t keys, tombstones;
     uint64_t used[FLOE_LEVELS];

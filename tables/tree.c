@@ -49,10 +49,10 @@ struct tree {
 
 /* ---- sizing ------------------------------------------------------------------------- */
 
-static uint64_t root_bytes_for(uint32_t key_bits, uint32_t addr_bits)
+static uint64_t root_bytes_for(uint32_t key_bits, uint32_t addr_bits, uint32_t three)
 {
     floe_geometry g;
-    floe_geometry_init(&g, key_bits, addr_bits, 0);
+    floe_geometry_init(&g, key_bits, addr_bits, three, 0);
     uint64_t b = 0;
     for (int l = 0; l < FLOE_LEVELS; l++)
         b += floe_level_words(&g.level[l]) * 8;
@@ -86,8 +86,9 @@ static void size_roots(const floe_spec *spec, uint32_t node_bits, uint32_t three
         r->seed = 1;
     strcpy(r->backend, "cpu");
     z->root_addr_bits = iceberg_addr_bits_for(r->key_bits, r->capacity);
+    z->root_three = 0;
     z->node_bytes = g.node_slots * 8;
-    z->root_bytes = root_bytes_for(r->key_bits, z->root_addr_bits);
+    z->root_bytes = root_bytes_for(r->key_bits, z->root_addr_bits, 0);
 }
 
 /* The node table one step larger than 2^bits (1.5 times that with *three),
@@ -141,9 +142,10 @@ floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err)
                             (unsigned long long)z->root_bytes, (unsigned long long)z->node_bytes);
 }
 
-floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t three, uint32_t tag_bits,
-                           uint32_t root_addr_bits, tree_sizing *z, floe_errinfo *err)
+floe_status tree_size_bits(const floe_spec *spec, const tree_sizing *sizes, tree_sizing *z, floe_errinfo *err)
 {
+    const uint32_t node_bits = sizes->node_bits, three = sizes->node_three, tag_bits = sizes->node_tag_bits;
+    const uint32_t root_addr_bits = sizes->root_addr_bits, root_three = sizes->root_three;
     memset(z, 0, sizeof *z);
     if ((tag_bits != FLOE_NODE_TAG_BITS && tag_bits != FLOE_NODE_OLD_TAG_BITS) || three > 1 ||
         !floe_node_size_ok(node_bits, three, tag_bits))
@@ -158,8 +160,13 @@ floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t t
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                 "a root table of 2^%u primary buckets is outside 2^%u .. 2^%u for %u-bit roots",
                                 root_addr_bits, floe_min_addr_bits(key_bits), floe_max_addr_bits(key_bits), key_bits);
+    if (root_three > 1 || (root_three && (root_addr_bits < 1 || tag_bits != FLOE_NODE_TAG_BITS)))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "a root table of 1.5 x 2^%u primary buckets needs 2^1 or more, in node layout %u",
+                                root_addr_bits, FLOE_NODE_LAYOUT);
     z->root_addr_bits = root_addr_bits;
-    z->root_bytes = root_bytes_for(key_bits, root_addr_bits);
+    z->root_three = root_three;
+    z->root_bytes = root_bytes_for(key_bits, root_addr_bits, root_three);
     return FLOE_OK;
 }
 
@@ -191,20 +198,34 @@ floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsi
             three = t3;
         }
     }
-    uint32_t root_bits = from->root_addr_bits + ((what & TREE_GROW_ROOTS) ? 1 : 0);
     const uint32_t tag_bits = what & TREE_GROW_NODES ? FLOE_NODE_TAG_BITS : from->node_tag_bits;
+    /* roots: 2^a -> 1.5 x 2^a -> 2^(a+1), or doublings in a table of the old node layout */
+    uint32_t root_bits = from->root_addr_bits, root_three = from->root_three;
+    if ((what & TREE_GROW_ROOTS) && !root_three && root_bits >= 1 && tag_bits == FLOE_NODE_TAG_BITS) {
+        root_three = 1;
+    } else if (what & TREE_GROW_ROOTS) {
+        root_bits++;
+        root_three = 0;
+    }
     if (!floe_node_size_ok(node_bits, three, tag_bits))
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s cannot grow past 2^%u nodes", spec->name,
                                 FLOE_NODE_MAX_BITS);
     tree_sizing z;
     size_roots(spec, node_bits, three, tag_bits, &z); /* wider roots may need a larger least root table */
     const uint32_t key_bits = z.root_spec.key_bits;
-    if (root_bits < floe_min_addr_bits(key_bits))
+    if (root_bits < floe_min_addr_bits(key_bits)) {
         root_bits = floe_min_addr_bits(key_bits);
-    if (root_bits > floe_max_addr_bits(key_bits))
+        root_three = 0;
+    }
+    if (root_bits > floe_max_addr_bits(key_bits) || (root_three && root_bits == floe_max_addr_bits(key_bits)))
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s cannot grow past 2^%u root buckets", spec->name,
                                 floe_max_addr_bits(key_bits));
-    return tree_size_bits(spec, node_bits, three, tag_bits, root_bits, to, err);
+    const tree_sizing sizes = {.node_bits = node_bits,
+                               .node_three = three,
+                               .node_tag_bits = tag_bits,
+                               .root_addr_bits = root_bits,
+                               .root_three = root_three};
+    return tree_size_bits(spec, &sizes, to, err);
 }
 
 /* ---- nodes ---------------------------------------------------------------------------- */
@@ -797,6 +818,7 @@ static floe_status create_sized(const floe_spec *spec, const tree_sizing *z, flo
         /* the root spec from t's seed, then z's root size again */
         size_roots(&t->spec, z->node_bits, z->node_three, z->node_tag_bits, &t->z);
         t->z.root_addr_bits = z->root_addr_bits;
+        t->z.root_three = z->root_three;
         t->z.root_bytes = z->root_bytes;
     } else if ((st = tree_size(&t->spec, &t->z, err)) != FLOE_OK) {
         free(t);
@@ -810,7 +832,7 @@ static floe_status create_sized(const floe_spec *spec, const tree_sizing *z, flo
         /* as for SET and MAP: no room for the table is ERR_FULL */
         return floe_errinfo_set(err, FLOE_ERR_FULL, "cannot allocate %llu bytes for the node table", bytes);
     }
-    st = iceberg_create_sized(&t->z.root_spec, t->z.root_addr_bits, pool, &t->roots, err);
+    st = iceberg_create_sized(&t->z.root_spec, t->z.root_addr_bits, t->z.root_three, pool, &t->roots, err);
     if (st != FLOE_OK) {
         munmap((void *)t->nodes, t->z.node_bytes);
         free(t);
@@ -877,19 +899,20 @@ static floe_status copy_vectors(tree *t, tree *n, unsigned *full_in, floe_errinf
     return st;
 }
 
-/* A root table twice the size: the nodes stay, the roots move (new ids). */
+/* A root table a step larger: the nodes stay, the roots move (new ids). */
 static floe_status grow_roots(tree *t, floe_errinfo *err)
 {
-    if (t->z.root_addr_bits + 1 > floe_max_addr_bits(t->z.root_spec.key_bits))
-        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "table %s cannot grow past 2^%u root buckets", t->spec.name,
-                                t->z.root_addr_bits);
-    floe_status st = iceberg_rebuild(t->roots, t->z.root_addr_bits + 1, err);
+    tree_sizing z;
+    floe_status st = tree_size_grown(&t->spec, &t->z, TREE_GROW_ROOTS, 0.0, &z, err);
+    if (st == FLOE_OK)
+        st = iceberg_rebuild(t->roots, z.root_addr_bits, z.root_three, err);
     if (st != FLOE_OK)
         return st;
     iceberg_image im;
     iceberg_get_image(t->roots, &im); /* the rebuild may have had to go larger still */
     t->z.root_addr_bits = im.addr_bits;
-    t->z.root_bytes = root_bytes_for(t->z.root_spec.key_bits, im.addr_bits);
+    t->z.root_three = im.three;
+    t->z.root_bytes = root_bytes_for(t->z.root_spec.key_bits, im.addr_bits, im.three);
     return FLOE_OK;
 }
 
@@ -1032,8 +1055,9 @@ static void file_view(tree *t, floe_file_header *h, const void **sections)
     iceberg_get_image(t->roots, &im);
     memset(h, 0, sizeof *h);
     h->spec = t->spec;
-    h->layout_version = floe_tree_layout_version(t->g.tag_bits, im.first_fill);
+    h->layout_version = floe_tree_layout_version(t->g.tag_bits, im.first_fill, im.three);
     h->addr_bits = im.addr_bits;
+    h->three = im.three;
     for (int l = 0; l < FLOE_LEVELS; l++) {
         h->used[l] = im.used[l];
         h->keys += im.used[l];
@@ -1144,9 +1168,13 @@ floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree *
     const uint32_t three = node_bits > 1 && ((uint64_t)8 << node_bits) != node_bytes; /* 1.5 * 2^(node_bits - 1)? */
     node_bits -= three;
     /* at least the spec's own node slots, as tree_size would give in the file's node layout */
+    const tree_sizing sizes = {.node_bits = node_bits,
+                               .node_three = three,
+                               .node_tag_bits = floe_node_tag_bits_of(h.layout_version),
+                               .root_addr_bits = h.addr_bits,
+                               .root_three = h.three};
     if (h.nsections != TREE_SECTIONS || tree_size(&h.spec, &least, &spec_err) != FLOE_OK ||
-        tree_size_bits(&h.spec, node_bits, three, floe_node_tag_bits_of(h.layout_version), h.addr_bits, &z,
-                       &spec_err) != FLOE_OK ||
+        tree_size_bits(&h.spec, &sizes, &z, &spec_err) != FLOE_OK ||
         z.node_bytes != node_bytes || z.node_bytes + z.root_bytes != in_file ||
         (z.node_tag_bits == least.node_tag_bits && z.node_bytes < least.node_bytes) ||
         z.root_addr_bits < least.root_addr_bits) {
@@ -1160,7 +1188,7 @@ floe_status tree_load(const char *path, uint64_t offset, floe_pool *pool, tree *
     iceberg_set_first_fill(t->roots, floe_layout_first_fill(h.layout_version));
     iceberg_image im;
     iceberg_get_image(t->roots, &im);
-    bool sizes_ok = h.nsections == TREE_SECTIONS && h.addr_bits == im.addr_bits &&
+    bool sizes_ok = h.nsections == TREE_SECTIONS && h.addr_bits == im.addr_bits && h.three == im.three &&
                     h.section_bytes[FLOE_LEVELS + 1] == t->z.node_bytes;
     for (int l = 0; l <= FLOE_LEVELS; l++)
         sizes_ok = sizes_ok && h.section_bytes[l] == im.bytes[l];

@@ -41,13 +41,14 @@ struct floe_file_image; /* tablefile.h */
 /* How a TREE is laid out: the node table's size (2^node_bits slots, 1.5
  * times that with node_three) and layout (node_tag_bits: 4 in a table of
  * node layout 2 or older, tree_layout.h), and the root table's own SET spec
- * and primary address bits.  A new table's is a function of its spec
- * (capacity, words, memory, grow, seed: tree_size); growth makes either
- * table larger, and a file records its sizes (tree_size_bits). */
+ * and size (2^root_addr_bits primary buckets, 1.5 times that with
+ * root_three).  A new table's is a function of its spec (capacity, words,
+ * memory, grow, seed: tree_size); growth makes either table larger, and a
+ * file records its sizes (tree_size_bits). */
 typedef struct tree_sizing {
     uint32_t node_bits, node_three, node_tag_bits;
     floe_spec root_spec;
-    uint32_t root_addr_bits;
+    uint32_t root_addr_bits, root_three;
     uint64_t node_bytes, root_bytes;
 } tree_sizing;
 
@@ -69,11 +70,10 @@ typedef struct tree_sizing {
 #define TREE_GROW_AHEAD_BITS 3u
 
 floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err);
-/* The layout of spec with a node table of 2^node_bits slots (1.5 times that
- * with three) in the node layout of tag_bits, and a root table of
- * 2^root_addr_bits primary buckets (a grown or saved table's). */
-floe_status tree_size_bits(const floe_spec *spec, uint32_t node_bits, uint32_t three, uint32_t tag_bits,
-                           uint32_t root_addr_bits, tree_sizing *z, floe_errinfo *err);
+/* The layout of spec with the sizes and node layout of `sizes` (its
+ * node_bits, node_three, node_tag_bits, root_addr_bits and root_three; a
+ * grown or saved table's): ERR_INVALID where they are no layout. */
+floe_status tree_size_bits(const floe_spec *spec, const tree_sizing *sizes, tree_sizing *z, floe_errinfo *err);
 /* The geometry of spec's vectors in tables laid out as z. */
 void tree_geometry_for(const floe_spec *spec, const tree_sizing *z, floe_tree_geometry *g);
 /* The node slots a growing table wants for its capacity: while it holds
@@ -84,8 +84,9 @@ void tree_geometry_for(const floe_spec *spec, const tree_sizing *z, floe_tree_ge
 double tree_nodes_ahead(const floe_spec *spec, uint64_t nodes, uint64_t vectors, double rate);
 /* The layout `from` grown: the node table one step larger (times 1.5 or
  * 4/3: 2^k, 1.5 * 2^k, 2^(k+1), ..., in the newest node layout) and/or the
- * root table twice the size (what: TREE_GROW_NODES, TREE_GROW_ROOTS, below),
- * a larger root table where wider roots need one; ERR_TOO_LARGE past the
+ * root table one step larger (the same steps; doublings in a table of an
+ * older node layout) (what: TREE_GROW_NODES, TREE_GROW_ROOTS, below), a
+ * larger root table where wider roots need one; ERR_TOO_LARGE past the
  * largest.  A node table grows further, up to 2^TREE_GROW_AHEAD_BITS times,
  * to the step nearest `want` slots (in ratio; tree_nodes_ahead; 0: none): a
  * table sized by its capacity then grows its nodes once or twice, not once

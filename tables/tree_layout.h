@@ -93,10 +93,11 @@ FLOE_HD static inline int floe_node_size_ok(uint32_t node_bits, uint32_t three, 
 }
 
 /* A TREE file's layout version: its nodes' (tag_bits) and its root table's
- * (first_fill, layout.h). */
-FLOE_HD static inline uint32_t floe_tree_layout_version(uint32_t tag_bits, uint32_t first_fill)
+ * (first_fill and three, layout.h; only a table of today's nodes has a
+ * root table of three). */
+FLOE_HD static inline uint32_t floe_tree_layout_version(uint32_t tag_bits, uint32_t first_fill, uint32_t three)
 {
-    return tag_bits >= FLOE_NODE_TAG_BITS ? FLOE_NODE_LAYOUT : floe_layout_version(first_fill);
+    return tag_bits >= FLOE_NODE_TAG_BITS ? FLOE_NODE_LAYOUT : floe_layout_version(first_fill, three);
 }
 
 /* The node layout of a table file's layout version: its tag bits. */

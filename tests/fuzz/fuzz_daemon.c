@@ -64,7 +64,7 @@ static uint64_t table_bytes(const floe_spec *spec)
         return tree_size(spec, &z, &err) == FLOE_OK ? z.node_bytes + z.root_bytes : 0;
     }
     floe_geometry g;
-    floe_geometry_init(&g, spec->key_bits, iceberg_addr_bits_for(spec->key_bits, spec->capacity), 1);
+    floe_geometry_init(&g, spec->key_bits, iceberg_addr_bits_for(spec->key_bits, spec->capacity), 0, 1);
     uint64_t bytes = (uint64_t)g.total_slots * (spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0);
     for (int l = 0; l < FLOE_LEVELS; l++)
         bytes += floe_level_words(&g.level[l]) * sizeof(uint64_t);

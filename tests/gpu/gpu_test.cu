@@ -39,9 +39,10 @@ uint64_t test_rng(uint64_t *s)
     return x * 0x2545F4914F6CDD1Dull;
 }
 
-/* Same spec and geometry on both engines; batches until fill >= target. */
+/* Same spec and geometry on both engines (1.5 x 2^addr_bits primary
+ * buckets with three); batches until fill >= target. */
 static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, uint64_t seed, bool check_levels,
-                        bool with_erase = false, unsigned tags_left = 0, size_t piece = 0)
+                        bool with_erase = false, unsigned tags_left = 0, size_t piece = 0, uint32_t three = 0)
 {
     floe_spec spec;
     floe_spec_default(&spec);
@@ -52,8 +53,8 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
     floe_errinfo err;
     iceberg *cpu;
     gpu_iceberg *gpu;
-    EXPECT(iceberg_create_sized(&spec, addr_bits, NULL, &cpu, &err) == FLOE_OK, "cpu create: %s", err.msg);
-    EXPECT(gpu_iceberg_create(&spec, addr_bits, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
+    EXPECT(iceberg_create_sized(&spec, addr_bits, three, NULL, &cpu, &err) == FLOE_OK, "cpu create: %s", err.msg);
+    EXPECT(gpu_iceberg_create(&spec, addr_bits, three, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
     if (piece)
         gpu_iceberg_piece_keys(gpu, piece);
     floe_table_stats st;
@@ -142,9 +143,10 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
     char pieces[64] = "";
     if (piece)
         snprintf(pieces, sizeof pieces, " (puts in pieces of %zu keys)", piece);
-    printf("ok: key_bits %2u%s%s%s, 2^%u primary buckets (%u/%u-bit rows), %d batches, %zu keys, fill %.4f, gpu levels "
+    printf("ok: key_bits %2u%s%s%s, %s2^%u primary buckets (%u/%u-bit rows), %d batches, %zu keys, fill %.4f, gpu levels "
            "%llu/%llu/%llu\n",
-           key_bits, with_erase ? " with erases" : "", tags_left ? " (fix-up tags wrapped)" : "", pieces, addr_bits,
+           key_bits, with_erase ? " with erases" : "", tags_left ? " (fix-up tags wrapped)" : "", pieces,
+           three ? "1.5 x " : "", addr_bits,
            st.level[0].row_bits, st.level[1].row_bits, batches, all_inserted.size(), st.fill,
            (unsigned long long)used[0], (unsigned long long)used[1], (unsigned long long)used[2]);
     iceberg_destroy(cpu);
@@ -296,6 +298,8 @@ int main(int argc, char **argv)
         against_cpu(40, 13, 0.6, seed + 5, false);
         /* the same with puts in pieces: twins in different pieces of a batch */
         against_cpu(40, 13, 0.6, seed + 7, false, false, 0, 4096);
+        /* 1.5 x 2^a primary buckets, as a TREE's root table grows */
+        against_cpu(52, 9, 0.9, seed + 8, true, false, 0, 0, 1);
         backend_suite(seed + 2, true, NULL);
         tree_suite(seed + 3, true);
         ordered_suite(seed + 6, true);
@@ -312,6 +316,9 @@ int main(int argc, char **argv)
         against_cpu(40, 12, 0.95, seed + 22, false, true, 5);
         /* puts in pieces of 4096 keys: twins in different pieces of a batch */
         against_cpu(40, 14, 0.95, seed + 23, false, true, 0, 4096);
+        /* 1.5 x 2^a primary buckets, as a TREE's root table grows */
+        against_cpu(52, 13, 0.95, seed + 24, true, false, 0, 0, 1);
+        against_cpu(31, 14, 0.95, seed + 25, false, true, 0, 0, 1);
         /* the backend floed uses: pipeline, MAP, growth, scan, save/load across backends */
         backend_suite(seed + 30, false, NULL);
         /* TREE tables: engine against the CPU engine, both backends */

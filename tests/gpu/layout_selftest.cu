@@ -6,7 +6,8 @@
  * compiles them with nvcc (so `make` fails if a header stops being valid
  * CUDA) and, on a GPU host, checks that the device computes bit-for-bit what
  * the host computes: permutation, inverse, bucket/remainder split and row
- * encoding, for random keys of every width; and a tree node's home,
+ * encoding, for random keys of every width (odd ones in tables of 1.5 x
+ * 2^a primary buckets); and a tree node's home,
  * remainder, last probe and decoding, in every node layout and size kind.
  * Exit status 0: identical; 1: a mismatch; 2: no usable device or a CUDA error.
  */
@@ -129,7 +130,8 @@ int main(void)
         uint32_t a0 = bits < 12 ? bits : 12;
         if (a0 < floe_min_addr_bits(bits))
             a0 = floe_min_addr_bits(bits);
-        floe_geometry_init(&g, bits, a0, 0xC0FFEEull * bits);
+        /* odd widths in tables of 1.5 x 2^a0 primary buckets (a TREE's root tables) */
+        floe_geometry_init(&g, bits, a0, (bits & 1) && a0 >= 1, 0xC0FFEEull * bits);
         std::vector<uint64_t> keys(n);
         for (auto &k : keys)
             k = floe_splitmix64(&state) & floe_mask_bits(bits);

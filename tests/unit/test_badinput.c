@@ -113,7 +113,7 @@ START_TEST(bad_specs_refused)
     expect_spec_error(&s, FLOE_ERR_INVALID, "shard");
     s = good_spec(FLOE_KIND_SET);
     iceberg *t = NULL;
-    ck_assert_int_eq(iceberg_create_sized(&s, 21, NULL, &t, NULL), FLOE_ERR_INVALID); /* > key_bits */
+    ck_assert_int_eq(iceberg_create_sized(&s, 21, 0, NULL, &t, NULL), FLOE_ERR_INVALID); /* > key_bits */
     ck_assert_ptr_null(t);
 }
 END_TEST
@@ -959,7 +959,7 @@ START_TEST(engine_refusals_change_nothing)
     int done;
     ck_assert_int_eq(iceberg_scan(t, &far, 4, out, NULL, &n, &next, &done, &err), FLOE_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "past the table") != NULL, "%s", err.msg);
-    ck_assert_int_eq(iceberg_rebuild(t, 40, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(iceberg_rebuild(t, 40, 0, &err), FLOE_ERR_INVALID);
     take(t, &after);
     same(&before, &after);
     iceberg_destroy(t);

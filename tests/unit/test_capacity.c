@@ -24,7 +24,7 @@ START_TEST(k1_table_fills_to_095)
     s.seed = 2024;
     iceberg *t;
     floe_errinfo err;
-    ck_assert_msg(iceberg_create_sized(&s, 25, pool, &t, &err) == FLOE_OK, "%s", err.msg);
+    ck_assert_msg(iceberg_create_sized(&s, 25, 0, pool, &t, &err) == FLOE_OK, "%s", err.msg);
     floe_table_stats st;
     iceberg_stats(t, &st);
     /* unique random keys: a bijection on 40 bits applied to a counter */

@@ -6,8 +6,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "iceberg.h"
+#include "tablefile.h"
 #include "testutil.h"
 
 typedef struct workload {
@@ -17,6 +19,7 @@ typedef struct workload {
     bool grow;
     double target_fill;
     int max_rounds;
+    uint32_t three; /* 1: a table of 1.5 x 2^a primary buckets, a as iceberg_create picks */
 } workload;
 
 static floe_spec make_spec(uint32_t kb, uint64_t cap, uint32_t vb, bool grow, uint64_t seed)
@@ -113,7 +116,11 @@ static void run_workload(const workload *w, floe_pool *pool, uint64_t seed)
     floe_spec spec = make_spec(w->key_bits, w->capacity, vb, w->grow, seed | 1);
     iceberg *t;
     floe_errinfo err;
-    ck_assert_int_eq(iceberg_create(&spec, pool, &t, &err), FLOE_OK);
+    const uint32_t a = iceberg_addr_bits_for(w->key_bits, w->capacity);
+    if (w->three)
+        ck_assert_msg(iceberg_create_sized(&spec, a ? a : 1, 1, pool, &t, &err) == FLOE_OK, "%s", err.msg);
+    else
+        ck_assert_int_eq(iceberg_create(&spec, pool, &t, &err), FLOE_OK);
     floe_table_stats st;
     iceberg_stats(t, &st);
 
@@ -245,7 +252,7 @@ START_TEST(exact_set_to_095)
 {
     floe_pool *pool;
     ck_assert_int_eq(floe_pool_create(3, &pool, NULL), FLOE_OK);
-    workload w = {WIDTHS[_i], 3000, 0, false, 0.95, 4000};
+    workload w = {WIDTHS[_i], 3000, 0, false, 0.95, 4000, 0};
     run_workload(&w, pool, 100 + (uint64_t)_i);
     w.capacity = 100;
     run_workload(&w, NULL, 200 + (uint64_t)_i);
@@ -260,7 +267,7 @@ START_TEST(exact_map_to_095)
 {
     floe_pool *pool;
     ck_assert_int_eq(floe_pool_create(2, &pool, NULL), FLOE_OK);
-    workload w = {WIDTHS[_i], 20000, 8, false, 0.95, 20000};
+    workload w = {WIDTHS[_i], 20000, 8, false, 0.95, 20000, 0};
     run_workload(&w, pool, 300 + (uint64_t)_i);
     w.value_bytes = 4;
     w.capacity = 500;
@@ -275,12 +282,92 @@ START_TEST(exact_with_growth)
     ck_assert_int_eq(floe_pool_create(2, &pool, NULL), FLOE_OK);
     uint32_t kb = WIDTHS[_i];
     if (kb >= 16) { /* narrower keys never need to grow past their universe */
-        workload w = {kb, 64, 0, true, 1.0, 600};
+        workload w = {kb, 64, 0, true, 1.0, 600, 0};
         run_workload(&w, pool, 500 + (uint64_t)_i);
-        workload wm = {kb, 64, 4, true, 1.0, 600};
+        workload wm = {kb, 64, 4, true, 1.0, 600, 0};
         run_workload(&wm, pool, 600 + (uint64_t)_i);
     }
     floe_pool_destroy(pool);
+}
+END_TEST
+
+/* Tables of 1.5 x 2^a primary buckets (a TREE's root tables grow so), SET
+ * and MAP, filled to 0.95 against the model. */
+START_TEST(exact_in_three_tables)
+{
+    workload w = {WIDTHS[_i], 3000, 0, false, 0.95, 4000, 1};
+    run_workload(&w, NULL, 700 + (uint64_t)_i);
+    workload wm = {WIDTHS[_i], 500, 8, false, 0.95, 4000, 1};
+    run_workload(&wm, NULL, 800 + (uint64_t)_i);
+}
+END_TEST
+
+/* Rebuilds between sizes of both kinds keep every key, and a file keeps
+ * the kind: 2^a -> 1.5 x 2^a -> 2^(a+1) -> (save, load) 1.5 x 2^(a+1). */
+START_TEST(rebuild_through_three_sizes)
+{
+    floe_spec spec = make_spec(40, 20000, 4, false, 91);
+    iceberg *t;
+    floe_errinfo err;
+    ck_assert_int_eq(iceberg_create_sized(&spec, 9, 0, NULL, &t, &err), FLOE_OK); /* every level has an address bit */
+    enum { N = 16000 };
+    static uint64_t keys[N];
+    static uint32_t vals[N];
+    static uint8_t res[N];
+    uint64_t r = 17;
+    model m;
+    model_init(&m, N);
+    for (int i = 0; i < N; i++) {
+        keys[i] = rng_next(&r) & floe_mask_bits(40);
+        vals[i] = (uint32_t)i;
+    }
+    ck_assert_int_eq(iceberg_insert(t, keys, N, vals, sizeof vals, 0, res, NULL, NULL, NULL, &err), FLOE_OK);
+    for (int i = 0; i < N; i++)
+        if (res[i] == FLOE_INSERTED)
+            model_put(&m, keys[i], vals[i], 0);
+    ck_assert_uint_gt(m.live, N / 2);
+    floe_table_stats st;
+    iceberg_stats(t, &st);
+    const uint64_t slots = st.slots;
+    const uint32_t steps[][2] = {{9, 1}, {10, 0}, {10, 1}};
+    for (int k = 0; k < 3; k++) {
+        ck_assert_msg(iceberg_rebuild(t, steps[k][0], steps[k][1], &err) == FLOE_OK, "%s", err.msg);
+        iceberg_stats(t, &st);
+        ck_assert_uint_eq(st.slots * 2, slots * (k == 0 ? 3 : k == 1 ? 4 : 6));
+        check_contents(t, &m, 4);
+    }
+    /* the FULL ones of the first batch go in now */
+    ck_assert_int_eq(iceberg_insert(t, keys, N, vals, sizeof vals, 0, res, NULL, NULL, NULL, &err), FLOE_OK);
+    for (int i = 0; i < N; i++)
+        if (res[i] == FLOE_INSERTED)
+            model_put(&m, keys[i], vals[i], 0);
+    check_contents(t, &m, 4);
+    char path[] = "/tmp/floe-three-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(iceberg_save(t, path, &err) == FLOE_OK, "%s", err.msg);
+    floe_file_header h;
+    ck_assert_int_eq(floe_file_header_of(path, NULL, &h, &err), FLOE_OK);
+    ck_assert_uint_eq(h.three, 1);
+    ck_assert_uint_eq(h.layout_version, FLOE_LAYOUT_THREE);
+    iceberg_destroy(t);
+    ck_assert_msg(iceberg_load(path, 0, NULL, &t, &err) == FLOE_OK, "%s", err.msg);
+    unlink(path);
+    iceberg_stats(t, &st);
+    ck_assert_uint_eq(st.slots * 2, slots * 6);
+    check_contents(t, &m, 4);
+    /* sizes that are none: 1.5 x 2^0, a code of 2 */
+    ck_assert_int_eq(iceberg_rebuild(t, 0, 2, &err), FLOE_OK); /* 0: the current size, whatever the code */
+    floe_spec s1 = make_spec(1, 2, 0, false, 3);
+    iceberg *u = NULL;
+    ck_assert_int_eq(iceberg_create_sized(&s1, 0, 1, NULL, &u, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(iceberg_create_sized(&spec, 9, 2, NULL, &u, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(iceberg_rebuild(t, 10, 2, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_null(u);
+    check_contents(t, &m, 4);
+    iceberg_destroy(t);
+    model_free(&m);
 }
 END_TEST
 
@@ -365,7 +452,7 @@ START_TEST(tombstones_and_rebuild)
     ck_assert_uint_eq(st.tombstones, N / 2);
     /* a rebuild drops the tombstones, keeps every key, bumps the generation */
     floe_scan_pos stale = {0, st.generation};
-    ck_assert_int_eq(iceberg_rebuild(t, 0, NULL), FLOE_OK);
+    ck_assert_int_eq(iceberg_rebuild(t, 0, 0, NULL), FLOE_OK);
     iceberg_stats(t, &st);
     ck_assert_uint_eq(st.keys, N);
     ck_assert_uint_eq(st.tombstones, 0);
@@ -383,7 +470,7 @@ START_TEST(tombstones_and_rebuild)
     ck_assert(strstr(err.msg, "rebuilt") != NULL);
     /* growing by hand: twice the slots */
     uint64_t slots = st.slots;
-    ck_assert_int_eq(iceberg_rebuild(t, st.level[0].buckets_log2 + 1, NULL), FLOE_OK);
+    ck_assert_int_eq(iceberg_rebuild(t, st.level[0].buckets_log2 + 1, 0, NULL), FLOE_OK);
     iceberg_stats(t, &st);
     ck_assert_uint_eq(st.slots, 2 * slots);
     ck_assert_uint_eq(st.keys, N);
@@ -493,6 +580,8 @@ Suite *iceberg_suite(void)
     tcase_add_loop_test(tc, exact_set_to_095, 0, 6);
     tcase_add_loop_test(tc, exact_map_to_095, 0, 6);
     tcase_add_loop_test(tc, exact_with_growth, 0, 6);
+    tcase_add_loop_test(tc, exact_in_three_tables, 0, 6);
+    tcase_add_test(tc, rebuild_through_three_sizes);
     tcase_add_test(tc, first_occurrence_wins);
     tcase_add_test(tc, tombstones_and_rebuild);
     tcase_add_test(tc, growth_on_full_never_reports_full);

@@ -79,7 +79,7 @@ START_TEST(geometry_rows_fit)
     for (uint32_t kb = 1; kb <= 64; kb++) {
         for (uint32_t a = floe_min_addr_bits(kb); a <= floe_max_addr_bits(kb) && a <= 30; a++) {
             floe_geometry g;
-            floe_geometry_init(&g, kb, a, 9);
+            floe_geometry_init(&g, kb, a, 0, 9);
             for (uint32_t l = 0; l < FLOE_LEVELS; l++) {
                 const floe_level *lv = &g.level[l];
                 ck_assert_uint_eq(lv->addr_bits + lv->rem_bits, kb);
@@ -96,6 +96,18 @@ START_TEST(geometry_rows_fit)
                 ck_assert(floe_row_is_key(floe_row_encode(l, 0, 0), lv->row_bits));
             }
             ck_assert_uint_eq(g.level[1].first_id, floe_level_slots(&g.level[0]));
+            /* 1.5 times the slots, level by level where a level has an address bit, in rows as wide */
+            if (a >= 1) {
+                floe_geometry g3;
+                floe_geometry_init(&g3, kb, a, 1, 9);
+                for (uint32_t l = 0; l < FLOE_LEVELS; l++) {
+                    ck_assert_uint_eq(g3.level[l].row_bits, g.level[l].row_bits);
+                    ck_assert_uint_eq(g3.level[l].three, g.level[l].addr_bits >= 1);
+                    ck_assert_uint_eq(floe_level_slots(&g3.level[l]) * 2,
+                                      floe_level_slots(&g.level[l]) * (g3.level[l].three ? 3 : 2));
+                }
+                ck_assert_uint_eq(g3.level[2].first_id + floe_level_slots(&g3.level[2]), g3.total_slots);
+            }
         }
     }
 }
@@ -106,7 +118,7 @@ START_TEST(geometry_k1_shape)
     /* The K1 table: 2^30 primary slots, 40-bit keys -> 16-bit primary rows and
      * 32-bit secondary rows (the reference library's faulty configuration). */
     floe_geometry g;
-    floe_geometry_init(&g, 40, 25, 1);
+    floe_geometry_init(&g, 40, 25, 0, 1);
     ck_assert_uint_eq(floe_level_slots(&g.level[0]), (uint64_t)1 << 30);
     ck_assert_uint_eq(floe_level_slots(&g.level[1]), (uint64_t)1 << 27);
     ck_assert_uint_eq(floe_level_slots(&g.level[2]), (uint64_t)1 << 22);
@@ -116,16 +128,24 @@ START_TEST(geometry_k1_shape)
 }
 END_TEST
 
+/* Every width, in tables of 2^a and of 1.5 x 2^a primary buckets (the
+ * smallest and largest a too): a key's bucket is in range and its key comes
+ * back from bucket and remainder. */
 START_TEST(split_join_roundtrip)
 {
     uint64_t r = 5;
-    const uint32_t widths[] = {1, 2, 7, 16, 31, 40, 63, 64};
-    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
-        uint32_t kb = widths[w];
-        uint32_t a = floe_clamp_u32(12, floe_min_addr_bits(kb), floe_max_addr_bits(kb));
+    const uint32_t widths[] = {1, 2, 7, 16, 31, 40, 52, 63, 64};
+    for (size_t w = 0; w < 3 * 2 * sizeof widths / sizeof widths[0]; w++) {
+        const uint32_t kb = widths[w / 6], three = w & 1, size = w / 2 % 3;
+        const uint32_t lo = floe_min_addr_bits(kb) > three ? floe_min_addr_bits(kb) : three;
+        const uint32_t a = size == 0 ? lo : size == 1 ? floe_max_addr_bits(kb) : floe_clamp_u32(12, lo, floe_max_addr_bits(kb));
+        if (a < lo || a > floe_max_addr_bits(kb))
+            continue;
         floe_geometry g;
-        floe_geometry_init(&g, kb, a, 77);
-        for (int i = 0; i < 5000; i++) {
+        floe_geometry_init(&g, kb, a, three, 77);
+        ck_assert_uint_eq(g.level[0].three, three);
+        ck_assert_uint_eq(floe_level_buckets(&g.level[0]), three ? 3ull << (a - 1) : 1ull << a);
+        for (int i = 0; i < 2000; i++) {
             uint64_t key = rng_next(&r) & floe_mask_bits(kb);
             for (uint32_t l = 0; l < FLOE_LEVELS; l++) {
                 for (uint32_t c = 0; c < g.level[l].choices; c++) {
@@ -170,7 +190,7 @@ END_TEST
 START_TEST(first_candidate_until_first_fill)
 {
     floe_geometry g;
-    floe_geometry_init(&g, 40, 10, 5);
+    floe_geometry_init(&g, 40, 10, 0, 5);
     ck_assert_uint_eq(g.first_fill, FLOE_FIRST_FILL);
     ck_assert_uint_lt(FLOE_FIRST_FILL, FLOE_L1_SLOTS);
     /* below first_fill the first candidate takes the key, however full the second */
@@ -186,10 +206,11 @@ START_TEST(first_candidate_until_first_fill)
             ck_assert_uint_eq(floe_pick_choice(&g, n0, n1), n0 < n1 ? 0u : 1u);
     }
     /* layout version 1: the less full rule alone, and the second always read */
-    ck_assert_uint_eq(floe_layout_version(g.first_fill), FLOE_LAYOUT_FIRST_FILL); /* an iceberg table of today */
+    ck_assert_uint_eq(floe_layout_version(g.first_fill, 0), FLOE_LAYOUT_FIRST_FILL); /* an iceberg table of today */
     g.first_fill = floe_layout_first_fill(1);
     ck_assert_uint_eq(g.first_fill, 0);
-    ck_assert_uint_eq(floe_layout_version(g.first_fill), 1);
+    ck_assert_uint_eq(floe_layout_version(g.first_fill, 0), 1);
+    ck_assert_uint_eq(floe_layout_version(FLOE_FIRST_FILL, 1), FLOE_LAYOUT_THREE);
     ck_assert_uint_eq(floe_layout_first_fill(FLOE_LAYOUT_VERSION), FLOE_FIRST_FILL);
     ck_assert_uint_eq(floe_pick_choice(&g, 3, 4), 0);
     ck_assert_uint_eq(floe_pick_choice(&g, 4, 4), 1);
@@ -235,7 +256,7 @@ END_TEST
 START_TEST(slot_ids_roundtrip)
 {
     floe_geometry g;
-    floe_geometry_init(&g, 40, 10, 3);
+    floe_geometry_init(&g, 40, 10, 0, 3);
     uint64_t r = 11;
     for (int i = 0; i < 10000; i++) {
         uint32_t l = (uint32_t)rng_below(&r, FLOE_LEVELS);
@@ -307,9 +328,10 @@ START_TEST(node_slots_roundtrip)
     ck_assert_uint_eq(floe_node_tag_bits_of(1), 4);
     ck_assert_uint_eq(floe_node_tag_bits_of(2), 4);
     ck_assert_uint_eq(floe_node_tag_bits_of(3), 5);
-    ck_assert_uint_eq(floe_tree_layout_version(5, FLOE_FIRST_FILL), FLOE_LAYOUT_VERSION);
-    ck_assert_uint_eq(floe_tree_layout_version(4, FLOE_FIRST_FILL), 2);
-    ck_assert_uint_eq(floe_tree_layout_version(4, 0), 1);
+    ck_assert_uint_eq(floe_tree_layout_version(5, FLOE_FIRST_FILL, 0), FLOE_LAYOUT_VERSION);
+    ck_assert_uint_eq(floe_tree_layout_version(5, FLOE_FIRST_FILL, 1), FLOE_LAYOUT_VERSION);
+    ck_assert_uint_eq(floe_tree_layout_version(4, FLOE_FIRST_FILL, 0), 2);
+    ck_assert_uint_eq(floe_tree_layout_version(4, 0, 0), 1);
 }
 END_TEST
 

@@ -316,7 +316,7 @@ START_TEST(layout1_files_still_load)
     for (int i = 0; i < MORE; i++)
         ck_assert_int_eq(again[i], res[i] == FLOE_FULL ? FLOE_ABSENT : FLOE_PRESENT);
     /* a rebuild puts every key by today's rule */
-    ck_assert_msg(iceberg_rebuild(u, 0, &err) == FLOE_OK, "rebuild: %s", err.msg);
+    ck_assert_msg(iceberg_rebuild(u, 0, 0, &err) == FLOE_OK, "rebuild: %s", err.msg);
     check_layout1(u, keys, values, &lost);
     ck_assert_uint_eq(lost, 0);
     ck_assert_int_eq(iceberg_save(u, path, &err), FLOE_OK);

@@ -869,7 +869,8 @@ START_TEST(growth_sizes_for_the_capacity)
     strcpy(spec.name, "t");
     floe_errinfo err;
     tree_sizing z, g;
-    ck_assert_int_eq(tree_size_bits(&spec, 17, 0, FLOE_NODE_TAG_BITS, 12, &z, &err), FLOE_OK);
+    const tree_sizing sizes = {.node_bits = 17, .node_tag_bits = FLOE_NODE_TAG_BITS, .root_addr_bits = 12};
+    ck_assert_int_eq(tree_size_bits(&spec, &sizes, &z, &err), FLOE_OK);
     /* 100 000 vectors made 120 000 nodes, the last ones 1.5 a vector: (120 000 + 1.5 x 948 576) / 0.8 slots */
     const double want = tree_nodes_ahead(&spec, 120000, 100000, 1.5);
     ck_assert_double_eq_tol(want, (120000.0 + 1.5 * ((1u << 20) - 100000)) / TREE_NODE_FILL, 1e-6);
@@ -904,7 +905,11 @@ START_TEST(growth_sizes_for_the_capacity)
     ck_assert_int_eq(tree_size_grown(&spec, &z, TREE_GROW_ROOTS, want, &g, &err), FLOE_OK);
     ck_assert_uint_eq(g.node_bits, 17);
     ck_assert_uint_eq(g.node_three, 0);
+    ck_assert_uint_eq(g.root_addr_bits, 12); /* 2^12 -> 1.5 x 2^12 -> 2^13 primary buckets */
+    ck_assert_uint_eq(g.root_three, 1);
+    ck_assert_int_eq(tree_size_grown(&spec, &g, TREE_GROW_ROOTS, 0.0, &g, &err), FLOE_OK);
     ck_assert_uint_eq(g.root_addr_bits, 13);
+    ck_assert_uint_eq(g.root_three, 0);
 }
 END_TEST
 
@@ -1358,12 +1363,16 @@ START_TEST(layout2_tree_files_still_load)
     ck_assert_uint_gt(tree_generation(t), 3); /* the roots grew; the nodes (6 values a word: 36 + 36^2 at most) fit */
     ck_assert_uint_eq(tree_geometry(t)->tag_bits, FLOE_NODE_OLD_TAG_BITS);
     ck_assert_uint_eq(tree_geometry(t)->node_slots, 2048);
+    char path[] = "/tmp/floe-tree-XXXXXX";
+    save_to_temp(t, path); /* roots that doubled, as layout 2 has them: still a file of layout 2 */
+    ck_assert_uint_eq(file_layout(path), 2);
+    unlink(path);
     ck_assert_msg(tree_grow(t, TREE_GROW_NODES, &err) == FLOE_OK, "grow: %s", err.msg);
     ck_assert_uint_eq(tree_geometry(t)->tag_bits, FLOE_NODE_TAG_BITS);
     ck_assert_uint_eq(tree_geometry(t)->node_slots, 3072);
     refresh_ids(t, &ref);
     check_contents(t, &ref);
-    char path[] = "/tmp/floe-tree-XXXXXX";
+    strcpy(path, "/tmp/floe-tree-XXXXXX");
     save_to_temp(t, path);
     ck_assert_uint_eq(file_layout(path), FLOE_LAYOUT_VERSION);
     tree_destroy(t);
