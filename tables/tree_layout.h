@@ -33,8 +33,9 @@
  *
  * Node layout versions (the table file's layout version): up to 2, 15
  * choices with 4-bit tags and power-of-two tables, which fill to 0.75-0.85
- * before a node finds no room; from 3, 31 choices with 5-bit tags (past 0.9)
- * and three tables.  A table keeps its node layout until it grows.
+ * before a node finds no room; from 3, 31 choices with 5-bit tags (about
+ * 0.9, where max_fill grows a table anyway) and three tables.  A table keeps
+ * its node layout until its node table grows.
  */
 #ifndef FLOE_TABLES_TREE_LAYOUT_H
 #define FLOE_TABLES_TREE_LAYOUT_H
