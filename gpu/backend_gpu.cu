@@ -433,16 +433,14 @@ static floe_status quiesce(gpu_table *t, floe_errinfo *err)
 /* Rebuild at 2^addr_bits primary buckets (0: the current size); klock held. */
 static floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
 {
-    const uint32_t kb = t->base.spec.key_bits;
     uint32_t three = 0; /* a SET or MAP doubles */
     if (addr_bits == 0) {
         addr_bits = gpu_iceberg_addr_bits(t->ice);
         three = gpu_iceberg_three(t->ice);
     }
-    if (addr_bits < floe_min_addr_bits(kb) || addr_bits > floe_max_addr_bits(kb))
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
-                                floe_min_addr_bits(kb), floe_max_addr_bits(kb), kb);
-    floe_status st = quiesce(t, err); /* other lanes' pieces */
+    floe_status st = iceberg_size_check(t->base.spec.key_bits, addr_bits, three, err);
+    if (st == FLOE_OK)
+        st = quiesce(t, err); /* other lanes' pieces */
     if (st == FLOE_OK)
         st = gpu_iceberg_rebuild(t->ice, &addr_bits, &three, err);
     if (st != FLOE_OK)

@@ -44,6 +44,7 @@
 #include <type_traits>
 
 #include "cuda_try.h"
+#include "iceberg.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
 #include "append.h"
@@ -1279,11 +1280,8 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "the GPU engine holds SET and MAP tables, not %s",
                                 floe_kind_name(spec->kind));
-    if (addr_bits < floe_min_addr_bits(spec->key_bits) || addr_bits > floe_max_addr_bits(spec->key_bits))
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u",
-                                floe_min_addr_bits(spec->key_bits), floe_max_addr_bits(spec->key_bits));
-    if (three > 1 || (three && addr_bits < 1))
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "1.5 x 2^%u primary buckets is not a table size", addr_bits);
+    if ((st = iceberg_size_check(spec->key_bits, addr_bits, three, err)) != FLOE_OK)
+        return st;
     gpu_iceberg *t = (gpu_iceberg *)calloc(1, sizeof *t);
     if (!t)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");

@@ -660,9 +660,10 @@ static void grow_if_over_fill(iceberg *t)
     if (!over)
         return;
     pthread_rwlock_wrlock(&t->lock);
-    if ((double)used_slots(t) > t->spec.max_fill * (double)t->s.g.total_slots)
-        /* on failure the table stays as it is */
-        rebuild_locked(t, grow_in_place(t) ? t->addr_bits : t->addr_bits + 1, grow_in_place(t) ? t->three : 0, NULL);
+    if ((double)used_slots(t) > t->spec.max_fill * (double)t->s.g.total_slots) {
+        const bool same = grow_in_place(t);
+        rebuild_locked(t, same ? t->addr_bits : t->addr_bits + 1, same ? t->three : 0, NULL); /* on failure: as it is */
+    }
     pthread_rwlock_unlock(&t->lock);
 }
 
@@ -680,8 +681,7 @@ uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity)
     return a;
 }
 
-/* Whether 2^addr_bits primary buckets (1.5 times that with three) are a size for key_bits; if not, says why. */
-static floe_status size_ok(uint32_t key_bits, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
+floe_status iceberg_size_check(uint32_t key_bits, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
 {
     if (addr_bits < floe_min_addr_bits(key_bits) || addr_bits > floe_max_addr_bits(key_bits))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "primary address bits must be %u..%u for key_bits = %u",
@@ -700,7 +700,7 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, uint
     if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "the iceberg engine holds SET and MAP tables, not %s",
                                 floe_kind_name(spec->kind));
-    if ((st = size_ok(spec->key_bits, addr_bits, three, err)) != FLOE_OK)
+    if ((st = iceberg_size_check(spec->key_bits, addr_bits, three, err)) != FLOE_OK)
         return st;
     iceberg *t = floe_calloc(1, sizeof *t);
     if (!t)
@@ -1009,7 +1009,7 @@ floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, uint32_t three, floe
         addr_bits = t->addr_bits;
         three = t->three;
     }
-    floe_status st = size_ok(t->spec.key_bits, addr_bits, three, err);
+    floe_status st = iceberg_size_check(t->spec.key_bits, addr_bits, three, err);
     if (st == FLOE_OK)
         st = rebuild_locked(t, addr_bits, three, err);
     pthread_rwlock_unlock(&t->lock);
@@ -1134,7 +1134,7 @@ floe_status iceberg_load(const char *path, uint64_t offset, floe_pool *pool, ice
                               h.spec.seed == 0 ? "seed 0" : spec_err.msg);
         goto out;
     }
-    if (size_ok(h.spec.key_bits, h.addr_bits, h.three, &spec_err) != FLOE_OK) {
+    if (iceberg_size_check(h.spec.key_bits, h.addr_bits, h.three, &spec_err) != FLOE_OK) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: %s", path, spec_err.msg);
         goto out;
     }

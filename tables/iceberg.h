@@ -42,6 +42,9 @@ struct floe_file_header; /* tablefile.h */
 
 /* Primary address bits for a table that must hold capacity keys at fill 0.9. */
 uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity);
+/* OK where 2^addr_bits primary buckets (1.5 times that with three = 1) are
+ * a size for key_bits, else ERR_INVALID saying why: every engine's rule. */
+floe_status iceberg_size_check(uint32_t key_bits, uint32_t addr_bits, uint32_t three, floe_errinfo *err);
 
 /* Creates an empty table sized for spec->capacity; pool runs its batches
  * (NULL: inline in the caller).  The spec must pass floe_spec_validate. */
