@@ -29,6 +29,30 @@
         }                                                                                                              \
     } while (0)
 
+/* out[i] = kernel's answer for in[i], computed on the device with geometry g. */
+template <typename G, typename A>
+static std::vector<A> on_device(const G &g, const std::vector<uint64_t> &in,
+                                void (*kernel)(const G *, const uint64_t *, size_t, A *))
+{
+    const size_t n = in.size();
+    G *dg;
+    uint64_t *din;
+    A *dout;
+    CUDA_CHECK(cudaMalloc(&dg, sizeof g));
+    CUDA_CHECK(cudaMalloc(&din, n * sizeof(uint64_t)));
+    CUDA_CHECK(cudaMalloc(&dout, n * sizeof(A)));
+    CUDA_CHECK(cudaMemcpy(dg, &g, sizeof g, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(din, in.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice));
+    kernel<<<(unsigned)((n + 255) / 256), 256>>>(dg, din, n, dout);
+    CUDA_CHECK(cudaGetLastError());
+    std::vector<A> out(n);
+    CUDA_CHECK(cudaMemcpy(out.data(), dout, n * sizeof(A), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(dg));
+    CUDA_CHECK(cudaFree(din));
+    CUDA_CHECK(cudaFree(dout));
+    return out;
+}
+
 /* Per key: permuted value, its inverse, level-1 choice-1 bucket and row. */
 struct answer {
     uint64_t perm, back, bucket, row;
@@ -87,18 +111,7 @@ static size_t check_nodes(size_t n, uint64_t *state)
         std::vector<uint64_t> nodes(n);
         for (auto &x : nodes)
             x = floe_splitmix64(state);
-        floe_tree_geometry *dg;
-        uint64_t *dn;
-        node_answer *da;
-        CUDA_CHECK(cudaMalloc(&dg, sizeof g));
-        CUDA_CHECK(cudaMalloc(&dn, n * sizeof(uint64_t)));
-        CUDA_CHECK(cudaMalloc(&da, n * sizeof(node_answer)));
-        CUDA_CHECK(cudaMemcpy(dg, &g, sizeof g, cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(dn, nodes.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice));
-        compute_nodes<<<(unsigned)((n + 255) / 256), 256>>>(dg, dn, n, da);
-        CUDA_CHECK(cudaGetLastError());
-        std::vector<node_answer> got(n);
-        CUDA_CHECK(cudaMemcpy(got.data(), da, n * sizeof(node_answer), cudaMemcpyDeviceToHost));
+        const std::vector<node_answer> got = on_device(g, nodes, compute_nodes);
         for (size_t i = 0; i < n; i++) {
             const node_answer w = node_of(&g, nodes[i]);
             if (w.back != nodes[i] || w.home != got[i].home || w.rem != got[i].rem || w.bucket != got[i].bucket ||
@@ -108,9 +121,6 @@ static size_t check_nodes(size_t n, uint64_t *state)
                             z[1] ? " x 1.5" : "", z[2], (unsigned long long)nodes[i]);
             }
         }
-        CUDA_CHECK(cudaFree(dg));
-        CUDA_CHECK(cudaFree(dn));
-        CUDA_CHECK(cudaFree(da));
     }
     return mismatches;
 }
@@ -135,18 +145,7 @@ int main(void)
         std::vector<uint64_t> keys(n);
         for (auto &k : keys)
             k = floe_splitmix64(&state) & floe_mask_bits(bits);
-        floe_geometry *dg;
-        uint64_t *dk;
-        answer *da;
-        CUDA_CHECK(cudaMalloc(&dg, sizeof g));
-        CUDA_CHECK(cudaMalloc(&dk, n * sizeof(uint64_t)));
-        CUDA_CHECK(cudaMalloc(&da, n * sizeof(answer)));
-        CUDA_CHECK(cudaMemcpy(dg, &g, sizeof g, cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(dk, keys.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice));
-        compute<<<(unsigned)((n + 255) / 256), 256>>>(dg, dk, n, da);
-        CUDA_CHECK(cudaGetLastError());
-        std::vector<answer> got(n);
-        CUDA_CHECK(cudaMemcpy(got.data(), da, n * sizeof(answer), cudaMemcpyDeviceToHost));
+        const std::vector<answer> got = on_device(g, keys, compute);
         for (size_t i = 0; i < n; i++) {
             uint64_t b, rem;
             floe_split(&g, 1, 1, keys[i], &b, &rem);
@@ -156,9 +155,6 @@ int main(void)
                     fprintf(stderr, "bits %u key %llu: device differs from host\n", bits, (unsigned long long)keys[i]);
             }
         }
-        CUDA_CHECK(cudaFree(dg));
-        CUDA_CHECK(cudaFree(dk));
-        CUDA_CHECK(cudaFree(da));
     }
     const size_t node_mismatches = check_nodes(n, &state);
     mismatches += node_mismatches;
