@@ -212,6 +212,19 @@ START_TEST(damaged_files_refused)
         snprintf(words, sizeof words, "uses table layout version %u", layouts[i]);
         expect_refused(other, words);
     }
+    /* a size code that is none, and 1.5 x 2^a buckets in a layout before them (the code after
+     * the layout: addr_bits, generation, 5 counts, nsections, the sections, memory, nodes, orphans,
+     * the parts' 4 fields, shard, shards, shard_set) */
+    const off_t three_at = layout_at + 4 + 4 + 8 + 8 + 8 + 8 * FLOE_LEVELS + 4 + 8 * FLOE_FILE_MAX_SECTIONS + 8 + 8 +
+                           8 + 4 + 4 + 8 + 8 + 4 + 4 + 8;
+    const uint32_t codes[2] = {2, 1};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(iceberg_save(t, other, NULL), FLOE_OK);
+        set_u32_at(other, three_at, codes[i]);
+        char words[64];
+        snprintf(words, sizeof words, "primary size code %u in layout version %u", codes[i], FLOE_LAYOUT_FIRST_FILL);
+        expect_refused(other, words);
+    }
     /* the good file still loads */
     iceberg *u;
     ck_assert_int_eq(iceberg_load(path, 0, NULL, &u, NULL), FLOE_OK);
