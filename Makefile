@@ -78,7 +78,8 @@ MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null || $(MPICC) -link-info 
 endif
 
 TABLES_SRC := tables/alloc.c tables/status.c tables/spec.c tables/pool.c tables/dedup.c tables/iceberg.c tables/tree.c \
-              tables/tablefile.c tables/backend.c tables/backend_cpu.c tables/partition.c tables/ordered.c
+              tables/tablefile.c tables/backend.c tables/backend_cpu.c tables/partition.c tables/ordered.c \
+              tables/hostmem.c
 TEST_SRC   := $(wildcard tests/unit/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
 PROTO_SRC  := $(GEN)/floe.pb-c.c
@@ -263,7 +264,7 @@ build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/tree_gpu.o build/gpu/o
 build/gpu/layout_selftest: build/gpu/tests/layout_selftest.o
 	$(NVCC) $(NVFLAGS) $^ -o $@
 build/gpu/floe-gpu-tests: build/gpu/tests/gpu_test.o build/gpu/tests/backend_test.o build/gpu/tests/tree_test.o \
-                          build/gpu/tests/ordered_test.o \
+                          build/gpu/tests/ordered_test.o build/gpu/tests/cycles_test.o build/gpu/tests/fault_test.o \
                           build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 build/gpu/floe-k1-gpu: build/gpu/bench/k1_gpu.o build/gpu/libfloegpu.a build/rel/libfloetables.a

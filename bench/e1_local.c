@@ -10,6 +10,13 @@
  * first batch.  New keys are distinct by construction (a bijection of a
  * counter), so every answer is known: INSERTED for new keys, PRESENT for the
  * others; any other answer is reported and the exit status is 1.
+ *
+ * --fill F is the capacity run instead (docs/PERFORMANCE.md, "Several
+ * GPUs"): a SET of --capacity keys (no growth) filled to fill F with keys
+ * made on the fly by --threads threads (a bijection of a counter: all
+ * distinct, so every answer must be INSERTED), then every key found
+ * (PRESENT) and an eighth as many never inserted (ABSENT), every answer
+ * checked.
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -18,11 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "backend_gpu.h"
-#include "partition.h"
 #include "layout.h"
+#include "partition.h"
 
 typedef struct options {
     const char *backend;
@@ -36,6 +44,9 @@ typedef struct options {
     bool pinned;
     unsigned tables;
     unsigned lanes;
+    double fill;       /* the capacity run: fill to reach (0: E1) */
+    uint64_t capacity; /* its table's keys */
+    unsigned threads;  /* its key-making threads */
 } options;
 
 typedef struct slot {
@@ -211,10 +222,159 @@ static void usage(FILE *f)
                "  --lanes L           each table in L lanes (floed's pipelines, tables/backend.h), batch i in\n"
                "                      lane i mod L, submitted by a thread of that lane, as floed's io threads\n"
                "                      do: L pipelines side by side over one table (default 1)\n"
+               "The capacity run instead of E1 (a table larger than one device, over all of them):\n"
+               "  --fill F            fill a SET of --capacity keys to F (0.9) with distinct keys made on the\n"
+               "                      fly, in batches of --keys, then find each once and an eighth as many\n"
+               "                      absent ones;\n"
+               "                      every answer is checked (INSERTED, PRESENT, ABSENT)\n"
+               "  --capacity N        its table's capacity in keys (K, M, G, T: powers of 1024)\n"
+               "  --threads T         threads making keys and running batches (default: one per CPU, at most 256)\n"
                "After each run: the engine's stage times (per key; %% of the run's wall time; the first\n"
                "table's), and the submitting threads' time in floe_table_submit (the door's checks) and\n"
                "waiting for a free batch slot.  Each batch's answers are counted by checker threads, off\n"
                "the engine's thread.\n");
+}
+
+/* ---- the capacity run ------------------------------------------------------------------------- */
+
+typedef struct cap_run {
+    floe_table *t;
+    const options *o;
+    floe_perm perm;
+    floe_op op;
+    uint64_t first, count;  /* counter values [first, first + count) */
+    uint8_t want;           /* every answer */
+    uint64_t next;          /* the next batch's first counter value (atomic) */
+    uint64_t wrong, failed; /* atomics */
+    char error[FLOE_ERROR_MAX];
+    pthread_mutex_t lock;
+} cap_run;
+
+/* A key-making thread: batches of the run's counter range, each made, run and checked here. */
+static void *cap_worker(void *arg)
+{
+    cap_run *r = arg;
+    const size_t K = r->o->keys;
+    uint64_t *keys = malloc(K * 8);
+    uint8_t *res = malloc(K);
+    for (;;) {
+        const uint64_t at = __atomic_fetch_add(&r->next, K, __ATOMIC_RELAXED);
+        if (!keys || !res || at >= r->count)
+            break;
+        const size_t n = r->count - at < K ? (size_t)(r->count - at) : K;
+        for (size_t i = 0; i < n; i++)
+            keys[i] = floe_permute(&r->perm, r->first + at + i);
+        floe_batch b;
+        memset(&b, 0, sizeof b);
+        b.op = r->op;
+        b.keys = keys;
+        b.n = n;
+        b.results = res;
+        if (floe_table_run(r->t, &b) != FLOE_OK) {
+            pthread_mutex_lock(&r->lock);
+            if (!r->failed++)
+                snprintf(r->error, sizeof r->error, "%s", b.error.msg);
+            pthread_mutex_unlock(&r->lock);
+            break;
+        }
+        uint64_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += res[i] != r->want;
+        if (bad)
+            __atomic_fetch_add(&r->wrong, bad, __ATOMIC_RELAXED);
+    }
+    if (!keys || !res)
+        __atomic_fetch_add(&r->failed, 1, __ATOMIC_RELAXED);
+    free(keys);
+    free(res);
+    return NULL;
+}
+
+/* One pass of op over counter values [first, first + count); its rate, or -1 if an answer was not `want`. */
+static double cap_pass(cap_run *r, floe_op op, uint64_t first, uint64_t count, uint8_t want, const char *what)
+{
+    r->op = op;
+    r->first = first;
+    r->count = count;
+    r->want = want;
+    r->next = 0;
+    r->wrong = r->failed = 0;
+    pthread_t th[256];
+    const double t0 = now();
+    for (unsigned i = 0; i < r->o->threads; i++)
+        pthread_create(&th[i], NULL, cap_worker, r);
+    for (unsigned i = 0; i < r->o->threads; i++)
+        pthread_join(th[i], NULL);
+    const double secs = now() - t0, rate = (double)count / secs;
+    printf("  %-28s %14llu keys in %8.2f s: %8.1f M keys/s, %s\n", what, (unsigned long long)count, secs, rate / 1e6,
+           r->failed  ? "FAILED"
+           : r->wrong ? "WRONG ANSWERS"
+                      : "every answer as expected");
+    fflush(stdout);
+    if (r->failed)
+        fprintf(stderr, "floe-e1-local: a batch failed: %s\n", r->error);
+    if (r->wrong)
+        fprintf(stderr, "floe-e1-local: %llu answers were not %s\n", (unsigned long long)r->wrong,
+                floe_answer_name(want));
+    return r->failed || r->wrong ? -1 : rate;
+}
+
+static floe_status table_stats(floe_table *t, floe_table_stats *out)
+{
+    floe_batch b;
+    memset(&b, 0, sizeof b);
+    b.op = FLOE_OP_STATS;
+    floe_status st = floe_table_run(t, &b);
+    *out = b.stats;
+    return st;
+}
+
+/* The capacity run: 0 if every answer was right. */
+static int capacity_run(floe_backend *be, const options *o)
+{
+    floe_errinfo err;
+    floe_spec spec;
+    floe_spec_default(&spec);
+    snprintf(spec.name, sizeof spec.name, "capacity");
+    spec.key_bits = o->key_bits;
+    spec.capacity = o->capacity;
+    spec.seed = 99;
+    floe_table *t = NULL;
+    const double c0 = now();
+    if (floe_table_create(be, &spec, &t, &err) != FLOE_OK) {
+        fprintf(stderr, "floe-e1-local: a table of %llu keys: %s\n", (unsigned long long)o->capacity, err.msg);
+        return 1;
+    }
+    floe_table_stats st;
+    if (table_stats(t, &st) != FLOE_OK) {
+        fprintf(stderr, "floe-e1-local: stats of the new table failed\n");
+        return 1;
+    }
+    const uint64_t n = (uint64_t)(o->fill * (double)st.slots);
+    printf("capacity run: a SET of %llu slots in %u part(s) (%.1f GiB of device memory, made in %.1f s); %llu "
+           "distinct %u-bit keys to fill %.2f, batches of %zu keys from %u threads\n",
+           (unsigned long long)st.slots, st.parts ? st.parts : 1, (double)st.memory_bytes / (1u << 30), now() - c0,
+           (unsigned long long)n, o->key_bits, o->fill, o->keys, o->threads);
+    for (unsigned p = 0; p < st.parts; p++)
+        printf("  part %u on device %d: %llu slots, %.1f GiB\n", p, st.part[p].device,
+               (unsigned long long)st.part[p].slots, (double)st.part[p].memory_bytes / (1u << 30));
+    fflush(stdout);
+    cap_run r = {.t = t, .o = o, .lock = PTHREAD_MUTEX_INITIALIZER};
+    floe_perm_init(&r.perm, o->key_bits, 0xCA9AC17, 0);
+    int bad = cap_pass(&r, FLOE_OP_INSERT, 0, n, FLOE_INSERTED, "insert (all new)") < 0;
+    if (!bad && table_stats(t, &st) == FLOE_OK)
+        printf("  the table: %llu keys, fill %.4f, %.3f bytes per key, %.1f GiB\n", (unsigned long long)st.keys,
+               st.fill, st.bytes_per_key, (double)st.memory_bytes / (1u << 30));
+    if (!bad && st.keys != n) {
+        fprintf(stderr, "floe-e1-local: the table holds %llu keys, not %llu\n", (unsigned long long)st.keys,
+                (unsigned long long)n);
+        bad = 1;
+    }
+    bad = bad || cap_pass(&r, FLOE_OP_FIND, 0, n, FLOE_PRESENT, "find (all stored)") < 0;
+    bad = bad || cap_pass(&r, FLOE_OP_FIND, n, n / 8, FLOE_ABSENT, "find (none stored, n/8)") < 0;
+    floe_table_destroy(t);
+    printf("capacity run: %s\n", bad ? "FAILED" : "every answer as expected");
+    return bad;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -225,41 +385,101 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3, false, 1, 1};
+    options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3, false, 1, 1, 0, 0, 0};
     static const struct option longopts[] = {
-        {"backend", required_argument, 0, 'B'}, {"keys", required_argument, 0, 'k'},
-        {"inflight", required_argument, 0, 'i'}, {"batches", required_argument, 0, 'b'},
-        {"key-bits", required_argument, 0, 'K'}, {"present", required_argument, 0, 'p'},
-        {"runs", required_argument, 0, 'r'},     {"help", no_argument, 0, 'h'},
-        {"gpus", required_argument, 0, 'G'},     {"parts", required_argument, 0, 'P'},
-        {"pinned", no_argument, 0, 'M'},         {"tables", required_argument, 0, 'T'},
-        {"lanes", required_argument, 0, 'L'},    {0, 0, 0, 0},
+        {"backend", required_argument, 0, 'B'},
+        {"keys", required_argument, 0, 'k'},
+        {"inflight", required_argument, 0, 'i'},
+        {"batches", required_argument, 0, 'b'},
+        {"key-bits", required_argument, 0, 'K'},
+        {"present", required_argument, 0, 'p'},
+        {"runs", required_argument, 0, 'r'},
+        {"help", no_argument, 0, 'h'},
+        {"gpus", required_argument, 0, 'G'},
+        {"parts", required_argument, 0, 'P'},
+        {"pinned", no_argument, 0, 'M'},
+        {"tables", required_argument, 0, 'T'},
+        {"lanes", required_argument, 0, 'L'},
+        {"fill", required_argument, 0, 'F'},
+        {"capacity", required_argument, 0, 'C'},
+        {"threads", required_argument, 0, 'j'},
+        {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'B': o.backend = optarg; break;
-        case 'k': o.keys = strtoull(optarg, NULL, 0); break;
-        case 'i': o.inflight = (unsigned)atoi(optarg); break;
-        case 'b': o.batches = (unsigned)atoi(optarg); break;
-        case 'K': o.key_bits = (unsigned)atoi(optarg); break;
-        case 'p': o.present = atof(optarg); break;
-        case 'r': o.runs = (unsigned)atoi(optarg); break;
-        case 'G': o.gpus = (unsigned)atoi(optarg); break;
-        case 'P': o.parts = (unsigned)atoi(optarg); break;
-        case 'M': o.pinned = true; break;
-        case 'T': o.tables = (unsigned)atoi(optarg); break;
-        case 'L': o.lanes = (unsigned)atoi(optarg); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'B':
+            o.backend = optarg;
+            break;
+        case 'k': {
+            uint64_t k = 0;
+            if (!floe_size_parse(optarg, &k)) {
+                fprintf(stderr, "floe-e1-local: --keys takes a count (65536, 1M), not '%s'\n", optarg);
+                return 2;
+            }
+            o.keys = (size_t)k;
+            break;
+        }
+        case 'i':
+            o.inflight = (unsigned)atoi(optarg);
+            break;
+        case 'b':
+            o.batches = (unsigned)atoi(optarg);
+            break;
+        case 'K':
+            o.key_bits = (unsigned)atoi(optarg);
+            break;
+        case 'p':
+            o.present = atof(optarg);
+            break;
+        case 'r':
+            o.runs = (unsigned)atoi(optarg);
+            break;
+        case 'G':
+            o.gpus = (unsigned)atoi(optarg);
+            break;
+        case 'P':
+            o.parts = (unsigned)atoi(optarg);
+            break;
+        case 'M':
+            o.pinned = true;
+            break;
+        case 'T':
+            o.tables = (unsigned)atoi(optarg);
+            break;
+        case 'L':
+            o.lanes = (unsigned)atoi(optarg);
+            break;
+        case 'F':
+            o.fill = atof(optarg);
+            break;
+        case 'C':
+            if (!floe_size_parse(optarg, &o.capacity)) {
+                fprintf(stderr, "floe-e1-local: --capacity takes a count (72G), not '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'j':
+            o.threads = (unsigned)atoi(optarg);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (o.keys == 0 || o.inflight == 0 || o.batches == 0 || o.key_bits < 30 || o.key_bits > 64 || o.present < 0 ||
         o.present > 1 || o.runs == 0 || (strcmp(o.backend, "cpu") && strcmp(o.backend, "gpu")) || o.gpus < 1 ||
         o.gpus > FLOE_PARTS_MAX || o.parts > FLOE_PARTS_MAX || o.tables < 1 || o.tables > 64 || o.lanes < 1 ||
-        o.lanes > FLOE_LANES_MAX) {
+        o.lanes > FLOE_LANES_MAX || o.fill < 0 || o.fill > 1 || o.threads > 256 || (o.fill > 0 && !o.capacity)) {
         usage(stderr);
         return 2;
+    }
+    if (!o.threads) {
+        const long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o.threads = n < 1 ? 1 : n > 256 ? 256 : (unsigned)n;
     }
     floe_errinfo err;
     floe_backend *in[FLOE_PARTS_MAX], *be = NULL;
@@ -278,6 +498,11 @@ int main(int argc, char **argv)
     if (st != FLOE_OK) {
         fprintf(stderr, "floe-e1-local: %s\n", err.msg);
         return 1;
+    }
+    if (o.fill > 0) {
+        const int bad = capacity_run(be, &o);
+        floe_backend_destroy(be);
+        return bad;
     }
     const size_t n_present = (size_t)(o.keys * o.present), n_new = o.keys - n_present;
     const uint64_t preload = (uint64_t)o.inflight * o.keys; /* present keys exist from the first batch */
@@ -311,8 +536,10 @@ int main(int argc, char **argv)
                 return 1;
             }
         floe_table *t = tables[0];
-        bench bn = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
-                    .check_cv = PTHREAD_COND_INITIALIZER, .failed = FLOE_OK};
+        bench bn = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                    .cv = PTHREAD_COND_INITIALIZER,
+                    .check_cv = PTHREAD_COND_INITIALIZER,
+                    .failed = FLOE_OK};
         slot *slots = calloc(o.inflight, sizeof *slots);
         bn.free_slots = calloc(o.inflight, sizeof *bn.free_slots);
         bn.check_slots = calloc(o.inflight, sizeof *bn.check_slots);
@@ -382,15 +609,13 @@ int main(int argc, char **argv)
             pthread_join(checkers[i], NULL);
         rates[run] = (double)o.batches * o.keys / secs;
         printf("run %u: %.1f M keys/s (%.3f s); inserted %llu, present %llu%s\n", run, rates[run] / 1e6, secs,
-               (unsigned long long)bn.inserted, (unsigned long long)bn.present,
-               bn.wrong ? " - WRONG ANSWERS" : "");
+               (unsigned long long)bn.inserted, (unsigned long long)bn.present, bn.wrong ? " - WRONG ANSWERS" : "");
         if (bn.failed != FLOE_OK) {
             fprintf(stderr, "floe-e1-local: a batch failed: %s\n", bn.error);
             bad = 1;
         }
         if (bn.wrong || bn.inserted != (uint64_t)o.batches * n_new) {
-            fprintf(stderr, "floe-e1-local: %llu batches answered other than expected\n",
-                    (unsigned long long)bn.wrong);
+            fprintf(stderr, "floe-e1-local: %llu batches answered other than expected\n", (unsigned long long)bn.wrong);
             bad = 1;
         }
         print_stages(t, before, secs, (uint64_t)o.batches * o.keys);

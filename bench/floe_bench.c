@@ -50,12 +50,11 @@
 #define EXIT_USAGE  2
 
 #define DEFAULT_SERVER   "floe://127.0.0.1:7450"
-#define DEFAULT_CAPACITY (UINT64_C(16) << 20) /* --duration runs: then the table grows */
-#define ERR_SLOTS        14                   /* status codes 0..10, ERR_IO, ERR_PROTOCOL, other */
+#define DEFAULT_CAPACITY (UINT64_C(16) << 20)       /* --duration runs: then the table grows */
+#define ERR_SLOTS        (FLOE_ERR_UNAVAILABLE + 4) /* status codes 0..ERR_UNAVAILABLE, ERR_IO, ERR_PROTOCOL, other */
 #define NS               1000000000ull
 
 static const char *const OP_NAMES[WL_OPS] = {"insert", "find", "erase", "succ", "range"};
-static const char *const ANSWER_NAMES[5] = {"ABSENT", "PRESENT", "INSERTED", "FULL", "ERASED"};
 static const char *const DIST_NAMES[] = {"uniform", "sequential", "hotset"};
 
 typedef struct options {
@@ -593,19 +592,23 @@ static int parse_options(int argc, char **argv, options *o)
 
 /* ---- the run --------------------------------------------------------------------------------------- */
 
+/* Status codes in their own slots, then ERR_IO, ERR_PROTOCOL and any other. */
+#define SLOT_IO    (FLOE_ERR_UNAVAILABLE + 1)
+#define SLOT_PROTO (FLOE_ERR_UNAVAILABLE + 2)
+
 static unsigned err_slot(int status)
 {
-    if (status >= 0 && status <= FLOE_ERR_INTERNAL)
+    if (status >= 0 && status <= FLOE_ERR_UNAVAILABLE)
         return (unsigned)status;
-    return status == FLOE_ERR_IO ? 11 : status == FLOE_ERR_PROTOCOL ? 12 : 13;
+    return status == FLOE_ERR_IO ? SLOT_IO : status == FLOE_ERR_PROTOCOL ? SLOT_PROTO : ERR_SLOTS - 1;
 }
 
 static const char *err_slot_name(unsigned s)
 {
-    return s <= FLOE_ERR_INTERNAL ? floe_strerror((int)s)
-           : s == 11              ? floe_strerror(FLOE_ERR_IO)
-           : s == 12              ? floe_strerror(FLOE_ERR_PROTOCOL)
-                                  : "ERR_UNKNOWN";
+    return s <= FLOE_ERR_UNAVAILABLE ? floe_strerror((int)s)
+           : s == SLOT_IO            ? floe_strerror(FLOE_ERR_IO)
+           : s == SLOT_PROTO         ? floe_strerror(FLOE_ERR_PROTOCOL)
+                                     : "ERR_UNKNOWN";
 }
 
 static void note_problem(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -670,7 +673,7 @@ static void on_answer(floe *c, floe_call *call, void *arg)
                         note_problem(
                             w, "connection %" PRIu64 ", request %" PRIu64 " (%s), %s %zu: answered %s, expected %s",
                             k->index, s->seq, OP_NAMES[s->op], R.spec.kind == FLOE_TABLE_TREE ? "vector" : "key", i,
-                            res[i] < 5 ? ANSWER_NAMES[res[i]] : "?", wl_expect_name(s->expect[i]));
+                            floe_answer_name(res[i]), wl_expect_name(s->expect[i]));
                     w->mismatches++;
                 }
             }

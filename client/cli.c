@@ -32,8 +32,6 @@
 #define DEFAULT_SERVER "127.0.0.1:7450"
 #define WINDOW         4 /* requests in flight while a command sends keys in parts (and load) */
 
-static const char *const ANSWERS[] = {"ABSENT", "PRESENT", "INSERTED", "FULL", "ERASED"};
-
 /* The options of every command; each command takes some of them (cmd.groups). */
 typedef struct opts {
     bool json;
@@ -416,6 +414,15 @@ static void print_server_stats(const floe_server_stats *s)
     if (s->gpu_memory_total)
         printf("gpu-memory: %s used, %s free, %s total\n", human_bytes(s->gpu_memory_used, a, sizeof a),
                human_bytes(s->gpu_memory_free, b, sizeof b), human_bytes(s->gpu_memory_total, c, sizeof c));
+    for (size_t i = 0; i < s->n_gpus; i++) {
+        const floe_gpu_summary *g = &s->gpus[i];
+        if (g->healthy)
+            printf("gpu %d: %s, ok, %s free of %s\n", g->device, g->name, human_bytes(g->memory_free, a, sizeof a),
+                   human_bytes(g->memory_total, b, sizeof b));
+        else
+            printf("gpu %d: %s, FAILED: %s (its tables answer ERR_UNAVAILABLE until floed restarts)\n", g->device,
+                   g->name, g->error);
+    }
     printf("connections: %" PRIu64 " open, %" PRIu64 " accepted, %" PRIu64 " refused\n", s->connections,
            s->connections_total, s->connections_refused);
     printf("traffic: %" PRIu64 " bytes in, %" PRIu64 " bytes out\n", s->bytes_in, s->bytes_out);
@@ -459,6 +466,19 @@ static void json_server_stats(jw *w, const floe_server_stats *s)
     jw_u64(w, "used", s->gpu_memory_used);
     jw_u64(w, "free", s->gpu_memory_free);
     jw_close(w, '}');
+    jw_open(w, "gpus", '[');
+    for (size_t i = 0; i < s->n_gpus; i++) {
+        const floe_gpu_summary *g = &s->gpus[i];
+        jw_open(w, NULL, '{');
+        jw_i64(w, "device", g->device);
+        jw_str(w, "name", g->name);
+        jw_bool(w, "healthy", g->healthy);
+        jw_str(w, "error", g->error);
+        jw_u64(w, "memory_total", g->memory_total);
+        jw_u64(w, "memory_free", g->memory_free);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
     jw_open(w, "connections", '{');
     jw_u64(w, "open", s->connections);
     jw_u64(w, "total", s->connections_total);
@@ -934,7 +954,7 @@ static const char *print_keys(void *ctx, floe_call *call, size_t at, size_t n)
     if (got != n || (with_values && vgot != n * j->vb))
         return "the server's answer does not match the keys sent";
     for (size_t i = 0; i < n; i++) {
-        printf("%" PRIu64 " %s", j->kl->keys[at + i], res[i] < 5 ? ANSWERS[res[i]] : "?");
+        printf("%" PRIu64 " %s", j->kl->keys[at + i], floe_answer_name(res[i]));
         if (with_values && res[i] != FLOE_ABSENT && res[i] != FLOE_FULL) {
             uint64_t v = 0;
             memcpy(&v, vals + i * j->vb, j->vb);
@@ -971,7 +991,7 @@ static const char *print_vecs(void *ctx, floe_call *call, size_t at, size_t n)
         return "the server's answer does not match the vectors sent";
     for (size_t i = 0; i < n; i++) {
         print_vector(j->vl->v + (at + i) * words, words);
-        printf(" %s", res[i] < 5 ? ANSWERS[res[i]] : "?");
+        printf(" %s", floe_answer_name(res[i]));
         if (res[i] == FLOE_INSERTED || res[i] == FLOE_PRESENT) {
             uint64_t id;
             memcpy(&id, ids + i * 8, 8);
@@ -1021,7 +1041,8 @@ static int key_command(floe *c, int argc, char **argv, int op)
     for (size_t i = 0; op == 0 && map && i < kl.n; i++) {
         if (!cli_value_fits(kl.values[i], vb)) {
             fprintf(stderr,
-                    "floe: ERR_INVALID: value %" PRIu64 " (key %zu of %zu) does not fit the %u-byte values of table %s; "
+                    "floe: ERR_INVALID: value %" PRIu64
+                    " (key %zu of %zu) does not fit the %u-byte values of table %s; "
                     "nothing was sent\n",
                     kl.values[i], i + 1, kl.n, vb, table);
             free_keys(&kl);
@@ -1227,8 +1248,9 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
                         fprintf(stderr, "\nfloe: %s line %ld: expected %s and nothing else\n", path, lineno,
                                 map ? "KEY VALUE (decimal or 0x-hex)" : "a key (decimal or 0x-hex)");
                     else
-                        fprintf(stderr, "\nfloe: %s line %ld: value %" PRIu64 " does not fit the %u-byte values of %s\n",
-                                path, lineno, v, t.value_bytes, table);
+                        fprintf(stderr,
+                                "\nfloe: %s line %ld: value %" PRIu64 " does not fit the %u-byte values of %s\n", path,
+                                lineno, v, t.value_bytes, table);
                     rc = EXIT_USAGE;
                     eof = true;
                     n = 0;
@@ -1528,12 +1550,15 @@ static const cmd CMDS[] = {
      cmd_tables},
     {"create", "create a table (SET, MAP, TREE or ORDERED)",
      "NAME [--kind set|map|tree|ordered] [--key-bits N] [--value-bytes 0|4|8] [--words N] [--capacity N] "
-     "[--memory SIZE] [--grow | --no-grow] [--max-fill F] [--backend cpu|gpu|auto]",
+     "[--memory SIZE] [--grow | --no-grow] [--max-fill F] [--parts N] [--backend cpu|gpu|auto]",
      "create a table (defaults: SET, 64-bit keys, capacity 1 Mi; MAP values 8 bytes). A SET or MAP grows with "
      "--grow (else FULL answers when it is full); a TREE grows unless --no-grow (then ids stay stable for its life). "
      "TREE: vectors of --words N 32-bit words (2..256), --memory bytes for its node and root tables (default: from "
      "--capacity; with growth, where it starts). ORDERED: keys kept in order for range, succ, pred, min, max and an "
      "ordered dump, with --value-bytes 4 or 8 values (default 0: keys only); it always grows. "
+     "--parts N: the table in N parts over the server's GPUs, each part a whole table of its share of the keys "
+     "(default: the server's choice: whole on the GPU with the most free memory, in parts over all of them when it "
+     "fits on none; docs/OPERATIONS.md, \"Several GPUs\"). "
      "Sizes take K, M, G, T (powers of 1024)",
      G_CREATE, 1, 1, cmd_create},
     {"drop", "drop a table and everything in it", "NAME", "drop a table and everything in it", 0, 1, 1, cmd_drop},
@@ -1621,6 +1646,7 @@ enum {
     O_GROW,
     O_NO_GROW,
     O_MAX_FILL,
+    O_PARTS,
     O_BACKEND,
     O_BINARY,
     O_BATCH,
@@ -1652,6 +1678,7 @@ static const struct option CMD_OPTS[] = {
     {"grow", no_argument, NULL, O_GROW},
     {"no-grow", no_argument, NULL, O_NO_GROW},
     {"max-fill", required_argument, NULL, O_MAX_FILL},
+    {"parts", required_argument, NULL, O_PARTS},
     {"backend", required_argument, NULL, O_BACKEND},
     {"binary", no_argument, NULL, O_BINARY},
     {"batch", required_argument, NULL, O_BATCH},
@@ -1802,6 +1829,11 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
             if (!floe_parse_size(a, &x))
                 return usage_error("create: --memory is a size in bytes (512M, 4GiB), not '%s'", a);
             o->def.memory = x;
+            break;
+        case O_PARTS:
+            if (!cli_parse_u64(a, &x) || x < 1 || x > 16)
+                return usage_error("create: --parts is 1..16, not '%s'", a);
+            o->def.parts = (unsigned)x;
             break;
         case O_GROW:
             o->def.grow = 1;

@@ -1078,6 +1078,7 @@ int floe__create_shard(floe *c, const floe_table_def *def, unsigned shard, unsig
     spec.backend = (char *)(def->backend ? def->backend : "");
     spec.words = def->words;
     spec.memory = def->memory;
+    spec.parts = def->parts;
     spec.shard = shard;
     spec.shards = shards;
     spec.shard_set = set;
@@ -1230,6 +1231,7 @@ void floe_server_stats_free(floe_server_stats *s)
     free(s->ops);
     free(s->errors);
     free(s->tables);
+    free(s->gpus);
     free(s);
 }
 
@@ -1271,7 +1273,8 @@ static floe_server_stats *server_stats_from(const Floe__V1__InfoReply *r)
     s->ops = calloc(r->n_ops + 1, sizeof *s->ops);
     s->errors = calloc(r->n_errors + 1, sizeof *s->errors);
     s->tables = calloc(r->n_tables + 1, sizeof *s->tables);
-    if (oom || !s->ops || !s->errors || !s->tables) {
+    s->gpus = calloc(r->n_gpus + 1, sizeof *s->gpus);
+    if (oom || !s->ops || !s->errors || !s->tables || !s->gpus) {
         floe_server_stats_free(s);
         return NULL;
     }
@@ -1302,6 +1305,17 @@ static floe_server_stats *server_stats_from(const Floe__V1__InfoReply *r)
         d->last_snapshot_time = t->last_snapshot_time;
     }
     s->n_tables = r->n_tables;
+    for (size_t i = 0; i < r->n_gpus; i++) {
+        const Floe__V1__GpuInfo *g = r->gpus[i];
+        floe_gpu_summary *d = &s->gpus[i];
+        d->device = g->device;
+        snprintf(d->name, sizeof d->name, "%s", g->name ? g->name : "");
+        d->healthy = g->healthy;
+        snprintf(d->error, sizeof d->error, "%s", g->error ? g->error : "");
+        d->memory_total = g->memory_total;
+        d->memory_free = g->memory_free;
+    }
+    s->n_gpus = r->n_gpus;
     return s;
 }
 

@@ -56,9 +56,9 @@ extern "C" {
 #define FLOE_ERR_TLS      103 /* TLS: the handshake or the server's certificate failed (floe_errstr says why) */
 
 /* Table kinds (the protocol's TableKind). */
-#define FLOE_TABLE_SET  1
-#define FLOE_TABLE_MAP  2
-#define FLOE_TABLE_TREE 3
+#define FLOE_TABLE_SET     1
+#define FLOE_TABLE_MAP     2
+#define FLOE_TABLE_TREE    3
 #define FLOE_TABLE_ORDERED 4
 
 typedef struct floe floe;
@@ -211,6 +211,14 @@ typedef struct floe_table_summary {
     int64_t last_snapshot_time; /* unix seconds of its last completed snapshot; 0: none */
 } floe_table_summary;
 
+typedef struct floe_gpu_summary {
+    int device;      /* CUDA device id */
+    char name[96];   /* "NVIDIA H200" */
+    int healthy;     /* 0 once a sticky CUDA error ruined it: its tables answer FLOE_ERR_UNAVAILABLE until a restart */
+    char error[256]; /* what failed ("" while healthy) */
+    uint64_t memory_total, memory_free; /* bytes (0 once failed) */
+} floe_gpu_summary;
+
 /* What the server reports about itself (docs/PROTOCOL.md, InfoReply).
  * Strings are never NULL ("" when the server did not say). */
 typedef struct floe_server_stats {
@@ -232,6 +240,8 @@ typedef struct floe_server_stats {
     char *metrics_address;      /* "127.0.0.1:9450": where /metrics is served; "" when off */
     size_t n_tables;
     floe_table_summary *tables;
+    size_t n_gpus;
+    floe_gpu_summary *gpus; /* each GPU the server uses */
 } floe_server_stats;
 
 /* Asks the server for its counters; on success *out is malloc'ed (free it
@@ -255,6 +265,8 @@ typedef struct floe_table_def {
     uint64_t memory;      /* TREE: bytes for the node and root tables; 0: sized from capacity */
     int no_grow;          /* never grow: FULL reaches the caller.  A TREE grows unless this is set,
                            * a SET or MAP only with grow (both set: FLOE_ERR_INVALID) */
+    unsigned parts;       /* over the server's GPUs: 0 the server's choice (whole on one GPU unless it
+                           * needs more), 1..16 (docs/OPERATIONS.md, "Several GPUs") */
 } floe_table_def;
 
 typedef struct floe_level_info {

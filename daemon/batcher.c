@@ -29,7 +29,7 @@ bool batcher_init(batcher *bt, floe_table *table, const batcher_limits *limits)
     bt->backend = table->backend;
     bt->limits = *limits;
     bt->value_bytes = floe_spec_has_values(&table->spec) ? table->spec.value_bytes : 0;
-    const unsigned depth = BATCHER_DEPTH_PER_PART * floe_backend_parts(table->backend);
+    const unsigned depth = BATCHER_DEPTH_PER_PART * floe_table_parts(table);
     bt->depth = depth < BATCHER_DEPTH_MAX ? depth : BATCHER_DEPTH_MAX;
     if (table->spec.kind == FLOE_KIND_ORDERED) /* its batches run one at a time: two out, the rest merge */
         bt->depth = 2;

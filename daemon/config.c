@@ -71,11 +71,19 @@ static const setting SETTINGS[] = {
     {"port-file", STR(port_file), "", 0, 0, "write the listening port here once ready (for scripts and tests)", 0},
     {"backend", STR(backend), "auto", 0, 0, "default backend for new tables: cpu, gpu or auto", 1},
     {"gpus", STR(gpus), "all", 0, 0,
-     "CUDA devices of the GPU backend: all, or device ids (0,1); a GPU table is partitioned over them", 0},
+     "CUDA devices of the GPU backend: all, or device ids (0,1); a new GPU table is placed whole on the one with the "
+     "most free memory, or in parts over all of them when it fits on none (or as its create asks)",
+     0},
+    {"gpu-fault-exit", STR(gpu_fault_exit), "auto", 0, 0,
+     "when a GPU fails (a sticky CUDA error: an illegal address, an uncorrectable ECC error, a lost device; its "
+     "tables answer ERR_UNAVAILABLE until floed restarts), save the other tables and stop with exit code 3, so "
+     "that a service manager starts floed again from the last snapshots: yes, no, or auto (yes when systemd "
+     "started floed)",
+     0},
     {"partitions", NUM(partitions), "0", 0, FLOE_PARTS_MAX,
-     "parts of every table, each a whole table on one device, keys spread by a fixed hash (0: one per GPU of "
-     "`gpus` for GPU tables, 1 for CPU tables); a saved table in another number of parts is re-partitioned "
-     "when loaded",
+     "parts of every new table, each a whole table on one device, keys spread by a fixed hash (0: each table's "
+     "own: its create's parts, else placed as `gpus` says; 1 for CPU tables); a saved table in another number of "
+     "parts than a nonzero setting is re-partitioned when loaded",
      0},
     {"pipelines", NUM(pipelines), "1", 1, FLOE_LANES_MAX,
      "pipelines of every table, 1 to 8: io thread i's connections feed pipeline i mod P (more than io-threads add "
@@ -393,6 +401,13 @@ unsigned config_io_threads(const floed_config *c)
     return half < 4 ? 4 : half > 16 ? 16 : (unsigned)half;
 }
 
+bool config_gpu_fault_exit(const floed_config *c)
+{
+    if (strcmp(c->gpu_fault_exit, "auto") == 0)
+        return getenv("INVOCATION_ID") || getenv("NOTIFY_SOCKET");
+    return strcmp(c->gpu_fault_exit, "yes") == 0;
+}
+
 int config_finish(floed_config *c, char *err, size_t errlen)
 {
     if (check_bind("bind", c->bind, err, errlen) != 0 ||
@@ -414,6 +429,10 @@ int config_finish(floed_config *c, char *err, size_t errlen)
     int ids[FLOE_PARTS_MAX];
     if (config_gpus(c->gpus, ids, err, errlen) < 0)
         return -1;
+    if (strcmp(c->gpu_fault_exit, "yes") && strcmp(c->gpu_fault_exit, "no") && strcmp(c->gpu_fault_exit, "auto")) {
+        snprintf(err, errlen, "gpu-fault-exit must be yes, no or auto, got '%s'", c->gpu_fault_exit);
+        return -1;
+    }
     if (c->token_file[0]) {
         char why[1200];
         if (floe_token_file_read(c->token_file, c->token, why, sizeof why) != 0) {

@@ -8,6 +8,7 @@
 #ifndef FLOE_DAEMON_CONFIG_H
 #define FLOE_DAEMON_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,9 +36,10 @@ typedef struct floed_config {
     char data_dir[1024];
     char port_file[1024];
     char backend[16];
-    char gpus[256];      /* "all" or device ids: config_gpus */
-    uint64_t partitions; /* 0: one per GPU (GPU tables), 1 (CPU tables) */
-    uint64_t pipelines;  /* lanes of every table (tables/backend.h) */
+    char gpus[256];         /* "all" or device ids: config_gpus */
+    char gpu_fault_exit[8]; /* yes, no or auto: config_gpu_fault_exit */
+    uint64_t partitions;    /* 0: one per GPU (GPU tables), 1 (CPU tables) */
+    uint64_t pipelines;     /* lanes of every table (tables/backend.h) */
     char metrics_bind[256];
     uint64_t metrics_port;
     uint64_t save_every;
@@ -76,6 +78,9 @@ int config_tls_protocols(const char *list, int *min, int *max);
 /* The device ids of gpus ("0,1,3"): their number, 0 for "all" (ids left
  * alone), or -1 with a message for anything else (a bad id, a repeat). */
 int config_gpus(const char *gpus, int ids[FLOE_PARTS_MAX], char *err, size_t errlen);
+/* Whether a failed GPU stops floed (gpu-fault-exit): yes, no, or auto: yes
+ * when systemd started it (INVOCATION_ID or NOTIFY_SOCKET in the environment). */
+bool config_gpu_fault_exit(const floed_config *c);
 /* The io threads to start: io-threads, or for 0 one per two CPUs of this host, 4 to 16. */
 unsigned config_io_threads(const floed_config *c);
 /* Prints every setting: name, default and help (for --help). */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "backend_gpu.h"
 #include "conn.h"
 #include "datadir.h"
 #include "log.h"
@@ -403,7 +404,8 @@ static void save_entry(table_entry *e, void *arg)
         log_info("saved table %s to %s", e->name, path);
     } else {
         log_error("cannot save table %s: %s", e->name, b.error.msg);
-        srv->exit_code = 1;
+        if (srv->exit_code == 0) /* a stop for a failed GPU keeps its own code */
+            srv->exit_code = 1;
     }
 }
 
@@ -448,13 +450,13 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
     event_base_loopbreak(srv->base);
 }
 
-static void on_signal(evutil_socket_t sig, short what, void *arg)
+/* The graceful stop (a signal, or gpu-fault-exit): stop accepting, finish
+ * or fail what is queued, save, leave the loop. */
+static void begin_stop(server *srv, const char *why)
 {
-    (void)what;
-    server *srv = arg;
     if (atomic_exchange(&srv->shutting_down, true))
         return;
-    log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    log_info("%s: shutting down", why);
     sd_notify(0, "STOPPING=1\nSTATUS=stopping: finishing requests in flight");
     if (srv->listener)
         evconnlistener_disable(srv->listener);
@@ -467,6 +469,42 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         event_add(srv->drain_ev, &tick);
     else
         event_base_loopbreak(srv->base);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    begin_stop(arg, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* Once a second: a GPU whose context a sticky error ruined is said once, at
+ * ERROR, to the log and to systemd (its tables already answer
+ * ERR_UNAVAILABLE: the backend knows), and with gpu-fault-exit floed stops
+ * with FLOED_EXIT_GPU so that its service manager starts it again. */
+static void on_health(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    server *srv = arg;
+    for (int i = 0; i < srv->ngpus; i++) {
+        char why[FLOE_ERROR_MAX];
+        if (srv->gpu_failed[i] || floe_gpu_healthy(srv->gpu_ids[i], why, sizeof why) != 0)
+            continue;
+        srv->gpu_failed[i] = true;
+        const bool stop = config_gpu_fault_exit(&srv->cfg);
+        log_error("GPU %d has failed: %s; requests for its tables get ERR_UNAVAILABLE until floed restarts%s",
+                  srv->gpu_ids[i], why,
+                  stop ? " (gpu-fault-exit: stopping with exit code 3, to be started again from the last snapshots)"
+                       : "");
+        sd_notifyf(0,
+                   "STATUS=degraded: GPU %d has failed (%s); its tables answer ERR_UNAVAILABLE until floed "
+                   "restarts",
+                   srv->gpu_ids[i], why);
+        if (stop && !atomic_load(&srv->shutting_down)) {
+            srv->exit_code = FLOED_EXIT_GPU;
+            begin_stop(srv, "gpu-fault-exit");
+        }
+    }
 }
 
 static void on_snapshot_tick(evutil_socket_t fd, short what, void *arg)
@@ -492,6 +530,11 @@ static int start_timers(server *srv)
     if (srv->cfg.data_dir[0]) {
         srv->snapshot_ev = event_new(srv->base, -1, EV_PERSIST, on_snapshot_tick, srv);
         if (!srv->snapshot_ev || event_add(srv->snapshot_ev, &second) != 0)
+            return -1;
+    }
+    if (srv->reg.gpu) {
+        srv->health_ev = event_new(srv->base, -1, EV_PERSIST, on_health, srv);
+        if (!srv->health_ev || event_add(srv->health_ev, &second) != 0)
             return -1;
     }
     uint64_t usec = 0;
@@ -646,11 +689,15 @@ int floed_run(const floed_config *cfg, int argc, char **argv)
     else
         snprintf(ports, sizeof ports, "%s%u", srv->listener ? "" : "TLS port ",
                  srv->listener ? srv->port : srv->tls_port);
-    log_info("floed %s listening on %s port %s (new tables: backend %s in %u part%s, %zu io threads, max-frame %llu, "
+    char parts[48] = "";
+    if (floe_backend_parts(dflt) > 1)
+        snprintf(parts, sizeof parts, " in %u parts", floe_backend_parts(dflt));
+    else if (floe_backend_parts(dflt) == 0 && floe_backend_devices(dflt) > 1)
+        snprintf(parts, sizeof parts, " placed over %u devices", floe_backend_devices(dflt));
+    log_info("floed %s listening on %s port %s (new tables: backend %s%s, %zu io threads, max-frame %llu, "
              "max-inflight %llu%s)",
-             FLOE_VERSION, cfg->bind, ports, floe_backend_name(dflt), floe_backend_parts(dflt),
-             floe_backend_parts(dflt) == 1 ? "" : "s", srv->nio, (unsigned long long)cfg->max_frame,
-             (unsigned long long)cfg->max_inflight,
+             FLOE_VERSION, cfg->bind, ports, floe_backend_name(dflt), parts, srv->nio,
+             (unsigned long long)cfg->max_frame, (unsigned long long)cfg->max_inflight,
              cfg->token[0]                           ? ", token required"
              : !strcmp(cfg->tls_auth_clients, "yes") ? ", client certificates required"
              : cfg->protected_mode                   ? ""

@@ -6,8 +6,13 @@
 
 #include "config.h"
 
-/* Runs floed; returns the exit code (2: a setting that cannot work here).
- * argv is read again on SIGHUP. */
+/* floed's exit codes (floed --help and floed(8) say them). */
+#define FLOED_EXIT_OK      0 /* stopped cleanly */
+#define FLOED_EXIT_FAILED  1 /* see the log */
+#define FLOED_EXIT_SETTING 2 /* a setting that cannot work here */
+#define FLOED_EXIT_GPU     3 /* a GPU failed and gpu-fault-exit stopped floed */
+
+/* Runs floed; returns the exit code (FLOED_EXIT_*).  argv is read again on SIGHUP. */
 int floed_run(const floed_config *cfg, int argc, char **argv);
 
 #endif

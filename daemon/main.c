@@ -10,8 +10,8 @@
 
 #include "backend_gpu.h"
 #include "config.h"
-#include "log.h"
 #include "floed.h"
+#include "log.h"
 
 static void usage(FILE *f)
 {
@@ -27,7 +27,8 @@ static void usage(FILE *f)
                "it listens, STATUS= lines while loading and saving, and watchdog pings.\n"
                "With data-dir, floed locks the directory (one floed per data-dir) and saves\n"
                "changed tables by the save-every and save-after-changes rules.\n"
-               "Exit codes: 0 stopped cleanly, 1 failed (see the log), 2 a bad setting.\n"
+               "Exit codes: 0 stopped cleanly, 1 failed (see the log), 2 a bad setting, 3 a GPU failed\n"
+               "and gpu-fault-exit stopped floed (its other tables saved; see docs/OPERATIONS.md).\n"
                "\n"
                "  -c, --config FILE    read settings from FILE (`key value` lines, see config/floed.conf)\n"
                "  -h, --help           this text\n"

@@ -248,6 +248,19 @@ frame *metrics_info_reply(metrics *m, uint64_t id, const metrics_view *v)
         ir.gpu_memory_free = v->gpu_free;
         ir.gpu_memory_used = v->gpu_total - v->gpu_free;
     }
+    Floe__V1__GpuInfo gi[FLOE_PARTS_MAX], *gip[FLOE_PARTS_MAX];
+    for (size_t i = 0; i < v->ngpus; i++) {
+        floe__v1__gpu_info__init(&gi[i]);
+        gi[i].device = v->gpus[i].device;
+        gi[i].name = (char *)v->gpus[i].name;
+        gi[i].healthy = v->gpus[i].healthy;
+        gi[i].error = (char *)v->gpus[i].why;
+        gi[i].memory_total = v->gpus[i].total;
+        gi[i].memory_free = v->gpus[i].free;
+        gip[i] = &gi[i];
+    }
+    ir.n_gpus = v->ngpus;
+    ir.gpus = gip;
     ir.connections = v->conns_now;
     ir.connections_total = v->conns;
     ir.connections_refused = v->refused;
@@ -426,6 +439,11 @@ void metrics_render(metrics *m, struct evbuffer *b, const metrics_view *v)
         sample_u(b, "floe_gpu_memory_used_bytes", v->gpu_total - v->gpu_free);
         family(b, "floe_gpu_memory_free_bytes", "gauge", "GPU memory free.");
         sample_u(b, "floe_gpu_memory_free_bytes", v->gpu_free);
+        family(b, "floe_gpu_healthy", "gauge",
+               "1 while the GPU works; 0 once a sticky CUDA error ruined it (its tables answer ERR_UNAVAILABLE "
+               "until floed restarts).");
+        for (size_t i = 0; i < v->ngpus; i++)
+            evbuffer_add_printf(b, "floe_gpu_healthy{device=\"%d\"} %d\n", v->gpus[i].device, v->gpus[i].healthy);
     }
     family(b, "floe_last_snapshot_timestamp_seconds", "gauge", "Unix time of the last snapshot (0: none yet).");
     evbuffer_add_printf(b, "floe_last_snapshot_timestamp_seconds %lld\n", v->snap_any ? (long long)v->snap_time : 0);

@@ -28,6 +28,7 @@
 
 #include "floe.pb-c.h"
 #include "reply.h"
+#include "spec.h"
 #include "status.h"
 
 struct evbuffer;
@@ -114,6 +115,15 @@ typedef struct metrics_tables {
     const int64_t *last_snapshot; /* unix seconds (0: none) */
 } metrics_tables;
 
+/* One of floed's GPUs, as info and /metrics report it. */
+typedef struct metrics_gpu {
+    int device;
+    int healthy; /* floe_gpu_healthy */
+    char name[96];
+    char why[256];
+    uint64_t total, free;
+} metrics_gpu;
+
 typedef struct metrics_view {
     /* the counters, added up (metrics_view_take) */
     uint64_t conns, refused, bytes_in, bytes_out;
@@ -127,7 +137,9 @@ typedef struct metrics_view {
     /* floed now (the caller's) */
     uint64_t conns_now;
     bool gpu;
-    uint64_t gpu_total, gpu_free;
+    uint64_t gpu_total, gpu_free; /* summed over the working devices */
+    size_t ngpus;
+    metrics_gpu gpus[FLOE_PARTS_MAX];
     const char *gpu_name, *backend, *data_dir;
     metrics_tables tables;
 } metrics_view;

@@ -70,6 +70,7 @@ void reply_fill_stats(Floe__V1__TableStats *out, reply_stats_room *room, int one
     spec->shard = s->spec.shard;
     spec->shards = s->spec.shards;
     spec->shard_set = s->spec.shard_set;
+    spec->parts = s->parts ? s->parts : 1;
     out->spec = spec;
     out->keys = s->keys;
     out->slots = s->slots;

@@ -501,7 +501,7 @@ static void multi_part_done(multi *m, size_t index, floe_status st, const char *
         m->done(m);
         return;
     }
-    frame *f = m->op != FLOE_OP_SAVE ? list_reply(m)
+    frame *f = m->op != FLOE_OP_SAVE  ? list_reply(m)
                : m->status == FLOE_OK ? reply_ok(m->id)
                                       : reply_error(m->id, m->status, m->error);
     metrics_tag(f, m->op == FLOE_OP_SAVE ? METRICS_OP_SNAPSHOT : METRICS_OP_LIST_TABLES, m->t_parse);
@@ -538,8 +538,8 @@ static void fan_out(server *srv, multi *m, table_entry **all, size_t n, const ch
         if (only[0] && strcmp(all[i]->name, only) != 0)
             continue;
         /* a snapshot is a COPY in the table's order, written by the saver */
-        item *it = m->op == FLOE_OP_SAVE ? snapshot_item(srv, m->c, m->id, all[i])
-                                         : item_new(srv, m->c, m->id, m->op, NULL);
+        item *it =
+            m->op == FLOE_OP_SAVE ? snapshot_item(srv, m->c, m->id, all[i]) : item_new(srv, m->c, m->id, m->op, NULL);
         if (it) {
             it->multi = m;
             it->multi_index = k;
@@ -602,11 +602,15 @@ int request_gather(server *srv, void (*done)(metrics_view *v, void *arg), void *
         const int open = atomic_load(&srv->nconns);
         v->conns_now = open > 0 ? (uint64_t)open : 0;
         v->gpu = srv->reg.gpu != NULL;
-        for (int i = 0; v->gpu && i < srv->ngpus; i++) { /* summed over the devices floed uses */
-            uint64_t f, t;
-            v->gpu = floe_gpu_meminfo(srv->gpu_ids[i], &f, &t) == 0;
-            v->gpu_free += f;
-            v->gpu_total += t;
+        for (int i = 0; v->gpu && i < srv->ngpus; i++) { /* each device, and the sums of those that work */
+            metrics_gpu *d = &v->gpus[v->ngpus++];
+            d->device = srv->gpu_ids[i];
+            floe_gpu_device(d->device, d->name, sizeof d->name);
+            d->healthy = floe_gpu_healthy(d->device, d->why, sizeof d->why) == 1;
+            if (d->healthy && floe_gpu_meminfo(d->device, &d->free, &d->total) == 0) {
+                v->gpu_free += d->free;
+                v->gpu_total += d->total;
+            }
         }
         v->gpu_name = srv->reg.gpu_name;
         v->backend = server_default_backend_name(srv);
@@ -642,8 +646,8 @@ void request_snapshot_tick(server *srv)
     for (size_t i = 0; all && i < n; i++) {
         table_entry *e = all[i];
         const uint64_t changes = atomic_load(&e->bt.changes) - atomic_load(&e->saved_changes);
-        const bool due = changes > 0 && ((every && now - atomic_load(&e->last_save) >= (int64_t)every) ||
-                                         (after && changes >= after));
+        const bool due = changes > 0 &&
+                         ((every && now - atomic_load(&e->last_save) >= (int64_t)every) || (after && changes >= after));
         if (!due || now < atomic_load(&e->retry_after) || atomic_exchange(&e->snapshot_pending, true))
             continue;
         item *it = snapshot_item(srv, NULL, 0, e);
@@ -728,6 +732,7 @@ static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *def
     s->shard = p->shard;
     s->shards = p->shards;
     s->shard_set = p->shard_set;
+    s->parts = p->parts;
     const char *be = p->backend && p->backend[0] ? p->backend : default_backend;
     if (strlen(be) >= sizeof s->backend)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
@@ -858,7 +863,7 @@ typedef struct key_request {
     const uint8_t *parents, *change_counts, *changes;
     size_t parents_len, change_counts_len, changes_len;
     uint64_t parent_generation;
-    unsigned flags; /* FLOE_BATCH_* as asked */
+    unsigned flags;     /* FLOE_BATCH_* as asked */
     uint64_t shard_set; /* Request.shard (all 0: absent) */
     uint32_t shard, shards;
     Floe__V1__Request *req;
@@ -1068,9 +1073,15 @@ void request_handle_keys(server *srv, session *c, const envelope *env, void *mem
 static void handle_unpacked_keys(server *srv, session *c, Floe__V1__Request *req, int op, const char *table,
                                  const ProtobufCBinaryData *keys, const ProtobufCBinaryData *values, unsigned flags)
 {
-    key_request kr = {.id = req->id, .op = op, .table = table ? table : "", .keys = keys->data,
-                      .keys_len = keys->len, .values = values ? values->data : NULL,
-                      .values_len = values ? values->len : 0, .flags = flags, .req = req};
+    key_request kr = {.id = req->id,
+                      .op = op,
+                      .table = table ? table : "",
+                      .keys = keys->data,
+                      .keys_len = keys->len,
+                      .values = values ? values->data : NULL,
+                      .values_len = values ? values->len : 0,
+                      .flags = flags,
+                      .req = req};
     if (req->shard) {
         kr.shard_set = req->shard->shard_set;
         kr.shard = req->shard->shard;
@@ -1281,9 +1292,16 @@ void request_handle(server *srv, session *c, Floe__V1__Request *req)
     case FLOE__V1__REQUEST__OP_HELLO:
         handle_hello(srv, c, req);
         break;
-    case FLOE__V1__REQUEST__OP_PING:
-        send_now(c, reply_ok(id));
+    case FLOE__V1__REQUEST__OP_PING: { /* a health check: a failed GPU makes floed unwell */
+        char why[FLOE_ERROR_MAX];
+        const int failed = server_failed_gpu(srv, why, sizeof why);
+        if (failed >= 0)
+            send_error(c, id, FLOE_ERR_UNAVAILABLE,
+                       "GPU %d has failed (%s): its tables answer ERR_UNAVAILABLE until floed restarts", failed, why);
+        else
+            send_now(c, reply_ok(id));
         break;
+    }
     case FLOE__V1__REQUEST__OP_CREATE_TABLE:
         handle_create(srv, c, req);
         break;

@@ -153,6 +153,32 @@ static int gpu_devices(server *srv)
     return 0;
 }
 
+int server_failed_gpu(server *srv, char *why, size_t len)
+{
+    for (int i = 0; srv->reg.gpu && i < srv->ngpus; i++)
+        if (floe_gpu_healthy(srv->gpu_ids[i], why, len) == 0)
+            return srv->gpu_ids[i];
+    return -1;
+}
+
+/* Tests: FLOE_FAULT_GPU=DEVICE[:N] makes the Nth batch (default 1) begun on
+ * a table of DEVICE fail the device on purpose (floe_gpu_fault_arm). */
+static void arm_gpu_fault(void)
+{
+    const char *s = getenv("FLOE_FAULT_GPU");
+    if (!s || !*s)
+        return;
+    char *end;
+    const long d = strtol(s, &end, 10);
+    const unsigned long n = *end == ':' ? strtoul(end + 1, &end, 10) : 1;
+    if (*end || d < 0 || n == 0 || n > UINT32_MAX) {
+        log_warn("FLOE_FAULT_GPU=%s: not DEVICE[:N]; no fault armed", s);
+        return;
+    }
+    floe_gpu_fault_arm((int)d, (unsigned)n);
+    log_warn("FLOE_FAULT_GPU: GPU %ld fails on purpose at its batch %lu (tests only)", d, n);
+}
+
 /* The GPU backend, where this build has one and the host a device: one
  * backend per device of `gpus`, a table partitioned over them. */
 static int start_gpu(server *srv)
@@ -176,7 +202,7 @@ static int start_gpu(server *srv)
             for (int i = 0; i < n; i++)
                 floe_backend_destroy(dev_be[i]);
         } else {
-            const unsigned parts = srv->cfg.partitions ? (unsigned)srv->cfg.partitions : (unsigned)n;
+            const unsigned parts = (unsigned)srv->cfg.partitions; /* 0: each table placed (partition.h) */
             if (floe_backend_partition_create(dev_be, (unsigned)n, parts, (unsigned)srv->cfg.engine_threads,
                                               &srv->reg.gpu, &err) != FLOE_OK) {
                 snprintf(srv->reg.gpu_name, sizeof srv->reg.gpu_name, "the GPU backend did not start: %s", err.msg);
@@ -184,13 +210,23 @@ static int start_gpu(server *srv)
                 floe_gpu_device(srv->gpu_ids[0], dev, sizeof dev);
                 int len = snprintf(srv->reg.gpu_name, sizeof srv->reg.gpu_name, "%s", dev);
                 if (n > 1)
-                    len += snprintf(srv->reg.gpu_name + len, sizeof srv->reg.gpu_name - (size_t)len, " x%d (devices", n);
+                    len +=
+                        snprintf(srv->reg.gpu_name + len, sizeof srv->reg.gpu_name - (size_t)len, " x%d (devices", n);
                 for (int i = 0; n > 1 && i < n && len < (int)sizeof srv->reg.gpu_name; i++)
                     len += snprintf(srv->reg.gpu_name + len, sizeof srv->reg.gpu_name - (size_t)len, "%c%d",
                                     i ? ',' : ' ', srv->gpu_ids[i]);
                 if (n > 1 && len < (int)sizeof srv->reg.gpu_name)
                     snprintf(srv->reg.gpu_name + len, sizeof srv->reg.gpu_name - (size_t)len, ")");
-                log_info("GPU backend on %s, tables in %u part%s", srv->reg.gpu_name, parts, parts == 1 ? "" : "s");
+                if (parts)
+                    log_info("GPU backend on %s, every table in %u part%s", srv->reg.gpu_name, parts,
+                             parts == 1 ? "" : "s");
+                else if (n > 1)
+                    log_info("GPU backend on %s: each table whole on the GPU with the most free memory, in parts "
+                             "over all %d when it fits on none, or in the parts its create asks",
+                             srv->reg.gpu_name, n);
+                else
+                    log_info("GPU backend on %s", srv->reg.gpu_name);
+                arm_gpu_fault();
             }
         }
     }
@@ -229,7 +265,7 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN); /* a file past RLIMIT_FSIZE: the write fails (EFBIG) and the snapshot says why */
     floe_backend *cpu = NULL;
-    const unsigned cpu_parts = cfg->partitions ? (unsigned)cfg->partitions : 1;
+    const unsigned cpu_parts = (unsigned)cfg->partitions; /* 0: whole, or the parts a create asks */
     if (floe_backend_cpu_create((unsigned)cfg->engine_threads, &cpu, &err) != FLOE_OK ||
         floe_backend_partition_create(&cpu, 1, cpu_parts, (unsigned)cfg->engine_threads, &srv->reg.cpu, &err) !=
             FLOE_OK) {
@@ -283,6 +319,8 @@ void server_free(server *srv)
         event_free(srv->snapshot_ev);
     if (srv->watchdog_ev)
         event_free(srv->watchdog_ev);
+    if (srv->health_ev)
+        event_free(srv->health_ev);
     if (srv->reap_ev)
         event_free(srv->reap_ev);
     if (srv->base)
@@ -297,4 +335,3 @@ void server_free(server *srv)
     pthread_mutex_destroy(&srv->live.lock);
     free(srv);
 }
-

@@ -15,7 +15,7 @@
  * costs only the work already queued for it.
  *
  * The daemon's files, each using only those above it:
- *   log, config, datadir, tls, queue, hostmem, envelope   leaves
+ *   log, config, datadir, tls, queue, envelope   leaves (hostmem: tables/hostmem.h)
  *   reply      response frames; the session (where answers go)
  *   batcher    a table's jobs into engine batches (the backend interface only)
  *   registry   tables by name, their backends, reaping
@@ -109,9 +109,10 @@ typedef struct server {
     struct metrics *metrics;           /* counters (metrics.h) */
     struct metrics_port *metrics_port; /* the HTTP server of /metrics (metrics_port.h) */
     struct event *sig_term, *sig_int, *reap_ev, *drain_ev;
-    struct event *sig_hup, *snapshot_ev, *watchdog_ev;
-    struct saver *saver; /* with a data-dir: writes snapshots, removes dropped tables' files */
-    int lock_fd;         /* data-dir's lock, held for floed's life */
+    struct event *sig_hup, *snapshot_ev, *watchdog_ev, *health_ev;
+    bool gpu_failed[FLOE_PARTS_MAX]; /* gpu_ids[i] was seen failed (floed.c: the health watch) */
+    struct saver *saver;             /* with a data-dir: writes snapshots, removes dropped tables' files */
+    int lock_fd;                     /* data-dir's lock, held for floed's life */
     unsigned port;
     int exit_code;
 } server;
@@ -134,6 +135,10 @@ bool server_token_matches(server *srv, const char *got);
 const char *server_default_backend(server *srv, char buf[sizeof(((floed_config *)0)->backend)]);
 /* The name of the backend new tables get by default now (hello, info). */
 const char *server_default_backend_name(server *srv);
+
+/* The first of floed's GPUs that has failed (floe_gpu_healthy), with why,
+ * or -1 while every one works. */
+int server_failed_gpu(server *srv, char *why, size_t len);
 
 /* CPU time of all io threads so far (the io_cpu stage), with its count
  * the number of io threads. */

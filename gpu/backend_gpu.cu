@@ -54,12 +54,16 @@
  * from the device in the middle of every batch anyway.  A TREE that grows
  * grows inside its engine (gpu_tree_insert), which keeps its generation.
  * A CUDA error fails the batch it hit with FLOE_ERR_INTERNAL and the CUDA
- * message; the daemon logs it.
+ * message; the daemon logs it.  One that ruins the device's context (a
+ * sticky error: "devices" below) answers FLOE_ERR_UNAVAILABLE, and so does
+ * every later batch, create or load on that device, without touching it.
  */
 #include <assert.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -135,10 +139,10 @@ struct stage {
     uint8_t *d_res;
     void *d_vin, *d_vout;
     seg_io io[PIECE_SEGS];
-    bool direct;                        /* one answer per key from the device (all but MAP inserts) */
-    bool small;                         /* one kernel on pinned staging, no copies (launch_small) */
-    gpu_tally *d_tally;                 /* direct pieces: their answers counted on the device ... */
-    uint64_t (*h_counts)[5];            /* ... and written here with them (pinned, 5 per segment) */
+    bool direct;             /* one answer per key from the device (all but MAP inserts) */
+    bool small;              /* one kernel on pinned staging, no copies (launch_small) */
+    gpu_tally *d_tally;      /* direct pieces: their answers counted on the device ... */
+    uint64_t (*h_counts)[5]; /* ... and written here with them (pinned, 5 per segment) */
     /* MAP inserts: first occurrences (host) */
     uint32_t *rep, *src, *uniq;
     size_t distinct, m; /* keys sent to the device */
@@ -396,6 +400,160 @@ static bool pinned(const void *p, size_t bytes)
     return in;
 }
 
+/* ---- devices: whose is current, and whether each still works --------------------------------------
+ * cudaSetDevice is per thread.  A lane's thread makes its table's device
+ * current once, then runs its callers' done() functions, which may call
+ * into another backend (floed's batcher allocates the next batch's pinned
+ * buffers there, on the first part's device); and floed's io threads call
+ * host_alloc and meminfo for any device.  So the functions of this file
+ * that other threads call keep the caller's device (device_scope), and a
+ * lane makes its own current again after every done() (complete).  A lane
+ * of a part on device 1 that went on with device 0 current allocated its
+ * next scratch on device 0 and faulted there (an illegal address). */
+
+typedef CUresult (*ctx_get_fn)(CUcontext *);
+typedef CUresult (*ctx_set_fn)(CUcontext);
+static ctx_get_fn ctx_get;
+static ctx_set_fn ctx_set;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+
+static void ctx_init(void)
+{
+    void *g = NULL, *s = NULL;
+    cudaDriverEntryPointQueryResult q1, q2;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &g, 4000, cudaEnableDefault, &q1) == cudaSuccess &&
+        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &s, 4000, cudaEnableDefault, &q2) == cudaSuccess &&
+        q1 == cudaDriverEntryPointSuccess && q2 == cudaDriverEntryPointSuccess) {
+        ctx_get = (ctx_get_fn)g;
+        ctx_set = (ctx_set_fn)s;
+    }
+    cudaGetLastError();
+}
+
+/* Makes `device` current for the scope's life, then gives the thread back
+ * the context it had (none, if it had none: cudaSetDevice to a remembered
+ * device would create one on a device floed was not asked to use). */
+struct device_scope {
+    CUcontext saved = NULL;
+    bool restore = false;
+    cudaError_t e;
+    explicit device_scope(int device)
+    {
+        pthread_once(&ctx_once, ctx_init);
+        restore = ctx_get && ctx_get(&saved) == CUDA_SUCCESS;
+        e = cudaSetDevice(device);
+    }
+    ~device_scope()
+    {
+        if (restore)
+            ctx_set(saved);
+    }
+    device_scope(const device_scope &) = delete;
+    device_scope &operator=(const device_scope &) = delete;
+};
+
+#define GPU_DEVICES 64 /* devices whose health is kept; a device id past it is never marked failed */
+
+/* A device whose context a sticky error has ruined: every later CUDA call
+ * on it fails, for the rest of the process. */
+struct device_health {
+    int failed;               /* __atomic; set once, after why */
+    unsigned fault_in;        /* __atomic; tests: the batch that faults on purpose, counted down (0: none) */
+    char why[FLOE_ERROR_MAX]; /* CUDA's message and the table that met it first */
+};
+static device_health health[GPU_DEVICES];
+static pthread_mutex_t health_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Errors after which the context cannot be used again (CUDA's "sticky"
+ * errors: the process must end to use the device again). */
+static bool sticky(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorContained:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorExternalDevice:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool device_failed(int device)
+{
+    return device >= 0 && device < GPU_DEVICES && __atomic_load_n(&health[device].failed, __ATOMIC_ACQUIRE);
+}
+
+/* The status of a request that needs a failed device. */
+static floe_status unavailable(int device, floe_errinfo *err)
+{
+    return floe_errinfo_set(err, FLOE_ERR_UNAVAILABLE,
+                            "GPU %d has failed (%s): its tables cannot be used until the server restarts", device,
+                            health[device].why);
+}
+
+/* After a CUDA failure on `device` (current): whether its context is gone,
+ * recorded (with the table that met it) the first time. */
+static bool device_check(int device, const char *table)
+{
+    if (device < 0 || device >= GPU_DEVICES)
+        return false;
+    if (device_failed(device))
+        return true;
+    const cudaError_t e = cudaDeviceSynchronize(); /* a failure's path: waiting costs nothing that matters */
+    if (!sticky(e)) {
+        cudaGetLastError();
+        return false;
+    }
+    pthread_mutex_lock(&health_lock);
+    if (!health[device].failed) {
+        snprintf(health[device].why, sizeof health[device].why, "%s, first met by table %s", cudaGetErrorString(e),
+                 table && *table ? table : "(none)");
+        __atomic_store_n(&health[device].failed, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&health_lock);
+    return true;
+}
+
+/* A failed operation's status: FLOE_ERR_UNAVAILABLE if its device's context
+ * is gone (whatever the call that met it said: a cudaMalloc then reads as
+ * out of memory), else st as it was. */
+static floe_status device_status(int device, const char *table, floe_status st, floe_errinfo *err)
+{
+    if ((st == FLOE_ERR_INTERNAL || st == FLOE_ERR_FULL) && device_check(device, table))
+        return unavailable(device, err);
+    return st;
+}
+
+/* Tests: a store through an address no allocation covers, as a bug would make. */
+__global__ void k_fault(unsigned *p)
+{
+    *p = 1;
+}
+
+/* Whether the batch now begun on `device` is the one armed to fault (floe_gpu_fault_arm). */
+static bool fault_due(int device)
+{
+    if (device < 0 || device >= GPU_DEVICES)
+        return false;
+    unsigned n = __atomic_load_n(&health[device].fault_in, __ATOMIC_RELAXED);
+    while (n > 0 && !__atomic_compare_exchange_n(&health[device].fault_in, &n, n - 1, false, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED)) {
+    }
+    return n == 1;
+}
+
 /* ---- table state ------------------------------------------------------------------------------------ */
 
 static uint64_t table_slots(const gpu_table *t)
@@ -462,12 +620,20 @@ static uint32_t grow_target(const gpu_table *t)
 
 /* ---- the pipeline ------------------------------------------------------------------------------------ */
 
-static void complete(floe_batch *b)
+/* Hands b to its caller (on a lane's thread).  A failure that ruined the
+ * device's context answers FLOE_ERR_UNAVAILABLE, whatever the call that met
+ * it said.  done() may make another device current (see "devices" above):
+ * the lane's own is made current again. */
+static void complete(gpu_table *t, floe_batch *b)
 {
+    const int device = t->be->device;
     if (b->status == FLOE_OK)
         floe_errinfo_clear(&b->error);
+    else
+        b->status = device_status(device, t->base.spec.name, b->status, &b->error);
     if (b->done)
         b->done(b);
+    cudaSetDevice(device);
 }
 
 static void fail_batch(floe_batch *b, floe_status st, const floe_errinfo *err)
@@ -1010,7 +1176,6 @@ static void answers_out(gpu_table *t, const seg_io *io, uint8_t *res, uint64_t *
         floe_pool_run(t->be->pool, tasks, out_task, &j);
 }
 
-
 /* Whether some key of the stage's piece came back FULL. */
 static bool stage_full(const stage *s)
 {
@@ -1122,7 +1287,7 @@ static void retire(lane *L)
     pthread_mutex_unlock(&t->klock);
     for (unsigned i = 0; i < s->p.nseg; i++)
         if (s->p.seg[i].last)
-            complete(s->p.seg[i].b);
+            complete(t, s->p.seg[i].b);
 }
 
 static void launch_next(lane *L);
@@ -1569,7 +1734,7 @@ static void run_tree(lane *L, floe_batch *b)
         b->status = floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on a TREE", (int)b->op);
     }
     pthread_mutex_unlock(&t->klock);
-    complete(b);
+    complete(t, b);
 }
 
 /* ---- ORDERED tables -------------------------------------------------------------------------------------- */
@@ -1762,7 +1927,7 @@ static void run_ordered(lane *L, floe_batch *b)
             floe_errinfo_set(e, FLOE_ERR_UNSUPPORTED, "operation %d is not available on an ORDERED table", (int)b->op);
     }
     pthread_mutex_unlock(&t->klock);
-    complete(b);
+    complete(t, b);
 }
 
 static void run_alone_locked(gpu_table *t, floe_batch *b)
@@ -1831,7 +1996,7 @@ static void run_alone(lane *L, floe_batch *b)
     pthread_mutex_unlock(&t->klock);
     if (renumbers)
         exclusive_end(L);
-    complete(b);
+    complete(t, b);
 }
 
 /* ---- the worker ---------------------------------------------------------------------------------------- */
@@ -1866,9 +2031,19 @@ static void begin(lane *L, floe_batch *b)
         (!t->tree && b->n == 0 && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND || b->op == FLOE_OP_ERASE))) {
         /* refused by floe_table_submit, or nothing to do: answered in order, after everything before it */
         drain(L);
-        complete(b);
+        complete(t, b);
         return;
     }
+    const int device = t->be->device;
+    if (device_failed(device)) { /* nothing of it can run: answered in order, without touching the device */
+        drain(L);
+        unavailable(device, &b->error);
+        b->status = FLOE_ERR_UNAVAILABLE;
+        complete(t, b);
+        return;
+    }
+    if (fault_due(device)) /* tests (floe_gpu_fault_arm): this batch's kernels run after a faulting one */
+        k_fault<<<1, 1, 0, t->ks>>>((unsigned *)(uintptr_t)16);
     memset(&b->counts, 0, sizeof b->counts);
     if (t->tree) {
         run_tree(L, b);
@@ -2118,13 +2293,9 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree
     return FLOE_OK;
 }
 
-static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
+static floe_status create_table(gpu_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
-    gpu_backend *be = (gpu_backend *)base;
     floe_spec s = *spec;
-    cudaError_t e = cudaSetDevice(be->device);
-    if (e != cudaSuccess)
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(e));
     while (s.seed == 0)
         if (getrandom(&s.seed, sizeof s.seed, 0) != sizeof s.seed)
             s.seed = 0x6A09E667F3BCC909ull; /* no entropy: a fixed seed still works */
@@ -2143,26 +2314,39 @@ static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, f
         return start_table(be, NULL, tree, NULL, 0, out, err);
     }
     gpu_iceberg *ice;
-    floe_status st = gpu_iceberg_create(&s, iceberg_addr_bits_for(s.key_bits, s.capacity), 0, &ice, err);
+    uint32_t three;
+    const uint32_t a = iceberg_size_for(s.key_bits, s.capacity, &three);
+    floe_status st = gpu_iceberg_create(&s, a, three, &ice, err);
     if (st != FLOE_OK)
         return st;
     return start_table(be, ice, NULL, NULL, 0, out, err);
 }
 
-/* Loads through the CPU engine's file code (checksums, damage checks), then
- * copies the arrays to the device. */
-static floe_status gpu_load_table(floe_backend *base, const char *path, const floe_file_part *part, floe_table **out,
-                                  floe_errinfo *err)
+/* Creates and loads run on the caller's thread, with the backend's device
+ * current meanwhile (device_scope); a failure that ruined the device reads
+ * as FLOE_ERR_UNAVAILABLE, not as the out-of-memory a cudaMalloc says. */
+static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
     gpu_backend *be = (gpu_backend *)base;
+    device_scope on(be->device);
+    if (device_failed(be->device))
+        return unavailable(be->device, err);
+    if (on.e != cudaSuccess)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(on.e));
+    const floe_status st = create_table(be, spec, out, err);
+    return st == FLOE_OK ? st : device_status(be->device, spec->name, st, err);
+}
+
+/* Loads through the CPU engine's file code (checksums, damage checks), then
+ * copies the arrays to the device. */
+static floe_status load_table(gpu_backend *be, const char *path, const floe_file_part *part, floe_table **out,
+                              floe_errinfo *err)
+{
     floe_file_header h;
     const uint64_t offset = part ? part->offset : 0;
     floe_status st = floe_file_header_of(path, part, &h, err);
     if (st != FLOE_OK)
         return st;
-    cudaError_t e = cudaSetDevice(be->device);
-    if (e != cudaSuccess)
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(e));
     if (h.spec.kind == FLOE_KIND_ORDERED) { /* through the CPU engine's file code (checks), then built on the device */
         ordered *host;
         uint64_t *keys = NULL, n = 0;
@@ -2220,6 +2404,19 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, const fl
     return start_table(be, ice, NULL, NULL, im.generation, out, err);
 }
 
+static floe_status gpu_load_table(floe_backend *base, const char *path, const floe_file_part *part, floe_table **out,
+                                  floe_errinfo *err)
+{
+    gpu_backend *be = (gpu_backend *)base;
+    device_scope on(be->device);
+    if (device_failed(be->device))
+        return unavailable(be->device, err);
+    if (on.e != cudaSuccess)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(on.e));
+    const floe_status st = load_table(be, path, part, out, err);
+    return st == FLOE_OK ? st : device_status(be->device, path, st, err);
+}
+
 static void gpu_submit(floe_table *base, floe_batch *b)
 {
     gpu_table *t = (gpu_table *)base;
@@ -2239,7 +2436,7 @@ static void gpu_destroy_table(floe_table *base)
 {
     gpu_table *t = (gpu_table *)base;
     stop_lanes(t, t->nlanes);
-    cudaSetDevice(t->be->device);
+    device_scope on(t->be->device);
     table_free(t);
 }
 
@@ -2254,8 +2451,8 @@ static void gpu_destroy(floe_backend *base)
 static void *gpu_host_alloc(floe_backend *base, size_t bytes)
 {
     void *p = NULL;
-    if (cudaSetDevice(((gpu_backend *)base)->device) != cudaSuccess ||
-        cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+    device_scope on(((gpu_backend *)base)->device);
+    if (on.e != cudaSuccess || cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
         cudaGetLastError();
         return NULL;
     }
@@ -2268,14 +2465,21 @@ static void *gpu_host_alloc(floe_backend *base, size_t bytes)
 
 static void gpu_host_free(floe_backend *base, void *p)
 {
-    (void)base;
+    device_scope on(((gpu_backend *)base)->device); /* a thread with no context would get device 0's */
     pinned_remove(p);
     cudaFreeHost(p);
+}
+
+static floe_status gpu_memory(floe_backend *base, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    return floe_gpu_meminfo(((gpu_backend *)base)->device, free_bytes, total_bytes) == 0 ? FLOE_OK
+                                                                                         : FLOE_ERR_UNAVAILABLE;
 }
 
 static const floe_backend_ops gpu_ops = {
     "gpu",       gpu_create_table, gpu_load_table, gpu_submit, gpu_destroy_table,
     gpu_destroy, gpu_host_alloc,   gpu_host_free,  NULL, /* set_lanes: the tables read the backend's own lanes */
+    gpu_memory,
 };
 
 extern "C" int floe_gpu_built(void)
@@ -2302,7 +2506,10 @@ extern "C" int floe_gpu_meminfo(int device, uint64_t *free_bytes, uint64_t *tota
 {
     size_t f = 0, t = 0;
     *free_bytes = *total_bytes = 0;
-    if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess) {
+    if (device_failed(device))
+        return -1;
+    device_scope on(device);
+    if (on.e != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess) {
         cudaGetLastError(); /* not sticky: leave no error for this thread's next CUDA call */
         return -1;
     }
@@ -2322,9 +2529,11 @@ extern "C" floe_status floe_backend_gpu_create(int device, unsigned host_threads
     if (device < 0 || device >= n)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "no CUDA device %d: this host has %d (0..%d)", device, n,
                                 n - 1);
-    e = cudaSetDevice(device);
-    if (e != cudaSuccess)
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "CUDA device %d: %s", device, cuda_msg(e));
+    {
+        device_scope on(device); /* the context is made here, on the caller's thread, which keeps its own */
+        if (on.e != cudaSuccess)
+            return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "CUDA device %d: %s", device, cuda_msg(on.e));
+    }
     gpu_backend *be = (gpu_backend *)calloc(1, sizeof *be);
     if (!be)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
@@ -2338,4 +2547,41 @@ extern "C" floe_status floe_backend_gpu_create(int device, unsigned host_threads
     be->device = device;
     *out = &be->base;
     return FLOE_OK;
+}
+
+/* Asks the driver whether `device`'s context still works (a query that
+ * waits for nothing): a sticky error met elsewhere, or on a device none of
+ * whose tables has run since, is found here, and recorded. */
+static void device_probe(int device)
+{
+    device_scope on(device);
+    const cudaError_t e = on.e != cudaSuccess ? on.e : cudaStreamQuery(0);
+    if (!sticky(e)) {
+        cudaGetLastError();
+        return;
+    }
+    pthread_mutex_lock(&health_lock);
+    if (!health[device].failed) {
+        snprintf(health[device].why, sizeof health[device].why, "%s, found by a health check", cudaGetErrorString(e));
+        __atomic_store_n(&health[device].failed, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&health_lock);
+}
+
+extern "C" int floe_gpu_healthy(int device, char *why, size_t len)
+{
+    if (device < 0 || device >= GPU_DEVICES || device >= floe_gpu_count())
+        return -1;
+    if (!device_failed(device))
+        device_probe(device);
+    const bool failed = device_failed(device);
+    if (why && len)
+        snprintf(why, len, "%s", failed ? health[device].why : "");
+    return failed ? 0 : 1;
+}
+
+extern "C" void floe_gpu_fault_arm(int device, unsigned after)
+{
+    if (device >= 0 && device < GPU_DEVICES)
+        __atomic_store_n(&health[device].fault_in, after, __ATOMIC_RELAXED);
 }

@@ -30,6 +30,23 @@ int floe_gpu_device(int device, char *name, size_t len);
  * where there is no such device or no CUDA in this build. */
 int floe_gpu_meminfo(int device, uint64_t *free_bytes, uint64_t *total_bytes);
 
+/* 1 while CUDA device `device` works; 0 once a CUDA call on it has reported
+ * an error that leaves its context unusable for the rest of the process (an
+ * illegal address, a launch failure, an uncorrectable ECC or NVLink error, a
+ * lost device), with what happened and the table that met it first in why.
+ * From then on every table with a part on it answers FLOE_ERR_UNAVAILABLE,
+ * and only a new process can use the device again.  -1: no such device.
+ * Each call asks the driver too (without waiting for any work), so that a
+ * device is found failed even when no table of it has run since: on the
+ * 2 x H200 hosts measured, a fault on one device left the process's context
+ * on the other unusable as well (CUDA reported the same error on both). */
+int floe_gpu_healthy(int device, char *why, size_t len);
+
+/* Tests only: the `after`-th batch begun from now on a table of `device`
+ * first runs a kernel that stores through an address no allocation covers,
+ * so that the device fails as a bug would make it (0 disarms). */
+void floe_gpu_fault_arm(int device, unsigned after);
+
 /* The GPU backend on CUDA device `device` (every table of it lives there;
  * tables/partition.h spreads one table over several); host_threads size
  * the pool that deduplicates MAP batches (0: one per CPU).

@@ -30,10 +30,25 @@ int floe_gpu_meminfo(int device, uint64_t *free_bytes, uint64_t *total_bytes)
     return -1;
 }
 
+int floe_gpu_healthy(int device, char *why, size_t len)
+{
+    (void)device;
+    if (why && len)
+        why[0] = '\0';
+    return -1;
+}
+
+void floe_gpu_fault_arm(int device, unsigned after)
+{
+    (void)device;
+    (void)after;
+}
+
 floe_status floe_backend_gpu_create(int device, unsigned host_threads, floe_backend **out, floe_errinfo *err)
 {
     (void)device;
     (void)host_threads;
     *out = NULL;
-    return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "this build has no GPU backend (built with GPU=0 or without nvcc)");
+    return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
+                            "this build has no GPU backend (built with GPU=0 or without nvcc)");
 }

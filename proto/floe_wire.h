@@ -172,6 +172,7 @@ typedef enum floe_status {
     FLOE_ERR_UNSUPPORTED = 8,
     FLOE_ERR_SHUTTING_DOWN = 9,
     FLOE_ERR_INTERNAL = 10,
+    FLOE_ERR_UNAVAILABLE = 11,
 } floe_status;
 
 /* The id of a key that has none (FULL, ABSENT) in Response.ids, and in the
@@ -217,13 +218,20 @@ enum {
     FLOE_ERASED = 4,   /* erase: the key was stored and is now gone */
 };
 
+/* "ABSENT", "PRESENT", ...: an answer's name ("?" for a byte that is none). */
+static inline const char *floe_answer_name(int a)
+{
+    static const char *const names[] = {"ABSENT", "PRESENT", "INSERTED", "FULL", "ERASED"};
+    return a >= 0 && a < (int)(sizeof names / sizeof names[0]) ? names[a] : "?";
+}
+
 /* "OK", "ERR_INVALID", ...: a Status code's name in the protocol. */
 static inline const char *floe_wire_status_name(int s)
 {
     static const char *const names[] = {
         "OK",           "ERR_INVALID",         "ERR_NO_TABLE",  "ERR_EXISTS",      "ERR_FULL",
         "ERR_BUSY",     "ERR_UNAUTHENTICATED", "ERR_TOO_LARGE", "ERR_UNSUPPORTED", "ERR_SHUTTING_DOWN",
-        "ERR_INTERNAL",
+        "ERR_INTERNAL", "ERR_UNAVAILABLE",
     };
     return s >= 0 && s < (int)(sizeof names / sizeof names[0]) ? names[s] : "ERR_UNKNOWN";
 }

@@ -75,6 +75,12 @@ void floe_backend_host_free(floe_backend *be, void *p)
         free(p);
 }
 
+floe_status floe_backend_memory(floe_backend *be, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    *free_bytes = *total_bytes = 0;
+    return be->ops->memory ? be->ops->memory(be, free_bytes, total_bytes) : FLOE_ERR_UNSUPPORTED;
+}
+
 static bool keyed(floe_op op)
 {
     return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET ||

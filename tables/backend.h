@@ -156,6 +156,9 @@ typedef struct floe_backend_ops {
     void (*host_free)(floe_backend *be, void *p);
     /* optional: a backend over others passes lanes (floe_backend_set_lanes) on to them */
     void (*set_lanes)(floe_backend *be, unsigned lanes);
+    /* optional: free and total bytes of the memory its tables live in (a GPU's); an error when it
+     * cannot be used (a failed device) */
+    floe_status (*memory)(floe_backend *be, uint64_t *free_bytes, uint64_t *total_bytes);
 } floe_backend_ops;
 
 /* Every backend's own structs begin with these. */
@@ -193,6 +196,10 @@ const char *floe_backend_name(const floe_backend *be);
  * is destroyed. */
 void *floe_backend_host_alloc(floe_backend *be, size_t bytes);
 void floe_backend_host_free(floe_backend *be, void *p);
+/* Free and total bytes of the device memory be's tables live in: FLOE_OK,
+ * FLOE_ERR_UNSUPPORTED for a backend of host memory, FLOE_ERR_UNAVAILABLE
+ * for a device that has failed.  For placing tables (tables/partition.h). */
+floe_status floe_backend_memory(floe_backend *be, uint64_t *free_bytes, uint64_t *total_bytes);
 
 /* Lanes of the tables be creates or loads from now on (1 .. FLOE_LANES_MAX;
  * default 1): each lane of a GPU table is a pipeline of its own (worker,

@@ -59,7 +59,7 @@ struct iceberg {
     floe_pool *pool;
     pthread_rwlock_t lock;
     store s;
-    uint32_t addr_bits, three; /* 2^addr_bits primary buckets, 1.5 times that with three */
+    uint32_t addr_bits, three;          /* 2^addr_bits primary buckets, 1.5 times that with three */
     _Atomic uint64_t used[FLOE_LEVELS]; /* non-empty slots per level */
     _Atomic uint64_t tombstones;
     _Atomic uint64_t generation;
@@ -681,6 +681,32 @@ uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity)
     return a;
 }
 
+/* Bytes of a geometry's rows (values aside: fewer slots never have more). */
+static uint64_t rows_bytes(const floe_geometry *g)
+{
+    uint64_t words = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        words += floe_level_words(&g->level[l]);
+    return words * sizeof(uint64_t);
+}
+
+uint32_t iceberg_size_for(uint32_t key_bits, uint64_t capacity, uint32_t *three)
+{
+    const uint32_t a = iceberg_addr_bits_for(key_bits, capacity);
+    *three = 0;
+    if (a > floe_min_addr_bits(key_bits) && a - 1 >= 1) { /* 1.5 x 2^(a-1), between 2^(a-1) and 2^a */
+        floe_geometry g, whole;
+        floe_geometry_init(&g, key_bits, a - 1, 1, 0);
+        floe_geometry_init(&whole, key_bits, a, 0, 0);
+        /* it must hold the capacity, and take no more bytes: a bit less of address can widen its rows */
+        if ((double)g.total_slots * FLOE_DEFAULT_MAX_FILL >= (double)capacity && rows_bytes(&g) <= rows_bytes(&whole)) {
+            *three = 1;
+            return a - 1;
+        }
+    }
+    return a;
+}
+
 floe_status iceberg_size_check(uint32_t key_bits, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
 {
     if (addr_bits < floe_min_addr_bits(key_bits) || addr_bits > floe_max_addr_bits(key_bits))
@@ -732,7 +758,9 @@ floe_status iceberg_create(const floe_spec *spec, floe_pool *pool, iceberg **out
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
         return st;
-    return iceberg_create_sized(spec, iceberg_addr_bits_for(spec->key_bits, spec->capacity), 0, pool, out, err);
+    uint32_t three;
+    const uint32_t a = iceberg_size_for(spec->key_bits, spec->capacity, &three);
+    return iceberg_create_sized(spec, a, three, pool, out, err);
 }
 
 void iceberg_destroy(iceberg *t)

@@ -40,8 +40,16 @@ typedef struct iceberg iceberg;
 struct floe_file_image;  /* tablefile.h */
 struct floe_file_header; /* tablefile.h */
 
-/* Primary address bits for a table that must hold capacity keys at fill 0.9. */
+/* Primary address bits for a table of 2^a primary buckets that must hold
+ * capacity keys at fill 0.9 (a TREE's root table). */
 uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity);
+/* The table of 2^a or 1.5 x 2^a primary buckets (*three 0 or 1) that holds
+ * capacity keys at fill 0.9 in the fewest bytes: its a.  A new SET or MAP
+ * gets this size on every engine, so that it takes at most about 1.33 times
+ * the memory it needs, not 2 (and a table larger than one device fits in
+ * two parts of 1.5 x 2^a), except where the smaller step's rows would be
+ * wider (one address bit less).  Growth doubles from there. */
+uint32_t iceberg_size_for(uint32_t key_bits, uint64_t capacity, uint32_t *three);
 /* OK where 2^addr_bits primary buckets (1.5 times that with three = 1) are
  * a size for key_bits, else ERR_INVALID saying why: every engine's rule. */
 floe_status iceberg_size_check(uint32_t key_bits, uint32_t addr_bits, uint32_t three, floe_errinfo *err);

@@ -1,14 +1,24 @@
 /*
  * partition.c - tables in parts over inner backends (see partition.h).
  *
- * A submitted batch is queued for the table's splitter thread, where it
- * becomes a `split`: its keys counted and copied by owner into part order
- * (a stable counting sort, in chunks across the backend's pool), one
- * sub-batch per part that has keys, handed to the parts in submission
- * order.  A sub-batch's done() runs on its part's thread and puts that
- * part's answers back into the caller's arrays; the last one adds up the
- * counts, and whoever completes the oldest split delivers it and every
- * complete split behind it, so callers see submission order.
+ * Placement: a table is made in the parts its spec asks (spec.parts), else
+ * the backend's (parts), else whole on the inner backend with the most free
+ * memory (floe_backend_memory; the fewest parts placed breaks ties), and in
+ * parts over every inner backend only when it fits on none whole.  Parts go
+ * to the inner backends in that order too.
+ *
+ * A submitted batch is queued for its lane's splitter thread (one per lane,
+ * floe_backend_lanes), where it becomes a `split`: its keys counted and
+ * copied by owner into part order (a stable counting sort, in chunks
+ * across the backend's pool) in a buffer of the first inner backend's host
+ * memory (pinned for a GPU, and kept for reuse: hostmem.h), so that each
+ * part's device copies its share straight from it and writes its answers
+ * straight into it; one sub-batch per part that has keys, in the batch's
+ * lane, handed to the parts in the lane's order.  A sub-batch's done() runs
+ * on its part's thread and puts that part's answers back into the
+ * caller's arrays by index; the last one adds up the counts, and whoever
+ * completes the oldest split delivers it and every complete split behind
+ * it, so callers see submission order.
  *
  * floe_table_submit has checked the batch against the whole table's spec
  * (the door, backend.h): a refused one completes through part 0 in its
@@ -34,37 +44,51 @@
 
 #include "alloc.h"
 #include "floe_wire.h"
+#include "hostmem.h"
 #include "pool.h"
 #include "tablefile.h"
 #include "tree.h"
 
 #define MOVE_CHUNK  ((size_t)1 << 18) /* keys per scan and insert while re-partitioning a loaded file */
-#define SPLIT_CHUNK ((size_t)1 << 16) /* keys per task splitting or merging a batch */
+#define SPLIT_CHUNK ((size_t)1 << 15) /* keys per task splitting or merging a batch */
+/* Split buffers kept for reuse: pinned memory takes milliseconds to get. */
+#define SPLIT_KEEP_DEVICE ((size_t)2 << 30)
+#define SPLIT_KEEP_HOST   ((size_t)64 << 20)
 
 typedef struct part_backend {
     floe_backend base;
-    floe_backend_ops ops; /* the layer's functions under inner[0]'s name */
-    floe_pool *pool;      /* splits and merges large batches */
-    unsigned ninner, parts;
+    floe_backend_ops ops;   /* the layer's functions under inner[0]'s name */
+    floe_pool *pool;        /* splits and merges large batches */
+    hostmem *mem;           /* split buffers, of inner[0]'s host memory */
+    unsigned ninner, parts; /* parts: of every table; 0: each table's own, or placed (see the top) */
+    pthread_mutex_t place_lock;
+    unsigned placed[FLOE_PARTS_MAX]; /* parts of live tables on each inner backend (under place_lock) */
     floe_backend *inner[FLOE_PARTS_MAX];
 } part_backend;
 
 typedef struct split split;
+
+/* A lane's splitter: its submitted batches wait here for its thread, which
+ * cuts them and hands the pieces to the parts in the lane's order (a submit
+ * only queues, as the interface asks: a caller holding its own lock is not
+ * held up by a split). */
+typedef struct splitter {
+    struct part_table *t;
+    pthread_t thread;
+    bool started;
+    pthread_cond_t cv; /* under the table's in_lock */
+    floe_batch *head, *tail;
+} splitter;
 
 typedef struct part_table {
     floe_table base;
     part_backend *be;
     unsigned parts;
     floe_table *part[FLOE_PARTS_MAX];
-    /* Submitted batches wait here for the splitter thread, which cuts them
-     * and hands the pieces to the parts in submission order (a submit only
-     * queues, as the interface asks: a caller holding its own lock is not
-     * held up by a split). */
-    pthread_t splitter;
-    bool splitter_started;
+    unsigned on[FLOE_PARTS_MAX]; /* each part's inner backend */
+    unsigned nsplitters;
+    splitter splitters[FLOE_LANES_MAX];
     pthread_mutex_t in_lock;
-    pthread_cond_t in_cv;
-    floe_batch *in_head, *in_tail;
     bool stopping;
     /* completion */
     pthread_mutex_t lock;
@@ -100,8 +124,8 @@ struct split {
     uint8_t *res;
     uint64_t *ids;
     void *vout;
-    uint32_t *vec; /* TREE vectors in, or GET's vectors out */
-    void *mem;     /* all of the above */
+    uint32_t *vec;    /* TREE vectors in, or GET's vectors out */
+    void *mem;        /* all of the above (hostmem) */
     uint32_t *states; /* a TREE insert of states by their parents: their vectors, which b->vectors points to */
 };
 
@@ -117,6 +141,20 @@ unsigned floe_backend_parts(const floe_backend *be)
     if (be->ops->submit != part_ops.submit)
         return 1;
     return ((const part_backend *)be)->parts;
+}
+
+unsigned floe_backend_devices(const floe_backend *be)
+{
+    if (be->ops->submit != part_ops.submit)
+        return 1;
+    return ((const part_backend *)be)->ninner;
+}
+
+unsigned floe_table_parts(const floe_table *t)
+{
+    if (t->backend->ops->submit != part_ops.submit)
+        return 1;
+    return ((const part_table *)t)->parts;
 }
 
 /* ---- the spec of a part --------------------------------------------------------------------- */
@@ -148,7 +186,7 @@ static void split_free(split *sp)
         free(sp->states);
     }
     free(sp->subs);
-    free(sp->mem);
+    hostmem_put(t->be->mem, sp->mem);
     if (sp->is_spare) {
         pthread_mutex_lock(&t->lock);
         t->spare_busy = false;
@@ -422,6 +460,7 @@ static void scan_into(split *sp, unsigned p, const floe_scan_pos *from)
     sp->scan_part = p;
     s->op = FLOE_OP_SCAN;
     s->flags = b->flags | FLOE_BATCH_CHECKED;
+    s->lane = b->lane;
     if (from && from->position) { /* local position 0 is the part's start */
         s->cursor = *from;
         s->cursor_set = 1;
@@ -563,11 +602,11 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
     const size_t sz_keys = vec_in ? 0 : n * 8, sz_vin = vals_in ? align8(n * vb) : 0, sz_res = align8(n);
     const size_t sz_ids = ids ? n * 8 : 0, sz_vout = vals_out ? align8(n * vb) : 0;
     const size_t sz_vec = vec_in || get ? align8(n * wb) : 0;
-    unsigned char *m =
-        floe_malloc(sz_order + sz_own + sz_counts + sz_keys + sz_vin + sz_res + sz_ids + sz_vout + sz_vec + 8);
+    unsigned char *m = hostmem_get(t->be->mem, sz_order + sz_own + sz_counts + sz_keys + sz_vin + sz_res + sz_ids +
+                                                   sz_vout + sz_vec + 8);
     sp->subs = floe_calloc(P, sizeof *sp->subs);
     if (!m || !sp->subs) {
-        free(m);
+        hostmem_put(t->be->mem, m);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory splitting a batch of %zu keys", n);
     }
     sp->mem = m;
@@ -612,6 +651,7 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
         floe_batch *s = &sp->subs[p];
         s->op = b->op;
         s->flags = b->flags | FLOE_BATCH_CHECKED; /* the door has seen these keys: no second pass */
+        s->lane = b->lane;
         s->n = c;
         if (vec_in)
             s->vectors = sp->vec + o * (wb / 4);
@@ -649,6 +689,7 @@ static floe_status split_all(split *sp, floe_errinfo *err)
         floe_batch *s = &sp->subs[p];
         s->op = b->op == FLOE_OP_SAVE ? FLOE_OP_COPY : b->op; /* one file of all parts: written here */
         s->flags = b->flags | FLOE_BATCH_CHECKED;
+        s->lane = b->lane;
         s->addr_bits = b->addr_bits > shift + 1 ? b->addr_bits - shift : b->addr_bits ? 1 : 0;
     }
     for (unsigned p = 0; p <= t->parts; p++)
@@ -765,14 +806,15 @@ static void part_submit(floe_table *base, floe_batch *b)
         t->part[0]->backend->ops->submit(t->part[0], b);
         return;
     }
+    splitter *w = &t->splitters[b->lane % t->nsplitters];
     b->link = NULL;
     pthread_mutex_lock(&t->in_lock);
-    if (t->in_tail)
-        t->in_tail->link = b;
+    if (w->tail)
+        w->tail->link = b;
     else
-        t->in_head = b;
-    t->in_tail = b;
-    pthread_cond_signal(&t->in_cv);
+        w->head = b;
+    w->tail = b;
+    pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&t->in_lock);
 }
 
@@ -826,7 +868,8 @@ static void split_and_submit(part_table *t, floe_batch *b)
     }
 
     /* In order: the split joins the queue before any part can answer it,
-     * and (one splitter) its sub-batches reach every part before the next split's. */
+     * and (one splitter a lane) its sub-batches reach every part before the
+     * lane's next split's. */
     pthread_mutex_lock(&t->lock);
     if (t->tail)
         t->tail->next = sp;
@@ -839,20 +882,21 @@ static void split_and_submit(part_table *t, floe_batch *b)
 
 static void *splitter_main(void *arg)
 {
-    part_table *t = arg;
+    splitter *w = arg;
+    part_table *t = w->t;
     pthread_setname_np(pthread_self(), "floe-split");
     pthread_mutex_lock(&t->in_lock);
     for (;;) {
-        floe_batch *b = t->in_head;
+        floe_batch *b = w->head;
         if (!b) {
             if (t->stopping)
                 break;
-            pthread_cond_wait(&t->in_cv, &t->in_lock);
+            pthread_cond_wait(&w->cv, &t->in_lock);
             continue;
         }
-        t->in_head = b->link;
-        if (!t->in_head)
-            t->in_tail = NULL;
+        w->head = b->link;
+        if (!w->head)
+            w->tail = NULL;
         pthread_mutex_unlock(&t->in_lock);
         split_and_submit(t, b);
         pthread_mutex_lock(&t->in_lock);
@@ -890,6 +934,7 @@ static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_
     s->user = sp;
     s->op = FLOE_OP_FIND; /* no keys: answers nothing, in order behind part 0's earlier work */
     s->flags = FLOE_BATCH_CHECKED;
+    s->lane = b->lane;
     s->done = carrier_done;
     floe_table_submit(t->part[0], s);
 }
@@ -898,32 +943,81 @@ static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_
 
 static void table_free(part_table *t)
 {
-    if (t->splitter_started) { /* it hands on what is queued, then stops */
-        pthread_mutex_lock(&t->in_lock);
-        t->stopping = true;
-        pthread_cond_signal(&t->in_cv);
-        pthread_mutex_unlock(&t->in_lock);
-        pthread_join(t->splitter, NULL);
+    pthread_mutex_lock(&t->in_lock); /* the splitters hand on what is queued, then stop */
+    t->stopping = true;
+    for (unsigned i = 0; i < t->nsplitters; i++)
+        pthread_cond_signal(&t->splitters[i].cv);
+    pthread_mutex_unlock(&t->in_lock);
+    for (unsigned i = 0; i < t->nsplitters; i++) {
+        if (t->splitters[i].started)
+            pthread_join(t->splitters[i].thread, NULL);
+        pthread_cond_destroy(&t->splitters[i].cv);
     }
-    for (unsigned p = 0; p < t->parts; p++)
+    part_backend *be = t->be;
+    for (unsigned p = 0; p < t->parts; p++) {
+        if (!t->part[p])
+            continue;
         floe_table_destroy(t->part[p]);
+        pthread_mutex_lock(&be->place_lock);
+        be->placed[t->on[p]]--;
+        pthread_mutex_unlock(&be->place_lock);
+    }
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->lock);
-    pthread_cond_destroy(&t->in_cv);
     pthread_mutex_destroy(&t->in_lock);
     free(t->spare);
     free(t);
 }
 
-/* The parts of a table of kind k: an ORDERED table is one (its order is
+/* The parts of a new table of spec: an ORDERED table is one (its order is
  * one structure's: a range or a neighbour over parts would merge every
- * part's answer), every other kind the backend's. */
-static unsigned parts_for(const part_backend *be, floe_kind k)
+ * part's answer), any other the spec's, else the backend's, else one (and
+ * more only if it fits on no inner backend whole: part_create_table). */
+static unsigned parts_for(const part_backend *be, const floe_spec *spec)
 {
-    return k == FLOE_KIND_ORDERED ? 1 : be->parts;
+    if (spec->kind == FLOE_KIND_ORDERED)
+        return 1;
+    return spec->parts ? spec->parts : be->parts ? be->parts : 1;
 }
 
-static part_table *table_new(part_backend *be, const floe_spec *whole, floe_errinfo *err)
+/* Where each of `parts` parts goes (t->on), best first: the inner backend
+ * with the most free memory, then the one with the fewest parts placed,
+ * then the lowest index; a backend that cannot say (the CPU's) counts as
+ * having none free, and one that has failed comes last.  Parts past the
+ * number of backends go round again in the same order. */
+static void place(part_backend *be, part_table *t)
+{
+    uint64_t free_bytes[FLOE_PARTS_MAX];
+    int usable[FLOE_PARTS_MAX];
+    for (unsigned i = 0; i < be->ninner; i++) {
+        uint64_t total;
+        const floe_status st = floe_backend_memory(be->inner[i], &free_bytes[i], &total);
+        usable[i] = st != FLOE_ERR_UNAVAILABLE;
+        if (st != FLOE_OK)
+            free_bytes[i] = 0;
+    }
+    unsigned order[FLOE_PARTS_MAX];
+    pthread_mutex_lock(&be->place_lock);
+    for (unsigned i = 0; i < be->ninner; i++) { /* insertion sort: a handful of devices */
+        unsigned j = i;
+        for (; j > 0; j--) {
+            const unsigned o = order[j - 1];
+            const bool before = usable[i] != usable[o]           ? usable[i] > usable[o]
+                                : free_bytes[i] != free_bytes[o] ? free_bytes[i] > free_bytes[o]
+                                                                 : be->placed[i] < be->placed[o];
+            if (!before)
+                break;
+            order[j] = o;
+        }
+        order[j] = i;
+    }
+    pthread_mutex_unlock(&be->place_lock);
+    for (unsigned p = 0; p < t->parts; p++)
+        t->on[p] = order[p % be->ninner];
+}
+
+/* A table of `parts` parts, placed, its splitters started (no part made yet). */
+static part_table *table_new(part_backend *be, const floe_spec *whole, unsigned parts, floe_errinfo *err)
 {
     part_table *t = floe_calloc(1, sizeof *t);
     split *spare = floe_malloc(sizeof *spare);
@@ -935,34 +1029,51 @@ static part_table *table_new(part_backend *be, const floe_spec *whole, floe_erri
     }
     t->base.backend = &be->base;
     t->base.spec = *whole;
+    t->base.spec.parts = parts;
     t->be = be;
-    t->parts = parts_for(be, whole->kind);
+    t->parts = parts;
     t->spare = spare;
     pthread_mutex_init(&t->in_lock, NULL);
-    pthread_cond_init(&t->in_cv, NULL);
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cv, NULL);
-    if (t->parts > 1) {
-        if (pthread_create(&t->splitter, NULL, splitter_main, t) != 0) {
+    place(be, t);
+    t->nsplitters = parts > 1 ? floe_backend_lanes(&be->base) : 0;
+    for (unsigned i = 0; i < t->nsplitters; i++) {
+        splitter *w = &t->splitters[i];
+        w->t = t;
+        pthread_cond_init(&w->cv, NULL);
+        if (pthread_create(&w->thread, NULL, splitter_main, w) != 0) {
+            t->nsplitters = i + 1;
             table_free(t);
-            floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot start the table's splitter thread");
+            floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot start the table's splitter threads");
             return NULL;
         }
-        t->splitter_started = true;
+        w->started = true;
     }
     return t;
 }
 
-static floe_status part_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
+/* Part p of t made (or loaded) on its inner backend: counted there. */
+static void placed(part_table *t, unsigned p)
 {
-    part_backend *be = backend_of(base);
-    part_table *t = table_new(be, spec, err);
+    pthread_mutex_lock(&t->be->place_lock);
+    t->be->placed[t->on[p]]++;
+    pthread_mutex_unlock(&t->be->place_lock);
+}
+
+static floe_status create_in_parts(part_backend *be, const floe_spec *spec, unsigned parts, floe_table **out,
+                                   floe_errinfo *err)
+{
+    part_table *t = table_new(be, spec, parts, err);
     if (!t)
         return FLOE_ERR_INTERNAL;
     floe_spec ps = part_spec(spec, t->parts);
+    ps.parts = 0;
     floe_status st = FLOE_OK;
     for (unsigned p = 0; p < t->parts && st == FLOE_OK; p++) {
-        st = floe_table_create(be->inner[p % be->ninner], &ps, &t->part[p], err);
+        st = floe_table_create(be->inner[t->on[p]], &ps, &t->part[p], err);
+        if (st == FLOE_OK)
+            placed(t, p);
         if (st == FLOE_OK && p == 0)
             ps.seed = t->part[0]->spec.seed; /* one seed for all: a part's file names it */
     }
@@ -971,10 +1082,22 @@ static floe_status part_create_table(floe_backend *base, const floe_spec *spec, 
         return st;
     }
     t->base.spec.seed = ps.seed;
-    if (t->parts == 1)
+    if (t->parts == 1) {
         t->base.spec = t->part[0]->spec;
+        t->base.spec.parts = 1;
+    }
     *out = &t->base;
     return FLOE_OK;
+}
+
+static floe_status part_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
+{
+    part_backend *be = backend_of(base);
+    const bool chosen = spec->kind == FLOE_KIND_ORDERED || spec->parts || be->parts;
+    floe_status st = create_in_parts(be, spec, parts_for(be, spec), out, err);
+    if (st == FLOE_ERR_FULL && !chosen && be->ninner > 1) /* fits on no device whole: over all of them */
+        st = create_in_parts(be, spec, be->ninner, out, err);
+    return st;
 }
 
 static bool same_table(const floe_spec *a, const floe_spec *b)
@@ -1074,20 +1197,26 @@ static floe_status part_load_table(floe_backend *base, const char *path, const f
     floe_status st = read_parts(path, where, &nparts, &whole, err);
     if (st != FLOE_OK)
         return st;
-    if (nparts == parts_for(be, whole.kind)) { /* part by part, ids kept */
-        part_table *t = table_new(be, &whole, err);
+    /* the parts it was saved in, unless the backend makes every table in some other number */
+    const unsigned want = whole.kind == FLOE_KIND_ORDERED ? 1 : be->parts ? be->parts : nparts;
+    if (nparts == want) { /* part by part, ids kept */
+        part_table *t = table_new(be, &whole, nparts, err);
         if (!t)
             return FLOE_ERR_INTERNAL;
         for (unsigned p = 0; p < t->parts && st == FLOE_OK; p++) {
-            floe_backend *in = be->inner[p % be->ninner];
+            floe_backend *in = be->inner[t->on[p]];
             st = in->ops->load_table(in, path, nparts > 1 ? &where[p] : NULL, &t->part[p], err);
+            if (st == FLOE_OK)
+                placed(t, p);
         }
         if (st != FLOE_OK) {
             table_free(t);
             return st;
         }
-        if (nparts == 1)
+        if (nparts == 1) {
             t->base.spec = t->part[0]->spec;
+            t->base.spec.parts = 1;
+        }
         *out = &t->base;
         return FLOE_OK;
     }
@@ -1118,9 +1247,11 @@ static void part_destroy_table(floe_table *base)
 static void part_destroy(floe_backend *base)
 {
     part_backend *be = backend_of(base);
+    hostmem_free(be->mem); /* inner[0]'s memory: before it goes */
     for (unsigned i = 0; i < be->ninner; i++)
         floe_backend_destroy(be->inner[i]);
     floe_pool_destroy(be->pool);
+    pthread_mutex_destroy(&be->place_lock);
     free(be);
 }
 
@@ -1137,14 +1268,32 @@ static void part_host_free(floe_backend *base, void *p)
     floe_backend_host_free(((part_backend *)base)->inner[0], p);
 }
 
-/* One part takes the batches straight (part_submit), so it runs the lanes
- * asked of the whole; parts are fed by the one splitter.  Set once here,
- * not by each table made: tables are made on several threads at once. */
+/* A table of one part takes the batches straight (part_submit), in their
+ * lanes; the parts of a table in parts get their sub-batches in the lanes
+ * of the batches too, from the lanes' splitters.  So every inner backend
+ * runs the lanes asked of the whole.  Set once here, not by each table
+ * made: tables are made on several threads at once. */
 static void part_set_lanes(floe_backend *base, unsigned lanes)
 {
     part_backend *be = backend_of(base);
     for (unsigned i = 0; i < be->ninner; i++)
-        be->inner[i]->lanes = be->parts == 1 ? lanes : 1;
+        be->inner[i]->lanes = lanes;
+}
+
+static floe_status part_memory(floe_backend *base, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    part_backend *be = backend_of(base);
+    floe_status st = FLOE_ERR_UNSUPPORTED;
+    for (unsigned i = 0; i < be->ninner; i++) { /* the sums of the inner backends that can say */
+        uint64_t f, t;
+        const floe_status s = floe_backend_memory(be->inner[i], &f, &t);
+        if (s == FLOE_OK) {
+            *free_bytes += f;
+            *total_bytes += t;
+            st = FLOE_OK;
+        }
+    }
+    return st;
 }
 
 static const floe_backend_ops part_ops = {
@@ -1157,6 +1306,7 @@ static const floe_backend_ops part_ops = {
     .host_alloc = part_host_alloc,
     .host_free = part_host_free,
     .set_lanes = part_set_lanes,
+    .memory = part_memory,
 };
 
 floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned ninner, unsigned parts, unsigned threads,
@@ -1166,13 +1316,20 @@ floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned n
     floe_status st = FLOE_OK;
     if (ninner < 1 || ninner > FLOE_PARTS_MAX)
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%u inner backends: 1 to %d", ninner, FLOE_PARTS_MAX);
-    else if (parts < 1 || parts > FLOE_PARTS_MAX)
-        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%u parts: 1 to %d", parts, FLOE_PARTS_MAX);
+    else if (parts > FLOE_PARTS_MAX)
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%u parts: 0 (placed by table) or 1 to %d", parts, FLOE_PARTS_MAX);
     part_backend *be = st == FLOE_OK ? floe_calloc(1, sizeof *be) : NULL;
     if (st == FLOE_OK && !be)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
-    if (st == FLOE_OK && parts > 1 && (st = floe_pool_create(threads, &be->pool, err)) != FLOE_OK)
+    /* a pool for splits and joins, unless every table is whole (a table that asks for parts then splits inline) */
+    if (st == FLOE_OK && parts != 1 && (st = floe_pool_create(threads, &be->pool, err)) != FLOE_OK)
         free(be);
+    if (st == FLOE_OK &&
+        !(be->mem = hostmem_new(inner[0], inner[0]->ops->host_alloc ? SPLIT_KEEP_DEVICE : SPLIT_KEEP_HOST))) {
+        floe_pool_destroy(be->pool);
+        free(be);
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    }
     if (st != FLOE_OK) {
         for (unsigned i = 0; i < ninner && i < FLOE_PARTS_MAX; i++)
             floe_backend_destroy(inner[i]);
@@ -1181,9 +1338,10 @@ floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned n
     be->ops = part_ops;
     be->ops.name = inner[0]->ops->name;
     be->base.ops = &be->ops;
-    be->base.pool = parts > 1 ? be->pool : inner[0]->pool;
+    be->base.pool = be->pool ? be->pool : inner[0]->pool;
     be->ninner = ninner;
     be->parts = parts;
+    pthread_mutex_init(&be->place_lock, NULL);
     memcpy(be->inner, inner, ninner * sizeof *inner);
     part_set_lanes(&be->base, floe_backend_lanes(&be->base));
     *out = &be->base;

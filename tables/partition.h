@@ -26,8 +26,13 @@
  * other file (a whole table, or a different number of parts) is loaded part
  * by part on the inner backends and its keys re-inserted (ids renumbered).
  *
- * An ORDERED table is always one part, on inner[0]: its order is one
- * structure's.  With one part every call goes straight to the inner table.
+ * Placement: a table has the parts its spec asks (floe_spec.parts), else
+ * the backend's `parts`, else it is whole on the inner backend with the
+ * most free memory (floe_backend_memory; then the fewest parts placed),
+ * and in parts over every inner backend only when it fits on none whole.
+ * Parts are placed in that order too.  An ORDERED table is always one part:
+ * its order is one structure's.  With one part every call goes straight to
+ * the inner table.
  */
 #ifndef FLOE_TABLES_PARTITION_H
 #define FLOE_TABLES_PARTITION_H
@@ -67,15 +72,21 @@ static inline unsigned floe_part_of(uint64_t hash, unsigned parts)
     return floe_hash_pick(hash, parts);
 }
 
-/* A backend of tables in `parts` parts (1..FLOE_PARTS_MAX), part i on
- * inner[i % ninner]; it takes the inner backends over (destroying it
- * destroys them, also when creation fails).  Its name is inner[0]'s.
- * `threads` split and merge large batches (0: one per CPU). */
-floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned ninner, unsigned parts,
-                                          unsigned threads, floe_backend **out, floe_errinfo *err);
+/* A backend of tables in `parts` parts (1..FLOE_PARTS_MAX), or of tables
+ * placed one by one (parts 0: see "Placement" below), over the inner
+ * backends; it takes them over (destroying it destroys them, also when
+ * creation fails).  Its name is inner[0]'s.  `threads` split and merge
+ * large batches (0: one per CPU). */
+floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned ninner, unsigned parts, unsigned threads,
+                                          floe_backend **out, floe_errinfo *err);
 
-/* The number of parts of the tables a partitioned backend creates (1 for any other backend). */
+/* The parts of every table a partitioned backend creates: 0 where each is
+ * placed on its own (1 for any other backend). */
 unsigned floe_backend_parts(const floe_backend *be);
+/* The inner backends (devices) of a partitioned backend (1 for any other). */
+unsigned floe_backend_devices(const floe_backend *be);
+/* The parts of table t (1 for a table of any other backend). */
+unsigned floe_table_parts(const floe_table *t);
 
 #ifdef __cplusplus
 }

@@ -134,6 +134,14 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err)
         (s->backend[0] && strcmp(s->backend, "cpu") != 0 && strcmp(s->backend, "gpu") != 0 &&
          strcmp(s->backend, "auto") != 0))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
+    if (s->parts > FLOE_PARTS_MAX)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "parts must be 0 (the server's choice) to %d, got %u",
+                                FLOE_PARTS_MAX, s->parts);
+    if (s->kind == FLOE_KIND_ORDERED && s->parts > 1)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "an ORDERED table is one part (its order is one structure's), "
+                                "not %u",
+                                s->parts);
     return FLOE_OK;
 }
 

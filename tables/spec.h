@@ -84,6 +84,11 @@ typedef struct floe_spec {
      * shard_set; all 0 for a whole table. */
     uint32_t shard, shards;
     uint64_t shard_set;
+    /* Parts over the backend's devices (tables/partition.h): 0 lets the
+     * backend choose (floed: its partitions setting, else whole on one device
+     * unless the table needs more than one holds), else 1..FLOE_PARTS_MAX.
+     * Not in the table's file, which records the parts it was saved in. */
+    uint32_t parts;
 } floe_spec;
 
 /* A spec with the defaults: SET, 64-bit keys, capacity 1 Mi, no growth.

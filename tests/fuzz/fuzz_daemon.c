@@ -64,7 +64,9 @@ static uint64_t table_bytes(const floe_spec *spec)
         return tree_size(spec, &z, &err) == FLOE_OK ? z.node_bytes + z.root_bytes : 0;
     }
     floe_geometry g;
-    floe_geometry_init(&g, spec->key_bits, iceberg_addr_bits_for(spec->key_bits, spec->capacity), 0, 1);
+    uint32_t three;
+    const uint32_t a = iceberg_size_for(spec->key_bits, spec->capacity, &three);
+    floe_geometry_init(&g, spec->key_bits, a, three, 1);
     uint64_t bytes = (uint64_t)g.total_slots * (spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0);
     for (int l = 0; l < FLOE_LEVELS; l++)
         bytes += floe_level_words(&g.level[l]) * sizeof(uint64_t);
@@ -96,7 +98,8 @@ static floe_status budget_create(floe_backend *base, const floe_spec *spec, floe
         s.seed = FIXED_SEED;
     const uint64_t bytes = table_bytes(&s);
     if (bytes > BUDGET_BYTES)
-        return floe_errinfo_set(err, FLOE_ERR_FULL, "fuzzing: %llu bytes is above the budget", (unsigned long long)bytes);
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "fuzzing: %llu bytes is above the budget",
+                                (unsigned long long)bytes);
     floe_table *inner = NULL;
     floe_status st = be->inner->ops->create_table(be->inner, &s, &inner, err);
     return wrap(be, st, inner, out, err);

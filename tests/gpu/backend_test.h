@@ -40,6 +40,17 @@ void backend_suite(uint64_t seed, bool small, const char *only);
  * backends (tree_test.cu). */
 void tree_suite(uint64_t seed, bool small);
 
+/* A SET in parts over every device created, filled from several lanes,
+ * searched and dropped `cycles` times, every answer the CPU engine's
+ * (cycles_test.cu). */
+void cycles_suite(uint64_t seed, bool small, unsigned cycles);
+
+/* A device failed on purpose (floe_gpu_fault_arm), in a child process
+ * (`self` --fault-child, whose main is fault_child_main): its tables answer
+ * FLOE_ERR_UNAVAILABLE, the other devices' exactly (fault_test.cu). */
+void fault_suite(const char *self);
+int fault_child_main(void);
+
 /* The GPU ORDERED engine against the CPU one (ordered_test.cu). */
 void ordered_suite(uint64_t seed, bool small);
 

@@ -129,7 +129,9 @@ for s in $steps; do
         done
         kill -TERM $pid; wait $pid ;;
     gpus) # scaling over the host's GPUs (docs/PERFORMANCE.md, "Several GPUs"): K1 on one device, then one
-        # K1 process per device at once; E1 in process and through floed with 1, 2, ... devices
+        # K1 process per device at once; E1 in process (a table in g parts over g devices) and through
+        # floed with 1, 2, ... devices: the default (each table whole on one device) and, past one,
+        # every table in g parts (--partitions g); floe-mc likewise
         N=$(nvidia-smi -L | wc -l)
         step k1-one env CUDA_VISIBLE_DEVICES=0 "$B/floe-k1-gpu" --runs 3
         t0=$(date +%s.%N)
@@ -147,18 +149,25 @@ for s in $steps; do
         E1="-P 4 -k 64K --dup-ratio 0.5 --key-bits 40 --create --backend gpu -n ${E1_REQUESTS:-500} -q"
         g=1
         while [ $g -le $N ]; do
-            rm -f /tmp/floe-port
-            "$B/floed" --port 0 --port-file /tmp/floe-port --log-level info --gpus $(seq -s, 0 $((g - 1))) \
-                ${FLOED_ARGS:-} >"$O/floed-g$g.log" 2>&1 &
-            pid=$!
-            for _ in $(seq 100); do [ -s /tmp/floe-port ] && break; sleep 0.1; done
-            S=floe://127.0.0.1:$(cat /tmp/floe-port)
-            for run in 1 2 3; do
-                step e1-g$g-$run bash -c "time $B/floe-bench -s $S -t ${E1_THREADS:-8} -c ${E1_CONNS:-2} $E1"
+            for how in whole parts; do
+                [ $how = parts ] && [ $g = 1 ] && continue
+                L=g$g-$how
+                rm -f /tmp/floe-port
+                "$B/floed" --port 0 --port-file /tmp/floe-port --log-level info --gpus $(seq -s, 0 $((g - 1))) \
+                    $([ $how = parts ] && echo --partitions $g) ${FLOED_ARGS:-} >"$O/floed-$L.log" 2>&1 &
+                pid=$!
+                for _ in $(seq 100); do [ -s /tmp/floe-port ] && break; sleep 0.1; done
+                S=floe://127.0.0.1:$(cat /tmp/floe-port)
+                for run in 1 2 3; do
+                    step e1-$L-$run bash -c "time $B/floe-bench -s $S -t ${E1_THREADS:-8} -c ${E1_CONNS:-2} $E1"
+                done
+                for run in 1 2 3; do
+                    step mc-$L-$run bash -c "time $B/floe-mc --model ${MC_MODEL:-puzzle:3x4} --server $S --workers ${MC_WORKERS:-16} --backend gpu"
+                done
+                "$B/floe" -H $S create parts --capacity 1000000 >/dev/null && "$B/floe" -H $S stats parts >"$O/stats-$L.log" 2>&1
+                ps -L -o tid,comm,time -p $pid >"$O/e1-$L-threads.log"
+                kill -TERM $pid; wait $pid
             done
-            "$B/floe" -H $S create parts --capacity 1000000 >/dev/null && "$B/floe" -H $S stats parts >"$O/stats-g$g.log" 2>&1
-            ps -L -o tid,comm,time -p $pid >"$O/e1-g$g-threads.log"
-            kill -TERM $pid; wait $pid
             g=$((g * 2))
         done ;;
     redis) # the same work done by Redis 7 (bench/redis-bundle.sh's files, carried as redis-bundle/)

@@ -28,7 +28,6 @@
 
 int failures = 0;
 
-
 uint64_t test_rng(uint64_t *s)
 {
     uint64_t x = *s;
@@ -143,19 +142,20 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
     char pieces[64] = "";
     if (piece)
         snprintf(pieces, sizeof pieces, " (puts in pieces of %zu keys)", piece);
-    printf("ok: key_bits %2u%s%s%s, %s2^%u primary buckets (%u/%u-bit rows), %d batches, %zu keys, fill %.4f, gpu levels "
-           "%llu/%llu/%llu\n",
-           key_bits, with_erase ? " with erases" : "", tags_left ? " (fix-up tags wrapped)" : "", pieces,
-           three ? "1.5 x " : "", addr_bits,
-           st.level[0].row_bits, st.level[1].row_bits, batches, all_inserted.size(), st.fill,
-           (unsigned long long)used[0], (unsigned long long)used[1], (unsigned long long)used[2]);
+    printf(
+        "ok: key_bits %2u%s%s%s, %s2^%u primary buckets (%u/%u-bit rows), %d batches, %zu keys, fill %.4f, gpu levels "
+        "%llu/%llu/%llu\n",
+        key_bits, with_erase ? " with erases" : "", tags_left ? " (fix-up tags wrapped)" : "", pieces,
+        three ? "1.5 x " : "", addr_bits, st.level[0].row_bits, st.level[1].row_bits, batches, all_inserted.size(),
+        st.fill, (unsigned long long)used[0], (unsigned long long)used[1], (unsigned long long)used[2]);
     iceberg_destroy(cpu);
     gpu_iceberg_destroy(gpu);
 }
 
 static void usage_line(FILE *f)
 {
-    fprintf(f, "usage: floe-gpu-tests [--small] [--tree | --ordered | --backend-case NAME] [--seed N | N]\n");
+    fprintf(f, "usage: floe-gpu-tests [--small] [--tree | --ordered | --cycles N | --fault | --backend-case NAME]\n"
+               "                      [--seed N | N]\n");
 }
 
 static void help(void)
@@ -170,6 +170,13 @@ static void help(void)
            "                           the small TREE cases (default: the full sizes)\n"
            "      --tree               TREE tables only (default: every suite)\n"
            "      --ordered            the ORDERED engine only (default: every suite)\n"
+           "      --cycles N           only N cycles of create / fill / find / drop of a SET in parts over\n"
+           "                           every device, batches of 2^24 keys (--small: 2^16) from 2 lanes at\n"
+           "                           once (default: every suite, with 50 cycles; 4 small ones with --small)\n"
+           "      --fault              only the device fault: a child process makes the last device fail on\n"
+           "                           purpose and checks that its tables answer ERR_UNAVAILABLE and the\n"
+           "                           others exactly (default: every suite; not with --small, whose runs\n"
+           "                           are for compute-sanitizer, which would report the fault)\n"
            "      --backend-case NAME  one case of the GPU backend suite, for debugging; NAME: map48-grow\n"
            "                           (default: every suite)\n"
            "      --seed N, N          the random seed, a decimal number (default: the time; printed, so\n"
@@ -194,12 +201,17 @@ int main(int argc, char **argv)
         {"small", no_argument, NULL, 's'},
         {"tree", no_argument, NULL, 't'},
         {"ordered", no_argument, NULL, 'o'},
+        {"cycles", required_argument, NULL, 'c'},
+        {"fault", no_argument, NULL, 'f'},
+        {"fault-child", no_argument, NULL, 'F'},
         {"backend-case", required_argument, NULL, 'b'},
         {"seed", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     bool small = false, tree = false, ordered = false, seeded = false;
+    unsigned cycles = 0;
+    bool fault = false, fault_child = false;
     const char *backend_case = NULL;
     uint64_t seed = 0;
     int ch;
@@ -215,6 +227,21 @@ int main(int argc, char **argv)
         case 'o':
             ordered = true;
             break;
+        case 'f':
+            fault = true;
+            break;
+        case 'F': /* fault_suite's child */
+            fault_child = true;
+            break;
+        case 'c': {
+            uint64_t v = 0;
+            if (!floe_size_parse(optarg, &v) || v == 0 || v > 1000000) {
+                fprintf(stderr, "floe-gpu-tests: --cycles takes a number from 1 to 1000000, got '%s'\n", optarg);
+                usage_error();
+            }
+            cycles = (unsigned)v;
+            break;
+        }
         case 'b': {
             size_t i = 0, n = sizeof backend_cases / sizeof *backend_cases;
             while (i < n && strcmp(optarg, backend_cases[i]))
@@ -258,8 +285,12 @@ int main(int argc, char **argv)
         }
         seeded = true;
     }
-    if ((tree ? 1 : 0) + (ordered ? 1 : 0) + (backend_case ? 1 : 0) > 1) {
-        fprintf(stderr, "floe-gpu-tests: --tree, --ordered and --backend-case exclude each other\n");
+    if ((tree ? 1 : 0) + (ordered ? 1 : 0) + (cycles ? 1 : 0) + (fault ? 1 : 0) + (backend_case ? 1 : 0) > 1) {
+        fprintf(stderr, "floe-gpu-tests: --tree, --ordered, --cycles, --fault and --backend-case exclude each other\n");
+        usage_error();
+    }
+    if (small && fault) {
+        fprintf(stderr, "floe-gpu-tests: --fault has no small form\n");
         usage_error();
     }
     if (small && backend_case) {
@@ -271,6 +302,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "floe-gpu-tests: no CUDA device\n");
         return 2;
     }
+    if (fault_child)
+        return fault_child_main();
     printf("floe-gpu-tests on %s\n", name);
     if (!seeded)
         seed = (uint64_t)time(NULL); /* fresh inputs every run; printed to reproduce */
@@ -282,6 +315,16 @@ int main(int argc, char **argv)
     }
     if (tree) { /* floe-gpu-tests --tree [--small] [SEED]: TREE tables only */
         tree_suite(seed + 40, small);
+        printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
+        return failures ? 1 : 0;
+    }
+    if (fault) { /* floe-gpu-tests --fault: a device failed on purpose, in a child process */
+        fault_suite("/proc/self/exe");
+        printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
+        return failures ? 1 : 0;
+    }
+    if (cycles) { /* floe-gpu-tests --cycles N [--small] [SEED]: tables in parts made and dropped */
+        cycles_suite(seed + 60, small, cycles);
         printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
         return failures ? 1 : 0;
     }
@@ -303,6 +346,7 @@ int main(int argc, char **argv)
         backend_suite(seed + 2, true, NULL);
         tree_suite(seed + 3, true);
         ordered_suite(seed + 6, true);
+        cycles_suite(seed + 9, true, 4);
     } else {
         const uint32_t widths[] = {16, 24, 31, 40, 48, 64};
         for (int i = 0; i < 6; i++)
@@ -325,6 +369,10 @@ int main(int argc, char **argv)
         tree_suite(seed + 40, false);
         /* ORDERED tables: the engine against the CPU engine */
         ordered_suite(seed + 50, false);
+        /* tables in parts over every device, made and dropped again and again */
+        cycles_suite(seed + 60, false, 50);
+        /* last: a device failed on purpose (in a child process: the fault cannot be undone) */
+        fault_suite("/proc/self/exe");
     }
     printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;

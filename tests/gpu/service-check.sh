@@ -7,7 +7,8 @@
 #   - after the restart every key and vector is back (counts and lookups), no other is present,
 #     and the tables are on the GPU again.
 # Prints what it checked; exit 1 at the first difference.  BACKEND=cpu tries the script on a
-# host without a GPU (the GPU checks are then skipped).
+# host without a GPU (the GPU checks are then skipped).  PARTS=N makes the SET in N parts
+# (floe create --parts N: over the host's GPUs) and checks that it comes back in N parts.
 set -u
 B=${1:-bundle}
 BACKEND=${BACKEND:-gpu}
@@ -25,7 +26,7 @@ start() {
 }
 MPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 start
-"$B/floe" create keys --key-bits 40 --capacity 16M >/dev/null || fail "create keys"
+"$B/floe" create keys --key-bits 40 --capacity 16M ${PARTS:+--parts $PARTS} >/dev/null || fail "create keys"
 seq 1 $N >"$D/keys.txt"
 "$B/floe" load keys "$D/keys.txt" >/dev/null 2>&1 || fail "load keys"
 "$B/floe" create vec --kind tree --words 8 --capacity 1M >/dev/null || fail "create vec"
@@ -49,6 +50,8 @@ start
 "$B/floe" stats keys >"$D/stats.txt" || fail "stats after restart"
 grep -q "^keys: $N\$" "$D/stats.txt" || fail "after the restart: $(grep '^keys' "$D/stats.txt"), not $N"
 grep -q "^backend: $BACKEND" "$D/stats.txt" || fail "after the restart the table is not on $BACKEND"
+[ -z "${PARTS:-}" ] || grep -q "^parts: $PARTS\$" "$D/stats.txt" || fail "after the restart: $(grep '^parts' "$D/stats.txt"), not $PARTS"
+[ -z "${PARTS:-}" ] || grep -E '^part ' "$D/stats.txt" | sed 's/^/    /'
 out=$("$B/floe" find keys 1 $((N / 2)) $N $((N + 1)) 1099511627775 | head -5 | tr '\n' ' ')
 [ "$out" = "1 PRESENT $((N / 2)) PRESENT $N PRESENT $((N + 1)) ABSENT 1099511627775 ABSENT " ] || fail "find after restart: $out"
 "$B/floe" find vec 1,2,3,4,5,6,7,3 200,2,3,4,5,6,7,600 201,2,3,4,5,6,7,603 >"$D/vfind.txt" || fail "find vec"
@@ -57,4 +60,4 @@ out=$("$B/floe" find keys 1 $((N / 2)) $N $((N + 1)) 1099511627775 | head -5 | t
 kill -TERM $pid; wait $pid || fail "floed exit $? on SIGTERM"
 grep -E 'loaded table' "$D/floed.log" | sed 's/^/    /'
 rm -rf "$D"
-echo "service-check: ok: GPU tables saved by save-every while serving, killed with SIGKILL, all $N keys and 200 vectors back ($BACKEND)"
+echo "service-check: ok: GPU tables saved by save-every while serving, killed with SIGKILL, all $N keys and 200 vectors back ($BACKEND${PARTS:+, the SET in $PARTS parts})"

@@ -9,10 +9,10 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,18 +413,31 @@ START_TEST(out_of_file_descriptors)
     const unsigned metrics_port = free_port();
     snprintf(mport, sizeof mport, "%u", metrics_port);
     const char *flags[] = {"--max-connections", "1000", "--metrics-port", mport, NULL};
-    start_with_fd_limit(&d, 128, flags);
     /* floed says at start how many connections the limit allows (the limit less its own
-     * descriptors and a reserve of 64), and refuses beyond with ERR_BUSY */
-    ck_assert_msg(log_has(&d, "open-file limit is 128", 2000), "no word about the fd limit");
-    char *log = log_text(&d);
-    const char *line = log ? strstr(log, "the open-file limit is 128") : NULL;
+     * descriptors and a reserve of 64), and refuses beyond with ERR_BUSY.  A limit of 128, or
+     * where floed holds many at start (the CUDA driver's, about 35 a GPU), room for 40 more. */
     int own = -1, allowed = -1;
-    ck_assert_ptr_nonnull(line);
-    sscanf(line, "the open-file limit is 128 (hard limit 128), %d open at start: floed takes at most %d connections",
-           &own, &allowed);
-    free(log);
-    ck_assert_msg(own > 3 && own < 64 && allowed == 128 - own - 64, "floed says %d open, %d connections", own, allowed);
+    unsigned limit = 128;
+    for (int tries = 0; tries < 2; tries++) {
+        start_with_fd_limit(&d, limit, flags);
+        char want[128];
+        snprintf(want, sizeof want, "the open-file limit is %u", limit);
+        ck_assert_msg(log_has(&d, want, 2000), "no word about the fd limit");
+        char *log = log_text(&d);
+        const char *line = log ? strstr(log, want) : NULL;
+        ck_assert_ptr_nonnull(line);
+        char fmt[256];
+        snprintf(fmt, sizeof fmt, "%s (hard limit %u), %%d open at start: floed takes at most %%d connections", want,
+                 limit);
+        sscanf(line, fmt, &own, &allowed);
+        free(log);
+        if (tries > 0 || own < 64 - 16)
+            break;
+        ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+        limit = (unsigned)own + 64 + 40;
+    }
+    ck_assert_msg(own > 3 && allowed == (int)limit - own - 64 && allowed > 0, "floed says %d open, %d connections", own,
+                  allowed);
     enum { N = 100 };
     floe *c[N];
     int ok = 0, busy = 0;
@@ -439,7 +452,7 @@ START_TEST(out_of_file_descriptors)
             c[i] = NULL;
         }
     }
-    fprintf(stderr, "fd limit 128 (%d open at start): %d connections taken, %d refused with ERR_BUSY\n", own, ok,
+    fprintf(stderr, "fd limit %u (%d open at start): %d connections taken, %d refused with ERR_BUSY\n", limit, own, ok,
             busy);
     ck_assert_int_eq(ok, allowed);
     /* Past the limit for real: descriptors floed does not count as connections (idle HTTP

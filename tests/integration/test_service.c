@@ -220,8 +220,8 @@ START_TEST(parts_across_restarts)
     daemon_start(&d, three);
     floe *c = connect_ok(&d);
     floe_table_def s = {.name = "s", .kind = FLOE_TABLE_SET, .key_bits = 48, .capacity = 400000};
-    floe_table_def m = {.name = "m", .kind = FLOE_TABLE_MAP, .key_bits = 48, .value_bytes = 8, .capacity = 4000,
-                        .grow = 1};
+    floe_table_def m = {
+        .name = "m", .kind = FLOE_TABLE_MAP, .key_bits = 48, .value_bytes = 8, .capacity = 4000, .grow = 1};
     floe_table_def t = {.name = "t", .kind = FLOE_TABLE_TREE, .words = W, .capacity = 10000};
     ck_assert_int_eq(floe_create(c, &s), FLOE_OK);
     ck_assert_int_eq(floe_create(c, &m), FLOE_OK);
@@ -269,6 +269,149 @@ START_TEST(parts_across_restarts)
         ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
     }
     rm_rf(data);
+}
+END_TEST
+
+/* A table made in the parts its create asks (floe create --parts), with the
+ * server's default placement (partitions 0): stats say so, bad counts are
+ * refused and change nothing, and a restart loads it in the parts it was
+ * saved in, every key there. */
+START_TEST(table_parts_from_create)
+{
+    enum { KEYS = 100000 };
+    char data[] = "/tmp/floe-data-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(data));
+    const char *flags[] = {"--data-dir", data, NULL};
+    daemon_proc d;
+    daemon_start(&d, flags);
+    expect_cli(&d, NULL, 0, "created p2",
+               (const char *const[]){"create", "p2", "--key-bits", "40", "--parts", "2", NULL});
+    expect_cli(&d, NULL, 2, "", (const char *const[]){"create", "p0", "--parts", "0", NULL});
+    expect_cli(&d, NULL, 2, "", (const char *const[]){"create", "p17", "--parts", "17", NULL});
+    expect_cli(&d, NULL, 1, "",
+               (const char *const[]){"create", "o2", "--kind", "ordered", "--parts", "2", NULL}); /* one structure */
+    floe *c = connect_ok(&d);
+    floe_table_def whole = {.name = "w", .kind = FLOE_TABLE_SET, .key_bits = 40};
+    ck_assert_int_eq(floe_create(c, &whole), FLOE_OK);
+    floe_table_def many = {.name = "x", .kind = FLOE_TABLE_SET, .parts = 17};
+    ck_assert_int_eq(floe_create(c, &many), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(floe_errstr(c), "parts") != NULL, "%s", floe_errstr(c));
+    insert_range(c, "p2", 0, KEYS);
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "p2", &info), FLOE_OK);
+    ck_assert_uint_eq(info.n_parts, 2);
+    ck_assert_uint_eq(info.keys, KEYS);
+    ck_assert_int_eq(floe_stats(c, "w", &info), FLOE_OK);
+    ck_assert_uint_eq(info.n_parts, harness_parts()); /* whole (no part list), unless every table is in parts */
+    floe_table_info *tables;
+    size_t n;
+    ck_assert_int_eq(floe_tables(c, &tables, &n), FLOE_OK);
+    ck_assert_uint_eq(n, 2); /* the refused creates made nothing */
+    free(tables);
+    char *out = NULL;
+    ck_assert_int_eq(run_cli(&d, NULL, &out, (const char *const[]){"stats", "p2", NULL}), 0);
+    ck_assert_msg(strstr(out, "parts: 2") != NULL, "%s", out);
+    free(out);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0); /* saved at shutdown */
+    daemon_start(&d, flags);
+    c = connect_ok(&d);
+    expect_present(c, "p2", 0, KEYS);
+    ck_assert_int_eq(floe_stats(c, "p2", &info), FLOE_OK);
+    ck_assert_uint_eq(info.n_parts, harness_parts() ? harness_parts() : 2); /* a partitions setting re-partitions */
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+    rm_rf(data);
+}
+END_TEST
+
+/* Waits up to timeout_ms for d to exit by itself: its exit status, or -1. */
+static int wait_exit(daemon_proc *d, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 50) {
+        int status;
+        if (waitpid(d->pid, &status, WNOHANG) == d->pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        usleep(50000);
+    }
+    return -1;
+}
+
+/* A GPU that fails (a fault made on purpose: FLOE_FAULT_GPU) is survivable:
+ * the batch that met it and every later request for its table answer
+ * ERR_UNAVAILABLE, so do a create and a ping (the health check), info and
+ * /metrics say which device, the log says so once at ERROR, a CPU table
+ * goes on; with gpu-fault-exit yes floed saves the other tables and stops
+ * by itself with exit code 3.  GPU hosts only (device-check.sh itests). */
+START_TEST(gpu_fault_is_survivable)
+{
+    if (strcmp(expected_backend(), "gpu") != 0) {
+        fprintf(stderr, "gpu_fault_is_survivable: skipped (no GPU: FLOE_BACKEND is not gpu)\n");
+        return;
+    }
+    enum { N = 4096 };
+    static uint64_t keys[N];
+    static uint8_t res[N];
+    for (int round = 0; round < 2; round++) {
+        char data[] = "/tmp/floe-data-XXXXXX";
+        ck_assert_ptr_nonnull(mkdtemp(data));
+        setenv("FLOE_FAULT_GPU", "0:2", 1); /* device 0's second batch */
+        daemon_proc d;
+        const char *flags[] = {"--gpus", "0", "--data-dir", data, "--gpu-fault-exit", round ? "yes" : "no", NULL};
+        daemon_start_logged(&d, flags);
+        unsetenv("FLOE_FAULT_GPU");
+        floe *c = connect_ok(&d);
+        floe_table_def g = {.name = "g", .kind = FLOE_TABLE_SET, .key_bits = 40, .backend = "gpu"};
+        floe_table_def h = {.name = "h", .kind = FLOE_TABLE_SET, .key_bits = 40, .backend = "cpu"};
+        ck_assert_int_eq(floe_create(c, &g), FLOE_OK);
+        ck_assert_int_eq(floe_create(c, &h), FLOE_OK);
+        for (size_t i = 0; i < N; i++)
+            keys[i] = key_at(i);
+        ck_assert_int_eq(floe_insert(c, "g", keys, N, res, NULL), FLOE_OK); /* batch 1 */
+        ck_assert_int_eq(floe_insert(c, "h", keys, N, res, NULL), FLOE_OK);
+        for (size_t i = 0; i < N; i++)
+            keys[i] = key_at(i + N);
+        ck_assert_int_eq(floe_insert(c, "g", keys, N, res, NULL), FLOE_ERR_UNAVAILABLE); /* batch 2: the fault */
+        ck_assert_msg(strstr(floe_errstr(c), "GPU 0 has failed") != NULL, "%s", floe_errstr(c));
+        if (round == 1) { /* gpu-fault-exit: the other tables saved, exit code 3 */
+            floe_close(c);
+            ck_assert_int_eq(wait_exit(&d, 20000), 3);
+            char path[256];
+            snprintf(path, sizeof path, "%s/h.floe", data);
+            ck_assert_msg(file_exists(path), "the CPU table was not saved at the stop");
+            char *log = slurp(d.log);
+            ck_assert_msg(log && strstr(log, "gpu-fault-exit"), "%s", log ? log : "(no log)");
+            free(log);
+            d.pid = 0;
+            rm_rf(d.dir);
+            rm_rf(data);
+            break;
+        }
+        ck_assert_int_eq(floe_find(c, "g", keys, N, res, NULL, 0, NULL), FLOE_ERR_UNAVAILABLE);
+        ck_assert_int_eq(floe_ping(c), FLOE_ERR_UNAVAILABLE);
+        floe_table_def g2 = {.name = "g2", .kind = FLOE_TABLE_SET, .backend = "gpu"};
+        ck_assert_int_eq(floe_create(c, &g2), FLOE_ERR_UNAVAILABLE);        /* not ERR_FULL */
+        ck_assert_int_eq(floe_insert(c, "h", keys, N, res, NULL), FLOE_OK); /* the CPU goes on */
+        for (size_t i = 0; i < N; i++)
+            ck_assert_int_eq(res[i], FLOE_INSERTED);
+        ck_assert_int_eq(log_has(&d, "GPU 0 has failed", 5000), 1);
+        char *out = NULL;
+        ck_assert_int_eq(run_cli(&d, NULL, &out, (const char *const[]){"info", NULL}), 0);
+        ck_assert_msg(strstr(out, "gpu 0:") && strstr(out, "FAILED"), "%s", out);
+        free(out);
+        ck_assert_int_eq(run_cli(&d, NULL, &out, (const char *const[]){"ping", NULL}), 1);
+        free(out);
+        usleep(1500000); /* said once, not at every tick */
+        ck_assert_int_eq(log_count(&d, "ERROR GPU 0 has failed"), 1);
+        floe_close(c);
+        ck_assert_int_eq(daemon_stop(&d, SIGTERM), 1); /* the GPU table could not be saved at the stop */
+        char path[256];
+        snprintf(path, sizeof path, "%s/g.floe", data);
+        ck_assert_msg(!file_exists(path), "a GPU table of a failed device was saved");
+        snprintf(path, sizeof path, "%s/h.floe", data);
+        ck_assert_msg(file_exists(path), "the CPU table was not saved at the stop");
+        rm_rf(data);
+    }
 }
 END_TEST
 
@@ -708,6 +851,8 @@ Suite *service_suite(void)
     tcase_add_test(tc, dot_names_refused);
     tcase_add_test(tc, create_without_memory_is_full);
     tcase_add_test(tc, parts_across_restarts);
+    tcase_add_test(tc, table_parts_from_create);
+    tcase_add_test(tc, gpu_fault_is_survivable);
     suite_add_tcase(s, tc);
     return s;
 }

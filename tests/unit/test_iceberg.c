@@ -468,11 +468,12 @@ START_TEST(tombstones_and_rebuild)
     floe_errinfo err;
     ck_assert_int_eq(iceberg_scan(t, &stale, 8, out, NULL, &n, &next, &done, &err), FLOE_ERR_INVALID);
     ck_assert(strstr(err.msg, "rebuilt") != NULL);
-    /* growing by hand: twice the slots */
-    uint64_t slots = st.slots;
+    /* growing by hand: the size asked for (from 1.5 x 2^a, which 5000 keys get, to 2^(a+1)) */
+    floe_geometry g;
+    floe_geometry_init(&g, 40, st.level[0].buckets_log2 + 1, 0, 0);
     ck_assert_int_eq(iceberg_rebuild(t, st.level[0].buckets_log2 + 1, 0, NULL), FLOE_OK);
     iceberg_stats(t, &st);
-    ck_assert_uint_eq(st.slots, 2 * slots);
+    ck_assert_uint_eq(st.slots, g.total_slots);
     ck_assert_uint_eq(st.keys, N);
     iceberg_destroy(t);
 }
@@ -544,6 +545,48 @@ END_TEST
 /* floe_answer_counts_tally (eight answers a word) against a plain count, at
  * lengths around its word size, with every answer value, and with bytes that
  * are no answer (counted as none: a byte differing in its high bits too). */
+/* The size a new table gets: it holds its capacity at fill 0.9, in the
+ * fewer bytes of the two steps that could (2^a, or 1.5 x 2^(a-1) below it). */
+static uint64_t geometry_bytes(const floe_geometry *g)
+{
+    uint64_t w = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        w += floe_level_words(&g->level[l]);
+    return w * 8;
+}
+
+START_TEST(size_for_capacity_is_the_smallest_step)
+{
+    const uint32_t widths[] = {24, 40, 64};
+    unsigned threes = 0;
+    for (int w = 0; w < 3; w++)
+        for (uint64_t cap = 1000; cap < (1ull << 36); cap = cap * 9 / 8 + 1) {
+            uint32_t three;
+            const uint32_t a = iceberg_size_for(widths[w], cap, &three);
+            ck_assert_int_eq(iceberg_size_check(widths[w], a, three, NULL), FLOE_OK);
+            floe_geometry g;
+            floe_geometry_init(&g, widths[w], a, three, 0);
+            if (a == floe_max_addr_bits(widths[w]))
+                continue; /* the largest size for the width: whatever it holds */
+            ck_assert_msg((double)g.total_slots * FLOE_DEFAULT_MAX_FILL >= (double)cap, "%u bits, %llu keys: too small",
+                          widths[w], (unsigned long long)cap);
+            const uint32_t two = iceberg_addr_bits_for(widths[w], cap); /* the power of two that holds it */
+            floe_geometry pow2, step;
+            floe_geometry_init(&pow2, widths[w], two, 0, 0);
+            ck_assert_uint_le(geometry_bytes(&g), geometry_bytes(&pow2));
+            if (two > floe_min_addr_bits(widths[w])) {
+                floe_geometry_init(&step, widths[w], two - 1, 1, 0);
+                const bool fits = (double)step.total_slots * FLOE_DEFAULT_MAX_FILL >= (double)cap;
+                if (fits && geometry_bytes(&step) <= geometry_bytes(&pow2))
+                    ck_assert_msg(three == 1 && a == two - 1, "%u bits, %llu keys: 1.5 x 2^%u holds it in fewer bytes",
+                                  widths[w], (unsigned long long)cap, two - 1);
+            }
+            threes += three;
+        }
+    ck_assert_uint_gt(threes, 0);
+}
+END_TEST
+
 START_TEST(counts_tally_matches_plain_count)
 {
     const size_t lens[] = {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 1000, 1u << 20};
@@ -587,6 +630,7 @@ Suite *iceberg_suite(void)
     tcase_add_test(tc, growth_on_full_never_reports_full);
     tcase_add_test(tc, no_growth_reports_full);
     tcase_add_test(tc, counts_tally_matches_plain_count);
+    tcase_add_test(tc, size_for_capacity_is_the_smallest_step);
     suite_add_tcase(s, tc);
     return s;
 }

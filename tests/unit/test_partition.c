@@ -3,8 +3,10 @@
  * engine, against one whole CPU table given the same batches: every
  * answer, value and count the same, ids that name their key, scans that
  * give every key once, stats that add up, files saved in parts that load
- * in the same or another number of parts, bad batches refused whole, and
- * batches completing in submission order.
+ * in the same or another number of parts, bad batches refused whole,
+ * batches completing in submission order, in one lane and in two; and
+ * where tables go over several backends that say how much memory they have
+ * free (placement: fake devices over the CPU engine).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -258,7 +260,8 @@ START_TEST(tree_in_parts)
     for (size_t i = 0; i < N; i++)
         for (int k = 0; k < 4; k++)
             vec[i * 4 + k] = (uint32_t)rng_below(&seed, 6); /* many twins, shared nodes */
-    floe_batch b = {.op = FLOE_OP_INSERT, .flags = FLOE_BATCH_WANT_IDS, .vectors = vec, .n = N, .results = res, .ids = ids};
+    floe_batch b = {
+        .op = FLOE_OP_INSERT, .flags = FLOE_BATCH_WANT_IDS, .vectors = vec, .n = N, .results = res, .ids = ids};
     floe_batch c = b;
     c.results = wres;
     c.ids = wids;
@@ -274,7 +277,8 @@ START_TEST(tree_in_parts)
     floe_batch gb = {.op = FLOE_OP_GET, .keys = bogus, .n = 4, .results = res, .vectors_out = back};
     ck_assert_int_eq(floe_table_run(p, &gb), FLOE_OK);
     ck_assert_uint_eq(gb.counts.absent, 4);
-    floe_batch f = {.op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_IDS, .vectors = vec, .n = N, .results = res, .ids = wids};
+    floe_batch f = {
+        .op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_IDS, .vectors = vec, .n = N, .results = res, .ids = wids};
     ck_assert_int_eq(floe_table_run(p, &f), FLOE_OK);
     ck_assert_uint_eq(f.counts.present, N);
     ck_assert_int_eq(memcmp(ids, wids, sizeof ids), 0);
@@ -493,7 +497,8 @@ START_TEST(files_in_parts)
     uint64_t seed = 99;
     for (int i = 0; i < 100; i++)
         keys[i] = rng_next(&seed) >> 20;
-    floe_batch f = {.op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_IDS, .keys = keys, .n = 100, .results = res, .ids = ids};
+    floe_batch f = {
+        .op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_IDS, .keys = keys, .n = 100, .results = res, .ids = ids};
     ck_assert_int_eq(floe_table_run(t, &f), FLOE_OK);
     ck_assert_msg(floe_table_load(b3, path, &l, &err) == FLOE_OK, "%s", err.msg);
     ck_assert_uint_eq(l->spec.capacity, s.capacity);
@@ -564,7 +569,10 @@ START_TEST(bad_batches_change_nothing)
     floe_batch g = {.op = FLOE_OP_GET, .keys = keys, .n = 1, .results = res};
     ck_assert_int_eq(floe_table_run(t, &g), FLOE_ERR_UNSUPPORTED);
     uint64_t sk[4];
-    floe_batch sc = {.op = FLOE_OP_SCAN, .limit = 4, .scan_keys = sk, .cursor_set = 1,
+    floe_batch sc = {.op = FLOE_OP_SCAN,
+                     .limit = 4,
+                     .scan_keys = sk,
+                     .cursor_set = 1,
                      .cursor = {.position = UINT64_MAX - 2, .generation = 0}};
     ck_assert_int_eq(floe_table_run(t, &sc), FLOE_ERR_INVALID);
     floe_batch empty = {.op = FLOE_OP_FIND, .n = 0};
@@ -663,6 +671,189 @@ START_TEST(batches_complete_in_order)
 }
 END_TEST
 
+/* Batches of two lanes (two splitters) on a table in parts: each lane's
+ * run in its order (a FIND sees the INSERT before it in its lane). */
+START_TEST(lanes_in_parts)
+{
+    floe_backend *be = parted(3, 2);
+    ck_assert_int_eq(floe_backend_set_lanes(be, 2, NULL), FLOE_OK);
+    floe_spec s = spec_of(FLOE_KIND_SET, 32, 0, 100000);
+    floe_table *t;
+    ck_assert_int_eq(floe_table_create(be, &s, &t, NULL), FLOE_OK);
+    static uint64_t keys[ORDER_B][64];
+    static uint8_t res[ORDER_B][64];
+    atomic_store(&order_next, 0);
+    atomic_store(&order_done, 0);
+    for (int i = 0; i < ORDER_B; i++) {
+        floe_batch *b = &order_bs[i];
+        memset(b, 0, sizeof *b);
+        for (int k = 0; k < 64; k++)
+            keys[i][k] = (uint64_t)(i / 2) * 64 + (uint64_t)k;
+        b->op = i % 2 ? FLOE_OP_FIND : FLOE_OP_INSERT; /* an insert, then its find, in the lane of the pair */
+        b->keys = keys[i];
+        b->n = 64;
+        b->results = res[i];
+        b->lane = (unsigned)(i / 2 % 2);
+        b->done = note_done;
+    }
+    for (int i = 0; i < ORDER_B; i++)
+        floe_table_submit(t, &order_bs[i]);
+    while (atomic_load(&order_done) < ORDER_B)
+        usleep(1000);
+    for (int i = 0; i < ORDER_B; i++) {
+        ck_assert_int_eq(order_bs[i].status, FLOE_OK);
+        ck_assert_uint_eq(i % 2 ? order_bs[i].counts.present : order_bs[i].counts.inserted, 64);
+    }
+    floe_table_destroy(t);
+    floe_backend_destroy(be);
+}
+END_TEST
+
+/* ---- placement --------------------------------------------------------------------------------- */
+
+/* A device as the partition layer sees one: the CPU engine underneath,
+ * `free` bytes free (or failed), and no room for a table of more than
+ * `room` keys (0: any). */
+typedef struct fake_dev {
+    floe_backend base;
+    floe_backend_ops ops;
+    floe_backend *cpu;
+    uint64_t free, room;
+    floe_status health;
+    unsigned made; /* tables made on it */
+} fake_dev;
+
+static floe_status fake_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err)
+{
+    fake_dev *f = (fake_dev *)be;
+    if (f->health != FLOE_OK)
+        return floe_errinfo_set(err, f->health, "this device has failed");
+    if (f->room && spec->capacity > f->room)
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "no room for %llu keys", (unsigned long long)spec->capacity);
+    floe_status st = floe_table_create(f->cpu, spec, out, err); /* the table is the CPU engine's */
+    f->made += st == FLOE_OK;
+    return st;
+}
+
+static floe_status fake_load(floe_backend *be, const char *path, const struct floe_file_part *part, floe_table **out,
+                             floe_errinfo *err)
+{
+    fake_dev *f = (fake_dev *)be;
+    f->made++;
+    return f->cpu->ops->load_table(f->cpu, path, part, out, err);
+}
+
+static floe_status fake_memory(floe_backend *be, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    fake_dev *f = (fake_dev *)be;
+    *free_bytes = f->free;
+    *total_bytes = 100ull << 30;
+    return f->health;
+}
+
+static void fake_destroy(floe_backend *be)
+{
+    fake_dev *f = (fake_dev *)be;
+    floe_backend_destroy(f->cpu);
+    free(f);
+}
+
+/* n fake devices with free[i] bytes free, under a backend of `parts` parts (0: placed by table). */
+static floe_backend *fake_devices(unsigned n, const uint64_t *free_bytes, unsigned parts, fake_dev **devs)
+{
+    floe_backend *in[4], *be;
+    for (unsigned i = 0; i < n; i++) {
+        fake_dev *f = calloc(1, sizeof *f);
+        ck_assert_ptr_nonnull(f);
+        f->cpu = cpu();
+        f->ops = *f->cpu->ops;
+        f->ops.create_table = fake_create;
+        f->ops.load_table = fake_load;
+        f->ops.memory = fake_memory;
+        f->ops.destroy = fake_destroy;
+        f->base.ops = &f->ops;
+        f->free = free_bytes[i];
+        devs[i] = f;
+        in[i] = &f->base;
+    }
+    floe_errinfo err;
+    ck_assert_msg(floe_backend_partition_create(in, n, parts, 2, &be, &err) == FLOE_OK, "%s", err.msg);
+    ck_assert_uint_eq(floe_backend_parts(be), parts);
+    ck_assert_uint_eq(floe_backend_devices(be), n);
+    return be;
+}
+
+static floe_table *make(floe_backend *be, const char *name, uint64_t capacity, unsigned parts)
+{
+    floe_spec s = spec_of(FLOE_KIND_SET, 40, 0, capacity);
+    strcpy(s.name, name);
+    s.parts = parts;
+    floe_table *t = NULL;
+    floe_errinfo err;
+    ck_assert_msg(floe_table_create(be, &s, &t, &err) == FLOE_OK, "%s: %s", name, err.msg);
+    return t;
+}
+
+/* Whole on the device with the most free memory; a failed one last; ties
+ * to the one with the fewest parts; in parts when asked, most free first;
+ * in parts over all when it fits on none whole (and every key there); a
+ * backend of a fixed number of parts makes every table so. */
+START_TEST(placement_by_free_memory)
+{
+    fake_dev *d[3];
+    floe_backend *be = fake_devices(3, (const uint64_t[]){10, 30, 20}, 0, d);
+    floe_table *a = make(be, "a", 1000, 0);
+    ck_assert_uint_eq(floe_table_parts(a), 1);
+    ck_assert_uint_eq(d[1]->made, 1); /* the most free */
+    d[1]->free = 5;
+    floe_table *b = make(be, "b", 1000, 0);
+    ck_assert_uint_eq(d[2]->made, 1);
+    floe_table *c = make(be, "c", 1000, 2); /* asked: 2 parts, most free first (20, 10) */
+    ck_assert_uint_eq(floe_table_parts(c), 2);
+    ck_assert_uint_eq(d[2]->made, 2);
+    ck_assert_uint_eq(d[0]->made, 1);
+    d[2]->free = 50;
+    d[2]->health = FLOE_ERR_UNAVAILABLE; /* failed: last, whatever it says it has */
+    floe_table *e = make(be, "e", 1000, 0);
+    ck_assert_uint_eq(d[0]->made, 2);
+    d[2]->health = FLOE_OK;
+    for (int i = 0; i < 3; i++) {
+        d[i]->free = 7;    /* all alike: the fewest parts placed wins (d[1]: 1, d[0] and d[2]: 2) */
+        d[i]->room = 1100; /* and a table of 2500 keys fits on none whole */
+    }
+    floe_table *f = make(be, "f", 1000, 0);
+    ck_assert_uint_eq(d[1]->made, 2);
+    floe_table *g = make(be, "g", 2500, 0);
+    ck_assert_uint_eq(floe_table_parts(g), 3);
+    ck_assert_uint_eq(d[0]->made + d[1]->made + d[2]->made, 6 + 3); /* the whole try made nothing */
+    static uint64_t keys[2500];
+    static uint8_t res[2500];
+    for (size_t i = 0; i < 2500; i++)
+        keys[i] = i * 977 + 5;
+    floe_batch ins = {.op = FLOE_OP_INSERT, .keys = keys, .n = 2500, .results = res};
+    ck_assert_int_eq(floe_table_run(g, &ins), FLOE_OK);
+    ck_assert_uint_eq(ins.counts.inserted, 2500);
+    floe_batch fb = {.op = FLOE_OP_FIND, .keys = keys, .n = 2500, .results = res};
+    ck_assert_int_eq(floe_table_run(g, &fb), FLOE_OK);
+    ck_assert_uint_eq(fb.counts.present, 2500);
+    floe_table *too_big = NULL;
+    floe_spec huge = spec_of(FLOE_KIND_SET, 40, 0, 10000); /* not even in parts: FULL, nothing made */
+    ck_assert_int_eq(floe_table_create(be, &huge, &too_big, NULL), FLOE_ERR_FULL);
+    ck_assert_uint_eq(d[0]->made + d[1]->made + d[2]->made, 9);
+    floe_table *all[] = {a, b, c, e, f, g};
+    for (int i = 0; i < 6; i++)
+        floe_table_destroy(all[i]);
+    floe_backend_destroy(be);
+
+    be = fake_devices(2, (const uint64_t[]){1, 2}, 2, d); /* every table in 2 parts */
+    floe_table *h = make(be, "h", 1000, 0);
+    ck_assert_uint_eq(floe_table_parts(h), 2);
+    ck_assert_uint_eq(d[0]->made + d[1]->made, 2);
+    floe_table_destroy(h);
+    floe_backend_destroy(be);
+}
+END_TEST
+
 Suite *partition_suite(void)
 {
     Suite *s = suite_create("partition");
@@ -676,6 +867,8 @@ Suite *partition_suite(void)
     tcase_add_test(tc, bad_batches_change_nothing);
     tcase_add_test(tc, capacity_fits_in_parts);
     tcase_add_test(tc, batches_complete_in_order);
+    tcase_add_test(tc, lanes_in_parts);
+    tcase_add_test(tc, placement_by_free_memory);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -37,7 +37,7 @@ static iceberg *filled_table(uint32_t vb, size_t n, uint64_t **keys_out)
     s.value_bytes = vb;
     s.key_bits = 48;
     s.capacity = n;
-    s.seed = 0; /* random: the file must carry it */
+    s.seed = 0;    /* random: the file must carry it */
     if (vb == 8) { /* a shard of a partitioned table: the file carries that too */
         s.shard = 2;
         s.shards = 3;
@@ -149,7 +149,8 @@ static void corrupt_at(const char *path, off_t off)
 /* Writes v little-endian at off (a header field, before the checksum is read). */
 static void set_u32_at(const char *path, off_t off, uint32_t v)
 {
-    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
     int fd = open(path, O_RDWR);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(pwrite(fd, b, 4, off), 4);
@@ -163,7 +164,7 @@ START_TEST(damaged_files_refused)
     path_in_dir(path, sizeof path, "d.floe");
     path_in_dir(other, sizeof other, "x.floe");
     uint64_t *keys;
-    iceberg *t = filled_table(8, 5000, &keys);
+    iceberg *t = filled_table(8, 7000, &keys); /* 2^8 primary buckets: a file of layout version 2 (see below) */
     ck_assert_int_eq(iceberg_save(t, path, NULL), FLOE_OK);
     struct stat sb;
     ck_assert_int_eq(stat(path, &sb), 0);

@@ -1,15 +1,16 @@
 /*
- * hostmem.h - the buffers a request's keys arrive in and its answers leave
- * from, in the host memory the GPU backend copies fastest, kept for reuse.
+ * hostmem.h - buffers in the host memory a backend copies fastest, kept for
+ * reuse: floed's requests' keys and answers, and the parts' shares of a
+ * batch of a table in parts (tables/partition.c).
  *
  * A GPU table's copies to and from the device go straight from pinned
  * memory (floe_backend_host_alloc) with no staging copy on the host; getting
  * pinned memory takes milliseconds, so freed buffers are kept, by size
- * class (powers of two), up to a cap, for the next request.  Without a GPU
- * the buffers are malloc's.  Any thread.
+ * class (powers of two), up to a cap, for the next use.  Without a GPU the
+ * buffers are malloc's.  Any thread.
  */
-#ifndef FLOE_DAEMON_HOSTMEM_H
-#define FLOE_DAEMON_HOSTMEM_H
+#ifndef FLOE_TABLES_HOSTMEM_H
+#define FLOE_TABLES_HOSTMEM_H
 
 #include <stddef.h>
 
@@ -27,4 +28,4 @@ void *hostmem_get(hostmem *h, size_t bytes);
 /* Gives p (from hostmem_get on h, or NULL) back. */
 void hostmem_put(hostmem *h, void *p);
 
-#endif
+#endif /* FLOE_TABLES_HOSTMEM_H */
