@@ -503,6 +503,17 @@ static floe_status unavailable(int device, floe_errinfo *err)
                             health[device].why);
 }
 
+/* Records that device failed with e (found as `how` says), the first time. */
+static void mark_failed(int device, cudaError_t e, const char *how)
+{
+    pthread_mutex_lock(&health_lock);
+    if (!health[device].failed) {
+        snprintf(health[device].why, sizeof health[device].why, "%s, %s", cudaGetErrorString(e), how);
+        __atomic_store_n(&health[device].failed, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&health_lock);
+}
+
 /* After a CUDA failure on `device` (current): whether its context is gone,
  * recorded (with the table that met it) the first time. */
 static bool device_check(int device, const char *table)
@@ -516,13 +527,9 @@ static bool device_check(int device, const char *table)
         cudaGetLastError();
         return false;
     }
-    pthread_mutex_lock(&health_lock);
-    if (!health[device].failed) {
-        snprintf(health[device].why, sizeof health[device].why, "%s, first met by table %s", cudaGetErrorString(e),
-                 table && *table ? table : "(none)");
-        __atomic_store_n(&health[device].failed, 1, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&health_lock);
+    char how[FLOE_NAME_MAX + 32];
+    snprintf(how, sizeof how, "first met by table %s", table && *table ? table : "(none)");
+    mark_failed(device, e, how);
     return true;
 }
 
@@ -2560,12 +2567,7 @@ static void device_probe(int device)
         cudaGetLastError();
         return;
     }
-    pthread_mutex_lock(&health_lock);
-    if (!health[device].failed) {
-        snprintf(health[device].why, sizeof health[device].why, "%s, found by a health check", cudaGetErrorString(e));
-        __atomic_store_n(&health[device].failed, 1, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&health_lock);
+    mark_failed(device, e, "found by a health check");
 }
 
 extern "C" int floe_gpu_healthy(int device, char *why, size_t len)
