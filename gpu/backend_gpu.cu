@@ -2332,15 +2332,24 @@ static floe_status create_table(gpu_backend *be, const floe_spec *spec, floe_tab
 /* Creates and loads run on the caller's thread, with the backend's device
  * current meanwhile (device_scope); a failure that ruined the device reads
  * as FLOE_ERR_UNAVAILABLE, not as the out-of-memory a cudaMalloc says. */
-static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
+/* Whether be's device, made current by `on`, can take a create or a load. */
+static floe_status usable(const gpu_backend *be, const device_scope &on, floe_errinfo *err)
 {
-    gpu_backend *be = (gpu_backend *)base;
-    device_scope on(be->device);
     if (device_failed(be->device))
         return unavailable(be->device, err);
     if (on.e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(on.e));
-    const floe_status st = create_table(be, spec, out, err);
+    return FLOE_OK;
+}
+
+static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
+{
+    gpu_backend *be = (gpu_backend *)base;
+    device_scope on(be->device);
+    floe_status st = usable(be, on, err);
+    if (st != FLOE_OK)
+        return st;
+    st = create_table(be, spec, out, err);
     return st == FLOE_OK ? st : device_status(be->device, spec->name, st, err);
 }
 
@@ -2416,11 +2425,10 @@ static floe_status gpu_load_table(floe_backend *base, const char *path, const fl
 {
     gpu_backend *be = (gpu_backend *)base;
     device_scope on(be->device);
-    if (device_failed(be->device))
-        return unavailable(be->device, err);
-    if (on.e != cudaSuccess)
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "CUDA device %d: %s", be->device, cuda_msg(on.e));
-    const floe_status st = load_table(be, path, part, out, err);
+    floe_status st = usable(be, on, err);
+    if (st != FLOE_OK)
+        return st;
+    st = load_table(be, path, part, out, err);
     return st == FLOE_OK ? st : device_status(be->device, path, st, err);
 }
 

@@ -58,6 +58,15 @@ floe_table *make_table(floe_backend *be, const char *name, floe_errinfo *err)
     return floe_table_create(be, &s, &t, err) == FLOE_OK ? t : NULL;
 }
 
+/* How many answers are a. */
+size_t count(const std::vector<uint8_t> &res, uint8_t a)
+{
+    size_t n = 0;
+    for (uint8_t r : res)
+        n += r == a;
+    return n;
+}
+
 /* Every answer of a batch that must not have run: untouched (0xEE). */
 bool untouched(const std::vector<uint8_t> &res)
 {
@@ -123,15 +132,11 @@ bool fault_child(void)
     const int other_up = o ? floe_gpu_healthy(0, why, sizeof why) : 0;
     if (o && other_up == 1) {
         st = run_keys(o, FLOE_OP_FIND, keys, res, &err);
-        size_t present = 0;
-        for (uint8_t a : res)
-            present += a == FLOE_PRESENT;
+        const size_t present = count(res, FLOE_PRESENT);
         EXPECT_OR_RETURN(false, st == FLOE_OK && present == N,
                          "device 0 after device %d failed: %s, %zu of %zu present", D, err.msg, present, N);
         st = run_keys(o, FLOE_OP_INSERT, more, res, &err);
-        size_t inserted = 0;
-        for (uint8_t a : res)
-            inserted += a == FLOE_INSERTED;
+        const size_t inserted = count(res, FLOE_INSERTED);
         EXPECT_OR_RETURN(false, st == FLOE_OK && inserted == N, "device 0 inserts: %s, %zu of %zu inserted", err.msg,
                          inserted, N);
         printf("  device 0 still works and answers exactly\n");
@@ -163,9 +168,7 @@ bool fault_child(void)
 
     if (o && other_up == 1) { /* and still, after the requests for the failed device */
         st = run_keys(o, FLOE_OP_FIND, more, res, &err);
-        size_t present = 0;
-        for (uint8_t a : res)
-            present += a == FLOE_PRESENT;
+        const size_t present = count(res, FLOE_PRESENT);
         EXPECT_OR_RETURN(false, st == FLOE_OK && present == N, "device 0 at the end: %s, %zu of %zu present", err.msg,
                          present, N);
     }
