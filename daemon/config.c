@@ -40,7 +40,7 @@ static const setting SETTINGS[] = {
     {"port", NUM(port), "7450", 0, 65535, "TCP port (0: any free port, see port-file)", 0},
     {"io-threads", NUM(io_threads), "0", 0, 256,
      "threads that read requests and write responses (0: one per two CPUs, 4 to 16)", 0},
-    {"engine-threads", NUM(engine_threads), "0", 0, 1024, "CPU engine threads (0: one per CPU)", 0},
+    {"engine-threads", NUM(engine_threads), "0", 0, 1024, "CPU engine threads, which also split the batches of tables in parts (0: one per CPU)", 0},
     {"max-connections", NUM(max_connections), "1024", 1, 1000000, "connections beyond this get ERR_BUSY", 1},
     {"max-frame", SIZE(max_frame), "64M", 64, (uint64_t)1 << 31, "largest request frame accepted", 1},
     {"max-inflight", NUM(max_inflight), "64", 1, 1000000,

@@ -122,7 +122,17 @@ static bool keys_fit_split(floe_pool *pool, const floe_spec *spec, const floe_ba
     return !j.over;
 }
 
-floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_pool *pool, floe_errinfo *err)
+bool floe_batch_width_pass(const floe_spec *spec, const floe_batch *b)
+{
+    return (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND || b->op == FLOE_OP_ERASE) &&
+           spec->kind != FLOE_KIND_TREE && !(b->flags & FLOE_BATCH_CHECKED) && !b->parents && b->keys &&
+           b->n < ((size_t)1 << 32);
+}
+
+/* floe_batch_check; widths_later: the table checks the keys' widths itself
+ * (floe_table.checks_widths), so every check but that pass. */
+static floe_status batch_check(const floe_spec *spec, const floe_batch *b, floe_pool *pool, bool widths_later,
+                               floe_errinfo *err)
 {
     const bool tree = spec->kind == FLOE_KIND_TREE, valued = floe_spec_has_values(spec);
     const bool vectors = tree && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND);
@@ -156,7 +166,7 @@ floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_po
         /* keys found to fit across the pool: every other check, without a second pass over them */
         floe_status (*check)(const floe_spec *, floe_op, unsigned, const void *, size_t, const void *, size_t, size_t *,
                              floe_errinfo *) =
-            keys_fit_split(pool, spec, b) ? floe_request_check_fitted : floe_request_check;
+            widths_later || keys_fit_split(pool, spec, b) ? floe_request_check_fitted : floe_request_check;
         floe_status st = check(spec, b->op, b->flags, n ? keys : NULL, len, b->values, b->values_len, NULL, err);
         if (st != FLOE_OK)
             return st;
@@ -184,13 +194,19 @@ floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_po
     return FLOE_OK;
 }
 
+floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, floe_pool *pool, floe_errinfo *err)
+{
+    return batch_check(spec, b, pool, false, err);
+}
+
 void floe_table_submit(floe_table *t, floe_batch *b)
 {
     memset(&b->counts, 0, sizeof b->counts);
     floe_errinfo_clear(&b->error);
     /* a refused batch still goes to the backend, which completes it in its
      * place in the order, on its own thread, without running it */
-    b->status = floe_batch_check(&t->spec, b, t->backend->pool, &b->error);
+    const bool later = t->checks_widths && floe_batch_width_pass(&t->spec, b);
+    b->status = batch_check(&t->spec, b, t->backend->pool, later, &b->error);
     t->backend->ops->submit(t, b);
 }
 

@@ -170,7 +170,9 @@ struct floe_backend {
 
 struct floe_table {
     floe_backend *backend;
-    floe_spec spec; /* as created (seed filled in) */
+    floe_spec spec;     /* as created (seed filled in) */
+    bool checks_widths; /* its submit reads every key anyway (a table in parts splits them) and refuses a
+                         * batch whose keys are too wide itself: the door leaves that pass to it */
 };
 
 floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err);
@@ -218,6 +220,12 @@ unsigned floe_backend_lanes(const floe_backend *be);
  * pool (may be NULL): a SET's or MAP's large batch has its keys' widths
  * checked across it first. */
 floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, struct floe_pool *pool, floe_errinfo *err);
+
+/* Whether the door makes a pass over b's keys for their widths (a SET's or
+ * MAP's INSERT, FIND or ERASE not marked FLOE_BATCH_CHECKED): the pass a
+ * table that checks_widths makes itself, calling floe_batch_check without
+ * a pool for the error when a key is too wide. */
+bool floe_batch_width_pass(const floe_spec *spec, const floe_batch *b);
 
 /* The CPU backend, on a pool of `threads` threads (0: one per CPU). */
 floe_status floe_backend_cpu_create(unsigned threads, floe_backend **out, floe_errinfo *err);

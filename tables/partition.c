@@ -7,26 +7,31 @@
  * parts over every inner backend only when it fits on none whole.  Parts go
  * to the inner backends in that order too.
  *
- * A submitted batch is queued for its lane's splitter thread (one per lane,
- * floe_backend_lanes), where it becomes a `split`: its keys counted and
- * copied by owner into part order (a stable counting sort, in chunks
- * across the backend's pool) in a buffer of the first inner backend's host
- * memory (pinned for a GPU, and kept for reuse: hostmem.h), so that each
- * part's device copies its share straight from it and writes its answers
- * straight into it; one sub-batch per part that has keys, in the batch's
- * lane, handed to the parts in the lane's order.  A sub-batch's done() runs
- * on its part's thread and puts that part's answers back into the
- * caller's arrays by index; the last one adds up the counts, and whoever
- * completes the oldest split delivers it and every complete split behind
- * it, so callers see submission order.
+ * A submitted batch is queued on its table and split by a task of the
+ * backend's pool (floe_pool_post): several batches are split at once, each
+ * by one thread, which is what scales (a batch cut across many threads
+ * paid the threads' wake-ups for every batch).  A split copies each key
+ * into its part's region of a buffer of the first inner backend's host
+ * memory (pinned for a GPU, and kept for reuse: hostmem.h), in one pass:
+ * a region holds the part's expected share and six standard deviations
+ * more, and only a batch that overflows one (keys chosen to land in one
+ * part) is counted first.  Each part's device copies its share straight
+ * from the buffer and writes its answers straight into it.  The splits
+ * hand their sub-batches (one per part that has keys, in the batch's lane)
+ * to the parts in submission order, each waiting for its turn.  A
+ * sub-batch's done() runs on its part's thread and posts the join of that
+ * part's answers into the caller's arrays by index (a small one is joined
+ * there); the last join adds up the counts, and whoever completes the
+ * oldest split delivers it and every complete split behind it, so callers
+ * see submission order.
  *
  * floe_table_submit has checked the batch against the whole table's spec
  * (the door, backend.h): a refused one completes through part 0 in its
  * place in the order, and the parts' sub-batches go in marked
  * FLOE_BATCH_CHECKED, so that their keys are not scanned a second time.
  *
- * A TREE insert of states by their parents becomes one of whole vectors on
- * the splitter (states_to_vectors): a state's part is its whole vector's,
+ * A TREE insert of states by their parents becomes one of whole vectors in
+ * its split, in its turn (states_to_vectors): a state's part is its whole vector's,
  * which its parent's part need not hold.  The table's generation, which
  * such parents must be of, is the sum of its parts' (as STATS says), and
  * the answers of INSERT, FIND and GET carry it.
@@ -50,7 +55,7 @@
 #include "tree.h"
 
 #define MOVE_CHUNK  ((size_t)1 << 18) /* keys per scan and insert while re-partitioning a loaded file */
-#define SPLIT_CHUNK ((size_t)1 << 15) /* keys per task splitting or merging a batch */
+#define JOIN_INLINE ((size_t)1 << 14) /* a part's answers joined on its own thread, not posted to the pool */
 /* Split buffers kept for reuse: pinned memory takes milliseconds to get. */
 #define SPLIT_KEEP_DEVICE ((size_t)2 << 30)
 #define SPLIT_KEEP_HOST   ((size_t)64 << 20)
@@ -58,7 +63,7 @@
 typedef struct part_backend {
     floe_backend base;
     floe_backend_ops ops;   /* the layer's functions under inner[0]'s name */
-    floe_pool *pool;        /* splits and merges large batches */
+    floe_pool *pool;        /* splits batches and joins their answers (floe_pool_post) */
     hostmem *mem;           /* split buffers, of inner[0]'s host memory */
     unsigned ninner, parts; /* parts: of every table; 0: each table's own, or placed (see the top) */
     pthread_mutex_t place_lock;
@@ -68,28 +73,20 @@ typedef struct part_backend {
 
 typedef struct split split;
 
-/* A lane's splitter: its submitted batches wait here for its thread, which
- * cuts them and hands the pieces to the parts in the lane's order (a submit
- * only queues, as the interface asks: a caller holding its own lock is not
- * held up by a split). */
-typedef struct splitter {
-    struct part_table *t;
-    pthread_t thread;
-    bool started;
-    pthread_cond_t cv; /* under the table's in_lock */
-    floe_batch *head, *tail;
-} splitter;
-
 typedef struct part_table {
     floe_table base;
     part_backend *be;
     unsigned parts;
     floe_table *part[FLOE_PARTS_MAX];
     unsigned on[FLOE_PARTS_MAX]; /* each part's inner backend */
-    unsigned nsplitters;
-    splitter splitters[FLOE_LANES_MAX];
+    /* submitted batches wait here for a split task (a submit only queues, as
+     * the interface asks: a caller holding its own lock is not held up) */
     pthread_mutex_t in_lock;
-    bool stopping;
+    pthread_cond_t turn_cv; /* under in_lock: handed moved on */
+    floe_batch *in_head, *in_tail;
+    floe_pool_task drain; /* takes the head batch and splits it */
+    bool drain_posted;    /* drain is queued or about to be (one at a time) */
+    uint64_t submitted, taken, handed; /* batches queued, taken by a split, handed to the parts */
     /* completion */
     pthread_mutex_t lock;
     pthread_cond_t cv;
@@ -113,13 +110,16 @@ struct split {
     floe_batch one;   /* the sub-batch of a scan, of a refusal, or of a batch with no keys */
     floe_batch *subs; /* per part, for batches that fan out */
     unsigned scan_part;
-    /* part order: part p holds [off[p], off[p+1]); order[j] is the caller's index */
-    size_t off[FLOE_PARTS_MAX + 1];
+    /* part p holds places [at[p], at[p] + cnt[p]); order[j] is the caller's index of place j */
+    size_t at[FLOE_PARTS_MAX], cnt[FLOE_PARTS_MAX];
+    struct join { /* a part's join, posted to the pool */
+        floe_pool_task task;
+        split *sp;
+        unsigned p;
+    } join[FLOE_PARTS_MAX];
     uint32_t *order;
-    uint8_t *own;   /* each key's part, in the caller's order */
-    size_t *counts; /* per chunk and part: keys, then first places */
-    size_t tasks;   /* chunks of the batch split in parallel */
-    uint64_t *keys; /* in part order (GET: the parts' own ids) */
+    uint64_t *keys; /* by place (GET: the parts' own ids) */
+    uint64_t bits;  /* every key's bits, or'ed */
     void *vin;      /* MAP insert values */
     uint8_t *res;
     uint64_t *ids;
@@ -221,6 +221,8 @@ static void split_complete(split *sp)
         pthread_mutex_lock(&t->lock);
     }
     t->delivering = false;
+    if (!t->head)
+        pthread_cond_broadcast(&t->cv); /* table_free may be waiting */
     pthread_mutex_unlock(&t->lock);
 }
 
@@ -304,8 +306,8 @@ static floe_file_image *chain_images(split *sp)
     return first;
 }
 
-/* Answers of part order positions [from, to) into the caller's order. */
-static void merge_range(split *sp, size_t from, size_t to)
+/* Part p's answers into the caller's order. */
+static void join_part(split *sp, unsigned p)
 {
     part_table *t = sp->t;
     floe_batch *b = sp->b;
@@ -315,60 +317,28 @@ static void merge_range(split *sp, size_t from, size_t to)
     const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && b->op != FLOE_OP_GET;
     const bool vals = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE;
     const bool get = b->op == FLOE_OP_GET;
-    unsigned p = 0;
-    while (sp->off[p + 1] <= from)
-        p++;
-    for (size_t j = from; j < to; j++) {
-        while (sp->off[p + 1] <= j)
-            p++;
-        const size_t i = sp->order[j];
-        b->results[i] = sp->res[j];
-        if (ids)
-            b->ids[i] = sp->ids[j] == FLOE_NO_ID ? FLOE_NO_ID : sp->ids[j] * P + p;
-        if (vals) {
-            if (vb == 8)
-                ((uint64_t *)b->values_out)[i] = ((const uint64_t *)sp->vout)[j];
-            else
-                ((uint32_t *)b->values_out)[i] = ((const uint32_t *)sp->vout)[j];
-        }
-        if (get)
-            memcpy(b->vectors_out + i * W, sp->vec + j * W, W * 4);
-    }
-}
-
-typedef struct join_job {
-    split *sp;
-    size_t from, to, per;
-} join_job;
-
-static void join_task(void *arg, size_t task)
-{
-    const join_job *j = arg;
-    const size_t from = j->from + task * j->per, to = from + j->per < j->to ? from + j->per : j->to;
-    if (from < to)
-        merge_range(j->sp, from, to);
-}
-
-/* Part p has answered: its answers into the caller's arrays, on its own
- * thread as soon as it is done (parts answer disjoint keys), so that the
- * last part to finish joins only its own share. */
-static void join_part(split *sp, unsigned p)
-{
-    part_table *t = sp->t;
-    const size_t from = sp->off[p], to = sp->off[p + 1], n = to - from;
-    size_t tasks = n / SPLIT_CHUNK + 1;
-    if (tasks > floe_pool_width(t->be->pool))
-        tasks = floe_pool_width(t->be->pool);
-    join_job j = {sp, from, to, (n + tasks - 1) / tasks};
+    const size_t from = sp->at[p], to = from + sp->cnt[p];
+    const uint32_t *order = sp->order;
     const uint64_t t0 = floe_now_ns();
-    floe_pool_run(t->be->pool, tasks, join_task, &j);
+    for (size_t j = from; j < to; j++) /* the answers alone: the common case, kept tight */
+        b->results[order[j]] = sp->res[j];
+    if (ids || vals || get)
+        for (size_t j = from; j < to; j++) {
+            const size_t i = order[j];
+            if (ids)
+                b->ids[i] = sp->ids[j] == FLOE_NO_ID ? FLOE_NO_ID : sp->ids[j] * P + p;
+            if (vals && vb == 8)
+                ((uint64_t *)b->values_out)[i] = ((const uint64_t *)sp->vout)[j];
+            else if (vals)
+                ((uint32_t *)b->values_out)[i] = ((const uint32_t *)sp->vout)[j];
+            if (get)
+                memcpy(b->vectors_out + i * W, sp->vec + j * W, W * 4);
+        }
     const uint64_t ns = floe_now_ns() - t0;
     pthread_mutex_lock(&t->lock);
-    floe_stage_add(&t->join_time, n, ns);
+    floe_stage_add(&t->join_time, to - from, ns);
     pthread_mutex_unlock(&t->lock);
 }
-
-/* Every part has answered: the caller's batch from theirs. */
 /* Part p's generation, as an answer of it says (INSERT, FIND, GET). */
 static void note_generation(part_table *t, unsigned p, uint64_t generation)
 {
@@ -386,6 +356,7 @@ static uint64_t generation_locked(const part_table *t)
     return g;
 }
 
+/* Every part has answered: the caller's batch from theirs. */
 static void merge(split *sp)
 {
     part_table *t = sp->t;
@@ -433,6 +404,22 @@ static void merge(split *sp)
 
 static void scan_done(floe_batch *s);
 
+/* One more part has answered (and been joined); the last completes sp. */
+static void sub_finished(split *sp)
+{
+    if (atomic_fetch_sub(&sp->left, 1) == 1) {
+        merge(sp);
+        split_complete(sp);
+    }
+}
+
+static void join_posted(floe_pool_task *task)
+{
+    struct join *j = (struct join *)task;
+    join_part(j->sp, j->p);
+    sub_finished(j->sp);
+}
+
 static void sub_done(floe_batch *s)
 {
     split *sp = s->user;
@@ -441,12 +428,14 @@ static void sub_done(floe_batch *s)
     if (s->status == FLOE_OK && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_GET))
         note_generation(sp->t, p, s->generation);
     if (s->status == FLOE_OK &&
-        (op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET))
+        (op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET)) {
+        if (sp->cnt[p] >= JOIN_INLINE) { /* off the part's thread, which has its next batch to run */
+            floe_pool_post(sp->t->be->pool, &sp->join[p].task);
+            return;
+        }
         join_part(sp, p);
-    if (atomic_fetch_sub(&sp->left, 1) == 1) {
-        merge(sp);
-        split_complete(sp);
     }
+    sub_finished(sp);
 }
 
 /* A scan's sub-batch into part p for what is left of the caller's page. */
@@ -524,61 +513,85 @@ static size_t align8(size_t n)
     return (n + 7) & ~(size_t)7;
 }
 
-/* The parts of chunk c's keys, and how many each part gets. */
-static void owners_task(void *arg, size_t c)
+/* Places a part's region holds: its expected share of n keys and six
+ * standard deviations more, so that random keys overflow it about once in
+ * 10^9 batches (a small batch: room for all of them). */
+static size_t region_of(size_t n, unsigned parts)
 {
-    split *sp = arg;
+    if (n <= 1024)
+        return n;
+    const double share = ceil((double)n / parts);
+    const double cap = share + 6.0 * sqrt(share) + 64.0;
+    return cap < (double)n ? (size_t)cap : n;
+}
+
+/* The part of the caller's key or vector i. */
+static inline unsigned part_of(const part_table *t, const floe_batch *b, size_t i)
+{
+    if (b->op == FLOE_OP_GET)
+        return (unsigned)(b->keys[i] % t->parts);
+    if (t->base.spec.kind == FLOE_KIND_TREE)
+        return floe_part_of(floe_part_hash_vector(b->vectors + i * t->base.spec.words, t->base.spec.words), t->parts);
+    return floe_part_of(floe_part_hash_key(b->keys[i]), t->parts);
+}
+
+/* Each key (value, vector) to the next place of its part's region, which
+ * ends at end[p]; sp->cnt[p] counts them, sp->bits has every key's bits
+ * (for the door's check of their widths: floe_table.checks_widths).  False
+ * when a region is full. */
+static bool scatter(split *sp, const size_t *end)
+{
     const part_table *t = sp->t;
     const floe_batch *b = sp->b;
     const unsigned P = t->parts;
-    const size_t n = b->n, per = (n + sp->tasks - 1) / sp->tasks;
-    const size_t from = c * per, to = from + per < n ? from + per : n;
-    size_t *cnt = sp->counts + c * FLOE_PARTS_MAX;
-    memset(cnt, 0, FLOE_PARTS_MAX * sizeof *cnt);
-    if (b->op == FLOE_OP_GET) {
-        for (size_t i = from; i < to; i++)
-            cnt[sp->own[i] = (uint8_t)(b->keys[i] % P)]++;
-    } else if (t->base.spec.kind == FLOE_KIND_TREE) {
-        const uint32_t W = t->base.spec.words;
-        for (size_t i = from; i < to; i++)
-            cnt[sp->own[i] = (uint8_t)floe_part_of(floe_part_hash_vector(b->vectors + i * W, W), P)]++;
-    } else {
-        for (size_t i = from; i < to; i++)
-            cnt[sp->own[i] = (uint8_t)floe_part_of(floe_part_hash_key(b->keys[i]), P)]++;
-    }
-}
-
-/* Chunk c's keys (values, vectors) to their places in part order, in the
- * caller's order within each part. */
-static void scatter_task(void *arg, size_t c)
-{
-    split *sp = arg;
-    const part_table *t = sp->t;
-    const floe_batch *b = sp->b;
-    const size_t n = b->n, per = (n + sp->tasks - 1) / sp->tasks;
-    const size_t from = c * per, to = from + per < n ? from + per : n;
-    size_t *at = sp->counts + c * FLOE_PARTS_MAX; /* now chunk c's first place in each part */
+    const size_t n = b->n;
+    size_t next[FLOE_PARTS_MAX];
+    for (unsigned p = 0; p < P; p++)
+        next[p] = sp->at[p];
     const uint32_t vb = sp->vin ? t->base.spec.value_bytes : 0;
     const size_t W = t->base.spec.words;
     const bool vectors = t->base.spec.kind == FLOE_KIND_TREE && b->op != FLOE_OP_GET;
-    for (size_t i = from; i < to; i++) {
-        const size_t j = at[sp->own[i]]++;
-        sp->order[j] = (uint32_t)i;
-        if (vectors)
-            memcpy(sp->vec + j * W, b->vectors + i * W, W * 4);
-        else if (b->op == FLOE_OP_GET)
-            sp->keys[j] = b->keys[i] / t->parts; /* the part's own id */
-        else
-            sp->keys[j] = b->keys[i];
-        if (vb == 8)
-            ((uint64_t *)sp->vin)[j] = ((const uint64_t *)b->values)[i];
-        else if (vb == 4)
-            ((uint32_t *)sp->vin)[j] = ((const uint32_t *)b->values)[i];
+    uint64_t bits = 0;
+    if (!vectors && !vb && b->op != FLOE_OP_GET) { /* keys alone: the common case, kept tight */
+        for (size_t i = 0; i < n; i++) {
+            const uint64_t key = b->keys[i];
+            const unsigned p = floe_part_of(floe_part_hash_key(key), P);
+            const size_t j = next[p];
+            if (j == end[p])
+                return false;
+            next[p] = j + 1;
+            sp->order[j] = (uint32_t)i;
+            sp->keys[j] = key;
+            bits |= key;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const unsigned p = part_of(t, b, i);
+            const size_t j = next[p];
+            if (j == end[p])
+                return false;
+            next[p] = j + 1;
+            sp->order[j] = (uint32_t)i;
+            if (vectors)
+                memcpy(sp->vec + j * W, b->vectors + i * W, W * 4);
+            else if (b->op == FLOE_OP_GET)
+                sp->keys[j] = b->keys[i] / P; /* the part's own id */
+            else
+                bits |= sp->keys[j] = b->keys[i];
+            if (vb == 8)
+                ((uint64_t *)sp->vin)[j] = ((const uint64_t *)b->values)[i];
+            else if (vb == 4)
+                ((uint32_t *)sp->vin)[j] = ((const uint32_t *)b->values)[i];
+        }
     }
+    for (unsigned p = 0; p < P; p++)
+        sp->cnt[p] = next[p] - sp->at[p];
+    sp->bits = bits;
+    return true;
 }
 
-/* Cuts a keyed batch (INSERT, FIND, ERASE, GET) into part order (a stable
- * counting sort, in chunks across the pool) and fills sp->subs;
+/* Cuts a keyed batch (INSERT, FIND, ERASE, GET) into its parts' regions,
+ * each part's keys in the caller's order, and fills sp->subs;
  * FLOE_ERR_INTERNAL when out of memory. */
 static floe_status split_keys(split *sp, floe_errinfo *err)
 {
@@ -595,15 +608,13 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
     const bool vals_out = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE;
     const bool vec_in = is_tree && !get;
 
-    sp->tasks = n / SPLIT_CHUNK + 1;
-    if (sp->tasks > floe_pool_width(t->be->pool))
-        sp->tasks = floe_pool_width(t->be->pool);
-    const size_t sz_order = align8(n * 4), sz_own = align8(n), sz_counts = sp->tasks * FLOE_PARTS_MAX * 8;
-    const size_t sz_keys = vec_in ? 0 : n * 8, sz_vin = vals_in ? align8(n * vb) : 0, sz_res = align8(n);
-    const size_t sz_ids = ids ? n * 8 : 0, sz_vout = vals_out ? align8(n * vb) : 0;
-    const size_t sz_vec = vec_in || get ? align8(n * wb) : 0;
-    unsigned char *m = hostmem_get(t->be->mem, sz_order + sz_own + sz_counts + sz_keys + sz_vin + sz_res + sz_ids +
-                                                   sz_vout + sz_vec + 8);
+    const size_t region = region_of(n, P), places = region * P;
+    const size_t sz_order = align8(places * 4), sz_keys = vec_in ? 0 : places * 8;
+    const size_t sz_vin = vals_in ? align8(places * vb) : 0, sz_res = align8(places);
+    const size_t sz_ids = ids ? places * 8 : 0, sz_vout = vals_out ? align8(places * vb) : 0;
+    const size_t sz_vec = vec_in || get ? align8(places * wb) : 0;
+    unsigned char *m =
+        hostmem_get(t->be->mem, sz_order + sz_keys + sz_vin + sz_res + sz_ids + sz_vout + sz_vec + 8);
     sp->subs = floe_calloc(P, sizeof *sp->subs);
     if (!m || !sp->subs) {
         hostmem_put(t->be->mem, m);
@@ -612,10 +623,6 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
     sp->mem = m;
     sp->order = (uint32_t *)m;
     m += sz_order;
-    sp->own = m;
-    m += sz_own;
-    sp->counts = (size_t *)m;
-    m += sz_counts;
     sp->keys = sz_keys ? (uint64_t *)m : NULL;
     m += sz_keys;
     sp->vin = sz_vin ? m : NULL;
@@ -628,24 +635,34 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
     m += sz_vout;
     sp->vec = sz_vec ? (uint32_t *)m : NULL;
 
-    floe_pool_run(t->be->pool, sp->tasks, owners_task, sp);
-    size_t total[FLOE_PARTS_MAX] = {0};
-    for (size_t c = 0; c < sp->tasks; c++) /* each chunk's counts become its first places */
+    size_t end[FLOE_PARTS_MAX] = {0};
+    for (unsigned p = 0; p < P; p++) {
+        sp->at[p] = p * region;
+        end[p] = sp->at[p] + region;
+    }
+    if (!scatter(sp, end)) { /* a region overflowed: count, then place exactly */
+        size_t count[FLOE_PARTS_MAX] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[part_of(t, b, i)]++;
         for (unsigned p = 0; p < P; p++) {
-            const size_t k = sp->counts[c * FLOE_PARTS_MAX + p];
-            sp->counts[c * FLOE_PARTS_MAX + p] = total[p];
-            total[p] += k;
+            sp->at[p] = p ? end[p - 1] : 0;
+            end[p] = sp->at[p] + count[p];
         }
-    sp->off[0] = 0;
-    for (unsigned p = 0; p < P; p++)
-        sp->off[p + 1] = sp->off[p] + total[p];
-    for (size_t c = 0; c < sp->tasks; c++)
-        for (unsigned p = 0; p < P; p++)
-            sp->counts[c * FLOE_PARTS_MAX + p] += sp->off[p];
-    floe_pool_run(t->be->pool, sp->tasks, scatter_task, sp);
+        const bool placed_all = scatter(sp, end);
+        assert(placed_all);
+        (void)placed_all;
+    }
+    const uint32_t kb = t->base.spec.key_bits;
+    if (floe_batch_width_pass(&t->base.spec, b) && kb < 64 && (sp->bits >> kb)) {
+        /* a key too wide: the door's whole check names it, and nothing runs */
+        const floe_status st = floe_batch_check(&t->base.spec, b, NULL, err);
+        assert(st != FLOE_OK);
+        return st != FLOE_OK ? st : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "a key too wide, unnamed");
+    }
 
     for (unsigned p = 0; p < P; p++) {
-        const size_t o = sp->off[p], c = total[p];
+        const size_t o = sp->at[p], c = sp->cnt[p];
+        sp->join[p] = (struct join){{join_posted, NULL}, sp, p};
         if (!c)
             continue;
         floe_batch *s = &sp->subs[p];
@@ -692,8 +709,8 @@ static floe_status split_all(split *sp, floe_errinfo *err)
         s->lane = b->lane;
         s->addr_bits = b->addr_bits > shift + 1 ? b->addr_bits - shift : b->addr_bits ? 1 : 0;
     }
-    for (unsigned p = 0; p <= t->parts; p++)
-        sp->off[p] = p; /* every part runs */
+    for (unsigned p = 0; p < t->parts; p++)
+        sp->cnt[p] = 1; /* every part runs */
     return FLOE_OK;
 }
 
@@ -806,20 +823,34 @@ static void part_submit(floe_table *base, floe_batch *b)
         t->part[0]->backend->ops->submit(t->part[0], b);
         return;
     }
-    splitter *w = &t->splitters[b->lane % t->nsplitters];
     b->link = NULL;
     pthread_mutex_lock(&t->in_lock);
-    if (w->tail)
-        w->tail->link = b;
+    if (t->in_tail)
+        t->in_tail->link = b;
     else
-        w->head = b;
-    w->tail = b;
-    pthread_cond_signal(&w->cv);
+        t->in_head = b;
+    t->in_tail = b;
+    t->submitted++;
+    const bool post = !t->drain_posted;
+    t->drain_posted = true;
+    pthread_mutex_unlock(&t->in_lock);
+    if (post)
+        floe_pool_post(t->be->pool, &t->drain);
+}
+
+/* Waits until every batch taken before the one numbered `seq` has been
+ * handed to the parts. */
+static void wait_turn(part_table *t, uint64_t seq)
+{
+    pthread_mutex_lock(&t->in_lock);
+    while (t->handed != seq)
+        pthread_cond_wait(&t->turn_cv, &t->in_lock);
     pthread_mutex_unlock(&t->in_lock);
 }
 
-/* Splits b and hands its pieces to the parts (the splitter thread). */
-static void split_and_submit(part_table *t, floe_batch *b)
+/* Splits b, the table's batch number seq, and hands its pieces to the
+ * parts in its turn (a task of the pool). */
+static void split_and_submit(part_table *t, floe_batch *b, uint64_t seq)
 {
     memset(&b->counts, 0, sizeof b->counts);
     split *sp = split_new(t, b);
@@ -827,9 +858,12 @@ static void split_and_submit(part_table *t, floe_batch *b)
         sp->st = b->status;
         sp->err = b->error;
     }
-    bool fan_out = false;
-    if (sp->st == FLOE_OK && b->parents)
+    bool fan_out = false, my_turn = false;
+    if (sp->st == FLOE_OK && b->parents) { /* the parents' GETs go behind every batch before this one */
+        wait_turn(t, seq);
+        my_turn = true;
         sp->st = states_to_vectors(sp, &sp->err);
+    }
     if (sp->st == FLOE_OK) {
         switch (b->op) {
         case FLOE_OP_INSERT:
@@ -867,9 +901,11 @@ static void split_and_submit(part_table *t, floe_batch *b)
                                       (unsigned long long)b->cursor.position);
     }
 
-    /* In order: the split joins the queue before any part can answer it,
-     * and (one splitter a lane) its sub-batches reach every part before the
-     * lane's next split's. */
+    /* In its turn: the split joins the completion queue before any part can
+     * answer it, and its sub-batches reach every part after those of the
+     * batches submitted before it. */
+    if (!my_turn)
+        wait_turn(t, seq);
     pthread_mutex_lock(&t->lock);
     if (t->tail)
         t->tail->next = sp;
@@ -878,31 +914,30 @@ static void split_and_submit(part_table *t, floe_batch *b)
     t->tail = sp;
     pthread_mutex_unlock(&t->lock);
     submit_parts(t, sp, fan_out, first_part);
+    pthread_mutex_lock(&t->in_lock);
+    t->handed++;
+    pthread_cond_broadcast(&t->turn_cv);
+    pthread_mutex_unlock(&t->in_lock);
 }
 
-static void *splitter_main(void *arg)
+/* A task of the pool: takes the table's oldest queued batch and splits it,
+ * having posted itself again for the next one, so that the pool's threads
+ * split several batches at once. */
+static void drain_posted(floe_pool_task *task)
 {
-    splitter *w = arg;
-    part_table *t = w->t;
-    pthread_setname_np(pthread_self(), "floe-split");
+    part_table *t = (part_table *)((char *)task - offsetof(part_table, drain));
     pthread_mutex_lock(&t->in_lock);
-    for (;;) {
-        floe_batch *b = w->head;
-        if (!b) {
-            if (t->stopping)
-                break;
-            pthread_cond_wait(&w->cv, &t->in_lock);
-            continue;
-        }
-        w->head = b->link;
-        if (!w->head)
-            w->tail = NULL;
-        pthread_mutex_unlock(&t->in_lock);
-        split_and_submit(t, b);
-        pthread_mutex_lock(&t->in_lock);
-    }
+    floe_batch *b = t->in_head;
+    t->in_head = b->link;
+    if (!t->in_head)
+        t->in_tail = NULL;
+    const uint64_t seq = t->taken++;
+    const bool more = t->in_head != NULL;
+    t->drain_posted = more;
     pthread_mutex_unlock(&t->in_lock);
-    return NULL;
+    if (more)
+        floe_pool_post(t->be->pool, &t->drain);
+    split_and_submit(t, b, seq);
 }
 
 static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_part)
@@ -913,7 +948,7 @@ static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_
         /* sp may be delivered and freed as soon as its last sub-batch is in */
         unsigned todo[FLOE_PARTS_MAX], used = 0;
         for (unsigned p = 0; p < t->parts; p++)
-            if (sp->off[p + 1] > sp->off[p])
+            if (sp->cnt[p])
                 todo[used++] = p;
         atomic_store(&sp->left, used);
         for (unsigned i = 0; i < used; i++) {
@@ -943,16 +978,14 @@ static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_
 
 static void table_free(part_table *t)
 {
-    pthread_mutex_lock(&t->in_lock); /* the splitters hand on what is queued, then stop */
-    t->stopping = true;
-    for (unsigned i = 0; i < t->nsplitters; i++)
-        pthread_cond_signal(&t->splitters[i].cv);
+    pthread_mutex_lock(&t->in_lock); /* every batch submitted is handed to the parts */
+    while (t->handed != t->submitted)
+        pthread_cond_wait(&t->turn_cv, &t->in_lock);
     pthread_mutex_unlock(&t->in_lock);
-    for (unsigned i = 0; i < t->nsplitters; i++) {
-        if (t->splitters[i].started)
-            pthread_join(t->splitters[i].thread, NULL);
-        pthread_cond_destroy(&t->splitters[i].cv);
-    }
+    pthread_mutex_lock(&t->lock); /* and delivered, its joins done */
+    while (t->head || t->delivering)
+        pthread_cond_wait(&t->cv, &t->lock);
+    pthread_mutex_unlock(&t->lock);
     part_backend *be = t->be;
     for (unsigned p = 0; p < t->parts; p++) {
         if (!t->part[p])
@@ -965,6 +998,7 @@ static void table_free(part_table *t)
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->lock);
     pthread_mutex_destroy(&t->in_lock);
+    pthread_cond_destroy(&t->turn_cv);
     free(t->spare);
     free(t);
 }
@@ -1016,7 +1050,7 @@ static void place(part_backend *be, part_table *t)
         t->on[p] = order[p % be->ninner];
 }
 
-/* A table of `parts` parts, placed, its splitters started (no part made yet). */
+/* A table of `parts` parts, placed (no part made yet). */
 static part_table *table_new(part_backend *be, const floe_spec *whole, unsigned parts, floe_errinfo *err)
 {
     part_table *t = floe_calloc(1, sizeof *t);
@@ -1030,26 +1064,16 @@ static part_table *table_new(part_backend *be, const floe_spec *whole, unsigned 
     t->base.backend = &be->base;
     t->base.spec = *whole;
     t->base.spec.parts = parts;
+    t->base.checks_widths = parts > 1; /* the split reads every key: scatter checks them */
     t->be = be;
     t->parts = parts;
     t->spare = spare;
     pthread_mutex_init(&t->in_lock, NULL);
+    pthread_cond_init(&t->turn_cv, NULL);
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cv, NULL);
+    t->drain.fn = drain_posted;
     place(be, t);
-    t->nsplitters = parts > 1 ? floe_backend_lanes(&be->base) : 0;
-    for (unsigned i = 0; i < t->nsplitters; i++) {
-        splitter *w = &t->splitters[i];
-        w->t = t;
-        pthread_cond_init(&w->cv, NULL);
-        if (pthread_create(&w->thread, NULL, splitter_main, w) != 0) {
-            t->nsplitters = i + 1;
-            table_free(t);
-            floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot start the table's splitter threads");
-            return NULL;
-        }
-        w->started = true;
-    }
     return t;
 }
 
@@ -1321,8 +1345,8 @@ floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned n
     part_backend *be = st == FLOE_OK ? floe_calloc(1, sizeof *be) : NULL;
     if (st == FLOE_OK && !be)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
-    /* a pool for splits and joins, unless every table is whole (a table that asks for parts then splits inline) */
-    if (st == FLOE_OK && parts != 1 && (st = floe_pool_create(threads, &be->pool, err)) != FLOE_OK)
+    /* a pool for splits and joins (with a worker at least: a split never runs on its submitter's thread) */
+    if (st == FLOE_OK && (st = floe_pool_create(threads == 1 ? 2 : threads, &be->pool, err)) != FLOE_OK)
         free(be);
     if (st == FLOE_OK &&
         !(be->mem = hostmem_new(inner[0], inner[0]->ops->host_alloc ? SPLIT_KEEP_DEVICE : SPLIT_KEEP_HOST))) {
@@ -1338,7 +1362,7 @@ floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned n
     be->ops = part_ops;
     be->ops.name = inner[0]->ops->name;
     be->base.ops = &be->ops;
-    be->base.pool = be->pool ? be->pool : inner[0]->pool;
+    be->base.pool = be->pool;
     be->ninner = ninner;
     be->parts = parts;
     pthread_mutex_init(&be->place_lock, NULL);

@@ -75,8 +75,8 @@ static inline unsigned floe_part_of(uint64_t hash, unsigned parts)
 /* A backend of tables in `parts` parts (1..FLOE_PARTS_MAX), or of tables
  * placed one by one (parts 0: see "Placement" below), over the inner
  * backends; it takes them over (destroying it destroys them, also when
- * creation fails).  Its name is inner[0]'s.  `threads` split and merge
- * large batches (0: one per CPU). */
+ * creation fails).  Its name is inner[0]'s.  `threads` split batches and
+ * join their answers, several batches at once (0: one per CPU; 2 at least). */
 floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned ninner, unsigned parts, unsigned threads,
                                           floe_backend **out, floe_errinfo *err);
 

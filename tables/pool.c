@@ -5,6 +5,7 @@
  * with an atomic counter; when a job has handed out its last task it leaves
  * the list.  The job lives on its caller's stack, so the caller returns only
  * when every task is finished and no thread is still looking at the job.
+ * Posted tasks wait in a second FIFO, taken one at a time when no job waits.
  */
 #define _GNU_SOURCE
 #include "pool.h"
@@ -34,6 +35,7 @@ struct floe_pool {
     pthread_mutex_t lock;
     pthread_cond_t work;
     job *head, *tail;
+    floe_pool_task *posted, *posted_tail;
     bool stopping;
     unsigned nthreads;
     pthread_t *threads;
@@ -82,11 +84,21 @@ static void *worker_main(void *arg)
     pthread_setname_np(pthread_self(), "floe-pool");
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->head && !p->stopping)
+        while (!p->head && !p->posted && !p->stopping)
             pthread_cond_wait(&p->work, &p->lock);
-        if (!p->head)
+        if (p->head) {
+            work_on(p, p->head);
+        } else if (p->posted) {
+            floe_pool_task *task = p->posted;
+            p->posted = task->next;
+            if (!p->posted)
+                p->posted_tail = NULL;
+            pthread_mutex_unlock(&p->lock);
+            task->fn(task);
+            pthread_mutex_lock(&p->lock);
+        } else {
             break; /* stopping, nothing queued */
-        work_on(p, p->head);
+        }
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -165,6 +177,23 @@ void floe_pool_run(floe_pool *p, size_t tasks, void (*fn)(void *arg, size_t task
         pthread_cond_wait(&j.done, &p->lock);
     pthread_mutex_unlock(&p->lock);
     pthread_cond_destroy(&j.done);
+}
+
+void floe_pool_post(floe_pool *p, floe_pool_task *task)
+{
+    if (!p || p->nthreads == 0) {
+        task->fn(task);
+        return;
+    }
+    task->next = NULL;
+    pthread_mutex_lock(&p->lock);
+    if (p->posted_tail)
+        p->posted_tail->next = task;
+    else
+        p->posted = task;
+    p->posted_tail = task;
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->lock);
 }
 
 #define COPY_CHUNK     (512u << 10) /* below this, a thread's wake-up costs more than it saves */

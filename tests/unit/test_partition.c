@@ -563,6 +563,29 @@ START_TEST(bad_batches_change_nothing)
     floe_batch f = {.op = FLOE_OP_FIND, .keys = keys, .n = 3, .results = res};
     ck_assert_int_eq(floe_table_run(t, &f), FLOE_OK);
     ck_assert_uint_eq(f.counts.absent, 3);
+    /* the split checks the widths in place of the door (checks_widths): a large batch with one key too
+     * wide, inserting or erasing, is refused whole with the door's own words, and nothing changes */
+    ck_assert(t->checks_widths);
+    enum { BIG = 40000 };
+    static uint64_t big[BIG];
+    static uint8_t bres[BIG];
+    for (size_t i = 0; i < BIG; i++)
+        big[i] = i % 65536;
+    big[39000] = 1u << 20;
+    floe_errinfo door;
+    ck_assert_int_eq(floe_batch_check(&t->spec, &(floe_batch){.op = FLOE_OP_INSERT, .keys = big, .n = BIG,
+                                                             .results = bres},
+                                      NULL, &door),
+                     FLOE_ERR_INVALID);
+    for (int op = 0; op < 2; op++) {
+        floe_batch w = {.op = op ? FLOE_OP_ERASE : FLOE_OP_INSERT, .keys = big, .n = BIG, .results = bres};
+        ck_assert_int_eq(floe_table_run(t, &w), FLOE_ERR_INVALID);
+        ck_assert_str_eq(w.error.msg, door.msg);
+        ck_assert_uint_eq(w.counts.inserted + w.counts.erased, 0);
+    }
+    floe_batch bf = {.op = FLOE_OP_FIND, .keys = big, .n = 30000, .results = bres};
+    ck_assert_int_eq(floe_table_run(t, &bf), FLOE_OK);
+    ck_assert_uint_eq(bf.counts.absent, 30000);
     uint64_t v = 5;
     floe_batch sv = {.op = FLOE_OP_INSERT, .keys = keys, .n = 1, .values = &v, .values_len = 8, .results = res};
     ck_assert_int_eq(floe_table_run(t, &sv), FLOE_ERR_INVALID);
@@ -624,6 +647,15 @@ static int order_seen[ORDER_B];
 static void note_done(floe_batch *b)
 {
     order_seen[atomic_fetch_add(&order_next, 1)] = (int)(b - order_bs);
+    atomic_fetch_add(&order_done, 1);
+}
+
+enum { BIG_B = 24, BIG_N = 40000 };
+static floe_batch big_bs[BIG_B];
+
+static void note_done_big(floe_batch *b)
+{
+    order_seen[atomic_fetch_add(&order_next, 1)] = (int)(b - big_bs);
     atomic_fetch_add(&order_done, 1);
 }
 
@@ -705,6 +737,123 @@ START_TEST(lanes_in_parts)
         ck_assert_uint_eq(i % 2 ? order_bs[i].counts.present : order_bs[i].counts.inserted, 64);
     }
     floe_table_destroy(t);
+    floe_backend_destroy(be);
+}
+END_TEST
+
+/* Batches whose keys land in one part, or mostly in one (a client that
+ * chose them so): the parts' regions overflow and the batch is counted and
+ * placed again; every answer, id and value as a whole table's. */
+START_TEST(skewed_batches_in_parts)
+{
+    enum { N = 30000 };
+    const unsigned parts = 3;
+    floe_backend *pb = parted(parts, 2), *wb = cpu();
+    floe_spec s = spec_of(FLOE_KIND_MAP, 64, 8, 200000);
+    floe_table *p, *w;
+    ck_assert_int_eq(floe_table_create(pb, &s, &p, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_table_create(wb, &s, &w, NULL), FLOE_OK);
+    static uint64_t keys[N], vals[N], ids[N], vout[N], wids[N], wvout[N];
+    static uint8_t res[N], wres[N];
+    uint64_t seed = 77;
+    for (int round = 0; round < 4; round++) {
+        /* round 0: all in part 1; 1: 90% in part 0; 2: all in part 2, half of them again; 3: random */
+        for (size_t i = 0; i < N;) {
+            const uint64_t k = rng_next(&seed);
+            const unsigned want = round == 0 ? 1 : round == 1 ? (i % 10 ? 0 : parts) : round == 2 ? 2 : parts;
+            if (want < parts && floe_part_of(floe_part_hash_key(k), parts) != want)
+                continue;
+            keys[i] = round == 2 && i % 2 ? keys[i - 1] : k;
+            vals[i++] = rng_next(&seed);
+        }
+        for (int op = 0; op < 2; op++) {
+            floe_batch b = {.op = op ? FLOE_OP_FIND : FLOE_OP_INSERT,
+                            .flags = FLOE_BATCH_WANT_IDS | FLOE_BATCH_WANT_VALUES,
+                            .keys = keys,
+                            .n = N,
+                            .results = res,
+                            .ids = ids,
+                            .values_out = vout};
+            if (!op) {
+                b.values = vals;
+                b.values_len = N * 8;
+            }
+            floe_batch c = b;
+            c.results = wres;
+            c.ids = wids;
+            c.values_out = wvout;
+            ck_assert_msg(floe_table_run(p, &b) == FLOE_OK, "parts: %s", b.error.msg);
+            ck_assert_msg(floe_table_run(w, &c) == FLOE_OK, "whole: %s", c.error.msg);
+            ck_assert_int_eq(memcmp(res, wres, N), 0);
+            ck_assert_int_eq(memcmp(&b.counts, &c.counts, sizeof b.counts), 0);
+            for (size_t i = 0; i < N; i++) {
+                ck_assert_uint_eq(vout[i], wvout[i]);
+                ck_assert_uint_eq(ids[i] % parts, floe_part_of(floe_part_hash_key(keys[i]), parts));
+            }
+        }
+    }
+    same_contents(p, w, 200000);
+    floe_table_destroy(p);
+    floe_table_destroy(w);
+    floe_backend_destroy(pb);
+    floe_backend_destroy(wb);
+}
+END_TEST
+
+/* Large batches in flight at once (split by several threads, their parts'
+ * answers joined off the parts' threads), from two submitting threads:
+ * each thread's FIND sees its INSERT, every batch completes in submission
+ * order, and a destroy right after the last submit waits for them all. */
+static uint64_t big_keys[BIG_B / 2][BIG_N];
+static uint8_t big_res[BIG_B][BIG_N];
+static floe_table *big_t;
+
+static void *submit_half(void *arg)
+{
+    const int half = (int)(intptr_t)arg;
+    for (int i = half; i < BIG_B; i += 2)
+        floe_table_submit(big_t, &big_bs[i]);
+    return NULL;
+}
+
+START_TEST(large_batches_in_flight)
+{
+    floe_backend *be = parted(4, 2);
+    floe_spec s = spec_of(FLOE_KIND_SET, 64, 0, BIG_B / 2 * BIG_N);
+    ck_assert_int_eq(floe_table_create(be, &s, &big_t, NULL), FLOE_OK);
+    atomic_store(&order_next, 0);
+    atomic_store(&order_done, 0);
+    uint64_t seed = 5;
+    for (int i = 0; i < BIG_B; i++) {
+        floe_batch *b = &big_bs[i];
+        memset(b, 0, sizeof *b);
+        if (i % 4 < 2) /* batches 4j and 4j+2 insert new keys; 4j+1 and 4j+3 find them, each in its thread */
+            for (int k = 0; k < BIG_N; k++)
+                big_keys[i / 4 * 2 + i % 2][k] = rng_next(&seed);
+        b->op = i % 4 < 2 ? FLOE_OP_INSERT : FLOE_OP_FIND;
+        b->keys = big_keys[i / 4 * 2 + i % 2];
+        b->n = BIG_N;
+        b->results = big_res[i];
+        b->done = note_done_big;
+    }
+    pthread_t th[2];
+    for (int h = 0; h < 2; h++)
+        ck_assert_int_eq(pthread_create(&th[h], NULL, submit_half, (void *)(intptr_t)h), 0);
+    for (int h = 0; h < 2; h++)
+        pthread_join(th[h], NULL);
+    floe_table_destroy(big_t); /* waits for every batch */
+    ck_assert_int_eq(atomic_load(&order_done), BIG_B);
+    for (int i = 0; i < BIG_B; i++) {
+        ck_assert_int_eq(big_bs[i].status, FLOE_OK);
+        ck_assert_uint_eq(big_bs[i].op == FLOE_OP_INSERT ? big_bs[i].counts.inserted : big_bs[i].counts.present,
+                          BIG_N);
+        for (int k = 0; k < BIG_N; k++)
+            ck_assert_uint_eq(big_res[i][k], big_bs[i].op == FLOE_OP_INSERT ? FLOE_INSERTED : FLOE_PRESENT);
+    }
+    for (int i = 1; i < BIG_B; i++) /* each thread's batches in the order it submitted them */
+        for (int j = 0; j < i; j++)
+            if (order_seen[j] % 2 == order_seen[i] % 2)
+                ck_assert_int_lt(order_seen[j], order_seen[i]);
     floe_backend_destroy(be);
 }
 END_TEST
@@ -868,6 +1017,8 @@ Suite *partition_suite(void)
     tcase_add_test(tc, capacity_fits_in_parts);
     tcase_add_test(tc, batches_complete_in_order);
     tcase_add_test(tc, lanes_in_parts);
+    tcase_add_test(tc, skewed_batches_in_parts);
+    tcase_add_test(tc, large_batches_in_flight);
     tcase_add_test(tc, placement_by_free_memory);
     suite_add_tcase(s, tc);
     return s;
