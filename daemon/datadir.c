@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "tablefile.h"
 
 int datadir_lock(const char *dir, char *err, size_t errlen)
 {
@@ -76,8 +77,10 @@ static int remove_temporary(const char *dir, const char *name, void *arg)
     (void)arg;
     char path[1200];
     struct stat sb;
+    if (!floe_file_is_temporary(name, DATADIR_SUFFIX)) /* a table's file may hold the mark in its name */
+        return 0;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+    if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
         return 0;
     if (unlink(path) == 0)
         log_warn("removed %s (%lld bytes): a snapshot that an earlier floed did not finish", path,

@@ -3,8 +3,9 @@
  *
  *   DIR/floed.lock            held (flock) by the floed that owns DIR; holds its pid
  *   DIR/NAME.floe             table NAME's last complete snapshot
- *   DIR/NAME.floe.tmp.PID     a snapshot being written (renamed into place
- *                             when complete; left behind only by a crash)
+ *   DIR/.NAME.floe.tmp.XXXXXX a snapshot being written (renamed into place
+ *                             when complete; left behind only by a crash):
+ *                             floe_file_temporary's rule (tables/tablefile.h)
  *   DIR/NAME.floe.damaged     a snapshot that failed its checks at start,
  *                             set aside for the operator (never deleted)
  */

@@ -553,14 +553,21 @@ static int start_timers(server *srv)
 static int write_port_file(const char *path, unsigned port)
 {
     char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
+    const int fd = floe_file_temporary(path, tmp, sizeof tmp);
+    if (fd < 0)
         return -1;
+    FILE *f = fchmod(fd, 0644) == 0 ? fdopen(fd, "w") : NULL; /* a port is no secret: readable by any client */
+    if (!f) {
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
     fprintf(f, "%u\n", port);
-    if (fclose(f) != 0)
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
         return -1;
-    return rename(tmp, path);
+    }
+    return 0;
 }
 
 /* Listens on bind:port (bind an address or a host name: the first address

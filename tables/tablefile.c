@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "tablefile.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -248,17 +249,63 @@ out:
     return rc;
 }
 
+#define TEMP_MARK ".tmp."
+
+int floe_file_temporary(const char *path, char *tmp, size_t tmp_len)
+{
+    const char *slash = strrchr(path, '/');
+    const int dir_len = slash ? (int)(slash - path + 1) : 0;
+    if (snprintf(tmp, tmp_len, "%.*s.%s" TEMP_MARK "XXXXXX", dir_len, path, path + dir_len) >= (int)tmp_len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    const int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd >= 0 && fchmod(fd, 0640) != 0) {
+        const int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+static bool all_of(const char *s, int (*is)(int))
+{
+    for (; *s; s++)
+        if (!is((unsigned char)*s))
+            return false;
+    return true;
+}
+
+bool floe_file_is_temporary(const char *name, const char *suffix)
+{
+    char mark[64];
+    if (snprintf(mark, sizeof mark, "%s" TEMP_MARK, suffix) >= (int)sizeof mark)
+        return false;
+    const char *at = NULL;
+    for (const char *p = strstr(name, mark); p; p = strstr(p + 1, mark))
+        at = p; /* the last one */
+    if (!at)
+        return false;
+    const char *tail = at + strlen(mark);
+    if (name[0] == '.')
+        return strlen(tail) == 6 && all_of(tail, isalnum);
+    return *tail && all_of(tail, isdigit);
+}
+
 /* Writes the parts (headers[i], sections[i]) to a temporary file beside
  * path, then fsyncs and renames it into place. */
 static floe_status save_parts(const char *path, uint32_t nparts, const floe_file_header *const *headers,
                               const void *const *const *sections, floe_errinfo *err)
 {
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    int fd = floe_file_temporary(path, tmp, sizeof tmp);
+    if (fd < 0 && errno == ENAMETOOLONG)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "path too long: %s", path);
-    int fd = open(tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
     if (fd < 0)
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot create %s: %s", tmp, strerror(errno));
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot create a temporary beside %s: %s", path,
+                                strerror(errno));
     for (uint32_t i = 0; i < nparts; i++)
         if (write_part(fd, headers[i], sections[i]) != 0)
             goto io_fail;

@@ -60,8 +60,23 @@ typedef struct floe_file_header {
 /* Bytes a file (or part) with header h takes: header, sections, checksum. */
 uint64_t floe_file_bytes(const floe_file_header *h);
 
-/* Writes h and its sections (sections[i] holds h->section_bytes[i] bytes). */
+/* Writes h and its sections (sections[i] holds h->section_bytes[i] bytes):
+ * into a temporary beside path (floe_file_temporary), then renamed over it. */
 floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_errinfo *err);
+
+/* The one rule for the temporaries of files written whole then renamed into
+ * place (snapshots, floed's port file): DIR/.BASE.tmp.XXXXXX beside
+ * DIR/BASE, hidden (a table's name never starts with '.', so no table's
+ * file is ever one) and made by mkostemp (O_CREAT | O_EXCL: never through
+ * a name that exists, a symlink included), mode 0640.  Returns its fd with
+ * its path in tmp, or -1 (errno; ENAMETOOLONG when tmp is too small). */
+int floe_file_temporary(const char *path, char *tmp, size_t tmp_len);
+
+/* Whether a directory entry's name is a temporary of a file whose name ends
+ * in suffix (".floe"): .NAME<suffix>.tmp.XXXXXX, or the form floed wrote
+ * before 2026-11-28, NAME<suffix>.tmp.PID (a table's file ends in the
+ * suffix, which neither form does). */
+bool floe_file_is_temporary(const char *name, const char *suffix);
 
 /* A table's file contents in host memory: the header and its sections,
  * owned by whoever made the image.  A snapshot copies a table into an image

@@ -732,6 +732,62 @@ START_TEST(dropped_table_stays_dropped)
 }
 END_TEST
 
+/* Temporaries never take a table (issue 41, A and D): tables whose names
+ * hold ".floe.tmp." survive a restart; stale temporaries, new and of the
+ * form before, are removed at the start; a symlink planted at the old
+ * predictable temporary path (NAME.floe.tmp.PID) is not written through. */
+START_TEST(temporaries_never_take_a_table)
+{
+    char data[] = "/tmp/floe-data-XXXXXX", victim[] = "/tmp/floe-victim-XXXXXX", path[256];
+    ck_assert_ptr_nonnull(mkdtemp(data));
+    int vfd = mkstemp(victim);
+    ck_assert_int_ge(vfd, 0);
+    ck_assert_int_eq(write(vfd, "precious\n", 9), 9);
+    close(vfd);
+    const char *stale[] = {".old.floe.tmp.Ab3dE9", "old.floe.tmp.4242"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", data, stale[i]);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("half a snapshot", f);
+        fclose(f);
+    }
+    const char *flags[] = {"--data-dir", data, NULL};
+    daemon_proc d;
+    daemon_start(&d, flags);
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", data, stale[i]);
+        ck_assert_msg(!file_exists(path), "%s was left", path);
+    }
+    snprintf(path, sizeof path, "%s/s1.floe.tmp.%ld", data, (long)d.pid);
+    ck_assert_int_eq(symlink(victim, path), 0);
+    const char *names[] = {"k.floe.tmp.99", "t.floe.tmp", "s1"};
+    char *out;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(run_cli(&d, NULL, &out, (const char *const[]){"create", names[i], NULL}), 0);
+        free(out);
+        ck_assert_int_eq(run_cli(&d, NULL, &out, (const char *const[]){"insert", names[i], "1", "2", "3", NULL}), 0);
+        free(out);
+    }
+    ck_assert_int_eq(run_cli(&d, NULL, &out, (const char *const[]){"snapshot", NULL}), 0);
+    free(out);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+    char *v = slurp(victim);
+    ck_assert_str_eq(v, "precious\n");
+    free(v);
+
+    daemon_start(&d, flags);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(run_cli(&d, NULL, &out, (const char *const[]){"stats", names[i], NULL}), 0);
+        ck_assert_msg(strstr(out, "\nkeys: 3\n") != NULL, "table %s after the restart: %s", names[i], out);
+        free(out);
+    }
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+    unlink(victim);
+    rm_rf(data);
+}
+END_TEST
+
 /* ---- settings and names ---------------------------------------------------------------------- */
 
 START_TEST(bad_settings_exit_2)
@@ -847,6 +903,7 @@ Suite *service_suite(void)
     tcase_add_test(tc, kill9_during_saves_and_loads);
     tcase_add_test(tc, damaged_snapshot_is_set_aside);
     tcase_add_test(tc, dropped_table_stays_dropped);
+    tcase_add_test(tc, temporaries_never_take_a_table);
     tcase_add_test(tc, bad_settings_exit_2);
     tcase_add_test(tc, dot_names_refused);
     tcase_add_test(tc, create_without_memory_is_full);

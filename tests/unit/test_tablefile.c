@@ -3,6 +3,7 @@
  * counter and the generation; damaged, truncated and foreign files are
  * refused with a message that says so, and nothing is loaded.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +282,62 @@ static uint32_t file_layout(const char *path)
     return h.layout_version;
 }
 
+/* The one rule for temporaries (floe_file_temporary): hidden beside the
+ * file, made exclusively (never through a symlink or a name that exists),
+ * and recognised by a name no table's file can have. */
+START_TEST(temporaries_by_one_rule)
+{
+    ck_assert(floe_file_is_temporary(".t.floe.tmp.Ab3dE9", ".floe"));
+    ck_assert(floe_file_is_temporary(".k.floe.tmp.99.floe.tmp.zzzzzz", ".floe"));
+    ck_assert(floe_file_is_temporary("t.floe.tmp.4242", ".floe")); /* as floed wrote them before */
+    const char *tables[] = {"k.floe.tmp.99.floe", "t.floe.tmp.floe", "x.floe.tmp.Ab3dE9.floe", "a.floe",
+                            "floed.lock",         "t.floe.tmp.",     "t.floe.tmp.abc",         ".t.floe.tmp.Ab3dE"};
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
+        ck_assert_msg(!floe_file_is_temporary(tables[i], ".floe"), "%s", tables[i]);
+
+    char tdir[] = "/tmp/floe-tmp-XXXXXX", path[128], tmp[160], victim[160];
+    ck_assert_ptr_nonnull(mkdtemp(tdir));
+    snprintf(path, sizeof path, "%s/t.floe", tdir);
+    int fd = floe_file_temporary(path, tmp, sizeof tmp);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    const char *base = strrchr(tmp, '/') + 1;
+    ck_assert_msg(strncmp(tmp, tdir, strlen(tdir)) == 0 && floe_file_is_temporary(base, ".floe"), "%s", tmp);
+    struct stat sb;
+    ck_assert_int_eq(stat(tmp, &sb), 0);
+    ck_assert_int_eq(sb.st_mode & 0777, 0640);
+    unlink(tmp);
+    ck_assert_int_eq(floe_file_temporary(path, tmp, 20), -1);
+    ck_assert_int_eq(errno, ENAMETOOLONG);
+
+    /* a symlink where floed before this rule wrote its temporary: a save does not write through it */
+    snprintf(victim, sizeof victim, "%s/victim", tdir);
+    FILE *f = fopen(victim, "w");
+    fputs("precious", f);
+    fclose(f);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    ck_assert_int_eq(symlink(victim, tmp), 0);
+    uint64_t *keys;
+    iceberg *t = filled_table(0, 1000, &keys);
+    floe_errinfo err;
+    ck_assert_msg(iceberg_save(t, path, &err) == FLOE_OK, "%s", err.msg);
+    iceberg *u;
+    ck_assert_msg(iceberg_load(path, 0, NULL, &u, &err) == FLOE_OK, "%s", err.msg);
+    iceberg_destroy(u);
+    iceberg_destroy(t);
+    free(keys);
+    f = fopen(victim, "r");
+    char got[16] = "";
+    ck_assert_ptr_nonnull(fgets(got, sizeof got, f));
+    fclose(f);
+    ck_assert_str_eq(got, "precious");
+    unlink(tmp);
+    unlink(victim);
+    unlink(path);
+    ck_assert_int_eq(rmdir(tdir), 0); /* nothing else was left behind */
+}
+END_TEST
+
 START_TEST(layout1_files_still_load)
 {
     uint64_t keys[LAYOUT1_KEYS];
@@ -349,6 +406,7 @@ Suite *tablefile_suite(void)
     tcase_add_test(tc, save_load_roundtrip);
     tcase_add_test(tc, damaged_files_refused);
     tcase_add_test(tc, layout1_files_still_load);
+    tcase_add_test(tc, temporaries_by_one_rule);
     suite_add_tcase(s, tc);
     return s;
 }
