@@ -59,6 +59,8 @@ static const setting SETTINGS[] = {
      "close a connection idle this many seconds (nothing in flight, nothing sent; 0: never)", 1},
     {"hello-timeout", NUM(hello_timeout), "10", 0, 3600,
      "close a connection that sends no request (with a token: no hello) within this many seconds (0: never)", 1},
+    {"frame-timeout", NUM(frame_timeout), "10", 0, 3600,
+     "close a connection whose request frame, once begun, is not whole within this many seconds (0: never)", 1},
     {"output-soft-limit", SIZE(output_soft_limit), "64M", 0, (uint64_t)1 << 40,
      "stop reading a client's requests while this many bytes of its responses wait unread (0: no limit)", 1},
     {"output-hard-limit", SIZE(output_hard_limit), "512M", 0, (uint64_t)1 << 40,

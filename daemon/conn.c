@@ -402,6 +402,14 @@ static void read_frames(conn *c)
 {
     conn_ref(c);
     read_frames_held(c);
+    /* frame-timeout: a frame that has begun must end (each byte of it is no proof of life); a
+     * connection not being read (paused) owes nothing meanwhile */
+    const bool partial = c->open && !c->closing && !c->paused && !c->out_paused &&
+                         (c->rx_mem || evbuffer_get_length(bufferevent_get_input(c->bev)) > 0);
+    if (!partial)
+        c->t_partial = 0;
+    else if (!c->t_partial)
+        c->t_partial = floe_now_ns();
     conn_unref(c);
 }
 
@@ -742,6 +750,7 @@ static void io_tick(evutil_socket_t fd, short what, void *arg)
     io_thread *io = arg;
     const uint64_t now = floe_now_ns(), s = 1000000000ull;
     const uint64_t hello = LIVE(io->srv, hello_timeout), idle = LIVE(io->srv, timeout);
+    const uint64_t frame_limit = LIVE(io->srv, frame_timeout);
     for (conn *c = io->conns, *next; c; c = next) {
         next = c->next;
         if (c->closing) { /* a last answer the client does not take: give up on it */
@@ -753,6 +762,12 @@ static void io_tick(evutil_socket_t fd, short what, void *arg)
             LOG_LIMITED(LOG_INFO, "connection %llu (%s): no %s within hello-timeout (%llu s); closing",
                         (unsigned long long)c->s.serial, c->peer, server_token_required(io->srv) ? "hello" : "request",
                         (unsigned long long)hello);
+            close_now(c);
+        } else if (frame_limit && c->t_partial && now - c->t_partial > frame_limit * s) {
+            LOG_LIMITED(LOG_INFO, "connection %llu (%s): a request frame begun %llu s ago is not whole within "
+                        "frame-timeout (%llu s); closing",
+                        (unsigned long long)c->s.serial, c->peer, (unsigned long long)((now - c->t_partial) / s),
+                        (unsigned long long)frame_limit);
             close_now(c);
         } else if (idle && c->inflight == 0 && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 &&
                    now - c->last_read > idle * s) {

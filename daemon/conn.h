@@ -37,6 +37,7 @@ struct conn {
     unsigned inflight;  /* requests handed to batchers, not yet answered */
     int req_op;         /* the frame being handled: its operation as metrics.h counts it */
     uint64_t last_read; /* floe_now_ns of the last bytes read: the stop waits for a quiet connection */
+    uint64_t t_partial; /* when the frame not yet whole began to come in, while reading (0: none; frame-timeout) */
     /* A large frame being read straight from the socket into its buffer (conn.c, read_direct) */
     unsigned char *rx_mem, *rx_frame;
     uint32_t rx_len, rx_have;

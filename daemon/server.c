@@ -44,6 +44,7 @@ void server_set_live(server *srv, const floed_config *c)
     atomic_store(&srv->live.save_after_changes, c->save_after_changes);
     atomic_store(&srv->live.timeout, c->timeout);
     atomic_store(&srv->live.hello_timeout, c->hello_timeout);
+    atomic_store(&srv->live.frame_timeout, c->frame_timeout);
     atomic_store(&srv->live.output_soft_limit, c->output_soft_limit);
     atomic_store(&srv->live.output_hard_limit, c->output_hard_limit);
     pthread_mutex_lock(&srv->live.lock);

@@ -219,6 +219,45 @@ START_TEST(silent_connections_are_closed)
 }
 END_TEST
 
+/* A frame that has begun must be whole within frame-timeout: clients that
+ * send one a byte at a time (each byte is activity) take every slot only
+ * until then, and a fresh client is served (issue 41, E). */
+START_TEST(slow_frames_are_closed)
+{
+    enum { SLOTS = 4 };
+    const char *flags[] = {"--max-connections", "4", "--frame-timeout", "1", NULL};
+    daemon_proc d;
+    daemon_start_logged(&d, flags);
+    int fds[SLOTS];
+    const unsigned char begun[5] = {0x00, 0x01, 0x38, 0x80, 0x0a}; /* an 80,000-byte frame's header and first byte */
+    for (int i = 0; i < SLOTS; i++) {
+        fds[i] = raw_connect(d.port);
+        ping_frame(fds[i], 1); /* one request first: hello-timeout is met */
+        Floe__V1__Response *r = raw_read_response(fds[i], 5000);
+        ck_assert_ptr_nonnull(r);
+        floe__v1__response__free_unpacked(r, NULL);
+        raw_send(fds[i], begun, sizeof begun);
+    }
+    floe *c;
+    ck_assert_int_eq(harness_connect(&d, NULL, &c), FLOE_ERR_BUSY); /* every slot taken */
+    floe_close(c);
+    for (int tick = 0; tick < 12; tick++) { /* 3 s of a byte every quarter second on each */
+        usleep(250000);
+        for (int i = 0; i < SLOTS; i++)
+            (void)send(fds[i], "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    for (int i = 0; i < SLOTS; i++)
+        ck_assert_msg(raw_closed(fds[i], 2000), "slow connection %d still open", i);
+    ck_assert_int_eq(harness_connect(&d, NULL, &c), FLOE_OK);
+    ck_assert_int_eq(floe_ping(c), FLOE_OK);
+    floe_close(c);
+    ck_assert(log_has(&d, "within frame-timeout", 0));
+    for (int i = 0; i < SLOTS; i++)
+        close(fds[i]);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 START_TEST(idle_connections_time_out)
 {
     const char *flags[] = {"--timeout", "1", NULL};
@@ -808,6 +847,7 @@ Suite *security_suite(void)
     tcase_add_test(tc, tokens_of_any_length_work_both_ways);
     tcase_add_test(tc, silent_connections_are_closed);
     tcase_add_test(tc, idle_connections_time_out);
+    tcase_add_test(tc, slow_frames_are_closed);
     tcase_add_test(tc, clients_cannot_flood_the_log);
     tcase_add_test(tc, a_client_that_never_reads_is_bounded);
     tcase_add_test(tc, work_of_clients_that_left_is_dropped);
