@@ -197,13 +197,24 @@ int config_load_file(floed_config *c, const char *path, char *err, size_t errlen
         snprintf(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
         return -1;
     }
-    char line[2048];
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
     int lineno = 0, rc = 0;
-    while (fgets(line, sizeof line, f)) {
+    while ((len = getline(&line, &cap, f)) >= 0) {
         lineno++;
-        char *hash = strchr(line, '#');
-        if (hash)
-            *hash = '\0';
+        if (memchr(line, '\0', (size_t)len)) { /* it would cut the value short, unseen */
+            snprintf(err, errlen, "%s:%d: a NUL byte in the line", path, lineno);
+            rc = -1;
+            break;
+        }
+        /* a comment starts with '#' at the start of the line or after a space: a '#' inside a
+         * value (a token such as a#b) is part of it */
+        for (char *h = strchr(line, '#'); h; h = strchr(h + 1, '#'))
+            if (h == line || isspace((unsigned char)h[-1])) {
+                *h = '\0';
+                break;
+            }
         char *key = line;
         while (isspace((unsigned char)*key))
             key++;
@@ -226,6 +237,7 @@ int config_load_file(floed_config *c, const char *path, char *err, size_t errlen
             break;
         }
     }
+    free(line);
     fclose(f);
     return rc;
 }

@@ -65,6 +65,42 @@ START_TEST(values_units_and_errors)
     unlink(path);
     ck_assert_int_eq(config_load_file(&c, "/nonexistent/floed.conf", err, sizeof err), -1);
 
+    /* a '#' inside a value is part of it (issue 41, F); a NUL byte is refused with its line, and
+     * the lines before it stand; a line longer than any buffer is read whole */
+    strcpy(path, "/tmp/floe-conf-XXXXXX");
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char body2[] = "token a#b  # the token\nport 7452\n";
+    ck_assert_int_eq(write(fd, body2, strlen(body2)), (ssize_t)strlen(body2));
+    close(fd);
+    ck_assert_msg(config_load_file(&c, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(c.token, "a#b");
+    ck_assert_uint_eq(c.port, 7452);
+    unlink(path);
+    strcpy(path, "/tmp/floe-conf-XXXXXX");
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char body3[] = "port 7453\ntoken ab\0cd\n";
+    ck_assert_int_eq(write(fd, body3, sizeof body3 - 1), (ssize_t)(sizeof body3 - 1));
+    close(fd);
+    ck_assert_int_eq(config_load_file(&c, path, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, ":2:") != NULL && strstr(err, "NUL") != NULL, "%s", err);
+    ck_assert_uint_eq(c.port, 7453);
+    ck_assert_str_eq(c.token, "a#b");
+    unlink(path);
+    strcpy(path, "/tmp/floe-conf-XXXXXX");
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    char big[4000];
+    memset(big, 'k', sizeof big);
+    ck_assert_int_eq(write(fd, "token ", 6), 6);
+    ck_assert_int_eq(write(fd, big, 1000), 1000);
+    ck_assert_int_eq(write(fd, "\n", 1), 1);
+    close(fd);
+    ck_assert_msg(config_load_file(&c, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(strlen(c.token), 1000);
+    unlink(path);
+
     config_defaults(&c);
     strcpy(c.log_level, "loud");
     ck_assert_int_eq(config_finish(&c, err, sizeof err), -1);
