@@ -95,7 +95,8 @@ static const setting SETTINGS[] = {
     {"metrics-port", NUM(metrics_port), "0", 0, 65535, "HTTP port serving Prometheus text at /metrics (0: off)", 0},
     {"metrics-bind", STR(metrics_bind), "127.0.0.1", 0, 0, "address or host name of the metrics port", 0},
     {"save-every", NUM(save_every), "300", 0, 31u * 24 * 3600,
-     "with data-dir: snapshot a changed table this many seconds after its last snapshot (0: never by time)", 1},
+     "with data-dir: snapshot a changed (or never saved) table this many seconds after its last snapshot (0: never "
+     "by time)", 1},
     {"save-after-changes", SIZE(save_after_changes), "0", 0, UINT64_MAX,
      "with data-dir: snapshot a table once this many keys were inserted or erased since its last snapshot (0: "
      "never by count)",

@@ -646,8 +646,11 @@ void request_snapshot_tick(server *srv)
     for (size_t i = 0; all && i < n; i++) {
         table_entry *e = all[i];
         const uint64_t changes = atomic_load(&e->bt.changes) - atomic_load(&e->saved_changes);
-        const bool due = changes > 0 &&
-                         ((every && now - atomic_load(&e->last_save) >= (int64_t)every) || (after && changes >= after));
+        /* a table never saved (created, maybe empty) counts as changed for save-every: its
+         * creation is what a kill -9 would lose */
+        const bool never_saved = atomic_load(&e->saved_at) == 0;
+        const bool due = ((changes > 0 || never_saved) && every && now - atomic_load(&e->last_save) >= (int64_t)every) ||
+                         (after && changes > 0 && changes >= after);
         if (!due || now < atomic_load(&e->retry_after) || atomic_exchange(&e->snapshot_pending, true))
             continue;
         item *it = snapshot_item(srv, NULL, 0, e);

@@ -559,11 +559,20 @@ START_TEST(snapshots_by_rules)
     expect_present(c, "ruled", 0, 2000);
     insert_range(c, "ruled", 2000, 2500);
     ck_assert_msg(log_has(&d2, "snapshot of table ruled written", 5000), "no snapshot by save-every");
+    /* a table created and left empty is saved by save-every too (issue 41, 2) */
+    floe_table_def empty = {.name = "empty", .kind = FLOE_TABLE_SET, .key_bits = 48, .capacity = 1000};
+    ck_assert_int_eq(floe_create(c, &empty), FLOE_OK);
+    ck_assert_msg(log_has(&d2, "snapshot of table empty written", 5000), "an empty table was never saved");
     floe_close(c);
     kill9(d2.pid);
     d2.pid = 0;
     daemon_start(&d2, flags2);
     c = connect_ok(&d2);
+    floe_table_info *tables;
+    size_t ntables;
+    ck_assert_int_eq(floe_tables(c, &tables, &ntables), FLOE_OK);
+    ck_assert_uint_eq(ntables, 2); /* ruled, and empty */
+    free(tables);
     expect_present(c, "ruled", 0, 2500);
     expect_never_inserted_absent(c, "ruled");
     floe_close(c);
