@@ -215,6 +215,32 @@ static floe_status keys_check(uint32_t key_bits, const void *keys, size_t n, boo
     return FLOE_OK;
 }
 
+/* A shard's inserts are of its own keys (vectors): a key of another shard
+ * stored here would be stored twice over the shards (the client puts it on
+ * its own).  A find or an erase of one only answers ABSENT, as a shard's
+ * own view of the key. */
+static floe_status own_keys(const floe_spec *spec, const unsigned char *p, size_t count, bool vectors,
+                            floe_errinfo *err)
+{
+    const size_t wb = (size_t)spec->words * 4;
+    uint32_t w[FLOE_TREE_MAX_WORDS];
+    for (size_t i = 0; i < count; i++) {
+        unsigned s;
+        if (vectors) {
+            memcpy(w, p + i * wb, wb);
+            s = floe_shard_of_vector(w, spec->words, spec->shards);
+        } else {
+            s = floe_shard_of_key(key_at(p, i), spec->shards);
+        }
+        if (s != spec->shard)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                    "table %s is shard %u of %u: its %s at index %zu belongs to shard %u (keys go to "
+                                    "the shard of their hash; nothing was changed)",
+                                    spec->name, spec->shard, spec->shards, vectors ? "vector" : "key", i, s);
+    }
+    return FLOE_OK;
+}
+
 bool floe_keys_fit(uint32_t key_bits, const uint64_t *keys, size_t n)
 {
     if (key_bits >= 64)
@@ -347,6 +373,12 @@ static floe_status request_check(const floe_spec *spec, floe_op op, unsigned fla
         floe_status st = keys_check(spec->key_bits, keys, count, scan_keys, &e);
         if (st != FLOE_OK)
             return floe_errinfo_set(err, st, "table %.64s: %.180s", name, e.msg);
+    }
+
+    if (spec->shards > 1 && count > 0 && op == FLOE_OP_INSERT) { /* a find or erase of one changes nothing */
+        floe_status st = own_keys(spec, keys, count, vectors, err);
+        if (st != FLOE_OK)
+            return st;
     }
 
     /* values: an insert's into a table with values, value_bytes per key */

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "floe_wire.h"
 #include "harness.h"
 
 #define NS 3
@@ -597,6 +598,32 @@ START_TEST(shards_refusals)
     for (int i = 0; i < 300; i++)
         keys[i] = (uint64_t)i * 7919;
     ck_assert_int_eq(floe_insert(c, "t", keys, 300, res, NULL), FLOE_OK);
+    /* a key of shard 0 sent to shard 1 with shard 1's own check: refused, stored nowhere (issue 41, G) */
+    uint64_t foreign = 1ull << 40;
+    while (floe_shard_of_key(foreign, NS) != 0)
+        foreign++;
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
+    Floe__V1__ShardCheck sc = FLOE__V1__SHARD_CHECK__INIT;
+    in.table = "t";
+    in.keys.data = (uint8_t *)&foreign;
+    in.keys.len = 8;
+    sc.shard_set = floe_shard_set(strstr(cl.uri, "://") + 3);
+    sc.shard = 1;
+    sc.shards = NS;
+    req.id = 7;
+    req.op_case = FLOE__V1__REQUEST__OP_INSERT;
+    req.insert = &in;
+    req.shard = &sc;
+    int fd = raw_connect(cl.d[1].port);
+    Floe__V1__Response *r = raw_call(fd, &req, 7);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->status, FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(r->error, "belongs to shard 0"), "%s", r->error);
+    floe__v1__response__free_unpacked(r, NULL);
+    close(fd);
+    ck_assert_int_eq(floe_find(c, "t", &foreign, 1, res, NULL, 0, NULL), FLOE_OK);
+    ck_assert_int_eq(res[0], FLOE_ABSENT);
     /* the same servers in another order: every shard refuses */
     floe *other = connect_list(cl.reversed);
     ck_assert_int_eq(floe_insert(other, "t", keys, 300, res, NULL), FLOE_ERR_INVALID);
