@@ -1804,25 +1804,27 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
                 return usage_error("create: --kind is set, map, tree or ordered, not '%s'", a);
             break;
         case O_KEY_BITS:
-            if (!cli_parse_u64(a, &x) || x > 64)
+            if (!cli_parse_u64(a, &x) || x < 1 || x > 64) /* 0 would read as "not given": 64 */
                 return usage_error("create: --key-bits is 1..64, not '%s'", a);
             o->def.key_bits = (unsigned)x;
             o->key_bits_given = true;
             break;
         case O_VALUE_BYTES:
-            if (!cli_parse_u64(a, &x) || x > 64)
+            if (!cli_parse_u64(a, &x) || (x != 0 && x != 4 && x != 8))
                 return usage_error("create: --value-bytes is 4 or 8 (ORDERED: 0, 4 or 8), not '%s'", a);
-            o->def.value_bytes = (unsigned)x; /* the server says why not, for 1..64 but 4 and 8 */
+            o->def.value_bytes = (unsigned)x; /* which of them the kind takes: the server says */
             o->value_bytes_given = true;
             break;
         case O_WORDS:
-            if (!cli_parse_u64(a, &x) || x > 65536)
-                return usage_error("create: --words is 2..256, not '%s'", a);
-            o->def.words = (unsigned)x; /* the server checks the range */
+            if (!cli_parse_u64(a, &x) || x < FLOE_TREE_MIN_WORDS || x > FLOE_TREE_MAX_WORDS)
+                return usage_error("create: --words is %u..%u, not '%s'", FLOE_TREE_MIN_WORDS, FLOE_TREE_MAX_WORDS, a);
+            o->def.words = (unsigned)x;
             break;
         case O_CAPACITY:
             if (!cli_parse_u64(a, &x) && !floe_parse_size(a, &x))
                 return usage_error("create: --capacity is a count of keys (100000, 0x1000, 16M), not '%s'", a);
+            if (x == 0) /* it would read as "not given" */
+                return usage_error("create: --capacity is at least 1 key (leave it out for the default)");
             o->def.capacity = x;
             break;
         case O_MEMORY:
@@ -1847,7 +1849,9 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
             double v = strtod(a, &end);
             if (!a[0] || *end || errno || !isfinite(v))
                 return usage_error("create: --max-fill needs a number, not '%s'", a);
-            o->def.max_fill = v; /* the server checks the range */
+            if (!(v > 0.0 && v <= 1.0)) /* 0 would read as "not given" */
+                return usage_error("create: --max-fill is in (0, 1], not '%s'", a);
+            o->def.max_fill = v;
             break;
         }
         case O_BACKEND:

@@ -227,13 +227,20 @@ START_TEST(cli_options_getopt)
 
     /* bad command lines: exit 2 with a message, before anything is sent */
     static const struct {
-        const char *args[6];
+        const char *args[8];
         const char *err;
     } bad[] = {
         {{"create", "x1", "--kind=bogus"}, "--kind is set, map, tree or ordered, not 'bogus'"},
         {{"create", "x1", "--capacity=10Q"}, "--capacity is a count"},
         {{"create", "x1", "--key-bits", "65"}, "--key-bits is 1..64"},
         {{"create", "x1", "--max-fill", "0.5x"}, "--max-fill needs a number"},
+        /* zero is not "the default" (issue 41, 4), nor a value out of range the server's error (8) */
+        {{"create", "x1", "--key-bits", "0"}, "--key-bits is 1..64, not '0'"},
+        {{"create", "x1", "--capacity", "0"}, "--capacity is at least 1 key"},
+        {{"create", "x1", "--max-fill", "0"}, "--max-fill is in (0, 1], not '0'"},
+        {{"create", "x1", "--max-fill", "1.5"}, "--max-fill is in (0, 1], not '1.5'"},
+        {{"create", "x1", "--value-bytes", "3"}, "--value-bytes is 4 or 8"},
+        {{"create", "x1", "--kind", "tree", "--words", "1"}, "--words is 2..256, not '1'"},
         {{"create", "x1", "--kind", "tree"}, "a TREE needs --words"},
         {{"create", "x1", "x2"}, "unexpected argument 'x2'"},
         {{"create"}, "missing arguments"},
