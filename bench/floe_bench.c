@@ -190,7 +190,7 @@ static void usage(void)
            "  -s, --server URI          floe://host:port, floes://host:port (TLS) or host:port\n"
            "                            (default $FLOE_SERVER, else " DEFAULT_SERVER "); a list\n"
            "                            floe://h1:p1,h2:p2,... partitions the table over them\n");
-    floe_getopt_help(stdout, 6, 28);
+    floe_getopt_help(stdout, 6, 28, 0);
     printf("Load shape:\n"
            "  -t, --threads T           client threads (default 1)\n"
            "  -c, --connections C       connections per thread (default 1; T x C in all)\n"
@@ -241,6 +241,7 @@ static void usage(void)
            "  -q, --quiet               no progress line (one a second on stderr otherwise)\n"
            "      --json                the report as one JSON object on stdout\n"
            "  -h, --help                this text\n"
+           "      --version             floe-bench's and libfloe's versions\n"
            "\n"
            "Keys: each connection makes new keys of its own, distinct by construction (a seeded\n"
            "bijection of the key space), so the run knows which keys are new; with finds or erases in\n"
@@ -383,6 +384,7 @@ static const struct option LONG_OPTS[] = {
     {"quiet", no_argument, NULL, 'q'},
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
@@ -554,6 +556,9 @@ static int parse_options(int argc, char **argv, options *o)
             break;
         case 'h':
             usage();
+            return 0;
+        case 'V':
+            printf("floe-bench %s (libfloe %s)\n", FLOE_VERSION, floe_version());
             return 0;
         case ':':
             return usage_error("%s needs a value", argv[optind - 1]);

@@ -1625,7 +1625,7 @@ static void usage(FILE *f)
                "  -h, --help          this text\n"
                "  -V, --version       the version of floe and of the protocol it speaks\n"
                "Connection options (each also from its environment variable; flags win):\n");
-    floe_getopt_help(f, 6, 22);
+    floe_getopt_help(f, 6, 22, 0);
     fprintf(f, "Options take their value as `--opt VALUE` or `--opt=VALUE`. A command's options may come before,\n"
                "between or after its arguments, and so may -H and the connection options; `--` ends the options\n"
                "(a table whose name starts with '-').\n\nCommands:\n");

@@ -77,8 +77,9 @@ static void usage(FILE *f)
             "      --keep            keep the table after the run\n"
             "  -q, --quiet           no first line and no progress lines on stderr\n"
             "  -h, --help            this text\n"
-            "Connection options (each also from its environment variable; flags win; floe-mc waits at\n"
-            "most --timeout %d s for an answer unless told otherwise, so that a stalled server fails the run):\n",
+            "      --version         floe-mc's and libfloe's versions\n"
+            "Connection options (each also from its environment variable; flags win; --timeout is %d s\n"
+            "unless told otherwise, so that a stalled server fails the run):\n",
             mc_model_help(),
             mc_launch_has_mpi()
                 ? "this floe-mc has MPI: the table's\n"
@@ -89,7 +90,7 @@ static void usage(FILE *f)
                   "                        (mpicc absent): the ranks need --table, meet through the table\n"
                   "                        TABLE-start, and each prints its own counts as with --worker",
             DEFAULT_TIMEOUT_S);
-    floe_getopt_help(f, 6, 24);
+    floe_getopt_help(f, 6, 24, DEFAULT_TIMEOUT_S);
     fprintf(f, "\n"
                "States that pack into 64 bits (words x bits per word <= 64) go to a SET table of that key\n"
                "width; others to a TREE table of the model's words.  Exit status: 0 done (and checked),\n"
@@ -317,7 +318,8 @@ int main(int argc, char **argv)
         {"inflight", required_argument, 0, 'P'}, {"expect", required_argument, 0, 'E'},
         {"keep", no_argument, 0, 'K'},           {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},           {"tree", no_argument, 0, 'R'},
-        {"whole", no_argument, 0, 'H'},          {0, 0, 0, 0},
+        {"whole", no_argument, 0, 'H'},          {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
     };
     static struct option *longopts; /* ours and libfloe's connection options: the process's life */
     if (!(longopts = floe_getopt_table(own_opts))) {
@@ -361,6 +363,9 @@ int main(int argc, char **argv)
             break;
         case 'h':
             usage(stdout);
+            return 0;
+        case 'V':
+            printf("floe-mc %s (libfloe %s)\n", FLOE_VERSION, floe_version());
             return 0;
         case 'w':
             if (!floe_parse_size(optarg, &v) || v < 1 || v > 1024) {
@@ -409,8 +414,8 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        default:
-            usage(stderr);
+        default: /* getopt_long has named the option */
+            fprintf(stderr, "Try 'floe-mc --help'.\n");
             return 2;
         }
     }
