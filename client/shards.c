@@ -18,11 +18,13 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "floe_internal.h"
@@ -120,6 +122,25 @@ int floe__shards_connect(const char *uri, const floe_options *opts, floe **out)
         s->check.shard = i;
         s->check.shards = n;
         s->checked = true;
+    }
+    /* one server named twice (127.0.0.1:7450,localhost:7450) would hold two shards' keys in one
+     * table, and its creates would fail with ERR_EXISTS: refused by the address connected to */
+    struct sockaddr_storage peer[FLOE_SHARDS_MAX];
+    socklen_t peer_len[FLOE_SHARDS_MAX];
+    for (unsigned i = 0; i < n && i < FLOE_SHARDS_MAX; i++) {
+        peer_len[i] = sizeof peer[i];
+        if (getpeername(c->shards[i]->fd, (struct sockaddr *)&peer[i], &peer_len[i]) != 0)
+            peer_len[i] = 0;
+        for (unsigned j = 0; j < i && peer_len[i]; j++)
+            if (peer_len[j] == peer_len[i] && memcmp(&peer[j], &peer[i], peer_len[i]) == 0) {
+                char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
+                getnameinfo((struct sockaddr *)&peer[i], peer_len[i], host, sizeof host, port, sizeof port,
+                            NI_NUMERICHOST | NI_NUMERICSERV);
+                return floe__set_error(c, FLOE_ERR_INVALID,
+                                       "'%s': servers %u (%s) and %u (%s) of the list are one server (%s port %s): "
+                                       "name each server once",
+                                       uri, j + 1, c->shard_names[j], i + 1, c->shard_names[i], host, port);
+            }
     }
     /* what the servers said, as the tightest of them allows */
     c->info = c->shards[0]->info;

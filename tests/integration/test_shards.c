@@ -667,6 +667,22 @@ START_TEST(shards_refusals)
     ck_assert_int_eq(floe_stats(c, "t", &info), FLOE_OK);
     ck_assert_uint_eq(info.keys, 300);
     floe_close(one);
+    /* one server named twice, by two names: refused at connect, naming both (issue 41, 9) */
+    char twice[700];
+    const char *scheme = harness_tls() ? "floes://" : "floe://";
+    if (harness_tls()) /* the certificate names 127.0.0.1 alone: the same name twice */
+        snprintf(twice, sizeof twice, "%s%s,%s", scheme, hostport_of(&cl.d[0]), hostport_of(&cl.d[0]));
+    else
+        snprintf(twice, sizeof twice, "%s%s,localhost:%u", scheme, hostport_of(&cl.d[0]), cl.d[0].port);
+    floe_options to;
+    memset(&to, 0, sizeof to);
+    char terr[256];
+    floe_options_from_env(&to, terr, sizeof terr);
+    floe *dup = NULL;
+    ck_assert_int_eq(floe_connect_opts(twice, &to, &dup), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(floe_errstr(dup), "are one server") && strstr(floe_errstr(dup), "name each server once"),
+                  "%s", floe_errstr(dup));
+    floe_close(dup);
     /* a list of one server too many names a server that is not there: connecting says which */
     char bad[700];
     snprintf(bad, sizeof bad, "%s,127.0.0.1:1", cl.uri);
