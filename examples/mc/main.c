@@ -62,7 +62,8 @@ static void usage(FILE *f)
             "                        prints its own counts, `floe stats TABLE` the total\n"
             "                        Under mpirun or srun each rank is one worker (rank of size, from\n"
             "                        the launcher: no --workers or --worker); %s\n"
-            "  -t, --table T         the table (default with --workers: mc-MODEL-PID, dropped at the end)\n"
+            "  -t, --table T         the table (default with --workers: mc-MODEL-PID, dropped at the end,\n"
+            "                        also of a run interrupted)\n"
             "      --capacity N      states the table holds (default: the model's count + 15%% when known,\n"
             "                        else 16M; the table grows past it); K, M, G suffixes\n"
             "      --backend B       cpu, gpu or auto (default: the server's)\n"
@@ -94,7 +95,8 @@ static void usage(FILE *f)
     fprintf(f, "\n"
                "States that pack into 64 bits (words x bits per word <= 64) go to a SET table of that key\n"
                "width; others to a TREE table of the model's words.  Exit status: 0 done (and checked),\n"
-               "1 a wrong count or a server error, 2 a usage error.\n");
+               "1 a wrong count or a server error, 2 a usage error, 128 + N stopped by signal N (SIGINT,\n"
+               "SIGTERM: the workers are stopped and the table dropped unless --keep).\n");
 }
 
 static double now(void)
@@ -130,6 +132,15 @@ static int create_table(const options *o, const mc_model *m, int packed)
                 st == FLOE_ERR_EXISTS ? " (drop it, or pick another --table)" : "");
     floe_close(c);
     return st == FLOE_OK ? 0 : -1;
+}
+
+/* SIGINT or SIGTERM to floe-mc (not its workers): the run stops, and its
+ * table is dropped as at the end (unless --keep). */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    interrupted = sig;
 }
 
 static void drop_table(const options *o)
@@ -554,6 +565,10 @@ int main(int argc, char **argv)
         close(start[1]);
         close(start[0]);
     }
+    struct sigaction sa = {.sa_handler = on_interrupt}; /* here: the workers keep the default */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     /* a progress line a second until every worker is done */
     double last = t0;
     uint64_t last_states = 0;
@@ -562,6 +577,11 @@ int main(int argc, char **argv)
     int stopped = 0; /* a worker failed or died: the run cannot be complete, stop the rest */
     while (done < nw) {
         usleep(20000);
+        if (interrupted && !stopped) {
+            stopped = 1;
+            for (unsigned j = 0; j < nw; j++)
+                kill(pids[j], SIGTERM);
+        }
         done = 0;
         for (unsigned i = 0; i < nw; i++) {
             if (!reaped[i] && waitpid(pids[i], &status[i], WNOHANG) == pids[i])
@@ -585,6 +605,19 @@ int main(int argc, char **argv)
         }
     }
     const double secs = now() - t0;
+    if (interrupted) { /* no counts to trust: say so, and leave nothing behind */
+        const int sig = interrupted;
+        fprintf(stderr, "floe-mc: interrupted (%s): the run stopped after %.1f s%s\n", strsignal(sig), secs,
+                !o.one_worker && !o.keep ? "; dropping its table" : "");
+        if (!o.one_worker && !o.keep)
+            drop_table(&o);
+        free(status);
+        free(reaped);
+        munmap(prog, nw * sizeof *prog);
+        free(pids);
+        mc_launch_finish(&l);
+        return 128 + sig;
+    }
     int bad = 0;
     for (unsigned i = 0; i < nw; i++) {
         const unsigned who = o.one_worker ? o.index : i;

@@ -277,6 +277,50 @@ START_TEST(workers_over_hosts)
 }
 END_TEST
 
+/* floe-mc stopped by SIGINT or SIGTERM while it runs: its workers stop, it
+ * exits 128 + the signal, and its table is dropped (issue 41, 6). */
+START_TEST(interrupted_run_drops_its_table)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    const char *mc = getenv("FLOE_MC") ? getenv("FLOE_MC") : "build/san/floe-mc";
+    const int sigs[2] = {SIGINT, SIGTERM};
+    for (int k = 0; k < 2; k++) {
+        char err_path[300];
+        snprintf(err_path, sizeof err_path, "%s/mc-int.err", d.dir);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            if (!freopen("/dev/null", "w", stdout) || !freopen(err_path, "w", stderr))
+                _exit(126);
+            /* puzzle:3x4 on the CPU engine runs for minutes: long enough to be interrupted */
+            execl(mc, mc, "--server", d.uri, "--quiet", "--model", "puzzle:3x4", "--workers", "2", "--table", "intr",
+                  (char *)NULL);
+            _exit(127);
+        }
+        floe *c = connect_ok(&d);
+        floe_table_info info;
+        int seen = 0;
+        for (int i = 0; i < 200 && !seen; i++) { /* until its table has states */
+            usleep(50000);
+            seen = floe_stats(c, "intr", &info) == FLOE_OK && info.keys > 0;
+        }
+        ck_assert_msg(seen, "floe-mc made no table");
+        ck_assert_int_eq(kill(pid, sigs[k]), 0);
+        int status;
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        char *err = slurp(err_path);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 128 + sigs[k], "status %d: %s", status,
+                      err ? err : "");
+        ck_assert_msg(err && strstr(err, "interrupted") && strstr(err, "dropping its table"), "%s", err ? err : "");
+        free(err);
+        ck_assert_int_eq(floe_stats(c, "intr", &info), FLOE_ERR_NO_TABLE);
+        floe_close(c);
+    }
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *mc_suite(void)
 {
     Suite *s = suite_create("mc");
@@ -287,6 +331,7 @@ Suite *mc_suite(void)
     tcase_add_test(tc, workers_over_hosts);
     tcase_add_test(tc, philosophers_against_a_plain_search);
     tcase_add_test(tc, expect_and_bad_command_lines);
+    tcase_add_test(tc, interrupted_run_drops_its_table);
     suite_add_tcase(s, tc);
     return s;
 }
