@@ -692,16 +692,16 @@ int floed_run(const floed_config *cfg, int argc, char **argv)
     registry_backend_for(&srv->reg, cfg->backend, &dflt, &err);
     char ports[64] = "";
     if (srv->listener && srv->tls_listener)
-        snprintf(ports, sizeof ports, "%u and TLS port %u", srv->port, srv->tls_port);
+        snprintf(ports, sizeof ports, "port %u and TLS port %u", srv->port, srv->tls_port);
     else
-        snprintf(ports, sizeof ports, "%s%u", srv->listener ? "" : "TLS port ",
+        snprintf(ports, sizeof ports, "%s%u", srv->listener ? "port " : "TLS port ",
                  srv->listener ? srv->port : srv->tls_port);
     char parts[48] = "";
     if (floe_backend_parts(dflt) > 1)
         snprintf(parts, sizeof parts, " in %u parts", floe_backend_parts(dflt));
     else if (floe_backend_parts(dflt) == 0 && floe_backend_devices(dflt) > 1)
         snprintf(parts, sizeof parts, " placed over %u devices", floe_backend_devices(dflt));
-    log_info("floed %s listening on %s port %s (new tables: backend %s%s, %zu io threads, max-frame %llu, "
+    log_info("floed %s listening on %s %s (new tables: backend %s%s, %zu io threads, max-frame %llu, "
              "max-inflight %llu%s)",
              FLOE_VERSION, cfg->bind, ports, floe_backend_name(dflt), parts, srv->nio,
              (unsigned long long)cfg->max_frame, (unsigned long long)cfg->max_inflight,

@@ -679,7 +679,13 @@ static void handle_hello(server *srv, session *c, Floe__V1__Request *req)
 {
     const Floe__V1__Hello *h = req->hello;
     if (server_token_required(srv)) {
-        if (!h->token || !server_token_matches(srv, h->token)) {
+        if (!h->token || !h->token[0]) { /* not a wrong token: none at all */
+            const char *why = "this server requires a token; the hello gave none (the clients take --token, "
+                              "$FLOE_TOKEN or ?token= in the URI)";
+            c->ops->send_and_close(c, reply_error(req->id, FLOE_ERR_UNAUTHENTICATED, why), "hello without a token");
+            return;
+        }
+        if (!server_token_matches(srv, h->token)) {
             c->ops->send_and_close(c, reply_error(req->id, FLOE_ERR_UNAUTHENTICATED, "wrong token"), "wrong token");
             return;
         }

@@ -251,6 +251,9 @@ START_TEST(tls_only_and_protected_mode)
     unsigned port = start_tls(&d, &t, cert(&t, 0, "server.crt"), mtls);
     /* tls-only: the port-file names the TLS port, and there is no plain one */
     ck_assert_uint_eq(d.port, port);
+    char line[96]; /* and the log says so once (issue 41, 5: "port TLS port N") */
+    snprintf(line, sizeof line, "listening on 0.0.0.0 TLS port %u (", port);
+    ck_assert_msg(log_has(&d, line, 2000), "no '%s' in floed's log", line);
     expect_ok(port, ca, cert(&t, 4, "client.crt"), cert(&t, 5, "client.key"));
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
     /* with a plain port beside it, that port would be open to all: refused */

@@ -68,6 +68,7 @@ START_TEST(server_and_token_from_the_environment)
 
     unsetenv("FLOE_TOKEN");
     expect(&d, 1, "ERR_UNAUTHENTICATED", ARGS(floe_cli, "ping"));
+    expect(&d, 1, "the hello gave none", ARGS(floe_cli, "ping")); /* not "wrong token" (issue 41, 5) */
     expect(&d, 1, NULL, ARGS(mc, "--model", "hanoi:4", "--quiet"));
     setenv("FLOE_TOKEN", "wrong", 1);
     expect(&d, 1, "wrong token", ARGS(floe_cli, "ping"));
