@@ -580,7 +580,7 @@ START_TEST(ordered_cli)
                ARGS("create", "o", "--kind", "ordered", "--key-bits", "40", "--value-bytes", "8"));
     expect_cli(&d, NULL, 0, "created k", ARGS("create", "k", "--kind", "ORDERED"));
     expect_cli(&d, NULL, 2, NULL, ARGS("create", "x", "--kind", "sorted"));
-    expect_cli(&d, NULL, 1, NULL, ARGS("create", "x", "--kind", "ordered", "--value-bytes", "2")); /* the server says */
+    expect_cli(&d, NULL, 2, NULL, ARGS("create", "x", "--kind", "ordered", "--value-bytes", "2")); /* a usage error */
     expect_cli(&d, NULL, 0, "9 INSERTED 90\n", ARGS("insert", "o", "5=50", "3=30", "9=90", "7=70"));
     expect_cli(&d, "12 120\n1=10\n", 0, "1 INSERTED 10", ARGS("insert", "o"));
     expect_cli(&d, NULL, 0, "1 10\n3 30\n5 50\n7 70\n9 90\n12 120\n", ARGS("dump", "o", "--values"));

@@ -654,8 +654,8 @@ START_TEST(tree_cli)
         ARGS("create", "w", "--kind", "TREE", "--words", "4", "--capacity", "10000", "--memory", "1M", "--no-grow"));
     expect_cli(&d, NULL, 2, NULL, ARGS("create", "x", "--kind", "tree", "--words", "4", "--grow", "--no-grow"));
     expect_cli(&d, NULL, 2, NULL, ARGS("create", "x", "--kind", "tree"));                     /* no --words */
-    expect_cli(&d, NULL, 1, NULL, ARGS("create", "x", "--kind", "tree", "--words", "1"));     /* the server says */
-    expect_cli(&d, NULL, 1, NULL, ARGS("create", "x", "--kind", "tree", "--words", "300"));   /* the server says */
+    expect_cli(&d, NULL, 2, NULL, ARGS("create", "x", "--kind", "tree", "--words", "1"));     /* 2..256: a usage error */
+    expect_cli(&d, NULL, 2, NULL, ARGS("create", "x", "--kind", "tree", "--words", "300"));   /* (issue 41, 8) */
     expect_cli(&d, NULL, 2, NULL, ARGS("create", "x", "--kind", "tree", "--memory", "lots")); /* not a size */
     char *out;
     ck_assert_int_eq(run_cli(&d, NULL, &out, ARGS("insert", "v", "1,2,3", "4,5,6", "1,2,3")), 0);
