@@ -40,7 +40,7 @@ typedef struct options {
     unsigned batches;
     unsigned key_bits;
     double present;
-    unsigned runs;
+    unsigned runs, warmup;
     bool pinned;
     unsigned tables;
     unsigned lanes;
@@ -159,6 +159,55 @@ static void print_stages(floe_table *t, const floe_stage_time before[FLOE_STAGES
     }
 }
 
+/* The timed batches' keys: batch k's new keys are the counter values
+ * preload + k * n_new and on (distinct from every other batch's and from the
+ * preload's), its present ones drawn from the preload, the two interleaved
+ * at random.  Each batch has its own generator, so o->threads threads make
+ * them at once (one thread took a minute for 2000 batches of 1 Mi keys). */
+typedef struct key_maker {
+    const options *o;
+    const floe_perm *perm;
+    uint64_t *all;
+    uint64_t preload;
+    size_t n_new;
+    unsigned run;
+    unsigned next; /* the next batch to make (atomic) */
+} key_maker;
+
+static void *make_keys_main(void *arg)
+{
+    key_maker *m = arg;
+    const options *o = m->o;
+    const size_t n_present = o->keys - m->n_new;
+    for (;;) {
+        const unsigned k = __atomic_fetch_add(&m->next, 1, __ATOMIC_RELAXED);
+        if (k >= o->batches)
+            return NULL;
+        uint64_t *keys = m->all + (uint64_t)k * o->keys;
+        uint64_t rng = 0x5EED + ((uint64_t)m->run << 32 | k), next_new = m->preload + (uint64_t)k * m->n_new;
+        xorshift(&rng);
+        size_t np = 0, nn = 0;
+        for (size_t i = 0; i < o->keys; i++) {
+            const bool take_new = nn < m->n_new && (np >= n_present || (xorshift(&rng) & 1));
+            keys[i] = floe_permute(m->perm, take_new ? next_new++ : xorshift(&rng) % m->preload);
+            take_new ? nn++ : np++;
+        }
+    }
+}
+
+static void make_keys(key_maker *m)
+{
+    const unsigned n = m->o->threads < m->o->batches ? m->o->threads : m->o->batches;
+    pthread_t th[256];
+    unsigned made = 0;
+    while (made < n && pthread_create(&th[made], NULL, make_keys_main, m) == 0)
+        made++;
+    if (made == 0) /* no thread to be had: this one makes them all */
+        make_keys_main(m);
+    for (unsigned i = 0; i < made; i++)
+        pthread_join(th[i], NULL);
+}
+
 /* A submitting thread: the batches of its lane (batch k is lane k mod lanes), as floed's io threads each
  * feed their own. */
 typedef struct submitter {
@@ -214,6 +263,8 @@ static void usage(FILE *f)
                "  --key-bits K        key width (default 40)\n"
                "  --present F         fraction of each batch already stored (default 0.5)\n"
                "  --runs R            runs, each on a fresh table; the median is reported (default 3)\n"
+               "  --warmup W          runs before those, not counted (default 1): a fresh process's first\n"
+               "                      run also pays for the pinned buffers the engine then keeps for reuse\n"
                "  --pinned            keys and answers in the backend's own host memory (floe_backend_host_alloc:\n"
                "                      pinned for the GPU, so that its copies skip the staging buffers), as a\n"
                "                      program that owns its buffers would keep them\n"
@@ -385,7 +436,7 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3, false, 1, 1, 0, 0, 0};
+    options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3, 1, false, 1, 1, 0, 0, 0};
     static const struct option longopts[] = {
         {"backend", required_argument, 0, 'B'},
         {"keys", required_argument, 0, 'k'},
@@ -394,6 +445,7 @@ int main(int argc, char **argv)
         {"key-bits", required_argument, 0, 'K'},
         {"present", required_argument, 0, 'p'},
         {"runs", required_argument, 0, 'r'},
+        {"warmup", required_argument, 0, 'W'},
         {"help", no_argument, 0, 'h'},
         {"gpus", required_argument, 0, 'G'},
         {"parts", required_argument, 0, 'P'},
@@ -435,6 +487,9 @@ int main(int argc, char **argv)
         case 'r':
             o.runs = (unsigned)atoi(optarg);
             break;
+        case 'W':
+            o.warmup = (unsigned)atoi(optarg);
+            break;
         case 'G':
             o.gpus = (unsigned)atoi(optarg);
             break;
@@ -471,7 +526,7 @@ int main(int argc, char **argv)
         }
     }
     if (o.keys == 0 || o.inflight == 0 || o.batches == 0 || o.key_bits < 30 || o.key_bits > 64 || o.present < 0 ||
-        o.present > 1 || o.runs == 0 || (strcmp(o.backend, "cpu") && strcmp(o.backend, "gpu")) || o.gpus < 1 ||
+        o.present > 1 || o.runs == 0 || o.warmup > 100 || (strcmp(o.backend, "cpu") && strcmp(o.backend, "gpu")) || o.gpus < 1 ||
         o.gpus > FLOE_PARTS_MAX || o.parts > FLOE_PARTS_MAX || o.tables < 1 || o.tables > 64 || o.lanes < 1 ||
         o.lanes > FLOE_LANES_MAX || o.fill < 0 || o.fill > 1 || o.threads > 256 || (o.fill > 0 && !o.capacity)) {
         usage(stderr);
@@ -520,7 +575,8 @@ int main(int argc, char **argv)
     printf("E1 in process on the %s backend: %zu keys per batch (%zu present, %zu new), %u in flight, %u batches, "
            "%u-bit keys, %u table(s)\n",
            o.backend, o.keys, n_present, n_new, o.inflight, o.batches, o.key_bits, o.tables);
-    for (unsigned run = 0; run < o.runs && !bad; run++) {
+    for (unsigned run = 0; run < o.warmup + o.runs && !bad; run++) {
+        const bool warming = run < o.warmup;
         floe_spec spec;
         floe_spec_default(&spec);
         snprintf(spec.name, sizeof spec.name, "e1");
@@ -553,7 +609,7 @@ int main(int argc, char **argv)
             bn.free_slots[bn.free_n++] = &slots[i];
         }
         /* preload: new keys 0 .. preload-1, one batch at a time */
-        uint64_t next_new = 0, rng = 0x5EED + run;
+        uint64_t next_new = 0;
         for (uint64_t at = 0; at < preload; at += o.keys) {
             slot *s = &slots[0];
             for (size_t i = 0; i < o.keys; i++)
@@ -567,18 +623,8 @@ int main(int argc, char **argv)
                 floe_table_run(tables[i], &s->b);
             }
         }
-        /* Every timed batch's keys, made before the clock starts (one thread
-         * makes them at about the rate the GPU takes them): present keys
-         * from the preload, new keys interleaved. */
-        for (uint64_t k = 0; k < o.batches; k++) {
-            uint64_t *keys = all + k * o.keys;
-            size_t np = 0, nn = 0;
-            for (size_t i = 0; i < o.keys; i++) {
-                bool take_new = nn < n_new && (np >= n_present || (xorshift(&rng) & 1));
-                keys[i] = floe_permute(&perm, take_new ? next_new++ : xorshift(&rng) % preload);
-                take_new ? nn++ : np++;
-            }
-        }
+        /* Every timed batch's keys, made before the clock starts */
+        make_keys(&(key_maker){&o, &perm, all, preload, n_new, run, 0});
         floe_stage_time before[FLOE_STAGES];
         stages_now(t, before);
         submitter subs[FLOE_LANES_MAX];
@@ -607,8 +653,11 @@ int main(int argc, char **argv)
         pthread_mutex_unlock(&bn.lock);
         for (unsigned i = 0; i < CHECKERS; i++)
             pthread_join(checkers[i], NULL);
-        rates[run] = (double)o.batches * o.keys / secs;
-        printf("run %u: %.1f M keys/s (%.3f s); inserted %llu, present %llu%s\n", run, rates[run] / 1e6, secs,
+        const double rate = (double)o.batches * o.keys / secs;
+        if (!warming)
+            rates[run - o.warmup] = rate;
+        printf("%s %u: %.1f M keys/s (%.3f s); inserted %llu, present %llu%s\n", warming ? "warm-up run" : "run",
+               warming ? run : run - o.warmup, rate / 1e6, secs,
                (unsigned long long)bn.inserted, (unsigned long long)bn.present, bn.wrong ? " - WRONG ANSWERS" : "");
         if (bn.failed != FLOE_OK) {
             fprintf(stderr, "floe-e1-local: a batch failed: %s\n", bn.error);

@@ -18,12 +18,12 @@
  * part) is counted first.  Each part's device copies its share straight
  * from the buffer and writes its answers straight into it.  The splits
  * hand their sub-batches (one per part that has keys, in the batch's lane)
- * to the parts in submission order, each waiting for its turn.  A
- * sub-batch's done() runs on its part's thread and posts the join of that
- * part's answers into the caller's arrays by index (a small one is joined
- * there); the last join adds up the counts, and whoever completes the
- * oldest split delivers it and every complete split behind it, so callers
- * see submission order.
+ * to the parts in submission order, each waiting for its turn.  The split
+ * notes each key's part (a byte), and when the last part has answered, one
+ * pass joins every part's answers into the caller's arrays by those bytes
+ * (posted to the pool, a small batch on the part's thread) and adds up the
+ * counts; whoever completes the oldest split delivers it and every
+ * complete split behind it, so callers see submission order.
  *
  * floe_table_submit has checked the batch against the whole table's spec
  * (the door, backend.h): a refused one completes through part 0 in its
@@ -44,8 +44,13 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#include <unistd.h>
 
 #include "alloc.h"
 #include "floe_wire.h"
@@ -55,10 +60,14 @@
 #include "tree.h"
 
 #define MOVE_CHUNK  ((size_t)1 << 18) /* keys per scan and insert while re-partitioning a loaded file */
-#define JOIN_INLINE ((size_t)1 << 14) /* a part's answers joined on its own thread, not posted to the pool */
-/* Split buffers kept for reuse: pinned memory takes milliseconds to get. */
-#define SPLIT_KEEP_DEVICE ((size_t)2 << 30)
-#define SPLIT_KEEP_HOST   ((size_t)64 << 20)
+#define JOIN_INLINE ((size_t)1 << 14) /* a batch's answers joined on its last part's thread, not posted to the pool */
+/* Split buffers kept for reuse: pinned memory takes milliseconds to get,
+ * and 64 batches of 4 Mi keys in flight need 4 GiB of them (kept 2 GiB:
+ * a quarter of the speed, buffers coming and going); a sixteenth of the
+ * host's memory, at least SPLIT_KEEP_DEVICE_MIN. */
+#define SPLIT_KEEP_DEVICE_MIN ((size_t)1 << 30)
+#define SPLIT_KEEP_HOST       ((size_t)64 << 20)
+#define SPLIT_STREAM          ((size_t)1 << 16) /* keys of a batch split with streaming stores (x86-64) */
 
 typedef struct part_backend {
     floe_backend base;
@@ -110,14 +119,11 @@ struct split {
     floe_batch one;   /* the sub-batch of a scan, of a refusal, or of a batch with no keys */
     floe_batch *subs; /* per part, for batches that fan out */
     unsigned scan_part;
-    /* part p holds places [at[p], at[p] + cnt[p]); order[j] is the caller's index of place j */
+    /* part p holds places [at[p], at[p] + cnt[p]), its keys in the caller's
+     * order; the pid words hold the part of each of the caller's keys (pid_of) */
     size_t at[FLOE_PARTS_MAX], cnt[FLOE_PARTS_MAX];
-    struct join { /* a part's join, posted to the pool */
-        floe_pool_task task;
-        split *sp;
-        unsigned p;
-    } join[FLOE_PARTS_MAX];
-    uint32_t *order;
+    floe_pool_task join; /* the answers into the caller's order, posted to the pool */
+    uint64_t *pid;
     uint64_t *keys; /* by place (GET: the parts' own ids) */
     uint64_t bits;  /* every key's bits, or'ed */
     void *vin;      /* MAP insert values */
@@ -306,25 +312,113 @@ static floe_file_image *chain_images(split *sp)
     return first;
 }
 
-/* Part p's answers into the caller's order. */
-static void join_part(split *sp, unsigned p)
+/* A key's part is noted in 2^PID_LOG(P) bits (1, 2 or 4) of the pid words:
+ * less of the memory traffic that bounds a table in parts than a byte. */
+#define PID_LOG(P)  ((P) <= 2 ? 0u : (P) <= 4 ? 1u : 2u) /* log2 of the bits per key */
+#define PID_PER(lg) (64u >> (lg))                       /* keys per word */
+
+static inline unsigned pid_of(const uint64_t *pid, size_t i, unsigned lg)
+{
+    return (unsigned)(pid[i >> (6 - lg)] >> ((i & (PID_PER(lg) - 1)) << lg)) & ((1u << (1u << lg)) - 1);
+}
+
+/* Key k to place *at: a large batch's with a streaming store (x86-64).  A
+ * large batch's keys go past the caches to memory, where the device reads
+ * them: streaming stores skip reading each line first (host memory
+ * bandwidth bounds a table in parts). */
+static inline void put_key(uint64_t *at, uint64_t k, bool stream)
+{
+#if defined(__x86_64__)
+    if (stream) {
+        _mm_stream_si64((long long *)at, (long long)k);
+        return;
+    }
+#else
+    (void)stream;
+#endif
+    *at = k;
+}
+
+static inline void stream_done(bool stream)
+{
+#if defined(__x86_64__)
+    if (stream)
+        _mm_sfence(); /* the streamed keys visible before the device is told to read them */
+#else
+    (void)stream;
+#endif
+}
+
+/* m answers (a multiple of 16 when streamed, to a 16-byte boundary) to `to`. */
+static inline void put_answers(uint8_t *to, const uint8_t *from, size_t m, bool stream)
+{
+#if defined(__x86_64__)
+    if (stream) {
+        for (size_t k = 0; k < m; k += 16)
+            _mm_stream_si128((__m128i *)(void *)(to + k), _mm_load_si128((const __m128i *)(const void *)(from + k)));
+        return;
+    }
+#else
+    (void)stream;
+#endif
+    memcpy(to, from, m);
+}
+
+/* The parts' answers into the caller's order, in one pass over the batch
+ * (each part's joined as it finished wrote the same cache lines from
+ * several threads at once); a part that failed leaves its keys' answers
+ * as they were. */
+static void join_all(split *sp)
 {
     part_table *t = sp->t;
     floe_batch *b = sp->b;
-    const unsigned P = t->parts;
+    const unsigned P = t->parts, lg = PID_LOG(P), per = PID_PER(lg);
     const uint32_t vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
     const size_t W = t->base.spec.words;
     const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && b->op != FLOE_OP_GET;
     const bool vals = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE;
     const bool get = b->op == FLOE_OP_GET;
-    const size_t from = sp->at[p], to = from + sp->cnt[p];
-    const uint32_t *order = sp->order;
+    const uint64_t *pid = sp->pid;
+    const size_t n = b->n;
     const uint64_t t0 = floe_now_ns();
-    for (size_t j = from; j < to; j++) /* the answers alone: the common case, kept tight */
-        b->results[order[j]] = sp->res[j];
-    if (ids || vals || get)
-        for (size_t j = from; j < to; j++) {
-            const size_t i = order[j];
+    bool ok[FLOE_PARTS_MAX], all_ok = true;
+    for (unsigned p = 0; p < P; p++)
+        all_ok &= ok[p] = !sp->cnt[p] || sp->subs[p].status == FLOE_OK;
+    size_t next[FLOE_PARTS_MAX];
+    for (unsigned p = 0; p < P; p++)
+        next[p] = sp->at[p];
+    if (all_ok && !ids && !vals && !get) { /* the answers alone: the common case, kept tight */
+        const unsigned mask = (1u << (1u << lg)) - 1;
+        /* a large batch's answers streamed out, 16 at a time (see put_key) */
+        const bool stream = n >= SPLIT_STREAM && per % 16 == 0 && ((uintptr_t)b->results & 15) == 0;
+        _Alignas(16) uint8_t out[64];
+        for (size_t i = 0; i < n; i += per) {
+            uint64_t word = pid[i >> (6 - lg)];
+            const size_t m = n - i < per ? n - i : per;
+            if (lg == 0) { /* two parts: each one's next place in a register */
+                size_t j0 = next[0], j1 = next[1];
+                for (size_t k = 0; k < m; k++, word >>= 1) {
+                    const size_t q = word & 1;
+                    out[k] = sp->res[q ? j1 : j0];
+                    j0 += q ^ 1;
+                    j1 += q;
+                }
+                next[0] = j0;
+                next[1] = j1;
+            } else {
+                for (size_t k = 0; k < m; k++, word >>= (1u << lg))
+                    out[k] = sp->res[next[word & mask]++];
+            }
+            put_answers(b->results + i, out, m, stream && m == per);
+        }
+        stream_done(stream);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const unsigned p = pid_of(pid, i, lg);
+            const size_t j = next[p]++;
+            if (!ok[p])
+                continue;
+            b->results[i] = sp->res[j];
             if (ids)
                 b->ids[i] = sp->ids[j] == FLOE_NO_ID ? FLOE_NO_ID : sp->ids[j] * P + p;
             if (vals && vb == 8)
@@ -334,11 +428,13 @@ static void join_part(split *sp, unsigned p)
             if (get)
                 memcpy(b->vectors_out + i * W, sp->vec + j * W, W * 4);
         }
+    }
     const uint64_t ns = floe_now_ns() - t0;
     pthread_mutex_lock(&t->lock);
-    floe_stage_add(&t->join_time, to - from, ns);
+    floe_stage_add(&t->join_time, n, ns);
     pthread_mutex_unlock(&t->lock);
 }
+
 /* Part p's generation, as an answer of it says (INSERT, FIND, GET). */
 static void note_generation(part_table *t, unsigned p, uint64_t generation)
 {
@@ -404,20 +500,35 @@ static void merge(split *sp)
 
 static void scan_done(floe_batch *s);
 
-/* One more part has answered (and been joined); the last completes sp. */
-static void sub_finished(split *sp)
+static bool keyed(floe_op op)
 {
-    if (atomic_fetch_sub(&sp->left, 1) == 1) {
-        merge(sp);
-        split_complete(sp);
-    }
+    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET;
 }
 
 static void join_posted(floe_pool_task *task)
 {
-    struct join *j = (struct join *)task;
-    join_part(j->sp, j->p);
-    sub_finished(j->sp);
+    split *sp = (split *)((char *)task - offsetof(split, join));
+    join_all(sp);
+    merge(sp);
+    split_complete(sp);
+}
+
+/* One more part has answered; the last joins their answers (a large batch
+ * on the pool, off the part's thread, which has its next batch to run)
+ * and completes sp. */
+static void sub_finished(split *sp)
+{
+    if (atomic_fetch_sub(&sp->left, 1) != 1)
+        return;
+    if (sp->pid && keyed(sp->b->op)) {
+        if (sp->b->n >= JOIN_INLINE) {
+            floe_pool_post(sp->t->be->pool, &sp->join);
+            return;
+        }
+        join_all(sp);
+    }
+    merge(sp);
+    split_complete(sp);
 }
 
 static void sub_done(floe_batch *s)
@@ -427,14 +538,6 @@ static void sub_done(floe_batch *s)
     const unsigned p = (unsigned)(s - sp->subs);
     if (s->status == FLOE_OK && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_GET))
         note_generation(sp->t, p, s->generation);
-    if (s->status == FLOE_OK &&
-        (op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET)) {
-        if (sp->cnt[p] >= JOIN_INLINE) { /* off the part's thread, which has its next batch to run */
-            floe_pool_post(sp->t->be->pool, &sp->join[p].task);
-            return;
-        }
-        join_part(sp, p);
-    }
     sub_finished(sp);
 }
 
@@ -536,14 +639,14 @@ static inline unsigned part_of(const part_table *t, const floe_batch *b, size_t 
 }
 
 /* Each key (value, vector) to the next place of its part's region, which
- * ends at end[p]; sp->cnt[p] counts them, sp->bits has every key's bits
- * (for the door's check of their widths: floe_table.checks_widths).  False
- * when a region is full. */
+ * ends at end[p], and its part into sp->pid; sp->cnt[p] counts them,
+ * sp->bits has every key's bits (for the door's check of their widths:
+ * floe_table.checks_widths).  False when a region is full. */
 static bool scatter(split *sp, const size_t *end)
 {
     const part_table *t = sp->t;
     const floe_batch *b = sp->b;
-    const unsigned P = t->parts;
+    const unsigned P = t->parts, lg = PID_LOG(P), per = PID_PER(lg);
     const size_t n = b->n;
     size_t next[FLOE_PARTS_MAX];
     for (unsigned p = 0; p < P; p++)
@@ -552,38 +655,59 @@ static bool scatter(split *sp, const size_t *end)
     const size_t W = t->base.spec.words;
     const bool vectors = t->base.spec.kind == FLOE_KIND_TREE && b->op != FLOE_OP_GET;
     uint64_t bits = 0;
+    bool fits = true;
+    /* a word of parts at a time: per keys, then one store */
     if (!vectors && !vb && b->op != FLOE_OP_GET) { /* keys alone: the common case, kept tight */
-        for (size_t i = 0; i < n; i++) {
-            const uint64_t key = b->keys[i];
-            const unsigned p = floe_part_of(floe_part_hash_key(key), P);
-            const size_t j = next[p];
-            if (j == end[p])
-                return false;
-            next[p] = j + 1;
-            sp->order[j] = (uint32_t)i;
-            sp->keys[j] = key;
-            bits |= key;
+        const bool stream = n >= SPLIT_STREAM;
+        for (size_t i0 = 0; i0 < n && fits; i0 += per) {
+            const size_t m = n - i0 < per ? n - i0 : per;
+            uint64_t word = 0;
+            for (size_t k = 0; k < m; k++) {
+                const uint64_t key = b->keys[i0 + k];
+                const unsigned p = floe_part_of(floe_part_hash_key(key), P);
+                const size_t j = next[p];
+                if (j == end[p]) {
+                    fits = false;
+                    break;
+                }
+                next[p] = j + 1;
+                put_key(&sp->keys[j], key, stream);
+                bits |= key;
+                word |= (uint64_t)p << (k << lg);
+            }
+            sp->pid[i0 >> (6 - lg)] = word;
         }
+        stream_done(stream);
     } else {
-        for (size_t i = 0; i < n; i++) {
-            const unsigned p = part_of(t, b, i);
-            const size_t j = next[p];
-            if (j == end[p])
-                return false;
-            next[p] = j + 1;
-            sp->order[j] = (uint32_t)i;
-            if (vectors)
-                memcpy(sp->vec + j * W, b->vectors + i * W, W * 4);
-            else if (b->op == FLOE_OP_GET)
-                sp->keys[j] = b->keys[i] / P; /* the part's own id */
-            else
-                bits |= sp->keys[j] = b->keys[i];
-            if (vb == 8)
-                ((uint64_t *)sp->vin)[j] = ((const uint64_t *)b->values)[i];
-            else if (vb == 4)
-                ((uint32_t *)sp->vin)[j] = ((const uint32_t *)b->values)[i];
+        for (size_t i0 = 0; i0 < n && fits; i0 += per) {
+            const size_t m = n - i0 < per ? n - i0 : per;
+            uint64_t word = 0;
+            for (size_t k = 0; k < m; k++) {
+                const size_t i = i0 + k;
+                const unsigned p = part_of(t, b, i);
+                const size_t j = next[p];
+                if (j == end[p]) {
+                    fits = false;
+                    break;
+                }
+                next[p] = j + 1;
+                word |= (uint64_t)p << (k << lg);
+                if (vectors)
+                    memcpy(sp->vec + j * W, b->vectors + i * W, W * 4);
+                else if (b->op == FLOE_OP_GET)
+                    sp->keys[j] = b->keys[i] / P; /* the part's own id */
+                else
+                    bits |= sp->keys[j] = b->keys[i];
+                if (vb == 8)
+                    ((uint64_t *)sp->vin)[j] = ((const uint64_t *)b->values)[i];
+                else if (vb == 4)
+                    ((uint32_t *)sp->vin)[j] = ((const uint32_t *)b->values)[i];
+            }
+            sp->pid[i0 >> (6 - lg)] = word;
         }
     }
+    if (!fits)
+        return false;
     for (unsigned p = 0; p < P; p++)
         sp->cnt[p] = next[p] - sp->at[p];
     sp->bits = bits;
@@ -609,20 +733,20 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
     const bool vec_in = is_tree && !get;
 
     const size_t region = region_of(n, P), places = region * P;
-    const size_t sz_order = align8(places * 4), sz_keys = vec_in ? 0 : places * 8;
+    const size_t sz_pid = (n / PID_PER(PID_LOG(P)) + 1) * 8, sz_keys = vec_in ? 0 : places * 8;
     const size_t sz_vin = vals_in ? align8(places * vb) : 0, sz_res = align8(places);
     const size_t sz_ids = ids ? places * 8 : 0, sz_vout = vals_out ? align8(places * vb) : 0;
     const size_t sz_vec = vec_in || get ? align8(places * wb) : 0;
     unsigned char *m =
-        hostmem_get(t->be->mem, sz_order + sz_keys + sz_vin + sz_res + sz_ids + sz_vout + sz_vec + 8);
+        hostmem_get(t->be->mem, sz_pid + sz_keys + sz_vin + sz_res + sz_ids + sz_vout + sz_vec + 8);
     sp->subs = floe_calloc(P, sizeof *sp->subs);
     if (!m || !sp->subs) {
         hostmem_put(t->be->mem, m);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory splitting a batch of %zu keys", n);
     }
     sp->mem = m;
-    sp->order = (uint32_t *)m;
-    m += sz_order;
+    sp->pid = (uint64_t *)m;
+    m += sz_pid;
     sp->keys = sz_keys ? (uint64_t *)m : NULL;
     m += sz_keys;
     sp->vin = sz_vin ? m : NULL;
@@ -660,9 +784,9 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
         return st != FLOE_OK ? st : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "a key too wide, unnamed");
     }
 
+    sp->join = (floe_pool_task){join_posted, NULL};
     for (unsigned p = 0; p < P; p++) {
         const size_t o = sp->at[p], c = sp->cnt[p];
-        sp->join[p] = (struct join){{join_posted, NULL}, sp, p};
         if (!c)
             continue;
         floe_batch *s = &sp->subs[p];
@@ -870,7 +994,6 @@ static void split_and_submit(part_table *t, floe_batch *b, uint64_t seq)
         case FLOE_OP_FIND:
         case FLOE_OP_ERASE:
         case FLOE_OP_GET:
-            assert(b->n <= UINT32_MAX); /* the door's limit: order[] holds 32-bit indexes */
             if (b->n > 0) {
                 const uint64_t t0 = floe_now_ns();
                 if ((sp->st = split_keys(sp, &sp->err)) == FLOE_OK)
@@ -1333,6 +1456,13 @@ static const floe_backend_ops part_ops = {
     .memory = part_memory,
 };
 
+static size_t split_keep_device(void)
+{
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const size_t sixteenth = pages > 0 && page > 0 ? (size_t)pages / 16 * (size_t)page : 0;
+    return sixteenth > SPLIT_KEEP_DEVICE_MIN ? sixteenth : SPLIT_KEEP_DEVICE_MIN;
+}
+
 floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned ninner, unsigned parts, unsigned threads,
                                           floe_backend **out, floe_errinfo *err)
 {
@@ -1349,7 +1479,7 @@ floe_status floe_backend_partition_create(floe_backend *const *inner, unsigned n
     if (st == FLOE_OK && (st = floe_pool_create(threads == 1 ? 2 : threads, &be->pool, err)) != FLOE_OK)
         free(be);
     if (st == FLOE_OK &&
-        !(be->mem = hostmem_new(inner[0], inner[0]->ops->host_alloc ? SPLIT_KEEP_DEVICE : SPLIT_KEEP_HOST))) {
+        !(be->mem = hostmem_new(inner[0], inner[0]->ops->host_alloc ? split_keep_device() : SPLIT_KEEP_HOST))) {
         floe_pool_destroy(be->pool);
         free(be);
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");

@@ -143,7 +143,7 @@ for s in $steps; do
         tail -n 4 "$O"/k1-dev*.log
         g=1
         while [ $g -le $N ]; do
-            step e1-local-g$g "$B/floe-e1-local" --backend gpu --gpus $g --runs 3 --keys 1048576 --batches 250
+            step e1-local-g$g "$B/floe-e1-local" --backend gpu --gpus $g --runs 3 --keys 1048576 --batches 1000
             g=$((g * 2))
         done
         E1="-P 4 -k 64K --dup-ratio 0.5 --key-bits 40 --create --backend gpu -n ${E1_REQUESTS:-500} -q"
