@@ -820,6 +820,18 @@ static int table_shape(floe *c, const char *table, floe_table_info *t)
     return st ? fail(c, st) : 0;
 }
 
+/* range, succ, pred, min and max on a table of another kind: the server's
+ * status, in the command's own words (a min is a range of one key on the
+ * wire; a TREE has no key width to check bounds against). */
+static int ordered_only(const floe_table_info *t, const char *command)
+{
+    if (t->kind == FLOE_TABLE_ORDERED)
+        return 0;
+    fprintf(stderr, "floe: %s: %s is for ORDERED tables; table %s is a %s\n", floe_strerror(FLOE_ERR_UNSUPPORTED),
+            command, t->name, kind_name(t->kind));
+    return 1;
+}
+
 static void print_summary(const floe_counts *k)
 {
     fflush(stdout); /* the answers first, then the tally */
@@ -1401,7 +1413,7 @@ static int cmd_range(floe *c, const opts *o, int argc, char **argv)
 {
     const char *table = argv[0];
     floe_table_info t;
-    if (table_shape(c, table, &t))
+    if (table_shape(c, table, &t) || ordered_only(&t, "range"))
         return 1;
     if (o->values && !has_values(&t))
         return usage_error("range --values is for ORDERED tables with values; %s has none", table);
@@ -1483,7 +1495,7 @@ static int neighbours_command(floe *c, const opts *o, int argc, char **argv, boo
 {
     const char *table = argv[0];
     floe_table_info t;
-    if (table_shape(c, table, &t))
+    if (table_shape(c, table, &t) || ordered_only(&t, pred ? "pred" : "succ"))
         return 1;
     if (o->values && !has_values(&t))
         return usage_error("%s --values is for ORDERED tables with values; %s has none", pred ? "pred" : "succ", table);
@@ -1509,7 +1521,7 @@ static int cmd_pred(floe *c, const opts *o, int argc, char **argv)
 static int bound_command(floe *c, const opts *o, const char *table, bool max)
 {
     floe_table_info t;
-    if (table_shape(c, table, &t))
+    if (table_shape(c, table, &t) || ordered_only(&t, max ? "max" : "min"))
         return 1;
     if (o->values && !has_values(&t))
         return usage_error("%s --values is for ORDERED tables with values; %s has none", max ? "max" : "min", table);

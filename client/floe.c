@@ -174,9 +174,14 @@ enum { IO_AGAIN = 0, IO_EOF = -1, IO_FAILED = -2, IO_TLS_FAILED = -3 };
 static const char *tls_reason(floe *c, char *buf, size_t len)
 {
     const long v = c->tls ? SSL_get_verify_result(c->tls) : X509_V_OK;
-    const unsigned long e = ERR_peek_last_error();
+    const unsigned long e = ERR_peek_last_error(), first = ERR_peek_error();
     if (v != X509_V_OK)
         snprintf(buf, len, "the server's certificate: %s", X509_verify_cert_error_string(v));
+    else if (first && ERR_SYSTEM_ERROR(first)) /* a file that cannot be read: its errno */
+        snprintf(buf, len, "%s", strerror(ERR_GET_REASON(first)));
+    else if (first && ERR_reason_error_string(first)) /* the first cause, in words ("no start line") */
+        snprintf(buf, len, "%s (%s)", ERR_reason_error_string(first),
+                 ERR_lib_error_string(first) ? ERR_lib_error_string(first) : "OpenSSL");
     else if (e)
         ERR_error_string_n(e, buf, len);
     else

@@ -545,6 +545,33 @@ void expect_status(Floe__V1__Response *r, int want, const char *needle, const ch
     floe__v1__response__free_unpacked(r, NULL);
 }
 
+char *last_stderr(const daemon_proc *d)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/cli.err", d->dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t cap = 1 << 16;
+    char *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+void expect_cli_err(const daemon_proc *d, int code, const char *want, const char *const *args)
+{
+    char *out;
+    int rc = run_cli(d, NULL, &out, args);
+    char *err = last_stderr(d);
+    ck_assert_msg(rc == code, "floe %s %s: exit %d, expected %d; stderr:\n%s", args[0], args[1] ? args[1] : "", rc,
+                  code, err);
+    ck_assert_msg(strstr(err, want) != NULL, "floe %s: stderr lacks '%s':\n%s", args[0], want, err);
+    free(out);
+    free(err);
+}
+
 void expect_cli(const daemon_proc *d, const char *in, int code, const char *want, const char *const *args)
 {
     char *out;

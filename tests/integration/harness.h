@@ -98,6 +98,11 @@ int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char
 /* Runs the floe CLI with args against d: its exit code must be code and
  * its stdout hold want (NULL: anything; "": nothing at all). */
 void expect_cli(const daemon_proc *d, const char *in, int code, const char *want, const char *const *args);
+/* The last CLI or tool run's stderr (d->dir/cli.err), malloc'ed. */
+char *last_stderr(const daemon_proc *d);
+/* Runs the floe CLI with args against d: its exit code must be code and its
+ * stderr hold want. */
+void expect_cli_err(const daemon_proc *d, int code, const char *want, const char *const *args);
 /* Runs argv (argv[0] the program; "@HOSTPORT" and "@URI" stand for d's
  * address) with stdin_text: the same contract as run_cli (its stderr in
  * d->dir/cli.err). */

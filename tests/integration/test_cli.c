@@ -112,25 +112,11 @@ static const char *cli_prog(void)
     return p ? p : "build/san/floe";
 }
 
-/* The last run's stderr (d->dir/cli.err), malloc'ed. */
-static char *last_err(const daemon_proc *d)
-{
-    char path[300];
-    snprintf(path, sizeof path, "%s/cli.err", d->dir);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t cap = 1 << 16;
-    char *buf = malloc(cap);
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
 
 static void check_run(const daemon_proc *d, int rc, char *out, int code, const char *want, const char *want_err,
                       const char *what)
 {
-    char *err = last_err(d);
+    char *err = last_stderr(d);
     ck_assert_msg(rc == code, "%s: exit %d, expected %d; stdout:\n%s\nstderr:\n%s", what, rc, code, out, err);
     if (want)
         ck_assert_msg(strstr(out, want) != NULL, "%s: stdout lacks '%s':\n%s", what, want, out);
@@ -342,7 +328,7 @@ START_TEST(cli_stdin_in_parts)
     expect_lines(out, 1, 20000, "%ld INSERTED\n", "");
     free(out);
     free(in);
-    char *err = last_err(&d);
+    char *err = last_stderr(&d);
     ck_assert_msg(strstr(err, "inserted 20000, present 0,") != NULL, "summary: %s", err);
     free(err);
     ck_assert_uint_eq(stats_of(&d, "s").keys, 20000);
@@ -433,7 +419,7 @@ START_TEST(cli_stdin_many_keys)
     free(in);
     in = lines(100000, 200000, "%ld\n");
     ck_assert_int_eq(run_cli(&d, in, &out, ARGS("insert", "s")), 0);
-    char *err = last_err(&d);
+    char *err = last_stderr(&d);
     ck_assert_msg(strstr(err, "inserted 100000, present 100000,") != NULL, "summary: %s", err);
     free(err);
     ck_assert_ptr_nonnull(strstr(out, "\n199999 PRESENT\n200000 INSERTED\n"));
@@ -508,7 +494,7 @@ static char *cli_out(const daemon_proc *d, const char *const *args)
 {
     char *out;
     int rc = run_cli(d, NULL, &out, args);
-    char *err = last_err(d);
+    char *err = last_stderr(d);
     ck_assert_msg(rc == 0, "floe %s: exit %d:\n%s%s", args[0], rc, out, err);
     free(err);
     return out;

@@ -179,6 +179,12 @@ START_TEST(client_certificates)
     expect_ok(port, ca, ccert, ckey);
     expect_refused(port, ca, NULL, NULL, NULL, "certificate required");
     expect_refused(port, ca, NULL, ocert, okey, "unknown ca");
+    /* files that cannot be used, said in words (not OpenSSL's error codes) */
+    expect_refused(port, ca, NULL, "/nonexistent/client.crt", ckey,
+                   "cannot load the client certificate /nonexistent/client.crt: No such file or directory");
+    expect_refused(port, ca, NULL, ckey, ckey, "no start line");
+    expect_refused(port, "/nonexistent/ca.crt", NULL, NULL, NULL,
+                   "cannot load the CA certificates /nonexistent/ca.crt: No such file or directory");
     char *out;
     const char *with_cert[] = {"--cert", ccert, "--key", ckey, NULL};
     ck_assert_int_eq(py_client(&d, port, ca, with_cert, &out), 0);
