@@ -1404,7 +1404,7 @@ int main(int argc, char **argv)
     if (st != FLOE_OK) {
         rc = run_error("cannot connect to %s: %s: %s", o->server, floe_strerror(st), floe_errstr(ctl));
         floe_close(ctl);
-        return rc;
+        return st == FLOE_ERR_INVALID ? EXIT_USAGE : rc; /* the address or the options themselves */
     }
     bool created = false;
     worker *ws = NULL;

@@ -1014,6 +1014,22 @@ static const char *print_vecs(void *ctx, floe_call *call, size_t at, size_t n)
     return NULL;
 }
 
+
+/* Whether every key is below 2^key_bits of table t; if not, says which
+ * (an argument the table cannot take is a usage error, as a malformed one). */
+static int keys_fit(const keylist *kl, const floe_table_info *t)
+{
+    for (size_t i = 0; t->key_bits < 64 && i < kl->n; i++)
+        if (kl->keys[i] >> t->key_bits) {
+            fprintf(stderr,
+                    "floe: ERR_INVALID: key %" PRIu64 " (key %zu of %zu) is not below 2^%u, the key width of table "
+                    "%s; nothing was sent\n",
+                    kl->keys[i], i + 1, kl->n, t->key_bits, t->name);
+            return 1;
+        }
+    return 0;
+}
+
 static int key_command(floe *c, int argc, char **argv, int op)
 {
     const char *table = argv[0];
@@ -1039,15 +1055,9 @@ static int key_command(floe *c, int argc, char **argv, int op)
         return EXIT_USAGE;
     /* Every key is read and checked before the first request: a bad one
      * anywhere changes nothing, even when the keys go in several requests. */
-    for (size_t i = 0; t.key_bits < 64 && i < kl.n; i++) {
-        if (kl.keys[i] >> t.key_bits) {
-            fprintf(stderr,
-                    "floe: ERR_INVALID: key %" PRIu64 " (key %zu of %zu) is not below 2^%u, the key width of table "
-                    "%s; nothing was sent\n",
-                    kl.keys[i], i + 1, kl.n, t.key_bits, table);
-            free_keys(&kl);
-            return 1;
-        }
+    if (keys_fit(&kl, &t)) {
+        free_keys(&kl);
+        return EXIT_USAGE;
     }
     const unsigned vb = map ? t.value_bytes : 0;
     for (size_t i = 0; op == 0 && map && i < kl.n; i++) {
@@ -1058,7 +1068,7 @@ static int key_command(floe *c, int argc, char **argv, int op)
                     "nothing was sent\n",
                     kl.values[i], i + 1, kl.n, vb, table);
             free_keys(&kl);
-            return 1;
+            return EXIT_USAGE;
         }
     }
     const size_t chunk = part_size(c, 8 + (op == 0 ? vb : 0));
@@ -1502,6 +1512,10 @@ static int neighbours_command(floe *c, const opts *o, int argc, char **argv, boo
     keylist kl;
     if (read_keys(argc - 1, argv + 1, false, &kl))
         return EXIT_USAGE;
+    if (keys_fit(&kl, &t)) {
+        free_keys(&kl);
+        return EXIT_USAGE;
+    }
     nb_job j = {table, &kl, pred, o->values, t.value_bytes};
     int rc = send_in_parts(c, kl.n, part_size(c, 16 + t.value_bytes), send_neighbours, print_neighbours, &j, "keys");
     free_keys(&kl);
@@ -1981,7 +1995,9 @@ int main(int argc, char **argv)
     if (st != FLOE_OK) {
         fprintf(stderr, "floe: %s: %s\n", floe_strerror(st), floe_errstr(c));
         floe_close(c);
-        return 1;
+        /* ERR_INVALID before any byte is sent: the address or the options themselves (a
+         * scheme, a port past 65535, a key without its certificate) */
+        return st == FLOE_ERR_INVALID ? EXIT_USAGE : 1;
     }
     rc = cm->run(c, &o, sub_argc - first, sub_argv + first);
     floe_close(c);

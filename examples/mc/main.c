@@ -106,14 +106,16 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* The table, sized for the model. */
+/* The table, sized for the model: 0, 2 if the server's address or the
+ * connection's options are malformed (a usage error), else 1. */
 static int create_table(const options *o, const mc_model *m, int packed)
 {
     floe *c;
-    if (floe_connect_opts(o->server, &o->conn, &c) != FLOE_OK) {
+    const int cst = floe_connect_opts(o->server, &o->conn, &c);
+    if (cst != FLOE_OK) {
         fprintf(stderr, "floe-mc: cannot connect to %s: %s\n", o->server, floe_errstr(c));
         floe_close(c);
-        return -1;
+        return cst == FLOE_ERR_INVALID ? 2 : 1;
     }
     uint64_t cap = o->capacity;
     if (!cap)
@@ -131,7 +133,7 @@ static int create_table(const options *o, const mc_model *m, int packed)
         fprintf(stderr, "floe-mc: cannot create table %s: %s: %s%s\n", o->table, floe_strerror(st), floe_errstr(c),
                 st == FLOE_ERR_EXISTS ? " (drop it, or pick another --table)" : "");
     floe_close(c);
-    return st == FLOE_OK ? 0 : -1;
+    return st == FLOE_OK ? 0 : 1;
 }
 
 /* SIGINT or SIGTERM to floe-mc (not its workers): the run stops, and its
@@ -511,8 +513,9 @@ int main(int argc, char **argv)
             return 1;
         }
     } else {
-        if (creator ? create_table(&o, &m, packed) : wait_for_table(&o))
-            return 1;
+        const int made = creator ? create_table(&o, &m, packed) : wait_for_table(&o) ? 1 : 0;
+        if (made)
+            return made;
         if (o.one_worker && o.workers > 1 && barrier(&o) != 0)
             return 1;
     }

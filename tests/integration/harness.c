@@ -560,16 +560,35 @@ char *last_stderr(const daemon_proc *d)
     return buf;
 }
 
-void expect_cli_err(const daemon_proc *d, int code, const char *want, const char *const *args)
+static void check_run(const daemon_proc *d, int rc, char *out, int code, const char *want, const char *want_err,
+                      const char *what)
 {
-    char *out;
-    int rc = run_cli(d, NULL, &out, args);
     char *err = last_stderr(d);
-    ck_assert_msg(rc == code, "floe %s %s: exit %d, expected %d; stderr:\n%s", args[0], args[1] ? args[1] : "", rc,
-                  code, err);
-    ck_assert_msg(strstr(err, want) != NULL, "floe %s: stderr lacks '%s':\n%s", args[0], want, err);
-    free(out);
+    ck_assert_msg(rc == code, "%s: exit %d, expected %d; stdout:\n%s\nstderr:\n%s", what, rc, code, out, err);
+    if (want)
+        ck_assert_msg(strstr(out, want) != NULL, "%s: stdout lacks '%s':\n%s", what, want, out);
+    if (want_err)
+        ck_assert_msg(strstr(err, want_err) != NULL, "%s: stderr lacks '%s':\n%s", what, want_err, err);
     free(err);
+    free(out);
+}
+
+void expect_cli2(const daemon_proc *d, const char *in, int code, const char *want, const char *want_err,
+                        const char *const *args)
+{
+    char *out, what[200];
+    int rc = run_cli(d, in, &out, args);
+    snprintf(what, sizeof what, "floe %s %s", args[0], args[0] && args[1] ? args[1] : "");
+    check_run(d, rc, out, code, want, want_err, what);
+}
+
+void expect_tool(const daemon_proc *d, const char *in, int code, const char *want, const char *want_err,
+                        const char *const *argv)
+{
+    char *out, what[200];
+    int rc = run_tool(d, in, &out, argv);
+    snprintf(what, sizeof what, "%s %s %s", argv[0], argv[1] ? argv[1] : "", argv[1] && argv[2] ? argv[2] : "");
+    check_run(d, rc, out, code, want, want_err, what);
 }
 
 void expect_cli(const daemon_proc *d, const char *in, int code, const char *want, const char *const *args)

@@ -100,9 +100,14 @@ int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char
 void expect_cli(const daemon_proc *d, const char *in, int code, const char *want, const char *const *args);
 /* The last CLI or tool run's stderr (d->dir/cli.err), malloc'ed. */
 char *last_stderr(const daemon_proc *d);
-/* Runs the floe CLI with args against d: its exit code must be code and its
- * stderr hold want. */
-void expect_cli_err(const daemon_proc *d, int code, const char *want, const char *const *args);
+/* floe -H d ARGS with stdin in: its exit code must be code, its stdout hold
+ * want and its stderr want_err (NULL: anything). */
+void expect_cli2(const daemon_proc *d, const char *in, int code, const char *want, const char *want_err,
+                 const char *const *args);
+/* The same for argv as given (argv[0] the program; "@HOSTPORT" and "@URI"
+ * stand for d's address), with no -H added. */
+void expect_tool(const daemon_proc *d, const char *in, int code, const char *want, const char *want_err,
+                 const char *const *argv);
 /* Runs argv (argv[0] the program; "@HOSTPORT" and "@URI" stand for d's
  * address) with stdin_text: the same contract as run_cli (its stderr in
  * d->dir/cli.err). */

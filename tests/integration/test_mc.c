@@ -179,6 +179,13 @@ START_TEST(expect_and_bad_command_lines)
         fclose(f);
         ck_assert_msg(strstr(msg, "floe-mc: ") != NULL, "case %zu: no message on stderr", i);
     }
+    /* a malformed server address is a usage error of floe-mc and floe-bench too (issue 41, 8) */
+    const char *mc = getenv("FLOE_MC") ? getenv("FLOE_MC") : "build/san/floe-mc";
+    const char *bench = getenv("FLOE_BENCH") ? getenv("FLOE_BENCH") : "build/san/floe-bench";
+    expect_tool(&d, NULL, 2, NULL, "the port must be 1..65535",
+                (const char *const[]){mc, "--model", "hanoi:3", "--server", "127.0.0.1:99999", NULL});
+    expect_tool(&d, NULL, 2, NULL, "the scheme must be floe:// or floes://",
+                (const char *const[]){bench, "-s", "http://x", "-n", "1", "-q", NULL});
     /* a TREE table made far too small for the model grows, and the run still finds the exact
      * count (hanoi:8 has 3^8 = 6561 states) */
     ck_assert_int_eq(
