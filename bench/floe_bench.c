@@ -190,7 +190,7 @@ static void usage(void)
            "  -s, --server URI          floe://host:port, floes://host:port (TLS) or host:port\n"
            "                            (default $FLOE_SERVER, else " DEFAULT_SERVER "); a list\n"
            "                            floe://h1:p1,h2:p2,... partitions the table over them\n");
-    floe_getopt_help(stdout, 6, 28, 0);
+    floe_getopt_help(stdout, 6, 28, NULL);
     printf("Load shape:\n"
            "  -t, --threads T           client threads (default 1)\n"
            "  -c, --connections C       connections per thread (default 1; T x C in all)\n"

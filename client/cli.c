@@ -15,12 +15,14 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1651,7 +1653,9 @@ static void usage(FILE *f)
                "  -h, --help          this text\n"
                "  -V, --version       the version of floe and of the protocol it speaks\n"
                "Connection options (each also from its environment variable; flags win):\n");
-    floe_getopt_help(f, 6, 22, 0);
+    floe_getopt_help(f, 6, 22,
+                     "give up on the whole command after SECONDS, connecting included unless --connect-timeout "
+                     "is given (default 0: wait)");
     fprintf(f, "Options take their value as `--opt VALUE` or `--opt=VALUE`. A command's options may come before,\n"
                "between or after its arguments, and so may -H and the connection options; `--` ends the options\n"
                "(a table whose name starts with '-').\n\nCommands:\n");
@@ -1926,6 +1930,33 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
     return -1;
 }
 
+/* --timeout bounds the whole command (curl's --max-time), connecting
+ * included unless --connect-timeout is given: past it the process says so
+ * and exits, whatever it was waiting for. */
+static char timeout_msg[128];
+
+static void on_timeout(int sig)
+{
+    (void)sig;
+    ssize_t w = write(STDERR_FILENO, timeout_msg, strlen(timeout_msg));
+    (void)w;
+    _exit(1);
+}
+
+static void arm_timeout(int timeout_ms)
+{
+    if (timeout_ms <= 0)
+        return;
+    snprintf(timeout_msg, sizeof timeout_msg, "floe: %s: the command did not finish within --timeout %.3g s\n",
+             floe_strerror(FLOE_ERR_TIMEOUT), timeout_ms / 1000.0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_timeout;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 0}, {timeout_ms / 1000, (timeout_ms % 1000) * 1000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
 int main(int argc, char **argv)
 {
     const char *server = getenv("FLOE_SERVER");
@@ -1990,6 +2021,9 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     const int first = optind;
+    const bool connect_own = conn.connect_timeout_ms != 0; /* --connect-timeout given: its own deadline */
+    if (!connect_own)
+        arm_timeout(conn.timeout_ms);
     floe *c;
     int st = floe_connect_opts(server ? server : DEFAULT_SERVER, &conn, &c);
     if (st != FLOE_OK) {
@@ -1999,6 +2033,8 @@ int main(int argc, char **argv)
          * scheme, a port past 65535, a key without its certificate) */
         return st == FLOE_ERR_INVALID ? EXIT_USAGE : 1;
     }
+    if (connect_own)
+        arm_timeout(conn.timeout_ms);
     rc = cm->run(c, &o, sub_argc - first, sub_argv + first);
     floe_close(c);
     return rc;

@@ -1772,7 +1772,10 @@ int floe__connect_one(const char *uri, const floe_options *opts, floe **out)
     const char *token = o.token && o.token[0] ? o.token : utoken;
     if (strlen(token) > FLOE_TOKEN_MAX)
         return floe__set_error(c, FLOE_ERR_INVALID, "the token is longer than %d bytes", FLOE_TOKEN_MAX);
-    const int cto = o.connect_timeout_ms ? o.connect_timeout_ms : CONNECT_TIMEOUT_MS;
+    /* unless a connect timeout is given, a call's timeout bounds connecting too (curl's --max-time) */
+    const int cto = o.connect_timeout_ms         ? o.connect_timeout_ms
+                    : o.timeout_ms > 0 && o.timeout_ms < CONNECT_TIMEOUT_MS ? o.timeout_ms
+                                                                            : CONNECT_TIMEOUT_MS;
     const uint64_t deadline = cto > 0 ? now_ms() + (uint64_t)cto : 0;
     st = tcp_connect(c, host, port, deadline, cto);
     if (st != FLOE_OK)
@@ -1834,9 +1837,11 @@ void floe_close(floe *c)
 static const floe_option_spec OPTION_SPECS[] = {
     {"token", "FLOE_TOKEN", "TOKEN", "the server's token"},
     {"token-file", "FLOE_TOKEN_FILE", "FILE", "read the server's token from FILE (keeps it out of ps)"},
-    {"timeout", "FLOE_TIMEOUT", "SECONDS", "give up on a request not answered in SECONDS (default 0: wait)"},
+    {"timeout", "FLOE_TIMEOUT", "SECONDS",
+     "give up on a request not answered in SECONDS, and on connecting after as long unless "
+     "--connect-timeout is given (default 0: wait)"},
     {"connect-timeout", "FLOE_CONNECT_TIMEOUT", "SECONDS",
-     "give up connecting (TCP, TLS, hello) after SECONDS (default 10; 0: wait)"},
+     "give up connecting (TCP, TLS, hello) after SECONDS (default 10, or --timeout if less; 0: wait)"},
     {"tls", "FLOE_TLS", NULL, "use TLS (as floes:// does) even for HOST:PORT"},
     {"tls-ca-file", "FLOE_TLS_CA_FILE", "FILE",
      "CA certificates (PEM) to check the server with (default: the system's)"},

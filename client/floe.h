@@ -81,7 +81,8 @@ void floe_close(floe *c);
 /* Connection options.  Zero the struct for the defaults. */
 typedef struct floe_options {
     const char *token;      /* NULL: none (or the URI's ?token=) */
-    int connect_timeout_ms; /* TCP connect, TLS handshake and hello together: 0: 10000; -1: no limit */
+    /* TCP connect, TLS handshake and hello together: 0: 10000, or timeout_ms if less; -1: no limit */
+    int connect_timeout_ms;
     /* Each call's deadline, counted from when it is sent: 0: none.  A call
      * not answered in time completes with FLOE_ERR_TIMEOUT, and so does
      * every other call in flight: the connection is closed (the server may

@@ -53,18 +53,17 @@ static inline int floe_getopt_set(floe_options *o, int code, const char *arg, ch
 }
 
 /* The connection options' lines of a --help text, flags at indent columns,
- * help text from column help_col; timeout_s: the program's own default
- * --timeout (0: libfloe's, wait), so that its help says the one it uses. */
-static inline void floe_getopt_help(FILE *f, int indent, int help_col, unsigned timeout_s)
+ * help text from column help_col; timeout_help: what --timeout does in
+ * this program, if not libfloe's (its own default, a whole command). */
+static inline void floe_getopt_help(FILE *f, int indent, int help_col, const char *timeout_help)
 {
     size_t n;
     const floe_option_spec *spec = floe_option_specs(&n);
     for (size_t i = 0; i < n; i++) {
         char flag[64], help[256];
         snprintf(flag, sizeof flag, "--%s%s%s", spec[i].name, spec[i].arg ? " " : "", spec[i].arg ? spec[i].arg : "");
-        if (timeout_s && strcmp(spec[i].name, "timeout") == 0)
-            snprintf(help, sizeof help, "give up on a request not answered in SECONDS (default %u; 0: wait)",
-                     timeout_s);
+        if (timeout_help && strcmp(spec[i].name, "timeout") == 0)
+            snprintf(help, sizeof help, "%s", timeout_help);
         else
             snprintf(help, sizeof help, "%s", spec[i].help);
         int w = help_col - indent - 1;

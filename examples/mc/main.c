@@ -91,7 +91,12 @@ static void usage(FILE *f)
                   "                        (mpicc absent): the ranks need --table, meet through the table\n"
                   "                        TABLE-start, and each prints its own counts as with --worker",
             DEFAULT_TIMEOUT_S);
-    floe_getopt_help(f, 6, 24, DEFAULT_TIMEOUT_S);
+    char timeout_help[160];
+    snprintf(timeout_help, sizeof timeout_help,
+             "give up on a request not answered in SECONDS (default %u; 0: wait), and on connecting after as long "
+             "unless --connect-timeout is given",
+             DEFAULT_TIMEOUT_S);
+    floe_getopt_help(f, 6, 24, timeout_help);
     fprintf(f, "\n"
                "States that pack into 64 bits (words x bits per word <= 64) go to a SET table of that key\n"
                "width; others to a TREE table of the model's words.  Exit status: 0 done (and checked),\n"

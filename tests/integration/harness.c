@@ -545,6 +545,12 @@ void expect_status(Floe__V1__Response *r, int want, const char *needle, const ch
     floe__v1__response__free_unpacked(r, NULL);
 }
 
+const char *tool_path(const char *env, const char *dflt)
+{
+    const char *p = getenv(env);
+    return p && p[0] ? p : dflt;
+}
+
 char *last_stderr(const daemon_proc *d)
 {
     char path[300];

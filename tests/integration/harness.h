@@ -98,6 +98,11 @@ int run_cli(const daemon_proc *d, const char *stdin_text, char **out, const char
 /* Runs the floe CLI with args against d: its exit code must be code and
  * its stdout hold want (NULL: anything; "": nothing at all). */
 void expect_cli(const daemon_proc *d, const char *in, int code, const char *want, const char *const *args);
+/* A NULL-terminated argument list, for run_cli, expect_cli and the like. */
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* A program the tests run: $env, else dflt (FLOE_BENCH: build/rel/floe-bench). */
+const char *tool_path(const char *env, const char *dflt);
 /* The last CLI or tool run's stderr (d->dir/cli.err), malloc'ed. */
 char *last_stderr(const daemon_proc *d);
 /* floe -H d ARGS with stdin in: its exit code must be code, its stdout hold

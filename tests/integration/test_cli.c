@@ -20,7 +20,6 @@
 
 #include "harness.h"
 
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 START_TEST(cli_subcommands)
 {
@@ -106,13 +105,6 @@ END_TEST
 
 /* ---- option parsing, stdin in parts, --json, info, refused connections ---------------------------- */
 
-static const char *cli_prog(void)
-{
-    const char *p = getenv("FLOE_CLI");
-    return p ? p : "build/san/floe";
-}
-
-
 static floe_table_info stats_of(const daemon_proc *d, const char *table)
 {
     floe *c = connect_ok(d);
@@ -147,7 +139,7 @@ START_TEST(cli_options_getopt)
 {
     daemon_proc d;
     daemon_start(&d, NULL);
-    const char *prog = cli_prog();
+    const char *prog = tool_path("FLOE_CLI", "build/san/floe");
     char host_eq[96], server_eq[160], attached[96];
     snprintf(host_eq, sizeof host_eq, "--host=%s", d.hostport);
     snprintf(server_eq, sizeof server_eq, "--server=%s", d.uri);
@@ -577,7 +569,7 @@ END_TEST
 
 /* ---- a stand-in server: an older floed, or one that refuses connections ---------------------------- */
 
-typedef enum { FAKE_OLD_FLOED, FAKE_REFUSE_AT_ONCE, FAKE_REFUSE_AFTER_HELLO } fake_mode;
+typedef enum { FAKE_OLD_FLOED, FAKE_REFUSE_AT_ONCE, FAKE_REFUSE_AFTER_HELLO, FAKE_SILENT } fake_mode;
 
 static int read_all(int fd, void *buf, size_t len)
 {
@@ -609,6 +601,13 @@ static void fake_reply(int fd, Floe__V1__Response *r)
  * unread (the close then resets the connection). */
 static void fake_serve(int fd, fake_mode mode)
 {
+    if (mode == FAKE_SILENT) { /* reads what comes, answers nothing, until the client gives up */
+        char buf[4096];
+        struct pollfd pfd = {fd, POLLIN, 0};
+        while (poll(&pfd, 1, 8000) > 0 && recv(fd, buf, sizeof buf, 0) > 0)
+            ;
+        return;
+    }
     if (mode != FAKE_OLD_FLOED) {
         if (mode == FAKE_REFUSE_AFTER_HELLO) {
             struct pollfd pfd = {fd, POLLIN, 0};
@@ -747,6 +746,35 @@ START_TEST(refused_connection_reports_the_servers_reason)
 }
 END_TEST
 
+/* --timeout bounds the whole command, connecting included, unless
+ * --connect-timeout is given (issue 41, 12): a server that accepts and
+ * never answers. */
+START_TEST(timeout_bounds_the_whole_command)
+{
+    daemon_proc d;
+    fake_start(&d, FAKE_SILENT, 4);
+    const char *mc = tool_path("FLOE_MC", "build/san/floe-mc"), *bench = tool_path("FLOE_BENCH", "build/rel/floe-bench");
+    uint64_t t0 = now_ms();
+    expect_cli2(&d, NULL, 1, NULL, "ERR_TIMEOUT: the command did not finish within --timeout 1 s",
+                ARGS("--timeout", "1", "ping"));
+    uint64_t took = now_ms() - t0;
+    ck_assert_msg(took >= 900 && took < 4000, "floe --timeout 1 took %llu ms", (unsigned long long)took);
+    t0 = now_ms();
+    expect_cli2(&d, NULL, 1, NULL, "did not answer hello within 2000 ms",
+                ARGS("--timeout", "1", "--connect-timeout", "2", "ping"));
+    took = now_ms() - t0;
+    ck_assert_msg(took >= 1900 && took < 5000, "floe --connect-timeout 2 took %llu ms", (unsigned long long)took);
+    t0 = now_ms();
+    expect_tool(&d, NULL, 1, NULL, "did not answer hello within 1000 ms",
+                ARGS(bench, "-s", "@HOSTPORT", "--timeout", "1", "-n", "1", "-q"));
+    expect_tool(&d, NULL, 1, NULL, "did not answer hello within 1000 ms",
+                ARGS(mc, "--server", "@HOSTPORT", "--timeout", "1", "--model", "hanoi:3"));
+    took = now_ms() - t0;
+    ck_assert_msg(took < 8000, "floe-bench and floe-mc with --timeout 1 took %llu ms", (unsigned long long)took);
+    fake_stop(&d);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -762,6 +790,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, cli_info_server_wide);
     tcase_add_test(tc, cli_info_from_an_older_floed);
     tcase_add_test(tc, refused_connection_reports_the_servers_reason);
+    tcase_add_test(tc, timeout_bounds_the_whole_command);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -21,7 +21,6 @@
 #include "../ordered_ref.h"
 #include "harness.h"
 
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 static uint64_t rng_next(uint64_t *s)
 {

@@ -738,11 +738,6 @@ END_TEST
 
 /* ---- the tools over a list: floe, floe-mc, floe-bench ------------------------------------------------ */
 
-static const char *prog(const char *env, const char *dflt)
-{
-    const char *p = getenv(env);
-    return p && p[0] ? p : dflt;
-}
 
 /* Runs argv: exit code code, stdout holding each of want (NULL-ended). */
 static void expect_run(cluster *cl, int code, const char *const *want, const char *const *argv)
@@ -760,14 +755,13 @@ static void expect_run(cluster *cl, int code, const char *const *want, const cha
     free(out);
 }
 
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 START_TEST(shards_tools)
 {
     cluster cl;
     cluster_start(&cl);
-    const char *cli = prog("FLOE_CLI", "build/san/floe"), *mc = prog("FLOE_MC", "build/san/floe-mc");
-    const char *bench = prog("FLOE_BENCH", "build/rel/floe-bench");
+    const char *cli = tool_path("FLOE_CLI", "build/san/floe"), *mc = tool_path("FLOE_MC", "build/san/floe-mc");
+    const char *bench = tool_path("FLOE_BENCH", "build/rel/floe-bench");
     expect_run(&cl, 0, NULL, ARGS(cli, "-H", cl.uri, "create", "cli", "--kind", "map", "--value-bytes", "8"));
     expect_run(&cl, 0, NULL, ARGS(cli, "-H", cl.uri, "insert", "cli", "1=10", "2=20", "3=30", "4=40", "5=50"));
     expect_run(&cl, 0, ARGS("3 PRESENT 30"), ARGS(cli, "-H", cl.uri, "find", "cli", "3"));
@@ -837,7 +831,7 @@ START_TEST(shards_mc_launchers)
     char two[300];
     snprintf(two, sizeof two, "%s%s,%s", harness_tls() ? "floes://" : "floe://", hostport_of(&cl.d[0]),
              hostport_of(&cl.d[1]));
-    const char *mc = prog("FLOE_MC", "build/san/floe-mc");
+    const char *mc = tool_path("FLOE_MC", "build/san/floe-mc");
     char *help = NULL;
     run_tool(&cl.d[0], NULL, &help, ARGS(mc, "--help"));
     const bool mpi = help && strstr(help, "this floe-mc has MPI") && access("/usr/bin/mpirun", X_OK) == 0;

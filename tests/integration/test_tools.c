@@ -14,13 +14,6 @@
 
 #include "harness.h"
 
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
-
-static const char *prog(const char *env, const char *dflt)
-{
-    const char *p = getenv(env);
-    return p && p[0] ? p : dflt;
-}
 
 /* Runs argv with the environment as it is now; checks the exit code, and
  * that stdout (or stderr: d->dir/cli.err) holds want. */
@@ -55,9 +48,9 @@ START_TEST(server_and_token_from_the_environment)
     daemon_start(&d, flags);
     const char *hostport = d.hostport;
     const char *dead = "127.0.0.1:1"; /* nothing listens on port 1 */
-    const char *floe_cli = prog("FLOE_CLI", "build/san/floe");
-    const char *mc = prog("FLOE_MC", "build/san/floe-mc");
-    const char *bench = prog("FLOE_BENCH", "build/rel/floe-bench");
+    const char *floe_cli = tool_path("FLOE_CLI", "build/san/floe");
+    const char *mc = tool_path("FLOE_MC", "build/san/floe-mc");
+    const char *bench = tool_path("FLOE_BENCH", "build/rel/floe-bench");
 
     setenv("FLOE_SERVER", hostport, 1);
     setenv("FLOE_TOKEN", "s3cret", 1);
@@ -110,8 +103,8 @@ START_TEST(help_texts_name_the_environment)
 {
     daemon_proc d;
     daemon_start(&d, NULL);
-    const char *tools[] = {prog("FLOE_CLI", "build/san/floe"), prog("FLOE_MC", "build/san/floe-mc"),
-                           prog("FLOE_BENCH", "build/rel/floe-bench")};
+    const char *tools[] = {tool_path("FLOE_CLI", "build/san/floe"), tool_path("FLOE_MC", "build/san/floe-mc"),
+                           tool_path("FLOE_BENCH", "build/rel/floe-bench")};
     for (int i = 0; i < 3; i++) {
         if (i == 2 && access(tools[i], X_OK) != 0) {
             fprintf(stderr, "test_tools: %s not built: its --help not checked\n", tools[i]);

@@ -13,7 +13,6 @@
 
 #include "harness.h"
 
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* ---- a reference set of vectors ------------------------------------------------------------ */
 
