@@ -1174,16 +1174,20 @@ static void on_loaded(floe *c, floe_call *call, void *arg)
     ld->total.full += k.full;
 }
 
+/* The progress line: done of total bytes read (total 0: a stream of unknown
+ * length; below 0: a stream that stopped short, no percentage). */
 static void progress(double done, double total, uint64_t keys, double secs, bool final, const char *noun)
 {
     if (!isatty(STDERR_FILENO) && !final)
         return;
-    int width = 30, fill = total > 0 ? (int)(width * done / total) : width;
+    int width = 30, fill = total > 0 ? (int)(width * done / total) : total == 0 ? width : 0;
     if (fill > width)
         fill = width;
-    fprintf(stderr, "\r[%.*s%*s] %5.1f%% %" PRIu64 " %s %.1f M %s/s%s", fill, "##############################",
-            width - fill, "", total > 0 ? 100.0 * done / total : 100.0, keys, noun, secs > 0 ? keys / secs / 1e6 : 0.0,
-            noun, final ? "\n" : "");
+    char pct[16] = "    -";
+    if (total >= 0)
+        snprintf(pct, sizeof pct, "%5.1f%%", total > 0 ? 100.0 * done / total : 100.0);
+    fprintf(stderr, "\r[%.*s%*s] %s %" PRIu64 " %s %.1f M %s/s%s", fill, "##############################", width - fill,
+            "", pct, keys, noun, secs > 0 ? keys / secs / 1e6 : 0.0, noun, final ? "\n" : "");
 }
 
 static int cmd_load(floe *c, const opts *o, int argc, char **argv)
@@ -1209,8 +1213,15 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
         fprintf(stderr, "floe: cannot open %s: %s\n", path, strerror(errno));
         return 1;
     }
+    const char *fname = f == stdin ? "stdin" : path; /* in messages */
     struct stat sb;
-    double total = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) ? (double)sb.st_size : 0;
+    const bool have_stat = fstat(fileno(f), &sb) == 0;
+    if (have_stat && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return usage_error("load: %s is a directory, not a file of %s", path, noun);
+    }
+    double total = have_stat && S_ISREG(sb.st_mode) ? (double)sb.st_size : 0;
+    const size_t item = tree ? (size_t)words * 4 : 8; /* bytes of one key or vector in a --binary file */
     uint64_t *keys = malloc(batch * 8);
     unsigned char *vals = malloc(batch * 8);
     uint32_t *vecs = tree ? malloc(batch * words * 4) : NULL;
@@ -1229,21 +1240,34 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
     size_t cap = 0;
     long lineno = 0;
     int rc = 0;
+    char stopped[CLI_MSG_MAX + 400] = ""; /* why the file was not read to its end */
+    /* Each batch read is sent, also the keys before a bad line or a partial key: the load stops
+     * there, with what went before it inserted (the docs' promise). */
     for (bool eof = false; !eof && ld.status == FLOE_OK;) {
         size_t n = 0;
         if (binary) {
-            n = tree ? fread(vecs, (size_t)words * 4, batch, f) : fread(keys, 8, batch, f);
-            eof = n < batch;
+            void *to = tree ? (void *)vecs : (void *)keys;
+            const size_t got = fread(to, 1, batch * item, f);
+            n = got / item;
+            eof = got < batch * item;
             if (eof && ferror(f)) {
-                fprintf(stderr, "floe: reading %s: %s\n", path, strerror(errno));
+                snprintf(stopped, sizeof stopped, "reading %s: %s", fname, strerror(errno));
                 rc = 1;
-                break;
+            } else if (got % item) {
+                snprintf(stopped, sizeof stopped,
+                         "%s ends with a partial %s: %zu bytes after the last whole one (of %zu bytes)", fname,
+                         tree ? "vector" : "key", got % item, item);
+                rc = EXIT_USAGE;
             }
         } else {
             while (n < batch) {
                 ssize_t len = getline(&line, &cap, f);
                 if (len < 0) {
                     eof = true;
+                    if (ferror(f)) {
+                        snprintf(stopped, sizeof stopped, "reading %s: %s", fname, strerror(errno));
+                        rc = 1;
+                    }
                     break;
                 }
                 lineno++;
@@ -1252,12 +1276,11 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
                     if (!*p)
                         continue;
                     char where[300], msg[CLI_MSG_MAX];
-                    snprintf(where, sizeof where, "%s line %ld", path, lineno);
+                    snprintf(where, sizeof where, "%s line %ld", fname, lineno);
                     if (cli_parse_vector(p, words, table, vecs + n * words, where, msg, sizeof msg)) {
-                        usage_error("%s", msg);
+                        snprintf(stopped, sizeof stopped, "%s", msg);
                         rc = EXIT_USAGE;
                         eof = true;
-                        n = 0;
                         break;
                     }
                     n++;
@@ -1267,17 +1290,18 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
                 const int got = cli_parse_load_line(line, map, &keys[n], &v);
                 if (got == 0)
                     continue;
-                if (got < 0 || (map && !cli_value_fits(v, t.value_bytes))) {
-                    if (got < 0)
-                        fprintf(stderr, "\nfloe: %s line %ld: expected %s and nothing else\n", path, lineno,
-                                map ? "KEY VALUE (decimal or 0x-hex)" : "a key (decimal or 0x-hex)");
-                    else
-                        fprintf(stderr,
-                                "\nfloe: %s line %ld: value %" PRIu64 " does not fit the %u-byte values of %s\n", path,
-                                lineno, v, t.value_bytes, table);
+                if (got < 0)
+                    snprintf(stopped, sizeof stopped, "%s line %ld: expected %s and nothing else", fname, lineno,
+                             map ? "KEY VALUE (decimal or 0x-hex)" : "a key (decimal or 0x-hex)");
+                else if (t.key_bits < 64 && keys[n] >> t.key_bits)
+                    snprintf(stopped, sizeof stopped, "%s line %ld: key %" PRIu64 " is not below 2^%u, the key width of %s",
+                             fname, lineno, keys[n], t.key_bits, table);
+                else if (map && !cli_value_fits(v, t.value_bytes))
+                    snprintf(stopped, sizeof stopped, "%s line %ld: value %" PRIu64 " does not fit the %u-byte values of %s",
+                             fname, lineno, v, t.value_bytes, table);
+                if (stopped[0]) {
                     rc = EXIT_USAGE;
                     eof = true;
-                    n = 0;
                     break;
                 }
                 if (map)
@@ -1285,6 +1309,17 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
                 n++;
             }
         }
+        if (binary && !tree)
+            for (size_t i = 0; t.key_bits < 64 && i < n; i++)
+                if (keys[i] >> t.key_bits) {
+                    snprintf(stopped, sizeof stopped,
+                             "%s: key %" PRIu64 " (key %" PRIu64 " of the file) is not below 2^%u, the key width of %s",
+                             fname, keys[i], sent + i + 1, t.key_bits, table);
+                    rc = EXIT_USAGE;
+                    eof = true;
+                    n = i;
+                    break;
+                }
         if (n) {
             while (ld.inflight >= WINDOW)
                 if (floe_poll(c, -1) < 0)
@@ -1307,20 +1342,28 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
         snprintf(ld.error, sizeof ld.error, "%s", floe_errstr(c));
     }
     double secs = now() - t0;
-    if (rc == 0)
-        progress(total, total, sent, secs, true, noun);
+    /* the bar ends where the reading did: 100% only for a file read whole and answered */
+    const bool whole = rc == 0 && ld.status == FLOE_OK;
+    progress(whole ? total : total > 0 ? (double)ftell(f) : 0, whole || total > 0 ? total : -1, sent, secs, true,
+             noun);
     if (f != stdin)
         fclose(f);
     free(line);
     free(keys);
     free(vals);
     free(vecs);
-    if (ld.status != FLOE_OK) {
+    if (stopped[0])
+        fprintf(stderr, "floe: %s\n", stopped);
+    if (ld.status != FLOE_OK)
         fprintf(stderr, "floe: %s: %s\n", floe_strerror(ld.status), ld.error);
-        return 1;
+    if (!whole) { /* what went in before it stopped */
+        fprintf(stderr,
+                "floe: load stopped after %" PRIu64 " %s sent to %s: inserted %" PRIu64 ", present %" PRIu64
+                ", full %" PRIu64 " (%s answered)\n",
+                sent, noun, table, ld.total.inserted, ld.total.present, ld.total.full,
+                ld.total.inserted + ld.total.present + ld.total.full == sent ? "every one" : "not every one");
+        return ld.status != FLOE_OK ? 1 : rc;
     }
-    if (rc)
-        return rc;
     printf("loaded %" PRIu64 " %s into %s in %.2f s (%.2f M %s/s): inserted %" PRIu64 ", present %" PRIu64
            ", full %" PRIu64 "\n",
            sent, noun, table, secs, secs > 0 ? sent / secs / 1e6 : 0.0, noun, ld.total.inserted, ld.total.present,
@@ -1610,7 +1653,8 @@ static const cmd CMDS[] = {
      "bulk insert from FILE (- for stdin): text, one key per line (MAP: KEY VALUE; TREE: a vector 1,2,3,...), or "
      "--binary raw little-endian u64 keys (TREE: `words` u32 words per vector); --batch keys per request (default "
      "64K, fewer if the server's max-frame asks), 4 in flight; shows progress and a summary; exits 1 if any key "
-     "came back FULL",
+     "came back FULL; a bad line, a key wider than the table or a partial --binary key stops it there (exit 2), "
+     "what came before it inserted and counted",
      G_LOAD, 2, 2, cmd_load},
     {"dump", "print every key", "NAME [--values]",
      "print every key (--values, of a MAP or an ORDERED table with values: KEY VALUE; TREE: ID VECTOR) one per "
