@@ -247,19 +247,29 @@ static void merge_jobs(const batcher *bt, batch_slot *sl, job *first, size_t kb,
 /* A job whose client has gone: nobody will read its answer, and the client
  * cannot tell whether it ran (as for any request in flight when a
  * connection breaks), so it is dropped instead of run.  A client that sends
- * and disconnects, again and again, then costs no engine time. */
+ * and disconnects, again and again, then costs no engine time.  A job whose
+ * client reads no answers while all clients' unread answers are past
+ * output-total-limit is answered ERR_BUSY instead of run: its answer could
+ * not be kept, and the clients that read theirs are not held up by it. */
 static void drop_abandoned(batcher *bt, batcher_lane *ln)
 {
     queue_link *prev = NULL;
     for (queue_link *l = ln->q.head, *next; l; l = next) {
         next = l->next;
         job *j = JOB_OF(l);
-        if (!j->gone || !atomic_load(j->gone)) {
+        const bool gone = j->gone && atomic_load(j->gone), unread = j->unread && atomic_load(j->unread);
+        if (!gone && !unread) {
             prev = l;
             continue;
         }
         queue_unlink(&ln->q, prev, l);
-        end_job(bt, j, FLOE_OK, NULL, true);
+        if (gone)
+            end_job(bt, j, FLOE_OK, NULL, true);
+        else
+            end_job(bt, j, FLOE_ERR_BUSY,
+                    "not run: the server's unread answers are past output-total-limit and this connection has "
+                    "answers unread; read them, then retry",
+                    false);
     }
 }
 

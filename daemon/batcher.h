@@ -112,6 +112,9 @@ struct job {
     /* Set (key operations, scans): once true nobody waits for the answer,
      * and a job still queued is dropped instead of run. */
     const atomic_bool *gone;
+    /* Set with gone: while true, a job still queued is answered ERR_BUSY
+     * instead of run (its client reads no answers: output-total-limit). */
+    const atomic_bool *unread;
     /* stage timers (floe_now_ns): when its request began to be parsed, when it was queued */
     uint64_t t_parse, t_queued;
     /* Called once.  The drain's is called with no batcher lock held and

@@ -33,6 +33,7 @@ typedef struct floed_config {
     uint64_t hello_timeout;                        /* seconds to the first request (0: for ever) */
     uint64_t frame_timeout;                        /* seconds from a frame's first byte to its last (0: for ever) */
     uint64_t output_soft_limit, output_hard_limit; /* bytes of responses a client has not read */
+    uint64_t output_total_limit;                   /* ... all clients together */
     char log_level[16];
     char data_dir[1024];
     char port_file[1024];

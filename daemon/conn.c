@@ -59,6 +59,18 @@ void conn_unref(conn *c)
         free(c);
 }
 
+/* Keeps srv->out_bytes, every connection's unread responses, as each
+ * connection's output buffer grows and drains (output-total-limit). */
+static void count_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)buf;
+    server *srv = arg;
+    if (info->n_added)
+        atomic_fetch_add(&srv->out_bytes, info->n_added);
+    if (info->n_deleted)
+        atomic_fetch_sub(&srv->out_bytes, info->n_deleted);
+}
+
 static void close_now(conn *c)
 {
     if (!c->open)
@@ -71,6 +83,9 @@ static void close_now(conn *c)
     char sink[4096];
     for (int i = 0; fd >= 0 && i < 64 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
         ;
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    evbuffer_remove_cb(out, count_output, c->srv); /* its unread responses leave the account with it */
+    atomic_fetch_sub(&c->srv->out_bytes, evbuffer_get_length(out));
     bufferevent_free(c->bev);
     c->bev = NULL;
     hostmem_put(c->srv->mem, c->rx_mem); /* a frame it was reading */
@@ -109,13 +124,23 @@ static void update_reading(conn *c)
  * never reads must not grow floed without bound (as Redis's
  * client-output-buffer-limit).  Past output-hard-limit unread bytes the
  * connection closes; past output-soft-limit floed reads no more requests
- * until the client has read half of it. */
+ * until the client has read half of it; and while all connections' unread
+ * responses are past output-total-limit, none of those with responses
+ * unread is read until it has read them all. */
 static void check_output(conn *c)
 {
     if (!c->open)
         return;
     const size_t out = evbuffer_get_length(bufferevent_get_output(c->bev));
     const uint64_t hard = LIVE(c->srv, output_hard_limit), soft = LIVE(c->srv, output_soft_limit);
+    const uint64_t total = LIVE(c->srv, output_total_limit);
+    if (total && out && (atomic_load(&c->s.unread) || atomic_load(&c->srv->out_bytes) > total) &&
+        c->out_paused != OUT_TOTAL) {
+        atomic_store(&c->s.unread, true); /* its requests queued are answered ERR_BUSY, not run */
+        c->out_paused = OUT_TOTAL;
+        bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0); /* on_write once it is all read */
+        update_reading(c);
+    }
     if (hard && out > hard) {
         LOG_LIMITED(LOG_WARN,
                     "connection %llu (%s): %zu bytes of responses unread, above output-hard-limit (%llu): "
@@ -124,8 +149,8 @@ static void check_output(conn *c)
         close_now(c);
         return;
     }
-    if (soft && out > soft && !c->out_paused) {
-        c->out_paused = true;
+    if (soft && out > soft && c->out_paused == OUT_READING) {
+        c->out_paused = OUT_SOFT;
         bufferevent_setwatermark(c->bev, EV_WRITE, soft / 2, 0); /* on_write once it is down to half */
         update_reading(c);
     }
@@ -139,8 +164,11 @@ static void on_write(struct bufferevent *bev, void *arg)
         close_now(c);
         return;
     }
-    if (c->out_paused && out <= LIVE(c->srv, output_soft_limit) / 2) {
-        c->out_paused = false;
+    if (out == 0)
+        atomic_store(&c->s.unread, false);
+    if ((c->out_paused == OUT_SOFT && out <= LIVE(c->srv, output_soft_limit) / 2) ||
+        (c->out_paused == OUT_TOTAL && out == 0)) {
+        c->out_paused = OUT_READING;
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
         update_reading(c);
     }
@@ -182,6 +210,38 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     stop_sweep(arg);
 }
 
+/* f, or in its place an ERR_BUSY answer (f freed) when c has responses
+ * unread already and f would take all connections' unread responses past
+ * output-total-limit: the memory of slow readers is bounded, a client that
+ * reads its answers is still answered, and the process goes on. */
+static frame *within_total(conn *c, frame *f)
+{
+    const uint64_t limit = LIVE(c->srv, output_total_limit);
+    if (!limit || !f || !f->len || !c->open)
+        return f;
+    const size_t own = evbuffer_get_length(bufferevent_get_output(c->bev));
+    const uint64_t all = atomic_load(&c->srv->out_bytes);
+    if (!own || all + f->len <= limit)
+        return f;
+    frame *e = reply_errorf(f->id, FLOE_ERR_BUSY,
+                            "the server's unread responses are past output-total-limit (%llu bytes): the request ran, "
+                            "but its %zu-byte answer was dropped; read the answers sent before it, then retry",
+                            (unsigned long long)limit, f->len);
+    if (!e)
+        return f;
+    LOG_LIMITED(LOG_WARN,
+                "connection %llu (%s): %zu bytes of its responses and %llu of all connections' unread, past "
+                "output-total-limit (%llu): a %zu-byte answer dropped for ERR_BUSY",
+                (unsigned long long)c->s.serial, c->peer, own, (unsigned long long)all, (unsigned long long)limit,
+                f->len);
+    e->to = f->to;
+    e->req_op = f->req_op;
+    e->t_parse = f->t_parse;
+    free(f);
+    atomic_store(&c->s.unread, true); /* its other requests queued are answered so too, not run */
+    return e;
+}
+
 /* Writes f to c now (io thread); frees f. */
 static void send_frame(conn *c, frame *f)
 {
@@ -190,6 +250,7 @@ static void send_frame(conn *c, frame *f)
         close_now(c);
         return;
     }
+    f = within_total(c, f);
     const bool open = c->open;
     if (open)
         bufferevent_write(c->bev, f->data, f->len);
@@ -630,11 +691,13 @@ conn *conn_attach(io_thread *io, struct bufferevent *bev, const char *peer)
         return NULL;
     c->s.ops = &SESSION_OPS;
     atomic_init(&c->s.gone, false);
+    atomic_init(&c->s.unread, false);
     atomic_init(&c->refs, 1);
     c->io = io;
     c->s.lane = (unsigned)(io - io->srv->io); /* one lane an io thread: its connections merge together */
     c->srv = srv;
     c->bev = bev;
+    evbuffer_add_cb(bufferevent_get_output(bev), count_output, srv);
     c->open = true;
     c->s.serial = atomic_fetch_add(&next_serial, 1);
     c->t_accept = c->last_read = floe_now_ns();
@@ -714,6 +777,7 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
                         (unsigned long long)c->s.serial, c->peer);
             close_now(c);
         }
+        f = within_total(c, f);
         const bool write = f && c->open && f->len;
         if (write)
             bufferevent_write(c->bev, f->data, f->len);

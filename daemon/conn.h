@@ -30,7 +30,9 @@ struct conn {
     bool open, closing;
     bool tls;           /* accepted on the TLS port */
     bool paused;        /* max-inflight requests out: not reading */
-    bool out_paused;    /* output-soft-limit bytes of responses unread: not reading */
+    /* not reading for responses unread (OUT_SOFT: output-soft-limit of
+     * them; OUT_TOTAL: some, while all clients' are past output-total-limit) */
+    enum { OUT_READING, OUT_SOFT, OUT_TOTAL } out_paused;
     bool said_hello;    /* sent its first request (with a token: its hello) */
     uint64_t t_accept;  /* floe_now_ns when accepted (hello-timeout) */
     uint64_t t_closing; /* when it began closing (a last answer being written) */

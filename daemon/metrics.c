@@ -386,6 +386,9 @@ void metrics_render(metrics *m, struct evbuffer *b, const metrics_view *v)
     sample_u(b, "floe_connections_total", v->conns);
     family(b, "floe_connections_refused_total", "counter", "Connections refused at max-connections.");
     sample_u(b, "floe_connections_refused_total", v->refused);
+    family(b, "floe_responses_unread_bytes", "gauge",
+           "Responses of every connection not yet taken by its client (held to output-total-limit).");
+    sample_u(b, "floe_responses_unread_bytes", v->unread_bytes);
 
     family(b, "floe_requests_total", "counter", "Requests by operation (unknown: frames that do not parse).");
     for (int op = 0; op < METRICS_OPS; op++)

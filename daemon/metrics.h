@@ -136,6 +136,7 @@ typedef struct metrics_view {
     char snap_why[256];
     /* floed now (the caller's) */
     uint64_t conns_now;
+    uint64_t unread_bytes; /* every connection's responses not yet written (output-total-limit) */
     bool gpu;
     uint64_t gpu_total, gpu_free; /* summed over the working devices */
     size_t ngpus;

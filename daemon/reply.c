@@ -18,6 +18,7 @@ frame *reply_pack(const Floe__V1__Response *r)
         return NULL;
     memset(f, 0, sizeof *f);
     f->status = (floe_status)r->status;
+    f->id = r->id;
     f->len = 4 + len;
     f->data[0] = (unsigned char)(len >> 24);
     f->data[1] = (unsigned char)(len >> 16);

@@ -31,6 +31,7 @@ typedef struct frame {
     floe_status status;
     uint64_t t_parse;
     uint64_t keys;
+    uint64_t id; /* the request's (reply_pack) */
     size_t len;
     unsigned char data[];
 } frame;
@@ -55,6 +56,9 @@ typedef struct session_ops {
 struct session {
     const session_ops *ops;
     atomic_bool gone;   /* closed: its requests still queued are dropped, not run */
+    /* its answers unread while all clients' are past output-total-limit:
+     * its requests still queued are answered ERR_BUSY, not run */
+    atomic_bool unread;
     bool authed;        /* said hello with the server's token */
     unsigned lane;      /* the batcher lane its requests take (batcher.h): its io thread's */
     uint64_t serial;    /* for the log */

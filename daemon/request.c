@@ -601,6 +601,7 @@ int request_gather(server *srv, void (*done)(metrics_view *v, void *arg), void *
         metrics_view_take(srv->metrics, v);
         const int open = atomic_load(&srv->nconns);
         v->conns_now = open > 0 ? (uint64_t)open : 0;
+        v->unread_bytes = atomic_load(&srv->out_bytes);
         v->gpu = srv->reg.gpu != NULL;
         for (int i = 0; v->gpu && i < srv->ngpus; i++) { /* each device, and the sums of those that work */
             metrics_gpu *d = &v->gpus[v->ngpus++];
@@ -991,6 +992,7 @@ static void handle_key_op(server *srv, session *c, key_request *kr)
         flags |= FLOE_BATCH_WANT_VALUES; /* an insert returns each key's stored value */
     it->j.flags = flags;
     it->j.gone = &c->gone;
+    it->j.unread = &c->unread;
     /* TREE INSERT and FIND take vectors (4-byte aligned); the rest 8-byte keys or ids; MAP values
      * are read as value_bytes words */
     const bool states = kr->parents_len > 0; /* TREE states by their parents: the parents are 8-byte ids */
@@ -1128,6 +1130,7 @@ static void handle_scan(server *srv, session *c, Floe__V1__Request *req)
     }
     job *j = &it->j;
     j->gone = &c->gone;
+    j->unread = &c->unread;
     j->limit = s->limit ? s->limit : FLOE_SCAN_DEFAULT_LIMIT;
     if (j->limit > FLOE_SCAN_MAX_LIMIT)
         j->limit = FLOE_SCAN_MAX_LIMIT;
@@ -1185,6 +1188,7 @@ static void handle_range(server *srv, session *c, Floe__V1__Request *req, int bo
     const floe_spec *spec = &e->table->spec;
     job *j = &it->j;
     j->gone = &c->gone;
+    j->unread = &c->unread;
     it->bound = bound;
     bool want_values;
     if (bound) {

@@ -52,6 +52,7 @@ typedef struct live_settings {
     atomic_uint_fast64_t max_connections, max_frame, max_inflight, max_tables, max_batch_keys;
     atomic_uint_fast64_t save_every, save_after_changes;
     atomic_uint_fast64_t timeout, hello_timeout, frame_timeout, output_soft_limit, output_hard_limit;
+    atomic_uint_fast64_t output_total_limit;
     pthread_mutex_t lock;
     char token[sizeof(((floed_config *)0)->token)];
     char backend[sizeof(((floed_config *)0)->backend)];
@@ -98,6 +99,7 @@ typedef struct server {
     io_thread *io;
     size_t nio, next_io;
     atomic_int nconns;
+    atomic_uint_fast64_t out_bytes; /* every connection's responses not yet written to its socket (conn.c) */
     atomic_bool shutting_down;
     /* the tables and their backends: reg.cpu (tables/partition.h over the
      * CPU engine), reg.gpu (over one GPU backend per device; NULL without) */
