@@ -65,6 +65,10 @@ static const setting SETTINGS[] = {
      "stop reading a client's requests while this many bytes of its responses wait unread (0: no limit)", 1},
     {"output-hard-limit", SIZE(output_hard_limit), "512M", 0, (uint64_t)1 << 40,
      "close a client's connection once this many bytes of its responses wait unread (0: no limit)", 1},
+    {"max-table-bytes", SIZE(max_table_bytes), "0", 0, (uint64_t)1 << 50,
+     "refuse a create whose arrays would take more than this many bytes (0: no limit of its own; a create is "
+     "refused anyway where the host, or the GPU, has not that much free)",
+     1},
     {"output-total-limit", SIZE(output_total_limit), "1G", 0, (uint64_t)1 << 40,
      "all connections' unread responses together: past it a connection with responses unread is not read, and "
      "an answer to it is replaced by ERR_BUSY (0: no limit)",

@@ -34,6 +34,7 @@ typedef struct floed_config {
     uint64_t frame_timeout;                        /* seconds from a frame's first byte to its last (0: for ever) */
     uint64_t output_soft_limit, output_hard_limit; /* bytes of responses a client has not read */
     uint64_t output_total_limit;                   /* ... all clients together */
+    uint64_t max_table_bytes;                      /* a new table's arrays (0: no limit of its own) */
     char log_level[16];
     char data_dir[1024];
     char port_file[1024];

@@ -769,6 +769,14 @@ static void handle_create(server *srv, session *c, Floe__V1__Request *req)
         send_error(c, req->id, FLOE_ERR_EXISTS, "table %s exists", spec.name);
         return;
     }
+    const uint64_t max_bytes = LIVE(srv, max_table_bytes), need = floe_table_bytes_for(&spec);
+    if (max_bytes && need > max_bytes) {
+        send_error(c, req->id, FLOE_ERR_FULL,
+                   "table %s: its arrays for a capacity of %llu take %.2f GiB, past max-table-bytes (%.2f GiB): ask a "
+                   "smaller capacity (with grow it grows as keys come)",
+                   spec.name, (unsigned long long)spec.capacity, need / 1073741824.0, max_bytes / 1073741824.0);
+        return;
+    }
     floe_table *t;
     snprintf(spec.backend, sizeof spec.backend, "%s", floe_backend_name(be)); /* what it runs on, for stats */
     st = floe_table_create(be, &spec, &t, &err);

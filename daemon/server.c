@@ -48,6 +48,7 @@ void server_set_live(server *srv, const floed_config *c)
     atomic_store(&srv->live.output_soft_limit, c->output_soft_limit);
     atomic_store(&srv->live.output_hard_limit, c->output_hard_limit);
     atomic_store(&srv->live.output_total_limit, c->output_total_limit);
+    atomic_store(&srv->live.max_table_bytes, c->max_table_bytes);
     pthread_mutex_lock(&srv->live.lock);
     memcpy(srv->live.token, c->token, sizeof srv->live.token);
     memcpy(srv->live.backend, c->backend, sizeof srv->live.backend);

@@ -52,7 +52,7 @@ typedef struct live_settings {
     atomic_uint_fast64_t max_connections, max_frame, max_inflight, max_tables, max_batch_keys;
     atomic_uint_fast64_t save_every, save_after_changes;
     atomic_uint_fast64_t timeout, hello_timeout, frame_timeout, output_soft_limit, output_hard_limit;
-    atomic_uint_fast64_t output_total_limit;
+    atomic_uint_fast64_t output_total_limit, max_table_bytes;
     pthread_mutex_t lock;
     char token[sizeof(((floed_config *)0)->token)];
     char backend[sizeof(((floed_config *)0)->backend)];

@@ -9,17 +9,70 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
+#include "iceberg.h"
 #include "pool.h"
+#include "tree.h"
+
+uint64_t floe_table_bytes_for(const floe_spec *spec)
+{
+    switch (spec->kind) {
+    case FLOE_KIND_SET:
+    case FLOE_KIND_MAP:
+        return iceberg_bytes_for(spec);
+    case FLOE_KIND_TREE: {
+        tree_sizing z;
+        floe_errinfo ignored;
+        return tree_size(spec, &z, &ignored) == FLOE_OK ? z.node_bytes + z.root_bytes : 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* The host's available and total memory (/proc/meminfo); false where unknown. */
+static bool host_memory(uint64_t *avail, uint64_t *total)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return false;
+    char line[256];
+    unsigned long long kb;
+    int got = 0;
+    while (got != 3 && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+            *avail = (uint64_t)kb << 10;
+            got |= 1;
+        } else if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) {
+            *total = (uint64_t)kb << 10;
+            got |= 2;
+        }
+    }
+    fclose(f);
+    return got == 3;
+}
 
 floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
         return st;
+    /* Refused before anything is allocated: a table the memory cannot hold would otherwise fault
+     * in gigabytes (a CPU table's pages are touched at creation) until the kernel kills the process. */
+    const uint64_t need = floe_table_bytes_for(spec);
+    uint64_t free_bytes = 0, total = 0;
+    const floe_status mem = floe_backend_memory(be, &free_bytes, &total);
+    const bool host = mem == FLOE_ERR_UNSUPPORTED;
+    if (need && (mem == FLOE_OK || (host && host_memory(&free_bytes, &total))) && need > free_bytes)
+        return floe_errinfo_set(err, FLOE_ERR_FULL,
+                                "table %s: its arrays for a capacity of %llu take %.2f GiB, more than the %.2f GiB "
+                                "%s has free (of %.2f GiB): ask a smaller capacity (with grow it grows as keys come)",
+                                spec->name, (unsigned long long)spec->capacity, need / 1073741824.0,
+                                free_bytes / 1073741824.0, host ? "this host" : "the device", total / 1073741824.0);
     return be->ops->create_table(be, spec, out, err);
 }
 
@@ -134,8 +187,8 @@ bool floe_batch_width_pass(const floe_spec *spec, const floe_batch *b)
 static floe_status batch_check(const floe_spec *spec, const floe_batch *b, floe_pool *pool, bool widths_later,
                                floe_errinfo *err)
 {
-    const bool tree = spec->kind == FLOE_KIND_TREE, valued = floe_spec_has_values(spec);
-    const bool vectors = tree && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND);
+    const bool is_tree = spec->kind == FLOE_KIND_TREE, valued = floe_spec_has_values(spec);
+    const bool vectors = is_tree && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND);
     const size_t n = keyed(b->op) ? b->n : 0;
     if (b->parents) { /* TREE states by their parents */
         if (b->op != FLOE_OP_INSERT || b->vectors)
@@ -187,7 +240,7 @@ static floe_status batch_check(const floe_spec *spec, const floe_batch *b, floe_
     const bool scan = b->op == FLOE_OP_SCAN || b->op == FLOE_OP_RANGE;
     if (scan && b->limit > 0 && !b->scan_keys)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "a %s of up to %zu %s needs a buffer for them",
-                                b->op == FLOE_OP_SCAN ? "scan" : "range", b->limit, tree ? "ids" : "keys");
+                                b->op == FLOE_OP_SCAN ? "scan" : "range", b->limit, is_tree ? "ids" : "keys");
     if (scan && b->limit > 0 && valued && (b->flags & FLOE_BATCH_WANT_VALUES) && !b->scan_values)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a %s without a scan_values buffer",
                                 b->op == FLOE_OP_SCAN ? "scan" : "range");

@@ -175,7 +175,14 @@ struct floe_table {
                          * batch whose keys are too wide itself: the door leaves that pass to it */
 };
 
+/* Makes a table of spec on be: ERR_FULL, before anything is allocated,
+ * where its arrays (floe_table_bytes_for) take more than be's device has
+ * free, or for a backend of host memory, more than the host has available. */
 floe_status floe_table_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err);
+/* The bytes a new table of spec (valid) takes at creation: SET and MAP their
+ * levels and values, TREE its node and root tables; an ORDERED table makes
+ * its nodes as keys come (0). */
+uint64_t floe_table_bytes_for(const floe_spec *spec);
 floe_status floe_table_load(floe_backend *be, const char *path, floe_table **out, floe_errinfo *err);
 /* Checks b (floe_batch_check), then hands it to the backend, which calls
  * b->done(b) on its own thread, in submission order, whether b ran or was

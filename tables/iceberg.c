@@ -707,6 +707,20 @@ uint32_t iceberg_size_for(uint32_t key_bits, uint64_t capacity, uint32_t *three)
     return a;
 }
 
+uint64_t iceberg_bytes_for(const floe_spec *spec)
+{
+    uint32_t three;
+    const uint32_t a = iceberg_size_for(spec->key_bits, spec->capacity, &three);
+    floe_geometry g;
+    floe_geometry_init(&g, spec->key_bits, a, three, 0);
+    uint64_t bytes = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        bytes += (uint64_t)floe_level_words(&g.level[l]) * sizeof(uint64_t);
+    if (spec->kind == FLOE_KIND_MAP)
+        bytes += (uint64_t)g.total_slots * spec->value_bytes;
+    return bytes;
+}
+
 floe_status iceberg_size_check(uint32_t key_bits, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
 {
     if (addr_bits < floe_min_addr_bits(key_bits) || addr_bits > floe_max_addr_bits(key_bits))

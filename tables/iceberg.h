@@ -53,6 +53,9 @@ uint32_t iceberg_size_for(uint32_t key_bits, uint64_t capacity, uint32_t *three)
 /* OK where 2^addr_bits primary buckets (1.5 times that with three = 1) are
  * a size for key_bits, else ERR_INVALID saying why: every engine's rule. */
 floe_status iceberg_size_check(uint32_t key_bits, uint32_t addr_bits, uint32_t three, floe_errinfo *err);
+/* The bytes a new SET or MAP of spec takes (its levels and values, as
+ * iceberg_size_for sizes it; the same on the GPU). */
+uint64_t iceberg_bytes_for(const floe_spec *spec);
 
 /* Creates an empty table sized for spec->capacity; pool runs its batches
  * (NULL: inline in the caller).  The spec must pass floe_spec_validate. */

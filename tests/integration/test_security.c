@@ -431,6 +431,42 @@ START_TEST(clients_that_never_read_are_bounded_together)
 }
 END_TEST
 
+/* One create must not commit gigabytes (issue 41, C): a table past
+ * max-table-bytes, or past the memory the host has free, is refused before
+ * anything is allocated, and floed goes on. */
+START_TEST(creates_past_the_memory_are_refused)
+{
+    const char *flags[] = {"--max-table-bytes", "64M", NULL};
+    daemon_proc d;
+    daemon_start_logged(&d, flags);
+    floe *c = connect_ok(&d);
+    const uint64_t before = proc_mem(d.pid, "VmRSS");
+    floe_table_def big = {.name = "big", .kind = FLOE_TABLE_SET, .key_bits = 64, .capacity = (uint64_t)1 << 29};
+    ck_assert_int_eq(floe_create(c, &big), FLOE_ERR_FULL);
+    ck_assert_msg(strstr(floe_errstr(c), "table big: its arrays for a capacity of 536870912 take") &&
+                      strstr(floe_errstr(c), "past max-table-bytes (0.06 GiB)"),
+                  "%s", floe_errstr(c));
+    big.capacity = (uint64_t)1 << 20; /* under the limit */
+    ck_assert_int_eq(floe_create(c, &big), FLOE_OK);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+    /* no limit of its own: past what the host has free (2^40 keys: 5 TiB of arrays) */
+    daemon_start(&d, NULL);
+    c = connect_ok(&d);
+    floe_table_def huge = {.name = "huge", .kind = FLOE_TABLE_SET, .key_bits = 64, .capacity = (uint64_t)1 << 40};
+    ck_assert_int_eq(floe_create(c, &huge), FLOE_ERR_FULL);
+    ck_assert_msg(strstr(floe_errstr(c), "this host has free"), "%s", floe_errstr(c));
+    ck_assert_uint_lt(proc_mem(d.pid, "VmRSS"), before + (64u << 20)); /* nothing was allocated */
+    floe_table_info *list = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(floe_tables(c, &list, &n), FLOE_OK); /* floed goes on, and made no table */
+    ck_assert_uint_eq(n, 0);
+    free(list);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 START_TEST(work_of_clients_that_left_is_dropped)
 {
     enum { KEYS = 1 << 18, CLIENTS = 300, SCANS = 3 };
@@ -901,6 +937,7 @@ Suite *security_suite(void)
     tcase_add_test(tc, clients_cannot_flood_the_log);
     tcase_add_test(tc, a_client_that_never_reads_is_bounded);
     tcase_add_test(tc, clients_that_never_read_are_bounded_together);
+    tcase_add_test(tc, creates_past_the_memory_are_refused);
     tcase_add_test(tc, work_of_clients_that_left_is_dropped);
     tcase_add_test(tc, out_of_file_descriptors);
     tcase_add_test(tc, ten_thousand_connections);

@@ -899,10 +899,12 @@ static floe_status fake_load(floe_backend *be, const char *path, const struct fl
     return f->cpu->ops->load_table(f->cpu, path, part, out, err);
 }
 
+/* A fake device's free memory is f->free GiB: room for the small tables here,
+ * in the proportions the placement tests set. */
 static floe_status fake_memory(floe_backend *be, uint64_t *free_bytes, uint64_t *total_bytes)
 {
     fake_dev *f = (fake_dev *)be;
-    *free_bytes = f->free;
+    *free_bytes = f->free << 30;
     *total_bytes = 100ull << 30;
     return f->health;
 }
@@ -1010,6 +1012,40 @@ START_TEST(placement_by_free_memory)
 }
 END_TEST
 
+/* ---- creates the memory cannot hold ---------------------------------------------------------------- */
+
+/* A create whose arrays take more than the host (CPU) or the device (its
+ * backend's memory) has free is refused with ERR_FULL before anything is
+ * allocated (issue 41, C). */
+START_TEST(creates_the_memory_cannot_hold_are_refused)
+{
+    floe_backend *be = cpu();
+    floe_spec s = spec_of(FLOE_KIND_SET, 64, 0, (uint64_t)1 << 40); /* about 9 TiB of arrays */
+    strcpy(s.name, "huge");
+    ck_assert_uint_gt(floe_table_bytes_for(&s), (uint64_t)1 << 42);
+    floe_table *t = NULL;
+    floe_errinfo err;
+    ck_assert_int_eq(floe_table_create(be, &s, &t, &err), FLOE_ERR_FULL);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(strstr(err.msg, "table huge: its arrays for a capacity of 1099511627776 take") &&
+                      strstr(err.msg, "this host has free"),
+                  "%s", err.msg);
+    s.capacity = 1000; /* a small one still fits */
+    ck_assert_int_eq(floe_table_create(be, &s, &t, &err), FLOE_OK);
+    floe_table_destroy(t);
+    floe_backend_destroy(be);
+    /* a device of 1 GiB free: a table of about 2.5 GiB is refused, its backend never asked */
+    fake_dev *d[1];
+    be = fake_devices(1, (const uint64_t[]){1}, 0, d);
+    s = spec_of(FLOE_KIND_SET, 40, 0, (uint64_t)1 << 30);
+    strcpy(s.name, "big");
+    ck_assert_int_eq(floe_table_create(be, &s, &t, &err), FLOE_ERR_FULL);
+    ck_assert_msg(strstr(err.msg, "the device has free"), "%s", err.msg);
+    ck_assert_uint_eq(d[0]->made, 0);
+    floe_backend_destroy(be);
+}
+END_TEST
+
 Suite *partition_suite(void)
 {
     Suite *s = suite_create("partition");
@@ -1027,6 +1063,7 @@ Suite *partition_suite(void)
     tcase_add_test(tc, skewed_batches_in_parts);
     tcase_add_test(tc, large_batches_in_flight);
     tcase_add_test(tc, placement_by_free_memory);
+    tcase_add_test(tc, creates_the_memory_cannot_hold_are_refused);
     suite_add_tcase(s, tc);
     return s;
 }
