@@ -526,9 +526,10 @@ static void json_server_stats(jw *w, const floe_server_stats *s)
     jw_close(w, '}');
 }
 
-/* The hello reply (version, backend, limits), then the server's counters
- * (the info operation); a floed without info: the hello reply, and a note. */
-static int cmd_info(floe *c, const opts *o, int argc, char **argv)
+/* One server's: the hello reply (version, backend, limits), then its
+ * counters (the info operation); a floed without info: the hello reply,
+ * and a note; with --json, as an object written to w. */
+static int info_one(floe *c, const opts *o, jw *w)
 {
     const floe_server_info *i = floe_info(c);
     floe_server_stats *s = NULL;
@@ -537,22 +538,21 @@ static int cmd_info(floe *c, const opts *o, int argc, char **argv)
         return fail(c, st);
     const char *why = st ? floe_errstr(c) : NULL;
     if (o->json) {
-        jw w = {0};
-        jw_open(&w, NULL, '{');
-        jw_str(&w, "server", i->server);
-        jw_u64(&w, "protocol", i->version);
-        jw_str(&w, "backend", i->backend);
-        jw_u64(&w, "max_frame", i->max_frame);
-        jw_u64(&w, "max_batch_keys", i->max_batch_keys);
-        jw_u64(&w, "max_inflight", i->max_inflight);
-        jw_str(&w, "client", "floe " FLOE_VERSION);
+        jw_open(w, NULL, '{');
+        jw_str(w, "server", i->server);
+        jw_u64(w, "protocol", i->version);
+        jw_str(w, "backend", i->backend);
+        jw_u64(w, "max_frame", i->max_frame);
+        jw_u64(w, "max_batch_keys", i->max_batch_keys);
+        jw_u64(w, "max_inflight", i->max_inflight);
+        jw_str(w, "client", "floe " FLOE_VERSION);
         if (s) {
-            json_server_stats(&w, s);
+            json_server_stats(w, s);
         } else {
-            jw_null(&w, "info");
-            jw_str(&w, "info_unavailable", why);
+            jw_null(w, "info");
+            jw_str(w, "info_unavailable", why);
         }
-        jw_close(&w, '}');
+        jw_close(w, '}');
     } else {
         printf("server: %s\nprotocol: %u\nbackend: %s\nmax-frame: %" PRIu64 " bytes\nmax-batch-keys: %" PRIu64
                "\nmax-inflight: %u\n",
@@ -564,6 +564,31 @@ static int cmd_info(floe *c, const opts *o, int argc, char **argv)
     }
     floe_server_stats_free(s);
     return 0;
+}
+
+/* Each server's info: one, or every server of a list in turn (a
+ * partitioned connection has no info of its own). */
+static int cmd_info(floe *c, const opts *o, int argc, char **argv)
+{
+    const unsigned n = floe_shards(c);
+    jw w = {0};
+    if (n == 1)
+        return info_one(c, o, &w);
+    if (o->json) {
+        jw_open(&w, NULL, '{');
+        jw_open(&w, "servers", '[');
+    }
+    int rc = 0;
+    for (unsigned k = 0; k < n && rc == 0; k++) {
+        if (!o->json)
+            printf("%s# server %u of %u\n", k ? "\n" : "", k + 1, n);
+        rc = info_one(floe_shard(c, k), o, &w);
+    }
+    if (o->json && rc == 0) {
+        jw_close(&w, ']');
+        jw_close(&w, '}');
+    }
+    return rc;
 }
 
 /* A table in parts: one line each (stats of one table). */
@@ -583,11 +608,27 @@ static void print_parts(const floe_table_info *t)
     }
 }
 
+/* A table's line of `floe tables`: name=value words in columns that line up
+ * whatever the kind (TREE: words, vectors, node_fill, bytes/vector). */
+static void print_row(const floe_table_info *t)
+{
+    const bool tree = t->kind == FLOE_TABLE_TREE;
+    char size[32], count[40], fill[32], per[40];
+    if (tree)
+        snprintf(size, sizeof size, "words=%u", t->words);
+    else
+        snprintf(size, sizeof size, "key_bits=%u", t->key_bits);
+    snprintf(count, sizeof count, "%s=%" PRIu64, tree ? "vectors" : "keys", t->keys);
+    snprintf(fill, sizeof fill, "%s=%.4f", tree ? "node_fill" : "fill", tree ? t->node_fill : t->fill);
+    snprintf(per, sizeof per, "%s=%.3f", tree ? "bytes/vector" : "bytes/key", t->bytes_per_key);
+    printf("%-24s %-7s %-11s %-20s %-16s %-22s backend=%s\n", t->name, kind_name(t->kind), size, count, fill, per,
+           t->backend);
+}
+
 static void print_tree_info(const floe_table_info *t, bool long_form)
 {
     if (!long_form) {
-        printf("%-24s %-4s words=%-4u vectors=%-12" PRIu64 " node_fill=%.4f bytes/vector=%.3f backend=%s\n", t->name,
-               kind_name(t->kind), t->words, t->keys, t->node_fill, t->bytes_per_key, t->backend);
+        print_row(t);
         return;
     }
     printf("name: %s\nkind: TREE\nwords: %u\ncapacity: %" PRIu64 "\n", t->name, t->words, t->capacity);
@@ -615,8 +656,7 @@ static void print_info(const floe_table_info *t, bool long_form)
         return;
     }
     if (!long_form) {
-        printf("%-24s %-4s key_bits=%-2u keys=%-12" PRIu64 " fill=%.4f bytes/key=%.3f backend=%s\n", t->name,
-               kind_name(t->kind), t->key_bits, t->keys, t->fill, t->bytes_per_key, t->backend);
+        print_row(t);
         return;
     }
     printf("name: %s\nkind: %s\nkey_bits: %u\n", t->name, kind_name(t->kind), t->key_bits);

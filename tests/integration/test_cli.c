@@ -40,6 +40,26 @@ START_TEST(cli_subcommands)
     expect_cli(&d, NULL, 0, "5 PRESENT 50", ARGS("find", "m", "5"));
     expect_cli(&d, NULL, 0, "keys: 3", ARGS("stats", "s"));
     expect_cli(&d, NULL, 0, "m ", ARGS("tables"));
+    /* the columns of `floe tables` line up whatever the kind (issue 41, 10) */
+    expect_cli(&d, NULL, 0, NULL, ARGS("create", "tr", "--kind", "tree", "--words", "4"));
+    expect_cli(&d, NULL, 0, NULL, ARGS("create", "ord", "--kind", "ordered"));
+    char *tabs;
+    ck_assert_int_eq(run_cli(&d, NULL, &tabs, ARGS("tables")), 0);
+    int rows = 0;
+    long col = -1;
+    for (char *l = tabs, *nl; *l; l = nl + 1) {
+        nl = strchr(l, '\n');
+        ck_assert_ptr_nonnull(nl);
+        const char *b = strstr(l, "backend=");
+        ck_assert_msg(b && b < nl, "no backend= in a line of:\n%s", tabs);
+        ck_assert_msg(col < 0 || b - l == col, "columns do not line up:\n%s", tabs);
+        col = b - l;
+        rows++;
+    }
+    ck_assert_int_eq(rows, 4);
+    free(tabs);
+    expect_cli(&d, NULL, 0, NULL, ARGS("drop", "tr"));
+    expect_cli(&d, NULL, 0, NULL, ARGS("drop", "ord"));
     expect_cli(&d, NULL, 0, "5 50", ARGS("dump", "m", "--values"));
     /* load: text with a progress summary, then dump counts the keys */
     char path[256];

@@ -755,7 +755,6 @@ static void expect_run(cluster *cl, int code, const char *const *want, const cha
     free(out);
 }
 
-
 START_TEST(shards_tools)
 {
     cluster cl;
@@ -770,6 +769,10 @@ START_TEST(shards_tools)
     expect_run(&cl, 0, ARGS("keys: 5\n", "shard 1 (", line), ARGS(cli, "-H", cl.uri, "stats", "cli"));
     expect_run(&cl, 0, ARGS("shard: 2/3 (server list "), ARGS(cli, "-H", hostport_of(&cl.d[1]), "stats", "cli"));
     expect_run(&cl, 1, NULL, ARGS(cli, "-H", cl.reversed, "find", "cli", "3"));
+    /* info over the list: each server's in turn (issue 41, 10), not "not available" */
+    expect_run(&cl, 0, ARGS("# server 1 of 3\nserver: floed ", "# server 3 of 3\n", "uptime: "),
+               ARGS(cli, "-H", cl.uri, "info"));
+    expect_run(&cl, 0, ARGS("{\"servers\":[{\"server\":\"floed "), ARGS(cli, "-H", cl.uri, "info", "--json"));
     /* floe-mc: exact counts over the three servers, TREE tables included (whole vectors) */
     expect_run(
         &cl, 0, ARGS("states       181440\n", "check        ok"),
