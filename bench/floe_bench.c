@@ -1088,6 +1088,7 @@ typedef struct summary {
     const char *problem;
     bool have_table;
     floe_table_info table;
+    uint64_t rebuilds; /* of the table during the run (its generation went up: a growth, or a rebuild) */
     bool have_stages; /* the server's stage timers over the run: table minus before */
     floe_stage_info stages[16];
     unsigned n_stages;
@@ -1262,6 +1263,10 @@ static void print_text(const summary *s, const char *backend)
         printf("table    %" PRIu64 " %s, %.2f bytes per %s, fill %.3f, backend %s\n", s->table.keys,
                o->kind == FLOE_TABLE_TREE ? "vectors" : "keys", s->table.bytes_per_key,
                o->kind == FLOE_TABLE_TREE ? "vector" : "key", s->table.fill, s->table.backend);
+    if (s->rebuilds) /* each held the table's batches while its keys moved: the latencies' tail */
+        printf("growth   the table was rebuilt %" PRIu64 " time%s during the run (it grew): its requests waited while "
+               "its keys moved; --capacity (or --requests) sizes it for the run\n",
+               s->rebuilds, s->rebuilds == 1 ? "" : "s");
     printf("check    %s: %s\n", s->check_status, s->check_msg);
     if (s->have_stages) {
         printf("\nserver stages over the run (%.3f s; floed's timers for this table, summed over its threads; "
@@ -1365,8 +1370,9 @@ static void print_json(const summary *s, bool created)
             printf("%s\"%s\": %" PRIu64, n++ ? ", " : "", err_slot_name(e), s->errors[e]);
     printf("}, \"table\": ");
     if (s->have_table) {
-        printf("{\"keys\": %" PRIu64 ", \"bytes_per_key\": %.3f, \"fill\": %.4f, \"backend\": ", s->table.keys,
-               s->table.bytes_per_key, s->table.fill);
+        printf("{\"keys\": %" PRIu64 ", \"bytes_per_key\": %.3f, \"fill\": %.4f, \"rebuilds\": %" PRIu64
+               ", \"backend\": ",
+               s->table.keys, s->table.bytes_per_key, s->table.fill, s->rebuilds);
         json_str(s->table.backend);
         printf("}");
     } else {
@@ -1500,8 +1506,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "floe-bench: stats %s after the run: %s: %s\n", o->table, floe_strerror(st),
                     floe_errstr(ctl));
         }
-        if (st == FLOE_OK && R.have_before)
+        if (st == FLOE_OK && R.have_before) {
             stage_diff(&s, &R.before, &after, (double)(now_ns() - R.before_ns) / 1e9);
+            s.rebuilds = after.generation > R.before.generation ? after.generation - R.before.generation : 0;
+        }
     }
     judge(&s);
     if (o->json)

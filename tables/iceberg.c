@@ -580,16 +580,26 @@ static void rebuild_chunk(void *arg, size_t task)
     }
 }
 
-/* Rebuilds t into 2^addr_bits primary buckets (1.5 times that with three);
- * caller holds the write lock. */
-static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
+/* Rebuilds t into 2^addr_bits primary buckets (1.5 times that with three),
+ * into *ready if not NULL (that size's arrays, allocated before the lock was
+ * taken: it is taken over); caller holds the write lock. */
+static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, uint32_t three, store *ready, floe_errinfo *err)
 {
     uint32_t max = floe_max_addr_bits(t->spec.key_bits);
     for (;; addr_bits++, three = 0) { /* where the size cannot hold every key: the next power of two */
-        if (addr_bits > max)
+        if (addr_bits > max) {
+            if (ready)
+                store_free(ready);
             return floe_errinfo_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
+        }
         store ns;
-        floe_status st = store_alloc(&ns, &t->spec, addr_bits, three, err);
+        floe_status st = FLOE_OK;
+        if (ready) {
+            ns = *ready;
+            ready = NULL;
+        } else {
+            st = store_alloc(&ns, &t->spec, addr_bits, three, err);
+        }
         if (st != FLOE_OK)
             return st;
         uint64_t used[FLOE_LEVELS] = {0, 0, 0};
@@ -649,21 +659,30 @@ static bool grow_in_place(iceberg *t)
     return (double)keys < t->spec.max_fill * 0.5 * (double)t->s.g.total_slots;
 }
 
-/* With grow on: rebuild before a batch once occupied slots pass max_fill. */
+/* With grow on: rebuild before a batch once occupied slots pass max_fill.
+ * The batches wait while the keys move (the write lock: about 70 ns a key on
+ * two cores of the development machine, less on more); the new arrays are
+ * allocated and faulted in before it is taken, while batches still run. */
 static void grow_if_over_fill(iceberg *t)
 {
     if (!t->spec.grow)
         return;
     pthread_rwlock_rdlock(&t->lock);
-    bool over = (double)used_slots(t) > t->spec.max_fill * (double)t->s.g.total_slots;
+    const bool over = (double)used_slots(t) > t->spec.max_fill * (double)t->s.g.total_slots;
+    const bool same = over && grow_in_place(t);
+    const uint32_t addr_bits = same ? t->addr_bits : t->addr_bits + 1, three = same ? t->three : 0;
+    const uint64_t gen = atomic_load(&t->generation);
     pthread_rwlock_unlock(&t->lock);
     if (!over)
         return;
+    store ready;
+    const bool have = addr_bits <= floe_max_addr_bits(t->spec.key_bits) &&
+                      store_alloc(&ready, &t->spec, addr_bits, three, NULL) == FLOE_OK;
     pthread_rwlock_wrlock(&t->lock);
-    if ((double)used_slots(t) > t->spec.max_fill * (double)t->s.g.total_slots) {
-        const bool same = grow_in_place(t);
-        rebuild_locked(t, same ? t->addr_bits : t->addr_bits + 1, same ? t->three : 0, NULL); /* on failure: as it is */
-    }
+    if (atomic_load(&t->generation) == gen && (double)used_slots(t) > t->spec.max_fill * (double)t->s.g.total_slots)
+        rebuild_locked(t, addr_bits, three, have ? &ready : NULL, NULL); /* on failure: as it is */
+    else if (have)
+        store_free(&ready); /* another batch grew it meanwhile */
     pthread_rwlock_unlock(&t->lock);
 }
 
@@ -848,7 +867,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         floe_errinfo gerr;
         const bool at_max = t->addr_bits + 1 > floe_max_addr_bits(t->spec.key_bits);
         if (atomic_load(&t->generation) == gen) /* nobody else grew it meanwhile */
-            gst = rebuild_locked(t, t->addr_bits + 1, 0, &gerr);
+            gst = rebuild_locked(t, t->addr_bits + 1, 0, NULL, &gerr);
         pthread_rwlock_unlock(&t->lock);
         if (gst != FLOE_OK && at_max)
             break; /* as large as its key width allows: FULL stands */
@@ -1053,7 +1072,7 @@ floe_status iceberg_rebuild(iceberg *t, uint32_t addr_bits, uint32_t three, floe
     }
     floe_status st = iceberg_size_check(t->spec.key_bits, addr_bits, three, err);
     if (st == FLOE_OK)
-        st = rebuild_locked(t, addr_bits, three, err);
+        st = rebuild_locked(t, addr_bits, three, NULL, err);
     pthread_rwlock_unlock(&t->lock);
     return st;
 }
