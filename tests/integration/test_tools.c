@@ -134,6 +134,41 @@ START_TEST(help_texts_name_the_environment)
 }
 END_TEST
 
+/* floe-bench says how often the table was rebuilt during the run: a table
+ * that grows stalls its requests at each growth (issue 41, 11), one sized
+ * for the run does not. */
+START_TEST(bench_reports_the_rebuilds_of_its_table)
+{
+    const char *bench = tool_path("FLOE_BENCH", "build/rel/floe-bench");
+    if (access(bench, X_OK) != 0) {
+        fprintf(stderr, "test_tools: %s not built: its rebuild count not checked\n", bench);
+        return;
+    }
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    /* 400,000 keys into a table made for 10,000 that grows: a rebuild a doubling, 6 of them here (each
+     * part's, in a table in parts: FLOE_PARTITIONS) */
+    char *out;
+    ck_assert_int_eq(run_tool(&d, NULL, &out,
+                              ARGS(bench, "-s", "@HOSTPORT", "--create", "--table", "grows", "--capacity", "10000",
+                                   "--grow", "-n", "20", "-k", "10000", "-c", "2", "-t", "1", "-q", "--json")),
+                     0);
+    const char *r = strstr(out, "\"rebuilds\": ");
+    unsigned long long rebuilds = 0;
+    ck_assert_msg(r && sscanf(r, "\"rebuilds\": %llu", &rebuilds) == 1, "%s", out);
+    ck_assert_msg(rebuilds >= 5, "%llu rebuilds reported for 40 times the keys (5 doublings or more): %s", rebuilds, out);
+    free(out);
+    expect(&d, 0, "growth   the table was rebuilt ",
+           ARGS(bench, "-s", "@HOSTPORT", "--create", "--table", "grows2", "--capacity", "10000", "--grow", "-n", "20",
+                "-k", "10000", "-c", "2", "-t", "1", "-q"));
+    /* --requests sizes it: no rebuild, no growth line */
+    expect(&d, 0, "\"rebuilds\": 0,",
+           ARGS(bench, "-s", "@HOSTPORT", "--create", "--table", "sized", "-n", "20", "-k", "10000", "-c", "2", "-t",
+                "1", "-q", "--json"));
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *tools_suite(void)
 {
     Suite *s = suite_create("tools");
@@ -141,6 +176,7 @@ Suite *tools_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, server_and_token_from_the_environment);
     tcase_add_test(tc, help_texts_name_the_environment);
+    tcase_add_test(tc, bench_reports_the_rebuilds_of_its_table);
     suite_add_tcase(s, tc);
     return s;
 }
