@@ -526,9 +526,10 @@ int main(int argc, char **argv)
         }
     }
     if (o.keys == 0 || o.inflight == 0 || o.batches == 0 || o.key_bits < 30 || o.key_bits > 64 || o.present < 0 ||
-        o.present > 1 || o.runs == 0 || o.warmup > 100 || (strcmp(o.backend, "cpu") && strcmp(o.backend, "gpu")) || o.gpus < 1 ||
-        o.gpus > FLOE_PARTS_MAX || o.parts > FLOE_PARTS_MAX || o.tables < 1 || o.tables > 64 || o.lanes < 1 ||
-        o.lanes > FLOE_LANES_MAX || o.fill < 0 || o.fill > 1 || o.threads > 256 || (o.fill > 0 && !o.capacity)) {
+        o.present > 1 || o.runs == 0 || o.warmup > 100 || (strcmp(o.backend, "cpu") && strcmp(o.backend, "gpu")) ||
+        o.gpus < 1 || o.gpus > FLOE_PARTS_MAX || o.parts > FLOE_PARTS_MAX || o.tables < 1 || o.tables > 64 ||
+        o.lanes < 1 || o.lanes > FLOE_LANES_MAX || o.fill < 0 || o.fill > 1 || o.threads > 256 ||
+        (o.fill > 0 && !o.capacity)) {
         usage(stderr);
         return 2;
     }

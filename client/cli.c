@@ -1334,11 +1334,13 @@ static int cmd_load(floe *c, const opts *o, int argc, char **argv)
                     snprintf(stopped, sizeof stopped, "%s line %ld: expected %s and nothing else", fname, lineno,
                              map ? "KEY VALUE (decimal or 0x-hex)" : "a key (decimal or 0x-hex)");
                 else if (t.key_bits < 64 && keys[n] >> t.key_bits)
-                    snprintf(stopped, sizeof stopped, "%s line %ld: key %" PRIu64 " is not below 2^%u, the key width of %s",
-                             fname, lineno, keys[n], t.key_bits, table);
+                    snprintf(stopped, sizeof stopped,
+                             "%s line %ld: key %" PRIu64 " is not below 2^%u, the key width of %s", fname, lineno,
+                             keys[n], t.key_bits, table);
                 else if (map && !cli_value_fits(v, t.value_bytes))
-                    snprintf(stopped, sizeof stopped, "%s line %ld: value %" PRIu64 " does not fit the %u-byte values of %s",
-                             fname, lineno, v, t.value_bytes, table);
+                    snprintf(stopped, sizeof stopped,
+                             "%s line %ld: value %" PRIu64 " does not fit the %u-byte values of %s", fname, lineno, v,
+                             t.value_bytes, table);
                 if (stopped[0]) {
                     rc = EXIT_USAGE;
                     eof = true;

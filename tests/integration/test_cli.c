@@ -228,7 +228,8 @@ START_TEST(cli_options_getopt)
     expect_tool(&d, NULL, 2, NULL, "--token needs a value", ARGS(prog, "--token"));
     expect_tool(&d, NULL, 2, NULL, "usage: floe", ARGS(prog)); /* on stderr */
     /* a malformed server address is a usage error too, though libfloe finds it (issue 41, 8) */
-    expect_tool(&d, NULL, 2, NULL, "'http://x': the scheme must be floe:// or floes://", ARGS(prog, "-H", "http://x", "ping"));
+    expect_tool(&d, NULL, 2, NULL, "'http://x': the scheme must be floe:// or floes://",
+                ARGS(prog, "-H", "http://x", "ping"));
     expect_tool(&d, NULL, 2, NULL, "'127.0.0.1:99999': the port must be 1..65535",
                 ARGS(prog, "-H", "127.0.0.1:99999", "ping"));
     /* all of a long key counts: 0x, 200 zeros, 1 is 1 */
@@ -806,7 +807,8 @@ START_TEST(timeout_bounds_the_whole_command)
 {
     daemon_proc d;
     fake_start(&d, FAKE_SILENT, 4);
-    const char *mc = tool_path("FLOE_MC", "build/san/floe-mc"), *bench = tool_path("FLOE_BENCH", "build/rel/floe-bench");
+    const char *mc = tool_path("FLOE_MC", "build/san/floe-mc"),
+               *bench = tool_path("FLOE_BENCH", "build/rel/floe-bench");
     uint64_t t0 = now_ms();
     expect_cli2(&d, NULL, 1, NULL, "ERR_TIMEOUT: the command did not finish within --timeout 1 s",
                 ARGS("--timeout", "1", "ping"));

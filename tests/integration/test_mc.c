@@ -180,7 +180,8 @@ START_TEST(expect_and_bad_command_lines)
         ck_assert_msg(strstr(msg, "floe-mc: ") != NULL, "case %zu: no message on stderr", i);
     }
     /* a malformed server address is a usage error of floe-mc and floe-bench too (issue 41, 8) */
-    const char *mc = tool_path("FLOE_MC", "build/san/floe-mc"), *bench = tool_path("FLOE_BENCH", "build/rel/floe-bench");
+    const char *mc = tool_path("FLOE_MC", "build/san/floe-mc"),
+               *bench = tool_path("FLOE_BENCH", "build/rel/floe-bench");
     expect_tool(&d, NULL, 2, NULL, "the port must be 1..65535",
                 (const char *const[]){mc, "--model", "hanoi:3", "--server", "127.0.0.1:99999", NULL});
     expect_tool(&d, NULL, 2, NULL, "the scheme must be floe:// or floes://",

@@ -603,13 +603,17 @@ START_TEST(ordered_cli)
     expect_cli(&d, NULL, 2, NULL, ARGS("succ", "o", "1099511627776")); /* wider than the table: a usage error */
     expect_cli(&d, NULL, 0, "created s", ARGS("create", "s"));
     /* each command named in its own words, and a TREE's bounds not checked against a key width it lacks */
-    expect_cli2(&d, NULL, 1, NULL, "ERR_UNSUPPORTED: range is for ORDERED tables; table s is a SET", ARGS("range", "s", "0", "10"));
-    expect_cli2(&d, NULL, 1, NULL, "ERR_UNSUPPORTED: pred is for ORDERED tables; table s is a SET", ARGS("pred", "s", "1"));
+    expect_cli2(&d, NULL, 1, NULL, "ERR_UNSUPPORTED: range is for ORDERED tables; table s is a SET",
+                ARGS("range", "s", "0", "10"));
+    expect_cli2(&d, NULL, 1, NULL, "ERR_UNSUPPORTED: pred is for ORDERED tables; table s is a SET",
+                ARGS("pred", "s", "1"));
     expect_cli2(&d, NULL, 1, NULL, "ERR_UNSUPPORTED: min is for ORDERED tables; table s is a SET", ARGS("min", "s"));
     expect_cli2(&d, NULL, 1, NULL, "ERR_UNSUPPORTED: max is for ORDERED tables; table s is a SET", ARGS("max", "s"));
     expect_cli(&d, NULL, 0, "created t", ARGS("create", "t", "--kind", "tree", "--words", "4"));
-    expect_cli2(&d, NULL, 1, NULL, "ERR_UNSUPPORTED: range is for ORDERED tables; table t is a TREE", ARGS("range", "t", "1", "5"));
-    expect_cli2(&d, NULL, 1, NULL, "ERR_UNSUPPORTED: succ is for ORDERED tables; table t is a TREE", ARGS("succ", "t", "1"));
+    expect_cli2(&d, NULL, 1, NULL, "ERR_UNSUPPORTED: range is for ORDERED tables; table t is a TREE",
+                ARGS("range", "t", "1", "5"));
+    expect_cli2(&d, NULL, 1, NULL, "ERR_UNSUPPORTED: succ is for ORDERED tables; table t is a TREE",
+                ARGS("succ", "t", "1"));
     expect_cli(&d, NULL, 0, "3 ERASED\n4 ABSENT\n", ARGS("erase", "o", "3", "4"));
     expect_cli(&d, NULL, 0, "1\n5\n", ARGS("range", "o", "0", "6"));
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);

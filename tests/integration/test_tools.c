@@ -156,7 +156,8 @@ START_TEST(bench_reports_the_rebuilds_of_its_table)
     const char *r = strstr(out, "\"rebuilds\": ");
     unsigned long long rebuilds = 0;
     ck_assert_msg(r && sscanf(r, "\"rebuilds\": %llu", &rebuilds) == 1, "%s", out);
-    ck_assert_msg(rebuilds >= 5, "%llu rebuilds reported for 40 times the keys (5 doublings or more): %s", rebuilds, out);
+    ck_assert_msg(rebuilds >= 5, "%llu rebuilds reported for 40 times the keys (5 doublings or more): %s", rebuilds,
+                  out);
     free(out);
     expect(&d, 0, "growth   the table was rebuilt ",
            ARGS(bench, "-s", "@HOSTPORT", "--create", "--table", "grows2", "--capacity", "10000", "--grow", "-n", "20",
