@@ -500,11 +500,6 @@ static void merge(split *sp)
 
 static void scan_done(floe_batch *s);
 
-static bool keyed(floe_op op)
-{
-    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET;
-}
-
 static void join_posted(floe_pool_task *task)
 {
     split *sp = (split *)((char *)task - offsetof(split, join));
@@ -520,7 +515,7 @@ static void sub_finished(split *sp)
 {
     if (atomic_fetch_sub(&sp->left, 1) != 1)
         return;
-    if (sp->pid && keyed(sp->b->op)) {
+    if (sp->pid) { /* a keyed batch (split_keys): its answers to join */
         if (sp->b->n >= JOIN_INLINE) {
             floe_pool_post(sp->t->be->pool, &sp->join);
             return;
