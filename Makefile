@@ -81,10 +81,11 @@ TABLES_SRC := tables/alloc.c tables/status.c tables/spec.c tables/pool.c tables/
               tables/tablefile.c tables/backend.c tables/backend_cpu.c tables/partition.c tables/ordered.c \
               tables/hostmem.c
 TEST_SRC   := $(wildcard tests/unit/*.c)
-DAEMON_SRC := $(wildcard daemon/*.c)
+DAEMON_SRC := $(wildcard daemon/*.c daemon/ops/*.c)
 PROTO_SRC  := $(GEN)/floe.pb-c.c
-CLIENT_SRC := client/floe.c client/batcher.c client/shards.c client/connect.c
-CLI_SRC    := client/cli.c client/cli_parse.c
+CLIENT_SRC := client/floe.c client/transport.c client/calls.c client/options.c client/batcher.c client/shards.c \
+              client/connect.c
+CLI_SRC    := client/cli.c client/cli_json.c client/cli_input.c client/cli_report.c client/cli_keys.c client/cli_parse.c
 ITEST_SRC  := $(wildcard tests/integration/*.c)
 BENCH_SRC  := bench/floe_bench.c bench/histogram.c bench/workload.c
 MC_SRC     := $(filter-out examples/mc/launch.c,$(wildcard examples/mc/*.c))
@@ -520,7 +521,7 @@ bench-kernel: build/rel/floe-kbench
 	./build/rel/floe-kbench
 
 format:
-	clang-format -i tables/*.[ch] daemon/*.[ch] client/*.[ch] proto/*.h bench/*.[ch] examples/*.c examples/mc/*.[ch] \
+	clang-format -i tables/*.[ch] daemon/*.[ch] daemon/ops/*.[ch] client/*.[ch] proto/*.h bench/*.[ch] examples/*.c examples/mc/*.[ch] \
 	  tests/unit/*.[ch] tests/integration/*.[ch] tests/fuzz/*.c gpu/*.cu tests/gpu/*.cu bench/*.cu
 
 clean:

@@ -8,7 +8,9 @@
 #define FLOE_CLIENT_FLOE_INTERNAL_H
 
 #include <openssl/ssl.h>
+#include <signal.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "floe.h"
 #include "floe.pb-c.h"
@@ -95,6 +97,30 @@ int floe__set_error(floe *c, int code, const char *fmt, ...) __attribute__((form
 floe_call *floe__new_call(floe *c, floe_callback *cb, void *arg);
 void floe__complete(floe *c, floe_call *call, int status, const char *error, Floe__V1__Response *resp);
 floe_call *floe__send_request(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg);
+/* Waits for a call, records its error on c, and returns its status. */
+int floe__finish(floe *c, floe_call *call);
+/* The connection is gone: every call in flight fails with c's error. */
+void floe__fail_all(floe *c);
+uint64_t floe__now_ms(void); /* CLOCK_MONOTONIC */
+
+/* transport.c: bytes over c->fd, plain or TLS.  read and write return
+ * bytes moved (> 0) or one of these. */
+enum { IO_AGAIN = 0, IO_EOF = -1, IO_FAILED = -2, IO_TLS_FAILED = -3 };
+ssize_t floe__transport_read(floe *c);
+ssize_t floe__transport_write(floe *c);
+void floe__transport_close(floe *c);
+/* Why the last TLS call failed, into buf. */
+const char *floe__tls_reason(floe *c, char *buf, size_t len);
+/* OpenSSL writes to its socket with write(2), which raises SIGPIPE once the
+ * peer is gone, and a library must not kill its caller or change its
+ * signal handlers: as libpq does, the calling thread blocks SIGPIPE around
+ * each TLS call that may write and takes back a SIGPIPE the call raised. */
+typedef struct {
+    sigset_t old;
+    bool was_pending;
+} sigpipe_guard;
+void floe__sigpipe_block(sigpipe_guard *g);
+void floe__sigpipe_restore(sigpipe_guard *g);
 int floe__create_shard(floe *c, const floe_table_def *def, unsigned shard, unsigned shards, uint64_t set);
 void floe__info_from(floe_table_info *o, const Floe__V1__TableStats *s);
 

@@ -521,17 +521,10 @@ static floe_call *shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb
 
 /* ---- driving the shards ----------------------------------------------------------------------- */
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static int shards_poll(floe *c, int timeout_ms)
 {
     const uint64_t before = c->completions;
-    const uint64_t until = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0;
+    const uint64_t until = timeout_ms > 0 ? floe__now_ms() + (uint64_t)timeout_ms : 0;
     struct pollfd pfd[FLOE_SHARDS_MAX];
     unsigned who[FLOE_SHARDS_MAX];
     for (;;) {
@@ -555,14 +548,14 @@ static int shards_poll(floe *c, int timeout_ms)
         }
         if (timeout_ms < 0 && !c->head)
             return (int)(c->completions - before); /* nothing in flight: waiting could only hang */
-        const uint64_t now = now_ms();
+        const uint64_t now = floe__now_ms();
         int wait = ready || timeout_ms == 0 ? 0 : timeout_ms < 0 ? -1 : now >= until ? 0 : (int)(until - now);
         if (deadline && (wait < 0 || (deadline > now ? deadline - now : 0) < (uint64_t)wait))
             wait = deadline > now ? (int)(deadline - now) : 0;
         int rc = poll(pfd, np, wait);
         if (rc < 0 && errno != EINTR)
             return floe__set_error(c, FLOE_ERR_IO, "poll: %s", strerror(errno)), -1;
-        const uint64_t after = now_ms();
+        const uint64_t after = floe__now_ms();
         for (unsigned j = 0; j < np; j++) {
             floe *s = c->shards[who[j]];
             const bool late = s->head && s->head->deadline && after >= s->head->deadline;

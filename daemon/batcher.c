@@ -84,23 +84,10 @@ static job *next_job(const job *j)
     return j->link.next ? JOB_OF(j->link.next) : NULL;
 }
 
-static bool is_key_op(int op)
-{
-    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET ||
-           op == FLOE_OP_SUCC || op == FLOE_OP_PRED;
-}
-
-/* Whether op on this table takes vectors (TREE INSERT and FIND), not 8-byte
- * keys or ids. */
-static bool takes_vectors(const batcher *bt, int op)
-{
-    return bt->words && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND);
-}
-
 /* Bytes per key of op on this table: a vector, or 8 (a key, or the id of a GET). */
-static size_t key_bytes(const batcher *bt, int op)
+static size_t key_bytes(const batcher *bt, const floe_opdef *def)
 {
-    return takes_vectors(bt, op) ? (size_t)bt->words * 4 : 8;
+    return bt->words && (def->flags & FLOE_OPF_VECTORS) ? (size_t)bt->words * 4 : 8;
 }
 
 static const void *job_keys(const job *j)
@@ -139,7 +126,7 @@ void batch_out_release(batch_out *o)
 
 /* A batch's answer buffers for n keys (NULL if out of memory), in the
  * memory the backend copies straight into (hostmem.h). */
-static batch_out *out_new(const batcher *bt, int op, unsigned flags, size_t n)
+static batch_out *out_new(const batcher *bt, const floe_opdef *def, unsigned flags, size_t n)
 {
     batch_out *o = floe_calloc(1, sizeof *o);
     if (!o)
@@ -154,9 +141,9 @@ static batch_out *out_new(const batcher *bt, int op, unsigned flags, size_t n)
         ok = ok && (o->ids = hostmem_get(mem, n * 8 + 8));
     if ((flags & FLOE_BATCH_WANT_VALUES) && vb)
         ok = ok && (o->values_out = hostmem_get(mem, n * vb + 8));
-    if (op == FLOE_OP_GET)
+    if (def->flags & FLOE_OPF_VECTORS_OUT)
         ok = ok && (o->vectors_out = hostmem_get(mem, n * bt->words * 4 + 8));
-    if (op == FLOE_OP_SUCC || op == FLOE_OP_PRED)
+    if (def->flags & FLOE_OPF_KEYS_OUT)
         ok = ok && (o->keys_out = hostmem_get(mem, n * 8 + 8));
     if (!ok) {
         batch_out_release(o);
@@ -311,18 +298,19 @@ static job *launch_locked(batcher *bt, batcher_lane *ln)
             end_job(bt, first, first->pre_status, first->pre_error, false);
             continue;
         }
-        if (!is_key_op(first->op) && ln->inflight >= BATCHER_DEPTH_OTHER)
+        const floe_opdef *def = floe_op_def(first->op);
+        if (!(def->flags & FLOE_OPF_KEYED) && ln->inflight >= BATCHER_DEPTH_OTHER)
             break; /* a scan's answer may be large: few at once */
         /* The run of compatible jobs at the head. */
         size_t n = first->n, count = 1;
         unsigned flags = first->flags;
         job *last = first;
-        const size_t kb = key_bytes(bt, first->op);
+        const size_t kb = key_bytes(bt, def);
         /* an ORDERED table's batch pays its fixed costs once whatever its size (a sort, a merge a
          * level, each level's counts read back on the GPU): requests of any size are merged */
         const size_t below = bt->merge_any ? SIZE_MAX : MERGE_BELOW_KEYS;
-        if (is_key_op(first->op) && first->n < below && !first->parents) {
-            const size_t per_key = kb + (first->op == FLOE_OP_GET ? (size_t)bt->words * 4 : 0);
+        if ((def->flags & FLOE_OPF_MERGES) && first->n < below && !first->parents) {
+            const size_t per_key = kb + (def->flags & FLOE_OPF_VECTORS_OUT ? (size_t)bt->words * 4 : 0);
             for (job *j = next_job(first); j; j = next_job(j)) {
                 if (j->op != first->op || j->pre_status != FLOE_OK || j->n >= below || j->parents ||
                     (j->flags & FLOE_BATCH_OVERWRITE) != (first->flags & FLOE_BATCH_OVERWRITE) || n + j->n > max_keys ||
@@ -351,7 +339,7 @@ static job *launch_locked(batcher *bt, batcher_lane *ln)
         b->user = sl;
         const size_t vb = bt->value_bytes;
         bool ok = true;
-        if (is_key_op(first->op)) {
+        if (def->flags & FLOE_OPF_KEYED) {
             b->n = n;
             const void *keys;
             if (count == 1) {
@@ -364,7 +352,7 @@ static job *launch_locked(batcher *bt, batcher_lane *ln)
                 b->changes_len = first->changes_len;
                 b->parent_generation = first->parent_generation;
             } else {
-                const bool with_values = first->op == FLOE_OP_INSERT && vb;
+                const bool with_values = (def->flags & FLOE_OPF_VALUES_IN) && vb;
                 ok = reserve(bt, &sl->keys_buf, &sl->keys_cap, n * kb + 8) &&
                      (!with_values || reserve(bt, (void **)&sl->values_buf, &sl->values_cap, n * vb + 8));
                 if (ok)
@@ -374,11 +362,11 @@ static job *launch_locked(batcher *bt, batcher_lane *ln)
                 b->values_len = with_values ? n * vb : 0;
                 floe_stage_add(&ln->stage[FLOE_STAGE_MERGE], n, floe_now_ns() - t_launch);
             }
-            if (takes_vectors(bt, first->op)) /* not by kb: a TREE of 2 words has 8-byte vectors */
+            if (bt->words && (def->flags & FLOE_OPF_VECTORS)) /* not by kb: a TREE of 2 words has 8-byte vectors */
                 b->vectors = keys;
             else
                 b->keys = keys;
-            sl->out = out_new(bt, first->op, flags, n);
+            sl->out = out_new(bt, def, flags, n);
             ok = ok && sl->out;
             if (sl->out) {
                 b->results = sl->out->results;
@@ -387,7 +375,7 @@ static job *launch_locked(batcher *bt, batcher_lane *ln)
                 b->vectors_out = sl->out->vectors_out;
                 b->keys_out = sl->out->keys_out;
             }
-        } else if (first->op == FLOE_OP_SCAN || first->op == FLOE_OP_RANGE) {
+        } else if (def->shape != FLOE_SHAPE_TABLE) { /* a scan or a range */
             b->cursor = first->cursor;
             b->cursor_set = first->cursor_set;
             b->limit = first->limit;
@@ -482,7 +470,7 @@ floe_status batcher_submit(batcher *bt, job *j)
         pthread_mutex_unlock(&ln->lock);
         return why;
     }
-    if (j->t_parse && is_key_op(j->op)) {
+    if (j->t_parse && floe_op_keyed(j->op)) {
         j->t_queued = floe_now_ns();
         floe_stage_add(&ln->stage[FLOE_STAGE_PARSE], j->n, j->t_queued - j->t_parse);
     }
@@ -547,11 +535,13 @@ static void batch_done(floe_batch *b)
     job *list = sl->running;
     sl->running = NULL;
     const uint64_t t_done = floe_now_ns();
-    if (is_key_op(b->op)) {
+    const floe_opdef *def = floe_op_def(b->op);
+    const bool keyed = (def->flags & FLOE_OPF_KEYED) != 0;
+    if (keyed) {
         pthread_mutex_lock(&ln->lock);
         floe_stage_add(&ln->stage[FLOE_STAGE_BACKEND], b->n, t_done - sl->t_submit);
         pthread_mutex_unlock(&ln->lock);
-        if (b->status == FLOE_OK) {
+        if (b->status == FLOE_OK && (def->flags & FLOE_OPF_WRITES)) {
             atomic_fetch_add(&ln->changes, b->counts.inserted + b->counts.erased);
             atomic_fetch_add(&bt->changes, b->counts.inserted + b->counts.erased);
         }
@@ -562,14 +552,7 @@ static void batch_done(floe_batch *b)
      * grow) is the client's answer, and a debug line at most: a client could flood the log */
     if (b->status != FLOE_OK && b->op != FLOE_OP_COPY)
         log_msg(b->status == FLOE_ERR_INTERNAL ? LOG_ERROR : LOG_DEBUG, "table %s: %s batch failed: %s",
-                bt->table->spec.name,
-                b->op == FLOE_OP_INSERT ? "insert"
-                : b->op == FLOE_OP_FIND ? "find"
-                : b->op == FLOE_OP_GET  ? "get_by_id"
-                : b->op == FLOE_OP_SUCC ? "successor"
-                : b->op == FLOE_OP_PRED ? "predecessor"
-                                        : "engine",
-                b->error.msg);
+                bt->table->spec.name, def->name, b->error.msg);
     /* a COPY holds its lane's changes so far, and at least the others' when it was submitted (the
      * backend's COPY sees every batch completed before it) */
     job_end e = {.status = b->status, .error = b->error.msg, .b = b, .out = sl->out, .bt = bt};
@@ -578,13 +561,13 @@ static void batch_done(floe_batch *b)
     while (list) {
         job *j = list;
         list = next_job(j);
-        const size_t step = is_key_op(b->op) ? j->n : 0; /* j may be freed by its done */
+        const size_t step = keyed ? j->n : 0; /* j may be freed by its done */
         j->done(j, &e);
         e.at += step;
     }
     free_buffers(sl);
     pthread_mutex_lock(&ln->lock);
-    if (is_key_op(b->op))
+    if (keyed)
         floe_stage_add(&ln->stage[FLOE_STAGE_REPLY], b->n, floe_now_ns() - t_done);
     ln->inflight--; /* sl (and b) may be reused from here on */
     job *drain = launch_locked(bt, ln);

@@ -33,10 +33,11 @@ static const uint64_t BOUNDS_NS[] = {10000,     25000,      50000,      100000, 
 #define BUCKETS (sizeof BOUNDS_NS / sizeof BOUNDS_NS[0]) /* and one more: +Inf */
 _Static_assert(BUCKETS == METRICS_BUCKETS, "METRICS_BUCKETS counts BOUNDS_NS");
 
-static const char *const OP_NAMES[METRICS_OPS] = {
-    "unknown", "hello",     "ping",        "create_table", "drop_table", "list_tables", "insert",
-    "find",    "erase",     "stats",       "scan",         "get_by_id",  "snapshot",    "info",
-    "range",   "successor", "predecessor", "min",          "max"};
+static const char *const OP_NAMES[METRICS_OPS] = {"unknown",
+#define OP_NAME_(name, wire, str, op, flags, handle, fields, reply) str,
+                                                  REQUEST_OPS(OP_NAME_)
+#undef OP_NAME_
+};
 
 /* One io thread's counters (written by it alone, read by anyone). */
 typedef struct shard {
@@ -84,43 +85,12 @@ const char *metrics_op_name(int op)
 
 int metrics_op_of_request(Floe__V1__Request__OpCase op_case)
 {
-    switch (op_case) {
-    case FLOE__V1__REQUEST__OP_HELLO:
-        return METRICS_OP_HELLO;
-    case FLOE__V1__REQUEST__OP_PING:
-        return METRICS_OP_PING;
-    case FLOE__V1__REQUEST__OP_CREATE_TABLE:
-        return METRICS_OP_CREATE_TABLE;
-    case FLOE__V1__REQUEST__OP_DROP_TABLE:
-        return METRICS_OP_DROP_TABLE;
-    case FLOE__V1__REQUEST__OP_LIST_TABLES:
-        return METRICS_OP_LIST_TABLES;
-    case FLOE__V1__REQUEST__OP_INSERT:
-        return METRICS_OP_INSERT;
-    case FLOE__V1__REQUEST__OP_FIND:
-        return METRICS_OP_FIND;
-    case FLOE__V1__REQUEST__OP_ERASE:
-        return METRICS_OP_ERASE;
-    case FLOE__V1__REQUEST__OP_STATS:
-        return METRICS_OP_STATS;
-    case FLOE__V1__REQUEST__OP_SCAN:
-        return METRICS_OP_SCAN;
-    case FLOE__V1__REQUEST__OP_GET_BY_ID:
-        return METRICS_OP_GET_BY_ID;
-    case FLOE__V1__REQUEST__OP_SNAPSHOT:
-        return METRICS_OP_SNAPSHOT;
-    case FLOE__V1__REQUEST__OP_INFO:
-        return METRICS_OP_INFO;
-    case FLOE__V1__REQUEST__OP_RANGE:
-        return METRICS_OP_RANGE;
-    case FLOE__V1__REQUEST__OP_SUCCESSOR:
-        return METRICS_OP_SUCCESSOR;
-    case FLOE__V1__REQUEST__OP_PREDECESSOR:
-        return METRICS_OP_PREDECESSOR;
-    case FLOE__V1__REQUEST__OP_MIN:
-        return METRICS_OP_MIN;
-    case FLOE__V1__REQUEST__OP_MAX:
-        return METRICS_OP_MAX;
+    switch (op_case) { /* the rows' own dispatcher: their wire case to their place */
+#define OP_CASE_(name, wire, str, op, flags, handle, fields, reply)                                                    \
+    case FLOE__V1__REQUEST__OP_##wire:                                                                                 \
+        return METRICS_OP_##name;
+        REQUEST_OPS(OP_CASE_)
+#undef OP_CASE_
     default:
         return METRICS_OP_UNKNOWN;
     }

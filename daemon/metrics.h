@@ -27,34 +27,21 @@
 #include <stdint.h>
 
 #include "floe.pb-c.h"
+#include "ops/rows.h"
 #include "reply.h"
 #include "spec.h"
 #include "status.h"
 
 struct evbuffer;
 
-/* Operations as counted (requests, keys, errors, latency). */
+/* Operations as counted (requests, keys, errors, latency): the requests'
+ * rows (daemon/ops/rows.h), after 0 for a frame that does not parse. */
 enum {
-    METRICS_OP_UNKNOWN = 0, /* a frame that does not parse, or no operation */
-    METRICS_OP_HELLO,
-    METRICS_OP_PING,
-    METRICS_OP_CREATE_TABLE,
-    METRICS_OP_DROP_TABLE,
-    METRICS_OP_LIST_TABLES,
-    METRICS_OP_INSERT,
-    METRICS_OP_FIND,
-    METRICS_OP_ERASE,
-    METRICS_OP_STATS,
-    METRICS_OP_SCAN,
-    METRICS_OP_GET_BY_ID,
-    METRICS_OP_SNAPSHOT,
-    METRICS_OP_INFO,
-    METRICS_OP_RANGE,
-    METRICS_OP_SUCCESSOR,
-    METRICS_OP_PREDECESSOR,
-    METRICS_OP_MIN,
-    METRICS_OP_MAX,
-    METRICS_OPS
+    METRICS_OP_UNKNOWN = 0,
+#define METRICS_OP_ENUM_(name, wire, str, op, flags, handle, fields, reply) METRICS_OP_##name,
+    REQUEST_OPS(METRICS_OP_ENUM_)
+#undef METRICS_OP_ENUM_
+        METRICS_OPS
 };
 
 typedef struct metrics metrics;

@@ -5,7 +5,8 @@
  *   main       the listener, signals and the reaper (tables being dropped are
  *              destroyed here, never on their own backend thread): floed.c;
  *   io x N     each with its own libevent base: reads frames (conn.c), turns
- *              each request into table work or an answer (request.c), and
+ *              each request into table work or an answer (request.c and
+ *              its handlers, ops/), and
  *              writes every response of its connections;
  *   backend    the table engine's threads (tables/backend.h) run batches and
  *              call back into the batcher, which ends each job; request.c
@@ -15,14 +16,17 @@
  * costs only the work already queued for it.
  *
  * The daemon's files, each using only those above it:
- *   log, config, datadir, tls, queue, envelope   leaves (hostmem: tables/hostmem.h)
+ *   log, config, datadir, tls, envelope   leaves (hostmem, queue: tables/)
+ *   ops/rows   the requests' rows (macros only: metrics counts by them)
  *   reply      response frames; the session (where answers go)
  *   batcher    a table's jobs into engine batches (the backend interface only)
  *   registry   tables by name, their backends, reaping
  *   server     this: settings, io threads' inboxes, the shared parts
  *   metrics    counters and the info and Prometheus renderings
  *   snapshot   the saver thread
- *   request    a decoded request into table work; batch ends into responses
+ *   request    a decoded request into table work by its row; batch ends into
+ *              responses; ops/ the handlers by family (keys, ordered, tables,
+ *              service) over request's items
  *   conn       connections and io threads: framing, back-pressure
  *   metrics_port  the HTTP server of /metrics
  *   floed      start, listeners, signals, data-dir, stop

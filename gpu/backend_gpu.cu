@@ -190,7 +190,7 @@ struct lane {
     unsigned index;
     pthread_t thread;
     pthread_cond_t cv;         /* signalled under t->lock */
-    floe_batch *qhead, *qtail; /* under t->lock */
+    queue q;                   /* submitted batches, under t->lock */
     stage stg[STAGES];
     /* Stages in flight: stg[head], stg[head+1], ...  count, cur, nredo and redo_at are
      * written by its worker under t->glock (other lanes' growth reads them: busy) */
@@ -729,7 +729,8 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
     const piece &p = s->p;
     floe_batch *b = p.seg[0].b;
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
-    const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && b->op != FLOE_OP_ERASE;
+    const bool want_values =
+        t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
     const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
     const bool direct = s->direct;
     const uint32_t vb = t->vb;
@@ -799,7 +800,8 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
     floe_batch *b = p.seg[0].b;
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
     /* want_values means nothing to an erase (the door lets it through without values_out) */
-    const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && b->op != FLOE_OP_ERASE;
+    const bool want_values =
+        t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
     const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
     const uint32_t vb = t->vb;
     s->p = p;
@@ -1201,7 +1203,8 @@ static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried, 
     const segment &g = s->p.seg[i];
     floe_batch *b = g.b;
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
-    const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && b->op != FLOE_OP_ERASE;
+    const bool want_values =
+        t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
     const uint32_t vb = t->vb;
     uint8_t *res = b->results + g.off;
     uint64_t *ids = want_ids ? b->ids + g.off : NULL;
@@ -1788,7 +1791,7 @@ static floe_status ord_piece(lane *L, floe_batch *b, size_t off, size_t m, floe_
     gpu_table *t = L->t;
     ord_stage *s = &t->os;
     const uint32_t vb = t->base.spec.value_bytes;
-    const bool want_values = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE;
+    const bool want_values = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
     floe_status st = ord_stage_reserve(s, m, err);
     if (st != FLOE_OK)
         return st;
@@ -2034,8 +2037,7 @@ static void take_batch(lane *L, floe_batch *b)
 static void begin(lane *L, floe_batch *b)
 {
     gpu_table *t = L->t;
-    if (b->status != FLOE_OK ||
-        (!t->tree && b->n == 0 && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND || b->op == FLOE_OP_ERASE))) {
+    if (b->status != FLOE_OK || (!t->tree && b->n == 0 && floe_op_keyed(b->op))) {
         /* refused by floe_table_submit, or nothing to do: answered in order, after everything before it */
         drain(L);
         complete(t, b);
@@ -2060,7 +2062,7 @@ static void begin(lane *L, floe_batch *b)
         run_ordered(L, b);
         return;
     }
-    if (b->op != FLOE_OP_INSERT && b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE) {
+    if (!floe_op_keyed(b->op)) { /* a SET's or MAP's keyed operations are cut into pieces */
         run_alone(L, b);
         return;
     }
@@ -2090,9 +2092,8 @@ static bool joins(const gpu_table *t, const piece &p, const floe_batch *b)
     /* t->used and other lanes' keys in flight move meanwhile: the check is a bound, as in begin */
     const floe_batch *first = p.seg[0].b;
     if (!b || p.nseg == PIECE_SEGS || b->status != FLOE_OK || b->n == 0 || b->n > PIECE_MAX - p.n ||
-        b->op != first->op || b->flags != first->flags || (b->op == FLOE_OP_INSERT && t->vb))
-        return false;
-    if (b->op != FLOE_OP_FIND && b->op != FLOE_OP_ERASE && b->op != FLOE_OP_INSERT)
+        b->op != first->op || b->flags != first->flags || (floe_op_has(b->op, FLOE_OPF_VALUES_IN) && t->vb) ||
+        !floe_op_keyed(b->op))
         return false;
     return b->op != FLOE_OP_INSERT || !t->base.spec.grow ||
            (double)(relaxed(&t->used) + inflight_all(t) + p.n + b->n) <= fill_limit(t);
@@ -2103,12 +2104,8 @@ static void join_queued(lane *L, piece &p)
 {
     gpu_table *t = L->t;
     pthread_mutex_lock(&t->lock);
-    while (joins(t, p, L->qhead)) {
-        floe_batch *b = L->qhead;
-        L->qhead = b->link;
-        if (!L->qhead)
-            L->qtail = NULL;
-        b->link = NULL;
+    while (!queue_empty(&L->q) && joins(t, p, FLOE_BATCH_OF(L->q.head))) {
+        floe_batch *b = FLOE_BATCH_OF(queue_pop(&L->q));
         memset(&b->counts, 0, sizeof b->counts);
         p.seg[p.nseg++] = {b, 0, b->n, true};
         p.n += b->n;
@@ -2157,20 +2154,15 @@ static void *lane_main(void *arg)
     pthread_mutex_lock(&t->lock);
     for (;;) {
         bool pieces = L->redo_at < L->nredo || L->cur;
-        if (!pieces && L->count == 0 && !L->qhead) {
+        if (!pieces && L->count == 0 && queue_empty(&L->q)) {
             if (t->stopping)
                 break;
             pthread_cond_wait(&L->cv, &t->lock);
             continue;
         }
         floe_batch *next = NULL;
-        if (!pieces && L->qhead && L->count < STAGES) {
-            next = L->qhead;
-            L->qhead = next->link;
-            if (!L->qhead)
-                L->qtail = NULL;
-            next->link = NULL;
-        }
+        if (!pieces && !queue_empty(&L->q) && L->count < STAGES)
+            next = FLOE_BATCH_OF(queue_pop(&L->q));
         pthread_mutex_unlock(&t->lock);
         if (L->count > 0 && L->stg[L->head].st == FLOE_OK && cudaEventQuery(L->stg[L->head].done_ev) == cudaSuccess)
             retire(L); /* finished already: answer it now */
@@ -2436,13 +2428,8 @@ static void gpu_submit(floe_table *base, floe_batch *b)
 {
     gpu_table *t = (gpu_table *)base;
     lane *L = &t->lanes[b->lane % t->nlanes];
-    b->link = NULL;
     pthread_mutex_lock(&t->lock);
-    if (L->qtail)
-        L->qtail->link = b;
-    else
-        L->qhead = b;
-    L->qtail = b;
+    queue_push(&L->q, &b->link);
     pthread_cond_signal(&L->cv);
     pthread_mutex_unlock(&t->lock);
 }

@@ -134,12 +134,6 @@ floe_status floe_backend_memory(floe_backend *be, uint64_t *free_bytes, uint64_t
     return be->ops->memory ? be->ops->memory(be, free_bytes, total_bytes) : FLOE_ERR_UNSUPPORTED;
 }
 
-static bool keyed(floe_op op)
-{
-    return op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_ERASE || op == FLOE_OP_GET ||
-           op == FLOE_OP_SUCC || op == FLOE_OP_PRED;
-}
-
 /* A batch of at least this many keys has their widths checked across the
  * backend's threads: on the submitting thread alone the pass over 8 bytes a
  * key held in-process E1 on the GPU to ~600 M keys/s, a quarter of what the
@@ -167,7 +161,7 @@ static void fit_task(void *arg, size_t task)
  * key too wide takes the whole check, which names it). */
 static bool keys_fit_split(floe_pool *pool, const floe_spec *spec, const floe_batch *b)
 {
-    if (!pool || !keyed(b->op) || spec->kind == FLOE_KIND_TREE || (b->flags & FLOE_BATCH_CHECKED) || !b->keys ||
+    if (!pool || !floe_op_keyed(b->op) || spec->kind == FLOE_KIND_TREE || (b->flags & FLOE_BATCH_CHECKED) || !b->keys ||
         b->n < DOOR_SPLIT_KEYS || b->n >= ((size_t)1 << 32))
         return false;
     fit_job j = {b->keys, b->n, spec->key_bits, false};
@@ -177,9 +171,9 @@ static bool keys_fit_split(floe_pool *pool, const floe_spec *spec, const floe_ba
 
 bool floe_batch_width_pass(const floe_spec *spec, const floe_batch *b)
 {
-    return (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND || b->op == FLOE_OP_ERASE) &&
-           spec->kind != FLOE_KIND_TREE && !(b->flags & FLOE_BATCH_CHECKED) && !b->parents && b->keys &&
-           b->n < ((size_t)1 << 32);
+    const floe_opdef *def = floe_op_def(b->op); /* keys a table in parts splits by */
+    return def->shape == FLOE_SHAPE_KEYS && def->parts == FLOE_PARTS_SPLIT && spec->kind != FLOE_KIND_TREE &&
+           !(b->flags & FLOE_BATCH_CHECKED) && !b->parents && b->keys && b->n < ((size_t)1 << 32);
 }
 
 /* floe_batch_check; widths_later: the table checks the keys' widths itself
@@ -188,10 +182,11 @@ static floe_status batch_check(const floe_spec *spec, const floe_batch *b, floe_
                                floe_errinfo *err)
 {
     const bool is_tree = spec->kind == FLOE_KIND_TREE, valued = floe_spec_has_values(spec);
-    const bool vectors = is_tree && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND);
-    const size_t n = keyed(b->op) ? b->n : 0;
+    const floe_opdef *def = floe_op_def(b->op);
+    const bool vectors = floe_op_takes_vectors(b->op, is_tree ? spec->words : 0);
+    const size_t n = floe_op_keyed(b->op) ? b->n : 0;
     if (b->parents) { /* TREE states by their parents */
-        if (b->op != FLOE_OP_INSERT || b->vectors)
+        if (!(def->flags & FLOE_OPF_STORES) || b->vectors)
             return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                     "states by their parents go with an insert, without vectors");
         const size_t cl = n < SIZE_MAX / 8 ? n : SIZE_MAX / 8;
@@ -206,7 +201,7 @@ static floe_status batch_check(const floe_spec *spec, const floe_batch *b, floe_
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
         return FLOE_OK;
     }
-    if (b->op == FLOE_OP_RANGE) {
+    if (def->shape == FLOE_SHAPE_RANGE) {
         floe_status st = floe_range_check(spec, b->flags, b->lo, b->hi, err);
         if (st != FLOE_OK)
             return st;
@@ -225,25 +220,24 @@ static floe_status batch_check(const floe_spec *spec, const floe_batch *b, floe_
             return st;
     }
     /* the buffers, which only an in-process caller can forget */
-    const char *what = vectors ? "vectors" : b->op == FLOE_OP_GET ? "ids" : "keys";
+    const char *what = vectors ? "vectors" : def->shape == FLOE_SHAPE_IDS ? "ids" : "keys";
     if (n > 0 && !b->results)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer for %zu %s", n, what);
-    if (n > 0 && (b->flags & FLOE_BATCH_WANT_IDS) && b->op != FLOE_OP_GET && !b->ids)
+    if (n > 0 && (b->flags & FLOE_BATCH_WANT_IDS) && (def->flags & FLOE_OPF_IDS_OUT) && !b->ids)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
-    if (n > 0 && valued && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE && !b->values_out)
+    if (n > 0 && valued && (b->flags & FLOE_BATCH_WANT_VALUES) && (def->flags & FLOE_OPF_VALUES_OUT) && !b->values_out)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested without a values buffer");
-    if (n > 0 && (b->op == FLOE_OP_SUCC || b->op == FLOE_OP_PRED) && !b->keys_out)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s of %zu keys needs a keys_out buffer",
-                                b->op == FLOE_OP_SUCC ? "successor" : "predecessor", n);
-    if (n > 0 && b->op == FLOE_OP_GET && !b->vectors_out)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "get_by_id of %zu ids needs a vectors buffer", n);
-    const bool scan = b->op == FLOE_OP_SCAN || b->op == FLOE_OP_RANGE;
+    if (n > 0 && (def->flags & FLOE_OPF_KEYS_OUT) && !b->keys_out)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s of %zu keys needs a keys_out buffer", def->name, n);
+    if (n > 0 && (def->flags & FLOE_OPF_VECTORS_OUT) && !b->vectors_out)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s of %zu ids needs a vectors buffer", def->name, n);
+    const bool scan = def->shape == FLOE_SHAPE_SCAN || def->shape == FLOE_SHAPE_RANGE;
     if (scan && b->limit > 0 && !b->scan_keys)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "a %s of up to %zu %s needs a buffer for them",
-                                b->op == FLOE_OP_SCAN ? "scan" : "range", b->limit, is_tree ? "ids" : "keys");
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "a %s of up to %zu %s needs a buffer for them", def->name,
+                                b->limit, is_tree ? "ids" : "keys");
     if (scan && b->limit > 0 && valued && (b->flags & FLOE_BATCH_WANT_VALUES) && !b->scan_values)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested from a %s without a scan_values buffer",
-                                b->op == FLOE_OP_SCAN ? "scan" : "range");
+                                def->name);
     return FLOE_OK;
 }
 

@@ -58,6 +58,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "queue.h"
+
 #include "spec.h"
 #include "status.h"
 
@@ -136,8 +138,11 @@ struct floe_batch {
     void (*done)(floe_batch *b);
     void *user;
 
-    floe_batch *link; /* backend private: queue link */
+    queue_link link; /* backend private: its place in the backend's queue (queue.h) */
 };
+
+/* The batch of a backend queue's link. */
+#define FLOE_BATCH_OF(l) QUEUE_ENTRY(l, floe_batch, link)
 
 typedef struct floe_backend floe_backend;
 typedef struct floe_table floe_table;
@@ -228,8 +233,8 @@ unsigned floe_backend_lanes(const floe_backend *be);
  * checked across it first. */
 floe_status floe_batch_check(const floe_spec *spec, const floe_batch *b, struct floe_pool *pool, floe_errinfo *err);
 
-/* Whether the door makes a pass over b's keys for their widths (a SET's or
- * MAP's INSERT, FIND or ERASE not marked FLOE_BATCH_CHECKED): the pass a
+/* Whether the door makes a pass over b's keys for their widths (the keys of
+ * an operation a table in parts splits by key, not marked FLOE_BATCH_CHECKED): the pass a
  * table that checks_widths makes itself, calling floe_batch_check without
  * a pool for the error when a key is too wide. */
 bool floe_batch_width_pass(const floe_spec *spec, const floe_batch *b);

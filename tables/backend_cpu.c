@@ -39,7 +39,7 @@ typedef struct cpu_table {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cv;
-    floe_batch *head, *tail;
+    queue q; /* submitted batches, in order (calloc: empty) */
     bool stopping;
 } cpu_table;
 
@@ -204,16 +204,12 @@ static void *table_main(void *arg)
     pthread_setname_np(pthread_self(), "floe-cpu-table");
     pthread_mutex_lock(&t->lock);
     for (;;) {
-        while (!t->head && !t->stopping)
+        while (queue_empty(&t->q) && !t->stopping)
             pthread_cond_wait(&t->cv, &t->lock);
-        if (!t->head)
+        if (queue_empty(&t->q))
             break; /* stopping and drained */
-        floe_batch *b = t->head;
-        t->head = b->link;
-        if (!t->head)
-            t->tail = NULL;
+        floe_batch *b = FLOE_BATCH_OF(queue_pop(&t->q));
         pthread_mutex_unlock(&t->lock);
-        b->link = NULL;
         execute(t, b);
         if (b->done)
             b->done(b);
@@ -295,13 +291,8 @@ static floe_status cpu_load_table(floe_backend *base, const char *path, const fl
 static void cpu_submit(floe_table *base, floe_batch *b)
 {
     cpu_table *t = (cpu_table *)base;
-    b->link = NULL;
     pthread_mutex_lock(&t->lock);
-    if (t->tail)
-        t->tail->link = b;
-    else
-        t->head = b;
-    t->tail = b;
+    queue_push(&t->q, &b->link);
     pthread_cond_signal(&t->cv);
     pthread_mutex_unlock(&t->lock);
 }

@@ -92,14 +92,14 @@ typedef struct part_table {
      * the interface asks: a caller holding its own lock is not held up) */
     pthread_mutex_t in_lock;
     pthread_cond_t turn_cv; /* under in_lock: handed moved on */
-    floe_batch *in_head, *in_tail;
+    queue in;               /* floe_batch.link */
     floe_pool_task drain; /* takes the head batch and splits it */
     bool drain_posted;    /* drain is queued or about to be (one at a time) */
     uint64_t submitted, taken, handed; /* batches queued, taken by a split, handed to the parts */
     /* completion */
     pthread_mutex_t lock;
     pthread_cond_t cv;
-    split *head, *tail; /* in submission order */
+    queue splits; /* split.link, in submission order */
     bool delivering;
     split *spare; /* for a batch that arrives when no split can be allocated */
     bool spare_busy;
@@ -110,7 +110,7 @@ typedef struct part_table {
 struct split {
     part_table *t;
     floe_batch *b;
-    split *next;
+    queue_link link;  /* in the table's splits */
     atomic_uint left; /* sub-batches not yet done */
     bool complete;
     bool is_spare;
@@ -203,6 +203,8 @@ static void split_free(split *sp)
     }
 }
 
+#define SPLIT_OF(l) QUEUE_ENTRY(l, split, link)
+
 /* Marks sp complete and delivers the complete splits at the head, in
  * order; one thread delivers at a time. */
 static void split_complete(split *sp)
@@ -215,11 +217,8 @@ static void split_complete(split *sp)
         return;
     }
     t->delivering = true;
-    while (t->head && t->head->complete) {
-        split *h = t->head;
-        t->head = h->next;
-        if (!t->head)
-            t->tail = NULL;
+    while (!queue_empty(&t->splits) && SPLIT_OF(t->splits.head)->complete) {
+        split *h = SPLIT_OF(queue_pop(&t->splits));
         pthread_mutex_unlock(&t->lock);
         floe_batch *b = h->b;
         split_free(h);
@@ -227,7 +226,7 @@ static void split_complete(split *sp)
         pthread_mutex_lock(&t->lock);
     }
     t->delivering = false;
-    if (!t->head)
+    if (queue_empty(&t->splits))
         pthread_cond_broadcast(&t->cv); /* table_free may be waiting */
     pthread_mutex_unlock(&t->lock);
 }
@@ -375,9 +374,9 @@ static void join_all(split *sp)
     const unsigned P = t->parts, lg = PID_LOG(P), per = PID_PER(lg);
     const uint32_t vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
     const size_t W = t->base.spec.words;
-    const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && b->op != FLOE_OP_GET;
-    const bool vals = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE;
-    const bool get = b->op == FLOE_OP_GET;
+    const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && floe_op_has(b->op, FLOE_OPF_IDS_OUT);
+    const bool vals = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
+    const bool get = floe_op_has(b->op, FLOE_OPF_VECTORS_OUT);
     const uint64_t *pid = sp->pid;
     const size_t n = b->n;
     const uint64_t t0 = floe_now_ns();
@@ -452,6 +451,13 @@ static uint64_t generation_locked(const part_table *t)
     return g;
 }
 
+/* Whether op's answers are of the table's generation (they give ids, or
+ * take them), which a table in parts sums from its parts'. */
+static bool of_generation(floe_op op)
+{
+    return floe_op_has(op, FLOE_OPF_IDS_OUT) || floe_op_def(op)->shape == FLOE_SHAPE_IDS;
+}
+
 /* Every part has answered: the caller's batch from theirs. */
 static void merge(split *sp)
 {
@@ -467,32 +473,20 @@ static void merge(split *sp)
         b->counts.full += s->counts.full;
         b->counts.erased += s->counts.erased;
     }
-    switch (b->op) {
-    case FLOE_OP_STATS:
-        if (b->status == FLOE_OK)
-            merge_stats(sp);
-        break;
-    case FLOE_OP_COPY:
-    case FLOE_OP_SAVE:
-        if (b->status == FLOE_OK) {
-            floe_file_image *im = chain_images(sp);
-            if (b->op == FLOE_OP_COPY) {
-                b->image = im;
-            } else {
-                b->status = floe_file_image_save(b->path, im, &b->error);
-                floe_file_image_free(im);
-            }
+    if (b->op == FLOE_OP_STATS && b->status == FLOE_OK) {
+        merge_stats(sp);
+    } else if ((b->op == FLOE_OP_COPY || b->op == FLOE_OP_SAVE) && b->status == FLOE_OK) {
+        floe_file_image *im = chain_images(sp);
+        if (b->op == FLOE_OP_COPY) {
+            b->image = im;
+        } else {
+            b->status = floe_file_image_save(b->path, im, &b->error);
+            floe_file_image_free(im);
         }
-        break;
-    case FLOE_OP_INSERT:
-    case FLOE_OP_FIND:
-    case FLOE_OP_GET: /* each part joined its answers when it finished; the ids are of the parts' generations */
+    } else if (of_generation(b->op)) { /* each part joined its answers when it finished */
         pthread_mutex_lock(&t->lock);
         b->generation = generation_locked(t);
         pthread_mutex_unlock(&t->lock);
-        break;
-    default:
-        break;
     }
     for (unsigned p = 0; p < t->parts; p++) /* images of parts whose neighbours failed */
         floe_file_image_free(sp->subs[p].image);
@@ -531,7 +525,7 @@ static void sub_done(floe_batch *s)
     split *sp = s->user;
     const floe_op op = sp->b->op;
     const unsigned p = (unsigned)(s - sp->subs);
-    if (s->status == FLOE_OK && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND || op == FLOE_OP_GET))
+    if (s->status == FLOE_OK && of_generation(op))
         note_generation(sp->t, p, s->generation);
     sub_finished(sp);
 }
@@ -626,7 +620,7 @@ static size_t region_of(size_t n, unsigned parts)
 /* The part of the caller's key or vector i. */
 static inline unsigned part_of(const part_table *t, const floe_batch *b, size_t i)
 {
-    if (b->op == FLOE_OP_GET)
+    if (floe_op_def(b->op)->shape == FLOE_SHAPE_IDS) /* an id names its part */
         return (unsigned)(b->keys[i] % t->parts);
     if (t->base.spec.kind == FLOE_KIND_TREE)
         return floe_part_of(floe_part_hash_vector(b->vectors + i * t->base.spec.words, t->base.spec.words), t->parts);
@@ -648,11 +642,12 @@ static bool scatter(split *sp, const size_t *end)
         next[p] = sp->at[p];
     const uint32_t vb = sp->vin ? t->base.spec.value_bytes : 0;
     const size_t W = t->base.spec.words;
-    const bool vectors = t->base.spec.kind == FLOE_KIND_TREE && b->op != FLOE_OP_GET;
+    const bool ids_in = floe_op_def(b->op)->shape == FLOE_SHAPE_IDS;
+    const bool vectors = floe_op_takes_vectors(b->op, (unsigned)W);
     uint64_t bits = 0;
     bool fits = true;
     /* a word of parts at a time: per keys, then one store */
-    if (!vectors && !vb && b->op != FLOE_OP_GET) { /* keys alone: the common case, kept tight */
+    if (!vectors && !vb && !ids_in) { /* keys alone: the common case, kept tight */
         const bool stream = n >= SPLIT_STREAM;
         for (size_t i0 = 0; i0 < n && fits; i0 += per) {
             const size_t m = n - i0 < per ? n - i0 : per;
@@ -689,7 +684,7 @@ static bool scatter(split *sp, const size_t *end)
                 word |= (uint64_t)p << (k << lg);
                 if (vectors)
                     memcpy(sp->vec + j * W, b->vectors + i * W, W * 4);
-                else if (b->op == FLOE_OP_GET)
+                else if (ids_in)
                     sp->keys[j] = b->keys[i] / P; /* the part's own id */
                 else
                     bits |= sp->keys[j] = b->keys[i];
@@ -719,13 +714,13 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
     const size_t n = b->n;
     const unsigned P = t->parts;
     const bool is_tree = t->base.spec.kind == FLOE_KIND_TREE;
-    const bool get = b->op == FLOE_OP_GET;
+    const bool get = floe_op_has(b->op, FLOE_OPF_VECTORS_OUT);
     const uint32_t vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
     const size_t wb = (size_t)t->base.spec.words * 4;
-    const bool vals_in = vb && b->values && b->op == FLOE_OP_INSERT;
-    const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && !get;
-    const bool vals_out = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && b->op != FLOE_OP_ERASE;
-    const bool vec_in = is_tree && !get;
+    const bool vals_in = vb && b->values && floe_op_has(b->op, FLOE_OPF_VALUES_IN);
+    const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && floe_op_has(b->op, FLOE_OPF_IDS_OUT);
+    const bool vals_out = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
+    const bool vec_in = floe_op_takes_vectors(b->op, is_tree ? t->base.spec.words : 0);
 
     const size_t region = region_of(n, P), places = region * P;
     const size_t sz_pid = (n / PID_PER(PID_LOG(P)) + 1) * 8, sz_keys = vec_in ? 0 : places * 8;
@@ -942,13 +937,8 @@ static void part_submit(floe_table *base, floe_batch *b)
         t->part[0]->backend->ops->submit(t->part[0], b);
         return;
     }
-    b->link = NULL;
     pthread_mutex_lock(&t->in_lock);
-    if (t->in_tail)
-        t->in_tail->link = b;
-    else
-        t->in_head = b;
-    t->in_tail = b;
+    queue_push(&t->in, &b->link);
     t->submitted++;
     const bool post = !t->drain_posted;
     t->drain_posted = true;
@@ -984,11 +974,8 @@ static void split_and_submit(part_table *t, floe_batch *b, uint64_t seq)
         sp->st = states_to_vectors(sp, &sp->err);
     }
     if (sp->st == FLOE_OK) {
-        switch (b->op) {
-        case FLOE_OP_INSERT:
-        case FLOE_OP_FIND:
-        case FLOE_OP_ERASE:
-        case FLOE_OP_GET:
+        switch (floe_op_def(b->op)->parts) {
+        case FLOE_PARTS_SPLIT:
             if (b->n > 0) {
                 const uint64_t t0 = floe_now_ns();
                 if ((sp->st = split_keys(sp, &sp->err)) == FLOE_OK)
@@ -999,20 +986,18 @@ static void split_and_submit(part_table *t, floe_batch *b, uint64_t seq)
                 pthread_mutex_unlock(&t->lock);
             }
             break;
-        case FLOE_OP_STATS:
-        case FLOE_OP_REBUILD:
-        case FLOE_OP_SAVE:
-        case FLOE_OP_COPY:
+        case FLOE_PARTS_EVERY:
             fan_out = (sp->st = split_all(sp, &sp->err)) == FLOE_OK;
             break;
-        case FLOE_OP_SCAN:
+        case FLOE_PARTS_WALK: /* below */
             break;
-        default:
-            sp->st = floe_errinfo_set(&sp->err, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
+        case FLOE_PARTS_NONE:
+            sp->st = floe_errinfo_set(&sp->err, FLOE_ERR_INVALID, "%s is not an operation of a table in parts",
+                                      floe_op_name(b->op));
         }
     }
     unsigned first_part = 0;
-    if (sp->st == FLOE_OK && b->op == FLOE_OP_SCAN && b->cursor_set) {
+    if (sp->st == FLOE_OK && floe_op_def(b->op)->parts == FLOE_PARTS_WALK && b->cursor_set) {
         first_part = (unsigned)(b->cursor.position % t->parts);
         if (b->cursor.position / t->parts > UINT64_MAX / FLOE_PARTS_MAX)
             sp->st = floe_errinfo_set(&sp->err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table",
@@ -1025,11 +1010,7 @@ static void split_and_submit(part_table *t, floe_batch *b, uint64_t seq)
     if (!my_turn)
         wait_turn(t, seq);
     pthread_mutex_lock(&t->lock);
-    if (t->tail)
-        t->tail->next = sp;
-    else
-        t->head = sp;
-    t->tail = sp;
+    queue_push(&t->splits, &sp->link);
     pthread_mutex_unlock(&t->lock);
     submit_parts(t, sp, fan_out, first_part);
     pthread_mutex_lock(&t->in_lock);
@@ -1045,12 +1026,9 @@ static void drain_posted(floe_pool_task *task)
 {
     part_table *t = (part_table *)((char *)task - offsetof(part_table, drain));
     pthread_mutex_lock(&t->in_lock);
-    floe_batch *b = t->in_head;
-    t->in_head = b->link;
-    if (!t->in_head)
-        t->in_tail = NULL;
+    floe_batch *b = FLOE_BATCH_OF(queue_pop(&t->in));
     const uint64_t seq = t->taken++;
-    const bool more = t->in_head != NULL;
+    const bool more = !queue_empty(&t->in);
     t->drain_posted = more;
     pthread_mutex_unlock(&t->in_lock);
     if (more)
@@ -1077,7 +1055,7 @@ static void submit_parts(part_table *t, split *sp, bool fan_out, unsigned first_
         }
         return;
     }
-    if (sp->st == FLOE_OK && b->op == FLOE_OP_SCAN) {
+    if (sp->st == FLOE_OK && floe_op_def(b->op)->parts == FLOE_PARTS_WALK) {
         const floe_scan_pos from = {b->cursor_set ? b->cursor.position / t->parts : 0, b->cursor.generation};
         b->scan_n = 0;
         scan_into(sp, first_part, &from);
@@ -1101,7 +1079,7 @@ static void table_free(part_table *t)
         pthread_cond_wait(&t->turn_cv, &t->in_lock);
     pthread_mutex_unlock(&t->in_lock);
     pthread_mutex_lock(&t->lock); /* and delivered, its joins done */
-    while (t->head || t->delivering)
+    while (!queue_empty(&t->splits) || t->delivering)
         pthread_cond_wait(&t->cv, &t->lock);
     pthread_mutex_unlock(&t->lock);
     part_backend *be = t->be;

@@ -6,6 +6,7 @@
 #include "tree_layout.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -283,62 +284,64 @@ static floe_status scan_check(const floe_spec *spec, unsigned flags, size_t keys
     return FLOE_OK;
 }
 
+/* Why op is not for the kind of spec's table (its row names the kinds it
+ * is for), in floed's words. */
+static floe_status not_for_kind(const floe_spec *spec, floe_op op, floe_errinfo *err)
+{
+    const char *name = spec->name, *kind = floe_kind_name(spec->kind);
+    if (spec->kind == FLOE_KIND_TREE && op == FLOE_OP_ERASE)
+        return floe_errinfo_set(
+            err, FLOE_ERR_UNSUPPORTED,
+            "table %s is a TREE: TREE tables do not erase (vectors share their nodes; a visited set only grows)", name);
+    if (spec->kind == FLOE_KIND_TREE && op == FLOE_OP_REBUILD)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
+                                "table %s is a TREE: TREE tables do not rebuild (ids must stay valid)", name);
+    if (spec->kind == FLOE_KIND_ORDERED && op == FLOE_OP_REBUILD)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
+                                "table %s is ORDERED: an ORDERED table has no slots to rebuild", name);
+    const unsigned kinds = floe_op_def(op)->kinds;
+    char list[64] = "";
+    for (int k = FLOE_KIND_SET; k <= FLOE_KIND_STATIC; k++)
+        if (kinds & (1u << k)) {
+            const size_t at = strlen(list);
+            snprintf(list + at, sizeof list - at, "%s%s", at ? ", " : "", floe_kind_name((floe_kind)k));
+        }
+    return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "%s is for %s tables; table %s is a %s", floe_op_name(op), list,
+                            name, kind);
+}
+
 /* The messages are floed's answers, word for word: clients and tests match on them. */
 static floe_status request_check(const floe_spec *spec, floe_op op, unsigned flags, const void *keys, size_t keys_len,
                                  const void *values, size_t values_len, size_t *n, bool scan_keys, floe_errinfo *err)
 {
-    const char *name = spec->name, *kind = floe_kind_name(spec->kind);
+    const char *name = spec->name;
     const bool valued = floe_spec_has_values(spec), tree = spec->kind == FLOE_KIND_TREE;
     const bool ordered = spec->kind == FLOE_KIND_ORDERED;
     const unsigned map_flags = FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_VALUES;
     if (n)
         *n = 0;
-    switch (op) {
-    case FLOE_OP_INSERT:
-    case FLOE_OP_FIND:
-    case FLOE_OP_ERASE:
-    case FLOE_OP_GET:
-    case FLOE_OP_SUCC:
-    case FLOE_OP_PRED:
-        break;
-    case FLOE_OP_SCAN:
+    const floe_opdef *def = floe_op_def(op);
+    if (!def->kinds) /* not an operation of a table's (an unknown number): nothing to check */
+        return FLOE_OK;
+    if (!floe_op_for_kind(op, spec->kind))
+        return not_for_kind(spec, op, err);
+    if (def->shape == FLOE_SHAPE_SCAN)
         return scan_check(spec, flags, keys_len, values_len, err);
-    case FLOE_OP_RANGE:
-        if (!ordered)
-            return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "range is for ORDERED tables; table %s is a %s", name,
-                                    kind);
+    if (def->shape == FLOE_SHAPE_RANGE) {
         if ((flags & FLOE_BATCH_WANT_VALUES) && !valued)
             return no_values(spec, "values in a range", err);
         if (flags & ~FLOE_BATCH_FLAGS)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: unknown flags 0x%x", name,
                                     flags & ~FLOE_BATCH_FLAGS);
         return FLOE_OK;
-    case FLOE_OP_REBUILD:
-        if (tree)
-            return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
-                                    "table %s is a TREE: TREE tables do not rebuild (ids must stay valid)", name);
-        if (ordered)
-            return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
-                                    "table %s is ORDERED: an ORDERED table has no slots to rebuild", name);
-        return FLOE_OK;
-    default:
-        return FLOE_OK;
     }
+    if (def->shape == FLOE_SHAPE_TABLE)
+        return FLOE_OK;
 
-    /* the operation and the flags on the kind */
-    if (op == FLOE_OP_GET && !tree)
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "get_by_id is for TREE tables; table %s is a %s", name,
-                                kind);
-    if ((op == FLOE_OP_SUCC || op == FLOE_OP_PRED) && !ordered)
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "%s is for ORDERED tables; table %s is a %s",
-                                op == FLOE_OP_SUCC ? "successor" : "predecessor", name, kind);
-    if (op == FLOE_OP_ERASE && tree)
-        return floe_errinfo_set(
-            err, FLOE_ERR_UNSUPPORTED,
-            "table %s is a TREE: TREE tables do not erase (vectors share their nodes; a visited set only grows)", name);
+    /* the flags on the kind */
     if (flags & ~FLOE_BATCH_FLAGS)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: unknown flags 0x%x", name, flags & ~FLOE_BATCH_FLAGS);
-    if (ordered && (flags & FLOE_BATCH_WANT_IDS) && (op == FLOE_OP_INSERT || op == FLOE_OP_FIND))
+    if (ordered && (flags & FLOE_BATCH_WANT_IDS) && (def->flags & FLOE_OPF_IDS_OUT))
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                 "table %s is ORDERED: its keys have no slot ids (ids are for SET, MAP and TREE tables)",
                                 name);
@@ -348,7 +351,7 @@ static floe_status request_check(const floe_spec *spec, floe_op op, unsigned fla
                                 name);
 
     /* whole keys (vectors, ids), not too many, present, each below 2^key_bits */
-    const bool vectors = tree && op != FLOE_OP_GET;
+    const bool vectors = floe_op_takes_vectors(op, tree ? spec->words : 0);
     const size_t kb = vectors ? (size_t)spec->words * 4 : 8;
     if (keys_len % kb) {
         if (vectors)
@@ -358,7 +361,7 @@ static floe_status request_check(const floe_spec *spec, floe_op op, unsigned fla
                                     name, spec->words, spec->words, kb, keys_len, kb);
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                 "%s are 8 bytes each (little-endian u64); got %zu bytes, not a multiple of 8",
-                                op == FLOE_OP_GET ? "ids" : "keys", keys_len);
+                                def->shape == FLOE_SHAPE_IDS ? "ids" : "keys", keys_len);
     }
     const size_t count = keys_len / kb;
     if (tree) {
@@ -375,7 +378,8 @@ static floe_status request_check(const floe_spec *spec, floe_op op, unsigned fla
             return floe_errinfo_set(err, st, "table %.64s: %.180s", name, e.msg);
     }
 
-    if (spec->shards > 1 && count > 0 && op == FLOE_OP_INSERT) { /* a find or erase of one changes nothing */
+    if (spec->shards > 1 && count > 0 && (def->flags & FLOE_OPF_STORES)) {
+        /* a key of another shard may not be stored here (a find or erase of one changes nothing) */
         floe_status st = own_keys(spec, keys, count, vectors, err);
         if (st != FLOE_OK)
             return st;
@@ -384,9 +388,10 @@ static floe_status request_check(const floe_spec *spec, floe_op op, unsigned fla
     /* values: an insert's into a table with values, value_bytes per key */
     if (values_len && !valued)
         return no_values(spec, "values", err);
-    if (values_len && op != FLOE_OP_INSERT)
+    const bool values_in = (def->flags & FLOE_OPF_VALUES_IN) != 0;
+    if (values_len && !values_in)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: values go with an insert only", name);
-    if (valued && op == FLOE_OP_INSERT && values_len != count * spec->value_bytes)
+    if (valued && values_in && values_len != count * spec->value_bytes)
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                 "%zu keys need %zu bytes of values (%u per key) in table %s; got %zu", count,
                                 count * spec->value_bytes, spec->value_bytes, name, values_len);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "layout.h"
+#include "ops.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -34,21 +35,6 @@ typedef enum floe_kind {
     FLOE_KIND_STATIC = 5,
 } floe_kind;
 
-/* What a batch (tables/backend.h) or a request does. */
-typedef enum floe_op {
-    FLOE_OP_INSERT = 1, /* find-or-put: INSERTED / PRESENT / FULL */
-    FLOE_OP_FIND,       /* PRESENT / ABSENT */
-    FLOE_OP_ERASE,      /* ERASED / ABSENT */
-    FLOE_OP_SCAN,       /* up to limit keys from cursor */
-    FLOE_OP_STATS,
-    FLOE_OP_REBUILD, /* rebuild at 2^addr_bits primary buckets (0: same size), drop tombstones */
-    FLOE_OP_SAVE,    /* write the table to path */
-    FLOE_OP_GET,     /* TREE: the vectors of ids: PRESENT / ABSENT */
-    FLOE_OP_COPY,    /* the table's file contents into a host image (a snapshot's pause) */
-    FLOE_OP_RANGE,   /* ORDERED: up to limit keys in [lo, hi], ascending (or descending) */
-    FLOE_OP_SUCC,    /* ORDERED: the smallest stored key >= each key: PRESENT / ABSENT (none) */
-    FLOE_OP_PRED,    /* ORDERED: the largest stored key <= each key: PRESENT / ABSENT (none) */
-} floe_op;
 
 #define FLOE_BATCH_OVERWRITE   1u /* INSERT on a MAP: replace the value of PRESENT keys */
 #define FLOE_BATCH_WANT_IDS    2u /* INSERT, FIND: fill ids; SCAN: a TREE's only (its scans always give ids) */

@@ -1,7 +1,7 @@
 /*
  * fuzz_response.c - libFuzzer target: libfloe's response decoder
- * (client/floe.c: handle_frames, call completion, and what each call makes
- * of its answer), fed the input as if a server sent it.
+ * (client/floe.c: handle_frames, call completion; client/calls.c: what
+ * each call makes of its answer), fed the input as if a server sent it.
  *
  * libfloe talks over one end of a socketpair (floe__connect_fd); this
  * thread plays the server on the other.  The input is read as frames (a

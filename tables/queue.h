@@ -1,14 +1,17 @@
 /*
- * queue.h - the one FIFO of floed: an intrusive singly-linked queue.
+ * queue.h - the one FIFO of floe: an intrusive singly-linked queue, used by
+ * floed (batchers, io threads' inboxes, the saver, the reaper) and by the
+ * backends' batch queues (CPU, GPU, tables in parts).
  *
  * A thing that waits in a queue embeds a queue_link; QUEUE_ENTRY gets the
  * thing back from its link.  Queues hold no lock of their own: each owner
- * guards its queue with the lock it already has (a table's batcher, an io
- * thread's inbox, the saver, the reaper), so that waking the consumer and
- * queueing stay one critical section.
+ * guards its queue with the lock it already has (a table's batcher or
+ * backend, an io thread's inbox, the saver, the reaper), so that waking the
+ * consumer and queueing stay one critical section.  C and CUDA include it
+ * alike.
  */
-#ifndef FLOE_DAEMON_QUEUE_H
-#define FLOE_DAEMON_QUEUE_H
+#ifndef FLOE_TABLES_QUEUE_H
+#define FLOE_TABLES_QUEUE_H
 
 #include <stdbool.h>
 #include <stddef.h>

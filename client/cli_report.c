@@ -1,0 +1,536 @@
+/*
+ * cli_report.c - the CLI's commands about the server and its tables: ping,
+ * info, tables, create, drop, stats, snapshot, and how it prints them.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* ---- subcommands --------------------------------------------------------------------------------- */
+
+int cmd_ping(floe *c, const opts *o, int argc, char **argv)
+{
+    double t0 = now();
+    int st = floe_ping(c);
+    if (st)
+        return fail(c, st);
+    printf("PONG %.3f ms\n", (now() - t0) * 1e3);
+    return 0;
+}
+
+/* 1536 -> "1.5 KiB" */
+static const char *human_bytes(uint64_t b, char *buf, size_t len)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024 && u < 5)
+        v /= 1024, u++;
+    if (u == 0)
+        snprintf(buf, len, "%" PRIu64 " bytes", b);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/* A unix time as local date and time, with how long ago; "never" for 0. */
+static const char *when(int64_t t, char *buf, size_t len)
+{
+    if (t <= 0) {
+        snprintf(buf, len, "never");
+        return buf;
+    }
+    time_t tt = (time_t)t;
+    struct tm tm;
+    char date[64] = "?";
+    if (localtime_r(&tt, &tm))
+        strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %z", &tm);
+    long long ago = (long long)(time(NULL) - tt);
+    snprintf(buf, len, "%s (%lld s ago)", date, ago);
+    return buf;
+}
+
+static void print_server_stats(const floe_server_stats *s)
+{
+    char a[64], b[64], c[64];
+    uint64_t u = s->uptime_seconds;
+    printf("build: %s\nuptime: %" PRIu64 " s (%" PRIu64 "d %" PRIu64 "h %" PRIu64 "m %" PRIu64 "s)\npid: %" PRIu64 "\n",
+           s->build, u, u / 86400, u / 3600 % 24, u / 60 % 60, u % 60, s->pid);
+    printf("gpu: %s\n", s->gpu[0] ? s->gpu : "none");
+    if (s->gpu_memory_total)
+        printf("gpu-memory: %s used, %s free, %s total\n", human_bytes(s->gpu_memory_used, a, sizeof a),
+               human_bytes(s->gpu_memory_free, b, sizeof b), human_bytes(s->gpu_memory_total, c, sizeof c));
+    for (size_t i = 0; i < s->n_gpus; i++) {
+        const floe_gpu_summary *g = &s->gpus[i];
+        if (g->healthy)
+            printf("gpu %d: %s, ok, %s free of %s\n", g->device, g->name, human_bytes(g->memory_free, a, sizeof a),
+                   human_bytes(g->memory_total, b, sizeof b));
+        else
+            printf("gpu %d: %s, FAILED: %s (its tables answer ERR_UNAVAILABLE until floed restarts)\n", g->device,
+                   g->name, g->error);
+    }
+    printf("connections: %" PRIu64 " open, %" PRIu64 " accepted, %" PRIu64 " refused\n", s->connections,
+           s->connections_total, s->connections_refused);
+    printf("traffic: %" PRIu64 " bytes in, %" PRIu64 " bytes out\n", s->bytes_in, s->bytes_out);
+    printf("rss: %s\n", human_bytes(s->rss_bytes, a, sizeof a));
+    printf("data-dir: %s\n", s->data_dir[0] ? s->data_dir : "(none: tables live in memory only)");
+    if (s->metrics_address[0])
+        printf("metrics: http://%s/metrics\n", s->metrics_address);
+    else
+        printf("metrics: off\n");
+    printf("last-snapshot: %s", when(s->last_snapshot_time, a, sizeof a));
+    if (s->last_snapshot_status[0])
+        printf(": %s", s->last_snapshot_status);
+    putchar('\n');
+    printf("requests:\n  %-12s %14s %16s %10s\n", "op", "requests", "keys", "errors");
+    for (size_t i = 0; i < s->n_ops; i++)
+        printf("  %-12s %14" PRIu64 " %16" PRIu64 " %10" PRIu64 "\n", s->ops[i].op, s->ops[i].requests, s->ops[i].keys,
+               s->ops[i].errors);
+    printf("errors:%s\n", s->n_errors ? "" : " none");
+    for (size_t i = 0; i < s->n_errors; i++)
+        printf("  %-22s %10" PRIu64 "\n", s->errors[i].status, s->errors[i].count);
+    printf("tables:%s\n", s->n_tables ? "" : " none");
+    for (size_t i = 0; i < s->n_tables; i++) {
+        const floe_table_summary *t = &s->tables[i];
+        printf("  %-24s %-4s keys=%-12" PRIu64 " fill=%.4f memory=%s changes=%" PRIu64 " backend=%s snapshot=%s\n",
+               t->name, kind_name(t->kind), t->keys, t->fill, human_bytes(t->memory_bytes, a, sizeof a), t->changes,
+               t->backend, when(t->last_snapshot_time, b, sizeof b));
+    }
+}
+
+static void json_server_stats(jw *w, const floe_server_stats *s)
+{
+    jw_open(w, "info", '{');
+    jw_str(w, "version", s->version);
+    jw_str(w, "build", s->build);
+    jw_u64(w, "uptime_seconds", s->uptime_seconds);
+    jw_u64(w, "pid", s->pid);
+    jw_str(w, "backend", s->backend);
+    jw_str(w, "gpu", s->gpu);
+    jw_open(w, "gpu_memory", '{');
+    jw_u64(w, "total", s->gpu_memory_total);
+    jw_u64(w, "used", s->gpu_memory_used);
+    jw_u64(w, "free", s->gpu_memory_free);
+    jw_close(w, '}');
+    jw_open(w, "gpus", '[');
+    for (size_t i = 0; i < s->n_gpus; i++) {
+        const floe_gpu_summary *g = &s->gpus[i];
+        jw_open(w, NULL, '{');
+        jw_i64(w, "device", g->device);
+        jw_str(w, "name", g->name);
+        jw_bool(w, "healthy", g->healthy);
+        jw_str(w, "error", g->error);
+        jw_u64(w, "memory_total", g->memory_total);
+        jw_u64(w, "memory_free", g->memory_free);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_open(w, "connections", '{');
+    jw_u64(w, "open", s->connections);
+    jw_u64(w, "total", s->connections_total);
+    jw_u64(w, "refused", s->connections_refused);
+    jw_close(w, '}');
+    jw_open(w, "ops", '{');
+    for (size_t i = 0; i < s->n_ops; i++) {
+        jw_open(w, s->ops[i].op, '{');
+        jw_u64(w, "requests", s->ops[i].requests);
+        jw_u64(w, "keys", s->ops[i].keys);
+        jw_u64(w, "errors", s->ops[i].errors);
+        jw_close(w, '}');
+    }
+    jw_close(w, '}');
+    jw_open(w, "errors", '{');
+    for (size_t i = 0; i < s->n_errors; i++)
+        jw_u64(w, s->errors[i].status, s->errors[i].count);
+    jw_close(w, '}');
+    jw_u64(w, "bytes_in", s->bytes_in);
+    jw_u64(w, "bytes_out", s->bytes_out);
+    jw_u64(w, "rss_bytes", s->rss_bytes);
+    jw_str(w, "data_dir", s->data_dir);
+    jw_str(w, "metrics_address", s->metrics_address);
+    jw_open(w, "last_snapshot", '{');
+    jw_i64(w, "time", s->last_snapshot_time);
+    jw_str(w, "status", s->last_snapshot_status);
+    jw_close(w, '}');
+    jw_open(w, "tables", '[');
+    for (size_t i = 0; i < s->n_tables; i++) {
+        const floe_table_summary *t = &s->tables[i];
+        jw_open(w, NULL, '{');
+        jw_str(w, "name", t->name);
+        jw_str(w, "kind", kind_name(t->kind));
+        jw_str(w, "backend", t->backend);
+        jw_u64(w, "keys", t->keys);
+        jw_real(w, "fill", t->fill);
+        jw_u64(w, "memory_bytes", t->memory_bytes);
+        jw_u64(w, "changes", t->changes);
+        jw_i64(w, "last_snapshot_time", t->last_snapshot_time);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
+/* One server's: the hello reply (version, backend, limits), then its
+ * counters (the info operation); a floed without info: the hello reply,
+ * and a note; with --json, as an object written to w. */
+static int info_one(floe *c, const opts *o, jw *w)
+{
+    const floe_server_info *i = floe_info(c);
+    floe_server_stats *s = NULL;
+    int st = floe_server_stats_get(c, &s);
+    if (st != FLOE_OK && st != FLOE_ERR_UNSUPPORTED)
+        return fail(c, st);
+    const char *why = st ? floe_errstr(c) : NULL;
+    if (o->json) {
+        jw_open(w, NULL, '{');
+        jw_str(w, "server", i->server);
+        jw_u64(w, "protocol", i->version);
+        jw_str(w, "backend", i->backend);
+        jw_u64(w, "max_frame", i->max_frame);
+        jw_u64(w, "max_batch_keys", i->max_batch_keys);
+        jw_u64(w, "max_inflight", i->max_inflight);
+        jw_str(w, "client", "floe " FLOE_VERSION);
+        if (s) {
+            json_server_stats(w, s);
+        } else {
+            jw_null(w, "info");
+            jw_str(w, "info_unavailable", why);
+        }
+        jw_close(w, '}');
+    } else {
+        printf("server: %s\nprotocol: %u\nbackend: %s\nmax-frame: %" PRIu64 " bytes\nmax-batch-keys: %" PRIu64
+               "\nmax-inflight: %u\n",
+               i->server, i->version, i->backend, i->max_frame, i->max_batch_keys, i->max_inflight);
+        if (s)
+            print_server_stats(s);
+        else
+            printf("info: not available (%s): the figures above are the hello reply's\n", why);
+    }
+    floe_server_stats_free(s);
+    return 0;
+}
+
+/* Each server's info: one, or every server of a list in turn (a
+ * partitioned connection has no info of its own). */
+int cmd_info(floe *c, const opts *o, int argc, char **argv)
+{
+    const unsigned n = floe_shards(c);
+    jw w = {0};
+    if (n == 1)
+        return info_one(c, o, &w);
+    if (o->json) {
+        jw_open(&w, NULL, '{');
+        jw_open(&w, "servers", '[');
+    }
+    int rc = 0;
+    for (unsigned k = 0; k < n && rc == 0; k++) {
+        if (!o->json)
+            printf("%s# server %u of %u\n", k ? "\n" : "", k + 1, n);
+        rc = info_one(floe_shard(c, k), o, &w);
+    }
+    if (o->json && rc == 0) {
+        jw_close(&w, ']');
+        jw_close(&w, '}');
+    }
+    return rc;
+}
+
+/* A table in parts: one line each (stats of one table). */
+static void print_parts(const floe_table_info *t)
+{
+    if (t->n_parts)
+        printf("parts: %u\n", t->n_parts);
+    for (unsigned p = 0; p < t->n_parts; p++) {
+        const floe_part_info *q = &t->parts[p];
+        char dev[24];
+        if (q->device < 0)
+            snprintf(dev, sizeof dev, "cpu");
+        else
+            snprintf(dev, sizeof dev, "gpu %d", q->device);
+        printf("part %u: %s keys=%" PRIu64 " slots=%" PRIu64 " memory=%" PRIu64 " generation=%" PRIu64 "\n", p, dev,
+               q->keys, q->slots, q->memory_bytes, q->generation);
+    }
+}
+
+/* A table's line of `floe tables`: name=value words in columns that line up
+ * whatever the kind (TREE: words, vectors, node_fill, bytes/vector). */
+static void print_row(const floe_table_info *t)
+{
+    const bool tree = t->kind == FLOE_TABLE_TREE;
+    char size[32], count[40], fill[32], per[40];
+    if (tree)
+        snprintf(size, sizeof size, "words=%u", t->words);
+    else
+        snprintf(size, sizeof size, "key_bits=%u", t->key_bits);
+    snprintf(count, sizeof count, "%s=%" PRIu64, tree ? "vectors" : "keys", t->keys);
+    snprintf(fill, sizeof fill, "%s=%.4f", tree ? "node_fill" : "fill", tree ? t->node_fill : t->fill);
+    snprintf(per, sizeof per, "%s=%.3f", tree ? "bytes/vector" : "bytes/key", t->bytes_per_key);
+    printf("%-24s %-7s %-11s %-20s %-16s %-22s backend=%s\n", t->name, kind_name(t->kind), size, count, fill, per,
+           t->backend);
+}
+
+static void print_tree_info(const floe_table_info *t, bool long_form)
+{
+    if (!long_form) {
+        print_row(t);
+        return;
+    }
+    printf("name: %s\nkind: TREE\nwords: %u\ncapacity: %" PRIu64 "\n", t->name, t->words, t->capacity);
+    if (t->memory)
+        printf("memory asked: %" PRIu64 " bytes\n", t->memory);
+    printf("grow: %s\n", t->grow ? "yes" : "no");
+    if (t->grow)
+        printf("max_fill: %.3f\n", t->max_fill);
+    printf("generation: %" PRIu64 "\n", t->generation);
+    printf("backend: %s\nvectors: %" PRIu64 "\nnodes: %" PRIu64 "\nnode_slots: %" PRIu64 "\nnode_fill: %.4f\n",
+           t->backend, t->keys, t->nodes, t->node_slots, t->node_fill);
+    printf("orphan_nodes: %" PRIu64 "\nmemory: %" PRIu64 " bytes\nbytes_per_vector: %.3f\ncompression: %.4f\n",
+           t->orphan_nodes, t->memory_bytes, t->bytes_per_key, t->compression);
+    static const char *const lv[] = {"primary", "secondary", "stash"};
+    for (int l = 0; l < 3; l++)
+        printf("root level %s: slots=%" PRIu64 " used=%" PRIu64 " fill=%.4f row_bits=%u\n", lv[l], t->level[l].slots,
+               t->level[l].used, t->level[l].fill, t->level[l].row_bits);
+    print_parts(t);
+}
+
+static void print_info(const floe_table_info *t, bool long_form)
+{
+    if (t->kind == FLOE_TABLE_TREE) {
+        print_tree_info(t, long_form);
+        return;
+    }
+    if (!long_form) {
+        print_row(t);
+        return;
+    }
+    printf("name: %s\nkind: %s\nkey_bits: %u\n", t->name, kind_name(t->kind), t->key_bits);
+    if (t->kind == FLOE_TABLE_MAP || t->kind == FLOE_TABLE_ORDERED)
+        printf("value_bytes: %u\n", t->value_bytes);
+    if (t->kind == FLOE_TABLE_ORDERED) { /* a B+tree: slots are its leaves' room for keys */
+        printf("backend: %s\nkeys: %" PRIu64 "\nslots: %" PRIu64 "\nfill: %.4f\n", t->backend, t->keys, t->slots,
+               t->fill);
+        printf("memory: %" PRIu64 " bytes\nbytes_per_key: %.3f\n", t->memory_bytes, t->bytes_per_key);
+        return;
+    }
+    printf("capacity: %" PRIu64 "\ngrow: %s\n", t->capacity, t->grow ? "yes" : "no");
+    if (t->grow)
+        printf("max_fill: %.3f\n", t->max_fill);
+    printf("backend: %s\nkeys: %" PRIu64 "\ntombstones: %" PRIu64 "\nslots: %" PRIu64 "\nfill: %.4f\n", t->backend,
+           t->keys, t->tombstones, t->slots, t->fill);
+    printf("memory: %" PRIu64 " bytes\nbytes_per_key: %.3f\ngeneration: %" PRIu64 "\n", t->memory_bytes,
+           t->bytes_per_key, t->generation);
+    static const char *const lv[] = {"primary", "secondary", "stash"};
+    for (int l = 0; l < 3; l++)
+        printf("level %s: slots=%" PRIu64 " used=%" PRIu64 " fill=%.4f row_bits=%u\n", lv[l], t->level[l].slots,
+               t->level[l].used, t->level[l].fill, t->level[l].row_bits);
+    print_parts(t);
+}
+
+/* A table as a JSON object: the figures of `floe stats`, under the same
+ * names (TREE: its own; levels are the root table's). */
+static void json_table(jw *w, const floe_table_info *t, bool stages)
+{
+    static const char *const lv[] = {"primary", "secondary", "stash"};
+    const bool tree = t->kind == FLOE_TABLE_TREE;
+    jw_open(w, NULL, '{');
+    jw_str(w, "name", t->name);
+    jw_str(w, "kind", kind_name(t->kind));
+    jw_str(w, "backend", t->backend);
+    jw_u64(w, "capacity", t->capacity);
+    jw_u64(w, "keys", t->keys); /* TREE: vectors */
+    if (t->shards) {
+        jw_u64(w, "shard", t->shard);
+        jw_u64(w, "shards", t->shards);
+    }
+    if (tree) {
+        jw_u64(w, "words", t->words);
+        jw_u64(w, "memory_asked", t->memory);
+        jw_u64(w, "vectors", t->keys);
+        jw_u64(w, "nodes", t->nodes);
+        jw_u64(w, "node_slots", t->node_slots);
+        jw_real(w, "node_fill", t->node_fill);
+        jw_u64(w, "orphan_nodes", t->orphan_nodes);
+        jw_real(w, "compression", t->compression);
+        jw_real(w, "bytes_per_vector", t->bytes_per_key);
+    } else {
+        jw_u64(w, "key_bits", t->key_bits);
+        if (t->kind == FLOE_TABLE_MAP || t->kind == FLOE_TABLE_ORDERED)
+            jw_u64(w, "value_bytes", t->value_bytes);
+        jw_u64(w, "tombstones", t->tombstones);
+        jw_u64(w, "slots", t->slots);
+        jw_real(w, "fill", t->fill);
+        jw_real(w, "bytes_per_key", t->bytes_per_key);
+    }
+    jw_bool(w, "grow", t->grow);
+    jw_real(w, "max_fill", t->max_fill);
+    jw_u64(w, "generation", t->generation);
+    jw_u64(w, "memory_bytes", t->memory_bytes);
+    jw_open(w, "levels", '{');
+    for (int l = 0; l < 3; l++) {
+        jw_open(w, lv[l], '{');
+        jw_u64(w, "slots", t->level[l].slots);
+        jw_u64(w, "used", t->level[l].used);
+        jw_real(w, "fill", t->level[l].fill);
+        jw_u64(w, "row_bits", t->level[l].row_bits);
+        jw_close(w, '}');
+    }
+    jw_close(w, '}');
+    if (stages && t->n_parts) {
+        jw_open(w, "parts", '[');
+        for (unsigned p = 0; p < t->n_parts; p++) {
+            const floe_part_info *q = &t->parts[p];
+            jw_open(w, NULL, '{');
+            jw_i64(w, "device", q->device);
+            jw_u64(w, "keys", q->keys);
+            jw_u64(w, "slots", q->slots);
+            jw_u64(w, "memory_bytes", q->memory_bytes);
+            jw_u64(w, "generation", q->generation);
+            jw_close(w, '}');
+        }
+        jw_close(w, ']');
+    }
+    if (stages) {
+        jw_open(w, "stages", '{');
+        for (unsigned i = 0; i < t->n_stages; i++) {
+            const floe_stage_info *s = &t->stages[i];
+            jw_open(w, s->name, '{');
+            jw_u64(w, "count", s->count);
+            jw_u64(w, "keys", s->keys);
+            jw_real(w, "seconds", (double)s->nanos / 1e9);
+            jw_close(w, '}');
+        }
+        jw_close(w, '}');
+    }
+    jw_close(w, '}');
+}
+
+int cmd_tables(floe *c, const opts *o, int argc, char **argv)
+{
+    floe_table_info *t;
+    size_t n;
+    int st = floe_tables(c, &t, &n);
+    if (st)
+        return fail(c, st);
+    if (o->json) {
+        jw w = {0};
+        jw_open(&w, NULL, '{');
+        jw_open(&w, "tables", '[');
+        for (size_t i = 0; i < n; i++)
+            json_table(&w, &t[i], false);
+        jw_close(&w, ']');
+        jw_close(&w, '}');
+    } else {
+        for (size_t i = 0; i < n; i++)
+            print_info(&t[i], false);
+        if (n == 0)
+            fprintf(stderr, "(no tables)\n");
+    }
+    free(t);
+    return 0;
+}
+
+int cmd_create(floe *c, const opts *o, int argc, char **argv)
+{
+    floe_table_def d = o->def;
+    d.name = argv[0];
+    int st = floe_create(c, &d);
+    if (st)
+        return fail(c, st);
+    printf("created %s\n", d.name);
+    return 0;
+}
+
+int cmd_drop(floe *c, const opts *o, int argc, char **argv)
+{
+    int st = floe_drop(c, argv[0]);
+    if (st)
+        return fail(c, st);
+    printf("dropped %s\n", argv[0]);
+    return 0;
+}
+
+/* A table partitioned over several floed: which shard this server holds,
+ * or (a partitioned connection, whose figures are the sums) one line a server. */
+static void print_shards(floe *c, const floe_table_info *t)
+{
+    if (t->shards)
+        printf("shard: %u/%u (server list %016" PRIx64 ")\n", t->shard + 1, t->shards, t->shard_set);
+    for (unsigned i = 0; floe_shards(c) > 1 && i < floe_shards(c); i++) {
+        floe_table_info one;
+        if (floe_stats(floe_shard(c, i), t->name, &one) != FLOE_OK)
+            printf("shard %u (%s): %s\n", i + 1, floe_shard_name(c, i), floe_errstr(floe_shard(c, i)));
+        else
+            printf("shard %u (%s): keys=%" PRIu64 " slots=%" PRIu64 " memory=%" PRIu64 " fill=%.4f\n", i + 1,
+                   floe_shard_name(c, i), one.keys, one.slots, one.memory_bytes, one.fill);
+    }
+}
+
+int cmd_stats(floe *c, const opts *o, int argc, char **argv)
+{
+    floe_table_info t;
+    int st = floe_stats(c, argv[0], &t);
+    if (st)
+        return fail(c, st);
+    if (o->json) {
+        jw w = {0};
+        json_table(&w, &t, true);
+        return 0;
+    }
+    print_info(&t, true);
+    print_shards(c, &t);
+    /* where the table's batches spent their time (docs/PROTOCOL.md, StageTime) */
+    for (unsigned i = 0; i < t.n_stages; i++) {
+        const floe_stage_info *s = &t.stages[i];
+        printf("stage %s: count=%" PRIu64 " keys=%" PRIu64 " seconds=%.6f", s->name, s->count, s->keys,
+               (double)s->nanos / 1e9);
+        if (s->keys)
+            printf(" ns_per_key=%.2f", (double)s->nanos / (double)s->keys);
+        printf("\n");
+    }
+    return 0;
+}
+
+int cmd_snapshot(floe *c, const opts *o, int argc, char **argv)
+{
+    int st = floe_snapshot(c, argc ? argv[0] : NULL);
+    if (st)
+        return fail(c, st);
+    printf("saved %s\n", argc ? argv[0] : "every table");
+    return 0;
+}
+
+/* The kind and value width of a table, for commands that need them. */
+int table_shape(floe *c, const char *table, floe_table_info *t)
+{
+    int st = floe_stats(c, table, t);
+    return st ? fail(c, st) : 0;
+}
+
+/* range, succ, pred, min and max on a table of another kind: the server's
+ * status, in the command's own words (a min is a range of one key on the
+ * wire; a TREE has no key width to check bounds against). */
+int ordered_only(const floe_table_info *t, const char *command)
+{
+    if (t->kind == FLOE_TABLE_ORDERED)
+        return 0;
+    fprintf(stderr, "floe: %s: %s is for ORDERED tables; table %s is a %s\n", floe_strerror(FLOE_ERR_UNSUPPORTED),
+            command, t->name, kind_name(t->kind));
+    return 1;
+}
+
+void print_summary(const floe_counts *k)
+{
+    fflush(stdout); /* the answers first, then the tally */
+    fprintf(stderr,
+            "inserted %" PRIu64 ", present %" PRIu64 ", absent %" PRIu64 ", full %" PRIu64 ", erased %" PRIu64 "\n",
+            k->inserted, k->present, k->absent, k->full, k->erased);
+}

@@ -1,0 +1,423 @@
+/*
+ * keys.c - the key requests: insert, find, erase, get_by_id, successor and
+ * predecessor are one shape (a table, keys or ids, maybe values, an answer
+ * byte each) served by one path; scan is here too.
+ *
+ * A key request comes decoded in place from its frame (envelope.h:
+ * request_handle_keys) or unpacked by protobuf-c (its row's fields say
+ * where its table, keys and values are); either way handle_keys checks it
+ * at the door (tables/spec.c) and gives its table's batcher a job whose
+ * keys point into the request's own bytes (copied only when unaligned).
+ * Its answer is its slice of the batch's answers, packed into a frame on
+ * its connection's io thread (request_pack).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "handlers.h"
+#include "hostmem.h"
+
+/* ---- answers -------------------------------------------------------------------------------- */
+
+/* The response of one key-operation item: its slice [at, at + n) of o. */
+static frame *key_reply(const batch_out *o, const item *it, size_t at)
+{
+    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
+    const size_t n = it->j.n, vb = o->value_bytes;
+    r.id = it->id;
+    r.results.data = o->results + at;
+    r.results.len = n;
+    if ((it->j.flags & FLOE_BATCH_WANT_IDS) && o->ids) {
+        r.ids.data = (uint8_t *)(o->ids + at);
+        r.ids.len = n * 8;
+    }
+    if ((it->j.flags & FLOE_BATCH_WANT_VALUES) && vb && o->values_out) {
+        r.values.data = o->values_out + at * vb;
+        r.values.len = n * vb;
+    }
+    if (floe_op_has(it->j.op, FLOE_OPF_VECTORS_OUT) && o->vectors_out) {
+        r.vectors.data = (uint8_t *)(o->vectors_out + at * o->words);
+        r.vectors.len = n * o->words * 4;
+    }
+    if (o->keys_out) { /* successor, predecessor */
+        r.keys.data = (uint8_t *)(o->keys_out + at);
+        r.keys.len = n * 8;
+    }
+    if (floe_op_has(it->j.op, FLOE_OPF_IDS_OUT)) /* the generation its ids are of */
+        r.generation = o->generation;
+    floe_answer_counts c;
+    floe_answer_counts_tally(&c, r.results.data, n);
+    r.inserted = c.inserted;
+    r.present = c.present;
+    r.absent = c.absent;
+    r.full = c.full;
+    r.erased = c.erased;
+    return reply_pack(&r);
+}
+
+frame *request_pack(frame *f)
+{
+    item *it = f->pending;
+    frame *packed = key_reply(it->out, it, it->at);
+    if (!packed) /* say so, if even that can be built */
+        packed = reply_error(it->id, FLOE_ERR_INTERNAL, "out of memory building the answer");
+    if (packed) {
+        packed->to = f->to;
+        packed->req_op = f->req_op;
+        packed->t_parse = f->t_parse;
+        packed->keys = f->keys;
+    }
+    item_free(it);
+    free(f);
+    return packed;
+}
+
+/* Packing 64 Ki answers and freeing the request are spread over the io
+ * threads instead of holding up this table's next batch. */
+void request_answer_later(item *it, batch_out *o, size_t at)
+{
+    frame *f = floe_calloc(1, sizeof *f);
+    if (!f) {
+        answer(it, key_reply(o, it, at)); /* pack it here, then */
+        return;
+    }
+    batch_out_hold(o);
+    it->out = o;
+    it->at = at;
+    f->pending = it;
+    f->req_op = it->row->metric;
+    f->t_parse = it->j.t_parse;
+    f->keys = it->j.n;
+    f->status = FLOE_OK;
+    it->c->ops->deliver(it->c, f);
+}
+
+/* The answer of a scan, or of a range (an ORDERED table's keys, with a range's cursor). */
+frame *scan_frame(const batcher *bt, const floe_batch *b, const item *it, const uint64_t *tag)
+{
+    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
+    Floe__V1__ScanReply sr = FLOE__V1__SCAN_REPLY__INIT;
+    uint8_t cursor[24];
+    memcpy(cursor, &b->next.position, 8);
+    memcpy(cursor + 8, &b->next.generation, 8);
+    if (tag)
+        memcpy(cursor + 16, tag, 8);
+    r.id = it->id;
+    if (bt->words) { /* a TREE: the vectors are the keys; ids on request */
+        sr.keys.data = (uint8_t *)b->scan_vectors;
+        sr.keys.len = b->scan_n * bt->words * 4;
+        if (it->j.flags & FLOE_BATCH_WANT_IDS) {
+            sr.ids.data = (uint8_t *)b->scan_keys;
+            sr.ids.len = b->scan_n * 8;
+        }
+    } else {
+        sr.keys.data = (uint8_t *)b->scan_keys;
+        sr.keys.len = b->scan_n * 8;
+    }
+    if (b->scan_values) {
+        sr.values.data = b->scan_values;
+        sr.values.len = b->scan_n * bt->value_bytes;
+    }
+    sr.cursor.data = cursor;
+    sr.cursor.len = tag ? 24 : 16;
+    sr.done = b->scan_done != 0;
+    r.body_case = FLOE__V1__RESPONSE__BODY_SCAN;
+    r.scan = &sr;
+    return reply_pack(&r);
+}
+
+frame *scan_reply(const job_end *e, const item *it)
+{
+    return scan_frame(e->bt, e->b, it, NULL);
+}
+
+/* ---- shards --------------------------------------------------------------------------------- */
+
+/* A client with another
+ * server list, or one that takes a shard for a whole table (or a whole
+ * table for a shard), would put keys where no other client looks. */
+floe_status shard_check(const floe_spec *spec, uint64_t set, uint32_t shard, uint32_t shards, char *msg, size_t len)
+{
+    if (spec->shards == 0 && shards == 0)
+        return FLOE_OK;
+    if (spec->shards == 0)
+        snprintf(msg, len,
+                 "table %s is a whole table on this server, but this client holds it partitioned over %u servers: "
+                 "connect to this server alone",
+                 spec->name, shards);
+    else if (shards == 0)
+        snprintf(msg, len,
+                 "table %s is shard %u/%u of a table partitioned over several floed: connect with the list of its "
+                 "servers (floe://h1:p1,h2:p2,...)",
+                 spec->name, spec->shard + 1, spec->shards);
+    else if (set != spec->shard_set || shard != spec->shard || shards != spec->shards)
+        snprintf(msg, len,
+                 "table %s is shard %u/%u of server list %016llx, this client says shard %u/%u of list %016llx: "
+                 "clients must list the same servers in the same order",
+                 spec->name, spec->shard + 1, spec->shards, (unsigned long long)spec->shard_set, shard + 1, shards,
+                 (unsigned long long)set);
+    else
+        return FLOE_OK;
+    return FLOE_ERR_INVALID;
+}
+
+/* shard_check of a request protobuf-c unpacked. */
+floe_status request_shard_check(const floe_spec *spec, const Floe__V1__Request *req, char *msg, size_t len)
+{
+    const Floe__V1__ShardCheck *c = req->shard;
+    return c ? shard_check(spec, c->shard_set, c->shard, c->shards, msg, len) : shard_check(spec, 0, 0, 0, msg, len);
+}
+
+/* ---- the door and the job ------------------------------------------------------------------ */
+
+static void key_request_free(server *srv, key_request *kr)
+{
+    if (kr->req)
+        floe__v1__request__free_unpacked(kr->req, NULL);
+    hostmem_put(srv->mem, kr->frame);
+}
+
+/* The rules of a key operation on the table of spec (tables/spec.c's door,
+ * and max-frame for what a get_by_id answers): OK with *n, or the error
+ * and msg.  keys and values are aligned as the engines read them. */
+static floe_status check_key_request(server *srv, const floe_spec *spec, floe_op op, const key_request *kr,
+                                     const void *keys, const void *values, size_t *n, char *msg, size_t len)
+{
+    floe_errinfo err;
+    floe_status st;
+    if (kr->parents_len || kr->change_counts_len || kr->changes_len) {
+        st = !floe_op_has(op, FLOE_OPF_STORES) || kr->keys_len || kr->values_len
+                 ? floe_errinfo_set(&err, FLOE_ERR_INVALID,
+                                    "parents, change_counts and changes go with an insert, instead of keys")
+                 : floe_states_check(spec, kr->flags, kr->parents_len, kr->change_counts, kr->change_counts_len,
+                                     kr->changes, kr->changes_len, n, &err);
+    } else {
+        st = floe_request_check(spec, op, kr->flags, keys, kr->keys_len, values, kr->values_len, n, &err);
+    }
+    if (st != FLOE_OK) {
+        snprintf(msg, len, "%s", err.msg);
+        return st;
+    }
+    const uint64_t max_frame = LIVE(srv, max_frame), vb = (uint64_t)spec->words * 4;
+    if (floe_op_has(op, FLOE_OPF_VECTORS_OUT) && *n * vb > max_frame) {
+        snprintf(msg, len,
+                 "get_by_id of %zu ids would answer %llu bytes of vectors (words = %u), above max-frame (%llu bytes): "
+                 "ask for at most %llu ids per request",
+                 *n, (unsigned long long)(*n * vb), spec->words, (unsigned long long)max_frame,
+                 (unsigned long long)(max_frame / vb));
+        return FLOE_ERR_TOO_LARGE;
+    }
+    return FLOE_OK;
+}
+
+/* p itself if it is aligned to align bytes (a power of two), else a copy
+ * in *copy; NULL if out of memory. */
+static const void *aligned(const void *p, size_t len, size_t align, void **copy)
+{
+    if (((uintptr_t)p & (align - 1)) == 0 || !len)
+        return p;
+    if ((*copy = floe_malloc(len)))
+        memcpy(*copy, p, len);
+    return *copy;
+}
+
+/* A key request of row: takes kr's bytes over. */
+static void serve_keys(server *srv, session *c, const request_row *row, key_request *kr)
+{
+    table_entry *e = registry_get(&srv->reg, kr->table);
+    if (!e) {
+        send_error(c, kr->id, FLOE_ERR_NO_TABLE, "no table %s", kr->table);
+        key_request_free(srv, kr);
+        return;
+    }
+    const floe_spec *spec = &e->table->spec;
+    const bool valued = floe_spec_has_values(spec), tree = spec->kind == FLOE_KIND_TREE;
+    const floe_op op = row->op;
+    item *it = item_new(srv, c, kr->id, row, op, kr->req);
+    if (!it) {
+        send_error(c, kr->id, FLOE_ERR_INTERNAL, "out of memory");
+        key_request_free(srv, kr);
+        entry_unref(e);
+        return;
+    }
+    it->frame = kr->frame;
+    unsigned flags = kr->flags;
+    if (valued && floe_op_has(op, FLOE_OPF_VALUES_IN))
+        flags |= FLOE_BATCH_WANT_VALUES; /* an insert returns each key's stored value */
+    it->j.flags = flags;
+    it->j.gone = &c->gone;
+    it->j.unread = &c->unread;
+    /* TREE INSERT and FIND take vectors (4-byte aligned); the rest 8-byte keys or ids; MAP values
+     * are read as value_bytes words */
+    const bool states = kr->parents_len > 0; /* TREE states by their parents: the parents are 8-byte ids */
+    const bool vectors = floe_op_takes_vectors(op, tree ? spec->words : 0) && !states;
+    const bool with_values = valued && floe_op_has(op, FLOE_OPF_VALUES_IN);
+    const void *data = states ? aligned(kr->parents, kr->parents_len, 8, &it->keys_copy)
+                              : aligned(kr->keys, kr->keys_len, vectors ? 4 : 8, &it->keys_copy);
+    const void *values = with_values ? aligned(kr->values, kr->values_len, spec->value_bytes, &it->values_copy) : NULL;
+    char msg[FLOE_ERROR_MAX];
+    size_t n = 0;
+    floe_status st = shard_check(spec, kr->shard_set, kr->shard, kr->shards, msg, sizeof msg);
+    if (st != FLOE_OK)
+        ;
+    else if ((data || !(states ? kr->parents_len : kr->keys_len)) && (values || !with_values || !kr->values_len))
+        st = check_key_request(srv, spec, op, kr, data, values, &n, msg, sizeof msg);
+    else
+        st = FLOE_ERR_INTERNAL, snprintf(msg, sizeof msg, "out of memory");
+    if (st != FLOE_OK) {
+        item_refuse(it, st, msg);
+    } else {
+        it->j.n = n;
+        if (states) {
+            it->j.parents = data;
+            it->j.change_counts = kr->change_counts;
+            it->j.changes = kr->changes;
+            it->j.changes_len = kr->changes_len;
+            it->j.parent_generation = kr->parent_generation;
+        } else if (vectors) {
+            it->j.vectors = data;
+        } else {
+            it->j.keys = data;
+        }
+        if (with_values) {
+            it->j.values = values;
+            it->j.values_len = kr->values_len;
+        }
+    }
+    submit(c, e, it);
+    entry_unref(e);
+}
+
+void request_handle_keys(server *srv, session *c, const envelope *env, void *mem)
+{
+    key_request kr = {.id = env->id, .frame = mem};
+    char table[FLOE_NAME_MAX + 1];
+    if (env->table_len > FLOE_NAME_MAX) { /* no table has such a name */
+        send_error(c, env->id, FLOE_ERR_NO_TABLE, "no table %.*s", (int)env->table_len, env->table);
+        hostmem_put(srv->mem, mem);
+        return;
+    }
+    memcpy(table, env->table, env->table_len);
+    table[env->table_len] = '\0';
+    const request_row *row = request_row_of(env->op);
+    kr.table = table;
+    kr.keys = env->keys;
+    kr.keys_len = env->keys_len;
+    /* the envelope reads only the fields its message has (values, overwrite: an insert's) */
+    kr.values = env->values;
+    kr.values_len = env->values_len;
+    kr.flags = (env->overwrite ? FLOE_BATCH_OVERWRITE : 0) | (env->want_ids ? FLOE_BATCH_WANT_IDS : 0) |
+               (env->want_values ? FLOE_BATCH_WANT_VALUES : 0);
+    kr.shard_set = env->shard_set;
+    kr.shard = env->shard;
+    kr.shards = env->shards;
+    if (atomic_load(&srv->shutting_down)) {
+        send_error(c, env->id, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
+        hostmem_put(srv->mem, mem);
+        return;
+    }
+    serve_keys(srv, c, row, &kr);
+}
+
+/* A key request unpacked by protobuf-c: takes req over. */
+void handle_keys(server *srv, session *c, Floe__V1__Request *req, const request_row *row)
+{
+    key_request kr = {.id = req->id, .req = req};
+    row->fields(req, &kr);
+    kr.table = kr.table ? kr.table : "";
+    if (req->shard) {
+        kr.shard_set = req->shard->shard_set;
+        kr.shard = req->shard->shard;
+        kr.shards = req->shard->shards;
+    }
+    serve_keys(srv, c, row, &kr);
+}
+
+void insert_fields(const Floe__V1__Request *req, key_request *kr)
+{
+    const Floe__V1__Insert *in = req->insert;
+    kr->table = in->table;
+    kr->keys = in->keys.data;
+    kr->keys_len = in->keys.len;
+    kr->values = in->values.data;
+    kr->values_len = in->values.len;
+    kr->flags = (in->overwrite ? FLOE_BATCH_OVERWRITE : 0) | (in->want_ids ? FLOE_BATCH_WANT_IDS : 0);
+    /* a TREE's states by their parents: the unusual shape, only unpacked */
+    kr->parents = in->parents.data;
+    kr->parents_len = in->parents.len;
+    kr->change_counts = in->change_counts.data;
+    kr->change_counts_len = in->change_counts.len;
+    kr->changes = in->changes.data;
+    kr->changes_len = in->changes.len;
+    kr->parent_generation = in->generation;
+}
+
+void find_fields(const Floe__V1__Request *req, key_request *kr)
+{
+    const Floe__V1__Find *f = req->find;
+    kr->table = f->table;
+    kr->keys = f->keys.data;
+    kr->keys_len = f->keys.len;
+    kr->flags = (f->want_ids ? FLOE_BATCH_WANT_IDS : 0) | (f->want_values ? FLOE_BATCH_WANT_VALUES : 0);
+}
+
+void erase_fields(const Floe__V1__Request *req, key_request *kr)
+{
+    kr->table = req->erase->table;
+    kr->keys = req->erase->keys.data;
+    kr->keys_len = req->erase->keys.len;
+}
+
+void get_fields(const Floe__V1__Request *req, key_request *kr)
+{
+    kr->table = req->get_by_id->table;
+    kr->keys = req->get_by_id->ids.data;
+    kr->keys_len = req->get_by_id->ids.len;
+}
+
+/* ---- scan ----------------------------------------------------------------------------------- */
+
+void handle_scan(server *srv, session *c, Floe__V1__Request *req, const request_row *row)
+{
+    const Floe__V1__Scan *s = req->scan;
+    table_entry *e = request_table(srv, c, req->id, s->table, req);
+    item *it = e ? request_item(srv, c, req, row, e) : NULL;
+    if (!it)
+        return;
+    job *j = &it->j;
+    j->gone = &c->gone;
+    j->unread = &c->unread;
+    j->limit = s->limit ? s->limit : FLOE_SCAN_DEFAULT_LIMIT;
+    if (j->limit > FLOE_SCAN_MAX_LIMIT)
+        j->limit = FLOE_SCAN_MAX_LIMIT;
+    const floe_spec *spec = &e->table->spec;
+    if (spec->kind == FLOE_KIND_TREE) {
+        /* A reply carries limit vectors and ids: keep it a sensible frame. */
+        const size_t cap = FLOE_TREE_SCAN_MAX_BYTES / ((size_t)spec->words * 4 + 8);
+        if (j->limit > cap)
+            j->limit = cap ? cap : 1;
+    }
+    if (s->want_values)
+        j->flags |= FLOE_BATCH_WANT_VALUES;
+    if (s->want_ids)
+        j->flags |= FLOE_BATCH_WANT_IDS;
+    floe_errinfo err;
+    floe_status st = request_shard_check(spec, req, err.msg, sizeof err.msg);
+    if (st == FLOE_OK)
+        st = floe_request_check(spec, row->op, j->flags, NULL, 0, NULL, 0, NULL, &err);
+    if (st != FLOE_OK) {
+        item_refuse(it, st, err.msg);
+    } else if (s->cursor.len == 16) {
+        memcpy(&j->cursor.position, s->cursor.data, 8);
+        memcpy(&j->cursor.generation, s->cursor.data + 8, 8);
+        j->cursor_set = 1;
+    } else if (s->cursor.len != 0) {
+        item_refuse(it, FLOE_ERR_INVALID,
+                    "a scan cursor is empty (start) or the 16 bytes of a previous ScanReply.cursor");
+    }
+    submit(c, e, it);
+    entry_unref(e);
+}
