@@ -260,7 +260,8 @@ build/gpu/bench/%.o: bench/%.cu $(NV_DEPS)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 # libcrypto linked in, so that the GPU programs run on hosts without it
 NV_CRYPTO := -Xlinker -Bstatic -lcrypto -Xlinker -Bdynamic -ldl
-build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/tree_gpu.o build/gpu/ordered_gpu.o build/gpu/backend_gpu.o
+build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/tree_gpu.o build/gpu/ordered_gpu.o build/gpu/backend_gpu.o \
+                        build/gpu/run_keys.o build/gpu/run_tree.o build/gpu/run_ordered.o build/gpu/devices.o
 	ar rcs $@ $^
 build/gpu/layout_selftest: build/gpu/tests/layout_selftest.o
 	$(NVCC) $(NVFLAGS) $^ -o $@

@@ -1,0 +1,276 @@
+/*
+ * pipeline.h - what the GPU backend's files share (CUDA C++, gpu/ only;
+ * the backend's interface is backend_gpu.h): a table, its lanes and their
+ * staging, and the entries of each file.
+ *
+ * The backend by role: backend_gpu.cu (the backend interface and each
+ * lane's worker, which takes batches off its queue and hands each to the
+ * runner of its table's kind), run_keys.cu (SET and MAP: batches cut into
+ * pieces through the lane's stages; growth; what runs alone),
+ * run_tree.cu (TREE), run_ordered.cu (ORDERED), devices.cu (which device
+ * is current, whether each still works, the pinned host memory the
+ * backend registered).
+ */
+#ifndef FLOE_GPU_PIPELINE_H
+#define FLOE_GPU_PIPELINE_H
+
+#include <assert.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "backend_gpu.h"
+#include "dedup.h"
+#include "iceberg.h"
+#include "iceberg_gpu.h"
+#include "ordered.h"
+#include "ordered_gpu.h"
+#include "pool.h"
+#include "tablefile.h"
+#include "tree_gpu.h"
+
+#define STAGES    3
+#define PIECE_MAX (1u << 20) /* keys per piece */
+/* One piece in TIME_EVERY has its copies and kernels timed (three more
+ * events to record and three elapsed times to read: driver calls on the
+ * table's worker, whose time per piece bounds E1); its times count for
+ * TIME_EVERY pieces in the stage timers. */
+#define TIME_EVERY 8
+
+struct gpu_backend {
+    floe_backend base;
+    floe_pool *pool;
+    int device; /* every CUDA call for a table of this backend runs with it current */
+};
+
+/* Keys [off, off + n) of batch b; last: b's last keys. */
+struct segment {
+    floe_batch *b;
+    size_t off, n;
+    bool last;
+};
+
+/* A piece: one launch of copies and kernels.  It carries the rest of the
+ * current batch, or up to PIECE_MAX keys of it, and then whole batches
+ * that were queued behind it and do the same (join_queued): E1's 64 Ki-key
+ * requests would otherwise pay a launch's driver calls each.  Applying
+ * them in one piece, in order, is applying them one after another. */
+#define PIECE_SEGS GPU_SEGMENTS_MAX
+struct piece {
+    segment seg[PIECE_SEGS];
+    unsigned nseg;
+    size_t n; /* keys in all its segments */
+};
+
+/* Where a segment's keys come from and its answers go: the stage's buffers,
+ * or the batch's own where they are pinned (floe_backend_host_alloc), which
+ * the copy engines reach with no staging copy. */
+struct seg_io {
+    const uint64_t *in_keys;
+    uint8_t *out_res;
+    uint64_t *out_ids;
+    void *out_vout;
+    size_t at, m; /* the segment's keys on the device: [at, at + m) of the stage's buffers */
+};
+
+struct stage {
+    cudaStream_t copy;
+    /* h0 -> in: keys in; k0 -> k: kernels; o0 -> done: answers back (a MAP insert's); a direct
+     * piece's kernels end with its answers written out: k0 -> done (timing events) */
+    cudaEvent_t h0_ev, in_ev, k0_ev, k_ev, o0_ev, done_ev;
+    bool timed;        /* every event above was recorded (one piece in TIME_EVERY) */
+    uint64_t stage_ns; /* the worker's time setting the piece up and enqueueing it */
+    size_t cap;        /* keys */
+    /* pinned host */
+    uint64_t *h_keys, *h_ids;
+    uint8_t *h_res;
+    void *h_vin, *h_vout;
+    /* device */
+    uint64_t *d_keys, *d_ids;
+    uint8_t *d_res;
+    void *d_vin, *d_vout;
+    seg_io io[PIECE_SEGS];
+    bool direct;             /* one answer per key from the device (all but MAP inserts) */
+    bool small;              /* one kernel on pinned staging, no copies (launch_small) */
+    gpu_tally *d_tally;      /* direct pieces: their answers counted on the device ... */
+    uint64_t (*h_counts)[5]; /* ... and written here with them (pinned, 5 per segment) */
+    /* MAP inserts: first occurrences (host) */
+    uint32_t *rep, *src, *uniq;
+    size_t distinct, m; /* keys sent to the device */
+    piece p;
+    uint64_t gen; /* the table's generation when its kernels were enqueued */
+    floe_status st;
+    floe_errinfo err;
+};
+
+static_assert(FLOE_ABSENT < 5 && FLOE_PRESENT < 5 && FLOE_INSERTED < 5 && FLOE_FULL < 5 && FLOE_ERASED < 5,
+              "gpu_tally counts answers 0..4");
+
+/* A TREE table's staging: pinned host and device buffers for one piece. */
+struct tree_stage {
+    size_t cap; /* vectors */
+    uint32_t *h_vec, *d_vec;
+    uint64_t *h_ids, *d_ids;
+    uint8_t *h_res, *d_res;
+    /* states by parent: each state's first change (cap + 1), and the changes (ch_cap bytes) */
+    uint32_t *h_first, *d_first;
+    uint8_t *h_ch, *d_ch;
+    size_t ch_cap;
+};
+
+/* An ORDERED table's device buffers for a piece of a batch (keys, values,
+ * answers, neighbours), grown as pieces need. */
+struct ord_stage {
+    uint64_t *d_keys, *d_found;
+    uint8_t *d_res;
+    unsigned char *d_vals, *d_vout;
+    size_t cap;
+};
+
+/* A pipeline of a table: a lane of tables/backend.h, fed by its own
+ * submitters (floed's io threads), with its own worker thread, queue,
+ * stages and copy streams.  The lanes of a table share its device table and
+ * its kernel stream: each piece's kernels are enqueued under the table's
+ * klock, so they run one piece after another, whatever its lane, as with
+ * one lane (and a find still runs alone on its table).  Each lane halts on
+ * FULL alone (gpu_iceberg_lane) and grows and retries as with one lane, the
+ * growth itself alone (exclusive_begin) and under klock. */
+struct gpu_table;
+struct lane {
+    gpu_table *t;
+    unsigned index;
+    pthread_t thread;
+    pthread_cond_t cv; /* signalled under t->lock */
+    queue q;           /* submitted batches, under t->lock */
+    stage stg[STAGES];
+    /* Stages in flight: stg[head], stg[head+1], ...  count, cur, nredo and redo_at are
+     * written by its worker under t->glock (other lanes' growth reads them: busy) */
+    unsigned head, count;
+
+    /* its worker only */
+    floe_batch *cur; /* the batch being cut into pieces */
+    size_t cur_off;
+    piece redo[2 * STAGES];
+    unsigned nredo, redo_at;
+    bool waiting;                       /* in exclusive_begin (under t->glock) */
+    uint64_t inflight_keys;             /* keys of insert pieces in flight (other lanes read it: relaxed atomics) */
+    uint64_t launched;                  /* pieces launched (which are timed: TIME_EVERY) */
+    uint64_t ids_gen;                   /* generation the retiring batch's first piece ran on */
+    floe_stage_time stage[FLOE_STAGES]; /* stage_in .. stage_out, reported by STATS (under klock) */
+};
+
+struct gpu_table {
+    floe_table base;
+    gpu_backend *be;
+    gpu_iceberg *ice; /* SET, MAP */
+    gpu_tree *tree;   /* TREE */
+    gpu_ordered *ord; /* ORDERED */
+    tree_stage ts;
+    ord_stage os;
+    uint32_t vb;
+    cudaStream_t ks; /* kernels, in the order enqueued */
+    /* The device table: held to enqueue kernels on ks, to grow, to run what
+     * runs alone (scan, stats, save, a TREE's batches), and for the fields
+     * below.  used and tombstones (SET, MAP; after every retired piece: an
+     * upper bound) are also read without it, for the fill check. */
+    pthread_mutex_t klock;
+    uint64_t used, tombstones, generation; /* a TREE's engine keeps its own generation */
+
+    /* growth among lanes (exclusive_begin): the lane that grows, if any, and its wake-ups */
+    pthread_mutex_t glock;
+    pthread_cond_t gcv;
+    lane *holder;
+
+    pthread_mutex_t lock; /* the lanes' queues */
+    bool stopping;
+    unsigned nlanes;
+    lane lanes[FLOE_LANES_MAX];
+};
+
+static_assert(FLOE_LANES_MAX <= GPU_LANES_MAX, "every lane has a halt flag (gpu_iceberg_lane)");
+
+static inline uint64_t relaxed(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static inline void relaxed_set(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+/* Keys of every lane's insert pieces in flight. */
+static inline uint64_t inflight_all(const gpu_table *t)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < t->nlanes; i++)
+        n += relaxed(&t->lanes[i].inflight_keys);
+    return n;
+}
+
+/* Makes device current for the scope's life and restores the caller's
+ * context after (devices.cu). */
+struct device_scope {
+    CUcontext saved = NULL;
+    bool restore = false;
+    cudaError_t e;
+    explicit device_scope(int device);
+    ~device_scope();
+    device_scope(const device_scope &) = delete;
+    device_scope &operator=(const device_scope &) = delete;
+};
+
+/* A runner's CUDA call: on failure, returns FLOE_ERR_INTERNAL with the call
+ * and CUDA's message in *err. */
+#define RUN_CUDA(call)                                                                                                 \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess)                                                                                         \
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "%s: %s", #call, cuda_msg(e_));                            \
+    } while (0)
+
+/* backend_gpu.cu: the worker */
+void launch_next(lane *L);
+void stage_times(const gpu_table *t, floe_stage_time out[FLOE_STAGES]);
+
+/* run_keys.cu: SET and MAP tables */
+void complete(gpu_table *t, floe_batch *b);
+const char *cuda_msg(cudaError_t e);
+void drain(lane *L);
+void exclusive_begin(lane *L);
+void exclusive_end(lane *L);
+double fill_limit(const gpu_table *t);
+uint32_t grow_target(const gpu_table *t);
+void launch(lane *L, const piece &p);
+floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err);
+floe_status recount(gpu_table *t, floe_errinfo *err);
+void retire(lane *L);
+void run_alone(lane *L, floe_batch *b);
+void stage_free_buffers(stage *s);
+floe_status write_image(floe_file_image *im, const char *path, floe_errinfo *err);
+
+/* run_tree.cu */
+void run_tree(lane *L, floe_batch *b);
+void tree_stage_free(tree_stage *s);
+
+/* run_ordered.cu */
+void ord_stage_free(ord_stage *s);
+void run_ordered(lane *L, floe_batch *b);
+
+/* devices.cu */
+bool device_failed(int device);
+floe_status device_status(int device, const char *table, floe_status st, floe_errinfo *err);
+void fault_if_due(int device, cudaStream_t stream);
+void mark_failed(int device, cudaError_t e, const char *how);
+bool pinned(const void *p, size_t bytes);
+bool pinned_add(const void *p, size_t bytes);
+void pinned_remove(const void *p);
+bool sticky(cudaError_t e);
+floe_status unavailable(int device, floe_errinfo *err);
+
+#endif
