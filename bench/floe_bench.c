@@ -54,7 +54,7 @@
 #define ERR_SLOTS        (FLOE_ERR_UNAVAILABLE + 4) /* status codes 0..ERR_UNAVAILABLE, ERR_IO, ERR_PROTOCOL, other */
 #define NS               1000000000ull
 
-static const char *const OP_NAMES[WL_OPS] = {"insert", "find", "erase", "succ", "range"};
+static const char *const OP_NAMES[WL_OPS] = {"insert", "find", "erase", "succ", "range", "add"};
 static const char *const DIST_NAMES[] = {"uniform", "sequential", "hotset"};
 
 typedef struct options {
@@ -206,10 +206,11 @@ static void usage(void)
            "      --warmup S            seconds of load before measuring (default 0); the report covers\n"
            "                            requests started after it, the check covers the whole run\n"
            "Workload:\n"
-           "      --ratio I:F:E[:S[:R]] insert (find-or-put) : find : erase : successor : range, per\n"
-           "                            request (default 1:0:0:0:0); S and R are for ORDERED tables: a\n"
-           "                            range asks for the K keys from a key on (from a stored key of\n"
-           "                            the connection as often as --dup-ratio says, as a find)\n"
+           "      --ratio I:F:E[:S[:R[:A]]]  insert (find-or-put) : find : erase : successor : range :\n"
+           "                            add, per request (default 1:0:0:0:0:0); S and R are for ORDERED\n"
+           "                            tables: a range asks for the K keys from a key on (from a stored\n"
+           "                            key of the connection as often as --dup-ratio says, as a find);\n"
+           "                            A is for MAP tables: value += delta, keys drawn as an insert's\n"
            "      --dup-ratio D         0..1: the fraction of keys that repeat a key the same connection\n"
            "                            already inserted (default 0).  In an insert a repeat answers\n"
            "                            PRESENT, a new key INSERTED; in a find a repeat is a hit\n"
@@ -262,11 +263,11 @@ static void usage(void)
            "Seconds run from the end of the warm-up to the last answer.\n"
            "\n"
            "JSON keys: config {server, kind, table, threads, connections_per_thread, connections,\n"
-           "pipeline, keys_per_request, ratio {insert, find, erase, succ, range}, dup_ratio, distribution,\n"
+           "pipeline, keys_per_request, ratio {insert, find, erase, succ, range, add}, dup_ratio, distribution,\n"
            "hotset_fraction, hotset_keys, key_bits, value_bytes, words, seed, rate, duration,\n"
            "requests_per_connection, warmup, created}, interrupted (SIGINT or SIGTERM: the run stopped\n"
            "early, answered what was in flight and reported), seconds, requests, keys, requests_per_sec,\n"
-           "keys_per_sec, latency_us {p50, p90, p99, p99_9, max, min, mean}, ops {insert|find|erase|succ|range:\n"
+           "keys_per_sec, latency_us {p50, p90, p99, p99_9, max, min, mean}, ops {insert|find|erase|succ|range|add:\n"
            "{requests, keys, requests_per_sec, keys_per_sec, latency_us}}, answers {INSERTED, PRESENT,\n"
            "ABSENT, FULL, ERASED}, errors {STATUS_NAME: count}, table {keys, bytes_per_key, fill,\n"
            "rebuilds, backend} or null, stages {seconds, STAGE: {count, keys, seconds}} or null, check {status:\n"
@@ -306,7 +307,7 @@ static bool parse_real(const char *s, double lo, double hi, double *out)
     return true;
 }
 
-/* I:F:E, I:F:E:S or I:F:E:S:R (the missing ones 0), not all 0. */
+/* I:F:E, I:F:E:S, I:F:E:S:R or I:F:E:S:R:A (the missing ones 0), not all 0. */
 static bool parse_ratio(const char *s, unsigned r[WL_OPS])
 {
     char *end = NULL;
@@ -590,6 +591,8 @@ static int parse_options(int argc, char **argv, options *o)
             return usage_error("a MAP needs --value-bytes 4 or 8");
         if (o->kind != FLOE_TABLE_ORDERED && (o->ratio[WL_SUCC] || o->ratio[WL_RANGE]))
             return usage_error("successors and ranges (--ratio I:F:E:S:R) are for ORDERED tables (--kind ordered)");
+        if (o->kind != FLOE_TABLE_MAP && o->ratio[WL_ADD])
+            return usage_error("adds (--ratio I:F:E:S:R:A) are for MAP tables (--kind map)");
     }
     if (o->kind == FLOE_TABLE_TREE && o->ratio[WL_ERASE])
         return usage_error("a TREE table does not erase: --ratio I:F:0");
@@ -765,6 +768,8 @@ static void send_one(worker *w, conn *k, uint64_t start_ns)
         call = floe_send_erase(k->c, o->table, w->keys, n, on_answer, s);
     } else if (op == WL_SUCC) {
         call = floe_send_successor(k->c, o->table, w->keys, n, 0, on_answer, s);
+    } else if (op == WL_ADD) {
+        call = floe_send_add(k->c, o->table, w->keys, n, w->values, n * R.spec.value_bytes, on_answer, s);
     } else {
         s->lo = w->keys[0];
         const uint64_t top = o->key_bits >= 64 ? UINT64_MAX : (UINT64_C(1) << o->key_bits) - 1;
@@ -908,6 +913,8 @@ static int prepare_table(floe *ctl, bool *created)
             if (o->kind != FLOE_TABLE_ORDERED && (o->ratio[WL_SUCC] || o->ratio[WL_RANGE]))
                 return usage_error("table %s is a %s table: successors and ranges are for ORDERED tables", o->table,
                                    kind_name(ti.kind));
+            if (o->kind != FLOE_TABLE_MAP && o->ratio[WL_ADD])
+                return usage_error("table %s is a %s table: adds are for MAP tables", o->table, kind_name(ti.kind));
             if (o->kind == FLOE_TABLE_MAP || o->kind == FLOE_TABLE_ORDERED) {
                 if (o->value_bytes_set && o->value_bytes != ti.value_bytes)
                     return usage_error("table %s holds %u-byte values, not --value-bytes %u", o->table, ti.value_bytes,
@@ -922,7 +929,7 @@ static int prepare_table(floe *ctl, bool *created)
     uint64_t cap = o->capacity;
     if (!cap)
         cap = o->requests ? sat_mul(sat_mul(R.total_conns, o->requests), o->keys) + hot : DEFAULT_CAPACITY;
-    if (!o->capacity && o->requests && !o->ratio[WL_INSERT])
+    if (!o->capacity && o->requests && !o->ratio[WL_INSERT] && !o->ratio[WL_ADD]) /* nothing stored */
         cap = 1024;
     if (cap < 1024)
         cap = 1024;
@@ -1215,10 +1222,11 @@ static void print_text(const summary *s, const char *backend)
 {
     const options *o = &R.opt;
     printf("floe-bench: %s, %" PRIu64 " connections (%u thread%s x %u), pipeline %u, %" PRIu64
-           " %s per request, insert:find:erase:succ:range %u:%u:%u:%u:%u, dup-ratio %g, %s",
+           " %s per request, insert:find:erase:succ:range:add %u:%u:%u:%u:%u:%u, dup-ratio %g, %s",
            o->server, R.total_conns, o->threads, o->threads == 1 ? "" : "s", o->conns, o->pipeline, o->keys,
            o->kind == FLOE_TABLE_TREE ? (o->keys == 1 ? "vector" : "vectors") : (o->keys == 1 ? "key" : "keys"),
-           o->ratio[0], o->ratio[1], o->ratio[2], o->ratio[3], o->ratio[4], o->dup_ratio, DIST_NAMES[o->distribution]);
+           o->ratio[0], o->ratio[1], o->ratio[2], o->ratio[3], o->ratio[4], o->ratio[5], o->dup_ratio,
+           DIST_NAMES[o->distribution]);
     if (o->distribution == WL_HOTSET)
         printf(" (%g of requests on %" PRIu64 " hot keys)", o->hot_fraction, o->hot_keys);
     if (o->kind == FLOE_TABLE_TREE)
@@ -1317,13 +1325,12 @@ static void print_json(const summary *s, bool created)
     json_str(o->server);
     printf(", \"kind\": \"%s\", \"table\": ", kind_name(o->kind));
     json_str(o->table);
-    printf(
-        ", \"threads\": %u, \"connections_per_thread\": %u, \"connections\": %" PRIu64
-        ", \"pipeline\": %u, \"keys_per_request\": %" PRIu64
-        ", \"ratio\": {\"insert\": %u, \"find\": %u, \"erase\": %u, \"succ\": %u, \"range\": %u}, \"dup_ratio\": %g, "
-        "\"distribution\": \"%s\"",
-        o->threads, o->conns, R.total_conns, o->pipeline, o->keys, o->ratio[0], o->ratio[1], o->ratio[2], o->ratio[3],
-        o->ratio[4], o->dup_ratio, DIST_NAMES[o->distribution]);
+    printf(", \"threads\": %u, \"connections_per_thread\": %u, \"connections\": %" PRIu64
+           ", \"pipeline\": %u, \"keys_per_request\": %" PRIu64
+           ", \"ratio\": {\"insert\": %u, \"find\": %u, \"erase\": %u, \"succ\": %u, \"range\": %u, \"add\": %u}, "
+           "\"dup_ratio\": %g, \"distribution\": \"%s\"",
+           o->threads, o->conns, R.total_conns, o->pipeline, o->keys, o->ratio[0], o->ratio[1], o->ratio[2],
+           o->ratio[3], o->ratio[4], o->ratio[5], o->dup_ratio, DIST_NAMES[o->distribution]);
     if (o->distribution == WL_HOTSET)
         printf(", \"hotset_fraction\": %g, \"hotset_keys\": %" PRIu64, o->hot_fraction, o->hot_keys);
     else

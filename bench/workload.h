@@ -44,7 +44,9 @@
 /* WL_SUCC and WL_RANGE (ORDERED tables) draw their keys as a find does: a
  * successor of a key this stream inserted is that key (PRESENT), of any
  * other key anything; a range starts at its one key. */
-enum { WL_INSERT, WL_FIND, WL_ERASE, WL_SUCC, WL_RANGE, WL_OPS };
+/* WL_ADD (MAP tables) draws keys and deltas as an insert does, and answers as one (INSERTED for a
+ * key not yet there, PRESENT for a repeat). */
+enum { WL_INSERT, WL_FIND, WL_ERASE, WL_SUCC, WL_RANGE, WL_ADD, WL_OPS };
 enum { WL_UNIFORM, WL_SEQUENTIAL, WL_HOTSET };
 
 /* The answer a key must get, where the run can know it. */

@@ -102,16 +102,6 @@ void floe_call_counts(const floe_call *call, floe_counts *k)
     k->erased = call->resp->erased;
 }
 
-void floe_call_free(floe_call *call)
-{
-    if (!call)
-        return;
-    if (call->resp)
-        floe__v1__response__free_unpacked(call->resp, NULL);
-    free(call->error);
-    free(call);
-}
-
 /* ---- sending ------------------------------------------------------------------------------------ */
 
 floe_call *floe_send_insert(floe *c, const char *table, const uint64_t *keys, size_t n, const void *values,
@@ -128,6 +118,21 @@ floe_call *floe_send_insert(floe *c, const char *table, const uint64_t *keys, si
     in.want_ids = (flags & FLOE_WANT_IDS) != 0;
     req.op_case = FLOE__V1__REQUEST__OP_INSERT;
     req.insert = &in;
+    return floe__send_request(c, &req, cb, arg);
+}
+
+floe_call *floe_send_add(floe *c, const char *table, const uint64_t *keys, size_t n, const void *deltas,
+                         size_t deltas_len, floe_callback *cb, void *arg)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Add add = FLOE__V1__ADD__INIT;
+    add.table = (char *)table;
+    add.keys.data = (uint8_t *)keys;
+    add.keys.len = n * 8;
+    add.deltas.data = (uint8_t *)deltas;
+    add.deltas.len = deltas ? deltas_len : 0;
+    req.op_case = FLOE__V1__REQUEST__OP_ADD;
+    req.add = &add;
     return floe__send_request(c, &req, cb, arg);
 }
 
@@ -380,6 +385,18 @@ int floe_insert_values(floe *c, const char *table, const uint64_t *keys, const v
         return st;
     }
     return copy_key_answers(c, call, n, results, old_values, old_values ? n * value_bytes : 0, counts);
+}
+
+int floe_add(floe *c, const char *table, const uint64_t *keys, const void *deltas, size_t n, unsigned value_bytes,
+             uint8_t *results, void *new_values, floe_counts *counts)
+{
+    floe_call *call = floe_send_add(c, table, keys, n, deltas, n * value_bytes, NULL, NULL);
+    int st = floe__finish(c, call);
+    if (st != FLOE_OK) {
+        floe_call_free(call);
+        return st;
+    }
+    return copy_key_answers(c, call, n, results, new_values, new_values ? n * value_bytes : 0, counts);
 }
 
 int floe_find(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, void *values,

@@ -107,6 +107,12 @@ static const cmd CMDS[] = {
      "look keys up (MAP: with their values; TREE: vectors 1,2,3,..., with their ids); no keys: stdin", 0, 1, -1,
      cmd_find},
     {"erase", "erase keys", "NAME [KEY...]", "erase keys (not on a TREE); no keys: stdin", 0, 1, -1, cmd_erase},
+    {"add", "MAP: add a delta to each key's value", "NAME [KEY=DELTA... | KEY DELTA...]",
+     "MAP: each key's value += DELTA (wrapping at the table's value_bytes: 2^32 or 2^64; a key not there is stored "
+     "with its delta), answered KEY ANSWER VALUE with the value after its own delta, in order (a key twice: the "
+     "second sees the first); no keys: stdin, KEY DELTA per line. Every key and delta is checked before the first "
+     "is sent",
+     0, 1, -1, cmd_add},
     {"get", "TREE: the vectors of ids", "NAME [ID...]",
      "TREE: the vector of each id, ID 1,2,3,... per line (ID ABSENT for an id that names none); no ids: stdin", 0, 1,
      -1, cmd_get},

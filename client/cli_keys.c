@@ -105,10 +105,12 @@ static int send_in_parts(floe *c, size_t total, size_t chunk, send_part_fn *send
     return 0;
 }
 
+enum { KEY_INSERT, KEY_FIND, KEY_ERASE, KEY_ADD };
+
 typedef struct key_job {
     const char *table;
     const keylist *kl;
-    int op; /* 0 insert, 1 find, 2 erase */
+    int op; /* KEY_INSERT, ... */
     bool map;
     unsigned vb;         /* MAP: value bytes */
     unsigned char *vals; /* a part's values, packed */
@@ -118,27 +120,30 @@ static floe_call *send_keys(floe *c, void *ctx, size_t at, size_t n)
 {
     key_job *j = ctx;
     const uint64_t *keys = j->kl->keys + at;
-    if (j->op == 0 && j->map) {
-        for (size_t i = 0; i < n; i++)
-            memcpy(j->vals + i * j->vb, &j->kl->values[at + i], j->vb);
-        return floe_send_insert(c, j->table, keys, n, j->vals, n * j->vb, FLOE_OVERWRITE, NULL, NULL);
-    }
-    if (j->op == 0)
-        return floe_send_insert(c, j->table, keys, n, NULL, 0, 0, NULL, NULL);
-    if (j->op == 1)
+    for (size_t i = 0; j->vals && i < n; i++) /* a MAP insert's values, an add's deltas */
+        memcpy(j->vals + i * j->vb, &j->kl->values[at + i], j->vb);
+    switch (j->op) {
+    case KEY_INSERT:
+        return j->map ? floe_send_insert(c, j->table, keys, n, j->vals, n * j->vb, FLOE_OVERWRITE, NULL, NULL)
+                      : floe_send_insert(c, j->table, keys, n, NULL, 0, 0, NULL, NULL);
+    case KEY_FIND:
         return floe_send_find(c, j->table, keys, n, j->map ? FLOE_WANT_VALUES : 0, NULL, NULL);
-    return floe_send_erase(c, j->table, keys, n, NULL, NULL);
+    case KEY_ADD:
+        return floe_send_add(c, j->table, keys, n, j->vals, n * j->vb, NULL, NULL);
+    default:
+        return floe_send_erase(c, j->table, keys, n, NULL, NULL);
+    }
 }
 
 /* KEY ANSWER [VALUE] per key (MAP insert: the value before, or the new one
- * where INSERTED; MAP find: the stored value). */
+ * where INSERTED; MAP find: the stored value; add: the value after). */
 static const char *print_keys(void *ctx, floe_call *call, size_t at, size_t n)
 {
     key_job *j = ctx;
     size_t got, vgot;
     const uint8_t *res = floe_call_results(call, &got);
     const unsigned char *vals = floe_call_values(call, &vgot);
-    const bool with_values = j->map && j->op != 2;
+    const bool with_values = j->map && j->op != KEY_ERASE;
     if (got != n || (with_values && vgot != n * j->vb))
         return "the server's answer does not match the keys sent";
     for (size_t i = 0; i < n; i++) {
@@ -211,8 +216,12 @@ static int key_command(floe *c, int argc, char **argv, int op)
     floe_table_info t;
     if (table_shape(c, table, &t))
         return 1;
+    if (op == KEY_ADD && t.kind != FLOE_TABLE_MAP) { /* the server's words, without sending */
+        fprintf(stderr, "floe: ERR_UNSUPPORTED: add is for MAP tables; table %s is a %s\n", table, kind_name(t.kind));
+        return 1;
+    }
     if (t.kind == FLOE_TABLE_TREE) {
-        if (op == 2) {
+        if (op == KEY_ERASE) {
             fprintf(stderr, "floe: ERR_UNSUPPORTED: table %s is a TREE: TREE tables do not erase\n", table);
             return 1;
         }
@@ -226,7 +235,8 @@ static int key_command(floe *c, int argc, char **argv, int op)
     }
     const bool map = has_values(&t);
     keylist kl;
-    if (read_keys(argc - 1, argv + 1, map && op == 0, &kl))
+    const bool with_values = map && (op == KEY_INSERT || op == KEY_ADD);
+    if (read_keys(argc - 1, argv + 1, with_values, &kl))
         return EXIT_USAGE;
     /* Every key is read and checked before the first request: a bad one
      * anywhere changes nothing, even when the keys go in several requests. */
@@ -235,20 +245,19 @@ static int key_command(floe *c, int argc, char **argv, int op)
         return EXIT_USAGE;
     }
     const unsigned vb = map ? t.value_bytes : 0;
-    for (size_t i = 0; op == 0 && map && i < kl.n; i++) {
+    for (size_t i = 0; with_values && i < kl.n; i++) {
         if (!cli_value_fits(kl.values[i], vb)) {
             fprintf(stderr,
-                    "floe: ERR_INVALID: value %" PRIu64
-                    " (key %zu of %zu) does not fit the %u-byte values of table %s; "
+                    "floe: ERR_INVALID: %s %" PRIu64 " (key %zu of %zu) does not fit the %u-byte values of table %s; "
                     "nothing was sent\n",
-                    kl.values[i], i + 1, kl.n, vb, table);
+                    op == KEY_ADD ? "delta" : "value", kl.values[i], i + 1, kl.n, vb, table);
             free_keys(&kl);
             return EXIT_USAGE;
         }
     }
-    const size_t chunk = part_size(c, 8 + (op == 0 ? vb : 0));
+    const size_t chunk = part_size(c, 8 + (with_values ? vb : 0));
     key_job j = {table, &kl, op, map, vb, NULL};
-    if (op == 0 && map && !(j.vals = malloc(chunk * vb + 8))) {
+    if (with_values && !(j.vals = malloc(chunk * vb + 8))) {
         free_keys(&kl);
         return usage_error("out of memory");
     }
@@ -260,17 +269,44 @@ static int key_command(floe *c, int argc, char **argv, int op)
 
 int cmd_insert(floe *c, const opts *o, int argc, char **argv)
 {
-    return key_command(c, argc, argv, 0);
+    return key_command(c, argc, argv, KEY_INSERT);
 }
 
 int cmd_find(floe *c, const opts *o, int argc, char **argv)
 {
-    return key_command(c, argc, argv, 1);
+    return key_command(c, argc, argv, KEY_FIND);
 }
 
 int cmd_erase(floe *c, const opts *o, int argc, char **argv)
 {
-    return key_command(c, argc, argv, 2);
+    return key_command(c, argc, argv, KEY_ERASE);
+}
+
+/* add: KEY=DELTA arguments (or KEY DELTA lines on stdin); KEY DELTA KEY DELTA ... pairs too. */
+int cmd_add(floe *c, const opts *o, int argc, char **argv)
+{
+    bool pairs = argc > 1;
+    for (int i = 1; i < argc; i++)
+        pairs = pairs && !strpbrk(argv[i], "= \t");
+    if (!pairs)
+        return key_command(c, argc, argv, KEY_ADD);
+    if ((argc - 1) % 2)
+        return usage_error("add: key %s has no delta (KEY DELTA pairs, or KEY=DELTA)", argv[argc - 1]);
+    const int n = (argc - 1) / 2;
+    char **args = calloc((size_t)n + 1, sizeof *args);
+    if (!args)
+        return usage_error("out of memory");
+    int rc = 0;
+    args[0] = argv[0];
+    for (int i = 0; rc == 0 && i < n; i++)
+        if (asprintf(&args[i + 1], "%s=%s", argv[1 + 2 * i], argv[2 + 2 * i]) < 0)
+            rc = usage_error("out of memory");
+    if (rc == 0)
+        rc = key_command(c, n + 1, args, KEY_ADD);
+    for (int i = 1; i <= n; i++)
+        free(args[i]);
+    free(args);
+    return rc;
 }
 
 /* get_by_id: ID VECTOR (or ID ABSENT) per id. */

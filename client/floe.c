@@ -1,8 +1,9 @@
 /*
  * floe.c - libfloe (see floe.h): a connection's errors, its calls in flight
- * and its frames in and out.  The library by role: connect.c (URIs, TCP,
- * TLS, the hello), transport.c (bytes over the socket), this file
- * (framing, polling, completing calls), calls.c (every call), options.c
+ * and its frames in and out.  The library by role: connect.c (one server
+ * or a list), dial.c (one server: URIs, TCP, TLS, the hello), transport.c
+ * (bytes over the socket), this file (framing, polling, completing calls),
+ * calls.c (every call), options.c
  * (the tools' options), batcher.c (client-side batching), shards.c (a
  * table over several floed).
  *
@@ -197,6 +198,16 @@ static void timed_out(floe *c)
                     "the %zu request%s in flight)",
                     c->timeout_ms, c->inflight, c->inflight == 1 ? "" : "s");
     floe__fail_all(c);
+}
+
+void floe_call_free(floe_call *call)
+{
+    if (!call)
+        return;
+    if (call->resp)
+        floe__v1__response__free_unpacked(call->resp, NULL);
+    free(call->error);
+    free(call);
 }
 
 floe_call *floe__new_call(floe *c, floe_callback *cb, void *arg)

@@ -352,6 +352,13 @@ int floe_insert_values(floe *c, const char *table, const uint64_t *keys, const v
 int floe_find(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, void *values,
               unsigned value_bytes, floe_counts *counts);
 int floe_erase(floe *c, const char *table, const uint64_t *keys, size_t n, uint8_t *results, floe_counts *counts);
+/* MAP: each key's value += its delta (deltas: n * value_bytes bytes, the
+ * table's value_bytes; sums wrap at 2^32 or 2^64), an absent key stored with
+ * its delta (INSERTED, else PRESENT; FULL as for an insert).  new_values (may
+ * be NULL, n * value_bytes bytes) gets each key's value after its own delta:
+ * a key twice in one call, the second sees the first's. */
+int floe_add(floe *c, const char *table, const uint64_t *keys, const void *deltas, size_t n, unsigned value_bytes,
+             uint8_t *results, void *new_values, floe_counts *counts);
 /* Up to limit keys from *cursor on; *done when the table has been walked.
  * values (MAP, may be NULL): limit * value_bytes bytes.  SET and MAP: scan a
  * TREE with floe_scan_vectors. */
@@ -451,6 +458,9 @@ floe_call *floe_send_insert(floe *c, const char *table, const uint64_t *keys, si
 floe_call *floe_send_find(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags, floe_callback *cb,
                           void *arg);
 floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, size_t n, floe_callback *cb, void *arg);
+/* floe_add's request; floe_call_values has the values after each delta. */
+floe_call *floe_send_add(floe *c, const char *table, const uint64_t *keys, size_t n, const void *deltas,
+                         size_t deltas_len, floe_callback *cb, void *arg);
 floe_call *floe_send_ping(floe *c, floe_callback *cb, void *arg);
 /* TREE: n vectors of words words each (copied before return); flags:
  * FLOE_WANT_IDS.  words 0 completes the call at once with FLOE_ERR_INVALID. */

@@ -375,6 +375,9 @@ static bool keyed_of(floe *c, Floe__V1__Request *req, keyed *k, char *why, size_
     case FLOE__V1__REQUEST__OP_FIND:
         k->keys = &req->find->keys;
         return true;
+    case FLOE__V1__REQUEST__OP_ADD:
+        k->keys = &req->add->keys, k->values = &req->add->deltas;
+        return true;
     case FLOE__V1__REQUEST__OP_ERASE:
         k->keys = &req->erase->keys;
         return true;

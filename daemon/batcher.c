@@ -542,8 +542,10 @@ static void batch_done(floe_batch *b)
         floe_stage_add(&ln->stage[FLOE_STAGE_BACKEND], b->n, t_done - sl->t_submit);
         pthread_mutex_unlock(&ln->lock);
         if (b->status == FLOE_OK && (def->flags & FLOE_OPF_WRITES)) {
-            atomic_fetch_add(&ln->changes, b->counts.inserted + b->counts.erased);
-            atomic_fetch_add(&bt->changes, b->counts.inserted + b->counts.erased);
+            const uint64_t changed =
+                b->counts.inserted + b->counts.erased + (def->flags & FLOE_OPF_UPDATES ? b->counts.present : 0);
+            atomic_fetch_add(&ln->changes, changed);
+            atomic_fetch_add(&bt->changes, changed);
         }
         if (sl->out)
             sl->out->generation = b->generation;

@@ -5,8 +5,8 @@
  *   main       the listener, signals and the reaper (tables being dropped are
  *              destroyed here, never on their own backend thread): floed.c;
  *   io x N     each with its own libevent base: reads frames (conn.c), turns
- *              each request into table work or an answer (request.c and
- *              its handlers, ops/), and
+ *              each request into table work or an answer (request.c, its
+ *              handlers in ops/, items), and
  *              writes every response of its connections;
  *   backend    the table engine's threads (tables/backend.h) run batches and
  *              call back into the batcher, which ends each job; request.c
@@ -24,9 +24,9 @@
  *   server     this: settings, io threads' inboxes, the shared parts
  *   metrics    counters and the info and Prometheus renderings
  *   snapshot   the saver thread
- *   request    a decoded request into table work by its row; batch ends into
- *              responses; ops/ the handlers by family (keys, ordered, tables,
- *              service) over request's items
+ *   item       a request's job to its answer; answers of several tables
+ *   ops/       the handlers by family (keys, ordered, tables, service)
+ *   request    a decoded request to its row's handler
  *   conn       connections and io threads: framing, back-pressure
  *   metrics_port  the HTTP server of /metrics
  *   floed      start, listeners, signals, data-dir, stop

@@ -127,7 +127,7 @@ static void begin(lane *L, floe_batch *b)
         run_alone(L, b);
         return;
     }
-    if (b->op == FLOE_OP_INSERT && t->base.spec.grow) {
+    if (floe_op_has(b->op, FLOE_OPF_STORES) && t->base.spec.grow) {
         const double limit = fill_limit(t);
         if ((double)(relaxed(&t->used) + inflight_all(t) + b->n) > limit) {
             drain(L);
@@ -156,7 +156,7 @@ static bool joins(const gpu_table *t, const piece &p, const floe_batch *b)
         b->op != first->op || b->flags != first->flags || (floe_op_has(b->op, FLOE_OPF_VALUES_IN) && t->vb) ||
         !floe_op_keyed(b->op))
         return false;
-    return b->op != FLOE_OP_INSERT || !t->base.spec.grow ||
+    return !floe_op_has(b->op, FLOE_OPF_STORES) || !t->base.spec.grow ||
            (double)(relaxed(&t->used) + inflight_all(t) + p.n + b->n) <= fill_limit(t);
 }
 

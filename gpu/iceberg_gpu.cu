@@ -43,11 +43,12 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <type_traits>
 
+#include "append.h"
 #include "cuda_try.h"
+#include "dedup.h"
 #include "iceberg.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
-#include "append.h"
 
 #define BLOCK 256
 
@@ -431,6 +432,14 @@ __device__ __forceinline__ uint64_t value_swap(void *vals, uint32_t vb, uint64_t
     return atomicExch(reinterpret_cast<unsigned long long *>(vals) + i, (unsigned long long)v);
 }
 
+/* The value before; it wraps at vb bytes. */
+__device__ __forceinline__ uint64_t value_add(void *vals, uint32_t vb, uint64_t i, uint64_t v)
+{
+    if (vb == 4)
+        return atomicAdd(reinterpret_cast<unsigned int *>(vals) + i, (unsigned int)v);
+    return atomicAdd(reinterpret_cast<unsigned long long *>(vals) + i, (unsigned long long)v);
+}
+
 /* A MAP insert's slot holds BUSY until the value is written; only its
  * claimant changes a BUSY slot, so an xor of the difference publishes the
  * key's row without touching the word's other slots. */
@@ -508,12 +517,13 @@ __global__ void __launch_bounds__(BLOCK, insert ? PUT_BLOCKS : FIND_BLOCKS)
 
 /* MAP find-or-put of distinct keys (the host deduplicated the batch): a new
  * key's slot is claimed BUSY, its value written, then its row published; a
- * PRESENT key's value comes back (swapped for the new one with overwrite). */
+ * PRESENT key's value comes back (mode, dedup.h: kept, swapped for the new
+ * one, or added to; an add's new key answers 0, the value before it). */
 template <int SHAPE>
 __global__ void __launch_bounds__(BLOCK, 2)
     k_put_map(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
               const void *in, uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, void *vals,
-              uint32_t vb, int overwrite, void *out)
+              uint32_t vb, int mode, void *out)
 {
     const bool skip = block_halted(halt, seq);
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
@@ -532,9 +542,11 @@ __global__ void __launch_bounds__(BLOCK, 2)
     if (res == R_INSERTED) {
         value_set(vals, vb, id, v);
         publish(g, L0, L1, L2, id, put);
-        answer = v;
+        answer = mode == FLOE_VALUES_ADD ? 0 : v;
     } else if (res == R_PRESENT) {
-        answer = overwrite ? value_swap(vals, vb, id, v) : value_get(vals, vb, id);
+        answer = mode == FLOE_VALUES_OVERWRITE ? value_swap(vals, vb, id, v)
+                 : mode == FLOE_VALUES_ADD     ? value_add(vals, vb, id, v)
+                                               : value_get(vals, vb, id);
     } else {
         halt_on_full(halt, seq);
     }
@@ -1555,7 +1567,7 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
 }
 
 extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_keys, const void *d_values, size_t n,
-                                           int overwrite, uint8_t *d_results, uint64_t *d_ids, void *d_values_out,
+                                           int mode, uint8_t *d_results, uint64_t *d_ids, void *d_values_out,
                                            gpu_stream stream, floe_errinfo *err)
 {
     cudaStream_t s = (cudaStream_t)stream;
@@ -1568,7 +1580,7 @@ extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_key
     with_row_bits(t->g.level[0], [&](auto rb) {
         k_put_map<decltype(rb)::value><<<blocks_for(n), BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, d_values, n, d_results,
                                                                        d_ids, lane_halt(t), t->seq, t->values, t->vb,
-                                                                       overwrite, d_values_out);
+                                                                       mode, d_values_out);
     });
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;

@@ -51,9 +51,11 @@ uint32_t gpu_iceberg_first_fill(const gpu_iceberg *t);
 floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, uint64_t *d_ids,
                             unsigned flags, gpu_stream stream, floe_errinfo *err);
 /* MAP find-or-put of n DISTINCT keys with their values (d_values: n x
- * value_bytes, packed).  d_values_out (may be NULL): the value stored before
- * (PRESENT; with overwrite the key now holds the new one) or now (INSERTED). */
-floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_keys, const void *d_values, size_t n, int overwrite,
+ * value_bytes, packed).  mode (floe_value_mode, tables/dedup.h): a PRESENT
+ * key's value kept, replaced, or added to (an add: values are deltas).
+ * d_values_out (may be NULL): the value stored before (PRESENT; an add's
+ * INSERTED: 0) or now (INSERTED). */
+floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_keys, const void *d_values, size_t n, int mode,
                                 uint8_t *d_results, uint64_t *d_ids, void *d_values_out, gpu_stream stream,
                                 floe_errinfo *err);
 /* PRESENT / ABSENT; d_values_out (MAP, may be NULL) gets stored values, 0 if absent. */

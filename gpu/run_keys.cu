@@ -7,6 +7,14 @@
  */
 #include "pipeline.h"
 
+/* What a MAP batch does to a PRESENT key's value (tables/dedup.h). */
+static int value_mode(const floe_batch *b)
+{
+    return b->op == FLOE_OP_ADD                ? FLOE_VALUES_ADD
+           : (b->flags & FLOE_BATCH_OVERWRITE) ? FLOE_VALUES_OVERWRITE
+                                               : FLOE_VALUES_KEEP;
+}
+
 /* ---- stages ------------------------------------------------------------------------------------- */
 
 const char *cuda_msg(cudaError_t e)
@@ -251,7 +259,7 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
     const bool want_values =
         t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
-    const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
+    const int mode = value_mode(b);
     const bool direct = s->direct;
     const uint32_t vb = t->vb;
     const size_t m = s->m;
@@ -272,7 +280,8 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
     void *d_vout = want_values ? s->d_vout : NULL;
     switch (b->op) {
     case FLOE_OP_INSERT:
-        st = vb ? gpu_iceberg_put_map(t->ice, s->d_keys, s->d_vin, m, overwrite, s->d_res, d_ids, d_vout, ks, &s->err)
+    case FLOE_OP_ADD: /* a MAP's: distinct keys, their values or deltas (a SET's has none) */
+        st = vb ? gpu_iceberg_put_map(t->ice, s->d_keys, s->d_vin, m, mode, s->d_res, d_ids, d_vout, ks, &s->err)
                 : gpu_iceberg_put(t->ice, s->d_keys, m, s->d_res, d_ids, 0, ks, &s->err);
         break;
     case FLOE_OP_FIND:
@@ -322,7 +331,7 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
     /* want_values means nothing to an erase (the door lets it through without values_out) */
     const bool want_values =
         t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
-    const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
+    const int mode = value_mode(b);
     const uint32_t vb = t->vb;
     s->p = p;
     s->st = FLOE_OK;
@@ -331,7 +340,7 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
     floe_status st = stage_reserve(s, p.n, vb, &s->err);
     /* a MAP insert's device answers are per distinct key: staged, then scattered (retire); it is
      * a piece of one segment */
-    const bool direct = !(b->op == FLOE_OP_INSERT && vb);
+    const bool direct = !(floe_op_has(b->op, FLOE_OPF_VALUES_IN) && vb);
     s->direct = direct;
     s->small = st == FLOE_OK && !vb && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND) && p.n <= GPU_SMALL_KEYS;
     if (s->small) {
@@ -342,10 +351,12 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
     if (st == FLOE_OK && !direct) {
         const segment &g = p.seg[0];
         const uint64_t *keys = b->keys + g.off;
-        /* first occurrences only; each stores its own value, or the last one with overwrite */
+        /* first occurrences only; each stores its own value, or the last one with overwrite, or
+         * adds the sum of its key's deltas */
         st = floe_dedup(t->be->pool, keys, g.n, s->rep, &s->distinct, &s->err);
         if (st == FLOE_OK) {
             const unsigned char *vin = (const unsigned char *)b->values + g.off * vb;
+            const bool overwrite = mode == FLOE_VALUES_OVERWRITE;
             if (overwrite)
                 floe_dedup_value_src(s->rep, g.n, s->src);
             for (size_t i = 0; i < g.n; i++) {
@@ -354,7 +365,18 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
                 s->uniq[m] = (uint32_t)i;
                 s->h_keys[m] = keys[i];
                 memcpy((unsigned char *)s->h_vin + m * vb, vin + (size_t)(overwrite ? s->src[i] : i) * vb, vb);
+                s->src[i] = (uint32_t)m; /* an add's: where its key's total goes */
                 m++;
+            }
+            for (size_t i = 0; mode == FLOE_VALUES_ADD && i < g.n; i++) {
+                if (s->rep[i] == i)
+                    continue;
+                unsigned char *total = (unsigned char *)s->h_vin + (size_t)s->src[s->rep[i]] * vb;
+                uint64_t sum = 0, d = 0;
+                memcpy(&sum, total, vb);
+                memcpy(&d, vin + i * vb, vb);
+                sum += d; /* wraps at vb bytes: only those go back */
+                memcpy(total, &sum, vb);
             }
         }
         s->io[0] = {s->h_keys, s->h_res, want_ids ? s->h_ids : NULL, want_values ? s->h_vout : NULL, 0, m};
@@ -375,7 +397,7 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
         m += g.n;
     }
     s->m = m;
-    if (b->op == FLOE_OP_INSERT)
+    if (floe_op_has(b->op, FLOE_OPF_STORES))
         relaxed_set(&L->inflight_keys, L->inflight_keys + m);
     if (st != FLOE_OK) {
         s->st = st;
@@ -455,21 +477,20 @@ static floe_status stage_wait(gpu_table *t, stage *s)
 /* Runs m keys (already in s->h_keys, values in s->h_vin) through one
  * operation of lane L synchronously on the table's stream: for retries
  * after growth and ids looked up again (klock held). */
-static floe_status run_now(lane *L, stage *s, floe_op op, size_t m, bool ids, bool overwrite, bool values,
-                           floe_errinfo *err)
+static floe_status run_now(lane *L, stage *s, floe_op op, size_t m, bool ids, int mode, bool values, floe_errinfo *err)
 {
     gpu_table *t = L->t;
     gpu_stream ks = (gpu_stream)t->ks;
     gpu_iceberg_lane(t->ice, L->index); /* its own halt flag (clear): another's would skip the keys */
     const uint32_t vb = t->vb;
     cudaError_t e = cudaMemcpyAsync(s->d_keys, s->h_keys, m * 8, cudaMemcpyHostToDevice, t->ks);
-    if (e == cudaSuccess && op == FLOE_OP_INSERT && vb)
+    if (e == cudaSuccess && floe_op_has(op, FLOE_OPF_STORES) && vb)
         e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, t->ks);
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "staging a retry: %s", cuda_msg(e));
     floe_status st;
-    if (op == FLOE_OP_INSERT)
-        st = vb ? gpu_iceberg_put_map(t->ice, s->d_keys, s->d_vin, m, overwrite, s->d_res, ids ? s->d_ids : NULL,
+    if (floe_op_has(op, FLOE_OPF_STORES))
+        st = vb ? gpu_iceberg_put_map(t->ice, s->d_keys, s->d_vin, m, mode, s->d_res, ids ? s->d_ids : NULL,
                                       values ? s->d_vout : NULL, ks, err)
                 : gpu_iceberg_put(t->ice, s->d_keys, m, s->d_res, ids ? s->d_ids : NULL, 0, ks, err);
     else
@@ -569,7 +590,7 @@ static floe_status grow_and_retry(lane *L, stage *s, floe_errinfo *err)
 
     floe_batch *b = s->p.seg[0].b; /* the segments share op and flags */
     const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
-    const bool overwrite = (b->flags & FLOE_BATCH_OVERWRITE) != 0;
+    const int mode = value_mode(b);
     const uint32_t vb = t->vb;
     uint64_t *keys = (uint64_t *)malloc(s->m * 8);
     uint32_t *idx = (uint32_t *)malloc(s->m * sizeof *idx);
@@ -612,7 +633,7 @@ static floe_status grow_and_retry(lane *L, stage *s, floe_errinfo *err)
                 memcpy((unsigned char *)s->h_vin + k * vb, vin + (size_t)idx[k] * vb, vb);
         }
         /* the FULL keys keep their order, so first occurrences stay first */
-        st = run_now(L, s, FLOE_OP_INSERT, nf, false, overwrite, want_values, err);
+        st = run_now(L, s, b->op, nf, false, mode, want_values, err);
         if (st != FLOE_OK)
             break;
         for (size_t k = 0; k < nf; k++) {
@@ -739,8 +760,8 @@ static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried, 
             if (vout)
                 memcpy(vout + k * vb, (unsigned char *)s->h_vout + j * vb, vb);
         }
-        floe_dedup_settle(s->rep, g.n, s->distinct, vb, (b->flags & FLOE_BATCH_OVERWRITE) != 0,
-                          (const unsigned char *)b->values + g.off * vb, s->src, res, ids, vout);
+        floe_dedup_settle(s->rep, g.n, s->distinct, vb, value_mode(b), (const unsigned char *)b->values + g.off * vb,
+                          s->src, res, ids, vout);
         floe_answer_counts_tally(&c, res, g.n);
     } else {
         answers_out(t, &s->io[i], res, ids, vout, g.n);
@@ -771,13 +792,14 @@ void retire(lane *L)
     pthread_mutex_unlock(&t->glock);
     const uint64_t t0 = floe_now_ns();
     const floe_op op = s->p.seg[0].b->op;
-    if (op == FLOE_OP_INSERT)
+    const bool stores = floe_op_has(op, FLOE_OPF_STORES);
+    if (stores)
         relaxed_set(&L->inflight_keys, L->inflight_keys - (s->m < L->inflight_keys ? s->m : L->inflight_keys));
     if (st == FLOE_OK && s->m > 0 && s->io[0].out_res[0] == GPU_SKIPPED) /* grow_and_retry collects skipped pieces */
         st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "a batch was skipped on a halted table");
     const uint64_t generation = s->gen; /* the one every segment ran on */
     bool retried = false;
-    if (st == FLOE_OK && op == FLOE_OP_INSERT && t->base.spec.grow && stage_full(s)) {
+    if (st == FLOE_OK && stores && t->base.spec.grow && stage_full(s)) {
         st = grow_and_retry(L, s, &s->err);
         retried = true;
     }

@@ -158,9 +158,13 @@ static void execute(cpu_table *t, floe_batch *b)
     }
     switch (b->op) {
     case FLOE_OP_INSERT:
-        b->status = iceberg_insert(t->ice, b->keys, b->n, b->values, b->values_len,
-                                   (b->flags & FLOE_BATCH_OVERWRITE) ? ICEBERG_OVERWRITE : 0, b->results,
-                                   want_ids ? b->ids : NULL, want_values ? b->values_out : NULL, &b->counts, e);
+    case FLOE_OP_ADD:
+        b->status =
+            iceberg_insert(t->ice, b->keys, b->n, b->values, b->values_len,
+                           b->op == FLOE_OP_ADD                ? ICEBERG_ADD
+                           : (b->flags & FLOE_BATCH_OVERWRITE) ? ICEBERG_OVERWRITE
+                                                               : 0,
+                           b->results, want_ids ? b->ids : NULL, want_values ? b->values_out : NULL, &b->counts, e);
         b->generation = iceberg_generation(t->ice); /* one batch at a time: the generation its ids are of */
         break;
     case FLOE_OP_FIND:

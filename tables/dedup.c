@@ -11,6 +11,7 @@
  */
 #include "dedup.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,10 +181,43 @@ static inline void value_out(unsigned char *p, uint32_t vb, size_t i, uint64_t v
     memcpy(p + i * vb, &v, vb);
 }
 
-void floe_dedup_settle(const uint32_t *rep, size_t n, size_t distinct, uint32_t vb, int overwrite, const void *values,
+void floe_dedup_totals(const uint32_t *rep, size_t n, uint32_t vb, const void *deltas, void *totals)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rep[i] == i)
+            value_out(totals, vb, i, value_in(deltas, vb, i));
+    for (size_t i = 0; i < n; i++)
+        if (rep[i] != i) /* wraps as the stored value does: only vb bytes go out */
+            value_out(totals, vb, rep[i], value_in(totals, vb, rep[i]) + value_in(deltas, vb, i));
+}
+
+/* An add's answers: each occurrence, in order, the value after its delta. */
+static void settle_add(const uint32_t *rep, size_t n, uint32_t vb, const void *deltas, uint32_t *last, uint8_t *results,
+                       uint64_t *ids, unsigned char *vo)
+{
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t r = rep[i];
+        const bool full = results[r] == FLOE_FULL;
+        if (r != i) {
+            results[i] = full ? FLOE_FULL : FLOE_PRESENT;
+            if (ids)
+                ids[i] = ids[r];
+        }
+        if (vo) /* the first occurrence's holds the value before the batch */
+            value_out(vo, vb, i, full ? 0 : value_in(vo, vb, r == i ? i : last[r]) + value_in(deltas, vb, i));
+        last[r] = (uint32_t)i;
+    }
+}
+
+void floe_dedup_settle(const uint32_t *rep, size_t n, size_t distinct, uint32_t vb, int mode, const void *values,
                        uint32_t *src, uint8_t *results, uint64_t *ids, void *values_out)
 {
     unsigned char *vo = values_out;
+    const bool overwrite = mode == FLOE_VALUES_OVERWRITE;
+    if (mode == FLOE_VALUES_ADD) {
+        settle_add(rep, n, vb, values, src, results, ids, vo);
+        return;
+    }
     if (distinct == n)
         return;
     for (size_t i = 0; i < n; i++) {

@@ -29,13 +29,26 @@ floe_status floe_dedup(floe_pool *pool, const uint64_t *keys, size_t n, uint32_t
  * (whose value the table must end up holding); src[i] = i elsewhere. */
 void floe_dedup_value_src(const uint32_t *rep, size_t n, uint32_t *src);
 
+/* What a MAP write does to the value of a key that is there already (an
+ * absent key stores the value): keep it (insert), replace it (insert with
+ * overwrite), or add to it (add: value += delta, wrapping at value_bytes). */
+typedef enum floe_value_mode { FLOE_VALUES_KEEP = 0, FLOE_VALUES_OVERWRITE = 1, FLOE_VALUES_ADD = 2 } floe_value_mode;
+
+/* For an add: totals gets at each first occurrence r the sum of the deltas
+ * of every occurrence of r's key (wrapping at vb bytes), packed like deltas;
+ * the table adds that once. */
+void floe_dedup_totals(const uint32_t *rep, size_t n, uint32_t vb, const void *deltas, void *totals);
+
 /* After the first occurrences ran (results, ids, values_out filled at every
  * i with rep[i] == i), gives every later occurrence the answer in-order
  * application implies: PRESENT (FULL if its first occurrence was FULL), the
- * same id, and the value stored before it.  vb: value bytes (0: SET);
- * values: the request's values (needed with overwrite); src: the array
- * floe_dedup_value_src filled (with overwrite), used as scratch. */
-void floe_dedup_settle(const uint32_t *rep, size_t n, size_t distinct, uint32_t vb, int overwrite, const void *values,
+ * same id, and the value stored before it (mode FLOE_VALUES_ADD: every
+ * occurrence, the first too, gets the value after its own delta; the first
+ * occurrence's values_out holds the value before the batch).  vb: value
+ * bytes (0: SET); values: the request's values (needed with overwrite; an
+ * add's deltas); src: the array floe_dedup_value_src filled (with
+ * overwrite), or any n entries (add), used as scratch. */
+void floe_dedup_settle(const uint32_t *rep, size_t n, size_t distinct, uint32_t vb, int mode, const void *values,
                        uint32_t *src, uint8_t *results, uint64_t *ids, void *values_out);
 
 #ifdef __cplusplus

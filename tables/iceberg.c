@@ -144,6 +144,14 @@ static inline uint64_t value_exchange(const store *s, uint64_t id, uint64_t v)
     return atomic_exchange_explicit((_Atomic uint64_t *)s->values + id, v, memory_order_relaxed);
 }
 
+/* The value before; it wraps at value_bytes. */
+static inline uint64_t value_fetch_add(const store *s, uint64_t id, uint64_t v)
+{
+    if (s->value_bytes == 4)
+        return atomic_fetch_add_explicit((_Atomic uint32_t *)s->values + id, (uint32_t)v, memory_order_relaxed);
+    return atomic_fetch_add_explicit((_Atomic uint64_t *)s->values + id, v, memory_order_relaxed);
+}
+
 /* Packed little-endian values in requests, any alignment. */
 static inline uint64_t value_in(const unsigned char *p, uint32_t vb, size_t i)
 {
@@ -203,29 +211,32 @@ typedef struct put_result {
     uint8_t result;
     uint8_t level; /* where a new key went */
     uint64_t id;
-    uint64_t value; /* MAP: stored before (PRESENT) or now (INSERTED) */
+    uint64_t value; /* MAP: stored before (PRESENT, and an add's INSERTED: 0) or now (INSERTED) */
 } put_result;
 
-static inline put_result present(const store *s, uint64_t id, uint64_t value, bool overwrite)
+static inline put_result present(const store *s, uint64_t id, uint64_t value, int mode)
 {
     put_result r = {FLOE_PRESENT, 0, id, 0};
     if (s->value_bytes)
-        r.value = overwrite ? value_exchange(s, id, value) : value_load(s, id);
+        r.value = mode == FLOE_VALUES_OVERWRITE ? value_exchange(s, id, value)
+                  : mode == FLOE_VALUES_ADD     ? value_fetch_add(s, id, value)
+                                                : value_load(s, id);
     return r;
 }
 
 static inline put_result inserted(const store *s, aword *b, const floe_level *lv, uint32_t l, uint32_t slot,
-                                  uint64_t id, uint64_t row, uint64_t value)
+                                  uint64_t id, uint64_t row, uint64_t value, int mode)
 {
     if (s->value_bytes) {
         value_store(s, id, value);
         publish(b, lv, slot, row);
     }
-    return (put_result){FLOE_INSERTED, (uint8_t)l, id, value};
+    return (put_result){FLOE_INSERTED, (uint8_t)l, id, mode == FLOE_VALUES_ADD ? 0 : value};
 }
 
-/* Find-or-put of key, whose primary bucket and remainder are b0 and rem0. */
-static put_result put_one(const store *s, uint64_t key, uint64_t b0, uint64_t rem0, uint64_t value, bool overwrite)
+/* Find-or-put of key, whose primary bucket and remainder are b0 and rem0;
+ * mode (dedup.h) says what becomes of a PRESENT key's value. */
+static put_result put_one(const store *s, uint64_t key, uint64_t b0, uint64_t rem0, uint64_t value, int mode)
 {
     const floe_geometry *g = &s->g;
     const bool map = s->value_bytes != 0;
@@ -242,7 +253,7 @@ static put_result put_one(const store *s, uint64_t key, uint64_t b0, uint64_t re
             snapshot(bp, lv->words, snap[0]);
             int hit = floe_bucket_find(snap[0], lv, row);
             if (hit >= 0)
-                return present(s, floe_slot_id(g, 0, b, (uint32_t)hit), value, overwrite);
+                return present(s, floe_slot_id(g, 0, b, (uint32_t)hit), value, mode);
             if (map && floe_bucket_has_busy(snap[0], lv)) {
                 backoff(&spins);
                 continue;
@@ -251,7 +262,7 @@ static put_result put_one(const store *s, uint64_t key, uint64_t b0, uint64_t re
             if (f == lv->slots)
                 break;
             if (claim(bp, snap[0], lv, f, map ? floe_row_busy(lv->row_bits) : row))
-                return inserted(s, bp, lv, 0, f, floe_slot_id(g, 0, b, f), row, value);
+                return inserted(s, bp, lv, 0, f, floe_slot_id(g, 0, b, f), row, value, mode);
         }
     }
     /* Levels 1 and 2: two candidates each; the first takes the key while it
@@ -275,7 +286,7 @@ static put_result put_one(const store *s, uint64_t key, uint64_t b0, uint64_t re
                 snapshot(bp[c], lv->words, snap[c]);
                 int hit = floe_bucket_find(snap[c], lv, row[c]);
                 if (hit >= 0)
-                    return present(s, floe_slot_id(g, l, b[c], (uint32_t)hit), value, overwrite);
+                    return present(s, floe_slot_id(g, l, b[c], (uint32_t)hit), value, mode);
                 busy |= map && floe_bucket_has_busy(snap[c], lv);
                 f[c] = first_empty(snap[c], lv);
             }
@@ -287,7 +298,7 @@ static put_result put_one(const store *s, uint64_t key, uint64_t b0, uint64_t re
             if (f[c] == lv->slots)
                 break; /* both full: next level */
             if (claim(bp[c], snap[c], lv, f[c], map ? floe_row_busy(lv->row_bits) : row[c]))
-                return inserted(s, bp[c], lv, l, f[c], floe_slot_id(g, l, b[c], f[c]), row[c], value);
+                return inserted(s, bp[c], lv, l, f[c], floe_slot_id(g, l, b[c], f[c]), row[c], value, mode);
         }
     }
     return (put_result){FLOE_FULL, 0, FLOE_NO_ID, 0};
@@ -397,7 +408,7 @@ typedef struct tally {
 typedef struct batch {
     const store *s;
     int op;
-    bool overwrite;
+    int mode; /* floe_value_mode: a PRESENT key's value */
     const uint64_t *keys;
     size_t n;                  /* keys, or entries of subset */
     const uint32_t *subset;    /* NULL: all of 0..n-1 */
@@ -447,7 +458,7 @@ static void run_chunk(void *arg, size_t task)
         switch (bt->op) {
         case OP_INSERT: {
             uint64_t v = vb ? value_in(bt->values, vb, bt->value_src ? bt->value_src[i] : i) : 0;
-            put_result r = put_one(s, key, b0, rem0, v, bt->overwrite);
+            put_result r = put_one(s, key, b0, rem0, v, bt->mode);
             bt->results[i] = r.result;
             if (bt->ids)
                 bt->ids[i] = r.id;
@@ -815,39 +826,43 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
                            floe_answer_counts *counts, floe_errinfo *err)
 {
     const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
-    const bool overwrite = (flags & ICEBERG_OVERWRITE) != 0;
+    const bool overwrite = (flags & ICEBERG_OVERWRITE) != 0, add = (flags & ICEBERG_ADD) != 0;
+    const int mode = add ? FLOE_VALUES_ADD : overwrite ? FLOE_VALUES_OVERWRITE : FLOE_VALUES_KEEP;
     floe_status st = FLOE_OK;
     assert_keys(t, keys, n, results);
-    assert(vb ? values_len == n * vb && (n == 0 || values) : !values_len && !values_out && !overwrite);
+    assert(vb ? values_len == n * vb && (n == 0 || values) : !values_len && !values_out && !overwrite && !add);
     if (n == 0) {
         floe_answer_counts_tally(counts, results, 0);
         return FLOE_OK;
     }
 
     uint32_t *rep = floe_malloc(n * sizeof *rep);
-    uint32_t *src = vb && overwrite ? floe_malloc(n * sizeof *src) : NULL;
+    uint32_t *src = vb && (overwrite || add) ? floe_malloc(n * sizeof *src) : NULL;
+    unsigned char *totals = vb && add ? floe_malloc(n * vb) : NULL; /* each key's deltas, added once */
     uint32_t *retry = floe_malloc(n * sizeof *retry);
     uint8_t *scratch = floe_malloc(n);
     tally *tallies = floe_calloc(batch_tasks(n), sizeof *tallies);
     size_t distinct;
-    if (!rep || (vb && overwrite && !src) || !retry || !scratch || !tallies) {
+    if (!rep || (vb && (overwrite || add) && !src) || (vb && add && !totals) || !retry || !scratch || !tallies) {
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
         goto out;
     }
     st = floe_dedup(t->pool, keys, n, rep, &distinct, err);
     if (st != FLOE_OK)
         goto out;
-    if (src) /* an upsert stores the last occurrence's value */
+    if (src && overwrite) /* an upsert stores the last occurrence's value */
         floe_dedup_value_src(rep, n, src);
+    if (totals)
+        floe_dedup_totals(rep, n, vb, values, totals);
 
     grow_if_over_fill(t);
     batch bt = {.op = OP_INSERT,
-                .overwrite = overwrite,
+                .mode = mode,
                 .keys = keys,
                 .n = n,
                 .rep = rep,
-                .value_src = src,
-                .values = values,
+                .value_src = overwrite ? src : NULL,
+                .values = totals ? totals : values,
                 .results = results,
                 .ids = ids,
                 .values_out = values_out,
@@ -890,11 +905,12 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         run_locked(t, &fb, NULL);
     }
 
-    floe_dedup_settle(rep, n, distinct, vb, overwrite, values, src, results, ids, values_out);
+    floe_dedup_settle(rep, n, distinct, vb, mode, values, src, results, ids, values_out);
     floe_answer_counts_tally(counts, results, n);
 out:
     free(rep);
     free(src);
+    free(totals);
     free(retry);
     free(scratch);
     free(tallies);

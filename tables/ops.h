@@ -55,6 +55,7 @@ typedef enum floe_parts_rule {
 #define FLOE_OPF_KEYS_OUT    0x40u  /* answers a key per key (keys_out) */
 #define FLOE_OPF_VECTORS_OUT 0x80u  /* answers a vector per id (vectors_out) */
 #define FLOE_OPF_STORES      0x100u /* puts absent keys into the table (a shard refuses keys of another's) */
+#define FLOE_OPF_UPDATES     0x400u /* changes PRESENT keys' values: they count as changes too */
 /* Set from the shape, not written in a row: n keys, vectors or ids, an answer each. */
 #define FLOE_OPF_KEYED 0x200u
 
@@ -91,7 +92,13 @@ typedef enum floe_parts_rule {
     X(SUCC, "successor", KEYS, FLOE_OPF_MERGES | FLOE_OPF_VALUES_OUT | FLOE_OPF_KEYS_OUT, NONE, FLOE_KINDS_ORDERED,    \
       "the smallest stored key >= each key: PRESENT / ABSENT (none)")                                                  \
     X(PRED, "predecessor", KEYS, FLOE_OPF_MERGES | FLOE_OPF_VALUES_OUT | FLOE_OPF_KEYS_OUT, NONE, FLOE_KINDS_ORDERED,  \
-      "the largest stored key <= each key: PRESENT / ABSENT (none)")
+      "the largest stored key <= each key: PRESENT / ABSENT (none)")                                                   \
+    X(ADD, "add", KEYS,                                                                                                \
+      FLOE_OPF_MERGES | FLOE_OPF_WRITES | FLOE_OPF_UPDATES | FLOE_OPF_STORES | FLOE_OPF_VALUES_IN |                    \
+          FLOE_OPF_VALUES_OUT,                                                                                         \
+      SPLIT, FLOE_KINDS_MAP,                                                                                           \
+      "value += delta, wrapping at value_bytes (an absent key stored with delta): INSERTED / PRESENT / FULL, "         \
+      "the value after")
 
 /* What a batch (tables/backend.h) or a request does. */
 typedef enum floe_op {

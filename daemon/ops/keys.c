@@ -1,7 +1,8 @@
 /*
- * keys.c - the key requests: insert, find, erase, get_by_id, successor and
- * predecessor are one shape (a table, keys or ids, maybe values, an answer
- * byte each) served by one path; scan is here too.
+ * keys.c - the key requests: insert, find, erase, get_by_id, successor,
+ * predecessor and add (MAP: value += delta) are one shape (a table, keys or
+ * ids, maybe values, an answer byte each) served by one path; scan is here
+ * too.
  *
  * A key request comes decoded in place from its frame (envelope.h:
  * request_handle_keys) or unpacked by protobuf-c (its row's fields say
@@ -19,81 +20,6 @@
 #include "alloc.h"
 #include "handlers.h"
 #include "hostmem.h"
-
-/* ---- answers -------------------------------------------------------------------------------- */
-
-/* The response of one key-operation item: its slice [at, at + n) of o. */
-static frame *key_reply(const batch_out *o, const item *it, size_t at)
-{
-    Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
-    const size_t n = it->j.n, vb = o->value_bytes;
-    r.id = it->id;
-    r.results.data = o->results + at;
-    r.results.len = n;
-    if ((it->j.flags & FLOE_BATCH_WANT_IDS) && o->ids) {
-        r.ids.data = (uint8_t *)(o->ids + at);
-        r.ids.len = n * 8;
-    }
-    if ((it->j.flags & FLOE_BATCH_WANT_VALUES) && vb && o->values_out) {
-        r.values.data = o->values_out + at * vb;
-        r.values.len = n * vb;
-    }
-    if (floe_op_has(it->j.op, FLOE_OPF_VECTORS_OUT) && o->vectors_out) {
-        r.vectors.data = (uint8_t *)(o->vectors_out + at * o->words);
-        r.vectors.len = n * o->words * 4;
-    }
-    if (o->keys_out) { /* successor, predecessor */
-        r.keys.data = (uint8_t *)(o->keys_out + at);
-        r.keys.len = n * 8;
-    }
-    if (floe_op_has(it->j.op, FLOE_OPF_IDS_OUT)) /* the generation its ids are of */
-        r.generation = o->generation;
-    floe_answer_counts c;
-    floe_answer_counts_tally(&c, r.results.data, n);
-    r.inserted = c.inserted;
-    r.present = c.present;
-    r.absent = c.absent;
-    r.full = c.full;
-    r.erased = c.erased;
-    return reply_pack(&r);
-}
-
-frame *request_pack(frame *f)
-{
-    item *it = f->pending;
-    frame *packed = key_reply(it->out, it, it->at);
-    if (!packed) /* say so, if even that can be built */
-        packed = reply_error(it->id, FLOE_ERR_INTERNAL, "out of memory building the answer");
-    if (packed) {
-        packed->to = f->to;
-        packed->req_op = f->req_op;
-        packed->t_parse = f->t_parse;
-        packed->keys = f->keys;
-    }
-    item_free(it);
-    free(f);
-    return packed;
-}
-
-/* Packing 64 Ki answers and freeing the request are spread over the io
- * threads instead of holding up this table's next batch. */
-void request_answer_later(item *it, batch_out *o, size_t at)
-{
-    frame *f = floe_calloc(1, sizeof *f);
-    if (!f) {
-        answer(it, key_reply(o, it, at)); /* pack it here, then */
-        return;
-    }
-    batch_out_hold(o);
-    it->out = o;
-    it->at = at;
-    f->pending = it;
-    f->req_op = it->row->metric;
-    f->t_parse = it->j.t_parse;
-    f->keys = it->j.n;
-    f->status = FLOE_OK;
-    it->c->ops->deliver(it->c, f);
-}
 
 /* The answer of a scan, or of a range (an ORDERED table's keys, with a range's cursor). */
 frame *scan_frame(const batcher *bt, const floe_batch *b, const item *it, const uint64_t *tag)
@@ -225,7 +151,7 @@ static const void *aligned(const void *p, size_t len, size_t align, void **copy)
 }
 
 /* A key request of row: takes kr's bytes over. */
-static void serve_keys(server *srv, session *c, const request_row *row, key_request *kr)
+void serve_keys(server *srv, session *c, const request_row *row, key_request *kr)
 {
     table_entry *e = registry_get(&srv->reg, kr->table);
     if (!e) {
@@ -287,39 +213,8 @@ static void serve_keys(server *srv, session *c, const request_row *row, key_requ
             it->j.values_len = kr->values_len;
         }
     }
-    submit(c, e, it);
+    item_submit(c, e, it);
     entry_unref(e);
-}
-
-void request_handle_keys(server *srv, session *c, const envelope *env, void *mem)
-{
-    key_request kr = {.id = env->id, .frame = mem};
-    char table[FLOE_NAME_MAX + 1];
-    if (env->table_len > FLOE_NAME_MAX) { /* no table has such a name */
-        send_error(c, env->id, FLOE_ERR_NO_TABLE, "no table %.*s", (int)env->table_len, env->table);
-        hostmem_put(srv->mem, mem);
-        return;
-    }
-    memcpy(table, env->table, env->table_len);
-    table[env->table_len] = '\0';
-    const request_row *row = request_row_of(env->op);
-    kr.table = table;
-    kr.keys = env->keys;
-    kr.keys_len = env->keys_len;
-    /* the envelope reads only the fields its message has (values, overwrite: an insert's) */
-    kr.values = env->values;
-    kr.values_len = env->values_len;
-    kr.flags = (env->overwrite ? FLOE_BATCH_OVERWRITE : 0) | (env->want_ids ? FLOE_BATCH_WANT_IDS : 0) |
-               (env->want_values ? FLOE_BATCH_WANT_VALUES : 0);
-    kr.shard_set = env->shard_set;
-    kr.shard = env->shard;
-    kr.shards = env->shards;
-    if (atomic_load(&srv->shutting_down)) {
-        send_error(c, env->id, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
-        hostmem_put(srv->mem, mem);
-        return;
-    }
-    serve_keys(srv, c, row, &kr);
 }
 
 /* A key request unpacked by protobuf-c: takes req over. */
@@ -371,6 +266,15 @@ void erase_fields(const Floe__V1__Request *req, key_request *kr)
     kr->keys_len = req->erase->keys.len;
 }
 
+void add_fields(const Floe__V1__Request *req, key_request *kr)
+{
+    kr->table = req->add->table;
+    kr->keys = req->add->keys.data;
+    kr->keys_len = req->add->keys.len;
+    kr->values = req->add->deltas.data;
+    kr->values_len = req->add->deltas.len;
+}
+
 void get_fields(const Floe__V1__Request *req, key_request *kr)
 {
     kr->table = req->get_by_id->table;
@@ -418,6 +322,6 @@ void handle_scan(server *srv, session *c, Floe__V1__Request *req, const request_
         item_refuse(it, FLOE_ERR_INVALID,
                     "a scan cursor is empty (start) or the 16 bytes of a previous ScanReply.cursor");
     }
-    submit(c, e, it);
+    item_submit(c, e, it);
     entry_unref(e);
 }

@@ -119,7 +119,7 @@ void handle_range(server *srv, session *c, Floe__V1__Request *req, const request
             }
         }
     }
-    submit(c, e, it);
+    item_submit(c, e, it);
     entry_unref(e);
 }
 

@@ -39,6 +39,7 @@
     X(SUCCESSOR, SUCCESSOR, "successor", FLOE_OP_SUCC, REQ_TAKES, handle_keys, successor_fields, NULL)                 \
     X(PREDECESSOR, PREDECESSOR, "predecessor", FLOE_OP_PRED, REQ_TAKES, handle_keys, predecessor_fields, NULL)         \
     X(MIN, MIN, "min", FLOE_OP_RANGE, REQ_TAKES, handle_range, NULL, range_reply)                                      \
-    X(MAX, MAX, "max", FLOE_OP_RANGE, REQ_TAKES, handle_range, NULL, range_reply)
+    X(MAX, MAX, "max", FLOE_OP_RANGE, REQ_TAKES, handle_range, NULL, range_reply)                                      \
+    X(ADD, ADD, "add", FLOE_OP_ADD, REQ_TAKES, handle_keys, add_fields, NULL)
 
 #endif

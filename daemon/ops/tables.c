@@ -124,7 +124,7 @@ void handle_drop(server *srv, session *c, Floe__V1__Request *req, const request_
         it->save.path = it->path; /* no entry: the saver removes the file */
         it->save.done = item_saved;
     }
-    submit(c, e, it);
+    item_submit(c, e, it);
 }
 
 /* list_tables (each table's STATS), or snapshot (each table's COPY, the
@@ -146,7 +146,7 @@ void handle_list(server *srv, session *c, Floe__V1__Request *req, const request_
         send_error(c, req->id, FLOE_ERR_INTERNAL, "out of memory");
     } else {
         c->ops->hold(c); /* the multi's, until its response */
-        fan_out(srv, m, all, n, only);
+        multi_fan_out(srv, m, all, n, only);
     }
     for (size_t i = 0; i < n; i++)
         entry_unref(all[i]);
@@ -179,7 +179,7 @@ void handle_stats(server *srv, session *c, Floe__V1__Request *req, const request
     table_entry *e = request_table(srv, c, req->id, req->stats->table, req);
     item *it = e ? request_item(srv, c, req, row, e) : NULL;
     if (it) {
-        submit(c, e, it);
+        item_submit(c, e, it);
         entry_unref(e);
     }
 }

@@ -1,7 +1,8 @@
 /*
  * fuzz_daemon.c - libFuzzer target: floed's frame reader and request
- * handling (daemon/conn.c, request.c, batcher.c, registry.c, metrics.c) fed straight
- * from bytes: the input is what a client sends on one connection.
+ * handling (daemon/conn.c, request.c, item.c, ops/, batcher.c, registry.c,
+ * metrics.c) fed straight from bytes: the input is what a client sends on
+ * one connection.
  *
  * No sockets: the connection is one end of a libevent bufferevent pair on
  * an io thread's base, which this thread runs itself; the tables are real

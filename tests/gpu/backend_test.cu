@@ -4,14 +4,12 @@
  *
  * Both backends get the same fresh random batches, submitted asynchronously
  * so that several are in flight in the GPU pipeline: SET and MAP (4- and
- * 8-byte values) tables, inserts with ids and values, upserts, finds with
- * values, erases, batches larger than a pipeline piece, growing tables, a
- * bad batch in the middle of the stream; the same again with the GPU
- * batches' buffers in the backend's pinned memory (floe_backend_host_alloc),
- * which its copies use directly.  Every per-key answer and value
- * must be identical (ids are checked for consistency instead: placement
- * differs); at the end both hold the same keys and values (full scans), and
- * a table saved by either backend loads in the other with the same content.
+ * 8-byte values) tables, inserts with ids and values, upserts, adds (value
+ * += delta, keys repeated within a batch), finds with values, erases, batches larger than a pipeline piece, growing
+ * tables, a bad batch in the middle of the stream; the same again with the GPU batches' buffers in the backend's pinned
+ * memory (floe_backend_host_alloc), which its copies use directly.  Every per-key answer and value must be identical
+ * (ids are checked for consistency instead: placement differs); at the end both hold the same keys and values (full
+ * scans), and a table saved by either backend loads in the other with the same content.
  *
  * Lanes (lanes_case): several threads, each submitting in a lane of its own
  * to one GPU table (growing through several generations meanwhile), each
@@ -37,7 +35,7 @@
 #include "partition.h"
 #include "tablefile.h"
 
-#define CHECK(cond, ...) EXPECT_OR_RETURN(false, cond, __VA_ARGS__)
+#define CHECK(cond, ...)  EXPECT_OR_RETURN(false, cond, __VA_ARGS__)
 #define WCHECK(cond, ...) EXPECT_OR_RETURN(NULL, cond, __VA_ARGS__) /* in a thread's function */
 
 /* One batch and its buffers, for one backend. */
@@ -118,7 +116,7 @@ static void prepare(job &j, floe_op op, unsigned flags, uint32_t vb, counter *c)
     j.b.n = n;
     j.b.results = j.results.data();
     j.b.ids = j.ids.data();
-    if (op == FLOE_OP_INSERT && vb) {
+    if (floe_op_has(op, FLOE_OPF_VALUES_IN) && vb) { /* an insert's values, an add's deltas */
         j.b.values = j.values.data();
         j.b.values_len = n * vb;
     }
@@ -202,6 +200,8 @@ static bool stream(floe_table *cpu, floe_table *gpu, uint32_t key_bits, uint32_t
                 keys[i] = (i > 0 && test_rng(&r) % 5 == 0) ? keys[test_rng(&r) % i] : pool[test_rng(&r) % universe];
             unsigned pick = (unsigned)(test_rng(&r) % 10);
             floe_op op = pick < 6 ? FLOE_OP_INSERT : pick < 9 ? FLOE_OP_FIND : FLOE_OP_ERASE;
+            if (vb && pick == 5)
+                op = FLOE_OP_ADD;
             unsigned flags = FLOE_BATCH_WANT_IDS;
             if (vb && op != FLOE_OP_ERASE)
                 flags |= FLOE_BATCH_WANT_VALUES;
@@ -256,7 +256,7 @@ static bool stream(floe_table *cpu, floe_table *gpu, uint32_t key_bits, uint32_t
             if (a.op != FLOE_OP_ERASE && vb)
                 CHECK(!memcmp(jc[k].values_out.data(), jg[k].values_out.data(), a.n * vb),
                       "round %zu batch %zu op %d: values differ", round, k, (int)a.op);
-            if (a.op != FLOE_OP_ERASE) { /* ids: FLOE_NO_ID exactly where there is no key, equal for equal keys */
+            if (floe_op_has(a.op, FLOE_OPF_IDS_OUT)) { /* ids: none exactly where no key, equal for equal keys */
                 std::vector<std::pair<uint64_t, uint64_t>> byid;
                 for (size_t i = 0; i < a.n; i++) {
                     bool has = jg[k].results[i] == FLOE_PRESENT || jg[k].results[i] == FLOE_INSERTED;
@@ -670,8 +670,8 @@ static bool layout1_case(floe_backend *cpu_be, floe_backend *gpu_be)
     size_t present = 0;
     for (size_t i = 0; i < keys.size(); i++) {
         CHECK(rc[i] == rg[i] && (rc[i] != FLOE_PRESENT || vc[i] == vg[i]),
-              "layout 1: key %zu (%llu): cpu %u value %u, gpu %u value %u", i, (unsigned long long)keys[i], rc[i], vc[i],
-              rg[i], vg[i]);
+              "layout 1: key %zu (%llu): cpu %u value %u, gpu %u value %u", i, (unsigned long long)keys[i], rc[i],
+              vc[i], rg[i], vg[i]);
         if (i < N) {
             const bool erased = layout1_erased(i);
             CHECK(rg[i] == (erased ? FLOE_ABSENT : FLOE_PRESENT), "layout 1: key %zu answers %u", i, rg[i]);
@@ -705,11 +705,146 @@ static bool layout1_case(floe_backend *cpu_be, floe_backend *gpu_be)
     return ok;
 }
 
+/* Adds from several lanes at once on the same keys of one growing GPU MAP
+ * table: each key is INSERTED exactly once in all, and no add is lost:
+ * every key ends at the sum of all its deltas (wrapping). */
+struct add_worker {
+    floe_table *gpu;
+    unsigned lane;
+    uint32_t vb;
+    const std::vector<uint64_t> *keys;
+    size_t rounds, n;
+    uint64_t seed;
+    std::vector<uint64_t> sums;                         /* per key of keys: this thread's deltas */
+    std::vector<std::pair<uint64_t, uint64_t>> answers; /* (key index, value after) */
+    size_t inserted;
+    bool ok;
+};
+
+static void *add_worker_main(void *arg)
+{
+    add_worker *w = (add_worker *)arg;
+    uint64_t r = w->seed;
+    const uint64_t mask = w->vb == 8 ? ~0ull : 0xFFFFFFFFull;
+    w->sums.assign(w->keys->size(), 0);
+    w->inserted = 0;
+    w->ok = true;
+    counter c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    for (size_t round = 0; round < w->rounds && w->ok; round++) {
+        job j;
+        std::vector<size_t> at(w->n);
+        j.keys.resize(w->n);
+        j.values.resize(w->n * w->vb);
+        for (size_t i = 0; i < w->n; i++) {
+            at[i] = (size_t)(test_rng(&r) % w->keys->size());
+            j.keys[i] = (*w->keys)[at[i]];
+            const uint64_t d = (test_rng(&r) % 3 == 0 ? test_rng(&r) : test_rng(&r) % 100) & mask;
+            memcpy(&j.values[i * w->vb], &d, w->vb);
+            w->sums[at[i]] = (w->sums[at[i]] + d) & mask;
+        }
+        prepare(j, FLOE_OP_ADD, FLOE_BATCH_WANT_VALUES, w->vb, &c);
+        j.b.lane = w->lane;
+        floe_table_submit(w->gpu, &j.b);
+        wait_for(&c, round + 1);
+        if (j.b.status != FLOE_OK) {
+            fprintf(stderr, "FAIL: add lane %u: %s\n", w->lane, j.b.error.msg);
+            w->ok = false;
+            break;
+        }
+        for (size_t i = 0; i < w->n; i++) {
+            uint64_t v = 0;
+            memcpy(&v, &j.values_out[i * w->vb], w->vb);
+            w->answers.push_back(std::make_pair((uint64_t)at[i], v));
+            w->inserted += j.results[i] == FLOE_INSERTED;
+            if (j.results[i] != FLOE_INSERTED && j.results[i] != FLOE_PRESENT) {
+                fprintf(stderr, "FAIL: add lane %u: answer %u\n", w->lane, j.results[i]);
+                w->ok = false;
+            }
+        }
+    }
+    return NULL;
+}
+
+static bool adds_across_lanes(uint32_t vb, unsigned lanes, size_t nkeys, size_t rounds, size_t n, uint64_t seed)
+{
+    floe_errinfo err;
+    floe_backend *gpu_be = NULL;
+    CHECK(floe_backend_gpu_create(0, 0, &gpu_be, &err) == FLOE_OK, "backend: %s", err.msg);
+    CHECK(floe_backend_set_lanes(gpu_be, lanes, &err) == FLOE_OK, "lanes: %s", err.msg);
+    floe_spec s = spec_for("adds", FLOE_KIND_MAP, 40, vb, 1000, true, seed | 1);
+    floe_table *gpu = NULL;
+    CHECK(floe_table_create(gpu_be, &s, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
+    uint64_t r = seed;
+    std::vector<uint64_t> keys(nkeys);
+    for (auto &k : keys)
+        k = test_rng(&r) & ((1ull << 40) - 1); /* a repeat among them is one key twice as likely */
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    std::vector<add_worker> w(lanes);
+    std::vector<pthread_t> th(lanes);
+    for (unsigned i = 0; i < lanes; i++) {
+        w[i].gpu = gpu;
+        w[i].lane = i;
+        w[i].vb = vb;
+        w[i].keys = &keys;
+        w[i].rounds = rounds;
+        w[i].n = n;
+        w[i].seed = seed * 77 + i;
+        pthread_create(&th[i], NULL, add_worker_main, &w[i]);
+    }
+    bool ok = true;
+    size_t inserted = 0;
+    const uint64_t mask = vb == 8 ? ~0ull : 0xFFFFFFFFull;
+    std::vector<uint64_t> total(keys.size(), 0);
+    for (unsigned i = 0; i < lanes; i++) {
+        pthread_join(th[i], NULL);
+        ok = ok && w[i].ok;
+        inserted += w[i].inserted;
+        for (size_t k = 0; k < keys.size(); k++)
+            total[k] = (total[k] + w[i].sums[k]) & mask;
+    }
+    CHECK(ok, "adds: a lane's batch failed");
+    std::vector<size_t> touched(keys.size(), 0);
+    std::vector<std::pair<uint64_t, uint64_t>> all;
+    for (unsigned i = 0; i < lanes; i++) {
+        for (const auto &a : w[i].answers)
+            touched[a.first]++;
+        all.insert(all.end(), w[i].answers.begin(), w[i].answers.end());
+    }
+    size_t used = 0;
+    for (size_t k = 0; k < keys.size(); k++)
+        used += touched[k] > 0;
+    CHECK(inserted == used, "adds: %zu INSERTED answers for %zu keys added to", inserted, used);
+    job f;
+    f.keys = keys;
+    counter c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    prepare(f, FLOE_OP_FIND, FLOE_BATCH_WANT_VALUES, vb, &c);
+    floe_table_submit(gpu, &f.b);
+    wait_for(&c, 1);
+    CHECK(f.b.status == FLOE_OK, "find: %s", f.b.error.msg);
+    size_t wrong = 0;
+    for (size_t k = 0; k < keys.size(); k++) {
+        uint64_t v = 0;
+        memcpy(&v, &f.values_out[k * vb], vb);
+        const bool want_present = touched[k] > 0;
+        if ((f.results[k] == FLOE_PRESENT) != want_present || (want_present && v != total[k]))
+            wrong++;
+    }
+    CHECK(wrong == 0, "adds: %zu of %zu keys do not hold the sum of their deltas", wrong, keys.size());
+    floe_table_destroy(gpu);
+    floe_backend_destroy(gpu_be);
+    printf("ok: backend: adds from %u lanes at once, %zu-byte values: %zu adds on %zu keys, every sum exact, "
+           "one INSERTED a key\n",
+           lanes, (size_t)vb, all.size(), used);
+    return true;
+}
+
 void backend_suite(uint64_t seed, bool small, const char *only)
 {
     floe_errinfo err;
     floe_backend *cpu_be, *gpu_be;
-    if (floe_backend_cpu_create(0, &cpu_be, &err) != FLOE_OK || floe_backend_gpu_create(0, 0, &gpu_be, &err) != FLOE_OK) {
+    if (floe_backend_cpu_create(0, &cpu_be, &err) != FLOE_OK ||
+        floe_backend_gpu_create(0, 0, &gpu_be, &err) != FLOE_OK) {
         failures++;
         fprintf(stderr, "FAIL: backends: %s\n", err.msg);
         return;
@@ -732,8 +867,7 @@ void backend_suite(uint64_t seed, bool small, const char *only)
         one_case(cpu_be, gpu_be, "set16", FLOE_KIND_SET, 16, 0, 50000, false, 20000, 6, 100000, seed + 4);
         pinned_from = gpu_be; /* straight from and to the batches' buffers, growth's retries included */
         one_case(cpu_be, gpu_be, "set40-pinned", FLOE_KIND_SET, 40, 0, 3000000, false, 1500000, 8, 1500000, seed + 5);
-        one_case(cpu_be, gpu_be, "set64-grow-pinned", FLOE_KIND_SET, 64, 0, 1000, true, 4000000, 8, 1500000,
-                 seed + 6);
+        one_case(cpu_be, gpu_be, "set64-grow-pinned", FLOE_KIND_SET, 64, 0, 1000, true, 4000000, 8, 1500000, seed + 6);
         one_case(cpu_be, gpu_be, "map32-pinned", FLOE_KIND_MAP, 32, 4, 2000000, false, 1000000, 8, 1500000, seed + 7);
         pinned_from = NULL;
     }
@@ -746,10 +880,13 @@ void backend_suite(uint64_t seed, bool small, const char *only)
     if (small) {
         lanes_case("set-lanes-small", FLOE_KIND_SET, 40, 0, 1000, 3, 6, 3000, seed + 20);
         lanes_case("map-lanes-small", FLOE_KIND_MAP, 40, 4, 1000, 2, 6, 3000, seed + 21);
+        adds_across_lanes(8, 2, 2000, 6, 3000, seed + 23);
     } else {
         lanes_case("set-lanes", FLOE_KIND_SET, 48, 0, 1000, 4, 30, 200000, seed + 20);
         lanes_case("map-lanes", FLOE_KIND_MAP, 48, 8, 1000, 4, 30, 200000, seed + 21);
         lanes_case("set-lanes-small-batches", FLOE_KIND_SET, 40, 0, 1000, 8, 200, 900, seed + 22);
+        adds_across_lanes(8, 4, 50000, 20, 200000, seed + 23);
+        adds_across_lanes(4, 4, 1000, 50, 20000, seed + 24);
     }
     parts_suite(seed + 10, small);
 }

@@ -108,6 +108,21 @@ void harness_init(void)
     fprintf(stderr, "integration tests over TLS (certificates in %s)\n", tls_dir);
 }
 
+floe *connect_uri(const char *uri, char *why, size_t len)
+{
+    floe_options o;
+    memset(&o, 0, sizeof o);
+    floe *c = NULL;
+    if (floe_options_from_env(&o, why, len) != FLOE_OK)
+        return NULL;
+    o.timeout_ms = 20000;
+    if (floe_connect_opts(uri, &o, &c) == FLOE_OK)
+        return c;
+    snprintf(why, len, "connect %s: %s", uri, c ? floe_errstr(c) : "out of memory");
+    floe_close(c);
+    return NULL;
+}
+
 int harness_connect(const daemon_proc *d, const char *token, floe **c)
 {
     floe_options o;

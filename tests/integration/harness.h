@@ -48,6 +48,10 @@ char *slurp(const char *path);
 int daemon_stop(daemon_proc *d, int sig);
 /* A connection to d that must succeed. */
 floe *connect_ok(const daemon_proc *d);
+/* A connection to uri (a list: a partitioned connection) with the
+ * environment's options (FLOE_TLS_CA_FILE under FLOE_TLS) and a 20 s
+ * deadline a call; NULL and why (a client thread cannot assert). */
+floe *connect_uri(const char *uri, char *why, size_t len);
 /* floe_connect to d->uri with token (may be NULL), over TLS with FLOE_TLS. */
 int harness_connect(const daemon_proc *d, const char *token, floe **c);
 
@@ -136,5 +140,6 @@ Suite *security_suite(void);
 Suite *tls_suite(void);
 Suite *faults_suite(void);
 Suite *shards_suite(void);
+Suite *add_suite(void);
 
 #endif

@@ -65,28 +65,10 @@ static void cluster_stop(cluster *cl)
             daemon_stop(&cl->d[i], SIGTERM);
 }
 
-/* A connection to uri with the environment's options (FLOE_TLS_CA_FILE
- * under FLOE_TLS) and a 20 s deadline a call; NULL and why (a client
- * thread cannot assert). */
-static floe *connect_or_why(const char *uri, char *why, size_t len)
-{
-    floe_options o;
-    memset(&o, 0, sizeof o);
-    floe *c = NULL;
-    if (floe_options_from_env(&o, why, len) != FLOE_OK)
-        return NULL;
-    o.timeout_ms = 20000;
-    if (floe_connect_opts(uri, &o, &c) == FLOE_OK)
-        return c;
-    snprintf(why, len, "connect %s: %s", uri, c ? floe_errstr(c) : "out of memory");
-    floe_close(c);
-    return NULL;
-}
-
 static floe *connect_list(const char *uri)
 {
     char why[512];
-    floe *c = connect_or_why(uri, why, sizeof why);
+    floe *c = connect_uri(uri, why, sizeof why);
     ck_assert_msg(c != NULL, "%s", why);
     return c;
 }
@@ -132,7 +114,7 @@ static uint64_t value_of(uint64_t j, unsigned vb)
 static void *worker_run(void *arg)
 {
     worker *w = arg;
-    floe *c = connect_or_why(w->uri, w->why, sizeof w->why);
+    floe *c = connect_uri(w->uri, w->why, sizeof w->why);
     if (!c) {
         w->failed = 1;
         pthread_barrier_wait(w->inserted_all); /* the others go on */
@@ -429,7 +411,7 @@ static void tree_vector(uint32_t j, uint32_t *v)
 static void *tree_client_run(void *arg)
 {
     tree_client *t = arg;
-    floe *c = connect_or_why(t->uri, t->why, sizeof t->why);
+    floe *c = connect_uri(t->uri, t->why, sizeof t->why);
     if (!c) {
         t->failed = 1;
         return NULL;

@@ -15,6 +15,7 @@ int main(void)
     srunner_add_suite(sr, tablefile_suite());
     srunner_add_suite(sr, badinput_suite());
     srunner_add_suite(sr, backend_suite());
+    srunner_add_suite(sr, add_suite());
     srunner_add_suite(sr, partition_suite());
     srunner_add_suite(sr, tree_suite());
     srunner_add_suite(sr, ordered_suite());

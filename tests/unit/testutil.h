@@ -56,6 +56,7 @@ Suite *concurrency_suite(void);
 Suite *tablefile_suite(void);
 Suite *badinput_suite(void);
 Suite *backend_suite(void);
+Suite *add_suite(void); /* the add operation (one file an operation) */
 Suite *partition_suite(void);
 Suite *faults_suite(void);
 Suite *capacity_suite(void);
