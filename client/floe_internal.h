@@ -1,5 +1,5 @@
 /*
- * floe_internal.h - libfloe's insides shared by its files (floe.c: one
+ * floe_internal.h - libfloe's insides shared by its files (conn.c: one
  * connection; shards.c: a partitioned one), and its entry points for its
  * own tests and fuzzers.  Not part of its API: libfloe.so exports no floe__
  * name (libfloe.map).
@@ -20,7 +20,7 @@
 typedef struct split split;
 
 /* What a partitioned connection does in place of one connection's own
- * (shards.c sets it; floe.c calls through it, and knows nothing else of
+ * (shards.c sets it; conn.c calls through it, and knows nothing else of
  * shards). */
 typedef struct floe_router {
     floe_call *(*send)(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg);
@@ -92,7 +92,7 @@ struct floe {
  * connected.  *out is set even on failure, as by floe_connect. */
 int floe__connect_fd(int fd, const char *token, floe **out);
 
-/* floe.c's call machinery, for shards.c. */
+/* conn.c's call machinery, for shards.c. */
 int floe__set_error(floe *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 floe_call *floe__new_call(floe *c, floe_callback *cb, void *arg);
 void floe__complete(floe *c, floe_call *call, int status, const char *error, Floe__V1__Response *resp);
@@ -124,7 +124,7 @@ void floe__sigpipe_restore(sigpipe_guard *g);
 int floe__create_shard(floe *c, const floe_table_def *def, unsigned shard, unsigned shards, uint64_t set);
 void floe__info_from(floe_table_info *o, const Floe__V1__TableStats *s);
 
-/* floe.c: a connection to one server (floe_connect_opts of a URI that names one). */
+/* dial.c: a connection to one server (floe_connect_opts of a URI that names one). */
 int floe__connect_one(const char *uri, const floe_options *opts, floe **out);
 
 /* shards.c: a connection to a list of servers (floe_connect_opts of a URI that names several). */

@@ -1,6 +1,6 @@
 /*
  * item.h - an item: one request's job from its handler (daemon/ops/) to its
- * answer, with what the answer needs; the rows (daemon/ops/rows.h) an item
+ * answer, with what the answer needs; the rows (daemon/rows.h) an item
  * answers by; the answers of several tables at once (list_tables,
  * snapshot, info and gathers, snapshots by the rules).  item.c.
  */
@@ -21,7 +21,7 @@
 
 typedef struct item item;
 typedef struct multi multi;
-typedef struct key_request key_request; /* daemon/ops/handlers.h */
+typedef struct key_request key_request;
 typedef struct request_row request_row;
 
 /* One row of rows.h. */
@@ -34,6 +34,24 @@ struct request_row {
     void (*handle)(server *srv, session *c, Floe__V1__Request *req, const request_row *row);
     void (*fields)(const Floe__V1__Request *req, key_request *kr);
     frame *(*reply)(const job_end *e, const item *it);
+};
+
+/* A key request, from either decoding: its bytes live in req or in frame
+ * (whichever is set; the item takes it over). */
+struct key_request {
+    uint64_t id;
+    const char *table; /* NUL-terminated */
+    const uint8_t *keys, *values;
+    size_t keys_len, values_len;
+    /* TREE states by their parents (Insert.parents, change_counts, changes, generation) */
+    const uint8_t *parents, *change_counts, *changes;
+    size_t parents_len, change_counts_len, changes_len;
+    uint64_t parent_generation;
+    unsigned flags;     /* FLOE_BATCH_* as asked */
+    uint64_t shard_set; /* Request.shard (all 0: absent) */
+    uint32_t shard, shards;
+    Floe__V1__Request *req;
+    void *frame;
 };
 
 struct item {

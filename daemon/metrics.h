@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "floe.pb-c.h"
-#include "ops/rows.h"
+#include "rows.h"
 #include "reply.h"
 #include "spec.h"
 #include "status.h"
@@ -35,7 +35,7 @@
 struct evbuffer;
 
 /* Operations as counted (requests, keys, errors, latency): the requests'
- * rows (daemon/ops/rows.h), after 0 for a frame that does not parse. */
+ * rows (daemon/rows.h), after 0 for a frame that does not parse. */
 enum {
     METRICS_OP_UNKNOWN = 0,
 #define METRICS_OP_ENUM_(name, wire, str, op, flags, handle, fields, reply) METRICS_OP_##name,

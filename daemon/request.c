@@ -1,7 +1,7 @@
 /*
  * request.c - a decoded request to its handler, by its row (see request.h).
  *
- * The requests' rows (daemon/ops/rows.h) become the table ROWS, indexed by
+ * The requests' rows (daemon/rows.h) become the table ROWS, indexed by
  * their metric; request_handle finds a request's row by its oneof case and
  * runs its handler (daemon/ops/: keys.c, ordered.c, tables.c, service.c),
  * which answers at once or makes an item (item.h) for its table.  A key

@@ -2,7 +2,7 @@
  * request.h - where a decoded request goes: its row's handler.
  *
  * A request's way through floed: conn.c reads and decodes the frame;
- * request_handle finds its row (daemon/ops/rows.h) and runs its handler
+ * request_handle finds its row (daemon/rows.h) and runs its handler
  * (daemon/ops/), which answers it at once (hello, ping, create_table, a
  * validation error of its own) or makes an item (item.h), a job for its
  * table's batcher (batcher.c), which merges jobs into engine batches
@@ -20,6 +20,8 @@
 #include "item.h"
 #include "server.h"
 
+/* The row of a request's oneof case (NULL: none). */
+const request_row *request_row_of(Floe__V1__Request__OpCase wire);
 /* io thread: serves req (taken over) of session s. */
 void request_handle(server *srv, session *s, Floe__V1__Request *req);
 /* io thread: serves the key request env, read in place in the buffer mem

@@ -17,7 +17,7 @@
  *
  * The daemon's files, each using only those above it:
  *   log, config, datadir, tls, envelope   leaves (hostmem, queue: tables/)
- *   ops/rows   the requests' rows (macros only: metrics counts by them)
+ *   rows       the requests' rows (macros only: metrics counts by them)
  *   reply      response frames; the session (where answers go)
  *   batcher    a table's jobs into engine batches (the backend interface only)
  *   registry   tables by name, their backends, reaping

@@ -15,29 +15,7 @@
 #define FLOE_DAEMON_OPS_HANDLERS_H
 
 #include "item.h"
-#include "request.h"
 #include "rows.h"
-
-/* The row of a request's oneof case (NULL: none). */
-const request_row *request_row_of(Floe__V1__Request__OpCase wire);
-
-/* A key request, from either decoding: its bytes live in req or in frame
- * (whichever is set; the item takes it over). */
-struct key_request {
-    uint64_t id;
-    const char *table; /* NUL-terminated */
-    const uint8_t *keys, *values;
-    size_t keys_len, values_len;
-    /* TREE states by their parents (Insert.parents, change_counts, changes, generation) */
-    const uint8_t *parents, *change_counts, *changes;
-    size_t parents_len, change_counts_len, changes_len;
-    uint64_t parent_generation;
-    unsigned flags;     /* FLOE_BATCH_* as asked */
-    uint64_t shard_set; /* Request.shard (all 0: absent) */
-    uint32_t shard, shards;
-    Floe__V1__Request *req;
-    void *frame;
-};
 
 /* ---- keys.c ---- */
 /* A request on the table of spec from a client that says (set, shard,

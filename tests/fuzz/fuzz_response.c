@@ -1,6 +1,6 @@
 /*
  * fuzz_response.c - libFuzzer target: libfloe's response decoder
- * (client/floe.c: handle_frames, call completion; client/calls.c: what
+ * (client/conn.c: handle_frames, call completion; client/calls.c: what
  * each call makes of its answer), fed the input as if a server sent it.
  *
  * libfloe talks over one end of a socketpair (floe__connect_fd); this

@@ -1,11 +1,10 @@
 /*
- * floe.c - libfloe (see floe.h): a connection's errors, its calls in flight
+ * conn.c - libfloe (see floe.h): a connection's errors, its calls in flight
  * and its frames in and out.  The library by role: connect.c (one server
  * or a list), dial.c (one server: URIs, TCP, TLS, the hello), transport.c
  * (bytes over the socket), this file (framing, polling, completing calls),
- * calls.c (every call), options.c
- * (the tools' options), batcher.c (client-side batching), shards.c (a
- * table over several floed).
+ * calls.c (every call), options.c (the tools' options), batcher.c
+ * (client-side batching), shards.c (a table over several floed).
  *
  * One non-blocking socket, plain or TLS (OpenSSL on the same socket);
  * requests are packed into an output buffer at send time, and floe_poll

@@ -7,7 +7,7 @@
  *   WIRE     the Request oneof case FLOE__V1__REQUEST__OP_<WIRE>;
  *   "name"   as metrics, logs and the CLI's --help spell it;
  *   table op the FLOE_OP_* (tables/ops.h) its table work is, 0 for none;
- *   flags    REQ_* (daemon/ops/handlers.h);
+ *   flags    REQ_* (daemon/item.h);
  *   handler  takes the request (daemon/ops/: keys.c, ordered.c, tables.c,
  *            service.c);
  *   fields   a key request's table, keys, values and flags from its message
@@ -18,8 +18,8 @@
  * says what else a new operation needs.  Nothing but macros here: metrics.h
  * takes the names and numbers without the handlers' types.
  */
-#ifndef FLOE_DAEMON_OPS_ROWS_H
-#define FLOE_DAEMON_OPS_ROWS_H
+#ifndef FLOE_DAEMON_ROWS_H
+#define FLOE_DAEMON_ROWS_H
 
 #define REQUEST_OPS(X)                                                                                                 \
     X(HELLO, HELLO, "hello", 0, REQ_ANY_TIME, handle_hello, NULL, NULL)                                                \
