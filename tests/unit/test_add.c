@@ -180,7 +180,9 @@ START_TEST(bad_adds_change_nothing)
         .op = FLOE_OP_FIND, .flags = FLOE_BATCH_WANT_VALUES, .keys = keys, .n = 1, .results = res, .values_out = vout};
     ck_assert_int_eq(floe_table_run(t, &f), FLOE_OK);
     ck_assert_uint_eq(res[0], FLOE_PRESENT);
-    ck_assert_uint_eq(((uint32_t *)vout)[0], 70);
+    uint32_t v0;
+    memcpy(&v0, vout, 4);
+    ck_assert_uint_eq(v0, 70);
     floe_batch st = {.op = FLOE_OP_STATS};
     ck_assert_int_eq(floe_table_run(t, &st), FLOE_OK);
     ck_assert_uint_eq(st.stats.keys, 1);
