@@ -46,12 +46,13 @@ enum {
     OP_PRED,
     OP_MIN,
     OP_MAX,
+    OP_ADD,
     NOPS
 };
 static const char *const OP_NAMES[NOPS] = {"unknown",     "hello",       "ping",     "create_table", "drop_table",
                                            "list_tables", "insert",      "find",     "erase",        "stats",
                                            "scan",        "get_by_id",   "snapshot", "info",         "range",
-                                           "successor",   "predecessor", "min",      "max"};
+                                           "successor",   "predecessor", "min",      "max",          "add"};
 #define NSTATUS 11
 
 /* What the test sent and got back, to compare with the server's counters. */
