@@ -249,7 +249,7 @@ NVFLAGS := -std=c++17 -O3 -Iproto -Itables -Igpu -cudart static \
 GPU_BINS := build/gpu/layout_selftest build/gpu/floe-gpu-tests build/gpu/floe-k1-gpu build/gpu/floe-t1-gpu \
   build/gpu/floe-o1-gpu
 check-cuda: $(GPU_BINS)
-NV_DEPS := $(wildcard gpu/*.h) $(wildcard tables/*.h) proto/floe_wire.h
+NV_DEPS := $(wildcard gpu/*.h) $(wildcard gpu/*.cuh) $(wildcard tables/*.h) proto/floe_wire.h
 build/gpu/%.o: gpu/%.cu $(NV_DEPS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
@@ -261,8 +261,9 @@ build/gpu/bench/%.o: bench/%.cu $(NV_DEPS)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 # libcrypto linked in, so that the GPU programs run on hosts without it
 NV_CRYPTO := -Xlinker -Bstatic -lcrypto -Xlinker -Bdynamic -ldl
-build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/tree_gpu.o build/gpu/ordered_gpu.o build/gpu/backend_gpu.o \
-                        build/gpu/run_keys.o build/gpu/run_tree.o build/gpu/run_ordered.o build/gpu/devices.o
+build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/iceberg_table.o build/gpu/tree_gpu.o build/gpu/tree_table.o \
+                        build/gpu/ordered_gpu.o build/gpu/ordered_search.o build/gpu/backend_gpu.o build/gpu/run_keys.o \
+                        build/gpu/run_tree.o build/gpu/run_ordered.o build/gpu/devices.o
 	ar rcs $@ $^
 build/gpu/layout_selftest: build/gpu/tests/layout_selftest.o
 	$(NVCC) $(NVFLAGS) $^ -o $@
@@ -524,7 +525,7 @@ bench-kernel: build/rel/floe-kbench
 
 format:
 	clang-format -i tables/*.[ch] daemon/*.[ch] daemon/ops/*.[ch] client/*.[ch] proto/*.h bench/*.[ch] examples/*.c examples/mc/*.[ch] \
-	  tests/unit/*.[ch] tests/integration/*.[ch] tests/fuzz/*.c gpu/*.cu tests/gpu/*.cu bench/*.cu
+	  tests/unit/*.[ch] tests/integration/*.[ch] tests/fuzz/*.c gpu/*.cu gpu/*.cuh tests/gpu/*.cu bench/*.cu
 
 clean:
 	rm -rf build

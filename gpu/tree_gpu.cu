@@ -29,108 +29,12 @@
  * that length so the items stay in registers.
  */
 #include <assert.h>
-#include <cooperative_groups.h>
-#include <cooperative_groups/reduce.h>
-#include <cub/block/block_reduce.cuh>
 #include <cub/device/device_select.cuh>
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <utility>
 
-#include "cuda_try.h"
-#include "tree_gpu.h"
-#include "tree_layout.h"
-#include "append.h"
-
-#define BLOCK       256
-#define COUNTERS      6
-#define FOLDED      0xFFu
-#define DAMAGED       0xFEu /* a fold met a reference to no node: the table is damaged */
-#define FULL_IN_NODES 1ull /* a batch's counter[3]: which tables had no room for one of its vectors */
-#define FULL_IN_ROOTS 2ull
-
-struct gpu_tree {
-    floe_spec spec;
-    floe_tree_geometry g;
-    tree_sizing z;
-    uint64_t *nodes;
-    gpu_iceberg *roots;
-    unsigned long long *orphans;
-    unsigned long long *counter;   /* a batch's: leaders, folded leaders, nodes made, FULL_IN_*, roots put,
-                                    * leaders listed FULL (COUNTERS) */
-    unsigned long long *h_counter; /* pinned */
-    /* on the host: nodes stored (counted by the batches), and at most as many roots */
-    uint64_t nodes_used, roots_bound;
-    uint64_t last_n, last_made, last_put; /* the last insert batch: vectors, nodes it made, roots it put */
-    uint64_t batch_made; /* the nodes the batch running has made (its folds' counts: a growth renumbers nodes_used) */
-    uint64_t generation; /* growths: ids of an earlier one name other vectors */
-    /* batch scratch, grown on demand: one allocation, which a node table's
-     * growth borrows where it is large enough (copy_into) */
-    void *scratch;
-    size_t scratch_bytes, cap;
-    uint64_t *dd_table; /* dedup table: room for dedup_slots(cap) 64-bit entries */
-    uint32_t *dd_slot, *leader, *list, *rk_idx;
-    uint64_t *rk, *ids_c;
-    uint8_t *res_c, *created;
-    uint32_t *whole; /* states by parent that go whole: their vectors (not batch scratch: a growth
-                      * in their insert reserves scratch of its own) */
-    size_t whole_cap;
-};
-
-/* ---- device ------------------------------------------------------------------------------------------ */
-
-/* Vectors of WC words (WC > 0: known at compile time, a multiple of 4)
- * move as 16-byte loads: a thread's vector is one run of memory, and word
- * loads would make a warp ask for each line W / 4 times.  A batch's
- * vectors are read once a kernel: loads that L2 evicts first (__ldcs),
- * so that they do not push out the dedup table or the nodes. */
-template <int WC> __device__ __forceinline__ void load_vector(const uint32_t *v, uint32_t W, uint32_t *items)
-{
-    if constexpr (WC > 0 && (WC % 4) == 0) {
-#pragma unroll
-        for (int w = 0; w < WC; w += 4) {
-            const uint4 q = __ldcs(reinterpret_cast<const uint4 *>(v + w));
-            items[w] = q.x, items[w + 1] = q.y, items[w + 2] = q.z, items[w + 3] = q.w;
-        }
-    } else {
-        for (uint32_t w = 0; w < W; w++)
-            items[w] = v[w];
-    }
-}
-
-template <int WC> __device__ __forceinline__ uint64_t vector_hash(const uint32_t *v, uint32_t W)
-{
-    const uint32_t m = WC > 0 ? (uint32_t)WC : W;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ m;
-#pragma unroll
-    for (uint32_t i = 0; i < m; i++) {
-        h = (h ^ v[i]) * 0xFF51AFD7ED558CCDull;
-        h ^= h >> 32;
-    }
-    h *= 0xC4CEB9FE1A85EC53ull;
-    return h ^ (h >> 29);
-}
-
-/* items (this thread's vector) against vector b in memory. */
-template <int WC> __device__ __forceinline__ bool vectors_equal(const uint32_t *items, const uint32_t *b, uint32_t W)
-{
-    if constexpr (WC > 0 && (WC % 4) == 0) {
-        bool same = true;
-#pragma unroll
-        for (int w = 0; w < WC; w += 4) {
-            const uint4 q = __ldcs(reinterpret_cast<const uint4 *>(b + w));
-            same &= q.x == items[w] && q.y == items[w + 1] && q.z == items[w + 2] && q.w == items[w + 3];
-        }
-        return same;
-    } else {
-        for (uint32_t i = 0; i < W; i++)
-            if (items[i] != b[i])
-                return false;
-        return true;
-    }
-}
+#include "tree_device.cuh"
 
 /* The dedup table's entries, tag | index: 32 bits while a batch's indices
  * take at most 24 (a tag of 8 bits or more), so that the table stays in
@@ -218,89 +122,6 @@ __global__ void __launch_bounds__(BLOCK) k_leaders(const E *table, const uint32_
     const unsigned long long at = append(count, leads);
     if (leads)
         list[at] = (uint32_t)i;
-}
-
-/* Finds or (insert) puts one node: 1 and its reference, or 0. */
-template <bool insert>
-__device__ __forceinline__ int node_ref(const floe_tree_geometry &g, uint64_t *nodes, uint64_t node, uint32_t *ref,
-                                        unsigned *created)
-{
-    uint64_t home, rem;
-    floe_node_home(&g, node, &home, &rem);
-    for (uint32_t c = 0; c < g.choices; c++) {
-        const uint64_t b = floe_node_bucket(&g, home, c), v = floe_node_stored(&g, rem, c);
-        uint64_t *slots = nodes + (b << FLOE_NODE_BUCKET_SHIFT);
-        const ulonglong2 *q = reinterpret_cast<const ulonglong2 *>(slots);
-        /* Through L1 first, inserts too: a slot goes from EMPTY to its node
-         * once in a generation, so a stale line can only show EMPTY where
-         * another SM has since put a node, never a wrong node.  A node found
-         * there is an answer; an EMPTY seen sends an insert to L2 for the
-         * bucket as it is now, before it claims a slot. */
-        ulonglong2 a = insert ? __ldca(q) : __ldg(q), d = insert ? __ldca(q + 1) : __ldg(q + 1);
-        uint64_t s[FLOE_NODE_BUCKET] = {a.x, a.y, d.x, d.y};
-        if (insert) {
-            bool hit = false, empty = false;
-#pragma unroll
-            for (uint32_t i = 0; i < FLOE_NODE_BUCKET; i++) {
-                if (!hit && !empty && s[i] == v) {
-                    *ref = (uint32_t)((b << FLOE_NODE_BUCKET_SHIFT) + i);
-                    hit = true;
-                }
-                empty |= s[i] == FLOE_NODE_EMPTY;
-            }
-            if (hit)
-                return 1;
-            if (!empty)
-                continue; /* full, as it stays: the next choice */
-            a = __ldcg(q), d = __ldcg(q + 1);
-            s[0] = a.x, s[1] = a.y, s[2] = d.x, s[3] = d.y;
-        }
-#pragma unroll
-        for (uint32_t i = 0; i < FLOE_NODE_BUCKET; i++) {
-            uint64_t cur = s[i];
-            if (cur == FLOE_NODE_EMPTY) {
-                if (!insert)
-                    return 0;
-                cur = atomicCAS((unsigned long long *)(slots + i), FLOE_NODE_EMPTY, v);
-                if (cur == FLOE_NODE_EMPTY) {
-                    *ref = (uint32_t)((b << FLOE_NODE_BUCKET_SHIFT) + i);
-                    ++*created;
-                    return 1;
-                }
-            }
-            if (cur == v) {
-                *ref = (uint32_t)((b << FLOE_NODE_BUCKET_SHIFT) + i);
-                return 1;
-            }
-        }
-    }
-    return 0;
-}
-
-/* Folds items[0..W) in place; FOLDED and the root pair in items[0..1], or
- * FLOE_FULL / FLOE_ABSENT.  WC > 0: the length known at compile time. */
-template <int WC, bool insert>
-__device__ __forceinline__ uint32_t fold(const floe_tree_geometry &g, uint64_t *nodes, uint32_t *items, uint32_t W,
-                                         unsigned *created)
-{
-    uint32_t m = WC > 0 ? (uint32_t)WC : W;
-#pragma unroll
-    for (int level = 0; level < 9; level++) {
-        if (m <= 2)
-            break;
-        const uint32_t half = m / 2;
-#pragma unroll
-        for (uint32_t j = 0; j < (WC > 0 ? (uint32_t)WC / 2 : half); j++) {
-            if (j >= half)
-                break;
-            if (!node_ref<insert>(g, nodes, floe_node_pack(items[2 * j], items[2 * j + 1]), &items[j], created))
-                return insert ? FLOE_FULL : FLOE_ABSENT;
-        }
-        if (m & 1)
-            items[half] = items[m - 1];
-        m = floe_tree_up(m);
-    }
-    return FOLDED;
 }
 
 /* No __launch_bounds__: with it ptxas holds the 16-word fold to 40
@@ -413,24 +234,7 @@ __global__ void k_unfold(const __grid_constant__ floe_tree_geometry g, const uin
     results[i] = FLOE_PRESENT;
 }
 
-/* How many of a[0..n) are not `value` (node slots in use, answers not INSERTED). */
-template <typename T> __global__ void k_count_other(const T *a, uint64_t n, T value, unsigned long long *out)
-{
-    unsigned long long c = 0;
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
-        c += a[i] != value;
-    for (int o = 16; o > 0; o /= 2)
-        c += __shfl_down_sync(0xFFFFFFFFu, c, o);
-    if ((threadIdx.x & 31) == 0 && c)
-        atomicAdd(out, c);
-}
-
 /* ---- host ------------------------------------------------------------------------------------------------ */
-
-static inline unsigned blocks_for(uint64_t n)
-{
-    return (unsigned)((n + BLOCK - 1) / BLOCK);
-}
 
 /* The dedup table of a batch of n: 1.25 n slots (a fill of 0.8 at most,
  * and the probes of 4-byte entries mostly stay in their line), so that a
@@ -439,27 +243,6 @@ static uint64_t dedup_slots(uint64_t n)
 {
     const uint64_t slots = (n + n / 4 + 31) & ~(uint64_t)31;
     return slots > 1024 ? slots : 1024;
-}
-
-/* Arrays carved one after another from one allocation: piece(bytes) the
- * next one, at 256-byte boundaries (NULL past the end). */
-struct carver {
-    char *at, *end;
-    void *piece(size_t bytes)
-    {
-        char *p = at;
-        at += (bytes + 255) & ~(size_t)255;
-        return at <= end ? p : NULL;
-    }
-};
-
-/* The bytes of pieces of these sizes carved one after another. */
-static size_t carved_bytes(const size_t *sizes, int n)
-{
-    size_t b = 0;
-    for (int i = 0; i < n; i++)
-        b += (sizes[i] + 255) & ~(size_t)255;
-    return b;
 }
 
 static void scratch_free(gpu_tree *t)
@@ -496,41 +279,6 @@ static floe_status scratch_reserve(gpu_tree *t, size_t n, floe_errinfo *err)
     return FLOE_OK;
 }
 
-static void tables_free(gpu_tree *t)
-{
-    cudaFree(t->nodes);
-    cudaFree(t->orphans);
-    gpu_iceberg_destroy(t->roots);
-    t->nodes = NULL;
-    t->orphans = NULL;
-    t->roots = NULL;
-}
-
-/* The arrays of t's tables, laid out as t->z: the node table, its orphan
- * count and the root table (what a growth replaces; the batch counters
- * and scratch stay).  On failure the ones made are freed. */
-static floe_status tables_alloc(gpu_tree *t, floe_errinfo *err)
-{
-    tree_geometry_for(&t->spec, &t->z, &t->g);
-    cudaError_t e = cudaMalloc(&t->nodes, t->z.node_bytes);
-    if (e == cudaSuccess)
-        e = cudaMemset(t->nodes, 0, t->z.node_bytes);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&t->orphans, sizeof *t->orphans);
-    if (e == cudaSuccess)
-        e = cudaMemset(t->orphans, 0, sizeof *t->orphans);
-    floe_status st = FLOE_OK;
-    if (e != cudaSuccess)
-        st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
-                              "device memory for a TREE node table of %llu bytes: %s",
-                              (unsigned long long)t->z.node_bytes, cudaGetErrorString(e));
-    else
-        st = gpu_iceberg_create(&t->z.root_spec, t->z.root_addr_bits, t->z.root_three, &t->roots, err);
-    if (st != FLOE_OK)
-        tables_free(t);
-    return st;
-}
-
 extern "C" floe_status gpu_tree_create(const floe_spec *spec, const tree_sizing *z, gpu_tree **out, floe_errinfo *err)
 {
     *out = NULL;
@@ -546,7 +294,7 @@ extern "C" floe_status gpu_tree_create(const floe_spec *spec, const tree_sizing 
     else
         st = tree_size(spec, &t->z, err);
     if (st == FLOE_OK)
-        st = tables_alloc(t, err);
+        st = tree_tables_alloc(t, err);
     if (st != FLOE_OK) {
         free(t);
         return st;
@@ -569,7 +317,7 @@ extern "C" void gpu_tree_destroy(gpu_tree *t)
         return;
     scratch_free(t);
     cudaFree(t->whole);
-    tables_free(t);
+    tree_tables_free(t);
     cudaFree(t->counter);
     cudaFreeHost(t->h_counter);
     free(t);
@@ -609,14 +357,6 @@ static void launch_fold(gpu_tree *t, const uint32_t *d_vectors, const uint32_t *
         k_fold<0, insert><<<blocks_for(n), BLOCK, 0, s>>>(t->g, t->nodes, d_vectors, W, list, nlist, t->rk, t->rk_idx,
                                                           nrk, d_results, d_ids, created, t->orphans, made, full_in,
                                                           full_list, nfull);
-}
-
-/* Two lists of a batch's leaders that found no room, in the dedup table's
- * room (no longer needed once the leaders are listed): a growing batch
- * folds them again after a growth (refold_grown). */
-static uint32_t *full_lists(gpu_tree *t)
-{
-    return (uint32_t *)t->dd_table;
 }
 
 /* A batch of n into classes of equal vectors (dedup, leaders), with
@@ -813,360 +553,6 @@ extern "C" floe_status gpu_tree_get_host(gpu_tree *t, const uint64_t *ids, size_
     return st;
 }
 
-/* ---- stats, save, load ------------------------------------------------------------------------------------------ */
-
-static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, floe_errinfo *err)
-{
-    CUDA_TRY(cudaMemset(t->counter, 0, sizeof *t->counter), err);
-    unsigned blocks = blocks_for(t->g.node_slots);
-    if (blocks > 4096)
-        blocks = 4096;
-    k_count_other<uint64_t><<<blocks, BLOCK>>>(t->nodes, t->g.node_slots, (uint64_t)FLOE_NODE_EMPTY, t->counter);
-    CUDA_TRY(cudaGetLastError(), err);
-    unsigned long long c[2];
-    CUDA_TRY(cudaMemcpy(&c[0], t->counter, sizeof c[0], cudaMemcpyDeviceToHost), err);
-    CUDA_TRY(cudaMemcpy(&c[1], t->orphans, sizeof c[1], cudaMemcpyDeviceToHost), err);
-    *nodes = c[0];
-    *orphans = c[1];
-    return FLOE_OK;
-}
-
-/* ---- growth: every node once ------------------------------------------------------------------------------------
- *
- * A node table that grows moves every node, so every reference changes.
- * Instead of refolding each stored vector (its W - 2 nodes read and put
- * again, though vectors share most of them), a growth translates each node
- * reached from a root once, bottom-up: a node's new reference is the put of
- * its halves' new references into the new table.  What a half holds (a
- * word, or a reference to a node of which shape) depends only on the node's
- * place in the vector's tree, so the nodes fall into a few classes (one a
- * level, two where a level's last node pairs a carried item), each with a
- * map from old to new references: marked from the roots down, translated
- * from the leaves up. */
-#define MAX_CLASSES 16          /* 2 a level at most: 8 levels for 256 words */
-#define TYPE_WORD   0xFFu       /* a half that holds a word */
-#define REF_NONE    0xFFFFFFFFu /* map entries: a node no root reaches, */
-#define REF_MARKED  0xFFFFFFFEu /* one reached and not yet translated */
-#define GROW_FULL    1           /* what went wrong (the worse wins): the new node table had no room, */
-#define GROW_DAMAGED 2           /* a reference to no node */
-
-struct node_classes {
-    uint32_t n;
-    uint8_t left[MAX_CLASSES], right[MAX_CLASSES]; /* what the halves hold: a class, or TYPE_WORD */
-    uint8_t root_left, root_right;
-};
-
-/* The classes of a tree of W words, each after the classes its halves hold
- * (so ascending is bottom-up). */
-static void classes_of(uint32_t W, node_classes *c)
-{
-    uint8_t type[FLOE_TREE_MAX_WORDS];
-    memset(type, TYPE_WORD, sizeof type);
-    c->n = 0;
-    for (uint32_t m = W; m > 2; m = floe_tree_up(m)) {
-        const uint32_t half = m / 2, first = c->n;
-        for (uint32_t j = 0; j < half; j++) {
-            uint32_t k = first;
-            while (k < c->n && !(c->left[k] == type[2 * j] && c->right[k] == type[2 * j + 1]))
-                k++;
-            if (k == c->n) {
-                c->left[k] = type[2 * j];
-                c->right[k] = type[2 * j + 1];
-                c->n++;
-            }
-            type[j] = (uint8_t)k; /* j <= 2 j: read before it is written */
-        }
-        if (m & 1)
-            type[half] = type[m - 1];
-    }
-    c->root_left = type[0];
-    c->root_right = type[1];
-}
-
-/* A half's map (NULL for a word). */
-static inline uint32_t *class_map(uint32_t *maps, uint64_t slots, uint8_t type)
-{
-    return type == TYPE_WORD ? NULL : maps + type * slots;
-}
-
-__device__ __forceinline__ void mark(uint32_t *map, uint32_t ref, uint64_t slots, int *bad)
-{
-    if (!map)
-        return;
-    if (ref >= slots)
-        atomicMax(bad, GROW_DAMAGED); /* a reference past the table */
-    else if (map[ref] != REF_MARKED)
-        map[ref] = REF_MARKED;
-}
-
-__device__ __forceinline__ uint32_t translated(const uint32_t *map, uint32_t x, int *bad)
-{
-    if (!map)
-        return x;
-    const uint32_t r = map[x];
-    if (r == REF_MARKED) /* its own put found no room */
-        atomicMax(bad, GROW_FULL);
-    else if (r == REF_NONE) /* marked nodes' halves are marked: a table damaged */
-        atomicMax(bad, GROW_DAMAGED);
-    return r;
-}
-
-/* The halves of every root of rk[0, n) marked. */
-__global__ void k_mark_roots(const __grid_constant__ floe_tree_geometry g, const uint64_t *rk, uint64_t n,
-                             uint32_t *map_l, uint32_t *map_r, int *bad)
-{
-    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    uint32_t l, r;
-    floe_tree_root_split(&g, rk[i], &l, &r);
-    mark(map_l, l, g.node_slots, bad);
-    mark(map_r, r, g.node_slots, bad);
-}
-
-/* The halves of every marked node of a class marked. */
-__global__ void k_mark_class(const __grid_constant__ floe_tree_geometry g, const uint64_t *nodes, const uint32_t *map,
-                             uint32_t *map_a, uint32_t *map_b, int *bad)
-{
-    for (uint64_t s = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; s < g.node_slots;
-         s += (uint64_t)gridDim.x * blockDim.x) {
-        if (map[s] != REF_MARKED)
-            continue;
-        const uint64_t v = nodes[s];
-        if (!floe_node_valid(&g, v)) {
-            atomicMax(bad, GROW_DAMAGED);
-            continue;
-        }
-        const uint64_t node = floe_node_decode(&g, s, v);
-        mark(map_a, (uint32_t)node, g.node_slots, bad);
-        mark(map_b, (uint32_t)(node >> 32), g.node_slots, bad);
-    }
-}
-
-/* Every marked node of a class put into the new table: its map entry the
- * new reference (or still REF_MARKED, and *bad GROW_FULL, where the new
- * table had no room). */
-__global__ void __launch_bounds__(BLOCK)
-    k_translate_class(const __grid_constant__ floe_tree_geometry from, const uint64_t *from_nodes, uint32_t *map,
-                      const uint32_t *map_a, const uint32_t *map_b, const __grid_constant__ floe_tree_geometry to,
-                      uint64_t *to_nodes, int *bad, unsigned long long *made)
-{
-    unsigned created = 0;
-    for (uint64_t s = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; s < from.node_slots;
-         s += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t v = from_nodes[s];
-        if (map[s] != REF_MARKED || !floe_node_valid(&from, v)) /* an invalid one was reported by k_mark_class */
-            continue;
-        const uint64_t node = floe_node_decode(&from, s, v);
-        const uint32_t a = translated(map_a, (uint32_t)node, bad), b = translated(map_b, (uint32_t)(node >> 32), bad);
-        uint32_t ref;
-        if (node_ref<true>(to, to_nodes, floe_node_pack(a, b), &ref, &created))
-            map[s] = ref;
-        else
-            atomicMax(bad, GROW_FULL);
-    }
-    typedef cub::BlockReduce<unsigned, BLOCK> block_reduce; /* an atomic a block, not a group of threads */
-    __shared__ typename block_reduce::TempStorage tmp;
-    const unsigned sum = block_reduce(tmp).Sum(created);
-    if (threadIdx.x == 0 && sum)
-        atomicAdd(made, (unsigned long long)sum);
-}
-
-/* Each root of rk[0, n) with its halves' new references, in place. */
-__global__ void k_translate_roots(const __grid_constant__ floe_tree_geometry from, uint64_t *rk, uint64_t n,
-                                  const uint32_t *map_l, const uint32_t *map_r,
-                                  const __grid_constant__ floe_tree_geometry to, int *bad)
-{
-    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    uint32_t l, r;
-    floe_tree_root_split(&from, rk[i], &l, &r);
-    rk[i] = floe_tree_root_key(&to, translated(map_l, l, bad), translated(map_r, r, bad));
-}
-
-/* Puts every vector of t into n (empty, larger): each node reached from a
- * root translated once (above), then every new root into n's root table in
- * one put; *full when n had no room for one.  Nothing waits between the
- * steps.  keys[0, nkeys) (NULL: none), root keys of vectors folded but not
- * yet put (a batch that met a full node table), keep their nodes too and
- * become keys of n where it had room. */
-static floe_status copy_into(gpu_tree *t, gpu_tree *n, uint64_t *keys, size_t nkeys, bool *full, floe_errinfo *err)
-{
-    const uint64_t node_slots = t->g.node_slots;
-    uint64_t used[FLOE_LEVELS];
-    floe_status st = gpu_iceberg_used(t->roots, used, err);
-    if (st != FLOE_OK)
-        return st;
-    const uint64_t roots = used[0] + used[1] + used[2]; /* no erased rows: a TREE never erases (tree_load) */
-    node_classes cl;
-    classes_of(t->g.words, &cl);
-    /* its scratch: the batch scratch where that is large enough and free
-     * (a growth between batches; one with keys runs inside a batch), else
-     * an allocation of its own */
-    const size_t sizes[] = {(roots ? roots : 1) * 8, roots ? roots : 1, cl.n * node_slots * 4, 3 * 8, sizeof(int)};
-    const size_t bytes = carved_bytes(sizes, 5);
-    void *own = NULL;
-    cudaError_t e = cudaSuccess;
-    if (bytes > t->scratch_bytes || keys)
-        e = cudaMalloc(&own, bytes);
-    char *base = (char *)(own ? own : t->scratch);
-    carver cv = {base, base + bytes};
-    uint64_t *rk = (uint64_t *)cv.piece(sizes[0]);
-    uint8_t *res = (uint8_t *)cv.piece(sizes[1]);
-    uint32_t *maps = (uint32_t *)cv.piece(sizes[2]);
-    unsigned long long *c = (unsigned long long *)cv.piece(sizes[3]);
-    unsigned long long h[3] = {0, 0, 0}; /* roots gathered, not INSERTED, nodes made */
-    int *d_bad = (int *)cv.piece(sizes[4]), h_bad = 0;
-    if (e == cudaSuccess && cl.n)
-        e = cudaMemset(maps, 0xFF, cl.n * node_slots * 4); /* REF_NONE */
-    if (e == cudaSuccess)
-        e = cudaMemset(c, 0, sizeof h);
-    if (e == cudaSuccess)
-        e = cudaMemset(d_bad, 0, sizeof *d_bad);
-    if (e != cudaSuccess)
-        st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
-                              "device memory to grow table %s: %s", t->spec.name, cudaGetErrorString(e));
-    uint32_t *map_l = class_map(maps, node_slots, cl.root_left), *map_r = class_map(maps, node_slots, cl.root_right);
-    const unsigned node_blocks = blocks_for(node_slots) < 8192 ? blocks_for(node_slots) : 8192;
-    /* down from the roots (gathered into rk in one pass over the root table), then up from the
-     * leaves, then the roots */
-    if (st == FLOE_OK && roots)
-        st = gpu_iceberg_keys_all(t->roots, rk, roots, c, NULL, err);
-    if (st == FLOE_OK && roots)
-        k_mark_roots<<<blocks_for(roots), BLOCK>>>(t->g, rk, roots, map_l, map_r, d_bad);
-    if (st == FLOE_OK && nkeys)
-        k_mark_roots<<<blocks_for(nkeys), BLOCK>>>(t->g, keys, nkeys, map_l, map_r, d_bad);
-    for (uint32_t k = cl.n; st == FLOE_OK && k-- > 0;)
-        k_mark_class<<<node_blocks, BLOCK>>>(t->g, t->nodes, maps + k * node_slots,
-                                             class_map(maps, node_slots, cl.left[k]),
-                                             class_map(maps, node_slots, cl.right[k]), d_bad);
-    for (uint32_t k = 0; st == FLOE_OK && k < cl.n; k++)
-        k_translate_class<<<node_blocks, BLOCK>>>(
-            t->g, t->nodes, maps + k * node_slots, class_map(maps, node_slots, cl.left[k]),
-            class_map(maps, node_slots, cl.right[k]), n->g, n->nodes, d_bad, c + 2);
-    if (st == FLOE_OK && roots)
-        k_translate_roots<<<blocks_for(roots), BLOCK>>>(t->g, rk, roots, map_l, map_r, n->g, d_bad);
-    if (st == FLOE_OK && (e = cudaGetLastError()) != cudaSuccess)
-        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
-    if (st == FLOE_OK && (e = cudaMemcpy(h, c, sizeof h, cudaMemcpyDeviceToHost)) == cudaSuccess)
-        e = cudaMemcpy(&h_bad, d_bad, sizeof h_bad, cudaMemcpyDeviceToHost);
-    if (st == FLOE_OK && e != cudaSuccess)
-        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
-    if (st == FLOE_OK && h[0] != roots)
-        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s: %llu roots counted, %llu found", t->spec.name,
-                              (unsigned long long)roots, h[0]);
-    if (st == FLOE_OK && h_bad == GROW_DAMAGED)
-        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: a root leads to a missing node",
-                              t->spec.name);
-    *full = h_bad == GROW_FULL;
-    if (st == FLOE_OK && !*full && h[0] > 0) { /* the roots, distinct: one put, every one INSERTED or no room */
-        st = gpu_iceberg_put(n->roots, rk, (size_t)h[0], res, NULL, GPU_NO_DEDUP, NULL, err);
-        if (st == FLOE_OK) {
-            const unsigned blocks = blocks_for(h[0]) < 4096 ? blocks_for(h[0]) : 4096;
-            k_count_other<uint8_t><<<blocks, BLOCK>>>(res, h[0], (uint8_t)FLOE_INSERTED, c + 1);
-            if ((e = cudaMemcpy(h, c, sizeof h, cudaMemcpyDeviceToHost)) != cudaSuccess)
-                st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name,
-                                      cudaGetErrorString(e));
-            *full = st == FLOE_OK && h[1] > 0;
-        }
-    }
-    if (st == FLOE_OK && !*full && nkeys) { /* the batch's keys, translated as the roots were */
-        k_translate_roots<<<blocks_for(nkeys), BLOCK>>>(t->g, keys, nkeys, map_l, map_r, n->g, d_bad);
-        if ((e = cudaMemcpy(&h_bad, d_bad, sizeof h_bad, cudaMemcpyDeviceToHost)) != cudaSuccess)
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name, cudaGetErrorString(e));
-        else if (h_bad)
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s is damaged: a folded vector leads to a missing node",
-                                  t->spec.name);
-    }
-    if (st == FLOE_OK && !*full) {
-        n->nodes_used = h[2];
-        n->roots_bound = h[0];
-    }
-    cudaFree(own);
-    return st;
-}
-
-extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what,
-                                          floe_errinfo *err)
-{
-    *what = 0;
-    /* the nodes `coming` vectors will make, at the last batch's rate: a node table that fills in
-     * the middle of a batch leaves its vectors half folded, to fold again after the growth */
-    const double made = t->last_n ? (double)t->last_made * (double)coming / (double)t->last_n : 0.0;
-    if ((double)t->nodes_used + made > max_fill * (double)t->g.node_slots)
-        *what |= TREE_GROW_NODES;
-    /* the roots likewise, at the last batch's rate of new roots */
-    const double root_slots = (double)gpu_iceberg_slots(t->roots);
-    const double added = t->last_n ? (double)t->last_put * (double)coming / (double)t->last_n : 0.0;
-    if ((double)t->roots_bound + added > max_fill * root_slots) { /* the bound says maybe: count them */
-        uint64_t used[FLOE_LEVELS];
-        CUDA_TRY(cudaDeviceSynchronize(), err);
-        floe_status st = gpu_iceberg_used(t->roots, used, err);
-        if (st != FLOE_OK)
-            return st;
-        t->roots_bound = used[0] + used[1] + used[2];
-        if ((double)t->roots_bound + added > max_fill * root_slots)
-            *what |= TREE_GROW_ROOTS;
-    }
-    return FLOE_OK;
-}
-
-/* gpu_tree_grow, with the root keys keys[0, nkeys) of vectors folded but
- * not yet put (NULL: none) taken along: their nodes are kept and the keys
- * become the new generation's (copy_into). */
-static floe_status grow_tables(gpu_tree *t, unsigned what, uint64_t *keys, size_t nkeys, floe_errinfo *err)
-{
-    tree_sizing z;
-    /* the last batch's nodes a new vector: a model's rate changes as it runs */
-    const double rate = t->last_put ? (double)t->last_made / (double)t->last_put : 0.0;
-    floe_status st = tree_size_grown(&t->spec, &t->z, what,
-                                     tree_nodes_ahead(&t->spec, t->nodes_used, t->roots_bound, rate), &z, err);
-    if (st != FLOE_OK)
-        return st;
-    if (!(what & TREE_GROW_NODES)) { /* the roots move; the nodes stay where they are */
-        st = gpu_iceberg_rebuild(t->roots, &z.root_addr_bits, &z.root_three, err); /* it may go larger still */
-        if (st == FLOE_OK)
-            st = tree_size_bits(&t->spec, &z, &t->z, err);
-        t->generation += st == FLOE_OK;
-        return st;
-    }
-    while (st == FLOE_OK) {
-        /* new tables only: t's counters and batch scratch serve the new generation too */
-        gpu_tree n;
-        memset(&n, 0, sizeof n);
-        n.spec = t->spec;
-        n.z = z;
-        st = tables_alloc(&n, err);
-        if (st != FLOE_OK)
-            return st;
-        bool full = false;
-        st = copy_into(t, &n, keys, nkeys, &full, err);
-        if (st == FLOE_OK && !full) { /* n's tables become t's; t's old ones go with n */
-            std::swap(t->nodes, n.nodes);
-            std::swap(t->orphans, n.orphans);
-            std::swap(t->roots, n.roots);
-            t->g = n.g;
-            t->z = n.z;
-            t->nodes_used = n.nodes_used;
-            t->roots_bound = n.roots_bound;
-            t->last_n = t->last_made = t->last_put = 0; /* rates of the old tables: none yet */
-            t->generation++;
-            tables_free(&n);
-            return FLOE_OK;
-        }
-        tables_free(&n);
-        if (st == FLOE_OK) /* which table had no room is not known here: both grow */
-            st = tree_size_grown(&t->spec, &z, TREE_GROW_NODES | TREE_GROW_ROOTS, 0.0, &z, err);
-    }
-    return st;
-}
-
-extern "C" floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *err)
-{
-    return grow_tables(t, what, NULL, 0, err);
-}
-
 /* A growing batch whose fold found the node table full (FULL_IN_NODES)
  * grows it here, between the fold and the root put, and takes the root
  * keys folded so far (rk[0, counter[1])) along into the new generation;
@@ -1186,7 +572,7 @@ static floe_status refold_grown(gpu_tree *t, const uint32_t *d_vectors, uint8_t 
         t->last_made = t->batch_made;
         t->last_put = folded;
         floe_errinfo gerr;
-        const floe_status gst = grow_tables(t, TREE_GROW_NODES, t->rk, folded, &gerr);
+        const floe_status gst = tree_grow_tables(t, TREE_GROW_NODES, t->rk, folded, &gerr);
         if (gst == FLOE_ERR_TOO_LARGE)
             return FLOE_OK; /* as large as a TREE gets: FULL stands */
         if (gst != FLOE_OK)
@@ -1774,80 +1160,4 @@ extern "C" floe_status gpu_tree_insert_delta(gpu_tree *t, const uint64_t *d_pare
                           * (the nodes made here are found again, or stay as nodes of no vector) */
         return insert_whole(t, d_parents, d_first, d_changes, n, d_results, d_ids, stream, err);
     return put_roots(t, t->rk, n, made, d_results, d_ids, s, err);
-}
-
-extern "C" uint64_t gpu_tree_generation(const gpu_tree *t)
-{
-    return t->generation;
-}
-
-extern "C" floe_status gpu_tree_stats(gpu_tree *t, floe_table_stats *st, floe_errinfo *err)
-{
-    memset(st, 0, sizeof *st);
-    uint64_t used[FLOE_LEVELS], nodes, orphans;
-    CUDA_TRY(cudaDeviceSynchronize(), err);
-    floe_status s = gpu_iceberg_used(t->roots, used, err);
-    if (s == FLOE_OK)
-        s = count_nodes(t, &nodes, &orphans, err);
-    if (s != FLOE_OK)
-        return s;
-    floe_geometry rg;
-    floe_geometry_init(&rg, t->z.root_spec.key_bits, t->z.root_addr_bits, t->z.root_three, t->z.root_spec.seed);
-    st->spec = t->spec;
-    st->generation = t->generation;
-    for (int l = 0; l < FLOE_LEVELS; l++) {
-        floe_level_stats *ls = &st->level[l];
-        ls->slots = floe_level_slots(&rg.level[l]);
-        ls->used = used[l];
-        ls->row_bits = rg.level[l].row_bits;
-        ls->buckets_log2 = rg.level[l].addr_bits;
-        ls->fill = (double)used[l] / (double)ls->slots;
-        st->keys += used[l];
-    }
-    st->slots = rg.total_slots;
-    st->fill = (double)st->keys / (double)st->slots;
-    st->memory_bytes = gpu_iceberg_memory(t->roots);
-    strcpy(st->backend, "gpu");
-    tree_fill_stats(st, &t->g, nodes, orphans, t->z.node_bytes);
-    return FLOE_OK;
-}
-
-extern "C" floe_status gpu_tree_download(gpu_tree *t, tree *host, floe_errinfo *err)
-{
-    CUDA_TRY(cudaDeviceSynchronize(), err);
-    CUDA_TRY(cudaMemcpy(tree_nodes(host), t->nodes, t->z.node_bytes, cudaMemcpyDeviceToHost), err);
-    iceberg_set_first_fill(tree_roots(host), gpu_iceberg_first_fill(t->roots));
-    iceberg_image im;
-    iceberg_get_image(tree_roots(host), &im);
-    floe_status st = gpu_iceberg_download(t->roots, im.sections, err);
-    if (st != FLOE_OK)
-        return st;
-    uint64_t used[FLOE_LEVELS], nodes, orphans;
-    st = gpu_iceberg_used(t->roots, used, err);
-    if (st == FLOE_OK)
-        st = count_nodes(t, &nodes, &orphans, err);
-    if (st != FLOE_OK)
-        return st;
-    iceberg_set_counters(tree_roots(host), used, 0, 0);
-    tree_set_counters(host, nodes, orphans);
-    tree_set_generation(host, t->generation);
-    return FLOE_OK;
-}
-
-extern "C" floe_status gpu_tree_upload(gpu_tree *t, tree *host, floe_errinfo *err)
-{
-    CUDA_TRY(cudaMemcpy(t->nodes, tree_nodes(host), t->z.node_bytes, cudaMemcpyHostToDevice), err);
-    iceberg_image im;
-    iceberg_get_image(tree_roots(host), &im);
-    floe_status st = gpu_iceberg_upload(t->roots, im.sections, im.first_fill, err);
-    if (st != FLOE_OK)
-        return st;
-    uint64_t nodes, orphans;
-    tree_counters(host, &nodes, &orphans);
-    unsigned long long o = orphans;
-    CUDA_TRY(cudaMemcpy(t->orphans, &o, sizeof o, cudaMemcpyHostToDevice), err);
-    t->nodes_used = nodes;
-    t->roots_bound = im.used[0] + im.used[1] + im.used[2];
-    t->generation = tree_generation(host);
-    return FLOE_OK;
 }
