@@ -54,7 +54,6 @@
 #define ERR_SLOTS        (FLOE_ERR_UNAVAILABLE + 4) /* status codes 0..ERR_UNAVAILABLE, ERR_IO, ERR_PROTOCOL, other */
 #define NS               1000000000ull
 
-static const char *const OP_NAMES[WL_OPS] = {"insert", "find", "erase", "succ", "range", "add"};
 static const char *const DIST_NAMES[] = {"uniform", "sequential", "hotset"};
 
 typedef struct options {
@@ -390,6 +389,38 @@ static const struct option LONG_OPTS[] = {
     {NULL, 0, NULL, 0},
 };
 
+static const char *kind_name(int kind)
+{
+    return kind == FLOE_TABLE_SET       ? "set"
+           : kind == FLOE_TABLE_MAP     ? "map"
+           : kind == FLOE_TABLE_TREE    ? "tree"
+           : kind == FLOE_TABLE_ORDERED ? "ordered"
+                                        : "?";
+}
+
+/* Why the mix of --ratio has an operation that is not for tables of o's
+ * kind (its row's kinds, tables/ops.h), NULL if none; `whose` says where
+ * the kind came from. */
+static const char *mix_refused(const options *o, const char *whose)
+{
+    static char why[256];
+    for (int op = 0; op < WL_OPS; op++) {
+        const int row = wl_op_def(op)->row;
+        if (!o->ratio[op] || floe_op_for_kind(row, o->kind))
+            continue;
+        char kinds[64] = "";
+        for (int k = FLOE_TABLE_SET; k <= FLOE_TABLE_ORDERED; k++)
+            if (floe_op_def(row)->kinds & (1u << k)) {
+                const size_t at = strlen(kinds);
+                snprintf(kinds + at, sizeof kinds - at, "%s%s", at ? ", " : "", kind_name(k));
+            }
+        snprintf(why, sizeof why, "%s (--ratio I:F:E:S:R:A, place %d) is for %s tables; %s is %s", wl_op_def(op)->name,
+                 op + 1, kinds, whose, kind_name(o->kind));
+        return why;
+    }
+    return NULL;
+}
+
 /* Returns -1 to go on, else the exit code. */
 static int parse_options(int argc, char **argv, options *o)
 {
@@ -589,13 +620,10 @@ static int parse_options(int argc, char **argv, options *o)
             return usage_error("--value-bytes is for MAP and ORDERED tables (--kind map, --kind ordered)");
         if (o->kind == FLOE_TABLE_MAP && o->value_bytes_set && !o->value_bytes)
             return usage_error("a MAP needs --value-bytes 4 or 8");
-        if (o->kind != FLOE_TABLE_ORDERED && (o->ratio[WL_SUCC] || o->ratio[WL_RANGE]))
-            return usage_error("successors and ranges (--ratio I:F:E:S:R) are for ORDERED tables (--kind ordered)");
-        if (o->kind != FLOE_TABLE_MAP && o->ratio[WL_ADD])
-            return usage_error("adds (--ratio I:F:E:S:R:A) are for MAP tables (--kind map)");
+        const char *refused = mix_refused(o, "--kind");
+        if (refused)
+            return usage_error("%s", refused);
     }
-    if (o->kind == FLOE_TABLE_TREE && o->ratio[WL_ERASE])
-        return usage_error("a TREE table does not erase: --ratio I:F:0");
     return -1;
 }
 
@@ -681,8 +709,8 @@ static void on_answer(floe *c, floe_call *call, void *arg)
                     if (!w->mismatches)
                         note_problem(
                             w, "connection %" PRIu64 ", request %" PRIu64 " (%s), %s %zu: answered %s, expected %s",
-                            k->index, s->seq, OP_NAMES[s->op], R.spec.kind == FLOE_TABLE_TREE ? "vector" : "key", i,
-                            floe_answer_name(res[i]), wl_expect_name(s->expect[i]));
+                            k->index, s->seq, wl_op_def(s->op)->name, R.spec.kind == FLOE_TABLE_TREE ? "vector" : "key",
+                            i, floe_answer_name(res[i]), wl_expect_name(s->expect[i]));
                     w->mismatches++;
                 }
             }
@@ -690,7 +718,7 @@ static void on_answer(floe *c, floe_call *call, void *arg)
     } else {
         w->errors[err_slot(st)]++;
         const char *msg = floe_call_error(call);
-        note_problem(w, "connection %" PRIu64 ": %s request failed: %s%s%s", k->index, OP_NAMES[s->op],
+        note_problem(w, "connection %" PRIu64 ": %s request failed: %s%s%s", k->index, wl_op_def(s->op)->name,
                      floe_strerror(st), msg[0] ? ": " : "", msg);
         if (st == FLOE_ERR_IO || floe_fd(c) < 0)
             k->dead = true;
@@ -759,21 +787,15 @@ static void send_one(worker *w, conn *k, uint64_t start_ns)
     if (R.spec.kind == FLOE_TABLE_TREE) {
         call = op == WL_INSERT ? floe_send_insert_vectors(k->c, o->table, w->vectors, n, o->words, 0, on_answer, s)
                                : floe_send_find_vectors(k->c, o->table, w->vectors, n, o->words, 0, on_answer, s);
-    } else if (op == WL_INSERT) {
-        const size_t vb = R.spec.value_bytes;
-        call = floe_send_insert(k->c, o->table, w->keys, n, vb ? w->values : NULL, n * vb, 0, on_answer, s);
-    } else if (op == WL_FIND) {
-        call = floe_send_find(k->c, o->table, w->keys, n, 0, on_answer, s);
-    } else if (op == WL_ERASE) {
-        call = floe_send_erase(k->c, o->table, w->keys, n, on_answer, s);
-    } else if (op == WL_SUCC) {
-        call = floe_send_successor(k->c, o->table, w->keys, n, 0, on_answer, s);
-    } else if (op == WL_ADD) {
-        call = floe_send_add(k->c, o->table, w->keys, n, w->values, n * R.spec.value_bytes, on_answer, s);
-    } else {
+    } else if (op == WL_RANGE) {
         s->lo = w->keys[0];
         const uint64_t top = o->key_bits >= 64 ? UINT64_MAX : (UINT64_C(1) << o->key_bits) - 1;
         call = floe_send_range(k->c, o->table, s->lo, top, 0, NULL, n, on_answer, s);
+    } else { /* an operation on keys, by its row's name: with values (a MAP's, an add's deltas) where it takes them */
+        const int row = wl_op_def(op)->row;
+        const size_t vb = floe_op_has(row, FLOE_OPF_VALUES_IN) ? R.spec.value_bytes : 0;
+        call = floe_send_keys(k->c, floe_op_name(row), o->table, w->keys, n * 8, vb ? w->values : NULL, n * vb, 0,
+                              on_answer, s);
     }
     if (!call && s->busy) { /* out of memory: no callback ran */
         w->errors[err_slot(FLOE_ERR_IO)]++;
@@ -864,15 +886,6 @@ static void on_signal(int sig)
     atomic_store(&R.stop, 1);
 }
 
-static const char *kind_name(int kind)
-{
-    return kind == FLOE_TABLE_SET       ? "set"
-           : kind == FLOE_TABLE_MAP     ? "map"
-           : kind == FLOE_TABLE_TREE    ? "tree"
-           : kind == FLOE_TABLE_ORDERED ? "ordered"
-                                        : "?";
-}
-
 static uint64_t sat_mul(uint64_t a, uint64_t b)
 {
     return a && b > UINT64_MAX / a ? UINT64_MAX : a * b;
@@ -900,8 +913,6 @@ static int prepare_table(floe *ctl, bool *created)
             o->words = ti.words;
             if (o->key_bits_set || o->value_bytes_set)
                 return usage_error("table %s is a TREE: --key-bits and --value-bytes do not apply", o->table);
-            if (o->ratio[WL_ERASE])
-                return usage_error("table %s is a TREE, which does not erase: --ratio I:F:0", o->table);
         } else {
             if (o->words_set)
                 return usage_error("--words is for TREE tables; %s is a %s table", o->table, kind_name(ti.kind));
@@ -910,11 +921,6 @@ static int prepare_table(floe *ctl, bool *created)
                                    o->key_bits);
             if (!o->key_bits_set)
                 o->key_bits = ti.key_bits;
-            if (o->kind != FLOE_TABLE_ORDERED && (o->ratio[WL_SUCC] || o->ratio[WL_RANGE]))
-                return usage_error("table %s is a %s table: successors and ranges are for ORDERED tables", o->table,
-                                   kind_name(ti.kind));
-            if (o->kind != FLOE_TABLE_MAP && o->ratio[WL_ADD])
-                return usage_error("table %s is a %s table: adds are for MAP tables", o->table, kind_name(ti.kind));
             if (o->kind == FLOE_TABLE_MAP || o->kind == FLOE_TABLE_ORDERED) {
                 if (o->value_bytes_set && o->value_bytes != ti.value_bytes)
                     return usage_error("table %s holds %u-byte values, not --value-bytes %u", o->table, ti.value_bytes,
@@ -922,14 +928,20 @@ static int prepare_table(floe *ctl, bool *created)
                 o->value_bytes = ti.value_bytes;
             }
         }
-        return -1;
+        char whose[FLOE_NAME_MAX + 16];
+        snprintf(whose, sizeof whose, "table %s", o->table);
+        const char *why = mix_refused(o, whose);
+        return why ? usage_error("%s", why) : -1;
     }
     bool tree = o->kind == FLOE_TABLE_TREE;
     uint64_t hot = o->distribution == WL_HOTSET ? o->hot_keys : 0;
     uint64_t cap = o->capacity;
     if (!cap)
         cap = o->requests ? sat_mul(sat_mul(R.total_conns, o->requests), o->keys) + hot : DEFAULT_CAPACITY;
-    if (!o->capacity && o->requests && !o->ratio[WL_INSERT] && !o->ratio[WL_ADD]) /* nothing stored */
+    bool stores = false; /* whether the mix puts keys in */
+    for (int op = 0; op < WL_OPS; op++)
+        stores = stores || (o->ratio[op] && floe_op_has(wl_op_def(op)->row, FLOE_OPF_STORES));
+    if (!o->capacity && o->requests && !stores) /* nothing stored */
         cap = 1024;
     if (cap < 1024)
         cap = 1024;
@@ -1252,7 +1264,7 @@ static void print_text(const summary *s, const char *backend)
     for (int op = 0; op < WL_OPS; op++)
         if (o->ratio[op]) {
             ops++;
-            text_row(OP_NAMES[op], &s->all.lat[op], s->all.requests[op], s->all.keys[op], s->seconds);
+            text_row(wl_op_def(op)->name, &s->all.lat[op], s->all.requests[op], s->all.keys[op], s->seconds);
         }
     if (ops > 1)
         text_row("all", &s->total_lat, s->requests, s->keys, s->seconds);
@@ -1363,7 +1375,7 @@ static void print_json(const summary *s, bool created)
             continue;
         printf("%s\"%s\": {\"requests\": %" PRIu64 ", \"keys\": %" PRIu64
                ", \"requests_per_sec\": %.1f, \"keys_per_sec\": %.1f, \"latency_us\": ",
-               n++ ? ", " : "", OP_NAMES[op], s->all.requests[op], s->all.keys[op],
+               n++ ? ", " : "", wl_op_def(op)->name, s->all.requests[op], s->all.keys[op],
                sec > 0 ? (double)s->all.requests[op] / sec : 0, sec > 0 ? (double)s->all.keys[op] / sec : 0);
         json_latency(&s->all.lat[op]);
         printf("}");

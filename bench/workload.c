@@ -264,8 +264,7 @@ static void insert_keys_fast(wl_stream *s, size_t n, uint64_t *keys, uint8_t *ex
 void wl_next_keys(wl_stream *s, int op, size_t n, uint64_t *keys, void *values, uint8_t *expect)
 {
     const wl_spec *sp = s->spec;
-    if (op == WL_ADD) /* keys, deltas and answers as an insert's */
-        op = WL_INSERT;
+    op = wl_op_def(op)->draws; /* an add's keys, deltas and answers are an insert's */
     const bool hot = sp->distribution == WL_HOTSET && coin(s, sp->hot_fraction);
     const bool looks_up = op == WL_FIND || op == WL_SUCC; /* a stored key answers PRESENT */
     size_t general = n; /* keys for the general loop */

@@ -41,12 +41,46 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* WL_SUCC and WL_RANGE (ORDERED tables) draw their keys as a find does: a
- * successor of a key this stream inserted is that key (PRESENT), of any
- * other key anything; a range starts at its one key. */
-/* WL_ADD (MAP tables) draws keys and deltas as an insert does, and answers as one (INSERTED for a
- * key not yet there, PRESENT for a repeat). */
-enum { WL_INSERT, WL_FIND, WL_ERASE, WL_SUCC, WL_RANGE, WL_ADD, WL_OPS };
+#include "ops.h"
+
+/* The operations of a mix, in --ratio's order (I:F:E:S:R:A): X(WL_ name,
+ * its name in floe-bench's output, its row of tables/ops.h (the kinds it is
+ * for, whether it takes values), the operation whose keys, values and
+ * answers it draws).  WL_SUCC and WL_RANGE (ORDERED tables) draw their keys
+ * as a find does: a successor of a key this stream inserted is that key
+ * (PRESENT), of any other key anything; a range starts at its one key.
+ * WL_ADD (MAP tables) draws keys and deltas as an insert does, and answers
+ * as one (INSERTED for a key not yet there, PRESENT for a repeat). */
+#define WL_OPS_LIST(X)                                                                                                 \
+    X(INSERT, "insert", FLOE_OP_INSERT, INSERT)                                                                        \
+    X(FIND, "find", FLOE_OP_FIND, FIND)                                                                                \
+    X(ERASE, "erase", FLOE_OP_ERASE, ERASE)                                                                            \
+    X(SUCC, "succ", FLOE_OP_SUCC, SUCC)                                                                                \
+    X(RANGE, "range", FLOE_OP_RANGE, RANGE)                                                                            \
+    X(ADD, "add", FLOE_OP_ADD, INSERT)
+
+enum {
+#define WL_ENUM_(op, name, row, draws) WL_##op,
+    WL_OPS_LIST(WL_ENUM_)
+#undef WL_ENUM_
+        WL_OPS
+};
+
+typedef struct wl_opdef {
+    const char *name;
+    int row;   /* FLOE_OP_* */
+    int draws; /* WL_* */
+} wl_opdef;
+
+static inline const wl_opdef *wl_op_def(int op)
+{
+    static const wl_opdef rows[WL_OPS] = {
+#define WL_ROW_(op, name, row, draws) {name, row, WL_##draws},
+        WL_OPS_LIST(WL_ROW_)
+#undef WL_ROW_
+    };
+    return &rows[op >= 0 && op < WL_OPS ? op : 0];
+}
 enum { WL_UNIFORM, WL_SEQUENTIAL, WL_HOTSET };
 
 /* The answer a key must get, where the run can know it. */

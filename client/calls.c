@@ -14,6 +14,7 @@
 
 #include "floe.pb-c.h"
 #include "floe_internal.h"
+#include "keymsg.h"
 
 /* ---- call accessors ----------------------------------------------------------------------------- */
 
@@ -104,95 +105,90 @@ void floe_call_counts(const floe_call *call, floe_counts *k)
 
 /* ---- sending ------------------------------------------------------------------------------------ */
 
+/* A call that fails here, before anything is sent: completed at once, as
+ * send_request does for a broken connection. */
+static floe_call *refuse_call(floe *c, int status, const char *msg, floe_callback *cb, void *arg)
+{
+    floe_call *call = floe__new_call(c, cb, arg);
+    if (!call)
+        return NULL;
+    floe__complete(c, call, status, msg, NULL);
+    return cb ? NULL : call;
+}
+
+/* Every key request: operation op's message (proto/keymsg.h) with its
+ * parts set; a flag its message has no part for is not sent. */
+static floe_call *send_keys(floe *c, uint32_t op, const char *table, const void *keys, size_t key_bytes,
+                            const void *values, size_t values_len, unsigned flags, floe_callback *cb, void *arg)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    _Alignas(max_align_t) unsigned char body[FLOE_KEYMSG_BODY_MAX];
+    floe_keymsg m;
+    if (!floe__keymsg_init(&req, op, body, &m))
+        return refuse_call(c, FLOE_ERR_INVALID, "not an operation on keys", cb, arg);
+    if (values && values_len && !m.values)
+        return refuse_call(c, FLOE_ERR_INVALID, "this operation takes no values", cb, arg);
+    *m.table = (char *)table;
+    *m.keys = (ProtobufCBinaryData){key_bytes, (uint8_t *)keys};
+    if (m.values && values)
+        *m.values = (ProtobufCBinaryData){values_len, (uint8_t *)values};
+    if (m.overwrite)
+        *m.overwrite = (flags & FLOE_OVERWRITE) != 0;
+    if (m.want_ids)
+        *m.want_ids = (flags & FLOE_WANT_IDS) != 0;
+    if (m.want_values)
+        *m.want_values = (flags & FLOE_WANT_VALUES) != 0;
+    return floe__send_request(c, &req, cb, arg);
+}
+
+floe_call *floe_send_keys(floe *c, const char *op, const char *table, const void *keys, size_t key_bytes,
+                          const void *values, size_t values_len, unsigned flags, floe_callback *cb, void *arg)
+{
+    const uint32_t wire = floe__keymsg_op_named(op ? op : "");
+    if (!floe__keymsg_keyed(wire)) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%.64s is not an operation on keys", op ? op : "(null)");
+        return refuse_call(c, FLOE_ERR_INVALID, msg, cb, arg);
+    }
+    return send_keys(c, wire, table, keys, key_bytes, values, values_len, flags, cb, arg);
+}
+
 floe_call *floe_send_insert(floe *c, const char *table, const uint64_t *keys, size_t n, const void *values,
                             size_t values_len, unsigned flags, floe_callback *cb, void *arg)
 {
-    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
-    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
-    in.table = (char *)table;
-    in.keys.data = (uint8_t *)keys;
-    in.keys.len = n * 8;
-    in.values.data = (uint8_t *)values;
-    in.values.len = values ? values_len : 0;
-    in.overwrite = (flags & FLOE_OVERWRITE) != 0;
-    in.want_ids = (flags & FLOE_WANT_IDS) != 0;
-    req.op_case = FLOE__V1__REQUEST__OP_INSERT;
-    req.insert = &in;
-    return floe__send_request(c, &req, cb, arg);
+    return send_keys(c, FLOE__V1__REQUEST__OP_INSERT, table, keys, n * 8, values, values_len,
+                     flags & (FLOE_OVERWRITE | FLOE_WANT_IDS), cb, arg);
 }
 
 floe_call *floe_send_add(floe *c, const char *table, const uint64_t *keys, size_t n, const void *deltas,
                          size_t deltas_len, floe_callback *cb, void *arg)
 {
-    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
-    Floe__V1__Add add = FLOE__V1__ADD__INIT;
-    add.table = (char *)table;
-    add.keys.data = (uint8_t *)keys;
-    add.keys.len = n * 8;
-    add.deltas.data = (uint8_t *)deltas;
-    add.deltas.len = deltas ? deltas_len : 0;
-    req.op_case = FLOE__V1__REQUEST__OP_ADD;
-    req.add = &add;
-    return floe__send_request(c, &req, cb, arg);
+    return send_keys(c, FLOE__V1__REQUEST__OP_ADD, table, keys, n * 8, deltas, deltas_len, 0, cb, arg);
 }
 
 floe_call *floe_send_find(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags, floe_callback *cb,
                           void *arg)
 {
-    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
-    Floe__V1__Find f = FLOE__V1__FIND__INIT;
-    f.table = (char *)table;
-    f.keys.data = (uint8_t *)keys;
-    f.keys.len = n * 8;
-    f.want_ids = (flags & FLOE_WANT_IDS) != 0;
-    f.want_values = (flags & FLOE_WANT_VALUES) != 0;
-    req.op_case = FLOE__V1__REQUEST__OP_FIND;
-    req.find = &f;
-    return floe__send_request(c, &req, cb, arg);
+    return send_keys(c, FLOE__V1__REQUEST__OP_FIND, table, keys, n * 8, NULL, 0, flags, cb, arg);
 }
 
 floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, size_t n, floe_callback *cb, void *arg)
 {
-    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
-    Floe__V1__Erase e = FLOE__V1__ERASE__INIT;
-    e.table = (char *)table;
-    e.keys.data = (uint8_t *)keys;
-    e.keys.len = n * 8;
-    req.op_case = FLOE__V1__REQUEST__OP_ERASE;
-    req.erase = &e;
-    return floe__send_request(c, &req, cb, arg);
-}
-
-static floe_call *send_neighbours(floe *c, bool pred, const char *table, const uint64_t *keys, size_t n, unsigned flags,
-                                  floe_callback *cb, void *arg)
-{
-    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
-    Floe__V1__Successor succ = FLOE__V1__SUCCESSOR__INIT;
-    Floe__V1__Predecessor pr = FLOE__V1__PREDECESSOR__INIT;
-    const ProtobufCBinaryData k = {n * 8, (uint8_t *)keys};
-    const bool want_values = (flags & FLOE_WANT_VALUES) != 0;
-    if (pred) {
-        pr.table = (char *)table, pr.keys = k, pr.want_values = want_values;
-        req.op_case = FLOE__V1__REQUEST__OP_PREDECESSOR;
-        req.predecessor = &pr;
-    } else {
-        succ.table = (char *)table, succ.keys = k, succ.want_values = want_values;
-        req.op_case = FLOE__V1__REQUEST__OP_SUCCESSOR;
-        req.successor = &succ;
-    }
-    return floe__send_request(c, &req, cb, arg);
+    return send_keys(c, FLOE__V1__REQUEST__OP_ERASE, table, keys, n * 8, NULL, 0, 0, cb, arg);
 }
 
 floe_call *floe_send_successor(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags,
                                floe_callback *cb, void *arg)
 {
-    return send_neighbours(c, false, table, keys, n, flags, cb, arg);
+    return send_keys(c, FLOE__V1__REQUEST__OP_SUCCESSOR, table, keys, n * 8, NULL, 0, flags & FLOE_WANT_VALUES, cb,
+                     arg);
 }
 
 floe_call *floe_send_predecessor(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags,
                                  floe_callback *cb, void *arg)
 {
-    return send_neighbours(c, true, table, keys, n, flags, cb, arg);
+    return send_keys(c, FLOE__V1__REQUEST__OP_PREDECESSOR, table, keys, n * 8, NULL, 0, flags & FLOE_WANT_VALUES, cb,
+                     arg);
 }
 
 floe_call *floe_send_range(floe *c, const char *table, uint64_t lo, uint64_t hi, unsigned flags,
@@ -215,43 +211,15 @@ floe_call *floe_send_range(floe *c, const char *table, uint64_t lo, uint64_t hi,
     return floe__send_request(c, &req, cb, arg);
 }
 
-/* A call that fails here, before anything is sent: completed at once, as
- * send_request does for a broken connection. */
-static floe_call *refuse_call(floe *c, int status, const char *msg, floe_callback *cb, void *arg)
-{
-    floe_call *call = floe__new_call(c, cb, arg);
-    if (!call)
-        return NULL;
-    floe__complete(c, call, status, msg, NULL);
-    return cb ? NULL : call;
-}
-
-static floe_call *send_vectors(floe *c, int op, const char *table, const uint32_t *vectors, size_t n, unsigned words,
-                               unsigned flags, floe_callback *cb, void *arg)
+static floe_call *send_vectors(floe *c, uint32_t op, const char *table, const uint32_t *vectors, size_t n,
+                               unsigned words, unsigned flags, floe_callback *cb, void *arg)
 {
     if (words == 0 && n > 0)
         return refuse_call(c, FLOE_ERR_INVALID, "words must be the TREE table's words per vector (2..256), not 0", cb,
                            arg);
-    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
-    Floe__V1__Insert in = FLOE__V1__INSERT__INIT;
-    Floe__V1__Find f = FLOE__V1__FIND__INIT;
-    const size_t len = n * words * 4; /* little-endian u32 words: the host's order on the platforms floe runs on */
-    if (op == FLOE__V1__REQUEST__OP_INSERT) {
-        in.table = (char *)table;
-        in.keys.data = (uint8_t *)vectors;
-        in.keys.len = len;
-        in.want_ids = (flags & FLOE_WANT_IDS) != 0;
-        req.insert = &in;
-    } else {
-        f.table = (char *)table;
-        f.keys.data = (uint8_t *)vectors;
-        f.keys.len = len;
-        f.want_ids = (flags & FLOE_WANT_IDS) != 0;
-        req.find = &f;
-    }
-    req.op_case = (Floe__V1__Request__OpCase)op;
     c->route_words = words; /* a partitioned connection splits the vectors by their words */
-    floe_call *call = floe__send_request(c, &req, cb, arg);
+    /* little-endian u32 words: the host's order on the platforms floe runs on */
+    floe_call *call = send_keys(c, op, table, vectors, n * words * 4, NULL, 0, flags & FLOE_WANT_IDS, cb, arg);
     c->route_words = 0;
     return call;
 }
@@ -293,14 +261,7 @@ floe_call *floe_send_insert_states(floe *c, const char *table, uint64_t generati
 
 floe_call *floe_send_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, floe_callback *cb, void *arg)
 {
-    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
-    Floe__V1__GetById g = FLOE__V1__GET_BY_ID__INIT;
-    g.table = (char *)table;
-    g.ids.data = (uint8_t *)ids;
-    g.ids.len = n * 8;
-    req.op_case = FLOE__V1__REQUEST__OP_GET_BY_ID;
-    req.get_by_id = &g;
-    return floe__send_request(c, &req, cb, arg);
+    return send_keys(c, FLOE__V1__REQUEST__OP_GET_BY_ID, table, ids, n * 8, NULL, 0, 0, cb, arg);
 }
 
 floe_call *floe_send_ping(floe *c, floe_callback *cb, void *arg)

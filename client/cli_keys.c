@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ops.h"
 
 /* ---- insert, find, erase: keys (TREE: vectors) sent in parts ----------------------------------- */
 
@@ -105,34 +106,26 @@ static int send_in_parts(floe *c, size_t total, size_t chunk, send_part_fn *send
     return 0;
 }
 
-enum { KEY_INSERT, KEY_FIND, KEY_ERASE, KEY_ADD };
-
+/* A command on keys is an operation row's (tables/ops.h): whether it
+ * takes values and answers them is the row's, the request is the
+ * operation's by its name (floe_send_keys). */
 typedef struct key_job {
     const char *table;
     const keylist *kl;
-    int op; /* KEY_INSERT, ... */
+    int op; /* FLOE_OP_* */
     bool map;
+    unsigned flags;      /* FLOE_OVERWRITE, FLOE_WANT_VALUES */
     unsigned vb;         /* MAP: value bytes */
-    unsigned char *vals; /* a part's values, packed */
+    unsigned char *vals; /* a part's values, packed (a MAP insert's values, an add's deltas) */
 } key_job;
 
 static floe_call *send_keys(floe *c, void *ctx, size_t at, size_t n)
 {
     key_job *j = ctx;
-    const uint64_t *keys = j->kl->keys + at;
-    for (size_t i = 0; j->vals && i < n; i++) /* a MAP insert's values, an add's deltas */
+    for (size_t i = 0; j->vals && i < n; i++)
         memcpy(j->vals + i * j->vb, &j->kl->values[at + i], j->vb);
-    switch (j->op) {
-    case KEY_INSERT:
-        return j->map ? floe_send_insert(c, j->table, keys, n, j->vals, n * j->vb, FLOE_OVERWRITE, NULL, NULL)
-                      : floe_send_insert(c, j->table, keys, n, NULL, 0, 0, NULL, NULL);
-    case KEY_FIND:
-        return floe_send_find(c, j->table, keys, n, j->map ? FLOE_WANT_VALUES : 0, NULL, NULL);
-    case KEY_ADD:
-        return floe_send_add(c, j->table, keys, n, j->vals, n * j->vb, NULL, NULL);
-    default:
-        return floe_send_erase(c, j->table, keys, n, NULL, NULL);
-    }
+    return floe_send_keys(c, floe_op_name(j->op), j->table, j->kl->keys ? j->kl->keys + at : NULL, n * 8, j->vals,
+                          j->vals ? n * j->vb : 0, j->flags, NULL, NULL);
 }
 
 /* KEY ANSWER [VALUE] per key (MAP insert: the value before, or the new one
@@ -143,7 +136,7 @@ static const char *print_keys(void *ctx, floe_call *call, size_t at, size_t n)
     size_t got, vgot;
     const uint8_t *res = floe_call_results(call, &got);
     const unsigned char *vals = floe_call_values(call, &vgot);
-    const bool with_values = j->map && j->op != KEY_ERASE;
+    const bool with_values = j->map && floe_op_has(j->op, FLOE_OPF_VALUES_OUT);
     if (got != n || (with_values && vgot != n * j->vb))
         return "the server's answer does not match the keys sent";
     for (size_t i = 0; i < n; i++) {
@@ -161,15 +154,16 @@ static const char *print_keys(void *ctx, floe_call *call, size_t at, size_t n)
 typedef struct vec_job {
     const floe_table_info *t;
     const veclist *vl;
-    int op; /* 0 insert, 1 find */
+    int op; /* FLOE_OP_INSERT, FLOE_OP_FIND */
 } vec_job;
 
 static floe_call *send_vecs(floe *c, void *ctx, size_t at, size_t n)
 {
     vec_job *j = ctx;
     const uint32_t *v = j->vl->v ? j->vl->v + at * j->t->words : NULL;
-    return j->op == 0 ? floe_send_insert_vectors(c, j->t->name, v, n, j->t->words, FLOE_WANT_IDS, NULL, NULL)
-                      : floe_send_find_vectors(c, j->t->name, v, n, j->t->words, FLOE_WANT_IDS, NULL, NULL);
+    return j->op == FLOE_OP_INSERT
+               ? floe_send_insert_vectors(c, j->t->name, v, n, j->t->words, FLOE_WANT_IDS, NULL, NULL)
+               : floe_send_find_vectors(c, j->t->name, v, n, j->t->words, FLOE_WANT_IDS, NULL, NULL);
 }
 
 /* VECTOR ANSWER [ID] per vector. */
@@ -216,15 +210,12 @@ static int key_command(floe *c, int argc, char **argv, int op)
     floe_table_info t;
     if (table_shape(c, table, &t))
         return 1;
-    if (op == KEY_ADD && t.kind != FLOE_TABLE_MAP) { /* the server's words, without sending */
-        fprintf(stderr, "floe: ERR_UNSUPPORTED: add is for MAP tables; table %s is a %s\n", table, kind_name(t.kind));
-        return 1;
+    if (!floe_op_for_kind(op, t.kind)) { /* the server's refusal in its words: the request with no keys */
+        const keylist none = {0};
+        key_job j = {table, &none, op, false, 0, 0, NULL};
+        return send_in_parts(c, 0, 1, send_keys, print_keys, &j, "keys");
     }
     if (t.kind == FLOE_TABLE_TREE) {
-        if (op == KEY_ERASE) {
-            fprintf(stderr, "floe: ERR_UNSUPPORTED: table %s is a TREE: TREE tables do not erase\n", table);
-            return 1;
-        }
         veclist vl;
         if (read_vectors(argc - 1, argv + 1, &t, &vl))
             return EXIT_USAGE;
@@ -235,7 +226,7 @@ static int key_command(floe *c, int argc, char **argv, int op)
     }
     const bool map = has_values(&t);
     keylist kl;
-    const bool with_values = map && (op == KEY_INSERT || op == KEY_ADD);
+    const bool with_values = map && floe_op_has(op, FLOE_OPF_VALUES_IN);
     if (read_keys(argc - 1, argv + 1, with_values, &kl))
         return EXIT_USAGE;
     /* Every key is read and checked before the first request: a bad one
@@ -250,13 +241,16 @@ static int key_command(floe *c, int argc, char **argv, int op)
             fprintf(stderr,
                     "floe: ERR_INVALID: %s %" PRIu64 " (key %zu of %zu) does not fit the %u-byte values of table %s; "
                     "nothing was sent\n",
-                    op == KEY_ADD ? "delta" : "value", kl.values[i], i + 1, kl.n, vb, table);
+                    floe_op_has(op, FLOE_OPF_DELTAS) ? "delta" : "value", kl.values[i], i + 1, kl.n, vb, table);
             free_keys(&kl);
             return EXIT_USAGE;
         }
     }
     const size_t chunk = part_size(c, 8 + (with_values ? vb : 0));
-    key_job j = {table, &kl, op, map, vb, NULL};
+    /* a MAP insert from the CLI sets the values; a find on a MAP shows them */
+    const unsigned flags = (map && op == FLOE_OP_INSERT ? FLOE_OVERWRITE : 0) |
+                           (map && !with_values && floe_op_has(op, FLOE_OPF_VALUES_OUT) ? FLOE_WANT_VALUES : 0);
+    key_job j = {table, &kl, op, map, flags, vb, NULL};
     if (with_values && !(j.vals = malloc(chunk * vb + 8))) {
         free_keys(&kl);
         return usage_error("out of memory");
@@ -269,17 +263,17 @@ static int key_command(floe *c, int argc, char **argv, int op)
 
 int cmd_insert(floe *c, const opts *o, int argc, char **argv)
 {
-    return key_command(c, argc, argv, KEY_INSERT);
+    return key_command(c, argc, argv, FLOE_OP_INSERT);
 }
 
 int cmd_find(floe *c, const opts *o, int argc, char **argv)
 {
-    return key_command(c, argc, argv, KEY_FIND);
+    return key_command(c, argc, argv, FLOE_OP_FIND);
 }
 
 int cmd_erase(floe *c, const opts *o, int argc, char **argv)
 {
-    return key_command(c, argc, argv, KEY_ERASE);
+    return key_command(c, argc, argv, FLOE_OP_ERASE);
 }
 
 /* add: KEY=DELTA arguments (or KEY DELTA lines on stdin); KEY DELTA KEY DELTA ... pairs too. */
@@ -289,7 +283,7 @@ int cmd_add(floe *c, const opts *o, int argc, char **argv)
     for (int i = 1; i < argc; i++)
         pairs = pairs && !strpbrk(argv[i], "= \t");
     if (!pairs)
-        return key_command(c, argc, argv, KEY_ADD);
+        return key_command(c, argc, argv, FLOE_OP_ADD);
     if ((argc - 1) % 2)
         return usage_error("add: key %s has no delta (KEY DELTA pairs, or KEY=DELTA)", argv[argc - 1]);
     const int n = (argc - 1) / 2;
@@ -302,7 +296,7 @@ int cmd_add(floe *c, const opts *o, int argc, char **argv)
         if (asprintf(&args[i + 1], "%s=%s", argv[1 + 2 * i], argv[2 + 2 * i]) < 0)
             rc = usage_error("out of memory");
     if (rc == 0)
-        rc = key_command(c, n + 1, args, KEY_ADD);
+        rc = key_command(c, n + 1, args, FLOE_OP_ADD);
     for (int i = 1; i <= n; i++)
         free(args[i]);
     free(args);

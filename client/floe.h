@@ -461,6 +461,15 @@ floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, siz
 /* floe_add's request; floe_call_values has the values after each delta. */
 floe_call *floe_send_add(floe *c, const char *table, const uint64_t *keys, size_t n, const void *deltas,
                          size_t deltas_len, floe_callback *cb, void *arg);
+/* Any operation on keys by its name, as the protocol's Request names it
+ * ("insert", "find", "erase", "add", "get_by_id", "successor",
+ * "predecessor", and those a later server adds): key_bytes of keys (8 a
+ * key, or a TREE's vectors), values_len of values (NULL: none) and the flags
+ * the operation has (the others are not sent).  A name that is no operation
+ * on keys completes the call at once with FLOE_ERR_INVALID.  Read the answers
+ * as for the named calls. */
+floe_call *floe_send_keys(floe *c, const char *op, const char *table, const void *keys, size_t key_bytes,
+                          const void *values, size_t values_len, unsigned flags, floe_callback *cb, void *arg);
 floe_call *floe_send_ping(floe *c, floe_callback *cb, void *arg);
 /* TREE: n vectors of words words each (copied before return); flags:
  * FLOE_WANT_IDS.  words 0 completes the call at once with FLOE_ERR_INVALID. */

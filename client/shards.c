@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include "floe_internal.h"
+#include "keymsg.h"
+#include "ops.h"
 
 #define ID_SHARD_SHIFT 56 /* an id's shard: its top 8 bits (FLOE_SHARDS_MAX 256) */
 
@@ -357,41 +359,34 @@ typedef struct keyed {
     bool ids;     /* get_by_id: ids name their shard */
 } keyed;
 
+/* What req carries to split, by its operation's row (tables/ops.h: split
+ * by key, or not on a partitioned table) and its message's parts
+ * (proto/keymsg.h). */
 static bool keyed_of(floe *c, Floe__V1__Request *req, keyed *k, char *why, size_t len)
 {
     memset(k, 0, sizeof *k);
-    k->vectors = c->route_words > 0;
-    k->width = k->vectors ? (size_t)c->route_words * 4 : 8;
-    switch (req->op_case) {
-    case FLOE__V1__REQUEST__OP_INSERT:
-        if (req->insert->parents.len || req->insert->change_counts.len) {
-            snprintf(why, len,
-                     "inserts by parent ids go to the parent's server, but a state's shard is its vector's: on a "
-                     "partitioned table send whole vectors");
-            return false;
-        }
-        k->keys = &req->insert->keys, k->values = &req->insert->values;
-        return true;
-    case FLOE__V1__REQUEST__OP_FIND:
-        k->keys = &req->find->keys;
-        return true;
-    case FLOE__V1__REQUEST__OP_ADD:
-        k->keys = &req->add->keys, k->values = &req->add->deltas;
-        return true;
-    case FLOE__V1__REQUEST__OP_ERASE:
-        k->keys = &req->erase->keys;
-        return true;
-    case FLOE__V1__REQUEST__OP_GET_BY_ID:
-        k->keys = &req->get_by_id->ids, k->ids = true, k->vectors = false, k->width = 8;
-        return true;
-    case FLOE__V1__REQUEST__OP_PING:
+    if (req->op_case == FLOE__V1__REQUEST__OP_PING)
         return true; /* no keys: every shard */
-    default:
+    const int op = floe_op_named(floe__keymsg_op_name((uint32_t)req->op_case));
+    floe_keymsg m;
+    if (floe_op_def(op)->parts != FLOE_PARTS_SPLIT || !floe__keymsg_of(req, &m)) {
         snprintf(why, len,
                  "this operation is not supported on a partitioned connection (ORDERED tables, ranges, neighbours "
                  "and min/max are not partitioned): connect to one server");
         return false;
     }
+    if ((m.parents && m.parents->len) || (m.change_counts && m.change_counts->len)) {
+        snprintf(why, len,
+                 "inserts by parent ids go to the parent's server, but a state's shard is its vector's: on a "
+                 "partitioned table send whole vectors");
+        return false;
+    }
+    k->keys = m.keys;
+    k->values = m.values;
+    k->ids = floe_op_def(op)->shape == FLOE_SHAPE_IDS; /* ids name their shard */
+    k->vectors = floe_op_takes_vectors(op, c->route_words);
+    k->width = k->vectors ? (size_t)c->route_words * 4 : 8;
+    return true;
 }
 
 /* The shard of key i of k, and (ids) the id as its shard knows it. */

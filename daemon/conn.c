@@ -554,7 +554,7 @@ static void read_frames_held(conn *c)
         if (!next_frame(c, &mem, &bytes, &len))
             return;
         envelope env;
-        if (envelope_read(bytes, len, &env)) { /* a key request: served where it lies */
+        if (envelope_read(bytes, len, &env) && request_in_place(env.op)) { /* a key request: served where it lies */
             if (admit(c, env.op, env.id))
                 request_handle_keys(c->srv, &c->s, &env, mem);
             else

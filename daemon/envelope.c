@@ -49,27 +49,32 @@ static bool span(const uint8_t **p, const uint8_t *end, const uint8_t **data, si
     return true;
 }
 
-/* The schema's fields of the four key requests (proto/floe.proto), and Request.shard. */
-enum { F_TABLE = 1, F_KEYS = 2, F_SHARD = 20 };
+/* Request.shard's field number. */
+enum { F_SHARD = 20 };
 
-static int field_kind(Floe__V1__Request__OpCase op, uint32_t field, bool **flag, envelope *e)
+/* The part field `field` of op's message is, and the wire type it must
+ * come in; flag: where a flag goes.  -1: a field the envelope does not read
+ * (an insert's states by parent, a field of no known name). */
+static int field_kind(Floe__V1__Request__OpCase op, uint32_t field, floe_keymsg_part *part, bool **flag, envelope *e)
 {
-    if (field == F_TABLE || field == F_KEYS)
-        return WIRE_LEN;
     *flag = NULL;
-    switch (op) {
-    case FLOE__V1__REQUEST__OP_INSERT: /* values 3, overwrite 4, want_ids 5 */
-        if (field == 3)
-            return WIRE_LEN;
-        *flag = field == 4 ? &e->overwrite : field == 5 ? &e->want_ids : NULL;
-        break;
-    case FLOE__V1__REQUEST__OP_FIND: /* want_values 3, want_ids 4 */
-        *flag = field == 3 ? &e->want_values : field == 4 ? &e->want_ids : NULL;
-        break;
-    default: /* ERASE, GET_BY_ID: table and keys (ids) only */
-        break;
+    switch ((*part = floe__keymsg_part_of((uint32_t)op, field))) {
+    case FLOE_KEYMSG_TABLE:
+    case FLOE_KEYMSG_KEYS:
+    case FLOE_KEYMSG_VALUES:
+        return WIRE_LEN;
+    case FLOE_KEYMSG_OVERWRITE:
+        *flag = &e->overwrite;
+        return WIRE_VARINT;
+    case FLOE_KEYMSG_WANT_IDS:
+        *flag = &e->want_ids;
+        return WIRE_VARINT;
+    case FLOE_KEYMSG_WANT_VALUES:
+        *flag = &e->want_values;
+        return WIRE_VARINT;
+    default:
+        return -1;
     }
-    return *flag ? WIRE_VARINT : -1;
 }
 
 /* Reads the body of a key request.  frame is where offsets count from;
@@ -81,10 +86,11 @@ static bool read_body(const uint8_t *frame, const uint8_t *p, const uint8_t *end
         uint32_t field;
         int wire;
         bool *flag;
+        floe_keymsg_part part;
         if (!tag(&p, end, &field, &wire) || field > 31 || (seen & (1u << field)))
             return false;
         seen |= 1u << field;
-        if (field_kind(e->op, field, &flag, e) != wire)
+        if (field_kind(e->op, field, &part, &flag, e) != wire)
             return false;
         if (wire == WIRE_VARINT) {
             uint64_t v;
@@ -93,7 +99,7 @@ static bool read_body(const uint8_t *frame, const uint8_t *p, const uint8_t *end
             *flag = v != 0;
             continue;
         }
-        if (keys_only && field == F_KEYS) { /* its length, then its first byte is the answer */
+        if (keys_only && part == FLOE_KEYMSG_KEYS) { /* its length, then its first byte is the answer */
             uint64_t n;
             if (!varint(&p, end, 5, &n) || n > UINT32_MAX)
                 return false;
@@ -104,12 +110,12 @@ static bool read_body(const uint8_t *frame, const uint8_t *p, const uint8_t *end
         size_t len;
         if (!span(&p, end, &data, &len))
             return false;
-        if (field == F_TABLE) {
+        if (part == FLOE_KEYMSG_TABLE) {
             if (memchr(data, 0, len))
                 return false; /* protobuf-c would cut the name at the NUL: floed refuses it (conn.c) */
             e->table = (const char *)data;
             e->table_len = len;
-        } else if (field == F_KEYS) {
+        } else if (part == FLOE_KEYMSG_KEYS) {
             e->keys = data;
             e->keys_len = len;
             e->keys_at = (size_t)(data - frame);
@@ -145,12 +151,6 @@ static bool read_shard(const uint8_t *p, const uint8_t *end, envelope *e)
     return true;
 }
 
-static bool is_key_op(uint32_t field)
-{
-    return field == FLOE__V1__REQUEST__OP_INSERT || field == FLOE__V1__REQUEST__OP_FIND ||
-           field == FLOE__V1__REQUEST__OP_ERASE || field == FLOE__V1__REQUEST__OP_GET_BY_ID;
-}
-
 static bool read_request(const uint8_t *frame, size_t len, envelope *e, bool keys_only)
 {
     memset(e, 0, sizeof *e);
@@ -176,7 +176,7 @@ static bool read_request(const uint8_t *frame, size_t len, envelope *e, bool key
             have_shard = true;
             continue;
         }
-        if (!is_key_op(field) || wire != WIRE_LEN || e->op)
+        if (!floe__keymsg_keyed(field) || wire != WIRE_LEN || e->op)
             return false;
         e->op = (Floe__V1__Request__OpCase)field;
         const uint8_t *body;

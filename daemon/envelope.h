@@ -3,9 +3,10 @@
  *
  * protobuf-c's unpack copies every `bytes` field: a 64 Ki-key insert would
  * cost a 512 KiB copy before floed has looked at it.  The requests that
- * carry keys (insert, find, erase, get_by_id) are read here instead, in
- * place: the envelope points at the table name, keys and values inside the
- * frame.  Only the plain shape is read (each field at most once, with the
+ * carry keys (every operation proto/keymsg.h finds keys in: insert, find,
+ * erase, get_by_id, add, successor, predecessor) are read here instead, in
+ * place, each field known by the part it plays: the envelope points at
+ * the table name, keys and values inside the frame.  Only the plain shape is read (each field at most once, with the
  * wire type the schema gives it, no unknown fields, no NUL in the name);
  * anything else returns false and the caller unpacks the frame as before,
  * so protobuf-c stays the judge of everything unusual.  tests/unit checks
@@ -19,10 +20,11 @@
 #include <stdint.h>
 
 #include "floe.pb-c.h"
+#include "keymsg.h"
 
 typedef struct envelope {
     uint64_t id;
-    Floe__V1__Request__OpCase op; /* INSERT, FIND, ERASE or GET_BY_ID */
+    Floe__V1__Request__OpCase op; /* one that carries keys (floe__keymsg_keyed) */
     const char *table;            /* not NUL-terminated */
     size_t table_len;
     const uint8_t *keys; /* GET_BY_ID: the ids */

@@ -32,7 +32,6 @@ struct request_row {
     unsigned flags;
     /* takes req over if REQ_TAKES, else the dispatcher frees it after */
     void (*handle)(server *srv, session *c, Floe__V1__Request *req, const request_row *row);
-    void (*fields)(const Floe__V1__Request *req, key_request *kr);
     frame *(*reply)(const job_end *e, const item *it);
 };
 

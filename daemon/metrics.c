@@ -34,7 +34,7 @@ static const uint64_t BOUNDS_NS[] = {10000,     25000,      50000,      100000, 
 _Static_assert(BUCKETS == METRICS_BUCKETS, "METRICS_BUCKETS counts BOUNDS_NS");
 
 static const char *const OP_NAMES[METRICS_OPS] = {"unknown",
-#define OP_NAME_(name, wire, str, op, flags, handle, fields, reply) str,
+#define OP_NAME_(name, wire, str, op, flags, handle, reply) str,
                                                   REQUEST_OPS(OP_NAME_)
 #undef OP_NAME_
 };
@@ -86,7 +86,7 @@ const char *metrics_op_name(int op)
 int metrics_op_of_request(Floe__V1__Request__OpCase op_case)
 {
     switch (op_case) { /* the rows' own dispatcher: their wire case to their place */
-#define OP_CASE_(name, wire, str, op, flags, handle, fields, reply)                                                    \
+#define OP_CASE_(name, wire, str, op, flags, handle, reply)                                                            \
     case FLOE__V1__REQUEST__OP_##wire:                                                                                 \
         return METRICS_OP_##name;
         REQUEST_OPS(OP_CASE_)

@@ -38,7 +38,7 @@ struct evbuffer;
  * rows (daemon/rows.h), after 0 for a frame that does not parse. */
 enum {
     METRICS_OP_UNKNOWN = 0,
-#define METRICS_OP_ENUM_(name, wire, str, op, flags, handle, fields, reply) METRICS_OP_##name,
+#define METRICS_OP_ENUM_(name, wire, str, op, flags, handle, reply) METRICS_OP_##name,
     REQUEST_OPS(METRICS_OP_ENUM_)
 #undef METRICS_OP_ENUM_
         METRICS_OPS

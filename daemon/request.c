@@ -17,13 +17,12 @@
 #include "hostmem.h"
 #include "ops/handlers.h"
 
-#define ROW_(row, wire, str, table_op, row_flags, handler, key_fields, reply_of)                                       \
+#define ROW_(row, wire, str, table_op, row_flags, handler, reply_of)                                                   \
     [METRICS_OP_##row] = {.metric = METRICS_OP_##row,                                                                  \
                           .name = str,                                                                                 \
                           .op = (floe_op)(table_op),                                                                   \
                           .flags = row_flags,                                                                          \
                           .handle = handler,                                                                           \
-                          .fields = key_fields,                                                                        \
                           .reply = reply_of},
 static const request_row ROWS[METRICS_OPS] = {REQUEST_OPS(ROW_)};
 #undef ROW_
@@ -32,6 +31,12 @@ const request_row *request_row_of(Floe__V1__Request__OpCase wire)
 {
     const int at = metrics_op_of_request(wire);
     return at == METRICS_OP_UNKNOWN ? NULL : &ROWS[at];
+}
+
+bool request_in_place(Floe__V1__Request__OpCase wire)
+{
+    const request_row *row = request_row_of(wire);
+    return row && row->handle == handle_keys;
 }
 
 void request_handle(server *srv, session *c, Floe__V1__Request *req)

@@ -24,6 +24,9 @@
 const request_row *request_row_of(Floe__V1__Request__OpCase wire);
 /* io thread: serves req (taken over) of session s. */
 void request_handle(server *srv, session *s, Floe__V1__Request *req);
+/* Whether a request of this case read in place (envelope.h) is served by
+ * request_handle_keys: its row's handler is handle_keys. */
+bool request_in_place(Floe__V1__Request__OpCase wire);
 /* io thread: serves the key request env, read in place in the buffer mem
  * (taken over: freed with the request). */
 void request_handle_keys(server *srv, session *s, const envelope *env, void *mem);

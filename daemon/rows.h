@@ -2,16 +2,16 @@
  * rows.h - the requests floed answers: one row per operation of the
  * protocol's Request (proto/floe.proto), in the order metrics count them.
  *
- * X(NAME, WIRE, "name", table op, flags, handler, fields, reply):
+ * X(NAME, WIRE, "name", table op, flags, handler, reply):
  *   NAME     METRICS_OP_<NAME>, the row's place (metrics.h);
  *   WIRE     the Request oneof case FLOE__V1__REQUEST__OP_<WIRE>;
  *   "name"   as metrics, logs and the CLI's --help spell it;
  *   table op the FLOE_OP_* (tables/ops.h) its table work is, 0 for none;
  *   flags    REQ_* (daemon/item.h);
  *   handler  takes the request (daemon/ops/: keys.c, ordered.c, tables.c,
- *            service.c);
- *   fields   a key request's table, keys, values and flags from its message
- *            (NULL: not a key request);
+ *            service.c); a request whose message carries keys
+ *            (proto/keymsg.h) has handle_keys, which reads its parts by
+ *            their names in the schema (and serves it read in place);
  *   reply    the answer of its table work when it ran (NULL: the key
  *            answers, or OK).
  * A row is added at the end (metrics keep their numbers); docs/ARCHITECTURE.md
@@ -22,24 +22,24 @@
 #define FLOE_DAEMON_ROWS_H
 
 #define REQUEST_OPS(X)                                                                                                 \
-    X(HELLO, HELLO, "hello", 0, REQ_ANY_TIME, handle_hello, NULL, NULL)                                                \
-    X(PING, PING, "ping", 0, REQ_ANY_TIME, handle_ping, NULL, NULL)                                                    \
-    X(CREATE_TABLE, CREATE_TABLE, "create_table", 0, 0, handle_create, NULL, NULL)                                     \
-    X(DROP_TABLE, DROP_TABLE, "drop_table", 0, 0, handle_drop, NULL, NULL)                                             \
-    X(LIST_TABLES, LIST_TABLES, "list_tables", FLOE_OP_STATS, 0, handle_list, NULL, NULL)                              \
-    X(INSERT, INSERT, "insert", FLOE_OP_INSERT, REQ_TAKES, handle_keys, insert_fields, NULL)                           \
-    X(FIND, FIND, "find", FLOE_OP_FIND, REQ_TAKES, handle_keys, find_fields, NULL)                                     \
-    X(ERASE, ERASE, "erase", FLOE_OP_ERASE, REQ_TAKES, handle_keys, erase_fields, NULL)                                \
-    X(STATS, STATS, "stats", FLOE_OP_STATS, REQ_TAKES, handle_stats, NULL, stats_reply)                                \
-    X(SCAN, SCAN, "scan", FLOE_OP_SCAN, REQ_TAKES, handle_scan, NULL, scan_reply)                                      \
-    X(GET_BY_ID, GET_BY_ID, "get_by_id", FLOE_OP_GET, REQ_TAKES, handle_keys, get_fields, NULL)                        \
-    X(SNAPSHOT, SNAPSHOT, "snapshot", FLOE_OP_SAVE, REQ_DATA_DIR, handle_list, NULL, NULL)                             \
-    X(INFO, INFO, "info", 0, 0, handle_info, NULL, NULL)                                                               \
-    X(RANGE, RANGE, "range", FLOE_OP_RANGE, REQ_TAKES, handle_range, NULL, range_reply)                                \
-    X(SUCCESSOR, SUCCESSOR, "successor", FLOE_OP_SUCC, REQ_TAKES, handle_keys, successor_fields, NULL)                 \
-    X(PREDECESSOR, PREDECESSOR, "predecessor", FLOE_OP_PRED, REQ_TAKES, handle_keys, predecessor_fields, NULL)         \
-    X(MIN, MIN, "min", FLOE_OP_RANGE, REQ_TAKES, handle_range, NULL, range_reply)                                      \
-    X(MAX, MAX, "max", FLOE_OP_RANGE, REQ_TAKES, handle_range, NULL, range_reply)                                      \
-    X(ADD, ADD, "add", FLOE_OP_ADD, REQ_TAKES, handle_keys, add_fields, NULL)
+    X(HELLO, HELLO, "hello", 0, REQ_ANY_TIME, handle_hello, NULL)                                                      \
+    X(PING, PING, "ping", 0, REQ_ANY_TIME, handle_ping, NULL)                                                          \
+    X(CREATE_TABLE, CREATE_TABLE, "create_table", 0, 0, handle_create, NULL)                                           \
+    X(DROP_TABLE, DROP_TABLE, "drop_table", 0, 0, handle_drop, NULL)                                                   \
+    X(LIST_TABLES, LIST_TABLES, "list_tables", FLOE_OP_STATS, 0, handle_list, NULL)                                    \
+    X(INSERT, INSERT, "insert", FLOE_OP_INSERT, REQ_TAKES, handle_keys, NULL)                                          \
+    X(FIND, FIND, "find", FLOE_OP_FIND, REQ_TAKES, handle_keys, NULL)                                                  \
+    X(ERASE, ERASE, "erase", FLOE_OP_ERASE, REQ_TAKES, handle_keys, NULL)                                              \
+    X(STATS, STATS, "stats", FLOE_OP_STATS, REQ_TAKES, handle_stats, stats_reply)                                      \
+    X(SCAN, SCAN, "scan", FLOE_OP_SCAN, REQ_TAKES, handle_scan, scan_reply)                                            \
+    X(GET_BY_ID, GET_BY_ID, "get_by_id", FLOE_OP_GET, REQ_TAKES, handle_keys, NULL)                                    \
+    X(SNAPSHOT, SNAPSHOT, "snapshot", FLOE_OP_SAVE, REQ_DATA_DIR, handle_list, NULL)                                   \
+    X(INFO, INFO, "info", 0, 0, handle_info, NULL)                                                                     \
+    X(RANGE, RANGE, "range", FLOE_OP_RANGE, REQ_TAKES, handle_range, range_reply)                                      \
+    X(SUCCESSOR, SUCCESSOR, "successor", FLOE_OP_SUCC, REQ_TAKES, handle_keys, NULL)                                   \
+    X(PREDECESSOR, PREDECESSOR, "predecessor", FLOE_OP_PRED, REQ_TAKES, handle_keys, NULL)                             \
+    X(MIN, MIN, "min", FLOE_OP_RANGE, REQ_TAKES, handle_range, range_reply)                                            \
+    X(MAX, MAX, "max", FLOE_OP_RANGE, REQ_TAKES, handle_range, range_reply)                                            \
+    X(ADD, ADD, "add", FLOE_OP_ADD, REQ_TAKES, handle_keys, NULL)
 
 #endif

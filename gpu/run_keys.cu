@@ -7,14 +7,6 @@
  */
 #include "pipeline.h"
 
-/* What a MAP batch does to a PRESENT key's value (tables/dedup.h). */
-static int value_mode(const floe_batch *b)
-{
-    return b->op == FLOE_OP_ADD                ? FLOE_VALUES_ADD
-           : (b->flags & FLOE_BATCH_OVERWRITE) ? FLOE_VALUES_OVERWRITE
-                                               : FLOE_VALUES_KEEP;
-}
-
 /* ---- stages ------------------------------------------------------------------------------------- */
 
 const char *cuda_msg(cudaError_t e)
@@ -259,7 +251,7 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
     const bool want_values =
         t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
-    const int mode = value_mode(b);
+    const int mode = floe_value_mode_of(b->op, b->flags);
     const bool direct = s->direct;
     const uint32_t vb = t->vb;
     const size_t m = s->m;
@@ -278,9 +270,8 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
     segments_of(s, &segs);
     uint64_t *d_ids = want_ids ? s->d_ids : NULL;
     void *d_vout = want_values ? s->d_vout : NULL;
-    switch (b->op) {
-    case FLOE_OP_INSERT:
-    case FLOE_OP_ADD: /* a MAP's: distinct keys, their values or deltas (a SET's has none) */
+    switch (floe_op_has(b->op, FLOE_OPF_STORES) ? FLOE_OP_INSERT : b->op) {
+    case FLOE_OP_INSERT: /* and add: a MAP's distinct keys, their values or deltas (a SET's has none) */
         st = vb ? gpu_iceberg_put_map(t->ice, s->d_keys, s->d_vin, m, mode, s->d_res, d_ids, d_vout, ks, &s->err)
                 : gpu_iceberg_put(t->ice, s->d_keys, m, s->d_res, d_ids, 0, ks, &s->err);
         break;
@@ -331,7 +322,7 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
     /* want_values means nothing to an erase (the door lets it through without values_out) */
     const bool want_values =
         t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
-    const int mode = value_mode(b);
+    const int mode = floe_value_mode_of(b->op, b->flags);
     const uint32_t vb = t->vb;
     s->p = p;
     s->st = FLOE_OK;
@@ -590,7 +581,7 @@ static floe_status grow_and_retry(lane *L, stage *s, floe_errinfo *err)
 
     floe_batch *b = s->p.seg[0].b; /* the segments share op and flags */
     const bool want_values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0;
-    const int mode = value_mode(b);
+    const int mode = floe_value_mode_of(b->op, b->flags);
     const uint32_t vb = t->vb;
     uint64_t *keys = (uint64_t *)malloc(s->m * 8);
     uint32_t *idx = (uint32_t *)malloc(s->m * sizeof *idx);
@@ -760,8 +751,8 @@ static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried, 
             if (vout)
                 memcpy(vout + k * vb, (unsigned char *)s->h_vout + j * vb, vb);
         }
-        floe_dedup_settle(s->rep, g.n, s->distinct, vb, value_mode(b), (const unsigned char *)b->values + g.off * vb,
-                          s->src, res, ids, vout);
+        floe_dedup_settle(s->rep, g.n, s->distinct, vb, floe_value_mode_of(b->op, b->flags),
+                          (const unsigned char *)b->values + g.off * vb, s->src, res, ids, vout);
         floe_answer_counts_tally(&c, res, g.n);
     } else {
         answers_out(t, &s->io[i], res, ids, vout, g.n);

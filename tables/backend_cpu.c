@@ -156,14 +156,10 @@ static void execute(cpu_table *t, floe_batch *b)
             floe_errinfo_clear(e);
         return;
     }
-    switch (b->op) {
-    case FLOE_OP_INSERT:
-    case FLOE_OP_ADD:
+    switch (floe_op_has(b->op, FLOE_OPF_STORES) ? FLOE_OP_INSERT : b->op) {
+    case FLOE_OP_INSERT: /* and every row that stores (add): find-or-put, in the row's value mode */
         b->status =
-            iceberg_insert(t->ice, b->keys, b->n, b->values, b->values_len,
-                           b->op == FLOE_OP_ADD                ? ICEBERG_ADD
-                           : (b->flags & FLOE_BATCH_OVERWRITE) ? ICEBERG_OVERWRITE
-                                                               : 0,
+            iceberg_insert(t->ice, b->keys, b->n, b->values, b->values_len, floe_value_mode_of(b->op, b->flags),
                            b->results, want_ids ? b->ids : NULL, want_values ? b->values_out : NULL, &b->counts, e);
         b->generation = iceberg_generation(t->ice); /* one batch at a time: the generation its ids are of */
         break;

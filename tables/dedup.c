@@ -209,8 +209,8 @@ static void settle_add(const uint32_t *rep, size_t n, uint32_t vb, const void *d
     }
 }
 
-void floe_dedup_settle(const uint32_t *rep, size_t n, size_t distinct, uint32_t vb, int mode, const void *values,
-                       uint32_t *src, uint8_t *results, uint64_t *ids, void *values_out)
+void floe_dedup_settle(const uint32_t *rep, size_t n, size_t distinct, uint32_t vb, floe_value_mode mode,
+                       const void *values, uint32_t *src, uint8_t *results, uint64_t *ids, void *values_out)
 {
     unsigned char *vo = values_out;
     const bool overwrite = mode == FLOE_VALUES_OVERWRITE;

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops.h"
 #include "pool.h"
 #include "status.h"
 
@@ -29,11 +30,6 @@ floe_status floe_dedup(floe_pool *pool, const uint64_t *keys, size_t n, uint32_t
  * (whose value the table must end up holding); src[i] = i elsewhere. */
 void floe_dedup_value_src(const uint32_t *rep, size_t n, uint32_t *src);
 
-/* What a MAP write does to the value of a key that is there already (an
- * absent key stores the value): keep it (insert), replace it (insert with
- * overwrite), or add to it (add: value += delta, wrapping at value_bytes). */
-typedef enum floe_value_mode { FLOE_VALUES_KEEP = 0, FLOE_VALUES_OVERWRITE = 1, FLOE_VALUES_ADD = 2 } floe_value_mode;
-
 /* For an add: totals gets at each first occurrence r the sum of the deltas
  * of every occurrence of r's key (wrapping at vb bytes), packed like deltas;
  * the table adds that once. */
@@ -48,8 +44,8 @@ void floe_dedup_totals(const uint32_t *rep, size_t n, uint32_t vb, const void *d
  * bytes (0: SET); values: the request's values (needed with overwrite; an
  * add's deltas); src: the array floe_dedup_value_src filled (with
  * overwrite), or any n entries (add), used as scratch. */
-void floe_dedup_settle(const uint32_t *rep, size_t n, size_t distinct, uint32_t vb, int mode, const void *values,
-                       uint32_t *src, uint8_t *results, uint64_t *ids, void *values_out);
+void floe_dedup_settle(const uint32_t *rep, size_t n, size_t distinct, uint32_t vb, floe_value_mode mode,
+                       const void *values, uint32_t *src, uint8_t *results, uint64_t *ids, void *values_out);
 
 #ifdef __cplusplus
 }

@@ -822,12 +822,11 @@ const floe_spec *iceberg_spec(const iceberg *t)
 }
 
 floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const void *values, size_t values_len,
-                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out,
+                           floe_value_mode mode, uint8_t *results, uint64_t *ids, void *values_out,
                            floe_answer_counts *counts, floe_errinfo *err)
 {
     const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
-    const bool overwrite = (flags & ICEBERG_OVERWRITE) != 0, add = (flags & ICEBERG_ADD) != 0;
-    const int mode = add ? FLOE_VALUES_ADD : overwrite ? FLOE_VALUES_OVERWRITE : FLOE_VALUES_KEEP;
+    const bool overwrite = mode == FLOE_VALUES_OVERWRITE, add = mode == FLOE_VALUES_ADD;
     floe_status st = FLOE_OK;
     assert_keys(t, keys, n, results);
     assert(vb ? values_len == n * vb && (n == 0 || values) : !values_len && !values_out && !overwrite && !add);

@@ -34,9 +34,6 @@
 extern "C" {
 #endif
 
-#define ICEBERG_OVERWRITE 1u /* insert: replace the value of a PRESENT key (MAP upsert) */
-#define ICEBERG_ADD       2u /* insert: add the value to a PRESENT key's (MAP add; an absent key stores it) */
-
 typedef struct iceberg iceberg;
 struct floe_file_image;  /* tablefile.h */
 struct floe_file_header; /* tablefile.h */
@@ -68,13 +65,14 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, uint
 void iceberg_destroy(iceberg *t);
 const floe_spec *iceberg_spec(const iceberg *t);
 
-/* Find-or-put.  values/values_len: MAP only, n * value_bytes bytes.  Outputs
- * may be NULL except results.  values_out (MAP): for PRESENT the value stored
+/* Find-or-put.  values/values_len: MAP only, n * value_bytes bytes; mode
+ * (MAP only): what a PRESENT key's value becomes (ops.h).  Outputs may be
+ * NULL except results.  values_out (MAP): for PRESENT the value stored
  * before this occurrence, for INSERTED the value now stored, 0 for FULL;
- * with ICEBERG_ADD (values are deltas, every occurrence of a key adds its
- * own, in order) the value after this occurrence's delta. */
+ * with FLOE_VALUES_ADD (values are deltas, every occurrence of a key adds
+ * its own, in order) the value after this occurrence's delta. */
 floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const void *values, size_t values_len,
-                           unsigned flags, uint8_t *results, uint64_t *ids, void *values_out,
+                           floe_value_mode mode, uint8_t *results, uint64_t *ids, void *values_out,
                            floe_answer_counts *counts, floe_errinfo *err);
 /* PRESENT / ABSENT; values_out (MAP only) gets the stored values, 0 if absent. */
 floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids, void *values_out,

@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,8 +57,16 @@ typedef enum floe_parts_rule {
 #define FLOE_OPF_VECTORS_OUT 0x80u  /* answers a vector per id (vectors_out) */
 #define FLOE_OPF_STORES      0x100u /* puts absent keys into the table (a shard refuses keys of another's) */
 #define FLOE_OPF_UPDATES     0x400u /* changes PRESENT keys' values: they count as changes too */
+#define FLOE_OPF_DELTAS      0x800u /* its values are deltas, added to a PRESENT key's (floe_value_mode) */
 /* Set from the shape, not written in a row: n keys, vectors or ids, an answer each. */
 #define FLOE_OPF_KEYED 0x200u
+
+/* What a write of values does to a key that is there already (an absent
+ * key stores the value): keep it (insert), replace it (insert with
+ * overwrite), or add to it (a DELTAS row: value += delta, wrapping at
+ * value_bytes).  The engines' one word for it: a batch's is
+ * floe_value_mode_of (spec.h). */
+typedef enum floe_value_mode { FLOE_VALUES_KEEP = 0, FLOE_VALUES_OVERWRITE = 1, FLOE_VALUES_ADD = 2 } floe_value_mode;
 
 /* The kinds a row is for: bits 1 << FLOE_KIND_* (tables/spec.h's numbers). */
 #define FLOE_KINDS_SET     (1u << 1)
@@ -94,7 +103,7 @@ typedef enum floe_parts_rule {
     X(PRED, "predecessor", KEYS, FLOE_OPF_MERGES | FLOE_OPF_VALUES_OUT | FLOE_OPF_KEYS_OUT, NONE, FLOE_KINDS_ORDERED,  \
       "the largest stored key <= each key: PRESENT / ABSENT (none)")                                                   \
     X(ADD, "add", KEYS,                                                                                                \
-      FLOE_OPF_MERGES | FLOE_OPF_WRITES | FLOE_OPF_UPDATES | FLOE_OPF_STORES | FLOE_OPF_VALUES_IN |                    \
+      FLOE_OPF_MERGES | FLOE_OPF_WRITES | FLOE_OPF_UPDATES | FLOE_OPF_DELTAS | FLOE_OPF_STORES | FLOE_OPF_VALUES_IN |  \
           FLOE_OPF_VALUES_OUT,                                                                                         \
       SPLIT, FLOE_KINDS_MAP,                                                                                           \
       "value += delta, wrapping at value_bytes (an absent key stored with delta): INSERTED / PRESENT / FULL, "         \
@@ -138,6 +147,16 @@ static inline const floe_opdef *floe_op_def(int op)
 static inline const char *floe_op_name(int op)
 {
     return floe_op_def(op)->name;
+}
+
+/* The operation of that name (a row's, as the protocol's Request names its
+ * field: "insert", "get_by_id"), 0 if none. */
+static inline int floe_op_named(const char *name)
+{
+    for (int op = 1; name && op < FLOE_OP_COUNT; op++)
+        if (strcmp(floe_op_def(op)->name, name) == 0)
+            return op;
+    return 0;
 }
 
 static inline bool floe_op_has(int op, unsigned flag)

@@ -46,6 +46,15 @@ typedef enum floe_kind {
 #define FLOE_BATCH_CHECKED 8u
 #define FLOE_BATCH_FLAGS   (FLOE_BATCH_OVERWRITE | FLOE_BATCH_WANT_IDS | FLOE_BATCH_WANT_VALUES | FLOE_BATCH_CHECKED)
 
+/* What a batch of op with these flags does to a PRESENT key's value: the
+ * row's deltas (add), or the insert's overwrite flag. */
+static inline floe_value_mode floe_value_mode_of(int op, unsigned batch_flags)
+{
+    return floe_op_has(op, FLOE_OPF_DELTAS)            ? FLOE_VALUES_ADD
+           : (batch_flags & FLOE_BATCH_OVERWRITE) != 0 ? FLOE_VALUES_OVERWRITE
+                                                       : FLOE_VALUES_KEEP;
+}
+
 /* FLOE_NAME_MAX, FLOE_MAX_CAPACITY and the defaults of a spec are the protocol's: floe_wire.h. */
 #define FLOE_BACKEND_NAME_MAX 16
 /* Most partitions of one table (tables/partition.h). */

@@ -35,17 +35,10 @@ static inline void send_now(session *c, frame *f)
 #define send_error(c, id, st, ...) send_now(c, reply_errorf(id, st, __VA_ARGS__))
 
 /* ---- the handlers and the rows' other columns, by family ---- */
-#define REQUEST_DECLARE_(name, wire, str, op, flags, handle, fields, reply)                                            \
+#define REQUEST_DECLARE_(name, wire, str, op, flags, handle, reply)                                                    \
     void handle(server *srv, session *c, Floe__V1__Request *req, const request_row *row);
 REQUEST_OPS(REQUEST_DECLARE_)
 #undef REQUEST_DECLARE_
-void insert_fields(const Floe__V1__Request *req, key_request *kr);
-void find_fields(const Floe__V1__Request *req, key_request *kr);
-void erase_fields(const Floe__V1__Request *req, key_request *kr);
-void get_fields(const Floe__V1__Request *req, key_request *kr);
-void add_fields(const Floe__V1__Request *req, key_request *kr);
-void successor_fields(const Floe__V1__Request *req, key_request *kr);
-void predecessor_fields(const Floe__V1__Request *req, key_request *kr);
 frame *stats_reply(const job_end *e, const item *it);
 frame *scan_reply(const job_end *e, const item *it);
 frame *range_reply(const job_end *e, const item *it);

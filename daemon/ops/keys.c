@@ -20,6 +20,7 @@
 #include "alloc.h"
 #include "handlers.h"
 #include "hostmem.h"
+#include "keymsg.h"
 
 /* The answer of a scan, or of a range (an ORDERED table's keys, with a range's cursor). */
 frame *scan_frame(const batcher *bt, const floe_batch *b, const item *it, const uint64_t *tag)
@@ -217,69 +218,36 @@ void serve_keys(server *srv, session *c, const request_row *row, key_request *kr
     entry_unref(e);
 }
 
-/* A key request unpacked by protobuf-c: takes req over. */
+/* A key request unpacked by protobuf-c: its parts by their names in the
+ * schema (proto/keymsg.h), whatever its operation.  Takes req over. */
 void handle_keys(server *srv, session *c, Floe__V1__Request *req, const request_row *row)
 {
     key_request kr = {.id = req->id, .req = req};
-    row->fields(req, &kr);
-    kr.table = kr.table ? kr.table : "";
+    floe_keymsg m;
+    floe__keymsg_of(req, &m); /* a row of handle_keys carries keys: its message's parts, if it came */
+    kr.table = m.table && *m.table ? *m.table : "";
+    if (m.keys)
+        kr.keys = m.keys->data, kr.keys_len = m.keys->len;
+    if (m.values)
+        kr.values = m.values->data, kr.values_len = m.values->len;
+    kr.flags = (m.overwrite && *m.overwrite ? FLOE_BATCH_OVERWRITE : 0) |
+               (m.want_ids && *m.want_ids ? FLOE_BATCH_WANT_IDS : 0) |
+               (m.want_values && *m.want_values ? FLOE_BATCH_WANT_VALUES : 0);
+    /* a TREE's states by their parents: the unusual shape, only unpacked */
+    if (m.parents)
+        kr.parents = m.parents->data, kr.parents_len = m.parents->len;
+    if (m.change_counts)
+        kr.change_counts = m.change_counts->data, kr.change_counts_len = m.change_counts->len;
+    if (m.changes)
+        kr.changes = m.changes->data, kr.changes_len = m.changes->len;
+    if (m.generation)
+        kr.parent_generation = *m.generation;
     if (req->shard) {
         kr.shard_set = req->shard->shard_set;
         kr.shard = req->shard->shard;
         kr.shards = req->shard->shards;
     }
     serve_keys(srv, c, row, &kr);
-}
-
-void insert_fields(const Floe__V1__Request *req, key_request *kr)
-{
-    const Floe__V1__Insert *in = req->insert;
-    kr->table = in->table;
-    kr->keys = in->keys.data;
-    kr->keys_len = in->keys.len;
-    kr->values = in->values.data;
-    kr->values_len = in->values.len;
-    kr->flags = (in->overwrite ? FLOE_BATCH_OVERWRITE : 0) | (in->want_ids ? FLOE_BATCH_WANT_IDS : 0);
-    /* a TREE's states by their parents: the unusual shape, only unpacked */
-    kr->parents = in->parents.data;
-    kr->parents_len = in->parents.len;
-    kr->change_counts = in->change_counts.data;
-    kr->change_counts_len = in->change_counts.len;
-    kr->changes = in->changes.data;
-    kr->changes_len = in->changes.len;
-    kr->parent_generation = in->generation;
-}
-
-void find_fields(const Floe__V1__Request *req, key_request *kr)
-{
-    const Floe__V1__Find *f = req->find;
-    kr->table = f->table;
-    kr->keys = f->keys.data;
-    kr->keys_len = f->keys.len;
-    kr->flags = (f->want_ids ? FLOE_BATCH_WANT_IDS : 0) | (f->want_values ? FLOE_BATCH_WANT_VALUES : 0);
-}
-
-void erase_fields(const Floe__V1__Request *req, key_request *kr)
-{
-    kr->table = req->erase->table;
-    kr->keys = req->erase->keys.data;
-    kr->keys_len = req->erase->keys.len;
-}
-
-void add_fields(const Floe__V1__Request *req, key_request *kr)
-{
-    kr->table = req->add->table;
-    kr->keys = req->add->keys.data;
-    kr->keys_len = req->add->keys.len;
-    kr->values = req->add->deltas.data;
-    kr->values_len = req->add->deltas.len;
-}
-
-void get_fields(const Floe__V1__Request *req, key_request *kr)
-{
-    kr->table = req->get_by_id->table;
-    kr->keys = req->get_by_id->ids.data;
-    kr->keys_len = req->get_by_id->ids.len;
 }
 
 /* ---- scan ----------------------------------------------------------------------------------- */

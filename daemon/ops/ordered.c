@@ -122,21 +122,3 @@ void handle_range(server *srv, session *c, Floe__V1__Request *req, const request
     item_submit(c, e, it);
     entry_unref(e);
 }
-
-void successor_fields(const Floe__V1__Request *req, key_request *kr)
-{
-    const Floe__V1__Successor *q = req->successor;
-    kr->table = q->table;
-    kr->keys = q->keys.data;
-    kr->keys_len = q->keys.len;
-    kr->flags = q->want_values ? FLOE_BATCH_WANT_VALUES : 0;
-}
-
-void predecessor_fields(const Floe__V1__Request *req, key_request *kr)
-{
-    const Floe__V1__Predecessor *q = req->predecessor;
-    kr->table = q->table;
-    kr->keys = q->keys.data;
-    kr->keys_len = q->keys.len;
-    kr->flags = q->want_values ? FLOE_BATCH_WANT_VALUES : 0;
-}

@@ -96,8 +96,9 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
             batches++;
             continue;
         }
-        EXPECT(iceberg_insert(cpu, keys.data(), n, NULL, 0, 0, rc.data(), NULL, NULL, &c, &err) == FLOE_OK, "%s",
-               err.msg);
+        EXPECT(iceberg_insert(cpu, keys.data(), n, NULL, 0, FLOE_VALUES_KEEP, rc.data(), NULL, NULL, &c, &err) ==
+                   FLOE_OK,
+               "%s", err.msg);
         EXPECT(gpu_iceberg_put_host(gpu, keys.data(), n, rg.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
         for (size_t i = 0; i < n; i++) {
             EXPECT(rc[i] == rg[i], "key_bits %u batch %d key %zu (%llu): cpu %u gpu %u", key_bits, batches, i,

@@ -10,6 +10,8 @@
 
 #include "envelope.h"
 #include "floe.pb-c.h"
+#include "keymsg.h"
+#include "ops.h"
 #include "testutil.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -35,6 +37,9 @@ typedef struct room {
     Floe__V1__Find fi;
     Floe__V1__Erase er;
     Floe__V1__GetById gb;
+    Floe__V1__Add add;
+    Floe__V1__Successor su;
+    Floe__V1__Predecessor pr;
     Floe__V1__Stats st;
     Floe__V1__Ping ping;
     Floe__V1__DropTable drop;
@@ -65,7 +70,7 @@ static void random_request(Floe__V1__Request *q, room *r)
 {
     floe__v1__request__init(q);
     q->id = below(4) == 0 ? 0 : next() >> below(64);
-    switch (below(6)) {
+    switch (below(9)) {
     case 0:
         floe__v1__insert__init(&r->in);
         r->in.table = random_name(r);
@@ -99,6 +104,30 @@ static void random_request(Floe__V1__Request *q, room *r)
         q->op_case = FLOE__V1__REQUEST__OP_GET_BY_ID;
         q->get_by_id = &r->gb;
         break;
+    case 5:
+        floe__v1__add__init(&r->add);
+        r->add.table = random_name(r);
+        r->add.keys = random_bytes(r->keys, sizeof r->keys);
+        r->add.deltas = random_bytes(r->values, sizeof r->values);
+        q->op_case = FLOE__V1__REQUEST__OP_ADD;
+        q->add = &r->add;
+        break;
+    case 6:
+        floe__v1__successor__init(&r->su);
+        r->su.table = random_name(r);
+        r->su.keys = random_bytes(r->keys, sizeof r->keys);
+        r->su.want_values = below(2);
+        q->op_case = FLOE__V1__REQUEST__OP_SUCCESSOR;
+        q->successor = &r->su;
+        break;
+    case 7:
+        floe__v1__predecessor__init(&r->pr);
+        r->pr.table = random_name(r);
+        r->pr.keys = random_bytes(r->keys, sizeof r->keys);
+        r->pr.want_values = below(2);
+        q->op_case = FLOE__V1__REQUEST__OP_PREDECESSOR;
+        q->predecessor = &r->pr;
+        break;
     case 4:
         floe__v1__stats__init(&r->st);
         r->st.table = random_name(r);
@@ -130,7 +159,9 @@ static void random_request(Floe__V1__Request *q, room *r)
 static bool is_key_op(Floe__V1__Request__OpCase op)
 {
     return op == FLOE__V1__REQUEST__OP_INSERT || op == FLOE__V1__REQUEST__OP_FIND ||
-           op == FLOE__V1__REQUEST__OP_ERASE || op == FLOE__V1__REQUEST__OP_GET_BY_ID;
+           op == FLOE__V1__REQUEST__OP_ERASE || op == FLOE__V1__REQUEST__OP_GET_BY_ID ||
+           op == FLOE__V1__REQUEST__OP_ADD || op == FLOE__V1__REQUEST__OP_SUCCESSOR ||
+           op == FLOE__V1__REQUEST__OP_PREDECESSOR;
 }
 
 static bool same_bytes(const uint8_t *a, size_t alen, const ProtobufCBinaryData *b)
@@ -160,6 +191,15 @@ static void expect_same(const envelope *e, const Floe__V1__Request *q)
         break;
     case FLOE__V1__REQUEST__OP_GET_BY_ID:
         table = q->get_by_id->table, keys = &q->get_by_id->ids;
+        break;
+    case FLOE__V1__REQUEST__OP_ADD:
+        table = q->add->table, keys = &q->add->keys, values = &q->add->deltas;
+        break;
+    case FLOE__V1__REQUEST__OP_SUCCESSOR:
+        table = q->successor->table, keys = &q->successor->keys, want_values = q->successor->want_values;
+        break;
+    case FLOE__V1__REQUEST__OP_PREDECESSOR:
+        table = q->predecessor->table, keys = &q->predecessor->keys, want_values = q->predecessor->want_values;
         break;
     default:
         ck_abort_msg("the reader took a request of operation %d", (int)q->op_case);
@@ -304,6 +344,59 @@ START_TEST(unusual_shapes_left_to_protobuf_c)
 }
 END_TEST
 
+/* proto/keymsg.h against the schema as written: which operations carry
+ * keys, and a message it writes packs as the hand-built one does. */
+START_TEST(key_messages_by_their_parts)
+{
+    const uint32_t keyed[] = {FLOE__V1__REQUEST__OP_INSERT,    FLOE__V1__REQUEST__OP_FIND,
+                              FLOE__V1__REQUEST__OP_ERASE,     FLOE__V1__REQUEST__OP_GET_BY_ID,
+                              FLOE__V1__REQUEST__OP_SUCCESSOR, FLOE__V1__REQUEST__OP_PREDECESSOR,
+                              FLOE__V1__REQUEST__OP_ADD};
+    for (uint32_t op = 0; op < 64; op++) {
+        bool want = false;
+        for (size_t i = 0; i < sizeof keyed / sizeof keyed[0]; i++)
+            want = want || keyed[i] == op;
+        ck_assert_msg(floe__keymsg_keyed(op) == want, "operation %u: keyed %d", op, floe__keymsg_keyed(op));
+        if (want) /* the client routes by the row of the same name (tables/ops.h) */
+            ck_assert_msg(floe_op_named(floe__keymsg_op_name(op)) != 0, "no row named %s", floe__keymsg_op_name(op));
+    }
+    ck_assert_uint_eq(floe__keymsg_op_named("add"), FLOE__V1__REQUEST__OP_ADD);
+    ck_assert_uint_eq(floe__keymsg_op_named("get_by_id"), FLOE__V1__REQUEST__OP_GET_BY_ID);
+    ck_assert_uint_eq(floe__keymsg_op_named("shard"), 0); /* a field of Request, not an operation */
+    ck_assert_uint_eq(floe__keymsg_op_named("nosuch"), 0);
+    ck_assert_str_eq(floe__keymsg_op_name(FLOE__V1__REQUEST__OP_SUCCESSOR), "successor");
+    ck_assert_int_eq(floe__keymsg_part_of(FLOE__V1__REQUEST__OP_ADD, 3), FLOE_KEYMSG_VALUES);     /* deltas */
+    ck_assert_int_eq(floe__keymsg_part_of(FLOE__V1__REQUEST__OP_GET_BY_ID, 2), FLOE_KEYMSG_KEYS); /* ids */
+    ck_assert_int_eq(floe__keymsg_part_of(FLOE__V1__REQUEST__OP_INSERT, 9), FLOE_KEYMSG_GENERATION);
+    ck_assert_int_eq(floe__keymsg_part_of(FLOE__V1__REQUEST__OP_STATS, 1), FLOE_KEYMSG_NONE);
+
+    /* an add written through its parts packs as one written by hand */
+    uint8_t keys[16] = {1, 2, 3}, deltas[8] = {9};
+    Floe__V1__Request a = FLOE__V1__REQUEST__INIT, b = FLOE__V1__REQUEST__INIT;
+    _Alignas(max_align_t) unsigned char body[FLOE_KEYMSG_BODY_MAX];
+    floe_keymsg m;
+    ck_assert(floe__keymsg_init(&a, FLOE__V1__REQUEST__OP_ADD, body, &m));
+    ck_assert(m.table && m.keys && m.values && !m.overwrite && !m.want_ids && !m.parents);
+    *m.table = "t";
+    *m.keys = (ProtobufCBinaryData){sizeof keys, keys};
+    *m.values = (ProtobufCBinaryData){sizeof deltas, deltas};
+    Floe__V1__Add add = FLOE__V1__ADD__INIT;
+    add.table = "t";
+    add.keys = (ProtobufCBinaryData){sizeof keys, keys};
+    add.deltas = (ProtobufCBinaryData){sizeof deltas, deltas};
+    b.op_case = FLOE__V1__REQUEST__OP_ADD;
+    b.add = &add;
+    uint8_t pa[128], pb[128];
+    const size_t la = floe__v1__request__pack(&a, pa), lb = floe__v1__request__pack(&b, pb);
+    ck_assert_uint_eq(la, lb);
+    ck_assert(memcmp(pa, pb, la) == 0);
+    floe_keymsg back;
+    ck_assert(floe__keymsg_of(&b, &back));
+    ck_assert_ptr_eq(back.values, &add.deltas);
+    ck_assert(!floe__keymsg_init(&a, FLOE__V1__REQUEST__OP_STATS, body, &m));
+}
+END_TEST
+
 Suite *envelope_suite(void)
 {
     Suite *s = suite_create("envelope");
@@ -311,6 +404,7 @@ Suite *envelope_suite(void)
     tcase_add_test(tc, packed_requests_read_alike);
     tcase_add_test(tc, changed_bytes_read_alike_or_not_at_all);
     tcase_add_test(tc, unusual_shapes_left_to_protobuf_c);
+    tcase_add_test(tc, key_messages_by_their_parts);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

@@ -165,8 +165,9 @@ static void run_workload(const workload *w, floe_pool *pool, uint64_t seed)
         floe_answer_counts c;
         if (op <= 6) {
             bool ow = vb && rng_below(&r, 2);
-            ck_assert_int_eq(iceberg_insert(t, keys, n, vb ? vin : NULL, n * vb, ow ? ICEBERG_OVERWRITE : 0, res, ids,
-                                            vb ? vout : NULL, &c, &err),
+            ck_assert_int_eq(iceberg_insert(t, keys, n, vb ? vin : NULL, n * vb,
+                                            ow ? FLOE_VALUES_OVERWRITE : FLOE_VALUES_KEEP, res, ids, vb ? vout : NULL,
+                                            &c, &err),
                              FLOE_OK);
             iceberg_stats(t, &st);
             bool same_gen = st.generation == idgen;
@@ -382,7 +383,7 @@ START_TEST(first_occurrence_wins)
     uint64_t vals[6] = {10, 20, 30, 40, 50, 60};
     uint64_t out[6], ids[6];
     uint8_t res[6];
-    ck_assert_int_eq(iceberg_insert(t, keys, 6, vals, sizeof vals, ICEBERG_OVERWRITE, res, ids, out, NULL, NULL),
+    ck_assert_int_eq(iceberg_insert(t, keys, 6, vals, sizeof vals, FLOE_VALUES_OVERWRITE, res, ids, out, NULL, NULL),
                      FLOE_OK);
     const uint8_t want[6] = {FLOE_INSERTED, FLOE_INSERTED, FLOE_PRESENT, FLOE_PRESENT, FLOE_PRESENT, FLOE_INSERTED};
     const uint64_t want_out[6] = {10, 20, 10, 30, 20, 60};
