@@ -1,0 +1,595 @@
+/*
+ * explore.c - the open set of an exploring table (see explore.h).
+ *
+ * The states found are kept in the order found, in chunks of CHUNK (a
+ * growing run never copies what it holds): each one's key, parent id and
+ * label.  Depths are runs of consecutive states of one depth (a
+ * breadth-first run appends a level after the one before, so there are
+ * about as many runs as levels), so that a state's depth costs a binary
+ * search and no bytes of its own.  Handing out is a cursor over that order
+ * (the first state never handed out) and a queue of states handed back by
+ * expired claims, served first.  Claims out are few (a worker's requests
+ * in flight): an array searched by token.
+ */
+#define _GNU_SOURCE
+#include "explore.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "alloc.h"
+
+#define CHUNK_BITS 16
+#define CHUNK      ((uint64_t)1 << CHUNK_BITS)
+#define MAGIC      "FLOEXPL1"
+
+typedef struct chunk {
+    unsigned char *keys;
+    uint64_t *parents;
+    unsigned char *labels;
+} chunk;
+
+typedef struct depth_run {
+    uint64_t start; /* the first state of the run */
+    uint32_t depth;
+} depth_run;
+
+typedef struct claim {
+    uint64_t token, deadline;
+    uint32_t depth;
+    size_t n;
+    uint64_t *ids;
+} claim;
+
+struct floe_explore {
+    uint32_t key_bytes, label_bytes;
+    bool strict;
+    uint64_t run; /* the high half of this run's tokens */
+    uint32_t seq; /* claims made: the low half */
+    uint64_t count;
+    chunk *chunks;
+    size_t nchunks, chunks_cap;
+    depth_run *runs;
+    size_t nruns, runs_cap;
+    uint64_t *levels; /* states found at each depth */
+    uint32_t nlevels, levels_cap;
+    uint64_t cursor;
+    uint64_t *back; /* handed back: back[back_head .. back_n) */
+    size_t back_head, back_n, back_cap;
+    claim *claims;
+    size_t nclaims, claims_cap;
+    uint64_t claimed;
+};
+
+/* ---- growing arrays ------------------------------------------------------------------------- */
+
+static bool reserve(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return true;
+    size_t c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    void *q = floe_realloc(*p, c * size);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+static chunk *chunk_of(const floe_explore *x, uint64_t id)
+{
+    return &x->chunks[id >> CHUNK_BITS];
+}
+
+static size_t in_chunk(uint64_t id)
+{
+    return (size_t)(id & (CHUNK - 1));
+}
+
+static const unsigned char *key_at(const floe_explore *x, uint64_t id)
+{
+    return chunk_of(x, id)->keys + in_chunk(id) * x->key_bytes;
+}
+
+static uint64_t parent_at(const floe_explore *x, uint64_t id)
+{
+    return chunk_of(x, id)->parents[in_chunk(id)];
+}
+
+/* Room for states [count, count + n). */
+static bool room_for(floe_explore *x, uint64_t n)
+{
+    const size_t need = (size_t)((x->count + n + CHUNK - 1) >> CHUNK_BITS);
+    if (!reserve((void **)&x->chunks, &x->chunks_cap, need, sizeof *x->chunks))
+        return false;
+    for (; x->nchunks < need; x->nchunks++) {
+        chunk *c = &x->chunks[x->nchunks];
+        c->keys = floe_malloc(CHUNK * x->key_bytes);
+        c->parents = floe_malloc(CHUNK * sizeof *c->parents);
+        c->labels = x->label_bytes ? floe_calloc(CHUNK, x->label_bytes) : NULL;
+        if (!c->keys || !c->parents || (x->label_bytes && !c->labels)) {
+            free(c->keys);
+            free(c->parents);
+            free(c->labels);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- depths ------------------------------------------------------------------------------------ */
+
+static uint32_t depth_of(const floe_explore *x, uint64_t id)
+{
+    size_t lo = 0, hi = x->nruns; /* the last run starting at or before id */
+    while (hi - lo > 1) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (x->runs[mid].start <= id)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return x->runs[lo].depth;
+}
+
+static bool note_depth(floe_explore *x, uint64_t id, uint32_t depth)
+{
+    if (depth >= x->nlevels) {
+        size_t cap = x->levels_cap;
+        if (!reserve((void **)&x->levels, &cap, (size_t)depth + 1, sizeof *x->levels))
+            return false;
+        x->levels_cap = (uint32_t)cap;
+        memset(x->levels + x->nlevels, 0, (depth + 1 - x->nlevels) * sizeof *x->levels);
+        x->nlevels = depth + 1;
+    }
+    if (!x->nruns || x->runs[x->nruns - 1].depth != depth) {
+        if (!reserve((void **)&x->runs, &x->runs_cap, x->nruns + 1, sizeof *x->runs))
+            return false;
+        x->runs[x->nruns++] = (depth_run){id, depth};
+    }
+    x->levels[depth]++;
+    return true;
+}
+
+/* ---- life -------------------------------------------------------------------------------------- */
+
+static floe_status check_shape(uint32_t key_bytes, uint32_t label_bytes, floe_errinfo *err)
+{
+    if (key_bytes == 0 || key_bytes > FLOE_EXPLORE_KEY_MAX)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "an explored state is 1..%u bytes, not %u", FLOE_EXPLORE_KEY_MAX,
+                                key_bytes);
+    if (label_bytes > FLOE_EXPLORE_LABEL_MAX)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "an action label is 0..%u bytes, not %u", FLOE_EXPLORE_LABEL_MAX,
+                                label_bytes);
+    return FLOE_OK;
+}
+
+floe_status floe_explore_create(uint32_t key_bytes, uint32_t label_bytes, bool strict, uint64_t run, floe_explore **out,
+                                floe_errinfo *err)
+{
+    floe_status st = check_shape(key_bytes, label_bytes, err);
+    if (st != FLOE_OK)
+        return st;
+    floe_explore *x = floe_calloc(1, sizeof *x);
+    if (!x)
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for an open set");
+    x->key_bytes = key_bytes;
+    x->label_bytes = label_bytes;
+    x->strict = strict;
+    while (!run && getrandom(&run, sizeof run, 0) == sizeof run)
+        ;
+    x->run = run & 0xFFFFFFFFu;
+    if (!x->run)
+        x->run = 1;
+    *out = x;
+    return FLOE_OK;
+}
+
+void floe_explore_destroy(floe_explore *x)
+{
+    if (!x)
+        return;
+    for (size_t i = 0; i < x->nchunks; i++) {
+        free(x->chunks[i].keys);
+        free(x->chunks[i].parents);
+        free(x->chunks[i].labels);
+    }
+    for (size_t i = 0; i < x->nclaims; i++)
+        free(x->claims[i].ids);
+    free(x->chunks);
+    free(x->runs);
+    free(x->levels);
+    free(x->back);
+    free(x->claims);
+    free(x);
+}
+
+/* ---- finding ---------------------------------------------------------------------------------- */
+
+floe_status floe_explore_check_parents(const floe_explore *x, const uint64_t *parents, size_t n, floe_errinfo *err)
+{
+    for (size_t i = 0; parents && i < n; i++)
+        if (parents[i] != FLOE_EXPLORE_ROOT && parents[i] >= x->count)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                    "parent %llu (state %zu of %zu) is no state found: %llu are (ids 0..%llu)",
+                                    (unsigned long long)parents[i], i + 1, n, (unsigned long long)x->count,
+                                    (unsigned long long)(x->count ? x->count - 1 : 0));
+    return FLOE_OK;
+}
+
+floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels, size_t n,
+                             uint64_t *ids, floe_errinfo *err)
+{
+    floe_status st = floe_explore_check_parents(x, parents, n, err);
+    if (st != FLOE_OK)
+        return st;
+    /* every allocation first, so that the batch's states are appended whole or not at all: the
+     * deepest depth and the runs of depths it adds */
+    uint32_t deepest = 0, last = x->nruns ? x->runs[x->nruns - 1].depth : UINT32_MAX;
+    size_t new_runs = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t p = parents ? parents[i] : FLOE_EXPLORE_ROOT;
+        const uint32_t d = p == FLOE_EXPLORE_ROOT ? 0 : depth_of(x, p) + 1;
+        deepest = d > deepest ? d : deepest;
+        new_runs += d != last;
+        last = d;
+    }
+    size_t levels_cap = x->levels_cap;
+    if (!room_for(x, n) || !reserve((void **)&x->levels, &levels_cap, (size_t)deepest + 1, sizeof *x->levels) ||
+        !reserve((void **)&x->runs, &x->runs_cap, x->nruns + new_runs, sizeof *x->runs))
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for %zu more states of the open set", n);
+    x->levels_cap = (uint32_t)levels_cap;
+    const unsigned char *k = keys, *l = labels;
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t id = x->count;
+        const uint64_t parent = parents ? parents[i] : FLOE_EXPLORE_ROOT;
+        chunk *c = chunk_of(x, id);
+        memcpy(c->keys + in_chunk(id) * x->key_bytes, k + i * x->key_bytes, x->key_bytes);
+        c->parents[in_chunk(id)] = parent;
+        if (x->label_bytes) {
+            unsigned char *dst = c->labels + in_chunk(id) * x->label_bytes;
+            if (l)
+                memcpy(dst, l + i * x->label_bytes, x->label_bytes);
+            else
+                memset(dst, 0, x->label_bytes);
+        }
+        note_depth(x, id, parent == FLOE_EXPLORE_ROOT ? 0 : depth_of(x, parent) + 1); /* reserved above */
+        x->count++;
+        if (ids)
+            ids[i] = id;
+    }
+    return FLOE_OK;
+}
+
+/* ---- claims ----------------------------------------------------------------------------------- */
+
+static claim *claim_of(floe_explore *x, uint64_t token)
+{
+    for (size_t i = 0; token && i < x->nclaims; i++)
+        if (x->claims[i].token == token)
+            return &x->claims[i];
+    return NULL;
+}
+
+static void drop_claim(floe_explore *x, claim *c)
+{
+    x->claimed -= c->n;
+    free(c->ids);
+    *c = x->claims[--x->nclaims];
+}
+
+size_t floe_explore_expire(floe_explore *x, uint64_t now_ms)
+{
+    size_t expired = 0;
+    for (size_t i = 0; i < x->nclaims;) {
+        claim *c = &x->claims[i];
+        if (c->deadline > now_ms) {
+            i++;
+            continue;
+        }
+        /* the queue's free front first, then more room */
+        if (x->back_head && x->back_n + c->n > x->back_cap) {
+            memmove(x->back, x->back + x->back_head, (x->back_n - x->back_head) * sizeof *x->back);
+            x->back_n -= x->back_head;
+            x->back_head = 0;
+        }
+        if (!reserve((void **)&x->back, &x->back_cap, x->back_n + c->n, sizeof *x->back)) {
+            i++; /* out of memory: it stays out, and expires at a later call */
+            continue;
+        }
+        memcpy(x->back + x->back_n, c->ids, c->n * sizeof *c->ids);
+        x->back_n += c->n;
+        drop_claim(x, c);
+        expired++;
+    }
+    return expired;
+}
+
+static bool shallower_out(const floe_explore *x, uint32_t depth)
+{
+    for (size_t i = 0; i < x->nclaims; i++)
+        if (x->claims[i].depth < depth)
+            return true;
+    return false;
+}
+
+floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uint64_t lease_ms, uint64_t *ids,
+                               void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
+                               floe_errinfo *err)
+{
+    *n = 0;
+    *token = 0;
+    *depth = 0;
+    floe_explore_expire(x, now_ms);
+    const bool from_back = x->back_head < x->back_n;
+    if (!from_back && x->cursor == x->count) {
+        /* nothing open: done once a state was found and every claim has ended */
+        *state = x->count && !x->nclaims ? FLOE_EXPLORE_DONE : FLOE_EXPLORE_WAIT;
+        return FLOE_OK;
+    }
+    const uint32_t d = depth_of(x, from_back ? x->back[x->back_head] : x->cursor);
+    if (max == 0 || (x->strict && shallower_out(x, d))) {
+        *state = FLOE_EXPLORE_WAIT;
+        return FLOE_OK;
+    }
+    if (!reserve((void **)&x->claims, &x->claims_cap, x->nclaims + 1, sizeof *x->claims))
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a claim");
+    /* the states of depth d at the front of the queue, or from the cursor */
+    size_t m = 0;
+    if (from_back)
+        while (m < max && x->back_head + m < x->back_n && depth_of(x, x->back[x->back_head + m]) == d)
+            m++;
+    else
+        while (m < max && x->cursor + m < x->count && depth_of(x, x->cursor + m) == d)
+            m++;
+    uint64_t *mine = floe_malloc(m * sizeof *mine);
+    if (!mine)
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a claim of %zu states", m);
+    for (size_t i = 0; i < m; i++) {
+        mine[i] = from_back ? x->back[x->back_head + i] : x->cursor + i;
+        ids[i] = mine[i];
+        if (keys)
+            memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, mine[i]), x->key_bytes);
+    }
+    if (from_back) {
+        x->back_head += m;
+        if (x->back_head == x->back_n)
+            x->back_head = x->back_n = 0;
+    } else {
+        x->cursor += m;
+    }
+    if (++x->seq == 0)
+        x->seq = 1;
+    claim *c = &x->claims[x->nclaims++];
+    *c = (claim){x->run << 32 | x->seq, now_ms + lease_ms, d, m, mine};
+    x->claimed += m;
+    *n = m;
+    *depth = d;
+    *token = c->token;
+    *state = FLOE_EXPLORE_GOT;
+    return FLOE_OK;
+}
+
+static floe_status no_claim(uint64_t token, floe_errinfo *err)
+{
+    return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                            "no claim 0x%llx is out on this table: it was completed, its lease ran out and its "
+                            "states went back to the open set, or it is another table's or run's",
+                            (unsigned long long)token);
+}
+
+floe_status floe_explore_complete(floe_explore *x, uint64_t token, floe_errinfo *err)
+{
+    claim *c = claim_of(x, token);
+    if (!c)
+        return no_claim(token, err);
+    drop_claim(x, c);
+    return FLOE_OK;
+}
+
+floe_status floe_explore_renew(floe_explore *x, uint64_t token, uint64_t now_ms, uint64_t lease_ms, floe_errinfo *err)
+{
+    claim *c = claim_of(x, token);
+    if (!c)
+        return no_claim(token, err);
+    c->deadline = now_ms + lease_ms;
+    return FLOE_OK;
+}
+
+/* ---- traces and figures --------------------------------------------------------------------- */
+
+floe_status floe_explore_depth(const floe_explore *x, uint64_t id, uint32_t *depth, floe_errinfo *err)
+{
+    if (id >= x->count)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "state %llu was not found: %llu are (ids 0..%llu)",
+                                (unsigned long long)id, (unsigned long long)x->count,
+                                (unsigned long long)(x->count ? x->count - 1 : 0));
+    *depth = depth_of(x, id);
+    return FLOE_OK;
+}
+
+floe_status floe_explore_trace(const floe_explore *x, uint64_t id, size_t cap, uint64_t *ids, void *keys, void *labels,
+                               size_t *n, floe_errinfo *err)
+{
+    uint32_t d = 0;
+    floe_status st = floe_explore_depth(x, id, &d, err);
+    if (st != FLOE_OK)
+        return st;
+    *n = (size_t)d + 1; /* each parent is one shallower */
+    if (*n > cap)
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "the trace to state %llu has %zu states, more than %zu",
+                                (unsigned long long)id, *n, cap);
+    for (size_t i = *n; i-- > 0; id = parent_at(x, id)) {
+        ids[i] = id;
+        if (keys)
+            memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, id), x->key_bytes);
+        if (labels && x->label_bytes) {
+            unsigned char *dst = (unsigned char *)labels + i * x->label_bytes;
+            if (parent_at(x, id) == FLOE_EXPLORE_ROOT)
+                memset(dst, 0, x->label_bytes);
+            else
+                memcpy(dst, chunk_of(x, id)->labels + in_chunk(id) * x->label_bytes, x->label_bytes);
+        }
+    }
+    return FLOE_OK;
+}
+
+void floe_explore_stats(const floe_explore *x, floe_explore_counts *st)
+{
+    memset(st, 0, sizeof *st);
+    st->states = x->count;
+    st->open = (x->count - x->cursor) + (x->back_n - x->back_head);
+    st->claimed = x->claimed;
+    st->claims = x->nclaims;
+    st->levels = x->nlevels;
+    st->done = x->count && !st->open && !x->nclaims;
+    st->bytes = sizeof *x + x->nchunks * (CHUNK * (x->key_bytes + sizeof(uint64_t) + x->label_bytes)) +
+                x->chunks_cap * sizeof *x->chunks + x->runs_cap * sizeof *x->runs +
+                (uint64_t)x->levels_cap * sizeof *x->levels + x->back_cap * sizeof *x->back +
+                x->claims_cap * sizeof *x->claims + x->claimed * sizeof(uint64_t);
+}
+
+uint64_t floe_explore_level(const floe_explore *x, uint32_t d)
+{
+    return d < x->nlevels ? x->levels[d] : 0;
+}
+
+/* ---- save and load ---------------------------------------------------------------------------- */
+
+typedef struct image_header {
+    char magic[8];
+    uint32_t key_bytes, label_bytes, strict, nlevels;
+    uint64_t count, nruns, cursor, open_back; /* open_back: handed back, claims out included */
+} image_header;
+
+typedef int write_fn(void *ctx, const void *p, size_t len);
+typedef int read_fn(void *ctx, void *p, size_t len);
+
+/* write and read, with nothing to move (and perhaps no array) a success */
+static int put(write_fn *write, void *ctx, const void *p, size_t len)
+{
+    return len ? write(ctx, p, len) : 0;
+}
+
+static int get(read_fn *read, void *ctx, void *p, size_t len)
+{
+    return len ? read(ctx, p, len) : 0;
+}
+
+floe_status floe_explore_save(const floe_explore *x, int (*write)(void *ctx, const void *p, size_t len), void *ctx,
+                              floe_errinfo *err)
+{
+    image_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, MAGIC, sizeof h.magic);
+    h.key_bytes = x->key_bytes;
+    h.label_bytes = x->label_bytes;
+    h.strict = x->strict;
+    h.nlevels = x->nlevels;
+    h.count = x->count;
+    h.nruns = x->nruns;
+    h.cursor = x->cursor;
+    h.open_back = (x->back_n - x->back_head) + x->claimed;
+    bool ok =
+        put(write, ctx, &h, sizeof h) == 0 && put(write, ctx, x->runs, x->nruns * sizeof *x->runs) == 0 &&
+        put(write, ctx, x->levels, (size_t)x->nlevels * sizeof *x->levels) == 0 &&
+        put(write, ctx, x->back ? x->back + x->back_head : NULL, (x->back_n - x->back_head) * sizeof *x->back) == 0;
+    for (size_t i = 0; ok && i < x->nclaims; i++) /* claims out go back to the open set */
+        ok = put(write, ctx, x->claims[i].ids, x->claims[i].n * sizeof(uint64_t)) == 0;
+    for (uint64_t at = 0; ok && at < x->count; at += CHUNK) {
+        const size_t m = (size_t)(x->count - at < CHUNK ? x->count - at : CHUNK);
+        const chunk *c = chunk_of(x, at);
+        ok = put(write, ctx, c->keys, m * x->key_bytes) == 0 &&
+             put(write, ctx, c->parents, m * sizeof *c->parents) == 0 &&
+             (!x->label_bytes || put(write, ctx, c->labels, m * x->label_bytes) == 0);
+    }
+    return ok ? FLOE_OK : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "writing the open set failed");
+}
+
+/* Whether what was read holds together: runs ascending from 0 within the
+ * states, levels summing to the states, parents shallower by one, every
+ * state handed back one that was handed out. */
+static bool holds_together(const floe_explore *x)
+{
+    uint64_t sum = 0;
+    for (uint32_t d = 0; d < x->nlevels; d++)
+        sum += x->levels[d];
+    if (sum != x->count || x->cursor > x->count || (x->count && (!x->nruns || x->runs[0].start != 0)))
+        return false;
+    for (size_t i = 0; i < x->nruns; i++)
+        if (x->runs[i].start >= x->count || x->runs[i].depth >= x->nlevels ||
+            (i && (x->runs[i].start <= x->runs[i - 1].start || x->runs[i].depth == x->runs[i - 1].depth)))
+            return false;
+    for (uint64_t id = 0; id < x->count; id++) {
+        const uint64_t p = parent_at(x, id);
+        const uint32_t d = depth_of(x, id);
+        if (p == FLOE_EXPLORE_ROOT ? d != 0 : p >= x->count || depth_of(x, p) + 1 != d)
+            return false;
+    }
+    for (size_t i = 0; i < x->back_n; i++)
+        if (x->back[i] >= x->cursor)
+            return false;
+    return true;
+}
+
+floe_status floe_explore_load(int (*read)(void *ctx, void *p, size_t len), void *ctx, uint64_t run, floe_explore **out,
+                              floe_errinfo *err)
+{
+    image_header h;
+    memset(&h, 0, sizeof h);
+    if (get(read, ctx, &h, sizeof h) != 0 || memcmp(h.magic, MAGIC, sizeof h.magic) != 0)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "not an open set (or cut short)");
+    floe_explore *x;
+    floe_status st = floe_explore_create(h.key_bytes, h.label_bytes, h.strict != 0, run, &x, err);
+    if (st != FLOE_OK)
+        return st;
+    size_t levels_cap = 0;
+    const bool sane = h.nruns <= h.count && h.open_back <= h.count && h.nlevels <= h.count &&
+                      (h.nlevels != 0) == (h.count != 0) && h.count < ((uint64_t)1 << 48);
+    bool ok = sane && reserve((void **)&x->runs, &x->runs_cap, (size_t)h.nruns, sizeof *x->runs) &&
+              reserve((void **)&x->levels, &levels_cap, h.nlevels, sizeof *x->levels) &&
+              reserve((void **)&x->back, &x->back_cap, (size_t)h.open_back, sizeof *x->back);
+    if (!ok) {
+        floe_explore_destroy(x);
+        return sane ? floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for an open set of %llu states",
+                                       (unsigned long long)h.count)
+                    : floe_errinfo_set(err, FLOE_ERR_INVALID, "the open set's sizes do not hold together");
+    }
+    x->levels_cap = (uint32_t)levels_cap;
+    x->nruns = (size_t)h.nruns;
+    x->nlevels = h.nlevels;
+    x->back_n = (size_t)h.open_back;
+    ok = get(read, ctx, x->runs, x->nruns * sizeof *x->runs) == 0 &&
+         get(read, ctx, x->levels, (size_t)x->nlevels * sizeof *x->levels) == 0 &&
+         get(read, ctx, x->back, x->back_n * sizeof *x->back) == 0;
+    /* a chunk's room is taken as its bytes come: a count that lies runs into the end of what
+     * there is to read, not out of memory */
+    bool oom = false;
+    while (ok && x->count < h.count) {
+        const size_t m = (size_t)(h.count - x->count < CHUNK ? h.count - x->count : CHUNK);
+        if (!room_for(x, m)) {
+            ok = false, oom = true;
+            break;
+        }
+        chunk *c = chunk_of(x, x->count);
+        ok = get(read, ctx, c->keys, m * x->key_bytes) == 0 &&
+             get(read, ctx, c->parents, m * sizeof *c->parents) == 0 &&
+             (!x->label_bytes || get(read, ctx, c->labels, m * x->label_bytes) == 0);
+        x->count += ok ? m : 0;
+    }
+    x->cursor = h.cursor;
+    if (oom) {
+        floe_explore_destroy(x);
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for an open set of %llu states",
+                                (unsigned long long)h.count);
+    }
+    if (!ok || !holds_together(x)) {
+        floe_explore_destroy(x);
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "the open set is cut short or does not hold together");
+    }
+    *out = x;
+    return FLOE_OK;
+}

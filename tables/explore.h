@@ -1,0 +1,124 @@
+/*
+ * explore.h - the open set of an exploring table: the states a run has
+ * found, in the order it found them, with each one's parent, label and
+ * depth, handed out to workers in claims (docs/ARCHITECTURE.md).
+ *
+ * A model checker's workers insert the successors of the states they
+ * expand; every state the table answers INSERTED joins its open set
+ * (floe_explore_add) under an explore id: its place in the order found,
+ * which no growth of the table changes.  A claim hands out up to N open
+ * states, breadth-first, under a token and a lease; `complete` ends a
+ * claim; a claim whose lease runs out returns its states to the open set
+ * (expanding a state twice is harmless: inserts deduplicate).  Strict
+ * breadth-first (the default) hands out no state of depth d + 1 while a
+ * claim of depth d is out, so that every state's parent is one of the
+ * shallowest and a trace (floe_explore_trace) is a shortest path from an
+ * initial state.  When no state is open and no claim is out, claims answer
+ * DONE.
+ *
+ * Host memory, one structure per table, not thread-safe: its owner (the
+ * table's batcher) serialises calls.  key_bytes of a state as the table
+ * stores it (8 for SET and MAP keys, words x 4 for TREE vectors).
+ */
+#ifndef FLOE_TABLES_EXPLORE_H
+#define FLOE_TABLES_EXPLORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLOE_EXPLORE_ROOT      UINT64_MAX /* the parent of an initial state */
+#define FLOE_EXPLORE_LABEL_MAX 4u         /* bytes of an action label */
+#define FLOE_EXPLORE_KEY_MAX   1024u      /* bytes of a state (a TREE's 256 words) */
+
+typedef struct floe_explore floe_explore;
+
+/* What a claim found (floe_explore_claim). */
+typedef enum floe_explore_state {
+    FLOE_EXPLORE_GOT = 0,  /* states handed out */
+    FLOE_EXPLORE_WAIT = 1, /* states are open but deeper than a claim still out: ask again */
+    FLOE_EXPLORE_DONE = 2, /* no state is open and no claim is out: the run has ended */
+} floe_explore_state;
+
+typedef struct floe_explore_counts {
+    uint64_t states;  /* found, each once */
+    uint64_t open;    /* not yet handed out, or handed back by an expired claim */
+    uint64_t claimed; /* in claims that are out */
+    uint64_t claims;  /* claims out */
+    uint32_t levels;  /* depths found: the deepest + 1 */
+    bool done;        /* no state open, no claim out, and at least one state found */
+    uint64_t bytes;   /* host memory held */
+} floe_explore_counts;
+
+/* strict: breadth-first with a barrier between depths (the default of a
+ * table); run: a number that tells this run's claim tokens from another's
+ * (0: one is drawn). */
+floe_status floe_explore_create(uint32_t key_bytes, uint32_t label_bytes, bool strict, uint64_t run, floe_explore **out,
+                                floe_errinfo *err);
+void floe_explore_destroy(floe_explore *x);
+
+/* Whether each parent is a state found (or FLOE_EXPLORE_ROOT); if not,
+ * ERR_INVALID naming the first that is not.  Checked before the batch that
+ * carries them runs, so that a bad one changes nothing. */
+floe_status floe_explore_check_parents(const floe_explore *x, const uint64_t *parents, size_t n, floe_errinfo *err);
+
+/* Appends n states a batch stored new: keys (key_bytes each), their
+ * parents (checked) and labels (label_bytes each; NULL: zero); ids (may be
+ * NULL) gets each one's explore id.  ERR_FULL if memory runs out (nothing
+ * appended). */
+floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels, size_t n,
+                             uint64_t *ids, floe_errinfo *err);
+
+/* Hands out up to max open states, shallowest and earliest first (the
+ * states of expired claims before the rest), all of one depth: ids, keys
+ * (key_bytes each) and *depth, under *token with a lease to now_ms +
+ * lease_ms.  *state says which of GOT, WAIT or DONE; with WAIT and DONE
+ * *n is 0 and *token 0.  Claims whose lease has run out return to the open
+ * set first. */
+floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uint64_t lease_ms, uint64_t *ids,
+                               void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
+                               floe_errinfo *err);
+/* Ends the claim token (its states expanded); ERR_INVALID if no claim of
+ * this run has that token (ended, expired, or another table's). */
+floe_status floe_explore_complete(floe_explore *x, uint64_t token, floe_errinfo *err);
+/* The claim's lease to now_ms + lease_ms; ERR_INVALID as complete. */
+floe_status floe_explore_renew(floe_explore *x, uint64_t token, uint64_t now_ms, uint64_t lease_ms, floe_errinfo *err);
+/* Returns the states of claims whose lease ended by now_ms to the open
+ * set; how many claims. */
+size_t floe_explore_expire(floe_explore *x, uint64_t now_ms);
+
+/* The depth of a state found (ERR_INVALID if id names none). */
+floe_status floe_explore_depth(const floe_explore *x, uint64_t id, uint32_t *depth, floe_errinfo *err);
+/* The chain from an initial state to id, initial state first: *n states,
+ * their ids, keys and labels (the label of the step into each; an initial
+ * state's is zero), at most cap of them (ERR_TOO_LARGE if the chain is
+ * longer: *n says how long); keys and labels may be NULL. */
+floe_status floe_explore_trace(const floe_explore *x, uint64_t id, size_t cap, uint64_t *ids, void *keys, void *labels,
+                               size_t *n, floe_errinfo *err);
+
+void floe_explore_stats(const floe_explore *x, floe_explore_counts *st);
+/* States found at depth d. */
+uint64_t floe_explore_level(const floe_explore *x, uint32_t d);
+
+/* The open set as bytes (a table file's section), through write(ctx, p,
+ * len) (nonzero: failed, and so does this, with ERR_INTERNAL).  Claims out are
+ * written as open: a loaded table hands their states out again. */
+floe_status floe_explore_save(const floe_explore *x, int (*write)(void *ctx, const void *p, size_t len), void *ctx,
+                              floe_errinfo *err);
+/* An open set from what floe_explore_save wrote, through read(ctx, p,
+ * len) (nonzero: short or failed); ERR_INVALID if it does not hold
+ * together.  run: as floe_explore_create (a new run's tokens). */
+floe_status floe_explore_load(int (*read)(void *ctx, void *p, size_t len), void *ctx, uint64_t run, floe_explore **out,
+                              floe_errinfo *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

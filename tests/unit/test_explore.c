@@ -1,0 +1,443 @@
+/*
+ * test_explore.c - the open set of an exploring table (tables/explore.c)
+ * driven as a model checker's workers drive it, against a plain
+ * breadth-first search of the same graph: the states found, each level's
+ * size, every state's depth and every trace (each step a real transition,
+ * the first state initial, as long as the shortest path); leases that run
+ * out, DONE only at the end, a run saved with claims out and resumed, and
+ * bad input refused with nothing changed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "explore.h"
+#include "testutil.h"
+
+/* The graph: states 0..N-1, three successors each, the action's number as
+ * its label; initial states 0 and 1. */
+#define N      5000u
+#define FANOUT 3
+
+static uint32_t succ(uint32_t s, int a)
+{
+    switch (a) {
+    case 0:
+        return (s * 7u + 3u) % N;
+    case 1:
+        return (s ^ 0x155u) % N;
+    default:
+        return s / 2u;
+    }
+}
+
+/* The reference: breadth-first distances from the initial states (-1 unreached). */
+static int dist[N];
+
+static uint32_t reference_bfs(uint32_t *levels, uint32_t *nlevels)
+{
+    static uint32_t queue[N];
+    size_t head = 0, tail = 0;
+    for (uint32_t s = 0; s < N; s++)
+        dist[s] = -1;
+    for (uint32_t s = 0; s < 2; s++) {
+        dist[s] = 0;
+        queue[tail++] = s;
+    }
+    while (head < tail) {
+        const uint32_t s = queue[head++];
+        for (int a = 0; a < FANOUT; a++) {
+            const uint32_t t = succ(s, a);
+            if (dist[t] < 0) {
+                dist[t] = dist[s] + 1;
+                queue[tail++] = t;
+            }
+        }
+    }
+    memset(levels, 0, N * sizeof *levels);
+    *nlevels = 0;
+    for (uint32_t s = 0; s < N; s++)
+        if (dist[s] >= 0) {
+            levels[dist[s]]++;
+            if ((uint32_t)dist[s] + 1 > *nlevels)
+                *nlevels = (uint32_t)dist[s] + 1;
+        }
+    return (uint32_t)tail;
+}
+
+/* The table: which states are stored (the set), and the explore id of each. */
+typedef struct run {
+    floe_explore *x;
+    bool stored[N];
+    uint64_t id_of[N];
+    uint64_t now;
+} run;
+
+/* A batch of successors inserted: the first occurrence of each new state is
+ * INSERTED and joins the open set with its parent and label. */
+static void insert_batch(run *r, const uint64_t *keys, const uint64_t *parents, const uint8_t *labels, size_t n)
+{
+    uint64_t *nk = calloc(n + 1, 8), *np = calloc(n + 1, 8), *ids = calloc(n + 1, 8);
+    uint8_t *nl = calloc(n + 1, 1);
+    uint32_t *which = malloc((n + 1) * sizeof *which);
+    ck_assert(nk && np && ids && nl && which);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!r->stored[keys[i]]) {
+            r->stored[keys[i]] = true;
+            nk[m] = keys[i], np[m] = parents[i], nl[m] = labels[i], which[m] = (uint32_t)keys[i];
+            m++;
+        }
+    floe_errinfo err;
+    ck_assert_int_eq(floe_explore_add(r->x, nk, np, nl, m, ids, &err), FLOE_OK);
+    for (size_t i = 0; i < m; i++)
+        r->id_of[which[i]] = ids[i];
+    free(nk), free(np), free(ids), free(nl), free(which);
+}
+
+static void start(run *r, bool strict, uint64_t run_id)
+{
+    memset(r, 0, sizeof *r);
+    floe_errinfo err;
+    ck_assert_int_eq(floe_explore_create(8, 1, strict, run_id, &r->x, &err), FLOE_OK);
+    const uint64_t init[2] = {0, 1}, roots[2] = {FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT};
+    const uint8_t lab[2] = {0, 0};
+    insert_batch(r, init, roots, lab, 2);
+}
+
+/* One worker's step: claim up to max, expand, insert the successors; the
+ * claim is completed now or left out (returned in *token) for the caller.
+ * Returns the claim's state. */
+static floe_explore_state step(run *r, size_t max, bool complete, uint64_t *token_out, uint64_t seed)
+{
+    uint64_t ids[64], keys[64], token;
+    size_t n;
+    uint32_t depth;
+    floe_explore_state state;
+    floe_errinfo err;
+    ck_assert(max <= 64);
+    ck_assert_int_eq(floe_explore_claim(r->x, max, r->now, 1000, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
+    if (state != FLOE_EXPLORE_GOT) {
+        ck_assert_uint_eq(n, 0);
+        ck_assert_uint_eq(token, 0);
+        return state;
+    }
+    ck_assert_uint_gt(n, 0);
+    uint64_t sk[64 * FANOUT], sp[64 * FANOUT];
+    uint8_t sl[64 * FANOUT];
+    size_t m = 0;
+    uint64_t rng = seed;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(dist[keys[i]], (int)depth); /* the claim's depth is the state's */
+        for (int a = 0; a < FANOUT; a++) {
+            sk[m] = succ((uint32_t)keys[i], a), sp[m] = ids[i], sl[m] = (uint8_t)a;
+            m++;
+        }
+    }
+    for (size_t i = m; i > 1; i--) { /* the order successors arrive in is the workers' business */
+        const size_t j = (size_t)rng_below(&rng, i);
+        uint64_t t = sk[i - 1];
+        sk[i - 1] = sk[j], sk[j] = t;
+        t = sp[i - 1], sp[i - 1] = sp[j], sp[j] = t;
+        const uint8_t u = sl[i - 1];
+        sl[i - 1] = sl[j], sl[j] = u;
+    }
+    insert_batch(r, sk, sp, sl, m);
+    if (complete)
+        ck_assert_int_eq(floe_explore_complete(r->x, token, &err), FLOE_OK);
+    if (token_out)
+        *token_out = token;
+    return state;
+}
+
+/* Everything a finished run must say, against the reference. */
+static void check_finished(run *r, uint32_t want_states, const uint32_t *levels, uint32_t nlevels)
+{
+    floe_explore_counts c;
+    floe_explore_stats(r->x, &c);
+    ck_assert_uint_eq(c.states, want_states);
+    ck_assert(c.done);
+    ck_assert_uint_eq(c.open, 0);
+    ck_assert_uint_eq(c.claims, 0);
+    ck_assert_uint_eq(c.levels, nlevels);
+    for (uint32_t d = 0; d < nlevels; d++)
+        ck_assert_uint_eq(floe_explore_level(r->x, d), levels[d]);
+    uint64_t ids[N], keys[N];
+    uint8_t labels[N];
+    floe_errinfo err;
+    for (uint32_t s = 0; s < N; s++) {
+        ck_assert_int_eq(r->stored[s], dist[s] >= 0);
+        if (dist[s] < 0)
+            continue;
+        size_t n;
+        ck_assert_int_eq(floe_explore_trace(r->x, r->id_of[s], N, ids, keys, labels, &n, &err), FLOE_OK);
+        ck_assert_uint_eq(n, (size_t)dist[s] + 1); /* a shortest path */
+        ck_assert(keys[0] == 0 || keys[0] == 1);   /* from an initial state */
+        ck_assert_uint_eq(keys[n - 1], s);
+        ck_assert_uint_eq(ids[n - 1], r->id_of[s]);
+        for (size_t i = 1; i < n; i++) /* each step the transition its label names */
+            ck_assert_uint_eq(succ((uint32_t)keys[i - 1], labels[i]), keys[i]);
+    }
+}
+
+START_TEST(workers_find_what_bfs_finds)
+{
+    uint32_t levels[N], nlevels;
+    const uint32_t want = reference_bfs(levels, &nlevels);
+    ck_assert_uint_gt(nlevels, 5);
+    run *r = malloc(sizeof *r);
+    ck_assert_ptr_nonnull(r);
+    start(r, true, 7);
+    /* three workers with claims of 1, 5 and 17 states, one claim of each out at a time,
+     * completing in turn: WAIT at the end of each level until its last claim is in */
+    uint64_t out[3] = {0, 0, 0};
+    const size_t size[3] = {1, 5, 17};
+    int waits = 0, rounds = 0;
+    floe_errinfo err;
+    for (;;) {
+        bool done = false;
+        for (int w = 0; w < 3; w++) {
+            if (out[w]) {
+                ck_assert_int_eq(floe_explore_complete(r->x, out[w], &err), FLOE_OK);
+                out[w] = 0;
+            }
+            const floe_explore_state s = step(r, size[w], false, &out[w], (uint64_t)rounds * 3 + (uint64_t)w + 1);
+            waits += s == FLOE_EXPLORE_WAIT;
+            done = done || s == FLOE_EXPLORE_DONE;
+            if (s != FLOE_EXPLORE_GOT)
+                out[w] = 0;
+        }
+        rounds++;
+        ck_assert_int_lt(rounds, 100000);
+        if (done)
+            break;
+    }
+    ck_assert_int_gt(waits, 0);
+    for (int w = 0; w < 3; w++) /* DONE came only once nothing was out */
+        ck_assert_uint_eq(out[w], 0);
+    check_finished(r, want, levels, nlevels);
+    floe_explore_destroy(r->x);
+    free(r);
+}
+END_TEST
+
+START_TEST(leases_run_out_and_claims_end_once)
+{
+    uint32_t levels[N], nlevels;
+    const uint32_t want = reference_bfs(levels, &nlevels);
+    run *r = malloc(sizeof *r);
+    ck_assert_ptr_nonnull(r);
+    start(r, true, 8);
+    uint64_t ids[4], keys[4], token, token2;
+    size_t n;
+    uint32_t depth;
+    floe_explore_state state;
+    floe_errinfo err;
+    /* a worker claims the two initial states and dies */
+    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
+    ck_assert_int_eq(state, FLOE_EXPLORE_GOT);
+    ck_assert_uint_eq(n, 2);
+    /* nothing else is open: WAIT, not DONE, while the claim is out */
+    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, &n, &depth, &token2, &state, &err), FLOE_OK);
+    ck_assert_int_eq(state, FLOE_EXPLORE_WAIT);
+    /* renewed, it outlives its first lease */
+    r->now = 900;
+    ck_assert_int_eq(floe_explore_renew(r->x, token, r->now, 1000, &err), FLOE_OK);
+    r->now = 1500;
+    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, &n, &depth, &token2, &state, &err), FLOE_OK);
+    ck_assert_int_eq(state, FLOE_EXPLORE_WAIT);
+    /* past it, the states go back to the open set and another worker gets them */
+    r->now = 2000;
+    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, &n, &depth, &token2, &state, &err), FLOE_OK);
+    ck_assert_int_eq(state, FLOE_EXPLORE_GOT);
+    ck_assert_uint_eq(n, 2);
+    ck_assert(keys[0] + keys[1] == 1 && depth == 0);
+    ck_assert_uint_ne(token2, token);
+    /* the dead worker's token is no claim any more; completing the live one twice fails the second time */
+    ck_assert_int_eq(floe_explore_complete(r->x, token, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "lease ran out"));
+    ck_assert_int_eq(floe_explore_renew(r->x, token, r->now, 1000, &err), FLOE_ERR_INVALID);
+    /* expand them (as step does) and finish the run */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t sk[FANOUT], sp[FANOUT];
+        uint8_t sl[FANOUT];
+        for (int a = 0; a < FANOUT; a++)
+            sk[a] = succ((uint32_t)keys[i], a), sp[a] = ids[i], sl[a] = (uint8_t)a;
+        insert_batch(r, sk, sp, sl, FANOUT);
+    }
+    ck_assert_int_eq(floe_explore_complete(r->x, token2, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_complete(r->x, token2, &err), FLOE_ERR_INVALID);
+    /* a claim of another table's run is none of this one's */
+    floe_explore *other;
+    ck_assert_int_eq(floe_explore_create(8, 1, true, 9, &other, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_complete(other, token2, &err), FLOE_ERR_INVALID);
+    floe_explore_destroy(other);
+    /* workers that each leave every fourth claim to expire */
+    for (int i = 0;; i++) {
+        r->now += 10;
+        uint64_t t;
+        const floe_explore_state s = step(r, 8, i % 4 != 0, &t, (uint64_t)i + 1);
+        if (s == FLOE_EXPLORE_DONE)
+            break;
+        if (s == FLOE_EXPLORE_WAIT)
+            r->now += 1000; /* the abandoned claims' leases run out */
+        ck_assert_int_lt(i, 100000);
+    }
+    check_finished(r, want, levels, nlevels);
+    floe_explore_destroy(r->x);
+    free(r);
+}
+END_TEST
+
+/* A byte buffer to save into and load from. */
+typedef struct buffer {
+    unsigned char *p;
+    size_t len, cap, at;
+    size_t fail_after; /* write: fail once this many bytes are in (0: never) */
+} buffer;
+
+static int buf_write(void *ctx, const void *p, size_t len)
+{
+    buffer *b = ctx;
+    if (b->fail_after && b->len + len > b->fail_after)
+        return -1;
+    if (b->len + len > b->cap) {
+        b->cap = (b->len + len) * 2;
+        b->p = realloc(b->p, b->cap);
+        ck_assert_ptr_nonnull(b->p);
+    }
+    memcpy(b->p + b->len, p, len);
+    b->len += len;
+    return 0;
+}
+
+static int buf_read(void *ctx, void *p, size_t len)
+{
+    buffer *b = ctx;
+    if (b->len - b->at < len)
+        return -1;
+    memcpy(p, b->p + b->at, len);
+    b->at += len;
+    return 0;
+}
+
+START_TEST(a_run_saved_with_claims_out_resumes_exactly)
+{
+    uint32_t levels[N], nlevels;
+    const uint32_t want = reference_bfs(levels, &nlevels);
+    run *r = malloc(sizeof *r);
+    ck_assert_ptr_nonnull(r);
+    start(r, true, 10);
+    for (int i = 0; i < 60; i++) /* part of the run */
+        step(r, 6, true, NULL, (uint64_t)i + 1);
+    uint64_t t1, t2;
+    ck_assert_int_eq(step(r, 6, false, &t1, 99), FLOE_EXPLORE_GOT); /* two claims out, expanded, not completed */
+    ck_assert_int_eq(step(r, 3, false, &t2, 98), FLOE_EXPLORE_GOT);
+    floe_explore_counts before;
+    floe_explore_stats(r->x, &before);
+    ck_assert_uint_eq(before.claims, 2);
+    buffer b = {0};
+    floe_errinfo err;
+    ck_assert_int_eq(floe_explore_save(r->x, buf_write, &b, &err), FLOE_OK);
+    /* the image cut anywhere, or with a byte changed in its header or parents, is refused */
+    for (size_t cut = 0; cut < b.len; cut += 1 + cut / 3) {
+        buffer part = {b.p, cut, cut, 0, 0};
+        floe_explore *y = NULL;
+        ck_assert_int_eq(floe_explore_load(buf_read, &part, 11, &y, &err), FLOE_ERR_INVALID);
+        ck_assert_ptr_null(y);
+    }
+    unsigned char *bad = malloc(b.len);
+    ck_assert_ptr_nonnull(bad);
+    const size_t spots[] = {0, 12, 24, 30}; /* the magic, the label's bytes, the count (low and high) */
+    for (size_t k = 0; k < sizeof spots / sizeof spots[0]; k++) {
+        memcpy(bad, b.p, b.len);
+        bad[spots[k]] ^= 0x40;
+        buffer flipped = {bad, b.len, b.len, 0, 0};
+        floe_explore *y = NULL;
+        ck_assert_int_eq(floe_explore_load(buf_read, &flipped, 11, &y, &err), FLOE_ERR_INVALID);
+        ck_assert_ptr_null(y);
+    }
+    free(bad);
+    /* a write that fails says so */
+    buffer failing = {0};
+    failing.fail_after = b.len / 2;
+    ck_assert_int_eq(floe_explore_save(r->x, buf_write, &failing, &err), FLOE_ERR_INTERNAL);
+    free(failing.p);
+    /* loaded: the claims out are open again, and the run ends exactly */
+    floe_explore_destroy(r->x);
+    b.at = 0;
+    ck_assert_int_eq(floe_explore_load(buf_read, &b, 11, &r->x, &err), FLOE_OK);
+    floe_explore_counts after;
+    floe_explore_stats(r->x, &after);
+    ck_assert_uint_eq(after.states, before.states);
+    ck_assert_uint_eq(after.open, before.open + before.claimed);
+    ck_assert_uint_eq(after.claims, 0);
+    ck_assert_int_eq(floe_explore_complete(r->x, t1, &err), FLOE_ERR_INVALID); /* an earlier run's token */
+    for (int i = 0;; i++) {
+        const floe_explore_state s = step(r, 7, true, NULL, (uint64_t)i + 1000);
+        if (s == FLOE_EXPLORE_DONE)
+            break;
+        ck_assert_int_eq(s, FLOE_EXPLORE_GOT); /* one worker completing each claim never waits */
+    }
+    check_finished(r, want, levels, nlevels);
+    free(b.p);
+    floe_explore_destroy(r->x);
+    free(r);
+}
+END_TEST
+
+START_TEST(bad_input_changes_nothing)
+{
+    floe_explore *x;
+    floe_errinfo err;
+    ck_assert_int_eq(floe_explore_create(0, 0, true, 1, &x, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_explore_create(8, 5, true, 1, &x, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_explore_create(8, 2, false, 1, &x, &err), FLOE_OK);
+    uint64_t ids[8], keys[8], token;
+    size_t n;
+    uint32_t depth;
+    floe_explore_state state;
+    /* before any state: WAIT (the run has not begun), not DONE */
+    ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
+    ck_assert_int_eq(state, FLOE_EXPLORE_WAIT);
+    const uint64_t k[3] = {10, 20, 30}, roots[3] = {FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT};
+    ck_assert_int_eq(floe_explore_add(x, k, roots, NULL, 3, ids, &err), FLOE_OK);
+    /* a parent that is no state: refused, nothing added */
+    const uint64_t kids[2] = {40, 50}, parents[2] = {1, 3};
+    ck_assert_int_eq(floe_explore_add(x, kids, parents, NULL, 2, ids, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "parent 3 (state 2 of 2)"));
+    floe_explore_counts c;
+    floe_explore_stats(x, &c);
+    ck_assert_uint_eq(c.states, 3);
+    ck_assert_uint_eq(c.levels, 1);
+    /* traces and depths of states that are not there */
+    size_t len;
+    ck_assert_int_eq(floe_explore_trace(x, 3, 8, ids, keys, NULL, &len, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_explore_depth(x, UINT64_MAX, &depth, &err), FLOE_ERR_INVALID);
+    /* a trace longer than the room: its length, and TOO_LARGE */
+    const uint64_t k2 = 60, p2 = 2;
+    ck_assert_int_eq(floe_explore_add(x, &k2, &p2, NULL, 1, ids, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_trace(x, ids[0], 1, ids, keys, NULL, &len, &err), FLOE_ERR_TOO_LARGE);
+    ck_assert_uint_eq(len, 2);
+    /* not strict: a claim hands out one depth at a time, shallowest first, without waiting */
+    ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
+    ck_assert(state == FLOE_EXPLORE_GOT && n == 3 && depth == 0);
+    uint64_t token2;
+    ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, &n, &depth, &token2, &state, &err), FLOE_OK);
+    ck_assert(state == FLOE_EXPLORE_GOT && n == 1 && depth == 1 && keys[0] == 60);
+    ck_assert_int_eq(floe_explore_complete(x, 0, &err), FLOE_ERR_INVALID);
+    floe_explore_destroy(x);
+}
+END_TEST
+
+Suite *explore_suite(void)
+{
+    Suite *s = suite_create("explore");
+    TCase *tc = tcase_create("explore");
+    tcase_add_test(tc, workers_find_what_bfs_finds);
+    tcase_add_test(tc, leases_run_out_and_claims_end_once);
+    tcase_add_test(tc, a_run_saved_with_claims_out_resumes_exactly);
+    tcase_add_test(tc, bad_input_changes_nothing);
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+    return s;
+}
