@@ -123,7 +123,7 @@ mcmodel_objs = $(patsubst %.c,build/$(1)/%.o,$(wildcard examples/mc/model*.c))
 .DELETE_ON_ERROR:
 
 LIBFLOE_SO := build/rel/libfloe.so.$(VERSION)
-all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a $(LIBFLOE_SO) build/rel/libfloe.so.$(SOVERSION) build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-e1-local build/rel/floe-bench build/rel/floe-membw build/rel/floe-mc build/rel/floe-tests check-cuda
+all: build/rel/floed build/rel/floe build/rel/floe-hello build/rel/libfloe.a $(LIBFLOE_SO) build/rel/libfloe.so.$(SOVERSION) build/rel/libfloe.so build/rel/libfloetables.a build/rel/floe-kbench build/rel/floe-e1-local build/rel/floe-bench build/rel/floe-membw build/rel/floe-mc build/rel/libmc_peterson.so build/rel/floe-tests check-cuda
 
 deps: DEPS_LIST = $(DEPS_PKGS)
 deps-build: DEPS_LIST = $(BUILD_PKGS)
@@ -219,6 +219,10 @@ build/rel/floe-mc: $(call mc_objs,rel) build/rel/libfloe.a
 	$(CC) $^ $(LIBFLOE_LIBS) $(MPI_LIBS) -o $@
 build/san/floe-mc: $(call mc_objs,san) build/san/libfloe.a
 	$(CC) $(LDSAN) $^ $(LIBFLOE_LIBS) $(MPI_LIBS) -o $@
+# floe-mc's example of a model written as a plugin (examples/mc/floe_mc_model.h)
+build/rel/libmc_peterson.so: examples/mc/models/peterson.c examples/mc/floe_mc_model.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -shared -fPIC -Iexamples/mc $< -o $@
 # static pattern rules: a plain pattern would also offer to build included .d files
 build/rel/examples/mc/launch-mpi0.o build/rel/examples/mc/launch-mpi1.o: build/rel/examples/mc/launch-mpi%.o: \
 		examples/mc/launch.c | $(GEN)/floe.pb-c.h $(HINT)
@@ -386,7 +390,7 @@ install: build/rel/floed build/rel/floe build/rel/floe-bench build/rel/floe-mc b
 	$(INSTALL) -m 755 $(LIBFLOE_SO) $(DESTDIR)$(LIBDIR)/
 	ln -sfn libfloe.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libfloe.so.$(SOVERSION)
 	ln -sfn libfloe.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libfloe.so
-	$(INSTALL) -m 644 client/floe.h proto/floe_wire.h $(DESTDIR)$(INCLUDEDIR)/floe/
+	$(INSTALL) -m 644 client/floe.h proto/floe_wire.h examples/mc/floe_mc_model.h $(DESTDIR)$(INCLUDEDIR)/floe/
 	$(SUBST_PATHS) client/libfloe.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/libfloe.pc
 	$(INSTALL) -m 644 build/man/floed.8 $(DESTDIR)$(MANDIR)/man8/
 	$(INSTALL) -m 644 build/man/floe.1 build/man/floe-bench.1 build/man/floe-mc.1 $(DESTDIR)$(MANDIR)/man1/
@@ -407,7 +411,8 @@ uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/floed $(DESTDIR)$(BINDIR)/floe $(DESTDIR)$(BINDIR)/floe-bench $(DESTDIR)$(BINDIR)/floe-mc
 	rm -f $(DESTDIR)$(LIBDIR)/libfloe.a $(DESTDIR)$(LIBDIR)/libfloe.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libfloe.so.$(SOVERSION) \
 	  $(DESTDIR)$(LIBDIR)/libfloe.so $(DESTDIR)$(PKGCONFIGDIR)/libfloe.pc
-	rm -f $(DESTDIR)$(INCLUDEDIR)/floe/floe.h $(DESTDIR)$(INCLUDEDIR)/floe/floe_wire.h
+	rm -f $(DESTDIR)$(INCLUDEDIR)/floe/floe.h $(DESTDIR)$(INCLUDEDIR)/floe/floe_wire.h \
+	  $(DESTDIR)$(INCLUDEDIR)/floe/floe_mc_model.h
 	rm -f $(DESTDIR)$(MANDIR)/man8/floed.8 $(DESTDIR)$(MANDIR)/man1/floe.1 $(DESTDIR)$(MANDIR)/man1/floe-bench.1 \
 	  $(DESTDIR)$(MANDIR)/man1/floe-mc.1
 	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/floed.service $(CONF).default
@@ -439,22 +444,22 @@ test-image:
 	tests/image/test-image.sh
 
 # floed, libfloe and the CLI end to end (sanitizer builds), on ephemeral ports.
-test-integration: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench
+test-integration: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench build/rel/libmc_peterson.so
 	FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench ./build/san/floe-itests
 
 # The same, with every client on TLS (certificates made by the openssl command at the start).
-test-integration-tls: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench
+test-integration-tls: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench build/rel/libmc_peterson.so
 	FLOE_TLS=1 FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench ./build/san/floe-itests
 
 # The same, with every table in 3 parts (tables/partition.h; CPU tables here, GPU ones on a GPU host).
-test-integration-parts: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench
+test-integration-parts: build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc build/rel/floe-bench build/rel/libmc_peterson.so
 	FLOE_PARTITIONS=3 FLOED=build/san/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench ./build/san/floe-itests
 
 # The same, with every table in 2 pipelines (floed's pipelines: a batcher lane per io thread),
 # against floed under ThreadSanitizer: the most concurrent floed of the runs, and a race stops
 # it (halt_on_error), which fails the suite (tests/tsan.supp: the reports that are not ours, and
 # why).  setarch -R: see test-tsan.
-test-integration-pipelines: build/san/floe-itests build/tsan/floed build/san/floe build/san/floe-mc build/rel/floe-bench
+test-integration-pipelines: build/san/floe-itests build/tsan/floed build/san/floe build/san/floe-mc build/rel/floe-bench build/rel/libmc_peterson.so
 	FLOE_PIPELINES=2 FLOED=build/tsan/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench \
 	    TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" setarch -R ./build/san/floe-itests
 
@@ -473,7 +478,7 @@ test-bench: build/rel/floed build/rel/floe-bench
 # The lock-free engine under ThreadSanitizer, and the integration suite against a TSan floed
 # (not part of `make test`, which runs floed under TSan in its pipelines run only).
 # setarch -R: TSan needs the address layout that ASLR on newer kernels breaks.
-test-tsan: build/tsan/floe-tests build/tsan/floed build/san/floe-itests build/san/floe build/san/floe-mc build/rel/floe-bench
+test-tsan: build/tsan/floe-tests build/tsan/floed build/san/floe-itests build/san/floe build/san/floe-mc build/rel/floe-bench build/rel/libmc_peterson.so
 	CK_FORK=no CK_EXCLUDE_TAGS=big setarch -R ./build/tsan/floe-tests
 	FLOED=build/tsan/floed FLOE_CLI=build/san/floe FLOE_MC=build/san/floe-mc FLOE_BENCH=build/rel/floe-bench \
 	    TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" setarch -R ./build/san/floe-itests
@@ -525,7 +530,7 @@ bench-kernel: build/rel/floe-kbench
 	./build/rel/floe-kbench
 
 format:
-	clang-format -i tables/*.[ch] daemon/*.[ch] daemon/ops/*.[ch] client/*.[ch] proto/*.h bench/*.[ch] examples/*.c examples/mc/*.[ch] \
+	clang-format -i tables/*.[ch] daemon/*.[ch] daemon/ops/*.[ch] client/*.[ch] proto/*.h bench/*.[ch] examples/*.c examples/mc/*.[ch] examples/mc/models/*.c \
 	  tests/unit/*.[ch] tests/integration/*.[ch] tests/fuzz/*.c gpu/*.cu gpu/*.cuh tests/gpu/*.cu bench/*.cu
 
 clean:

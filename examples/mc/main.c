@@ -30,7 +30,7 @@
 #include "worker.h"
 
 typedef struct options {
-    const char *model, *server, *table, *backend;
+    const char *model, *model_lib, *server, *table, *backend;
     floe_options conn; /* token, timeouts, TLS (libfloe's connection options) */
     unsigned workers, index;
     int one_worker;    /* --worker i/W, or a launcher's rank: this process is worker i of a run over hosts */
@@ -44,14 +44,18 @@ typedef struct options {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: floe-mc --model M [--server URI] [--workers W | --worker i/W] [options]\n"
+            "usage: floe-mc --model M | --model-lib LIB [--model PARAMS] [--server URI] [--workers W | --worker i/W]\n"
+            "               [options]\n"
             "Explicit-state breadth-first search whose workers deduplicate states through a floe server.\n"
             "A state answered INSERTED belongs to the worker that sent it: it counts it and expands it.\n"
             "\n"
             "Models:\n%s"
             "\n"
             "Options:\n"
-            "  -m, --model M         the model (above)\n"
+            "  -m, --model M         the model (above); with --model-lib, the library's parameters\n"
+            "      --model-lib LIB   a model of one's own: a shared library written to floe_mc_model.h\n"
+            "                        (examples/mc/models/: --model-lib build/rel/libmc_peterson.so\n"
+            "                        --model peterson:3); its invariant is checked in every state\n"
             "  -s, --server URI      floe://host:port[?token=T], floes://host:port (TLS) or host:port\n"
             "                        (default $FLOE_SERVER, else floe://127.0.0.1:7450); a list\n"
             "                        floe://h1:p1,h2:p2,... spreads the table over those servers\n"
@@ -100,7 +104,8 @@ static void usage(FILE *f)
     fprintf(f, "\n"
                "States that pack into 64 bits (words x bits per word <= 64) go to a SET table of that key\n"
                "width; others to a TREE table of the model's words.  Exit status: 0 done (and checked),\n"
-               "1 a wrong count or a server error, 2 a usage error, 128 + N stopped by signal N (SIGINT,\n"
+               "1 a wrong count, a state that breaks the invariant or a server error, 2 a usage error, 128 + N stopped "
+               "by signal N (SIGINT,\n"
                "SIGTERM: the workers are stopped and the table dropped unless --keep).\n");
 }
 
@@ -246,7 +251,7 @@ static uint64_t sum_states(mc_progress *p, unsigned n, uint64_t *transitions)
 }
 
 /* What a worker reports, as the totals add them up. */
-enum { C_STATES, C_TRANSITIONS, C_SENT, C_SENT_BYTES, C_BY_PARENT, C_FAILED, NCOUNTS };
+enum { C_STATES, C_TRANSITIONS, C_SENT, C_SENT_BYTES, C_BY_PARENT, C_VIOLATIONS, C_FAILED, NCOUNTS };
 
 static void counts_of(const mc_progress *p, int failed, uint64_t c[NCOUNTS])
 {
@@ -255,6 +260,7 @@ static void counts_of(const mc_progress *p, int failed, uint64_t c[NCOUNTS])
     c[C_SENT] = atomic_load(&p->sent);
     c[C_SENT_BYTES] = atomic_load(&p->sent_bytes);
     c[C_BY_PARENT] = atomic_load(&p->by_parent);
+    c[C_VIOLATIONS] = atomic_load(&p->violations);
     c[C_FAILED] = (uint64_t)failed;
 }
 
@@ -290,7 +296,13 @@ static int report(const options *o, const mc_model *m, int packed, double secs, 
         printf("worker %-5u %" PRIu64 " states (%.1f%%), %" PRIu64 " transitions\n", i, w,
                states ? 100.0 * (double)w / (double)states : 0.0, c[(size_t)i * NCOUNTS + C_TRANSITIONS]);
     }
-    if (bad)
+    if (m->invariant && sum[C_VIOLATIONS]) {
+        printf("invariant    VIOLATED in %" PRIu64 " states (the first each worker met is below)\n", sum[C_VIOLATIONS]);
+        bad = 1;
+    } else if (m->invariant && !sum[C_FAILED]) {
+        printf("invariant    holds in every state%s\n", whole ? "" : " this worker expanded");
+    }
+    if (sum[C_FAILED])
         printf("check        FAILED: the run did not complete (the errors are above)\n");
     if (!bad && whole) {
         if (m->expect && states != m->expect) {
@@ -329,15 +341,15 @@ int main(int argc, char **argv)
         return 2;
     }
     static const struct option own_opts[] = {
-        {"model", required_argument, 0, 'm'},    {"server", required_argument, 0, 's'},
-        {"workers", required_argument, 0, 'w'},  {"worker", required_argument, 0, 'W'},
-        {"table", required_argument, 0, 't'},    {"capacity", required_argument, 0, 'C'},
-        {"backend", required_argument, 0, 'B'},  {"batch", required_argument, 0, 'k'},
-        {"inflight", required_argument, 0, 'P'}, {"expect", required_argument, 0, 'E'},
-        {"keep", no_argument, 0, 'K'},           {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},           {"tree", no_argument, 0, 'R'},
-        {"whole", no_argument, 0, 'H'},          {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0},
+        {"model", required_argument, 0, 'm'},    {"model-lib", required_argument, 0, 'L'},
+        {"server", required_argument, 0, 's'},   {"workers", required_argument, 0, 'w'},
+        {"worker", required_argument, 0, 'W'},   {"table", required_argument, 0, 't'},
+        {"capacity", required_argument, 0, 'C'}, {"backend", required_argument, 0, 'B'},
+        {"batch", required_argument, 0, 'k'},    {"inflight", required_argument, 0, 'P'},
+        {"expect", required_argument, 0, 'E'},   {"keep", no_argument, 0, 'K'},
+        {"quiet", no_argument, 0, 'q'},          {"help", no_argument, 0, 'h'},
+        {"tree", no_argument, 0, 'R'},           {"whole", no_argument, 0, 'H'},
+        {"version", no_argument, 0, 'V'},        {0, 0, 0, 0},
     };
     static struct option *longopts; /* ours and libfloe's connection options: the process's life */
     if (!(longopts = floe_getopt_table(own_opts))) {
@@ -357,6 +369,9 @@ int main(int argc, char **argv)
         switch (ch) {
         case 'm':
             o.model = optarg;
+            break;
+        case 'L':
+            o.model_lib = optarg;
             break;
         case 's':
             o.server = optarg;
@@ -437,8 +452,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (optind < argc || !o.model) {
-        fprintf(stderr, optind < argc ? "floe-mc: unexpected argument '%s'\n" : "floe-mc: --model is required%s\n",
+    if (optind < argc || (!o.model && !o.model_lib)) {
+        fprintf(stderr,
+                optind < argc ? "floe-mc: unexpected argument '%s'\n"
+                              : "floe-mc: --model (or --model-lib) is required%s\n",
                 optind < argc ? argv[optind] : "");
         fprintf(stderr, "Try 'floe-mc --help'.\n");
         return 2;
@@ -449,7 +466,8 @@ int main(int argc, char **argv)
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
     mc_model m;
     char err[256];
-    if (mc_model_parse(o.model, &m, err, sizeof err) != 0) {
+    if (o.model_lib ? mc_model_load(o.model_lib, o.model, &m, err, sizeof err) != 0
+                    : mc_model_parse(o.model, &m, err, sizeof err) != 0) {
         fprintf(stderr, "floe-mc: %s\n", err);
         return 2;
     }
@@ -480,7 +498,7 @@ int main(int argc, char **argv)
     }
     char table[80];
     if (!o.table) {
-        snprintf(table, sizeof table, "mc-%s-%d", o.model, (int)getpid());
+        snprintf(table, sizeof table, "mc-%s-%d", m.name, (int)getpid());
         for (char *p = table; *p; p++)
             if (*p == ':')
                 *p = '-';
@@ -676,10 +694,17 @@ int main(int argc, char **argv)
               bad;
     }
     free(counts);
+    for (unsigned i = 0; i < nw; i++) /* this process's workers' first states that break the invariant */
+        if (atomic_load(&prog[i].violations)) {
+            char text[1024];
+            mc_model_print(&m, prog[i].violation, text, sizeof text);
+            printf("violation    %s (worker %u's first)\n", text, mpi ? l.rank : o.one_worker ? o.index : i);
+        }
     if (!o.one_worker && !o.keep)
         drop_table(&o);
     munmap(prog, nw * sizeof *prog);
     free(pids);
+    mc_model_unload(&m);
     mc_launch_finish(&l);
     return bad;
 }

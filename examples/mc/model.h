@@ -1,7 +1,9 @@
 /*
  * model.h - floe-mc's model interface: a model's states are fixed-length
- * vectors of 32-bit words; it has one initial state and a next-state
- * function that writes a state's successors.  A model whose words each fit
+ * vectors of 32-bit words; it has initial states, a next-state function
+ * that writes a state's successors and perhaps an invariant.  The built-in
+ * models are here (model_*.c); a model of one's own is a plugin
+ * (floe_mc_model.h), loaded by mc_model_load behind the same structure.  A model whose words each fit
  * in `bits` bits and whose words x bits <= 64 packs into one 64-bit key
  * (a SET table); any other goes to a TREE table as vectors.
  */
@@ -20,7 +22,8 @@ typedef struct mc_model {
     unsigned bits;   /* every word is below 2^bits */
     uint64_t expect; /* reachable states when known in closed form, else 0 */
     int p[2];        /* the model's parameters (R, C or N) */
-    void (*initial)(const struct mc_model *m, uint32_t *state);
+    unsigned initials; /* initial states */
+    void (*initial)(const struct mc_model *m, unsigned i, uint32_t *state);
     /* Writes the successors of s to out (words each, at most MC_MAX_SUCC)
      * and returns how many. */
     unsigned (*next)(const struct mc_model *m, const uint32_t *s, uint32_t *out);
@@ -28,11 +31,30 @@ typedef struct mc_model {
      * worker unpacks, calls next and packs): several times cheaper, and the
      * workers' own work bounds a fast run. */
     unsigned (*next_packed)(const struct mc_model *m, uint64_t s, uint64_t *out);
+    /* Whether s satisfies the model's invariant (nonzero: it does); NULL: none. */
+    int (*invariant)(const struct mc_model *m, const uint32_t *s);
+    /* s as text into buf (len bytes); NULL: the words. */
+    void (*print)(const struct mc_model *m, const uint32_t *s, char *buf, size_t len);
+    const struct floe_mc_plugin *plugin; /* a plugin's model (mc_model_load), else NULL */
+    void *lib;                           /* its library (dlopen) */
+    _Atomic unsigned *overflow;          /* a plugin's: set when next() emitted past MC_MAX_SUCC */
 } mc_model;
 
 /* Parses "puzzle:RxC", "hanoi:N" or "phils:N"; on error returns -1 with a
  * message in err. */
 int mc_model_parse(const char *spec, mc_model *m, char *err, size_t errlen);
+/* The bits of *m->overflow: how a plugin broke its word (floe_mc_model.h). */
+#define MC_PLUGIN_TOO_MANY 1u /* more than MC_MAX_SUCC successors of one state */
+#define MC_PLUGIN_TOO_WIDE 2u /* a successor's word at or past 2^bits */
+
+/* A plugin's model: the library at path (floe_mc_model.h), given params
+ * (the --model argument, "" for none); on error -1 with a message in err.
+ * mc_model_unload closes it. */
+int mc_model_load(const char *path, const char *params, mc_model *m, char *err, size_t errlen);
+void mc_model_unload(mc_model *m);
+/* s as text: the model's printer, else its words separated by commas. */
+void mc_model_print(const mc_model *m, const uint32_t *s, char *buf, size_t len);
+
 /* The models, one line each, for --help. */
 const char *mc_model_help(void);
 

@@ -8,7 +8,7 @@
 
 #include "model.h"
 
-static void initial(const mc_model *m, uint32_t *s)
+static void initial(const mc_model *m, unsigned which, uint32_t *s) /* one initial state: which is 0 */
 {
     for (unsigned i = 0; i < m->words; i++)
         s[i] = 0;
@@ -52,6 +52,7 @@ int mc_hanoi_init(mc_model *m, int discs, char *err, size_t errlen)
             e *= 3;
         m->expect = e;
     }
+    m->initials = 1;
     m->initial = initial;
     m->next = next;
     return 0;

@@ -11,7 +11,7 @@
 
 enum { THINK, LEFT, EAT };
 
-static void initial(const mc_model *m, uint32_t *s)
+static void initial(const mc_model *m, unsigned which, uint32_t *s) /* one initial state: which is 0 */
 {
     for (unsigned i = 0; i < m->words; i++)
         s[i] = THINK;
@@ -55,6 +55,7 @@ int mc_phils_init(mc_model *m, int n, char *err, size_t errlen)
     m->words = (unsigned)n;
     m->bits = 2;
     m->expect = 0;
+    m->initials = 1;
     m->initial = initial;
     m->next = next;
     return 0;

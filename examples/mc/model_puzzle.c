@@ -8,7 +8,7 @@
 
 #include "model.h"
 
-static void initial(const mc_model *m, uint32_t *s)
+static void initial(const mc_model *m, unsigned which, uint32_t *s) /* one initial state: which is 0 */
 {
     const unsigned cells = m->words;
     for (unsigned i = 0; i + 1 < cells; i++)
@@ -85,6 +85,7 @@ int mc_puzzle_init(mc_model *m, int rows, int cols, char *err, size_t errlen)
             f *= i;
         m->expect = f;
     }
+    m->initials = 1;
     m->initial = initial;
     m->next = next;
     m->next_packed = cells * m->bits <= 64 ? next_packed : NULL;

@@ -11,6 +11,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,15 @@ static void fail(worker *w, int status, const char *fmt, const char *detail)
         return;
     w->status = status;
     snprintf(w->error, sizeof w->error, fmt, detail);
+}
+
+/* A state that breaks the model's invariant: counted, and the first kept
+ * to report. */
+static void violated(worker *w, const uint32_t *s)
+{
+    mc_progress *p = w->p;
+    if (atomic_fetch_add(&p->violations, 1) == 0)
+        memcpy(p->violation, s, w->m->words * 4u);
 }
 
 /* An answer per state: INSERTED ones are ours.  With parents (tags), the
@@ -309,65 +319,78 @@ static uint64_t hash_words(const uint32_t *s, unsigned words)
     return h;
 }
 
+/* The states of mc_prefix: visited in order, and a set of them (open
+ * addressing, index + 1, 0 empty; rehashed at half full). */
+typedef struct prefix_set {
+    unsigned W;
+    uint32_t *v;
+    size_t n, cap, *set, slots;
+} prefix_set;
+
+/* Adds t unless it is there: 1 added, 0 there, -1 out of memory. */
+static int prefix_add(prefix_set *p, const uint32_t *t)
+{
+    const unsigned W = p->W;
+    size_t h = hash_words(t, W) & (p->slots - 1);
+    while (p->set[h] && memcmp(p->v + (p->set[h] - 1) * W, t, W * 4) != 0)
+        h = (h + 1) & (p->slots - 1);
+    if (p->set[h])
+        return 0;
+    if (p->n == p->cap) {
+        uint32_t *nv = realloc(p->v, p->cap * 2 * W * 4);
+        if (!nv)
+            return -1;
+        p->v = nv;
+        p->cap *= 2;
+    }
+    memcpy(p->v + p->n * W, t, W * 4);
+    p->set[h] = ++p->n;
+    if (p->n * 2 > p->slots) {
+        size_t ns = p->slots * 2, *nset = calloc(ns, sizeof *nset);
+        if (!nset)
+            return -1;
+        for (size_t x = 0; x < p->n; x++) {
+            size_t y = hash_words(p->v + x * W, W) & (ns - 1);
+            while (nset[y])
+                y = (y + 1) & (ns - 1);
+            nset[y] = x + 1;
+        }
+        free(p->set);
+        p->set = nset;
+        p->slots = ns;
+    }
+    return 1;
+}
+
 size_t mc_prefix(const mc_model *m, size_t target, uint32_t **states)
 {
     const unsigned W = m->words;
-    size_t cap = 4096, n = 0, slots = 1 << 14;
-    uint32_t *v = malloc(cap * W * 4), succ[MC_MAX_SUCC * MC_MAX_WORDS];
-    size_t *set = malloc(slots * sizeof *set); /* index + 1, 0 empty */
-    if (!v || !set)
-        goto oom;
-    memset(set, 0, slots * sizeof *set);
-    m->initial(m, v);
-    set[hash_words(v, W) & (slots - 1)] = 1;
-    n = 1;
-    size_t level_start = 0, level_end = 1; /* the frontier: [level_start, level_end) */
-    while (level_end - level_start < target && level_start < level_end) {
-        for (size_t i = level_start; i < level_end; i++) {
-            unsigned k = m->next(m, v + i * W, succ);
-            for (unsigned j = 0; j < k; j++) {
-                const uint32_t *t = succ + j * W;
-                size_t h = hash_words(t, W) & (slots - 1);
-                while (set[h] && memcmp(v + (set[h] - 1) * W, t, W * 4) != 0)
-                    h = (h + 1) & (slots - 1);
-                if (set[h])
-                    continue;
-                if (n == cap) {
-                    uint32_t *nv = realloc(v, cap * 2 * W * 4);
-                    if (!nv)
-                        goto oom;
-                    v = nv;
-                    cap *= 2;
-                }
-                memcpy(v + n * W, t, W * 4);
-                set[h] = ++n;
-                if (n * 2 > slots) { /* rehash at half full */
-                    size_t ns = slots * 2, *nset = calloc(ns, sizeof *nset);
-                    if (!nset)
-                        goto oom;
-                    for (size_t x = 0; x < n; x++) {
-                        size_t y = hash_words(v + x * W, W) & (ns - 1);
-                        while (nset[y])
-                            y = (y + 1) & (ns - 1);
-                        nset[y] = x + 1;
-                    }
-                    free(set);
-                    set = nset;
-                    slots = ns;
-                }
-            }
+    prefix_set p = {W, malloc(4096 * (size_t)W * 4), 0, 4096, calloc((size_t)1 << 14, sizeof(size_t)), (size_t)1 << 14};
+    uint32_t t[MC_MAX_WORDS], succ[MC_MAX_SUCC * MC_MAX_WORDS];
+    bool ok = p.v && p.set;
+    for (unsigned i = 0; ok && i < m->initials; i++) { /* the initial states, each once */
+        m->initial(m, i, t);
+        ok = prefix_add(&p, t) >= 0;
+    }
+    size_t level_start = 0, level_end = p.n; /* the frontier: [level_start, level_end) */
+    while (ok && level_end - level_start < target && level_start < level_end) {
+        for (size_t i = level_start; ok && i < level_end; i++) {
+            memcpy(t, p.v + i * W, W * 4); /* p.v may move under prefix_add */
+            const unsigned k = m->next(m, t, succ);
+            for (unsigned j = 0; ok && j < k; j++)
+                ok = prefix_add(&p, succ + j * W) >= 0;
         }
         level_start = level_end;
-        level_end = n;
+        level_end = p.n;
     }
-    free(set);
-    *states = v;
-    return n;
-oom:
-    free(v);
-    free(set);
-    *states = NULL;
-    return 0;
+    free(p.set);
+    if (!ok) {
+        free(p.v);
+        *states = NULL;
+        return 0;
+    }
+    *states = p.v;
+    return p.n;
 }
 
 /* ---- the search ------------------------------------------------------------------------------ */
@@ -425,8 +448,15 @@ static void expand_queue(worker *w)
                     memcpy(&id, e + m->words * 4, 8);
                     memcpy(&generation, e + m->words * 4 + 8, 8);
                 }
+                if (m->invariant && !m->invariant(m, s))
+                    violated(w, s);
                 unsigned k = m->next(m, s, succ);
                 edges += k;
+                if (m->overflow && atomic_load(m->overflow))
+                    fail(w, FLOE_ERR_INVALID, "%s",
+                         atomic_load(m->overflow) & MC_PLUGIN_TOO_MANY
+                             ? "the model library gave a state more than 64 successors (floe_mc_model.h)"
+                             : "the model library gave a successor with a word at or past 2^bits (floe_mc_model.h)");
                 for (unsigned j = 0; j < k && !w->status; j++) {
                     if (w->packed)
                         submit(w, succ + j * m->words);

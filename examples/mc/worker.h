@@ -35,7 +35,9 @@ typedef struct mc_progress {
     _Atomic uint64_t sent, sent_bytes; /* states sent in find-or-put requests, and their bytes (keys, or parents
                                         * and changes) */
     _Atomic uint64_t by_parent;        /* TREE: states answered that went by their parent */
-    atomic_int done; /* 1 when finished (status set) */
+    _Atomic uint64_t violations;       /* states expanded that break the model's invariant */
+    uint32_t violation[MC_MAX_WORDS];  /* the first of them */
+    atomic_int done;                   /* 1 when finished (status set) */
     int status;      /* 0 or a FLOE_ERR_* code */
     char error[256]; /* why, when status is not 0 */
 } mc_progress;

@@ -49,6 +49,7 @@ usr/bin/floe
 usr/bin/floe-bench
 usr/bin/floe-mc
 usr/include/floe/floe.h
+usr/include/floe/floe_mc_model.h
 usr/include/floe/floe_wire.h
 usr/lib/libfloe.a
 usr/lib/libfloe.so

@@ -328,6 +328,70 @@ START_TEST(interrupted_run_drops_its_table)
 }
 END_TEST
 
+/* A model written as a plugin (examples/mc/models/peterson.c): the state
+ * counts of peterson_count.py, a search in Python of its own; its
+ * invariant held, and broken in the naive lock (the first violating state
+ * printed, exit 1); libraries and parameters that are not right refused. */
+START_TEST(a_model_library)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    const char *lib = tool_path("FLOE_MC_PETERSON", "build/rel/libmc_peterson.so");
+    static const struct {
+        const char *model, *workers, *tree;
+        unsigned long long states;
+    } runs[] = {
+        {"peterson:2", "1", NULL, 20},
+        {"peterson:3", "4", NULL, 288},
+        {"peterson:4", "3", "--tree", 4752},
+        {"peterson:5", "4", NULL, 88560},
+    };
+    char *out;
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        const int rc = run_mc(&d, &out,
+                              (const char *const[]){"--model-lib", lib, "--model", runs[i].model, "--workers",
+                                                    runs[i].workers, runs[i].tree, NULL});
+        ck_assert_msg(rc == 0, "%s exited %d:\n%s", runs[i].model, rc, out);
+        ck_assert_msg(field(out, "states ") == runs[i].states, "%s: %llu states, expected %llu", runs[i].model,
+                      field(out, "states "), runs[i].states);
+        ck_assert_msg(strstr(out, "invariant    holds in every state"), "%s", out);
+        ck_assert_msg(strstr(out, runs[i].tree ? "TREE table" : "SET table"), "%s", out);
+        free(out);
+    }
+    /* the lock without its wait: two processes in the critical section */
+    ck_assert_int_eq(run_mc(&d, &out, (const char *const[]){"--model-lib", lib, "--model", "naive:3", NULL}), 1);
+    ck_assert_msg(strstr(out, "invariant    VIOLATED in "), "%s", out);
+    const char *v = strstr(out, "violation    ");
+    ck_assert_msg(v && strstr(v, "crit") && strstr(strstr(v, "crit") + 4, "crit"), "no state with two in crit:\n%s",
+                  out);
+    free(out);
+    /* what is not a model library, or not its parameters */
+    static const char *const bad[][5] = {
+        {"--model-lib", "/nonexistent/libmodel.so", NULL},
+        {"--model-lib", "PLUGIN", "--model", "peterson:1", NULL},
+        {"--model-lib", "PLUGIN", "--model", "peterson:x", NULL},
+        {"--model-lib", "libc.so.6", NULL}, /* a library, of no model */
+    };
+    static const char *const why[] = {"cannot load the model library", "expected peterson:N", "expected peterson:N",
+                                      "is no model library"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *args[6] = {NULL};
+        for (int k = 0; bad[i][k]; k++)
+            args[k] = strcmp(bad[i][k], "PLUGIN") == 0 ? lib : bad[i][k];
+        ck_assert_int_eq(run_mc(&d, &out, args), 2);
+        free(out);
+        char path[300], msg[600] = "";
+        snprintf(path, sizeof path, "%s/cli.err", d.dir);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        msg[fread(msg, 1, sizeof msg - 1, f)] = '\0';
+        fclose(f);
+        ck_assert_msg(strstr(msg, why[i]), "case %zu: '%s' lacks '%s'", i, msg, why[i]);
+    }
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *mc_suite(void)
 {
     Suite *s = suite_create("mc");
@@ -339,6 +403,7 @@ Suite *mc_suite(void)
     tcase_add_test(tc, philosophers_against_a_plain_search);
     tcase_add_test(tc, expect_and_bad_command_lines);
     tcase_add_test(tc, interrupted_run_drops_its_table);
+    tcase_add_test(tc, a_model_library);
     suite_add_tcase(s, tc);
     return s;
 }

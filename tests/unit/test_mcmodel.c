@@ -18,7 +18,7 @@ START_TEST(pack_roundtrip_and_packed_next)
         ck_assert(mc_packs(&m));
         uint32_t s[MC_MAX_WORDS], back[MC_MAX_WORDS], succ[MC_MAX_SUCC * MC_MAX_WORDS];
         uint64_t psucc[MC_MAX_SUCC], x = 0x2545F4914F6CDD1Dull + k;
-        m.initial(&m, s);
+        m.initial(&m, 0, s);
         for (int step = 0; step < 20000; step++) {
             const uint64_t key = mc_pack(&m, s);
             mc_unpack(&m, key, back);
@@ -32,7 +32,7 @@ START_TEST(pack_roundtrip_and_packed_next)
             }
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             if (n == 0) /* a deadlock (the philosophers all holding their left fork): start over */
-                m.initial(&m, s);
+                m.initial(&m, 0, s);
             else
                 memcpy(s, succ + (x % n) * m.words, m.words * 4);
         }
