@@ -38,7 +38,7 @@ typedef struct options {
     uint64_t capacity, expect;
     size_t batch;
     unsigned inflight;
-    int keep, quiet, tree, whole;
+    int keep, quiet, tree, whole, deadlock;
 } options;
 
 static void usage(FILE *f)
@@ -75,6 +75,8 @@ static void usage(FILE *f)
             "  -P, --inflight N      requests in flight per worker (default 8)\n"
             "      --expect N        exit 1 unless the run finds N states (puzzle and hanoi check\n"
             "                        their closed form by themselves)\n"
+            "      --deadlock        a state with no successor is an error: count them, print the first\n"
+            "                        each worker met, exit 1\n"
             "      --tree            a TREE table even when states pack into 64 bits\n"
             "      --whole           TREE: send every state whole (by default a successor goes as its\n"
             "                        parent's id and the words that differ, when they are few: fewer\n"
@@ -104,8 +106,8 @@ static void usage(FILE *f)
     fprintf(f, "\n"
                "States that pack into 64 bits (words x bits per word <= 64) go to a SET table of that key\n"
                "width; others to a TREE table of the model's words.  Exit status: 0 done (and checked),\n"
-               "1 a wrong count, a state that breaks the invariant or a server error, 2 a usage error, 128 + N stopped "
-               "by signal N (SIGINT,\n"
+               "1 a wrong count, a state that breaks the invariant (or one with no successor, with\n"
+               "--deadlock) or a server error, 2 a usage error, 128 + N stopped by signal N (SIGINT,\n"
                "SIGTERM: the workers are stopped and the table dropped unless --keep).\n");
 }
 
@@ -251,7 +253,7 @@ static uint64_t sum_states(mc_progress *p, unsigned n, uint64_t *transitions)
 }
 
 /* What a worker reports, as the totals add them up. */
-enum { C_STATES, C_TRANSITIONS, C_SENT, C_SENT_BYTES, C_BY_PARENT, C_VIOLATIONS, C_FAILED, NCOUNTS };
+enum { C_STATES, C_TRANSITIONS, C_SENT, C_SENT_BYTES, C_BY_PARENT, C_VIOLATIONS, C_DEADLOCKS, C_FAILED, NCOUNTS };
 
 static void counts_of(const mc_progress *p, int failed, uint64_t c[NCOUNTS])
 {
@@ -261,6 +263,7 @@ static void counts_of(const mc_progress *p, int failed, uint64_t c[NCOUNTS])
     c[C_SENT_BYTES] = atomic_load(&p->sent_bytes);
     c[C_BY_PARENT] = atomic_load(&p->by_parent);
     c[C_VIOLATIONS] = atomic_load(&p->violations);
+    c[C_DEADLOCKS] = atomic_load(&p->deadlocks);
     c[C_FAILED] = (uint64_t)failed;
 }
 
@@ -297,10 +300,18 @@ static int report(const options *o, const mc_model *m, int packed, double secs, 
                states ? 100.0 * (double)w / (double)states : 0.0, c[(size_t)i * NCOUNTS + C_TRANSITIONS]);
     }
     if (m->invariant && sum[C_VIOLATIONS]) {
-        printf("invariant    VIOLATED in %" PRIu64 " states (the first each worker met is below)\n", sum[C_VIOLATIONS]);
+        printf("invariant    VIOLATED in %" PRIu64 " state%s (the first each worker met is below)\n", sum[C_VIOLATIONS],
+               sum[C_VIOLATIONS] == 1 ? "" : "s");
         bad = 1;
     } else if (m->invariant && !sum[C_FAILED]) {
         printf("invariant    holds in every state%s\n", whole ? "" : " this worker expanded");
+    }
+    if (o->deadlock && sum[C_DEADLOCKS]) {
+        printf("deadlocks    %" PRIu64 " state%s with no successor (the first each worker met is below)\n",
+               sum[C_DEADLOCKS], sum[C_DEADLOCKS] == 1 ? "" : "s");
+        bad = 1;
+    } else if (o->deadlock && !sum[C_FAILED]) {
+        printf("deadlocks    none%s\n", whole ? "" : " in the states this worker expanded");
     }
     if (sum[C_FAILED])
         printf("check        FAILED: the run did not complete (the errors are above)\n");
@@ -341,15 +352,25 @@ int main(int argc, char **argv)
         return 2;
     }
     static const struct option own_opts[] = {
-        {"model", required_argument, 0, 'm'},    {"model-lib", required_argument, 0, 'L'},
-        {"server", required_argument, 0, 's'},   {"workers", required_argument, 0, 'w'},
-        {"worker", required_argument, 0, 'W'},   {"table", required_argument, 0, 't'},
-        {"capacity", required_argument, 0, 'C'}, {"backend", required_argument, 0, 'B'},
-        {"batch", required_argument, 0, 'k'},    {"inflight", required_argument, 0, 'P'},
-        {"expect", required_argument, 0, 'E'},   {"keep", no_argument, 0, 'K'},
-        {"quiet", no_argument, 0, 'q'},          {"help", no_argument, 0, 'h'},
-        {"tree", no_argument, 0, 'R'},           {"whole", no_argument, 0, 'H'},
-        {"version", no_argument, 0, 'V'},        {0, 0, 0, 0},
+        {"model", required_argument, 0, 'm'},
+        {"model-lib", required_argument, 0, 'L'},
+        {"server", required_argument, 0, 's'},
+        {"workers", required_argument, 0, 'w'},
+        {"worker", required_argument, 0, 'W'},
+        {"table", required_argument, 0, 't'},
+        {"capacity", required_argument, 0, 'C'},
+        {"backend", required_argument, 0, 'B'},
+        {"batch", required_argument, 0, 'k'},
+        {"inflight", required_argument, 0, 'P'},
+        {"expect", required_argument, 0, 'E'},
+        {"keep", no_argument, 0, 'K'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {"tree", no_argument, 0, 'R'},
+        {"whole", no_argument, 0, 'H'},
+        {"deadlock", no_argument, 0, 'D'},
+        {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
     };
     static struct option *longopts; /* ours and libfloe's connection options: the process's life */
     if (!(longopts = floe_getopt_table(own_opts))) {
@@ -372,6 +393,9 @@ int main(int argc, char **argv)
             break;
         case 'L':
             o.model_lib = optarg;
+            break;
+        case 'D':
+            o.deadlock = 1;
             break;
         case 's':
             o.server = optarg;
@@ -699,6 +723,12 @@ int main(int argc, char **argv)
             char text[1024];
             mc_model_print(&m, prog[i].violation, text, sizeof text);
             printf("violation    %s (worker %u's first)\n", text, mpi ? l.rank : o.one_worker ? o.index : i);
+        }
+    for (unsigned i = 0; o.deadlock && i < nw; i++) /* and first states with no successor */
+        if (atomic_load(&prog[i].deadlocks)) {
+            char text[1024];
+            mc_model_print(&m, prog[i].deadlock, text, sizeof text);
+            printf("deadlock     %s (worker %u's first)\n", text, mpi ? l.rank : o.one_worker ? o.index : i);
         }
     if (!o.one_worker && !o.keep)
         drop_table(&o);

@@ -90,6 +90,14 @@ static void violated(worker *w, const uint32_t *s)
         memcpy(p->violation, s, w->m->words * 4u);
 }
 
+/* A state with no successor: counted, and the first kept to report. */
+static void deadlocked(worker *w, const uint32_t *s)
+{
+    mc_progress *p = w->p;
+    if (atomic_fetch_add(&p->deadlocks, 1) == 0)
+        memcpy(p->deadlock, s, w->m->words * 4u);
+}
+
 /* An answer per state: INSERTED ones are ours.  With parents (tags), the
  * queue keeps each state's parent beside it. */
 static void take_answers(worker *w, const void *states, size_t esz, const uint64_t *parents, const uint8_t *results,
@@ -410,6 +418,11 @@ static uint64_t expand_packed(worker *w)
         const uint64_t s = e[0], parent = e[1];
         unsigned k = m->next_packed(m, s, succ);
         edges += k;
+        if (k == 0) {
+            uint32_t words[MC_MAX_WORDS];
+            mc_unpack(m, s, words);
+            deadlocked(w, words);
+        }
         for (unsigned j = 0; j < k; j++) {
             if (succ[j] == parent)
                 continue;
@@ -452,6 +465,8 @@ static void expand_queue(worker *w)
                     violated(w, s);
                 unsigned k = m->next(m, s, succ);
                 edges += k;
+                if (k == 0)
+                    deadlocked(w, s);
                 if (m->overflow && atomic_load(m->overflow))
                     fail(w, FLOE_ERR_INVALID, "%s",
                          atomic_load(m->overflow) & MC_PLUGIN_TOO_MANY

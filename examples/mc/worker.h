@@ -37,6 +37,8 @@ typedef struct mc_progress {
     _Atomic uint64_t by_parent;        /* TREE: states answered that went by their parent */
     _Atomic uint64_t violations;       /* states expanded that break the model's invariant */
     uint32_t violation[MC_MAX_WORDS];  /* the first of them */
+    _Atomic uint64_t deadlocks;        /* states expanded that have no successor */
+    uint32_t deadlock[MC_MAX_WORDS];   /* the first of them */
     atomic_int done;                   /* 1 when finished (status set) */
     int status;      /* 0 or a FLOE_ERR_* code */
     char error[256]; /* why, when status is not 0 */

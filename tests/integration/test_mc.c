@@ -86,7 +86,8 @@ END_TEST
 /* Philosopher i in 2 bits of s: 0 thinking, 1 holding the left fork (fork
  * i), 2 eating (forks i and i+1 mod n).  Counts reachable states and
  * transitions by breadth-first search over a visited bitmap of 4^n bits. */
-static void phils_reference(unsigned n, unsigned long long *states, unsigned long long *transitions)
+static void phils_reference(unsigned n, unsigned long long *states, unsigned long long *transitions,
+                            unsigned long long *deadlocks)
 {
     const size_t space = (size_t)1 << (2 * n);
     unsigned char *seen = calloc(space / 8 + 1, 1);
@@ -95,10 +96,11 @@ static void phils_reference(unsigned n, unsigned long long *states, unsigned lon
     size_t head = 0, tail = 0;
     queue[tail++] = 0;
     seen[0] |= 1;
-    *transitions = 0;
+    *transitions = *deadlocks = 0;
 #define PH(s, i) (((s) >> (2 * ((i) % n))) & 3u)
     while (head < tail) {
         uint32_t s = queue[head++];
+        const unsigned long long before = *transitions;
         for (unsigned i = 0; i < n; i++) {
             /* fork f is in use if its left owner f holds anything or its right owner f-1 eats */
             int left_free = PH(s, i + n - 1) != 2; /* philosopher i is thinking here: only i-1 can hold fork i */
@@ -119,6 +121,7 @@ static void phils_reference(unsigned n, unsigned long long *states, unsigned lon
                 queue[tail++] = t;
             }
         }
+        *deadlocks += *transitions == before;
     }
 #undef PH
     *states = tail;
@@ -132,13 +135,30 @@ START_TEST(philosophers_against_a_plain_search)
     daemon_start(&d, NULL);
     const unsigned sizes[] = {2, 3, 5, 8, 10};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        unsigned long long states, transitions;
-        phils_reference(sizes[k], &states, &transitions);
+        unsigned long long states, transitions, deadlocks;
+        phils_reference(sizes[k], &states, &transitions, &deadlocks);
         char model[32];
         snprintf(model, sizeof model, "phils:%u", sizes[k]);
         check_run(&d, model, "1", states, transitions);
         check_run(&d, model, "4", states, transitions);
+        /* --deadlock: the states with no successor (every philosopher holding the left fork), exit 1 */
+        char *out;
+        ck_assert_int_eq(
+            run_mc(&d, &out, (const char *const[]){"--model", model, "--workers", "3", "--deadlock", NULL}),
+            deadlocks ? 1 : 0);
+        ck_assert_msg(deadlocks == 1, "phils:%u: the plain search found %llu deadlocks", sizes[k], deadlocks);
+        ck_assert_msg(field(out, "deadlocks    ") == deadlocks, "%s", out);
+        char all_left[64] = "";
+        for (unsigned i = 0; i < sizes[k]; i++)
+            strcat(all_left, i ? ",1" : "deadlock     1");
+        ck_assert_msg(strstr(out, all_left), "no '%s' in:\n%s", all_left, out);
+        free(out);
     }
+    /* a model without deadlocks says so, and passes */
+    char *out;
+    ck_assert_int_eq(run_mc(&d, &out, (const char *const[]){"--model", "puzzle:2x3", "--deadlock", NULL}), 0);
+    ck_assert_msg(strstr(out, "deadlocks    none"), "%s", out);
+    free(out);
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
 }
 END_TEST
