@@ -18,7 +18,9 @@
  * not change the plugin or anything shared.
  *
  * Build: cc -shared -fPIC -O2 -I/usr/include/floe mymodel.c -o libmymodel.so
- * (or -I examples/mc from a source tree); examples/mc/models/ has one.
+ * (or -I examples/mc from a source tree); examples/mc/models/ has one, and
+ * floe-mc's built-in models (examples/mc/model_*.c) are written to this
+ * interface too.
  */
 #ifndef FLOE_MC_PLUGIN_MODEL_H
 #define FLOE_MC_PLUGIN_MODEL_H

@@ -333,6 +333,15 @@ static int report(const options *o, const mc_model *m, int packed, double secs, 
     return bad;
 }
 
+/* The model of the run, freed at exit on every path out of main (the
+ * sanitizers' leak check would count it). */
+static mc_model the_model;
+
+static void unload_model(void)
+{
+    mc_model_unload(&the_model);
+}
+
 int main(int argc, char **argv)
 {
     options o = {.server = "floe://127.0.0.1:7450", .workers = 1, .batch = 65536, .inflight = 8};
@@ -488,10 +497,11 @@ int main(int argc, char **argv)
      * mmap, whose page faults would cost more than the search */
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
-    mc_model m;
+    mc_model *const mm = &the_model; /* unloaded at exit, however main returns */
+    atexit(unload_model);
     char err[256];
-    if (o.model_lib ? mc_model_load(o.model_lib, o.model, &m, err, sizeof err) != 0
-                    : mc_model_parse(o.model, &m, err, sizeof err) != 0) {
+    if (o.model_lib ? mc_model_load(o.model_lib, o.model, mm, err, sizeof err) != 0
+                    : mc_model_parse(o.model, mm, err, sizeof err) != 0) {
         fprintf(stderr, "floe-mc: %s\n", err);
         return 2;
     }
@@ -522,7 +532,7 @@ int main(int argc, char **argv)
     }
     char table[80];
     if (!o.table) {
-        snprintf(table, sizeof table, "mc-%s-%d", m.name, (int)getpid());
+        snprintf(table, sizeof table, "mc-%s-%d", mm->name, (int)getpid());
         for (char *p = table; *p; p++)
             if (*p == ':')
                 *p = '-';
@@ -533,9 +543,9 @@ int main(int argc, char **argv)
         o.table = table;
     }
     const int mpi = l.how == MC_LAUNCH_MPI;
-    const int packed = mc_packs(&m) && !o.tree;
-    if (!packed && o.batch * m.words * 4 > ((size_t)64 << 20))
-        o.batch = ((size_t)64 << 20) / (m.words * 4); /* keep a request under floed's default max-frame */
+    const int packed = mc_packs(mm) && !o.tree;
+    if (!packed && o.batch * mm->words * 4 > ((size_t)64 << 20))
+        o.batch = ((size_t)64 << 20) / (mm->words * 4); /* keep a request under floed's default max-frame */
     const int creator = !o.one_worker || o.index == 0;
     if (!o.quiet) {
         char who[64];
@@ -548,19 +558,19 @@ int main(int argc, char **argv)
         if (packed)
             fprintf(stderr,
                     "floe-mc: %s, %u words per state, SET table %s (states packed into %u-bit keys) on %s, %s\n",
-                    m.name, m.words, o.table, mc_key_bits(&m), o.server, who);
+                    mm->name, mm->words, o.table, mc_key_bits(mm), o.server, who);
         else
-            fprintf(stderr, "floe-mc: %s, %u words per state, TREE table %s (states as vectors) on %s, %s\n", m.name,
-                    m.words, o.table, o.server, who);
+            fprintf(stderr, "floe-mc: %s, %u words per state, TREE table %s (states as vectors) on %s, %s\n", mm->name,
+                    mm->words, o.table, o.server, who);
     }
     if (mpi) { /* rank 0 makes the table and says whether it could; all start together */
-        int made = creator ? create_table(&o, &m, packed) == 0 : 0;
+        int made = creator ? create_table(&o, mm, packed) == 0 : 0;
         if (mc_launch_broadcast(&l, &made, sizeof made) != 0 || !made || mc_launch_barrier(&l) != 0) {
             mc_launch_finish(&l);
             return 1;
         }
     } else {
-        const int made = creator ? create_table(&o, &m, packed) : wait_for_table(&o) ? 1 : 0;
+        const int made = creator ? create_table(&o, mm, packed) : wait_for_table(&o) ? 1 : 0;
         if (made)
             return made;
         if (o.one_worker && o.workers > 1 && barrier(&o) != 0)
@@ -583,7 +593,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (unsigned i = 0; i < nw; i++) {
-        mc_run r = {.model = &m,
+        mc_run r = {.model = mm,
                     .server = o.server,
                     .conn = &o.conn,
                     .table = o.table,
@@ -704,14 +714,14 @@ int main(int argc, char **argv)
             mc_launch_abort(&l, 1);
             bad = 1;
         } else if (l.rank == 0) {
-            bad = report(&o, &m, packed, secs, counts, l.size, 1, ", one per MPI rank");
+            bad = report(&o, mm, packed, secs, counts, l.size, 1, ", one per MPI rank");
             if (!o.keep)
                 drop_table(&o);
         }
     } else {
         for (unsigned i = 0; i < nw; i++)
             counts_of(&prog[i], bad, counts + (size_t)i * NCOUNTS);
-        bad = report(&o, &m, packed, secs, counts, nw, !o.one_worker,
+        bad = report(&o, mm, packed, secs, counts, nw, !o.one_worker,
                      l.how != MC_LAUNCH_NONE ? ", this rank ran one"
                      : o.one_worker          ? ", this process ran one"
                                              : "") ||
@@ -721,20 +731,20 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < nw; i++) /* this process's workers' first states that break the invariant */
         if (atomic_load(&prog[i].violations)) {
             char text[1024];
-            mc_model_print(&m, prog[i].violation, text, sizeof text);
+            mc_model_print(mm, prog[i].violation, text, sizeof text);
             printf("violation    %s (worker %u's first)\n", text, mpi ? l.rank : o.one_worker ? o.index : i);
         }
     for (unsigned i = 0; o.deadlock && i < nw; i++) /* and first states with no successor */
         if (atomic_load(&prog[i].deadlocks)) {
             char text[1024];
-            mc_model_print(&m, prog[i].deadlock, text, sizeof text);
+            mc_model_print(mm, prog[i].deadlock, text, sizeof text);
             printf("deadlock     %s (worker %u's first)\n", text, mpi ? l.rank : o.one_worker ? o.index : i);
         }
     if (!o.one_worker && !o.keep)
         drop_table(&o);
     munmap(prog, nw * sizeof *prog);
     free(pids);
-    mc_model_unload(&m);
+    mc_model_unload(mm);
     mc_launch_finish(&l);
     return bad;
 }

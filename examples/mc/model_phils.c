@@ -2,18 +2,21 @@
  * model_phils.c - N dining philosophers in a ring.  Word i is philosopher
  * i's state: THINK, LEFT (holds fork i) or EAT (holds forks i and i+1 mod
  * N).  THINK -> LEFT if fork i is free; LEFT -> EAT if fork i+1 mod N is
- * free; EAT -> THINK puts both down.  All think at first.  No closed form:
- * tests count it with a plain search of their own.
+ * free; EAT -> THINK puts both down (action: the philosopher's number).  All
+ * think at first; all holding the left fork is a deadlock.  No closed form:
+ * tests count it with a plain search of their own.  A plugin
+ * (floe_mc_model.h) built in.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "model.h"
 
 enum { THINK, LEFT, EAT };
 
-static void initial(const mc_model *m, unsigned which, uint32_t *s) /* one initial state: which is 0 */
+static void initial(const floe_mc_plugin *p, unsigned which, uint32_t *s) /* one initial state: which is 0 */
 {
-    for (unsigned i = 0; i < m->words; i++)
+    for (unsigned i = 0; i < p->words; i++)
         s[i] = THINK;
 }
 
@@ -23,10 +26,10 @@ static int fork_free(const uint32_t *s, unsigned n, unsigned f)
     return s[f] == THINK && s[(f + n - 1) % n] != EAT;
 }
 
-static unsigned next(const mc_model *m, const uint32_t *s, uint32_t *out)
+static void next(const floe_mc_plugin *p, const uint32_t *s, floe_mc_emit *emit, void *arg)
 {
-    const unsigned n = m->words;
-    unsigned k = 0;
+    const unsigned n = p->words;
+    uint32_t t[MC_MAX_WORDS];
     for (unsigned i = 0; i < n; i++) {
         uint32_t to;
         if (s[i] == THINK && fork_free(s, n, i))
@@ -37,12 +40,20 @@ static unsigned next(const mc_model *m, const uint32_t *s, uint32_t *out)
             to = THINK;
         else
             continue;
-        uint32_t *t = out + k++ * n;
         for (unsigned j = 0; j < n; j++)
             t[j] = s[j];
         t[i] = to;
+        emit(arg, t, i);
     }
-    return k;
+}
+
+static void print(const floe_mc_plugin *p, const uint32_t *s, char *buf, size_t len)
+{
+    static const char *const WHAT[] = {"think", "left", "eat"};
+    size_t at = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < p->words && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? " " : "", WHAT[s[i] % 3]);
 }
 
 int mc_phils_init(mc_model *m, int n, char *err, size_t errlen)
@@ -51,12 +62,17 @@ int mc_phils_init(mc_model *m, int n, char *err, size_t errlen)
         snprintf(err, errlen, "phils:%d: N must be 2..%d", n, MC_MAX_SUCC);
         return -1;
     }
-    m->p[0] = n;
-    m->words = (unsigned)n;
-    m->bits = 2;
-    m->expect = 0;
-    m->initials = 1;
-    m->initial = initial;
-    m->next = next;
-    return 0;
+    floe_mc_plugin *p = calloc(1, sizeof *p);
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    *p = (floe_mc_plugin){.abi = FLOE_MC_ABI,
+                          .words = (unsigned)n,
+                          .bits = 2,
+                          .initial_states = 1,
+                          .initial = initial,
+                          .next = next,
+                          .print = print};
+    return mc_model_from_plugin(p, p, m, err, errlen);
 }

@@ -69,7 +69,7 @@ static void plugin_print(const mc_model *m, const uint32_t *s, char *buf, size_t
 }
 
 /* Whether the plugin's structure is one floe-mc can use; if not, why. */
-static int plugin_usable(const floe_mc_plugin *p, const char *path, char *err, size_t errlen)
+static int plugin_usable(const floe_mc_plugin *p, const char *what, char *err, size_t errlen)
 {
     const char *why = p->abi != FLOE_MC_ABI                          ? "is of another floe_mc_model.h"
                       : !p->initial || !p->next                      ? "has no initial() or no next()"
@@ -78,9 +78,33 @@ static int plugin_usable(const floe_mc_plugin *p, const char *path, char *err, s
                       : p->initial_states < 1                        ? "has no initial state"
                                                                      : NULL;
     if (why)
-        snprintf(err, errlen, "model library %s: its model %s (abi %u, %u words of %u bits, %u initial states)", path,
-                 why, p->abi, p->words, p->bits, p->initial_states);
+        snprintf(err, errlen, "model %s: it %s (abi %u, %u words of %u bits, %u initial states)", what, why, p->abi,
+                 p->words, p->bits, p->initial_states);
     return why ? -1 : 0;
+}
+
+int mc_model_from_plugin(const floe_mc_plugin *p, void *owned, mc_model *m, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    if (plugin_usable(p, p->name ? p->name : "built in", err, errlen) != 0 ||
+        !(m->overflow = calloc(1, sizeof *m->overflow))) {
+        if (!err[0])
+            snprintf(err, errlen, "out of memory");
+        free(owned);
+        return -1;
+    }
+    snprintf(m->name, sizeof m->name, "%s", p->name ? p->name : "");
+    m->words = p->words;
+    m->bits = p->bits;
+    m->expect = p->expect;
+    m->initials = p->initial_states;
+    m->initial = plugin_initial;
+    m->next = plugin_next;
+    m->invariant = p->invariant ? plugin_invariant : NULL;
+    m->print = p->print ? plugin_print : NULL;
+    m->plugin = p;
+    m->owned = owned;
+    return 0;
 }
 
 int mc_model_load(const char *path, const char *params, mc_model *m, char *err, size_t errlen)
@@ -100,28 +124,18 @@ int mc_model_load(const char *path, const char *params, mc_model *m, char *err, 
     }
     char why[200] = "";
     const floe_mc_plugin *p = entry(params ? params : "", why, sizeof why);
-    if (!p || plugin_usable(p, path, err, errlen) != 0) {
-        if (!p)
-            snprintf(err, errlen, "model library %s: %s", path, why[0] ? why : "no model for these parameters");
+    if (!p) {
+        snprintf(err, errlen, "model library %s: %s", path, why[0] ? why : "no model for these parameters");
         dlclose(lib);
         return -1;
     }
-    m->overflow = calloc(1, sizeof *m->overflow);
-    if (!m->overflow) {
-        snprintf(err, errlen, "out of memory");
+    err[0] = '\0';
+    if (mc_model_from_plugin(p, NULL, m, err, errlen) != 0) {
         dlclose(lib);
         return -1;
     }
-    snprintf(m->name, sizeof m->name, "%s", p->name && p->name[0] ? p->name : params && params[0] ? params : path);
-    m->words = p->words;
-    m->bits = p->bits;
-    m->expect = p->expect;
-    m->initials = p->initial_states;
-    m->initial = plugin_initial;
-    m->next = plugin_next;
-    m->invariant = p->invariant ? plugin_invariant : NULL;
-    m->print = p->print ? plugin_print : NULL;
-    m->plugin = p;
+    if (!m->name[0])
+        snprintf(m->name, sizeof m->name, "%s", params && params[0] ? params : path);
     m->lib = lib;
     return 0;
 }
@@ -131,7 +145,8 @@ void mc_model_unload(mc_model *m)
     if (m->lib)
         dlclose(m->lib);
     free((void *)m->overflow);
-    m->lib = NULL;
+    free(m->owned);
+    m->lib = m->owned = NULL;
     m->overflow = NULL;
     m->plugin = NULL;
 }

@@ -1,49 +1,61 @@
 /*
  * model_puzzle.c - the sliding-tile puzzle on an R x C board: word i is the
  * tile on cell i (row-major), 0 the blank; a move slides an orthogonal
- * neighbour of the blank into it.  From the solved board (tiles 1..R*C-1,
- * blank last) (R*C)!/2 boards are reachable when R, C >= 2.
+ * neighbour of the blank into it (action: 0 up, 1 down, 2 left, 3 right).
+ * From the solved board (tiles 1..R*C-1, blank last) (R*C)!/2 boards are
+ * reachable when R, C >= 2.  A plugin (floe_mc_model.h) built in, with a
+ * next function on packed boards beside it: the fast path.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "model.h"
 
-static void initial(const mc_model *m, unsigned which, uint32_t *s) /* one initial state: which is 0 */
+typedef struct puzzle {
+    floe_mc_plugin p;
+    int rows, cols;
+} puzzle;
+
+static const puzzle *board(const floe_mc_plugin *p)
 {
-    const unsigned cells = m->words;
+    return (const puzzle *)p->data;
+}
+
+static void initial(const floe_mc_plugin *p, unsigned which, uint32_t *s) /* one initial state: which is 0 */
+{
+    const unsigned cells = p->words;
     for (unsigned i = 0; i + 1 < cells; i++)
         s[i] = i + 1;
     s[cells - 1] = 0;
 }
 
-static unsigned next(const mc_model *m, const uint32_t *s, uint32_t *out)
+static void next(const floe_mc_plugin *p, const uint32_t *s, floe_mc_emit *emit, void *arg)
 {
-    const int rows = m->p[0], cols = m->p[1];
-    const unsigned cells = m->words;
+    const int rows = board(p)->rows, cols = board(p)->cols;
+    const unsigned cells = p->words;
     unsigned blank = 0;
     while (s[blank] != 0)
         blank++;
     const int r = (int)blank / cols, c = (int)blank % cols;
     static const int dr[4] = {-1, 1, 0, 0}, dc[4] = {0, 0, -1, 1};
-    unsigned n = 0;
+    uint32_t t[MC_MAX_WORDS];
     for (int d = 0; d < 4; d++) {
         const int nr = r + dr[d], nc = c + dc[d];
         if (nr < 0 || nr >= rows || nc < 0 || nc >= cols)
             continue;
         const unsigned from = (unsigned)(nr * cols + nc);
-        uint32_t *t = out + n++ * cells;
         for (unsigned i = 0; i < cells; i++)
             t[i] = s[i];
         t[blank] = s[from];
         t[from] = 0;
+        emit(arg, t, (uint32_t)d);
     }
-    return n;
 }
 
 /* next on a packed board: cell i's tile in bits [i*b, i*b + b). */
 static unsigned next_packed(const mc_model *m, uint64_t s, uint64_t *out)
 {
-    const int rows = m->p[0], cols = m->p[1];
+    const int rows = board(m->plugin)->rows, cols = board(m->plugin)->cols;
     const unsigned b = m->bits;
     const uint64_t mask = (1ull << b) - 1;
     unsigned blank = 0;
@@ -70,24 +82,32 @@ int mc_puzzle_init(mc_model *m, int rows, int cols, char *err, size_t errlen)
         snprintf(err, errlen, "puzzle:%dx%d: R and C must be at least 2 and R*C at most %d", rows, cols, MC_MAX_WORDS);
         return -1;
     }
+    puzzle *z = calloc(1, sizeof *z);
+    if (!z) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     const unsigned cells = (unsigned)(rows * cols);
-    m->p[0] = rows;
-    m->p[1] = cols;
-    m->words = cells;
-    m->bits = 1;
-    while ((1u << m->bits) < cells)
-        m->bits++;
-    /* (R*C)!/2, while it fits in 64 bits (up to 20 cells) */
-    m->expect = 0;
-    if (cells <= 20) {
+    z->rows = rows;
+    z->cols = cols;
+    floe_mc_plugin *p = &z->p;
+    *p = (floe_mc_plugin){.abi = FLOE_MC_ABI,
+                          .words = cells,
+                          .bits = 1,
+                          .initial_states = 1,
+                          .initial = initial,
+                          .next = next,
+                          .data = z};
+    while ((1u << p->bits) < cells)
+        p->bits++;
+    if (cells <= 20) { /* (R*C)!/2, while it fits in 64 bits (up to 20 cells) */
         uint64_t f = 1;
         for (unsigned i = 3; i <= cells; i++)
             f *= i;
-        m->expect = f;
+        p->expect = f;
     }
-    m->initials = 1;
-    m->initial = initial;
-    m->next = next;
-    m->next_packed = cells * m->bits <= 64 ? next_packed : NULL;
+    if (mc_model_from_plugin(p, z, m, err, errlen) != 0)
+        return -1;
+    m->next_packed = mc_packs(m) ? next_packed : NULL;
     return 0;
 }

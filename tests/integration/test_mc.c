@@ -148,9 +148,9 @@ START_TEST(philosophers_against_a_plain_search)
             deadlocks ? 1 : 0);
         ck_assert_msg(deadlocks == 1, "phils:%u: the plain search found %llu deadlocks", sizes[k], deadlocks);
         ck_assert_msg(field(out, "deadlocks    ") == deadlocks, "%s", out);
-        char all_left[64] = "";
+        char all_left[128] = "";
         for (unsigned i = 0; i < sizes[k]; i++)
-            strcat(all_left, i ? ",1" : "deadlock     1");
+            strcat(all_left, i ? " left" : "deadlock     left");
         ck_assert_msg(strstr(out, all_left), "no '%s' in:\n%s", all_left, out);
         free(out);
     }

@@ -36,6 +36,7 @@ START_TEST(pack_roundtrip_and_packed_next)
             else
                 memcpy(s, succ + (x % n) * m.words, m.words * 4);
         }
+        mc_model_unload(&m);
     }
 }
 END_TEST
@@ -48,14 +49,18 @@ START_TEST(widths_and_closed_forms)
     ck_assert_uint_eq(m.words, 12);
     ck_assert_uint_eq(mc_key_bits(&m), 48);
     ck_assert_uint_eq(m.expect, 239500800ull); /* 12!/2 */
+    mc_model_unload(&m);
     ck_assert_int_eq(mc_model_parse("hanoi:20", &m, err, sizeof err), 0);
     ck_assert_uint_eq(m.expect, 3486784401ull);
+    mc_model_unload(&m);
     ck_assert_int_eq(mc_model_parse("phils:40", &m, err, sizeof err), 0);
     ck_assert(!mc_packs(&m)); /* 80 bits: a TREE */
     ck_assert_uint_eq(m.expect, 0);
+    mc_model_unload(&m);
     ck_assert_int_eq(mc_model_parse("puzzle:5x5", &m, err, sizeof err), 0);
     ck_assert(!mc_packs(&m));
     ck_assert_ptr_null(m.next_packed);
+    mc_model_unload(&m);
     const char *bad[] = {"puzzle:1x4", "puzzle:3", "puzzle:3x", "puzzle:x3", "puzzle:3x4x5", "puzzle:-2x3", "hanoi:0",
                          "hanoi:",     "hanoi:3a", "phils:1",   "phils:65",  "dining:5",     "puzzle",      ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
