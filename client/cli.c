@@ -158,7 +158,8 @@ static void usage(FILE *f)
                "table; a TREE table's keys are vectors of `words` 32-bit words, written 1,2,3,...\n\n"
                "Options:\n"
                "  -H, --host SERVER   the server: HOST:PORT, HOST (port 7450), floe://HOST:PORT[?token=T],\n"
-               "                      floes://HOST:PORT (TLS) or [IPv6]:PORT (--server is the same; default\n"
+               "                      floes://HOST:PORT (TLS) or [IPv6]:PORT (-s and --server are the same,\n"
+               "                      as in floe-bench and floe-mc; default\n"
                "                      $FLOE_SERVER, else " DEFAULT_SERVER "); a list floe://H1:P1,H2:P2,...\n"
                "                      is a table partitioned over those servers (docs/OPERATIONS.md)\n"
                "  -h, --help          this text\n"
@@ -309,7 +310,7 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
     int ch, li = -1;
     optind = 0; /* a fresh scan (glibc): argv[0] is the command */
     opterr = 0;
-    while ((li = -1, ch = getopt_long(argc, argv, ":hH:", cmd_opts, &li)) != -1) {
+    while ((li = -1, ch = getopt_long(argc, argv, ":hH:s:", cmd_opts, &li)) != -1) {
         const char *a = optarg;
         uint64_t x;
         if (ch == '?')
@@ -327,6 +328,7 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
         }
         switch (ch) {
         case 'H':
+        case 's':
             *server = a;
             break;
         case O_JSON:
@@ -486,9 +488,10 @@ int main(int argc, char **argv)
     int ch, rc = -1;
     opterr = 0;
     /* '+': stop at the command; its options are its own */
-    while (rc < 0 && (ch = getopt_long(argc, argv, "+:H:hV", global_opts, NULL)) != -1) {
+    while (rc < 0 && (ch = getopt_long(argc, argv, "+:H:s:hV", global_opts, NULL)) != -1) {
         switch (ch) {
         case 'H':
+        case 's': /* as floe-bench and floe-mc spell it */
             server = optarg;
             break;
         case 'h':
@@ -508,8 +511,7 @@ int main(int argc, char **argv)
                     rc = usage_error("--%s", buf);
                 break;
             }
-            usage(stderr);
-            rc = usage_error("unknown option '%s'", bad_option(argv, buf, sizeof buf));
+            rc = usage_error("unknown option '%s' (floe --help)", bad_option(argv, buf, sizeof buf));
         }
     }
     const cmd *cm = NULL;
