@@ -83,7 +83,8 @@ TABLES_SRC := tables/alloc.c tables/status.c tables/spec.c tables/pool.c tables/
 TEST_SRC   := $(wildcard tests/unit/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c daemon/ops/*.c)
 PROTO_SRC  := $(GEN)/floe.pb-c.c
-CLIENT_SRC := client/conn.c client/transport.c client/calls.c client/options.c client/batcher.c client/shards.c \
+CLIENT_SRC := client/conn.c client/transport.c client/calls.c client/explore.c client/options.c client/batcher.c \
+              client/shards.c \
               client/dial.c \
               client/connect.c
 CLI_SRC    := client/cli.c client/cli_json.c client/cli_input.c client/cli_report.c client/cli_keys.c client/cli_parse.c

@@ -481,6 +481,9 @@ int floe__create_shard(floe *c, const floe_table_def *def, unsigned shard, unsig
     spec.words = def->words;
     spec.memory = def->memory;
     spec.parts = def->parts;
+    spec.explore = def->explore != 0;
+    spec.label_bytes = def->label_bytes;
+    spec.explore_any_order = def->any_order != 0;
     spec.shard = shard;
     spec.shards = shards;
     spec.shard_set = set;
@@ -560,6 +563,15 @@ void floe__info_from(floe_table_info *o, const Floe__V1__TableStats *s)
         d->memory_bytes = s->parts[i]->memory_bytes;
         d->generation = s->parts[i]->generation;
         d->device = s->parts[i]->device;
+    }
+    if (s->explore) {
+        o->explore.on = 1;
+        o->explore.done = s->explore->done;
+        o->explore.states = s->explore->states;
+        o->explore.open = s->explore->open;
+        o->explore.claimed = s->explore->claimed;
+        o->explore.claims = s->explore->claims;
+        o->explore.levels = s->explore->levels;
     }
     for (size_t l = 0; l < s->n_levels && l < 3; l++) {
         o->level[l].slots = s->levels[l]->slots;

@@ -82,7 +82,8 @@ static const cmd CMDS[] = {
      cmd_tables},
     {"create", "create a table (SET, MAP, TREE or ORDERED)",
      "NAME [--kind set|map|tree|ordered] [--key-bits N] [--value-bytes 0|4|8] [--words N] [--capacity N] "
-     "[--memory SIZE] [--grow | --no-grow] [--max-fill F] [--parts N] [--backend cpu|gpu|auto]",
+     "[--memory SIZE] [--grow | --no-grow] [--max-fill F] [--parts N] [--explore [--label-bytes N]] "
+     "[--backend cpu|gpu|auto]",
      "create a table (defaults: SET, 64-bit keys, capacity 1 Mi; MAP values 8 bytes). A SET or MAP grows with "
      "--grow (else FULL answers when it is full); a TREE grows unless --no-grow (then ids stay stable for its life). "
      "TREE: vectors of --words N 32-bit words (2..256), --memory bytes for its node and root tables (default: from "
@@ -91,6 +92,9 @@ static const cmd CMDS[] = {
      "--parts N: the table in N parts over the server's GPUs, each part a whole table of its share of the keys "
      "(default: the server's choice: whole on the GPU with the most free memory, in parts over all of them when it "
      "fits on none; docs/OPERATIONS.md, \"Several GPUs\"). "
+     "--explore: a model checker's run on the server (SET, MAP, TREE): every key stored new joins the table's open "
+     "set, which workers claim (libfloe's floe_claim_states; docs/PROTOCOL.md, \"Exploring tables\"), with "
+     "--label-bytes N (0..4) of action label a state; stats shows the run. "
      "Sizes take K, M, G, T (powers of 1024)",
      G_CREATE, 1, 1, cmd_create},
     {"drop", "drop a table and everything in it", "NAME", "drop a table and everything in it", 0, 1, 1, cmd_drop},
@@ -189,6 +193,8 @@ enum {
     O_NO_GROW,
     O_MAX_FILL,
     O_PARTS,
+    O_EXPLORE,
+    O_LABEL_BYTES,
     O_BACKEND,
     O_BINARY,
     O_BATCH,
@@ -221,6 +227,8 @@ static const struct option CMD_OPTS[] = {
     {"no-grow", no_argument, NULL, O_NO_GROW},
     {"max-fill", required_argument, NULL, O_MAX_FILL},
     {"parts", required_argument, NULL, O_PARTS},
+    {"explore", no_argument, NULL, O_EXPLORE},
+    {"label-bytes", required_argument, NULL, O_LABEL_BYTES},
     {"backend", required_argument, NULL, O_BACKEND},
     {"binary", no_argument, NULL, O_BINARY},
     {"batch", required_argument, NULL, O_BATCH},
@@ -382,6 +390,14 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
             break;
         case O_GROW:
             o->def.grow = 1;
+            break;
+        case O_EXPLORE:
+            o->def.explore = 1;
+            break;
+        case O_LABEL_BYTES:
+            if (!cli_parse_u64(a, &x) || x > 4)
+                return usage_error("create: --label-bytes is 0..4, not '%s'", a);
+            o->def.label_bytes = (unsigned)x;
             break;
         case O_NO_GROW:
             o->def.no_grow = 1;

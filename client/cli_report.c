@@ -245,6 +245,16 @@ int cmd_info(floe *c, const opts *o, int argc, char **argv)
 }
 
 /* A table in parts: one line each (stats of one table). */
+/* An exploring table's open set (stats of one table). */
+static void print_explore(const floe_table_info *t)
+{
+    if (t->explore.on)
+        printf("explore: %" PRIu64 " states found in %u levels, %" PRIu64 " open, %" PRIu64 " in %" PRIu64
+               " claims out%s\n",
+               t->explore.states, t->explore.levels, t->explore.open, t->explore.claimed, t->explore.claims,
+               t->explore.done ? "; done" : "");
+}
+
 static void print_parts(const floe_table_info *t)
 {
     if (t->n_parts)
@@ -300,6 +310,7 @@ static void print_tree_info(const floe_table_info *t, bool long_form)
         printf("root level %s: slots=%" PRIu64 " used=%" PRIu64 " fill=%.4f row_bits=%u\n", lv[l], t->level[l].slots,
                t->level[l].used, t->level[l].fill, t->level[l].row_bits);
     print_parts(t);
+    print_explore(t);
 }
 
 static void print_info(const floe_table_info *t, bool long_form)
@@ -333,6 +344,7 @@ static void print_info(const floe_table_info *t, bool long_form)
         printf("level %s: slots=%" PRIu64 " used=%" PRIu64 " fill=%.4f row_bits=%u\n", lv[l], t->level[l].slots,
                t->level[l].used, t->level[l].fill, t->level[l].row_bits);
     print_parts(t);
+    print_explore(t);
 }
 
 /* A table as a JSON object: the figures of `floe stats`, under the same

@@ -268,6 +268,10 @@ typedef struct floe_table_def {
                            * a SET or MAP only with grow (both set: FLOE_ERR_INVALID) */
     unsigned parts;       /* over the server's GPUs: 0 the server's choice (whole on one GPU unless it
                            * needs more), 1..16 (docs/OPERATIONS.md, "Several GPUs") */
+    int explore;          /* an exploring table (SET, MAP, TREE): its new states join an open set
+                           * that workers claim (floe_claim_states; docs/PROTOCOL.md) */
+    unsigned label_bytes; /* explore: bytes of each state's action label, 0..4 */
+    int any_order;        /* explore: claims not level by level (default: strict breadth-first) */
 } floe_table_def;
 
 typedef struct floe_level_info {
@@ -321,6 +325,12 @@ typedef struct floe_table_info {
      * sums its shards) */
     unsigned shard, shards;
     uint64_t shard_set;
+    /* floe_stats of an exploring table (floe_table_def.explore): its open set */
+    struct {
+        int on, done;                           /* done: no state open, no claim out */
+        uint64_t states, open, claimed, claims; /* found; open; in claims out; claims out */
+        uint32_t levels;                        /* depths found */
+    } explore;
 } floe_table_info;
 
 typedef struct floe_counts {
@@ -436,6 +446,46 @@ int floe_predecessor(floe *c, const char *table, const uint64_t *keys, size_t n,
  * empty. */
 int floe_min(floe *c, const char *table, int *found, uint64_t *key, void *value, unsigned value_bytes);
 int floe_max(floe *c, const char *table, int *found, uint64_t *key, void *value, unsigned value_bytes);
+
+/* ---- exploring tables: a model checker's run on the server ------------------------------------ */
+
+/* An exploring table (floe_table_def.explore) keeps the states it stored
+ * new in an open set, in the order found, each under an explore id (0, 1,
+ * ...) with its parent's id, its label and its depth.  Workers claim open
+ * states, expand them, insert the successors with their parent's id and
+ * end the claim with the last of those inserts; a claim whose lease runs
+ * out returns its states to the open set.  When no state is open and no
+ * claim out, claims answer FLOE_CLAIM_DONE. */
+#define FLOE_EXPLORE_INITIAL UINT64_MAX /* the parent of an initial state */
+#define FLOE_CLAIM_GOT       0          /* states handed out */
+#define FLOE_CLAIM_WAIT      1          /* states are open but deeper than a claim out (or none yet): ask again */
+#define FLOE_CLAIM_DONE      2          /* the run has ended */
+
+typedef struct floe_claim {
+    int state;      /* FLOE_CLAIM_* */
+    uint64_t token; /* GOT: the claim's (for complete and renew) */
+    uint32_t depth; /* GOT: of every state handed out */
+    size_t n;       /* GOT: states in ids and keys */
+} floe_claim;
+
+/* n states (key_bytes of keys: 8 a key, or a TREE's vectors) into an
+ * exploring table, each with its parent's explore id (from NULL: all
+ * initial; FLOE_EXPLORE_INITIAL for one) and its action label (labels NULL:
+ * zeros; else n x label_bytes bytes); complete: the claim this request
+ * ends once its states joined the open set (0: none).  results: n answers. */
+int floe_insert_explore(floe *c, const char *table, const void *keys, size_t key_bytes, size_t n, const uint64_t *from,
+                        const void *labels, size_t labels_len, uint64_t complete, uint8_t *results,
+                        floe_counts *counts);
+/* Up to max open states (ids: max, keys: max x the state's bytes), under a
+ * lease of lease_ms (0: 60 s); out says what came. */
+int floe_claim_states(floe *c, const char *table, size_t max, unsigned lease_ms, uint64_t *ids, void *keys,
+                      size_t keys_cap, floe_claim *out);
+/* The claim token's lease, to lease_ms from now. */
+int floe_claim_renew(floe *c, const char *table, uint64_t token, unsigned lease_ms);
+/* The path from an initial state to state id: *n states, their ids, keys
+ * and labels (each malloc'd, for the caller to free; labels NULL when the
+ * table has none). */
+int floe_trace(floe *c, const char *table, uint64_t id, uint64_t **ids, void **keys, void **labels, size_t *n);
 
 /* ---- pipelined calls ------------------------------------------------------------------------ */
 

@@ -77,6 +77,7 @@ void item_free(item *it)
     hostmem_put(it->srv->mem, it->frame);
     free(it->keys_copy);
     free(it->values_copy);
+    free(it->explore_copy);
     free(it->pre_error);
     free(it->path);
     floe_file_image_free(it->save.image);
@@ -229,6 +230,52 @@ static void drain_done(item *it, floe_status st, const char *msg)
     registry_reap(&srv->reg, e);
 }
 
+/* An exploring table's insert answered: the states it stored new (answered
+ * INSERTED) join the open set with their parents and labels, and then the
+ * claim it names ends: a claim never ends before its successors are in, so
+ * DONE is never answered early. */
+static void explore_record(item *it, const job_end *e)
+{
+    table_entry *t = it->entry;
+    const floe_spec *spec = &t->table->spec;
+    const size_t n = it->j.n, kb = spec->kind == FLOE_KIND_TREE ? (size_t)spec->words * 4 : 8, lb = spec->label_bytes;
+    const uint8_t *res = e->out->results + e->at;
+    const unsigned char *keys = it->j.vectors ? (const void *)it->j.vectors : (const void *)it->j.keys;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        m += res[i] == FLOE_INSERTED;
+    unsigned char *nk = floe_malloc(m * kb + 8), *nl = lb ? floe_malloc(m * lb + 8) : NULL;
+    uint64_t *np = floe_malloc(m * 8 + 8);
+    floe_errinfo err;
+    floe_status st = FLOE_ERR_FULL;
+    if (nk && np && (!lb || nl)) {
+        for (size_t i = 0, k = 0; i < n; i++) {
+            if (res[i] != FLOE_INSERTED)
+                continue;
+            memcpy(nk + k * kb, keys + i * kb, kb);
+            np[k] = it->explore_from ? it->explore_from[i] : FLOE_EXPLORE_ROOT;
+            if (lb) {
+                if (it->explore_labels)
+                    memcpy(nl + k * lb, it->explore_labels + i * lb, lb);
+                else
+                    memset(nl + k * lb, 0, lb);
+            }
+            k++;
+        }
+        pthread_mutex_lock(&t->explore_lock);
+        st = floe_explore_add(t->explore, nk, np, nl, m, NULL, &err);
+        if (st == FLOE_OK && it->explore_complete) /* an expired claim's states are open again: nothing to end */
+            floe_explore_complete(t->explore, it->explore_complete, &err);
+        pthread_mutex_unlock(&t->explore_lock);
+    }
+    if (st != FLOE_OK) /* the run misses states: say so loudly */
+        log_error("table %s: %zu states found could not join the open set (out of memory): the run is incomplete",
+                  spec->name, m);
+    free(nk);
+    free(nl);
+    free(np);
+}
+
 static void item_done(job *j, const job_end *e)
 {
     item *it = (item *)j;
@@ -255,6 +302,8 @@ static void item_done(job *j, const job_end *e)
     } else if (it->row && it->row->reply) {
         item_answer(it, it->row->reply(e, it));
     } else if (e->out) {
+        if (it->explore)
+            explore_record(it, e);
         item_answer_later(it, e->out, e->at);
     } else {
         item_answer(it, reply_ok(it->id));
@@ -383,6 +432,11 @@ void multi_fan_out(server *srv, multi *m, table_entry **all, size_t n, const cha
     for (size_t i = 0; i < n; i++) {
         if (only[0] && strcmp(all[i]->name, only) != 0)
             continue;
+        if (m->op == FLOE_OP_SAVE && all[i]->explore) { /* its file would lose the open set */
+            multi_part_done(m, k++, FLOE_ERR_UNSUPPORTED,
+                            "an exploring table's open set is not saved yet: it is not snapshotted", NULL);
+            continue;
+        }
         /* a snapshot is a COPY in the table's order, written by the saver */
         item *it = m->op == FLOE_OP_SAVE ? snapshot_item(srv, m->c, m->id, m->row, all[i])
                                          : item_new(srv, m->c, m->id, m->row, m->op, NULL);
@@ -499,8 +553,8 @@ void request_snapshot_tick(server *srv)
         const bool due =
             ((changes > 0 || never_saved) && every && now - atomic_load(&e->last_save) >= (int64_t)every) ||
             (after && changes > 0 && changes >= after);
-        if (!due || now < atomic_load(&e->retry_after) || atomic_exchange(&e->snapshot_pending, true))
-            continue;
+        if (!due || e->explore || now < atomic_load(&e->retry_after) || atomic_exchange(&e->snapshot_pending, true))
+            continue; /* (an exploring table's open set is not saved yet) */
         item *it = snapshot_item(srv, NULL, 0, NULL, e);
         if (it)
             it->save.by_rules = true;

@@ -46,6 +46,10 @@ struct key_request {
     const uint8_t *parents, *change_counts, *changes;
     size_t parents_len, change_counts_len, changes_len;
     uint64_t parent_generation;
+    /* an exploring table's insert (Insert.from, labels, complete) */
+    const uint8_t *from, *labels;
+    size_t from_len, labels_len;
+    uint64_t complete;
     unsigned flags;     /* FLOE_BATCH_* as asked */
     uint64_t shard_set; /* Request.shard (all 0: absent) */
     uint32_t shard, shards;
@@ -66,7 +70,7 @@ struct item {
     void *values_copy;      /* when its values were not aligned (to value_bytes) */
     char *pre_error;        /* owned: the job's pre_error, or a failed copy's error */
     char *path;             /* COPY, DRAIN with a data-dir: the table's file */
-    table_entry *entry;     /* COPY: the table (a reference) */
+    table_entry *entry;     /* COPY, an exploring table's insert: the table (a reference) */
     table_entry *drop;      /* DRAIN: the entry to reap (the registry's reference) */
     multi *multi;           /* LIST, SNAPSHOT, gathers: one response for several items */
     size_t multi_index;
@@ -74,6 +78,14 @@ struct item {
     size_t at;
     /* a RANGE: the request's bounds, which its reply's cursor names */
     uint64_t from, to;
+    /* an exploring table's insert (entry set): each key's parent in the open set (NULL: all
+     * initial), labels (NULL: zeros), the claim it ends (0: none); explore_copy holds the parents
+     * when the request's were not aligned */
+    bool explore;
+    const uint64_t *explore_from;
+    const uint8_t *explore_labels;
+    uint64_t explore_complete;
+    void *explore_copy;
 };
 
 /* ---- items ---- */

@@ -44,6 +44,10 @@ void entry_unref(table_entry *e)
 {
     if (atomic_fetch_sub(&e->refs, 1) == 1) {
         batcher_destroy(&e->bt);
+        if (e->explore) {
+            floe_explore_destroy(e->explore);
+            pthread_mutex_destroy(&e->explore_lock);
+        }
         free(e);
     }
 }
@@ -94,6 +98,19 @@ floe_status registry_install(registry *r, floe_table *t, size_t max_tables, floe
         free(e);
         floe_table_destroy(t);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    }
+    const floe_spec *spec = &t->spec;
+    if (spec->explore) {
+        const uint32_t key_bytes = spec->kind == FLOE_KIND_TREE ? spec->words * 4 : 8;
+        floe_status st =
+            floe_explore_create(key_bytes, spec->label_bytes, !spec->explore_any_order, 0, &e->explore, err);
+        if (st != FLOE_OK) {
+            batcher_destroy(&e->bt);
+            free(e);
+            floe_table_destroy(t);
+            return st;
+        }
+        pthread_mutex_init(&e->explore_lock, NULL);
     }
     strcpy(e->name, t->spec.name);
     e->table = t;

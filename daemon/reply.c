@@ -72,6 +72,9 @@ void reply_fill_stats(Floe__V1__TableStats *out, reply_stats_room *room, int one
     spec->shards = s->spec.shards;
     spec->shard_set = s->spec.shard_set;
     spec->parts = s->parts ? s->parts : 1;
+    spec->explore = s->spec.explore;
+    spec->label_bytes = s->spec.label_bytes;
+    spec->explore_any_order = s->spec.explore_any_order;
     out->spec = spec;
     out->keys = s->keys;
     out->slots = s->slots;

@@ -41,6 +41,9 @@ static const struct {
     {"change_counts", PROTOBUF_C_TYPE_BYTES, FLOE_KEYMSG_CHANGE_COUNTS},
     {"changes", PROTOBUF_C_TYPE_BYTES, FLOE_KEYMSG_CHANGES},
     {"generation", PROTOBUF_C_TYPE_UINT64, FLOE_KEYMSG_GENERATION},
+    {"from", PROTOBUF_C_TYPE_BYTES, FLOE_KEYMSG_FROM},
+    {"labels", PROTOBUF_C_TYPE_BYTES, FLOE_KEYMSG_LABELS},
+    {"complete", PROTOBUF_C_TYPE_UINT64, FLOE_KEYMSG_COMPLETE},
 };
 
 static void shape_of(const ProtobufCFieldDescriptor *f, op_shape *s)
@@ -112,6 +115,9 @@ static void parts_of(void *msg, const op_shape *s, floe_keymsg *m)
     m->want_ids = part_in(msg, s, FLOE_KEYMSG_WANT_IDS);
     m->want_values = part_in(msg, s, FLOE_KEYMSG_WANT_VALUES);
     m->generation = part_in(msg, s, FLOE_KEYMSG_GENERATION);
+    m->from = part_in(msg, s, FLOE_KEYMSG_FROM);
+    m->labels = part_in(msg, s, FLOE_KEYMSG_LABELS);
+    m->complete = part_in(msg, s, FLOE_KEYMSG_COMPLETE);
 }
 
 bool floe__keymsg_of(const Floe__V1__Request *req, floe_keymsg *m)

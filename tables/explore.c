@@ -381,6 +381,14 @@ static floe_status no_claim(uint64_t token, floe_errinfo *err)
                             (unsigned long long)token);
 }
 
+bool floe_explore_holds(const floe_explore *x, uint64_t token)
+{
+    for (size_t i = 0; token && i < x->nclaims; i++)
+        if (x->claims[i].token == token)
+            return true;
+    return false;
+}
+
 floe_status floe_explore_complete(floe_explore *x, uint64_t token, floe_errinfo *err)
 {
     claim *c = claim_of(x, token);

@@ -84,6 +84,8 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
 floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uint64_t lease_ms, uint64_t *ids,
                                void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
                                floe_errinfo *err);
+/* Whether a claim of this run with that token is out. */
+bool floe_explore_holds(const floe_explore *x, uint64_t token);
 /* Ends the claim token (its states expanded); ERR_INVALID if no claim of
  * this run has that token (ended, expired, or another table's). */
 floe_status floe_explore_complete(floe_explore *x, uint64_t token, floe_errinfo *err);

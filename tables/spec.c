@@ -138,6 +138,17 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err)
     if (s->parts > FLOE_PARTS_MAX)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "parts must be 0 (the server's choice) to %d, got %u",
                                 FLOE_PARTS_MAX, s->parts);
+    if (s->explore && s->kind != FLOE_KIND_SET && s->kind != FLOE_KIND_MAP && s->kind != FLOE_KIND_TREE)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "explore is for SET, MAP and TREE tables, not %s",
+                                floe_kind_name(s->kind));
+    if (s->explore && s->shards)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
+                                "an exploring table is on one floed: its open set is not partitioned over several "
+                                "servers yet");
+    if ((s->label_bytes || s->explore_any_order) && !s->explore)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "label_bytes and explore_any_order go with explore");
+    if (s->label_bytes > 4)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "label_bytes is 0..4, got %u", s->label_bytes);
     if (s->kind == FLOE_KIND_ORDERED && s->parts > 1)
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                 "an ORDERED table is one part (its order is one structure's), "

@@ -84,6 +84,13 @@ typedef struct floe_spec {
      * unless the table needs more than one holds), else 1..FLOE_PARTS_MAX.
      * Not in the table's file, which records the parts it was saved in. */
     uint32_t parts;
+    /* An exploring table (TableSpec.explore; tables/explore.h): the states it
+     * answers INSERTED join its open set, kept by floed beside it.  SET, MAP
+     * and TREE, on one floed; label_bytes 0..FLOE_EXPLORE_LABEL_MAX; claims
+     * level by level unless explore_any_order. */
+    bool explore;
+    uint32_t label_bytes;
+    bool explore_any_order;
 } floe_spec;
 
 /* A spec with the defaults: SET, 64-bit keys, capacity 1 Mi, no growth.

@@ -151,6 +151,63 @@ static const void *aligned(const void *p, size_t len, size_t align, void **copy)
     return *copy;
 }
 
+/* An exploring table's part of an insert (its parents, labels, the claim
+ * it ends), checked against the open set before the batch runs, so that a
+ * bad one changes nothing; the item then adds its states when answered
+ * (item.c).  Other tables take none of it. */
+static floe_status explore_door(table_entry *e, floe_op op, const key_request *kr, size_t n, bool states, item *it,
+                                char *msg, size_t len)
+{
+    const floe_spec *spec = &e->table->spec;
+    const bool asks = kr->from_len || kr->labels_len || kr->complete;
+    if (!e->explore || !floe_op_has(op, FLOE_OPF_STORES)) {
+        if (asks)
+            snprintf(msg, len,
+                     "table %s is not an exploring table: from, labels and complete go with the inserts of one "
+                     "(created with explore)",
+                     spec->name);
+        return asks ? FLOE_ERR_INVALID : FLOE_OK;
+    }
+    if (states) {
+        snprintf(msg, len, "table %s explores: send whole vectors, not states by their parents", spec->name);
+        return FLOE_ERR_INVALID;
+    }
+    if (kr->from_len && kr->from_len != n * 8) {
+        snprintf(msg, len, "from has %zu bytes: 8 per key (%zu keys), or none", kr->from_len, n);
+        return FLOE_ERR_INVALID;
+    }
+    if (kr->labels_len && kr->labels_len != n * spec->label_bytes) {
+        snprintf(msg, len, "labels has %zu bytes: %u per key (%zu keys), or none", kr->labels_len, spec->label_bytes,
+                 n);
+        return FLOE_ERR_INVALID;
+    }
+    const uint64_t *from = aligned(kr->from, kr->from_len, 8, &it->explore_copy);
+    if (kr->from_len && !from) {
+        snprintf(msg, len, "out of memory");
+        return FLOE_ERR_INTERNAL;
+    }
+    floe_errinfo err;
+    pthread_mutex_lock(&e->explore_lock);
+    floe_status st = floe_explore_check_parents(e->explore, from, kr->from_len / 8, &err);
+    if (st == FLOE_OK && kr->complete && !floe_explore_holds(e->explore, kr->complete))
+        st = floe_errinfo_set(&err, FLOE_ERR_INVALID,
+                              "no claim 0x%llx is out on table %s: completed, expired (its states are open again) or "
+                              "another table's",
+                              (unsigned long long)kr->complete, spec->name);
+    pthread_mutex_unlock(&e->explore_lock);
+    if (st != FLOE_OK) {
+        snprintf(msg, len, "%s", err.msg);
+        return st;
+    }
+    it->explore = true;
+    it->explore_from = kr->from_len ? from : NULL;
+    it->explore_labels = kr->labels_len ? kr->labels : NULL;
+    it->explore_complete = kr->complete;
+    entry_ref(e);
+    it->entry = e;
+    return FLOE_OK;
+}
+
 /* A key request of row: takes kr's bytes over. */
 void serve_keys(server *srv, session *c, const request_row *row, key_request *kr)
 {
@@ -194,6 +251,8 @@ void serve_keys(server *srv, session *c, const request_row *row, key_request *kr
         st = check_key_request(srv, spec, op, kr, data, values, &n, msg, sizeof msg);
     else
         st = FLOE_ERR_INTERNAL, snprintf(msg, sizeof msg, "out of memory");
+    if (st == FLOE_OK)
+        st = explore_door(e, op, kr, n, states, it, msg, sizeof msg);
     if (st != FLOE_OK) {
         item_refuse(it, st, msg);
     } else {
@@ -242,6 +301,12 @@ void handle_keys(server *srv, session *c, Floe__V1__Request *req, const request_
         kr.changes = m.changes->data, kr.changes_len = m.changes->len;
     if (m.generation)
         kr.parent_generation = *m.generation;
+    if (m.from)
+        kr.from = m.from->data, kr.from_len = m.from->len;
+    if (m.labels)
+        kr.labels = m.labels->data, kr.labels_len = m.labels->len;
+    if (m.complete)
+        kr.complete = *m.complete;
     if (req->shard) {
         kr.shard_set = req->shard->shard_set;
         kr.shard = req->shard->shard;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "datadir.h"
 #include "handlers.h"
 #include "log.h"
@@ -43,6 +44,9 @@ static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *def
     s->shards = p->shards;
     s->shard_set = p->shard_set;
     s->parts = p->parts;
+    s->explore = p->explore;
+    s->label_bytes = p->label_bytes;
+    s->explore_any_order = p->explore_any_order;
     const char *be = p->backend && p->backend[0] ? p->backend : default_backend;
     if (strlen(be) >= sizeof s->backend)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
@@ -168,10 +172,35 @@ frame *stats_reply(const job_end *e, const item *it)
     Floe__V1__TableStats ts;
     reply_stats_room room;
     reply_fill_stats(&ts, &room, 1, &b->stats);
+    /* an exploring table's open set, as of now (after the batches before this stats) */
+    Floe__V1__ExploreStats xs = FLOE__V1__EXPLORE_STATS__INIT;
+    uint64_t *levels = NULL;
+    table_entry *t = it->entry;
+    if (t && t->explore) {
+        floe_explore_counts x;
+        pthread_mutex_lock(&t->explore_lock);
+        floe_explore_stats(t->explore, &x);
+        if ((levels = floe_calloc(x.levels + 1, sizeof *levels)))
+            for (uint32_t d = 0; d < x.levels; d++)
+                levels[d] = floe_explore_level(t->explore, d);
+        pthread_mutex_unlock(&t->explore_lock);
+        xs.states = x.states;
+        xs.open = x.open;
+        xs.claimed = x.claimed;
+        xs.claims = x.claims;
+        xs.levels = x.levels;
+        xs.done = x.done;
+        xs.bytes = x.bytes;
+        xs.level_sizes = levels;
+        xs.n_level_sizes = levels ? x.levels : 0;
+        ts.explore = &xs;
+    }
     r.id = it->id;
     r.body_case = FLOE__V1__RESPONSE__BODY_STATS;
     r.stats = &ts;
-    return reply_pack(&r);
+    frame *f = reply_pack(&r);
+    free(levels);
+    return f;
 }
 
 void handle_stats(server *srv, session *c, Floe__V1__Request *req, const request_row *row)
@@ -179,6 +208,10 @@ void handle_stats(server *srv, session *c, Floe__V1__Request *req, const request
     table_entry *e = request_table(srv, c, req->id, req->stats->table, req);
     item *it = e ? request_item(srv, c, req, row, e) : NULL;
     if (it) {
+        if (e->explore) { /* its reply reads the open set (stats_reply) */
+            entry_ref(e);
+            it->entry = e;
+        }
         item_submit(c, e, it);
         entry_unref(e);
     }

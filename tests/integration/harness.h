@@ -141,5 +141,6 @@ Suite *tls_suite(void);
 Suite *faults_suite(void);
 Suite *shards_suite(void);
 Suite *add_suite(void);
+Suite *explore_suite(void); /* exploring tables: claims, parents, traces */
 
 #endif

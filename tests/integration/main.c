@@ -21,6 +21,7 @@ int main(void)
     srunner_add_suite(sr, ordered_suite());
     srunner_add_suite(sr, shards_suite());
     srunner_add_suite(sr, add_suite());
+    srunner_add_suite(sr, explore_suite());
     srunner_add_suite(sr, mc_suite());
     srunner_add_suite(sr, metrics_suite());
     srunner_add_suite(sr, tools_suite());

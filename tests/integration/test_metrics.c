@@ -47,12 +47,14 @@ enum {
     OP_MIN,
     OP_MAX,
     OP_ADD,
+    OP_CLAIM,
+    OP_TRACE,
     NOPS
 };
-static const char *const OP_NAMES[NOPS] = {"unknown",     "hello",       "ping",     "create_table", "drop_table",
-                                           "list_tables", "insert",      "find",     "erase",        "stats",
-                                           "scan",        "get_by_id",   "snapshot", "info",         "range",
-                                           "successor",   "predecessor", "min",      "max",          "add"};
+static const char *const OP_NAMES[NOPS] = {"unknown",  "hello", "ping",  "create_table", "drop_table",  "list_tables",
+                                           "insert",   "find",  "erase", "stats",        "scan",        "get_by_id",
+                                           "snapshot", "info",  "range", "successor",    "predecessor", "min",
+                                           "max",      "add",   "claim", "trace"};
 #define NSTATUS 11
 
 /* What the test sent and got back, to compare with the server's counters. */

@@ -1,0 +1,214 @@
+/*
+ * test_explore.c - an exploring table through floed: three workers (each
+ * its own connection) claim states, expand them, insert the successors with
+ * their parent's id and label, ending each claim with the last insert,
+ * until floed answers DONE; against a plain breadth-first search of the
+ * same graph written here: the states found, and every trace (from an
+ * initial state, each step the transition its label names, as long as the
+ * shortest path).  And what floed refuses, with nothing changed.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define N      3000u
+#define FANOUT 3
+
+static uint64_t succ(uint64_t s, int a)
+{
+    return a == 0 ? (s * 7u + 3u) % N : a == 1 ? (s ^ 0x155u) % N : s / 2u;
+}
+
+static int dist[N];
+
+static uint64_t reference_bfs(void)
+{
+    static uint64_t queue[N];
+    size_t head = 0, tail = 0;
+    for (uint64_t s = 0; s < N; s++)
+        dist[s] = -1;
+    for (uint64_t s = 0; s < 2; s++)
+        dist[s] = 0, queue[tail++] = s;
+    while (head < tail) {
+        const uint64_t s = queue[head++];
+        for (int a = 0; a < FANOUT; a++) {
+            const uint64_t t = succ(s, a);
+            if (dist[t] < 0)
+                dist[t] = dist[s] + 1, queue[tail++] = t;
+        }
+    }
+    return tail;
+}
+
+typedef struct worker {
+    const daemon_proc *d;
+    uint64_t *id_of; /* shared: each state's explore id, from the claims (written by the claimer) */
+    pthread_mutex_t *lock;
+    int waits, done;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    floe *c = connect_ok(w->d);
+    uint64_t ids[16], keys[16], sk[16 * FANOUT], from[16 * FANOUT];
+    uint8_t labels[16 * FANOUT], res[16 * FANOUT];
+    for (int round = 0; round < 100000 && !w->done; round++) {
+        floe_claim cl;
+        ck_assert_int_eq(floe_claim_states(c, "run", 16, 0, ids, keys, sizeof keys, &cl), FLOE_OK);
+        if (cl.state == FLOE_CLAIM_DONE) {
+            w->done = 1;
+            break;
+        }
+        if (cl.state == FLOE_CLAIM_WAIT) {
+            w->waits++;
+            continue;
+        }
+        size_t m = 0;
+        pthread_mutex_lock(w->lock);
+        for (size_t i = 0; i < cl.n; i++) {
+            ck_assert_int_eq(dist[keys[i]], (int)cl.depth);
+            w->id_of[keys[i]] = ids[i];
+        }
+        pthread_mutex_unlock(w->lock);
+        for (size_t i = 0; i < cl.n; i++)
+            for (int a = 0; a < FANOUT; a++)
+                sk[m] = succ(keys[i], a), from[m] = ids[i], labels[m] = (uint8_t)a, m++;
+        /* in two inserts, the claim ended by the second */
+        const size_t half = m / 2;
+        ck_assert_int_eq(floe_insert_explore(c, "run", sk, half * 8, half, from, labels, half, 0, res, NULL), FLOE_OK);
+        ck_assert_int_eq(floe_insert_explore(c, "run", sk + half, (m - half) * 8, m - half, from + half, labels + half,
+                                             m - half, cl.token, res, NULL),
+                         FLOE_OK);
+    }
+    floe_close(c);
+    return NULL;
+}
+
+START_TEST(workers_find_what_bfs_finds)
+{
+    const uint64_t want = reference_bfs();
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    floe *c = connect_ok(&d);
+    floe_table_def def = {
+        .name = "run", .kind = FLOE_TABLE_SET, .key_bits = 16, .capacity = 1 << 14, .explore = 1, .label_bytes = 1};
+    ck_assert_int_eq(floe_create(c, &def), FLOE_OK);
+    /* before any state: WAIT (the run has not begun), not DONE */
+    uint64_t ids[4], keys[4];
+    floe_claim cl;
+    ck_assert_int_eq(floe_claim_states(c, "run", 4, 0, ids, keys, sizeof keys, &cl), FLOE_OK);
+    ck_assert_int_eq(cl.state, FLOE_CLAIM_WAIT);
+    const uint64_t init[2] = {0, 1};
+    uint8_t res[2];
+    ck_assert_int_eq(floe_insert_explore(c, "run", init, 16, 2, NULL, NULL, 0, 0, res, NULL), FLOE_OK);
+    ck_assert(res[0] == FLOE_INSERTED && res[1] == FLOE_INSERTED);
+    uint64_t *id_of = calloc(N, sizeof *id_of);
+    ck_assert_ptr_nonnull(id_of);
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    worker w[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        w[i] = (worker){&d, id_of, &lock, 0, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert(w[i].done);
+    }
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "run", &info), FLOE_OK);
+    ck_assert_uint_eq(info.keys, want);
+    ck_assert(info.explore.on && info.explore.done);
+    ck_assert_uint_eq(info.explore.states, want);
+    ck_assert_uint_eq(info.explore.open + info.explore.claimed + info.explore.claims, 0);
+    int deepest = 0;
+    for (uint64_t s = 0; s < N; s++)
+        deepest = dist[s] > deepest ? dist[s] : deepest;
+    ck_assert_uint_eq(info.explore.levels, (uint32_t)deepest + 1);
+    /* every state's trace: from an initial state, each step its label's transition, shortest */
+    for (uint64_t s = 0; s < N; s++) {
+        if (dist[s] < 0)
+            continue;
+        uint64_t *tid;
+        void *tk, *tl;
+        size_t n;
+        ck_assert_int_eq(floe_trace(c, "run", id_of[s], &tid, &tk, &tl, &n), FLOE_OK);
+        const uint64_t *k = tk;
+        const uint8_t *l = tl;
+        ck_assert_uint_eq(n, (size_t)dist[s] + 1);
+        ck_assert(k[0] < 2 && k[n - 1] == s && tid[n - 1] == id_of[s]);
+        for (size_t i = 1; i < n; i++)
+            ck_assert_uint_eq(succ(k[i - 1], l[i]), k[i]);
+        free(tid), free(tk), free(tl);
+    }
+    free(id_of);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+START_TEST(refusals_change_nothing)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    floe *c = connect_ok(&d);
+    floe_table_def plain = {.name = "plain", .kind = FLOE_TABLE_SET, .key_bits = 16};
+    ck_assert_int_eq(floe_create(c, &plain), FLOE_OK);
+    floe_table_def bad = {.name = "o", .kind = FLOE_TABLE_ORDERED, .key_bits = 16, .explore = 1};
+    ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_INVALID);
+    floe_table_def wide = {.name = "w", .kind = FLOE_TABLE_SET, .explore = 1, .label_bytes = 5};
+    ck_assert_int_eq(floe_create(c, &wide), FLOE_ERR_INVALID);
+    floe_table_def ex = {.name = "ex", .kind = FLOE_TABLE_SET, .key_bits = 16, .explore = 1};
+    ck_assert_int_eq(floe_create(c, &ex), FLOE_OK);
+    uint64_t ids[4], keys[4], k[2] = {5, 6}, from[2] = {FLOE_EXPLORE_INITIAL, 7};
+    uint8_t res[2];
+    floe_claim cl;
+    /* a plain table takes no claim and no parents */
+    ck_assert_int_eq(floe_claim_states(c, "plain", 4, 0, ids, keys, sizeof keys, &cl), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_insert_explore(c, "plain", k, 16, 2, from, NULL, 0, 0, res, NULL), FLOE_ERR_INVALID);
+    /* a parent that is no state (7 of 0 found), a claim that is not out, a length that is wrong */
+    ck_assert_int_eq(floe_insert_explore(c, "ex", k, 16, 2, from, NULL, 0, 0, res, NULL), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_insert_explore(c, "ex", k, 16, 2, NULL, NULL, 0, 0x1234, res, NULL), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_insert_explore(c, "ex", k, 16, 2, from, NULL, 0, 0, res, NULL), FLOE_ERR_INVALID);
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "ex", &info), FLOE_OK);
+    ck_assert_uint_eq(info.keys, 0); /* nothing went in */
+    uint64_t *tid;
+    void *tk, *tl;
+    size_t n;
+    ck_assert_int_eq(floe_trace(c, "ex", 0, &tid, &tk, &tl, &n), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_claim_renew(c, "ex", 99, 0), FLOE_ERR_INVALID);
+    /* one state, no successor: its claim ends with an insert of no keys, and then the run is DONE */
+    const uint64_t root = 9;
+    ck_assert_int_eq(floe_insert_explore(c, "ex", &root, 8, 1, NULL, NULL, 0, 0, res, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_claim_states(c, "ex", 4, 0, ids, keys, sizeof keys, &cl), FLOE_OK);
+    ck_assert(cl.state == FLOE_CLAIM_GOT && cl.n == 1 && keys[0] == 9 && ids[0] == 0 && cl.depth == 0);
+    ck_assert_int_eq(floe_claim_renew(c, "ex", cl.token, 5000), FLOE_OK);
+    floe_claim again;
+    ck_assert_int_eq(floe_claim_states(c, "ex", 4, 0, ids, keys, sizeof keys, &again), FLOE_OK);
+    ck_assert_int_eq(again.state, FLOE_CLAIM_WAIT); /* nothing open, a claim out */
+    ck_assert_int_eq(floe_insert_explore(c, "ex", NULL, 0, 0, NULL, NULL, 0, cl.token, res, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_claim_states(c, "ex", 4, 0, ids, keys, sizeof keys, &again), FLOE_OK);
+    ck_assert_int_eq(again.state, FLOE_CLAIM_DONE);
+    ck_assert_int_eq(floe_trace(c, "ex", 0, &tid, &tk, &tl, &n), FLOE_OK);
+    ck_assert(n == 1 && tid[0] == 0 && ((uint64_t *)tk)[0] == 9 && tl == NULL);
+    free(tid), free(tk);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+Suite *explore_suite(void)
+{
+    Suite *s = suite_create("explore");
+    TCase *tc = tcase_create("explore");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, workers_find_what_bfs_finds);
+    tcase_add_test(tc, refusals_change_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
