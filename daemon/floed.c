@@ -289,6 +289,33 @@ static void describe_age(time_t then, char *buf, size_t len)
         snprintf(buf, len, "%lld days ago", d / 86400);
 }
 
+static int read_open_set(void *ctx, void *p, size_t len)
+{
+    return floe_file_read_bytes(ctx, p, len);
+}
+
+/* The open set an exploring table's file ends with (tables/tablefile.h):
+ * its claims out when saved are open again, under this run's tokens. */
+static floe_status load_open_set(const char *path, floe_explore **x, floe_errinfo *err)
+{
+    floe_file_reader *r;
+    uint64_t bytes;
+    floe_status st = floe_file_open_set(path, &r, &bytes, err);
+    if (st != FLOE_OK)
+        return st;
+    st = floe_explore_load(read_open_set, r, 0, x, err);
+    if (st == FLOE_OK && (st = floe_file_finish(r, err)) != FLOE_OK) {
+        floe_explore_destroy(*x);
+        *x = NULL;
+    } else if (st == FLOE_ERR_INVALID) { /* say where */
+        char msg[FLOE_ERROR_MAX];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        floe_errinfo_set(err, st, "%s: %s", path, msg);
+    }
+    floe_file_close(r);
+    return st;
+}
+
 /* One table file: loaded and registered, or 0/-1 for the caller to stop. */
 static int load_table_file(server *srv, const char *path, size_t index, size_t count)
 {
@@ -308,18 +335,28 @@ static int load_table_file(server *srv, const char *path, size_t index, size_t c
         log_warn("%s ran on the GPU; this floed has none, so it is loaded on the CPU engine", path);
     if (st == FLOE_OK)
         st = floe_table_load(be, path, &t, &err);
+    floe_explore *open_set = NULL;
+    if (st == FLOE_OK && t->spec.explore && (st = load_open_set(path, &open_set, &err)) != FLOE_OK)
+        floe_table_destroy(t);
+    char run[128] = "";
+    if (open_set) {
+        floe_explore_counts x;
+        floe_explore_stats(open_set, &x);
+        snprintf(run, sizeof run, "; its run: %llu states found, %llu open, %u levels", (unsigned long long)x.states,
+                 (unsigned long long)x.open, x.levels);
+    }
     if (st == FLOE_OK) {
         char name[FLOE_NAME_MAX + 1];
         strcpy(name, t->spec.name);
-        st = registry_install(&srv->reg, t, srv->cfg.max_tables, &err);
+        st = registry_install(&srv->reg, t, open_set, srv->cfg.max_tables, &err);
         table_entry *e = st == FLOE_OK ? registry_get(&srv->reg, name) : NULL;
         if (e) {
             atomic_store(&e->saved_at, (int_fast64_t)sb.st_mtime);
             entry_unref(e);
         }
         if (st == FLOE_OK)
-            log_info("loaded table %s from %s: snapshot written %s, %.1f MiB in %.2f s, backend %s", name, path, age,
-                     (double)sb.st_size / 1048576.0, (double)(floe_now_ns() - t0) / 1e9, floe_backend_name(be));
+            log_info("loaded table %s from %s: snapshot written %s, %.1f MiB in %.2f s, backend %s%s", name, path, age,
+                     (double)sb.st_size / 1048576.0, (double)(floe_now_ns() - t0) / 1e9, floe_backend_name(be), run);
     }
     if (st == FLOE_OK)
         return 0;

@@ -203,8 +203,39 @@ void item_saved(save_job *sj, floe_status st, const char *error)
 }
 
 /* A COPY ran: the saver writes its image (or reports its failure) in turn. */
+static int write_cut(void *ctx, int (*put)(void *put_ctx, const void *p, size_t len), void *put_ctx)
+{
+    return floe_explore_cut_write(ctx, put, put_ctx);
+}
+
+static void free_cut(void *ctx)
+{
+    floe_explore_cut_free(ctx);
+}
+
+/* An exploring table's open set joins its image, taken at the same place in
+ * the table's order: an exploring table's batches complete in submission
+ * order (one batcher lane), so every batch in the image has recorded its
+ * states by now (explore_record, in its own done) and none after it has. */
+static floe_status add_open_set(table_entry *e, floe_file_image *im, floe_errinfo *err)
+{
+    floe_file_stream *s = floe_calloc(1, sizeof *s);
+    pthread_mutex_lock(&e->explore_lock);
+    floe_explore_cut *cut = s ? floe_explore_cut_take(e->explore) : NULL;
+    pthread_mutex_unlock(&e->explore_lock);
+    if (!cut) {
+        free(s);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for the open set's bookkeeping");
+    }
+    *s = (floe_file_stream){floe_explore_cut_bytes(cut), write_cut, cut, free_cut};
+    im->open_set = s;
+    return FLOE_OK;
+}
+
 static void copy_done(item *it, floe_batch *b, uint64_t changes)
 {
+    if (b->status == FLOE_OK && it->entry->explore)
+        b->status = add_open_set(it->entry, b->image, &b->error);
     it->save.image = b->image;
     b->image = NULL;
     it->save.changes = changes;
@@ -432,11 +463,6 @@ void multi_fan_out(server *srv, multi *m, table_entry **all, size_t n, const cha
     for (size_t i = 0; i < n; i++) {
         if (only[0] && strcmp(all[i]->name, only) != 0)
             continue;
-        if (m->op == FLOE_OP_SAVE && all[i]->explore) { /* its file would lose the open set */
-            multi_part_done(m, k++, FLOE_ERR_UNSUPPORTED,
-                            "an exploring table's open set is not saved yet: it is not snapshotted", NULL);
-            continue;
-        }
         /* a snapshot is a COPY in the table's order, written by the saver */
         item *it = m->op == FLOE_OP_SAVE ? snapshot_item(srv, m->c, m->id, m->row, all[i])
                                          : item_new(srv, m->c, m->id, m->row, m->op, NULL);
@@ -553,8 +579,8 @@ void request_snapshot_tick(server *srv)
         const bool due =
             ((changes > 0 || never_saved) && every && now - atomic_load(&e->last_save) >= (int64_t)every) ||
             (after && changes > 0 && changes >= after);
-        if (!due || e->explore || now < atomic_load(&e->retry_after) || atomic_exchange(&e->snapshot_pending, true))
-            continue; /* (an exploring table's open set is not saved yet) */
+        if (!due || now < atomic_load(&e->retry_after) || atomic_exchange(&e->snapshot_pending, true))
+            continue;
         item *it = snapshot_item(srv, NULL, 0, NULL, e);
         if (it)
             it->save.by_rules = true;

@@ -87,20 +87,19 @@ static floe_status registry_add(registry *r, table_entry *e, size_t max_tables, 
     return st;
 }
 
-floe_status registry_install(registry *r, floe_table *t, size_t max_tables, floe_errinfo *err)
+floe_status registry_install(registry *r, floe_table *t, floe_explore *open_set, size_t max_tables,
+                             floe_errinfo *err)
 {
     table_entry *e = floe_calloc(1, sizeof *e);
-    if (!e) {
-        floe_table_destroy(t);
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
-    }
-    if (!batcher_init(&e->bt, t, &r->limits)) {
+    if (!e || !batcher_init(&e->bt, t, &r->limits)) {
         free(e);
         floe_table_destroy(t);
+        floe_explore_destroy(open_set);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
     const floe_spec *spec = &t->spec;
-    if (spec->explore) {
+    e->explore = open_set;
+    if (spec->explore && !open_set) {
         const uint32_t key_bytes = spec->kind == FLOE_KIND_TREE ? spec->words * 4 : 8;
         floe_status st =
             floe_explore_create(key_bytes, spec->label_bytes, !spec->explore_any_order, 0, &e->explore, err);
@@ -110,8 +109,9 @@ floe_status registry_install(registry *r, floe_table *t, size_t max_tables, floe
             floe_table_destroy(t);
             return st;
         }
-        pthread_mutex_init(&e->explore_lock, NULL);
     }
+    if (e->explore)
+        pthread_mutex_init(&e->explore_lock, NULL);
     strcpy(e->name, t->spec.name);
     e->table = t;
     atomic_init(&e->refs, 1);

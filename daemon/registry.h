@@ -67,9 +67,12 @@ void registry_init(registry *r, const batcher_limits *limits);
 void registry_free(registry *r);
 /* The entry named name with a reference taken, or NULL. */
 table_entry *registry_get(registry *r, const char *name);
-/* Wraps table t in a new entry (with its batcher) and adds it; on failure t
- * is destroyed and the error says why (exists, max-tables). */
-floe_status registry_install(registry *r, floe_table *t, size_t max_tables, floe_errinfo *err);
+/* Wraps table t in a new entry (with its batcher) and adds it; an
+ * exploring table's open set is open_set (a loaded one; NULL: a new, empty
+ * one), taken over.  On failure t and open_set are destroyed and the error
+ * says why (exists, max-tables). */
+floe_status registry_install(registry *r, floe_table *t, floe_explore *open_set, size_t max_tables,
+                             floe_errinfo *err);
 /* Removes name; returns the entry with the registry's reference, or NULL. */
 table_entry *registry_remove(registry *r, const char *name);
 /* Every entry, each with a reference taken; *n entries in a malloc'ed array

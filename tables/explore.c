@@ -487,34 +487,107 @@ static int get(read_fn *read, void *ctx, void *p, size_t len)
     return len ? read(ctx, p, len) : 0;
 }
 
+/* What a save writes, taken at one moment: the header, copies of the
+ * arrays that change, and the chunks' addresses (the states below the
+ * count never change again, so they are written from where they are). */
+struct floe_explore_cut {
+    image_header h;
+    depth_run *runs;
+    uint64_t *levels;
+    uint64_t *open_back; /* handed back, then the claims' states */
+    chunk *chunks;
+    size_t nchunks;
+};
+
+void floe_explore_cut_free(floe_explore_cut *c)
+{
+    if (!c)
+        return;
+    free(c->runs);
+    free(c->levels);
+    free(c->open_back);
+    free(c->chunks);
+    free(c);
+}
+
+/* A copy of n items of size bytes (a 1-byte allocation when n is 0). */
+static void *copy_of(const void *p, size_t n, size_t size)
+{
+    void *q = floe_malloc(n * size + 1);
+    if (q && n)
+        memcpy(q, p, n * size);
+    return q;
+}
+
+floe_explore_cut *floe_explore_cut_take(const floe_explore *x)
+{
+    floe_explore_cut *c = floe_calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    memcpy(c->h.magic, MAGIC, sizeof c->h.magic);
+    c->h.key_bytes = x->key_bytes;
+    c->h.label_bytes = x->label_bytes;
+    c->h.strict = x->strict;
+    c->h.nlevels = x->nlevels;
+    c->h.count = x->count;
+    c->h.nruns = x->nruns;
+    c->h.cursor = x->cursor;
+    const size_t back = x->back_n - x->back_head;
+    c->h.open_back = back + x->claimed;
+    c->nchunks = (size_t)((x->count + CHUNK - 1) >> CHUNK_BITS);
+    c->runs = copy_of(x->runs, x->nruns, sizeof *x->runs);
+    c->levels = copy_of(x->levels, x->nlevels, sizeof *x->levels);
+    c->chunks = copy_of(x->chunks, c->nchunks, sizeof *x->chunks);
+    c->open_back = copy_of(x->back ? x->back + x->back_head : NULL, back, sizeof *x->back);
+    if (!c->runs || !c->levels || !c->chunks || !c->open_back) {
+        floe_explore_cut_free(c);
+        return NULL;
+    }
+    if (x->claimed) { /* claims out go back to the open set */
+        uint64_t *all = floe_realloc(c->open_back, (back + x->claimed) * sizeof *all);
+        if (!all) {
+            floe_explore_cut_free(c);
+            return NULL;
+        }
+        c->open_back = all;
+        for (size_t i = 0, at = back; i < x->nclaims; at += x->claims[i++].n)
+            memcpy(all + at, x->claims[i].ids, x->claims[i].n * sizeof *all);
+    }
+    return c;
+}
+
+uint64_t floe_explore_cut_bytes(const floe_explore_cut *c)
+{
+    return sizeof c->h + c->h.nruns * sizeof *c->runs + (uint64_t)c->h.nlevels * sizeof *c->levels +
+           c->h.open_back * sizeof *c->open_back +
+           c->h.count * (c->h.key_bytes + sizeof(uint64_t) + c->h.label_bytes);
+}
+
+int floe_explore_cut_write(const floe_explore_cut *c, int (*write)(void *ctx, const void *p, size_t len), void *ctx)
+{
+    bool ok = put(write, ctx, &c->h, sizeof c->h) == 0 &&
+              put(write, ctx, c->runs, (size_t)c->h.nruns * sizeof *c->runs) == 0 &&
+              put(write, ctx, c->levels, (size_t)c->h.nlevels * sizeof *c->levels) == 0 &&
+              put(write, ctx, c->open_back, (size_t)c->h.open_back * sizeof *c->open_back) == 0;
+    for (uint64_t at = 0; ok && at < c->h.count; at += CHUNK) {
+        const size_t m = (size_t)(c->h.count - at < CHUNK ? c->h.count - at : CHUNK);
+        const chunk *k = &c->chunks[at >> CHUNK_BITS];
+        ok = put(write, ctx, k->keys, m * c->h.key_bytes) == 0 &&
+             put(write, ctx, k->parents, m * sizeof *k->parents) == 0 &&
+             (!c->h.label_bytes || put(write, ctx, k->labels, m * c->h.label_bytes) == 0);
+    }
+    return ok ? 0 : -1;
+}
+
 floe_status floe_explore_save(const floe_explore *x, int (*write)(void *ctx, const void *p, size_t len), void *ctx,
                               floe_errinfo *err)
 {
-    image_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, MAGIC, sizeof h.magic);
-    h.key_bytes = x->key_bytes;
-    h.label_bytes = x->label_bytes;
-    h.strict = x->strict;
-    h.nlevels = x->nlevels;
-    h.count = x->count;
-    h.nruns = x->nruns;
-    h.cursor = x->cursor;
-    h.open_back = (x->back_n - x->back_head) + x->claimed;
-    bool ok =
-        put(write, ctx, &h, sizeof h) == 0 && put(write, ctx, x->runs, x->nruns * sizeof *x->runs) == 0 &&
-        put(write, ctx, x->levels, (size_t)x->nlevels * sizeof *x->levels) == 0 &&
-        put(write, ctx, x->back ? x->back + x->back_head : NULL, (x->back_n - x->back_head) * sizeof *x->back) == 0;
-    for (size_t i = 0; ok && i < x->nclaims; i++) /* claims out go back to the open set */
-        ok = put(write, ctx, x->claims[i].ids, x->claims[i].n * sizeof(uint64_t)) == 0;
-    for (uint64_t at = 0; ok && at < x->count; at += CHUNK) {
-        const size_t m = (size_t)(x->count - at < CHUNK ? x->count - at : CHUNK);
-        const chunk *c = chunk_of(x, at);
-        ok = put(write, ctx, c->keys, m * x->key_bytes) == 0 &&
-             put(write, ctx, c->parents, m * sizeof *c->parents) == 0 &&
-             (!x->label_bytes || put(write, ctx, c->labels, m * x->label_bytes) == 0);
-    }
-    return ok ? FLOE_OK : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "writing the open set failed");
+    floe_explore_cut *c = floe_explore_cut_take(x);
+    if (!c)
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a copy of the open set's bookkeeping");
+    const int rc = floe_explore_cut_write(c, write, ctx);
+    floe_explore_cut_free(c);
+    return rc == 0 ? FLOE_OK : floe_errinfo_set(err, FLOE_ERR_INTERNAL, "writing the open set failed");
 }
 
 /* Whether what was read holds together: runs ascending from 0 within the

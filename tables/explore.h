@@ -113,6 +113,17 @@ uint64_t floe_explore_level(const floe_explore *x, uint32_t d);
  * written as open: a loaded table hands their states out again. */
 floe_status floe_explore_save(const floe_explore *x, int (*write)(void *ctx, const void *p, size_t len), void *ctx,
                               floe_errinfo *err);
+/* The same bytes in two steps, so that a snapshot takes its moment under
+ * the table's lock and writes on another thread while the run goes on: a
+ * cut copies what changes (the order's cursor, depths, states handed back,
+ * claims out) and notes where the states are; the states it names never
+ * change again, so writing it needs no lock, only x alive (never destroyed
+ * while a cut of it is written).  NULL if out of memory. */
+typedef struct floe_explore_cut floe_explore_cut;
+floe_explore_cut *floe_explore_cut_take(const floe_explore *x);
+uint64_t floe_explore_cut_bytes(const floe_explore_cut *c); /* what write writes */
+int floe_explore_cut_write(const floe_explore_cut *c, int (*write)(void *ctx, const void *p, size_t len), void *ctx);
+void floe_explore_cut_free(floe_explore_cut *c);
 /* An open set from what floe_explore_save wrote, through read(ctx, p,
  * len) (nonzero: short or failed); ERR_INVALID if it does not hold
  * together.  run: as floe_explore_create (a new run's tokens). */

@@ -72,7 +72,7 @@ static void encode_header(const floe_file_header *h, unsigned char *buf)
     uint64_t fill_bits;
     memset(buf, 0, FLOE_FILE_HEADER_BYTES);
     put_bytes(&c, MAGIC, sizeof MAGIC);
-    put_u32(&c, FLOE_FILE_VERSION);
+    put_u32(&c, h->open_set ? FLOE_FILE_VERSION_MAX : FLOE_FILE_VERSION);
     put_u32(&c, FLOE_FILE_HEADER_BYTES);
     put_bytes(&c, h->spec.name, FLOE_NAME_MAX);
     put_u32(&c, (uint32_t)h->spec.kind);
@@ -107,6 +107,10 @@ static void encode_header(const floe_file_header *h, unsigned char *buf)
     put_u32(&c, h->spec.shards);
     put_u64(&c, h->spec.shard_set);
     put_u32(&c, h->three);
+    /* Version 2 on (zero before). */
+    put_u32(&c, (h->spec.explore ? 1u : 0u) | (h->spec.explore_any_order ? 2u : 0u));
+    put_u32(&c, h->spec.label_bytes);
+    put_u32(&c, h->open_set);
 }
 
 static floe_status decode_header(const unsigned char *buf, floe_file_header *h, const char *path, floe_errinfo *err)
@@ -118,9 +122,10 @@ static floe_status decode_header(const unsigned char *buf, floe_file_header *h, 
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is not a floe table file (bad magic)", path);
     c.off = sizeof MAGIC;
     uint32_t version = get_u32(&c);
-    if (version != FLOE_FILE_VERSION)
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "%s has file format version %u; this floe reads version %u",
-                              path, version, FLOE_FILE_VERSION);
+    if (version < FLOE_FILE_VERSION || version > FLOE_FILE_VERSION_MAX)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
+                                "%s has file format version %u; this floe reads versions %u to %u", path, version,
+                                FLOE_FILE_VERSION, FLOE_FILE_VERSION_MAX);
     if (get_u32(&c) != FLOE_FILE_HEADER_BYTES)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (header size)", path);
     memcpy(h->spec.name, c.p + c.off, FLOE_NAME_MAX);
@@ -160,6 +165,15 @@ static floe_status decode_header(const unsigned char *buf, floe_file_header *h, 
     h->spec.shards = get_u32(&c);
     h->spec.shard_set = get_u64(&c);
     h->three = get_u32(&c);
+    const uint32_t explore = get_u32(&c);
+    h->spec.explore = explore & 1u;
+    h->spec.explore_any_order = (explore & 2u) != 0;
+    h->spec.label_bytes = get_u32(&c);
+    h->open_set = get_u32(&c);
+    if (explore > 3 || h->open_set > FLOE_FILE_OPEN_SET_BLOCK || (h->open_set != 0) != (version == 2) ||
+        (h->open_set != FLOE_FILE_OPEN_SET_BLOCK && (h->open_set == FLOE_FILE_OPEN_SET_FOLLOWS) != h->spec.explore))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (open set %u, explore %u, version %u)",
+                                path, h->open_set, explore, version);
     if (h->parts == 0) { /* a whole table */
         if (h->part != 0)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (part %u of none)", path, h->part);
@@ -221,8 +235,20 @@ uint64_t floe_file_bytes(const floe_file_header *h)
     return n;
 }
 
-/* One whole file (or part): header, sections, checksum. */
-static int write_part(int fd, const floe_file_header *h, const void *const *sections)
+typedef struct digest_put {
+    int fd;
+    EVP_MD_CTX *md;
+} digest_put;
+
+static int put_digested(void *ctx, const void *p, size_t len)
+{
+    digest_put *d = ctx;
+    return write_all(d->fd, p, len, d->md);
+}
+
+/* One whole file (or part): header, sections (or the one section that
+ * stream writes), checksum. */
+static int write_part(int fd, const floe_file_header *h, const void *const *sections, const floe_file_stream *stream)
 {
     unsigned char hdr[FLOE_FILE_HEADER_BYTES];
     unsigned char digest[EVP_MAX_MD_SIZE];
@@ -236,9 +262,14 @@ static int write_part(int fd, const floe_file_header *h, const void *const *sect
     encode_header(h, hdr);
     if (write_all(fd, hdr, sizeof hdr, md) != 0)
         goto out;
-    for (uint32_t i = 0; i < h->nsections; i++)
+    for (uint32_t i = 0; !stream && i < h->nsections; i++)
         if (h->section_bytes[i] && write_all(fd, sections[i], h->section_bytes[i], md) != 0)
             goto out;
+    if (stream && stream->write(stream->ctx, put_digested, &(digest_put){fd, md}) != 0) {
+        if (!errno)
+            errno = EIO;
+        goto out;
+    }
     if (EVP_DigestFinal_ex(md, digest, &dlen) != 1 || dlen != DIGEST_BYTES) {
         errno = EIO;
         goto out;
@@ -295,9 +326,11 @@ bool floe_file_is_temporary(const char *name, const char *suffix)
 }
 
 /* Writes the parts (headers[i], sections[i]) to a temporary file beside
- * path, then fsyncs and renames it into place. */
+ * path, and the open-set block after them if open_set, then fsyncs and
+ * renames it into place. */
 static floe_status save_parts(const char *path, uint32_t nparts, const floe_file_header *const *headers,
-                              const void *const *const *sections, floe_errinfo *err)
+                              const void *const *const *sections, const floe_file_stream *open_set,
+                              floe_errinfo *err)
 {
     char tmp[4096];
     int fd = floe_file_temporary(path, tmp, sizeof tmp);
@@ -307,8 +340,20 @@ static floe_status save_parts(const char *path, uint32_t nparts, const floe_file
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot create a temporary beside %s: %s", path,
                                 strerror(errno));
     for (uint32_t i = 0; i < nparts; i++)
-        if (write_part(fd, headers[i], sections[i]) != 0)
+        if (write_part(fd, headers[i], sections[i], NULL) != 0)
             goto io_fail;
+    if (open_set) {
+        floe_file_header b = *headers[0];
+        memset(b.section_bytes, 0, sizeof b.section_bytes);
+        b.nsections = 1;
+        b.section_bytes[0] = open_set->bytes;
+        b.parts = 1;
+        b.part = 0;
+        b.open_set = FLOE_FILE_OPEN_SET_BLOCK;
+        errno = 0;
+        if (write_part(fd, &b, NULL, open_set) != 0)
+            goto io_fail;
+    }
     if (fsync(fd) != 0)
         goto io_fail;
     if (close(fd) != 0) {
@@ -330,7 +375,7 @@ io_fail:;
 
 floe_status floe_file_save(const char *path, const floe_file_header *h, const void *const *sections, floe_errinfo *err)
 {
-    return save_parts(path, 1, &h, &sections, err);
+    return save_parts(path, 1, &h, &sections, NULL, err);
 }
 
 /* ---- images -------------------------------------------------------------------------------- */
@@ -379,20 +424,31 @@ floe_file_image *floe_file_image_adopt(const floe_file_header *h, void *const *s
 
 floe_status floe_file_image_save(const char *path, const floe_file_image *im, floe_errinfo *err)
 {
+    floe_file_header hs[FLOE_PARTS_MAX];
     const floe_file_header *headers[FLOE_PARTS_MAX];
     const void *const *sections[FLOE_PARTS_MAX];
     uint32_t n = 0;
     for (const floe_file_image *p = im; p; p = p->next_part) {
         if (n == FLOE_PARTS_MAX)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "an image of more than %d parts", FLOE_PARTS_MAX);
-        headers[n] = &p->h;
+        if (p->h.spec.explore != (im->open_set != NULL))
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "an image of table %s %s", p->h.spec.name,
+                                    im->open_set ? "with an open set it does not explore" : "without its open set");
+        hs[n] = p->h;
+        hs[n].open_set = im->open_set ? FLOE_FILE_OPEN_SET_FOLLOWS : FLOE_FILE_NO_OPEN_SET;
+        headers[n] = &hs[n];
         sections[n++] = p->sections;
     }
-    return save_parts(path, n, headers, sections, err);
+    return save_parts(path, n, headers, sections, im->open_set, err);
 }
 
 void floe_file_image_free(floe_file_image *im)
 {
+    if (im && im->open_set) {
+        if (im->open_set->release)
+            im->open_set->release(im->open_set->ctx);
+        free(im->open_set);
+    }
     while (im) {
         floe_file_image *next = im->next_part;
         if (im->release)
@@ -409,6 +465,7 @@ struct floe_file_reader {
     char *path;
     floe_file_header h;
     EVP_MD_CTX *md;
+    uint64_t left; /* an open-set block's bytes not yet read */
 };
 
 void floe_file_close(floe_file_reader *r)
@@ -468,7 +525,8 @@ floe_status floe_file_open(const char *path, uint64_t offset, floe_file_header *
         }
     }
     const uint64_t expect = offset + floe_file_bytes(&r->h);
-    const bool last = r->h.part + 1 == r->h.parts;
+    const bool last = r->h.open_set == FLOE_FILE_OPEN_SET_BLOCK ||
+                      (r->h.part + 1 == r->h.parts && r->h.open_set != FLOE_FILE_OPEN_SET_FOLLOWS);
     if (!(last ? expect == (uint64_t)sb.st_size : expect + FLOE_FILE_HEADER_BYTES < (uint64_t)sb.st_size)) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is %s: %llu bytes, the header describes %llu", path,
                             (uint64_t)sb.st_size < expect ? "truncated" : "damaged (trailing bytes)",
@@ -484,10 +542,22 @@ fail:
     return st;
 }
 
-floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_errinfo *err)
+/* The checksum after the sections, against what was read. */
+static floe_status check_digest(floe_file_reader *r, floe_errinfo *err)
 {
     unsigned char want[EVP_MAX_MD_SIZE], got[DIGEST_BYTES];
     unsigned int dlen = 0;
+    if (fread(got, 1, sizeof got, r->f) != sizeof got)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is truncated: no checksum", r->path);
+    if (EVP_DigestFinal_ex(r->md, want, &dlen) != 1 || dlen != DIGEST_BYTES)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot finish SHA-256");
+    if (memcmp(want, got, DIGEST_BYTES) != 0)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: checksum mismatch", r->path);
+    return FLOE_OK;
+}
+
+floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_errinfo *err)
+{
     for (uint32_t i = 0; i < r->h.nsections; i++) {
         unsigned char *p = sections[i];
         uint64_t left = r->h.section_bytes[i];
@@ -500,13 +570,49 @@ floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_erri
             left -= step;
         }
     }
-    if (fread(got, 1, sizeof got, r->f) != sizeof got)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is truncated: no checksum", r->path);
-    if (EVP_DigestFinal_ex(r->md, want, &dlen) != 1 || dlen != DIGEST_BYTES)
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot finish SHA-256");
-    if (memcmp(want, got, DIGEST_BYTES) != 0)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: checksum mismatch", r->path);
+    return check_digest(r, err);
+}
+
+floe_status floe_file_open_set(const char *path, floe_file_reader **r, uint64_t *bytes, floe_errinfo *err)
+{
+    floe_file_header h0, h;
+    floe_status st = floe_file_header_at(path, 0, &h0, err);
+    if (st != FLOE_OK)
+        return st;
+    if (h0.open_set != FLOE_FILE_OPEN_SET_FOLLOWS)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds no open set", path);
+    uint64_t off = floe_file_bytes(&h0);
+    for (uint32_t i = 1; i < h0.parts; i++) {
+        if ((st = floe_file_header_at(path, off, &h, err)) != FLOE_OK)
+            return st;
+        off += floe_file_bytes(&h);
+    }
+    if ((st = floe_file_open(path, off, &h, r, err)) != FLOE_OK)
+        return st;
+    if (h.open_set != FLOE_FILE_OPEN_SET_BLOCK || h.nsections != 1 || strcmp(h.spec.name, h0.spec.name) != 0) {
+        floe_file_close(*r);
+        *r = NULL;
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged (no open-set block after the table)", path);
+    }
+    (*r)->left = *bytes = h.section_bytes[0];
     return FLOE_OK;
+}
+
+int floe_file_read_bytes(floe_file_reader *r, void *p, size_t len)
+{
+    if (len > r->left || fread(p, 1, len, r->f) != len)
+        return -1;
+    EVP_DigestUpdate(r->md, p, len);
+    r->left -= len;
+    return 0;
+}
+
+floe_status floe_file_finish(floe_file_reader *r, floe_errinfo *err)
+{
+    if (r->left)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged (%llu bytes of the open set left unread)", r->path,
+                                (unsigned long long)r->left);
+    return check_digest(r, err);
 }
 
 floe_status floe_file_header_at(const char *path, uint64_t offset, floe_file_header *h, floe_errinfo *err)

@@ -14,6 +14,13 @@
  *            then the node table)
  *   trailer  SHA-256 (OpenSSL) over header and sections
  *
+ * An exploring table's file (tables/explore.h) ends with its open set: a
+ * block in the form of a part (a header saying FLOE_FILE_OPEN_SET_BLOCK,
+ * one section, a checksum) after the table's last part, whose headers all
+ * say FLOE_FILE_OPEN_SET_FOLLOWS.  Such files are format version 2, so that
+ * a floe that reads only version 1 refuses them instead of loading the
+ * table without its open set (or setting the file aside as damaged).
+ *
  * Saving writes a temporary file beside the target, fsyncs it and renames it
  * into place, so a crash leaves the old file or the new one, never half of
  * one.  Loading checks magic, versions, sizes against the file's length and
@@ -32,7 +39,8 @@
 extern "C" {
 #endif
 
-#define FLOE_FILE_VERSION      1
+#define FLOE_FILE_VERSION      1 /* what a file without an open set says */
+#define FLOE_FILE_VERSION_MAX  2 /* an exploring table's file, with its open set */
 #define FLOE_FILE_HEADER_BYTES 512
 #define FLOE_FILE_MAX_SECTIONS 8
 /* The layout versions (FLOE_LAYOUT_VERSION, FLOE_LAYOUT_OLDEST) are layout.h's. */
@@ -55,7 +63,14 @@ typedef struct floe_file_header {
      * spec's own figures in a file of one table. */
     uint32_t parts, part;
     uint64_t whole_capacity, whole_memory;
+    uint32_t open_set; /* FLOE_FILE_OPEN_SET_* */
 } floe_file_header;
+
+enum {
+    FLOE_FILE_NO_OPEN_SET = 0,
+    FLOE_FILE_OPEN_SET_FOLLOWS = 1, /* a table's part: the open-set block follows the last part */
+    FLOE_FILE_OPEN_SET_BLOCK = 2,   /* the open-set block itself */
+};
 
 /* Bytes a file (or part) with header h takes: header, sections, checksum. */
 uint64_t floe_file_bytes(const floe_file_header *h);
@@ -88,7 +103,18 @@ typedef struct floe_file_image {
     void (*release)(struct floe_file_image *im); /* frees what owner holds */
     void *owner;
     struct floe_file_image *next_part; /* a partitioned table's next part, saved after this one */
+    struct floe_file_stream *open_set; /* the first image's only (owned): the block that ends the file */
 } floe_file_image;
+
+/* A block written by its owner as the file is written (an exploring
+ * table's open set, from the live structure on the saver's thread): bytes
+ * of it, through put (nonzero: failed; write then returns nonzero). */
+typedef struct floe_file_stream {
+    uint64_t bytes;
+    int (*write)(void *ctx, int (*put)(void *put_ctx, const void *p, size_t len), void *put_ctx);
+    void *ctx;
+    void (*release)(void *ctx);
+} floe_file_stream;
 
 /* An image owning a private copy of h and sections (NULL if out of memory). */
 floe_file_image *floe_file_image_copy(const floe_file_header *h, const void *const *sections);
@@ -112,6 +138,16 @@ floe_status floe_file_open(const char *path, uint64_t offset, floe_file_header *
 /* Reads every section into sections[i] and verifies the checksum. */
 floe_status floe_file_read(floe_file_reader *r, void *const *sections, floe_errinfo *err);
 void floe_file_close(floe_file_reader *r);
+
+/* Opens the open-set block of path, an exploring table's file: *bytes of
+ * it, read in order with floe_file_read_bytes, then floe_file_finish.
+ * ERR_INVALID if the file has none or it is damaged. */
+floe_status floe_file_open_set(const char *path, floe_file_reader **r, uint64_t *bytes, floe_errinfo *err);
+/* The next len bytes of a block opened by floe_file_open_set: 0, or -1 if
+ * the block (or the file) ends first. */
+int floe_file_read_bytes(floe_file_reader *r, void *p, size_t len);
+/* Every byte of the block read and its checksum right: FLOE_OK. */
+floe_status floe_file_finish(floe_file_reader *r, floe_errinfo *err);
 
 /* The header of the part at offset (checked as by floe_file_open). */
 floe_status floe_file_header_at(const char *path, uint64_t offset, floe_file_header *h, floe_errinfo *err);

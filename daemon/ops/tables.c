@@ -85,7 +85,7 @@ void handle_create(server *srv, session *c, Floe__V1__Request *req, const reques
     snprintf(spec.backend, sizeof spec.backend, "%s", floe_backend_name(be)); /* what it runs on, for stats */
     st = floe_table_create(be, &spec, &t, &err);
     if (st == FLOE_OK)
-        st = registry_install(&srv->reg, t, LIVE(srv, max_tables), &err);
+        st = registry_install(&srv->reg, t, NULL, LIVE(srv, max_tables), &err);
     if (st != FLOE_OK) {
         send_now(c, reply_error(req->id, st, err.msg));
         return;

@@ -48,6 +48,7 @@ typedef struct worker {
     uint64_t *id_of; /* shared: each state's explore id, from the claims (written by the claimer) */
     pthread_mutex_t *lock;
     int waits, done;
+    int claims; /* > 0: stop after this many claims */
 } worker;
 
 static void *work(void *arg)
@@ -56,7 +57,7 @@ static void *work(void *arg)
     floe *c = connect_ok(w->d);
     uint64_t ids[16], keys[16], sk[16 * FANOUT], from[16 * FANOUT];
     uint8_t labels[16 * FANOUT], res[16 * FANOUT];
-    for (int round = 0; round < 100000 && !w->done; round++) {
+    for (int round = 0, got = 0; round < 100000 && !w->done && (!w->claims || got < w->claims); round++) {
         floe_claim cl;
         ck_assert_int_eq(floe_claim_states(c, "run", 16, 0, ids, keys, sizeof keys, &cl), FLOE_OK);
         if (cl.state == FLOE_CLAIM_DONE) {
@@ -67,6 +68,7 @@ static void *work(void *arg)
             w->waits++;
             continue;
         }
+        got++;
         size_t m = 0;
         pthread_mutex_lock(w->lock);
         for (size_t i = 0; i < cl.n; i++) {
@@ -86,6 +88,26 @@ static void *work(void *arg)
     }
     floe_close(c);
     return NULL;
+}
+
+/* Every state's trace: from an initial state, each step its label's transition, shortest. */
+static void check_traces(floe *c, const uint64_t *id_of)
+{
+    for (uint64_t s = 0; s < N; s++) {
+        if (dist[s] < 0)
+            continue;
+        uint64_t *tid;
+        void *tk, *tl;
+        size_t n;
+        ck_assert_int_eq(floe_trace(c, "run", id_of[s], &tid, &tk, &tl, &n), FLOE_OK);
+        const uint64_t *k = tk;
+        const uint8_t *l = tl;
+        ck_assert_uint_eq(n, (size_t)dist[s] + 1);
+        ck_assert(k[0] < 2 && k[n - 1] == s && tid[n - 1] == id_of[s]);
+        for (size_t i = 1; i < n; i++)
+            ck_assert_uint_eq(succ(k[i - 1], l[i]), k[i]);
+        free(tid), free(tk), free(tl);
+    }
 }
 
 START_TEST(workers_find_what_bfs_finds)
@@ -112,7 +134,7 @@ START_TEST(workers_find_what_bfs_finds)
     worker w[3];
     pthread_t th[3];
     for (int i = 0; i < 3; i++) {
-        w[i] = (worker){&d, id_of, &lock, 0, 0};
+        w[i] = (worker){&d, id_of, &lock, 0, 0, 0};
         ck_assert_int_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
     }
     for (int i = 0; i < 3; i++) {
@@ -129,22 +151,7 @@ START_TEST(workers_find_what_bfs_finds)
     for (uint64_t s = 0; s < N; s++)
         deepest = dist[s] > deepest ? dist[s] : deepest;
     ck_assert_uint_eq(info.explore.levels, (uint32_t)deepest + 1);
-    /* every state's trace: from an initial state, each step its label's transition, shortest */
-    for (uint64_t s = 0; s < N; s++) {
-        if (dist[s] < 0)
-            continue;
-        uint64_t *tid;
-        void *tk, *tl;
-        size_t n;
-        ck_assert_int_eq(floe_trace(c, "run", id_of[s], &tid, &tk, &tl, &n), FLOE_OK);
-        const uint64_t *k = tk;
-        const uint8_t *l = tl;
-        ck_assert_uint_eq(n, (size_t)dist[s] + 1);
-        ck_assert(k[0] < 2 && k[n - 1] == s && tid[n - 1] == id_of[s]);
-        for (size_t i = 1; i < n; i++)
-            ck_assert_uint_eq(succ(k[i - 1], l[i]), k[i]);
-        free(tid), free(tk), free(tl);
-    }
+    check_traces(c, id_of);
     free(id_of);
     floe_close(c);
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
@@ -202,6 +209,81 @@ START_TEST(refusals_change_nothing)
 }
 END_TEST
 
+/* Three workers run for a while, one claim is left out, a snapshot is
+ * taken, the run goes on, and floed is killed (-9): what it found after
+ * the snapshot is lost.  A floed started again on its data dir has the
+ * table and its open set as the snapshot left them, the claim out open
+ * again, and workers that carry on find exactly what the search finds. */
+START_TEST(a_run_survives_kill_9)
+{
+    const uint64_t want = reference_bfs();
+    char data[] = "/tmp/floe-explore-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(data));
+    const char *flags[] = {"--data-dir", data, "--save-every", "0", NULL};
+    daemon_proc d;
+    daemon_start(&d, flags);
+    floe *c = connect_ok(&d);
+    floe_table_def def = {.name = "run", .kind = FLOE_TABLE_SET, .key_bits = 16, .capacity = 64, .grow = 1,
+                          .explore = 1, .label_bytes = 1};
+    ck_assert_int_eq(floe_create(c, &def), FLOE_OK);
+    const uint64_t init[2] = {0, 1};
+    uint8_t res[2];
+    ck_assert_int_eq(floe_insert_explore(c, "run", init, 16, 2, NULL, NULL, 0, 0, res, NULL), FLOE_OK);
+    uint64_t *id_of = calloc(N, sizeof *id_of);
+    ck_assert_ptr_nonnull(id_of);
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    worker w[3];
+    pthread_t th[3];
+    floe_table_info saved;
+    uint64_t saved_token = 0;
+    for (int phase = 0; phase < 3; phase++) {
+        /* 0: a while, then a claim left out and the snapshot; 1: a while more, then kill -9; 2: to the end */
+        for (int i = 0; i < 3; i++) {
+            w[i] = (worker){&d, id_of, &lock, 0, 0, phase < 2 ? 12 : 0};
+            ck_assert_int_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
+        }
+        for (int i = 0; i < 3; i++)
+            ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        floe_table_info info;
+        if (phase == 0) {
+            uint64_t ids[8], keys[8];
+            floe_claim out;
+            ck_assert_int_eq(floe_claim_states(c, "run", 8, 0, ids, keys, sizeof keys, &out), FLOE_OK);
+            ck_assert_int_eq(out.state, FLOE_CLAIM_GOT);
+            saved_token = out.token;
+            ck_assert_int_eq(floe_snapshot(c, "run"), FLOE_OK);
+            ck_assert_int_eq(floe_stats(c, "run", &info), FLOE_OK);
+            ck_assert(info.keys > 2 && info.keys < want && info.explore.states == info.keys && info.explore.claims == 1);
+            saved = info;
+        } else if (phase == 1) {
+            ck_assert_int_eq(floe_stats(c, "run", &info), FLOE_OK);
+            ck_assert(info.keys > saved.keys); /* found since, and lost */
+            floe_close(c);
+            ck_assert_int_eq(daemon_stop(&d, SIGKILL), 128 + SIGKILL);
+            daemon_start(&d, flags);
+            c = connect_ok(&d);
+            ck_assert_int_eq(floe_stats(c, "run", &info), FLOE_OK);
+            ck_assert_uint_eq(info.keys, saved.keys);
+            ck_assert(info.explore.on && !info.explore.done);
+            ck_assert_uint_eq(info.explore.states, saved.explore.states);
+            ck_assert_uint_eq(info.explore.open, saved.explore.open + saved.explore.claimed);
+            ck_assert_uint_eq(info.explore.claims + info.explore.claimed, 0);
+            /* a token of the run before is not one of this run's */
+            ck_assert_int_eq(floe_claim_renew(c, "run", saved_token, 0), FLOE_ERR_INVALID);
+        }
+    }
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "run", &info), FLOE_OK);
+    ck_assert_uint_eq(info.keys, want);
+    ck_assert(info.explore.done && info.explore.states == want);
+    check_traces(c, id_of);
+    free(id_of);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+    rm_rf(data);
+}
+END_TEST
+
 Suite *explore_suite(void)
 {
     Suite *s = suite_create("explore");
@@ -209,6 +291,7 @@ Suite *explore_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, workers_find_what_bfs_finds);
     tcase_add_test(tc, refusals_change_nothing);
+    tcase_add_test(tc, a_run_survives_kill_9);
     suite_add_tcase(s, tc);
     return s;
 }

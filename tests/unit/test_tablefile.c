@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "data/layout1_map.h"
+#include "explore.h"
 #include "iceberg.h"
 #include "tablefile.h"
 #include "testutil.h"
@@ -157,6 +158,113 @@ static void set_u32_at(const char *path, off_t off, uint32_t v)
     ck_assert_int_eq(pwrite(fd, b, 4, off), 4);
     close(fd);
 }
+
+static int write_cut(void *ctx, int (*put)(void *put_ctx, const void *p, size_t len), void *put_ctx)
+{
+    return floe_explore_cut_write(ctx, put, put_ctx);
+}
+
+static void free_cut(void *ctx)
+{
+    floe_explore_cut_free(ctx);
+}
+
+static int read_block(void *ctx, void *p, size_t len)
+{
+    return floe_file_read_bytes(ctx, p, len);
+}
+
+/* The open set from path's block: FLOE_OK and *x, or the error. */
+static floe_status load_block(const char *path, floe_explore **x, floe_errinfo *err)
+{
+    floe_file_reader *r;
+    uint64_t bytes;
+    floe_status st = floe_file_open_set(path, &r, &bytes, err);
+    if (st != FLOE_OK)
+        return st;
+    if ((st = floe_explore_load(read_block, r, 0, x, err)) == FLOE_OK && (st = floe_file_finish(r, err)) != FLOE_OK)
+        floe_explore_destroy(*x);
+    floe_file_close(r);
+    return st;
+}
+
+/* An exploring table's file: the table, then its open set (claims out
+ * written as open), read back whole; states found after the cut are not
+ * in it; a damaged block is refused; an image without its open set is
+ * never written; a plain table's file stays version 1. */
+START_TEST(open_set_block)
+{
+    make_dir();
+    char path[512];
+    path_in_dir(path, sizeof path, "x.floe");
+    uint64_t *keys;
+    iceberg *t = filled_table(0, 3000, &keys);
+    floe_errinfo err;
+    floe_explore *x;
+    ck_assert_int_eq(floe_explore_create(8, 2, true, 0, &x, &err), FLOE_OK);
+    uint64_t parents[100];
+    uint16_t labels[100];
+    for (int i = 0; i < 100; i++)
+        parents[i] = i < 4 ? FLOE_EXPLORE_ROOT : (uint64_t)(i / 4 - 1), labels[i] = (uint16_t)(i * 3);
+    for (int i = 0; i < 60; i += 4) /* a parent is found before its children */
+        ck_assert_msg(floe_explore_add(x, keys + i, parents + i, labels + i, 4, NULL, &err) == FLOE_OK, "%s", err.msg);
+    uint64_t ids[8], ck[8], token;
+    size_t n;
+    uint32_t depth;
+    floe_explore_state state;
+    ck_assert_int_eq(floe_explore_claim(x, 3, 0, 1000, ids, ck, &n, &depth, &token, &state, &err), FLOE_OK);
+    ck_assert(state == FLOE_EXPLORE_GOT && n == 3);
+
+    floe_file_image *im;
+    ck_assert_int_eq(iceberg_copy_image(t, &im, &err), FLOE_OK);
+    ck_assert_int_eq(floe_file_image_save(path, im, &err), FLOE_OK); /* not exploring: version 1, no block */
+    ck_assert_int_eq(floe_file_open_set(path, &(floe_file_reader *){NULL}, &(uint64_t){0}, &err), FLOE_ERR_INVALID);
+    im->h.spec.explore = true;
+    im->h.spec.label_bytes = 2;
+    ck_assert_int_eq(floe_file_image_save(path, im, &err), FLOE_ERR_INTERNAL); /* no open set: refused */
+    floe_explore_cut *cut = floe_explore_cut_take(x);
+    ck_assert_ptr_nonnull(cut);
+    im->open_set = malloc(sizeof *im->open_set);
+    *im->open_set = (floe_file_stream){floe_explore_cut_bytes(cut), write_cut, cut, free_cut};
+    /* found after the cut: not in the file */
+    for (int i = 60; i < 100; i += 4)
+        ck_assert_int_eq(floe_explore_add(x, keys + i, parents + i, labels + i, 4, NULL, &err), FLOE_OK);
+    ck_assert_int_eq(floe_file_image_save(path, im, &err), FLOE_OK);
+    floe_file_image_free(im);
+
+    iceberg *u;
+    ck_assert_msg(iceberg_load(path, 0, NULL, &u, &err) == FLOE_OK, "%s", err.msg);
+    floe_table_stats a, b;
+    iceberg_stats(t, &a);
+    iceberg_stats(u, &b);
+    ck_assert(a.keys == b.keys && b.spec.explore && b.spec.label_bytes == 2);
+    iceberg_destroy(u);
+    floe_explore *y;
+    ck_assert_msg(load_block(path, &y, &err) == FLOE_OK, "%s", err.msg);
+    floe_explore_counts cx;
+    floe_explore_stats(y, &cx);
+    ck_assert(cx.states == 60 && cx.open == 60 && cx.claims == 0); /* the claim's 3 open again */
+    uint64_t tid[4], tk[4];
+    uint16_t tl[4];
+    ck_assert_int_eq(floe_explore_trace(y, 59, 4, tid, tk, tl, &n, &err), FLOE_OK);
+    ck_assert(n == 3 && tid[2] == 59 && tk[2] == keys[59] && tl[2] == labels[59] && tid[1] == parents[59]);
+    floe_explore_destroy(y);
+
+    /* a byte of the block flipped, or the block cut off */
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    corrupt_at(path, sb.st_size - 40);
+    ck_assert_int_eq(load_block(path, &y, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "checksum"));
+    ck_assert_int_eq(truncate(path, sb.st_size - 100), 0);
+    ck_assert_int_eq(load_block(path, &y, &err), FLOE_ERR_INVALID);
+    floe_explore_destroy(x);
+    iceberg_destroy(t);
+    free(keys);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
 
 START_TEST(damaged_files_refused)
 {
@@ -407,6 +515,7 @@ Suite *tablefile_suite(void)
     tcase_add_test(tc, damaged_files_refused);
     tcase_add_test(tc, layout1_files_still_load);
     tcase_add_test(tc, temporaries_by_one_rule);
+    tcase_add_test(tc, open_set_block);
     suite_add_tcase(s, tc);
     return s;
 }
