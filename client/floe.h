@@ -466,6 +466,7 @@ typedef struct floe_claim {
     uint64_t token; /* GOT: the claim's (for complete and renew) */
     uint32_t depth; /* GOT: of every state handed out */
     size_t n;       /* GOT: states in ids and keys */
+    size_t key_bytes; /* GOT: bytes of keys (n x 8, or n x a TREE's words x 4) */
 } floe_claim;
 
 /* n states (key_bytes of keys: 8 a key, or a TREE's vectors) into an
@@ -508,6 +509,15 @@ floe_call *floe_send_insert(floe *c, const char *table, const uint64_t *keys, si
 floe_call *floe_send_find(floe *c, const char *table, const uint64_t *keys, size_t n, unsigned flags, floe_callback *cb,
                           void *arg);
 floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, size_t n, floe_callback *cb, void *arg);
+/* floe_insert_explore and floe_claim_states pipelined: floe_send_insert_explore's
+ * answers are read with floe_call_results; floe_send_claim's with
+ * floe_call_claim: *out, and its ids (out->n) and keys, which live as
+ * long as the call; FLOE_OK, or the call's error. */
+floe_call *floe_send_insert_explore(floe *c, const char *table, const void *keys, size_t key_bytes, size_t n,
+                                    const uint64_t *from, const void *labels, size_t labels_len, uint64_t complete,
+                                    floe_callback *cb, void *arg);
+floe_call *floe_send_claim(floe *c, const char *table, size_t max, unsigned lease_ms, floe_callback *cb, void *arg);
+int floe_call_claim(const floe_call *call, floe_claim *out, const uint64_t **ids, const void **keys);
 /* floe_add's request; floe_call_values has the values after each delta. */
 floe_call *floe_send_add(floe *c, const char *table, const uint64_t *keys, size_t n, const void *deltas,
                          size_t deltas_len, floe_callback *cb, void *arg);

@@ -39,6 +39,12 @@ typedef struct options {
     size_t batch;
     unsigned inflight;
     int keep, quiet, tree, whole, deadlock;
+    /* the open set on the server (claims.c) */
+    int server_queue, trace;
+    const char *resume; /* the table of the run to go on with */
+    uint32_t max_depth;
+    size_t claim;
+    unsigned lease_ms;
 } options;
 
 static void usage(FILE *f)
@@ -85,6 +91,20 @@ static void usage(FILE *f)
             "  -q, --quiet           no first line and no progress lines on stderr\n"
             "  -h, --help            this text\n"
             "      --version         floe-mc's and libfloe's versions\n"
+            "Runs with the open set on the server (an exploring table: docs/PROTOCOL.md):\n"
+            "      --server-queue    workers claim open states from the table, expand them and insert the\n"
+            "                        successors with their parent: no worker holds any of the run, so a\n"
+            "                        worker may die (its claims come back when their lease ends) and the\n"
+            "                        run goes on; the table is kept when the run does not finish\n"
+            "      --resume TABLE    go on with the run in TABLE (after floed or floe-mc was killed: floed\n"
+            "                        loads its last snapshot); implies --server-queue and --table TABLE\n"
+            "      --trace           print the path from an initial state to the shallowest state that\n"
+            "                        breaks the invariant (or has no successor, with --deadlock), a state\n"
+            "                        a line (--server-queue; breadth-first, so the shortest there is)\n"
+            "      --max-depth D     expand no state at depth D or deeper (they are found and counted)\n"
+            "      --claim N         states a claim asks for (default: --batch / 3)\n"
+            "      --lease S         seconds a claim is a worker's before it returns to the open set\n"
+            "                        (default 60)\n"
             "Connection options (each also from its environment variable; flags win; --timeout is %d s\n"
             "unless told otherwise, so that a stalled server fails the run):\n",
             mc_model_help(),
@@ -122,6 +142,8 @@ static double now(void)
  * connection's options are malformed (a usage error), else 1. */
 static int create_table(const options *o, const mc_model *m, int packed)
 {
+    if (o->resume)
+        return 0;
     floe *c;
     const int cst = floe_connect_opts(o->server, &o->conn, &c);
     if (cst != FLOE_OK) {
@@ -133,6 +155,10 @@ static int create_table(const options *o, const mc_model *m, int packed)
     if (!cap)
         cap = m->expect ? m->expect + m->expect / 20 * 3 + 1024 : (uint64_t)16 << 20;
     floe_table_def def = {.name = o->table, .capacity = cap, .backend = o->backend, .grow = 1};
+    if (o->server_queue) { /* each state's label: which of its parent's successors it is */
+        def.explore = 1;
+        def.label_bytes = 1;
+    }
     if (packed) {
         def.kind = FLOE_TABLE_SET;
         def.key_bits = mc_key_bits(m);
@@ -144,8 +170,111 @@ static int create_table(const options *o, const mc_model *m, int packed)
     if (st != FLOE_OK)
         fprintf(stderr, "floe-mc: cannot create table %s: %s: %s%s\n", o->table, floe_strerror(st), floe_errstr(c),
                 st == FLOE_ERR_EXISTS ? " (drop it, or pick another --table)" : "");
+    if (st == FLOE_OK && o->server_queue) { /* the initial states open the run */
+        uint32_t *s0 = malloc((size_t)m->initials * m->words * 4);
+        uint64_t *k0 = malloc((size_t)m->initials * 8);
+        if (!s0 || !k0)
+            st = FLOE_ERR_IO;
+        for (unsigned i = 0; st == FLOE_OK && i < m->initials; i++) {
+            m->initial(m, i, s0 + (size_t)i * m->words);
+            if (packed)
+                k0[i] = mc_pack(m, s0 + (size_t)i * m->words);
+        }
+        if (st == FLOE_OK)
+            st = floe_insert_explore(c, o->table, packed ? (const void *)k0 : (const void *)s0,
+                                     (size_t)m->initials * (packed ? 8 : m->words * 4), m->initials, NULL, NULL, 0, 0,
+                                     NULL, NULL);
+        if (st != FLOE_OK)
+            fprintf(stderr, "floe-mc: cannot insert the initial states into %s: %s\n", o->table, floe_errstr(c));
+        free(s0);
+        free(k0);
+    }
     floe_close(c);
     return st == FLOE_OK ? 0 : 1;
+}
+
+/* --resume: the table holds a run of this model; *packed says how its states go. */
+static int check_resumed(const options *o, const mc_model *m, int *packed)
+{
+    floe *c;
+    floe_table_info info;
+    int st = floe_connect_opts(o->server, &o->conn, &c);
+    if (st == FLOE_OK)
+        st = floe_stats(c, o->table, &info);
+    if (st != FLOE_OK) {
+        fprintf(stderr, "floe-mc: --resume %s: %s\n", o->table, floe_errstr(c));
+        floe_close(c);
+        return st == FLOE_ERR_INVALID ? 2 : 1;
+    }
+    floe_close(c);
+    const int tree = info.kind == FLOE_TABLE_TREE;
+    if (!info.explore.on || (tree ? info.words != m->words : info.key_bits != mc_key_bits(m) || !mc_packs(m))) {
+        fprintf(stderr, "floe-mc: --resume %s: %s (a run of %s keeps its states in a%s with %u %s)\n", o->table,
+                !info.explore.on ? "not a run's table (floe-mc --server-queue makes those)"
+                                 : "its states are not this model's",
+                m->name, mc_packs(m) ? " SET, or with --tree a TREE," : " TREE",
+                mc_packs(m) ? mc_key_bits(m) : m->words, mc_packs(m) ? "-bit keys" : "words");
+        return 1;
+    }
+    *packed = !tree;
+    if (!o->quiet)
+        fprintf(stderr, "floe-mc: resuming the run in %s: %" PRIu64 " states found, %" PRIu64 " open, %u levels%s\n",
+                o->table, info.explore.states, info.explore.open + info.explore.claimed, info.explore.levels,
+                info.explore.done ? " (it had ended)" : "");
+    return 0;
+}
+
+/* What the server says of the run at its end (--server-queue). */
+typedef struct run_end {
+    int on, done;
+    uint64_t states;
+    uint32_t levels;
+} run_end;
+
+static run_end end_of_run(const options *o)
+{
+    run_end e = {0};
+    floe *c;
+    floe_table_info info;
+    if (floe_connect_opts(o->server, &o->conn, &c) == FLOE_OK && floe_stats(c, o->table, &info) == FLOE_OK)
+        e = (run_end){1, info.explore.done, info.explore.states, info.explore.levels};
+    floe_close(c);
+    return e;
+}
+
+/* The path to the shallowest state of the workers' (explore ids kept in
+ * id, depth in depth), a state a line. */
+static void print_trace(const options *o, const mc_model *m, int packed, const char *what, uint64_t id)
+{
+    floe *c;
+    uint64_t *ids = NULL;
+    void *keys = NULL, *labels = NULL;
+    size_t n = 0;
+    int st = floe_connect_opts(o->server, &o->conn, &c);
+    if (st == FLOE_OK)
+        st = floe_trace(c, o->table, id, &ids, &keys, &labels, &n);
+    if (st != FLOE_OK) {
+        printf("trace        (none: %s)\n", floe_errstr(c));
+    } else {
+        printf("trace        %zu step%s from an initial state to the %s:\n", n - 1, n == 2 ? "" : "s", what);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t s[MC_MAX_WORDS];
+            if (packed)
+                mc_unpack(m, ((const uint64_t *)keys)[i], s);
+            else
+                memcpy(s, (const uint32_t *)keys + i * m->words, m->words * 4u);
+            char text[1024];
+            mc_model_print(m, s, text, sizeof text);
+            if (i == 0)
+                printf("  %4zu  %s  (initial)\n", i, text);
+            else
+                printf("  %4zu  %s  (successor %u)\n", i, text, labels ? ((const uint8_t *)labels)[i] : 0u);
+        }
+    }
+    free(ids);
+    free(keys);
+    free(labels);
+    floe_close(c);
 }
 
 /* SIGINT or SIGTERM to floe-mc (not its workers): the run stops, and its
@@ -271,17 +400,26 @@ static void counts_of(const mc_progress *p, int failed, uint64_t c[NCOUNTS])
  * whole run, so the count is checked.  Returns 1 for a failed or wrong
  * run. */
 static int report(const options *o, const mc_model *m, int packed, double secs, const uint64_t *c, unsigned n,
-                  int whole, const char *ran)
+                  int whole, const char *ran, const run_end *end)
 {
     uint64_t sum[NCOUNTS] = {0};
     for (unsigned i = 0; i < n; i++)
         for (int k = 0; k < NCOUNTS; k++)
             sum[k] += c[(size_t)i * NCOUNTS + k];
-    const uint64_t states = sum[C_STATES];
+    /* with the open set on the server, the server counts the run (resumed runs included) */
+    const uint64_t states = end ? end->states : sum[C_STATES];
     int bad = sum[C_FAILED] != 0;
+    if (end && !end->done) {
+        whole = 0;
+        bad = 1;
+    }
     printf("model        %s (%s table, %u worker%s%s)\n", m->name, packed ? "SET" : "TREE", o->workers,
            o->workers == 1 ? "" : "s", ran);
-    printf("states       %" PRIu64 "\n", states);
+    printf("states       %" PRIu64 "%s\n", states,
+           end && o->resume ? " (the whole run, the states found before it stopped included)" : "");
+    if (end)
+        printf("levels       %u (breadth-first depths%s)\n", end->levels,
+               o->max_depth ? ", --max-depth stopped the expansion" : "");
     printf("transitions  %" PRIu64 "\n", sum[C_TRANSITIONS]);
     printf("seconds      %.3f\n", secs);
     printf("states/s     %.0f\n", secs > 0 ? (double)states / secs : 0.0);
@@ -300,23 +438,23 @@ static int report(const options *o, const mc_model *m, int packed, double secs, 
                states ? 100.0 * (double)w / (double)states : 0.0, c[(size_t)i * NCOUNTS + C_TRANSITIONS]);
     }
     if (m->invariant && sum[C_VIOLATIONS]) {
-        printf("invariant    VIOLATED in %" PRIu64 " state%s (the first each worker met is below)\n", sum[C_VIOLATIONS],
-               sum[C_VIOLATIONS] == 1 ? "" : "s");
+        printf("invariant    VIOLATED in %" PRIu64 " state%s (the %s each worker met is below)\n", sum[C_VIOLATIONS],
+               sum[C_VIOLATIONS] == 1 ? "" : "s", end ? "shallowest" : "first");
         bad = 1;
     } else if (m->invariant && !sum[C_FAILED]) {
         printf("invariant    holds in every state%s\n", whole ? "" : " this worker expanded");
     }
     if (o->deadlock && sum[C_DEADLOCKS]) {
-        printf("deadlocks    %" PRIu64 " state%s with no successor (the first each worker met is below)\n",
-               sum[C_DEADLOCKS], sum[C_DEADLOCKS] == 1 ? "" : "s");
+        printf("deadlocks    %" PRIu64 " state%s with no successor (the %s each worker met is below)\n",
+               sum[C_DEADLOCKS], sum[C_DEADLOCKS] == 1 ? "" : "s", end ? "shallowest" : "first");
         bad = 1;
     } else if (o->deadlock && !sum[C_FAILED]) {
         printf("deadlocks    none%s\n", whole ? "" : " in the states this worker expanded");
     }
-    if (sum[C_FAILED])
+    if (sum[C_FAILED] || (end && !end->done))
         printf("check        FAILED: the run did not complete (the errors are above)\n");
     if (!bad && whole) {
-        if (m->expect && states != m->expect) {
+        if (m->expect && !o->max_depth && states != m->expect) {
             printf("check        WRONG: %" PRIu64 " states, the model has %" PRIu64 "\n", states, m->expect);
             bad = 1;
         }
@@ -324,9 +462,9 @@ static int report(const options *o, const mc_model *m, int packed, double secs, 
             printf("check        WRONG: %" PRIu64 " states, --expect %" PRIu64 "\n", states, o->expect);
             bad = 1;
         }
-        if (!bad && (m->expect || o->expect))
+        if (!bad && ((m->expect && !o->max_depth) || o->expect))
             printf("check        ok: %" PRIu64 " states, as %s\n", states,
-                   m->expect ? "the closed form says" : "--expect says");
+                   m->expect && !o->max_depth ? "the closed form says" : "--expect says");
     } else if (!bad && o->expect) {
         printf("check        (one worker of %u: --expect applies to the sum of all workers)\n", o->workers);
     }
@@ -378,6 +516,12 @@ int main(int argc, char **argv)
         {"tree", no_argument, 0, 'R'},
         {"whole", no_argument, 0, 'H'},
         {"deadlock", no_argument, 0, 'D'},
+        {"server-queue", no_argument, 0, 'Q'},
+        {"resume", required_argument, 0, 'U'},
+        {"trace", no_argument, 0, 'T'},
+        {"max-depth", required_argument, 0, 'X'},
+        {"claim", required_argument, 0, 'A'},
+        {"lease", required_argument, 0, 'G'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
@@ -405,6 +549,37 @@ int main(int argc, char **argv)
             break;
         case 'D':
             o.deadlock = 1;
+            break;
+        case 'Q':
+            o.server_queue = 1;
+            break;
+        case 'U':
+            o.resume = optarg;
+            o.server_queue = 1;
+            break;
+        case 'T':
+            o.trace = 1;
+            break;
+        case 'X':
+            if (!floe_parse_size(optarg, &v) || v < 1 || v > UINT32_MAX) {
+                fprintf(stderr, "floe-mc: --max-depth takes a positive depth, got '%s'\n", optarg);
+                return 2;
+            }
+            o.max_depth = (uint32_t)v;
+            break;
+        case 'A':
+            if (!floe_parse_size(optarg, &v) || v < 1 || v > ((uint64_t)1 << 20)) {
+                fprintf(stderr, "floe-mc: --claim takes 1..1M states, got '%s'\n", optarg);
+                return 2;
+            }
+            o.claim = (size_t)v;
+            break;
+        case 'G':
+            if (!floe_parse_size(optarg, &v) || v < 1 || v > 86400) {
+                fprintf(stderr, "floe-mc: --lease takes 1..86400 seconds, got '%s'\n", optarg);
+                return 2;
+            }
+            o.lease_ms = (unsigned)v * 1000u;
             break;
         case 's':
             o.server = optarg;
@@ -493,6 +668,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "Try 'floe-mc --help'.\n");
         return 2;
     }
+    if (o.resume && o.table && strcmp(o.table, o.resume) != 0) {
+        fprintf(stderr, "floe-mc: --resume %s names the table; --table %s is another\n", o.resume, o.table);
+        return 2;
+    }
+    if (o.resume)
+        o.table = o.resume;
+    if (!o.server_queue && (o.trace || o.max_depth || o.claim || o.lease_ms)) {
+        fprintf(stderr, "floe-mc: --trace, --max-depth, --claim and --lease go with --server-queue\n");
+        return 2;
+    }
     /* requests and answers are buffers of hundreds of KiB: keep them off
      * mmap, whose page faults would cost more than the search */
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
@@ -543,7 +728,12 @@ int main(int argc, char **argv)
         o.table = table;
     }
     const int mpi = l.how == MC_LAUNCH_MPI;
-    const int packed = mc_packs(mm) && !o.tree;
+    int packed = mc_packs(mm) && !o.tree;
+    if (o.resume) {
+        const int rc = check_resumed(&o, mm, &packed);
+        if (rc)
+            return rc;
+    }
     if (!packed && o.batch * mm->words * 4 > ((size_t)64 << 20))
         o.batch = ((size_t)64 << 20) / (mm->words * 4); /* keep a request under floed's default max-frame */
     const int creator = !o.one_worker || o.index == 0;
@@ -573,7 +763,7 @@ int main(int argc, char **argv)
         const int made = creator ? create_table(&o, mm, packed) : wait_for_table(&o) ? 1 : 0;
         if (made)
             return made;
-        if (o.one_worker && o.workers > 1 && barrier(&o) != 0)
+        if (o.one_worker && o.workers > 1 && !o.server_queue && barrier(&o) != 0)
             return 1;
     }
 
@@ -603,7 +793,10 @@ int main(int argc, char **argv)
                     .inflight = o.inflight,
                     .packed = packed,
                     .whole = o.whole,
-                    .start_fd = start[0]};
+                    .start_fd = start[0],
+                    .claim = o.claim,
+                    .lease_ms = o.lease_ms,
+                    .max_depth = o.max_depth};
         fflush(NULL);
         pids[i] = fork();
         if (pids[i] < 0) {
@@ -618,7 +811,7 @@ int main(int argc, char **argv)
                 _exit(1);
             if (start[1] >= 0)
                 close(start[1]);
-            _exit(mc_worker_run(&r, &prog[i]) == 0 ? 0 : 1);
+            _exit((o.server_queue ? mc_claims_run(&r, &prog[i]) : mc_worker_run(&r, &prog[i])) == 0 ? 0 : 1);
         }
     }
     if (start[1] >= 0) {
@@ -646,7 +839,9 @@ int main(int argc, char **argv)
         for (unsigned i = 0; i < nw; i++) {
             if (!reaped[i] && waitpid(pids[i], &status[i], WNOHANG) == pids[i])
                 reaped[i] = 1;
-            const int failed = reaped[i] && (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0);
+            /* with the open set on the server, a worker that died lost nothing: the others go on */
+            const int killed = reaped[i] && WIFSIGNALED(status[i]) && o.server_queue;
+            const int failed = reaped[i] && !killed && (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0);
             if (failed && !stopped) {
                 stopped = 1;
                 for (unsigned j = 0; j < nw; j++)
@@ -667,9 +862,11 @@ int main(int argc, char **argv)
     const double secs = now() - t0;
     if (interrupted) { /* no counts to trust: say so, and leave nothing behind */
         const int sig = interrupted;
-        fprintf(stderr, "floe-mc: interrupted (%s): the run stopped after %.1f s%s\n", strsignal(sig), secs,
-                !o.one_worker && !o.keep ? "; dropping its table" : "");
-        if (!o.one_worker && !o.keep)
+        const int drop = !o.one_worker && !o.keep && !o.server_queue;
+        fprintf(stderr, "floe-mc: interrupted (%s): the run stopped after %.1f s%s%s%s\n", strsignal(sig), secs,
+                drop ? "; dropping its table" : "", o.server_queue ? "; go on with floe-mc --resume " : "",
+                o.server_queue ? o.table : "");
+        if (drop)
             drop_table(&o);
         free(status);
         free(reaped);
@@ -687,6 +884,11 @@ int main(int argc, char **argv)
         } else if (WIFSIGNALED(status[i]) && WTERMSIG(status[i]) == SIGTERM && stopped) {
             fprintf(stderr, "floe-mc: worker %u stopped: another worker failed\n", who);
             bad = 1;
+        } else if (o.server_queue && WIFSIGNALED(status[i]) && !(WTERMSIG(status[i]) == SIGTERM && stopped)) {
+            fprintf(stderr,
+                    "floe-mc: worker %u died of signal %d; its claims went back to the open set when their lease "
+                    "ended\n",
+                    who, WTERMSIG(status[i]));
         } else if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0) {
             if (WIFSIGNALED(status[i]))
                 fprintf(stderr, "floe-mc: worker %u died of signal %d\n", who, WTERMSIG(status[i]));
@@ -702,6 +904,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "floe-mc: out of memory\n");
         return 1;
     }
+    run_end end = {0};
+    if (o.server_queue && (!mpi || l.rank == 0))
+        end = end_of_run(&o);
+    /* a run on the server that did not finish stays, to be resumed */
+    const int keep = o.keep || (o.server_queue && !end.done);
     if (mpi) {
         if (bad) { /* the run cannot be complete: every rank stops now, with this rank's error above */
             fprintf(stderr, "floe-mc: rank %u of %u failed: ending the whole run\n", l.rank, l.size);
@@ -714,17 +921,16 @@ int main(int argc, char **argv)
             mc_launch_abort(&l, 1);
             bad = 1;
         } else if (l.rank == 0) {
-            bad = report(&o, mm, packed, secs, counts, l.size, 1, ", one per MPI rank");
-            if (!o.keep)
-                drop_table(&o);
+            bad = report(&o, mm, packed, secs, counts, l.size, 1, ", one per MPI rank", o.server_queue ? &end : NULL);
         }
     } else {
         for (unsigned i = 0; i < nw; i++)
             counts_of(&prog[i], bad, counts + (size_t)i * NCOUNTS);
-        bad = report(&o, mm, packed, secs, counts, nw, !o.one_worker,
+        bad = report(&o, mm, packed, secs, counts, nw, !o.one_worker || o.server_queue,
                      l.how != MC_LAUNCH_NONE ? ", this rank ran one"
                      : o.one_worker          ? ", this process ran one"
-                                             : "") ||
+                                             : "",
+                     o.server_queue ? &end : NULL) ||
               bad;
     }
     free(counts);
@@ -732,15 +938,42 @@ int main(int argc, char **argv)
         if (atomic_load(&prog[i].violations)) {
             char text[1024];
             mc_model_print(mm, prog[i].violation, text, sizeof text);
-            printf("violation    %s (worker %u's first)\n", text, mpi ? l.rank : o.one_worker ? o.index : i);
+            printf("violation    %s (worker %u's %s)\n", text,
+                   mpi            ? l.rank
+                   : o.one_worker ? o.index
+                                  : i,
+                   o.server_queue ? "shallowest" : "first");
         }
     for (unsigned i = 0; o.deadlock && i < nw; i++) /* and first states with no successor */
         if (atomic_load(&prog[i].deadlocks)) {
             char text[1024];
             mc_model_print(mm, prog[i].deadlock, text, sizeof text);
-            printf("deadlock     %s (worker %u's first)\n", text, mpi ? l.rank : o.one_worker ? o.index : i);
+            printf("deadlock     %s (worker %u's %s)\n", text,
+                   mpi            ? l.rank
+                   : o.one_worker ? o.index
+                                  : i,
+                   o.server_queue ? "shallowest" : "first");
         }
-    if (!o.one_worker && !o.keep)
+    if (o.trace) {     /* the shallowest this process's workers met: a shortest counterexample */
+        int which = 0; /* 1: a violation, 2: a deadlock */
+        uint64_t id = 0;
+        uint32_t depth = UINT32_MAX;
+        for (unsigned i = 0; i < nw; i++) {
+            if (atomic_load(&prog[i].violations) && (which != 1 || prog[i].violation_depth < depth))
+                which = 1, id = prog[i].violation_id, depth = prog[i].violation_depth;
+        }
+        for (unsigned i = 0; which != 1 && o.deadlock && i < nw; i++)
+            if (atomic_load(&prog[i].deadlocks) && prog[i].deadlock_depth < depth)
+                which = 2, id = prog[i].deadlock_id, depth = prog[i].deadlock_depth;
+        if (which)
+            print_trace(&o, mm, packed, which == 1 ? "state that breaks the invariant" : "deadlock", id);
+    }
+    if (o.server_queue && !end.done && (!mpi || l.rank == 0))
+        fprintf(stderr, "floe-mc: the run did not finish; it is kept in table %s: go on with floe-mc --resume %s\n",
+                o.table, o.table);
+    if (!o.one_worker && !keep)
+        drop_table(&o);
+    else if (mpi && l.rank == 0 && !keep)
         drop_table(&o);
     munmap(prog, nw * sizeof *prog);
     free(pids);

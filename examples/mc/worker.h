@@ -26,6 +26,10 @@ typedef struct mc_run {
     int packed;              /* states as 64-bit keys (SET), else vectors (TREE) */
     int whole;               /* TREE: every state sent whole, not as its parent's id and changed words */
     int start_fd;            /* >= 0: wait for EOF on it before the first request (a common start) */
+    /* --server-queue (mc_claims_run): the open set on the server */
+    size_t claim;       /* states a claim asks for (0: batch / 3) */
+    unsigned lease_ms;  /* a claim's lease (0: the server's, 60 s) */
+    uint32_t max_depth; /* states this deep are found but not expanded (0: no limit) */
 } mc_run;
 
 /* What a worker has done so far; written by the worker, read by whoever
@@ -39,6 +43,10 @@ typedef struct mc_progress {
     uint32_t violation[MC_MAX_WORDS];  /* the first of them */
     _Atomic uint64_t deadlocks;        /* states expanded that have no successor */
     uint32_t deadlock[MC_MAX_WORDS];   /* the first of them */
+    /* --server-queue: explore ids and depths of those first states (a shallower one replaces it), */
+    uint64_t violation_id, deadlock_id;
+    uint32_t violation_depth, deadlock_depth;
+    _Atomic uint64_t claims, waits, expanded; /* claims served, answered WAIT, and states expanded */
     atomic_int done;                   /* 1 when finished (status set) */
     int status;      /* 0 or a FLOE_ERR_* code */
     char error[256]; /* why, when status is not 0 */
@@ -47,6 +55,12 @@ typedef struct mc_progress {
 /* Runs worker r->index of r->workers to the end; returns 0, or -1 with
  * p->status and p->error set. */
 int mc_worker_run(const mc_run *r, mc_progress *p);
+
+/* Runs a worker of a run whose open set is on the server (claims.c):
+ * claims, expands and inserts with parents until the server says DONE;
+ * p->states counts the states its inserts found.  0, or -1 with p->status
+ * and p->error set. */
+int mc_claims_run(const mc_run *r, mc_progress *p);
 
 /* The first states of the search, the same in every worker: a plain
  * breadth-first search from the initial state until its frontier holds at

@@ -84,49 +84,75 @@ START_TEST(tree_table_counts)
 END_TEST
 
 /* Philosopher i in 2 bits of s: 0 thinking, 1 holding the left fork (fork
- * i), 2 eating (forks i and i+1 mod n).  Counts reachable states and
- * transitions by breadth-first search over a visited bitmap of 4^n bits. */
-static void phils_reference(unsigned n, unsigned long long *states, unsigned long long *transitions,
-                            unsigned long long *deadlocks)
+ * i), 2 eating (forks i and i+1 mod n).  The successors of s into out;
+ * how many. */
+static unsigned phils_moves(unsigned n, uint32_t s, uint32_t *out)
+{
+    unsigned k = 0;
+#define PH(s, i) (((s) >> (2 * ((i) % n))) & 3u)
+    for (unsigned i = 0; i < n; i++) {
+        /* fork f is in use if its left owner f holds anything or its right owner f-1 eats */
+        int left_free = PH(s, i + n - 1) != 2; /* philosopher i is thinking here: only i-1 can hold fork i */
+        int right_free = PH(s, i + 1) == 0;    /* fork i+1: i+1 must think (i holds only its left fork) */
+        uint32_t to;
+        if (PH(s, i) == 0 && left_free)
+            to = 1;
+        else if (PH(s, i) == 1 && right_free)
+            to = 2;
+        else if (PH(s, i) == 2)
+            to = 0;
+        else
+            continue;
+        out[k++] = (s & ~(3u << (2 * i))) | to << (2 * i);
+    }
+#undef PH
+    return k;
+}
+
+/* Counts reachable states and transitions by breadth-first search over a
+ * visited bitmap of 4^n bits; *deadlock_depth: the depth of the first
+ * state with no successor. */
+static void phils_search(unsigned n, unsigned long long *states, unsigned long long *transitions,
+                         unsigned long long *deadlocks, unsigned *deadlock_depth)
 {
     const size_t space = (size_t)1 << (2 * n);
     unsigned char *seen = calloc(space / 8 + 1, 1);
     uint32_t *queue = malloc(space * sizeof *queue);
-    ck_assert(seen && queue);
+    unsigned *depth = malloc(space * sizeof *depth);
+    ck_assert(seen && queue && depth);
     size_t head = 0, tail = 0;
     queue[tail++] = 0;
+    depth[0] = 0;
     seen[0] |= 1;
     *transitions = *deadlocks = 0;
-#define PH(s, i) (((s) >> (2 * ((i) % n))) & 3u)
     while (head < tail) {
-        uint32_t s = queue[head++];
-        const unsigned long long before = *transitions;
-        for (unsigned i = 0; i < n; i++) {
-            /* fork f is in use if its left owner f holds anything or its right owner f-1 eats */
-            int left_free = PH(s, i + n - 1) != 2; /* philosopher i is thinking here: only i-1 can hold fork i */
-            int right_free = PH(s, i + 1) == 0;    /* fork i+1: i+1 must think (i holds only its left fork) */
-            uint32_t to;
-            if (PH(s, i) == 0 && left_free)
-                to = 1;
-            else if (PH(s, i) == 1 && right_free)
-                to = 2;
-            else if (PH(s, i) == 2)
-                to = 0;
-            else
-                continue;
-            uint32_t t = (s & ~(3u << (2 * i))) | to << (2 * i);
-            ++*transitions;
+        const uint32_t s = queue[head];
+        const unsigned d = depth[head++];
+        uint32_t next[32];
+        const unsigned k = phils_moves(n, s, next);
+        *transitions += k;
+        if (k == 0 && (*deadlocks)++ == 0)
+            *deadlock_depth = d;
+        for (unsigned j = 0; j < k; j++) {
+            const uint32_t t = next[j];
             if (!(seen[t / 8] & (1u << (t % 8)))) {
                 seen[t / 8] |= (unsigned char)(1u << (t % 8));
+                depth[tail] = d + 1;
                 queue[tail++] = t;
             }
         }
-        *deadlocks += *transitions == before;
     }
-#undef PH
     *states = tail;
     free(seen);
     free(queue);
+    free(depth);
+}
+
+static void phils_reference(unsigned n, unsigned long long *states, unsigned long long *transitions,
+                            unsigned long long *deadlocks)
+{
+    unsigned depth;
+    phils_search(n, states, transitions, deadlocks, &depth);
 }
 
 START_TEST(philosophers_against_a_plain_search)
@@ -412,6 +438,223 @@ START_TEST(a_model_library)
 }
 END_TEST
 
+/* --server-queue: the open set on the server.  Every built-in model and
+ * the plugin, SET and TREE, against the same independent counts as the
+ * workers' own queues (transitions too: every state expanded once), and
+ * the table gone at the end. */
+START_TEST(server_queue_counts)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    const char *lib = tool_path("FLOE_MC_PETERSON", "build/rel/libmc_peterson.so");
+    unsigned long long phils_states, phils_trans, phils_dead;
+    phils_reference(8, &phils_states, &phils_trans, &phils_dead);
+    const struct {
+        const char *args[8];
+        unsigned long long states, transitions;
+    } runs[] = {
+        {{"--model", "puzzle:3x3", "--workers", "4"}, 181440, puzzle_transitions(3, 3, 181440)},
+        {{"--model", "hanoi:8", "--workers", "1", "--tree"}, 6561, 19680},
+        {{"--model", "phils:8", "--workers", "3", "--claim", "7"}, phils_states, phils_trans},
+        {{"--model-lib", lib, "--model", "peterson:4", "--workers", "3", "--tree"}, 4752, 0},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        const char *args[12] = {"--server-queue", "--table", "sq"};
+        for (int k = 0; runs[i].args[k]; k++)
+            args[3 + k] = runs[i].args[k];
+        char *out;
+        const int rc = run_mc(&d, &out, args);
+        ck_assert_msg(rc == 0, "run %zu exited %d:\n%s", i, rc, out);
+        ck_assert_msg(field(out, "states ") == runs[i].states, "run %zu: %llu states, expected %llu", i,
+                      field(out, "states "), runs[i].states);
+        if (runs[i].transitions)
+            ck_assert_msg(field(out, "transitions ") == runs[i].transitions, "run %zu:\n%s", i, out);
+        free(out);
+        floe *c = connect_ok(&d);
+        floe_table_info info;
+        ck_assert_int_eq(floe_stats(c, "sq", &info), FLOE_ERR_NO_TABLE); /* a finished run's table goes */
+        floe_close(c);
+    }
+    /* what cannot be resumed, and flags that need --server-queue */
+    floe *c = connect_ok(&d);
+    floe_table_def plain = {.name = "plain", .kind = FLOE_TABLE_SET, .key_bits = 48};
+    ck_assert_int_eq(floe_create(c, &plain), FLOE_OK);
+    floe_close(c);
+    static const struct {
+        const char *args[8];
+        int rc;
+        const char *why;
+    } bad[] = {
+        {{"--model", "puzzle:3x3", "--resume", "nosuch"}, 1, "--resume nosuch"},
+        {{"--model", "puzzle:3x3", "--resume", "plain"}, 1, "not a run's table"},
+        {{"--model", "puzzle:3x3", "--resume", "a", "--table", "b"}, 2, "names the table"},
+        {{"--model", "puzzle:3x3", "--trace"}, 2, "go with --server-queue"},
+        {{"--model", "puzzle:3x3", "--max-depth", "0", "--server-queue"}, 2, "--max-depth takes"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out;
+        ck_assert_int_eq(run_mc(&d, &out, bad[i].args), bad[i].rc);
+        free(out);
+        char *err = last_stderr(&d);
+        ck_assert_msg(err && strstr(err, bad[i].why), "case %zu: '%s' lacks '%s'", i, err ? err : "", bad[i].why);
+        free(err);
+    }
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+/* The dining philosophers' deadlock with its trace (--trace), replayed
+ * here with this file's own rules: the first state initial, every step a
+ * transition, the last a deadlock, as long as the breadth-first depth. */
+START_TEST(deadlock_trace_replayed)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    static const char *const what[] = {"think", "left", "eat"};
+    for (unsigned n = 3; n <= 6; n += 3) {
+        unsigned long long states, transitions, deadlocks;
+        unsigned depth = 0;
+        phils_search(n, &states, &transitions, &deadlocks, &depth);
+        char model[16];
+        snprintf(model, sizeof model, "phils:%u", n);
+        char *out;
+        ck_assert_int_eq(run_mc(&d, &out,
+                                (const char *const[]){"--model", model, "--server-queue", "--workers", "2",
+                                                      "--deadlock", "--trace", NULL}),
+                         1);
+        ck_assert_uint_eq(field(out, "states "), states);
+        const char *t = strstr(out, "trace        ");
+        ck_assert_msg(t != NULL, "no trace in:\n%s", out);
+        ck_assert_uint_eq(field(t, "trace        "), depth);
+        t = strchr(t, '\n') + 1;
+        uint32_t prev = 0;
+        unsigned steps = 0;
+        for (unsigned line = 0; *t == ' '; line++) {
+            unsigned at;
+            int used;
+            ck_assert_int_eq(sscanf(t, " %u %n", &at, &used), 1);
+            ck_assert_uint_eq(at, line);
+            const char *w = t + used;
+            uint32_t s = 0;
+            for (unsigned i = 0; i < n; i++) { /* "think left eat ..." */
+                unsigned v = 3;
+                for (unsigned k = 0; k < 3; k++)
+                    if (strncmp(w, what[k], strlen(what[k])) == 0 && (w[strlen(what[k])] == ' '))
+                        v = k;
+                ck_assert_msg(v < 3, "line %u: '%.40s'", line, w);
+                s |= v << (2 * i);
+                w += strlen(what[v]) + 1;
+            }
+            if (line == 0) {
+                ck_assert_uint_eq(s, 0); /* the initial state: everyone thinks */
+            } else {
+                uint32_t next[32];
+                const unsigned k = phils_moves(n, prev, next);
+                int found = 0;
+                for (unsigned j = 0; j < k; j++)
+                    found |= next[j] == s;
+                ck_assert_msg(found, "line %u is no successor of line %u", line, line - 1);
+            }
+            prev = s;
+            steps = line;
+            t = strchr(t, '\n') + 1;
+        }
+        uint32_t next[32];
+        ck_assert_uint_eq(phils_moves(n, prev, next), 0); /* the last: a deadlock */
+        ck_assert_uint_eq(steps, depth);
+        free(out);
+    }
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+/* floe-mc ARGS in the background against port-file's floed, its stdout
+ * and stderr in path. */
+static pid_t spawn_mc(const char *uri, const char *path, const char *const *args)
+{
+    const char *mc = getenv("FLOE_MC") ? getenv("FLOE_MC") : "build/san/floe-mc";
+    const char *argv[24] = {mc, "--server", uri, "--quiet"};
+    for (int k = 0; args[k]; k++)
+        argv[4 + k] = args[k];
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (!freopen(path, "w", stdout) || dup2(1, 2) != 2)
+            _exit(126);
+        execv(mc, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_exit(pid_t pid)
+{
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A run that survives kill -9: floed killed three times (right after a
+ * snapshot, at a moment of the run's own, and right after a resume, before
+ * any snapshot of its own) and started again on its data dir, each time the
+ * run resumed with --resume; then 2 of 8 workers killed.  The count at the
+ * end is exact. */
+START_TEST(a_run_survives_kill_9)
+{
+    char data[] = "/tmp/floe-mc-kill-XXXXXX", path[300];
+    ck_assert_ptr_nonnull(mkdtemp(data));
+    const char *flags[] = {"--data-dir", data, "--save-every", "1", NULL};
+    daemon_proc d;
+    daemon_start_logged(&d, flags);
+    snprintf(path, sizeof path, "%s/mc.out", data);
+    /* small claims and requests: a run of some seconds */
+    const char *slow[] = {"--model", "hanoi:12", "--workers", "4", "--claim", "32", "--batch", "96", "--inflight", "2"};
+    const char *first[16] = {"--server-queue", "--table", "k"}, *again[16] = {"--resume", "k"};
+    for (int k = 0; k < 10; k++)
+        first[3 + k] = again[2 + k] = slow[k];
+    for (int round = 0; round < 3; round++) {
+        pid_t mc = spawn_mc(d.uri, path, round ? again : first);
+        if (round == 0)
+            ck_assert_msg(log_has(&d, "snapshot of table k written", 20000), "no snapshot");
+        else
+            usleep(round == 1 ? 1300000 : 150000);
+        kill(d.pid, SIGKILL);
+        ck_assert_int_eq(daemon_stop(&d, SIGKILL), 128 + SIGKILL);
+        const int rc = wait_exit(mc);
+        char *out = slurp(path);
+        ck_assert_msg(rc == 1 && strstr(out, "go on with floe-mc --resume k"), "round %d: exit %d:\n%s", round, rc,
+                      out);
+        free(out);
+        daemon_start_logged(&d, flags);
+    }
+    const char *last[20] = {"--resume", "k", "--lease", "1"};
+    for (int k = 0; k < 10; k++)
+        last[4 + k] = slow[k];
+    last[7] = "8"; /* --workers 8 */
+    pid_t mc = spawn_mc(d.uri, path, last);
+    usleep(800000);
+    char children[64], list[256] = "";
+    snprintf(children, sizeof children, "/proc/%d/task/%d/children", (int)mc, (int)mc);
+    FILE *f = fopen(children, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(list, sizeof list, f));
+    fclose(f);
+    int w1 = 0, w2 = 0;
+    ck_assert_int_eq(sscanf(list, "%d %d", &w1, &w2), 2);
+    kill(w1, SIGKILL);
+    kill(w2, SIGKILL);
+    const int rc = wait_exit(mc);
+    char *out = slurp(path);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "died of signal 9"), "%s", out);
+    ck_assert_uint_eq(field(out, "states "), 531441); /* 3^12 */
+    ck_assert_msg(strstr(out, "check        ok"), "%s", out);
+    free(out);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+    rm_rf(data);
+}
+END_TEST
+
 Suite *mc_suite(void)
 {
     Suite *s = suite_create("mc");
@@ -424,6 +667,9 @@ Suite *mc_suite(void)
     tcase_add_test(tc, expect_and_bad_command_lines);
     tcase_add_test(tc, interrupted_run_drops_its_table);
     tcase_add_test(tc, a_model_library);
+    tcase_add_test(tc, server_queue_counts);
+    tcase_add_test(tc, deadlock_trace_replayed);
+    tcase_add_test(tc, a_run_survives_kill_9);
     suite_add_tcase(s, tc);
     return s;
 }

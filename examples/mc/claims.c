@@ -1,0 +1,233 @@
+/*
+ * claims.c - a floe-mc worker of a run whose open set is on the server
+ * (--server-queue; worker.h): it claims open states of an exploring table,
+ * expands them, and inserts their successors with each one's parent id and
+ * its place among the parent's successors as its label, ending the claim
+ * with the last insert.  Nothing of the run lives in the worker: a worker
+ * that dies loses nothing (its claims return to the open set when their
+ * lease ends), any worker may join or leave, and the server says when the
+ * run has ended (DONE).
+ *
+ * Several claims are in flight (futures, oldest first); the successors of
+ * a claim go out in requests of at most `batch` states with several in
+ * flight (callbacks), so that the worker expands while the server answers.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "worker.h"
+
+#define WAIT_MS 2 /* between claims while the server answers WAIT (a level ending elsewhere) */
+
+typedef struct sq {
+    const mc_run *r;
+    const mc_model *m;
+    mc_progress *p;
+    floe *c;
+    size_t kb;           /* bytes of a state as the table keeps it: 8, or words x 4 */
+    unsigned char *keys; /* the insert being filled: states, */
+    uint64_t *from;      /* their parents' explore ids */
+    uint8_t *labels;     /* and which successor of its parent each one is */
+    size_t n;
+    unsigned inserts_out; /* insert requests in flight */
+    floe_call **claims;   /* claims in flight, oldest first (a ring of r->inflight) */
+    unsigned claim_head, claims_out;
+    bool done; /* the server answered DONE */
+    int status;
+    char error[256];
+} sq;
+
+static void sq_fail(sq *w, int status, const char *what, const char *detail)
+{
+    if (w->status)
+        return;
+    w->status = status;
+    snprintf(w->error, sizeof w->error, "%s: %s", what, detail && detail[0] ? detail : floe_strerror(status));
+}
+
+static void on_insert(floe *c, floe_call *call, void *arg)
+{
+    (void)c;
+    sq *w = arg;
+    w->inserts_out--;
+    size_t n = 0;
+    const uint8_t *res = floe_call_results(call, &n);
+    const int st = floe_call_status(call);
+    if (st != FLOE_OK) {
+        sq_fail(w, st, "an insert of successors failed", floe_call_error(call));
+        return;
+    }
+    uint64_t mine = 0;
+    for (size_t i = 0; i < n; i++) {
+        mine += res[i] == FLOE_INSERTED;
+        if (res[i] == FLOE_FULL) {
+            sq_fail(w, FLOE_ERR_FULL, "the table is full", "give floe-mc a larger --capacity");
+            return;
+        }
+    }
+    atomic_fetch_add(&w->p->states, mine);
+}
+
+/* Sends the insert being filled (ending claim `complete` if not 0). */
+static void send_insert(sq *w, uint64_t complete)
+{
+    while (w->inserts_out >= w->r->inflight && !w->status)
+        if (floe_poll(w->c, -1) < 0)
+            sq_fail(w, floe_error(w->c), "connection lost", floe_errstr(w->c));
+    if (w->status)
+        return;
+    w->inserts_out++;
+    atomic_fetch_add(&w->p->sent, w->n);
+    atomic_fetch_add(&w->p->sent_bytes, w->n * w->kb);
+    floe_send_insert_explore(w->c, w->r->table, w->keys, w->n * w->kb, w->n, w->from, w->labels, w->n, complete,
+                             on_insert, w);
+    w->n = 0;
+}
+
+static void add_successor(sq *w, const void *state, uint64_t parent, unsigned j)
+{
+    memcpy(w->keys + w->n * w->kb, state, w->kb);
+    w->from[w->n] = parent;
+    w->labels[w->n] = (uint8_t)j;
+    if (++w->n == w->r->batch)
+        send_insert(w, 0);
+}
+
+/* The first state of its kind this run met, or a shallower one: kept (with its id) for --trace. */
+static void note(_Atomic uint64_t *count, uint32_t *kept, uint64_t *kept_id, uint32_t *kept_depth, const uint32_t *s,
+                 unsigned words, uint64_t id, uint32_t depth)
+{
+    if (atomic_fetch_add(count, 1) == 0 || depth < *kept_depth) {
+        memcpy(kept, s, words * 4u);
+        *kept_id = id;
+        *kept_depth = depth;
+    }
+}
+
+/* A claim's states expanded, their successors sent, the claim ended. */
+static void expand_claim(sq *w, const floe_claim *cl, const uint64_t *ids, const unsigned char *keys)
+{
+    const mc_model *m = w->m;
+    mc_progress *p = w->p;
+    const bool packed = w->r->packed;
+    const bool leaf = w->r->max_depth && cl->depth >= w->r->max_depth; /* found, not expanded */
+    uint32_t s[MC_MAX_WORDS], succ[MC_MAX_SUCC * MC_MAX_WORDS];
+    uint64_t psucc[MC_MAX_SUCC], edges = 0;
+    for (size_t i = 0; i < cl->n && !w->status; i++) {
+        uint64_t key = 0;
+        if (packed) {
+            memcpy(&key, keys + i * 8, 8);
+            mc_unpack(m, key, s);
+        } else {
+            memcpy(s, keys + i * w->kb, w->kb);
+        }
+        if (m->invariant && !m->invariant(m, s))
+            note(&p->violations, p->violation, &p->violation_id, &p->violation_depth, s, m->words, ids[i], cl->depth);
+        if (leaf)
+            continue;
+        unsigned k;
+        if (packed && m->next_packed) {
+            k = m->next_packed(m, key, psucc);
+        } else {
+            k = m->next(m, s, succ);
+            for (unsigned j = 0; packed && j < k; j++)
+                psucc[j] = mc_pack(m, succ + j * m->words);
+        }
+        if (m->overflow && atomic_load(m->overflow)) {
+            sq_fail(w, FLOE_ERR_INVALID, "the model library broke floe_mc_model.h",
+                    atomic_load(m->overflow) & MC_PLUGIN_TOO_MANY ? "a state with more than 64 successors"
+                                                                  : "a successor with a word at or past 2^bits");
+            return;
+        }
+        edges += k;
+        if (k == 0)
+            note(&p->deadlocks, p->deadlock, &p->deadlock_id, &p->deadlock_depth, s, m->words, ids[i], cl->depth);
+        for (unsigned j = 0; j < k && !w->status; j++)
+            add_successor(w, packed ? (const void *)&psucc[j] : (const void *)(succ + j * m->words), ids[i], j);
+    }
+    atomic_fetch_add(&p->transitions, edges);
+    atomic_fetch_add(&p->expanded, cl->n);
+    send_insert(w, cl->token); /* the rest, and the claim's end (no states at all is fine) */
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec t = {0, (long)ms * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+int mc_claims_run(const mc_run *r, mc_progress *p)
+{
+    sq w = {.r = r, .m = r->model, .p = p};
+    w.kb = r->packed ? 8 : (size_t)r->model->words * 4;
+    /* a claim's successors fill requests of `batch` states: claim about a third of that */
+    const size_t claim = r->claim ? r->claim : (r->batch / 3 ? r->batch / 3 : 1);
+    w.keys = malloc(r->batch * w.kb);
+    w.from = malloc(r->batch * 8);
+    w.labels = malloc(r->batch);
+    w.claims = calloc(r->inflight, sizeof *w.claims);
+    if (!w.keys || !w.from || !w.labels || !w.claims)
+        sq_fail(&w, FLOE_ERR_IO, "out of memory", "for a request");
+    else if (floe_connect_opts(r->server, r->conn, &w.c) != FLOE_OK)
+        sq_fail(&w, FLOE_ERR_IO, "cannot connect", floe_errstr(w.c));
+    uint64_t wait_until = 0;
+    while (!w.status && (!w.done || w.claims_out)) {
+        if (!w.done && !w.claims_out && now_ms() < wait_until)
+            sleep_ms((unsigned)(wait_until - now_ms()));
+        while (!w.done && w.claims_out < r->inflight && now_ms() >= wait_until) { /* keep claims in flight */
+            floe_call *call = floe_send_claim(w.c, r->table, claim, r->lease_ms, NULL, NULL);
+            if (!call) {
+                sq_fail(&w, FLOE_ERR_IO, "out of memory", "for a claim");
+                break;
+            }
+            w.claims[(w.claim_head + w.claims_out++) % r->inflight] = call;
+        }
+        if (w.status)
+            break;
+        floe_call *call = w.claims[w.claim_head];
+        w.claim_head = (w.claim_head + 1) % r->inflight;
+        w.claims_out--;
+        floe_wait(w.c, call);
+        floe_claim cl;
+        const uint64_t *ids;
+        const void *keys;
+        const int st = floe_call_claim(call, &cl, &ids, &keys);
+        if (st != FLOE_OK) {
+            sq_fail(&w, st, "a claim failed", floe_call_error(call));
+        } else if (cl.state == FLOE_CLAIM_DONE) {
+            w.done = true;
+        } else if (cl.state == FLOE_CLAIM_WAIT) {
+            atomic_fetch_add(&p->waits, 1);
+            wait_until = now_ms() + WAIT_MS; /* the level ends in other workers' claims: ask again soon */
+        } else if (cl.key_bytes != cl.n * w.kb) {
+            sq_fail(&w, FLOE_ERR_PROTOCOL, "a claim's answer", "states of the wrong size for this model");
+        } else {
+            atomic_fetch_add(&p->claims, 1);
+            expand_claim(&w, &cl, ids, keys);
+        }
+        floe_call_free(call);
+    }
+    if (!w.status && floe_wait_all(w.c) != FLOE_OK && !w.status)
+        sq_fail(&w, floe_error(w.c), "a request failed", floe_errstr(w.c));
+    for (unsigned i = 0; i < w.claims_out; i++) /* after a failure */
+        floe_call_free(w.claims[(w.claim_head + i) % r->inflight]);
+    floe_close(w.c);
+    free(w.keys);
+    free(w.from);
+    free(w.labels);
+    free(w.claims);
+    p->status = w.status;
+    snprintf(p->error, sizeof p->error, "%s", w.error);
+    atomic_store(&p->done, 1);
+    return w.status ? -1 : 0;
+}
