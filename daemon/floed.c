@@ -435,9 +435,17 @@ static void save_entry(table_entry *e, void *arg)
     server *srv = ss->srv;
     char path[sizeof srv->cfg.data_dir + FLOE_NAME_MAX + 8];
     snprintf(path, sizeof path, "%s/%s%s", srv->cfg.data_dir, e->name, DATADIR_SUFFIX);
-    floe_batch b = {.op = FLOE_OP_SAVE, .path = path};
+    /* an exploring table's open set goes in the same file: through its image (entry_add_open_set) */
+    floe_batch b = {.op = e->explore ? FLOE_OP_COPY : FLOE_OP_SAVE, .path = path};
     sd_notifyf(0, "STATUS=stopping: saving table %s (%zu of %zu)", e->name, ++ss->done, ss->count);
-    if (floe_table_run(e->table, &b) == FLOE_OK) {
+    floe_status st = floe_table_run(e->table, &b);
+    if (st == FLOE_OK && e->explore) {
+        st = entry_add_open_set(e, b.image, &b.error);
+        if (st == FLOE_OK)
+            st = floe_file_image_save(path, b.image, &b.error);
+    }
+    floe_file_image_free(b.image);
+    if (st == FLOE_OK) {
         log_info("saved table %s to %s", e->name, path);
     } else {
         log_error("cannot save table %s: %s", e->name, b.error.msg);

@@ -203,39 +203,10 @@ void item_saved(save_job *sj, floe_status st, const char *error)
 }
 
 /* A COPY ran: the saver writes its image (or reports its failure) in turn. */
-static int write_cut(void *ctx, int (*put)(void *put_ctx, const void *p, size_t len), void *put_ctx)
-{
-    return floe_explore_cut_write(ctx, put, put_ctx);
-}
-
-static void free_cut(void *ctx)
-{
-    floe_explore_cut_free(ctx);
-}
-
-/* An exploring table's open set joins its image, taken at the same place in
- * the table's order: an exploring table's batches complete in submission
- * order (one batcher lane), so every batch in the image has recorded its
- * states by now (explore_record, in its own done) and none after it has. */
-static floe_status add_open_set(table_entry *e, floe_file_image *im, floe_errinfo *err)
-{
-    floe_file_stream *s = floe_calloc(1, sizeof *s);
-    pthread_mutex_lock(&e->explore_lock);
-    floe_explore_cut *cut = s ? floe_explore_cut_take(e->explore) : NULL;
-    pthread_mutex_unlock(&e->explore_lock);
-    if (!cut) {
-        free(s);
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for the open set's bookkeeping");
-    }
-    *s = (floe_file_stream){floe_explore_cut_bytes(cut), write_cut, cut, free_cut};
-    im->open_set = s;
-    return FLOE_OK;
-}
-
 static void copy_done(item *it, floe_batch *b, uint64_t changes)
 {
     if (b->status == FLOE_OK && it->entry->explore)
-        b->status = add_open_set(it->entry, b->image, &b->error);
+        b->status = entry_add_open_set(it->entry, b->image, &b->error);
     it->save.image = b->image;
     b->image = NULL;
     it->save.changes = changes;

@@ -52,6 +52,31 @@ void entry_unref(table_entry *e)
     }
 }
 
+static int write_cut(void *ctx, int (*put)(void *put_ctx, const void *p, size_t len), void *put_ctx)
+{
+    return floe_explore_cut_write(ctx, put, put_ctx);
+}
+
+static void free_cut(void *ctx)
+{
+    floe_explore_cut_free(ctx);
+}
+
+floe_status entry_add_open_set(table_entry *e, floe_file_image *im, floe_errinfo *err)
+{
+    floe_file_stream *s = floe_calloc(1, sizeof *s);
+    pthread_mutex_lock(&e->explore_lock);
+    floe_explore_cut *cut = s ? floe_explore_cut_take(e->explore) : NULL;
+    pthread_mutex_unlock(&e->explore_lock);
+    if (!cut) {
+        free(s);
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for the open set's bookkeeping");
+    }
+    *s = (floe_file_stream){floe_explore_cut_bytes(cut), write_cut, cut, free_cut};
+    im->open_set = s;
+    return FLOE_OK;
+}
+
 static table_entry *find_locked(registry *r, const char *name)
 {
     for (table_entry *e = r->head; e; e = e->next)

@@ -332,6 +332,11 @@ static floe_status save_parts(const char *path, uint32_t nparts, const floe_file
                               const void *const *const *sections, const floe_file_stream *open_set,
                               floe_errinfo *err)
 {
+    for (uint32_t i = 0; i < nparts; i++)
+        if (headers[i]->spec.explore != (open_set != NULL))
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "table %s: %s", headers[i]->spec.name,
+                                    open_set ? "an open set for a table that does not explore"
+                                             : "an exploring table is saved with its open set (floe_file_image_save)");
     char tmp[4096];
     int fd = floe_file_temporary(path, tmp, sizeof tmp);
     if (fd < 0 && errno == ENAMETOOLONG)
@@ -431,9 +436,6 @@ floe_status floe_file_image_save(const char *path, const floe_file_image *im, fl
     for (const floe_file_image *p = im; p; p = p->next_part) {
         if (n == FLOE_PARTS_MAX)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "an image of more than %d parts", FLOE_PARTS_MAX);
-        if (p->h.spec.explore != (im->open_set != NULL))
-            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "an image of table %s %s", p->h.spec.name,
-                                    im->open_set ? "with an open set it does not explore" : "without its open set");
         hs[n] = p->h;
         hs[n].open_set = im->open_set ? FLOE_FILE_OPEN_SET_FOLLOWS : FLOE_FILE_NO_OPEN_SET;
         headers[n] = &hs[n];

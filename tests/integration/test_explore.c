@@ -279,6 +279,13 @@ START_TEST(a_run_survives_kill_9)
     check_traces(c, id_of);
     free(id_of);
     floe_close(c);
+    /* saved at the stop with its open set, and loaded again as it was */
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+    daemon_start(&d, flags);
+    c = connect_ok(&d);
+    ck_assert_int_eq(floe_stats(c, "run", &info), FLOE_OK);
+    ck_assert(info.keys == want && info.explore.done && info.explore.states == want);
+    floe_close(c);
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
     rm_rf(data);
 }
