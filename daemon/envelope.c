@@ -62,7 +62,11 @@ static int field_kind(Floe__V1__Request__OpCase op, uint32_t field, floe_keymsg_
     case FLOE_KEYMSG_TABLE:
     case FLOE_KEYMSG_KEYS:
     case FLOE_KEYMSG_VALUES:
+    case FLOE_KEYMSG_FROM:
+    case FLOE_KEYMSG_LABELS:
         return WIRE_LEN;
+    case FLOE_KEYMSG_COMPLETE: /* a number, not a flag */
+        return WIRE_VARINT;
     case FLOE_KEYMSG_OVERWRITE:
         *flag = &e->overwrite;
         return WIRE_VARINT;
@@ -96,7 +100,10 @@ static bool read_body(const uint8_t *frame, const uint8_t *p, const uint8_t *end
             uint64_t v;
             if (!varint(&p, end, 10, &v))
                 return false;
-            *flag = v != 0;
+            if (flag)
+                *flag = v != 0;
+            else
+                e->complete = v;
             continue;
         }
         if (keys_only && part == FLOE_KEYMSG_KEYS) { /* its length, then its first byte is the answer */
@@ -119,6 +126,12 @@ static bool read_body(const uint8_t *frame, const uint8_t *p, const uint8_t *end
             e->keys = data;
             e->keys_len = len;
             e->keys_at = (size_t)(data - frame);
+        } else if (part == FLOE_KEYMSG_FROM) {
+            e->from = data;
+            e->from_len = len;
+        } else if (part == FLOE_KEYMSG_LABELS) {
+            e->labels = data;
+            e->labels_len = len;
         } else {
             e->values = data;
             e->values_len = len;

@@ -6,7 +6,8 @@
  * carry keys (every operation proto/keymsg.h finds keys in: insert, find,
  * erase, get_by_id, add, successor, predecessor) are read here instead, in
  * place, each field known by the part it plays: the envelope points at
- * the table name, keys and values inside the frame.  Only the plain shape is read (each field at most once, with the
+ * the table name, keys and values (and an exploring table's parents and
+ * labels) inside the frame.  Only the plain shape is read (each field at most once, with the
  * wire type the schema gives it, no unknown fields, no NUL in the name);
  * anything else returns false and the caller unpacks the frame as before,
  * so protobuf-c stays the judge of everything unusual.  tests/unit checks
@@ -33,6 +34,10 @@ typedef struct envelope {
     const uint8_t *values;
     size_t values_len;
     bool overwrite, want_ids, want_values;
+    /* an exploring table's insert: parents, labels, the claim it ends */
+    const uint8_t *from, *labels;
+    size_t from_len, labels_len;
+    uint64_t complete;
     uint64_t shard_set; /* Request.shard (all 0 when absent) */
     uint32_t shard, shards;
 } envelope;

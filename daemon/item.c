@@ -240,42 +240,17 @@ static void explore_record(item *it, const job_end *e)
 {
     table_entry *t = it->entry;
     const floe_spec *spec = &t->table->spec;
-    const size_t n = it->j.n, kb = spec->kind == FLOE_KIND_TREE ? (size_t)spec->words * 4 : 8, lb = spec->label_bytes;
-    const uint8_t *res = e->out->results + e->at;
-    const unsigned char *keys = it->j.vectors ? (const void *)it->j.vectors : (const void *)it->j.keys;
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        m += res[i] == FLOE_INSERTED;
-    unsigned char *nk = floe_malloc(m * kb + 8), *nl = lb ? floe_malloc(m * lb + 8) : NULL;
-    uint64_t *np = floe_malloc(m * 8 + 8);
+    const void *keys = it->j.vectors ? (const void *)it->j.vectors : (const void *)it->j.keys;
     floe_errinfo err;
-    floe_status st = FLOE_ERR_FULL;
-    if (nk && np && (!lb || nl)) {
-        for (size_t i = 0, k = 0; i < n; i++) {
-            if (res[i] != FLOE_INSERTED)
-                continue;
-            memcpy(nk + k * kb, keys + i * kb, kb);
-            np[k] = it->explore_from ? it->explore_from[i] : FLOE_EXPLORE_ROOT;
-            if (lb) {
-                if (it->explore_labels)
-                    memcpy(nl + k * lb, it->explore_labels + i * lb, lb);
-                else
-                    memset(nl + k * lb, 0, lb);
-            }
-            k++;
-        }
-        pthread_mutex_lock(&t->explore_lock);
-        st = floe_explore_add(t->explore, nk, np, nl, m, NULL, &err);
-        if (st == FLOE_OK && it->explore_complete) /* an expired claim's states are open again: nothing to end */
-            floe_explore_complete(t->explore, it->explore_complete, &err);
-        pthread_mutex_unlock(&t->explore_lock);
-    }
+    pthread_mutex_lock(&t->explore_lock);
+    floe_status st = floe_explore_add(t->explore, keys, it->explore_from, it->explore_labels, e->out->results + e->at,
+                                      it->j.n, NULL, &err);
+    if (st == FLOE_OK && it->explore_complete) /* an expired claim's states are open again: nothing to end */
+        floe_explore_complete(t->explore, it->explore_complete, &err);
+    pthread_mutex_unlock(&t->explore_lock);
     if (st != FLOE_OK) /* the run misses states: say so loudly */
-        log_error("table %s: %zu states found could not join the open set (out of memory): the run is incomplete",
-                  spec->name, m);
-    free(nk);
-    free(nl);
-    free(np);
+        log_error("table %s: the states a batch found could not join the open set (%s): the run is incomplete",
+                  spec->name, err.msg);
 }
 
 static void item_done(job *j, const job_end *e)

@@ -76,6 +76,11 @@ void request_handle_keys(server *srv, session *c, const envelope *env, void *mem
     /* the envelope reads only the fields its message has (values, overwrite: an insert's) */
     kr.values = env->values;
     kr.values_len = env->values_len;
+    kr.from = env->from;
+    kr.from_len = env->from_len;
+    kr.labels = env->labels;
+    kr.labels_len = env->labels_len;
+    kr.complete = env->complete;
     kr.flags = (env->overwrite ? FLOE_BATCH_OVERWRITE : 0) | (env->want_ids ? FLOE_BATCH_WANT_IDS : 0) |
                (env->want_values ? FLOE_BATCH_WANT_VALUES : 0);
     kr.shard_set = env->shard_set;

@@ -19,6 +19,7 @@
 #include <sys/random.h>
 
 #include "alloc.h"
+#include "floe_wire.h"
 
 #define CHUNK_BITS 16
 #define CHUNK      ((uint64_t)1 << CHUNK_BITS)
@@ -135,25 +136,6 @@ static uint32_t depth_of(const floe_explore *x, uint64_t id)
     return x->runs[lo].depth;
 }
 
-static bool note_depth(floe_explore *x, uint64_t id, uint32_t depth)
-{
-    if (depth >= x->nlevels) {
-        size_t cap = x->levels_cap;
-        if (!reserve((void **)&x->levels, &cap, (size_t)depth + 1, sizeof *x->levels))
-            return false;
-        x->levels_cap = (uint32_t)cap;
-        memset(x->levels + x->nlevels, 0, (depth + 1 - x->nlevels) * sizeof *x->levels);
-        x->nlevels = depth + 1;
-    }
-    if (!x->nruns || x->runs[x->nruns - 1].depth != depth) {
-        if (!reserve((void **)&x->runs, &x->runs_cap, x->nruns + 1, sizeof *x->runs))
-            return false;
-        x->runs[x->nruns++] = (depth_run){id, depth};
-    }
-    x->levels[depth]++;
-    return true;
-}
-
 /* ---- life -------------------------------------------------------------------------------------- */
 
 static floe_status check_shape(uint32_t key_bytes, uint32_t label_bytes, floe_errinfo *err)
@@ -220,44 +202,86 @@ floe_status floe_explore_check_parents(const floe_explore *x, const uint64_t *pa
     return FLOE_OK;
 }
 
-floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels, size_t n,
-                             uint64_t *ids, floe_errinfo *err)
+/* The depth of id, with *hint the run that held the last one asked
+ * (consecutive states of a batch have parents of one claim, one run). */
+static uint32_t depth_near(const floe_explore *x, uint64_t id, size_t *hint)
 {
-    floe_status st = floe_explore_check_parents(x, parents, n, err);
-    if (st != FLOE_OK)
-        return st;
-    /* every allocation first, so that the batch's states are appended whole or not at all: the
-     * deepest depth and the runs of depths it adds */
+    const size_t h = *hint;
+    if (h < x->nruns && x->runs[h].start <= id && (h + 1 == x->nruns || id < x->runs[h + 1].start))
+        return x->runs[h].depth;
+    size_t lo = 0, hi = x->nruns;
+    while (hi - lo > 1) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (x->runs[mid].start <= id)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *hint = lo;
+    return x->runs[lo].depth;
+}
+
+/* A batch's states copied in whole (key_bytes a constant where it is 8). */
+static inline void put_state(unsigned char *dst, const unsigned char *src, uint32_t key_bytes)
+{
+    if (key_bytes == 8)
+        memcpy(dst, src, 8);
+    else
+        memcpy(dst, src, key_bytes);
+}
+
+floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels,
+                             const uint8_t *results, size_t n, uint64_t *ids, floe_errinfo *err)
+{
+    /* first the checks and every allocation, so that the batch's states are appended whole or not at
+     * all: how many, the deepest depth and the runs of depths it adds */
     uint32_t deepest = 0, last = x->nruns ? x->runs[x->nruns - 1].depth : UINT32_MAX;
-    size_t new_runs = 0;
+    size_t new_runs = 0, m = 0, hint = x->nruns ? x->nruns - 1 : 0;
     for (size_t i = 0; i < n; i++) {
+        if (results && results[i] != FLOE_INSERTED)
+            continue;
         const uint64_t p = parents ? parents[i] : FLOE_EXPLORE_ROOT;
-        const uint32_t d = p == FLOE_EXPLORE_ROOT ? 0 : depth_of(x, p) + 1;
+        if (p != FLOE_EXPLORE_ROOT && p >= x->count)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                    "parent %llu (state %zu of %zu) is no state found: %llu are (ids 0..%llu)",
+                                    (unsigned long long)p, i + 1, n, (unsigned long long)x->count,
+                                    (unsigned long long)(x->count ? x->count - 1 : 0));
+        const uint32_t d = p == FLOE_EXPLORE_ROOT ? 0 : depth_near(x, p, &hint) + 1;
         deepest = d > deepest ? d : deepest;
         new_runs += d != last;
         last = d;
+        m++;
     }
     size_t levels_cap = x->levels_cap;
-    if (!room_for(x, n) || !reserve((void **)&x->levels, &levels_cap, (size_t)deepest + 1, sizeof *x->levels) ||
+    if (!room_for(x, m) || !reserve((void **)&x->levels, &levels_cap, (size_t)deepest + 1, sizeof *x->levels) ||
         !reserve((void **)&x->runs, &x->runs_cap, x->nruns + new_runs, sizeof *x->runs))
-        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for %zu more states of the open set", n);
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for %zu more states of the open set", m);
     x->levels_cap = (uint32_t)levels_cap;
+    if (deepest >= x->nlevels) {
+        memset(x->levels + x->nlevels, 0, (deepest + 1 - x->nlevels) * sizeof *x->levels);
+        x->nlevels = deepest + 1;
+    }
     const unsigned char *k = keys, *l = labels;
+    const uint32_t kb = x->key_bytes, lb = x->label_bytes;
     for (size_t i = 0; i < n; i++) {
-        const uint64_t id = x->count;
+        if (results && results[i] != FLOE_INSERTED)
+            continue;
+        const uint64_t id = x->count++;
         const uint64_t parent = parents ? parents[i] : FLOE_EXPLORE_ROOT;
         chunk *c = chunk_of(x, id);
-        memcpy(c->keys + in_chunk(id) * x->key_bytes, k + i * x->key_bytes, x->key_bytes);
-        c->parents[in_chunk(id)] = parent;
-        if (x->label_bytes) {
-            unsigned char *dst = c->labels + in_chunk(id) * x->label_bytes;
+        const size_t at = in_chunk(id);
+        put_state(c->keys + at * kb, k + i * kb, kb);
+        c->parents[at] = parent;
+        if (lb) {
             if (l)
-                memcpy(dst, l + i * x->label_bytes, x->label_bytes);
+                memcpy(c->labels + at * lb, l + i * lb, lb);
             else
-                memset(dst, 0, x->label_bytes);
+                memset(c->labels + at * lb, 0, lb);
         }
-        note_depth(x, id, parent == FLOE_EXPLORE_ROOT ? 0 : depth_of(x, parent) + 1); /* reserved above */
-        x->count++;
+        const uint32_t d = parent == FLOE_EXPLORE_ROOT ? 0 : depth_near(x, parent, &hint) + 1;
+        if (!x->nruns || x->runs[x->nruns - 1].depth != d) /* room reserved above */
+            x->runs[x->nruns++] = (depth_run){id, d};
+        x->levels[d]++;
         if (ids)
             ids[i] = id;
     }

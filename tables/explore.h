@@ -68,12 +68,14 @@ void floe_explore_destroy(floe_explore *x);
  * carries them runs, so that a bad one changes nothing. */
 floe_status floe_explore_check_parents(const floe_explore *x, const uint64_t *parents, size_t n, floe_errinfo *err);
 
-/* Appends n states a batch stored new: keys (key_bytes each), their
- * parents (checked) and labels (label_bytes each; NULL: zero); ids (may be
- * NULL) gets each one's explore id.  ERR_FULL if memory runs out (nothing
- * appended). */
-floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels, size_t n,
-                             uint64_t *ids, floe_errinfo *err);
+/* Appends the states a batch stored new: of its n states (keys, key_bytes
+ * each), those whose answer in results is FLOE_INSERTED (results NULL:
+ * all), with their parents (checked) and labels (label_bytes each; NULL:
+ * zero); ids (may be NULL) gets each one's explore id at its place.
+ * ERR_INVALID for a parent that is no state found, ERR_FULL if memory runs
+ * out: nothing appended. */
+floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels,
+                             const uint8_t *results, size_t n, uint64_t *ids, floe_errinfo *err);
 
 /* Hands out up to max open states, shallowest and earliest first (the
  * states of expired claims before the rest), all of one depth: ids, keys

@@ -20,7 +20,11 @@
 
 #include "worker.h"
 
-#define WAIT_MS 2 /* between claims while the server answers WAIT (a level ending elsewhere) */
+/* While the server answers WAIT (a level ends in other workers' claims) one claim at a time asks
+ * again, after a pause that starts short and doubles up to WAIT_MAX_US: a level of a deep, narrow
+ * model (hanoi) ends in a round trip or two, and a long one should not be polled hard. */
+#define WAIT_MIN_US 50
+#define WAIT_MAX_US 2000
 
 typedef struct sq {
     const mc_run *r;
@@ -153,16 +157,16 @@ static void expand_claim(sq *w, const floe_claim *cl, const uint64_t *ids, const
     send_insert(w, cl->token); /* the rest, and the claim's end (no states at all is fine) */
 }
 
-static uint64_t now_ms(void)
+static uint64_t now_us(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
 }
 
-static void sleep_ms(unsigned ms)
+static void sleep_us(uint64_t us)
 {
-    struct timespec t = {0, (long)ms * 1000000L};
+    struct timespec t = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
     nanosleep(&t, NULL);
 }
 
@@ -180,11 +184,13 @@ int mc_claims_run(const mc_run *r, mc_progress *p)
         sq_fail(&w, FLOE_ERR_IO, "out of memory", "for a request");
     else if (floe_connect_opts(r->server, r->conn, &w.c) != FLOE_OK)
         sq_fail(&w, FLOE_ERR_IO, "cannot connect", floe_errstr(w.c));
-    uint64_t wait_until = 0;
+    uint64_t wait_until = 0, pause = 0; /* pause: 0 while claims get states */
     while (!w.status && (!w.done || w.claims_out)) {
-        if (!w.done && !w.claims_out && now_ms() < wait_until)
-            sleep_ms((unsigned)(wait_until - now_ms()));
-        while (!w.done && w.claims_out < r->inflight && now_ms() >= wait_until) { /* keep claims in flight */
+        const uint64_t t = now_us();
+        if (!w.done && !w.claims_out && t < wait_until)
+            sleep_us(wait_until - t);
+        /* keep claims in flight: all of them while states come, one while the server says WAIT */
+        while (!w.done && w.claims_out < (pause ? 1u : r->inflight) && now_us() >= wait_until) {
             floe_call *call = floe_send_claim(w.c, r->table, claim, r->lease_ms, NULL, NULL);
             if (!call) {
                 sq_fail(&w, FLOE_ERR_IO, "out of memory", "for a claim");
@@ -208,11 +214,13 @@ int mc_claims_run(const mc_run *r, mc_progress *p)
             w.done = true;
         } else if (cl.state == FLOE_CLAIM_WAIT) {
             atomic_fetch_add(&p->waits, 1);
-            wait_until = now_ms() + WAIT_MS; /* the level ends in other workers' claims: ask again soon */
+            pause = pause ? (pause * 2 < WAIT_MAX_US ? pause * 2 : WAIT_MAX_US) : WAIT_MIN_US;
+            wait_until = now_us() + pause;
         } else if (cl.key_bytes != cl.n * w.kb) {
             sq_fail(&w, FLOE_ERR_PROTOCOL, "a claim's answer", "states of the wrong size for this model");
         } else {
             atomic_fetch_add(&p->claims, 1);
+            pause = 0;
             expand_claim(&w, &cl, ids, keys);
         }
         floe_call_free(call);

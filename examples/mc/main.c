@@ -40,7 +40,7 @@ typedef struct options {
     unsigned inflight;
     int keep, quiet, tree, whole, deadlock;
     /* the open set on the server (claims.c) */
-    int server_queue, trace;
+    int server_queue, trace, any_order;
     const char *resume; /* the table of the run to go on with */
     uint32_t max_depth;
     size_t claim;
@@ -102,6 +102,9 @@ static void usage(FILE *f)
             "                        breaks the invariant (or has no successor, with --deadlock), a state\n"
             "                        a line (--server-queue; breadth-first, so the shortest there is)\n"
             "      --max-depth D     expand no state at depth D or deeper (they are found and counted)\n"
+            "      --any-order       claims not level by level: no wait at the end of each level (a model\n"
+            "                        of many small levels, such as hanoi, runs several times faster), but\n"
+            "                        a trace is a path, not the shortest one, and depths are not levels\n"
             "      --claim N         states a claim asks for (default: --batch / 3)\n"
             "      --lease S         seconds a claim is a worker's before it returns to the open set\n"
             "                        (default 60)\n"
@@ -158,6 +161,7 @@ static int create_table(const options *o, const mc_model *m, int packed)
     if (o->server_queue) { /* each state's label: which of its parent's successors it is */
         def.explore = 1;
         def.label_bytes = 1;
+        def.any_order = o->any_order;
     }
     if (packed) {
         def.kind = FLOE_TABLE_SET;
@@ -499,31 +503,19 @@ int main(int argc, char **argv)
         return 2;
     }
     static const struct option own_opts[] = {
-        {"model", required_argument, 0, 'm'},
-        {"model-lib", required_argument, 0, 'L'},
-        {"server", required_argument, 0, 's'},
-        {"workers", required_argument, 0, 'w'},
-        {"worker", required_argument, 0, 'W'},
-        {"table", required_argument, 0, 't'},
-        {"capacity", required_argument, 0, 'C'},
-        {"backend", required_argument, 0, 'B'},
-        {"batch", required_argument, 0, 'k'},
-        {"inflight", required_argument, 0, 'P'},
-        {"expect", required_argument, 0, 'E'},
-        {"keep", no_argument, 0, 'K'},
-        {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},
-        {"tree", no_argument, 0, 'R'},
-        {"whole", no_argument, 0, 'H'},
-        {"deadlock", no_argument, 0, 'D'},
-        {"server-queue", no_argument, 0, 'Q'},
-        {"resume", required_argument, 0, 'U'},
-        {"trace", no_argument, 0, 'T'},
-        {"max-depth", required_argument, 0, 'X'},
-        {"claim", required_argument, 0, 'A'},
-        {"lease", required_argument, 0, 'G'},
-        {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0},
+        {"model", required_argument, 0, 'm'},    {"model-lib", required_argument, 0, 'L'},
+        {"server", required_argument, 0, 's'},   {"workers", required_argument, 0, 'w'},
+        {"worker", required_argument, 0, 'W'},   {"table", required_argument, 0, 't'},
+        {"capacity", required_argument, 0, 'C'}, {"backend", required_argument, 0, 'B'},
+        {"batch", required_argument, 0, 'k'},    {"inflight", required_argument, 0, 'P'},
+        {"expect", required_argument, 0, 'E'},   {"keep", no_argument, 0, 'K'},
+        {"quiet", no_argument, 0, 'q'},          {"help", no_argument, 0, 'h'},
+        {"tree", no_argument, 0, 'R'},           {"whole", no_argument, 0, 'H'},
+        {"deadlock", no_argument, 0, 'D'},       {"server-queue", no_argument, 0, 'Q'},
+        {"resume", required_argument, 0, 'U'},   {"trace", no_argument, 0, 'T'},
+        {"any-order", no_argument, 0, 'Y'},      {"max-depth", required_argument, 0, 'X'},
+        {"claim", required_argument, 0, 'A'},    {"lease", required_argument, 0, 'G'},
+        {"version", no_argument, 0, 'V'},        {0, 0, 0, 0},
     };
     static struct option *longopts; /* ours and libfloe's connection options: the process's life */
     if (!(longopts = floe_getopt_table(own_opts))) {
@@ -559,6 +551,9 @@ int main(int argc, char **argv)
             break;
         case 'T':
             o.trace = 1;
+            break;
+        case 'Y':
+            o.any_order = 1;
             break;
         case 'X':
             if (!floe_parse_size(optarg, &v) || v < 1 || v > UINT32_MAX) {
@@ -674,8 +669,8 @@ int main(int argc, char **argv)
     }
     if (o.resume)
         o.table = o.resume;
-    if (!o.server_queue && (o.trace || o.max_depth || o.claim || o.lease_ms)) {
-        fprintf(stderr, "floe-mc: --trace, --max-depth, --claim and --lease go with --server-queue\n");
+    if (!o.server_queue && (o.trace || o.max_depth || o.claim || o.lease_ms || o.any_order)) {
+        fprintf(stderr, "floe-mc: --trace, --max-depth, --any-order, --claim and --lease go with --server-queue\n");
         return 2;
     }
     /* requests and answers are buffers of hundreds of KiB: keep them off

@@ -32,7 +32,7 @@ static size_t below(size_t n)
 /* Buffers a random request points into. */
 typedef struct room {
     char name[100];
-    uint8_t keys[4096], values[1024];
+    uint8_t keys[4096], values[1024], from[512], labels[128];
     Floe__V1__Insert in;
     Floe__V1__Find fi;
     Floe__V1__Erase er;
@@ -78,6 +78,11 @@ static void random_request(Floe__V1__Request *q, room *r)
         r->in.values = random_bytes(r->values, sizeof r->values);
         r->in.overwrite = below(2);
         r->in.want_ids = below(2);
+        if (below(3) == 0) { /* an exploring table's */
+            r->in.from = random_bytes(r->from, sizeof r->from);
+            r->in.labels = random_bytes(r->labels, sizeof r->labels);
+            r->in.complete = below(2) ? next() : 0;
+        }
         q->op_case = FLOE__V1__REQUEST__OP_INSERT;
         q->insert = &r->in;
         break;
@@ -177,10 +182,13 @@ static void expect_same(const envelope *e, const Floe__V1__Request *q)
     const char *table = NULL;
     const ProtobufCBinaryData *keys = NULL, *values = NULL;
     bool overwrite = false, want_ids = false, want_values = false;
+    const ProtobufCBinaryData none = {0, NULL}, *from = &none, *labels = &none;
+    uint64_t complete = 0;
     switch (q->op_case) {
     case FLOE__V1__REQUEST__OP_INSERT:
         table = q->insert->table, keys = &q->insert->keys, values = &q->insert->values;
         overwrite = q->insert->overwrite, want_ids = q->insert->want_ids;
+        from = &q->insert->from, labels = &q->insert->labels, complete = q->insert->complete;
         break;
     case FLOE__V1__REQUEST__OP_FIND:
         table = q->find->table, keys = &q->find->keys;
@@ -211,6 +219,9 @@ static void expect_same(const envelope *e, const Floe__V1__Request *q)
         ck_assert(same_bytes(e->values, e->values_len, values));
     else
         ck_assert_uint_eq(e->values_len, 0);
+    ck_assert(same_bytes(e->from, e->from_len, from));
+    ck_assert(same_bytes(e->labels, e->labels_len, labels));
+    ck_assert_uint_eq(e->complete, complete);
     ck_assert_int_eq(e->overwrite, overwrite);
     ck_assert_int_eq(e->want_ids, want_ids);
     ck_assert_int_eq(e->want_values, want_values);

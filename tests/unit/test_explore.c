@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "explore.h"
+#include "floe_wire.h"
 #include "testutil.h"
 
 /* The graph: states 0..N-1, three successors each, the action's number as
@@ -76,22 +77,19 @@ typedef struct run {
  * INSERTED and joins the open set with its parent and label. */
 static void insert_batch(run *r, const uint64_t *keys, const uint64_t *parents, const uint8_t *labels, size_t n)
 {
-    uint64_t *nk = calloc(n + 1, 8), *np = calloc(n + 1, 8), *ids = calloc(n + 1, 8);
-    uint8_t *nl = calloc(n + 1, 1);
-    uint32_t *which = malloc((n + 1) * sizeof *which);
-    ck_assert(nk && np && ids && nl && which);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!r->stored[keys[i]]) {
-            r->stored[keys[i]] = true;
-            nk[m] = keys[i], np[m] = parents[i], nl[m] = labels[i], which[m] = (uint32_t)keys[i];
-            m++;
-        }
+    uint64_t *ids = calloc(n + 1, 8);
+    uint8_t *res = calloc(n + 1, 1);
+    ck_assert(ids && res);
+    for (size_t i = 0; i < n; i++) { /* the table's answers, as an engine gives them */
+        res[i] = r->stored[keys[i]] ? FLOE_PRESENT : FLOE_INSERTED;
+        r->stored[keys[i]] = true;
+    }
     floe_errinfo err;
-    ck_assert_int_eq(floe_explore_add(r->x, nk, np, nl, m, ids, &err), FLOE_OK);
-    for (size_t i = 0; i < m; i++)
-        r->id_of[which[i]] = ids[i];
-    free(nk), free(np), free(ids), free(nl), free(which);
+    ck_assert_int_eq(floe_explore_add(r->x, keys, parents, labels, res, n, ids, &err), FLOE_OK);
+    for (size_t i = 0; i < n; i++)
+        if (res[i] == FLOE_INSERTED)
+            r->id_of[keys[i]] = ids[i];
+    free(ids), free(res);
 }
 
 static void start(run *r, bool strict, uint64_t run_id)
@@ -400,10 +398,10 @@ START_TEST(bad_input_changes_nothing)
     ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
     ck_assert_int_eq(state, FLOE_EXPLORE_WAIT);
     const uint64_t k[3] = {10, 20, 30}, roots[3] = {FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT};
-    ck_assert_int_eq(floe_explore_add(x, k, roots, NULL, 3, ids, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add(x, k, roots, NULL, NULL, 3, ids, &err), FLOE_OK);
     /* a parent that is no state: refused, nothing added */
     const uint64_t kids[2] = {40, 50}, parents[2] = {1, 3};
-    ck_assert_int_eq(floe_explore_add(x, kids, parents, NULL, 2, ids, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_explore_add(x, kids, parents, NULL, NULL, 2, ids, &err), FLOE_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err.msg, "parent 3 (state 2 of 2)"));
     floe_explore_counts c;
     floe_explore_stats(x, &c);
@@ -415,7 +413,7 @@ START_TEST(bad_input_changes_nothing)
     ck_assert_int_eq(floe_explore_depth(x, UINT64_MAX, &depth, &err), FLOE_ERR_INVALID);
     /* a trace longer than the room: its length, and TOO_LARGE */
     const uint64_t k2 = 60, p2 = 2;
-    ck_assert_int_eq(floe_explore_add(x, &k2, &p2, NULL, 1, ids, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add(x, &k2, &p2, NULL, NULL, 1, ids, &err), FLOE_OK);
     ck_assert_int_eq(floe_explore_trace(x, ids[0], 1, ids, keys, NULL, &len, &err), FLOE_ERR_TOO_LARGE);
     ck_assert_uint_eq(len, 2);
     /* not strict: a claim hands out one depth at a time, shallowest first, without waiting */
