@@ -44,10 +44,7 @@ void entry_unref(table_entry *e)
 {
     if (atomic_fetch_sub(&e->refs, 1) == 1) {
         batcher_destroy(&e->bt);
-        if (e->explore) {
-            floe_explore_destroy(e->explore);
-            pthread_mutex_destroy(&e->explore_lock);
-        }
+        floe_explore_destroy(e->explore);
         free(e);
     }
 }
@@ -65,9 +62,7 @@ static void free_cut(void *ctx)
 floe_status entry_add_open_set(table_entry *e, floe_file_image *im, floe_errinfo *err)
 {
     floe_file_stream *s = floe_calloc(1, sizeof *s);
-    pthread_mutex_lock(&e->explore_lock);
     floe_explore_cut *cut = s ? floe_explore_cut_take(e->explore) : NULL;
-    pthread_mutex_unlock(&e->explore_lock);
     if (!cut) {
         free(s);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for the open set's bookkeeping");
@@ -135,8 +130,6 @@ floe_status registry_install(registry *r, floe_table *t, floe_explore *open_set,
             return st;
         }
     }
-    if (e->explore)
-        pthread_mutex_init(&e->explore_lock, NULL);
     strcpy(e->name, t->spec.name);
     e->table = t;
     atomic_init(&e->refs, 1);

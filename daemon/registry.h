@@ -38,11 +38,10 @@ typedef struct table_entry {
     atomic_int_fast64_t saved_at;    /* last snapshot written (0: none) */
     atomic_int_fast64_t retry_after; /* no snapshot by the rules before */
     atomic_bool snapshot_pending;    /* one by the rules is on its way */
-    /* An exploring table's open set (spec.explore; tables/explore.h), and
-     * the lock its callers hold: inserts' answers add to it on the
-     * backends' threads, claims and traces read it on the io threads. */
+    /* An exploring table's open set (spec.explore; tables/explore.h, which
+     * locks it): inserts' answers add to it on the backends' threads,
+     * claims and traces read it on the io threads. */
     floe_explore *explore;
-    pthread_mutex_t explore_lock;
 } table_entry;
 
 typedef struct registry {

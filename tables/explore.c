@@ -14,6 +14,8 @@
 #define _GNU_SOURCE
 #include "explore.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -44,6 +46,10 @@ typedef struct claim {
 } claim;
 
 struct floe_explore {
+    /* lock: everything below but the states past `count`, which the one adding writes before it
+     * publishes them (count, under lock); add_lock: one adding at a time */
+    pthread_mutex_t lock, add_lock;
+    _Atomic uint64_t published; /* count, for the checks that take no lock */
     uint32_t key_bytes, label_bytes;
     bool strict;
     uint64_t run; /* the high half of this run's tokens */
@@ -61,7 +67,20 @@ struct floe_explore {
     claim *claims;
     size_t nclaims, claims_cap;
     uint64_t claimed;
+    uint32_t *places; /* floe_explore_add's scratch: where a batch's new states are */
+    size_t places_cap;
 };
+
+/* The lock of a const x (its figures are read under it as well). */
+static void lock(const floe_explore *x)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&x->lock);
+}
+
+static void unlock(const floe_explore *x)
+{
+    pthread_mutex_unlock((pthread_mutex_t *)&x->lock);
+}
 
 /* ---- growing arrays ------------------------------------------------------------------------- */
 
@@ -158,6 +177,8 @@ floe_status floe_explore_create(uint32_t key_bytes, uint32_t label_bytes, bool s
     floe_explore *x = floe_calloc(1, sizeof *x);
     if (!x)
         return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for an open set");
+    pthread_mutex_init(&x->lock, NULL);
+    pthread_mutex_init(&x->add_lock, NULL);
     x->key_bytes = key_bytes;
     x->label_bytes = label_bytes;
     x->strict = strict;
@@ -186,6 +207,9 @@ void floe_explore_destroy(floe_explore *x)
     free(x->levels);
     free(x->back);
     free(x->claims);
+    free(x->places);
+    pthread_mutex_destroy(&x->lock);
+    pthread_mutex_destroy(&x->add_lock);
     free(x);
 }
 
@@ -193,12 +217,13 @@ void floe_explore_destroy(floe_explore *x)
 
 floe_status floe_explore_check_parents(const floe_explore *x, const uint64_t *parents, size_t n, floe_errinfo *err)
 {
+    const uint64_t count = atomic_load_explicit(&((floe_explore *)x)->published, memory_order_acquire);
     for (size_t i = 0; parents && i < n; i++)
-        if (parents[i] != FLOE_EXPLORE_ROOT && parents[i] >= x->count)
+        if (parents[i] != FLOE_EXPLORE_ROOT && parents[i] >= count)
             return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                     "parent %llu (state %zu of %zu) is no state found: %llu are (ids 0..%llu)",
-                                    (unsigned long long)parents[i], i + 1, n, (unsigned long long)x->count,
-                                    (unsigned long long)(x->count ? x->count - 1 : 0));
+                                    (unsigned long long)parents[i], i + 1, n, (unsigned long long)count,
+                                    (unsigned long long)(count ? count - 1 : 0));
     return FLOE_OK;
 }
 
@@ -230,16 +255,33 @@ static inline void put_state(unsigned char *dst, const unsigned char *src, uint3
         memcpy(dst, src, key_bytes);
 }
 
-floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels,
-                             const uint8_t *results, size_t n, uint64_t *ids, floe_errinfo *err)
+/* floe_explore_add, add_lock held: only this thread writes count, runs, levels and the states
+ * past count, so it reads them without the lock, and takes it to grow what others read (the chunk
+ * list, runs, levels) and to publish. */
+static floe_status append(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels,
+                          const uint8_t *results, size_t n, uint64_t *ids, floe_errinfo *err)
 {
-    /* first the checks and every allocation, so that the batch's states are appended whole or not at
-     * all: how many, the deepest depth and the runs of depths it adds */
-    uint32_t deepest = 0, last = x->nruns ? x->runs[x->nruns - 1].depth : UINT32_MAX;
-    size_t new_runs = 0, m = 0, hint = x->nruns ? x->nruns - 1 : 0;
-    for (size_t i = 0; i < n; i++) {
-        if (results && results[i] != FLOE_INSERTED)
-            continue;
+    /* the places of the states to add, found without a branch (the answers are as good as random) */
+    size_t m = n;
+    if (results) {
+        if (n > UINT32_MAX)
+            return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a batch of %zu states: at most 2^32 - 1", n);
+        if (!reserve((void **)&x->places, &x->places_cap, n, sizeof *x->places))
+            return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a batch of %zu states", n);
+        m = 0;
+        for (size_t i = 0; i < n; i++) {
+            x->places[m] = (uint32_t)i;
+            m += results[i] == FLOE_INSERTED;
+        }
+    }
+#define PLACE(j) (results ? (size_t)x->places[j] : (j))
+    /* then the checks and every allocation, so that the states are appended whole or not at all: the
+     * depths (one, for the successors of one claim, in a breadth-first run) and the runs they add */
+    uint32_t deepest = 0, last = x->nruns ? x->runs[x->nruns - 1].depth : UINT32_MAX, first = UINT32_MAX;
+    size_t new_runs = 0, hint = x->nruns ? x->nruns - 1 : 0;
+    bool one_depth = true;
+    for (size_t j = 0; j < m; j++) {
+        const size_t i = PLACE(j);
         const uint64_t p = parents ? parents[i] : FLOE_EXPLORE_ROOT;
         if (p != FLOE_EXPLORE_ROOT && p >= x->count)
             return floe_errinfo_set(err, FLOE_ERR_INVALID,
@@ -247,26 +289,27 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
                                     (unsigned long long)p, i + 1, n, (unsigned long long)x->count,
                                     (unsigned long long)(x->count ? x->count - 1 : 0));
         const uint32_t d = p == FLOE_EXPLORE_ROOT ? 0 : depth_near(x, p, &hint) + 1;
+        first = j ? first : d;
+        one_depth &= d == first;
         deepest = d > deepest ? d : deepest;
         new_runs += d != last;
         last = d;
-        m++;
     }
     size_t levels_cap = x->levels_cap;
-    if (!room_for(x, m) || !reserve((void **)&x->levels, &levels_cap, (size_t)deepest + 1, sizeof *x->levels) ||
-        !reserve((void **)&x->runs, &x->runs_cap, x->nruns + new_runs, sizeof *x->runs))
-        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for %zu more states of the open set", m);
+    lock(x);
+    const bool room = room_for(x, m) &&
+                      reserve((void **)&x->levels, &levels_cap, (size_t)deepest + 1, sizeof *x->levels) &&
+                      reserve((void **)&x->runs, &x->runs_cap, x->nruns + new_runs, sizeof *x->runs);
     x->levels_cap = (uint32_t)levels_cap;
-    if (deepest >= x->nlevels) {
-        memset(x->levels + x->nlevels, 0, (deepest + 1 - x->nlevels) * sizeof *x->levels);
-        x->nlevels = deepest + 1;
-    }
+    unlock(x);
+    if (!room)
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for %zu more states of the open set", m);
+    /* the states, past count: nobody reads them before they are published */
     const unsigned char *k = keys, *l = labels;
     const uint32_t kb = x->key_bytes, lb = x->label_bytes;
-    for (size_t i = 0; i < n; i++) {
-        if (results && results[i] != FLOE_INSERTED)
-            continue;
-        const uint64_t id = x->count++;
+    for (size_t j = 0; j < m; j++) {
+        const size_t i = PLACE(j);
+        const uint64_t id = x->count + j;
         const uint64_t parent = parents ? parents[i] : FLOE_EXPLORE_ROOT;
         chunk *c = chunk_of(x, id);
         const size_t at = in_chunk(id);
@@ -278,14 +321,41 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
             else
                 memset(c->labels + at * lb, 0, lb);
         }
-        const uint32_t d = parent == FLOE_EXPLORE_ROOT ? 0 : depth_near(x, parent, &hint) + 1;
-        if (!x->nruns || x->runs[x->nruns - 1].depth != d) /* room reserved above */
-            x->runs[x->nruns++] = (depth_run){id, d};
-        x->levels[d]++;
         if (ids)
             ids[i] = id;
     }
+    /* then their depths, and they are published */
+    lock(x);
+    if (m && deepest >= x->nlevels) {
+        memset(x->levels + x->nlevels, 0, (deepest + 1 - x->nlevels) * sizeof *x->levels);
+        x->nlevels = deepest + 1;
+    }
+    if (m && one_depth) { /* the depths at once */
+        if (!x->nruns || x->runs[x->nruns - 1].depth != first)
+            x->runs[x->nruns++] = (depth_run){x->count, first};
+        x->levels[first] += m;
+    }
+    for (size_t j = 0; j < m && !one_depth; j++) {
+        const uint64_t parent = parents ? parents[PLACE(j)] : FLOE_EXPLORE_ROOT;
+        const uint32_t d = parent == FLOE_EXPLORE_ROOT ? 0 : depth_near(x, parent, &hint) + 1;
+        if (!x->nruns || x->runs[x->nruns - 1].depth != d) /* room reserved above */
+            x->runs[x->nruns++] = (depth_run){x->count + j, d};
+        x->levels[d]++;
+    }
+    x->count += m;
+    atomic_store_explicit(&x->published, x->count, memory_order_release);
+    unlock(x);
+#undef PLACE
     return FLOE_OK;
+}
+
+floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels,
+                             const uint8_t *results, size_t n, uint64_t *ids, floe_errinfo *err)
+{
+    pthread_mutex_lock(&x->add_lock);
+    const floe_status st = append(x, keys, parents, labels, results, n, ids, err);
+    pthread_mutex_unlock(&x->add_lock);
+    return st;
 }
 
 /* ---- claims ----------------------------------------------------------------------------------- */
@@ -305,7 +375,7 @@ static void drop_claim(floe_explore *x, claim *c)
     *c = x->claims[--x->nclaims];
 }
 
-size_t floe_explore_expire(floe_explore *x, uint64_t now_ms)
+static size_t expire_locked(floe_explore *x, uint64_t now_ms)
 {
     size_t expired = 0;
     for (size_t i = 0; i < x->nclaims;) {
@@ -332,6 +402,14 @@ size_t floe_explore_expire(floe_explore *x, uint64_t now_ms)
     return expired;
 }
 
+size_t floe_explore_expire(floe_explore *x, uint64_t now_ms)
+{
+    lock(x);
+    size_t r = expire_locked(x, now_ms);
+    unlock(x);
+    return r;
+}
+
 static bool shallower_out(const floe_explore *x, uint32_t depth)
 {
     for (size_t i = 0; i < x->nclaims; i++)
@@ -340,14 +418,14 @@ static bool shallower_out(const floe_explore *x, uint32_t depth)
     return false;
 }
 
-floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uint64_t lease_ms, uint64_t *ids,
-                               void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
-                               floe_errinfo *err)
+static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, uint64_t lease_ms, uint64_t *ids,
+                                void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
+                                floe_errinfo *err)
 {
     *n = 0;
     *token = 0;
     *depth = 0;
-    floe_explore_expire(x, now_ms);
+    expire_locked(x, now_ms);
     const bool from_back = x->back_head < x->back_n;
     if (!from_back && x->cursor == x->count) {
         /* nothing open: done once a state was found and every claim has ended */
@@ -397,6 +475,16 @@ floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uin
     return FLOE_OK;
 }
 
+floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uint64_t lease_ms, uint64_t *ids,
+                               void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
+                               floe_errinfo *err)
+{
+    lock(x);
+    floe_status r = claim_locked(x, max, now_ms, lease_ms, ids, keys, n, depth, token, state, err);
+    unlock(x);
+    return r;
+}
+
 static floe_status no_claim(uint64_t token, floe_errinfo *err)
 {
     return floe_errinfo_set(err, FLOE_ERR_INVALID,
@@ -405,7 +493,7 @@ static floe_status no_claim(uint64_t token, floe_errinfo *err)
                             (unsigned long long)token);
 }
 
-bool floe_explore_holds(const floe_explore *x, uint64_t token)
+static bool holds_locked(const floe_explore *x, uint64_t token)
 {
     for (size_t i = 0; token && i < x->nclaims; i++)
         if (x->claims[i].token == token)
@@ -413,7 +501,15 @@ bool floe_explore_holds(const floe_explore *x, uint64_t token)
     return false;
 }
 
-floe_status floe_explore_complete(floe_explore *x, uint64_t token, floe_errinfo *err)
+bool floe_explore_holds(const floe_explore *x, uint64_t token)
+{
+    lock(x);
+    bool r = holds_locked(x, token);
+    unlock(x);
+    return r;
+}
+
+static floe_status complete_locked(floe_explore *x, uint64_t token, floe_errinfo *err)
 {
     claim *c = claim_of(x, token);
     if (!c)
@@ -422,7 +518,15 @@ floe_status floe_explore_complete(floe_explore *x, uint64_t token, floe_errinfo 
     return FLOE_OK;
 }
 
-floe_status floe_explore_renew(floe_explore *x, uint64_t token, uint64_t now_ms, uint64_t lease_ms, floe_errinfo *err)
+floe_status floe_explore_complete(floe_explore *x, uint64_t token, floe_errinfo *err)
+{
+    lock(x);
+    floe_status r = complete_locked(x, token, err);
+    unlock(x);
+    return r;
+}
+
+static floe_status renew_locked(floe_explore *x, uint64_t token, uint64_t now_ms, uint64_t lease_ms, floe_errinfo *err)
 {
     claim *c = claim_of(x, token);
     if (!c)
@@ -431,9 +535,17 @@ floe_status floe_explore_renew(floe_explore *x, uint64_t token, uint64_t now_ms,
     return FLOE_OK;
 }
 
+floe_status floe_explore_renew(floe_explore *x, uint64_t token, uint64_t now_ms, uint64_t lease_ms, floe_errinfo *err)
+{
+    lock(x);
+    floe_status r = renew_locked(x, token, now_ms, lease_ms, err);
+    unlock(x);
+    return r;
+}
+
 /* ---- traces and figures --------------------------------------------------------------------- */
 
-floe_status floe_explore_depth(const floe_explore *x, uint64_t id, uint32_t *depth, floe_errinfo *err)
+static floe_status depth_locked(const floe_explore *x, uint64_t id, uint32_t *depth, floe_errinfo *err)
 {
     if (id >= x->count)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "state %llu was not found: %llu are (ids 0..%llu)",
@@ -443,11 +555,19 @@ floe_status floe_explore_depth(const floe_explore *x, uint64_t id, uint32_t *dep
     return FLOE_OK;
 }
 
-floe_status floe_explore_trace(const floe_explore *x, uint64_t id, size_t cap, uint64_t *ids, void *keys, void *labels,
-                               size_t *n, floe_errinfo *err)
+floe_status floe_explore_depth(const floe_explore *x, uint64_t id, uint32_t *depth, floe_errinfo *err)
+{
+    lock(x);
+    floe_status r = depth_locked(x, id, depth, err);
+    unlock(x);
+    return r;
+}
+
+static floe_status trace_locked(const floe_explore *x, uint64_t id, size_t cap, uint64_t *ids, void *keys, void *labels,
+                                size_t *n, floe_errinfo *err)
 {
     uint32_t d = 0;
-    floe_status st = floe_explore_depth(x, id, &d, err);
+    floe_status st = depth_locked(x, id, &d, err);
     if (st != FLOE_OK)
         return st;
     *n = (size_t)d + 1; /* each parent is one shallower */
@@ -469,7 +589,16 @@ floe_status floe_explore_trace(const floe_explore *x, uint64_t id, size_t cap, u
     return FLOE_OK;
 }
 
-void floe_explore_stats(const floe_explore *x, floe_explore_counts *st)
+floe_status floe_explore_trace(const floe_explore *x, uint64_t id, size_t cap, uint64_t *ids, void *keys, void *labels,
+                               size_t *n, floe_errinfo *err)
+{
+    lock(x);
+    floe_status r = trace_locked(x, id, cap, ids, keys, labels, n, err);
+    unlock(x);
+    return r;
+}
+
+static void stats_locked(const floe_explore *x, floe_explore_counts *st)
 {
     memset(st, 0, sizeof *st);
     st->states = x->count;
@@ -481,12 +610,27 @@ void floe_explore_stats(const floe_explore *x, floe_explore_counts *st)
     st->bytes = sizeof *x + x->nchunks * (CHUNK * (x->key_bytes + sizeof(uint64_t) + x->label_bytes)) +
                 x->chunks_cap * sizeof *x->chunks + x->runs_cap * sizeof *x->runs +
                 (uint64_t)x->levels_cap * sizeof *x->levels + x->back_cap * sizeof *x->back +
-                x->claims_cap * sizeof *x->claims + x->claimed * sizeof(uint64_t);
+                x->claims_cap * sizeof *x->claims + x->claimed * sizeof(uint64_t) + x->places_cap * sizeof *x->places;
+}
+
+void floe_explore_stats(const floe_explore *x, floe_explore_counts *st)
+{
+    lock(x);
+    stats_locked(x, st);
+    unlock(x);
+}
+
+static uint64_t level_locked(const floe_explore *x, uint32_t d)
+{
+    return d < x->nlevels ? x->levels[d] : 0;
 }
 
 uint64_t floe_explore_level(const floe_explore *x, uint32_t d)
 {
-    return d < x->nlevels ? x->levels[d] : 0;
+    lock(x);
+    uint64_t r = level_locked(x, d);
+    unlock(x);
+    return r;
 }
 
 /* ---- save and load ---------------------------------------------------------------------------- */
@@ -543,7 +687,7 @@ static void *copy_of(const void *p, size_t n, size_t size)
     return q;
 }
 
-floe_explore_cut *floe_explore_cut_take(const floe_explore *x)
+static floe_explore_cut *cut_take_locked(const floe_explore *x)
 {
     floe_explore_cut *c = floe_calloc(1, sizeof *c);
     if (!c)
@@ -580,11 +724,18 @@ floe_explore_cut *floe_explore_cut_take(const floe_explore *x)
     return c;
 }
 
+floe_explore_cut *floe_explore_cut_take(const floe_explore *x)
+{
+    lock(x);
+    floe_explore_cut *r = cut_take_locked(x);
+    unlock(x);
+    return r;
+}
+
 uint64_t floe_explore_cut_bytes(const floe_explore_cut *c)
 {
     return sizeof c->h + c->h.nruns * sizeof *c->runs + (uint64_t)c->h.nlevels * sizeof *c->levels +
-           c->h.open_back * sizeof *c->open_back +
-           c->h.count * (c->h.key_bytes + sizeof(uint64_t) + c->h.label_bytes);
+           c->h.open_back * sizeof *c->open_back + c->h.count * (c->h.key_bytes + sizeof(uint64_t) + c->h.label_bytes);
 }
 
 int floe_explore_cut_write(const floe_explore_cut *c, int (*write)(void *ctx, const void *p, size_t len), void *ctx)
@@ -686,6 +837,7 @@ floe_status floe_explore_load(int (*read)(void *ctx, void *p, size_t len), void 
         x->count += ok ? m : 0;
     }
     x->cursor = h.cursor;
+    atomic_store(&x->published, x->count);
     if (oom) {
         floe_explore_destroy(x);
         return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for an open set of %llu states",

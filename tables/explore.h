@@ -16,9 +16,13 @@
  * initial state.  When no state is open and no claim is out, claims answer
  * DONE.
  *
- * Host memory, one structure per table, not thread-safe: its owner (the
- * table's batcher) serialises calls.  key_bytes of a state as the table
- * stores it (8 for SET and MAP keys, words x 4 for TREE vectors).
+ * Host memory, one structure per table, safe to call from several threads:
+ * a lock inside guards it, and floe_explore_add (one at a time: a second
+ * waits) holds it only to grow its arrays and to publish what it wrote, so
+ * that claims are not held up while a batch's states are copied in;
+ * floe_explore_check_parents takes no lock at all.  key_bytes of a state
+ * as the table stores it (8 for SET and MAP keys, words x 4 for TREE
+ * vectors).
  */
 #ifndef FLOE_TABLES_EXPLORE_H
 #define FLOE_TABLES_EXPLORE_H

@@ -50,9 +50,7 @@ void handle_claim(server *srv, session *c, Floe__V1__Request *req, const request
     const uint64_t lease = q->lease_ms ? q->lease_ms : LEASE_DEFAULT_MS;
     floe_errinfo err;
     if (q->renew) {
-        pthread_mutex_lock(&e->explore_lock);
         floe_status st = floe_explore_renew(e->explore, q->renew, now_ms(), lease, &err);
-        pthread_mutex_unlock(&e->explore_lock);
         send_now(c, st == FLOE_OK ? reply_ok(req->id) : reply_error(req->id, st, err.msg));
         entry_unref(e);
         return;
@@ -66,9 +64,7 @@ void handle_claim(server *srv, session *c, Floe__V1__Request *req, const request
     floe_explore_state state = FLOE_EXPLORE_WAIT;
     floe_status st = ids && keys ? FLOE_OK : floe_errinfo_set(&err, FLOE_ERR_INTERNAL, "out of memory");
     if (st == FLOE_OK) {
-        pthread_mutex_lock(&e->explore_lock);
         st = floe_explore_claim(e->explore, max, now_ms(), lease, ids, keys, &n, &depth, &token, &state, &err);
-        pthread_mutex_unlock(&e->explore_lock);
     }
     if (st == FLOE_OK) {
         Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
@@ -101,9 +97,7 @@ void handle_trace(server *srv, session *c, Floe__V1__Request *req, const request
     const size_t kb = key_bytes(e), lb = e->table->spec.label_bytes;
     floe_errinfo err;
     uint32_t depth = 0;
-    pthread_mutex_lock(&e->explore_lock);
     floe_status st = floe_explore_depth(e->explore, q->id, &depth, &err);
-    pthread_mutex_unlock(&e->explore_lock);
     const size_t len = (size_t)depth + 1;
     if (st == FLOE_OK && len > TRACE_MAX_STATES)
         st = floe_errinfo_set(&err, FLOE_ERR_TOO_LARGE, "the trace to state %llu has %zu states, more than %u",
@@ -114,9 +108,7 @@ void handle_trace(server *srv, session *c, Floe__V1__Request *req, const request
         st = floe_errinfo_set(&err, FLOE_ERR_INTERNAL, "out of memory for a trace of %zu states", len);
     size_t n = 0;
     if (st == FLOE_OK) {
-        pthread_mutex_lock(&e->explore_lock);
         st = floe_explore_trace(e->explore, q->id, len, ids, keys, labels, &n, &err);
-        pthread_mutex_unlock(&e->explore_lock);
     }
     if (st == FLOE_OK) {
         Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;

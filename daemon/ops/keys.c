@@ -187,14 +187,12 @@ static floe_status explore_door(table_entry *e, floe_op op, const key_request *k
         return FLOE_ERR_INTERNAL;
     }
     floe_errinfo err;
-    pthread_mutex_lock(&e->explore_lock);
     floe_status st = floe_explore_check_parents(e->explore, from, kr->from_len / 8, &err);
     if (st == FLOE_OK && kr->complete && !floe_explore_holds(e->explore, kr->complete))
         st = floe_errinfo_set(&err, FLOE_ERR_INVALID,
                               "no claim 0x%llx is out on table %s: completed, expired (its states are open again) or "
                               "another table's",
                               (unsigned long long)kr->complete, spec->name);
-    pthread_mutex_unlock(&e->explore_lock);
     if (st != FLOE_OK) {
         snprintf(msg, len, "%s", err.msg);
         return st;

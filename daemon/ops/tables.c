@@ -178,12 +178,10 @@ frame *stats_reply(const job_end *e, const item *it)
     table_entry *t = it->entry;
     if (t && t->explore) {
         floe_explore_counts x;
-        pthread_mutex_lock(&t->explore_lock);
         floe_explore_stats(t->explore, &x);
         if ((levels = floe_calloc(x.levels + 1, sizeof *levels)))
             for (uint32_t d = 0; d < x.levels; d++)
                 levels[d] = floe_explore_level(t->explore, d);
-        pthread_mutex_unlock(&t->explore_lock);
         xs.states = x.states;
         xs.open = x.open;
         xs.claimed = x.claimed;
