@@ -35,10 +35,8 @@ bool batcher_init(batcher *bt, floe_table *table, const batcher_limits *limits)
         bt->depth = 2;
     bt->words = table->spec.kind == FLOE_KIND_TREE ? table->spec.words : 0;
     bt->merge_any = table->spec.kind == FLOE_KIND_ORDERED;
-    /* a TREE's batches run one at a time on the engine: one lane merges them best; an exploring
-     * table's complete in submission order, so that a snapshot's COPY sees exactly the batches
-     * whose states are in its open set (daemon/item.c) */
-    bt->nlanes = bt->words || table->spec.explore ? 1 : floe_backend_lanes(table->backend);
+    /* a TREE's batches run one at a time on the engine: one lane merges them best */
+    bt->nlanes = bt->words ? 1 : floe_backend_lanes(table->backend);
     if (!(bt->lanes = floe_calloc(bt->nlanes, sizeof *bt->lanes)))
         return false;
     for (unsigned l = 0; l < bt->nlanes; l++) {

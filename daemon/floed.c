@@ -316,6 +316,57 @@ static floe_status load_open_set(const char *path, floe_explore **x, floe_errinf
     return st;
 }
 
+/* An exploring table from its file: the open set, then the table built
+ * again from the states it holds (registry.h: the file has no arrays), on
+ * be, each state answered INSERTED (another answer: the file lies). */
+static floe_status load_explored(floe_backend *be, const char *path, const floe_file_header *h, floe_table **out,
+                                 floe_explore **open_set, floe_errinfo *err)
+{
+    enum { STEP = 1u << 20 };
+    floe_status st = load_open_set(path, open_set, err);
+    if (st != FLOE_OK)
+        return st;
+    floe_explore_counts x;
+    floe_explore_stats(*open_set, &x);
+    floe_spec spec = h->spec;
+    snprintf(spec.backend, sizeof spec.backend, "%s", floe_backend_name(be));
+    spec.parts = 0;
+    if (spec.capacity < x.states + x.states / 8) /* room for what it holds at once */
+        spec.capacity = x.states + x.states / 8;
+    const size_t kb = spec.kind == FLOE_KIND_TREE ? (size_t)spec.words * 4 : 8;
+    void *keys = floe_malloc(STEP * kb);
+    uint8_t *res = floe_malloc(STEP);
+    floe_table *t = NULL;
+    if (!keys || !res)
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    else
+        st = floe_table_create(be, &spec, &t, err);
+    for (uint64_t at = 0; st == FLOE_OK && at < x.states; at += STEP) {
+        const size_t n = x.states - at < STEP ? (size_t)(x.states - at) : STEP;
+        floe_batch b = {.op = FLOE_OP_INSERT, .n = n, .results = res};
+        if (spec.kind == FLOE_KIND_TREE)
+            b.vectors = keys;
+        else
+            b.keys = keys;
+        if ((st = floe_explore_keys(*open_set, at, n, keys, err)) == FLOE_OK && (st = floe_table_run(t, &b)) != FLOE_OK)
+            *err = b.error;
+        for (size_t i = 0; st == FLOE_OK && i < n; i++)
+            if (res[i] != FLOE_INSERTED)
+                st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: state %llu of its open set is there twice", path,
+                                      (unsigned long long)(at + i));
+    }
+    free(keys);
+    free(res);
+    if (st != FLOE_OK) {
+        floe_table_destroy(t);
+        floe_explore_destroy(*open_set);
+        *open_set = NULL;
+        return st;
+    }
+    *out = t;
+    return FLOE_OK;
+}
+
 /* One table file: loaded and registered, or 0/-1 for the caller to stop. */
 static int load_table_file(server *srv, const char *path, size_t index, size_t count)
 {
@@ -333,11 +384,12 @@ static int load_table_file(server *srv, const char *path, size_t index, size_t c
     floe_status st = registry_backend_for_file(&srv->reg, path, &be, &moved, &err);
     if (st == FLOE_OK && moved)
         log_warn("%s ran on the GPU; this floed has none, so it is loaded on the CPU engine", path);
+    floe_file_header h;
     if (st == FLOE_OK)
-        st = floe_table_load(be, path, &t, &err);
+        st = floe_file_header_at(path, 0, &h, &err);
     floe_explore *open_set = NULL;
-    if (st == FLOE_OK && t->spec.explore && (st = load_open_set(path, &open_set, &err)) != FLOE_OK)
-        floe_table_destroy(t);
+    if (st == FLOE_OK)
+        st = h.spec.explore ? load_explored(be, path, &h, &t, &open_set, &err) : floe_table_load(be, path, &t, &err);
     char run[128] = "";
     if (open_set) {
         floe_explore_counts x;
@@ -435,16 +487,18 @@ static void save_entry(table_entry *e, void *arg)
     server *srv = ss->srv;
     char path[sizeof srv->cfg.data_dir + FLOE_NAME_MAX + 8];
     snprintf(path, sizeof path, "%s/%s%s", srv->cfg.data_dir, e->name, DATADIR_SUFFIX);
-    /* an exploring table's open set goes in the same file: through its image (entry_add_open_set) */
-    floe_batch b = {.op = e->explore ? FLOE_OP_COPY : FLOE_OP_SAVE, .path = path};
+    floe_batch b = {.op = FLOE_OP_SAVE, .path = path};
     sd_notifyf(0, "STATUS=stopping: saving table %s (%zu of %zu)", e->name, ++ss->done, ss->count);
-    floe_status st = floe_table_run(e->table, &b);
-    if (st == FLOE_OK && e->explore) {
-        st = entry_add_open_set(e, b.image, &b.error);
+    floe_status st;
+    if (e->explore) { /* its open set (entry_open_set_image) */
+        floe_file_image *im = NULL;
+        st = entry_open_set_image(e, &im, &b.error);
         if (st == FLOE_OK)
-            st = floe_file_image_save(path, b.image, &b.error);
+            st = floe_file_image_save(path, im, &b.error);
+        floe_file_image_free(im);
+    } else {
+        st = floe_table_run(e->table, &b);
     }
-    floe_file_image_free(b.image);
     if (st == FLOE_OK) {
         log_info("saved table %s to %s", e->name, path);
     } else {

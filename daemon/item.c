@@ -202,21 +202,40 @@ void item_saved(save_job *sj, floe_status st, const char *error)
     item_end(QUEUE_ENTRY(sj, item, save), st, error);
 }
 
-/* A COPY ran: the saver writes its image (or reports its failure) in turn. */
-static void copy_done(item *it, floe_batch *b, uint64_t changes)
+/* A snapshot's image taken (or not: st): the saver writes it (or reports its failure) in turn. */
+static void image_taken(item *it, floe_file_image *im, uint64_t changes, floe_status st, const char *error)
 {
-    if (b->status == FLOE_OK && it->entry->explore)
-        b->status = entry_add_open_set(it->entry, b->image, &b->error);
-    it->save.image = b->image;
-    b->image = NULL;
+    it->save.image = im;
     it->save.changes = changes;
-    it->save.status = b->status;
-    if (b->status != FLOE_OK) {
+    it->save.status = st;
+    if (st != FLOE_OK) {
         free(it->pre_error);
-        it->pre_error = floe_strdup(b->error.msg);
+        it->pre_error = floe_strdup(error);
         it->save.error = it->pre_error;
     }
     saver_queue(it->srv->saver, &it->save);
+}
+
+/* A COPY ran. */
+static void copy_done(item *it, floe_batch *b, uint64_t changes)
+{
+    image_taken(it, b->image, changes, b->status, b->error.msg);
+    b->image = NULL;
+}
+
+/* A snapshot item on its way: a COPY in the table's order, or an exploring
+ * table's open set, taken at once (registry.h: it holds every insert
+ * answered before). */
+static floe_status snapshot_submit(table_entry *e, item *it)
+{
+    if (!e->explore)
+        return batcher_submit(&e->bt, &it->j);
+    floe_errinfo err;
+    floe_file_image *im = NULL;
+    const uint64_t changes = atomic_load(&e->bt.changes);
+    const floe_status st = entry_open_set_image(e, &im, &err);
+    image_taken(it, im, changes, st, err.msg);
+    return FLOE_OK;
 }
 
 /* A dropped table's queue is empty: its file goes (after the snapshots
@@ -407,14 +426,16 @@ void multi_fan_out(server *srv, multi *m, table_entry **all, size_t n, const cha
     for (size_t i = 0; i < n; i++) {
         if (only[0] && strcmp(all[i]->name, only) != 0)
             continue;
-        /* a snapshot is a COPY in the table's order, written by the saver */
+        /* a snapshot is written by the saver */
         item *it = m->op == FLOE_OP_SAVE ? snapshot_item(srv, m->c, m->id, m->row, all[i])
                                          : item_new(srv, m->c, m->id, m->row, m->op, NULL);
         if (it) {
             it->multi = m;
             it->multi_index = k;
         }
-        const floe_status st = it ? batcher_submit(&all[i]->bt, &it->j) : FLOE_ERR_INTERNAL;
+        const floe_status st = !it                     ? FLOE_ERR_INTERNAL
+                               : m->op == FLOE_OP_SAVE ? snapshot_submit(all[i], it)
+                                                       : batcher_submit(&all[i]->bt, &it->j);
         if (st != FLOE_OK) {
             item_free(it);
             multi_part_done(m, k, st, st == FLOE_ERR_INTERNAL ? "out of memory" : "dropped meanwhile", NULL);
@@ -528,7 +549,7 @@ void request_snapshot_tick(server *srv)
         item *it = snapshot_item(srv, NULL, 0, NULL, e);
         if (it)
             it->save.by_rules = true;
-        if (!it || batcher_submit(&e->bt, &it->j) != FLOE_OK) { /* out of memory, or dropped meanwhile */
+        if (!it || snapshot_submit(e, it) != FLOE_OK) { /* out of memory, or dropped meanwhile */
             item_free(it);
             atomic_store(&e->snapshot_pending, false);
         }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "layout.h"
 #include "log.h"
 #include "tablefile.h"
 
@@ -59,16 +60,27 @@ static void free_cut(void *ctx)
     floe_explore_cut_free(ctx);
 }
 
-floe_status entry_add_open_set(table_entry *e, floe_file_image *im, floe_errinfo *err)
+floe_status entry_open_set_image(table_entry *e, floe_file_image **out, floe_errinfo *err)
 {
+    floe_explore_counts x;
+    floe_explore_stats(e->explore, &x);
+    floe_file_header h;
+    memset(&h, 0, sizeof h);
+    h.spec = e->table->spec;
+    h.layout_version = FLOE_LAYOUT_VERSION;
+    h.parts = 1;
+    h.keys = x.states;
     floe_file_stream *s = floe_calloc(1, sizeof *s);
     floe_explore_cut *cut = s ? floe_explore_cut_take(e->explore) : NULL;
-    if (!cut) {
+    floe_file_image *im = cut ? floe_file_image_adopt(&h, NULL) : NULL;
+    if (!im) {
+        floe_explore_cut_free(cut);
         free(s);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for the open set's bookkeeping");
     }
     *s = (floe_file_stream){floe_explore_cut_bytes(cut), write_cut, cut, free_cut};
     im->open_set = s;
+    *out = im;
     return FLOE_OK;
 }
 

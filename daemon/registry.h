@@ -64,12 +64,12 @@ void registry_init(registry *r, const batcher_limits *limits);
 /* Destroys every table left and the entries (nothing may run any more);
  * the backends stay the caller's. */
 void registry_free(registry *r);
-/* An exploring table's open set joins im, the table's image (a COPY), to
- * be written after it (tables/tablefile.h).  Called where the COPY
- * completes: an exploring table's batches complete in submission order
- * (one batcher lane), so every batch in the image has recorded its states
- * by then (daemon/item.c) and none after it has. */
-floe_status entry_add_open_set(table_entry *e, struct floe_file_image *im, floe_errinfo *err);
+/* A snapshot of an exploring table: its spec and its open set as they are
+ * now, as an image for floe_file_image_save (tables/tablefile.h).  The
+ * table's arrays are not in it: the open set holds every state found, and
+ * a load builds the table again from them (daemon/floed.c), so the two
+ * always agree, whatever the table's batches in flight. */
+floe_status entry_open_set_image(table_entry *e, struct floe_file_image **out, floe_errinfo *err);
 /* The entry named name with a reference taken, or NULL. */
 table_entry *registry_get(registry *r, const char *name);
 /* Wraps table t in a new entry (with its batcher) and adds it; an

@@ -633,6 +633,19 @@ uint64_t floe_explore_level(const floe_explore *x, uint32_t d)
     return r;
 }
 
+floe_status floe_explore_keys(const floe_explore *x, uint64_t from, size_t n, void *keys, floe_errinfo *err)
+{
+    floe_status st = FLOE_OK;
+    lock(x);
+    if (from > x->count || n > x->count - from)
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "states %llu..%llu: %llu were found", (unsigned long long)from,
+                              (unsigned long long)(from + n), (unsigned long long)x->count);
+    for (size_t i = 0; st == FLOE_OK && i < n; i++)
+        memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, from + i), x->key_bytes);
+    unlock(x);
+    return st;
+}
+
 /* ---- save and load ---------------------------------------------------------------------------- */
 
 typedef struct image_header {

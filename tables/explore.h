@@ -111,6 +111,8 @@ floe_status floe_explore_trace(const floe_explore *x, uint64_t id, size_t cap, u
                                size_t *n, floe_errinfo *err);
 
 void floe_explore_stats(const floe_explore *x, floe_explore_counts *st);
+/* The keys (key_bytes each) of states [from, from + n), in the order found. */
+floe_status floe_explore_keys(const floe_explore *x, uint64_t from, size_t n, void *keys, floe_errinfo *err);
 /* States found at depth d. */
 uint64_t floe_explore_level(const floe_explore *x, uint32_t d);
 

@@ -17,9 +17,12 @@
  * An exploring table's file (tables/explore.h) ends with its open set: a
  * block in the form of a part (a header saying FLOE_FILE_OPEN_SET_BLOCK,
  * one section, a checksum) after the table's last part, whose headers all
- * say FLOE_FILE_OPEN_SET_FOLLOWS.  Such files are format version 2, so that
- * a floe that reads only version 1 refuses them instead of loading the
- * table without its open set (or setting the file aside as damaged).
+ * say FLOE_FILE_OPEN_SET_FOLLOWS.  floed writes such a table as its header
+ * alone (no sections) and the block: the open set holds every state found,
+ * and a load builds the table from them (daemon/registry.h).  Such files
+ * are format version 2, so that a floe that reads only version 1 refuses
+ * them instead of loading a table without its open set (or setting the file
+ * aside as damaged).
  *
  * Saving writes a temporary file beside the target, fsyncs it and renames it
  * into place, so a crash leaves the old file or the new one, never half of

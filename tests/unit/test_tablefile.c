@@ -249,6 +249,10 @@ START_TEST(open_set_block)
     uint16_t tl[4];
     ck_assert_int_eq(floe_explore_trace(y, 59, 4, tid, tk, tl, &n, &err), FLOE_OK);
     ck_assert(n == 3 && tid[2] == 59 && tk[2] == keys[59] && tl[2] == labels[59] && tid[1] == parents[59]);
+    uint64_t back[60];
+    ck_assert_int_eq(floe_explore_keys(y, 0, 60, back, &err), FLOE_OK); /* what a load builds the table from */
+    ck_assert_mem_eq(back, keys, sizeof back);
+    ck_assert_int_eq(floe_explore_keys(y, 30, 31, back, &err), FLOE_ERR_INVALID);
     floe_explore_destroy(y);
 
     /* a byte of the block flipped, or the block cut off */
