@@ -262,9 +262,7 @@ static void explore_record(item *it, const job_end *e)
     const void *keys = it->j.vectors ? (const void *)it->j.vectors : (const void *)it->j.keys;
     floe_errinfo err;
     floe_status st = floe_explore_add(t->explore, keys, it->explore_from, it->explore_labels, e->out->results + e->at,
-                                      it->j.n, NULL, &err);
-    if (st == FLOE_OK && it->explore_complete) /* an expired claim's states are open again: nothing to end */
-        floe_explore_complete(t->explore, it->explore_complete, &err);
+                                      it->j.n, NULL, it->explore_complete, &err);
     if (st != FLOE_OK) /* the run misses states: say so loudly */
         log_error("table %s: the states a batch found could not join the open set (%s): the run is incomplete",
                   spec->name, err.msg);

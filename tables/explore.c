@@ -38,6 +38,14 @@ typedef struct depth_run {
     uint32_t depth;
 } depth_run;
 
+/* An add in progress: its states end at `end`; done when copied in; then,
+ * once every add before it is done too, they are published (count = end)
+ * and the claim it ends (complete) ends. */
+typedef struct pending {
+    uint64_t end, complete;
+    bool done;
+} pending;
+
 typedef struct claim {
     uint64_t token, deadline;
     uint32_t depth;
@@ -46,10 +54,14 @@ typedef struct claim {
 } claim;
 
 struct floe_explore {
-    /* lock: everything below but the states past `count`, which the one adding writes before it
-     * publishes them (count, under lock); add_lock: one adding at a time */
-    pthread_mutex_t lock, add_lock;
+    /* everything below, but the states in [count, reserved): those the adds in progress copy in
+     * without it, into the places they reserved under it */
+    pthread_mutex_t lock;
     _Atomic uint64_t published; /* count, for the checks that take no lock */
+    uint64_t reserved;          /* ids handed to adds: count <= reserved */
+    pending *pend;              /* the adds in progress, in the order of their ids: pend[pend_head..pend_n) */
+    size_t pend_head, pend_n, pend_cap;
+    uint64_t pend_first; /* the sequence number of pend[pend_head] */
     uint32_t key_bytes, label_bytes;
     bool strict;
     uint64_t run; /* the high half of this run's tokens */
@@ -67,8 +79,6 @@ struct floe_explore {
     claim *claims;
     size_t nclaims, claims_cap;
     uint64_t claimed;
-    uint32_t *places; /* floe_explore_add's scratch: where a batch's new states are */
-    size_t places_cap;
 };
 
 /* The lock of a const x (its figures are read under it as well). */
@@ -119,10 +129,10 @@ static uint64_t parent_at(const floe_explore *x, uint64_t id)
     return chunk_of(x, id)->parents[in_chunk(id)];
 }
 
-/* Room for states [count, count + n). */
-static bool room_for(floe_explore *x, uint64_t n)
+/* Room for states [0, end). */
+static bool room_for(floe_explore *x, uint64_t end)
 {
-    const size_t need = (size_t)((x->count + n + CHUNK - 1) >> CHUNK_BITS);
+    const size_t need = (size_t)((end + CHUNK - 1) >> CHUNK_BITS);
     if (!reserve((void **)&x->chunks, &x->chunks_cap, need, sizeof *x->chunks))
         return false;
     for (; x->nchunks < need; x->nchunks++) {
@@ -178,7 +188,6 @@ floe_status floe_explore_create(uint32_t key_bytes, uint32_t label_bytes, bool s
     if (!x)
         return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for an open set");
     pthread_mutex_init(&x->lock, NULL);
-    pthread_mutex_init(&x->add_lock, NULL);
     x->key_bytes = key_bytes;
     x->label_bytes = label_bytes;
     x->strict = strict;
@@ -207,9 +216,8 @@ void floe_explore_destroy(floe_explore *x)
     free(x->levels);
     free(x->back);
     free(x->claims);
-    free(x->places);
+    free(x->pend);
     pthread_mutex_destroy(&x->lock);
-    pthread_mutex_destroy(&x->add_lock);
     free(x);
 }
 
@@ -255,66 +263,164 @@ static inline void put_state(unsigned char *dst, const unsigned char *src, uint3
         memcpy(dst, src, key_bytes);
 }
 
-/* floe_explore_add, add_lock held: only this thread writes count, runs, levels and the states
- * past count, so it reads them without the lock, and takes it to grow what others read (the chunk
- * list, runs, levels) and to publish. */
-static floe_status append(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels,
-                          const uint8_t *results, size_t n, uint64_t *ids, floe_errinfo *err)
+static claim *claim_of(floe_explore *x, uint64_t token);
+static void drop_claim(floe_explore *x, claim *c);
+
+/* Publishes the adds done at the front of the queue, in order: their
+ * states become claimable and their claims end.  Lock held. */
+static void publish_locked(floe_explore *x)
 {
-    /* the places of the states to add, found without a branch (the answers are as good as random) */
+    while (x->pend_head < x->pend_n && x->pend[x->pend_head].done) {
+        const pending *p = &x->pend[x->pend_head++];
+        x->pend_first++;
+        x->count = p->end;
+        if (p->complete) { /* a claim that expired meanwhile has its states open again: nothing to end */
+            claim *c = claim_of(x, p->complete);
+            if (c)
+                drop_claim(x, c);
+        }
+    }
+    if (x->pend_head == x->pend_n)
+        x->pend_head = x->pend_n = 0;
+    atomic_store_explicit(&x->published, x->count, memory_order_release);
+}
+
+/* The depths of the new states (places[0..m) of parents), with the lock
+ * held: the runs and levels of [id0, id0 + m) (room reserved), state by
+ * state; for a batch whose parents are not all of one depth. */
+static void depths_one_by_one(floe_explore *x, const uint64_t *parents, const uint32_t *places, size_t m, uint64_t id0)
+{
+    size_t hint = x->nruns ? x->nruns - 1 : 0;
+    for (size_t j = 0; j < m; j++) {
+        const uint64_t p = parents ? parents[places ? places[j] : j] : FLOE_EXPLORE_ROOT;
+        const uint32_t d = p == FLOE_EXPLORE_ROOT ? 0 : depth_near(x, p, &hint) + 1;
+        if (!x->nruns || x->runs[x->nruns - 1].depth != d)
+            x->runs[x->nruns++] = (depth_run){id0 + j, d};
+        x->levels[d]++;
+    }
+}
+
+floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels,
+                             const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete, floe_errinfo *err)
+{
+    /* without the lock: the places of the new states (found without a branch: the answers are as
+     * good as random), and the range of their parents */
+    if (n > UINT32_MAX)
+        return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a batch of %zu states: at most 2^32 - 1", n);
+    uint32_t *places = NULL;
     size_t m = n;
     if (results) {
-        if (n > UINT32_MAX)
-            return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a batch of %zu states: at most 2^32 - 1", n);
-        if (!reserve((void **)&x->places, &x->places_cap, n, sizeof *x->places))
+        if (!(places = floe_malloc(n * sizeof *places + 1)))
             return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a batch of %zu states", n);
         m = 0;
         for (size_t i = 0; i < n; i++) {
-            x->places[m] = (uint32_t)i;
+            places[m] = (uint32_t)i;
             m += results[i] == FLOE_INSERTED;
         }
     }
-#define PLACE(j) (results ? (size_t)x->places[j] : (j))
-    /* then the checks and every allocation, so that the states are appended whole or not at all: the
-     * depths (one, for the successors of one claim, in a breadth-first run) and the runs they add */
-    uint32_t deepest = 0, last = x->nruns ? x->runs[x->nruns - 1].depth : UINT32_MAX, first = UINT32_MAX;
-    size_t new_runs = 0, hint = x->nruns ? x->nruns - 1 : 0;
-    bool one_depth = true;
+#define PLACE(j) (places ? (size_t)places[j] : (j))
+    uint64_t lo = UINT64_MAX, hi = 0;
+    bool roots = false;
     for (size_t j = 0; j < m; j++) {
-        const size_t i = PLACE(j);
-        const uint64_t p = parents ? parents[i] : FLOE_EXPLORE_ROOT;
-        if (p != FLOE_EXPLORE_ROOT && p >= x->count)
-            return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                                    "parent %llu (state %zu of %zu) is no state found: %llu are (ids 0..%llu)",
-                                    (unsigned long long)p, i + 1, n, (unsigned long long)x->count,
-                                    (unsigned long long)(x->count ? x->count - 1 : 0));
-        const uint32_t d = p == FLOE_EXPLORE_ROOT ? 0 : depth_near(x, p, &hint) + 1;
-        first = j ? first : d;
-        one_depth &= d == first;
-        deepest = d > deepest ? d : deepest;
-        new_runs += d != last;
-        last = d;
+        const uint64_t p = parents ? parents[PLACE(j)] : FLOE_EXPLORE_ROOT;
+        roots |= p == FLOE_EXPLORE_ROOT;
+        if (p != FLOE_EXPLORE_ROOT) {
+            lo = p < lo ? p : lo;
+            hi = p > hi ? p : hi;
+        }
     }
-    size_t levels_cap = x->levels_cap;
+    /* with the lock: the checks, the ids, their depths, room for them, and a place in the queue */
+    floe_status st = FLOE_OK;
     lock(x);
-    const bool room = room_for(x, m) &&
-                      reserve((void **)&x->levels, &levels_cap, (size_t)deepest + 1, sizeof *x->levels) &&
-                      reserve((void **)&x->runs, &x->runs_cap, x->nruns + new_runs, sizeof *x->runs);
-    x->levels_cap = (uint32_t)levels_cap;
+    const uint64_t id0 = x->reserved;
+    if (lo != UINT64_MAX && hi >= x->count) { /* name the first */
+        size_t i = 0;
+        while (parents[i] == FLOE_EXPLORE_ROOT || parents[i] < x->count || (results && results[i] != FLOE_INSERTED))
+            i++;
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID,
+                              "parent %llu (state %zu of %zu) is no state found: %llu are (ids 0..%llu)",
+                              (unsigned long long)parents[i], i + 1, n, (unsigned long long)x->count,
+                              (unsigned long long)(x->count ? x->count - 1 : 0));
+    } else {
+        /* one depth (the successors of one claim, in a breadth-first run): the parents in one run */
+        size_t at = x->nruns ? x->nruns - 1 : 0;
+        uint32_t d = 0, deepest = 0;
+        bool one = lo == UINT64_MAX; /* initial states alone (or none) */
+        if (!one && !roots) {
+            d = depth_near(x, lo, &at) + 1;
+            one = at + 1 == x->nruns || hi < x->runs[at + 1].start;
+        }
+        size_t new_runs = 1;
+        if (one) {
+            deepest = d;
+        } else { /* state by state */
+            size_t hint = at;
+            uint32_t last = x->nruns ? x->runs[x->nruns - 1].depth : UINT32_MAX;
+            for (size_t j = 0; j < m; j++) {
+                const uint64_t p = parents[PLACE(j)];
+                const uint32_t dj = p == FLOE_EXPLORE_ROOT ? 0 : depth_near(x, p, &hint) + 1;
+                deepest = dj > deepest ? dj : deepest;
+                new_runs += dj != last;
+                last = dj;
+            }
+        }
+        if (x->pend_head && x->pend_n == x->pend_cap) { /* the queue's free front first */
+            memmove(x->pend, x->pend + x->pend_head, (x->pend_n - x->pend_head) * sizeof *x->pend);
+            x->pend_n -= x->pend_head;
+            x->pend_head = 0;
+        }
+        size_t levels_cap = x->levels_cap;
+        const bool room = room_for(x, id0 + m) &&
+                          reserve((void **)&x->levels, &levels_cap, (size_t)deepest + 1, sizeof *x->levels) &&
+                          reserve((void **)&x->runs, &x->runs_cap, x->nruns + new_runs, sizeof *x->runs) &&
+                          reserve((void **)&x->pend, &x->pend_cap, x->pend_n + 1, sizeof *x->pend);
+        x->levels_cap = (uint32_t)levels_cap;
+        if (!room) {
+            st = floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for %zu more states of the open set", m);
+        } else {
+            if (m && deepest >= x->nlevels) {
+                memset(x->levels + x->nlevels, 0, (deepest + 1 - x->nlevels) * sizeof *x->levels);
+                x->nlevels = deepest + 1;
+            }
+            if (one && m) {
+                if (!x->nruns || x->runs[x->nruns - 1].depth != d)
+                    x->runs[x->nruns++] = (depth_run){id0, d};
+                x->levels[d] += m;
+            } else if (m) {
+                depths_one_by_one(x, parents, places, m, id0);
+            }
+            x->pend[x->pend_n++] = (pending){id0 + m, complete, false};
+            x->reserved = id0 + m;
+        }
+    }
+    const uint64_t seq = x->pend_first + (x->pend_n - 1 - x->pend_head);
+    /* the chunks the states go to (the list may move under another add's room_for) */
+    const size_t c0 = (size_t)(id0 >> CHUNK_BITS), nc = m ? (size_t)((id0 + m - 1) >> CHUNK_BITS) - c0 + 1 : 0;
+    chunk *to = st == FLOE_OK ? floe_malloc(nc * sizeof *to + 1) : NULL;
+    if (to)
+        memcpy(to, x->chunks + c0, nc * sizeof *to);
     unlock(x);
-    if (!room)
-        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for %zu more states of the open set", m);
-    /* the states, past count: nobody reads them before they are published */
+    if (st != FLOE_OK || !to) {
+        free(places);
+        if (st == FLOE_OK) { /* its place in the queue is taken: it completes empty, and says why */
+            lock(x);
+            x->pend[x->pend_head + (size_t)(seq - x->pend_first)].done = true;
+            publish_locked(x);
+            unlock(x);
+            st = floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for the chunks of %zu states", m);
+        }
+        return st;
+    }
+    /* without the lock: the states, into places nobody reads before they are published */
     const unsigned char *k = keys, *l = labels;
     const uint32_t kb = x->key_bytes, lb = x->label_bytes;
     for (size_t j = 0; j < m; j++) {
         const size_t i = PLACE(j);
-        const uint64_t id = x->count + j;
-        const uint64_t parent = parents ? parents[i] : FLOE_EXPLORE_ROOT;
-        chunk *c = chunk_of(x, id);
+        const uint64_t id = id0 + j;
+        chunk *c = &to[(id >> CHUNK_BITS) - c0];
         const size_t at = in_chunk(id);
         put_state(c->keys + at * kb, k + i * kb, kb);
-        c->parents[at] = parent;
+        c->parents[at] = parents ? parents[i] : FLOE_EXPLORE_ROOT;
         if (lb) {
             if (l)
                 memcpy(c->labels + at * lb, l + i * lb, lb);
@@ -324,38 +430,14 @@ static floe_status append(floe_explore *x, const void *keys, const uint64_t *par
         if (ids)
             ids[i] = id;
     }
-    /* then their depths, and they are published */
-    lock(x);
-    if (m && deepest >= x->nlevels) {
-        memset(x->levels + x->nlevels, 0, (deepest + 1 - x->nlevels) * sizeof *x->levels);
-        x->nlevels = deepest + 1;
-    }
-    if (m && one_depth) { /* the depths at once */
-        if (!x->nruns || x->runs[x->nruns - 1].depth != first)
-            x->runs[x->nruns++] = (depth_run){x->count, first};
-        x->levels[first] += m;
-    }
-    for (size_t j = 0; j < m && !one_depth; j++) {
-        const uint64_t parent = parents ? parents[PLACE(j)] : FLOE_EXPLORE_ROOT;
-        const uint32_t d = parent == FLOE_EXPLORE_ROOT ? 0 : depth_near(x, parent, &hint) + 1;
-        if (!x->nruns || x->runs[x->nruns - 1].depth != d) /* room reserved above */
-            x->runs[x->nruns++] = (depth_run){x->count + j, d};
-        x->levels[d]++;
-    }
-    x->count += m;
-    atomic_store_explicit(&x->published, x->count, memory_order_release);
-    unlock(x);
 #undef PLACE
+    free(to);
+    free(places);
+    lock(x);
+    x->pend[x->pend_head + (size_t)(seq - x->pend_first)].done = true;
+    publish_locked(x);
+    unlock(x);
     return FLOE_OK;
-}
-
-floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels,
-                             const uint8_t *results, size_t n, uint64_t *ids, floe_errinfo *err)
-{
-    pthread_mutex_lock(&x->add_lock);
-    const floe_status st = append(x, keys, parents, labels, results, n, ids, err);
-    pthread_mutex_unlock(&x->add_lock);
-    return st;
 }
 
 /* ---- claims ----------------------------------------------------------------------------------- */
@@ -429,7 +511,7 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, ui
     const bool from_back = x->back_head < x->back_n;
     if (!from_back && x->cursor == x->count) {
         /* nothing open: done once a state was found and every claim has ended */
-        *state = x->count && !x->nclaims ? FLOE_EXPLORE_DONE : FLOE_EXPLORE_WAIT;
+        *state = x->count && !x->nclaims && x->reserved == x->count ? FLOE_EXPLORE_DONE : FLOE_EXPLORE_WAIT;
         return FLOE_OK;
     }
     const uint32_t d = depth_of(x, from_back ? x->back[x->back_head] : x->cursor);
@@ -606,11 +688,11 @@ static void stats_locked(const floe_explore *x, floe_explore_counts *st)
     st->claimed = x->claimed;
     st->claims = x->nclaims;
     st->levels = x->nlevels;
-    st->done = x->count && !st->open && !x->nclaims;
+    st->done = x->count && !st->open && !x->nclaims && x->reserved == x->count;
     st->bytes = sizeof *x + x->nchunks * (CHUNK * (x->key_bytes + sizeof(uint64_t) + x->label_bytes)) +
                 x->chunks_cap * sizeof *x->chunks + x->runs_cap * sizeof *x->runs +
                 (uint64_t)x->levels_cap * sizeof *x->levels + x->back_cap * sizeof *x->back +
-                x->claims_cap * sizeof *x->claims + x->claimed * sizeof(uint64_t) + x->places_cap * sizeof *x->places;
+                x->claims_cap * sizeof *x->claims + x->claimed * sizeof(uint64_t) + x->pend_cap * sizeof *x->pend;
 }
 
 void floe_explore_stats(const floe_explore *x, floe_explore_counts *st)
@@ -709,15 +791,25 @@ static floe_explore_cut *cut_take_locked(const floe_explore *x)
     c->h.key_bytes = x->key_bytes;
     c->h.label_bytes = x->label_bytes;
     c->h.strict = x->strict;
-    c->h.nlevels = x->nlevels;
     c->h.count = x->count;
-    c->h.nruns = x->nruns;
     c->h.cursor = x->cursor;
     const size_t back = x->back_n - x->back_head;
     c->h.open_back = back + x->claimed;
     c->nchunks = (size_t)((x->count + CHUNK - 1) >> CHUNK_BITS);
-    c->runs = copy_of(x->runs, x->nruns, sizeof *x->runs);
-    c->levels = copy_of(x->levels, x->nlevels, sizeof *x->levels);
+    /* the runs and levels of the states published (adds in progress have runs and counts past them) */
+    size_t nruns = x->nruns;
+    while (nruns && x->runs[nruns - 1].start >= x->count)
+        nruns--;
+    c->h.nruns = nruns;
+    c->runs = copy_of(x->runs, nruns, sizeof *x->runs);
+    c->levels = floe_calloc(x->nlevels + 1, sizeof *c->levels);
+    uint32_t nlevels = 0;
+    for (size_t i = 0; c->levels && i < nruns; i++) {
+        const uint64_t end = i + 1 < nruns ? x->runs[i + 1].start : x->count;
+        c->levels[x->runs[i].depth] += end - x->runs[i].start;
+        nlevels = x->runs[i].depth + 1 > nlevels ? x->runs[i].depth + 1 : nlevels;
+    }
+    c->h.nlevels = nlevels;
     c->chunks = copy_of(x->chunks, c->nchunks, sizeof *x->chunks);
     c->open_back = copy_of(x->back ? x->back + x->back_head : NULL, back, sizeof *x->back);
     if (!c->runs || !c->levels || !c->chunks || !c->open_back) {
@@ -839,7 +931,7 @@ floe_status floe_explore_load(int (*read)(void *ctx, void *p, size_t len), void 
     bool oom = false;
     while (ok && x->count < h.count) {
         const size_t m = (size_t)(h.count - x->count < CHUNK ? h.count - x->count : CHUNK);
-        if (!room_for(x, m)) {
+        if (!room_for(x, x->count + m)) {
             ok = false, oom = true;
             break;
         }
@@ -850,6 +942,7 @@ floe_status floe_explore_load(int (*read)(void *ctx, void *p, size_t len), void 
         x->count += ok ? m : 0;
     }
     x->cursor = h.cursor;
+    x->reserved = x->count;
     atomic_store(&x->published, x->count);
     if (oom) {
         floe_explore_destroy(x);

@@ -17,10 +17,10 @@
  * DONE.
  *
  * Host memory, one structure per table, safe to call from several threads:
- * a lock inside guards it, and floe_explore_add (one at a time: a second
- * waits) holds it only to grow its arrays and to publish what it wrote, so
- * that claims are not held up while a batch's states are copied in;
- * floe_explore_check_parents takes no lock at all.  key_bytes of a state
+ * a lock inside guards it; floe_explore_add holds it only to take ids and
+ * to publish, and copies a batch's states in without it (several adds at
+ * once, from the table's several lanes); floe_explore_check_parents takes
+ * no lock at all.  key_bytes of a state
  * as the table stores it (8 for SET and MAP keys, words x 4 for TREE
  * vectors).
  */
@@ -75,11 +75,16 @@ floe_status floe_explore_check_parents(const floe_explore *x, const uint64_t *pa
 /* Appends the states a batch stored new: of its n states (keys, key_bytes
  * each), those whose answer in results is FLOE_INSERTED (results NULL:
  * all), with their parents (checked) and labels (label_bytes each; NULL:
- * zero); ids (may be NULL) gets each one's explore id at its place.
- * ERR_INVALID for a parent that is no state found, ERR_FULL if memory runs
- * out: nothing appended. */
+ * zero); ids (may be NULL) gets each one's explore id at its place; then
+ * ends the claim `complete` (0: none; one that is not out: nothing to
+ * end).  Several threads may add at once: each takes its ids in a short
+ * hold of the lock and copies its states in without it; states are
+ * published (claimable, counted, saved) and claims ended in the order of
+ * their ids, so that a claim never ends before the states its expansion
+ * found are there.  ERR_INVALID for a parent that is no state found,
+ * ERR_FULL if memory runs out: nothing appended, no claim ended. */
 floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels,
-                             const uint8_t *results, size_t n, uint64_t *ids, floe_errinfo *err);
+                             const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete, floe_errinfo *err);
 
 /* Hands out up to max open states, shallowest and earliest first (the
  * states of expired claims before the rest), all of one depth: ids, keys

@@ -7,6 +7,8 @@
  * out, DONE only at the end, a run saved with claims out and resumed, and
  * bad input refused with nothing changed.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,7 +87,7 @@ static void insert_batch(run *r, const uint64_t *keys, const uint64_t *parents, 
         r->stored[keys[i]] = true;
     }
     floe_errinfo err;
-    ck_assert_int_eq(floe_explore_add(r->x, keys, parents, labels, res, n, ids, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add(r->x, keys, parents, labels, res, n, ids, 0, &err), FLOE_OK);
     for (size_t i = 0; i < n; i++)
         if (res[i] == FLOE_INSERTED)
             r->id_of[keys[i]] = ids[i];
@@ -383,6 +385,105 @@ START_TEST(a_run_saved_with_claims_out_resumes_exactly)
 }
 END_TEST
 
+/* Workers on threads of their own, as floed's lanes add: each claims,
+ * expands, answers its successors against a shared set (as the engine
+ * would) and adds them with its claim to end, all at once with the
+ * others; a saver takes cuts meanwhile, each of which must load (it holds
+ * together).  The run ends DONE with the reference's states, levels,
+ * depths and traces. */
+typedef struct shared_run {
+    run *r;
+    atomic_bool stored[N];
+    atomic_int done;
+    pthread_mutex_t lock; /* r->id_of */
+} shared_run;
+
+static void *add_worker(void *arg)
+{
+    shared_run *sr = arg;
+    floe_explore *x = sr->r->x;
+    uint64_t ids[16], keys[16], sk[16 * FANOUT], sp[16 * FANOUT], sid[16 * FANOUT], token;
+    uint8_t sl[16 * FANOUT], res[16 * FANOUT];
+    floe_errinfo err;
+    for (int round = 0; round < 1000000 && !atomic_load(&sr->done); round++) {
+        size_t n;
+        uint32_t depth;
+        floe_explore_state state;
+        if (floe_explore_claim(x, 16, 0, 1000000, ids, keys, &n, &depth, &token, &state, &err) != FLOE_OK)
+            return "claim failed";
+        if (state == FLOE_EXPLORE_DONE)
+            atomic_store(&sr->done, 1);
+        if (state != FLOE_EXPLORE_GOT)
+            continue;
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (dist[keys[i]] != (int)depth)
+                return "a claim's depth is not its states'";
+            for (int a = 0; a < FANOUT; a++, m++) {
+                sk[m] = succ((uint32_t)keys[i], a), sp[m] = ids[i], sl[m] = (uint8_t)a;
+                res[m] = atomic_exchange(&sr->stored[sk[m]], true) ? FLOE_PRESENT : FLOE_INSERTED;
+            }
+        }
+        if (floe_explore_add(x, sk, sp, sl, res, m, sid, token, &err) != FLOE_OK)
+            return "add failed";
+        pthread_mutex_lock(&sr->lock);
+        for (size_t i = 0; i < m; i++)
+            if (res[i] == FLOE_INSERTED)
+                sr->r->id_of[sk[i]] = sid[i];
+        pthread_mutex_unlock(&sr->lock);
+    }
+    return NULL;
+}
+
+static void *cut_taker(void *arg)
+{
+    shared_run *sr = arg;
+    while (!atomic_load(&sr->done)) {
+        buffer b = {0};
+        floe_errinfo err;
+        if (floe_explore_save(sr->r->x, buf_write, &b, &err) != FLOE_OK)
+            return "save failed";
+        b.at = 0;
+        floe_explore *y;
+        const floe_status st = floe_explore_load(buf_read, &b, 0, &y, &err);
+        free(b.p);
+        if (st != FLOE_OK)
+            return "a cut taken while adds ran does not hold together";
+        floe_explore_destroy(y);
+    }
+    return NULL;
+}
+
+START_TEST(threads_add_at_once)
+{
+    uint32_t levels[N], nlevels;
+    const uint32_t want = reference_bfs(levels, &nlevels);
+    shared_run *sr = calloc(1, sizeof *sr);
+    ck_assert_ptr_nonnull(sr);
+    sr->r = calloc(1, sizeof *sr->r);
+    ck_assert_ptr_nonnull(sr->r);
+    start(sr->r, true, 11);
+    atomic_store(&sr->stored[0], true);
+    atomic_store(&sr->stored[1], true);
+    pthread_mutex_init(&sr->lock, NULL);
+    pthread_t th[5];
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, i < 4 ? add_worker : cut_taker, sr), 0);
+    for (int i = 0; i < 5; i++) {
+        void *why;
+        ck_assert_int_eq(pthread_join(th[i], &why), 0);
+        ck_assert_msg(why == NULL, "%s", (const char *)why);
+    }
+    for (uint32_t s = 0; s < N; s++)
+        sr->r->stored[s] = atomic_load(&sr->stored[s]);
+    check_finished(sr->r, want, levels, nlevels);
+    pthread_mutex_destroy(&sr->lock);
+    floe_explore_destroy(sr->r->x);
+    free(sr->r);
+    free(sr);
+}
+END_TEST
+
 START_TEST(bad_input_changes_nothing)
 {
     floe_explore *x;
@@ -398,10 +499,10 @@ START_TEST(bad_input_changes_nothing)
     ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
     ck_assert_int_eq(state, FLOE_EXPLORE_WAIT);
     const uint64_t k[3] = {10, 20, 30}, roots[3] = {FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT};
-    ck_assert_int_eq(floe_explore_add(x, k, roots, NULL, NULL, 3, ids, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add(x, k, roots, NULL, NULL, 3, ids, 0, &err), FLOE_OK);
     /* a parent that is no state: refused, nothing added */
     const uint64_t kids[2] = {40, 50}, parents[2] = {1, 3};
-    ck_assert_int_eq(floe_explore_add(x, kids, parents, NULL, NULL, 2, ids, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_explore_add(x, kids, parents, NULL, NULL, 2, ids, 0, &err), FLOE_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err.msg, "parent 3 (state 2 of 2)"));
     floe_explore_counts c;
     floe_explore_stats(x, &c);
@@ -413,7 +514,7 @@ START_TEST(bad_input_changes_nothing)
     ck_assert_int_eq(floe_explore_depth(x, UINT64_MAX, &depth, &err), FLOE_ERR_INVALID);
     /* a trace longer than the room: its length, and TOO_LARGE */
     const uint64_t k2 = 60, p2 = 2;
-    ck_assert_int_eq(floe_explore_add(x, &k2, &p2, NULL, NULL, 1, ids, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add(x, &k2, &p2, NULL, NULL, 1, ids, 0, &err), FLOE_OK);
     ck_assert_int_eq(floe_explore_trace(x, ids[0], 1, ids, keys, NULL, &len, &err), FLOE_ERR_TOO_LARGE);
     ck_assert_uint_eq(len, 2);
     /* not strict: a claim hands out one depth at a time, shallowest first, without waiting */
@@ -435,6 +536,7 @@ Suite *explore_suite(void)
     tcase_add_test(tc, leases_run_out_and_claims_end_once);
     tcase_add_test(tc, a_run_saved_with_claims_out_resumes_exactly);
     tcase_add_test(tc, bad_input_changes_nothing);
+    tcase_add_test(tc, threads_add_at_once);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

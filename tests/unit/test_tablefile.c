@@ -207,7 +207,7 @@ START_TEST(open_set_block)
     for (int i = 0; i < 100; i++)
         parents[i] = i < 4 ? FLOE_EXPLORE_ROOT : (uint64_t)(i / 4 - 1), labels[i] = (uint16_t)(i * 3);
     for (int i = 0; i < 60; i += 4) /* a parent is found before its children */
-        ck_assert_msg(floe_explore_add(x, keys + i, parents + i, labels + i, NULL, 4, NULL, &err) == FLOE_OK, "%s",
+        ck_assert_msg(floe_explore_add(x, keys + i, parents + i, labels + i, NULL, 4, NULL, 0, &err) == FLOE_OK, "%s",
                       err.msg);
     uint64_t ids[8], ck[8], token;
     size_t n;
@@ -229,7 +229,7 @@ START_TEST(open_set_block)
     *im->open_set = (floe_file_stream){floe_explore_cut_bytes(cut), write_cut, cut, free_cut};
     /* found after the cut: not in the file */
     for (int i = 60; i < 100; i += 4)
-        ck_assert_int_eq(floe_explore_add(x, keys + i, parents + i, labels + i, NULL, 4, NULL, &err), FLOE_OK);
+        ck_assert_int_eq(floe_explore_add(x, keys + i, parents + i, labels + i, NULL, 4, NULL, 0, &err), FLOE_OK);
     ck_assert_int_eq(floe_file_image_save(path, im, &err), FLOE_OK);
     floe_file_image_free(im);
 
