@@ -157,9 +157,30 @@ static frame *key_reply(const batch_out *o, const item *it, size_t at)
     return reply_pack(&r);
 }
 
+/* An exploring table's insert answered: the states it stored new (answered
+ * INSERTED) join the open set with their parents and labels, and then the
+ * claim it names ends: a claim never ends before its successors are in, so
+ * DONE is never answered early (tables/explore.h).  On the io thread that
+ * packs the answer (several at once), in each connection's order, before
+ * the answer goes: the table's lane only runs batches. */
+static void explore_record(item *it, const batch_out *o, size_t at)
+{
+    table_entry *t = it->entry;
+    const floe_spec *spec = &t->table->spec;
+    const void *keys = it->j.vectors ? (const void *)it->j.vectors : (const void *)it->j.keys;
+    floe_errinfo err;
+    floe_status st = floe_explore_add(t->explore, keys, it->explore_from, it->explore_labels, o->results + at, it->j.n,
+                                      NULL, it->explore_complete, &err);
+    if (st != FLOE_OK) /* the run misses states: say so loudly */
+        log_error("table %s: the states a batch found could not join the open set (%s): the run is incomplete",
+                  spec->name, err.msg);
+}
+
 frame *request_pack(frame *f)
 {
     item *it = f->pending;
+    if (it->explore)
+        explore_record(it, it->out, it->at);
     frame *packed = key_reply(it->out, it, it->at);
     if (!packed) /* say so, if even that can be built */
         packed = reply_error(it->id, FLOE_ERR_INTERNAL, "out of memory building the answer");
@@ -179,8 +200,10 @@ frame *request_pack(frame *f)
 void item_answer_later(item *it, batch_out *o, size_t at)
 {
     frame *f = floe_calloc(1, sizeof *f);
-    if (!f) {
-        item_answer(it, key_reply(o, it, at)); /* pack it here, then */
+    if (!f) { /* pack it here, then */
+        if (it->explore)
+            explore_record(it, o, at);
+        item_answer(it, key_reply(o, it, at));
         return;
     }
     batch_out_hold(o);
@@ -251,23 +274,6 @@ static void drain_done(item *it, floe_status st, const char *msg)
     registry_reap(&srv->reg, e);
 }
 
-/* An exploring table's insert answered: the states it stored new (answered
- * INSERTED) join the open set with their parents and labels, and then the
- * claim it names ends: a claim never ends before its successors are in, so
- * DONE is never answered early. */
-static void explore_record(item *it, const job_end *e)
-{
-    table_entry *t = it->entry;
-    const floe_spec *spec = &t->table->spec;
-    const void *keys = it->j.vectors ? (const void *)it->j.vectors : (const void *)it->j.keys;
-    floe_errinfo err;
-    floe_status st = floe_explore_add(t->explore, keys, it->explore_from, it->explore_labels, e->out->results + e->at,
-                                      it->j.n, NULL, it->explore_complete, &err);
-    if (st != FLOE_OK) /* the run misses states: say so loudly */
-        log_error("table %s: the states a batch found could not join the open set (%s): the run is incomplete",
-                  spec->name, err.msg);
-}
-
 static void item_done(job *j, const job_end *e)
 {
     item *it = (item *)j;
@@ -294,8 +300,6 @@ static void item_done(job *j, const job_end *e)
     } else if (it->row && it->row->reply) {
         item_answer(it, it->row->reply(e, it));
     } else if (e->out) {
-        if (it->explore)
-            explore_record(it, e);
         item_answer_later(it, e->out, e->at);
     } else {
         item_answer(it, reply_ok(it->id));
