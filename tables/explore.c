@@ -50,8 +50,19 @@ typedef struct claim {
     uint64_t token, deadline;
     uint32_t depth;
     size_t n;
-    uint64_t *ids;
+    uint64_t *ids; /* its states; NULL: the n states from first on (a claim from the cursor) */
+    uint64_t first;
 } claim;
+
+/* The ids of claim c into out. */
+static void claim_ids(const claim *c, uint64_t *out)
+{
+    if (c->ids)
+        memcpy(out, c->ids, c->n * sizeof *out);
+    else
+        for (size_t i = 0; i < c->n; i++)
+            out[i] = c->first + i;
+}
 
 struct floe_explore {
     /* everything below, but the states in [count, reserved): those the adds in progress copy in
@@ -476,7 +487,7 @@ static size_t expire_locked(floe_explore *x, uint64_t now_ms)
             i++; /* out of memory: it stays out, and expires at a later call */
             continue;
         }
-        memcpy(x->back + x->back_n, c->ids, c->n * sizeof *c->ids);
+        claim_ids(c, x->back + x->back_n);
         x->back_n += c->n;
         drop_claim(x, c);
         expired++;
@@ -521,22 +532,34 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, ui
     }
     if (!reserve((void **)&x->claims, &x->claims_cap, x->nclaims + 1, sizeof *x->claims))
         return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a claim");
-    /* the states of depth d at the front of the queue, or from the cursor */
+    /* the states of depth d at the front of the queue (one by one), or from the cursor (as far as
+     * its run of depth d goes: one search) */
     size_t m = 0;
-    if (from_back)
+    uint64_t *mine = NULL;
+    if (from_back) {
         while (m < max && x->back_head + m < x->back_n && depth_of(x, x->back[x->back_head + m]) == d)
             m++;
-    else
-        while (m < max && x->cursor + m < x->count && depth_of(x, x->cursor + m) == d)
-            m++;
-    uint64_t *mine = floe_malloc(m * sizeof *mine);
-    if (!mine)
-        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a claim of %zu states", m);
-    for (size_t i = 0; i < m; i++) {
-        mine[i] = from_back ? x->back[x->back_head + i] : x->cursor + i;
-        ids[i] = mine[i];
-        if (keys)
-            memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, mine[i]), x->key_bytes);
+        if (!(mine = floe_malloc(m * sizeof *mine)))
+            return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a claim of %zu states", m);
+        for (size_t i = 0; i < m; i++) {
+            mine[i] = ids[i] = x->back[x->back_head + i];
+            if (keys)
+                memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, mine[i]), x->key_bytes);
+        }
+    } else {
+        size_t hint = x->nruns - 1;
+        depth_near(x, x->cursor, &hint);
+        const uint64_t end =
+            hint + 1 < x->nruns && x->runs[hint + 1].start < x->count ? x->runs[hint + 1].start : x->count;
+        m = (size_t)(end - x->cursor < max ? end - x->cursor : max);
+        for (size_t i = 0; i < m; i++)
+            ids[i] = x->cursor + i;
+        for (size_t i = 0; keys && i < m;) { /* chunk by chunk */
+            const uint64_t id = x->cursor + i;
+            const size_t k = (size_t)(CHUNK - in_chunk(id)) < m - i ? (size_t)(CHUNK - in_chunk(id)) : m - i;
+            memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, id), k * x->key_bytes);
+            i += k;
+        }
     }
     if (from_back) {
         x->back_head += m;
@@ -548,7 +571,7 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, ui
     if (++x->seq == 0)
         x->seq = 1;
     claim *c = &x->claims[x->nclaims++];
-    *c = (claim){x->run << 32 | x->seq, now_ms + lease_ms, d, m, mine};
+    *c = (claim){x->run << 32 | x->seq, now_ms + lease_ms, d, m, mine, from_back ? 0 : x->cursor - m};
     x->claimed += m;
     *n = m;
     *depth = d;
@@ -824,7 +847,7 @@ static floe_explore_cut *cut_take_locked(const floe_explore *x)
         }
         c->open_back = all;
         for (size_t i = 0, at = back; i < x->nclaims; at += x->claims[i++].n)
-            memcpy(all + at, x->claims[i].ids, x->claims[i].n * sizeof *all);
+            claim_ids(&x->claims[i], all + at);
     }
     return c;
 }
