@@ -33,6 +33,31 @@ floe_call *floe_send_insert_explore(floe *c, const char *table, const void *keys
     return floe__send_request(c, &req, cb, arg);
 }
 
+floe_call *floe_send_insert_successors(floe *c, const char *table, const void *keys, size_t key_bytes, size_t n,
+                                       uint64_t first_parent, const uint8_t *counts, size_t parents, const void *labels,
+                                       size_t labels_len, uint64_t complete, floe_callback *cb, void *arg)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    _Alignas(max_align_t) unsigned char body[FLOE_KEYMSG_BODY_MAX];
+    floe_keymsg m;
+    if (!floe__keymsg_init(&req, FLOE__V1__REQUEST__OP_INSERT, body, &m) || !m.from_first || !m.from_counts ||
+        !m.labels || !m.complete) {
+        floe_call *call = floe__new_call(c, cb, arg);
+        if (call)
+            floe__complete(c, call, FLOE_ERR_INTERNAL, "this libfloe's Insert has no from_counts", NULL);
+        return cb ? NULL : call;
+    }
+    (void)n;
+    *m.table = (char *)table;
+    *m.keys = (ProtobufCBinaryData){key_bytes, (uint8_t *)keys};
+    *m.from_first = first_parent;
+    *m.from_counts = (ProtobufCBinaryData){parents, (uint8_t *)counts};
+    if (labels)
+        *m.labels = (ProtobufCBinaryData){labels_len, (uint8_t *)labels};
+    *m.complete = complete;
+    return floe__send_request(c, &req, cb, arg);
+}
+
 int floe_insert_explore(floe *c, const char *table, const void *keys, size_t key_bytes, size_t n, const uint64_t *from,
                         const void *labels, size_t labels_len, uint64_t complete, uint8_t *results, floe_counts *counts)
 {

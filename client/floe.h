@@ -517,6 +517,14 @@ floe_call *floe_send_insert_explore(floe *c, const char *table, const void *keys
                                     const uint64_t *from, const void *labels, size_t labels_len, uint64_t complete,
                                     floe_callback *cb, void *arg);
 floe_call *floe_send_claim(floe *c, const char *table, size_t max, unsigned lease_ms, floe_callback *cb, void *arg);
+/* floe_send_insert_explore for successors grouped by parent whose parents
+ * are consecutive explore ids (a claim's, from the cursor: ids[i] ==
+ * ids[0] + i): the first parent's id and each parent's number of keys
+ * (counts, `parents` of them, each 0..255, their sum n) stand for from, one
+ * byte a parent instead of 8 a key. */
+floe_call *floe_send_insert_successors(floe *c, const char *table, const void *keys, size_t key_bytes, size_t n,
+                                       uint64_t first_parent, const uint8_t *counts, size_t parents, const void *labels,
+                                       size_t labels_len, uint64_t complete, floe_callback *cb, void *arg);
 int floe_call_claim(const floe_call *call, floe_claim *out, const uint64_t **ids, const void **keys);
 /* floe_add's request; floe_call_values has the values after each delta. */
 floe_call *floe_send_add(floe *c, const char *table, const uint64_t *keys, size_t n, const void *deltas,

@@ -64,8 +64,10 @@ static int field_kind(Floe__V1__Request__OpCase op, uint32_t field, floe_keymsg_
     case FLOE_KEYMSG_VALUES:
     case FLOE_KEYMSG_FROM:
     case FLOE_KEYMSG_LABELS:
+    case FLOE_KEYMSG_FROM_COUNTS:
         return WIRE_LEN;
-    case FLOE_KEYMSG_COMPLETE: /* a number, not a flag */
+    case FLOE_KEYMSG_COMPLETE: /* numbers, not flags */
+    case FLOE_KEYMSG_FROM_FIRST:
         return WIRE_VARINT;
     case FLOE_KEYMSG_OVERWRITE:
         *flag = &e->overwrite;
@@ -102,8 +104,10 @@ static bool read_body(const uint8_t *frame, const uint8_t *p, const uint8_t *end
                 return false;
             if (flag)
                 *flag = v != 0;
-            else
+            else if (part == FLOE_KEYMSG_COMPLETE)
                 e->complete = v;
+            else
+                e->from_first = v;
             continue;
         }
         if (keys_only && part == FLOE_KEYMSG_KEYS) { /* its length, then its first byte is the answer */
@@ -132,6 +136,9 @@ static bool read_body(const uint8_t *frame, const uint8_t *p, const uint8_t *end
         } else if (part == FLOE_KEYMSG_LABELS) {
             e->labels = data;
             e->labels_len = len;
+        } else if (part == FLOE_KEYMSG_FROM_COUNTS) {
+            e->from_counts = data;
+            e->from_counts_len = len;
         } else {
             e->values = data;
             e->values_len = len;

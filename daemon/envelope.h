@@ -35,9 +35,9 @@ typedef struct envelope {
     size_t values_len;
     bool overwrite, want_ids, want_values;
     /* an exploring table's insert: parents, labels, the claim it ends */
-    const uint8_t *from, *labels;
-    size_t from_len, labels_len;
-    uint64_t complete;
+    const uint8_t *from, *labels, *from_counts;
+    size_t from_len, labels_len, from_counts_len;
+    uint64_t complete, from_first;
     uint64_t shard_set; /* Request.shard (all 0 when absent) */
     uint32_t shard, shards;
 } envelope;

@@ -46,10 +46,10 @@ struct key_request {
     const uint8_t *parents, *change_counts, *changes;
     size_t parents_len, change_counts_len, changes_len;
     uint64_t parent_generation;
-    /* an exploring table's insert (Insert.from, labels, complete) */
-    const uint8_t *from, *labels;
-    size_t from_len, labels_len;
-    uint64_t complete;
+    /* an exploring table's insert (Insert.from, labels, complete; from_first and from_counts) */
+    const uint8_t *from, *labels, *from_counts;
+    size_t from_len, labels_len, from_counts_len;
+    uint64_t complete, from_first;
     unsigned flags;     /* FLOE_BATCH_* as asked */
     uint64_t shard_set; /* Request.shard (all 0: absent) */
     uint32_t shard, shards;

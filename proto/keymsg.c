@@ -44,6 +44,8 @@ static const struct {
     {"from", PROTOBUF_C_TYPE_BYTES, FLOE_KEYMSG_FROM},
     {"labels", PROTOBUF_C_TYPE_BYTES, FLOE_KEYMSG_LABELS},
     {"complete", PROTOBUF_C_TYPE_UINT64, FLOE_KEYMSG_COMPLETE},
+    {"from_first", PROTOBUF_C_TYPE_UINT64, FLOE_KEYMSG_FROM_FIRST},
+    {"from_counts", PROTOBUF_C_TYPE_BYTES, FLOE_KEYMSG_FROM_COUNTS},
 };
 
 static void shape_of(const ProtobufCFieldDescriptor *f, op_shape *s)
@@ -118,6 +120,8 @@ static void parts_of(void *msg, const op_shape *s, floe_keymsg *m)
     m->from = part_in(msg, s, FLOE_KEYMSG_FROM);
     m->labels = part_in(msg, s, FLOE_KEYMSG_LABELS);
     m->complete = part_in(msg, s, FLOE_KEYMSG_COMPLETE);
+    m->from_first = part_in(msg, s, FLOE_KEYMSG_FROM_FIRST);
+    m->from_counts = part_in(msg, s, FLOE_KEYMSG_FROM_COUNTS);
 }
 
 bool floe__keymsg_of(const Floe__V1__Request *req, floe_keymsg *m)

@@ -40,9 +40,11 @@ typedef enum floe_keymsg_part {
     FLOE_KEYMSG_CHANGE_COUNTS,
     FLOE_KEYMSG_CHANGES,
     FLOE_KEYMSG_GENERATION,
-    FLOE_KEYMSG_FROM,     /* bytes from: exploring tables' parents in the open set */
-    FLOE_KEYMSG_LABELS,   /* bytes labels */
-    FLOE_KEYMSG_COMPLETE, /* uint64 complete: the claim the request ends */
+    FLOE_KEYMSG_FROM,       /* bytes from: exploring tables' parents in the open set */
+    FLOE_KEYMSG_LABELS,     /* bytes labels */
+    FLOE_KEYMSG_COMPLETE,   /* uint64 complete: the claim the request ends */
+    FLOE_KEYMSG_FROM_FIRST, /* uint64 from_first, bytes from_counts: from, run-length coded */
+    FLOE_KEYMSG_FROM_COUNTS,
     FLOE_KEYMSG_PARTS
 } floe_keymsg_part;
 
@@ -61,8 +63,8 @@ typedef struct floe_keymsg {
     ProtobufCBinaryData *keys, *values, *parents, *change_counts, *changes;
     protobuf_c_boolean *overwrite, *want_ids, *want_values;
     uint64_t *generation;
-    ProtobufCBinaryData *from, *labels; /* an exploring table's insert */
-    uint64_t *complete;
+    ProtobufCBinaryData *from, *labels, *from_counts; /* an exploring table's insert */
+    uint64_t *complete, *from_first;
 } floe_keymsg;
 
 /* req's parts; false (m zeroed) if its operation carries no keys or its

@@ -151,6 +151,36 @@ static const void *aligned(const void *p, size_t len, size_t align, void **copy)
     return *copy;
 }
 
+/* Insert.from_first and from_counts as the from they stand for (8 bytes a
+ * key), into the item's copy. */
+static floe_status from_of_counts(const key_request *kr, size_t n, item *it, const uint64_t **from, char *msg,
+                                  size_t len)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < kr->from_counts_len; i++)
+        sum += kr->from_counts[i];
+    if (kr->from_len) {
+        snprintf(msg, len, "from and from_counts: one or the other");
+        return FLOE_ERR_INVALID;
+    }
+    if (sum != n) {
+        snprintf(msg, len, "from_counts add up to %llu keys; the request has %zu", (unsigned long long)sum, n);
+        return FLOE_ERR_INVALID;
+    }
+    uint64_t *f = floe_malloc(n * 8 + 8);
+    if (!f) {
+        snprintf(msg, len, "out of memory");
+        return FLOE_ERR_INTERNAL;
+    }
+    for (size_t i = 0, k = 0; i < kr->from_counts_len; i++)
+        for (unsigned c = 0; c < kr->from_counts[i]; c++)
+            f[k++] = kr->from_first + i;
+    free(it->explore_copy);
+    it->explore_copy = f;
+    *from = f;
+    return FLOE_OK;
+}
+
 /* An exploring table's part of an insert (its parents, labels, the claim
  * it ends), checked against the open set before the batch runs, so that a
  * bad one changes nothing; the item then adds its states when answered
@@ -159,7 +189,7 @@ static floe_status explore_door(table_entry *e, floe_op op, const key_request *k
                                 char *msg, size_t len)
 {
     const floe_spec *spec = &e->table->spec;
-    const bool asks = kr->from_len || kr->labels_len || kr->complete;
+    const bool asks = kr->from_len || kr->labels_len || kr->complete || kr->from_counts_len || kr->from_first;
     if (!e->explore || !floe_op_has(op, FLOE_OPF_STORES)) {
         if (asks)
             snprintf(msg, len,
@@ -181,13 +211,16 @@ static floe_status explore_door(table_entry *e, floe_op op, const key_request *k
                  n);
         return FLOE_ERR_INVALID;
     }
-    const uint64_t *from = aligned(kr->from, kr->from_len, 8, &it->explore_copy);
-    if (kr->from_len && !from) {
+    const uint64_t *from = NULL;
+    floe_status st = kr->from_counts_len ? from_of_counts(kr, n, it, &from, msg, len) : FLOE_OK;
+    if (st != FLOE_OK)
+        return st;
+    if (!kr->from_counts_len && kr->from_len && !(from = aligned(kr->from, kr->from_len, 8, &it->explore_copy))) {
         snprintf(msg, len, "out of memory");
         return FLOE_ERR_INTERNAL;
     }
     floe_errinfo err;
-    floe_status st = floe_explore_check_parents(e->explore, from, kr->from_len / 8, &err);
+    st = floe_explore_check_parents(e->explore, from, from ? n : 0, &err);
     if (st == FLOE_OK && kr->complete && !floe_explore_holds(e->explore, kr->complete))
         st = floe_errinfo_set(&err, FLOE_ERR_INVALID,
                               "no claim 0x%llx is out on table %s: completed, expired (its states are open again) or "
@@ -198,7 +231,7 @@ static floe_status explore_door(table_entry *e, floe_op op, const key_request *k
         return st;
     }
     it->explore = true;
-    it->explore_from = kr->from_len ? from : NULL;
+    it->explore_from = from;
     it->explore_labels = kr->labels_len ? kr->labels : NULL;
     it->explore_complete = kr->complete;
     entry_ref(e);
@@ -305,6 +338,10 @@ void handle_keys(server *srv, session *c, Floe__V1__Request *req, const request_
         kr.labels = m.labels->data, kr.labels_len = m.labels->len;
     if (m.complete)
         kr.complete = *m.complete;
+    if (m.from_first)
+        kr.from_first = *m.from_first;
+    if (m.from_counts)
+        kr.from_counts = m.from_counts->data, kr.from_counts_len = m.from_counts->len;
     if (req->shard) {
         kr.shard_set = req->shard->shard_set;
         kr.shard = req->shard->shard;

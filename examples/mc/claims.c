@@ -36,6 +36,12 @@ typedef struct sq {
     uint64_t *from;      /* their parents' explore ids */
     uint8_t *labels;     /* and which successor of its parent each one is */
     size_t n;
+    /* a claim of consecutive ids (from the cursor): the parents as the first one's id and each
+     * one's number of successors instead of from (floe_send_insert_successors) */
+    bool range;
+    uint64_t first;
+    uint8_t *counts;
+    size_t ncounts, counts_cap;
     unsigned inserts_out; /* insert requests in flight */
     floe_call **claims;   /* claims in flight, oldest first (a ring of r->inflight) */
     unsigned claim_head, claims_out;
@@ -86,14 +92,28 @@ static void send_insert(sq *w, uint64_t complete)
     w->inserts_out++;
     atomic_fetch_add(&w->p->sent, w->n);
     atomic_fetch_add(&w->p->sent_bytes, w->n * w->kb);
-    floe_send_insert_explore(w->c, w->r->table, w->keys, w->n * w->kb, w->n, w->from, w->labels, w->n, complete,
-                             on_insert, w);
+    if (w->range && w->n)
+        floe_send_insert_successors(w->c, w->r->table, w->keys, w->n * w->kb, w->n, w->first, w->counts, w->ncounts,
+                                    w->labels, w->n, complete, on_insert, w);
+    else
+        floe_send_insert_explore(w->c, w->r->table, w->keys, w->n * w->kb, w->n, w->n ? w->from : NULL, w->labels, w->n,
+                                 complete, on_insert, w);
     w->n = 0;
+    w->ncounts = 0;
 }
 
 static void add_successor(sq *w, const void *state, uint64_t parent, unsigned j)
 {
     memcpy(w->keys + w->n * w->kb, state, w->kb);
+    if (w->range) { /* parents with no successor here count 0 */
+        if (!w->ncounts) {
+            w->first = parent;
+            w->counts[w->ncounts++] = 0;
+        }
+        while (w->first + w->ncounts - 1 < parent)
+            w->counts[w->ncounts++] = 0;
+        w->counts[w->ncounts - 1]++;
+    }
     w->from[w->n] = parent;
     w->labels[w->n] = (uint8_t)j;
     if (++w->n == w->r->batch)
@@ -120,6 +140,18 @@ static void expand_claim(sq *w, const floe_claim *cl, const uint64_t *ids, const
     const bool leaf = w->r->max_depth && cl->depth >= w->r->max_depth; /* found, not expanded */
     uint32_t s[MC_MAX_WORDS], succ[MC_MAX_SUCC * MC_MAX_WORDS];
     uint64_t psucc[MC_MAX_SUCC], edges = 0;
+    w->range = cl->n > 0;
+    for (size_t i = 1; i < cl->n && w->range; i++)
+        w->range = ids[i] == ids[0] + i;
+    if (cl->n > w->counts_cap) {
+        uint8_t *c = realloc(w->counts, cl->n);
+        if (!c) {
+            sq_fail(w, FLOE_ERR_IO, "out of memory", "for a claim's counts");
+            return;
+        }
+        w->counts = c;
+        w->counts_cap = cl->n;
+    }
     for (size_t i = 0; i < cl->n && !w->status; i++) {
         uint64_t key = 0;
         if (packed) {
@@ -233,6 +265,7 @@ int mc_claims_run(const mc_run *r, mc_progress *p)
     free(w.keys);
     free(w.from);
     free(w.labels);
+    free(w.counts);
     free(w.claims);
     p->status = w.status;
     snprintf(p->error, sizeof p->error, "%s", w.error);

@@ -82,6 +82,10 @@ static void random_request(Floe__V1__Request *q, room *r)
             r->in.from = random_bytes(r->from, sizeof r->from);
             r->in.labels = random_bytes(r->labels, sizeof r->labels);
             r->in.complete = below(2) ? next() : 0;
+            if (below(2)) { /* or its parents run-length coded */
+                r->in.from_first = next() >> below(64);
+                r->in.from_counts = random_bytes(r->labels, sizeof r->labels);
+            }
         }
         q->op_case = FLOE__V1__REQUEST__OP_INSERT;
         q->insert = &r->in;
@@ -182,13 +186,14 @@ static void expect_same(const envelope *e, const Floe__V1__Request *q)
     const char *table = NULL;
     const ProtobufCBinaryData *keys = NULL, *values = NULL;
     bool overwrite = false, want_ids = false, want_values = false;
-    const ProtobufCBinaryData none = {0, NULL}, *from = &none, *labels = &none;
-    uint64_t complete = 0;
+    const ProtobufCBinaryData none = {0, NULL}, *from = &none, *labels = &none, *counts = &none;
+    uint64_t complete = 0, first = 0;
     switch (q->op_case) {
     case FLOE__V1__REQUEST__OP_INSERT:
         table = q->insert->table, keys = &q->insert->keys, values = &q->insert->values;
         overwrite = q->insert->overwrite, want_ids = q->insert->want_ids;
         from = &q->insert->from, labels = &q->insert->labels, complete = q->insert->complete;
+        counts = &q->insert->from_counts, first = q->insert->from_first;
         break;
     case FLOE__V1__REQUEST__OP_FIND:
         table = q->find->table, keys = &q->find->keys;
@@ -222,6 +227,8 @@ static void expect_same(const envelope *e, const Floe__V1__Request *q)
     ck_assert(same_bytes(e->from, e->from_len, from));
     ck_assert(same_bytes(e->labels, e->labels_len, labels));
     ck_assert_uint_eq(e->complete, complete);
+    ck_assert(same_bytes(e->from_counts, e->from_counts_len, counts));
+    ck_assert_uint_eq(e->from_first, first);
     ck_assert_int_eq(e->overwrite, overwrite);
     ck_assert_int_eq(e->want_ids, want_ids);
     ck_assert_int_eq(e->want_values, want_values);
