@@ -2,7 +2,6 @@
  * explore.c - libfloe's calls on exploring tables (see floe.h): inserts
  * with their parents, claims, and traces.
  */
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,7 +79,7 @@ int floe_insert_explore(floe *c, const char *table, const void *keys, size_t key
 }
 
 static floe_call *claim_call(floe *c, const char *table, size_t max, unsigned lease_ms, uint64_t renew,
-                             bool parent_keys, floe_callback *cb, void *arg)
+                             floe_callback *cb, void *arg)
 {
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__Claim q = FLOE__V1__CLAIM__INIT;
@@ -88,14 +87,12 @@ static floe_call *claim_call(floe *c, const char *table, size_t max, unsigned le
     q.max = (uint32_t)(max > UINT32_MAX ? UINT32_MAX : max);
     q.lease_ms = lease_ms;
     q.renew = renew;
-    q.want_parent_keys = parent_keys;
     req.op_case = FLOE__V1__REQUEST__OP_CLAIM;
     req.claim = &q;
     return floe__send_request(c, &req, cb, arg);
 }
 
-floe_call *floe_send_claim(floe *c, const char *table, size_t max, unsigned lease_ms, int parent_keys,
-                           floe_callback *cb, void *arg)
+floe_call *floe_send_claim(floe *c, const char *table, size_t max, unsigned lease_ms, floe_callback *cb, void *arg)
 {
     if (max == 0) {
         floe_call *call = floe__new_call(c, cb, arg);
@@ -103,26 +100,21 @@ floe_call *floe_send_claim(floe *c, const char *table, size_t max, unsigned leas
             floe__complete(c, call, FLOE_ERR_INVALID, "a claim of 0 states", NULL);
         return cb ? NULL : call;
     }
-    return claim_call(c, table, max, lease_ms, 0, parent_keys != 0, cb, arg);
+    return claim_call(c, table, max, lease_ms, 0, cb, arg);
 }
 
-int floe_call_claim(const floe_call *call, floe_claim *out, const uint64_t **ids, const void **keys,
-                    const void **parent_keys)
+int floe_call_claim(const floe_call *call, floe_claim *out, const uint64_t **ids, const void **keys)
 {
     memset(out, 0, sizeof *out);
     *ids = NULL, *keys = NULL;
-    if (parent_keys)
-        *parent_keys = NULL;
     if (call->status != FLOE_OK)
         return call->status;
     const Floe__V1__Response *r = call->resp;
     const Floe__V1__ClaimReply *cr = r && r->body_case == FLOE__V1__RESPONSE__BODY_CLAIM ? r->claim : NULL;
     const size_t n = cr ? cr->ids.len / 8 : 0;
     if (!cr || cr->ids.len % 8 || (n && cr->keys.len % n) || (!n && cr->keys.len) ||
-        (cr->state == FLOE_CLAIM_GOT) != (n > 0) || (cr->parent_keys.len && cr->parent_keys.len != cr->keys.len))
+        (cr->state == FLOE_CLAIM_GOT) != (n > 0))
         return FLOE_ERR_PROTOCOL;
-    if (parent_keys && cr->parent_keys.len)
-        *parent_keys = cr->parent_keys.data;
     out->state = (int)cr->state;
     out->token = cr->token;
     out->depth = cr->depth;
@@ -139,14 +131,13 @@ int floe_claim_states(floe *c, const char *table, size_t max, unsigned lease_ms,
     memset(out, 0, sizeof *out);
     if (max == 0)
         return floe__set_error(c, FLOE_ERR_INVALID, "a claim of 0 states");
-    floe_call *call = claim_call(c, table, max, lease_ms, 0, false, NULL, NULL);
+    floe_call *call = claim_call(c, table, max, lease_ms, 0, NULL, NULL);
     int st = floe__finish(c, call);
     if (st == FLOE_OK) {
         const uint64_t *got_ids;
         const void *got_keys;
         floe_claim got;
-        if (floe_call_claim(call, &got, &got_ids, &got_keys, NULL) != FLOE_OK || got.n > max ||
-            got.key_bytes > keys_cap)
+        if (floe_call_claim(call, &got, &got_ids, &got_keys) != FLOE_OK || got.n > max || got.key_bytes > keys_cap)
             st = floe__set_error(c, FLOE_ERR_PROTOCOL, "a claim's answer that does not hold together");
         else {
             *out = got;
@@ -164,7 +155,7 @@ int floe_claim_renew(floe *c, const char *table, uint64_t token, unsigned lease_
 {
     if (!token)
         return floe__set_error(c, FLOE_ERR_INVALID, "no claim 0 to renew");
-    floe_call *call = claim_call(c, table, 0, lease_ms, token, false, NULL, NULL);
+    floe_call *call = claim_call(c, table, 0, lease_ms, token, NULL, NULL);
     int st = floe__finish(c, call);
     floe_call_free(call);
     return st;

@@ -512,17 +512,11 @@ floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, siz
 /* floe_insert_explore and floe_claim_states pipelined: floe_send_insert_explore's
  * answers are read with floe_call_results; floe_send_claim's with
  * floe_call_claim: *out, and its ids (out->n) and keys, which live as
- * long as the call; FLOE_OK, or the call's error.  parent_keys (nonzero)
- * asks for each state's parent's key too (an initial state's own), in
- * *parent_keys (may be NULL; NULL when not asked): a worker need not send
- * the successor that is the parent, which the table holds. */
+ * long as the call; FLOE_OK, or the call's error. */
 floe_call *floe_send_insert_explore(floe *c, const char *table, const void *keys, size_t key_bytes, size_t n,
                                     const uint64_t *from, const void *labels, size_t labels_len, uint64_t complete,
                                     floe_callback *cb, void *arg);
-floe_call *floe_send_claim(floe *c, const char *table, size_t max, unsigned lease_ms, int parent_keys,
-                           floe_callback *cb, void *arg);
-int floe_call_claim(const floe_call *call, floe_claim *out, const uint64_t **ids, const void **keys,
-                    const void **parent_keys);
+floe_call *floe_send_claim(floe *c, const char *table, size_t max, unsigned lease_ms, floe_callback *cb, void *arg);
 /* floe_send_insert_explore for successors grouped by parent whose parents
  * are consecutive explore ids (a claim's, from the cursor: ids[i] ==
  * ids[0] + i): the first parent's id and each parent's number of keys
@@ -531,6 +525,7 @@ int floe_call_claim(const floe_call *call, floe_claim *out, const uint64_t **ids
 floe_call *floe_send_insert_successors(floe *c, const char *table, const void *keys, size_t key_bytes, size_t n,
                                        uint64_t first_parent, const uint8_t *counts, size_t parents, const void *labels,
                                        size_t labels_len, uint64_t complete, floe_callback *cb, void *arg);
+int floe_call_claim(const floe_call *call, floe_claim *out, const uint64_t **ids, const void **keys);
 /* floe_add's request; floe_call_values has the values after each delta. */
 floe_call *floe_send_add(floe *c, const char *table, const uint64_t *keys, size_t n, const void *deltas,
                          size_t deltas_len, floe_callback *cb, void *arg);

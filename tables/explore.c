@@ -26,9 +26,6 @@
 #define CHUNK_BITS 16
 #define CHUNK      ((uint64_t)1 << CHUNK_BITS)
 #define MAGIC      "FLOEXPL1"
-#define PAGE_BITS  12 /* chunks a page of the chunk list */
-#define PAGE       ((size_t)1 << PAGE_BITS)
-#define PAGES_MAX  4096 /* 2^40 states */
 
 typedef struct chunk {
     unsigned char *keys;
@@ -81,10 +78,8 @@ struct floe_explore {
     uint64_t run; /* the high half of this run's tokens */
     uint32_t seq; /* claims made: the low half */
     uint64_t count;
-    /* the chunks, in pages that never move: a state below `reserved` is read and written without
-     * the lock (the page and chunk made under it, before its id was handed out) */
-    chunk *pages[PAGES_MAX];
-    size_t nchunks;
+    chunk *chunks;
+    size_t nchunks, chunks_cap;
     depth_run *runs;
     size_t nruns, runs_cap;
     uint64_t *levels; /* states found at each depth */
@@ -127,8 +122,7 @@ static bool reserve(void **p, size_t *cap, size_t need, size_t size)
 
 static chunk *chunk_of(const floe_explore *x, uint64_t id)
 {
-    const size_t k = (size_t)(id >> CHUNK_BITS);
-    return &x->pages[k >> PAGE_BITS][k & (PAGE - 1)];
+    return &x->chunks[id >> CHUNK_BITS];
 }
 
 static size_t in_chunk(uint64_t id)
@@ -150,13 +144,10 @@ static uint64_t parent_at(const floe_explore *x, uint64_t id)
 static bool room_for(floe_explore *x, uint64_t end)
 {
     const size_t need = (size_t)((end + CHUNK - 1) >> CHUNK_BITS);
-    if (need > PAGES_MAX * PAGE)
+    if (!reserve((void **)&x->chunks, &x->chunks_cap, need, sizeof *x->chunks))
         return false;
     for (; x->nchunks < need; x->nchunks++) {
-        chunk **page = &x->pages[x->nchunks >> PAGE_BITS];
-        if (!*page && !(*page = floe_calloc(PAGE, sizeof **page)))
-            return false;
-        chunk *c = &(*page)[x->nchunks & (PAGE - 1)];
+        chunk *c = &x->chunks[x->nchunks];
         c->keys = floe_malloc(CHUNK * x->key_bytes);
         c->parents = floe_malloc(CHUNK * sizeof *c->parents);
         c->labels = x->label_bytes ? floe_calloc(CHUNK, x->label_bytes) : NULL;
@@ -225,15 +216,13 @@ void floe_explore_destroy(floe_explore *x)
     if (!x)
         return;
     for (size_t i = 0; i < x->nchunks; i++) {
-        chunk *c = chunk_of(x, (uint64_t)i << CHUNK_BITS);
-        free(c->keys);
-        free(c->parents);
-        free(c->labels);
+        free(x->chunks[i].keys);
+        free(x->chunks[i].parents);
+        free(x->chunks[i].labels);
     }
-    for (size_t p = 0; p < PAGES_MAX && x->pages[p]; p++)
-        free(x->pages[p]);
     for (size_t i = 0; i < x->nclaims; i++)
         free(x->claims[i].ids);
+    free(x->chunks);
     free(x->runs);
     free(x->levels);
     free(x->back);
@@ -416,9 +405,21 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
         }
     }
     const uint64_t seq = x->pend_first + (x->pend_n - 1 - x->pend_head);
+    /* the chunks the states go to (the list may move under another add's room_for) */
+    const size_t c0 = (size_t)(id0 >> CHUNK_BITS), nc = m ? (size_t)((id0 + m - 1) >> CHUNK_BITS) - c0 + 1 : 0;
+    chunk *to = st == FLOE_OK ? floe_malloc(nc * sizeof *to + 1) : NULL;
+    if (to)
+        memcpy(to, x->chunks + c0, nc * sizeof *to);
     unlock(x);
-    if (st != FLOE_OK) {
+    if (st != FLOE_OK || !to) {
         free(places);
+        if (st == FLOE_OK) { /* its place in the queue is taken: it completes empty, and says why */
+            lock(x);
+            x->pend[x->pend_head + (size_t)(seq - x->pend_first)].done = true;
+            publish_locked(x);
+            unlock(x);
+            st = floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for the chunks of %zu states", m);
+        }
         return st;
     }
     /* without the lock: the states, into places nobody reads before they are published */
@@ -427,7 +428,7 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
     for (size_t j = 0; j < m; j++) {
         const size_t i = PLACE(j);
         const uint64_t id = id0 + j;
-        chunk *c = chunk_of(x, id);
+        chunk *c = &to[(id >> CHUNK_BITS) - c0];
         const size_t at = in_chunk(id);
         put_state(c->keys + at * kb, k + i * kb, kb);
         c->parents[at] = parents ? parents[i] : FLOE_EXPLORE_ROOT;
@@ -441,6 +442,7 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
             ids[i] = id;
     }
 #undef PLACE
+    free(to);
     free(places);
     lock(x);
     x->pend[x->pend_head + (size_t)(seq - x->pend_first)].done = true;
@@ -509,9 +511,8 @@ static bool shallower_out(const floe_explore *x, uint32_t depth)
     return false;
 }
 
-/* The claim itself, lock held: its ids into ids; the keys are copied after (floe_explore_claim). */
 static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, uint64_t lease_ms, uint64_t *ids,
-                                size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
+                                void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
                                 floe_errinfo *err)
 {
     *n = 0;
@@ -540,8 +541,11 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, ui
             m++;
         if (!(mine = floe_malloc(m * sizeof *mine)))
             return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a claim of %zu states", m);
-        for (size_t i = 0; i < m; i++)
+        for (size_t i = 0; i < m; i++) {
             mine[i] = ids[i] = x->back[x->back_head + i];
+            if (keys)
+                memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, mine[i]), x->key_bytes);
+        }
     } else {
         size_t hint = x->nruns - 1;
         depth_near(x, x->cursor, &hint);
@@ -550,6 +554,12 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, ui
         m = (size_t)(end - x->cursor < max ? end - x->cursor : max);
         for (size_t i = 0; i < m; i++)
             ids[i] = x->cursor + i;
+        for (size_t i = 0; keys && i < m;) { /* chunk by chunk */
+            const uint64_t id = x->cursor + i;
+            const size_t k = (size_t)(CHUNK - in_chunk(id)) < m - i ? (size_t)(CHUNK - in_chunk(id)) : m - i;
+            memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, id), k * x->key_bytes);
+            i += k;
+        }
     }
     if (from_back) {
         x->back_head += m;
@@ -571,25 +581,12 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, ui
 }
 
 floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uint64_t lease_ms, uint64_t *ids,
-                               void *keys, void *parent_keys, size_t *n, uint32_t *depth, uint64_t *token,
-                               floe_explore_state *state, floe_errinfo *err)
+                               void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
+                               floe_errinfo *err)
 {
     lock(x);
-    floe_status r = claim_locked(x, max, now_ms, lease_ms, ids, n, depth, token, state, err);
+    floe_status r = claim_locked(x, max, now_ms, lease_ms, ids, keys, n, depth, token, state, err);
     unlock(x);
-    /* without the lock: what the states hold never changes, and their chunks never move */
-    const uint32_t kb = x->key_bytes;
-    for (size_t i = 0; keys && i < *n;) {
-        size_t k = 1; /* a run of consecutive ids in one chunk at once */
-        while (i + k < *n && ids[i + k] == ids[i] + k && in_chunk(ids[i] + k) != 0)
-            k++;
-        memcpy((unsigned char *)keys + i * kb, key_at(x, ids[i]), k * kb);
-        i += k;
-    }
-    for (size_t i = 0; parent_keys && i < *n; i++) { /* an initial state stands for its own parent */
-        const uint64_t p = parent_at(x, ids[i]);
-        memcpy((unsigned char *)parent_keys + i * kb, key_at(x, p == FLOE_EXPLORE_ROOT ? ids[i] : p), kb);
-    }
     return r;
 }
 
@@ -715,11 +712,8 @@ static void stats_locked(const floe_explore *x, floe_explore_counts *st)
     st->claims = x->nclaims;
     st->levels = x->nlevels;
     st->done = x->count && !st->open && !x->nclaims && x->reserved == x->count;
-    size_t pages = 0;
-    while (pages < PAGES_MAX && x->pages[pages])
-        pages++;
     st->bytes = sizeof *x + x->nchunks * (CHUNK * (x->key_bytes + sizeof(uint64_t) + x->label_bytes)) +
-                pages * PAGE * sizeof(chunk) + x->runs_cap * sizeof *x->runs +
+                x->chunks_cap * sizeof *x->chunks + x->runs_cap * sizeof *x->runs +
                 (uint64_t)x->levels_cap * sizeof *x->levels + x->back_cap * sizeof *x->back +
                 x->claims_cap * sizeof *x->claims + x->claimed * sizeof(uint64_t) + x->pend_cap * sizeof *x->pend;
 }
@@ -839,9 +833,7 @@ static floe_explore_cut *cut_take_locked(const floe_explore *x)
         nlevels = x->runs[i].depth + 1 > nlevels ? x->runs[i].depth + 1 : nlevels;
     }
     c->h.nlevels = nlevels;
-    if ((c->chunks = floe_malloc(c->nchunks * sizeof *c->chunks + 1)))
-        for (size_t i = 0; i < c->nchunks; i++)
-            c->chunks[i] = *chunk_of(x, (uint64_t)i << CHUNK_BITS);
+    c->chunks = copy_of(x->chunks, c->nchunks, sizeof *x->chunks);
     c->open_back = copy_of(x->back ? x->back + x->back_head : NULL, back, sizeof *x->back);
     if (!c->runs || !c->levels || !c->chunks || !c->open_back) {
         floe_explore_cut_free(c);

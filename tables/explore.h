@@ -88,15 +88,13 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
 
 /* Hands out up to max open states, shallowest and earliest first (the
  * states of expired claims before the rest), all of one depth: ids, keys
- * (key_bytes each; may be NULL), parent_keys (each one's parent's key, an
- * initial state's own; may be NULL: a worker that has them need not send
- * the successor that is the parent) and *depth, under *token with a lease
- * to now_ms + lease_ms.  *state says which of GOT, WAIT or DONE; with WAIT
- * and DONE *n is 0 and *token 0.  Claims whose lease has run out return to
- * the open set first.  The keys are copied after the lock is let go. */
+ * (key_bytes each) and *depth, under *token with a lease to now_ms +
+ * lease_ms.  *state says which of GOT, WAIT or DONE; with WAIT and DONE
+ * *n is 0 and *token 0.  Claims whose lease has run out return to the open
+ * set first. */
 floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uint64_t lease_ms, uint64_t *ids,
-                               void *keys, void *parent_keys, size_t *n, uint32_t *depth, uint64_t *token,
-                               floe_explore_state *state, floe_errinfo *err);
+                               void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
+                               floe_errinfo *err);
 /* Whether a claim of this run with that token is out. */
 bool floe_explore_holds(const floe_explore *x, uint64_t token);
 /* Ends the claim token (its states expanded); ERR_INVALID if no claim of

@@ -57,16 +57,15 @@ void handle_claim(server *srv, session *c, Floe__V1__Request *req, const request
     }
     const size_t max = q->max ? (q->max < CLAIM_MAX ? q->max : CLAIM_MAX) : CLAIM_DEFAULT_MAX, kb = key_bytes(e);
     uint64_t *ids = floe_malloc(max * 8);
-    unsigned char *keys = floe_malloc(max * kb), *pkeys = q->want_parent_keys ? floe_malloc(max * kb) : NULL;
+    unsigned char *keys = floe_malloc(max * kb);
     size_t n = 0;
     uint32_t depth = 0;
     uint64_t token = 0;
     floe_explore_state state = FLOE_EXPLORE_WAIT;
-    floe_status st = ids && keys && (pkeys || !q->want_parent_keys)
-                         ? FLOE_OK
-                         : floe_errinfo_set(&err, FLOE_ERR_INTERNAL, "out of memory");
-    if (st == FLOE_OK)
-        st = floe_explore_claim(e->explore, max, now_ms(), lease, ids, keys, pkeys, &n, &depth, &token, &state, &err);
+    floe_status st = ids && keys ? FLOE_OK : floe_errinfo_set(&err, FLOE_ERR_INTERNAL, "out of memory");
+    if (st == FLOE_OK) {
+        st = floe_explore_claim(e->explore, max, now_ms(), lease, ids, keys, &n, &depth, &token, &state, &err);
+    }
     if (st == FLOE_OK) {
         Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
         Floe__V1__ClaimReply cr = FLOE__V1__CLAIM_REPLY__INIT;
@@ -77,8 +76,6 @@ void handle_claim(server *srv, session *c, Floe__V1__Request *req, const request
         cr.token = token;
         cr.ids = (ProtobufCBinaryData){n * 8, (uint8_t *)ids};
         cr.keys = (ProtobufCBinaryData){n * kb, keys};
-        if (pkeys)
-            cr.parent_keys = (ProtobufCBinaryData){n * kb, pkeys};
         cr.depth = depth;
         r.body_case = FLOE__V1__RESPONSE__BODY_CLAIM;
         r.claim = &cr;
@@ -88,7 +85,6 @@ void handle_claim(server *srv, session *c, Floe__V1__Request *req, const request
     }
     free(ids);
     free(keys);
-    free(pkeys);
     entry_unref(e);
 }
 

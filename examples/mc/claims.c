@@ -3,9 +3,7 @@
  * (--server-queue; worker.h): it claims open states of an exploring table,
  * expands them, and inserts their successors with each one's parent id and
  * its place among the parent's successors as its label, ending the claim
- * with the last insert; the successor that is the state's parent (the claim
- * says each state's parent's key) is counted but not sent: the table holds
- * it.  Nothing of the run lives in the worker: a worker
+ * with the last insert.  Nothing of the run lives in the worker: a worker
  * that dies loses nothing (its claims return to the open set when their
  * lease ends), any worker may join or leave, and the server says when the
  * run has ended (DONE).
@@ -134,8 +132,7 @@ static void note(_Atomic uint64_t *count, uint32_t *kept, uint64_t *kept_id, uin
 }
 
 /* A claim's states expanded, their successors sent, the claim ended. */
-static void expand_claim(sq *w, const floe_claim *cl, const uint64_t *ids, const unsigned char *keys,
-                         const unsigned char *parent_keys)
+static void expand_claim(sq *w, const floe_claim *cl, const uint64_t *ids, const unsigned char *keys)
 {
     const mc_model *m = w->m;
     mc_progress *p = w->p;
@@ -184,13 +181,8 @@ static void expand_claim(sq *w, const floe_claim *cl, const uint64_t *ids, const
         edges += k;
         if (k == 0)
             note(&p->deadlocks, p->deadlock, &p->deadlock_id, &p->deadlock_depth, s, m->words, ids[i], cl->depth);
-        const unsigned char *parent = parent_keys ? parent_keys + i * w->kb : NULL;
-        for (unsigned j = 0; j < k && !w->status; j++) {
-            const void *t = packed ? (const void *)&psucc[j] : (const void *)(succ + j * m->words);
-            if (parent && memcmp(t, parent, w->kb) == 0) /* the parent: in the table already (or itself) */
-                continue;
-            add_successor(w, t, ids[i], j);
-        }
+        for (unsigned j = 0; j < k && !w->status; j++)
+            add_successor(w, packed ? (const void *)&psucc[j] : (const void *)(succ + j * m->words), ids[i], j);
     }
     atomic_fetch_add(&p->transitions, edges);
     atomic_fetch_add(&p->expanded, cl->n);
@@ -231,7 +223,7 @@ int mc_claims_run(const mc_run *r, mc_progress *p)
             sleep_us(wait_until - t);
         /* keep claims in flight: all of them while states come, one while the server says WAIT */
         while (!w.done && w.claims_out < (pause ? 1u : r->inflight) && now_us() >= wait_until) {
-            floe_call *call = floe_send_claim(w.c, r->table, claim, r->lease_ms, 1, NULL, NULL);
+            floe_call *call = floe_send_claim(w.c, r->table, claim, r->lease_ms, NULL, NULL);
             if (!call) {
                 sq_fail(&w, FLOE_ERR_IO, "out of memory", "for a claim");
                 break;
@@ -247,8 +239,7 @@ int mc_claims_run(const mc_run *r, mc_progress *p)
         floe_claim cl;
         const uint64_t *ids;
         const void *keys;
-        const void *parent_keys;
-        const int st = floe_call_claim(call, &cl, &ids, &keys, &parent_keys);
+        const int st = floe_call_claim(call, &cl, &ids, &keys);
         if (st != FLOE_OK) {
             sq_fail(&w, st, "a claim failed", floe_call_error(call));
         } else if (cl.state == FLOE_CLAIM_DONE) {
@@ -262,7 +253,7 @@ int mc_claims_run(const mc_run *r, mc_progress *p)
         } else {
             atomic_fetch_add(&p->claims, 1);
             pause = 0;
-            expand_claim(&w, &cl, ids, keys, parent_keys);
+            expand_claim(&w, &cl, ids, keys);
         }
         floe_call_free(call);
     }

@@ -109,14 +109,13 @@ static void start(run *r, bool strict, uint64_t run_id)
  * Returns the claim's state. */
 static floe_explore_state step(run *r, size_t max, bool complete, uint64_t *token_out, uint64_t seed)
 {
-    uint64_t ids[64], keys[64], pk[64], token;
+    uint64_t ids[64], keys[64], token;
     size_t n;
     uint32_t depth;
     floe_explore_state state;
     floe_errinfo err;
     ck_assert(max <= 64);
-    ck_assert_int_eq(floe_explore_claim(r->x, max, r->now, 1000, ids, keys, pk, &n, &depth, &token, &state, &err),
-                     FLOE_OK);
+    ck_assert_int_eq(floe_explore_claim(r->x, max, r->now, 1000, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
     if (state != FLOE_EXPLORE_GOT) {
         ck_assert_uint_eq(n, 0);
         ck_assert_uint_eq(token, 0);
@@ -129,11 +128,6 @@ static floe_explore_state step(run *r, size_t max, bool complete, uint64_t *toke
     uint64_t rng = seed;
     for (size_t i = 0; i < n; i++) {
         ck_assert_int_eq(dist[keys[i]], (int)depth); /* the claim's depth is the state's */
-        bool from_parent = depth == 0 && pk[i] == keys[i]; /* its parent's key: an initial state's own */
-        for (int a = 0; a < FANOUT && depth > 0; a++)
-            from_parent = from_parent || (succ((uint32_t)pk[i], a) == keys[i] && dist[pk[i]] + 1 == (int)depth);
-        ck_assert_msg(from_parent, "state %llu: %llu is not its parent", (unsigned long long)keys[i],
-                      (unsigned long long)pk[i]);
         for (int a = 0; a < FANOUT; a++) {
             sk[m] = succ((uint32_t)keys[i], a), sp[m] = ids[i], sl[m] = (uint8_t)a;
             m++;
@@ -239,25 +233,21 @@ START_TEST(leases_run_out_and_claims_end_once)
     floe_explore_state state;
     floe_errinfo err;
     /* a worker claims the two initial states and dies */
-    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, NULL, &n, &depth, &token, &state, &err),
-                     FLOE_OK);
+    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
     ck_assert_int_eq(state, FLOE_EXPLORE_GOT);
     ck_assert_uint_eq(n, 2);
     /* nothing else is open: WAIT, not DONE, while the claim is out */
-    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, NULL, &n, &depth, &token2, &state, &err),
-                     FLOE_OK);
+    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, &n, &depth, &token2, &state, &err), FLOE_OK);
     ck_assert_int_eq(state, FLOE_EXPLORE_WAIT);
     /* renewed, it outlives its first lease */
     r->now = 900;
     ck_assert_int_eq(floe_explore_renew(r->x, token, r->now, 1000, &err), FLOE_OK);
     r->now = 1500;
-    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, NULL, &n, &depth, &token2, &state, &err),
-                     FLOE_OK);
+    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, &n, &depth, &token2, &state, &err), FLOE_OK);
     ck_assert_int_eq(state, FLOE_EXPLORE_WAIT);
     /* past it, the states go back to the open set and another worker gets them */
     r->now = 2000;
-    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, NULL, &n, &depth, &token2, &state, &err),
-                     FLOE_OK);
+    ck_assert_int_eq(floe_explore_claim(r->x, 4, r->now, 1000, ids, keys, &n, &depth, &token2, &state, &err), FLOE_OK);
     ck_assert_int_eq(state, FLOE_EXPLORE_GOT);
     ck_assert_uint_eq(n, 2);
     ck_assert(keys[0] + keys[1] == 1 && depth == 0);
@@ -419,7 +409,7 @@ static void *add_worker(void *arg)
         size_t n;
         uint32_t depth;
         floe_explore_state state;
-        if (floe_explore_claim(x, 16, 0, 1000000, ids, keys, NULL, &n, &depth, &token, &state, &err) != FLOE_OK)
+        if (floe_explore_claim(x, 16, 0, 1000000, ids, keys, &n, &depth, &token, &state, &err) != FLOE_OK)
             return "claim failed";
         if (state == FLOE_EXPLORE_DONE)
             atomic_store(&sr->done, 1);
@@ -506,7 +496,7 @@ START_TEST(bad_input_changes_nothing)
     uint32_t depth;
     floe_explore_state state;
     /* before any state: WAIT (the run has not begun), not DONE */
-    ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, NULL, &n, &depth, &token, &state, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
     ck_assert_int_eq(state, FLOE_EXPLORE_WAIT);
     const uint64_t k[3] = {10, 20, 30}, roots[3] = {FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT};
     ck_assert_int_eq(floe_explore_add(x, k, roots, NULL, NULL, 3, ids, 0, &err), FLOE_OK);
@@ -528,10 +518,10 @@ START_TEST(bad_input_changes_nothing)
     ck_assert_int_eq(floe_explore_trace(x, ids[0], 1, ids, keys, NULL, &len, &err), FLOE_ERR_TOO_LARGE);
     ck_assert_uint_eq(len, 2);
     /* not strict: a claim hands out one depth at a time, shallowest first, without waiting */
-    ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, NULL, &n, &depth, &token, &state, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
     ck_assert(state == FLOE_EXPLORE_GOT && n == 3 && depth == 0);
     uint64_t token2;
-    ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, NULL, &n, &depth, &token2, &state, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, &n, &depth, &token2, &state, &err), FLOE_OK);
     ck_assert(state == FLOE_EXPLORE_GOT && n == 1 && depth == 1 && keys[0] == 60);
     ck_assert_int_eq(floe_explore_complete(x, 0, &err), FLOE_ERR_INVALID);
     floe_explore_destroy(x);

@@ -213,7 +213,7 @@ START_TEST(open_set_block)
     size_t n;
     uint32_t depth;
     floe_explore_state state;
-    ck_assert_int_eq(floe_explore_claim(x, 3, 0, 1000, ids, ck, NULL, &n, &depth, &token, &state, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_claim(x, 3, 0, 1000, ids, ck, &n, &depth, &token, &state, &err), FLOE_OK);
     ck_assert(state == FLOE_EXPLORE_GOT && n == 3);
 
     floe_file_image *im;
