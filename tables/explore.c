@@ -163,9 +163,10 @@ static bool room_for(floe_explore *x, uint64_t end)
 
 /* ---- depths ------------------------------------------------------------------------------------ */
 
-static uint32_t depth_of(const floe_explore *x, uint64_t id)
+/* The run that holds id: the last one starting at or before it. */
+static size_t run_of(const floe_explore *x, uint64_t id)
 {
-    size_t lo = 0, hi = x->nruns; /* the last run starting at or before id */
+    size_t lo = 0, hi = x->nruns;
     while (hi - lo > 1) {
         const size_t mid = lo + (hi - lo) / 2;
         if (x->runs[mid].start <= id)
@@ -173,7 +174,12 @@ static uint32_t depth_of(const floe_explore *x, uint64_t id)
         else
             hi = mid;
     }
-    return x->runs[lo].depth;
+    return lo;
+}
+
+static uint32_t depth_of(const floe_explore *x, uint64_t id)
+{
+    return x->runs[run_of(x, id)].depth;
 }
 
 /* ---- life -------------------------------------------------------------------------------------- */
@@ -253,16 +259,8 @@ static uint32_t depth_near(const floe_explore *x, uint64_t id, size_t *hint)
     const size_t h = *hint;
     if (h < x->nruns && x->runs[h].start <= id && (h + 1 == x->nruns || id < x->runs[h + 1].start))
         return x->runs[h].depth;
-    size_t lo = 0, hi = x->nruns;
-    while (hi - lo > 1) {
-        const size_t mid = lo + (hi - lo) / 2;
-        if (x->runs[mid].start <= id)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    *hint = lo;
-    return x->runs[lo].depth;
+    *hint = run_of(x, id);
+    return x->runs[*hint].depth;
 }
 
 /* A batch's states copied in whole (key_bytes a constant where it is 8). */
