@@ -455,11 +455,21 @@ int floe_max(floe *c, const char *table, int *found, uint64_t *key, void *value,
  * states, expand them, insert the successors with their parent's id and
  * end the claim with the last of those inserts; a claim whose lease runs
  * out returns its states to the open set.  When no state is open and no
- * claim out, claims answer FLOE_CLAIM_DONE. */
-#define FLOE_EXPLORE_INITIAL UINT64_MAX /* the parent of an initial state */
-#define FLOE_CLAIM_GOT       0          /* states handed out */
-#define FLOE_CLAIM_WAIT      1          /* states are open but deeper than a claim out (or none yet): ask again */
-#define FLOE_CLAIM_DONE      2          /* the run has ended */
+ * claim out, claims answer FLOE_CLAIM_DONE.
+ *
+ * Over several floed (a partitioned connection) each server keeps the
+ * open set of its own states, and the workers end each level themselves
+ * (docs/PROTOCOL.md, "Exploring over several floed"): they claim from each
+ * server (floe_shard) with floe_send_claim_upto; inserts go through the
+ * partitioned connection, which sends each state to its server with its
+ * parent's id (an id names its server in its top 8 bits) and the parents'
+ * depth; a claim ends with an insert of no states, sent once every insert
+ * of its successors has been answered; floe_trace follows a path across. */
+#define FLOE_EXPLORE_INITIAL  UINT64_MAX /* the parent of an initial state */
+#define FLOE_CLAIM_GOT        0          /* states handed out */
+#define FLOE_CLAIM_WAIT       1          /* states are open but deeper than a claim out (or none yet): ask again */
+#define FLOE_CLAIM_DONE       2          /* the run has ended */
+#define FLOE_CLAIM_LEVEL_DONE 3          /* floe_send_claim_upto: no state of depth <= upto open, out or coming here */
 
 typedef struct floe_claim {
     int state;      /* FLOE_CLAIM_* */
@@ -467,16 +477,20 @@ typedef struct floe_claim {
     uint32_t depth; /* GOT: of every state handed out */
     size_t n;       /* GOT: states in ids and keys */
     size_t key_bytes; /* GOT: bytes of keys (n x 8, or n x a TREE's words x 4) */
+    uint64_t found;   /* floe_send_claim_upto: the server's states of depth <= upto, */
+    uint64_t next;    /* and of depth upto + 1 */
 } floe_claim;
 
 /* n states (key_bytes of keys: 8 a key, or a TREE's vectors) into an
  * exploring table, each with its parent's explore id (from NULL: all
  * initial; FLOE_EXPLORE_INITIAL for one) and its action label (labels NULL:
- * zeros; else n x label_bytes bytes); complete: the claim this request
- * ends once its states joined the open set (0: none).  results: n answers. */
+ * zeros; else n x label_bytes bytes); parent_depth: the parents' depth (a
+ * claim's; read for parents on another server of a partitioned table);
+ * complete: the claim this request ends once its states joined the open
+ * set (0: none).  results: n answers. */
 int floe_insert_explore(floe *c, const char *table, const void *keys, size_t key_bytes, size_t n, const uint64_t *from,
-                        const void *labels, size_t labels_len, uint64_t complete, uint8_t *results,
-                        floe_counts *counts);
+                        uint32_t parent_depth, const void *labels, size_t labels_len, uint64_t complete,
+                        uint8_t *results, floe_counts *counts);
 /* Up to max open states (ids: max, keys: max x the state's bytes), under a
  * lease of lease_ms (0: 60 s); out says what came. */
 int floe_claim_states(floe *c, const char *table, size_t max, unsigned lease_ms, uint64_t *ids, void *keys,
@@ -485,7 +499,7 @@ int floe_claim_states(floe *c, const char *table, size_t max, unsigned lease_ms,
 int floe_claim_renew(floe *c, const char *table, uint64_t token, unsigned lease_ms);
 /* The path from an initial state to state id: *n states, their ids, keys
  * and labels (each malloc'd, for the caller to free; labels NULL when the
- * table has none). */
+ * table has none); over several floed, followed from server to server. */
 int floe_trace(floe *c, const char *table, uint64_t id, uint64_t **ids, void **keys, void **labels, size_t *n);
 
 /* ---- pipelined calls ------------------------------------------------------------------------ */
@@ -514,17 +528,25 @@ floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, siz
  * floe_call_claim: *out, and its ids (out->n) and keys, which live as
  * long as the call; FLOE_OK, or the call's error. */
 floe_call *floe_send_insert_explore(floe *c, const char *table, const void *keys, size_t key_bytes, size_t n,
-                                    const uint64_t *from, const void *labels, size_t labels_len, uint64_t complete,
-                                    floe_callback *cb, void *arg);
+                                    const uint64_t *from, uint32_t parent_depth, const void *labels, size_t labels_len,
+                                    uint64_t complete, floe_callback *cb, void *arg);
 floe_call *floe_send_claim(floe *c, const char *table, size_t max, unsigned lease_ms, floe_callback *cb, void *arg);
+/* A claim whose workers end the levels themselves (over several floed, of
+ * one server: floe_shard): states of depth <= upto only, no barrier on the
+ * server; an answer of none says FLOE_CLAIM_WAIT (some of depth <= upto
+ * are out or being added there) or FLOE_CLAIM_LEVEL_DONE, with the
+ * server's figures in found and next. */
+floe_call *floe_send_claim_upto(floe *c, const char *table, size_t max, unsigned lease_ms, uint32_t upto,
+                                floe_callback *cb, void *arg);
 /* floe_send_insert_explore for successors grouped by parent whose parents
  * are consecutive explore ids (a claim's, from the cursor: ids[i] ==
  * ids[0] + i): the first parent's id and each parent's number of keys
  * (counts, `parents` of them, each 0..255, their sum n) stand for from, one
  * byte a parent instead of 8 a key. */
 floe_call *floe_send_insert_successors(floe *c, const char *table, const void *keys, size_t key_bytes, size_t n,
-                                       uint64_t first_parent, const uint8_t *counts, size_t parents, const void *labels,
-                                       size_t labels_len, uint64_t complete, floe_callback *cb, void *arg);
+                                       uint64_t first_parent, const uint8_t *counts, size_t parents,
+                                       uint32_t parent_depth, const void *labels, size_t labels_len, uint64_t complete,
+                                       floe_callback *cb, void *arg);
 int floe_call_claim(const floe_call *call, floe_claim *out, const uint64_t **ids, const void **keys);
 /* floe_add's request; floe_call_values has the values after each delta. */
 floe_call *floe_send_add(floe *c, const char *table, const uint64_t *keys, size_t n, const void *deltas,

@@ -31,11 +31,9 @@
 #include "keymsg.h"
 #include "ops.h"
 
-#define ID_SHARD_SHIFT 56 /* an id's shard: its top 8 bits (FLOE_SHARDS_MAX 256) */
-
 static uint64_t id_of_shard(uint64_t id, unsigned shard)
 {
-    return id == UINT64_MAX ? id : id | (uint64_t)shard << ID_SHARD_SHIFT;
+    return id == UINT64_MAX ? id : id | (uint64_t)shard << FLOE_ID_SHARD_SHIFT;
 }
 
 /* ---- the list --------------------------------------------------------------------------------- */
@@ -351,9 +349,11 @@ static void part_done(floe *s, floe_call *part, void *arg)
 }
 
 /* What a key request carries, to split: its keys (or vectors, or ids),
- * their width, and the values beside them. */
+ * their width, and what goes beside each key (values; an exploring
+ * table's parents and labels). */
 typedef struct keyed {
-    ProtobufCBinaryData *keys, *values;
+    ProtobufCBinaryData *keys, *values, *from, *labels, *from_counts;
+    uint64_t *from_first, *complete;
     size_t width; /* bytes a key: 8, or words x 4 */
     bool vectors; /* a TREE's vectors (by width alone, 2 words would pass for a key) */
     bool ids;     /* get_by_id: ids name their shard */
@@ -367,6 +367,12 @@ static bool keyed_of(floe *c, Floe__V1__Request *req, keyed *k, char *why, size_
     memset(k, 0, sizeof *k);
     if (req->op_case == FLOE__V1__REQUEST__OP_PING)
         return true; /* no keys: every shard */
+    if (req->op_case == FLOE__V1__REQUEST__OP_CLAIM || req->op_case == FLOE__V1__REQUEST__OP_TRACE) {
+        snprintf(why, len,
+                 "over several floed each server hands out its own states: claim from each one (floe_shard) with "
+                 "floe_send_claim_upto (docs/PROTOCOL.md)");
+        return false;
+    }
     const int op = floe_op_named(floe__keymsg_op_name((uint32_t)req->op_case));
     floe_keymsg m;
     if (floe_op_def(op)->parts != FLOE_PARTS_SPLIT || !floe__keymsg_of(req, &m)) {
@@ -383,6 +389,11 @@ static bool keyed_of(floe *c, Floe__V1__Request *req, keyed *k, char *why, size_
     }
     k->keys = m.keys;
     k->values = m.values;
+    k->from = m.from;
+    k->labels = m.labels;
+    k->from_counts = m.from_counts;
+    k->from_first = m.from_first;
+    k->complete = m.complete;
     k->ids = floe_op_def(op)->shape == FLOE_SHAPE_IDS; /* ids name their shard */
     k->vectors = floe_op_takes_vectors(op, c->route_words);
     k->width = k->vectors ? (size_t)c->route_words * 4 : 8;
@@ -395,12 +406,12 @@ static unsigned shard_of(const floe *c, const keyed *k, size_t i, uint64_t *id)
     const unsigned char *p = k->keys->data + i * k->width;
     if (k->ids) {
         memcpy(id, p, 8);
-        const unsigned s = (unsigned)(*id >> ID_SHARD_SHIFT);
+        const unsigned s = (unsigned)(*id >> FLOE_ID_SHARD_SHIFT);
         if (*id == UINT64_MAX || s >= c->nshards) {
             *id = UINT64_MAX; /* names no vector anywhere: shard 0 answers ABSENT */
             return 0;
         }
-        *id &= ((uint64_t)1 << ID_SHARD_SHIFT) - 1;
+        *id &= FLOE_ID_LOCAL_MASK;
         return s;
     }
     if (!k->vectors) {
@@ -411,6 +422,39 @@ static unsigned shard_of(const floe *c, const keyed *k, size_t i, uint64_t *id)
     uint32_t w[FLOE_TREE_MAX_WORDS];
     memcpy(w, p, k->width);
     return floe_shard_of_vector(w, (unsigned)(k->width / 4), c->nshards);
+}
+
+/* What goes beside each key, split with the keys: a field of the request,
+ * its bytes a key, and what it held (put back once the parts are sent). */
+typedef struct column {
+    ProtobufCBinaryData *field;
+    size_t width;
+    ProtobufCBinaryData was;
+    unsigned char *at; /* its place in the route buffer */
+} column;
+
+/* An exploring table's parents as one id a key, from Insert.from_first and
+ * from_counts (the shards' parts are not consecutive runs); NULL after
+ * naming what is wrong. */
+static uint64_t *from_of_counts(const keyed *k, size_t n, char *why, size_t len)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < k->from_counts->len; i++)
+        sum += k->from_counts->data[i];
+    if (sum != n || (k->from && k->from->len)) {
+        snprintf(why, len, "from_counts add up to %llu keys (the request has %zu), or come with from",
+                 (unsigned long long)sum, n);
+        return NULL;
+    }
+    uint64_t *f = malloc(n * 8 + 8);
+    if (!f) {
+        snprintf(why, len, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0, j = 0; i < k->from_counts->len; i++)
+        for (unsigned c = 0; c < k->from_counts->data[i]; c++)
+            f[j++] = *k->from_first + i;
+    return f;
 }
 
 static floe_call *shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg)
@@ -425,22 +469,64 @@ static floe_call *shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb
     }
     const unsigned ns = c->nshards;
     const size_t n = k.keys ? k.keys->len / k.width : 0;
-    size_t vb = k.values && n ? k.values->len / n : 0;
-    if (k.values && n && k.values->len != n * vb)
-        vb = 0; /* values that are not whole keys' go as they are: a server says what is wrong with them */
+    /* a request of no keys goes to shard 0 alone (it still says whether the table is there), or
+     * with a claim's end to the claim's server (a token names it as an id does); a claim ends
+     * alone, once its successors are in on every server */
+    const uint64_t token = k.complete ? *k.complete : 0;
+    unsigned lone = 0;
+    const char *refuse = NULL;
+    if (token && n)
+        refuse = "over several floed a claim ends with an insert of no states of its own, sent once every insert of "
+                 "its successors has been answered";
+    else if (token && (lone = (unsigned)(token >> FLOE_ID_SHARD_SHIFT)) >= ns)
+        refuse = "the claim's token names no server of this connection";
+    uint64_t *from_copy = NULL;
+    ProtobufCBinaryData from_was = {0, NULL}, counts_was = {0, NULL};
+    if (!refuse && k.from_counts && k.from_counts->len) { /* sent as from: each shard's keys' parents */
+        if (!(from_copy = from_of_counts(&k, n, why, sizeof why)))
+            refuse = why;
+        else {
+            from_was = *k.from;
+            counts_was = *k.from_counts;
+            *k.from = (ProtobufCBinaryData){n * 8, (uint8_t *)from_copy};
+            *k.from_counts = (ProtobufCBinaryData){0, NULL};
+        }
+    }
+    if (refuse) {
+        floe_call *call = floe__new_call(c, cb, arg);
+        if (call)
+            floe__complete(c, call, FLOE_ERR_INVALID, refuse, NULL);
+        return cb ? NULL : call;
+    }
+    /* the fields beside the keys that have whole keys' worth (others go as they are: a server says
+     * what is wrong with them) */
+    column cols[3];
+    unsigned ncols = 0;
+    ProtobufCBinaryData *beside[3] = {k.values, k.from, k.labels};
+    size_t per_key = 0;
+    for (unsigned i = 0; i < 3; i++) {
+        ProtobufCBinaryData *f = beside[i];
+        if (!f || !n || !f->len || f->len % n)
+            continue;
+        cols[ncols++] = (column){f, f->len / n, *f, NULL};
+        per_key += f->len / n;
+    }
     /* everything a split needs, at once, so that running out of memory has one way out */
     floe_call *call = floe__new_call(c, cb, arg);
     split *sp = calloc(1, sizeof *sp);
     size_t *start = calloc(2 * (size_t)ns + 1, sizeof *start); /* and at, after it */
-    /* the shards' keys and values, gathered: packed into each request at once, so the buffer is c's, reused */
-    const size_t kbytes = k.keys ? k.keys->len : 0, need = kbytes + n * vb;
+    /* the shards' keys and what goes beside them, gathered: packed into each request at once, so
+     * the buffer is c's, reused */
+    const size_t kbytes = k.keys ? k.keys->len : 0, need = kbytes + n * per_key;
     if (need > c->route_cap) {
         free(c->route_buf);
         c->route_cap = need + need / 2;
         if (!(c->route_buf = malloc(c->route_cap)))
             c->route_cap = 0;
     }
-    unsigned char *kb = c->route_buf, *vbuf = c->route_buf ? c->route_buf + kbytes : NULL;
+    unsigned char *kb = c->route_buf;
+    for (unsigned i = 0, off = 0; kb && i < ncols; off += (unsigned)cols[i++].width)
+        cols[i].at = kb + kbytes + n * off;
     if (sp) {
         sp->c = c;
         sp->shard_of = malloc((n ? n : 1) * sizeof *sp->shard_of);
@@ -451,6 +537,10 @@ static floe_call *shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb
         free(start);
         if (sp)
             split_free(sp);
+        if (from_copy) {
+            *k.from = from_was, *k.from_counts = counts_was;
+            free(from_copy);
+        }
         if (call)
             floe__complete(c, call, FLOE_ERR_IO, "out of memory", NULL);
         return cb ? NULL : call;
@@ -483,32 +573,32 @@ static floe_call *shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb
         } else {
             memcpy(kb + j * k.width, k.keys->data + i * k.width, k.width);
         }
-        if (vb)
-            memcpy(vbuf + j * vb, k.values->data + i * vb, vb);
+        for (unsigned f = 0; f < ncols; f++)
+            memcpy(cols[f].at + j * cols[f].width, cols[f].was.data + i * cols[f].width, cols[f].width);
     }
-    /* a request of no keys goes to shard 0 alone (it still says whether the table is there), a ping to all */
     const bool everyone = req->op_case == FLOE__V1__REQUEST__OP_PING;
     const ProtobufCBinaryData keys0 = k.keys ? *k.keys : (ProtobufCBinaryData){0, NULL};
-    const ProtobufCBinaryData values0 = k.values ? *k.values : (ProtobufCBinaryData){0, NULL};
     sp->pending = 1; /* until every part is sent: a part that fails at once must not finish the call */
     for (unsigned s = 0; s < ns; s++) {
-        if (!everyone && sp->count[s] == 0 && !(n == 0 && s == 0))
+        if (!everyone && sp->count[s] == 0 && !(n == 0 && s == lone))
             continue;
         if (k.keys) {
             k.keys->data = kb + start[s] * k.width;
             k.keys->len = sp->count[s] * k.width;
         }
-        if (k.values) {
-            k.values->data = vb ? vbuf + start[s] * vb : values0.data;
-            k.values->len = vb ? sp->count[s] * vb : values0.len;
-        }
+        for (unsigned f = 0; f < ncols; f++)
+            *cols[f].field = (ProtobufCBinaryData){sp->count[s] * cols[f].width, cols[f].at + start[s] * cols[f].width};
         sp->pending++;
         floe__send_request(c->shards[s], req, part_done, sp); /* packed at once: the buffers may go */
     }
     if (k.keys)
         *k.keys = keys0;
-    if (k.values)
-        *k.values = values0;
+    for (unsigned f = 0; f < ncols; f++)
+        *cols[f].field = cols[f].was;
+    if (from_copy) {
+        *k.from = from_was, *k.from_counts = counts_was;
+        free(from_copy);
+    }
     free(start);
     const uint64_t before = c->completions;
     if (--sp->pending == 0)
@@ -617,6 +707,13 @@ static void add_info(floe_table_info *a, const floe_table_info *b)
     a->node_slots += b->node_slots;
     a->orphan_nodes += b->orphan_nodes;
     a->generation = a->generation > b->generation ? a->generation : b->generation;
+    /* an exploring table's run has ended when it has on every server */
+    a->explore.done = a->explore.done && b->explore.done;
+    a->explore.states += b->explore.states;
+    a->explore.open += b->explore.open;
+    a->explore.claimed += b->explore.claimed;
+    a->explore.claims += b->explore.claims;
+    a->explore.levels = a->explore.levels > b->explore.levels ? a->explore.levels : b->explore.levels;
     for (int l = 0; l < 3; l++) {
         a->level[l].slots += b->level[l].slots;
         a->level[l].used += b->level[l].used;
@@ -650,6 +747,9 @@ static int shards_stats(floe *c, const char *table, floe_table_info *info)
             *info = one;
             info->keys = info->tombstones = info->slots = info->memory_bytes = info->capacity = 0;
             info->nodes = info->node_slots = info->orphan_nodes = info->generation = 0;
+            info->explore.states = info->explore.open = info->explore.claimed = info->explore.claims = 0;
+            info->explore.levels = 0;
+            info->explore.done = one.explore.done;
             for (int l = 0; l < 3; l++) /* row_bits: shard 0's */
                 info->level[l].slots = info->level[l].used = 0;
         }

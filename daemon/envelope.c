@@ -68,6 +68,7 @@ static int field_kind(Floe__V1__Request__OpCase op, uint32_t field, floe_keymsg_
         return WIRE_LEN;
     case FLOE_KEYMSG_COMPLETE: /* numbers, not flags */
     case FLOE_KEYMSG_FROM_FIRST:
+    case FLOE_KEYMSG_FROM_DEPTH:
         return WIRE_VARINT;
     case FLOE_KEYMSG_OVERWRITE:
         *flag = &e->overwrite;
@@ -106,6 +107,8 @@ static bool read_body(const uint8_t *frame, const uint8_t *p, const uint8_t *end
                 *flag = v != 0;
             else if (part == FLOE_KEYMSG_COMPLETE)
                 e->complete = v;
+            else if (part == FLOE_KEYMSG_FROM_DEPTH)
+                e->from_depth = (uint32_t)v; /* as protobuf-c reads a uint32 */
             else
                 e->from_first = v;
             continue;

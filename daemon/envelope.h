@@ -38,6 +38,7 @@ typedef struct envelope {
     const uint8_t *from, *labels, *from_counts;
     size_t from_len, labels_len, from_counts_len;
     uint64_t complete, from_first;
+    uint32_t from_depth;
     uint64_t shard_set; /* Request.shard (all 0 when absent) */
     uint32_t shard, shards;
 } envelope;

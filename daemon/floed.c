@@ -296,14 +296,14 @@ static int read_open_set(void *ctx, void *p, size_t len)
 
 /* The open set an exploring table's file ends with (tables/tablefile.h):
  * its claims out when saved are open again, under this run's tokens. */
-static floe_status load_open_set(const char *path, floe_explore **x, floe_errinfo *err)
+static floe_status load_open_set(const char *path, const floe_spec *spec, floe_explore **x, floe_errinfo *err)
 {
     floe_file_reader *r;
     uint64_t bytes;
     floe_status st = floe_file_open_set(path, &r, &bytes, err);
     if (st != FLOE_OK)
         return st;
-    st = floe_explore_load(read_open_set, r, 0, x, err);
+    st = floe_explore_load(read_open_set, r, 0, floe_spec_shard_index(spec), x, err);
     if (st == FLOE_OK && (st = floe_file_finish(r, err)) != FLOE_OK) {
         floe_explore_destroy(*x);
         *x = NULL;
@@ -323,7 +323,7 @@ static floe_status load_explored(floe_backend *be, const char *path, const floe_
                                  floe_explore **open_set, floe_errinfo *err)
 {
     enum { STEP = 1u << 20 };
-    floe_status st = load_open_set(path, open_set, err);
+    floe_status st = load_open_set(path, &h->spec, open_set, err);
     if (st != FLOE_OK)
         return st;
     floe_explore_counts x;

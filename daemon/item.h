@@ -50,6 +50,7 @@ struct key_request {
     const uint8_t *from, *labels, *from_counts;
     size_t from_len, labels_len, from_counts_len;
     uint64_t complete, from_first;
+    uint32_t from_depth;
     unsigned flags;     /* FLOE_BATCH_* as asked */
     uint64_t shard_set; /* Request.shard (all 0: absent) */
     uint32_t shard, shards;
@@ -79,12 +80,14 @@ struct item {
     /* a RANGE: the request's bounds, which its reply's cursor names */
     uint64_t from, to;
     /* an exploring table's insert (entry set): each key's parent in the open set (NULL: all
-     * initial), labels (NULL: zeros), the claim it ends (0: none); explore_copy holds the parents
+     * initial), labels (NULL: zeros), the claim it ends (0: none), the depth of its parents on
+     * other shards (Insert.from_depth); explore_copy holds the parents
      * when the request's were not aligned */
     bool explore;
     const uint64_t *explore_from;
     const uint8_t *explore_labels;
     uint64_t explore_complete;
+    uint32_t explore_from_depth;
     void *explore_copy;
 };
 

@@ -133,8 +133,8 @@ floe_status registry_install(registry *r, floe_table *t, floe_explore *open_set,
     e->explore = open_set;
     if (spec->explore && !open_set) {
         const uint32_t key_bytes = spec->kind == FLOE_KIND_TREE ? spec->words * 4 : 8;
-        floe_status st =
-            floe_explore_create(key_bytes, spec->label_bytes, !spec->explore_any_order, 0, &e->explore, err);
+        floe_status st = floe_explore_create(key_bytes, spec->label_bytes, !spec->explore_any_order, 0,
+                                             floe_spec_shard_index(spec), &e->explore, err);
         if (st != FLOE_OK) {
             batcher_destroy(&e->bt);
             free(e);

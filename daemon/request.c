@@ -82,6 +82,7 @@ void request_handle_keys(server *srv, session *c, const envelope *env, void *mem
     kr.labels_len = env->labels_len;
     kr.complete = env->complete;
     kr.from_first = env->from_first;
+    kr.from_depth = env->from_depth;
     kr.from_counts = env->from_counts;
     kr.from_counts_len = env->from_counts_len;
     kr.flags = (env->overwrite ? FLOE_BATCH_OVERWRITE : 0) | (env->want_ids ? FLOE_BATCH_WANT_IDS : 0) |

@@ -35,6 +35,10 @@
  * floed servers, each key on the shard its hash picks.  These functions are
  * the contract every client of every version follows. */
 #define FLOE_SHARDS_MAX 256u
+/* An id of a partitioned table (a TREE vector's, an exploring table's
+ * state's) names its shard in its top 8 bits, the shard's own id below. */
+#define FLOE_ID_SHARD_SHIFT 56
+#define FLOE_ID_LOCAL_MASK  (((uint64_t)1 << FLOE_ID_SHARD_SHIFT) - 1)
 
 /* The 64-bit finalizer of splitmix64: a fixed bijection that spreads keys. */
 static inline uint64_t floe_shard_mix(uint64_t z)

@@ -46,6 +46,7 @@ static const struct {
     {"complete", PROTOBUF_C_TYPE_UINT64, FLOE_KEYMSG_COMPLETE},
     {"from_first", PROTOBUF_C_TYPE_UINT64, FLOE_KEYMSG_FROM_FIRST},
     {"from_counts", PROTOBUF_C_TYPE_BYTES, FLOE_KEYMSG_FROM_COUNTS},
+    {"from_depth", PROTOBUF_C_TYPE_UINT32, FLOE_KEYMSG_FROM_DEPTH},
 };
 
 static void shape_of(const ProtobufCFieldDescriptor *f, op_shape *s)
@@ -122,6 +123,7 @@ static void parts_of(void *msg, const op_shape *s, floe_keymsg *m)
     m->complete = part_in(msg, s, FLOE_KEYMSG_COMPLETE);
     m->from_first = part_in(msg, s, FLOE_KEYMSG_FROM_FIRST);
     m->from_counts = part_in(msg, s, FLOE_KEYMSG_FROM_COUNTS);
+    m->from_depth = part_in(msg, s, FLOE_KEYMSG_FROM_DEPTH);
 }
 
 bool floe__keymsg_of(const Floe__V1__Request *req, floe_keymsg *m)

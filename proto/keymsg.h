@@ -45,6 +45,7 @@ typedef enum floe_keymsg_part {
     FLOE_KEYMSG_COMPLETE,   /* uint64 complete: the claim the request ends */
     FLOE_KEYMSG_FROM_FIRST, /* uint64 from_first, bytes from_counts: from, run-length coded */
     FLOE_KEYMSG_FROM_COUNTS,
+    FLOE_KEYMSG_FROM_DEPTH, /* uint32 from_depth: the depth of parents on other shards */
     FLOE_KEYMSG_PARTS
 } floe_keymsg_part;
 
@@ -65,6 +66,7 @@ typedef struct floe_keymsg {
     uint64_t *generation;
     ProtobufCBinaryData *from, *labels, *from_counts; /* an exploring table's insert */
     uint64_t *complete, *from_first;
+    uint32_t *from_depth;
 } floe_keymsg;
 
 /* req's parts; false (m zeroed) if its operation carries no keys or its

@@ -9,7 +9,9 @@
  * search and no bytes of its own.  Handing out is a cursor over that order
  * (the first state never handed out) and a queue of states handed back by
  * expired claims, served first.  Claims out are few (a worker's requests
- * in flight): an array searched by token.
+ * in flight): an array searched by token.  Inside, a state is its place in
+ * the order (0, 1, ...); its id outside adds the shard's bits (none on one
+ * floed), and parents are kept as given, ids.
  */
 #define _GNU_SOURCE
 #include "explore.h"
@@ -75,7 +77,10 @@ struct floe_explore {
     uint64_t pend_first; /* the sequence number of pend[pend_head] */
     uint32_t key_bytes, label_bytes;
     bool strict;
-    uint64_t run; /* the high half of this run's tokens */
+    bool sharded;   /* a shard of a table over several floed: */
+    unsigned shard; /* which one, */
+    uint64_t base;  /* and its ids' top bits */
+    uint64_t run;   /* the high half of this run's tokens (under the shard's bits) */
     uint32_t seq; /* claims made: the low half */
     uint64_t count;
     chunk *chunks;
@@ -140,6 +145,16 @@ static uint64_t parent_at(const floe_explore *x, uint64_t id)
     return chunk_of(x, id)->parents[in_chunk(id)];
 }
 
+/* Whether id (not FLOE_EXPLORE_ROOT) is a state of this shard, and if so
+ * its place in *at (not yet checked against the count). */
+static bool here(const floe_explore *x, uint64_t id, uint64_t *at)
+{
+    if (x->sharded && id >> FLOE_ID_SHARD_SHIFT != x->shard)
+        return false;
+    *at = x->sharded ? id & FLOE_ID_LOCAL_MASK : id;
+    return true;
+}
+
 /* Room for states [0, end). */
 static bool room_for(floe_explore *x, uint64_t end)
 {
@@ -195,12 +210,14 @@ static floe_status check_shape(uint32_t key_bytes, uint32_t label_bytes, floe_er
     return FLOE_OK;
 }
 
-floe_status floe_explore_create(uint32_t key_bytes, uint32_t label_bytes, bool strict, uint64_t run, floe_explore **out,
-                                floe_errinfo *err)
+floe_status floe_explore_create(uint32_t key_bytes, uint32_t label_bytes, bool strict, uint64_t run, int shard,
+                                floe_explore **out, floe_errinfo *err)
 {
     floe_status st = check_shape(key_bytes, label_bytes, err);
     if (st != FLOE_OK)
         return st;
+    if (shard >= (int)FLOE_SHARDS_MAX)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "shard %d: a table has at most %u", shard, FLOE_SHARDS_MAX);
     floe_explore *x = floe_calloc(1, sizeof *x);
     if (!x)
         return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for an open set");
@@ -208,9 +225,12 @@ floe_status floe_explore_create(uint32_t key_bytes, uint32_t label_bytes, bool s
     x->key_bytes = key_bytes;
     x->label_bytes = label_bytes;
     x->strict = strict;
+    x->sharded = shard >= 0;
+    x->shard = x->sharded ? (unsigned)shard : 0;
+    x->base = (uint64_t)x->shard << FLOE_ID_SHARD_SHIFT;
     while (!run && getrandom(&run, sizeof run, 0) == sizeof run)
         ;
-    x->run = run & 0xFFFFFFFFu;
+    x->run = run & (x->sharded ? 0xFFFFFFu : 0xFFFFFFFFu); /* a shard's tokens name it in their top bits, as ids */
     if (!x->run)
         x->run = 1;
     *out = x;
@@ -240,15 +260,22 @@ void floe_explore_destroy(floe_explore *x)
 
 /* ---- finding ---------------------------------------------------------------------------------- */
 
+static floe_status no_parent(const floe_explore *x, uint64_t p, size_t i, size_t n, uint64_t count, floe_errinfo *err)
+{
+    return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                            "parent %llu (state %zu of %zu) is no state found: %llu are (ids %llu..%llu)",
+                            (unsigned long long)p, i + 1, n, (unsigned long long)count, (unsigned long long)x->base,
+                            (unsigned long long)(x->base + (count ? count - 1 : 0)));
+}
+
 floe_status floe_explore_check_parents(const floe_explore *x, const uint64_t *parents, size_t n, floe_errinfo *err)
 {
     const uint64_t count = atomic_load_explicit(&((floe_explore *)x)->published, memory_order_acquire);
-    for (size_t i = 0; parents && i < n; i++)
-        if (parents[i] != FLOE_EXPLORE_ROOT && parents[i] >= count)
-            return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                                    "parent %llu (state %zu of %zu) is no state found: %llu are (ids 0..%llu)",
-                                    (unsigned long long)parents[i], i + 1, n, (unsigned long long)count,
-                                    (unsigned long long)(count ? count - 1 : 0));
+    for (size_t i = 0; parents && i < n; i++) {
+        uint64_t at;
+        if (parents[i] != FLOE_EXPLORE_ROOT && here(x, parents[i], &at) && at >= count)
+            return no_parent(x, parents[i], i, n, count, err);
+    }
     return FLOE_OK;
 }
 
@@ -261,6 +288,16 @@ static uint32_t depth_near(const floe_explore *x, uint64_t id, size_t *hint)
         return x->runs[h].depth;
     *hint = run_of(x, id);
     return x->runs[*hint].depth;
+}
+
+/* The depth of a state whose parent is p (its depth on another shard
+ * parent_depth), with *hint as depth_near's. */
+static uint32_t depth_from(const floe_explore *x, uint64_t p, uint32_t parent_depth, size_t *hint)
+{
+    uint64_t at;
+    if (p == FLOE_EXPLORE_ROOT)
+        return 0;
+    return (here(x, p, &at) ? depth_near(x, at, hint) : parent_depth) + 1;
 }
 
 /* A batch's states copied in whole (key_bytes a constant where it is 8). */
@@ -297,20 +334,22 @@ static void publish_locked(floe_explore *x)
 /* The depths of the new states (places[0..m) of parents), with the lock
  * held: the runs and levels of [id0, id0 + m) (room reserved), state by
  * state; for a batch whose parents are not all of one depth. */
-static void depths_one_by_one(floe_explore *x, const uint64_t *parents, const uint32_t *places, size_t m, uint64_t id0)
+static void depths_one_by_one(floe_explore *x, const uint64_t *parents, uint32_t parent_depth, const uint32_t *places,
+                              size_t m, uint64_t id0)
 {
     size_t hint = x->nruns ? x->nruns - 1 : 0;
     for (size_t j = 0; j < m; j++) {
         const uint64_t p = parents ? parents[places ? places[j] : j] : FLOE_EXPLORE_ROOT;
-        const uint32_t d = p == FLOE_EXPLORE_ROOT ? 0 : depth_near(x, p, &hint) + 1;
+        const uint32_t d = depth_from(x, p, parent_depth, &hint);
         if (!x->nruns || x->runs[x->nruns - 1].depth != d)
             x->runs[x->nruns++] = (depth_run){id0 + j, d};
         x->levels[d]++;
     }
 }
 
-floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels,
-                             const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete, floe_errinfo *err)
+floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, uint32_t parent_depth,
+                             const void *labels, const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete,
+                             floe_errinfo *err)
 {
     /* without the lock: the places of the new states (found without a branch: the answers are as
      * good as random), and the range of their parents */
@@ -328,15 +367,20 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
         }
     }
 #define PLACE(j) (places ? (size_t)places[j] : (j))
-    uint64_t lo = UINT64_MAX, hi = 0;
-    bool roots = false;
+    uint64_t lo = UINT64_MAX, hi = 0; /* the places of the parents here */
+    bool roots = false, foreign = false;
     for (size_t j = 0; j < m; j++) {
         const uint64_t p = parents ? parents[PLACE(j)] : FLOE_EXPLORE_ROOT;
+        uint64_t at;
         roots |= p == FLOE_EXPLORE_ROOT;
-        if (p != FLOE_EXPLORE_ROOT) {
-            lo = p < lo ? p : lo;
-            hi = p > hi ? p : hi;
+        if (p == FLOE_EXPLORE_ROOT)
+            continue;
+        if (!here(x, p, &at)) {
+            foreign = true;
+            continue;
         }
+        lo = at < lo ? at : lo;
+        hi = at > hi ? at : hi;
     }
     /* with the lock: the checks, the ids, their depths, room for them, and a place in the queue */
     floe_status st = FLOE_OK;
@@ -344,18 +388,21 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
     const uint64_t id0 = x->reserved;
     if (lo != UINT64_MAX && hi >= x->count) { /* name the first */
         size_t i = 0;
-        while (parents[i] == FLOE_EXPLORE_ROOT || parents[i] < x->count || (results && results[i] != FLOE_INSERTED))
+        uint64_t at;
+        while (parents[i] == FLOE_EXPLORE_ROOT || !here(x, parents[i], &at) || at < x->count ||
+               (results && results[i] != FLOE_INSERTED))
             i++;
-        st = floe_errinfo_set(err, FLOE_ERR_INVALID,
-                              "parent %llu (state %zu of %zu) is no state found: %llu are (ids 0..%llu)",
-                              (unsigned long long)parents[i], i + 1, n, (unsigned long long)x->count,
-                              (unsigned long long)(x->count ? x->count - 1 : 0));
+        st = no_parent(x, parents[i], i, n, x->count, err);
     } else {
-        /* one depth (the successors of one claim, in a breadth-first run): the parents in one run */
+        /* one depth (the successors of one claim, in a breadth-first run): the parents in one run
+         * here, or all on other shards, or all initial */
         size_t at = x->nruns ? x->nruns - 1 : 0;
         uint32_t d = 0, deepest = 0;
-        bool one = lo == UINT64_MAX; /* initial states alone (or none) */
-        if (!one && !roots) {
+        const int kinds = roots + (lo != UINT64_MAX) + foreign;
+        bool one = kinds == 0 || (kinds == 1 && !(lo != UINT64_MAX));
+        if (one && foreign)
+            d = parent_depth + 1;
+        if (kinds == 1 && lo != UINT64_MAX) {
             d = depth_near(x, lo, &at) + 1;
             one = at + 1 == x->nruns || hi < x->runs[at + 1].start;
         }
@@ -366,8 +413,7 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
             size_t hint = at;
             uint32_t last = x->nruns ? x->runs[x->nruns - 1].depth : UINT32_MAX;
             for (size_t j = 0; j < m; j++) {
-                const uint64_t p = parents[PLACE(j)];
-                const uint32_t dj = p == FLOE_EXPLORE_ROOT ? 0 : depth_near(x, p, &hint) + 1;
+                const uint32_t dj = depth_from(x, parents[PLACE(j)], parent_depth, &hint);
                 deepest = dj > deepest ? dj : deepest;
                 new_runs += dj != last;
                 last = dj;
@@ -396,7 +442,7 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
                     x->runs[x->nruns++] = (depth_run){id0, d};
                 x->levels[d] += m;
             } else if (m) {
-                depths_one_by_one(x, parents, places, m, id0);
+                depths_one_by_one(x, parents, parent_depth, places, m, id0);
             }
             x->pend[x->pend_n++] = (pending){id0 + m, complete, false};
             x->reserved = id0 + m;
@@ -406,7 +452,7 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
     /* the chunks the states go to (the list may move under another add's room_for) */
     const size_t c0 = (size_t)(id0 >> CHUNK_BITS), nc = m ? (size_t)((id0 + m - 1) >> CHUNK_BITS) - c0 + 1 : 0;
     chunk *to = st == FLOE_OK ? floe_malloc(nc * sizeof *to + 1) : NULL;
-    if (to)
+    if (to && nc)
         memcpy(to, x->chunks + c0, nc * sizeof *to);
     unlock(x);
     if (st != FLOE_OK || !to) {
@@ -437,7 +483,7 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
                 memset(c->labels + at * lb, 0, lb);
         }
         if (ids)
-            ids[i] = id;
+            ids[i] = x->base + id;
     }
 #undef PLACE
     free(to);
@@ -501,30 +547,44 @@ size_t floe_explore_expire(floe_explore *x, uint64_t now_ms)
     return r;
 }
 
-static bool shallower_out(const floe_explore *x, uint32_t depth)
+/* Whether a claim of depth below `below` is out. */
+static bool shallower_out(const floe_explore *x, uint32_t below)
 {
     for (size_t i = 0; i < x->nclaims; i++)
-        if (x->claims[i].depth < depth)
+        if (x->claims[i].depth < below)
             return true;
     return false;
 }
 
-static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, uint64_t lease_ms, uint64_t *ids,
-                                void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
-                                floe_errinfo *err)
+/* upto: UINT32_MAX for a claim of floe_explore_claim (the barrier here when strict), else
+ * claim_upto's bound (no barrier: the workers keep it). */
+static floe_status claim_locked(floe_explore *x, size_t max, uint32_t upto, uint64_t now_ms, uint64_t lease_ms,
+                                uint64_t *ids, void *keys, size_t *n, uint32_t *depth, uint64_t *token,
+                                floe_explore_state *state, floe_errinfo *err)
 {
     *n = 0;
     *token = 0;
     *depth = 0;
     expire_locked(x, now_ms);
-    const bool from_back = x->back_head < x->back_n;
-    if (!from_back && x->cursor == x->count) {
+    const bool bounded = upto != UINT32_MAX, from_cursor = x->cursor < x->count;
+    /* the states handed back first; bounded, the shallower of them and the cursor's (a worker's
+     * may be deeper than the cursor where workers bound their claims) */
+    const bool from_back = x->back_head < x->back_n &&
+                           !(bounded && from_cursor && depth_of(x, x->back[x->back_head]) > depth_of(x, x->cursor));
+    const bool open = from_back || from_cursor;
+    const uint32_t d = open ? depth_of(x, from_back ? x->back[x->back_head] : x->cursor) : 0;
+    if (bounded && (!open || d > upto)) {
+        /* nothing of depth <= upto to hand out: the level is done here once none is out or coming */
+        const bool busy = shallower_out(x, upto + 1) || x->reserved != x->count;
+        *state = busy ? FLOE_EXPLORE_WAIT : FLOE_EXPLORE_LEVEL_DONE;
+        return FLOE_OK;
+    }
+    if (!open) {
         /* nothing open: done once a state was found and every claim has ended */
         *state = x->count && !x->nclaims && x->reserved == x->count ? FLOE_EXPLORE_DONE : FLOE_EXPLORE_WAIT;
         return FLOE_OK;
     }
-    const uint32_t d = depth_of(x, from_back ? x->back[x->back_head] : x->cursor);
-    if (max == 0 || (x->strict && shallower_out(x, d))) {
+    if (max == 0 || (!bounded && x->strict && shallower_out(x, d))) {
         *state = FLOE_EXPLORE_WAIT;
         return FLOE_OK;
     }
@@ -540,7 +600,8 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, ui
         if (!(mine = floe_malloc(m * sizeof *mine)))
             return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a claim of %zu states", m);
         for (size_t i = 0; i < m; i++) {
-            mine[i] = ids[i] = x->back[x->back_head + i];
+            mine[i] = x->back[x->back_head + i];
+            ids[i] = x->base + mine[i];
             if (keys)
                 memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, mine[i]), x->key_bytes);
         }
@@ -551,7 +612,7 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, ui
             hint + 1 < x->nruns && x->runs[hint + 1].start < x->count ? x->runs[hint + 1].start : x->count;
         m = (size_t)(end - x->cursor < max ? end - x->cursor : max);
         for (size_t i = 0; i < m; i++)
-            ids[i] = x->cursor + i;
+            ids[i] = x->base + x->cursor + i;
         for (size_t i = 0; keys && i < m;) { /* chunk by chunk */
             const uint64_t id = x->cursor + i;
             const size_t k = (size_t)(CHUNK - in_chunk(id)) < m - i ? (size_t)(CHUNK - in_chunk(id)) : m - i;
@@ -569,7 +630,7 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint64_t now_ms, ui
     if (++x->seq == 0)
         x->seq = 1;
     claim *c = &x->claims[x->nclaims++];
-    *c = (claim){x->run << 32 | x->seq, now_ms + lease_ms, d, m, mine, from_back ? 0 : x->cursor - m};
+    *c = (claim){x->base | x->run << 32 | x->seq, now_ms + lease_ms, d, m, mine, from_back ? 0 : x->cursor - m};
     x->claimed += m;
     *n = m;
     *depth = d;
@@ -583,7 +644,23 @@ floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uin
                                floe_errinfo *err)
 {
     lock(x);
-    floe_status r = claim_locked(x, max, now_ms, lease_ms, ids, keys, n, depth, token, state, err);
+    floe_status r = claim_locked(x, max, UINT32_MAX, now_ms, lease_ms, ids, keys, n, depth, token, state, err);
+    unlock(x);
+    return r;
+}
+
+floe_status floe_explore_claim_upto(floe_explore *x, size_t max, uint32_t upto, uint64_t now_ms, uint64_t lease_ms,
+                                    uint64_t *ids, void *keys, size_t *n, uint32_t *depth, uint64_t *token,
+                                    floe_explore_state *state, uint64_t *found, uint64_t *next, floe_errinfo *err)
+{
+    if (upto == UINT32_MAX)
+        upto--;
+    lock(x);
+    floe_status r = claim_locked(x, max, upto, now_ms, lease_ms, ids, keys, n, depth, token, state, err);
+    *found = 0;
+    for (uint32_t d = 0; d <= upto && d < x->nlevels; d++)
+        *found += x->levels[d];
+    *next = upto + 1 < x->nlevels ? x->levels[upto + 1] : 0;
     unlock(x);
     return r;
 }
@@ -648,14 +725,26 @@ floe_status floe_explore_renew(floe_explore *x, uint64_t token, uint64_t now_ms,
 
 /* ---- traces and figures --------------------------------------------------------------------- */
 
+/* The place of state id here, or ERR_INVALID. */
+static floe_status place_of(const floe_explore *x, uint64_t id, uint64_t *at, floe_errinfo *err)
+{
+    if (id != FLOE_EXPLORE_ROOT && !here(x, id, at))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "state %llu is on shard %u of the table; this is shard %u",
+                                (unsigned long long)id, (unsigned)(id >> FLOE_ID_SHARD_SHIFT), x->shard);
+    if (id == FLOE_EXPLORE_ROOT || *at >= x->count)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "state %llu was not found: %llu are (ids %llu..%llu)",
+                                (unsigned long long)id, (unsigned long long)x->count, (unsigned long long)x->base,
+                                (unsigned long long)(x->base + (x->count ? x->count - 1 : 0)));
+    return FLOE_OK;
+}
+
 static floe_status depth_locked(const floe_explore *x, uint64_t id, uint32_t *depth, floe_errinfo *err)
 {
-    if (id >= x->count)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "state %llu was not found: %llu are (ids 0..%llu)",
-                                (unsigned long long)id, (unsigned long long)x->count,
-                                (unsigned long long)(x->count ? x->count - 1 : 0));
-    *depth = depth_of(x, id);
-    return FLOE_OK;
+    uint64_t at;
+    floe_status st = place_of(x, id, &at, err);
+    if (st == FLOE_OK)
+        *depth = depth_of(x, at);
+    return st;
 }
 
 floe_status floe_explore_depth(const floe_explore *x, uint64_t id, uint32_t *depth, floe_errinfo *err)
@@ -667,36 +756,55 @@ floe_status floe_explore_depth(const floe_explore *x, uint64_t id, uint32_t *dep
 }
 
 static floe_status trace_locked(const floe_explore *x, uint64_t id, size_t cap, uint64_t *ids, void *keys, void *labels,
-                                size_t *n, floe_errinfo *err)
+                                size_t *n, uint64_t *from, floe_errinfo *err)
 {
-    uint32_t d = 0;
-    floe_status st = depth_locked(x, id, &d, err);
+    uint64_t at;
+    floe_status st = place_of(x, id, &at, err);
     if (st != FLOE_OK)
         return st;
-    *n = (size_t)d + 1; /* each parent is one shallower */
-    if (*n > cap)
+    /* each parent is one shallower: the chain here is at most depth + 1 states, the last one's
+     * place known; filled from the end, and moved to the front if it stops at another shard */
+    const size_t most = (size_t)depth_of(x, at) + 1;
+    *n = most;
+    if (most > cap)
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "the trace to state %llu has %zu states, more than %zu",
-                                (unsigned long long)id, *n, cap);
-    for (size_t i = *n; i-- > 0; id = parent_at(x, id)) {
-        ids[i] = id;
+                                (unsigned long long)id, most, cap);
+    size_t i = most;
+    uint64_t p;
+    for (;;) {
+        i--;
+        p = parent_at(x, at);
+        ids[i] = x->base + at;
         if (keys)
-            memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, id), x->key_bytes);
+            memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, at), x->key_bytes);
         if (labels && x->label_bytes) {
             unsigned char *dst = (unsigned char *)labels + i * x->label_bytes;
-            if (parent_at(x, id) == FLOE_EXPLORE_ROOT)
+            if (p == FLOE_EXPLORE_ROOT)
                 memset(dst, 0, x->label_bytes);
             else
-                memcpy(dst, chunk_of(x, id)->labels + in_chunk(id) * x->label_bytes, x->label_bytes);
+                memcpy(dst, chunk_of(x, at)->labels + in_chunk(at) * x->label_bytes, x->label_bytes);
         }
+        if (p == FLOE_EXPLORE_ROOT || !here(x, p, &at) || i == 0)
+            break;
     }
+    *n = most - i;
+    if (i) {
+        memmove(ids, ids + i, *n * sizeof *ids);
+        if (keys)
+            memmove(keys, (unsigned char *)keys + i * x->key_bytes, *n * x->key_bytes);
+        if (labels && x->label_bytes)
+            memmove(labels, (unsigned char *)labels + i * x->label_bytes, *n * x->label_bytes);
+    }
+    if (from)
+        *from = p;
     return FLOE_OK;
 }
 
 floe_status floe_explore_trace(const floe_explore *x, uint64_t id, size_t cap, uint64_t *ids, void *keys, void *labels,
-                               size_t *n, floe_errinfo *err)
+                               size_t *n, uint64_t *from, floe_errinfo *err)
 {
     lock(x);
-    floe_status r = trace_locked(x, id, cap, ids, keys, labels, n, err);
+    floe_status r = trace_locked(x, id, cap, ids, keys, labels, n, from, err);
     unlock(x);
     return r;
 }
@@ -908,8 +1016,9 @@ static bool holds_together(const floe_explore *x)
     for (uint64_t id = 0; id < x->count; id++) {
         const uint64_t p = parent_at(x, id);
         const uint32_t d = depth_of(x, id);
-        if (p == FLOE_EXPLORE_ROOT ? d != 0 : p >= x->count || depth_of(x, p) + 1 != d)
-            return false;
+        uint64_t at;
+        if (p == FLOE_EXPLORE_ROOT ? d != 0 : here(x, p, &at) && (at >= x->count || depth_of(x, at) + 1 != d))
+            return false; /* (a parent on another shard is taken on trust, as when it came) */
     }
     for (size_t i = 0; i < x->back_n; i++)
         if (x->back[i] >= x->cursor)
@@ -917,15 +1026,15 @@ static bool holds_together(const floe_explore *x)
     return true;
 }
 
-floe_status floe_explore_load(int (*read)(void *ctx, void *p, size_t len), void *ctx, uint64_t run, floe_explore **out,
-                              floe_errinfo *err)
+floe_status floe_explore_load(int (*read)(void *ctx, void *p, size_t len), void *ctx, uint64_t run, int shard,
+                              floe_explore **out, floe_errinfo *err)
 {
     image_header h;
     memset(&h, 0, sizeof h);
     if (get(read, ctx, &h, sizeof h) != 0 || memcmp(h.magic, MAGIC, sizeof h.magic) != 0)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "not an open set (or cut short)");
     floe_explore *x;
-    floe_status st = floe_explore_create(h.key_bytes, h.label_bytes, h.strict != 0, run, &x, err);
+    floe_status st = floe_explore_create(h.key_bytes, h.label_bytes, h.strict != 0, run, shard, &x, err);
     if (st != FLOE_OK)
         return st;
     size_t levels_cap = 0;

@@ -16,6 +16,13 @@
  * initial state.  When no state is open and no claim is out, claims answer
  * DONE.
  *
+ * A table over several floed has an open set on each (a shard): its ids
+ * name the shard in their top bits (FLOE_ID_SHARD_SHIFT), so that a parent
+ * id means one state on every server; a parent on another shard is taken
+ * on trust, at the depth its insert gives; and the workers, who see every
+ * shard, end each level themselves (floe_explore_claim_upto; the protocol
+ * is docs/PROTOCOL.md's).
+ *
  * Host memory, one structure per table, safe to call from several threads:
  * a lock inside guards it; floe_explore_add holds it only to take ids and
  * to publish, and copies a batch's states in without it (several adds at
@@ -45,9 +52,10 @@ typedef struct floe_explore floe_explore;
 
 /* What a claim found (floe_explore_claim). */
 typedef enum floe_explore_state {
-    FLOE_EXPLORE_GOT = 0,  /* states handed out */
-    FLOE_EXPLORE_WAIT = 1, /* states are open but deeper than a claim still out: ask again */
-    FLOE_EXPLORE_DONE = 2, /* no state is open and no claim is out: the run has ended */
+    FLOE_EXPLORE_GOT = 0,        /* states handed out */
+    FLOE_EXPLORE_WAIT = 1,       /* states are open but deeper than a claim still out: ask again */
+    FLOE_EXPLORE_DONE = 2,       /* no state is open and no claim is out: the run has ended */
+    FLOE_EXPLORE_LEVEL_DONE = 3, /* claim_upto: no state of depth <= upto open, claimed or being added here */
 } floe_explore_state;
 
 typedef struct floe_explore_counts {
@@ -62,20 +70,23 @@ typedef struct floe_explore_counts {
 
 /* strict: breadth-first with a barrier between depths (the default of a
  * table); run: a number that tells this run's claim tokens from another's
- * (0: one is drawn). */
-floe_status floe_explore_create(uint32_t key_bytes, uint32_t label_bytes, bool strict, uint64_t run, floe_explore **out,
-                                floe_errinfo *err);
+ * (0: one is drawn); shard: which shard of a table over several floed this
+ * open set is (0..FLOE_SHARDS_MAX - 1), -1 for a table on one floed. */
+floe_status floe_explore_create(uint32_t key_bytes, uint32_t label_bytes, bool strict, uint64_t run, int shard,
+                                floe_explore **out, floe_errinfo *err);
 void floe_explore_destroy(floe_explore *x);
 
-/* Whether each parent is a state found (or FLOE_EXPLORE_ROOT); if not,
- * ERR_INVALID naming the first that is not.  Checked before the batch that
- * carries them runs, so that a bad one changes nothing. */
+/* Whether each parent is a state found (or FLOE_EXPLORE_ROOT, or a state
+ * of another shard); if not, ERR_INVALID naming the first that is not.
+ * Checked before the batch that carries them runs, so that a bad one
+ * changes nothing. */
 floe_status floe_explore_check_parents(const floe_explore *x, const uint64_t *parents, size_t n, floe_errinfo *err);
 
 /* Appends the states a batch stored new: of its n states (keys, key_bytes
  * each), those whose answer in results is FLOE_INSERTED (results NULL:
  * all), with their parents (checked) and labels (label_bytes each; NULL:
- * zero); ids (may be NULL) gets each one's explore id at its place; then
+ * zero), one deeper than their parents (those on another shard are of
+ * depth parent_depth); ids (may be NULL) gets each one's explore id at its place; then
  * ends the claim `complete` (0: none; one that is not out: nothing to
  * end).  Several threads may add at once: each takes its ids in a short
  * hold of the lock and copies its states in without it; states are
@@ -83,8 +94,9 @@ floe_status floe_explore_check_parents(const floe_explore *x, const uint64_t *pa
  * their ids, so that a claim never ends before the states its expansion
  * found are there.  ERR_INVALID for a parent that is no state found,
  * ERR_FULL if memory runs out: nothing appended, no claim ended. */
-floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, const void *labels,
-                             const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete, floe_errinfo *err);
+floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, uint32_t parent_depth,
+                             const void *labels, const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete,
+                             floe_errinfo *err);
 
 /* Hands out up to max open states, shallowest and earliest first (the
  * states of expired claims before the rest), all of one depth: ids, keys
@@ -95,6 +107,16 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
 floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uint64_t lease_ms, uint64_t *ids,
                                void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
                                floe_errinfo *err);
+/* A claim whose workers end the levels themselves (a table over several
+ * floed, whose next level may grow from any shard's claims): up to max
+ * open states of depth <= upto, shallowest first, with no barrier here;
+ * when it hands out none, *state is WAIT while a state of depth <= upto is
+ * in a claim out or in an add not yet published, else LEVEL_DONE; and
+ * always *found counts the states of depth <= upto found here, *next those
+ * of depth upto + 1. */
+floe_status floe_explore_claim_upto(floe_explore *x, size_t max, uint32_t upto, uint64_t now_ms, uint64_t lease_ms,
+                                    uint64_t *ids, void *keys, size_t *n, uint32_t *depth, uint64_t *token,
+                                    floe_explore_state *state, uint64_t *found, uint64_t *next, floe_errinfo *err);
 /* Whether a claim of this run with that token is out. */
 bool floe_explore_holds(const floe_explore *x, uint64_t token);
 /* Ends the claim token (its states expanded); ERR_INVALID if no claim of
@@ -106,17 +128,20 @@ floe_status floe_explore_renew(floe_explore *x, uint64_t token, uint64_t now_ms,
  * set; how many claims. */
 size_t floe_explore_expire(floe_explore *x, uint64_t now_ms);
 
-/* The depth of a state found (ERR_INVALID if id names none). */
+/* The depth of a state found (ERR_INVALID if id names none here). */
 floe_status floe_explore_depth(const floe_explore *x, uint64_t id, uint32_t *depth, floe_errinfo *err);
 /* The chain from an initial state to id, initial state first: *n states,
  * their ids, keys and labels (the label of the step into each; an initial
  * state's is zero), at most cap of them (ERR_TOO_LARGE if the chain is
- * longer: *n says how long); keys and labels may be NULL. */
+ * longer: *n says how long); keys and labels may be NULL.  On a shard the
+ * chain stops at a parent on another shard: *from (may be NULL) is the
+ * parent of the first state, FLOE_EXPLORE_ROOT where that is initial. */
 floe_status floe_explore_trace(const floe_explore *x, uint64_t id, size_t cap, uint64_t *ids, void *keys, void *labels,
-                               size_t *n, floe_errinfo *err);
+                               size_t *n, uint64_t *from, floe_errinfo *err);
 
 void floe_explore_stats(const floe_explore *x, floe_explore_counts *st);
-/* The keys (key_bytes each) of states [from, from + n), in the order found. */
+/* The keys (key_bytes each) of states [from, from + n), in the order found
+ * (from counts from 0 on every shard: a place, not an id). */
 floe_status floe_explore_keys(const floe_explore *x, uint64_t from, size_t n, void *keys, floe_errinfo *err);
 /* States found at depth d. */
 uint64_t floe_explore_level(const floe_explore *x, uint32_t d);
@@ -139,9 +164,9 @@ int floe_explore_cut_write(const floe_explore_cut *c, int (*write)(void *ctx, co
 void floe_explore_cut_free(floe_explore_cut *c);
 /* An open set from what floe_explore_save wrote, through read(ctx, p,
  * len) (nonzero: short or failed); ERR_INVALID if it does not hold
- * together.  run: as floe_explore_create (a new run's tokens). */
-floe_status floe_explore_load(int (*read)(void *ctx, void *p, size_t len), void *ctx, uint64_t run, floe_explore **out,
-                              floe_errinfo *err);
+ * together.  run, shard: as floe_explore_create (a new run's tokens). */
+floe_status floe_explore_load(int (*read)(void *ctx, void *p, size_t len), void *ctx, uint64_t run, int shard,
+                              floe_explore **out, floe_errinfo *err);
 
 #ifdef __cplusplus
 }

@@ -141,10 +141,10 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err)
     if (s->explore && s->kind != FLOE_KIND_SET && s->kind != FLOE_KIND_MAP && s->kind != FLOE_KIND_TREE)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "explore is for SET, MAP and TREE tables, not %s",
                                 floe_kind_name(s->kind));
-    if (s->explore && s->shards)
+    if (s->explore_any_order && s->shards)
         return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
-                                "an exploring table is on one floed: its open set is not partitioned over several "
-                                "servers yet");
+                                "an exploring table over several floed is breadth-first: its workers end each level "
+                                "(explore_any_order is for a table on one floed)");
     if ((s->label_bytes || s->explore_any_order) && !s->explore)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "label_bytes and explore_any_order go with explore");
     if (s->label_bytes > 4)

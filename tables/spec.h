@@ -128,6 +128,12 @@ floe_status floe_request_check(const floe_spec *spec, floe_op op, unsigned flags
  * (want_values only with values). */
 floe_status floe_range_check(const floe_spec *spec, unsigned flags, uint64_t lo, uint64_t hi, floe_errinfo *err);
 
+/* Which shard of a table over several floed spec is, -1 for a whole table. */
+static inline int floe_spec_shard_index(const floe_spec *spec)
+{
+    return spec->shards ? (int)spec->shard : -1;
+}
+
 /* Whether a table of spec stores a value with each key (a MAP; an ORDERED
  * table of value_bytes 4 or 8). */
 static inline bool floe_spec_has_values(const floe_spec *spec)

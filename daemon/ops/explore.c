@@ -5,7 +5,9 @@
  * and end claims are key requests (keys.c checks their parents, item.c
  * adds their states once answered).  Both run on the io thread under the
  * table's explore lock: a claim touches a few claims and copies at most
- * max states.
+ * max states.  A shard of a table over several floed hands out bounded
+ * claims alone, and answers a trace as far as its own states go: the
+ * workers, who see every shard, end the levels and follow a trace across.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -55,24 +57,38 @@ void handle_claim(server *srv, session *c, Floe__V1__Request *req, const request
         entry_unref(e);
         return;
     }
+    if (!q->bounded && e->table->spec.shards) {
+        send_error(c, req->id, FLOE_ERR_INVALID,
+                   "table %s is shard %u of %u: its claims are bounded (Claim.bounded, upto), as a partitioned "
+                   "client's workers make them, for no shard alone knows when a level ends",
+                   e->name, e->table->spec.shard + 1, e->table->spec.shards);
+        entry_unref(e);
+        return;
+    }
     const size_t max = q->max ? (q->max < CLAIM_MAX ? q->max : CLAIM_MAX) : CLAIM_DEFAULT_MAX, kb = key_bytes(e);
     uint64_t *ids = floe_malloc(max * 8);
     unsigned char *keys = floe_malloc(max * kb);
     size_t n = 0;
     uint32_t depth = 0;
     uint64_t token = 0;
+    uint64_t found = 0, next = 0;
     floe_explore_state state = FLOE_EXPLORE_WAIT;
     floe_status st = ids && keys ? FLOE_OK : floe_errinfo_set(&err, FLOE_ERR_INTERNAL, "out of memory");
-    if (st == FLOE_OK) {
+    if (st == FLOE_OK && q->bounded)
+        st = floe_explore_claim_upto(e->explore, max, q->upto, now_ms(), lease, ids, keys, &n, &depth, &token, &state,
+                                     &found, &next, &err);
+    else if (st == FLOE_OK)
         st = floe_explore_claim(e->explore, max, now_ms(), lease, ids, keys, &n, &depth, &token, &state, &err);
-    }
     if (st == FLOE_OK) {
         Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
         Floe__V1__ClaimReply cr = FLOE__V1__CLAIM_REPLY__INIT;
         r.id = req->id;
-        cr.state = state == FLOE_EXPLORE_GOT    ? FLOE__V1__CLAIM_STATE__CLAIM_GOT
-                   : state == FLOE_EXPLORE_DONE ? FLOE__V1__CLAIM_STATE__CLAIM_DONE
-                                                : FLOE__V1__CLAIM_STATE__CLAIM_WAIT;
+        cr.state = state == FLOE_EXPLORE_GOT          ? FLOE__V1__CLAIM_STATE__CLAIM_GOT
+                   : state == FLOE_EXPLORE_DONE       ? FLOE__V1__CLAIM_STATE__CLAIM_DONE
+                   : state == FLOE_EXPLORE_LEVEL_DONE ? FLOE__V1__CLAIM_STATE__CLAIM_LEVEL_DONE
+                                                      : FLOE__V1__CLAIM_STATE__CLAIM_WAIT;
+        cr.found = found;
+        cr.next = next;
         cr.token = token;
         cr.ids = (ProtobufCBinaryData){n * 8, (uint8_t *)ids};
         cr.keys = (ProtobufCBinaryData){n * kb, keys};
@@ -107,8 +123,9 @@ void handle_trace(server *srv, session *c, Floe__V1__Request *req, const request
     if (st == FLOE_OK && (!ids || !keys || (lb && !labels)))
         st = floe_errinfo_set(&err, FLOE_ERR_INTERNAL, "out of memory for a trace of %zu states", len);
     size_t n = 0;
+    uint64_t from = FLOE_EXPLORE_ROOT;
     if (st == FLOE_OK) {
-        st = floe_explore_trace(e->explore, q->id, len, ids, keys, labels, &n, &err);
+        st = floe_explore_trace(e->explore, q->id, len, ids, keys, labels, &n, &from, &err);
     }
     if (st == FLOE_OK) {
         Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
@@ -117,6 +134,7 @@ void handle_trace(server *srv, session *c, Floe__V1__Request *req, const request
         tr.ids = (ProtobufCBinaryData){n * 8, (uint8_t *)ids};
         tr.keys = (ProtobufCBinaryData){n * kb, keys};
         tr.labels = (ProtobufCBinaryData){lb ? n * lb : 0, labels};
+        tr.from = from;
         r.body_case = FLOE__V1__RESPONSE__BODY_TRACE;
         r.trace = &tr;
         send_now(c, reply_pack(&r));

@@ -189,7 +189,8 @@ static floe_status explore_door(table_entry *e, floe_op op, const key_request *k
                                 char *msg, size_t len)
 {
     const floe_spec *spec = &e->table->spec;
-    const bool asks = kr->from_len || kr->labels_len || kr->complete || kr->from_counts_len || kr->from_first;
+    const bool asks =
+        kr->from_len || kr->labels_len || kr->complete || kr->from_counts_len || kr->from_first || kr->from_depth;
     if (!e->explore || !floe_op_has(op, FLOE_OPF_STORES)) {
         if (asks)
             snprintf(msg, len,
@@ -234,6 +235,7 @@ static floe_status explore_door(table_entry *e, floe_op op, const key_request *k
     it->explore_from = from;
     it->explore_labels = kr->labels_len ? kr->labels : NULL;
     it->explore_complete = kr->complete;
+    it->explore_from_depth = kr->from_depth;
     entry_ref(e);
     it->entry = e;
     return FLOE_OK;
@@ -342,6 +344,8 @@ void handle_keys(server *srv, session *c, Floe__V1__Request *req, const request_
         kr.from_first = *m.from_first;
     if (m.from_counts)
         kr.from_counts = m.from_counts->data, kr.from_counts_len = m.from_counts->len;
+    if (m.from_depth)
+        kr.from_depth = *m.from_depth;
     if (req->shard) {
         kr.shard_set = req->shard->shard_set;
         kr.shard = req->shard->shard;

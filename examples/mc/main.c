@@ -95,7 +95,9 @@ static void usage(FILE *f)
             "      --server-queue    workers claim open states from the table, expand them and insert the\n"
             "                        successors with their parent: no worker holds any of the run, so a\n"
             "                        worker may die (its claims come back when their lease ends) and the\n"
-            "                        run goes on; the table is kept when the run does not finish\n"
+            "                        run goes on; the table is kept when the run does not finish; over a\n"
+            "                        list of servers each keeps the open set of its states and the workers\n"
+            "                        end each level (two sweeps over the servers)\n"
             "      --resume TABLE    go on with the run in TABLE (after floed or floe-mc was killed: floed\n"
             "                        loads its last snapshot); implies --server-queue and --table TABLE\n"
             "      --trace           print the path from an initial state to the shallowest state that\n"
@@ -105,6 +107,7 @@ static void usage(FILE *f)
             "      --any-order       claims not level by level: no wait at the end of each level (a model\n"
             "                        of many small levels, such as hanoi, runs several times faster), but\n"
             "                        a trace is a path, not the shortest one, and depths are not levels\n"
+            "                        (one server only)\n"
             "      --claim N         states a claim asks for (default: --batch / 3)\n"
             "      --lease S         seconds a claim is a worker's before it returns to the open set\n"
             "                        (default 60)\n"
@@ -186,8 +189,8 @@ static int create_table(const options *o, const mc_model *m, int packed)
         }
         if (st == FLOE_OK)
             st = floe_insert_explore(c, o->table, packed ? (const void *)k0 : (const void *)s0,
-                                     (size_t)m->initials * (packed ? 8 : m->words * 4), m->initials, NULL, NULL, 0, 0,
-                                     NULL, NULL);
+                                     (size_t)m->initials * (packed ? 8 : m->words * 4), m->initials, NULL, 0, NULL, 0,
+                                     0, NULL, NULL);
         if (st != FLOE_OK)
             fprintf(stderr, "floe-mc: cannot insert the initial states into %s: %s\n", o->table, floe_errstr(c));
         free(s0);

@@ -82,7 +82,8 @@ static void *work(void *arg)
                 sk[m] = succ(keys[i], a), from[m] = ids[i], labels[m] = (uint8_t)a, m++;
         /* in two inserts, the claim ended by the second */
         const size_t half = m / 2;
-        ck_assert_int_eq(floe_insert_explore(c, "run", sk, half * 8, half, from, labels, half, 0, res, NULL), FLOE_OK);
+        ck_assert_int_eq(floe_insert_explore(c, "run", sk, half * 8, half, from, 0, labels, half, 0, res, NULL),
+                         FLOE_OK);
         bool range = true; /* a claim from the cursor: its ids consecutive */
         for (size_t i = 1; i < cl.n; i++)
             range = range && ids[i] == ids[0] + i;
@@ -95,11 +96,11 @@ static void *work(void *arg)
                 counts[np - 1]++;
             }
             floe_call *call = floe_send_insert_successors(c, "run", sk + half, (m - half) * 8, m - half, from[half],
-                                                          counts, np, labels + half, m - half, cl.token, NULL, NULL);
+                                                          counts, np, 0, labels + half, m - half, cl.token, NULL, NULL);
             ck_assert_int_eq(floe_wait(c, call), FLOE_OK);
             floe_call_free(call);
         } else {
-            ck_assert_int_eq(floe_insert_explore(c, "run", sk + half, (m - half) * 8, m - half, from + half,
+            ck_assert_int_eq(floe_insert_explore(c, "run", sk + half, (m - half) * 8, m - half, from + half, 0,
                                                  labels + half, m - half, cl.token, res, NULL),
                              FLOE_OK);
         }
@@ -144,7 +145,7 @@ START_TEST(workers_find_what_bfs_finds)
     ck_assert_int_eq(cl.state, FLOE_CLAIM_WAIT);
     const uint64_t init[2] = {0, 1};
     uint8_t res[2];
-    ck_assert_int_eq(floe_insert_explore(c, "run", init, 16, 2, NULL, NULL, 0, 0, res, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_insert_explore(c, "run", init, 16, 2, NULL, 0, NULL, 0, 0, res, NULL), FLOE_OK);
     ck_assert(res[0] == FLOE_INSERTED && res[1] == FLOE_INSERTED);
     uint64_t *id_of = calloc(N, sizeof *id_of);
     ck_assert_ptr_nonnull(id_of);
@@ -194,11 +195,11 @@ START_TEST(refusals_change_nothing)
     floe_claim cl;
     /* a plain table takes no claim and no parents */
     ck_assert_int_eq(floe_claim_states(c, "plain", 4, 0, ids, keys, sizeof keys, &cl), FLOE_ERR_INVALID);
-    ck_assert_int_eq(floe_insert_explore(c, "plain", k, 16, 2, from, NULL, 0, 0, res, NULL), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_insert_explore(c, "plain", k, 16, 2, from, 0, NULL, 0, 0, res, NULL), FLOE_ERR_INVALID);
     /* a parent that is no state (7 of 0 found), a claim that is not out, a length that is wrong */
-    ck_assert_int_eq(floe_insert_explore(c, "ex", k, 16, 2, from, NULL, 0, 0, res, NULL), FLOE_ERR_INVALID);
-    ck_assert_int_eq(floe_insert_explore(c, "ex", k, 16, 2, NULL, NULL, 0, 0x1234, res, NULL), FLOE_ERR_INVALID);
-    ck_assert_int_eq(floe_insert_explore(c, "ex", k, 16, 2, from, NULL, 0, 0, res, NULL), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_insert_explore(c, "ex", k, 16, 2, from, 0, NULL, 0, 0, res, NULL), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_insert_explore(c, "ex", k, 16, 2, NULL, 0, NULL, 0, 0x1234, res, NULL), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_insert_explore(c, "ex", k, 16, 2, from, 0, NULL, 0, 0, res, NULL), FLOE_ERR_INVALID);
     floe_table_info info;
     ck_assert_int_eq(floe_stats(c, "ex", &info), FLOE_OK);
     ck_assert_uint_eq(info.keys, 0); /* nothing went in */
@@ -209,7 +210,7 @@ START_TEST(refusals_change_nothing)
     ck_assert_int_eq(floe_claim_renew(c, "ex", 99, 0), FLOE_ERR_INVALID);
     /* parents run-length coded: counts that do not add up to the keys, or with from besides */
     const uint8_t counts[2] = {1, 2};
-    floe_call *call = floe_send_insert_successors(c, "ex", k, 16, 2, 0, counts, 2, NULL, 0, 0, NULL, NULL);
+    floe_call *call = floe_send_insert_successors(c, "ex", k, 16, 2, 0, counts, 2, 0, NULL, 0, 0, NULL, NULL);
     ck_assert_int_eq(floe_wait(c, call), FLOE_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(floe_call_error(call), "add up to 3 keys"));
     floe_call_free(call);
@@ -217,14 +218,14 @@ START_TEST(refusals_change_nothing)
     ck_assert_uint_eq(info.keys, 0);
     /* one state, no successor: its claim ends with an insert of no keys, and then the run is DONE */
     const uint64_t root = 9;
-    ck_assert_int_eq(floe_insert_explore(c, "ex", &root, 8, 1, NULL, NULL, 0, 0, res, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_insert_explore(c, "ex", &root, 8, 1, NULL, 0, NULL, 0, 0, res, NULL), FLOE_OK);
     ck_assert_int_eq(floe_claim_states(c, "ex", 4, 0, ids, keys, sizeof keys, &cl), FLOE_OK);
     ck_assert(cl.state == FLOE_CLAIM_GOT && cl.n == 1 && keys[0] == 9 && ids[0] == 0 && cl.depth == 0);
     ck_assert_int_eq(floe_claim_renew(c, "ex", cl.token, 5000), FLOE_OK);
     floe_claim again;
     ck_assert_int_eq(floe_claim_states(c, "ex", 4, 0, ids, keys, sizeof keys, &again), FLOE_OK);
     ck_assert_int_eq(again.state, FLOE_CLAIM_WAIT); /* nothing open, a claim out */
-    ck_assert_int_eq(floe_insert_explore(c, "ex", NULL, 0, 0, NULL, NULL, 0, cl.token, res, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_insert_explore(c, "ex", NULL, 0, 0, NULL, 0, NULL, 0, cl.token, res, NULL), FLOE_OK);
     ck_assert_int_eq(floe_claim_states(c, "ex", 4, 0, ids, keys, sizeof keys, &again), FLOE_OK);
     ck_assert_int_eq(again.state, FLOE_CLAIM_DONE);
     ck_assert_int_eq(floe_trace(c, "ex", 0, &tid, &tk, &tl, &n), FLOE_OK);
@@ -254,7 +255,7 @@ START_TEST(a_run_survives_kill_9)
     ck_assert_int_eq(floe_create(c, &def), FLOE_OK);
     const uint64_t init[2] = {0, 1};
     uint8_t res[2];
-    ck_assert_int_eq(floe_insert_explore(c, "run", init, 16, 2, NULL, NULL, 0, 0, res, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_insert_explore(c, "run", init, 16, 2, NULL, 0, NULL, 0, 0, res, NULL), FLOE_OK);
     uint64_t *id_of = calloc(N, sizeof *id_of);
     ck_assert_ptr_nonnull(id_of);
     pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

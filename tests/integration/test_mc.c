@@ -530,14 +530,58 @@ START_TEST(server_queue_counts)
 }
 END_TEST
 
-/* The dining philosophers' deadlock with its trace (--trace), replayed
- * here with this file's own rules: the first state initial, every step a
- * transition, the last a deadlock, as long as the breadth-first depth. */
+/* The trace floe-mc --trace printed for phils:n's deadlock (in out),
+ * replayed with this file's own rules: the first state initial, every step
+ * a transition, the last a deadlock, as long as the breadth-first depth. */
+static void replay_deadlock_trace(const char *out, unsigned n, unsigned depth)
+{
+    static const char *const what[] = {"think", "left", "eat"};
+    const char *t = strstr(out, "trace        ");
+    ck_assert_msg(t != NULL, "no trace in:\n%s", out);
+    ck_assert_uint_eq(field(t, "trace        "), depth);
+    t = strchr(t, '\n') + 1;
+    uint32_t prev = 0;
+    unsigned steps = 0;
+    for (unsigned line = 0; *t == ' '; line++) {
+        unsigned at;
+        int used;
+        ck_assert_int_eq(sscanf(t, " %u %n", &at, &used), 1);
+        ck_assert_uint_eq(at, line);
+        const char *w = t + used;
+        uint32_t s = 0;
+        for (unsigned i = 0; i < n; i++) { /* "think left eat ..." */
+            unsigned v = 3;
+            for (unsigned k = 0; k < 3; k++)
+                if (strncmp(w, what[k], strlen(what[k])) == 0 && (w[strlen(what[k])] == ' '))
+                    v = k;
+            ck_assert_msg(v < 3, "line %u: '%.40s'", line, w);
+            s |= v << (2 * i);
+            w += strlen(what[v]) + 1;
+        }
+        if (line == 0) {
+            ck_assert_uint_eq(s, 0); /* the initial state: everyone thinks */
+        } else {
+            uint32_t next[32];
+            const unsigned k = phils_moves(n, prev, next);
+            int found = 0;
+            for (unsigned j = 0; j < k; j++)
+                found |= next[j] == s;
+            ck_assert_msg(found, "line %u is no successor of line %u", line, line - 1);
+        }
+        prev = s;
+        steps = line;
+        t = strchr(t, '\n') + 1;
+    }
+    uint32_t next[32];
+    ck_assert_uint_eq(phils_moves(n, prev, next), 0); /* the last: a deadlock */
+    ck_assert_uint_eq(steps, depth);
+}
+
+/* The dining philosophers' deadlock with its trace (--trace), replayed. */
 START_TEST(deadlock_trace_replayed)
 {
     daemon_proc d;
     daemon_start(&d, NULL);
-    static const char *const what[] = {"think", "left", "eat"};
     for (unsigned n = 3; n <= 6; n += 3) {
         unsigned long long states, transitions, deadlocks;
         unsigned depth = 0;
@@ -550,45 +594,7 @@ START_TEST(deadlock_trace_replayed)
                                                       "--deadlock", "--trace", NULL}),
                          1);
         ck_assert_uint_eq(field(out, "states "), states);
-        const char *t = strstr(out, "trace        ");
-        ck_assert_msg(t != NULL, "no trace in:\n%s", out);
-        ck_assert_uint_eq(field(t, "trace        "), depth);
-        t = strchr(t, '\n') + 1;
-        uint32_t prev = 0;
-        unsigned steps = 0;
-        for (unsigned line = 0; *t == ' '; line++) {
-            unsigned at;
-            int used;
-            ck_assert_int_eq(sscanf(t, " %u %n", &at, &used), 1);
-            ck_assert_uint_eq(at, line);
-            const char *w = t + used;
-            uint32_t s = 0;
-            for (unsigned i = 0; i < n; i++) { /* "think left eat ..." */
-                unsigned v = 3;
-                for (unsigned k = 0; k < 3; k++)
-                    if (strncmp(w, what[k], strlen(what[k])) == 0 && (w[strlen(what[k])] == ' '))
-                        v = k;
-                ck_assert_msg(v < 3, "line %u: '%.40s'", line, w);
-                s |= v << (2 * i);
-                w += strlen(what[v]) + 1;
-            }
-            if (line == 0) {
-                ck_assert_uint_eq(s, 0); /* the initial state: everyone thinks */
-            } else {
-                uint32_t next[32];
-                const unsigned k = phils_moves(n, prev, next);
-                int found = 0;
-                for (unsigned j = 0; j < k; j++)
-                    found |= next[j] == s;
-                ck_assert_msg(found, "line %u is no successor of line %u", line, line - 1);
-            }
-            prev = s;
-            steps = line;
-            t = strchr(t, '\n') + 1;
-        }
-        uint32_t next[32];
-        ck_assert_uint_eq(phils_moves(n, prev, next), 0); /* the last: a deadlock */
-        ck_assert_uint_eq(steps, depth);
+        replay_deadlock_trace(out, n, depth);
         free(out);
     }
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
@@ -714,6 +720,92 @@ START_TEST(a_run_survives_kill_9)
 }
 END_TEST
 
+/* The same runs with the open set over three floed (each server the open
+ * set of its states; the workers end the levels): exact counts for the
+ * built-in models and the plugin, SET and TREE, a deadlock's trace
+ * followed across the servers and replayed, and a run that loses a worker
+ * to kill -9, is interrupted, and is resumed to the exact count. */
+START_TEST(server_queue_over_three_floed)
+{
+    daemon_proc d[3];
+    for (int i = 0; i < 3; i++)
+        daemon_start(&d[i], NULL);
+    char uri[512];
+    const char *hp[3];
+    for (int i = 0; i < 3; i++)
+        hp[i] = strstr(d[i].uri, "://") ? strstr(d[i].uri, "://") + 3 : d[i].uri;
+    snprintf(uri, sizeof uri, "%s%s,%s,%s", harness_tls() ? "floes://" : "floe://", hp[0], hp[1], hp[2]);
+    const char *mc = tool_path("FLOE_MC", "build/san/floe-mc");
+    const char *lib = tool_path("FLOE_MC_PETERSON", "build/rel/libmc_peterson.so");
+    unsigned long long phils_states, phils_trans, deadlocks;
+    unsigned depth = 0;
+    phils_search(6, &phils_states, &phils_trans, &deadlocks, &depth);
+    const struct {
+        const char *args[10];
+        int rc;
+        unsigned long long states;
+    } runs[] = {
+        {{"--model", "puzzle:3x3", "--workers", "4"}, 0, 181440},
+        {{"--model", "hanoi:7", "--workers", "2", "--tree"}, 0, 2187},
+        {{"--model-lib", lib, "--model", "peterson:4", "--workers", "3", "--tree"}, 0, 4752},
+        {{"--model", "phils:6", "--workers", "2", "--deadlock", "--trace"}, 1, phils_states},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        const char *argv[20] = {mc, "--server", uri, "--quiet", "--server-queue"};
+        for (int k = 0; runs[i].args[k]; k++)
+            argv[5 + k] = runs[i].args[k];
+        char *out = NULL;
+        const int rc = run_tool(&d[0], NULL, &out, argv);
+        ck_assert_msg(rc == runs[i].rc && field(out, "states ") == runs[i].states, "run %zu: exit %d:\n%s", i, rc,
+                      out ? out : "");
+        if (runs[i].rc)
+            replay_deadlock_trace(out, 6, depth);
+        free(out);
+    }
+    /* a worker killed, the run interrupted, then resumed */
+    char path[] = "/tmp/floe-mc-three-XXXXXX";
+    const int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    const char *first[] = {
+        "--server-queue", "--table", "k",       "--model", "hanoi:10",   "--workers", "3", "--lease", "1",
+        "--claim",        "16",      "--batch", "48",      "--inflight", "2",         NULL};
+    pid_t run = spawn_mc(uri, path, first);
+    floe *c = connect_uri(uri, NULL, 0);
+    ck_assert_ptr_nonnull(c);
+    floe_table_info info = {0};
+    for (int i = 0; i < 4000 && (floe_stats(c, "k", &info) != FLOE_OK || info.explore.states < 5000); i++)
+        usleep(2000);
+    char children[64], list[256] = "";
+    snprintf(children, sizeof children, "/proc/%d/task/%d/children", (int)run, (int)run);
+    FILE *f = fopen(children, "r");
+    ck_assert_msg(f && fgets(list, sizeof list, f), "floe-mc has no workers to kill: it ended too soon");
+    fclose(f);
+    kill(atoi(list), SIGKILL);
+    const uint64_t at_kill = info.explore.states;
+    for (int i = 0; i < 4000 && floe_stats(c, "k", &info) == FLOE_OK && info.explore.states < at_kill + 5000; i++)
+        usleep(2000);
+    kill(run, SIGINT);
+    int rc = wait_exit(run);
+    char *out = slurp(path);
+    ck_assert_msg(rc == 128 + SIGINT && strstr(out, "go on with floe-mc --resume k"), "exit %d:\n%s", rc, out);
+    free(out);
+    ck_assert_int_eq(floe_stats(c, "k", &info), FLOE_OK);
+    ck_assert(!info.explore.done && info.explore.states < 59049);
+    const char *again[] = {"--resume", "k", "--model", "hanoi:10", "--workers", "2", "--claim", "16", NULL};
+    run = spawn_mc(uri, path, again);
+    rc = wait_exit(run);
+    out = slurp(path);
+    ck_assert_msg(rc == 0 && field(out, "states ") == 59049 && strstr(out, "check        ok"), "exit %d:\n%s", rc, out);
+    free(out);
+    ck_assert_int_eq(floe_stats(c, "k", &info), FLOE_ERR_NO_TABLE); /* a finished run's table goes */
+    floe_close(c);
+    unlink(path);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(daemon_stop(&d[i], SIGTERM), 0);
+}
+END_TEST
+
 Suite *mc_suite(void)
 {
     Suite *s = suite_create("mc");
@@ -728,6 +820,7 @@ Suite *mc_suite(void)
     tcase_add_test(tc, a_model_library);
     tcase_add_test(tc, server_queue_counts);
     tcase_add_test(tc, deadlock_trace_replayed);
+    tcase_add_test(tc, server_queue_over_three_floed);
     tcase_add_test(tc, a_run_survives_kill_9);
     suite_add_tcase(s, tc);
     return s;

@@ -676,6 +676,63 @@ START_TEST(shards_refusals)
     ck_assert_int_ne(floe_connect_opts(bad, &o, &nope), FLOE_OK);
     ck_assert_msg(strstr(floe_errstr(nope), "shard 4 of 4 (127.0.0.1:1)"), "%s", floe_errstr(nope));
     floe_close(nope);
+    /* an exploring table over the three: claims are each server's and bounded, a claim ends alone,
+     * breadth-first only; each refusal says so and changes nothing */
+    floe_table_def ex = {.name = "ex", .kind = FLOE_TABLE_SET, .key_bits = 40, .explore = 1, .any_order = 1};
+    ck_assert_int_eq(floe_create(c, &ex), FLOE_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(floe_errstr(c), "breadth-first"), "%s", floe_errstr(c));
+    ex.any_order = 0;
+    ck_assert_int_eq(floe_create(c, &ex), FLOE_OK);
+    const uint64_t init[2] = {5, 6};
+    ck_assert_int_eq(floe_insert_explore(c, "ex", init, 16, 2, NULL, 0, NULL, 0, 0, res, NULL), FLOE_OK);
+    floe_claim cl0;
+    uint64_t ids[4], ks[4];
+    ck_assert_int_eq(floe_claim_states(c, "ex", 4, 0, ids, ks, sizeof ks, &cl0), FLOE_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(floe_errstr(c), "floe_send_claim_upto"), "%s", floe_errstr(c));
+    const unsigned s5 = floe_shard_of_key(5, NS);
+    ck_assert_int_eq(floe_claim_states(floe_shard(c, s5), "ex", 4, 0, ids, ks, sizeof ks, &cl0), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(floe_errstr(floe_shard(c, s5)), "bounded"), "%s", floe_errstr(floe_shard(c, s5)));
+    floe_call *call = floe_send_claim_upto(floe_shard(c, s5), "ex", 4, 0, 0, NULL, NULL);
+    const uint64_t *got_ids;
+    const void *got_keys;
+    ck_assert_int_eq(floe_wait(floe_shard(c, s5), call), FLOE_OK);
+    ck_assert_int_eq(floe_call_claim(call, &cl0, &got_ids, &got_keys), FLOE_OK);
+    ck_assert_int_eq(cl0.state, FLOE_CLAIM_GOT);
+    ck_assert_uint_eq(got_ids[0] >> FLOE_ID_SHARD_SHIFT, s5); /* an id names its server */
+    const uint64_t token = cl0.token, parent = got_ids[0];
+    floe_call_free(call);
+    uint64_t kid = 77; /* on another server than its parent */
+    while (floe_shard_of_key(kid, NS) == s5)
+        kid++;
+    ck_assert_int_eq(floe_insert_explore(c, "ex", &kid, 8, 1, &parent, 0, NULL, 0, token, res, NULL),
+                     FLOE_ERR_INVALID); /* keys and the claim's end in one request */
+    ck_assert_msg(strstr(floe_errstr(c), "insert of no states"), "%s", floe_errstr(c));
+    ck_assert_int_eq(floe_insert_explore(c, "ex", &kid, 8, 1, &parent, 0, NULL, 0, 0, res, NULL), FLOE_OK);
+    ck_assert_int_eq(res[0], FLOE_INSERTED);
+    ck_assert_int_eq(floe_insert_explore(c, "ex", NULL, 0, 0, NULL, 0, NULL, 0, token, res, NULL), FLOE_OK);
+    uint64_t *tids;
+    void *tkeys, *tlabels;
+    size_t tn;
+    /* the new state's id: claimed from its server, its trace two states long across servers */
+    const unsigned sk = floe_shard_of_key(kid, NS);
+    uint64_t kid_id = UINT64_MAX;
+    for (int round = 0; round < 2 && kid_id == UINT64_MAX; round++) { /* a claim is of one depth, 0 first */
+        call = floe_send_claim_upto(floe_shard(c, sk), "ex", 4, 0, 1, NULL, NULL);
+        ck_assert_int_eq(floe_wait(floe_shard(c, sk), call), FLOE_OK);
+        ck_assert_int_eq(floe_call_claim(call, &cl0, &got_ids, &got_keys), FLOE_OK);
+        for (size_t i = 0; i < cl0.n; i++)
+            if (((const uint64_t *)got_keys)[i] == kid)
+                kid_id = got_ids[i];
+        floe_call_free(call);
+    }
+    ck_assert_uint_ne(kid_id, UINT64_MAX);
+    ck_assert_int_eq(floe_trace(c, "ex", kid_id, &tids, &tkeys, &tlabels, &tn), FLOE_OK);
+    ck_assert_uint_eq(tn, 2);
+    ck_assert_uint_eq(tids[0], parent);
+    ck_assert_uint_eq(((uint64_t *)tkeys)[0], 5);
+    ck_assert_uint_eq(((uint64_t *)tkeys)[1], kid);
+    ck_assert_uint_eq(tids[1] >> FLOE_ID_SHARD_SHIFT, sk);
+    free(tids), free(tkeys), free(tlabels);
     floe_close(c);
     cluster_stop(&cl);
 }

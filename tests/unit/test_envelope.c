@@ -86,6 +86,7 @@ static void random_request(Floe__V1__Request *q, room *r)
                 r->in.from_first = next() >> below(64);
                 r->in.from_counts = random_bytes(r->labels, sizeof r->labels);
             }
+            r->in.from_depth = below(2) ? (uint32_t)(next() >> below(32)) : 0;
         }
         q->op_case = FLOE__V1__REQUEST__OP_INSERT;
         q->insert = &r->in;
@@ -188,12 +189,14 @@ static void expect_same(const envelope *e, const Floe__V1__Request *q)
     bool overwrite = false, want_ids = false, want_values = false;
     const ProtobufCBinaryData none = {0, NULL}, *from = &none, *labels = &none, *counts = &none;
     uint64_t complete = 0, first = 0;
+    uint32_t from_depth = 0;
     switch (q->op_case) {
     case FLOE__V1__REQUEST__OP_INSERT:
         table = q->insert->table, keys = &q->insert->keys, values = &q->insert->values;
         overwrite = q->insert->overwrite, want_ids = q->insert->want_ids;
         from = &q->insert->from, labels = &q->insert->labels, complete = q->insert->complete;
         counts = &q->insert->from_counts, first = q->insert->from_first;
+        from_depth = q->insert->from_depth;
         break;
     case FLOE__V1__REQUEST__OP_FIND:
         table = q->find->table, keys = &q->find->keys;
@@ -229,6 +232,7 @@ static void expect_same(const envelope *e, const Floe__V1__Request *q)
     ck_assert_uint_eq(e->complete, complete);
     ck_assert(same_bytes(e->from_counts, e->from_counts_len, counts));
     ck_assert_uint_eq(e->from_first, first);
+    ck_assert_uint_eq(e->from_depth, from_depth);
     ck_assert_int_eq(e->overwrite, overwrite);
     ck_assert_int_eq(e->want_ids, want_ids);
     ck_assert_int_eq(e->want_values, want_values);

@@ -87,7 +87,7 @@ static void insert_batch(run *r, const uint64_t *keys, const uint64_t *parents, 
         r->stored[keys[i]] = true;
     }
     floe_errinfo err;
-    ck_assert_int_eq(floe_explore_add(r->x, keys, parents, labels, res, n, ids, 0, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add(r->x, keys, parents, 0, labels, res, n, ids, 0, &err), FLOE_OK);
     for (size_t i = 0; i < n; i++)
         if (res[i] == FLOE_INSERTED)
             r->id_of[keys[i]] = ids[i];
@@ -98,7 +98,7 @@ static void start(run *r, bool strict, uint64_t run_id)
 {
     memset(r, 0, sizeof *r);
     floe_errinfo err;
-    ck_assert_int_eq(floe_explore_create(8, 1, strict, run_id, &r->x, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_create(8, 1, strict, run_id, -1, &r->x, &err), FLOE_OK);
     const uint64_t init[2] = {0, 1}, roots[2] = {FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT};
     const uint8_t lab[2] = {0, 0};
     insert_batch(r, init, roots, lab, 2);
@@ -169,7 +169,7 @@ static void check_finished(run *r, uint32_t want_states, const uint32_t *levels,
         if (dist[s] < 0)
             continue;
         size_t n;
-        ck_assert_int_eq(floe_explore_trace(r->x, r->id_of[s], N, ids, keys, labels, &n, &err), FLOE_OK);
+        ck_assert_int_eq(floe_explore_trace(r->x, r->id_of[s], N, ids, keys, labels, &n, NULL, &err), FLOE_OK);
         ck_assert_uint_eq(n, (size_t)dist[s] + 1); /* a shortest path */
         ck_assert(keys[0] == 0 || keys[0] == 1);   /* from an initial state */
         ck_assert_uint_eq(keys[n - 1], s);
@@ -268,7 +268,7 @@ START_TEST(leases_run_out_and_claims_end_once)
     ck_assert_int_eq(floe_explore_complete(r->x, token2, &err), FLOE_ERR_INVALID);
     /* a claim of another table's run is none of this one's */
     floe_explore *other;
-    ck_assert_int_eq(floe_explore_create(8, 1, true, 9, &other, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_create(8, 1, true, 9, -1, &other, &err), FLOE_OK);
     ck_assert_int_eq(floe_explore_complete(other, token2, &err), FLOE_ERR_INVALID);
     floe_explore_destroy(other);
     /* workers that each leave every fourth claim to expire */
@@ -342,7 +342,7 @@ START_TEST(a_run_saved_with_claims_out_resumes_exactly)
     for (size_t cut = 0; cut < b.len; cut += 1 + cut / 3) {
         buffer part = {b.p, cut, cut, 0, 0};
         floe_explore *y = NULL;
-        ck_assert_int_eq(floe_explore_load(buf_read, &part, 11, &y, &err), FLOE_ERR_INVALID);
+        ck_assert_int_eq(floe_explore_load(buf_read, &part, 11, -1, &y, &err), FLOE_ERR_INVALID);
         ck_assert_ptr_null(y);
     }
     unsigned char *bad = malloc(b.len);
@@ -353,7 +353,7 @@ START_TEST(a_run_saved_with_claims_out_resumes_exactly)
         bad[spots[k]] ^= 0x40;
         buffer flipped = {bad, b.len, b.len, 0, 0};
         floe_explore *y = NULL;
-        ck_assert_int_eq(floe_explore_load(buf_read, &flipped, 11, &y, &err), FLOE_ERR_INVALID);
+        ck_assert_int_eq(floe_explore_load(buf_read, &flipped, 11, -1, &y, &err), FLOE_ERR_INVALID);
         ck_assert_ptr_null(y);
     }
     free(bad);
@@ -365,7 +365,7 @@ START_TEST(a_run_saved_with_claims_out_resumes_exactly)
     /* loaded: the claims out are open again, and the run ends exactly */
     floe_explore_destroy(r->x);
     b.at = 0;
-    ck_assert_int_eq(floe_explore_load(buf_read, &b, 11, &r->x, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_load(buf_read, &b, 11, -1, &r->x, &err), FLOE_OK);
     floe_explore_counts after;
     floe_explore_stats(r->x, &after);
     ck_assert_uint_eq(after.states, before.states);
@@ -424,7 +424,7 @@ static void *add_worker(void *arg)
                 res[m] = atomic_exchange(&sr->stored[sk[m]], true) ? FLOE_PRESENT : FLOE_INSERTED;
             }
         }
-        if (floe_explore_add(x, sk, sp, sl, res, m, sid, token, &err) != FLOE_OK)
+        if (floe_explore_add(x, sk, sp, 0, sl, res, m, sid, token, &err) != FLOE_OK)
             return "add failed";
         pthread_mutex_lock(&sr->lock);
         for (size_t i = 0; i < m; i++)
@@ -445,7 +445,7 @@ static void *cut_taker(void *arg)
             return "save failed";
         b.at = 0;
         floe_explore *y;
-        const floe_status st = floe_explore_load(buf_read, &b, 0, &y, &err);
+        const floe_status st = floe_explore_load(buf_read, &b, 0, -1, &y, &err);
         free(b.p);
         if (st != FLOE_OK)
             return "a cut taken while adds ran does not hold together";
@@ -484,13 +484,202 @@ START_TEST(threads_add_at_once)
 }
 END_TEST
 
+/* ---- a table over three floed: an open set a shard, the levels ended by the workers ---------- */
+
+#define SHARDS 3
+
+typedef struct sharded {
+    floe_explore *x[SHARDS];
+    bool stored[N];
+    uint64_t id_of[N];
+} sharded;
+
+/* Successors of parents of depth pdepth, each to its shard's open set (as a partitioned client splits them). */
+static void shard_insert(sharded *r, const uint64_t *keys, const uint64_t *parents, const uint8_t *labels, size_t n,
+                         uint32_t pdepth)
+{
+    for (unsigned s = 0; s < SHARDS; s++) {
+        uint64_t k[64 * FANOUT], p[64 * FANOUT], ids[64 * FANOUT];
+        uint8_t l[64 * FANOUT], res[64 * FANOUT];
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (floe_shard_of_key(keys[i], SHARDS) != s)
+                continue;
+            k[m] = keys[i], p[m] = parents[i], l[m] = labels[i];
+            res[m] = r->stored[keys[i]] ? FLOE_PRESENT : FLOE_INSERTED;
+            r->stored[keys[i]] = true;
+            m++;
+        }
+        floe_errinfo err;
+        ck_assert_int_eq(floe_explore_add(r->x[s], k, p, pdepth, l, res, m, ids, 0, &err), FLOE_OK);
+        for (size_t i = 0; i < m; i++)
+            if (res[i] == FLOE_INSERTED) {
+                ck_assert_uint_eq(ids[i] >> FLOE_ID_SHARD_SHIFT, s); /* an id names its shard */
+                r->id_of[k[i]] = ids[i];
+            }
+    }
+}
+
+/* A worker of the sharded run: its level, the claim it holds (ended a round later), and the
+ * servers that gave it nothing at its level. */
+typedef struct sworker {
+    uint32_t level;
+    unsigned held_shard;
+    uint64_t held;
+    bool dry[SHARDS];
+    bool done;
+} sworker;
+
+/* A bounded claim from shard s, expanded; the state it answered (found/next when none came). */
+static floe_explore_state shard_claim(sharded *r, sworker *w, unsigned s, size_t max, uint64_t *found, uint64_t *next)
+{
+    uint64_t ids[64], keys[64], token, f, nx;
+    size_t n;
+    uint32_t depth;
+    floe_explore_state state;
+    floe_errinfo err;
+    ck_assert_int_eq(
+        floe_explore_claim_upto(r->x[s], max, w->level, 0, 1000, ids, keys, &n, &depth, &token, &state, &f, &nx, &err),
+        FLOE_OK);
+    if (found)
+        *found = f, *next = nx;
+    if (state != FLOE_EXPLORE_GOT)
+        return state;
+    ck_assert_uint_le(depth, w->level);
+    ck_assert_uint_eq(token >> FLOE_ID_SHARD_SHIFT, s); /* a token names its shard too */
+    uint64_t sk[64 * FANOUT], sp[64 * FANOUT];
+    uint8_t sl[64 * FANOUT];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(dist[keys[i]], (int)depth);
+        for (int a = 0; a < FANOUT; a++)
+            sk[m] = succ((uint32_t)keys[i], a), sp[m] = ids[i], sl[m] = (uint8_t)a, m++;
+    }
+    shard_insert(r, sk, sp, sl, m, depth);
+    if (w->held) /* one claim held at a time: the one before ends now, its successors long in */
+        ck_assert_int_eq(floe_explore_complete(r->x[w->held_shard], w->held, &err), FLOE_OK);
+    w->held = token, w->held_shard = s;
+    return state;
+}
+
+/* One step of a worker: a claim from the next shard that has states at its level, or (none has,
+ * and it holds no claim) two sweeps over all shards to prove its level over. */
+static void sworker_step(sharded *r, sworker *w, unsigned round, size_t max)
+{
+    floe_errinfo err;
+    for (unsigned k = 0; k < SHARDS; k++) {
+        const unsigned s = (round + k) % SHARDS;
+        if (w->dry[s])
+            continue;
+        if (shard_claim(r, w, s, max, NULL, NULL) != FLOE_EXPLORE_GOT)
+            w->dry[s] = true;
+        return;
+    }
+    if (w->held) { /* its own claim ends first */
+        ck_assert_int_eq(floe_explore_complete(r->x[w->held_shard], w->held, &err), FLOE_OK);
+        w->held = 0;
+        return;
+    }
+    uint64_t found[2][SHARDS], next[SHARDS];
+    bool over = true;
+    for (int sweep = 0; sweep < 2; sweep++)
+        for (unsigned s = 0; s < SHARDS; s++)
+            over = shard_claim(r, w, s, max, &found[sweep][s], &next[s]) == FLOE_EXPLORE_LEVEL_DONE && over;
+    memset(w->dry, 0, sizeof w->dry);
+    if (!over || memcmp(found[0], found[1], sizeof found[0]) != 0)
+        return;
+    uint64_t deeper = 0;
+    for (unsigned s = 0; s < SHARDS; s++)
+        deeper += next[s];
+    if (deeper)
+        w->level++;
+    else
+        w->done = true;
+}
+
+START_TEST(shards_find_what_bfs_finds)
+{
+    uint32_t levels[N], nlevels;
+    const uint32_t want = reference_bfs(levels, &nlevels);
+    sharded *r = calloc(1, sizeof *r);
+    ck_assert_ptr_nonnull(r);
+    floe_errinfo err;
+    for (int s = 0; s < SHARDS; s++)
+        ck_assert_int_eq(floe_explore_create(8, 1, true, 5, s, &r->x[s], &err), FLOE_OK);
+    const uint64_t init[2] = {0, 1}, roots[2] = {FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT};
+    const uint8_t lab[2] = {0, 0};
+    shard_insert(r, init, roots, lab, 2, 0);
+    /* three workers with claims of 1, 4 and 13 states, each holding its last claim a round */
+    sworker w[3];
+    memset(w, 0, sizeof w);
+    const size_t size[3] = {1, 4, 13};
+    unsigned round = 0;
+    while (!(w[0].done && w[1].done && w[2].done)) {
+        for (int i = 0; i < 3; i++)
+            if (!w[i].done)
+                sworker_step(r, &w[i], round + (unsigned)i, size[i]);
+        ck_assert_uint_lt(++round, 1000000);
+    }
+    /* every state once, at its breadth-first depth, each level's size summed over the shards */
+    uint64_t states = 0, per_level[N] = {0};
+    for (int s = 0; s < SHARDS; s++) {
+        floe_explore_counts c;
+        floe_explore_stats(r->x[s], &c);
+        ck_assert(c.done);
+        states += c.states;
+        for (uint32_t d = 0; d < c.levels; d++)
+            per_level[d] += floe_explore_level(r->x[s], d);
+    }
+    ck_assert_uint_eq(states, want);
+    for (uint32_t d = 0; d < nlevels; d++)
+        ck_assert_uint_eq(per_level[d], levels[d]);
+    /* traces followed from shard to shard are shortest paths */
+    uint64_t ids[N], keys[N];
+    uint8_t labels[N];
+    for (uint32_t s = 0; s < N; s++) {
+        ck_assert_int_eq(r->stored[s], dist[s] >= 0);
+        if (dist[s] < 0)
+            continue;
+        size_t len = 0;
+        uint64_t at = r->id_of[s];
+        while (at != FLOE_EXPLORE_ROOT) { /* the chain read backwards, a shard's part at a time */
+            uint64_t pi[N], pk[N], from;
+            uint8_t pl[N];
+            size_t n;
+            floe_explore *x = r->x[at >> FLOE_ID_SHARD_SHIFT];
+            ck_assert_int_eq(floe_explore_trace(x, at, N, pi, pk, pl, &n, &from, &err), FLOE_OK);
+            ck_assert_uint_le(len + n, (size_t)dist[s] + 1);
+            memmove(ids + n, ids, len * 8), memmove(keys + n, keys, len * 8), memmove(labels + n, labels, len);
+            memcpy(ids, pi, n * 8), memcpy(keys, pk, n * 8), memcpy(labels, pl, n);
+            len += n;
+            at = from;
+        }
+        ck_assert_uint_eq(len, (size_t)dist[s] + 1);
+        ck_assert(keys[0] == 0 || keys[0] == 1);
+        ck_assert_uint_eq(keys[len - 1], s);
+        for (size_t i = 1; i < len; i++)
+            ck_assert_uint_eq(succ((uint32_t)keys[i - 1], labels[i]), keys[i]);
+    }
+    /* a parent of this shard that is no state is refused; one of another is taken on trust */
+    const uint64_t mine = ((uint64_t)1 << FLOE_ID_SHARD_SHIFT) + N, theirs = ((uint64_t)2 << FLOE_ID_SHARD_SHIFT) + 3;
+    ck_assert_int_eq(floe_explore_check_parents(r->x[1], &mine, 1, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_explore_check_parents(r->x[1], &theirs, 1, &err), FLOE_OK);
+    uint32_t depth;
+    ck_assert_int_eq(floe_explore_depth(r->x[1], theirs, &depth, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "shard 2"));
+    for (int s = 0; s < SHARDS; s++)
+        floe_explore_destroy(r->x[s]);
+    free(r);
+}
+END_TEST
+
 START_TEST(bad_input_changes_nothing)
 {
     floe_explore *x;
     floe_errinfo err;
-    ck_assert_int_eq(floe_explore_create(0, 0, true, 1, &x, &err), FLOE_ERR_INVALID);
-    ck_assert_int_eq(floe_explore_create(8, 5, true, 1, &x, &err), FLOE_ERR_INVALID);
-    ck_assert_int_eq(floe_explore_create(8, 2, false, 1, &x, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_create(0, 0, true, 1, -1, &x, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_explore_create(8, 5, true, 1, -1, &x, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_explore_create(8, 2, false, 1, -1, &x, &err), FLOE_OK);
     uint64_t ids[8], keys[8], token;
     size_t n;
     uint32_t depth;
@@ -499,10 +688,10 @@ START_TEST(bad_input_changes_nothing)
     ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
     ck_assert_int_eq(state, FLOE_EXPLORE_WAIT);
     const uint64_t k[3] = {10, 20, 30}, roots[3] = {FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT};
-    ck_assert_int_eq(floe_explore_add(x, k, roots, NULL, NULL, 3, ids, 0, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add(x, k, roots, 0, NULL, NULL, 3, ids, 0, &err), FLOE_OK);
     /* a parent that is no state: refused, nothing added */
     const uint64_t kids[2] = {40, 50}, parents[2] = {1, 3};
-    ck_assert_int_eq(floe_explore_add(x, kids, parents, NULL, NULL, 2, ids, 0, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_explore_add(x, kids, parents, 0, NULL, NULL, 2, ids, 0, &err), FLOE_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(err.msg, "parent 3 (state 2 of 2)"));
     floe_explore_counts c;
     floe_explore_stats(x, &c);
@@ -510,12 +699,12 @@ START_TEST(bad_input_changes_nothing)
     ck_assert_uint_eq(c.levels, 1);
     /* traces and depths of states that are not there */
     size_t len;
-    ck_assert_int_eq(floe_explore_trace(x, 3, 8, ids, keys, NULL, &len, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_explore_trace(x, 3, 8, ids, keys, NULL, &len, NULL, &err), FLOE_ERR_INVALID);
     ck_assert_int_eq(floe_explore_depth(x, UINT64_MAX, &depth, &err), FLOE_ERR_INVALID);
     /* a trace longer than the room: its length, and TOO_LARGE */
     const uint64_t k2 = 60, p2 = 2;
-    ck_assert_int_eq(floe_explore_add(x, &k2, &p2, NULL, NULL, 1, ids, 0, &err), FLOE_OK);
-    ck_assert_int_eq(floe_explore_trace(x, ids[0], 1, ids, keys, NULL, &len, &err), FLOE_ERR_TOO_LARGE);
+    ck_assert_int_eq(floe_explore_add(x, &k2, &p2, 0, NULL, NULL, 1, ids, 0, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_trace(x, ids[0], 1, ids, keys, NULL, &len, NULL, &err), FLOE_ERR_TOO_LARGE);
     ck_assert_uint_eq(len, 2);
     /* not strict: a claim hands out one depth at a time, shallowest first, without waiting */
     ck_assert_int_eq(floe_explore_claim(x, 8, 0, 10, ids, keys, &n, &depth, &token, &state, &err), FLOE_OK);
@@ -533,6 +722,7 @@ Suite *explore_suite(void)
     Suite *s = suite_create("explore");
     TCase *tc = tcase_create("explore");
     tcase_add_test(tc, workers_find_what_bfs_finds);
+    tcase_add_test(tc, shards_find_what_bfs_finds);
     tcase_add_test(tc, leases_run_out_and_claims_end_once);
     tcase_add_test(tc, a_run_saved_with_claims_out_resumes_exactly);
     tcase_add_test(tc, bad_input_changes_nothing);

@@ -182,7 +182,7 @@ static floe_status load_block(const char *path, floe_explore **x, floe_errinfo *
     floe_status st = floe_file_open_set(path, &r, &bytes, err);
     if (st != FLOE_OK)
         return st;
-    if ((st = floe_explore_load(read_block, r, 0, x, err)) == FLOE_OK && (st = floe_file_finish(r, err)) != FLOE_OK)
+    if ((st = floe_explore_load(read_block, r, 0, -1, x, err)) == FLOE_OK && (st = floe_file_finish(r, err)) != FLOE_OK)
         floe_explore_destroy(*x);
     floe_file_close(r);
     return st;
@@ -201,14 +201,14 @@ START_TEST(open_set_block)
     iceberg *t = filled_table(0, 3000, &keys);
     floe_errinfo err;
     floe_explore *x;
-    ck_assert_int_eq(floe_explore_create(8, 2, true, 0, &x, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_create(8, 2, true, 0, -1, &x, &err), FLOE_OK);
     uint64_t parents[100];
     uint16_t labels[100];
     for (int i = 0; i < 100; i++)
         parents[i] = i < 4 ? FLOE_EXPLORE_ROOT : (uint64_t)(i / 4 - 1), labels[i] = (uint16_t)(i * 3);
     for (int i = 0; i < 60; i += 4) /* a parent is found before its children */
-        ck_assert_msg(floe_explore_add(x, keys + i, parents + i, labels + i, NULL, 4, NULL, 0, &err) == FLOE_OK, "%s",
-                      err.msg);
+        ck_assert_msg(floe_explore_add(x, keys + i, parents + i, 0, labels + i, NULL, 4, NULL, 0, &err) == FLOE_OK,
+                      "%s", err.msg);
     uint64_t ids[8], ck[8], token;
     size_t n;
     uint32_t depth;
@@ -229,7 +229,7 @@ START_TEST(open_set_block)
     *im->open_set = (floe_file_stream){floe_explore_cut_bytes(cut), write_cut, cut, free_cut};
     /* found after the cut: not in the file */
     for (int i = 60; i < 100; i += 4)
-        ck_assert_int_eq(floe_explore_add(x, keys + i, parents + i, labels + i, NULL, 4, NULL, 0, &err), FLOE_OK);
+        ck_assert_int_eq(floe_explore_add(x, keys + i, parents + i, 0, labels + i, NULL, 4, NULL, 0, &err), FLOE_OK);
     ck_assert_int_eq(floe_file_image_save(path, im, &err), FLOE_OK);
     floe_file_image_free(im);
 
@@ -247,7 +247,7 @@ START_TEST(open_set_block)
     ck_assert(cx.states == 60 && cx.open == 60 && cx.claims == 0); /* the claim's 3 open again */
     uint64_t tid[4], tk[4];
     uint16_t tl[4];
-    ck_assert_int_eq(floe_explore_trace(y, 59, 4, tid, tk, tl, &n, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_trace(y, 59, 4, tid, tk, tl, &n, NULL, &err), FLOE_OK);
     ck_assert(n == 3 && tid[2] == 59 && tk[2] == keys[59] && tl[2] == labels[59] && tid[1] == parents[59]);
     uint64_t back[60];
     ck_assert_int_eq(floe_explore_keys(y, 0, 60, back, &err), FLOE_OK); /* what a load builds the table from */
