@@ -692,10 +692,14 @@ START_TEST(a_run_survives_kill_9)
             for (int i = 0; i < 2000 && log_count(&d, "snapshot of table k written") == saves; i++)
                 usleep(5000);
             ck_assert_msg(log_count(&d, "snapshot of table k written") > saves, "no snapshot");
-        } else if (round == 1) {
-            ck_assert_msg(progressed(&d, mc, found(&d, NULL) + 100000), "round 1 ended before its kill");
-        } else if (round == 2) {
-            ck_assert_msg(progressed(&d, mc, 0), "round 2 ended before its kill");
+        } else if (round == 1 || round == 2) {
+            /* round 1: killed a quarter of the way through what is left (on a GPU, round 0 may have
+             * found most of the run by its first snapshot) */
+            const uint64_t before = round == 1 ? found(&d, NULL) : 0;
+            if (!progressed(&d, mc, round == 1 ? before + (531441 - before) / 4 : 0)) {
+                char *out = slurp(path);
+                ck_abort_msg("round %d ended before its kill:\n%s", round, out ? out : "");
+            }
         }
         if (round < 3) {
             ck_assert_int_eq(daemon_stop(&d, SIGKILL), 128 + SIGKILL);
