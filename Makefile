@@ -424,7 +424,13 @@ uninstall:
 	fi
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/floe $(DESTDIR)$(SYSCONFDIR)/floe 2>/dev/null
 
-test: all test-unit test-integration test-integration-tls test-integration-parts test-integration-pipelines test-big test-bench test-fuzz test-install
+# Everything the tests run is built first, in parallel (test-builds, below: -j as many as the
+# cores unless make was given a -j; the CUDA fat binaries alone are minutes on one core); then
+# the tests, one at a time (they time things, start servers and share the machine).
+test:
+	+$(MAKE) $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2)) test-builds
+	+$(MAKE) test-unit test-integration test-integration-tls test-integration-parts test-integration-pipelines \
+	  test-big test-bench test-fuzz test-install
 
 # The build and the install: nothing rebuilt by a second make, README's hello.c listing,
 # make install DESTDIR=... PREFIX=/usr and programs built against it with pkg-config only,
@@ -538,3 +544,9 @@ clean:
 	rm -rf build
 
 -include $(shell find build -path build/image -prune -o -name '*.d' -type f -print 2>/dev/null)
+
+# What `make test` runs, built before it runs any (after every variable it names is set).
+TEST_BUILDS := all build/san/floe-tests build/san/floe-itests build/san/floed build/san/floe build/san/floe-mc \
+  build/tsan/floed build/rel/floe-tests build/rel/floe-bench build/rel/libmc_peterson.so $(FUZZ_BINS) $(MAN_PAGES)
+.PHONY: test-builds
+test-builds: $(TEST_BUILDS)
