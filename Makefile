@@ -174,11 +174,11 @@ build/tsan/%.o: %.c | $(GEN)/floe.pb-c.h $(HINT)
 	$(CC) $(CSTD) $(WARN) $(OPT_tsan) $(PKG_CHECK_CFLAGS) -c $< -o $@
 
 build/rel/libfloetables.a: $(call tables_objs,rel)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 build/san/libfloetables.a: $(call tables_objs,san)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 build/tsan/libfloetables.a: $(call tables_objs,tsan)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 build/rel/floed: $(call daemon_objs,rel) $(call proto_obj,rel) $(call gpu_objs,rel) build/rel/libfloetables.a
 	$(CC) -pthread $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_SSL) $(PKG_SYSTEMD) $(GPU_LINK) -lm -o $@
@@ -188,8 +188,9 @@ build/san/floed: $(call daemon_objs,san) $(call proto_obj,san) $(call gpu_objs,s
 	$(CC) -pthread $(LDSAN) $^ $(PKG_EVENT) $(PKG_PROTO) $(PKG_SSL) $(PKG_SYSTEMD) $(GPU_LINK) -lm -o $@
 
 # libfloe: static and shared; the floe CLI links the static one.
+# (Each archive is made anew: `ar r` would keep the members of sources since removed.)
 build/%/libfloe.a: $$(call client_objs,$$*) $$(call proto_obj,$$*)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 # The shared library exports floe.h's API and nothing else (client/libfloe.map: the
 # protobuf-c code generated from floe.proto and the internals stay inside).
 $(LIBFLOE_SO): $(call client_objs,pic) $(call proto_obj,pic) client/libfloe.map
@@ -269,7 +270,7 @@ NV_CRYPTO := -Xlinker -Bstatic -lcrypto -Xlinker -Bdynamic -ldl
 build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/iceberg_table.o build/gpu/tree_gpu.o build/gpu/tree_table.o \
                         build/gpu/ordered_gpu.o build/gpu/ordered_search.o build/gpu/backend_gpu.o build/gpu/run_keys.o \
                         build/gpu/run_tree.o build/gpu/run_ordered.o build/gpu/devices.o
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 build/gpu/layout_selftest: build/gpu/tests/layout_selftest.o
 	$(NVCC) $(NVFLAGS) $^ -o $@
 build/gpu/floe-gpu-tests: build/gpu/tests/gpu_test.o build/gpu/tests/backend_test.o build/gpu/tests/tree_test.o \

@@ -89,6 +89,24 @@ const floe_server_info *floe_info(const floe *c)
     return &c->info;
 }
 
+int floe_server_has(const floe *c, const char *feature)
+{
+    char word[96];
+    if (!feature || !feature[0] || strchr(feature, ' ') ||
+        snprintf(word, sizeof word, "%s ", feature) >= (int)sizeof word)
+        return 0;
+    for (unsigned i = 0; i < floe_shards(c); i++) { /* a partitioned connection: every server */
+        const floe *s = floe_shard((floe *)c, i);
+        const char *f = s ? s->info.features : "";
+        bool found = false;
+        for (const char *p = f; !found && (p = strstr(p, word)); p++)
+            found = p == f || p[-1] == ' ';
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
 const char *floe_version(void)
 {
     return FLOE_VERSION;

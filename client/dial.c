@@ -104,6 +104,12 @@ static int hello(floe *c, const char *token)
         c->info.max_batch_keys = r->max_batch_keys;
         c->info.max_inflight = r->max_inflight;
         snprintf(c->info.backend, sizeof c->info.backend, "%s", r->backend ? r->backend : "");
+        c->info.features[0] = '\0';
+        for (size_t i = 0; i < r->n_features; i++) { /* those that fit */
+            const size_t at = strlen(c->info.features);
+            if (r->features[i] && strlen(r->features[i]) + 1 < sizeof c->info.features - at)
+                snprintf(c->info.features + at, sizeof c->info.features - at, "%s ", r->features[i]);
+        }
     } else if (st == FLOE_OK) {
         st = floe__set_error(c, FLOE_ERR_PROTOCOL, "the server's hello reply is malformed");
     }

@@ -175,10 +175,14 @@ typedef struct floe_server_info {
     uint64_t max_batch_keys;
     unsigned max_inflight; /* per connection, before the server pushes back */
     char backend[16];
+    char features[128]; /* HelloReply.features, each followed by a space (floe_server_has) */
 } floe_server_info;
 
 /* What the server said in its hello reply. */
 const floe_server_info *floe_info(const floe *c);
+/* Whether the server (over several floed: every one) said it has feature
+ * (FLOE_FEATURE_* of floe_wire.h: "explore", ...) in its hello reply. */
+int floe_server_has(const floe *c, const char *feature);
 /* FLOE_VERSION of the libfloe linked in (a shared library may be newer than
  * the header a program was built with). */
 const char *floe_version(void);

@@ -482,14 +482,17 @@ static floe_call *shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb
         refuse = "the claim's token names no server of this connection";
     uint64_t *from_copy = NULL;
     ProtobufCBinaryData from_was = {0, NULL}, counts_was = {0, NULL};
+    uint64_t first_was = 0;
     if (!refuse && k.from_counts && k.from_counts->len) { /* sent as from: each shard's keys' parents */
         if (!(from_copy = from_of_counts(&k, n, why, sizeof why)))
             refuse = why;
         else {
             from_was = *k.from;
             counts_was = *k.from_counts;
+            first_was = *k.from_first;
             *k.from = (ProtobufCBinaryData){n * 8, (uint8_t *)from_copy};
             *k.from_counts = (ProtobufCBinaryData){0, NULL};
+            *k.from_first = 0;
         }
     }
     if (refuse) {
@@ -538,7 +541,7 @@ static floe_call *shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb
         if (sp)
             split_free(sp);
         if (from_copy) {
-            *k.from = from_was, *k.from_counts = counts_was;
+            *k.from = from_was, *k.from_counts = counts_was, *k.from_first = first_was;
             free(from_copy);
         }
         if (call)
@@ -596,7 +599,7 @@ static floe_call *shards_send(floe *c, Floe__V1__Request *req, floe_callback *cb
     for (unsigned f = 0; f < ncols; f++)
         *cols[f].field = cols[f].was;
     if (from_copy) {
-        *k.from = from_was, *k.from_counts = counts_was;
+        *k.from = from_was, *k.from_counts = counts_was, *k.from_first = first_was;
         free(from_copy);
     }
     free(start);

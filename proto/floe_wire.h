@@ -31,6 +31,13 @@
 #define FLOE_SCAN_MAX_LIMIT      (1u << 20)          /* Scan.limit above this is taken as this */
 #define FLOE_TREE_SCAN_MAX_BYTES ((size_t)32 << 20)  /* a TREE scan reply carries at most this of ids and vectors */
 
+/* HelloReply.features: what a server does past protocol 1's first form, so
+ * that a client can refuse a server that would drop what it sends (protobuf
+ * skips fields it does not know).  "explore": exploring tables as
+ * docs/PROTOCOL.md has them (claims, bounded claims, Insert.from_counts and
+ * from_depth, traces across servers). */
+#define FLOE_FEATURE_EXPLORE "explore"
+
 /* Partitioned tables (docs/OPERATIONS.md): a table over 2..FLOE_SHARDS_MAX
  * floed servers, each key on the shard its hash picks.  These functions are
  * the contract every client of every version follows. */

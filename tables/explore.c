@@ -399,7 +399,7 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
         size_t at = x->nruns ? x->nruns - 1 : 0;
         uint32_t d = 0, deepest = 0;
         const int kinds = roots + (lo != UINT64_MAX) + foreign;
-        bool one = kinds == 0 || (kinds == 1 && !(lo != UINT64_MAX));
+        bool one = kinds == 0 || (kinds == 1 && lo == UINT64_MAX);
         if (one && foreign)
             d = parent_depth + 1;
         if (kinds == 1 && lo != UINT64_MAX) {

@@ -38,6 +38,9 @@ void handle_hello(server *srv, session *c, Floe__V1__Request *req, const request
     hr.max_inflight = (uint32_t)LIVE(srv, max_inflight);
     hr.backend = (char *)server_default_backend_name(srv);
     hr.authenticated = c->authed;
+    static char *features[] = {FLOE_FEATURE_EXPLORE};
+    hr.n_features = sizeof features / sizeof features[0];
+    hr.features = features;
     Floe__V1__Response r = FLOE__V1__RESPONSE__INIT;
     r.id = req->id;
     r.body_case = FLOE__V1__RESPONSE__BODY_HELLO;

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "floe_wire.h"
 #include "worker.h"
 
 /* While the server answers WAIT (a level ends in other workers' claims) one claim at a time asks
@@ -73,7 +74,6 @@ struct sq {
     unsigned shards;
     held **ready;
     size_t nready, ready_cap;
-    unsigned completes_out;
     int status;
     char error[256];
 };
@@ -115,7 +115,6 @@ static void on_complete(floe *c, floe_call *call, void *arg)
 {
     (void)c;
     sq *w = arg;
-    w->completes_out--;
     if (floe_call_status(call) != FLOE_OK)
         sq_fail(w, floe_call_status(call), "a claim's end failed", floe_call_error(call));
 }
@@ -125,10 +124,8 @@ static void end_ready(sq *w)
 {
     for (size_t i = 0; i < w->nready; i++) {
         held *h = w->ready[i];
-        if (!w->status) {
-            w->completes_out++;
+        if (!w->status)
             floe_send_insert_explore(w->c, w->r->table, NULL, 0, 0, NULL, h->depth, NULL, 0, h->token, on_complete, w);
-        }
         free(h);
     }
     w->nready = 0;
@@ -475,6 +472,17 @@ static void run_sharded(sq *w, size_t claim)
     free(calls);
 }
 
+bool mc_server_explores(const floe *c, char *why, size_t len)
+{
+    if (floe_server_has(c, FLOE_FEATURE_EXPLORE))
+        return true;
+    snprintf(why, len,
+             "%s is older than this floe-mc's --server-queue (its hello does not say \"" FLOE_FEATURE_EXPLORE
+             "\"): it would drop the run's parents; upgrade floed",
+             floe_info(c)->server[0] ? floe_info(c)->server : "the server");
+    return false;
+}
+
 int mc_claims_run(const mc_run *r, mc_progress *p)
 {
     sq w = {.r = r, .m = r->model, .p = p};
@@ -490,6 +498,9 @@ int mc_claims_run(const mc_run *r, mc_progress *p)
         sq_fail(&w, FLOE_ERR_IO, "out of memory", "for a request");
     else if (floe_connect_opts(r->server, r->conn, &w.c) != FLOE_OK)
         sq_fail(&w, FLOE_ERR_IO, "cannot connect", floe_errstr(w.c));
+    char why[200];
+    if (!w.status && !mc_server_explores(w.c, why, sizeof why))
+        sq_fail(&w, FLOE_ERR_UNSUPPORTED, "the server", why);
     w.shards = w.c ? floe_shards(w.c) : 1;
     if (w.shards > 1)
         run_sharded(&w, claim);

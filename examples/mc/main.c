@@ -157,6 +157,12 @@ static int create_table(const options *o, const mc_model *m, int packed)
         floe_close(c);
         return cst == FLOE_ERR_INVALID ? 2 : 1;
     }
+    char why[256];
+    if (o->server_queue && !mc_server_explores(c, why, sizeof why)) { /* before it makes a plain table */
+        fprintf(stderr, "floe-mc: %s: %s\n", o->server, why);
+        floe_close(c);
+        return 1;
+    }
     uint64_t cap = o->capacity;
     if (!cap)
         cap = m->expect ? m->expect + m->expect / 20 * 3 + 1024 : (uint64_t)16 << 20;
@@ -206,6 +212,12 @@ static int check_resumed(const options *o, const mc_model *m, int *packed)
     floe *c;
     floe_table_info info;
     int st = floe_connect_opts(o->server, &o->conn, &c);
+    char why[256];
+    if (st == FLOE_OK && !mc_server_explores(c, why, sizeof why)) {
+        fprintf(stderr, "floe-mc: --resume %s: %s\n", o->table, why);
+        floe_close(c);
+        return 1;
+    }
     if (st == FLOE_OK)
         st = floe_stats(c, o->table, &info);
     if (st != FLOE_OK) {

@@ -9,6 +9,7 @@
 #define FLOE_MC_WORKER_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +62,12 @@ int mc_worker_run(const mc_run *r, mc_progress *p);
  * p->states counts the states its inserts found.  0, or -1 with p->status
  * and p->error set. */
 int mc_claims_run(const mc_run *r, mc_progress *p);
+
+/* Whether the server behind c keeps exploring tables as this floe-mc
+ * speaks to them (its hello says FLOE_FEATURE_EXPLORE: an older floed
+ * would drop the fields it does not know, and with them the run's
+ * parents); if not, why in why. */
+bool mc_server_explores(const floe *c, char *why, size_t len);
 
 /* The first states of the search, the same in every worker: a plain
  * breadth-first search from the initial state until its frontier holds at

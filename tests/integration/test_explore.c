@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "floe_wire.h"
 #include "harness.h"
 
 #define N      3000u
@@ -138,6 +139,9 @@ START_TEST(workers_find_what_bfs_finds)
     floe_table_def def = {
         .name = "run", .kind = FLOE_TABLE_SET, .key_bits = 16, .capacity = 1 << 14, .explore = 1, .label_bytes = 1};
     ck_assert_int_eq(floe_create(c, &def), FLOE_OK);
+    /* the server says it keeps exploring tables (a client refuses one that does not), and only that */
+    ck_assert(floe_server_has(c, FLOE_FEATURE_EXPLORE));
+    ck_assert(!floe_server_has(c, "expl") && !floe_server_has(c, "nosuch") && !floe_server_has(c, "explore "));
     /* before any state: WAIT (the run has not begun), not DONE */
     uint64_t ids[4], keys[4];
     floe_claim cl;
