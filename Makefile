@@ -27,9 +27,10 @@
 # What the build needs, and what `make test` needs besides (help2man: the man pages of
 # `make install`; systemd: `systemd-analyze verify` of the unit; prometheus-client: the
 # /metrics parser of the tests; clang and libclang-rt-14-dev: libFuzzer, for test-fuzz;
+# libedit: the CLI's session (floe with no command);
 # OpenMPI: floe-mc under mpirun, and its tests).
 BUILD_PKGS := make gcc libc6-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev check pkg-config \
-              libsystemd-dev libcap-dev
+              libsystemd-dev libcap-dev libedit-dev
 TEST_PKGS  := help2man python3-prometheus-client systemd clang libclang-rt-14-dev openmpi-bin libopenmpi-dev
 DEPS_PKGS  := $(BUILD_PKGS) $(TEST_PKGS)
 # the release (proto/floe_wire.h); libfloe.so.$(VERSION) has the soname libfloe.so.$(SOVERSION)
@@ -63,6 +64,7 @@ PKG_EVENT  := $(shell pkg-config --libs libevent_pthreads libevent_openssl 2>/de
 PKG_PROTO  := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 # what a program linking libfloe.a needs besides (TLS: OpenSSL)
 LIBFLOE_LIBS := $(PKG_PROTO) $(PKG_SSL)
+CLI_LIBS     := -ledit # the session's line editing, history and completion (libedit-dev: BSD licence)
 PKG_CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 PKG_CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 # sd_notify (Type=notify under systemd)
@@ -87,7 +89,8 @@ CLIENT_SRC := client/conn.c client/transport.c client/calls.c client/explore.c c
               client/shards.c \
               client/dial.c \
               client/connect.c
-CLI_SRC    := client/cli.c client/cli_json.c client/cli_input.c client/cli_report.c client/cli_keys.c client/cli_parse.c
+CLI_SRC    := client/cli.c client/cli_json.c client/cli_input.c client/cli_report.c client/cli_keys.c client/cli_parse.c \
+              client/cli_shell.c
 ITEST_SRC  := $(wildcard tests/integration/*.c)
 BENCH_SRC  := bench/floe_bench.c bench/histogram.c bench/workload.c
 MC_SRC     := $(filter-out examples/mc/launch.c,$(wildcard examples/mc/*.c))
@@ -199,11 +202,11 @@ $(LIBFLOE_SO): $(call client_objs,pic) $(call proto_obj,pic) client/libfloe.map
 build/rel/libfloe.so.$(SOVERSION) build/rel/libfloe.so: $(LIBFLOE_SO)
 	ln -sf $(notdir $<) $@
 build/rel/floe: $(call cli_objs,rel) build/rel/libfloe.a
-	$(CC) $^ $(LIBFLOE_LIBS) -o $@
+	$(CC) $^ $(LIBFLOE_LIBS) $(CLI_LIBS) -o $@
 build/rel/floe-hello: build/rel/examples/hello.o build/rel/libfloe.a
 	$(CC) $^ $(LIBFLOE_LIBS) -o $@
 build/san/floe: $(call cli_objs,san) build/san/libfloe.a
-	$(CC) $(LDSAN) $^ $(LIBFLOE_LIBS) -o $@
+	$(CC) $(LDSAN) $^ $(LIBFLOE_LIBS) $(CLI_LIBS) -o $@
 
 build/san/floe-itests: $(call itest_objs,san) build/san/libfloe.a
 	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(LIBFLOE_LIBS) -lm -o $@
@@ -311,7 +314,7 @@ bundle/floed: $(call daemon_objs,rel) $(call proto_obj,rel) $(call gpu_objs,rel)
 	$(CC) $^ $(GPU_LINK) $(BUNDLE_SYSTEMD) $(BUNDLE_STATIC) -o $@
 bundle/floe: $(call cli_objs,rel) build/rel/libfloe.a
 	@mkdir -p bundle
-	$(CC) $^ $(BUNDLE_STATIC) -o $@
+	$(CC) $^ $(BUNDLE_STATIC) -Wl,-Bstatic -ledit -ltinfo -lbsd -lmd -Wl,-Bdynamic -o $@
 bundle/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@

@@ -157,9 +157,15 @@ static const cmd CMDS[] = {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: floe [-H HOST:PORT] [CONNECTION OPTIONS] COMMAND [ARGS] [COMMAND OPTIONS]\n"
+               "       floe [-H HOST:PORT] [CONNECTION OPTIONS]      (a session: commands from a prompt or stdin)\n"
                "       floe COMMAND --help | floe --help | floe --version\n\n"
                "The command-line client of floed. Keys are decimal or 0x-hex numbers below 2^key_bits of the\n"
                "table; a TREE table's keys are vectors of `words` 32-bit words, written 1,2,3,...\n\n"
+               "With no command, floe keeps one connection and runs a command a line, as redis-cli does: at a\n"
+               "terminal with a prompt, line editing, history (~/.floe_history) and Tab completion of commands\n"
+               "and table names; from a pipe or file without a prompt, exiting with the last failure's code.\n"
+               "Lines split into words as a shell splits them ('quoted words', # comments); keys come on the\n"
+               "line; `help [COMMAND]` and `quit` are the session's own.\n\n"
                "Options:\n"
                "  -H, --host SERVER   the server: HOST:PORT, HOST (port 7450), floe://HOST:PORT[?token=T],\n"
                "                      floes://HOST:PORT (TLS) or [IPv6]:PORT (-s and --server are the same,\n"
@@ -486,6 +492,63 @@ static void arm_timeout(int timeout_ms)
     setitimer(ITIMER_REAL, &it, NULL);
 }
 
+/* ---- a session's lines (cli_shell.c) ------------------------------------------------------------ */
+
+static const struct option *session_opts; /* the commands' options, for the lines of a session */
+static floe_options session_conn;
+
+/* One line's words, run as `floe WORDS` would run on the session's connection. */
+static int run_line(floe *c, int argc, char **argv)
+{
+    if (strcmp(argv[0], "help") == 0 && argc <= 2) {
+        for (size_t k = 0; argc == 2 && k < NCMDS; k++)
+            if (strcmp(argv[1], CMDS[k].name) == 0) {
+                command_help(&CMDS[k]);
+                return 0;
+            }
+        if (argc == 2)
+            return usage_error("help: no command '%s'", argv[1]);
+        usage(stdout);
+        return 0;
+    }
+    const cmd *cm = NULL;
+    for (size_t k = 0; k < NCMDS; k++)
+        if (strcmp(argv[0], CMDS[k].name) == 0)
+            cm = &CMDS[k];
+    if (!cm)
+        return usage_error("unknown command '%s' (help lists them)", argv[0]);
+    opts o = {0};
+    const char *server = NULL;
+    floe_options conn = session_conn;
+    int rc = parse_command(cm, argc, argv, session_opts, &o, &server, &conn);
+    if (rc >= 0)
+        return rc;
+    if (server || memcmp(&conn, &session_conn, sizeof conn) != 0)
+        return usage_error("%s: the session's server and connection are fixed: start floe with them", cm->name);
+    return cm->run(c, &o, argc - optind, argv + optind);
+}
+
+/* `floe` with no command: a session on one connection. */
+static int session(const char *server, const floe_options *conn, const struct option *cmd_opts)
+{
+    const char *names[NCMDS + 3];
+    for (size_t k = 0; k < NCMDS; k++)
+        names[k] = CMDS[k].name;
+    names[NCMDS] = "help", names[NCMDS + 1] = "quit", names[NCMDS + 2] = NULL;
+    session_opts = cmd_opts;
+    session_conn = *conn;
+    floe *c;
+    int st = floe_connect_opts(server, conn, &c);
+    if (st != FLOE_OK) {
+        fprintf(stderr, "floe: %s: %s\n", floe_strerror(st), floe_errstr(c));
+        floe_close(c);
+        return st == FLOE_ERR_INVALID ? EXIT_USAGE : 1;
+    }
+    const int rc = cli_shell(&c, server, conn, names, run_line);
+    floe_close(c);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *server = getenv("FLOE_SERVER");
@@ -531,9 +594,11 @@ int main(int argc, char **argv)
         }
     }
     const cmd *cm = NULL;
-    if (rc < 0 && optind >= argc) {
-        usage(stderr);
-        rc = EXIT_USAGE;
+    if (rc < 0 && optind >= argc) { /* no command: a session */
+        rc = session(server ? server : DEFAULT_SERVER, &conn, cmd_opts);
+        free(global_opts);
+        free(cmd_opts);
+        return rc;
     }
     for (size_t k = 0; rc < 0 && k < NCMDS; k++)
         if (strcmp(argv[optind], CMDS[k].name) == 0)

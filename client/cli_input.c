@@ -83,6 +83,8 @@ static int read_items(int argc, char **argv, add_fn *add, void *ctx)
                 return EXIT_USAGE;
         return 0;
     }
+    if (cli_stdin_is_commands)
+        return usage_error("give the keys on the line (in a session stdin carries the commands)");
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;

@@ -411,6 +411,8 @@ int cmd_load(floe *c, const opts *o, int argc, char **argv)
     const size_t frame_cap = frame_items(c, tree ? (size_t)words * 4 : 8 + (map ? t.value_bytes : 0));
     if (batch > frame_cap)
         batch = frame_cap;
+    if (strcmp(path, "-") == 0 && cli_stdin_is_commands)
+        return usage_error("load: give a file (in a session stdin carries the commands)");
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, binary ? "rb" : "r");
     if (!f) {
         fprintf(stderr, "floe: cannot open %s: %s\n", path, strerror(errno));

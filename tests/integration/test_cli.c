@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <pty.h>
+
 #include "harness.h"
 
 
@@ -226,7 +228,6 @@ START_TEST(cli_options_getopt)
         expect_cli2(&d, NULL, 2, NULL, bad[i].err, bad[i].args);
     expect_tool(&d, NULL, 2, NULL, "unknown option '--bogus'", ARGS(prog, "--bogus", "ping"));
     expect_tool(&d, NULL, 2, NULL, "--token needs a value", ARGS(prog, "--token"));
-    expect_tool(&d, NULL, 2, NULL, "usage: floe", ARGS(prog)); /* on stderr */
     /* a malformed server address is a usage error too, though libfloe finds it (issue 41, 8) */
     expect_tool(&d, NULL, 2, NULL, "'http://x': the scheme must be floe:// or floes://",
                 ARGS(prog, "-H", "http://x", "ping"));
@@ -830,6 +831,99 @@ START_TEST(timeout_bounds_the_whole_command)
 }
 END_TEST
 
+/* `floe` with no command: a session of the lines on stdin on one connection (cli_shell.c); its
+ * exit code the last failure's; quit ends it; keys come on the line. */
+START_TEST(cli_session_from_stdin)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    const char *script = "create s --key-bits 16\n"
+                         "insert s 1 2\n"
+                         "find s 2 '3'\n"
+                         "# a note, and an empty line\n"
+                         "\n"
+                         "bogus\n"
+                         "insert s\n"
+                         "ping -H 127.0.0.1:1\n"
+                         "find \"s\" 1\n"
+                         "help erase\n"
+                         "quit\n"
+                         "insert s 9\n";
+    char *out = NULL;
+    int rc = run_cli(&d, script, &out, (const char *const[]){NULL});
+    char *err = last_stderr(&d);
+    ck_assert_msg(rc == 2, "exit %d:\n%s\n%s", rc, out ? out : "", err ? err : "");
+    ck_assert_ptr_nonnull(strstr(out, "1 INSERTED\n2 INSERTED\n"));
+    ck_assert_ptr_nonnull(strstr(out, "2 PRESENT\n3 ABSENT\n"));
+    ck_assert_ptr_nonnull(strstr(out, "1 PRESENT\n"));
+    ck_assert_ptr_nonnull(strstr(out, "usage: floe erase"));
+    ck_assert_msg(err && strstr(err, "unknown command 'bogus'") && strstr(err, "give the keys on the line") &&
+                      strstr(err, "connection are fixed"),
+                  "%s", err ? err : "");
+    free(out);
+    free(err);
+    ck_assert_uint_eq(stats_of(&d, "s").keys, 2); /* nothing after quit ran */
+    ck_assert_int_eq(run_cli(&d, "ping\ntables\n", &out, (const char *const[]){NULL}), 0);
+    ck_assert_ptr_nonnull(strstr(out, "PONG"));
+    free(out);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
+/* At a terminal: a prompt, completion of commands and table names, history in ~/.floe_history. */
+START_TEST(cli_session_at_a_terminal)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    expect_cli(&d, NULL, 0, "created", ARGS("create", "tabby", "--key-bits", "16"));
+    char home[] = "/tmp/floe-home-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(home));
+    int fd;
+    const pid_t pid = forkpty(&fd, NULL, NULL, NULL);
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv("HOME", home, 1);
+        const char *cli = getenv("FLOE_CLI") ? getenv("FLOE_CLI") : "build/san/floe";
+        execl(cli, cli, "-H", d.uri, (char *)NULL);
+        _exit(127);
+    }
+    char seen[16384];
+    size_t have = 0;
+    /* reads what the terminal shows until `want` appears after `from` (or 10 s pass) */
+#define SHOWS(want)                                                                                                    \
+    do {                                                                                                               \
+        const size_t from = have;                                                                                      \
+        for (int t = 0; t < 1000 && !(seen[have] = '\0', strstr(seen + from, want)); t++) {                            \
+            struct pollfd p = {fd, POLLIN, 0};                                                                         \
+            if (poll(&p, 1, 10) > 0) {                                                                                 \
+                const ssize_t r = read(fd, seen + have, sizeof seen - 1 - have);                                       \
+                have += r > 0 ? (size_t)r : 0;                                                                         \
+            }                                                                                                          \
+        }                                                                                                              \
+        seen[have] = '\0';                                                                                             \
+        ck_assert_msg(strstr(seen + from, want), "the terminal does not show '%s':\n%s", want, seen);                  \
+    } while (0)
+    SHOWS("> ");
+    ck_assert_int_eq(write(fd, "pi\t\n", 4), 4); /* "ping", completed */
+    SHOWS("PONG");
+    ck_assert_int_eq(write(fd, "stats tab\t\n", 11), 11); /* the table's name, completed */
+    SHOWS("name: tabby");
+    ck_assert_int_eq(write(fd, "quit\n", 5), 5);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+#undef SHOWS
+    close(fd);
+    char path[256];
+    snprintf(path, sizeof path, "%s/.floe_history", home);
+    char *hist = slurp(path);
+    ck_assert_msg(hist && strstr(hist, "ping") && strstr(hist, "tabby"), "history: %s", hist ? hist : "(none)");
+    free(hist);
+    rm_rf(home);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -846,6 +940,8 @@ Suite *cli_suite(void)
     tcase_add_test(tc, cli_info_from_an_older_floed);
     tcase_add_test(tc, refused_connection_reports_the_servers_reason);
     tcase_add_test(tc, timeout_bounds_the_whole_command);
+    tcase_add_test(tc, cli_session_from_stdin);
+    tcase_add_test(tc, cli_session_at_a_terminal);
     suite_add_tcase(s, tc);
     return s;
 }
