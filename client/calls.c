@@ -517,6 +517,24 @@ int floe_snapshot(floe *c, const char *table)
     return simple_call(c, &req);
 }
 
+int floe_shutdown(floe *c, int nosave)
+{
+    for (unsigned i = 0; c->router && i < floe_shards(c); i++) { /* every server */
+        int st = floe_shutdown(floe_shard(c, i), nosave);
+        if (st != FLOE_OK)
+            return floe__set_error(c, st, "server %u of %u (%s): %s", i + 1, floe_shards(c), floe_shard_name(c, i),
+                                   floe_errstr(floe_shard(c, i)));
+    }
+    if (c->router)
+        return FLOE_OK;
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Shutdown s = FLOE__V1__SHUTDOWN__INIT;
+    s.nosave = nosave != 0;
+    req.op_case = FLOE__V1__REQUEST__OP_SHUTDOWN;
+    req.shutdown = &s;
+    return simple_call(c, &req);
+}
+
 void floe__info_from(floe_table_info *o, const Floe__V1__TableStats *s)
 {
     memset(o, 0, sizeof *o);

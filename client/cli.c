@@ -151,6 +151,11 @@ static const cmd CMDS[] = {
      1, 1, cmd_max},
     {"snapshot", "save a table (or all) into the server's data-dir", "[NAME]",
      "save a table (or all) into the server's data-dir", 0, 0, 1, cmd_snapshot},
+    {"shutdown", "stop the server, saving its tables", "[--nosave]",
+     "stop the server as SIGTERM does: what is in flight finishes, every table is saved into its data-dir (with "
+     "--nosave: not; changes since the last snapshots are lost), and floed exits 0; over a list of servers, each. "
+     "A server with a token takes it only from a client that gave it",
+     G_SHUTDOWN, 0, 0, cmd_shutdown},
 };
 #define NCMDS (sizeof CMDS / sizeof CMDS[0])
 
@@ -207,6 +212,7 @@ enum {
     O_VALUES,
     O_LIMIT,
     O_DESC,
+    O_NOSAVE,
 };
 
 /* Besides these, both take libfloe's connection options (floe_getopt.h). */
@@ -241,6 +247,7 @@ static const struct option CMD_OPTS[] = {
     {"values", no_argument, NULL, O_VALUES},
     {"limit", required_argument, NULL, O_LIMIT},
     {"desc", no_argument, NULL, O_DESC},
+    {"nosave", no_argument, NULL, O_NOSAVE},
     {NULL, 0, NULL, 0},
 };
 
@@ -257,6 +264,8 @@ static unsigned group_of(int code)
     case O_LIMIT:
     case O_DESC:
         return G_RANGE;
+    case O_NOSAVE:
+        return G_SHUTDOWN;
     default:
         return code >= O_KIND && code <= O_BACKEND ? G_CREATE : 0;
     }
@@ -440,6 +449,9 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
             break;
         case O_DESC:
             o->desc = true;
+            break;
+        case O_NOSAVE:
+            o->nosave = true;
             break;
         default:
             return usage_error("%s: unexpected option (floe %s --help)", cm->name, cm->name);

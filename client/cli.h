@@ -30,9 +30,10 @@ typedef struct opts {
     bool values;    /* dump, range, succ, pred, min, max */
     uint64_t limit; /* range: keys at most (0: all) */
     bool desc;      /* range */
+    bool nosave;    /* shutdown */
 } opts;
 
-enum { G_JSON = 1, G_CREATE = 2, G_LOAD = 4, G_DUMP = 8, G_RANGE = 16 };
+enum { G_JSON = 1, G_CREATE = 2, G_LOAD = 4, G_DUMP = 8, G_RANGE = 16, G_SHUTDOWN = 32 };
 
 typedef struct cmd {
     const char *name, *summary, *args, *help;
@@ -114,6 +115,7 @@ int cmd_ping(floe *c, const opts *o, int argc, char **argv);
 int cmd_pred(floe *c, const opts *o, int argc, char **argv);
 int cmd_range(floe *c, const opts *o, int argc, char **argv);
 int cmd_snapshot(floe *c, const opts *o, int argc, char **argv);
+int cmd_shutdown(floe *c, const opts *o, int argc, char **argv);
 int cmd_stats(floe *c, const opts *o, int argc, char **argv);
 int cmd_succ(floe *c, const opts *o, int argc, char **argv);
 int cmd_tables(floe *c, const opts *o, int argc, char **argv);

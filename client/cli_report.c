@@ -520,6 +520,17 @@ int cmd_snapshot(floe *c, const opts *o, int argc, char **argv)
     return 0;
 }
 
+int cmd_shutdown(floe *c, const opts *o, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    int st = floe_shutdown(c, o->nosave);
+    if (st)
+        return fail(c, st);
+    printf("%s is shutting down%s\n", floe_info(c)->server[0] ? floe_info(c)->server : "the server",
+           o->nosave ? " without saving" : "");
+    return 0;
+}
+
 /* The kind and value width of a table, for commands that need them. */
 int table_shape(floe *c, const char *table, floe_table_info *t)
 {

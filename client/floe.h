@@ -380,6 +380,10 @@ int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uin
               unsigned value_bytes, size_t *n, int *done);
 /* Saves the table (NULL: every table) into the server's data-dir. */
 int floe_snapshot(floe *c, const char *table);
+/* Stops the server as SIGTERM does (over several floed: each one): what is
+ * in flight finishes, the tables are saved into its data-dir (nosave: not),
+ * it exits.  FLOE_OK once the server has agreed; the connection then closes. */
+int floe_shutdown(floe *c, int nosave);
 
 /* TREE tables.  words must be the table's (floe_stats says it).
  * Find-or-put of n vectors (n * words words): INSERTED / PRESENT / FULL per

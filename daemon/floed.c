@@ -544,8 +544,10 @@ static void on_drain_tick(evutil_socket_t fd, short what, void *arg)
     server *srv = arg;
     if (!all_idle(srv) || (srv->saver && !saver_idle(srv->saver)))
         return; /* batches with the engine, or snapshots being written: look again at the next tick */
-    if (srv->cfg.data_dir[0])
+    if (srv->cfg.data_dir[0] && !atomic_load(&srv->stop_nosave))
         save_tables(srv);
+    else if (srv->cfg.data_dir[0])
+        log_warn("shutdown nosave: the tables' changes since their last snapshots are not saved");
     event_base_loopbreak(srv->base);
 }
 
@@ -574,6 +576,14 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     begin_stop(arg, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static void on_stop_asked(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    server *srv = arg;
+    begin_stop(srv, atomic_load(&srv->stop_nosave) ? "a client's shutdown nosave" : "a client's shutdown");
 }
 
 /* Once a second: a GPU whose context a sticky error ruined is said once, at
@@ -758,8 +768,9 @@ int floed_run(const floed_config *cfg, int argc, char **argv)
     signal(SIGHUP, SIG_IGN);
     srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
     srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
+    srv->stop_asked = event_new(srv->base, -1, 0, on_stop_asked, srv);
     srv->sig_hup = evsignal_new(srv->base, SIGHUP, on_hup, srv);
-    if (!srv->sig_term || !srv->sig_int || !srv->sig_hup || event_add(srv->sig_term, NULL) ||
+    if (!srv->sig_term || !srv->sig_int || !srv->sig_hup || !srv->stop_asked || event_add(srv->sig_term, NULL) ||
         event_add(srv->sig_int, NULL) || event_add(srv->sig_hup, NULL)) {
         log_error("cannot set up the main event loop");
         goto out;

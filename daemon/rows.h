@@ -42,6 +42,7 @@
     X(MAX, MAX, "max", FLOE_OP_RANGE, REQ_TAKES, handle_range, range_reply)                                            \
     X(ADD, ADD, "add", FLOE_OP_ADD, REQ_TAKES, handle_keys, NULL)                                                      \
     X(CLAIM, CLAIM, "claim", 0, 0, handle_claim, NULL)                                                                 \
-    X(TRACE, TRACE, "trace", 0, 0, handle_trace, NULL)
+    X(TRACE, TRACE, "trace", 0, 0, handle_trace, NULL)                                                                 \
+    X(SHUTDOWN, SHUTDOWN, "shutdown", 0, 0, handle_shutdown, NULL)
 
 #endif

@@ -259,6 +259,7 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
     }
     atomic_init(&srv->nconns, 0);
     atomic_init(&srv->shutting_down, false);
+    atomic_init(&srv->stop_nosave, false);
     /* a few threads: large merges are memory-bound (a NULL pool merges inline) */
     floe_errinfo err;
     if (floe_pool_create(MERGE_THREADS, &srv->merge_pool, &err) != FLOE_OK)
@@ -312,6 +313,8 @@ void server_free(server *srv)
     hostmem_free(srv->mem); /* every frame and answer is back: the io threads are gone */
     if (srv->drain_ev)
         event_free(srv->drain_ev);
+    if (srv->stop_asked)
+        event_free(srv->stop_asked);
     if (srv->sig_term)
         event_free(srv->sig_term);
     if (srv->sig_int)
@@ -337,4 +340,11 @@ void server_free(server *srv)
         close(srv->reserve_fd);
     pthread_mutex_destroy(&srv->live.lock);
     free(srv);
+}
+
+void server_ask_stop(server *srv, bool nosave)
+{
+    atomic_store(&srv->stop_nosave, nosave);
+    if (srv->stop_asked)
+        event_active(srv->stop_asked, EV_READ, 0);
 }

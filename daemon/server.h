@@ -115,6 +115,8 @@ typedef struct server {
     struct metrics *metrics;           /* counters (metrics.h) */
     struct metrics_port *metrics_port; /* the HTTP server of /metrics (metrics_port.h) */
     struct event *sig_term, *sig_int, *reap_ev, *drain_ev;
+    struct event *stop_asked; /* a client's shutdown: the stop begins on the main thread */
+    atomic_bool stop_nosave;  /* ... and saves nothing */
     struct event *sig_hup, *snapshot_ev, *watchdog_ev, *health_ev;
     bool gpu_failed[FLOE_PARTS_MAX]; /* gpu_ids[i] was seen failed (floed.c: the health watch) */
     struct saver *saver;             /* with a data-dir: writes snapshots, removes dropped tables' files */
@@ -136,6 +138,8 @@ void server_free(server *srv);
 void server_set_live(server *srv, const floed_config *c);
 /* The live token: whether one is set, and whether got is it (constant time). */
 bool server_token_required(server *srv);
+/* A client's shutdown: floed stops as on SIGTERM, saving its tables unless nosave (any thread). */
+void server_ask_stop(server *srv, bool nosave);
 bool server_token_matches(server *srv, const char *got);
 /* The live default backend for new tables (cpu, gpu or auto), copied into buf. */
 const char *server_default_backend(server *srv, char buf[sizeof(((floed_config *)0)->backend)]);

@@ -91,3 +91,13 @@ void handle_info(server *srv, session *c, Floe__V1__Request *req, const request_
     metrics_tag(f, METRICS_OP_INFO, c->t_frame);
     c->ops->deliver(c, f);
 }
+
+/* Answered before the stop begins: the client hears OK, then floed goes as on SIGTERM. */
+void handle_shutdown(server *srv, session *c, Floe__V1__Request *req, const request_row *row)
+{
+    const bool nosave = req->shutdown && req->shutdown->nosave;
+    log_info("connection %llu asked floed to shut down%s", (unsigned long long)c->serial,
+             nosave ? " without saving (nosave)" : "");
+    send_now(c, reply_ok(req->id));
+    server_ask_stop(srv, nosave);
+}

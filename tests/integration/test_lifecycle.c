@@ -178,6 +178,44 @@ START_TEST(tables_survive_restart)
 }
 END_TEST
 
+/* floe shutdown: floed stops as on SIGTERM and exits 0, its tables saved; with --nosave the
+ * changes since their last snapshots are not. */
+START_TEST(shutdown_by_a_client)
+{
+    char dir[] = "/tmp/floe-down-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *flags[] = {"--data-dir", dir, "--save-every", "0", NULL};
+    daemon_proc d;
+    daemon_start_logged(&d, flags);
+    floe *c = connect_ok(&d);
+    floe_table_def t = {.name = "s", .kind = FLOE_TABLE_SET, .key_bits = 20};
+    ck_assert_int_eq(floe_create(c, &t), FLOE_OK);
+    const uint64_t k[3] = {1, 2, 3};
+    uint8_t res[3];
+    ck_assert_int_eq(floe_insert(c, "s", k, 2, res, NULL), FLOE_OK);
+    floe_close(c);
+    expect_cli(&d, NULL, 2, NULL, ARGS("shutdown", "now")); /* no arguments: a usage error, floed goes on */
+    expect_cli(&d, NULL, 0, "is shutting down\n", ARGS("shutdown"));
+    ck_assert(log_has(&d, "asked floed to shut down", 5000));
+    ck_assert_int_eq(daemon_stop(&d, 0), 0); /* it stops by itself */
+    daemon_start(&d, flags);
+    c = connect_ok(&d);
+    ck_assert_int_eq(floe_find(c, "s", k, 3, res, NULL, 0, NULL), FLOE_OK);
+    ck_assert(res[0] == FLOE_PRESENT && res[1] == FLOE_PRESENT && res[2] == FLOE_ABSENT); /* saved at the stop */
+    ck_assert_int_eq(floe_insert(c, "s", k + 2, 1, res, NULL), FLOE_OK);
+    floe_close(c);
+    expect_cli(&d, NULL, 0, "without saving", ARGS("shutdown", "--nosave"));
+    ck_assert_int_eq(daemon_stop(&d, 0), 0);
+    daemon_start(&d, flags);
+    c = connect_ok(&d);
+    ck_assert_int_eq(floe_find(c, "s", k, 3, res, NULL, 0, NULL), FLOE_OK);
+    ck_assert(res[0] == FLOE_PRESENT && res[1] == FLOE_PRESENT && res[2] == FLOE_ABSENT); /* 3 was not saved */
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+    rm_rf(dir);
+}
+END_TEST
+
 START_TEST(config_file_and_flags)
 {
     /* the file sets two limits; a flag overrides one of them wherever it stands */
@@ -209,6 +247,7 @@ Suite *lifecycle_suite(void)
     tcase_add_test(tc, large_frame_half_sent_at_stop);
     tcase_add_test(tc, tables_survive_restart);
     tcase_add_test(tc, config_file_and_flags);
+    tcase_add_test(tc, shutdown_by_a_client);
     suite_add_tcase(s, tc);
     return s;
 }

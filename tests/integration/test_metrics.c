@@ -49,12 +49,13 @@ enum {
     OP_ADD,
     OP_CLAIM,
     OP_TRACE,
+    OP_SHUTDOWN,
     NOPS
 };
 static const char *const OP_NAMES[NOPS] = {"unknown",  "hello", "ping",  "create_table", "drop_table",  "list_tables",
                                            "insert",   "find",  "erase", "stats",        "scan",        "get_by_id",
                                            "snapshot", "info",  "range", "successor",    "predecessor", "min",
-                                           "max",      "add",   "claim", "trace"};
+                                           "max",      "add",   "claim", "trace",        "shutdown"};
 #define NSTATUS 11
 
 /* What the test sent and got back, to compare with the server's counters. */
