@@ -72,12 +72,13 @@ bool has_values(const floe_table_info *t)
 static const cmd CMDS[] = {
     {"ping", "check that the server answers, and how fast", "", "check that the server answers, and how fast", 0, 0, 0,
      cmd_ping},
-    {"info", "the server: version, limits, uptime, counters by operation, tables", "[--json]",
+    {"info", "the server: version, limits, uptime, counters by operation, tables", "[SECTION] [--json]",
      "the server: version, backend and limits (its hello reply), then build, uptime, GPU, connections, requests, "
      "keys and errors by operation, errors by status, bytes in and out, memory, the last snapshot and each table's "
      "keys, fill, memory and changes since its snapshot (a floed without the info operation: the hello reply only, "
-     "and a note saying so)",
-     G_JSON, 0, 0, cmd_info},
+     "and a note saying so). SECTION prints one part, as redis-cli's INFO does: server, clients, memory, "
+     "persistence, stats, gpu or tables",
+     G_JSON, 0, 1, cmd_info},
     {"tables", "list the tables with their sizes", "[--json]", "list the tables with their sizes", G_JSON, 0, 0,
      cmd_tables},
     {"create", "create a table (SET, MAP, TREE or ORDERED)",

@@ -31,6 +31,7 @@ typedef struct opts {
     uint64_t limit; /* range: keys at most (0: all) */
     bool desc;      /* range */
     bool nosave;    /* shutdown */
+    const char *section; /* info: one section (NULL: all) */
 } opts;
 
 enum { G_JSON = 1, G_CREATE = 2, G_LOAD = 4, G_DUMP = 8, G_RANGE = 16, G_SHUTDOWN = 32 };

@@ -59,51 +59,101 @@ static const char *when(int64_t t, char *buf, size_t len)
     return buf;
 }
 
-static void print_server_stats(const floe_server_stats *s)
+static void print_server_stats(FILE *f, const floe_server_stats *s)
 {
     char a[64], b[64], c[64];
     uint64_t u = s->uptime_seconds;
-    printf("build: %s\nuptime: %" PRIu64 " s (%" PRIu64 "d %" PRIu64 "h %" PRIu64 "m %" PRIu64 "s)\npid: %" PRIu64 "\n",
-           s->build, u, u / 86400, u / 3600 % 24, u / 60 % 60, u % 60, s->pid);
-    printf("gpu: %s\n", s->gpu[0] ? s->gpu : "none");
+    fprintf(
+        f, "build: %s\nuptime: %" PRIu64 " s (%" PRIu64 "d %" PRIu64 "h %" PRIu64 "m %" PRIu64 "s)\npid: %" PRIu64 "\n",
+        s->build, u, u / 86400, u / 3600 % 24, u / 60 % 60, u % 60, s->pid);
+    fprintf(f, "gpu: %s\n", s->gpu[0] ? s->gpu : "none");
     if (s->gpu_memory_total)
-        printf("gpu-memory: %s used, %s free, %s total\n", human_bytes(s->gpu_memory_used, a, sizeof a),
-               human_bytes(s->gpu_memory_free, b, sizeof b), human_bytes(s->gpu_memory_total, c, sizeof c));
+        fprintf(f, "gpu-memory: %s used, %s free, %s total\n", human_bytes(s->gpu_memory_used, a, sizeof a),
+                human_bytes(s->gpu_memory_free, b, sizeof b), human_bytes(s->gpu_memory_total, c, sizeof c));
     for (size_t i = 0; i < s->n_gpus; i++) {
         const floe_gpu_summary *g = &s->gpus[i];
         if (g->healthy)
-            printf("gpu %d: %s, ok, %s free of %s\n", g->device, g->name, human_bytes(g->memory_free, a, sizeof a),
-                   human_bytes(g->memory_total, b, sizeof b));
+            fprintf(f, "gpu %d: %s, ok, %s free of %s\n", g->device, g->name, human_bytes(g->memory_free, a, sizeof a),
+                    human_bytes(g->memory_total, b, sizeof b));
         else
-            printf("gpu %d: %s, FAILED: %s (its tables answer ERR_UNAVAILABLE until floed restarts)\n", g->device,
-                   g->name, g->error);
+            fprintf(f, "gpu %d: %s, FAILED: %s (its tables answer ERR_UNAVAILABLE until floed restarts)\n", g->device,
+                    g->name, g->error);
     }
-    printf("connections: %" PRIu64 " open, %" PRIu64 " accepted, %" PRIu64 " refused\n", s->connections,
-           s->connections_total, s->connections_refused);
-    printf("traffic: %" PRIu64 " bytes in, %" PRIu64 " bytes out\n", s->bytes_in, s->bytes_out);
-    printf("rss: %s\n", human_bytes(s->rss_bytes, a, sizeof a));
-    printf("data-dir: %s\n", s->data_dir[0] ? s->data_dir : "(none: tables live in memory only)");
+    fprintf(f, "connections: %" PRIu64 " open, %" PRIu64 " accepted, %" PRIu64 " refused\n", s->connections,
+            s->connections_total, s->connections_refused);
+    fprintf(f, "traffic: %" PRIu64 " bytes in, %" PRIu64 " bytes out\n", s->bytes_in, s->bytes_out);
+    fprintf(f, "rss: %s\n", human_bytes(s->rss_bytes, a, sizeof a));
+    fprintf(f, "data-dir: %s\n", s->data_dir[0] ? s->data_dir : "(none: tables live in memory only)");
     if (s->metrics_address[0])
-        printf("metrics: http://%s/metrics\n", s->metrics_address);
+        fprintf(f, "metrics: http://%s/metrics\n", s->metrics_address);
     else
-        printf("metrics: off\n");
-    printf("last-snapshot: %s", when(s->last_snapshot_time, a, sizeof a));
+        fprintf(f, "metrics: off\n");
+    fprintf(f, "last-snapshot: %s", when(s->last_snapshot_time, a, sizeof a));
     if (s->last_snapshot_status[0])
-        printf(": %s", s->last_snapshot_status);
-    putchar('\n');
-    printf("requests:\n  %-12s %14s %16s %10s\n", "op", "requests", "keys", "errors");
+        fprintf(f, ": %s", s->last_snapshot_status);
+    fputc('\n', f);
+    fprintf(f, "requests:\n  %-12s %14s %16s %10s\n", "op", "requests", "keys", "errors");
     for (size_t i = 0; i < s->n_ops; i++)
-        printf("  %-12s %14" PRIu64 " %16" PRIu64 " %10" PRIu64 "\n", s->ops[i].op, s->ops[i].requests, s->ops[i].keys,
-               s->ops[i].errors);
-    printf("errors:%s\n", s->n_errors ? "" : " none");
+        fprintf(f, "  %-12s %14" PRIu64 " %16" PRIu64 " %10" PRIu64 "\n", s->ops[i].op, s->ops[i].requests,
+                s->ops[i].keys, s->ops[i].errors);
+    fprintf(f, "errors:%s\n", s->n_errors ? "" : " none");
     for (size_t i = 0; i < s->n_errors; i++)
-        printf("  %-22s %10" PRIu64 "\n", s->errors[i].status, s->errors[i].count);
-    printf("tables:%s\n", s->n_tables ? "" : " none");
+        fprintf(f, "  %-22s %10" PRIu64 "\n", s->errors[i].status, s->errors[i].count);
+    fprintf(f, "tables:%s\n", s->n_tables ? "" : " none");
     for (size_t i = 0; i < s->n_tables; i++) {
         const floe_table_summary *t = &s->tables[i];
-        printf("  %-24s %-4s keys=%-12" PRIu64 " fill=%.4f memory=%s changes=%" PRIu64 " backend=%s snapshot=%s\n",
-               t->name, kind_name(t->kind), t->keys, t->fill, human_bytes(t->memory_bytes, a, sizeof a), t->changes,
-               t->backend, when(t->last_snapshot_time, b, sizeof b));
+        fprintf(f, "  %-24s %-4s keys=%-12" PRIu64 " fill=%.4f memory=%s changes=%" PRIu64 " backend=%s snapshot=%s\n",
+                t->name, kind_name(t->kind), t->keys, t->fill, human_bytes(t->memory_bytes, a, sizeof a), t->changes,
+                t->backend, when(t->last_snapshot_time, b, sizeof b));
+    }
+}
+
+/* Which section of `floe info SECTION` each line's key is in (as redis-cli's INFO sections). */
+static const struct {
+    const char *key, *section;
+} INFO_KEYS[] = {
+    {"server", "server"},
+    {"protocol", "server"},
+    {"backend", "server"},
+    {"max-frame", "server"},
+    {"max-batch-keys", "server"},
+    {"max-inflight", "server"},
+    {"build", "server"},
+    {"uptime", "server"},
+    {"pid", "server"},
+    {"metrics", "server"},
+    {"info", "server"},
+    {"gpu", "gpu"},
+    {"connections", "clients"},
+    {"rss", "memory"},
+    {"data-dir", "persistence"},
+    {"last-snapshot", "persistence"},
+    {"traffic", "stats"},
+    {"requests", "stats"},
+    {"errors", "stats"},
+    {"tables", "tables"},
+};
+
+static const char *const INFO_SECTIONS[] = {"server", "clients", "memory", "persistence",
+                                            "stats",  "gpu",     "tables", NULL};
+
+/* The lines of text (`key: value`, and the indented lines after one) whose key is in section. */
+static void print_section(const char *text, const char *section)
+{
+    bool in = false;
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        const size_t n = end ? (size_t)(end - line) + 1 : strlen(line);
+        if (line[0] != ' ') { /* a key's line: its section decides, for the indented lines too */
+            const size_t klen = strcspn(line, ":\n");
+            in = false;
+            for (size_t k = 0; k < sizeof INFO_KEYS / sizeof INFO_KEYS[0]; k++)
+                if (strlen(INFO_KEYS[k].key) == klen && strncmp(INFO_KEYS[k].key, line, klen) == 0)
+                    in = strcmp(INFO_KEYS[k].section, section) == 0;
+        }
+        if (in)
+            fwrite(line, 1, n, stdout);
+        line += n;
     }
 }
 
@@ -207,13 +257,27 @@ static int info_one(floe *c, const opts *o, jw *w)
         }
         jw_close(w, '}');
     } else {
-        printf("server: %s\nprotocol: %u\nbackend: %s\nmax-frame: %" PRIu64 " bytes\nmax-batch-keys: %" PRIu64
-               "\nmax-inflight: %u\n",
-               i->server, i->version, i->backend, i->max_frame, i->max_batch_keys, i->max_inflight);
+        /* a section: the lines of its keys (and the indented lines under them) */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = o->section ? open_memstream(&text, &len) : stdout;
+        if (!f) {
+            floe_server_stats_free(s);
+            return fail(c, FLOE_ERR_IO);
+        }
+        fprintf(f,
+                "server: %s\nprotocol: %u\nbackend: %s\nmax-frame: %" PRIu64 " bytes\nmax-batch-keys: %" PRIu64
+                "\nmax-inflight: %u\n",
+                i->server, i->version, i->backend, i->max_frame, i->max_batch_keys, i->max_inflight);
         if (s)
-            print_server_stats(s);
+            print_server_stats(f, s);
         else
-            printf("info: not available (%s): the figures above are the hello reply's\n", why);
+            fprintf(f, "info: not available (%s): the figures above are the hello reply's\n", why);
+        if (o->section) {
+            fclose(f);
+            print_section(text, o->section);
+            free(text);
+        }
     }
     floe_server_stats_free(s);
     return 0;
@@ -221,8 +285,20 @@ static int info_one(floe *c, const opts *o, jw *w)
 
 /* Each server's info: one, or every server of a list in turn (a
  * partitioned connection has no info of its own). */
-int cmd_info(floe *c, const opts *o, int argc, char **argv)
+int cmd_info(floe *c, const opts *given, int argc, char **argv)
 {
+    opts mine = *given, *o = &mine;
+    if (argc) {
+        size_t k = 0;
+        while (INFO_SECTIONS[k] && strcasecmp(INFO_SECTIONS[k], argv[0]) != 0)
+            k++;
+        if (!INFO_SECTIONS[k])
+            return usage_error("info: no section '%s': server, clients, memory, persistence, stats, gpu or tables",
+                               argv[0]);
+        if (o->json)
+            return usage_error("info: --json prints every section; leave out '%s'", argv[0]);
+        mine.section = INFO_SECTIONS[k];
+    }
     const unsigned n = floe_shards(c);
     jw w = {0};
     if (n == 1)

@@ -618,6 +618,18 @@ START_TEST(cli_info_server_wide)
              (int)d.pid);
     check_json(&d, out, script);
     free(out);
+    /* one section, as redis-cli's INFO SECTION: its lines, and no other's */
+    out = cli_out(&d, ARGS("info", "clients"));
+    ck_assert_msg(strncmp(out, "connections: ", 13) == 0 && !strchr(out + 13, ':'), "info clients:\n%s", out);
+    free(out);
+    out = cli_out(&d, ARGS("info", "TABLES"));
+    ck_assert_msg(strncmp(out, "tables:\n  s ", 12) == 0 && !strstr(out, "pid:"), "info tables:\n%s", out);
+    free(out);
+    out = cli_out(&d, ARGS("info", "stats"));
+    ck_assert_msg(strstr(out, "traffic: ") && strstr(out, "\n  insert ") && !strstr(out, "server:"), "%s", out);
+    free(out);
+    expect_cli2(&d, NULL, 2, NULL, "no section 'bogus'", ARGS("info", "bogus"));
+    expect_cli2(&d, NULL, 2, NULL, "--json prints every section", ARGS("info", "server", "--json"));
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
 }
 END_TEST
