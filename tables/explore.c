@@ -567,8 +567,8 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint32_t upto, uint
     *depth = 0;
     expire_locked(x, now_ms);
     const bool bounded = upto != UINT32_MAX, from_cursor = x->cursor < x->count;
-    /* the states handed back first; bounded, the shallower of them and the cursor's (a worker's
-     * may be deeper than the cursor where workers bound their claims) */
+    /* the states handed back first; bounded, whichever of them and the cursor's is shallower
+     * (states handed back may be deeper than the cursor's when the workers keep the levels) */
     const bool from_back = x->back_head < x->back_n &&
                            !(bounded && from_cursor && depth_of(x, x->back[x->back_head]) > depth_of(x, x->cursor));
     const bool open = from_back || from_cursor;
