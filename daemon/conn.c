@@ -31,6 +31,10 @@
 #include "tls.h"
 
 #define IO_MAX_SINGLE      ((size_t)4 << 20) /* bytes per socket read or write call */
+/* On TLS, libevent reserves the whole max single read in the input buffer for every read (a
+ * plain read asks the socket how much it has) and OpenSSL fills one record of it, at most 16 KiB:
+ * with 4 MiB, an allocation of 4 MiB a request.  One record's room is all a read takes. */
+#define TLS_MAX_SINGLE_READ ((size_t)16 << 10)
 /* A frame this large on a plain connection is read straight from the socket
  * into its own buffer: libevent 2.1 reads at most 4 KiB a call into its
  * input buffer (EVBUFFER_MAX_READ), 128 calls and callbacks and a copy out
@@ -713,7 +717,7 @@ conn *conn_attach(io_thread *io, struct bufferevent *bev, const char *peer)
      * 512 KiB request would take 32 read calls and as many wake-ups.  Take
      * whatever the socket has (fewer system calls, and a frame more often
      * lands in one buffer chain, so evbuffer_pullup need not copy it). */
-    bufferevent_set_max_single_read(bev, IO_MAX_SINGLE);
+    bufferevent_set_max_single_read(bev, bufferevent_openssl_get_ssl(bev) ? TLS_MAX_SINGLE_READ : IO_MAX_SINGLE);
     bufferevent_set_max_single_write(bev, IO_MAX_SINGLE);
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
