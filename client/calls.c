@@ -517,16 +517,23 @@ int floe_snapshot(floe *c, const char *table)
     return simple_call(c, &req);
 }
 
+/* floe_shutdown's, as the router's each takes an operation (the table unused). */
+static int shutdown_save(floe *c, const char *table)
+{
+    (void)table;
+    return floe_shutdown(c, 0);
+}
+
+static int shutdown_nosave(floe *c, const char *table)
+{
+    (void)table;
+    return floe_shutdown(c, 1);
+}
+
 int floe_shutdown(floe *c, int nosave)
 {
-    for (unsigned i = 0; c->router && i < floe_shards(c); i++) { /* every server */
-        int st = floe_shutdown(floe_shard(c, i), nosave);
-        if (st != FLOE_OK)
-            return floe__set_error(c, st, "server %u of %u (%s): %s", i + 1, floe_shards(c), floe_shard_name(c, i),
-                                   floe_errstr(floe_shard(c, i)));
-    }
-    if (c->router)
-        return FLOE_OK;
+    if (c->router) /* every server */
+        return c->router->each(c, nosave ? shutdown_nosave : shutdown_save, NULL);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__Shutdown s = FLOE__V1__SHUTDOWN__INIT;
     s.nosave = nosave != 0;

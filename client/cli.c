@@ -557,7 +557,7 @@ static int session(const char *server, const floe_options *conn, const struct op
         floe_close(c);
         return st == FLOE_ERR_INVALID ? EXIT_USAGE : 1;
     }
-    const int rc = cli_shell(&c, server, conn, names, run_line);
+    const int rc = cli_shell(&c, server, conn, names, run_line, EXIT_USAGE);
     floe_close(c);
     return rc;
 }

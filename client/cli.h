@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "cli_parse.h"
+#include "cli_shell.h"
 #include "floe.h"
 
 #define EXIT_USAGE     2
@@ -71,12 +72,6 @@ bool has_values(const floe_table_info *t);
 const char *kind_name(int kind);
 double now(void);
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* cli_shell.c: `floe` with no command; commands NULL-terminated (completion), run one line's
- * words.  While it runs, stdin carries the commands (cli_stdin_is_commands). */
-extern bool cli_stdin_is_commands;
-int cli_shell(floe **c, const char *server, const floe_options *conn, const char *const *commands,
-              int (*run)(floe *c, int argc, char **argv));
 
 /* cli_input.c */
 void free_keys(keylist *kl);

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli_shell.h"
 
 bool cli_stdin_is_commands;
 
@@ -121,7 +121,7 @@ static char *history_path(void)
 }
 
 int cli_shell(floe **c, const char *server, const floe_options *conn, const char *const *commands,
-              int (*run)(floe *c, int argc, char **argv))
+              int (*run)(floe *c, int argc, char **argv), int usage_code)
 {
     const bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     cli_stdin_is_commands = true;
@@ -161,7 +161,8 @@ int cli_shell(floe **c, const char *server, const floe_options *conn, const char
         const int argc = split_words(text, argv, WORDS_MAX, &why);
         int st = 0;
         if (argc < 0) {
-            st = usage_error("line %ld: %s", lineno, why);
+            fprintf(stderr, "floe: line %ld: %s\n", lineno, why);
+            st = usage_code;
         } else if (argc == 0 || argv[0][0] == '#') {
             st = -1; /* nothing to do */
         } else if (strcmp(argv[0], "quit") == 0 || strcmp(argv[0], "exit") == 0) {

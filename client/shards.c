@@ -150,6 +150,20 @@ int floe__shards_connect(const char *uri, const floe_options *opts, floe **out)
             c->info.max_frame = in->max_frame;
         if (in->max_batch_keys && (!c->info.max_batch_keys || in->max_batch_keys < c->info.max_batch_keys))
             c->info.max_batch_keys = in->max_batch_keys;
+        /* a feature is the list's only where every server has it */
+        char kept[sizeof c->info.features] = "";
+        for (char *w = c->info.features, *end; *w; w = end + 1) {
+            end = strchr(w, ' ');
+            if (!end)
+                break;
+            const size_t len = (size_t)(end - w) + 1; /* the word and its space */
+            bool all = false;
+            for (const char *q = in->features; !all && *q; q++)
+                all = (q == in->features || q[-1] == ' ') && strncmp(q, w, len) == 0;
+            if (all)
+                strncat(kept, w, len);
+        }
+        memcpy(c->info.features, kept, sizeof kept);
     }
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (c->epfd < 0)

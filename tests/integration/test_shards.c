@@ -678,6 +678,8 @@ START_TEST(shards_refusals)
     floe_close(nope);
     /* an exploring table over the three: claims are each server's and bounded, a claim ends alone,
      * breadth-first only; each refusal says so and changes nothing */
+    ck_assert(floe_server_has(c, FLOE_FEATURE_EXPLORE)); /* every server has it, so the list has it */
+    ck_assert(!floe_server_has(c, "nosuch"));
     floe_table_def ex = {.name = "ex", .kind = FLOE_TABLE_SET, .key_bits = 40, .explore = 1, .any_order = 1};
     ck_assert_int_eq(floe_create(c, &ex), FLOE_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(floe_errstr(c), "breadth-first"), "%s", floe_errstr(c));
