@@ -80,7 +80,7 @@ MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null || $(MPICC) -link-info 
 endif
 
 TABLES_SRC := tables/alloc.c tables/status.c tables/spec.c tables/pool.c tables/dedup.c tables/explore.c tables/iceberg.c tables/tree.c \
-              tables/tablefile.c tables/backend.c tables/backend_cpu.c tables/partition.c tables/ordered.c \
+              tables/tablefile.c tables/backend.c tables/backend_cpu.c tables/partition.c tables/group.c tables/ordered.c \
               tables/hostmem.c
 TEST_SRC   := $(wildcard tests/unit/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c daemon/ops/*.c)
@@ -272,7 +272,7 @@ build/gpu/bench/%.o: bench/%.cu $(NV_DEPS)
 NV_CRYPTO := -Xlinker -Bstatic -lcrypto -Xlinker -Bdynamic -ldl
 build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/iceberg_table.o build/gpu/tree_gpu.o build/gpu/tree_table.o \
                         build/gpu/ordered_gpu.o build/gpu/ordered_search.o build/gpu/backend_gpu.o build/gpu/run_keys.o \
-                        build/gpu/run_tree.o build/gpu/run_ordered.o build/gpu/devices.o
+                        build/gpu/run_tree.o build/gpu/run_ordered.o build/gpu/run_group.o build/gpu/devices.o
 	rm -f $@ && ar rcs $@ $^
 build/gpu/layout_selftest: build/gpu/tests/layout_selftest.o
 	$(NVCC) $(NVFLAGS) $^ -o $@

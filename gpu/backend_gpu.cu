@@ -99,6 +99,15 @@ static void take_batch(lane *L, floe_batch *b)
 static void begin(lane *L, floe_batch *b)
 {
     gpu_table *t = L->t;
+    if (b->group) {         /* a chunk of a batch its table's parts split on their devices: it meets them, whatever */
+        if (!t->gs.pending) /* else nothing else is under way: the previous batch was one of these */
+            drain(L);
+        fault_if_due(t->be->device, t->ks);
+        memset(&b->counts, 0, sizeof b->counts);
+        run_group(L, b);
+        return;
+    }
+    group_finish(L); /* a batch split on the devices answered first, in its turn */
     if (b->status != FLOE_OK || (!t->tree && b->n == 0 && floe_op_keyed(b->op))) {
         /* refused by floe_table_submit, or nothing to do: answered in order, after everything before it */
         drain(L);
@@ -127,21 +136,28 @@ static void begin(lane *L, floe_batch *b)
         run_alone(L, b);
         return;
     }
-    if (floe_op_has(b->op, FLOE_OPF_STORES) && t->base.spec.grow) {
-        const double limit = fill_limit(t);
-        if ((double)(relaxed(&t->used) + inflight_all(t) + b->n) > limit) {
-            drain(L);
-            exclusive_begin(L);
-            pthread_mutex_lock(&t->klock);
-            if ((double)t->used > fill_limit(t)) {
-                floe_errinfo ignored;
-                rebuild(t, grow_target(t), &ignored); /* on failure the table stays as it is */
-            }
-            pthread_mutex_unlock(&t->klock);
-            exclusive_end(L);
-        }
-    }
+    if (floe_op_has(b->op, FLOE_OPF_STORES))
+        grow_if_due(L, b->n);
     take_batch(L, b);
+}
+
+/* Before an insert of n keys on a grow table: grows it (drained, alone)
+ * if its fill, with every lane's keys in flight and these, may pass
+ * max_fill and has passed it already. */
+void grow_if_due(lane *L, size_t n)
+{
+    gpu_table *t = L->t;
+    if (!t->base.spec.grow || (double)(relaxed(&t->used) + inflight_all(t) + n) <= fill_limit(t))
+        return;
+    drain(L);
+    exclusive_begin(L);
+    pthread_mutex_lock(&t->klock);
+    if ((double)t->used > fill_limit(t)) {
+        floe_errinfo ignored;
+        rebuild(t, grow_target(t), &ignored); /* on failure the table stays as it is */
+    }
+    pthread_mutex_unlock(&t->klock);
+    exclusive_end(L);
 }
 
 /* Whether b, next in the queue, may join piece p (whose batches are all
@@ -216,6 +232,12 @@ static void *lane_main(void *arg)
     for (;;) {
         bool pieces = L->redo_at < L->nredo || L->cur;
         if (!pieces && L->count == 0 && queue_empty(&L->q)) {
+            if (t->gs.pending) { /* nothing else to do: answer it now */
+                pthread_mutex_unlock(&t->lock);
+                group_finish(L);
+                pthread_mutex_lock(&t->lock);
+                continue;
+            }
             if (t->stopping)
                 break;
             pthread_cond_wait(&L->cv, &t->lock);
@@ -259,6 +281,7 @@ static void table_free(gpu_table *t)
         cudaStreamDestroy(t->ks);
     tree_stage_free(&t->ts);
     ord_stage_free(&t->os);
+    group_stage_free(&t->gs);
     gpu_iceberg_destroy(t->ice);
     gpu_tree_destroy(t->tree);
     gpu_ordered_destroy(t->ord);
@@ -542,7 +565,7 @@ static floe_status gpu_memory(floe_backend *base, uint64_t *free_bytes, uint64_t
 static const floe_backend_ops gpu_ops = {
     "gpu",       gpu_create_table, gpu_load_table, gpu_submit, gpu_destroy_table,
     gpu_destroy, gpu_host_alloc,   gpu_host_free,  NULL, /* set_lanes: the tables read the backend's own lanes */
-    gpu_memory,
+    gpu_memory,  group_fits,
 };
 
 extern "C" int floe_gpu_built(void)

@@ -269,3 +269,57 @@ extern "C" void floe_gpu_fault_arm(int device, unsigned after)
     if (device >= 0 && device < GPU_DEVICES)
         __atomic_store_n(&health[device].fault_in, after, __ATOMIC_RELAXED);
 }
+
+/* Peer access between devices (a table in parts split on its devices:
+ * run_group.cu): whether each pair can, asked once, and whether `from`
+ * has it to `to` yet (cudaDeviceEnablePeerAccess: once a pair for the
+ * process). */
+#define PEERS_MAX 64
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+static signed char peer_can[PEERS_MAX][PEERS_MAX]; /* 0: not asked, 1: yes, -1: no */
+static bool peer_on[PEERS_MAX][PEERS_MAX];
+
+bool peer_reach(int from, int to)
+{
+    if (from == to)
+        return true;
+    if (from < 0 || to < 0 || from >= PEERS_MAX || to >= PEERS_MAX)
+        return false;
+    pthread_mutex_lock(&peer_lock);
+    if (peer_can[from][to] == 0) {
+        int can = 0;
+        if (cudaDeviceCanAccessPeer(&can, from, to) != cudaSuccess) {
+            cudaGetLastError();
+            can = 0;
+        }
+        peer_can[from][to] = can ? 1 : -1;
+    }
+    const bool can = peer_can[from][to] > 0;
+    pthread_mutex_unlock(&peer_lock);
+    return can;
+}
+
+floe_status peer_open(int from, int to, floe_errinfo *err)
+{
+    if (from == to)
+        return FLOE_OK;
+    if (!peer_reach(from, to))
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "GPU %d cannot reach GPU %d's memory", from, to);
+    pthread_mutex_lock(&peer_lock);
+    floe_status st = FLOE_OK;
+    if (!peer_on[from][to]) {
+        device_scope on(from);
+        cudaError_t e = on.e == cudaSuccess ? cudaDeviceEnablePeerAccess(to, 0) : on.e;
+        if (e == cudaErrorPeerAccessAlreadyEnabled) {
+            cudaGetLastError();
+            e = cudaSuccess;
+        }
+        if (e == cudaSuccess)
+            peer_on[from][to] = true;
+        else
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "peer access from GPU %d to GPU %d: %s", from, to,
+                                  cuda_msg(e));
+    }
+    pthread_mutex_unlock(&peer_lock);
+    return st;
+}

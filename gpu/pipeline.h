@@ -26,6 +26,7 @@
 
 #include "backend_gpu.h"
 #include "dedup.h"
+#include "group.h"
 #include "iceberg.h"
 #include "iceberg_gpu.h"
 #include "ordered.h"
@@ -132,6 +133,41 @@ struct ord_stage {
     size_t cap;
 };
 
+/* A SET table's buffers for the batches of a table in parts that its
+ * devices split among themselves (run_group.cu; tables/group.h), grown as
+ * batches need and kept.  A batch's chunk and answers take one of
+ * GROUP_SETS sets in turn, so that the next batches' chunks are copied in
+ * and sorted (on ss) and the last one's answers go back (on as) while the
+ * table runs this one.
+ * The other parts' workers read a set's d_sk, cnt and d_res between the
+ * meetings. */
+#define GROUP_SETS 3
+#define GROUP_META 32 /* d_meta: keys of each part (FLOE_PARTS_MAX), their bits or'ed, two tallies */
+struct group_chunk {
+    size_t cap, res_cap, temp_bytes;
+    uint64_t *d_ck, *d_sk;               /* the chunk's keys as they came, and by part */
+    uint8_t *d_pb, *d_pbs;               /* the part of each, and sorted */
+    uint32_t *d_iota, *d_perm;           /* 0, 1, 2, ...; and the chunk's place of each key by part */
+    void *d_temp;                        /* cub's */
+    uint8_t *d_res;                      /* the part's answers to its keys of every chunk */
+    unsigned long long *d_meta, *h_meta; /* h_meta pinned */
+    size_t cnt[FLOE_PARTS_MAX];          /* the chunk's keys of each part */
+    const floe_batch *b;                 /* the batch whose chunk it holds, sorted or on its way (ss) */
+    cudaEvent_t sorted;                  /* recorded on ss after its chunk's sort */
+    floe_status st;                      /* of enqueueing it */
+    floe_errinfo err;
+};
+struct group_stage {
+    cudaStream_t ss, as; /* chunks sorted, answers back: beside the table's stream */
+    group_chunk ch[GROUP_SETS];
+    unsigned next; /* the set the next chunk takes */
+    size_t part_cap, chunk_cap;
+    uint64_t *d_in;           /* this part's keys from every chunk, in chunk order */
+    uint8_t *d_sres, *d_cres; /* the chunk's answers by part, and in the chunk's order */
+    floe_batch *pending;      /* answers on their way back (as): completed by group_finish */
+    group_chunk *pending_c;
+};
+
 /* A pipeline of a table: a lane of tables/backend.h, fed by its own
  * submitters (floed's io threads), with its own worker thread, queue,
  * stages and copy streams.  The lanes of a table share its device table and
@@ -172,6 +208,7 @@ struct gpu_table {
     gpu_ordered *ord; /* ORDERED */
     tree_stage ts;
     ord_stage os;
+    group_stage gs;
     uint32_t vb;
     cudaStream_t ks; /* kernels, in the order enqueued */
     /* The device table: held to enqueue kernels on ks, to grow, to run what
@@ -235,6 +272,7 @@ struct device_scope {
     } while (0)
 
 /* backend_gpu.cu: the worker */
+void grow_if_due(lane *L, size_t n);
 void launch_next(lane *L);
 void stage_times(const gpu_table *t, floe_stage_time out[FLOE_STAGES]);
 
@@ -258,6 +296,12 @@ floe_status write_image(floe_file_image *im, const char *path, floe_errinfo *err
 void run_tree(lane *L, floe_batch *b);
 void tree_stage_free(tree_stage *s);
 
+/* run_group.cu: batches of a table in parts split on its devices */
+void group_finish(lane *L);
+bool group_fits(floe_table *const *parts, unsigned nparts, const floe_batch *b);
+void group_stage_free(group_stage *s);
+void run_group(lane *L, floe_batch *b);
+
 /* run_ordered.cu */
 void ord_stage_free(ord_stage *s);
 void run_ordered(lane *L, floe_batch *b);
@@ -267,6 +311,8 @@ bool device_failed(int device);
 floe_status device_status(int device, const char *table, floe_status st, floe_errinfo *err);
 void fault_if_due(int device, cudaStream_t stream);
 void mark_failed(int device, cudaError_t e, const char *how);
+bool peer_reach(int from, int to);
+floe_status peer_open(int from, int to, floe_errinfo *err);
 bool pinned(const void *p, size_t bytes);
 bool pinned_add(const void *p, size_t bytes);
 void pinned_remove(const void *p);

@@ -834,7 +834,8 @@ void retire(lane *L)
 }
 
 /* Runs everything lane L launched or began to completion: stages in
- * flight, pieces to redo, the rest of the current batch. */
+ * flight, pieces to redo, the rest of the current batch, a batch split on
+ * the devices whose answers are on their way (run_group.cu). */
 void drain(lane *L)
 {
     while (L->count > 0 || L->redo_at < L->nredo || L->cur) {
@@ -843,6 +844,7 @@ void drain(lane *L)
         else
             retire(L);
     }
+    group_finish(L);
 }
 
 /* ---- operations that run alone ------------------------------------------------------------------------ */

@@ -14,6 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Functions that CPU and GPU code share are __host__ __device__ under nvcc. */
+#ifdef __CUDACC__
+#define FLOE_HD __host__ __device__
+#else
+#define FLOE_HD
+#endif
+
 /* The release of floed, libfloe and the tools (one number for all), and the
  * protocol version they speak (Hello.version, HelloReply.version). */
 #define FLOE_VERSION          "0.1.0"
@@ -57,7 +64,7 @@ static inline uint64_t floe_shard_mix(uint64_t z)
 }
 
 /* A hash's place among n (a shard, a part): its high 32 bits scaled to 0..n-1. */
-static inline unsigned floe_hash_pick(uint64_t h, unsigned n)
+FLOE_HD static inline unsigned floe_hash_pick(uint64_t h, unsigned n)
 {
     return (unsigned)(((h >> 32) * (uint64_t)n) >> 32);
 }

@@ -72,6 +72,7 @@ extern "C" {
 typedef struct floe_batch floe_batch;
 struct floe_file_image; /* tablefile.h */
 struct floe_file_part;  /* tablefile.h */
+struct floe_group;      /* group.h */
 
 struct floe_batch {
     floe_op op;
@@ -132,6 +133,10 @@ struct floe_batch {
     /* the lane it runs in (taken modulo floe_backend_lanes; see Ordering) */
     unsigned lane;
 
+    /* a table in parts' sub-batch that the parts' devices split among themselves (group.h): keys and
+     * results are this part's chunk of the batch (NULL: a batch of the part's own keys) */
+    struct floe_group *group;
+
     /* completion */
     floe_status status;
     floe_errinfo error;
@@ -164,6 +169,9 @@ typedef struct floe_backend_ops {
     /* optional: free and total bytes of the memory its tables live in (a GPU's); an error when it
      * cannot be used (a failed device) */
     floe_status (*memory)(floe_backend *be, uint64_t *free_bytes, uint64_t *total_bytes);
+    /* optional: whether the parts (tables of this backend) can split keyed batch b (checked) among
+     * themselves on their devices (group.h) */
+    bool (*group_fits)(floe_table *const *parts, unsigned nparts, const floe_batch *b);
 } floe_backend_ops;
 
 /* Every backend's own structs begin with these. */

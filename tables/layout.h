@@ -36,12 +36,6 @@
 
 #include "floe_wire.h"
 
-#ifdef __CUDACC__
-#define FLOE_HD __host__ __device__
-#else
-#define FLOE_HD
-#endif
-
 #ifdef __cplusplus
 extern "C" {
 #endif

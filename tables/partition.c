@@ -25,6 +25,12 @@
  * counts; whoever completes the oldest split delivers it and every
  * complete split behind it, so callers see submission order.
  *
+ * A batch the parts' backend can split on its devices (goes_whole: a
+ * large SET batch in pinned memory, GPUs that reach each other) is not
+ * split here: each part gets its chunk of the batch in place (split_group,
+ * group.h), and its devices put every answer where it goes; merge only
+ * adds up the counts.
+ *
  * floe_table_submit has checked the batch against the whole table's spec
  * (the door, backend.h): a refused one completes through part 0 in its
  * place in the order, and the parts' sub-batches go in marked
@@ -54,6 +60,7 @@
 
 #include "alloc.h"
 #include "floe_wire.h"
+#include "group.h"
 #include "hostmem.h"
 #include "pool.h"
 #include "tablefile.h"
@@ -133,6 +140,7 @@ struct split {
     uint32_t *vec;    /* TREE vectors in, or GET's vectors out */
     void *mem;        /* all of the above (hostmem) */
     uint32_t *states; /* a TREE insert of states by their parents: their vectors, which b->vectors points to */
+    floe_group *group; /* a batch the parts' devices split among themselves (split_group) */
 };
 
 static const floe_backend_ops part_ops;
@@ -192,6 +200,10 @@ static void split_free(split *sp)
         free(sp->states);
     }
     free(sp->subs);
+    if (sp->group) {
+        floe_group_destroy(sp->group);
+        free(sp->group);
+    }
     hostmem_put(t->be->mem, sp->mem);
     if (sp->is_spare) {
         pthread_mutex_lock(&t->lock);
@@ -472,6 +484,11 @@ static void merge(split *sp)
         b->counts.absent += s->counts.absent;
         b->counts.full += s->counts.full;
         b->counts.erased += s->counts.erased;
+    }
+    if (sp->group && sp->group->too_wide) { /* a device found a key too wide, and nothing ran: the door's words */
+        b->status = floe_batch_check(&t->base.spec, b, NULL, &b->error);
+        if (b->status == FLOE_OK)
+            b->status = floe_errinfo_set(&b->error, FLOE_ERR_INTERNAL, "a key too wide, unnamed");
     }
     if (b->op == FLOE_OP_STATS && b->status == FLOE_OK) {
         merge_stats(sp);
@@ -803,6 +820,48 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
     return FLOE_OK;
 }
 
+/* Whether the parts' devices can split keyed batch b among themselves
+ * (group.h): their backend says so, for each of them. */
+static bool goes_whole(const part_table *t, const floe_batch *b)
+{
+    const floe_backend_ops *ops = t->part[0]->backend->ops;
+    if (!ops->group_fits || b->parents)
+        return false;
+    for (unsigned p = 1; p < t->parts; p++) /* every part of the same kind of backend */
+        if (t->part[p]->backend->ops->group_fits != ops->group_fits)
+            return false;
+    return ops->group_fits(t->part, t->parts, b);
+}
+
+/* Sub-batches of b for the parts' devices to split among themselves: part
+ * p's is chunk p of the batch, in place (group.h). */
+static floe_status split_group(split *sp, floe_errinfo *err)
+{
+    part_table *t = sp->t;
+    floe_batch *b = sp->b;
+    sp->subs = floe_calloc(t->parts, sizeof *sp->subs);
+    sp->group = floe_malloc(sizeof *sp->group);
+    if (!sp->subs || !sp->group) {
+        free(sp->group);
+        sp->group = NULL;
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    }
+    floe_group_init(sp->group, t->part, t->parts, b->n);
+    for (unsigned p = 0; p < t->parts; p++) {
+        floe_batch *s = &sp->subs[p];
+        const size_t at = sp->group->start[p];
+        s->op = b->op;
+        s->flags = b->flags | FLOE_BATCH_CHECKED;
+        s->lane = b->lane;
+        s->keys = b->keys + at;
+        s->n = sp->group->start[p + 1] - at;
+        s->results = b->results + at;
+        s->group = sp->group;
+        sp->cnt[p] = 1; /* every part runs */
+    }
+    return FLOE_OK;
+}
+
 /* Sub-batches of an operation every part runs whole (STATS, REBUILD, SAVE as COPY, COPY). */
 static floe_status split_all(split *sp, floe_errinfo *err)
 {
@@ -978,8 +1037,11 @@ static void split_and_submit(part_table *t, floe_batch *b, uint64_t seq)
         case FLOE_PARTS_SPLIT:
             if (b->n > 0) {
                 const uint64_t t0 = floe_now_ns();
-                if ((sp->st = split_keys(sp, &sp->err)) == FLOE_OK)
-                    fan_out = true;
+                if (goes_whole(t, b))
+                    sp->st = split_group(sp, &sp->err);
+                else
+                    sp->st = split_keys(sp, &sp->err);
+                fan_out = sp->st == FLOE_OK;
                 const uint64_t ns = floe_now_ns() - t0;
                 pthread_mutex_lock(&t->lock);
                 floe_stage_add(&t->split_time, b->n, ns);

@@ -11,7 +11,10 @@
  * A batch is split on the host by owner, in the batch's order, so that each
  * part sees its keys in the order the caller gave them: the first
  * occurrence of a key is still the one INSERTED, and concurrent inserts of
- * one key still meet in one table.  Answers are merged back into the
+ * one key still meet in one table.  Where the parts' backend can (GPUs that
+ * reach each other's memory, a large SET batch in memory they copy straight
+ * from: floe_backend_ops.group_fits), the devices split it among
+ * themselves instead (group.h), with the same rules.  Answers are merged back into the
  * caller's order, and batches complete in submission order, as the
  * interface requires.  A batch the parts cannot all take (a bad key, an
  * operation the kind does not have) is refused whole before any part sees
@@ -46,7 +49,7 @@ extern "C" {
 #endif
 
 /* The fixed hash that picks a key's part (a murmur3-style finaliser with its own constants). */
-static inline uint64_t floe_part_hash_key(uint64_t key)
+FLOE_HD static inline uint64_t floe_part_hash_key(uint64_t key)
 {
     uint64_t h = key ^ 0x243F6A8885A308D3ull;
     h ^= h >> 31;
@@ -67,7 +70,7 @@ static inline uint64_t floe_part_hash_vector(const uint32_t *v, uint32_t words)
 }
 
 /* The part of a hash: its high bits scaled to 0..parts-1. */
-static inline unsigned floe_part_of(uint64_t hash, unsigned parts)
+FLOE_HD static inline unsigned floe_part_of(uint64_t hash, unsigned parts)
 {
     return floe_hash_pick(hash, parts);
 }

@@ -13,6 +13,12 @@
  * are sized for their keys.  A CPU table gets the same batches, lane by
  * lane: every answer must be the CPU engine's, and the key counts the same.
  *
+ * Cycles take turns, two by two, between the two ways a table in parts runs
+ * a batch: split on the host (two lanes, the keys in ordinary memory) and
+ * split on the devices (tables/group.h: one lane, the keys and answers in
+ * the backend's pinned memory); each cycle checks by the table's stage
+ * timers that the way it meant ran (only the host's split joins answers).
+ *
  * Each completion allocates and frees pinned host memory of the GPU backend
  * on the thread that runs it, as floed's batcher does when it launches the
  * next batch.  A completion runs on a part's thread: until 2026-11 that
@@ -50,6 +56,9 @@ struct cycle_lane {
     std::vector<uint64_t> batch[INSERTS + 1]; /* this cycle's inserts, then its find */
     std::vector<uint8_t> res[INSERTS + 1];
     floe_batch b[INSERTS + 1];
+    bool pinned;                     /* this cycle's batches from pin_keys and pin_res (split on the devices) */
+    uint64_t *pin_keys[INSERTS + 1]; /* the backend's pinned memory, keys each */
+    uint8_t *pin_res[INSERTS + 1];
     pthread_mutex_t lock;
     pthread_cond_t cv;
     unsigned done;
@@ -110,6 +119,12 @@ void *lane_main(void *arg)
         b.keys = L->batch[k].data();
         b.n = L->keys;
         b.results = L->res[k].data();
+        if (L->pinned) {
+            memcpy(L->pin_keys[k], b.keys, b.n * 8);
+            memset(L->pin_res[k], 0xEE, b.n);
+            b.keys = L->pin_keys[k];
+            b.results = L->pin_res[k];
+        }
         b.lane = L->lane;
         b.done = lane_done;
         b.user = L;
@@ -122,12 +137,17 @@ void *lane_main(void *arg)
     return NULL;
 }
 
-uint64_t table_keys(floe_table *t)
+/* The table's keys, and the batches whose answers it joined on the host (a split there). */
+uint64_t table_keys(floe_table *t, uint64_t *joined)
 {
     floe_batch b;
     memset(&b, 0, sizeof b);
     b.op = FLOE_OP_STATS;
-    return floe_table_run(t, &b) == FLOE_OK ? b.stats.keys : UINT64_MAX;
+    if (floe_table_run(t, &b) != FLOE_OK)
+        return UINT64_MAX;
+    if (joined)
+        *joined = b.stats.stage[FLOE_STAGE_JOIN].count;
+    return b.stats.keys;
 }
 
 /* One cycle; false on the first failure (counted). */
@@ -141,7 +161,10 @@ bool one_cycle(floe_backend *cpu_be, floe_backend *gpu_be, cycle_lane *lanes, un
     spec.grow = true;
     if (cycle % 2 == 0)
         spec.capacity = (uint64_t)LANES * INSERTS * lanes[0].keys + (uint64_t)LANES * INSERTS * lanes[0].keys / 4;
+    const bool on_devices = cycle / 2 % 2 == 1; /* cycles 2, 3, 6, 7, ...: split on the devices */
     floe_table *gpu = NULL, *cpu = NULL;
+    EXPECT_OR_RETURN(false, floe_backend_set_lanes(gpu_be, on_devices ? 1 : LANES, &err) == FLOE_OK,
+                     "cycle %u: lanes: %s", cycle, err.msg);
     EXPECT_OR_RETURN(false, floe_table_create(gpu_be, &spec, &gpu, &err) == FLOE_OK, "cycle %u: create on gpu: %s",
                      cycle, err.msg);
     if (floe_table_create(cpu_be, &spec, &cpu, &err) != FLOE_OK) {
@@ -151,6 +174,7 @@ bool one_cycle(floe_backend *cpu_be, floe_backend *gpu_be, cycle_lane *lanes, un
     pthread_t th[LANES];
     for (unsigned l = 0; l < LANES; l++) {
         lanes[l].gpu = gpu;
+        lanes[l].pinned = on_devices;
         lanes[l].sent.clear(); /* a new table: nothing sent to it yet */
         pthread_create(&th[l], NULL, lane_main, &lanes[l]);
     }
@@ -193,11 +217,17 @@ bool one_cycle(floe_backend *cpu_be, floe_backend *gpu_be, cycle_lane *lanes, un
         }
     }
     if (ok) {
-        const uint64_t kg = table_keys(gpu), kc = table_keys(cpu);
+        uint64_t joined = 0;
+        const uint64_t kg = table_keys(gpu, &joined), kc = table_keys(cpu, NULL);
         if (kg != kc) {
             failures++;
             fprintf(stderr, "FAIL: cycle %u: the gpu table holds %llu keys, the cpu table %llu\n", cycle,
                     (unsigned long long)kg, (unsigned long long)kc);
+            ok = false;
+        } else if ((joined == 0) != on_devices) {
+            failures++;
+            fprintf(stderr, "FAIL: cycle %u: meant to split %s, but %llu batches were joined on the host\n", cycle,
+                    on_devices ? "on the devices" : "on the host", (unsigned long long)joined);
             ok = false;
         }
     }
@@ -233,12 +263,21 @@ void cycles_suite(uint64_t seed, bool small, unsigned cycles)
         L->rng = seed * 2 + l + 1;
         L->done = 0;
         L->alloc_failed = false;
+        for (unsigned k = 0; k <= INSERTS; k++) {
+            L->pin_keys[k] = (uint64_t *)floe_backend_host_alloc(gpu_be, keys * 8);
+            L->pin_res[k] = (uint8_t *)floe_backend_host_alloc(gpu_be, keys);
+            if (!L->pin_keys[k] || !L->pin_res[k]) {
+                failures++;
+                fprintf(stderr, "FAIL: cycles: no pinned memory for %zu keys\n", keys);
+                return; /* the process ends with the failure */
+            }
+        }
         pthread_mutex_init(&L->lock, NULL);
         pthread_cond_init(&L->cv, NULL);
     }
-    printf("cycles: %u cycles of create / fill / find / drop, %u parts over %d device(s), %u lanes, batches of %zu "
-           "keys\n",
-           cycles, parts, ndev < (int)parts ? ndev : (int)parts, LANES, keys);
+    printf("cycles: %u cycles of create / fill / find / drop, %u parts over %d device(s), %u threads, batches of %zu "
+           "keys, split on the host (%u lanes) and on the devices (1 lane), two cycles each in turn\n",
+           cycles, parts, ndev < (int)parts ? ndev : (int)parts, LANES, keys, LANES);
     fflush(stdout);
     uint64_t checked = 0;
     unsigned c = 0;
@@ -255,6 +294,10 @@ void cycles_suite(uint64_t seed, bool small, unsigned cycles)
     for (unsigned l = 0; l < LANES; l++) {
         pthread_mutex_destroy(&lanes[l].lock);
         pthread_cond_destroy(&lanes[l].cv);
+        for (unsigned k = 0; k <= INSERTS; k++) {
+            floe_backend_host_free(gpu_be, lanes[l].pin_keys[k]);
+            floe_backend_host_free(gpu_be, lanes[l].pin_res[k]);
+        }
     }
     floe_backend_destroy(cpu_be);
     floe_backend_destroy(gpu_be);

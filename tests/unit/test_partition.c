@@ -4,9 +4,11 @@
  * answer, value and count the same, ids that name their key, scans that
  * give every key once, stats that add up, files saved in parts that load
  * in the same or another number of parts, bad batches refused whole,
- * batches completing in submission order, in one lane and in two; and
- * where tables go over several backends that say how much memory they have
- * free (placement: fake devices over the CPU engine).
+ * batches completing in submission order, in one lane and in two; where
+ * tables go over several backends that say how much memory they have free
+ * (placement: fake devices over the CPU engine); and batches that the
+ * parts' devices split among themselves (tables/group.h: fake devices that
+ * do on the CPU what the GPU backend's run_group.cu does).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,6 +19,7 @@
 
 #include "backend.h"
 #include "floe_wire.h"
+#include "group.h"
 #include "partition.h"
 #include "tablefile.h"
 #include "testutil.h"
@@ -1046,6 +1049,324 @@ START_TEST(creates_the_memory_cannot_hold_are_refused)
 }
 END_TEST
 
+/* ---- batches split on the devices (tables/group.h) --------------------------------------------------------- */
+
+/* A device that splits keyed batches of 64 keys or more with its peers, as
+ * the GPU backend does, over a CPU table each: a worker thread a table
+ * runs its batches in order; a chunk's keys are sorted by part (stably),
+ * each part runs its keys of every chunk in chunk order, and each chunk
+ * takes its answers back.  `broken` fails its part of every such batch. */
+typedef struct grp_dev {
+    floe_backend base;
+    floe_backend_ops ops;
+    floe_backend *cpu;
+    atomic_bool broken;
+} grp_dev;
+
+typedef struct grp_table {
+    floe_table base;
+    floe_table *inner;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    queue q;
+    bool stop;
+} grp_table;
+
+typedef struct grp_chunk { /* what the others read between the meetings */
+    uint64_t *keys;        /* the chunk's keys by part */
+    uint32_t *place;       /* the chunk's place of each */
+    size_t cnt[FLOE_PARTS_MAX], at[FLOE_PARTS_MAX];
+    uint8_t *res; /* this part's answers to its keys of every chunk */
+} grp_chunk;
+
+static void grp_run(grp_table *t, floe_batch *b)
+{
+    floe_group *g = b->group;
+    const unsigned P = g->parts;
+    unsigned me = 0;
+    while (g->part[me] != &t->base)
+        me++;
+    const size_t n = b->n;
+    grp_chunk c = {.keys = malloc(n * 8), .place = malloc(n * 4)};
+    ck_assert(c.keys && c.place);
+    floe_errinfo err;
+    floe_status st = FLOE_OK;
+    if (atomic_load(&((grp_dev *)t->base.backend)->broken))
+        st = floe_errinfo_set(&err, FLOE_ERR_INTERNAL, "device %u is broken", me);
+    uint64_t bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        c.cnt[floe_part_of(floe_part_hash_key(b->keys[i]), P)]++;
+        bits |= b->keys[i];
+    }
+    size_t fill[FLOE_PARTS_MAX];
+    for (unsigned q = 0; q < P; q++)
+        fill[q] = c.at[q] = q ? c.at[q - 1] + c.cnt[q - 1] : 0;
+    for (size_t i = 0; i < n; i++) {
+        const size_t j = fill[floe_part_of(floe_part_hash_key(b->keys[i]), P)]++;
+        c.keys[j] = b->keys[i];
+        c.place[j] = (uint32_t)i;
+    }
+    const uint32_t kb = t->base.spec.key_bits;
+    if (st == FLOE_OK && kb < 64 && (bits >> kb)) {
+        pthread_mutex_lock(&g->lock);
+        g->too_wide = true;
+        pthread_mutex_unlock(&g->lock);
+        st = floe_errinfo_set(&err, FLOE_ERR_INVALID, "too wide");
+    }
+    g->slot[me] = &c;
+    st = floe_group_meet(g, st, &err, &err);
+    if (st == FLOE_OK) { /* this part's keys of every chunk, in chunk order */
+        size_t m = 0;
+        for (unsigned d = 0; d < P; d++)
+            m += ((grp_chunk *)g->slot[d])->cnt[me];
+        uint64_t *mine = malloc(m * 8 + 8);
+        c.res = malloc(m + 1);
+        ck_assert(mine && c.res);
+        m = 0;
+        for (unsigned d = 0; d < P; d++) {
+            const grp_chunk *o = g->slot[d];
+            memcpy(mine + m, o->keys + o->at[me], o->cnt[me] * 8);
+            m += o->cnt[me];
+        }
+        floe_batch r = {.op = b->op, .keys = mine, .n = m, .results = c.res};
+        st = floe_table_run(t->inner, &r);
+        err = r.error;
+        free(mine);
+    }
+    st = floe_group_meet(g, st, &err, &err);
+    if (st == FLOE_OK) /* the chunk's answers from every part */
+        for (unsigned q = 0; q < P; q++) {
+            size_t from = 0;
+            for (unsigned d = 0; d < me; d++)
+                from += ((grp_chunk *)g->slot[d])->cnt[q];
+            const grp_chunk *o = g->slot[q];
+            for (size_t j = 0; j < c.cnt[q]; j++) {
+                const uint8_t a = o->res[from + j];
+                b->results[c.place[c.at[q] + j]] = a;
+                b->counts.inserted += a == FLOE_INSERTED;
+                b->counts.present += a == FLOE_PRESENT;
+                b->counts.absent += a == FLOE_ABSENT;
+                b->counts.erased += a == FLOE_ERASED;
+            }
+        }
+    floe_group_meet(g, FLOE_OK, NULL, &err); /* the others are done reading c */
+    free(c.keys);
+    free(c.place);
+    free(c.res);
+    if (st != FLOE_OK) {
+        b->status = st;
+        b->error = err;
+    }
+    b->done(b);
+}
+
+static void *grp_worker(void *arg)
+{
+    grp_table *t = arg;
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        if (queue_empty(&t->q)) {
+            if (t->stop)
+                break;
+            pthread_cond_wait(&t->cv, &t->lock);
+            continue;
+        }
+        floe_batch *b = FLOE_BATCH_OF(queue_pop(&t->q));
+        pthread_mutex_unlock(&t->lock);
+        memset(&b->counts, 0, sizeof b->counts);
+        if (b->group) {
+            grp_run(t, b);
+        } else { /* in its place in the order, on the CPU table */
+            void (*done)(floe_batch *) = b->done;
+            void *user = b->user;
+            b->done = NULL;
+            floe_table_run(t->inner, b);
+            b->done = done;
+            b->user = user;
+            done(b);
+        }
+        pthread_mutex_lock(&t->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+static floe_status grp_create(floe_backend *be, const floe_spec *spec, floe_table **out, floe_errinfo *err)
+{
+    grp_dev *d = (grp_dev *)be;
+    grp_table *t = calloc(1, sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    floe_status st = floe_table_create(d->cpu, spec, &t->inner, err);
+    if (st != FLOE_OK) {
+        free(t);
+        return st;
+    }
+    t->base.backend = be;
+    t->base.spec = t->inner->spec;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    queue_init(&t->q);
+    ck_assert_int_eq(pthread_create(&t->thread, NULL, grp_worker, t), 0);
+    *out = &t->base;
+    return FLOE_OK;
+}
+
+static void grp_submit(floe_table *base, floe_batch *b)
+{
+    grp_table *t = (grp_table *)base;
+    pthread_mutex_lock(&t->lock);
+    queue_push(&t->q, &b->link);
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void grp_destroy_table(floe_table *base)
+{
+    grp_table *t = (grp_table *)base;
+    pthread_mutex_lock(&t->lock);
+    t->stop = true;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->lock);
+    pthread_join(t->thread, NULL);
+    floe_table_destroy(t->inner);
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+}
+
+static bool grp_fits(floe_table *const *parts, unsigned nparts, const floe_batch *b)
+{
+    (void)parts;
+    return nparts > 1 && b->n >= 64 && !(b->flags & FLOE_BATCH_WANT_IDS) &&
+           (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND || b->op == FLOE_OP_ERASE);
+}
+
+static void grp_destroy(floe_backend *be)
+{
+    grp_dev *d = (grp_dev *)be;
+    floe_backend_destroy(d->cpu);
+    free(d);
+}
+
+static floe_backend *grp_devices(unsigned n, grp_dev **devs)
+{
+    floe_backend *in[FLOE_PARTS_MAX], *be;
+    for (unsigned i = 0; i < n; i++) {
+        grp_dev *d = calloc(1, sizeof *d);
+        ck_assert_ptr_nonnull(d);
+        d->cpu = cpu();
+        d->ops = *d->cpu->ops;
+        d->ops.create_table = grp_create;
+        d->ops.submit = grp_submit;
+        d->ops.destroy_table = grp_destroy_table;
+        d->ops.destroy = grp_destroy;
+        d->ops.group_fits = grp_fits;
+        d->base.ops = &d->ops;
+        devs[i] = d;
+        in[i] = &d->base;
+    }
+    floe_errinfo err;
+    ck_assert_msg(floe_backend_partition_create(in, n, n, 2, &be, &err) == FLOE_OK, "%s", err.msg);
+    return be;
+}
+
+#define GRP_B 12
+static atomic_int grp_done;
+static void grp_note(floe_batch *b)
+{
+    (void)b;
+    atomic_fetch_add(&grp_done, 1);
+}
+
+/* A table in 3 parts whose devices split the batches: the answers and
+ * counts of one whole CPU table given the same batches (inserts with keys
+ * repeated within and across batches, finds, erases, all in flight at
+ * once), no answer joined on the host, a small batch split on the host
+ * instead; a key too wide refuses the batch with the door's words and
+ * changes nothing; a device that fails fails the batch. */
+START_TEST(batches_split_on_the_devices)
+{
+    grp_dev *d[3];
+    floe_backend *be = grp_devices(3, d), *whole_be = cpu();
+    floe_spec s = spec_of(FLOE_KIND_SET, 40, 0, 200000);
+    strcpy(s.name, "g");
+    floe_table *t, *whole;
+    floe_errinfo err;
+    ck_assert_int_eq(floe_table_create(be, &s, &t, &err), FLOE_OK);
+    ck_assert_int_eq(floe_table_create(whole_be, &s, &whole, &err), FLOE_OK);
+    ck_assert_uint_eq(floe_table_parts(t), 3);
+
+    enum { N = 3000 };
+    static uint64_t keys[GRP_B][N];
+    static uint8_t res[GRP_B][N], want[N];
+    static floe_batch bs[GRP_B];
+    uint64_t rng = 7;
+    for (int k = 0; k < GRP_B; k++) {
+        for (int i = 0; i < N; i++)
+            keys[k][i] = rng_below(&rng, 20000); /* repeats within and across batches */
+        bs[k] = (floe_batch){.op = k % 4 == 3            ? FLOE_OP_FIND
+                                   : k % 4 == 2 && k > 4 ? FLOE_OP_ERASE
+                                                         : FLOE_OP_INSERT,
+                             .keys = keys[k],
+                             .n = N,
+                             .results = res[k],
+                             .done = grp_note};
+    }
+    atomic_store(&grp_done, 0);
+    for (int k = 0; k < GRP_B; k++)
+        floe_table_submit(t, &bs[k]);
+    while (atomic_load(&grp_done) < GRP_B)
+        usleep(1000);
+    for (int k = 0; k < GRP_B; k++) {
+        ck_assert_msg(bs[k].status == FLOE_OK, "batch %d: %s", k, bs[k].error.msg);
+        floe_batch w = {.op = bs[k].op, .keys = keys[k], .n = N, .results = want};
+        ck_assert_int_eq(floe_table_run(whole, &w), FLOE_OK);
+        ck_assert_msg(memcmp(res[k], want, N) == 0, "batch %d: answers differ from one whole table's", k);
+        ck_assert_uint_eq(bs[k].counts.inserted, w.counts.inserted);
+        ck_assert_uint_eq(bs[k].counts.present, w.counts.present);
+        ck_assert_uint_eq(bs[k].counts.absent, w.counts.absent);
+        ck_assert_uint_eq(bs[k].counts.erased, w.counts.erased);
+    }
+    floe_batch st = {.op = FLOE_OP_STATS}, wst = {.op = FLOE_OP_STATS};
+    ck_assert_int_eq(floe_table_run(t, &st), FLOE_OK);
+    ck_assert_int_eq(floe_table_run(whole, &wst), FLOE_OK);
+    ck_assert_uint_eq(st.stats.keys, wst.stats.keys);
+    ck_assert_uint_eq(st.stats.stage[FLOE_STAGE_JOIN].count, 0); /* nothing joined on the host */
+
+    uint64_t few[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}; /* below the devices' size: split on the host */
+    uint8_t fr[10];
+    floe_batch small = {.op = FLOE_OP_INSERT, .keys = few, .n = 10, .results = fr};
+    ck_assert_int_eq(floe_table_run(t, &small), FLOE_OK);
+    ck_assert_int_eq(floe_table_run(t, &st), FLOE_OK);
+    ck_assert_uint_eq(st.stats.stage[FLOE_STAGE_JOIN].count, 1);
+    const uint64_t held = st.stats.keys;
+
+    keys[0][2500] = 1ull << 45; /* too wide for 40 bits: the door's words, whole, and nothing changes */
+    memset(res[0], 0xEE, N);
+    floe_batch bad = {.op = FLOE_OP_INSERT, .keys = keys[0], .n = N, .results = res[0]};
+    floe_batch wbad = bad;
+    ck_assert_int_eq(floe_table_run(t, &bad), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_table_run(whole, &wbad), FLOE_ERR_INVALID);
+    ck_assert_str_eq(bad.error.msg, wbad.error.msg);
+    ck_assert_int_eq(floe_table_run(t, &st), FLOE_OK);
+    ck_assert_uint_eq(st.stats.keys, held);
+
+    keys[0][2500] = 5;
+    atomic_store(&d[1]->broken, true);
+    floe_batch broken = {.op = FLOE_OP_INSERT, .keys = keys[0], .n = N, .results = res[0]};
+    ck_assert_int_eq(floe_table_run(t, &broken), FLOE_ERR_INTERNAL);
+    ck_assert_str_eq(broken.error.msg, "device 1 is broken");
+    atomic_store(&d[1]->broken, false);
+    ck_assert_int_eq(floe_table_run(t, &broken), FLOE_OK);
+
+    floe_table_destroy(t);
+    floe_table_destroy(whole);
+    floe_backend_destroy(be);
+    floe_backend_destroy(whole_be);
+}
+END_TEST
+
 Suite *partition_suite(void)
 {
     Suite *s = suite_create("partition");
@@ -1064,6 +1385,7 @@ Suite *partition_suite(void)
     tcase_add_test(tc, large_batches_in_flight);
     tcase_add_test(tc, placement_by_free_memory);
     tcase_add_test(tc, creates_the_memory_cannot_hold_are_refused);
+    tcase_add_test(tc, batches_split_on_the_devices);
     suite_add_tcase(s, tc);
     return s;
 }
