@@ -31,7 +31,7 @@
 # OpenMPI: floe-mc under mpirun, and its tests).
 BUILD_PKGS := make gcc libc6-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev check pkg-config \
               libsystemd-dev libcap-dev libedit-dev
-TEST_PKGS  := help2man python3-prometheus-client systemd clang libclang-rt-14-dev openmpi-bin libopenmpi-dev
+TEST_PKGS  := help2man python3-prometheus-client prometheus systemd clang libclang-rt-14-dev openmpi-bin libopenmpi-dev
 DEPS_PKGS  := $(BUILD_PKGS) $(TEST_PKGS)
 # the release (proto/floe_wire.h); libfloe.so.$(VERSION) has the soname libfloe.so.$(SOVERSION)
 VERSION   := $(shell sed -n 's/^\#define FLOE_VERSION *"\(.*\)".*/\1/p' proto/floe_wire.h)

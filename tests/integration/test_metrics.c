@@ -1,7 +1,9 @@
 /*
  * test_metrics.c - server-wide counters: the info operation against a known
  * mix of requests, /metrics parsed by an independent parser
- * (tests/integration/check_metrics.py over python3-prometheus-client), 404
+ * (tests/integration/check_metrics.py over python3-prometheus-client) and
+ * by Debian's own Prometheus (check_prometheus.py: promtool's lint, a
+ * server that scrapes floed and answers a query), 404
  * for other paths, refused connections, and journald's log prefix.
  */
 #define _GNU_SOURCE
@@ -341,13 +343,11 @@ static void check_info(const Floe__V1__InfoReply *ir, const tally *t, const daem
     ck_assert_uint_eq(b->keys, 0);
 }
 
-/* Runs the checker on d's /metrics with args; returns its exit code (its
- * output goes to stderr on failure). */
-static int check_metrics(const daemon_proc *d, unsigned mport, const char *const *args)
+/* Runs checker `script` (tests/integration/) on d's /metrics with args;
+ * returns its exit code (its output goes to stderr on failure). */
+static int run_checker(const daemon_proc *d, const char *script, unsigned mport, const char *const *args)
 {
     const char *py = getenv("FLOE_PYTHON") ? getenv("FLOE_PYTHON") : "/usr/bin/python3";
-    const char *script =
-        getenv("FLOE_METRICS_CHECK") ? getenv("FLOE_METRICS_CHECK") : "tests/integration/check_metrics.py";
     char url[128], outpath[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%u/metrics", mport);
     snprintf(outpath, sizeof outpath, "%s/check.out", d->dir);
@@ -379,13 +379,21 @@ static int check_metrics(const daemon_proc *d, unsigned mport, const char *const
         if (f)
             fclose(f);
     }
-    /* 77: Debian's python3-prometheus-client is not installed (a GPU host
-     * that installs nothing): say so and go on; CI (CI set) must have it */
+    /* 77: the checker's Debian package is not installed (a GPU host that
+     * installs nothing): say so and go on; CI (CI set) must have it */
     if (rc == 77 && !getenv("CI")) {
-        fprintf(stderr, "test_metrics: python3-prometheus-client is missing: /metrics not parsed (make deps)\n");
+        fprintf(stderr, "test_metrics: %s cannot run here, its tools are missing: not checked (make deps)\n", script);
         return 0;
     }
     return rc;
+}
+
+/* The independent parser's checks (python3-prometheus-client). */
+static int check_metrics(const daemon_proc *d, unsigned mport, const char *const *args)
+{
+    const char *script =
+        getenv("FLOE_METRICS_CHECK") ? getenv("FLOE_METRICS_CHECK") : "tests/integration/check_metrics.py";
+    return run_checker(d, script, mport, args);
 }
 
 /* Appends "fmt" to the argument list (args_free frees them). */
@@ -507,6 +515,37 @@ static int http_status(const char *r)
     int code = 0;
     return sscanf(r, "HTTP/1.%*d %d", &code) == 1 ? code : -1;
 }
+
+/* A real Prometheus: Debian's promtool lints /metrics, Debian's
+ * prometheus server scrapes floed and answers a query with the count of
+ * the inserts sent, and runs every query of the Grafana dashboard. */
+START_TEST(a_real_prometheus_reads_it)
+{
+    unsigned mport = free_port();
+    char ps[16];
+    snprintf(ps, sizeof ps, "%u", mport);
+    const char *flags[] = {"--metrics-port", ps, NULL};
+    daemon_proc d;
+    daemon_start(&d, flags);
+    int fd = raw_connect(d.port);
+    tally t;
+    memset(&t, 0, sizeof t);
+    send_mix(fd, &t);
+    ck_assert_uint_gt(t.requests[OP_INSERT], 1);
+    const char *args[3] = {NULL, NULL, NULL};
+    int n = 0;
+    arg(args, &n, "floe_requests_total{op=\"insert\"}=%llu", (unsigned long long)t.requests[OP_INSERT]);
+    arg(args, &n, "docs/grafana/floed-dashboard.json"); /* every panel's query runs there */
+    const char *script =
+        getenv("FLOE_PROMETHEUS_CHECK") ? getenv("FLOE_PROMETHEUS_CHECK") : "tests/integration/check_prometheus.py";
+    const int rc = run_checker(&d, script, mport, args);
+    ck_assert_msg(rc == 0,
+                  rc == 77 ? "promtool or prometheus is missing: make deps" : "the Prometheus check failed (%d)", rc);
+    args_free(args);
+    close(fd);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
 
 START_TEST(other_paths_are_not_found)
 {
@@ -778,6 +817,7 @@ Suite *metrics_suite(void)
     TCase *tc = tcase_create("metrics");
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, info_and_metrics_count_what_was_sent);
+    tcase_add_test(tc, a_real_prometheus_reads_it);
     tcase_add_test(tc, other_paths_are_not_found);
     tcase_add_test(tc, snapshot_status);
     tcase_add_test(tc, metrics_port_taken);
