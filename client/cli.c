@@ -152,6 +152,14 @@ static const cmd CMDS[] = {
      1, 1, cmd_max},
     {"snapshot", "save a table (or all) into the server's data-dir", "[NAME]",
      "save a table (or all) into the server's data-dir", 0, 0, 1, cmd_snapshot},
+    {"config", "the server's settings: get, set, rewrite", "get [PATTERN] [--json] | set NAME VALUE | rewrite",
+     "the server's settings while it runs, as redis-cli's CONFIG: `get` prints NAME VALUE for every setting (or "
+     "those matching the shell pattern PATTERN, such as 'max-*'), with --json also whether each can change while "
+     "floed runs (the token shows as (set)); `set` changes one that floed applies while it runs (those SIGHUP "
+     "applies; others are refused with the reason, and nothing changes), until floed restarts or SIGHUP reads its "
+     "file again; `rewrite` writes the config file floed was started with (-c) again with the settings in force, "
+     "its comments and order kept. Over a list of servers: each",
+     G_JSON, 1, 3, cmd_config},
     {"shutdown", "stop the server, saving its tables", "[--nosave]",
      "stop the server as SIGTERM does: what is in flight finishes, every table is saved into its data-dir (with "
      "--nosave: not; changes since the last snapshots are lost), and floed exits 0; over a list of servers, each. "

@@ -96,6 +96,7 @@ int table_shape(floe *c, const char *table, floe_table_info *t);
 
 /* the commands */
 int cmd_add(floe *c, const opts *o, int argc, char **argv);
+int cmd_config(floe *c, const opts *o, int argc, char **argv);
 int cmd_create(floe *c, const opts *o, int argc, char **argv);
 int cmd_drop(floe *c, const opts *o, int argc, char **argv);
 int cmd_dump(floe *c, const opts *o, int argc, char **argv);

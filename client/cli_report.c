@@ -607,6 +607,87 @@ int cmd_shutdown(floe *c, const opts *o, int argc, char **argv)
     return 0;
 }
 
+/* config get [PATTERN]: each server's settings, NAME VALUE a line (as its config file writes them). */
+static int config_get(floe *c, const opts *o, const char *pattern)
+{
+    const unsigned shards = floe_shards(c);
+    jw w = {0};
+    if (o->json) {
+        jw_open(&w, NULL, '{');
+        jw_open(&w, "servers", '[');
+    }
+    size_t matched = 0;
+    for (unsigned i = 0; i < shards; i++) {
+        floe *s = floe_shard(c, i);
+        floe_setting *set;
+        size_t n;
+        char file[1024];
+        int st = floe_config_get(s, pattern, &set, &n, file, sizeof file);
+        if (st)
+            return fail(s, st);
+        matched += n;
+        if (o->json) {
+            jw_open(&w, NULL, '{');
+            jw_str(&w, "server", floe_shard_name(c, i) ? floe_shard_name(c, i) : floe_info(c)->server);
+            jw_str(&w, "file", file);
+            jw_open(&w, "settings", '[');
+            for (size_t k = 0; k < n; k++) {
+                jw_open(&w, NULL, '{');
+                jw_str(&w, "name", set[k].name);
+                jw_str(&w, "value", set[k].value);
+                jw_bool(&w, "live", set[k].live);
+                jw_close(&w, '}');
+            }
+            jw_close(&w, ']');
+            jw_close(&w, '}');
+        } else {
+            if (shards > 1)
+                printf("# server %u of %u (%s)\n", i + 1, shards, floe_shard_name(c, i));
+            for (size_t k = 0; k < n; k++)
+                printf("%s %s\n", set[k].name, set[k].value);
+        }
+        free(set);
+    }
+    if (o->json) {
+        jw_close(&w, ']');
+        jw_close(&w, '}');
+    }
+    if (matched == 0 && pattern) {
+        fprintf(stderr, "floe: no setting matches '%s' (floe config get lists them all)\n", pattern);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_config(floe *c, const opts *o, int argc, char **argv)
+{
+    const char *what = argv[0];
+    if (!strcmp(what, "get")) {
+        if (argc > 2)
+            return usage_error("config get takes one pattern at most, got %d words", argc - 1);
+        return config_get(c, o, argc == 2 ? argv[1] : NULL);
+    }
+    if (!strcmp(what, "set")) {
+        if (argc != 3)
+            return usage_error("config set takes a setting and its value: config set NAME VALUE");
+        int st = floe_config_set(c, argv[1], argv[2]);
+        if (st)
+            return fail(c, st);
+        printf("%s set to %s\n", argv[1], argv[2]);
+        return 0;
+    }
+    if (!strcmp(what, "rewrite")) {
+        if (argc != 1)
+            return usage_error("config rewrite takes nothing more");
+        int st = floe_config_rewrite(c);
+        if (st)
+            return fail(c, st);
+        printf("the config file holds the settings in force\n");
+        return 0;
+    }
+    return usage_error("config: get, set or rewrite, got '%s'", what);
+}
+
 /* The kind and value width of a table, for commands that need them. */
 int table_shape(floe *c, const char *table, floe_table_info *t)
 {

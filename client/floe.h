@@ -385,6 +385,30 @@ int floe_snapshot(floe *c, const char *table);
  * it exits.  FLOE_OK once the server has agreed; the connection then closes. */
 int floe_shutdown(floe *c, int nosave);
 
+/* The server's settings while it runs, as Redis's CONFIG.  One setting: its
+ * value as floed's config file writes it (the token: "(set)" or ""), and
+ * whether floe_config_set can change it (else it needs a restart). */
+typedef struct floe_setting {
+    char name[64];
+    char value[1100];
+    int live;
+} floe_setting;
+/* The settings whose names match pattern (a shell pattern, as fnmatch; NULL
+ * or "": every one), in floed --help's order, into *settings (free() it) and
+ * *n; file (may be NULL) gets the config file the server was started with
+ * ("" if none).  One server: over several floed, ask each (floe_shard). */
+int floe_config_get(floe *c, const char *pattern, floe_setting **settings, size_t *n, char *file, size_t file_len);
+/* Sets one setting that the server applies while it runs (what SIGHUP
+ * applies), by floed's own rules; FLOE_ERR_INVALID, and nothing changed,
+ * for an unknown setting, a bad value or one that needs a restart.  It
+ * lasts until the server restarts or reads its file again (SIGHUP), unless
+ * floe_config_rewrite writes it there.  Over several floed: each. */
+int floe_config_set(floe *c, const char *name, const char *value);
+/* Writes the server's config file again with the settings in force, its
+ * comments and order kept (FLOE_ERR_INVALID when it was started without
+ * one).  Over several floed: each. */
+int floe_config_rewrite(floe *c);
+
 /* TREE tables.  words must be the table's (floe_stats says it).
  * Find-or-put of n vectors (n * words words): INSERTED / PRESENT / FULL per
  * vector, the first occurrence inside a request being the one INSERTED.

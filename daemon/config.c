@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "tablefile.h"
 
 typedef enum { T_STRING, T_UINT, T_SIZE, T_BOOL } setting_type;
 
@@ -554,4 +555,158 @@ void config_print_help(FILE *f)
         fprintf(f, "  %-20s %s (default: %s%s)\n", flag, SETTINGS[i].help,
                 SETTINGS[i].def[0] ? SETTINGS[i].def : "empty", SETTINGS[i].live ? "; SIGHUP applies it" : "");
     }
+}
+
+int config_index(const char *name)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (!strcmp(SETTINGS[i].name, name))
+            return (int)i;
+    return -1;
+}
+
+bool config_is_live(size_t i)
+{
+    return i < NSETTINGS && SETTINGS[i].live;
+}
+
+void config_value(const floed_config *c, size_t i, char *out, size_t len)
+{
+    const setting *s = &SETTINGS[i];
+    const char *field = (const char *)c + s->offset;
+    uint64_t v;
+    memcpy(&v, field, sizeof v);
+    if (s->type == T_STRING)
+        snprintf(out, len, "%s", field);
+    else if (s->type == T_BOOL)
+        snprintf(out, len, "%s", v ? "yes" : "no");
+    else
+        snprintf(out, len, "%llu", (unsigned long long)v);
+}
+
+/* Whether setting i is the same in a and b. */
+static bool same_value(const floed_config *a, const floed_config *b, size_t i)
+{
+    const setting *s = &SETTINGS[i];
+    const char *fa = (const char *)a + s->offset, *fb = (const char *)b + s->offset;
+    return s->type == T_STRING ? strcmp(fa, fb) == 0 : memcmp(fa, fb, sizeof(uint64_t)) == 0;
+}
+
+/* Line `line` of a config file as key (the setting's index, -1 for none),
+ * its value, and where a comment after it starts (NULL: none).  Writes into
+ * the line. */
+static int split_line(char *line, char **value, char **comment)
+{
+    *value = *comment = NULL;
+    for (char *h = strchr(line, '#'); h; h = strchr(h + 1, '#'))
+        if (h == line || isspace((unsigned char)h[-1])) {
+            *comment = h;
+            break;
+        }
+    char *key = line;
+    while (isspace((unsigned char)*key))
+        key++;
+    char *end = *comment ? *comment : line + strlen(line);
+    char *p = key;
+    while (p < end && !isspace((unsigned char)*p))
+        p++;
+    if (p == key)
+        return -1;
+    char *v = p;
+    while (v < end && isspace((unsigned char)*v))
+        v++;
+    char *e = end;
+    while (e > v && isspace((unsigned char)e[-1]))
+        e--;
+    const char keep = *p;
+    *p = '\0';
+    const int i = config_index(key);
+    *p = keep;
+    if (i >= 0) {
+        *e = '\0'; /* the comment, if any, is past it */
+        *value = v;
+    }
+    return i;
+}
+
+int config_rewrite(const floed_config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        snprintf(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    char *out = NULL, *line = NULL;
+    size_t out_len = 0, cap = 0;
+    FILE *o = open_memstream(&out, &out_len);
+    if (!o || fstat(fileno(in), &sb) != 0) {
+        snprintf(err, errlen, "rewriting %s: %s", path, strerror(errno));
+        if (o)
+            fclose(o);
+        free(out);
+        fclose(in);
+        return -1;
+    }
+    floed_config def;
+    config_defaults(&def);
+    bool seen[NSETTINGS] = {false};
+    ssize_t len;
+    while ((len = getline(&line, &cap, in)) >= 0) {
+        const bool nl = len > 0 && line[len - 1] == '\n';
+        if (nl)
+            line[len - 1] = '\0';
+        char *copy = strdup(line), *value, *comment;
+        const int i = copy ? split_line(copy, &value, &comment) : -1;
+        floed_config was = *c;
+        char msg[256];
+        if (i < 0 || config_set(&was, SETTINGS[i].name, value, msg, sizeof msg) != 0 ||
+            same_value(&was, c, (size_t)i) || (i == config_index("token") && c->token_file[0])) {
+            fputs(line, o); /* not a setting, or one as it is (the token of a token-file stays unwritten) */
+        } else {
+            char v[1100];
+            config_value(c, (size_t)i, v, sizeof v);
+            fprintf(o, "%s %s%s%s", SETTINGS[i].name, v, comment ? " " : "", comment ? comment : "");
+        }
+        if (nl)
+            fputc('\n', o);
+        if (i >= 0)
+            seen[i] = true;
+        free(copy);
+    }
+    free(line);
+    fclose(in);
+    bool header = false;
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        if (seen[i] || same_value(c, &def, i) || SETTINGS[i].offset == offsetof(floed_config, token))
+            continue; /* a token is written only where a line named it: a rewrite puts no secret in a file */
+        if (!header)
+            fputs("\n# Written by CONFIG REWRITE: settings in force that the lines above did not name\n", o);
+        header = true;
+        char v[1100];
+        config_value(c, i, v, sizeof v);
+        fprintf(o, "%s %s\n", SETTINGS[i].name, v);
+    }
+    if (fclose(o) != 0) {
+        free(out);
+        snprintf(err, errlen, "rewriting %s: out of memory", path);
+        return -1;
+    }
+    char tmp[1100];
+    int fd = floe_file_temporary(path, tmp, sizeof tmp);
+    int rc = fd < 0 ? -1 : 0;
+    if (rc == 0 &&
+        (fchmod(fd, sb.st_mode & 07777) != 0 || write(fd, out, out_len) != (ssize_t)out_len || fsync(fd) != 0))
+        rc = -1;
+    if (fd >= 0 && close(fd) != 0)
+        rc = -1;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -1;
+    if (rc != 0) {
+        snprintf(err, errlen, "rewriting %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            unlink(tmp);
+    }
+    free(out);
+    return rc;
 }

@@ -86,6 +86,20 @@ int config_gpus(const char *gpus, int ids[FLOE_PARTS_MAX], char *err, size_t err
 bool config_gpu_fault_exit(const floed_config *c);
 /* The io threads to start: io-threads, or for 0 one per two CPUs of this host, 4 to 16. */
 unsigned config_io_threads(const floed_config *c);
+/* Setting `name`'s index (0 .. config_count() - 1), or -1. */
+int config_index(const char *name);
+/* Whether setting i can change while floed runs (SIGHUP, CONFIG SET). */
+bool config_is_live(size_t i);
+/* Setting i of c as the config file writes it (sizes in bytes, yes/no). */
+void config_value(const floed_config *c, size_t i, char *out, size_t len);
+/* Writes the config file at path again with c's settings: each line of a
+ * setting whose value differs is replaced (its comment kept), every other
+ * line kept as it is, and settings that differ from their defaults but
+ * that no line names are added at the end, but for the token (a secret
+ * goes only where a line already had one, and never the token of a
+ * token-file).  Atomic (a temporary beside it, renamed over it, the
+ * file's mode kept).  0, or -1 with a message. */
+int config_rewrite(const floed_config *c, const char *path, char *err, size_t errlen);
 /* Prints every setting: name, default and help (for --help). */
 void config_print_help(FILE *f);
 /* Number of settings and the name of setting i (for tests). */

@@ -39,22 +39,6 @@
 
 /* ---- SIGHUP ---------------------------------------------------------------------------------- */
 
-typedef struct {
-    int live, restart;
-} change_count;
-
-static void report_change(const char *name, int live, void *arg)
-{
-    change_count *n = arg;
-    if (live) {
-        log_info("SIGHUP: %s changed: applied", name);
-        n->live++;
-    } else {
-        log_warn("SIGHUP: %s changed: kept as it was until floed restarts", name);
-        n->restart++;
-    }
-}
-
 /* SIGHUP: the config file and the command line again, the live settings applied. */
 static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
@@ -71,18 +55,10 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
         log_error("SIGHUP: tls-port %s: turning TLS on or off needs a restart; the running settings stay as they were",
                   next.tls_port[0] ? "set" : "removed");
     } else {
-        floed_config now = srv->cfg;
-        pthread_mutex_lock(&srv->live.lock);
-        memcpy(now.token, srv->live.token, sizeof now.token);
-        memcpy(now.backend, srv->live.backend, sizeof now.backend);
-        pthread_mutex_unlock(&srv->live.lock);
-        server_set_live(srv, &next); /* first, so that the lines below follow the new log level */
-        change_count n = {0, 0};
-        config_changes(&now, &next, report_change, &n);
-        /* srv->cfg keeps what needs a restart; its live fields follow next */
-        config_apply_live(&srv->cfg, &next);
+        int live, restart;
+        server_apply_settings(srv, &next, "SIGHUP", &live, &restart);
         log_info("SIGHUP: settings read again from %s: %d applied, %d need a restart",
-                 srv->cfg.config_file[0] ? srv->cfg.config_file : "the command line", n.live, n.restart);
+                 srv->cfg.config_file[0] ? srv->cfg.config_file : "the command line", live, restart);
         if (srv->tls) { /* certificate files may have changed in place: read them again whatever the settings say */
             if (tls_server_reload(srv->tls, &srv->cfg, err, sizeof err) == 0) {
                 char cert[400];
@@ -94,6 +70,14 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
         }
     }
     sd_notify(0, "READY=1");
+}
+
+/* A client's CONFIG requests, run here on the main thread, where the settings change. */
+static void on_config_asked(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    config_requests_run(arg);
 }
 
 /* ---- io threads ------------------------------------------------------------------------ */
@@ -769,9 +753,10 @@ int floed_run(const floed_config *cfg, int argc, char **argv)
     srv->sig_term = evsignal_new(srv->base, SIGTERM, on_signal, srv);
     srv->sig_int = evsignal_new(srv->base, SIGINT, on_signal, srv);
     srv->stop_asked = event_new(srv->base, -1, 0, on_stop_asked, srv);
+    srv->config_asked = event_new(srv->base, -1, 0, on_config_asked, srv);
     srv->sig_hup = evsignal_new(srv->base, SIGHUP, on_hup, srv);
-    if (!srv->sig_term || !srv->sig_int || !srv->sig_hup || !srv->stop_asked || event_add(srv->sig_term, NULL) ||
-        event_add(srv->sig_int, NULL) || event_add(srv->sig_hup, NULL)) {
+    if (!srv->sig_term || !srv->sig_int || !srv->sig_hup || !srv->stop_asked || !srv->config_asked ||
+        event_add(srv->sig_term, NULL) || event_add(srv->sig_int, NULL) || event_add(srv->sig_hup, NULL)) {
         log_error("cannot set up the main event loop");
         goto out;
     }

@@ -9,7 +9,7 @@
  *   table op the FLOE_OP_* (tables/ops.h) its table work is, 0 for none;
  *   flags    REQ_* (daemon/item.h);
  *   handler  takes the request (daemon/ops/: keys.c, ordered.c, tables.c,
- *            explore.c, service.c); a request whose message carries keys
+ *            explore.c, service.c, config.c); a request whose message carries keys
  *            (proto/keymsg.h) has handle_keys, which reads its parts by
  *            their names in the schema (and serves it read in place);
  *   reply    the answer of its table work when it ran (NULL: the key
@@ -43,6 +43,7 @@
     X(ADD, ADD, "add", FLOE_OP_ADD, REQ_TAKES, handle_keys, NULL)                                                      \
     X(CLAIM, CLAIM, "claim", 0, 0, handle_claim, NULL)                                                                 \
     X(TRACE, TRACE, "trace", 0, 0, handle_trace, NULL)                                                                 \
-    X(SHUTDOWN, SHUTDOWN, "shutdown", 0, 0, handle_shutdown, NULL)
+    X(SHUTDOWN, SHUTDOWN, "shutdown", 0, 0, handle_shutdown, NULL)                                                     \
+    X(CONFIG, CONFIG, "config", 0, 0, handle_config, NULL)
 
 #endif

@@ -56,6 +56,47 @@ void server_set_live(server *srv, const floed_config *c)
     log_set_level((log_level)log_parse_level(c->log_level));
 }
 
+void server_settings(server *srv, floed_config *out)
+{
+    *out = srv->cfg;
+    pthread_mutex_lock(&srv->live.lock);
+    memcpy(out->token, srv->live.token, sizeof out->token);
+    memcpy(out->backend, srv->live.backend, sizeof out->backend);
+    pthread_mutex_unlock(&srv->live.lock);
+}
+
+typedef struct change_count {
+    const char *who;
+    int live, restart;
+} change_count;
+
+static void report_change(const char *name, int live, void *arg)
+{
+    change_count *n = arg;
+    if (live) {
+        log_info("%s: %s changed: applied", n->who, name);
+        n->live++;
+    } else {
+        log_warn("%s: %s changed: kept as it was until floed restarts", n->who, name);
+        n->restart++;
+    }
+}
+
+void server_apply_settings(server *srv, const floed_config *next, const char *who, int *live, int *restart)
+{
+    floed_config now;
+    server_settings(srv, &now);
+    server_set_live(srv, next); /* first, so that the lines below follow the new log level */
+    change_count n = {who, 0, 0};
+    config_changes(&now, next, report_change, &n);
+    /* srv->cfg keeps what needs a restart; its live fields follow next */
+    config_apply_live(&srv->cfg, next);
+    if (live)
+        *live = n.live;
+    if (restart)
+        *restart = n.restart;
+}
+
 bool server_token_required(server *srv)
 {
     pthread_mutex_lock(&srv->live.lock);
@@ -251,6 +292,8 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
     srv->argv = argv;
     srv->lock_fd = srv->reserve_fd = -1;
     pthread_mutex_init(&srv->live.lock, NULL);
+    pthread_mutex_init(&srv->config_lock, NULL);
+    queue_init(&srv->config_q);
     event_set_log_callback(from_libevent);
     server_set_live(srv, cfg);
     if (!(srv->metrics = metrics_new((size_t)config_io_threads(cfg) + 1))) {
@@ -315,6 +358,8 @@ void server_free(server *srv)
         event_free(srv->drain_ev);
     if (srv->stop_asked)
         event_free(srv->stop_asked);
+    if (srv->config_asked)
+        event_free(srv->config_asked);
     if (srv->sig_term)
         event_free(srv->sig_term);
     if (srv->sig_int)
@@ -339,6 +384,7 @@ void server_free(server *srv)
     if (srv->reserve_fd >= 0)
         close(srv->reserve_fd);
     pthread_mutex_destroy(&srv->live.lock);
+    pthread_mutex_destroy(&srv->config_lock);
     free(srv);
 }
 

@@ -116,6 +116,9 @@ typedef struct server {
     struct metrics_port *metrics_port; /* the HTTP server of /metrics (metrics_port.h) */
     struct event *sig_term, *sig_int, *reap_ev, *drain_ev;
     struct event *stop_asked; /* a client's shutdown: the stop begins on the main thread */
+    struct event *config_asked;  /* clients' CONFIG requests, run on the main thread (config_requests_run) */
+    pthread_mutex_t config_lock; /* config_q */
+    queue config_q;
     atomic_bool stop_nosave;  /* ... and saves nothing */
     struct event *sig_hup, *snapshot_ev, *watchdog_ev, *health_ev;
     bool gpu_failed[FLOE_PARTS_MAX]; /* gpu_ids[i] was seen failed (floed.c: the health watch) */
@@ -136,6 +139,12 @@ void server_free(server *srv);
 
 /* Applies the live settings of c (SIGHUP). */
 void server_set_live(server *srv, const floed_config *c);
+/* The settings in force (main thread): srv->cfg with the live token and backend. */
+void server_settings(server *srv, floed_config *out);
+/* Applies next's live settings to a running floed (main thread), logging
+ * each change as `who`'s: applied, or kept until a restart; *live and
+ * *restart (may be NULL) count them. */
+void server_apply_settings(server *srv, const floed_config *next, const char *who, int *live, int *restart);
 /* The live token: whether one is set, and whether got is it (constant time). */
 bool server_token_required(server *srv);
 /* A client's shutdown: floed stops as on SIGTERM, saving its tables unless nosave (any thread). */

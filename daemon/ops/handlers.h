@@ -7,8 +7,8 @@
  * (items, answers, the answers of several tables); the handlers live by family
  * in daemon/ops/: keys.c (insert, find, erase, get_by_id, scan: every key
  * request's one path), ordered.c (range, min, max, successor, predecessor),
- * tables.c (create, drop, list, snapshot, stats) and service.c (hello,
- * ping, info).  Handlers run on the session's io thread; replies are built
+ * tables.c (create, drop, list, snapshot, stats), service.c (hello,
+ * ping, info, shutdown) and config.c (config).  Handlers run on the session's io thread; replies are built
  * where the batch ended and delivered through the session.
  */
 #ifndef FLOE_DAEMON_OPS_HANDLERS_H

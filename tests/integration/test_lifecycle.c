@@ -237,6 +237,105 @@ START_TEST(config_file_and_flags)
 }
 END_TEST
 
+static floe *connect_token(const daemon_proc *d, const char *token)
+{
+    floe *c = NULL;
+    ck_assert_int_eq(harness_connect(d, token, &c), FLOE_OK);
+    return c;
+}
+
+/* A setting of c's server (floe_config_get), "" if there is none. */
+static void setting_of(floe *c, const char *name, char *value, size_t len, int *live)
+{
+    floe_setting *set;
+    size_t n;
+    ck_assert_int_eq(floe_config_get(c, name, &set, &n, NULL, 0), FLOE_OK);
+    ck_assert_uint_le(n, 1);
+    snprintf(value, len, "%s", n ? set[0].value : "");
+    if (live)
+        *live = n ? set[0].live : -1;
+    free(set);
+}
+
+/* CONFIG GET, SET and REWRITE (floe config): a live setting changes what a
+ * new connection's hello says; one that needs a restart, a bad value and
+ * an unknown name are refused and change nothing; the token is not shown;
+ * REWRITE keeps the file's comments and lines, changes the one setting,
+ * and a restart from it has the new value; without a file, no rewrite. */
+START_TEST(config_get_set_rewrite)
+{
+    char conf[] = "/tmp/floe-conf-XXXXXX";
+    int fd = mkstemp(conf);
+    ck_assert_int_ge(fd, 0);
+    const char *body = "# keep me\nmax-inflight 7   # a note\nmax-batch-keys 1K\n";
+    ck_assert_int_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+    close(fd);
+    const char *flags[] = {"--config", conf, "--token", "s3cret", NULL};
+    daemon_proc d;
+    daemon_start(&d, flags);
+    floe *c = connect_token(&d, "s3cret");
+    char v[1100], file[1024];
+    int live;
+    setting_of(c, "max-inflight", v, sizeof v, &live);
+    ck_assert_str_eq(v, "7");
+    ck_assert_int_eq(live, 1);
+    setting_of(c, "max-batch-keys", v, sizeof v, NULL);
+    ck_assert_str_eq(v, "1024");
+    setting_of(c, "port", v, sizeof v, &live);
+    ck_assert_int_eq(live, 0);
+    setting_of(c, "token", v, sizeof v, NULL);
+    ck_assert_str_eq(v, "(set)"); /* never the secret */
+    floe_setting *all;
+    size_t n;
+    ck_assert_int_eq(floe_config_get(c, "max-*", &all, &n, file, sizeof file), FLOE_OK);
+    ck_assert_uint_ge(n, 5);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(!strncmp(all[i].name, "max-", 4), "%s", all[i].name);
+    free(all);
+    ck_assert_str_eq(file, conf);
+
+    ck_assert_int_eq(floe_config_set(c, "max-inflight", "3"), FLOE_OK);
+    floe *c2 = connect_token(&d, "s3cret");
+    ck_assert_uint_eq(floe_info(c2)->max_inflight, 3); /* what a new connection's hello says */
+    floe_close(c2);
+    ck_assert_int_eq(floe_config_set(c, "port", "1"), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(floe_errstr(c), "restart"), "%s", floe_errstr(c));
+    ck_assert_int_eq(floe_config_set(c, "max-inflight", "0"), FLOE_ERR_INVALID);
+    ck_assert_int_eq(floe_config_set(c, "no-such-setting", "1"), FLOE_ERR_INVALID);
+    setting_of(c, "max-inflight", v, sizeof v, NULL);
+    ck_assert_str_eq(v, "3");
+    ck_assert_int_eq(floe_config_rewrite(c), FLOE_OK);
+    floe_close(c);
+    expect_cli(&d, NULL, 0, "max-inflight 3\n", ARGS("--token", "s3cret", "config", "get", "max-inflight"));
+    expect_cli(&d, NULL, 2, NULL, ARGS("--token", "s3cret", "config", "frob"));
+    expect_cli(&d, NULL, 1, NULL, ARGS("config", "get")); /* no token: refused */
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+
+    char got[512] = {0};
+    FILE *f = fopen(conf, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_gt(fread(got, 1, sizeof got - 1, f), 0);
+    fclose(f);
+    ck_assert_msg(!strncmp(got, "# keep me\nmax-inflight 3 # a note\nmax-batch-keys 1K\n", 51), "%s", got);
+    ck_assert_msg(!strstr(got, "s3cret"), "%s", got); /* a token from the command line stays off the file */
+
+    const char *again[] = {"--config", conf, "--token", "s3cret", NULL};
+    daemon_start(&d, again);
+    c = connect_token(&d, "s3cret");
+    ck_assert_uint_eq(floe_info(c)->max_inflight, 3); /* the rewritten file */
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+    unlink(conf);
+
+    daemon_start(&d, NULL); /* no file */
+    c = connect_ok(&d);
+    ck_assert_int_eq(floe_config_rewrite(c), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(floe_errstr(c), "without a config file"), "%s", floe_errstr(c));
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *lifecycle_suite(void)
 {
     Suite *s = suite_create("lifecycle");
@@ -247,6 +346,7 @@ Suite *lifecycle_suite(void)
     tcase_add_test(tc, large_frame_half_sent_at_stop);
     tcase_add_test(tc, tables_survive_restart);
     tcase_add_test(tc, config_file_and_flags);
+    tcase_add_test(tc, config_get_set_rewrite);
     tcase_add_test(tc, shutdown_by_a_client);
     suite_add_tcase(s, tc);
     return s;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -151,6 +152,51 @@ START_TEST(gpu_lists)
 }
 END_TEST
 
+/* CONFIG REWRITE's file: comments, blank lines and unchanged lines as they
+ * were, each line of a changed setting with its new value and its comment
+ * (a setting named twice: both lines), a last line without its newline
+ * kept so, settings no line names added at the end (not the token), the
+ * mode kept; and the result reads back as the settings written. */
+START_TEST(rewrite_keeps_the_file)
+{
+    char path[] = "/tmp/floe-rewrite-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char *body = "# top\nmax-inflight 7   # a note\n\nmax-inflight 8\nmax-frame 64M\nbind 127.0.0.1";
+    ck_assert_int_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+    ck_assert_int_eq(fchmod(fd, 0600), 0);
+    close(fd);
+    floed_config c;
+    char err[512];
+    config_defaults(&c);
+    ck_assert_int_eq(config_load_file(&c, path, err, sizeof err), 0);
+    ck_assert_int_eq(config_set(&c, "max-inflight", "9", err, sizeof err), 0);
+    ck_assert_int_eq(config_set(&c, "timeout", "30", err, sizeof err), 0);
+    ck_assert_int_eq(config_set(&c, "token", "hush", err, sizeof err), 0);
+    ck_assert_int_eq(config_rewrite(&c, path, err, sizeof err), 0);
+    char got[1024] = {0};
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_gt(fread(got, 1, sizeof got - 1, f), 0);
+    fclose(f);
+    ck_assert_str_eq(got, "# top\nmax-inflight 9 # a note\n\nmax-inflight 9\nmax-frame 64M\nbind 127.0.0.1\n"
+                          "# Written by CONFIG REWRITE: settings in force that the lines above did not name\n"
+                          "timeout 30\n");
+    struct stat sb;
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_int_eq(sb.st_mode & 0777, 0600);
+    floed_config back;
+    config_defaults(&back);
+    ck_assert_int_eq(config_load_file(&back, path, err, sizeof err), 0);
+    ck_assert_uint_eq(back.max_inflight, 9);
+    ck_assert_uint_eq(back.timeout, 30);
+    ck_assert_uint_eq(back.max_frame, 64u << 20);
+    ck_assert_int_eq(config_rewrite(&c, "/nonexistent/floed.conf", err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "/nonexistent/floed.conf"), "%s", err);
+    unlink(path);
+}
+END_TEST
+
 Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -159,6 +205,7 @@ Suite *config_suite(void)
     tcase_add_test(tc, values_units_and_errors);
     tcase_add_test(tc, gpu_lists);
     tcase_add_test(tc, io_threads_by_the_host);
+    tcase_add_test(tc, rewrite_keeps_the_file);
     suite_add_tcase(s, tc);
     return s;
 }
