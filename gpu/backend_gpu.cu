@@ -161,14 +161,15 @@ void grow_if_due(lane *L, size_t n)
 }
 
 /* Whether b, next in the queue, may join piece p (whose batches are all
- * done with once it ends): a key batch that does what p's do (op, flags),
+ * done with once it ends): a key batch of the table's own keys (not a
+ * chunk of a batch split on the devices: run_group) that does what p's do (op, flags),
  * fits in it whole, and, inserting on a grow table, keeps the fill below
  * max_fill with everything in flight (else begin checks it alone). */
 static bool joins(const gpu_table *t, const piece &p, const floe_batch *b)
 {
     /* t->used and other lanes' keys in flight move meanwhile: the check is a bound, as in begin */
     const floe_batch *first = p.seg[0].b;
-    if (!b || p.nseg == PIECE_SEGS || b->status != FLOE_OK || b->n == 0 || b->n > PIECE_MAX - p.n ||
+    if (!b || b->group || p.nseg == PIECE_SEGS || b->status != FLOE_OK || b->n == 0 || b->n > PIECE_MAX - p.n ||
         b->op != first->op || b->flags != first->flags || (floe_op_has(b->op, FLOE_OPF_VALUES_IN) && t->vb) ||
         !floe_op_keyed(b->op))
         return false;
