@@ -7,7 +7,8 @@
 #   make test     build with AddressSanitizer + UBSan and run every test that
 #                 needs no GPU (the pipelines run of the integration suite against a
 #                 floed under ThreadSanitizer), then the large capacity test in the release build,
-#                 floe-bench runs, a 15 s smoke run of each fuzzer (test-fuzz),
+#                 floe-bench runs, the Python package's tests (test-python), a 15 s smoke
+#                 run of each fuzzer (test-fuzz),
 #                 and the install test (test-install)
 #   make install  PREFIX=/usr/local DESTDIR= SYSCONFDIR=...: floed, the tools, libfloe
 #                 (.so, .a, headers, pkg-config), floed.conf, the systemd unit, man pages;
@@ -31,7 +32,7 @@
 # OpenMPI: floe-mc under mpirun, and its tests).
 BUILD_PKGS := make gcc libc6-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev check pkg-config \
               libsystemd-dev libcap-dev libedit-dev
-TEST_PKGS  := help2man python3-prometheus-client prometheus systemd clang libclang-rt-14-dev openmpi-bin libopenmpi-dev
+TEST_PKGS  := help2man python3-prometheus-client prometheus python3-cffi python3-numpy python3-pytest python3-venv systemd clang libclang-rt-14-dev openmpi-bin libopenmpi-dev
 DEPS_PKGS  := $(BUILD_PKGS) $(TEST_PKGS)
 # the release (proto/floe_wire.h); libfloe.so.$(VERSION) has the soname libfloe.so.$(SOVERSION)
 VERSION   := $(shell sed -n 's/^\#define FLOE_VERSION *"\(.*\)".*/\1/p' proto/floe_wire.h)
@@ -116,7 +117,7 @@ bench_objs  = $(patsubst %.c,build/$(1)/%.o,$(BENCH_SRC))
 mc_objs     = $(patsubst %.c,build/$(1)/%.o,$(MC_SRC)) build/$(1)/examples/mc/launch-mpi$(if $(2),$(2),$(MPI)).o
 mcmodel_objs = $(patsubst %.c,build/$(1)/%.o,$(wildcard examples/mc/model*.c))
 
-.PHONY: all run install uninstall man deps deps-build test test-unit test-integration test-integration-tls test-integration-parts test-integration-pipelines test-big test-bench test-tsan \
+.PHONY: all run install uninstall man deps deps-build test test-unit test-integration test-integration-tls test-integration-parts test-integration-pipelines test-big test-bench test-python test-tsan \
         test-install test-image bench bench-kernel clean check-cuda format service-bundle fuzz test-fuzz fuzz-corpus
 .DEFAULT_GOAL := all
 .SECONDEXPANSION:
@@ -434,7 +435,14 @@ uninstall:
 test:
 	+$(MAKE) $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2)) test-builds
 	+$(MAKE) test-unit test-integration test-integration-tls test-integration-parts test-integration-pipelines \
-	  test-big test-bench test-fuzz test-install
+	  test-big test-bench test-python test-fuzz test-install
+
+# The Python package (python/, cffi over libfloe, numpy) under pytest, against a floed it
+# starts, with Debian's python3 (python3-cffi, python3-numpy, python3-pytest; `pip install
+# ./python` offline into a venv is one of the tests).
+test-python: build/rel/floed $(LIBFLOE_SO)
+	FLOE_LIB=$(CURDIR)/build/rel/libfloe.so.$(SOVERSION) FLOED=$(CURDIR)/build/rel/floed PYTHONPATH=$(CURDIR)/python \
+	  /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests
 
 # The build and the install: nothing rebuilt by a second make, README's hello.c listing,
 # make install DESTDIR=... PREFIX=/usr and programs built against it with pkg-config only,
