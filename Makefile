@@ -86,7 +86,7 @@ TABLES_SRC := tables/alloc.c tables/status.c tables/spec.c tables/pool.c tables/
 TEST_SRC   := $(wildcard tests/unit/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c daemon/ops/*.c)
 PROTO_SRC  := $(GEN)/floe.pb-c.c
-CLIENT_SRC := client/conn.c client/transport.c client/calls.c client/explore.c client/options.c client/batcher.c \
+CLIENT_SRC := client/conn.c client/transport.c client/calls.c client/config.c client/explore.c client/options.c client/batcher.c \
               client/shards.c \
               client/dial.c \
               client/connect.c

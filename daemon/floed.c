@@ -30,6 +30,7 @@
 #include "datadir.h"
 #include "log.h"
 #include "metrics_port.h"
+#include "ops/handlers.h"
 #include "partition.h"
 #include "request.h"
 #include "server.h"

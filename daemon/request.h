@@ -30,7 +30,5 @@ bool request_in_place(Floe__V1__Request__OpCase wire);
 /* io thread: serves the key request env, read in place in the buffer mem
  * (taken over: freed with the request). */
 void request_handle_keys(server *srv, session *s, const envelope *env, void *mem);
-/* Main thread: runs the config requests the io threads queued (daemon/ops/config.c). */
-void config_requests_run(server *srv);
 
 #endif

@@ -14,7 +14,6 @@
 #include "handlers.h"
 #include "log.h"
 #include "metrics.h"
-#include "request.h"
 
 typedef struct config_request {
     queue_link link; /* in srv->config_q */

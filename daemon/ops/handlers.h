@@ -43,4 +43,8 @@ frame *stats_reply(const job_end *e, const item *it);
 frame *scan_reply(const job_end *e, const item *it);
 frame *range_reply(const job_end *e, const item *it);
 
+/* ---- config.c ---- */
+/* Main thread: runs the config requests the io threads queued (handle_config). */
+void config_requests_run(server *srv);
+
 #endif
