@@ -43,6 +43,7 @@ typedef struct options {
     int server_queue, trace, any_order;
     const char *resume; /* the table of the run to go on with */
     uint32_t max_depth;
+    uint64_t max_states; /* stop once the run has found more (0: no limit) */
     size_t claim;
     unsigned lease_ms;
 } options;
@@ -104,6 +105,10 @@ static void usage(FILE *f)
             "                        breaks the invariant (or has no successor, with --deadlock), a state\n"
             "                        a line (--server-queue; breadth-first, so the shortest there is)\n"
             "      --max-depth D     expand no state at depth D or deeper (they are found and counted)\n"
+            "      --max-states N    stop once the run has found more than N states (counted 50 times a\n"
+            "                        second, so it stops a little past N): a model whose state space is\n"
+            "                        larger than the server can hold (hanoi:100) ends with exit status 3\n"
+            "                        instead of filling it; the table is dropped as after SIGINT (K, M, G)\n"
             "      --any-order       claims not level by level: no wait at the end of each level (a model\n"
             "                        of many small levels, such as hanoi, runs several times faster), but\n"
             "                        a trace is a path, not the shortest one, and depths are not levels\n"
@@ -133,8 +138,8 @@ static void usage(FILE *f)
                "States that pack into 64 bits (words x bits per word <= 64) go to a SET table of that key\n"
                "width; others to a TREE table of the model's words.  Exit status: 0 done (and checked),\n"
                "1 a wrong count, a state that breaks the invariant (or one with no successor, with\n"
-               "--deadlock) or a server error, 2 a usage error, 128 + N stopped by signal N (SIGINT,\n"
-               "SIGTERM: the workers are stopped and the table dropped unless --keep).\n");
+               "--deadlock) or a server error, 2 a usage error, 3 --max-states reached, 128 + N stopped\n"
+               "by signal N (SIGINT, SIGTERM: the workers are stopped and the table dropped unless --keep).\n");
 }
 
 static double now(void)
@@ -518,19 +523,33 @@ int main(int argc, char **argv)
         return 2;
     }
     static const struct option own_opts[] = {
-        {"model", required_argument, 0, 'm'},    {"model-lib", required_argument, 0, 'L'},
-        {"server", required_argument, 0, 's'},   {"workers", required_argument, 0, 'w'},
-        {"worker", required_argument, 0, 'W'},   {"table", required_argument, 0, 't'},
-        {"capacity", required_argument, 0, 'C'}, {"backend", required_argument, 0, 'B'},
-        {"batch", required_argument, 0, 'k'},    {"inflight", required_argument, 0, 'P'},
-        {"expect", required_argument, 0, 'E'},   {"keep", no_argument, 0, 'K'},
-        {"quiet", no_argument, 0, 'q'},          {"help", no_argument, 0, 'h'},
-        {"tree", no_argument, 0, 'R'},           {"whole", no_argument, 0, 'H'},
-        {"deadlock", no_argument, 0, 'D'},       {"server-queue", no_argument, 0, 'Q'},
-        {"resume", required_argument, 0, 'U'},   {"trace", no_argument, 0, 'T'},
-        {"any-order", no_argument, 0, 'Y'},      {"max-depth", required_argument, 0, 'X'},
-        {"claim", required_argument, 0, 'A'},    {"lease", required_argument, 0, 'G'},
-        {"version", no_argument, 0, 'V'},        {0, 0, 0, 0},
+        {"model", required_argument, 0, 'm'},
+        {"model-lib", required_argument, 0, 'L'},
+        {"server", required_argument, 0, 's'},
+        {"workers", required_argument, 0, 'w'},
+        {"worker", required_argument, 0, 'W'},
+        {"table", required_argument, 0, 't'},
+        {"capacity", required_argument, 0, 'C'},
+        {"backend", required_argument, 0, 'B'},
+        {"batch", required_argument, 0, 'k'},
+        {"inflight", required_argument, 0, 'P'},
+        {"expect", required_argument, 0, 'E'},
+        {"keep", no_argument, 0, 'K'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {"tree", no_argument, 0, 'R'},
+        {"whole", no_argument, 0, 'H'},
+        {"deadlock", no_argument, 0, 'D'},
+        {"server-queue", no_argument, 0, 'Q'},
+        {"resume", required_argument, 0, 'U'},
+        {"trace", no_argument, 0, 'T'},
+        {"any-order", no_argument, 0, 'Y'},
+        {"max-depth", required_argument, 0, 'X'},
+        {"claim", required_argument, 0, 'A'},
+        {"lease", required_argument, 0, 'G'},
+        {"max-states", required_argument, 0, 'Z'},
+        {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
     };
     static struct option *longopts; /* ours and libfloe's connection options: the process's life */
     if (!(longopts = floe_getopt_table(own_opts))) {
@@ -658,6 +677,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             o.inflight = (unsigned)v;
+            break;
+        case 'Z':
+            if (!floe_parse_size(optarg, &o.max_states) || o.max_states == 0) {
+                fprintf(stderr, "floe-mc: --max-states takes a positive count, got '%s'\n", optarg);
+                return 2;
+            }
             break;
         case 'E':
             if (!floe_parse_size(optarg, &o.expect) || o.expect == 0) {
@@ -837,10 +862,16 @@ int main(int argc, char **argv)
     uint64_t last_states = 0;
     unsigned done = 0;
     int *status = calloc(nw, sizeof *status), *reaped = calloc(nw, sizeof *reaped);
-    int stopped = 0; /* a worker failed or died: the run cannot be complete, stop the rest */
+    int stopped = 0;   /* a worker failed or died: the run cannot be complete, stop the rest */
+    uint64_t over = 0; /* the states found when --max-states stopped the run */
     while (done < nw) {
         usleep(20000);
-        if (interrupted && !stopped) {
+        if (o.max_states && !stopped && !interrupted) {
+            const uint64_t s = sum_states(prog, nw, NULL);
+            if (s > o.max_states)
+                over = s;
+        }
+        if ((interrupted || over) && !stopped) {
             stopped = 1;
             for (unsigned j = 0; j < nw; j++)
                 kill(pids[j], SIGTERM);
@@ -870,6 +901,22 @@ int main(int argc, char **argv)
         }
     }
     const double secs = now() - t0;
+    if (over && !interrupted) { /* the state space is larger than the run may take */
+        const int drop = !o.one_worker && !o.keep && !o.server_queue;
+        fprintf(stderr,
+                "floe-mc: stopped after %.1f s at %" PRIu64 " states, more than --max-states %" PRIu64
+                ": the model has more states than that%s%s%s\n",
+                secs, over, o.max_states, drop ? "; dropping its table" : "",
+                o.server_queue ? "; go on with floe-mc --resume " : "", o.server_queue ? o.table : "");
+        if (drop)
+            drop_table(&o);
+        free(status);
+        free(reaped);
+        munmap(prog, nw * sizeof *prog);
+        free(pids);
+        mc_launch_finish(&l);
+        return 3;
+    }
     if (interrupted) { /* no counts to trust: say so, and leave nothing behind */
         const int sig = interrupted;
         const int drop = !o.one_worker && !o.keep && !o.server_queue;

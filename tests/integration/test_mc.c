@@ -199,10 +199,34 @@ START_TEST(expect_and_bad_command_lines)
     ck_assert_int_eq(run_mc(&d, &out, (const char *const[]){"--model", "phils:4", "--expect", "1", NULL}), 1);
     ck_assert_msg(strstr(out, "WRONG") != NULL, "%s", out);
     free(out);
+    /* --max-states: a model larger than the limit (hanoi:100 has 3^100 states) stops with exit 3 and its
+     * table dropped; one that fits it finishes as usual */
+    ck_assert_int_eq(run_mc(&d, &out, (const char *const[]){"--model", "hanoi:100", "--max-states", "20K", NULL}), 3);
+    free(out);
+    {
+        char path[300], msg[1024] = "";
+        snprintf(path, sizeof path, "%s/cli.err", d.dir);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        msg[fread(msg, 1, sizeof msg - 1, f)] = '\0';
+        fclose(f);
+        ck_assert_msg(strstr(msg, "more than --max-states 20480") && strstr(msg, "dropping its table"), "%s", msg);
+        floe *c = connect_ok(&d);
+        floe_table_info *all;
+        size_t n;
+        ck_assert_int_eq(floe_tables(c, &all, &n), FLOE_OK);
+        ck_assert_uint_eq(n, 0);
+        free(all);
+        floe_close(c);
+    }
+    ck_assert_int_eq(run_mc(&d, &out, (const char *const[]){"--model", "hanoi:6", "--max-states", "1M", NULL}), 0);
+    ck_assert_msg(strstr(out, "check        ok: 729 states") != NULL, "%s", out);
+    free(out);
     static const struct {
         const char *args[8];
         int rc;
     } bad[] = {
+        {{"--model", "hanoi:3", "--max-states", "0", NULL}, 2},
         {{"--model", "towers:3", NULL}, 2},
         {{"--model", "puzzle:1x5", NULL}, 2},
         {{"--model", "puzzle:3", NULL}, 2},
