@@ -612,8 +612,10 @@ void run_group(lane *L, floe_batch *b)
         me++;
     assert(me < P);
     uint64_t t0 = floe_now_ns();
-    floe_errinfo err;
-    floe_status st = device_failed(dev) ? unavailable(dev, &err) : FLOE_OK;
+    floe_errinfo err = b->error;
+    floe_status st = b->status; /* refused at the door: it still meets the others, which then give up too */
+    if (st == FLOE_OK && device_failed(dev))
+        st = unavailable(dev, &err);
     for (unsigned q = 0; q < P && st == FLOE_OK; q++)
         st = peer_open(dev, device_of(g, q), &err);
     if (st == FLOE_OK && floe_op_has(b->op, FLOE_OPF_STORES))
