@@ -83,6 +83,11 @@ static void print_server_stats(FILE *f, const floe_server_stats *s)
             s->connections_total, s->connections_refused);
     fprintf(f, "traffic: %" PRIu64 " bytes in, %" PRIu64 " bytes out\n", s->bytes_in, s->bytes_out);
     fprintf(f, "rss: %s\n", human_bytes(s->rss_bytes, a, sizeof a));
+    if (s->maxmemory)
+        fprintf(f, "maxmemory: %s (%.1f%% used; writes are refused past it)\n", human_bytes(s->maxmemory, a, sizeof a),
+                100.0 * (double)s->rss_bytes / (double)s->maxmemory);
+    else
+        fprintf(f, "maxmemory: none\n");
     fprintf(f, "data-dir: %s\n", s->data_dir[0] ? s->data_dir : "(none: tables live in memory only)");
     if (s->metrics_address[0])
         fprintf(f, "metrics: http://%s/metrics\n", s->metrics_address);
@@ -126,6 +131,7 @@ static const struct {
     {"gpu", "gpu"},
     {"connections", "clients"},
     {"rss", "memory"},
+    {"maxmemory", "memory"},
     {"data-dir", "persistence"},
     {"last-snapshot", "persistence"},
     {"traffic", "stats"},
@@ -205,6 +211,7 @@ static void json_server_stats(jw *w, const floe_server_stats *s)
     jw_u64(w, "bytes_in", s->bytes_in);
     jw_u64(w, "bytes_out", s->bytes_out);
     jw_u64(w, "rss_bytes", s->rss_bytes);
+    jw_u64(w, "maxmemory", s->maxmemory);
     jw_str(w, "data_dir", s->data_dir);
     jw_str(w, "metrics_address", s->metrics_address);
     jw_open(w, "last_snapshot", '{');

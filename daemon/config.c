@@ -41,7 +41,8 @@ static const setting SETTINGS[] = {
     {"port", NUM(port), "7450", 0, 65535, "TCP port (0: any free port, see port-file)", 0},
     {"io-threads", NUM(io_threads), "0", 0, 256,
      "threads that read requests and write responses (0: one per two CPUs, 4 to 16)", 0},
-    {"engine-threads", NUM(engine_threads), "0", 0, 1024, "CPU engine threads, which also split the batches of tables in parts (0: one per CPU)", 0},
+    {"engine-threads", NUM(engine_threads), "0", 0, 1024,
+     "CPU engine threads, which also split the batches of tables in parts (0: one per CPU)", 0},
     {"max-connections", NUM(max_connections), "1024", 1, 1000000, "connections beyond this get ERR_BUSY", 1},
     {"max-frame", SIZE(max_frame), "64M", 64, (uint64_t)1 << 31, "largest request frame accepted", 1},
     {"max-inflight", NUM(max_inflight), "64", 1, 1000000,
@@ -66,6 +67,10 @@ static const setting SETTINGS[] = {
      "stop reading a client's requests while this many bytes of its responses wait unread (0: no limit)", 1},
     {"output-hard-limit", SIZE(output_hard_limit), "512M", 0, (uint64_t)1 << 40,
      "close a client's connection once this many bytes of its responses wait unread (0: no limit)", 1},
+    {"maxmemory", SIZE(maxmemory), "0", 0, (uint64_t)1 << 50,
+     "host memory floed may hold (resident, all of it: tables, open sets, buffers; 0: no limit): past it "
+     "writes are refused with ERR_NO_MEMORY and a table does not grow past it",
+     1},
     {"max-table-bytes", SIZE(max_table_bytes), "0", 0, (uint64_t)1 << 50,
      "refuse a create whose arrays would take more than this many bytes (0: no limit of its own; a create is "
      "refused anyway where the host, or the GPU, has not that much free)",
@@ -105,7 +110,8 @@ static const setting SETTINGS[] = {
     {"metrics-bind", STR(metrics_bind), "127.0.0.1", 0, 0, "address or host name of the metrics port", 0},
     {"save-every", NUM(save_every), "300", 0, 31u * 24 * 3600,
      "with data-dir: snapshot a changed (or never saved) table this many seconds after its last snapshot (0: never "
-     "by time)", 1},
+     "by time)",
+     1},
     {"save-after-changes", SIZE(save_after_changes), "0", 0, UINT64_MAX,
      "with data-dir: snapshot a table once this many keys were inserted or erased since its last snapshot (0: "
      "never by count)",

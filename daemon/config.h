@@ -35,6 +35,7 @@ typedef struct floed_config {
     uint64_t output_soft_limit, output_hard_limit; /* bytes of responses a client has not read */
     uint64_t output_total_limit;                   /* ... all clients together */
     uint64_t max_table_bytes;                      /* a new table's arrays (0: no limit of its own) */
+    uint64_t maxmemory;                            /* resident bytes past which writes are refused (0: none) */
     char log_level[16];
     char data_dir[1024];
     char port_file[1024];

@@ -618,9 +618,20 @@ static void on_watchdog(evutil_socket_t fd, short what, void *arg)
     sd_notify(0, "WATCHDOG=1");
 }
 
+/* The resident memory, for maxmemory (server_over_memory). */
+static void on_memory_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    server_sample_memory(arg);
+}
+
 static int start_timers(server *srv)
 {
-    struct timeval second = {1, 0};
+    struct timeval second = {1, 0}, sample = {0, MEMORY_SAMPLE_MS * 1000};
+    srv->memory_ev = event_new(srv->base, -1, EV_PERSIST, on_memory_tick, srv);
+    if (!srv->memory_ev || event_add(srv->memory_ev, &sample) != 0)
+        return -1;
     if (srv->cfg.data_dir[0]) {
         srv->snapshot_ev = event_new(srv->base, -1, EV_PERSIST, on_snapshot_tick, srv);
         if (!srv->snapshot_ev || event_add(srv->snapshot_ev, &second) != 0)

@@ -154,7 +154,7 @@ void metrics_snapshot_done(metrics *m, int64_t unix_time, bool ok, const char *w
 
 /* ---- a view of everything --------------------------------------------------------------- */
 
-static uint64_t rss_bytes(void)
+uint64_t metrics_resident_bytes(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
     unsigned long long size, resident;
@@ -185,7 +185,7 @@ void metrics_view_take(metrics *m, metrics_view *v)
         v->refused += get(&s->refused);
     }
     v->uptime_ns = floe_now_ns() - m->t_start;
-    v->rss = rss_bytes();
+    v->rss = metrics_resident_bytes();
     pthread_mutex_lock(&m->lock);
     v->snap_any = m->snap_any;
     v->snap_ok = m->snap_ok;
@@ -263,6 +263,7 @@ frame *metrics_info_reply(metrics *m, uint64_t id, const metrics_view *v)
     ir.bytes_in = v->bytes_in;
     ir.bytes_out = v->bytes_out;
     ir.rss_bytes = v->rss;
+    ir.maxmemory = v->maxmemory;
     ir.last_snapshot_time = v->snap_any ? v->snap_time : 0;
     ir.last_snapshot_status = v->snap_any ? (char *)v->snap_why : "";
     ir.data_dir = (char *)v->data_dir;
@@ -405,6 +406,8 @@ void metrics_render(metrics *m, struct evbuffer *b, const metrics_view *v)
     sample_u(b, "floe_bytes_sent_total", v->bytes_out);
     family(b, "floe_process_resident_memory_bytes", "gauge", "Resident memory of floed.");
     sample_u(b, "floe_process_resident_memory_bytes", v->rss);
+    family(b, "floe_maxmemory_bytes", "gauge", "The maxmemory setting: writes are refused past it (0: no limit).");
+    sample_u(b, "floe_maxmemory_bytes", v->maxmemory);
     if (v->gpu) {
         family(b, "floe_gpu_memory_total_bytes", "gauge", "Memory of the GPUs floed uses (summed).");
         sample_u(b, "floe_gpu_memory_total_bytes", v->gpu_total);

@@ -91,6 +91,8 @@ void metrics_snapshot_done(metrics *m, int64_t unix_time, bool ok, const char *w
 /* ---- what info and /metrics report ---- */
 
 #define METRICS_STATUSES 16 /* above every floe_status */
+/* floed's resident memory in bytes (/proc/self/statm; 0 if it cannot be read). */
+uint64_t metrics_resident_bytes(void);
 #define METRICS_BUCKETS  19 /* latency buckets, and one more: +Inf */
 
 /* Every table's figures at one moment (request_gather). */
@@ -117,7 +119,7 @@ typedef struct metrics_view {
     uint64_t requests[METRICS_OPS], keys[METRICS_OPS];
     uint64_t errors[METRICS_OPS][METRICS_STATUSES];
     uint64_t hist[METRICS_OPS][METRICS_BUCKETS + 1], hist_ns[METRICS_OPS];
-    uint64_t uptime_ns, rss;
+    uint64_t uptime_ns, rss, maxmemory;
     bool snap_any, snap_ok;
     int64_t snap_time;
     char snap_why[256];

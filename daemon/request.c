@@ -39,6 +39,19 @@ bool request_in_place(Floe__V1__Request__OpCase wire)
     return row && row->handle == handle_keys;
 }
 
+/* maxmemory: a write (a create, or an operation that stores) while floed is
+ * at its limit is answered ERR_NO_MEMORY before anything runs. */
+static bool refused_for_memory(server *srv, session *c, uint64_t id, const request_row *row)
+{
+    if (!row || !((row->op && floe_op_has(row->op, FLOE_OPF_STORES)) || row->metric == METRICS_OP_CREATE_TABLE))
+        return false;
+    char msg[300];
+    if (!server_over_memory(srv, msg, sizeof msg))
+        return false;
+    send_error(c, id, FLOE_ERR_NO_MEMORY, "%s", msg);
+    return true;
+}
+
 void request_handle(server *srv, session *c, Floe__V1__Request *req)
 {
     const uint64_t id = req->id;
@@ -47,6 +60,8 @@ void request_handle(server *srv, session *c, Floe__V1__Request *req)
         send_error(c, id, FLOE_ERR_INVALID, "unknown or missing operation in request %llu", (unsigned long long)id);
     else if (atomic_load(&srv->shutting_down) && !(row->flags & REQ_ANY_TIME))
         send_error(c, id, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
+    else if (refused_for_memory(srv, c, id, row))
+        ;
     else if ((row->flags & REQ_DATA_DIR) && !srv->cfg.data_dir[0])
         send_error(c, id, FLOE_ERR_UNSUPPORTED, "%ss need a data-dir: start floed with --data-dir DIR", row->name);
     else if (row->flags & REQ_TAKES) {
@@ -92,6 +107,10 @@ void request_handle_keys(server *srv, session *c, const envelope *env, void *mem
     kr.shards = env->shards;
     if (atomic_load(&srv->shutting_down)) {
         send_error(c, env->id, FLOE_ERR_SHUTTING_DOWN, "floed is shutting down");
+        hostmem_put(srv->mem, mem);
+        return;
+    }
+    if (refused_for_memory(srv, c, env->id, row)) {
         hostmem_put(srv->mem, mem);
         return;
     }

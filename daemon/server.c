@@ -49,6 +49,7 @@ void server_set_live(server *srv, const floed_config *c)
     atomic_store(&srv->live.output_hard_limit, c->output_hard_limit);
     atomic_store(&srv->live.output_total_limit, c->output_total_limit);
     atomic_store(&srv->live.max_table_bytes, c->max_table_bytes);
+    atomic_store(&srv->live.maxmemory, c->maxmemory);
     pthread_mutex_lock(&srv->live.lock);
     memcpy(srv->live.token, c->token, sizeof srv->live.token);
     memcpy(srv->live.backend, c->backend, sizeof srv->live.backend);
@@ -95,6 +96,38 @@ void server_apply_settings(server *srv, const floed_config *next, const char *wh
         *live = n.live;
     if (restart)
         *restart = n.restart;
+}
+
+/* floe_alloc_set_budget's: a table's new arrays fit under maxmemory (one floed a process). */
+static server *budget_srv;
+
+static bool fits_maxmemory(uint64_t bytes)
+{
+    server *srv = budget_srv;
+    const uint64_t limit = srv ? atomic_load_explicit(&srv->live.maxmemory, memory_order_relaxed) : 0;
+    return !limit || atomic_load_explicit(&srv->rss, memory_order_relaxed) + bytes <= limit;
+}
+
+void server_sample_memory(server *srv)
+{
+    atomic_store_explicit(&srv->rss, metrics_resident_bytes(), memory_order_relaxed);
+}
+
+bool server_over_memory(server *srv, char *msg, size_t len)
+{
+    const uint64_t limit = atomic_load_explicit(&srv->live.maxmemory, memory_order_relaxed);
+    const uint64_t rss = atomic_load_explicit(&srv->rss, memory_order_relaxed);
+    if (!limit || rss < limit)
+        return false;
+    snprintf(msg, len,
+             "floed is at its maxmemory: %.1f MiB resident, the limit is %.1f MiB; writes are refused until memory "
+             "is freed (drop a table) or the limit raised (floe config set maxmemory)",
+             (double)rss / 1048576.0, (double)limit / 1048576.0);
+    static _Atomic uint64_t said; /* the log says so at most every 10 s */
+    const uint64_t now = floe_now_ns(), last = atomic_load(&said);
+    if (now - last > 10000000000ull && atomic_compare_exchange_strong(&said, &(uint64_t){last}, now))
+        log_warn("%s", msg);
+    return true;
 }
 
 bool server_token_required(server *srv)
@@ -296,6 +329,9 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
     queue_init(&srv->config_q);
     event_set_log_callback(from_libevent);
     server_set_live(srv, cfg);
+    server_sample_memory(srv);
+    budget_srv = srv;
+    floe_alloc_set_budget(fits_maxmemory);
     if (!(srv->metrics = metrics_new((size_t)config_io_threads(cfg) + 1))) {
         free(srv);
         return 1;
@@ -352,6 +388,10 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
 
 void server_free(server *srv)
 {
+    if (budget_srv == srv) {
+        floe_alloc_set_budget(NULL);
+        budget_srv = NULL;
+    }
     registry_free(&srv->reg);
     hostmem_free(srv->mem); /* every frame and answer is back: the io threads are gone */
     if (srv->drain_ev)
@@ -372,6 +412,8 @@ void server_free(server *srv)
         event_free(srv->watchdog_ev);
     if (srv->health_ev)
         event_free(srv->health_ev);
+    if (srv->memory_ev)
+        event_free(srv->memory_ev);
     if (srv->reap_ev)
         event_free(srv->reap_ev);
     if (srv->base)

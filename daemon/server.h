@@ -56,7 +56,7 @@ typedef struct live_settings {
     atomic_uint_fast64_t max_connections, max_frame, max_inflight, max_tables, max_batch_keys;
     atomic_uint_fast64_t save_every, save_after_changes;
     atomic_uint_fast64_t timeout, hello_timeout, frame_timeout, output_soft_limit, output_hard_limit;
-    atomic_uint_fast64_t output_total_limit, max_table_bytes;
+    atomic_uint_fast64_t output_total_limit, max_table_bytes, maxmemory;
     pthread_mutex_t lock;
     char token[sizeof(((floed_config *)0)->token)];
     char backend[sizeof(((floed_config *)0)->backend)];
@@ -105,6 +105,7 @@ typedef struct server {
     atomic_int nconns;
     atomic_uint_fast64_t out_bytes; /* every connection's responses not yet written to its socket (conn.c) */
     atomic_bool shutting_down;
+    atomic_uint_fast64_t rss; /* resident bytes, sampled every MEMORY_SAMPLE_MS on the main thread (maxmemory) */
     /* the tables and their backends: reg.cpu (tables/partition.h over the
      * CPU engine), reg.gpu (over one GPU backend per device; NULL without) */
     registry reg;
@@ -120,7 +121,7 @@ typedef struct server {
     pthread_mutex_t config_lock; /* config_q */
     queue config_q;
     atomic_bool stop_nosave;  /* ... and saves nothing */
-    struct event *sig_hup, *snapshot_ev, *watchdog_ev, *health_ev;
+    struct event *sig_hup, *snapshot_ev, *watchdog_ev, *health_ev, *memory_ev;
     bool gpu_failed[FLOE_PARTS_MAX]; /* gpu_ids[i] was seen failed (floed.c: the health watch) */
     struct saver *saver;             /* with a data-dir: writes snapshots, removes dropped tables' files */
     int lock_fd;                     /* data-dir's lock, held for floed's life */
@@ -145,6 +146,12 @@ void server_settings(server *srv, floed_config *out);
  * each change as `who`'s: applied, or kept until a restart; *live and
  * *restart (may be NULL) count them. */
 void server_apply_settings(server *srv, const floed_config *next, const char *who, int *live, int *restart);
+/* maxmemory: whether a write must be refused now (floed is at its limit),
+ * with why in msg.  Any thread. */
+#define MEMORY_SAMPLE_MS 50
+bool server_over_memory(server *srv, char *msg, size_t len);
+/* Reads the resident memory into srv->rss (the main thread's timer). */
+void server_sample_memory(server *srv);
 /* The live token: whether one is set, and whether got is it (constant time). */
 bool server_token_required(server *srv);
 /* A client's shutdown: floed stops as on SIGTERM, saving its tables unless nosave (any thread). */

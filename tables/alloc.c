@@ -31,6 +31,22 @@ bool floe_alloc_fails(void)
     return true;
 }
 
+static bool (*_Atomic budget)(uint64_t bytes);
+
+void floe_alloc_set_budget(bool (*fits)(uint64_t bytes))
+{
+    atomic_store(&budget, fits);
+}
+
+bool floe_alloc_fits(uint64_t bytes)
+{
+    bool (*fits)(uint64_t) = atomic_load_explicit(&budget, memory_order_relaxed);
+    if (!fits || fits(bytes))
+        return true;
+    errno = EDQUOT; /* not the host's memory: the budget's (floe_alloc_over_budget) */
+    return false;
+}
+
 void floe_alloc_fail_nth(uint64_t nth)
 {
     atomic_store(&target, 0);
@@ -86,4 +102,9 @@ int floe_asprintf(char **out, const char *fmt, ...)
     if (n < 0)
         *out = NULL;
     return n;
+}
+
+bool floe_alloc_over_budget(void)
+{
+    return errno == EDQUOT;
 }

@@ -35,6 +35,16 @@ int floe_asprintf(char **out, const char *fmt, ...) __attribute__((format(printf
  * (then errno is ENOMEM).  The wrappers above call it. */
 bool floe_alloc_fails(void);
 
+/* A host memory budget for the large table arrays a table maps (a create,
+ * a growth): fits(bytes) says whether bytes more may be taken (floed's
+ * maxmemory); NULL (the default): no budget.  floe_alloc_fits asks it
+ * (false: errno EDQUOT) before such a mapping, as floe_alloc_fails does. */
+void floe_alloc_set_budget(bool (*fits)(uint64_t bytes));
+bool floe_alloc_fits(uint64_t bytes);
+/* Whether the allocation that just failed was refused by the budget (errno
+ * EDQUOT) rather than by the host. */
+bool floe_alloc_over_budget(void);
+
 /* Fault injection (tests): the nth allocation from now on fails, once, in
  * whichever thread makes it; 0 disarms.  Counting starts afresh. */
 void floe_alloc_fail_nth(uint64_t nth);

@@ -72,7 +72,7 @@ struct iceberg {
  * stay off the batch path. */
 void *iceberg_map_zeroed(size_t bytes)
 {
-    if (bytes == 0 || floe_alloc_fails())
+    if (bytes == 0 || floe_alloc_fails() || !floe_alloc_fits(bytes))
         return NULL;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -114,7 +114,12 @@ static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bi
     return FLOE_OK;
 oom : {
     size_t total = s->bytes[0] + s->bytes[1] + s->bytes[2] + s->values_bytes;
+    const bool budget = floe_alloc_over_budget();
     store_free(s);
+    if (budget)
+        return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
+                                "%zu bytes for a table of %u primary address bits would pass floed's maxmemory", total,
+                                addr_bits);
     return floe_errinfo_set(err, FLOE_ERR_FULL, "cannot allocate %zu bytes for a table of %u primary address bits",
                             total, addr_bits);
 }
@@ -888,8 +893,8 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         if (gst != FLOE_OK) {
             /* out of memory: the request fails (some of its keys may be stored), instead of FULL answers
              * that a growing table promises never to give */
-            st =
-                floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
+            st = floe_errinfo_set(err, gst == FLOE_ERR_NO_MEMORY ? gst : FLOE_ERR_FULL,
+                                  "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
             goto out;
         }
         rebuilt = true;

@@ -662,8 +662,8 @@ static floe_status insert_states(tree *t, fold_job j, uint64_t generation, size_
         if (gst != FLOE_OK) {
             /* out of memory: the request fails (some of its vectors may be stored), instead of FULL
              * answers that a growing table promises never to give */
-            st =
-                floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
+            st = floe_errinfo_set(err, gst == FLOE_ERR_NO_MEMORY ? gst : FLOE_ERR_FULL,
+                                  "table %s is full and could not grow: %s", t->spec.name, gerr.msg);
             break;
         }
         renamed = true;
@@ -828,7 +828,11 @@ static floe_status create_sized(const floe_spec *spec, const tree_sizing *z, flo
     t->nodes = iceberg_map_zeroed(t->z.node_bytes);
     if (!t->nodes) {
         unsigned long long bytes = t->z.node_bytes;
+        const bool budget = floe_alloc_over_budget();
         free(t);
+        if (budget)
+            return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
+                                    "%llu bytes for the node table would pass floed's maxmemory", bytes);
         /* as for SET and MAP: no room for the table is ERR_FULL */
         return floe_errinfo_set(err, FLOE_ERR_FULL, "cannot allocate %llu bytes for the node table", bytes);
     }

@@ -336,6 +336,78 @@ START_TEST(config_get_set_rewrite)
 }
 END_TEST
 
+static uint64_t server_rss(floe *c)
+{
+    floe_server_stats *s;
+    ck_assert_int_eq(floe_server_stats_get(c, &s), FLOE_OK);
+    const uint64_t rss = s->rss_bytes;
+    floe_server_stats_free(s);
+    return rss;
+}
+
+/* maxmemory: a growing table stops growing where its next arrays would
+ * pass the limit (ERR_NO_MEMORY, every key of the calls answered before it
+ * still there); once floed is at the limit, writes and creates are refused
+ * (ERR_NO_MEMORY) and change nothing, reads and erases go on; raising the
+ * limit lets writes in again. */
+START_TEST(maxmemory_refuses_writes)
+{
+    daemon_proc d;
+    daemon_start_logged(&d, NULL);
+    floe *c = connect_ok(&d);
+    floe_table_def g = {.name = "g", .kind = FLOE_TABLE_SET, .key_bits = 40, .capacity = 1000, .grow = 1};
+    ck_assert_int_eq(floe_create(c, &g), FLOE_OK);
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)(server_rss(c) + (24u << 20)));
+    ck_assert_int_eq(floe_config_set(c, "maxmemory", v), FLOE_OK);
+    usleep(200000); /* a few samples of the resident memory */
+    enum { B = 100000 };
+    static uint64_t keys[B];
+    static uint8_t res[B];
+    uint64_t stored = 0;
+    int st = FLOE_OK;
+    for (int round = 0; round < 400 && st == FLOE_OK; round++) {
+        for (size_t i = 0; i < B; i++)
+            keys[i] = stored + i;
+        st = floe_insert(c, "g", keys, B, res, NULL);
+        if (st == FLOE_OK)
+            stored += B;
+    }
+    ck_assert_msg(st == FLOE_ERR_NO_MEMORY, "%s: %s", floe_strerror(st), floe_errstr(c));
+    ck_assert_msg(strstr(floe_errstr(c), "maxmemory"), "%s", floe_errstr(c));
+    ck_assert_uint_gt(stored, 0);
+    for (uint64_t k0 = 0; k0 < stored; k0 += B) { /* every key of the calls answered OK is there */
+        for (size_t i = 0; i < B; i++)
+            keys[i] = k0 + i;
+        ck_assert_int_eq(floe_find(c, "g", keys, B, res, NULL, 0, NULL), FLOE_OK);
+        for (size_t i = 0; i < B; i++)
+            ck_assert_int_eq(res[i], FLOE_PRESENT);
+    }
+    floe_table_info t;
+    ck_assert_int_eq(floe_stats(c, "g", &t), FLOE_OK);
+    const uint64_t held = t.keys;
+
+    ck_assert_int_eq(floe_config_set(c, "maxmemory", "1M"), FLOE_OK); /* below what floed holds */
+    usleep(200000);
+    const uint64_t fresh[2] = {1ull << 39, (1ull << 39) + 1};
+    ck_assert_int_eq(floe_insert(c, "g", fresh, 2, res, NULL), FLOE_ERR_NO_MEMORY);
+    floe_table_def h = {.name = "h", .kind = FLOE_TABLE_SET, .key_bits = 20};
+    ck_assert_int_eq(floe_create(c, &h), FLOE_ERR_NO_MEMORY);
+    ck_assert_int_eq(floe_find(c, "g", fresh, 2, res, NULL, 0, NULL), FLOE_OK); /* reads go on */
+    ck_assert(res[0] == FLOE_ABSENT && res[1] == FLOE_ABSENT);                  /* nothing was written */
+    ck_assert_int_eq(floe_stats(c, "g", &t), FLOE_OK);
+    ck_assert_uint_eq(t.keys, held);
+    ck_assert_int_eq(floe_erase(c, "g", keys, 1, res, NULL), FLOE_OK); /* erases too */
+    ck_assert_int_eq(floe_config_set(c, "maxmemory", "0"), FLOE_OK);
+    usleep(100000);
+    ck_assert_int_eq(floe_insert(c, "g", fresh, 2, res, NULL), FLOE_OK);
+    ck_assert_int_eq(res[0], FLOE_INSERTED);
+    floe_close(c);
+    ck_assert(log_has(&d, "is at its maxmemory", 2000));
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *lifecycle_suite(void)
 {
     Suite *s = suite_create("lifecycle");
@@ -347,6 +419,7 @@ Suite *lifecycle_suite(void)
     tcase_add_test(tc, tables_survive_restart);
     tcase_add_test(tc, config_file_and_flags);
     tcase_add_test(tc, config_get_set_rewrite);
+    tcase_add_test(tc, maxmemory_refuses_writes);
     tcase_add_test(tc, shutdown_by_a_client);
     suite_add_tcase(s, tc);
     return s;
