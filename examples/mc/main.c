@@ -901,12 +901,16 @@ int main(int argc, char **argv)
         }
     }
     const double secs = now() - t0;
-    if (over && !interrupted) { /* the state space is larger than the run may take */
+    if (over || interrupted) { /* no counts to trust: say why the run stopped, and leave nothing behind */
         const int drop = !o.one_worker && !o.keep && !o.server_queue;
-        fprintf(stderr,
-                "floe-mc: stopped after %.1f s at %" PRIu64 " states, more than --max-states %" PRIu64
-                ": the model has more states than that%s%s%s\n",
-                secs, over, o.max_states, drop ? "; dropping its table" : "",
+        if (interrupted)
+            fprintf(stderr, "floe-mc: interrupted (%s): the run stopped after %.1f s", strsignal(interrupted), secs);
+        else /* the state space is larger than the run may take */
+            fprintf(stderr,
+                    "floe-mc: stopped after %.1f s at %" PRIu64 " states, more than --max-states %" PRIu64
+                    ": the model has more states than that",
+                    secs, over, o.max_states);
+        fprintf(stderr, "%s%s%s\n", drop ? "; dropping its table" : "",
                 o.server_queue ? "; go on with floe-mc --resume " : "", o.server_queue ? o.table : "");
         if (drop)
             drop_table(&o);
@@ -915,22 +919,7 @@ int main(int argc, char **argv)
         munmap(prog, nw * sizeof *prog);
         free(pids);
         mc_launch_finish(&l);
-        return 3;
-    }
-    if (interrupted) { /* no counts to trust: say so, and leave nothing behind */
-        const int sig = interrupted;
-        const int drop = !o.one_worker && !o.keep && !o.server_queue;
-        fprintf(stderr, "floe-mc: interrupted (%s): the run stopped after %.1f s%s%s%s\n", strsignal(sig), secs,
-                drop ? "; dropping its table" : "", o.server_queue ? "; go on with floe-mc --resume " : "",
-                o.server_queue ? o.table : "");
-        if (drop)
-            drop_table(&o);
-        free(status);
-        free(reaped);
-        munmap(prog, nw * sizeof *prog);
-        free(pids);
-        mc_launch_finish(&l);
-        return 128 + sig;
+        return interrupted ? 128 + interrupted : 3;
     }
     int bad = 0;
     for (unsigned i = 0; i < nw; i++) {
