@@ -305,7 +305,7 @@ have_static = $(filter /%,$(shell $(CC) -print-file-name=$(1)))
 SYSTEMD_STATIC := -Wl,-Bstatic -lsystemd -lcap -Wl,-Bdynamic
 BUNDLE_SYSTEMD = $(if $(and $(call have_static,libsystemd.a),$(call have_static,libcap.a)),$(SYSTEMD_STATIC),$(PKG_SYSTEMD))
 BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-e1-local bundle/floe-bench bundle/floe-membw bundle/floe-mc bundle/floe-gpu-tests \
-  bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/floe-o1-gpu bundle/layout_selftest
+  bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/floe-o1-gpu bundle/layout_selftest bundle/libmc_peterson.so
 # The service's programs alone, with or without CUDA (GPU=0): what the Dockerfile installs.
 SERVICE_BINS := bundle/floed bundle/floe bundle/floe-bench bundle/floe-mc
 .PHONY: device-bundle
@@ -322,6 +322,10 @@ bundle/floe-bench: $(call bench_objs,rel) build/rel/libfloe.a
 bundle/floe-mc: $(call mc_objs,rel,0) build/rel/libfloe.a
 	@mkdir -p bundle
 	$(CC) $^ $(BUNDLE_STATIC) -o $@
+# the example model the integration suite loads with --model-lib (FLOE_MC_PETERSON)
+bundle/libmc_peterson.so: build/rel/libmc_peterson.so
+	@mkdir -p bundle
+	cp $< $@
 ifeq ($(GPU),1)
 device-bundle: $(BUNDLE_BINS)
 	@echo "device-bundle: $(BUNDLE_BINS)"

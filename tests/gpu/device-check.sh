@@ -41,7 +41,7 @@ for s in $steps; do
     itests) # the daemon's integration tests against a floed whose tables run on the GPU
         # (the fault-injection walk starts floed hundreds of times: it runs in make test, on the CPU)
         step itests env FLOE_BACKEND=gpu CK_EXCLUDE_TAGS=faults FLOED="$B/floed" FLOE_CLI="$B/floe" \
-            FLOE_MC="$B/floe-mc" FLOE_BENCH="$B/floe-bench" "$B/floe-itests" ;;
+            FLOE_MC="$B/floe-mc" FLOE_BENCH="$B/floe-bench" FLOE_MC_PETERSON="$B/libmc_peterson.so" "$B/floe-itests" ;;
     service) # floed on the GPU as a service: info and /metrics name the GPU, periodic snapshots
         # of GPU tables (a COPY while serving), kill -9, and every key back after the restart
         step service bash tests/gpu/service-check.sh "$B" ;;

@@ -360,7 +360,10 @@ START_TEST(maxmemory_refuses_writes)
     daemon_proc d;
     daemon_start_logged(&d, NULL);
     floe *c = connect_ok(&d);
-    floe_table_def g = {.name = "g", .kind = FLOE_TABLE_SET, .key_bits = 40, .capacity = 1000, .grow = 1};
+    /* on the CPU engine whatever the run's backend: maxmemory is the host's, a GPU table's arrays are in device
+     * memory */
+    floe_table_def g = {
+        .name = "g", .kind = FLOE_TABLE_SET, .key_bits = 40, .capacity = 1000, .grow = 1, .backend = "cpu"};
     ck_assert_int_eq(floe_create(c, &g), FLOE_OK);
     enum { B = 1 << 20 };
     static uint64_t keys[B];
