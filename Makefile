@@ -29,10 +29,13 @@
 # `make install`; systemd: `systemd-analyze verify` of the unit; prometheus-client: the
 # /metrics parser of the tests; clang and libclang-rt-14-dev: libFuzzer, for test-fuzz;
 # libedit: the CLI's session (floe with no command);
-# OpenMPI: floe-mc under mpirun, and its tests).
+# OpenMPI: floe-mc under mpirun, and its tests; python3-redis and redis-tools: the independent
+# clients of the Redis protocol port's tests, libhiredis-dev its parser in floe-tests, which
+# `make` builds).
 BUILD_PKGS := make gcc libc6-dev libevent-dev libprotobuf-c-dev protobuf-c-compiler libssl-dev check pkg-config \
-              libsystemd-dev libcap-dev libedit-dev
-TEST_PKGS  := help2man python3-prometheus-client prometheus python3-cffi python3-numpy python3-pytest python3-venv systemd clang libclang-rt-14-dev openmpi-bin libopenmpi-dev
+              libsystemd-dev libcap-dev libedit-dev libhiredis-dev
+TEST_PKGS  := help2man python3-prometheus-client prometheus python3-cffi python3-numpy python3-pytest python3-venv systemd clang libclang-rt-14-dev openmpi-bin libopenmpi-dev \
+              python3-redis redis-tools
 DEPS_PKGS  := $(BUILD_PKGS) $(TEST_PKGS)
 # the release (proto/floe_wire.h); libfloe.so.$(VERSION) has the soname libfloe.so.$(SOVERSION)
 VERSION   := $(shell sed -n 's/^\#define FLOE_VERSION *"\(.*\)".*/\1/p' proto/floe_wire.h)
@@ -240,14 +243,14 @@ build/san/examples/mc/launch-mpi0.o build/san/examples/mc/launch-mpi1.o: build/s
 	$(CC) $(CSTD) $(WARN) $(OPT_san) $(if $(filter 1,$*),$(MPI_CFLAGS)) -c $< -o $@
 
 build/rel/floe-tests: $(call test_objs,rel) build/rel/bench/histogram.o build/rel/bench/workload.o $(call mcmodel_objs,rel) build/rel/daemon/config.o build/rel/daemon/log.o build/rel/daemon/envelope.o \
-		$(call proto_obj,rel) build/rel/libfloetables.a
-	$(CC) -pthread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) $(PKG_PROTO) -lm -o $@
+		build/rel/daemon/resp_wire.o $(call proto_obj,rel) build/rel/libfloetables.a
+	$(CC) -pthread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) $(PKG_PROTO) -lhiredis -lm -o $@
 build/san/floe-tests: $(call test_objs,san) build/san/bench/histogram.o build/san/bench/workload.o $(call mcmodel_objs,san) build/san/daemon/config.o build/san/daemon/log.o build/san/daemon/envelope.o \
-		$(call proto_obj,san) build/san/libfloetables.a
-	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) $(PKG_PROTO) -lm -o $@
+		build/san/daemon/resp_wire.o $(call proto_obj,san) build/san/libfloetables.a
+	$(CC) -pthread $(LDSAN) $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) $(PKG_PROTO) -lhiredis -lm -o $@
 build/tsan/floe-tests: $(call test_objs,tsan) build/tsan/bench/histogram.o build/tsan/bench/workload.o $(call mcmodel_objs,tsan) build/tsan/daemon/config.o build/tsan/daemon/log.o build/tsan/daemon/envelope.o \
-		$(call proto_obj,tsan) build/tsan/libfloetables.a
-	$(CC) -pthread -fsanitize=thread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) $(PKG_PROTO) -lm -o $@
+		build/tsan/daemon/resp_wire.o $(call proto_obj,tsan) build/tsan/libfloetables.a
+	$(CC) -pthread -fsanitize=thread $^ $(PKG_CHECK_LIBS) $(PKG_CRYPTO) $(PKG_PROTO) -lhiredis -lm -o $@
 
 # CUDA: the GPU engine (gpu/), its tests (tests/gpu/) and benchmarks (bench/*_gpu.cu): fat
 # binaries, static cudart.

@@ -116,6 +116,11 @@ static const setting SETTINGS[] = {
      "with data-dir: snapshot a table once this many keys were inserted or erased since its last snapshot (0: "
      "never by count)",
      1},
+    {"resp-port", STR(resp_port), "", 0, 0,
+     "TCP port speaking the Redis protocol, RESP2 and RESP3, for Redis clients and redis-cli (docs/RESP.md; empty: "
+     "off; 0: any free port): the same bind and token as the main port, and TLS with tls-only",
+     0},
+    {"resp-port-file", STR(resp_port_file), "", 0, 0, "write the RESP port here once ready", 0},
     {"tls-port", STR(tls_port), "", 0, 0, "TCP port for TLS connections (empty: no TLS; 0: any free port)", 0},
     {"tls-port-file", STR(tls_port_file), "", 0, 0, "write the TLS port here once ready", 0},
     {"tls-only", BOOL(tls_only), "no", 0, 1, "with tls-port: no plain port, TLS only", 0},
@@ -315,6 +320,26 @@ static int check_protected(const floed_config *c, char *err, size_t errlen)
 }
 
 /* The TLS settings: a port, its files, and words from their lists. */
+/* The RESP port: a port, and not one of the others. */
+static int config_finish_resp(const floed_config *c, char *err, size_t errlen)
+{
+    uint64_t port;
+    if (!c->resp_port[0])
+        return 0;
+    if (parse_number(c->resp_port, 0, &port) != 0 || port > 65535) {
+        snprintf(err, errlen, "resp-port: '%s' is not a port (0..65535)", c->resp_port);
+        return -1;
+    }
+    uint64_t tls = 0;
+    if (port && ((!c->tls_only && port == c->port) ||
+                 (c->tls_port[0] && parse_number(c->tls_port, 0, &tls) == 0 && tls == port))) {
+        snprintf(err, errlen, "resp-port %llu is also floed's %s port: pick another", (unsigned long long)port,
+                 port == tls ? "TLS" : "plain");
+        return -1;
+    }
+    return 0;
+}
+
 static int config_finish_tls(floed_config *c, char *err, size_t errlen)
 {
     if (strcmp(c->tls_auth_clients, "no") && strcmp(c->tls_auth_clients, "yes") &&
@@ -475,7 +500,7 @@ int config_finish(floed_config *c, char *err, size_t errlen)
                  (unsigned long long)c->output_soft_limit, (unsigned long long)c->output_hard_limit);
         return -1;
     }
-    if (config_finish_tls(c, err, errlen) != 0)
+    if (config_finish_tls(c, err, errlen) != 0 || config_finish_resp(c, err, errlen) != 0)
         return -1;
     return check_protected(c, err, errlen);
 }

@@ -48,6 +48,8 @@ typedef struct floed_config {
     uint64_t metrics_port;
     uint64_t save_every;
     uint64_t save_after_changes;
+    char resp_port[8]; /* the Redis protocol's port (resp.h): "" off, else 0..65535 (0: any free port) */
+    char resp_port_file[1024];
     char tls_port[8]; /* "" off, else 0..65535 (0: any free port, see tls-port-file) */
     char tls_port_file[1024];
     uint64_t tls_only; /* 0 or 1: no plain port */

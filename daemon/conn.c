@@ -28,6 +28,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "request.h"
+#include "resp.h"
 #include "tls.h"
 
 #define IO_MAX_SINGLE      ((size_t)4 << 20) /* bytes per socket read or write call */
@@ -59,8 +60,10 @@ void conn_ref(conn *c)
 
 void conn_unref(conn *c)
 {
-    if (atomic_fetch_sub(&c->refs, 1) == 1)
+    if (atomic_fetch_sub(&c->refs, 1) == 1) {
+        resp_free(c->resp);
         free(c);
+    }
 }
 
 /* Keeps srv->out_bytes, every connection's unread responses, as each
@@ -164,7 +167,7 @@ static void on_write(struct bufferevent *bev, void *arg)
 {
     conn *c = arg;
     const size_t out = evbuffer_get_length(bufferevent_get_output(bev));
-    if (c->closing && out == 0) {
+    if (c->closing && out == 0 && (!c->resp || !resp_waiting(c->resp))) {
         close_now(c);
         return;
     }
@@ -246,6 +249,19 @@ static frame *within_total(conn *c, frame *f)
     return e;
 }
 
+/* Writes answer f to c's socket: as it is, or on the RESP port as the
+ * replies it answers (resp.h); a RESP connection that waited for it reads
+ * on. */
+static void write_answer(conn *c, const frame *f)
+{
+    if (!c->resp) {
+        bufferevent_write(c->bev, f->data, f->len);
+        return;
+    }
+    if (resp_answer(c->resp, f, bufferevent_get_output(c->bev)))
+        bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
 /* Writes f to c now (io thread); frees f. */
 static void send_frame(conn *c, frame *f)
 {
@@ -257,7 +273,7 @@ static void send_frame(conn *c, frame *f)
     f = within_total(c, f);
     const bool open = c->open;
     if (open)
-        bufferevent_write(c->bev, f->data, f->len);
+        write_answer(c, f);
     metrics_answered(c->srv->metrics, SHARD(c), c->req_op, f->status, 0, c->s.t_frame, open ? f->len : 0);
     free(f);
     check_output(c);
@@ -550,41 +566,92 @@ static bool next_frame(conn *c, unsigned char **mem, unsigned char **bytes, uint
     return true;
 }
 
+/* Serves one request frame of c: bytes[0, len) in mem (hostmem, given back here). */
+static void serve_frame(conn *c, unsigned char *mem, unsigned char *bytes, uint32_t len)
+{
+    envelope env;
+    if (envelope_read(bytes, len, &env) && request_in_place(env.op)) { /* a key request: served where it lies */
+        if (admit(c, env.op, env.id))
+            request_handle_keys(c->srv, &c->s, &env, mem);
+        else
+            hostmem_put(c->srv->mem, mem);
+        pause_if_full(c);
+        return;
+    }
+    Floe__V1__Request *req = floe__v1__request__unpack(NULL, len, bytes);
+    const bool clean = req && strings_clean(&floe__v1__request__descriptor, bytes, len, 0);
+    hostmem_put(c->srv->mem, mem);
+    if (!req) {
+        count_request(c, METRICS_OP_UNKNOWN, 0);
+        send_error(c, 0, FLOE_ERR_INVALID, "a frame of %u bytes does not parse as a floe.v1.Request", len);
+        return;
+    }
+    if (!clean) {
+        count_request(c, metrics_op_of_request(req->op_case), 0);
+        send_error(c, req->id, FLOE_ERR_INVALID, "a string of the request (a table name?) holds a NUL byte");
+        floe__v1__request__free_unpacked(req, NULL);
+        return;
+    }
+    if (admit(c, req->op_case, req->id))
+        request_handle(c->srv, &c->s, req);
+    else
+        floe__v1__request__free_unpacked(req, NULL);
+    pause_if_full(c);
+}
+
+/* A RESP connection's commands (resp.h): each request they make is served
+ * as a frame read from the socket is; the rest are answered by resp.c. */
+static void read_commands(conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev), *out = bufferevent_get_output(c->bev);
+    while (c->open && !c->closing && !c->paused && !c->out_paused) {
+        const size_t have = evbuffer_get_length(in);
+        if (!have)
+            break;
+        const unsigned char *p = evbuffer_pullup(in, -1);
+        unsigned char *mem, *bytes;
+        uint32_t len;
+        size_t used = 0;
+        c->s.t_frame = floe_now_ns();
+        resp_step st = resp_take(c->resp, p, have, &used, &mem, &bytes, &len, out);
+        evbuffer_drain(in, used);
+        if (used)
+            metrics_request(c->srv->metrics, SHARD(c), -1, used);
+        if (used && (c->s.authed || !server_token_required(c->srv)))
+            c->said_hello = true; /* hello-timeout: met by a command, with the token if one is set (AUTH) */
+        if (st == RESP_MORE && !used && have >= LIVE(c->srv, max_frame)) { /* read no further: the watermark */
+            resp_refuse(c->resp, "Protocol error: a command longer than max-frame", out);
+            st = RESP_CLOSE;
+        }
+        if (st == RESP_FRAME) {
+            serve_frame(c, mem, bytes, len);
+            continue;
+        }
+        if (st == RESP_CLOSE) { /* once every reply queued is written */
+            c->closing = true;
+            c->t_closing = floe_now_ns();
+            bufferevent_disable(c->bev, EV_READ);
+            if (evbuffer_get_length(out) == 0 && !resp_waiting(c->resp))
+                close_now(c);
+            return;
+        }
+        break;
+    }
+    check_output(c);
+}
+
 static void read_frames_held(conn *c)
 {
+    if (c->resp) {
+        read_commands(c);
+        return;
+    }
     while (c->open && !c->closing && !c->paused && !c->out_paused) {
         unsigned char *bytes, *mem;
         uint32_t len;
         if (!next_frame(c, &mem, &bytes, &len))
             return;
-        envelope env;
-        if (envelope_read(bytes, len, &env) && request_in_place(env.op)) { /* a key request: served where it lies */
-            if (admit(c, env.op, env.id))
-                request_handle_keys(c->srv, &c->s, &env, mem);
-            else
-                hostmem_put(c->srv->mem, mem);
-            pause_if_full(c);
-            continue;
-        }
-        Floe__V1__Request *req = floe__v1__request__unpack(NULL, len, bytes);
-        const bool clean = req && strings_clean(&floe__v1__request__descriptor, bytes, len, 0);
-        hostmem_put(c->srv->mem, mem);
-        if (!req) {
-            count_request(c, METRICS_OP_UNKNOWN, 0);
-            send_error(c, 0, FLOE_ERR_INVALID, "a frame of %u bytes does not parse as a floe.v1.Request", len);
-            continue;
-        }
-        if (!clean) {
-            count_request(c, metrics_op_of_request(req->op_case), 0);
-            send_error(c, req->id, FLOE_ERR_INVALID, "a string of the request (a table name?) holds a NUL byte");
-            floe__v1__request__free_unpacked(req, NULL);
-            continue;
-        }
-        if (admit(c, req->op_case, req->id))
-            request_handle(c->srv, &c->s, req);
-        else
-            floe__v1__request__free_unpacked(req, NULL);
-        pause_if_full(c);
+        serve_frame(c, mem, bytes, len);
     }
 }
 
@@ -621,7 +688,7 @@ static uint64_t connection_limit(const server *srv)
     return srv->fd_connections && srv->fd_connections < setting ? srv->fd_connections : setting;
 }
 
-void conn_accept(io_thread *io, int fd, bool tls)
+void conn_accept(io_thread *io, int fd, bool tls, bool resp_port)
 {
     server *srv = io->srv;
     const uint64_t max_connections = connection_limit(srv);
@@ -635,7 +702,11 @@ void conn_accept(io_thread *io, int fd, bool tls)
     if (refuse && !tls) { /* ERR_BUSY straight into the socket; a TLS client gets it after the handshake */
         atomic_fetch_sub(&srv->nconns, 1);
         frame *f = reply_error(0, FLOE_ERR_BUSY, "too many connections (max-connections)");
-        if (f) {
+        static const char resp_busy[] = "-ERR max number of clients reached (max-connections)\r\n";
+        if (resp_port) {
+            ssize_t ignored = send(fd, resp_busy, sizeof resp_busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)ignored;
+        } else if (f) {
             ssize_t ignored = send(fd, f->data, f->len, MSG_NOSIGNAL | MSG_DONTWAIT);
             (void)ignored;
             free(f);
@@ -677,6 +748,11 @@ void conn_accept(io_thread *io, int fd, bool tls)
         return;
     }
     c->tls = tls;
+    if (resp_port && !(c->resp = resp_new(srv, &c->s))) {
+        LOG_LIMITED(LOG_ERROR, "out of memory accepting a connection");
+        close_now(c);
+        return;
+    }
     if (refuse) { /* over TLS: sent once the handshake is done, then closed */
         send_frame(c, reply_error(0, FLOE_ERR_BUSY, "too many connections (max-connections)"));
         c->closing = true;
@@ -766,7 +842,7 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_unlock(&io->lock);
 
     for (size_t i = 0; i < nfds; i++)
-        conn_accept(io, fds[i].fd, fds[i].tls);
+        conn_accept(io, fds[i].fd, fds[i].tls, fds[i].resp);
     free(fds);
     while (list) {
         frame *f = QUEUE_ENTRY(list, frame, link);
@@ -784,7 +860,7 @@ void io_wake(evutil_socket_t fd, short what, void *arg)
         f = within_total(c, f);
         const bool write = f && c->open && f->len;
         if (write)
-            bufferevent_write(c->bev, f->data, f->len);
+            write_answer(c, f);
         if (f && f->len)
             metrics_answered(c->srv->metrics, SHARD(c), f->req_op, f->status, f->keys, f->t_parse, write ? f->len : 0);
         free(f);

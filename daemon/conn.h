@@ -29,6 +29,7 @@ struct conn {
     struct bufferevent *bev;
     bool open, closing;
     bool tls;           /* accepted on the TLS port */
+    struct resp *resp;  /* accepted on the RESP port: its translator (resp.h), NULL on the others */
     bool paused;        /* max-inflight requests out: not reading */
     /* not reading for responses unread (OUT_SOFT: output-soft-limit of
      * them; OUT_TOTAL: some, while all clients' are past output-total-limit) */
@@ -55,8 +56,9 @@ void io_thread_free(io_thread *io);
 /* io thread: the wake event's callback (new sockets, deliveries, stop). */
 void io_wake(evutil_socket_t fd, short what, void *arg);
 
-/* Takes over an accepted socket on io's thread (tls: from the TLS port). */
-void conn_accept(io_thread *io, int fd, bool tls);
+/* Takes over an accepted socket on io's thread (tls: over TLS; resp_port:
+ * from the RESP port). */
+void conn_accept(io_thread *io, int fd, bool tls, bool resp_port);
 /* io's thread: serves bev (connected, on io's base; freed with the
  * connection) as a connection counted in srv->nconns by the caller.  The
  * connection holds the reference returned; NULL if out of memory. */

@@ -125,7 +125,7 @@ static void stop_io(server *srv)
 }
 
 /* Hands an accepted socket to the next io thread. */
-static void dispatch(server *srv, evutil_socket_t fd, bool tls)
+static void dispatch(server *srv, evutil_socket_t fd, bool tls, bool resp)
 {
     io_thread *io = &srv->io[srv->next_io++ % srv->nio];
     pthread_mutex_lock(&io->lock);
@@ -141,7 +141,7 @@ static void dispatch(server *srv, evutil_socket_t fd, bool tls)
         io->new_fds = grown;
         io->capnew = cap;
     }
-    io->new_fds[io->nnew++] = (accepted){fd, tls};
+    io->new_fds[io->nnew++] = (accepted){fd, tls, resp};
     pthread_mutex_unlock(&io->lock);
     event_active(io->wake, EV_READ, 0);
 }
@@ -151,7 +151,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     (void)l;
     (void)sa;
     (void)len;
-    dispatch(arg, fd, false);
+    dispatch(arg, fd, false, false);
 }
 
 static void on_accept_tls(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len, void *arg)
@@ -159,7 +159,17 @@ static void on_accept_tls(struct evconnlistener *l, evutil_socket_t fd, struct s
     (void)l;
     (void)sa;
     (void)len;
-    dispatch(arg, fd, true);
+    dispatch(arg, fd, true, false);
+}
+
+/* The RESP port: plain, or TLS as the main port is with tls-only. */
+static void on_accept_resp(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len, void *arg)
+{
+    (void)l;
+    (void)sa;
+    (void)len;
+    server *srv = arg;
+    dispatch(srv, fd, srv->cfg.tls_only, true);
 }
 
 /* ---- running out of file descriptors ---------------------------------------------------------- */
@@ -222,6 +232,8 @@ static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
         evconnlistener_enable(srv->listener);
     if (srv->tls_listener)
         evconnlistener_enable(srv->tls_listener);
+    if (srv->resp_listener)
+        evconnlistener_enable(srv->resp_listener);
 }
 
 /* accept() failed.  Out of descriptors, the listening socket stays readable
@@ -252,6 +264,8 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
         evconnlistener_disable(srv->listener);
     if (srv->tls_listener)
         evconnlistener_disable(srv->tls_listener);
+    if (srv->resp_listener)
+        evconnlistener_disable(srv->resp_listener);
     const struct timeval pause = {0, 100000};
     evtimer_add(srv->accept_pause_ev, &pause);
 }
@@ -548,6 +562,8 @@ static void begin_stop(server *srv, const char *why)
         evconnlistener_disable(srv->listener);
     if (srv->tls_listener)
         evconnlistener_disable(srv->tls_listener);
+    if (srv->resp_listener)
+        evconnlistener_disable(srv->resp_listener);
     registry_each(&srv->reg, shutdown_entry, NULL);
     struct timeval tick = {0, 10000};
     srv->drain_ev = event_new(srv->base, -1, EV_PERSIST, on_drain_tick, srv);
@@ -725,6 +741,13 @@ static int start_listeners(server *srv)
         log_info("TLS on %s:%u (%s; client certificates: %s; %s)", cfg->bind, srv->tls_port, cfg->tls_protocols,
                  cfg->tls_auth_clients, what);
     }
+    if (cfg->resp_port[0]) {
+        unsigned want = (unsigned)strtoul(cfg->resp_port, NULL, 10);
+        if (!(srv->resp_listener = listen_on(srv, want, on_accept_resp, "resp-port", &srv->resp_port)))
+            return -1;
+        log_info("the Redis protocol (RESP2, RESP3) on %s:%u%s", cfg->bind, srv->resp_port,
+                 cfg->tls_only ? " over TLS" : "");
+    }
     return 0;
 }
 
@@ -739,8 +762,9 @@ static int write_port_files(const server *srv)
     } files[] = {
         {cfg->port_file, "port-file", srv->listener ? srv->port : srv->tls_port},
         {cfg->tls_port_file, "tls-port-file", srv->tls_port},
+        {cfg->resp_port_file, "resp-port-file", srv->resp_port},
     };
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         if (files[i].path[0] && write_port_file(files[i].path, files[i].port) != 0) {
             log_error("cannot write %s %s: %s", files[i].name, files[i].path, strerror(errno));
             return -1;
@@ -857,6 +881,8 @@ out:
         evconnlistener_free(srv->listener);
     if (srv->tls_listener)
         evconnlistener_free(srv->tls_listener);
+    if (srv->resp_listener)
+        evconnlistener_free(srv->resp_listener);
     if (srv->accept_pause_ev)
         event_free(srv->accept_pause_ev);
     metrics_port_stop(srv->metrics_port);

@@ -16,7 +16,7 @@
  * costs only the work already queued for it.
  *
  * The daemon's files, each using only those above it:
- *   log, config, datadir, tls, envelope   leaves (hostmem, queue: tables/)
+ *   log, config, datadir, tls, envelope, resp_wire   leaves (hostmem, queue: tables/)
  *   rows       the requests' rows (macros only: metrics counts by them)
  *   reply      response frames; the session (where answers go)
  *   batcher    a table's jobs into engine batches (the backend interface only)
@@ -27,6 +27,7 @@
  *   item       a request's job to its answer; answers of several tables
  *   ops/       the handlers by family (keys, ordered, tables, service)
  *   request    a decoded request to its row's handler
+ *   resp       the Redis protocol port's commands to requests, answers to replies
  *   conn       connections and io threads: framing, back-pressure
  *   metrics_port  the HTTP server of /metrics
  *   floed      start, listeners, signals, data-dir, stop
@@ -67,7 +68,8 @@ typedef struct live_settings {
 /* A socket accepted by the main thread, on its way to an io thread. */
 typedef struct accepted {
     int fd;
-    bool tls; /* from the TLS port */
+    bool tls;  /* over TLS: from the TLS port, or the RESP port with tls-only */
+    bool resp; /* from the RESP port */
 } accepted;
 
 typedef struct io_thread {
@@ -95,6 +97,8 @@ typedef struct server {
     struct event_base *base;
     struct evconnlistener *listener;     /* the plain port (NULL with tls-only) */
     struct evconnlistener *tls_listener; /* the TLS port (NULL without tls-port) */
+    struct evconnlistener *resp_listener; /* the Redis protocol's port (NULL without resp-port) */
+    unsigned resp_port;
     struct tls_server *tls;              /* the TLS context (tls.h) */
     unsigned tls_port;
     int reserve_fd;                /* /dev/null, given up to accept and close a connection when out of fds */

@@ -623,3 +623,51 @@ void expect_cli(const daemon_proc *d, const char *in, int code, const char *want
                       want, out);
     free(out);
 }
+
+unsigned free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof sin;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
+    close(fd);
+    return ntohs(sin.sin_port);
+}
+
+int run_python(const daemon_proc *d, const char *script, const char *const *args)
+{
+    const char *py = getenv("FLOE_PYTHON") ? getenv("FLOE_PYTHON") : "/usr/bin/python3";
+    char outpath[256];
+    snprintf(outpath, sizeof outpath, "%s/script.out", d->dir);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        const char *argv[64];
+        int n = 0;
+        argv[n++] = py;
+        argv[n++] = script;
+        for (int i = 0; args[i] && n < 62; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        if (!freopen(outpath, "w", stdout) || dup2(1, 2) < 0)
+            _exit(126);
+        execv(py, (char *const *)argv);
+        printf("cannot run %s: %s\n", py, strerror(errno));
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    char *out = slurp(outpath);
+    if (rc != 0 && out)
+        fputs(out, stderr);
+    free(out);
+    if (rc == 77 && !getenv("CI")) {
+        fprintf(stderr, "%s cannot run here, its Debian package is missing: not checked (make deps)\n", script);
+        return 0;
+    }
+    return rc;
+}

@@ -70,6 +70,13 @@ unsigned harness_parts(void);
  * server does not know). */
 void make_certs(const char *dir);
 
+/* A free TCP port on loopback (for a setting that takes a number, not 0). */
+unsigned free_port(void);
+/* Runs /usr/bin/python3 ($FLOE_PYTHON) script with args (NULL-terminated),
+ * its output to d->dir/script.out (printed on failure): its exit code; 77
+ * (its Debian package missing) is 0 after a note, except under CI. */
+int run_python(const daemon_proc *d, const char *script, const char *const *args);
+
 /* Raw socket helpers. */
 int raw_connect(unsigned port);
 void raw_send(int fd, const void *buf, size_t len);
@@ -142,5 +149,6 @@ Suite *faults_suite(void);
 Suite *shards_suite(void);
 Suite *add_suite(void);
 Suite *explore_suite(void); /* exploring tables: claims, parents, traces */
+Suite *resp_suite(void);    /* the Redis protocol port */
 
 #endif

@@ -520,19 +520,6 @@ static void start_with_fd_limit(daemon_proc *d, unsigned nofile, const char *con
     daemon_set_prefix(NULL);
 }
 
-/* A free TCP port on loopback (for a setting that takes a number, not 0). */
-static unsigned free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET};
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t sl = sizeof sin;
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof sin), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
-    close(fd);
-    return ntohs(sin.sin_port);
-}
-
 START_TEST(out_of_file_descriptors)
 {
     daemon_proc d;

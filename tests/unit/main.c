@@ -21,6 +21,7 @@ int main(void)
     srunner_add_suite(sr, ordered_suite());
     srunner_add_suite(sr, config_suite());
     srunner_add_suite(sr, envelope_suite());
+    srunner_add_suite(sr, resp_wire_suite());
     srunner_add_suite(sr, explore_suite());
     srunner_add_suite(sr, histogram_suite());
     srunner_add_suite(sr, workload_suite());
