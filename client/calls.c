@@ -708,6 +708,7 @@ static floe_server_stats *server_stats_from(const Floe__V1__InfoReply *r)
     s->bytes_out = r->bytes_out;
     s->rss_bytes = r->rss_bytes;
     s->maxmemory = r->maxmemory;
+    s->maxmemory_gpu = r->maxmemory_gpu;
     s->last_snapshot_time = r->last_snapshot_time;
     /* one spare entry each, so that an empty list is still a valid pointer */
     s->ops = calloc(r->n_ops + 1, sizeof *s->ops);

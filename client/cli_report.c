@@ -88,6 +88,14 @@ static void print_server_stats(FILE *f, const floe_server_stats *s)
                 100.0 * (double)s->rss_bytes / (double)s->maxmemory);
     else
         fprintf(f, "maxmemory: none\n");
+    if (s->maxmemory_gpu) {
+        uint64_t most = 0; /* the fullest GPU's memory in use */
+        for (size_t i = 0; i < s->n_gpus; i++)
+            if (s->gpus[i].memory_total - s->gpus[i].memory_free > most)
+                most = s->gpus[i].memory_total - s->gpus[i].memory_free;
+        fprintf(f, "maxmemory-gpu: %s (%.1f%% in use on the fullest GPU; writes to GPU tables are refused past it)\n",
+                human_bytes(s->maxmemory_gpu, a, sizeof a), 100.0 * (double)most / (double)s->maxmemory_gpu);
+    }
     fprintf(f, "data-dir: %s\n", s->data_dir[0] ? s->data_dir : "(none: tables live in memory only)");
     if (s->metrics_address[0])
         fprintf(f, "metrics: http://%s/metrics\n", s->metrics_address);
@@ -212,6 +220,7 @@ static void json_server_stats(jw *w, const floe_server_stats *s)
     jw_u64(w, "bytes_out", s->bytes_out);
     jw_u64(w, "rss_bytes", s->rss_bytes);
     jw_u64(w, "maxmemory", s->maxmemory);
+    jw_u64(w, "maxmemory_gpu", s->maxmemory_gpu);
     jw_str(w, "data_dir", s->data_dir);
     jw_str(w, "metrics_address", s->metrics_address);
     jw_open(w, "last_snapshot", '{');

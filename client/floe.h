@@ -240,6 +240,7 @@ typedef struct floe_server_stats {
     floe_status_count *errors; /* error responses by status */
     uint64_t bytes_in, bytes_out, rss_bytes;
     uint64_t maxmemory;         /* the server's limit on rss_bytes past which writes are refused (0: none) */
+    uint64_t maxmemory_gpu;     /* its limit on a GPU's memory in use past which GPU writes are refused (0: none) */
     int64_t last_snapshot_time; /* unix seconds of the last snapshot attempt; 0: none */
     char *last_snapshot_status; /* "ok", why it failed, or "" before any */
     char *data_dir;             /* "" when persistence is off */

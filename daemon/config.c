@@ -71,6 +71,11 @@ static const setting SETTINGS[] = {
      "host memory floed may hold (resident, all of it: tables, open sets, buffers; 0: no limit): past it "
      "writes are refused with ERR_NO_MEMORY and a table does not grow past it",
      1},
+    {"maxmemory-gpu", SIZE(maxmemory_gpu), "0", 0, (uint64_t)1 << 50,
+     "device memory in use on any of floed's GPUs (every process's, as nvidia-smi counts it; 0: no limit) past "
+     "which writes to GPU tables and creates of GPU tables are refused with ERR_NO_MEMORY; a GPU SET or MAP does "
+     "not grow past it (the keys that needed the room answer FULL)",
+     1},
     {"max-table-bytes", SIZE(max_table_bytes), "0", 0, (uint64_t)1 << 50,
      "refuse a create whose arrays would take more than this many bytes (0: no limit of its own; a create is "
      "refused anyway where the host, or the GPU, has not that much free)",

@@ -36,6 +36,7 @@ typedef struct floed_config {
     uint64_t output_total_limit;                   /* ... all clients together */
     uint64_t max_table_bytes;                      /* a new table's arrays (0: no limit of its own) */
     uint64_t maxmemory;                            /* resident bytes past which writes are refused (0: none) */
+    uint64_t maxmemory_gpu; /* device bytes in use on a GPU past which GPU writes are refused (0: none) */
     char log_level[16];
     char data_dir[1024];
     char port_file[1024];

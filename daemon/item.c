@@ -510,6 +510,7 @@ int request_gather(server *srv, void (*done)(metrics_view *v, void *arg), void *
         v->backend = server_default_backend_name(srv);
         v->data_dir = srv->cfg.data_dir;
         v->maxmemory = atomic_load(&srv->live.maxmemory);
+        v->maxmemory_gpu = atomic_load(&srv->live.maxmemory_gpu);
         g->done = done;
         g->arg = arg;
         g->m->done = gather_done;

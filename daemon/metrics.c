@@ -264,6 +264,7 @@ frame *metrics_info_reply(metrics *m, uint64_t id, const metrics_view *v)
     ir.bytes_out = v->bytes_out;
     ir.rss_bytes = v->rss;
     ir.maxmemory = v->maxmemory;
+    ir.maxmemory_gpu = v->maxmemory_gpu;
     ir.last_snapshot_time = v->snap_any ? v->snap_time : 0;
     ir.last_snapshot_status = v->snap_any ? (char *)v->snap_why : "";
     ir.data_dir = (char *)v->data_dir;
@@ -408,6 +409,9 @@ void metrics_render(metrics *m, struct evbuffer *b, const metrics_view *v)
     sample_u(b, "floe_process_resident_memory_bytes", v->rss);
     family(b, "floe_maxmemory_bytes", "gauge", "The maxmemory setting: writes are refused past it (0: no limit).");
     sample_u(b, "floe_maxmemory_bytes", v->maxmemory);
+    family(b, "floe_maxmemory_gpu_bytes", "gauge",
+           "The maxmemory-gpu setting: GPU writes are refused once a GPU has this much in use (0: no limit).");
+    sample_u(b, "floe_maxmemory_gpu_bytes", v->maxmemory_gpu);
     if (v->gpu) {
         family(b, "floe_gpu_memory_total_bytes", "gauge", "Memory of the GPUs floed uses (summed).");
         sample_u(b, "floe_gpu_memory_total_bytes", v->gpu_total);

@@ -119,7 +119,7 @@ typedef struct metrics_view {
     uint64_t requests[METRICS_OPS], keys[METRICS_OPS];
     uint64_t errors[METRICS_OPS][METRICS_STATUSES];
     uint64_t hist[METRICS_OPS][METRICS_BUCKETS + 1], hist_ns[METRICS_OPS];
-    uint64_t uptime_ns, rss, maxmemory;
+    uint64_t uptime_ns, rss, maxmemory, maxmemory_gpu;
     bool snap_any, snap_ok;
     int64_t snap_time;
     char snap_why[256];

@@ -318,8 +318,8 @@ void resp_info(sbuf *b, const char *sections, const Floe__V1__InfoReply *in)
     if (SECTION("memory"))
         sb_printf(&t,
                   "# Memory\r\nused_memory_rss:%" PRIu64 "\r\nmaxmemory:%" PRIu64 "\r\ngpu_memory_total:%" PRIu64
-                  "\r\ngpu_memory_used:%" PRIu64 "\r\n\r\n",
-                  in->rss_bytes, in->maxmemory, in->gpu_memory_total, in->gpu_memory_used);
+                  "\r\ngpu_memory_used:%" PRIu64 "\r\nmaxmemory_gpu:%" PRIu64 "\r\n\r\n",
+                  in->rss_bytes, in->maxmemory, in->gpu_memory_total, in->gpu_memory_used, in->maxmemory_gpu);
     if (SECTION("persistence"))
         sb_printf(&t,
                   "# Persistence\r\ndata_dir:%s\r\nlast_snapshot_time:%" PRId64 "\r\nlast_snapshot_status:%s\r\n\r\n",

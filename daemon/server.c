@@ -50,6 +50,7 @@ void server_set_live(server *srv, const floed_config *c)
     atomic_store(&srv->live.output_total_limit, c->output_total_limit);
     atomic_store(&srv->live.max_table_bytes, c->max_table_bytes);
     atomic_store(&srv->live.maxmemory, c->maxmemory);
+    atomic_store(&srv->live.maxmemory_gpu, c->maxmemory_gpu);
     pthread_mutex_lock(&srv->live.lock);
     memcpy(srv->live.token, c->token, sizeof srv->live.token);
     memcpy(srv->live.backend, c->backend, sizeof srv->live.backend);
@@ -108,9 +109,51 @@ static bool fits_maxmemory(uint64_t bytes)
     return !limit || atomic_load_explicit(&srv->rss, memory_order_relaxed) + bytes <= limit;
 }
 
+/* floe_gpu_set_budget's: a GPU table's new arrays fit under maxmemory-gpu on their device, asked now. */
+static bool fits_maxmemory_gpu(int device, uint64_t bytes)
+{
+    server *srv = budget_srv;
+    const uint64_t limit = srv ? atomic_load_explicit(&srv->live.maxmemory_gpu, memory_order_relaxed) : 0;
+    uint64_t free_bytes, total;
+    if (!limit || floe_gpu_meminfo(device, &free_bytes, &total) != 0)
+        return true;
+    return total - free_bytes + bytes <= limit;
+}
+
 void server_sample_memory(server *srv)
 {
     atomic_store_explicit(&srv->rss, metrics_resident_bytes(), memory_order_relaxed);
+    if (!atomic_load_explicit(&srv->live.maxmemory_gpu, memory_order_relaxed) || !srv->reg.gpu)
+        return;
+    uint64_t most = 0;
+    int at = -1;
+    for (int i = 0; i < srv->ngpus; i++) {
+        uint64_t free_bytes, total;
+        if (floe_gpu_meminfo(srv->gpu_ids[i], &free_bytes, &total) == 0 && total - free_bytes >= most) {
+            most = total - free_bytes;
+            at = srv->gpu_ids[i];
+        }
+    }
+    atomic_store_explicit(&srv->gpu_used, most, memory_order_relaxed);
+    atomic_store_explicit(&srv->gpu_used_device, at, memory_order_relaxed);
+}
+
+bool server_over_gpu_memory(server *srv, char *msg, size_t len)
+{
+    const uint64_t limit = atomic_load_explicit(&srv->live.maxmemory_gpu, memory_order_relaxed);
+    const uint64_t used = atomic_load_explicit(&srv->gpu_used, memory_order_relaxed);
+    if (!limit || used < limit)
+        return false;
+    snprintf(msg, len,
+             "GPU %d has %.1f MiB in use, at floed's maxmemory-gpu (%.1f MiB): writes to GPU tables are refused until "
+             "device memory is freed (drop a table) or the limit raised (floe config set maxmemory-gpu)",
+             atomic_load_explicit(&srv->gpu_used_device, memory_order_relaxed), (double)used / 1048576.0,
+             (double)limit / 1048576.0);
+    static _Atomic uint64_t said; /* the log says so at most every 10 s */
+    const uint64_t now = floe_now_ns(), last = atomic_load(&said);
+    if (now - last > 10000000000ull && atomic_compare_exchange_strong(&said, &(uint64_t){last}, now))
+        log_warn("%s", msg);
+    return true;
 }
 
 bool server_over_memory(server *srv, char *msg, size_t len)
@@ -332,6 +375,7 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
     server_sample_memory(srv);
     budget_srv = srv;
     floe_alloc_set_budget(fits_maxmemory);
+    floe_gpu_set_budget(fits_maxmemory_gpu);
     if (!(srv->metrics = metrics_new((size_t)config_io_threads(cfg) + 1))) {
         free(srv);
         return 1;

@@ -57,7 +57,7 @@ typedef struct live_settings {
     atomic_uint_fast64_t max_connections, max_frame, max_inflight, max_tables, max_batch_keys;
     atomic_uint_fast64_t save_every, save_after_changes;
     atomic_uint_fast64_t timeout, hello_timeout, frame_timeout, output_soft_limit, output_hard_limit;
-    atomic_uint_fast64_t output_total_limit, max_table_bytes, maxmemory;
+    atomic_uint_fast64_t output_total_limit, max_table_bytes, maxmemory, maxmemory_gpu;
     pthread_mutex_t lock;
     char token[sizeof(((floed_config *)0)->token)];
     char backend[sizeof(((floed_config *)0)->backend)];
@@ -110,6 +110,9 @@ typedef struct server {
     atomic_uint_fast64_t out_bytes; /* every connection's responses not yet written to its socket (conn.c) */
     atomic_bool shutting_down;
     atomic_uint_fast64_t rss; /* resident bytes, sampled every MEMORY_SAMPLE_MS on the main thread (maxmemory) */
+    /* with maxmemory-gpu: the most device memory in use on one of floed's GPUs, and which, sampled likewise */
+    atomic_uint_fast64_t gpu_used;
+    atomic_int gpu_used_device;
     /* the tables and their backends: reg.cpu (tables/partition.h over the
      * CPU engine), reg.gpu (over one GPU backend per device; NULL without) */
     registry reg;
@@ -154,7 +157,10 @@ void server_apply_settings(server *srv, const floed_config *next, const char *wh
  * with why in msg.  Any thread. */
 #define MEMORY_SAMPLE_MS 50
 bool server_over_memory(server *srv, char *msg, size_t len);
-/* Reads the resident memory into srv->rss (the main thread's timer). */
+/* maxmemory-gpu: the same for a write to a GPU table (one of floed's GPUs is at the limit). */
+bool server_over_gpu_memory(server *srv, char *msg, size_t len);
+/* Reads the resident memory into srv->rss, and with maxmemory-gpu the GPUs' into srv->gpu_used (the main
+ * thread's timer). */
 void server_sample_memory(server *srv);
 /* The live token: whether one is set, and whether got is it (constant time). */
 bool server_token_required(server *srv);

@@ -30,6 +30,12 @@ int floe_gpu_device(int device, char *name, size_t len);
  * where there is no such device or no CUDA in this build. */
 int floe_gpu_meminfo(int device, uint64_t *free_bytes, uint64_t *total_bytes);
 
+/* A limit on growth (floed's maxmemory-gpu): fits(device, bytes) is asked
+ * before a GPU table grows, with the bytes its new arrays take on that
+ * device; false leaves the table as it is (the keys that needed the room
+ * answer FULL).  NULL, the default: no limit.  Set once, before any table. */
+void floe_gpu_set_budget(bool (*fits)(int device, uint64_t bytes));
+
 /* 1 while CUDA device `device` works; 0 once a CUDA call on it has reported
  * an error that leaves its context unusable for the rest of the process (an
  * illegal address, a launch failure, an uncorrectable ECC or NVLink error, a

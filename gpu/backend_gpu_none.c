@@ -30,6 +30,11 @@ int floe_gpu_meminfo(int device, uint64_t *free_bytes, uint64_t *total_bytes)
     return -1;
 }
 
+void floe_gpu_set_budget(bool (*fits)(int device, uint64_t bytes))
+{
+    (void)fits;
+}
+
 int floe_gpu_healthy(int device, char *why, size_t len)
 {
     (void)device;

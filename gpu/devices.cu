@@ -159,6 +159,19 @@ bool sticky(cudaError_t e)
     }
 }
 
+/* floe_gpu_set_budget's: set before any table runs, read by the lanes. */
+static bool (*budget_fits)(int device, uint64_t bytes);
+
+extern "C" void floe_gpu_set_budget(bool (*fits)(int device, uint64_t bytes))
+{
+    budget_fits = fits;
+}
+
+bool device_budget_fits(int device, uint64_t bytes)
+{
+    return !budget_fits || budget_fits(device, bytes);
+}
+
 bool device_failed(int device)
 {
     return device >= 0 && device < GPU_DEVICES && __atomic_load_n(&health[device].failed, __ATOMIC_ACQUIRE);

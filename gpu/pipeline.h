@@ -308,6 +308,7 @@ void run_ordered(lane *L, floe_batch *b);
 
 /* devices.cu */
 bool device_failed(int device);
+bool device_budget_fits(int device, uint64_t bytes); /* floe_gpu_set_budget's limit */
 floe_status device_status(int device, const char *table, floe_status st, floe_errinfo *err);
 void fault_if_due(int device, cudaStream_t stream);
 void mark_failed(int device, cudaError_t e, const char *how);

@@ -124,6 +124,13 @@ floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
         three = gpu_iceberg_three(t->ice);
     }
     floe_status st = iceberg_size_check(t->base.spec.key_bits, addr_bits, three, err);
+    const uint32_t now_bits = gpu_iceberg_addr_bits(t->ice);
+    const uint64_t need =
+        addr_bits > now_bits ? gpu_iceberg_memory(t->ice) << (addr_bits - now_bits) : gpu_iceberg_memory(t->ice);
+    if (st == FLOE_OK && !device_budget_fits(t->be->device, need)) /* the new arrays, beside the old until built */
+        st = floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
+                              "table %s: growing it takes %.1f MiB more on GPU %d, past maxmemory-gpu",
+                              t->base.spec.name, (double)need / 1048576.0, t->be->device);
     if (st == FLOE_OK)
         st = quiesce(t, err); /* other lanes' pieces */
     if (st == FLOE_OK)

@@ -280,6 +280,9 @@ void serve_keys(server *srv, session *c, const request_row *row, key_request *kr
     floe_status st = shard_check(spec, kr->shard_set, kr->shard, kr->shards, msg, sizeof msg);
     if (st != FLOE_OK)
         ;
+    else if (floe_op_has(op, FLOE_OPF_STORES) && srv->reg.gpu && e->table->backend == srv->reg.gpu &&
+             server_over_gpu_memory(srv, msg, sizeof msg))
+        st = FLOE_ERR_NO_MEMORY; /* maxmemory-gpu: nothing runs */
     else if ((data || !(states ? kr->parents_len : kr->keys_len)) && (values || !with_values || !kr->values_len))
         st = check_key_request(srv, spec, op, kr, data, values, &n, msg, sizeof msg);
     else

@@ -67,6 +67,11 @@ void handle_create(server *srv, session *c, Floe__V1__Request *req, const reques
         send_now(c, reply_error(req->id, st, err.msg));
         return;
     }
+    char full[300];
+    if (be == srv->reg.gpu && server_over_gpu_memory(srv, full, sizeof full)) {
+        send_error(c, req->id, FLOE_ERR_NO_MEMORY, "%s", full);
+        return;
+    }
     table_entry *probe = registry_get(&srv->reg, spec.name);
     if (probe) { /* cheap early answer; registry_install decides for real */
         entry_unref(probe);

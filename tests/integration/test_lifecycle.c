@@ -3,6 +3,7 @@
  * and tables that survive a restart through data-dir.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,6 +423,97 @@ START_TEST(maxmemory_refuses_writes)
 }
 END_TEST
 
+/* The most device memory in use on one of d's GPUs (0 without any). */
+static uint64_t gpu_in_use(floe *c)
+{
+    floe_server_stats *s;
+    ck_assert_int_eq(floe_server_stats_get(c, &s), FLOE_OK);
+    uint64_t most = 0;
+    for (size_t i = 0; i < s->n_gpus; i++)
+        if (s->gpus[i].memory_total - s->gpus[i].memory_free > most)
+            most = s->gpus[i].memory_total - s->gpus[i].memory_free;
+    floe_server_stats_free(s);
+    return most;
+}
+
+/* maxmemory-gpu: while a GPU has that much in use, writes to GPU tables and
+ * creates of GPU tables are refused (ERR_NO_MEMORY) and change nothing, a
+ * CPU table's writes and every read go on; a growing GPU table stops
+ * growing at the limit, the keys that needed the room answering FULL and
+ * every key answered INSERTED stored.  Without a GPU the setting is there
+ * (config, info, /metrics) and touches no CPU table. */
+START_TEST(maxmemory_gpu_refuses_gpu_writes)
+{
+    daemon_proc d;
+    daemon_start_logged(&d, NULL);
+    floe *c = connect_ok(&d);
+    const bool gpu = strcmp(expected_backend(), "gpu") == 0;
+    floe_table_def cpu = {.name = "cc", .kind = FLOE_TABLE_SET, .key_bits = 40, .grow = 1, .backend = "cpu"};
+    ck_assert_int_eq(floe_create(c, &cpu), FLOE_OK);
+    floe_table_def gt = {.name = "gg", .kind = FLOE_TABLE_SET, .key_bits = 40, .grow = 1, .backend = "gpu"};
+    if (gpu)
+        ck_assert_int_eq(floe_create(c, &gt), FLOE_OK);
+    ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", "1"), FLOE_OK); /* below anything a GPU holds */
+    usleep(200000);
+    floe_server_stats *s;
+    ck_assert_int_eq(floe_server_stats_get(c, &s), FLOE_OK);
+    ck_assert_uint_eq(s->maxmemory_gpu, 1);
+    floe_server_stats_free(s);
+    uint64_t k[2] = {5, 6};
+    uint8_t r[2];
+    ck_assert_int_eq(floe_insert(c, "cc", k, 2, r, NULL), FLOE_OK); /* a CPU table's writes go on */
+    ck_assert_int_eq(r[0], FLOE_INSERTED);
+    if (!gpu) {
+        floe_close(c);
+        ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+        return;
+    }
+    ck_assert_int_eq(floe_insert(c, "gg", k, 2, r, NULL), FLOE_ERR_NO_MEMORY);
+    ck_assert_msg(strstr(floe_errstr(c), "maxmemory-gpu"), "%s", floe_errstr(c));
+    floe_table_def g2 = {.name = "g2", .kind = FLOE_TABLE_SET, .key_bits = 40, .backend = "gpu"};
+    ck_assert_int_eq(floe_create(c, &g2), FLOE_ERR_NO_MEMORY);
+    ck_assert_int_eq(floe_find(c, "gg", k, 2, r, NULL, 0, NULL), FLOE_OK); /* reads go on; nothing was written */
+    ck_assert(r[0] == FLOE_ABSENT && r[1] == FLOE_ABSENT);
+    /* room for a few growths: the table stops at the limit */
+    char v[32];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)(gpu_in_use(c) + (256u << 20)));
+    ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", v), FLOE_OK);
+    usleep(200000);
+    enum { B = 1 << 22 }; /* 32 MiB of keys a request: below max-frame */
+    uint64_t *keys = malloc(B * 8);
+    uint8_t *res = malloc(B);
+    uint64_t inserted = 0, full = 0, next = 0;
+    int st = FLOE_OK;
+    for (int round = 0; round < 128 && !full && st == FLOE_OK; round++, next += B) {
+        for (size_t i = 0; i < B; i++)
+            keys[i] = next + i;
+        st = floe_insert(c, "gg", keys, B, res, NULL);
+        for (size_t i = 0; st == FLOE_OK && i < B; i++) {
+            inserted += res[i] == FLOE_INSERTED;
+            full += res[i] == FLOE_FULL;
+        }
+    }
+    fprintf(stderr, "maxmemory-gpu: %llu keys inserted, %llu answered FULL, the last insert %s\n",
+            (unsigned long long)inserted, (unsigned long long)full, floe_strerror(st));
+    /* either the growth was refused (FULL answers) or floed saw the limit first (ERR_NO_MEMORY) */
+    ck_assert_msg(full > 0 || st == FLOE_ERR_NO_MEMORY, "%s: %s", floe_strerror(st), floe_errstr(c));
+    ck_assert_msg(inserted > B, "the first insert under the limit: %llu", (unsigned long long)inserted);
+    floe_table_info t;
+    ck_assert_int_eq(floe_stats(c, "gg", &t), FLOE_OK);
+    ck_assert_uint_eq(t.keys, inserted); /* every key answered INSERTED is stored, no other */
+    ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", "0"), FLOE_OK);
+    usleep(100000);
+    const uint64_t fresh[1] = {1ull << 39};
+    ck_assert_int_eq(floe_insert(c, "gg", fresh, 1, r, NULL), FLOE_OK);
+    ck_assert_int_eq(r[0], FLOE_INSERTED);
+    free(keys);
+    free(res);
+    floe_close(c);
+    ck_assert(log_has(&d, "maxmemory-gpu", 2000));
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *lifecycle_suite(void)
 {
     Suite *s = suite_create("lifecycle");
@@ -434,6 +526,7 @@ Suite *lifecycle_suite(void)
     tcase_add_test(tc, config_file_and_flags);
     tcase_add_test(tc, config_get_set_rewrite);
     tcase_add_test(tc, maxmemory_refuses_writes);
+    tcase_add_test(tc, maxmemory_gpu_refuses_gpu_writes);
     tcase_add_test(tc, shutdown_by_a_client);
     suite_add_tcase(s, tc);
     return s;
