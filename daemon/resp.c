@@ -1070,8 +1070,10 @@ resp_step resp_take(resp *r, const unsigned char *in, size_t len, size_t *used, 
     out_frame o = {mem, bytes, len_out};
     resp_step step = RESP_MORE;
     while (!r->closing) {
-        if (r->nqueued >= RESP_QUEUED_MAX)
-            r->stalled = true;
+        if (r->nqueued >= RESP_QUEUED_MAX) { /* replies pile up: write those ready, wait if the head is not */
+            flush(r, out);
+            r->stalled = r->nqueued >= RESP_QUEUED_MAX;
+        }
         if (r->waiting || r->stalled) {
             step = RESP_BLOCKED;
             break;

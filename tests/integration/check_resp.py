@@ -260,6 +260,17 @@ def raw_protocol(a):
     s.sendall(b"*99999999\r\n")
     got = recv_until(s, 1)
     check(got.startswith(b"-ERR Protocol error"), "too many arguments: %r" % got)
+    # more replies at once than a connection queues (64 Ki) behind a request still out
+    s = raw(a)
+    if a.token:
+        s.sendall(b"AUTH %s\r\n" % a.token.encode())
+        check(recv_until(s, 1) == b"+OK\r\n", "inline AUTH")
+    n = 100000
+    s.sendall(b"SADD rflood 1\r\n" + b"PING\r\n" * n + b"SCARD rflood\r\n")
+    got = recv_until(s, n + 2)
+    check(got == b":1\r\n" + b"+PONG\r\n" * n + b":1\r\n", "%d pipelined PINGs: %d bytes back" % (n, len(got)))
+    s.sendall(b"DEL rflood\r\n")
+    check(recv_until(s, 1) == b":1\r\n", "del rflood")
     s = raw(a)
     s.sendall(b"*1\r\n$4\r\nQUIT\r\n")
     check(recv_until(s, 1) == b"+OK\r\n" and s.recv(10) == b"", "QUIT answers OK and closes")
