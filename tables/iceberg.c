@@ -702,6 +702,26 @@ static void grow_if_over_fill(iceberg *t)
     pthread_rwlock_unlock(&t->lock);
 }
 
+/* maxmemory (floe_alloc_set_budget): a growing table's insert of `distinct` keys that could
+ * need its next growth, where the budget would not allow that growth, is refused whole before
+ * anything is stored, rather than failing halfway through with some of its keys in. */
+static bool growth_out_of_budget(iceberg *t, size_t distinct, floe_errinfo *err)
+{
+    if (!t->spec.grow)
+        return false;
+    pthread_rwlock_rdlock(&t->lock);
+    const bool may_grow = (double)(used_slots(t) + distinct) > t->spec.max_fill * (double)t->s.g.total_slots;
+    const uint64_t next = 2 * (uint64_t)(t->s.bytes[0] + t->s.bytes[1] + t->s.bytes[2] + t->s.values_bytes);
+    pthread_rwlock_unlock(&t->lock);
+    if (!may_grow || floe_alloc_fits(next))
+        return false;
+    floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
+                     "table %s: these %zu keys could need its next growth (%.1f MiB), which would pass floed's "
+                     "maxmemory: nothing was stored",
+                     t->spec.name, distinct, (double)next / 1048576.0);
+    return true;
+}
+
 /* ---- public API ------------------------------------------------------------------------ */
 
 uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity)
@@ -860,6 +880,10 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         floe_dedup_totals(rep, n, vb, values, totals);
 
     grow_if_over_fill(t);
+    if (growth_out_of_budget(t, distinct, err)) {
+        st = FLOE_ERR_NO_MEMORY;
+        goto out;
+    }
     batch bt = {.op = OP_INSERT,
                 .mode = mode,
                 .keys = keys,

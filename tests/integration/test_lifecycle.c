@@ -391,6 +391,9 @@ START_TEST(maxmemory_refuses_writes)
     ck_assert_msg(st == FLOE_ERR_NO_MEMORY, "%s: %s", floe_strerror(st), floe_errstr(c));
     ck_assert_msg(strstr(floe_errstr(c), "maxmemory"), "%s", floe_errstr(c));
     ck_assert_msg(stored > B, "the first insert under the limit: %s (limit %s)", floe_errstr(c), v);
+    ck_assert_int_eq(floe_find(c, "g", keys, B, res, NULL, 0, NULL), FLOE_OK); /* the refused call: none of it */
+    for (size_t i = 0; i < B; i++)
+        ck_assert_msg(res[i] == FLOE_ABSENT, "key %llu of the refused insert is stored", (unsigned long long)keys[i]);
     for (uint64_t k0 = 0; k0 < stored; k0 += B) { /* every key of the calls answered OK is there */
         for (size_t i = 0; i < B; i++)
             keys[i] = k0 + i;
