@@ -266,6 +266,16 @@ static pending *send_request(resp *r, Floe__V1__Request *req, uint8_t cmd, unsig
     return p;
 }
 
+/* send_request for a request about table name: its reply knows the table. */
+static pending *send_on_table(resp *r, Floe__V1__Request *req, uint8_t cmd, const char *name, unsigned char **mem,
+                              unsigned char **bytes, uint32_t *len)
+{
+    pending *p = send_request(r, req, cmd, mem, bytes, len);
+    if (p)
+        snprintf(p->table, sizeof p->table, "%s", name);
+    return p;
+}
+
 /* ---- commands ---------------------------------------------------------------------------- */
 
 typedef struct out_frame {
@@ -421,11 +431,10 @@ static cmd_rc send_keys(resp *r, uint8_t cmd, const table_info *t, const seg *se
         req.find = &fd;
         break;
     }
-    pending *p = send_request(r, &req, cmd, o->mem, o->bytes, o->len);
+    pending *p = send_on_table(r, &req, cmd, t->name, o->mem, o->bytes, o->len);
     free(vals);
     if (!p)
         return OOM;
-    snprintf(p->table, sizeof p->table, "%s", t->name);
     p->segs = floe_malloc(nsegs * sizeof *segs);
     if (!p->segs)
         return OOM;
@@ -571,10 +580,9 @@ static cmd_rc with_table(resp *r, const resp_command *c, const unsigned char *in
         st.table = t->name;
         req.op_case = FLOE__V1__REQUEST__OP_STATS;
         req.stats = &st;
-        pending *p = send_request(r, &req, C_PROBE, o->mem, o->bytes, o->len);
+        pending *p = send_on_table(r, &req, C_PROBE, name, o->mem, o->bytes, o->len);
         if (!p)
             return OOM;
-        snprintf(p->table, sizeof p->table, "%s", name);
         p->answered = false;
         t->asked = true;
         r->waiting = true;
@@ -607,10 +615,8 @@ static cmd_rc with_table(resp *r, const resp_command *c, const unsigned char *in
         ct.spec = &spec;
         req.op_case = FLOE__V1__REQUEST__OP_CREATE_TABLE;
         req.create_table = &ct;
-        pending *p = send_request(r, &req, C_CREATE, o->mem, o->bytes, o->len);
-        if (!p)
+        if (!send_on_table(r, &req, C_CREATE, name, o->mem, o->bytes, o->len))
             return OOM;
-        snprintf(p->table, sizeof p->table, "%s", name);
         t->kind = want;
         t->key_bits = 64;
         t->value_bytes = spec.value_bytes;
@@ -666,12 +672,11 @@ static cmd_rc with_table(resp *r, const resp_command *c, const unsigned char *in
             req.op_case = FLOE__V1__REQUEST__OP_SCAN;
             req.scan = &sc;
         }
-        pending *p = send_request(r, &req, c->cmd, o->mem, o->bytes, o->len);
+        pending *p = send_on_table(r, &req, c->cmd, name, o->mem, o->bytes, o->len);
         if (!p) {
             free(match);
             return OOM;
         }
-        snprintf(p->table, sizeof p->table, "%s", name);
         p->text = match;
         return SENT;
     }

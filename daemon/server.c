@@ -138,6 +138,14 @@ void server_sample_memory(server *srv)
     atomic_store_explicit(&srv->gpu_used_device, at, memory_order_relaxed);
 }
 
+/* A limit's refusal in the log at most every 10 s (*said: when it last was), not once a request. */
+static void warn_now_and_then(_Atomic uint64_t *said, const char *msg)
+{
+    const uint64_t now = floe_now_ns(), last = atomic_load(said);
+    if (now - last > 10000000000ull && atomic_compare_exchange_strong(said, &(uint64_t){last}, now))
+        log_warn("%s", msg);
+}
+
 bool server_over_gpu_memory(server *srv, char *msg, size_t len)
 {
     const uint64_t limit = atomic_load_explicit(&srv->live.maxmemory_gpu, memory_order_relaxed);
@@ -149,10 +157,8 @@ bool server_over_gpu_memory(server *srv, char *msg, size_t len)
              "device memory is freed (drop a table) or the limit raised (floe config set maxmemory-gpu)",
              atomic_load_explicit(&srv->gpu_used_device, memory_order_relaxed), (double)used / 1048576.0,
              (double)limit / 1048576.0);
-    static _Atomic uint64_t said; /* the log says so at most every 10 s */
-    const uint64_t now = floe_now_ns(), last = atomic_load(&said);
-    if (now - last > 10000000000ull && atomic_compare_exchange_strong(&said, &(uint64_t){last}, now))
-        log_warn("%s", msg);
+    static _Atomic uint64_t said;
+    warn_now_and_then(&said, msg);
     return true;
 }
 
@@ -166,10 +172,8 @@ bool server_over_memory(server *srv, char *msg, size_t len)
              "floed is at its maxmemory: %.1f MiB resident, the limit is %.1f MiB; writes are refused until memory "
              "is freed (drop a table) or the limit raised (floe config set maxmemory)",
              (double)rss / 1048576.0, (double)limit / 1048576.0);
-    static _Atomic uint64_t said; /* the log says so at most every 10 s */
-    const uint64_t now = floe_now_ns(), last = atomic_load(&said);
-    if (now - last > 10000000000ull && atomic_compare_exchange_strong(&said, &(uint64_t){last}, now))
-        log_warn("%s", msg);
+    static _Atomic uint64_t said;
+    warn_now_and_then(&said, msg);
     return true;
 }
 
