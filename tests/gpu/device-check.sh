@@ -129,9 +129,11 @@ for s in $steps; do
         done
         kill -TERM $pid; wait $pid ;;
     gpus) # scaling over the host's GPUs (docs/PERFORMANCE.md, "Several GPUs"): K1 on one device, then one
-        # K1 process per device at once; E1 in process (a table in g parts over g devices) and through
-        # floed with 1, 2, ... devices: the default (each table whole on one device) and, past one,
-        # every table in g parts (--partitions g); floe-mc likewise
+        # K1 process per device at once; E1 in process (a table in g parts over g devices, its batches
+        # split on the devices: keys in pinned memory) and through floed with 1, 2, ... devices: the
+        # default (each table whole on one device) and, past one, every table in g parts
+        # (--partitions g); floe-mc likewise; then, on the default floed of all devices, as many
+        # clients as devices at once, each with a table of its own (placed one a device)
         N=$(nvidia-smi -L | wc -l)
         step k1-one env CUDA_VISIBLE_DEVICES=0 "$B/floe-k1-gpu" --runs 3
         t0=$(date +%s.%N)
@@ -143,7 +145,7 @@ for s in $steps; do
         tail -n 4 "$O"/k1-dev*.log
         g=1
         while [ $g -le $N ]; do
-            step e1-local-g$g "$B/floe-e1-local" --backend gpu --gpus $g --runs 3 --keys 1048576 --batches 1000
+            step e1-local-g$g "$B/floe-e1-local" --backend gpu --gpus $g --runs 3 --keys 1048576 --batches 1000 --pinned
             g=$((g * 2))
         done
         E1="-P 4 -k 64K --dup-ratio 0.5 --key-bits 40 --create --backend gpu -n ${E1_REQUESTS:-500} -q"
@@ -166,6 +168,24 @@ for s in $steps; do
                 done
                 "$B/floe" -H $S create parts --capacity 1000000 >/dev/null && "$B/floe" -H $S stats parts >"$O/stats-$L.log" 2>&1
                 ps -L -o tid,comm,time -p $pid >"$O/e1-$L-threads.log"
+                if [ $how = whole ] && [ $g = $N ] && [ $N -gt 1 ]; then # N clients at once, a table each
+                    for run in 1 2 3; do
+                        for i in $(seq 0 $((N - 1))); do
+                            "$B/floe" -H $S create spread$i --capacity 600M --backend gpu >/dev/null
+                        done
+                        "$B/floe" -H $S info >"$O/spread-$run-info.log" 2>&1
+                        ps=
+                        for i in $(seq 0 $((N - 1))); do
+                            "$B/floe-bench" -s $S -t 4 -c 2 ${E1/--create --backend gpu/} --table spread$i \
+                                >"$O/spread-$run-$i.log" 2>&1 &
+                            ps="$ps $!"
+                        done
+                        wait $ps
+                        for i in $(seq 0 $((N - 1))); do "$B/floe" -H $S drop spread$i >/dev/null; done
+                        echo "spread-$run: $N clients at once, $(awk '/^insert/ {s += $5} END {printf "%.1f M keys/s", s / 1e6}' \
+                            "$O"/spread-$run-*.log) together"
+                    done
+                fi
                 kill -TERM $pid; wait $pid
             done
             g=$((g * 2))
