@@ -100,7 +100,7 @@ static void begin(lane *L, floe_batch *b)
 {
     gpu_table *t = L->t;
     if (b->group) {         /* a chunk of a batch its table's parts split on their devices: it meets them, whatever */
-        if (!t->gs.pending) /* else nothing else is under way: the previous batch was one of these */
+        if (!t->gs.npending) /* else nothing else is under way: the previous batch was one of these */
             drain(L);
         fault_if_due(t->be->device, t->ks);
         memset(&b->counts, 0, sizeof b->counts);
@@ -233,7 +233,7 @@ static void *lane_main(void *arg)
     for (;;) {
         bool pieces = L->redo_at < L->nredo || L->cur;
         if (!pieces && L->count == 0 && queue_empty(&L->q)) {
-            if (t->gs.pending) { /* nothing else to do: answer it now */
+            if (t->gs.npending) { /* nothing else to do: answer it now */
                 pthread_mutex_unlock(&t->lock);
                 group_finish(L);
                 pthread_mutex_lock(&t->lock);

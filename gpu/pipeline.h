@@ -137,11 +137,13 @@ struct ord_stage {
  * devices split among themselves (run_group.cu; tables/group.h), grown as
  * batches need and kept.  A batch's chunk and answers take one of
  * GROUP_SETS sets in turn, so that the next batches' chunks are copied in
- * and sorted (on ss) and the last one's answers go back (on as) while the
- * table runs this one.
+ * and sorted (on ss) and the last run's answers go back (on as) while the
+ * table runs this one; a run takes up to GROUP_MERGE batches, its part's
+ * answers to all of them in its first set's d_res.
  * The other parts' workers read a set's d_sk, cnt and d_res between the
  * meetings. */
-#define GROUP_SETS 3
+#define GROUP_MERGE 4
+#define GROUP_SETS  (2 * GROUP_MERGE)
 #define GROUP_META 32 /* d_meta: keys of each part (FLOE_PARTS_MAX), their bits or'ed, two tallies */
 struct group_chunk {
     size_t cap, res_cap, temp_bytes;
@@ -164,8 +166,8 @@ struct group_stage {
     size_t part_cap, chunk_cap;
     uint64_t *d_in;           /* this part's keys from every chunk, in chunk order */
     uint8_t *d_sres, *d_cres; /* the chunk's answers by part, and in the chunk's order */
-    floe_batch *pending;      /* answers on their way back (as): completed by group_finish */
-    group_chunk *pending_c;
+    group_chunk *pending[GROUP_MERGE]; /* sets whose batches' answers are on their way back (as), in */
+    unsigned npending;                 /* their order: completed by group_finish */
 };
 
 /* A pipeline of a table: a lane of tables/backend.h, fed by its own

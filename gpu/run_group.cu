@@ -20,32 +20,45 @@
  * which bounded a table in parts (docs/PERFORMANCE.md, "Several GPUs").
  *
  * The batches pipeline on each device: step 1 of the next batches in the
- * lane's queue (up to GROUP_SETS - 1 ahead), if they are of these, is
- * enqueued on the stage's own stream as soon as step 2 of this one is, and
- * step 3 is enqueued on a third stream and waited for (group_finish) once
- * step 2 of the next batch is enqueued: copies in and out run while the
- * table runs a batch.  Each batch takes the next of GROUP_SETS sets of
- * buffers; a set is written again only once the batch that last used it
- * has been answered here (group_finish, before sort_ahead) and every part
- * has met over a later batch, which each reaches only once done with
- * reading that set: so no third meeting is needed.
+ * lane's queue, if they are of these and sets are free, is enqueued on the
+ * stage's own stream as soon as step 2 of this run is, and step 3 is
+ * enqueued on a third stream and waited for (group_finish) once step 2 of
+ * the next run is enqueued: copies in and out run while the table runs a
+ * batch.  Each batch takes the next of GROUP_SETS sets of buffers; a set is
+ * written again only once the batch that last used it has been answered
+ * here (group_finish, before sort_ahead) and every part has met over a
+ * later run, which each reaches only once done with reading that set: so
+ * no third meeting is needed.
  *
- * Each worker runs one such batch at a time, drained (begin, in
+ * A run may take several batches: at the first meeting each worker offers
+ * the batches queued behind this one that are of these, do the same, are
+ * sorted already and keep the run's chunks under GROUP_MERGE_KEYS, and all
+ * take the least offer (floe_group_meet_least).  The run's keys go to the
+ * table in the batches' order, each batch's by chunk as above, and its two
+ * meetings, the table's kernels and its wait for them are paid once for
+ * them all: a batch of 1 Mi keys over 4 devices is a quarter of a million
+ * a device, which those fixed costs bounded (docs/PERFORMANCE.md, "Several
+ * GPUs").
+ *
+ * Each worker runs one such run at a time, drained (begin, in
  * backend_gpu.cu), with its table's one lane: a worker waiting at a
  * meeting must not hold up another lane of its table that another part's
  * worker waits for (growth waits for every lane).  Growth: before step 2
- * as for any insert (grow_if_due), and keys that come back FULL (or
- * skipped after a FULL of the same launch) are retried in order after
- * growing, as retire does.
+ * for the run's keys of this part (grow_if_due), and keys that come back
+ * FULL (or skipped after a FULL of the same launch) are retried in order
+ * after growing, as retire does.
  */
 #include <cub/device/device_radix_sort.cuh>
 
 #include "partition.h"
 #include "pipeline.h"
 
-/* Smaller batches are split on the host: three meetings and a dozen driver
+/* Smaller batches are split on the host: two meetings and a dozen driver
  * calls a part cost more than their keys' passes. */
 #define GROUP_MIN_KEYS ((size_t)1 << 16)
+/* A run's chunks together (this part's share of its batches' keys) at most:
+ * larger batches pay their fixed costs alone well enough. */
+#define GROUP_MERGE_KEYS ((size_t)1 << 21)
 #define GROUP_BLOCK    256
 /* d_meta's words */
 #define META_BITS        FLOE_PARTS_MAX       /* every key of the chunk, or'ed */
@@ -175,7 +188,7 @@ static void chunk_free(group_chunk *c)
 
 void group_stage_free(group_stage *s)
 {
-    assert(!s->pending); /* the lane finished it before stopping */
+    assert(!s->npending); /* the lane finished them before stopping */
     if (s->ss)
         cudaStreamSynchronize(s->ss);
     for (group_chunk &c : s->ch)
@@ -342,9 +355,16 @@ static group_chunk *sorted_chunk(gpu_table *t, const floe_batch *b, floe_status 
     return c;
 }
 
+/* Whether chunk c has a key wider than its table's (k_parts or'ed their bits). */
+static bool too_wide(const gpu_table *t, const group_chunk *c)
+{
+    const uint32_t kb = t->base.spec.key_bits;
+    return kb < 64 && (c->h_meta[META_BITS] >> kb) != 0;
+}
+
 /* Step 1 of the batches at the head of lane L's queue that are of these
- * and not under way yet, while b runs: as many as there are free sets. */
-static void sort_ahead(lane *L, const floe_batch *b)
+ * and not under way yet, while a run runs: as many as there are free sets. */
+static void sort_ahead(lane *L)
 {
     gpu_table *t = L->t;
     group_stage *s = &t->gs;
@@ -356,7 +376,7 @@ static void sort_ahead(lane *L, const floe_batch *b)
     /* the links ahead of the head stay as they are: only this worker pops them */
     for (unsigned ahead = 0; l && ahead < GROUP_SETS - 1; ahead++) {
         const floe_batch *next = FLOE_BATCH_OF(l);
-        if (next == b || !next->group)
+        if (!next->group)
             return;
         if (!set_of(s, next)) {
             if (s->ch[s->next].b)
@@ -460,44 +480,104 @@ out:
     return st;
 }
 
-/* Step 2: this part's keys from every chunk, run on its table into c's
- * d_res.  Meanwhile the previous batch is answered (group_finish) and step
- * 1 of the next one enqueued (sort_ahead), in that order: the set the next
- * takes is the previous one's. */
-static floe_status run_part(lane *L, group_chunk *c, const floe_group *g, unsigned me, const floe_batch *b,
+/* The batches queued behind b that may run with it: of these, doing what b
+ * does, sorted already (their chunks' counts ready), keys of the right
+ * width, and with b's under GROUP_MERGE_KEYS together; into run[1..],
+ * their sets into rc[1..] (each noted in its group's slot for the others),
+ * and how many in all, b's included. */
+static unsigned merge_candidates(lane *L, unsigned me, floe_batch **run, group_chunk **rc)
+{
+    gpu_table *t = L->t;
+    group_stage *s = &t->gs;
+    const floe_batch *b = run[0];
+    size_t keys = b->n;
+    unsigned k = 1;
+    pthread_mutex_lock(&t->lock);
+    const queue_link *l = L->q.head;
+    pthread_mutex_unlock(&t->lock);
+    /* the links ahead of the head stay as they are: only this worker pops them */
+    while (l && k < GROUP_MERGE) {
+        floe_batch *next = FLOE_BATCH_OF(l);
+        if (!next->group || next->op != b->op || next->status != FLOE_OK || keys + next->n > GROUP_MERGE_KEYS ||
+            !set_of(s, next))
+            break;
+        floe_status st;
+        floe_errinfo err;
+        group_chunk *c = sorted_chunk(t, next, &st, &err);
+        if (st != FLOE_OK || too_wide(t, c))
+            break; /* it runs alone, and its meeting tells */
+        next->group->slot[me] = c;
+        run[k] = next;
+        rc[k++] = c;
+        keys += next->n;
+        pthread_mutex_lock(&t->lock);
+        l = l->next;
+        pthread_mutex_unlock(&t->lock);
+    }
+    return k;
+}
+
+/* Where part q's answers to chunk `me` of run[j] start in its d_res: after
+ * its keys of the run's batches before j, and of chunks before me in j. */
+static size_t answers_at(floe_batch *const *run, unsigned j, unsigned me, unsigned q)
+{
+    size_t at = 0;
+    for (unsigned i = 0; i <= j; i++) {
+        const floe_group *g = run[i]->group;
+        for (unsigned d = 0; d < (i < j ? g->parts : me); d++)
+            at += chunk_of(g, d)->cnt[q];
+    }
+    return at;
+}
+
+/* Step 2: this part's keys of every chunk of the run's k batches, in the
+ * batches' order, run on its table into the d_res of the run's first set.
+ * Meanwhile the previous run is answered (group_finish) and step 1 of the
+ * next batches enqueued (sort_ahead), in that order: the sets the next take
+ * are the previous run's. */
+static floe_status run_part(lane *L, floe_batch *const *run, group_chunk *const *rc, unsigned k, unsigned me,
                             floe_errinfo *err)
 {
     gpu_table *t = L->t;
     group_stage *s = &t->gs;
-    const unsigned P = g->parts;
+    const unsigned P = run[0]->group->parts;
     const int dev = t->be->device;
-    size_t from[FLOE_PARTS_MAX], m = 0;
-    for (unsigned d = 0; d < P; d++) {
-        from[d] = m;
-        m += chunk_of(g, d)->cnt[me];
+    const floe_op op = run[0]->op;
+    group_chunk *c = rc[0];
+    size_t m = 0, most = 0;
+    for (unsigned j = 0; j < k; j++) {
+        for (unsigned d = 0; d < P; d++)
+            m += chunk_of(run[j]->group, d)->cnt[me];
+        most = run[j]->n > most ? run[j]->n : most;
     }
+    if (floe_op_has(op, FLOE_OPF_STORES))
+        grow_if_due(L, m); /* finishes the previous run first */
     unsigned long long *tally = c->h_meta + META_PART_TALLY;
     memset(tally, 0, 6 * sizeof *tally);
-    if (b->n > s->chunk_cap)
+    if (most > s->chunk_cap)
         group_finish(L); /* the buffers its answers pass through are about to move */
-    floe_status st = reserve_part(s, c, m, b->n, err);
+    floe_status st = reserve_part(s, c, m, most, err);
     if (st != FLOE_OK) {
         group_finish(L);
         return st;
     }
     pthread_mutex_lock(&t->klock);
     cudaError_t e = cudaSuccess;
-    for (unsigned d = 0; d < P && e == cudaSuccess; d++) {
-        const group_chunk *o = chunk_of(g, d);
-        size_t at = 0; /* chunk d's keys of the parts before this one */
-        for (unsigned q = 0; q < me; q++)
-            at += o->cnt[q];
-        if (o->cnt[me])
-            e = cudaMemcpyPeerAsync(s->d_in + from[d], dev, o->d_sk + at, device_of(g, d), o->cnt[me] * 8, t->ks);
-    }
+    size_t in = 0;
+    for (unsigned j = 0; j < k && e == cudaSuccess; j++)
+        for (unsigned d = 0; d < P && e == cudaSuccess; d++) {
+            const floe_group *g = run[j]->group;
+            const group_chunk *o = chunk_of(g, d);
+            size_t at = 0; /* chunk d's keys of the parts before this one */
+            for (unsigned q = 0; q < me; q++)
+                at += o->cnt[q];
+            if (o->cnt[me])
+                e = cudaMemcpyPeerAsync(s->d_in + in, dev, o->d_sk + at, device_of(g, d), o->cnt[me] * 8, t->ks);
+            in += o->cnt[me];
+        }
     if (e == cudaSuccess && m) {
         gpu_iceberg_lane(t->ice, L->index);
-        st = run_op(t, b->op, s->d_in, m, c->d_res, err);
+        st = run_op(t, op, s->d_in, m, c->d_res, err);
         if (st == FLOE_OK) {
             k_tally<<<blocks_for(m), GROUP_BLOCK, 0, t->ks>>>(c->d_res, m, c->d_meta + META_PART_TALLY);
             e = cudaGetLastError();
@@ -507,15 +587,15 @@ static floe_status run_part(lane *L, group_chunk *c, const floe_group *g, unsign
     }
     pthread_mutex_unlock(&t->klock);
     group_finish(L);
-    sort_ahead(L, b);
+    sort_ahead(L);
     if (e == cudaSuccess && st == FLOE_OK)
         e = cudaStreamSynchronize(t->ks);
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "a batch on the GPU: %s", cuda_msg(e));
     if (st != FLOE_OK)
         return st;
-    if (floe_op_has(b->op, FLOE_OPF_STORES) && t->base.spec.grow && tally[FLOE_FULL] + tally[5] > 0)
-        st = retry_full(L, c, b->op, m, tally, err);
+    if (floe_op_has(op, FLOE_OPF_STORES) && t->base.spec.grow && tally[FLOE_FULL] + tally[5] > 0)
+        st = retry_full(L, c, op, m, tally, err);
     if (st == FLOE_OK) {
         pthread_mutex_lock(&t->klock);
         relaxed_set(&t->used, t->used + tally[FLOE_INSERTED]);
@@ -525,25 +605,26 @@ static floe_status run_part(lane *L, group_chunk *c, const floe_group *g, unsign
     return st;
 }
 
-/* Step 3, enqueued on the answers' stream: chunk c's answers from every
- * part, in the chunk's order, out to the caller, and counted. */
-static floe_status answer_chunk(gpu_table *t, group_chunk *c, const floe_group *g, unsigned me, floe_batch *b,
+/* Step 3, enqueued on the answers' stream: the answers to chunk `me` of
+ * run[j] from every part (each part's in the d_res of its set of run[0]),
+ * in the chunk's order, out to the caller, and counted. */
+static floe_status answer_chunk(gpu_table *t, floe_batch *const *run, group_chunk *const *rc, unsigned j, unsigned me,
                                 floe_errinfo *err)
 {
     group_stage *s = &t->gs;
-    const unsigned P = g->parts;
+    const floe_group *g0 = run[0]->group;
+    floe_batch *b = run[j];
+    group_chunk *c = rc[j];
+    const unsigned P = g0->parts;
     const int dev = t->be->device;
     const size_t m = b->n;
     unsigned long long *tally = c->h_meta + META_CHUNK_TALLY;
     cudaError_t e = cudaSuccess;
     size_t at = 0;
     for (unsigned q = 0; q < P && e == cudaSuccess; q++) {
-        size_t from = 0; /* the answers of the chunks before this one in part q */
-        for (unsigned d = 0; d < me; d++)
-            from += chunk_of(g, d)->cnt[q];
         if (c->cnt[q])
-            e = cudaMemcpyPeerAsync(s->d_sres + at, dev, chunk_of(g, q)->d_res + from, device_of(g, q), c->cnt[q],
-                                    s->as);
+            e = cudaMemcpyPeerAsync(s->d_sres + at, dev, chunk_of(g0, q)->d_res + answers_at(run, j, me, q),
+                                    device_of(g0, q), c->cnt[q], s->as);
         at += c->cnt[q];
     }
     if (e == cudaSuccess) {
@@ -563,42 +644,48 @@ static floe_status answer_chunk(gpu_table *t, group_chunk *c, const floe_group *
     return FLOE_OK;
 }
 
-/* The time since *t0 to stage k of lane L's timers (klock for them), and *t0 moved on. */
-static void timed(lane *L, int k, size_t keys, uint64_t *t0)
+/* The time from *t0 to `to` to stage k of lane L's timers (klock for them), and *t0 moved on to it. */
+static void timed_to(lane *L, int k, size_t keys, uint64_t *t0, uint64_t to)
 {
-    const uint64_t now = floe_now_ns();
     pthread_mutex_lock(&L->t->klock);
-    floe_stage_add(&L->stage[k], keys, now - *t0);
+    floe_stage_add(&L->stage[k], keys, to - *t0);
     pthread_mutex_unlock(&L->t->klock);
-    *t0 = now;
+    *t0 = to;
 }
 
-/* Completes the batch whose answers are on their way back, if any. */
+static void timed(lane *L, int k, size_t keys, uint64_t *t0)
+{
+    timed_to(L, k, keys, t0, floe_now_ns());
+}
+
+/* Completes the batches whose answers are on their way back, if any, in order. */
 void group_finish(lane *L)
 {
     gpu_table *t = L->t;
     group_stage *s = &t->gs;
-    floe_batch *b = s->pending;
-    if (!b)
+    if (!s->npending)
         return;
-    group_chunk *c = s->pending_c;
-    s->pending = NULL;
-    s->pending_c = NULL;
     uint64_t t0 = floe_now_ns();
     const cudaError_t e = cudaStreamSynchronize(s->as);
-    if (e != cudaSuccess) {
-        b->status = floe_errinfo_set(&b->error, FLOE_ERR_INTERNAL, "answers on the GPU: %s", cuda_msg(e));
-    } else {
-        const unsigned long long *tally = c->h_meta + META_CHUNK_TALLY;
-        b->counts.absent = tally[FLOE_ABSENT];
-        b->counts.present = tally[FLOE_PRESENT];
-        b->counts.inserted = tally[FLOE_INSERTED];
-        b->counts.full = tally[FLOE_FULL];
-        b->counts.erased = tally[FLOE_ERASED];
+    const unsigned n = s->npending;
+    s->npending = 0;
+    for (unsigned i = 0; i < n; i++) {
+        group_chunk *c = s->pending[i];
+        floe_batch *b = (floe_batch *)c->b;
+        if (e != cudaSuccess) {
+            b->status = floe_errinfo_set(&b->error, FLOE_ERR_INTERNAL, "answers on the GPU: %s", cuda_msg(e));
+        } else {
+            const unsigned long long *tally = c->h_meta + META_CHUNK_TALLY;
+            b->counts.absent = tally[FLOE_ABSENT];
+            b->counts.present = tally[FLOE_PRESENT];
+            b->counts.inserted = tally[FLOE_INSERTED];
+            b->counts.full = tally[FLOE_FULL];
+            b->counts.erased = tally[FLOE_ERASED];
+        }
+        c->b = NULL;
+        timed(L, FLOE_STAGE_D2H, b->n, &t0);
+        complete(t, b);
     }
-    c->b = NULL;
-    timed(L, FLOE_STAGE_D2H, b->n, &t0);
-    complete(t, b);
 }
 
 void run_group(lane *L, floe_batch *b)
@@ -618,37 +705,51 @@ void run_group(lane *L, floe_batch *b)
         st = unavailable(dev, &err);
     for (unsigned q = 0; q < P && st == FLOE_OK; q++)
         st = peer_open(dev, device_of(g, q), &err);
-    if (st == FLOE_OK && floe_op_has(b->op, FLOE_OPF_STORES))
-        grow_if_due(L, g->start[P] / P + 1); /* this part's share, on average (finishes the previous batch) */
-    group_chunk *c = NULL;
+    floe_batch *run[GROUP_MERGE] = {b};
+    group_chunk *rc[GROUP_MERGE] = {NULL};
     if (st == FLOE_OK)
-        c = sorted_chunk(t, b, &st, &err);
-    const uint32_t kb = t->base.spec.key_bits;
-    if (st == FLOE_OK && kb < 64 && (c->h_meta[META_BITS] >> kb)) { /* nothing runs: the caller names the key */
+        rc[0] = sorted_chunk(t, b, &st, &err);
+    if (st == FLOE_OK && too_wide(t, rc[0])) { /* nothing runs: the caller names the key */
         pthread_mutex_lock(&g->lock);
         g->too_wide = true;
         pthread_mutex_unlock(&g->lock);
-        st = floe_errinfo_set(&err, FLOE_ERR_INVALID, "a key wider than %u bits", kb);
+        st = floe_errinfo_set(&err, FLOE_ERR_INVALID, "a key wider than %u bits", (unsigned)t->base.spec.key_bits);
     }
-    g->slot[me] = c; /* read by the others after the meeting */
-    timed(L, FLOE_STAGE_H2D, b->n, &t0);
-    st = floe_group_meet(g, st, &err, &err);
+    g->slot[me] = rc[0]; /* read by the others after the meeting */
+    unsigned k = st == FLOE_OK ? merge_candidates(L, me, run, rc) : 1;
+    const uint64_t sorted_at = floe_now_ns();
+    st = floe_group_meet_least(g, &k, st, &err, &err);
+    pthread_mutex_lock(&t->lock); /* the run's other batches leave the queue: they are at its head, in order */
+    for (unsigned j = 1; j < k; j++) {
+        floe_batch *next = FLOE_BATCH_OF(queue_pop(&L->q));
+        assert(next == run[j]);
+        (void)next;
+        memset(&run[j]->counts, 0, sizeof run[j]->counts);
+    }
+    pthread_mutex_unlock(&t->lock);
+    size_t keys = 0;
+    for (unsigned j = 0; j < k; j++)
+        keys += run[j]->n;
+    timed_to(L, FLOE_STAGE_H2D, keys, &t0, sorted_at); /* the meeting's wait counts as the kernels' */
     if (st == FLOE_OK)
-        st = run_part(L, c, g, me, b, &err);
+        st = run_part(L, run, rc, k, me, &err);
     group_finish(L); /* where run_part did not */
-    timed(L, FLOE_STAGE_KERNEL, b->n, &t0);
+    timed(L, FLOE_STAGE_KERNEL, keys, &t0);
     st = floe_group_meet(g, st, &err, &err);
-    if (st == FLOE_OK)
-        st = answer_chunk(t, c, g, me, b, &err);
-    b->generation = t->generation;
-    if (st == FLOE_OK) { /* answered by group_finish: while the next batch runs, or when nothing else is left */
-        t->gs.pending = b;
-        t->gs.pending_c = c;
-        return;
+    for (unsigned j = 0; j < k; j++) {
+        floe_batch *bj = run[j];
+        bj->generation = t->generation;
+        floe_errinfo ej = err;
+        const floe_status sj = st == FLOE_OK ? answer_chunk(t, run, rc, j, me, &ej) : st;
+        if (sj == FLOE_OK) { /* answered by group_finish: while the next run runs, or when nothing else is left */
+            t->gs.pending[t->gs.npending++] = rc[j];
+            continue;
+        }
+        group_finish(L); /* the batches before it first */
+        if (rc[j])
+            rc[j]->b = NULL;
+        bj->status = sj;
+        bj->error = ej;
+        complete(t, bj);
     }
-    if (c)
-        c->b = NULL;
-    b->status = st;
-    b->error = err;
-    complete(t, b);
 }

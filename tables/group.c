@@ -4,6 +4,7 @@
  */
 #include "group.h"
 
+#include <limits.h>
 #include <string.h>
 
 void floe_group_init(floe_group *g, struct floe_table *const *parts, unsigned nparts, size_t n)
@@ -15,6 +16,7 @@ void floe_group_init(floe_group *g, struct floe_table *const *parts, unsigned np
         g->start[p] = n / nparts * p + (p < n % nparts ? p : n % nparts);
     }
     g->start[nparts] = n;
+    g->least = UINT_MAX;
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->cv, NULL);
 }
@@ -25,9 +27,11 @@ void floe_group_destroy(floe_group *g)
     pthread_mutex_destroy(&g->lock);
 }
 
-floe_status floe_group_meet(floe_group *g, floe_status st, const floe_errinfo *err_in, floe_errinfo *err)
+static floe_status meet(floe_group *g, unsigned *k, floe_status st, const floe_errinfo *err_in, floe_errinfo *err)
 {
     pthread_mutex_lock(&g->lock);
+    if (k && *k < g->least)
+        g->least = *k;
     if (st != FLOE_OK && g->st == FLOE_OK) {
         g->st = st;
         g->err = *err_in;
@@ -44,6 +48,19 @@ floe_status floe_group_meet(floe_group *g, floe_status st, const floe_errinfo *e
     const floe_status out = g->st;
     if (out != FLOE_OK)
         *err = g->err;
+    if (k)
+        *k = g->least;
     pthread_mutex_unlock(&g->lock);
     return out;
+}
+
+floe_status floe_group_meet(floe_group *g, floe_status st, const floe_errinfo *err_in, floe_errinfo *err)
+{
+    return meet(g, NULL, st, err_in, err);
+}
+
+floe_status floe_group_meet_least(floe_group *g, unsigned *k, floe_status st, const floe_errinfo *err_in,
+                                  floe_errinfo *err)
+{
+    return meet(g, k, st, err_in, err);
 }

@@ -14,11 +14,14 @@
  * them, and gives each chunk its answers back.  Every key crosses the
  * host's memory once each way.
  *
- * The parts' workers meet three times a batch (floe_group_meet): when every
- * chunk is sorted, when every part has answered, and when every chunk has
- * its answers (after which the buffers may be used again).  Each meets
- * every time, whatever happened, so that none waits forever; the first
- * failure is the group's, and every part's sub-batch completes with it.
+ * The parts' workers meet twice a batch (floe_group_meet): when every chunk
+ * is sorted, and when every part has answered.  Each meets every time,
+ * whatever happened, so that none waits forever; the first failure is the
+ * group's, and every part's sub-batch completes with it.  At the first
+ * meeting they may also agree to run the batches queued behind this one
+ * with it (floe_group_meet_least): each offers how many it could take, and
+ * all take the least, so that the meetings of those batches are never
+ * held.
  */
 #ifndef FLOE_TABLES_GROUP_H
 #define FLOE_TABLES_GROUP_H
@@ -45,6 +48,7 @@ typedef struct floe_group {
     pthread_cond_t cv;
     unsigned arrived;
     unsigned long round;
+    unsigned least; /* the least of the offers (floe_group_meet_least) */
     floe_status st; /* the first failure */
     floe_errinfo err;
 } floe_group;
@@ -57,6 +61,11 @@ void floe_group_destroy(floe_group *g);
  * (FLOE_OK: none); returns the group's status so far, its first failure in
  * *err. */
 floe_status floe_group_meet(floe_group *g, floe_status st, const floe_errinfo *err_in, floe_errinfo *err);
+
+/* floe_group_meet that also agrees on a number: each part offers *k, and
+ * each leaves with the least of the offers in *k. */
+floe_status floe_group_meet_least(floe_group *g, unsigned *k, floe_status st, const floe_errinfo *err_in,
+                                  floe_errinfo *err);
 
 #ifdef __cplusplus
 }

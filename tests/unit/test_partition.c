@@ -1367,6 +1367,53 @@ START_TEST(batches_split_on_the_devices)
 }
 END_TEST
 
+/* floe_group_meet_least: every part leaves with the least offer, and with
+ * the first failure, whatever order they arrive in; a later plain meeting
+ * of the same group keeps both. */
+typedef struct least_arg {
+    floe_group *g;
+    unsigned offer, got, got_later;
+    floe_status st, got_st;
+} least_arg;
+
+static void *least_main(void *arg)
+{
+    least_arg *a = arg;
+    usleep((useconds_t)(a->offer % 3) * 2000); /* arrivals in another order than the threads' */
+    floe_errinfo err_in, err;
+    if (a->st != FLOE_OK)
+        floe_errinfo_set(&err_in, a->st, "part offering %u failed", a->offer);
+    a->got = a->offer;
+    a->got_st = floe_group_meet_least(a->g, &a->got, a->st, &err_in, &err);
+    floe_group_meet(a->g, FLOE_OK, NULL, &err);
+    a->got_later = a->g->least;
+    return NULL;
+}
+
+START_TEST(parts_agree_on_the_least_offer)
+{
+    for (int round = 0; round < 2; round++) {
+        floe_group g;
+        floe_table *parts[4] = {NULL, NULL, NULL, NULL};
+        floe_group_init(&g, parts, 4, 1000);
+        least_arg a[4];
+        pthread_t th[4];
+        const unsigned offers[4] = {4, 2, 3, 4};
+        for (int i = 0; i < 4; i++) {
+            a[i] = (least_arg){.g = &g, .offer = offers[i], .st = round == 1 && i == 2 ? FLOE_ERR_INTERNAL : FLOE_OK};
+            ck_assert_int_eq(pthread_create(&th[i], NULL, least_main, &a[i]), 0);
+        }
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            ck_assert_uint_eq(a[i].got, 2);
+            ck_assert_uint_eq(a[i].got_later, 2);
+            ck_assert_int_eq(a[i].got_st, round == 1 ? FLOE_ERR_INTERNAL : FLOE_OK);
+        }
+        floe_group_destroy(&g);
+    }
+}
+END_TEST
+
 Suite *partition_suite(void)
 {
     Suite *s = suite_create("partition");
@@ -1386,6 +1433,7 @@ Suite *partition_suite(void)
     tcase_add_test(tc, placement_by_free_memory);
     tcase_add_test(tc, creates_the_memory_cannot_hold_are_refused);
     tcase_add_test(tc, batches_split_on_the_devices);
+    tcase_add_test(tc, parts_agree_on_the_least_offer);
     suite_add_tcase(s, tc);
     return s;
 }
