@@ -595,13 +595,52 @@ static floe_status unfold_states(tree *t, const fold_job *j, size_t n, uint32_t 
     return FLOE_OK;
 }
 
+/* maxmemory (floe_alloc_set_budget): a growing table's insert of n vectors
+ * that could need its next growth (each vector adds a root and words - 2
+ * nodes at most; a node table's buckets may fill past TREE_NODE_FILL, short
+ * of max_fill), where the budget would not allow that growth's arrays, is
+ * refused whole before anything is stored, as iceberg.c refuses a SET's or
+ * MAP's: a growth that failed in the middle of a batch left some of its
+ * vectors in. */
+static bool growth_out_of_budget(tree *t, size_t n, floe_errinfo *err)
+{
+    if (!t->spec.grow)
+        return false;
+    pthread_rwlock_rdlock(&t->lock);
+    const uint64_t nodes = atomic_load(&t->nodes_used), roots = iceberg_used_slots(t->roots);
+    const double per = t->spec.words > 2 ? (double)(t->spec.words - 2) : 0.0;
+    unsigned what = 0;
+    const double node_fill = t->spec.max_fill < TREE_NODE_FILL ? t->spec.max_fill : TREE_NODE_FILL;
+    if ((double)nodes + per * (double)n > node_fill * (double)t->g.node_slots)
+        what |= TREE_GROW_NODES;
+    if ((double)(roots + n) > t->spec.max_fill * (double)iceberg_total_slots(t->roots))
+        what |= TREE_GROW_ROOTS;
+    tree_sizing z;
+    floe_errinfo ignored;
+    /* as grow_locked would size it; a table that cannot grow further answers FULL instead */
+    const bool grows = what && tree_size_grown(&t->spec, &t->z, what, tree_nodes_ahead(&t->spec, nodes, roots, 0.0), &z,
+                                               &ignored) == FLOE_OK;
+    pthread_rwlock_unlock(&t->lock);
+    if (!grows)
+        return false;
+    const uint64_t bytes = (what & TREE_GROW_NODES ? z.node_bytes : 0) + z.root_bytes;
+    if (floe_alloc_fits(bytes))
+        return false;
+    floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
+                     "table %s: these %zu vectors could need its next growth (%.1f MiB), which would pass floed's "
+                     "maxmemory: nothing was stored",
+                     t->spec.name, n, (double)bytes / 1048576.0);
+    return true;
+}
+
 /* Find-or-put of n states (j: whole vectors, or parents of `generation`
  * with their changes).  A table that grows is grown before the batch when
  * a table of it is past max_fill, and after it when states came back FULL,
  * which are then put again (in order, so first occurrences stay first) until
  * none is left; the ids of a batch that saw its table grow are looked up
  * again.  A delta batch is taken whole (unfolded from its parents) before
- * any growth renames them. */
+ * any growth renames them.  Under maxmemory, a batch that could need a
+ * growth the budget does not allow is refused before it runs. */
 static floe_status insert_states(tree *t, fold_job j, uint64_t generation, size_t n, uint8_t *results, uint64_t *ids,
                                  floe_answer_counts *counts, floe_errinfo *err)
 {
@@ -629,6 +668,10 @@ static floe_status insert_states(tree *t, fold_job j, uint64_t generation, size_
         if (over)
             grow_locked(t, over, &ignored); /* on failure the table stays as it is: FULL answers decide */
         pthread_rwlock_unlock(&t->lock);
+    }
+    if (growth_out_of_budget(t, n, err)) {
+        st = FLOE_ERR_NO_MEMORY;
+        goto out;
     }
 
     pthread_rwlock_rdlock(&t->lock);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "backend.h"
 #include "data/layout2_tree.h"
 #include "tablefile.h"
@@ -1387,6 +1388,60 @@ START_TEST(layout2_tree_files_still_load)
 }
 END_TEST
 
+/* maxmemory: a growing TREE's insert that could need a growth the budget
+ * does not allow is refused whole (ERR_NO_MEMORY, none of its vectors
+ * stored), and every vector of the inserts answered before it is there. */
+static uint64_t growth_limit;
+
+static bool growth_fits(uint64_t bytes)
+{
+    return bytes <= growth_limit;
+}
+
+START_TEST(maxmemory_refuses_a_growth_whole)
+{
+    enum { W = 8, B = 4096, ROUNDS = 400 };
+    tree *t = make_tree_grow(W, 1000, 0, true, NULL);
+    growth_limit = 16u << 20; /* a few growths, then none */
+    floe_alloc_set_budget(growth_fits);
+    uint32_t *v = malloc((size_t)ROUNDS * B * W * sizeof *v);
+    uint8_t *res = malloc(B);
+    ck_assert(v && res);
+    uint64_t seed = 0x6A09E667F3BCC908ull;
+    for (size_t i = 0; i < (size_t)ROUNDS * B * W; i++)
+        v[i] = (uint32_t)rng_next(&seed); /* distinct vectors, sharing little: many nodes */
+    floe_errinfo err;
+    floe_status st = FLOE_OK;
+    size_t stored = 0;
+    while (st == FLOE_OK && stored < ROUNDS) {
+        st = tree_insert(t, v + stored * B * W, B, res, NULL, NULL, &err);
+        if (st == FLOE_OK) {
+            for (size_t i = 0; i < B; i++)
+                ck_assert_int_eq(res[i], FLOE_INSERTED);
+            stored++;
+        }
+    }
+    floe_alloc_set_budget(NULL);
+    ck_assert_msg(st == FLOE_ERR_NO_MEMORY, "%d after %zu inserts: %s", (int)st, stored, err.msg);
+    ck_assert_msg(strstr(err.msg, "maxmemory") && strstr(err.msg, "nothing was stored"), "%s", err.msg);
+    ck_assert_msg(tree_generation(t) > 0, "it grew before the limit");
+    ck_assert_int_eq(tree_find(t, v + stored * B * W, B, res, NULL, NULL, &err), FLOE_OK); /* the refused insert */
+    for (size_t i = 0; i < B; i++)
+        ck_assert_msg(res[i] == FLOE_ABSENT, "vector %zu of the refused insert is stored", i);
+    for (size_t r = 0; r < stored; r++) { /* every vector of the inserts answered OK */
+        ck_assert_int_eq(tree_find(t, v + r * B * W, B, res, NULL, NULL, &err), FLOE_OK);
+        for (size_t i = 0; i < B; i++)
+            ck_assert_int_eq(res[i], FLOE_PRESENT);
+    }
+    floe_table_stats after;
+    tree_stats(t, &after);
+    ck_assert_uint_eq(after.keys, (uint64_t)stored * B);
+    tree_destroy(t);
+    free(v);
+    free(res);
+}
+END_TEST
+
 Suite *tree_suite(void)
 {
     Suite *s = suite_create("tree");
@@ -1404,6 +1459,7 @@ Suite *tree_suite(void)
     tcase_add_test(tc, oversized_header_refused);
     tcase_add_test(tc, erased_root_refused);
     tcase_add_test(tc, layout2_tree_files_still_load);
+    tcase_add_test(tc, maxmemory_refuses_a_growth_whole);
     suite_add_tcase(s, tc);
     return s;
 }
