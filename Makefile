@@ -85,7 +85,7 @@ endif
 
 TABLES_SRC := tables/alloc.c tables/status.c tables/spec.c tables/pool.c tables/dedup.c tables/explore.c tables/iceberg.c tables/tree.c \
               tables/tablefile.c tables/backend.c tables/backend_cpu.c tables/partition.c tables/group.c tables/ordered.c \
-              tables/hostmem.c
+              tables/hostmem.c tables/cuckoo.c
 TEST_SRC   := $(wildcard tests/unit/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c daemon/ops/*.c)
 PROTO_SRC  := $(GEN)/floe.pb-c.c

@@ -13,6 +13,10 @@
  * batches of --batch keys, so the figures include in-batch deduplication.
  * Each row is the median of --runs runs on fresh tables.
  *
+ * --static: S1 scaled: the keys K1 fills its table with to 0.9, built into a
+ * STATIC table (tables/cuckoo.h) sized for fill FLOE_CUCKOO_FILL, then found (all hits,
+ * all misses), beside the same finds on the K1 table, in the same run.
+ *
  * --ordered: O1 on the CPU engine of ORDERED tables (tables/ordered.h),
  * scaled: --keys unique random 64-bit keys with 8-byte values inserted in
  * batches into an empty table; find all hits and all misses; successors of
@@ -24,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuckoo.h"
 #include "iceberg.h"
 #include "layout.h"
 #include "ordered.h"
@@ -42,6 +47,7 @@ typedef struct options {
     unsigned threads;
     unsigned key_bits;
     bool ordered;
+    bool is_static;
     size_t keys; /* --ordered */
 } options;
 
@@ -95,6 +101,7 @@ static void usage(FILE *f)
                "  --batch B        keys per batch call (default 1048576)\n"
                "  --threads T      pool threads, 0 = one per CPU (default 0)\n"
                "  --key-bits K     key width (default 40)\n"
+               "  --static         instead: S1, a STATIC table of K1's keys at fill 0.9 beside K1's table\n"
                "  --ordered        instead: O1 on the ORDERED engine, scaled (see docs/PERFORMANCE.md)\n"
                "  --keys N         with --ordered: keys inserted (default 4194304)\n"
                "  --help           this text\n");
@@ -109,16 +116,17 @@ static void parse(int argc, char **argv, options *o)
         {"threads", required_argument, NULL, 't'},
         {"key-bits", required_argument, NULL, 'k'},
         {"ordered", no_argument, NULL, 'o'},
+        {"static", no_argument, NULL, 'S'},
         {"keys", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){24, 5, (size_t)1 << 20, 0, 40, false, (size_t)1 << 22};
+    *o = (options){24, 5, (size_t)1 << 20, 0, 40, false, false, (size_t)1 << 22};
     int c;
     while ((c = getopt_long(argc, argv, "s:r:b:t:k:h", longopts, NULL)) != -1) {
         char *end = NULL;
         unsigned long long v = 0;
-        if (c != 'h' && c != '?' && c != 'o') {
+        if (c != 'h' && c != '?' && c != 'o' && c != 'S') {
             v = strtoull(optarg, &end, 10);
             if (!end || *end || end == optarg) {
                 fprintf(stderr, "floe-kbench: -%c needs a number, got '%s'\n", c, optarg);
@@ -143,6 +151,9 @@ static void parse(int argc, char **argv, options *o)
             break;
         case 'o':
             o->ordered = true;
+            break;
+        case 'S':
+            o->is_static = true;
             break;
         case 'n':
             o->keys = (size_t)v;
@@ -277,6 +288,64 @@ static int run_o1(const options *o, floe_pool *pool)
     return 0;
 }
 
+/* S1 scaled: keys[0..n) (K1's, at fill 0.9 of its table) built into a STATIC
+ * table sized for fill 0.95, found (keys[0..n): all hits; keys[n..2n): all
+ * misses); beside the K1 table's finds of the same keys in the same runs. */
+static int run_s1(const options *o, floe_pool *pool, const uint64_t *keys, size_t n, double *k1_hit, double *k1_miss,
+                  double k1_bpk)
+{
+    enum { S_BUILD, S_HIT, S_MISS, S_ROWS };
+    static const char *const names[S_ROWS] = {"build (one thread)", "find, all hits", "find, all misses"};
+    double *rate[S_ROWS];
+    for (int r = 0; r < S_ROWS; r++)
+        rate[r] = calloc(o->runs, sizeof(double));
+    uint8_t *res = malloc(n);
+    check(res != NULL, "out of memory");
+    double bpk = 0, fill = 0;
+    for (unsigned run = 0; run < o->runs; run++) {
+        cuckoo *t;
+        floe_errinfo err;
+        double s = now();
+        if (cuckoo_build(o->key_bits, 0x5EED + run, FLOE_CUCKOO_FILL, keys, n, &t, &err) != FLOE_OK)
+            die("static build", &err);
+        rate[S_BUILD][run] = (double)n / (now() - s) / 1e6;
+        for (int miss = 0; miss < 2; miss++) {
+            floe_answer_counts c = {0};
+            s = now();
+            for (size_t at = 0; at < n; at += o->batch) {
+                const size_t m = n - at < o->batch ? n - at : o->batch;
+                floe_answer_counts part;
+                cuckoo_find(t, keys + miss * n + at, m, res, &part, pool);
+                c.present += part.present;
+            }
+            rate[miss ? S_MISS : S_HIT][run] = (double)n / (now() - s) / 1e6;
+            check(c.present == (miss ? 0 : n), "static find: answers do not add up");
+        }
+        bpk = (double)cuckoo_bytes(t) / (double)n;
+        fill = (double)n / (double)floe_cuckoo_slots(cuckoo_geometry(t));
+        cuckoo_destroy(t);
+    }
+    printf("# S1 scaled: the %zu keys of K1 at fill 0.9 in a STATIC table (compact cuckoo, %u slots a bucket, "
+           "%u choices) at fill %.3f; K1's table beside it, same runs\n",
+           n, FLOE_CUCKOO_SLOTS, FLOE_CUCKOO_CHOICES, fill);
+    printf("| row | STATIC, M keys/s (median) | min | max | K1 table (median) |\n|---|---|---|---|---|\n");
+    for (int r = 0; r < S_ROWS; r++) {
+        qsort(rate[r], o->runs, sizeof(double), cmp_double);
+        double *k1 = r == S_HIT ? k1_hit : r == S_MISS ? k1_miss : NULL;
+        if (k1)
+            qsort(k1, o->runs, sizeof(double), cmp_double);
+        char beside[32] = "-";
+        if (k1)
+            snprintf(beside, sizeof beside, "%.1f", k1[o->runs / 2]);
+        printf("| %s | %.1f | %.1f | %.1f | %s |\n", names[r], rate[r][o->runs / 2], rate[r][0], rate[r][o->runs - 1],
+               beside);
+        free(rate[r]);
+    }
+    printf("# memory: %.3f bytes per key (K1's table at fill 0.9: %.3f)\n", bpk, k1_bpk);
+    free(res);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -384,6 +453,14 @@ int main(int argc, char **argv)
         mks[ROW_FOP][run] = (double)(2 * n08) / s / 1e6;
         iceberg_destroy(t);
         fprintf(stderr, "run %u/%u done\n", run + 1, o.runs);
+    }
+    if (o.is_static) {
+        const int rc = run_s1(&o, pool, keys, n09, mks[ROW_HIT], mks[ROW_MISS], bpk);
+        free(keys);
+        free(twice);
+        free(res);
+        floe_pool_destroy(pool);
+        return rc;
     }
     printf("| row | M keys/s (median) | min | max |\n|---|---|---|---|\n");
     for (int r = 0; r < ROWS; r++) {

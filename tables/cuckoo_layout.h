@@ -1,0 +1,134 @@
+/*
+ * cuckoo_layout.h - the one definition of the STATIC table's layout: the
+ * seed paper's compact bucketed cuckoo table (notes/compact-iceberg.md;
+ * Hegeman et al. 2024, section 4.4), built once from a set of keys and then
+ * only queried.  Shared by the CPU engine (tables/cuckoo.c), and by the GPU
+ * engine and the table file once they have it.
+ *
+ * One level of buckets of FLOE_CUCKOO_SLOTS rows, mult x 2^hi_bits of them
+ * (mult 1, 5, 3 or 7: a size for every quarter step, 2^h x 1, 1.25, 1.5,
+ * 1.75, so that a table of any number of keys is 0.78 to 0.98 full).  A key
+ * has FLOE_CUCKOO_CHOICES candidate buckets, one for each of as many seeded
+ * bijections (layout.h's floe_perm: permutations instead of hash functions,
+ * so that a row keeps only a remainder): of the permuted key x, the high
+ * hi_bits pick a bucket inside a part, and the low bits (the rest) split
+ * once more: rest % mult picks the part, and rest / mult is the remainder
+ * (below 2^rem_bits, rem_bits = the low bits less floor(log2 mult)).  Choice
+ * c stores ((remainder << 1) | c) + 1, never 0 (EMPTY), from which the
+ * bucket's position gives the key back.
+ *
+ * Buckets fill in order: a key goes to its choice c + 1 only when its
+ * bucket of choice c is full, and an evicted key moves on to its next
+ * choice, whose earlier buckets are full too; a static table never empties
+ * a slot.  So a lookup reads the buckets of choices 0 and 1 in turn and
+ * stops at the first one that holds the key, or that has an EMPTY slot
+ * (then the key is not in the table): a miss at fill 0.9 reads little more
+ * than one bucket.  Rows are packed into 64-bit words as layout.h packs
+ * them, and found with its word-at-a-time search.
+ */
+#ifndef FLOE_TABLES_CUCKOO_LAYOUT_H
+#define FLOE_TABLES_CUCKOO_LAYOUT_H
+
+#include <stdint.h>
+
+#include "layout.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLOE_CUCKOO_CHOICES 2u
+#define FLOE_CUCKOO_CHOICE_BITS 1u /* a row's bits that say its choice */
+#define FLOE_CUCKOO_SLOTS   32u  /* rows a bucket: with two choices they fill to 0.99 (three choices and 16 rows: 0.95, the paper) */
+#define FLOE_CUCKOO_TAG     (FLOE_CUCKOO_CHOICE_BITS + 1u) /* and a spare bit: a row is below 2^(w-1) */
+#define FLOE_CUCKOO_FILL    0.98 /* the most a table is sized to hold (every key placed up to 0.99: a margin) */
+#define FLOE_CUCKOO_PERM    16u  /* floe_perm_init's `which` of choice 0 (iceberg levels take 0..4) */
+
+typedef struct floe_cuckoo_geometry {
+    uint32_t key_bits;
+    uint32_t mult;    /* 1, 3, 5 or 7 */
+    uint32_t hi_bits; /* mult x 2^hi_bits buckets */
+    uint32_t low_bits;
+    uint64_t buckets;
+    floe_level level; /* the rows: rem_bits, row_bits, slots, words (addr_bits and three unused) */
+    floe_perm perm[FLOE_CUCKOO_CHOICES];
+} floe_cuckoo_geometry;
+
+/* floor(log2 mult) for mult 1, 3, 5, 7. */
+FLOE_HD static inline uint32_t floe_cuckoo_mult_bits(uint32_t mult)
+{
+    return mult >= 4 ? 2u : mult >= 2 ? 1u : 0u;
+}
+
+/* Whether key_bits keys fit a table of mult x 2^hi_bits buckets: a
+ * remainder of 0 bits or more, in a row of 64 bits at most, and no more
+ * buckets than an iceberg table's primary level may have. */
+FLOE_HD static inline int floe_cuckoo_size_ok(uint32_t key_bits, uint32_t hi_bits, uint32_t mult)
+{
+    const uint32_t mb = floe_cuckoo_mult_bits(mult);
+    return hi_bits <= FLOE_MAX_ADDR_BITS && hi_bits + mb <= key_bits && key_bits - hi_bits - mb + FLOE_CUCKOO_TAG <= 64;
+}
+
+/* Fills g for key_bits (1..64) and mult x 2^hi_bits buckets
+ * (floe_cuckoo_size_ok), permutations from seed. */
+FLOE_HD static inline void floe_cuckoo_geometry_init(floe_cuckoo_geometry *g, uint32_t key_bits, uint32_t hi_bits,
+                                                     uint32_t mult, uint64_t seed)
+{
+    floe_level *lv = &g->level;
+    g->key_bits = key_bits;
+    g->mult = mult;
+    g->hi_bits = hi_bits;
+    g->low_bits = key_bits - hi_bits;
+    g->buckets = (uint64_t)mult << hi_bits;
+    lv->addr_bits = 0;
+    lv->three = 0;
+    lv->rem_bits = g->low_bits - floe_cuckoo_mult_bits(mult);
+    lv->row_bits = floe_row_bits_for(lv->rem_bits, FLOE_CUCKOO_TAG);
+    lv->slots = FLOE_CUCKOO_SLOTS;
+    lv->choices = FLOE_CUCKOO_CHOICES;
+    lv->words = lv->slots * lv->row_bits / 64;
+    lv->pad = 0;
+    lv->first_id = 0;
+    for (uint32_t c = 0; c < FLOE_CUCKOO_CHOICES; c++)
+        floe_perm_init(&g->perm[c], key_bits, seed, FLOE_CUCKOO_PERM + c);
+}
+
+FLOE_HD static inline uint64_t floe_cuckoo_slots(const floe_cuckoo_geometry *g)
+{
+    return g->buckets * g->level.slots;
+}
+
+/* x / mult, by constants the compiler turns into multiplications. */
+FLOE_HD static inline uint64_t floe_cuckoo_div(uint64_t x, uint32_t mult)
+{
+    return mult == 3 ? x / 3 : mult == 5 ? x / 5 : mult == 7 ? x / 7 : x;
+}
+
+/* Key's bucket and row for choice c. */
+FLOE_HD static inline void floe_cuckoo_split(const floe_cuckoo_geometry *g, uint32_t c, uint64_t key, uint64_t *bucket,
+                                             uint64_t *row)
+{
+    const uint64_t x = floe_permute(&g->perm[c], key);
+    const uint64_t rest = x & floe_mask_bits(g->low_bits), q = floe_cuckoo_div(rest, g->mult);
+    *bucket = ((rest - q * g->mult) << g->hi_bits) | (g->low_bits >= 64 ? 0 : x >> g->low_bits);
+    *row = ((q << FLOE_CUCKOO_CHOICE_BITS) | c) + 1;
+}
+
+FLOE_HD static inline uint32_t floe_cuckoo_choice(uint64_t row)
+{
+    return (uint32_t)((row - 1) & ((1u << FLOE_CUCKOO_CHOICE_BITS) - 1));
+}
+
+/* The key a stored row of a bucket holds. */
+FLOE_HD static inline uint64_t floe_cuckoo_join(const floe_cuckoo_geometry *g, uint64_t bucket, uint64_t row)
+{
+    const uint64_t part = bucket >> g->hi_bits, hi = bucket & floe_mask_bits(g->hi_bits);
+    const uint64_t x = (g->low_bits >= 64 ? 0 : hi << g->low_bits) | (((row - 1) >> FLOE_CUCKOO_CHOICE_BITS) * g->mult + part);
+    return floe_unpermute(&g->perm[floe_cuckoo_choice(row)], x);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLOE_TABLES_CUCKOO_LAYOUT_H */

@@ -1,0 +1,194 @@
+/*
+ * test_cuckoo.c - STATIC tables' CPU engine (tables/cuckoo.c) against a
+ * reference: a sorted array of the distinct keys, searched by bisection.
+ * Every key built in is PRESENT, every other key ABSENT, at fill up to
+ * FLOE_CUCKOO_FILL, for several key widths and sizes of every shape; the
+ * layout's order (a key at choice c only where its buckets of the choices
+ * before are full) holds in every bucket; repeats are stored once; bad
+ * input is refused and builds nothing.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cuckoo.h"
+#include "testutil.h"
+
+static int cmp_u64(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The distinct keys of keys[0..n), sorted: how many. */
+static size_t sorted_distinct(const uint64_t *keys, size_t n, uint64_t *out)
+{
+    memcpy(out, keys, n * sizeof *out);
+    qsort(out, n, sizeof *out, cmp_u64);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m == 0 || out[m - 1] != out[i])
+            out[m++] = out[i];
+    return m;
+}
+
+static bool in_ref(const uint64_t *ref, size_t m, uint64_t k)
+{
+    return bsearch(&k, ref, m, sizeof *ref, cmp_u64) != NULL;
+}
+
+/* Every stored row: its key is found, and every bucket of its choices
+ * before its own is full (buckets fill in order). */
+static void check_order(const cuckoo *t)
+{
+    const floe_cuckoo_geometry *g = cuckoo_geometry(t);
+    const floe_level *lv = &g->level;
+    const uint64_t *words = cuckoo_words(t);
+    uint64_t rows = 0;
+    for (uint64_t b = 0; b < g->buckets; b++)
+        for (uint32_t i = 0; i < lv->slots; i++) {
+            const uint64_t row = floe_row_get(words + b * lv->words, lv->row_bits, i);
+            if (row == FLOE_ROW_EMPTY)
+                continue;
+            rows++;
+            const uint64_t key = floe_cuckoo_join(g, b, row);
+            for (uint32_t c = 0; c < floe_cuckoo_choice(row); c++) {
+                uint64_t b2, r2;
+                floe_cuckoo_split(g, c, key, &b2, &r2);
+                ck_assert_uint_eq(floe_bucket_first_empty(words + b2 * lv->words, lv), lv->slots);
+            }
+            uint64_t b3, r3;
+            floe_cuckoo_split(g, floe_cuckoo_choice(row), key, &b3, &r3);
+            ck_assert_uint_eq(b3, b);
+            ck_assert_uint_eq(r3, row);
+        }
+    ck_assert_uint_eq(rows, cuckoo_keys(t));
+}
+
+/* A table of n random key_bits-bit keys (some repeated) at `fill`, checked
+ * against the reference with its keys and as many others. */
+static void build_and_check(uint32_t key_bits, size_t n, double fill, uint64_t seed, floe_pool *pool)
+{
+    uint64_t *keys = malloc(n * sizeof *keys), *ref = malloc(n * sizeof *ref), *probe = malloc(2 * n * sizeof *probe);
+    uint8_t *res = malloc(2 * n);
+    ck_assert(keys && ref && probe && res);
+    uint64_t s = seed;
+    const uint64_t mask = key_bits == 64 ? ~0ull : (1ull << key_bits) - 1;
+    for (size_t i = 0; i < n; i++)
+        keys[i] = i % 17 == 5 && i ? keys[i / 2] : rng_next(&s) & mask; /* a few repeats */
+    const size_t m = sorted_distinct(keys, n, ref);
+    cuckoo *t = NULL;
+    floe_errinfo err;
+    ck_assert_msg(cuckoo_build(key_bits, seed, fill, keys, n, &t, &err) == FLOE_OK, "%u bits, %zu keys at %.2f: %s",
+                  key_bits, n, fill, err.msg);
+    ck_assert_uint_eq(cuckoo_keys(t), m);
+    const double got = (double)m / (double)floe_cuckoo_slots(cuckoo_geometry(t));
+    ck_assert_msg(got <= fill + 1e-9, "fill %.3f past %.3f", got, fill);
+    const double asked = (double)n / (double)floe_cuckoo_slots(cuckoo_geometry(t)); /* sized for n, repeats too */
+    ck_assert_msg(n < 1000 || asked > fill / 1.26, "%.3f: a size a quarter step smaller would do", asked);
+    for (size_t i = 0; i < n; i++) {
+        probe[2 * i] = keys[i];
+        probe[2 * i + 1] = rng_next(&s) & mask;
+    }
+    floe_answer_counts counts = {0};
+    cuckoo_find(t, probe, 2 * n, res, &counts, pool);
+    uint64_t present = 0;
+    for (size_t i = 0; i < 2 * n; i++) {
+        const bool want = in_ref(ref, m, probe[i]);
+        ck_assert_msg(res[i] == (want ? FLOE_PRESENT : FLOE_ABSENT), "key %llu: answer %u, in the set: %d",
+                      (unsigned long long)probe[i], res[i], want);
+        present += want;
+    }
+    ck_assert_uint_eq(counts.present, present);
+    ck_assert_uint_eq(counts.absent, 2 * n - present);
+    check_order(t);
+    cuckoo_destroy(t);
+    free(keys);
+    free(ref);
+    free(probe);
+    free(res);
+}
+
+START_TEST(every_key_found_every_other_absent)
+{
+    floe_pool *pool = NULL;
+    floe_errinfo err;
+    ck_assert_int_eq(floe_pool_create(2, &pool, &err), FLOE_OK);
+    build_and_check(40, 200000, FLOE_CUCKOO_FILL, 11, pool);
+    build_and_check(64, 100000, 0.9, 12, pool);
+    build_and_check(20, 300000, FLOE_CUCKOO_FILL, 13, NULL); /* a quarter of the key space: most probes hit */
+    build_and_check(33, 1000, 0.5, 14, NULL);
+    build_and_check(40, 1, FLOE_CUCKOO_FILL, 15, NULL);
+    floe_pool_destroy(pool);
+}
+END_TEST
+
+/* Sizes of every shape (mult x 2^h buckets, mult 1, 5, 3, 7) filled to
+ * FLOE_CUCKOO_FILL of their slots exactly: the build places every key in
+ * that size. */
+START_TEST(fills_to_the_most)
+{
+    static const uint32_t mults[4] = {1, 5, 3, 7}, his[4] = {12, 10, 11, 10};
+    for (int s = 0; s < 4; s++) {
+        const uint64_t slots = ((uint64_t)mults[s] << his[s]) * FLOE_CUCKOO_SLOTS;
+        const size_t n = (size_t)(FLOE_CUCKOO_FILL * (double)slots);
+        uint64_t *keys = malloc(n * sizeof *keys);
+        ck_assert_ptr_nonnull(keys);
+        for (size_t i = 0; i < n; i++)
+            keys[i] = i * 0x9E3779B97F4A7C15ull >> 24; /* distinct 40-bit keys */
+        cuckoo *t = NULL;
+        floe_errinfo err;
+        ck_assert_msg(cuckoo_build(40, 99 + (uint64_t)s, FLOE_CUCKOO_FILL, keys, n, &t, &err) == FLOE_OK, "%s", err.msg);
+        ck_assert_uint_eq(cuckoo_geometry(t)->mult, mults[s]);
+        ck_assert_uint_eq(cuckoo_geometry(t)->hi_bits, his[s]);
+        ck_assert_uint_eq(floe_cuckoo_slots(cuckoo_geometry(t)), slots);
+        uint8_t *res = malloc(n);
+        ck_assert_ptr_nonnull(res);
+        cuckoo_find(t, keys, n, res, NULL, NULL);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_int_eq(res[i], FLOE_PRESENT);
+        check_order(t);
+        cuckoo_destroy(t);
+        free(res);
+        free(keys);
+    }
+}
+END_TEST
+
+static bool refuse_all(uint64_t bytes)
+{
+    (void)bytes;
+    return false;
+}
+
+START_TEST(bad_input_builds_nothing)
+{
+    const uint64_t keys[3] = {1, 2, 1ull << 40};
+    cuckoo *t = (cuckoo *)&t;
+    floe_errinfo err;
+    ck_assert_int_eq(cuckoo_build(40, 1, 0.9, keys, 3, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(strstr(err.msg, "key 2") && strstr(err.msg, "wider than 40 bits"), "%s", err.msg);
+    ck_assert_int_eq(cuckoo_build(40, 1, FLOE_CUCKOO_FILL + 0.01, keys, 2, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "fill"), "%s", err.msg);
+    ck_assert_int_eq(cuckoo_build(0, 1, 0.9, keys, 2, &t, &err), FLOE_ERR_INVALID);
+    floe_alloc_set_budget(refuse_all);
+    ck_assert_int_eq(cuckoo_build(40, 1, 0.9, keys, 2, &t, &err), FLOE_ERR_NO_MEMORY);
+    floe_alloc_set_budget(NULL);
+    ck_assert_msg(strstr(err.msg, "maxmemory"), "%s", err.msg);
+    ck_assert_ptr_null(t);
+}
+END_TEST
+
+Suite *cuckoo_suite(void)
+{
+    Suite *s = suite_create("cuckoo");
+    TCase *tc = tcase_create("cuckoo");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, every_key_found_every_other_absent);
+    tcase_add_test(tc, fills_to_the_most);
+    tcase_add_test(tc, bad_input_builds_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
