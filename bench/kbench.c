@@ -17,6 +17,12 @@
  * STATIC table (tables/cuckoo.h) sized for fill FLOE_CUCKOO_FILL, then found (all hits,
  * all misses), beside the same finds on the K1 table, in the same run.
  *
+ * --grow: G1 scaled: --keys unique random 40-bit keys in batches of --batch
+ * into a SET (then a MAP of 8-byte values) created with the default
+ * capacity and growth on, and into one sized for them, in the same run:
+ * the rate over the whole run and the slowest batch against the median one
+ * (a stall is what a client feels).
+ *
  * --ordered: O1 on the CPU engine of ORDERED tables (tables/ordered.h),
  * scaled: --keys unique random 64-bit keys with 8-byte values inserted in
  * batches into an empty table; find all hits and all misses; successors of
@@ -48,7 +54,8 @@ typedef struct options {
     unsigned key_bits;
     bool ordered;
     bool is_static;
-    size_t keys; /* --ordered */
+    bool grow;
+    size_t keys; /* --ordered, --grow */
 } options;
 
 static double now(void)
@@ -102,8 +109,10 @@ static void usage(FILE *f)
                "  --threads T      pool threads, 0 = one per CPU (default 0)\n"
                "  --key-bits K     key width (default 40)\n"
                "  --static         instead: S1, a STATIC table of K1's keys at fill 0.9 beside K1's table\n"
+               "  --grow           instead: G1, --keys keys into tables that grow from the default capacity,\n"
+               "                   beside tables sized for them: rate, and the slowest batch against the median\n"
                "  --ordered        instead: O1 on the ORDERED engine, scaled (see docs/PERFORMANCE.md)\n"
-               "  --keys N         with --ordered: keys inserted (default 4194304)\n"
+               "  --keys N         with --ordered or --grow: keys inserted (default 4194304)\n"
                "  --help           this text\n");
 }
 
@@ -117,16 +126,17 @@ static void parse(int argc, char **argv, options *o)
         {"key-bits", required_argument, NULL, 'k'},
         {"ordered", no_argument, NULL, 'o'},
         {"static", no_argument, NULL, 'S'},
+        {"grow", no_argument, NULL, 'g'},
         {"keys", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){24, 5, (size_t)1 << 20, 0, 40, false, false, (size_t)1 << 22};
+    *o = (options){24, 5, (size_t)1 << 20, 0, 40, false, false, false, (size_t)1 << 22};
     int c;
     while ((c = getopt_long(argc, argv, "s:r:b:t:k:h", longopts, NULL)) != -1) {
         char *end = NULL;
         unsigned long long v = 0;
-        if (c != 'h' && c != '?' && c != 'o' && c != 'S') {
+        if (c != 'h' && c != '?' && c != 'o' && c != 'S' && c != 'g') {
             v = strtoull(optarg, &end, 10);
             if (!end || *end || end == optarg) {
                 fprintf(stderr, "floe-kbench: -%c needs a number, got '%s'\n", c, optarg);
@@ -154,6 +164,9 @@ static void parse(int argc, char **argv, options *o)
             break;
         case 'S':
             o->is_static = true;
+            break;
+        case 'g':
+            o->grow = true;
             break;
         case 'n':
             o->keys = (size_t)v;
@@ -288,6 +301,82 @@ static int run_o1(const options *o, floe_pool *pool)
     return 0;
 }
 
+/* G1 scaled: M keys/s over the whole run, and the slowest batch against
+ * the median one, for a SET and a MAP (8-byte values) that grow from the
+ * default capacity and for ones sized for the keys, in turn, median of runs. */
+static int run_g1(const options *o, floe_pool *pool)
+{
+    const size_t n = o->keys, b = o->batch < n ? o->batch : n, batches = (n + b - 1) / b;
+    floe_perm keygen;
+    floe_perm_init(&keygen, 40, 777, 0);
+    uint64_t *keys = malloc(n * 8), *vals = malloc(n * 8);
+    uint8_t *res = malloc(b);
+    double *lat = malloc(batches * sizeof *lat);
+    check(keys && vals && res && lat, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = floe_permute(&keygen, i);
+        vals[i] = i;
+    }
+    printf("# floe-kbench --grow: G1 scaled, %zu unique random 40-bit keys in batches of %zu, %u threads, median "
+           "of %u runs\n",
+           n, b, floe_pool_width(pool), o->runs);
+    printf("| table | M keys/s (median) | slowest batch / median batch (median) | slowest batch, ms | growths |\n"
+           "|---|---|---|---|---|\n");
+    for (int map = 0; map < 2; map++)
+        for (int sized = 0; sized < 2; sized++) {
+            double *rate = calloc(o->runs, sizeof(double)), *ratio = calloc(o->runs, sizeof(double));
+            double *worst = calloc(o->runs, sizeof(double));
+            check(rate && ratio && worst, "out of memory");
+            uint64_t growths = 0;
+            for (unsigned run = 0; run < o->runs; run++) {
+                floe_spec spec;
+                floe_errinfo err;
+                floe_spec_default(&spec);
+                strcpy(spec.name, "g1");
+                spec.key_bits = 40;
+                spec.value_bytes = map ? 8 : 0;
+                spec.kind = map ? FLOE_KIND_MAP : FLOE_KIND_SET;
+                spec.grow = 1;
+                if (sized)
+                    spec.capacity = n;
+                iceberg *t;
+                if (iceberg_create(&spec, pool, &t, &err) != FLOE_OK)
+                    die("create", &err);
+                const double s = now();
+                for (size_t k = 0; k < batches; k++) {
+                    const size_t at = k * b, m = n - at < b ? n - at : b;
+                    floe_answer_counts c;
+                    const double t0 = now();
+                    if (iceberg_insert(t, keys + at, m, map ? vals + at : NULL, map ? m * 8 : 0, FLOE_VALUES_KEEP, res,
+                                       NULL, NULL, &c, &err) != FLOE_OK)
+                        die("insert", &err);
+                    lat[k] = now() - t0;
+                    check(c.inserted == m, "insert: not every key INSERTED");
+                }
+                rate[run] = (double)n / (now() - s) / 1e6;
+                growths = iceberg_generation(t);
+                qsort(lat, batches, sizeof *lat, cmp_double);
+                worst[run] = lat[batches - 1] * 1e3;
+                ratio[run] = lat[batches - 1] / lat[batches / 2];
+                iceberg_destroy(t);
+            }
+            qsort(rate, o->runs, sizeof(double), cmp_double);
+            qsort(ratio, o->runs, sizeof(double), cmp_double);
+            qsort(worst, o->runs, sizeof(double), cmp_double);
+            printf("| %s, %s | %.1f | %.1f | %.1f | %llu |\n", map ? "MAP (8-byte values)" : "SET",
+                   sized ? "sized for the keys" : "grown from the default capacity", rate[o->runs / 2],
+                   ratio[o->runs / 2], worst[o->runs / 2], (unsigned long long)growths);
+            free(rate);
+            free(ratio);
+            free(worst);
+        }
+    free(keys);
+    free(vals);
+    free(res);
+    free(lat);
+    return 0;
+}
+
 /* S1 scaled: keys[0..n) (K1's, at fill 0.9 of its table) built into a STATIC
  * table sized for fill 0.95, found (keys[0..n): all hits; keys[n..2n): all
  * misses); beside the K1 table's finds of the same keys in the same runs. */
@@ -354,8 +443,8 @@ int main(int argc, char **argv)
     floe_pool *pool;
     if (floe_pool_create(o.threads, &pool, &err) != FLOE_OK)
         die("pool", &err);
-    if (o.ordered) {
-        const int rc = run_o1(&o, pool);
+    if (o.ordered || o.grow) {
+        const int rc = o.ordered ? run_o1(&o, pool) : run_g1(&o, pool);
         floe_pool_destroy(pool);
         return rc;
     }

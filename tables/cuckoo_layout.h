@@ -39,9 +39,9 @@ extern "C" {
 
 #define FLOE_CUCKOO_CHOICES 2u
 #define FLOE_CUCKOO_CHOICE_BITS 1u /* a row's bits that say its choice */
-#define FLOE_CUCKOO_SLOTS   32u  /* rows a bucket: with two choices they fill to 0.99 (three choices and 16 rows: 0.95, the paper) */
+#define FLOE_CUCKOO_SLOTS       16u /* rows a bucket: 16 of 16 bits are a 32-byte sector; two choices fill them to 0.98 */
 #define FLOE_CUCKOO_TAG     (FLOE_CUCKOO_CHOICE_BITS + 1u) /* and a spare bit: a row is below 2^(w-1) */
-#define FLOE_CUCKOO_FILL    0.98 /* the most a table is sized to hold (every key placed up to 0.99: a margin) */
+#define FLOE_CUCKOO_FILL        0.98                           /* the most a table is sized to hold */
 #define FLOE_CUCKOO_PERM    16u  /* floe_perm_init's `which` of choice 0 (iceberg levels take 0..4) */
 
 typedef struct floe_cuckoo_geometry {
