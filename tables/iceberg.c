@@ -564,6 +564,31 @@ typedef struct rebuild_job {
     _Atomic int damaged; /* a key was in two slots */
 } rebuild_job;
 
+/* Keys a rebuild task reads before it puts them, their new buckets
+ * prefetched meanwhile: the puts land at random in the new arrays. */
+#define REBUILD_GROUP 64u
+
+typedef struct rebuild_group {
+    uint64_t key[REBUILD_GROUP], value[REBUILD_GROUP], bucket[REBUILD_GROUP], rem[REBUILD_GROUP];
+    unsigned n;
+} rebuild_group;
+
+/* Puts the group's keys into the new store; false (the job marked) where
+ * one found no room or was there already. */
+static bool rebuild_put_group(rebuild_job *rj, rebuild_group *g, tally *ty)
+{
+    for (unsigned j = 0; j < g->n; j++) {
+        put_result r = put_one(rj->to, g->key[j], g->bucket[j], g->rem[j], g->value[j], false);
+        if (r.result != FLOE_INSERTED) {
+            atomic_store(r.result == FLOE_PRESENT ? &rj->damaged : &rj->failed, 1);
+            return false;
+        }
+        ty->used[r.level]++;
+    }
+    g->n = 0;
+    return true;
+}
+
 static void rebuild_chunk(void *arg, size_t task)
 {
     rebuild_job *rj = arg;
@@ -575,25 +600,32 @@ static void rebuild_chunk(void *arg, size_t task)
     tally *ty = &rj->tallies[task];
     memset(ty, 0, sizeof *ty);
     uint64_t snap[MAX_WORDS];
+    rebuild_group g;
+    g.n = 0;
     for (uint64_t b = lo; b < hi; b++) {
         snapshot(bucket_ptr(from, rj->level, b), lv->words, snap);
         for (uint32_t i = 0; i < lv->slots; i++) {
             uint64_t row = floe_row_get(snap, lv->row_bits, i);
             if (!floe_row_is_key(row, lv->row_bits))
                 continue;
-            uint64_t key =
+            const unsigned j = g.n++;
+            g.key[j] =
                 floe_join(&from->g, rj->level, floe_row_choice(rj->level, row), b, floe_row_remainder(rj->level, row));
-            uint64_t v = from->value_bytes ? value_load(from, floe_slot_id(&from->g, rj->level, b, i)) : 0;
-            uint64_t nb0, nrem0;
-            floe_split(&rj->to->g, 0, 0, key, &nb0, &nrem0);
-            put_result r = put_one(rj->to, key, nb0, nrem0, v, false);
-            if (r.result != FLOE_INSERTED) {
-                atomic_store(r.result == FLOE_PRESENT ? &rj->damaged : &rj->failed, 1);
-                return;
+            g.value[j] = from->value_bytes ? value_load(from, floe_slot_id(&from->g, rj->level, b, i)) : 0;
+            floe_split(&rj->to->g, 0, 0, g.key[j], &g.bucket[j], &g.rem[j]);
+            prefetch_bucket(rj->to, 0, g.bucket[j], 1);
+            if (rj->to->value_bytes) { /* the bucket's values lie together: one of them takes this key's */
+                const floe_level *nl = &rj->to->g.level[0];
+                const char *v0 =
+                    (const char *)rj->to->values + floe_slot_id(&rj->to->g, 0, g.bucket[j], 0) * rj->to->value_bytes;
+                for (uint32_t off = 0; off < nl->slots * rj->to->value_bytes; off += 64)
+                    __builtin_prefetch(v0 + off, 1);
             }
-            ty->used[r.level]++;
+            if (g.n == REBUILD_GROUP && !rebuild_put_group(rj, &g, ty))
+                return;
         }
     }
+    rebuild_put_group(rj, &g, ty);
 }
 
 /* Rebuilds t into 2^addr_bits primary buckets (1.5 times that with three),
