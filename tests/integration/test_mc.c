@@ -371,21 +371,28 @@ START_TEST(interrupted_run_drops_its_table)
         if (pid == 0) {
             if (!freopen("/dev/null", "w", stdout) || !freopen(err_path, "w", stderr))
                 _exit(126);
-            /* puzzle:3x4 on the CPU engine runs for minutes: long enough to be interrupted */
+            /* puzzle:3x4 on the CPU engine runs for minutes: long enough to be interrupted.
+             * A small growing table: the model's own size (275 M) takes seconds to
+             * create under ThreadSanitizer. */
             execl(mc, mc, "--server", d.uri, "--quiet", "--model", "puzzle:3x4", "--workers", "2", "--table", "intr",
-                  (char *)NULL);
+                  "--capacity", "1M", (char *)NULL);
             _exit(127);
         }
         floe *c = connect_ok(&d);
         floe_table_info info;
-        int seen = 0;
-        for (int i = 0; i < 200 && !seen; i++) { /* until its table has states */
+        int seen = 0, status;
+        /* until its table has states (60 s: the slowest floed of the runs is under TSan),
+         * or until floe-mc ends, which is a failure that its stderr explains */
+        for (int i = 0; i < 1200 && !seen; i++) {
             usleep(50000);
             seen = floe_stats(c, "intr", &info) == FLOE_OK && info.keys > 0;
+            if (!seen && waitpid(pid, &status, WNOHANG) == pid) {
+                char *err = slurp(err_path);
+                ck_abort_msg("floe-mc ended (status %d) before its table had states: %s", status, err ? err : "");
+            }
         }
-        ck_assert_msg(seen, "floe-mc made no table");
+        ck_assert_msg(seen, "floe-mc made no table with states in 60 s");
         ck_assert_int_eq(kill(pid, sigs[k]), 0);
-        int status;
         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
         char *err = slurp(err_path);
         ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 128 + sigs[k], "status %d: %s", status,
