@@ -47,6 +47,17 @@ bool floe_alloc_fits(uint64_t bytes)
     return false;
 }
 
+bool floe_alloc_growth_refused(const char *table, size_t n, const char *units, uint64_t bytes, floe_errinfo *err)
+{
+    if (floe_alloc_fits(bytes))
+        return false;
+    floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
+                     "table %s: these %zu %s could need its next growth (%.1f MiB), which would pass floed's "
+                     "maxmemory: nothing was stored",
+                     table, n, units, (double)bytes / 1048576.0);
+    return true;
+}
+
 void floe_alloc_fail_nth(uint64_t nth)
 {
     atomic_store(&target, 0);

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "status.h"
+
 void *floe_malloc(size_t n);
 void *floe_calloc(size_t count, size_t size);
 void *floe_realloc(void *p, size_t n);
@@ -41,6 +43,11 @@ bool floe_alloc_fails(void);
  * (false: errno EDQUOT) before such a mapping, as floe_alloc_fails does. */
 void floe_alloc_set_budget(bool (*fits)(uint64_t bytes));
 bool floe_alloc_fits(uint64_t bytes);
+/* The one rule of a growing table under that budget: a write of n keys
+ * (units: "keys", "vectors") that could need a growth of `bytes` more,
+ * where the budget would not allow them, is refused whole before anything
+ * is stored: true, and ERR_NO_MEMORY naming table in *err. */
+bool floe_alloc_growth_refused(const char *table, size_t n, const char *units, uint64_t bytes, floe_errinfo *err);
 /* Whether the allocation that just failed was refused by the budget (errno
  * EDQUOT) rather than by the host. */
 bool floe_alloc_over_budget(void);

@@ -745,13 +745,7 @@ static bool growth_out_of_budget(iceberg *t, size_t distinct, floe_errinfo *err)
     const bool may_grow = (double)(used_slots(t) + distinct) > t->spec.max_fill * (double)t->s.g.total_slots;
     const uint64_t next = 2 * (uint64_t)(t->s.bytes[0] + t->s.bytes[1] + t->s.bytes[2] + t->s.values_bytes);
     pthread_rwlock_unlock(&t->lock);
-    if (!may_grow || floe_alloc_fits(next))
-        return false;
-    floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
-                     "table %s: these %zu keys could need its next growth (%.1f MiB), which would pass floed's "
-                     "maxmemory: nothing was stored",
-                     t->spec.name, distinct, (double)next / 1048576.0);
-    return true;
+    return may_grow && floe_alloc_growth_refused(t->spec.name, distinct, "keys", next, err);
 }
 
 /* ---- public API ------------------------------------------------------------------------ */

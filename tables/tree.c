@@ -621,16 +621,8 @@ static bool growth_out_of_budget(tree *t, size_t n, floe_errinfo *err)
     const bool grows = what && tree_size_grown(&t->spec, &t->z, what, tree_nodes_ahead(&t->spec, nodes, roots, 0.0), &z,
                                                &ignored) == FLOE_OK;
     pthread_rwlock_unlock(&t->lock);
-    if (!grows)
-        return false;
-    const uint64_t bytes = (what & TREE_GROW_NODES ? z.node_bytes : 0) + z.root_bytes;
-    if (floe_alloc_fits(bytes))
-        return false;
-    floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
-                     "table %s: these %zu vectors could need its next growth (%.1f MiB), which would pass floed's "
-                     "maxmemory: nothing was stored",
-                     t->spec.name, n, (double)bytes / 1048576.0);
-    return true;
+    return grows && floe_alloc_growth_refused(t->spec.name, n, "vectors",
+                                              (what & TREE_GROW_NODES ? z.node_bytes : 0) + z.root_bytes, err);
 }
 
 /* Find-or-put of n states (j: whole vectors, or parents of `generation`
