@@ -51,7 +51,7 @@
 
 #define DEFAULT_SERVER   "floe://127.0.0.1:7450"
 #define DEFAULT_CAPACITY (UINT64_C(16) << 20)       /* --duration runs: then the table grows */
-#define ERR_SLOTS        (FLOE_ERR_NO_MEMORY + 4)   /* status codes 0..ERR_NO_MEMORY, ERR_IO, ERR_PROTOCOL, other */
+#define ERR_SLOTS        (FLOE_STATUS_MAX + 4)      /* status codes 0..FLOE_STATUS_MAX, ERR_IO, ERR_PROTOCOL, other */
 #define NS               1000000000ull
 
 static const char *const DIST_NAMES[] = {"uniform", "sequential", "hotset"};
@@ -630,22 +630,22 @@ static int parse_options(int argc, char **argv, options *o)
 /* ---- the run --------------------------------------------------------------------------------------- */
 
 /* Status codes in their own slots, then ERR_IO, ERR_PROTOCOL and any other. */
-#define SLOT_IO    (FLOE_ERR_NO_MEMORY + 1)
-#define SLOT_PROTO (FLOE_ERR_NO_MEMORY + 2)
+#define SLOT_IO    (FLOE_STATUS_MAX + 1)
+#define SLOT_PROTO (FLOE_STATUS_MAX + 2)
 
 static unsigned err_slot(int status)
 {
-    if (status >= 0 && status <= FLOE_ERR_NO_MEMORY)
+    if (status >= 0 && status <= FLOE_STATUS_MAX)
         return (unsigned)status;
     return status == FLOE_ERR_IO ? SLOT_IO : status == FLOE_ERR_PROTOCOL ? SLOT_PROTO : ERR_SLOTS - 1;
 }
 
 static const char *err_slot_name(unsigned s)
 {
-    return s <= FLOE_ERR_NO_MEMORY ? floe_strerror((int)s)
-           : s == SLOT_IO          ? floe_strerror(FLOE_ERR_IO)
-           : s == SLOT_PROTO       ? floe_strerror(FLOE_ERR_PROTOCOL)
-                                   : "ERR_UNKNOWN";
+    return s <= FLOE_STATUS_MAX ? floe_strerror((int)s)
+           : s == SLOT_IO       ? floe_strerror(FLOE_ERR_IO)
+           : s == SLOT_PROTO    ? floe_strerror(FLOE_ERR_PROTOCOL)
+                                : "ERR_UNKNOWN";
 }
 
 static void note_problem(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -395,7 +395,7 @@ static int run_s1(const options *o, floe_pool *pool, const uint64_t *keys, size_
         cuckoo *t;
         floe_errinfo err;
         double s = now();
-        if (cuckoo_build(o->key_bits, 0x5EED + run, FLOE_CUCKOO_FILL, keys, n, &t, &err) != FLOE_OK)
+        if (cuckoo_build(o->key_bits, 0, 0x5EED + run, FLOE_CUCKOO_FILL, keys, NULL, n, &t, &err) != FLOE_OK)
             die("static build", &err);
         rate[S_BUILD][run] = (double)n / (now() - s) / 1e6;
         for (int miss = 0; miss < 2; miss++) {
@@ -404,7 +404,7 @@ static int run_s1(const options *o, floe_pool *pool, const uint64_t *keys, size_
             for (size_t at = 0; at < n; at += o->batch) {
                 const size_t m = n - at < o->batch ? n - at : o->batch;
                 floe_answer_counts part;
-                cuckoo_find(t, keys + miss * n + at, m, res, &part, pool);
+                cuckoo_find(t, keys + miss * n + at, m, res, NULL, NULL, &part, pool);
                 c.present += part.present;
             }
             rate[miss ? S_MISS : S_HIT][run] = (double)n / (now() - s) / 1e6;

@@ -505,6 +505,18 @@ int floe_drop(floe *c, const char *table)
     return simple_call(c, &req);
 }
 
+int floe_freeze(floe *c, const char *table)
+{
+    if (c->router)
+        return c->router->each(c, floe_freeze, table);
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Freeze f = FLOE__V1__FREEZE__INIT;
+    f.table = (char *)(table ? table : "");
+    req.op_case = FLOE__V1__REQUEST__OP_FREEZE;
+    req.freeze = &f;
+    return simple_call(c, &req);
+}
+
 int floe_snapshot(floe *c, const char *table)
 {
     if (c->router)
@@ -581,6 +593,7 @@ void floe__info_from(floe_table_info *o, const Floe__V1__TableStats *s)
         d->nanos = s->stages[i]->nanos;
     }
     o->device = s->device;
+    o->frozen = s->frozen;
     for (size_t i = 0; i < s->n_parts && o->n_parts < sizeof o->parts / sizeof o->parts[0]; i++) {
         floe_part_info *d = &o->parts[o->n_parts++];
         d->keys = s->parts[i]->keys;

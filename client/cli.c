@@ -60,13 +60,15 @@ const char *kind_name(int kind)
            : kind == FLOE_TABLE_MAP     ? "MAP"
            : kind == FLOE_TABLE_TREE    ? "TREE"
            : kind == FLOE_TABLE_ORDERED ? "ORDERED"
+           : kind == FLOE_TABLE_STATIC  ? "STATIC"
                                         : "?";
 }
 
-/* Whether a table stores a value with each key (a MAP, an ORDERED table of value_bytes 4 or 8). */
+/* Whether a table stores a value with each key (a MAP, an ORDERED or STATIC table of value_bytes 4 or 8). */
 bool has_values(const floe_table_info *t)
 {
-    return t->kind == FLOE_TABLE_MAP || (t->kind == FLOE_TABLE_ORDERED && t->value_bytes);
+    return t->kind == FLOE_TABLE_MAP ||
+           ((t->kind == FLOE_TABLE_ORDERED || t->kind == FLOE_TABLE_STATIC) && t->value_bytes);
 }
 
 static const cmd CMDS[] = {
@@ -81,8 +83,8 @@ static const cmd CMDS[] = {
      G_JSON, 0, 1, cmd_info},
     {"tables", "list the tables with their sizes", "[--json]", "list the tables with their sizes", G_JSON, 0, 0,
      cmd_tables},
-    {"create", "create a table (SET, MAP, TREE or ORDERED)",
-     "NAME [--kind set|map|tree|ordered] [--key-bits N] [--value-bytes 0|4|8] [--words N] [--capacity N] "
+    {"create", "create a table (SET, MAP, TREE, ORDERED or STATIC)",
+     "NAME [--kind set|map|tree|ordered|static] [--key-bits N] [--value-bytes 0|4|8] [--words N] [--capacity N] "
      "[--memory SIZE] [--grow | --no-grow] [--max-fill F] [--parts N] [--explore [--label-bytes N]] "
      "[--backend cpu|gpu|auto]",
      "create a table (defaults: SET, 64-bit keys, capacity 1 Mi; MAP values 8 bytes). A SET or MAP grows with "
@@ -90,6 +92,9 @@ static const cmd CMDS[] = {
      "TREE: vectors of --words N 32-bit words (2..256), --memory bytes for its node and root tables (default: from "
      "--capacity; with growth, where it starts). ORDERED: keys kept in order for range, succ, pred, min, max and an "
      "ordered dump, with --value-bytes 4 or 8 values (default 0: keys only); it always grows. "
+     "STATIC: filled by insert and load (--value-bytes 4 or 8: with values; it grows unless --no-grow), then "
+     "frozen by `floe freeze` into a static cuckoo table that answers finds only, in fewer bytes a key (on the "
+     "CPU engine so far). "
      "--parts N: the table in N parts over the server's GPUs, each part a whole table of its share of the keys "
      "(default: the server's choice: whole on the GPU with the most free memory, in parts over all of them when it "
      "fits on none; docs/OPERATIONS.md, \"Several GPUs\"). "
@@ -150,6 +155,13 @@ static const cmd CMDS[] = {
     {"max", "ORDERED: the largest stored key", "NAME [--values]",
      "ORDERED: the largest stored key (with --values, KEY VALUE); exit 1 with a message if the table is empty", G_DUMP,
      1, 1, cmd_max},
+    {"freeze", "STATIC: build the table for finds only", "NAME [--from TABLE]",
+     "STATIC: build the table's static cuckoo table from the keys (and values) it holds; from then on it answers "
+     "find, dump and stats, and writes are refused with ERR_FROZEN (a freeze again changes nothing; one that "
+     "fails leaves the table as it was). --from TABLE: first create NAME as a STATIC table of TABLE's key_bits and "
+     "value_bytes and fill it with TABLE's keys and values (a SET, MAP or STATIC table, as a scan walks it: "
+     "writes to TABLE meanwhile may or may not be in it). Prints the frozen table's keys, fill and bytes per key",
+     G_FREEZE, 1, 1, cmd_freeze},
     {"snapshot", "save a table (or all) into the server's data-dir", "[NAME]",
      "save a table (or all) into the server's data-dir", 0, 0, 1, cmd_snapshot},
     {"config", "the server's settings: get, set, rewrite", "get [PATTERN] [--json] | set NAME VALUE | rewrite",
@@ -222,6 +234,7 @@ enum {
     O_LIMIT,
     O_DESC,
     O_NOSAVE,
+    O_FROM,
 };
 
 /* Besides these, both take libfloe's connection options (floe_getopt.h). */
@@ -257,6 +270,7 @@ static const struct option CMD_OPTS[] = {
     {"limit", required_argument, NULL, O_LIMIT},
     {"desc", no_argument, NULL, O_DESC},
     {"nosave", no_argument, NULL, O_NOSAVE},
+    {"from", required_argument, NULL, O_FROM},
     {NULL, 0, NULL, 0},
 };
 
@@ -275,6 +289,8 @@ static unsigned group_of(int code)
         return G_RANGE;
     case O_NOSAVE:
         return G_SHUTDOWN;
+    case O_FROM:
+        return G_FREEZE;
     default:
         return code >= O_KIND && code <= O_BACKEND ? G_CREATE : 0;
     }
@@ -375,8 +391,10 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
                 o->def.kind = FLOE_TABLE_TREE;
             else if (strcasecmp(a, "ordered") == 0)
                 o->def.kind = FLOE_TABLE_ORDERED;
+            else if (strcasecmp(a, "static") == 0)
+                o->def.kind = FLOE_TABLE_STATIC;
             else
-                return usage_error("create: --kind is set, map, tree or ordered, not '%s'", a);
+                return usage_error("create: --kind is set, map, tree, ordered or static, not '%s'", a);
             break;
         case O_KEY_BITS:
             if (!cli_parse_u64(a, &x) || x < 1 || x > 64) /* 0 would read as "not given": 64 */
@@ -386,7 +404,7 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
             break;
         case O_VALUE_BYTES:
             if (!cli_parse_u64(a, &x) || (x != 0 && x != 4 && x != 8))
-                return usage_error("create: --value-bytes is 4 or 8 (ORDERED: 0, 4 or 8), not '%s'", a);
+                return usage_error("create: --value-bytes is 4 or 8 (ORDERED, STATIC: 0, 4 or 8), not '%s'", a);
             o->def.value_bytes = (unsigned)x; /* which of them the kind takes: the server says */
             o->value_bytes_given = true;
             break;
@@ -461,6 +479,9 @@ static int parse_command(const cmd *cm, int argc, char **argv, const struct opti
             break;
         case O_NOSAVE:
             o->nosave = true;
+            break;
+        case O_FROM:
+            o->from = a;
             break;
         default:
             return usage_error("%s: unexpected option (floe %s --help)", cm->name, cm->name);

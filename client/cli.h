@@ -32,10 +32,11 @@ typedef struct opts {
     uint64_t limit; /* range: keys at most (0: all) */
     bool desc;      /* range */
     bool nosave;    /* shutdown */
+    const char *from;    /* freeze: the table to fill it from */
     const char *section; /* info: one section (NULL: all) */
 } opts;
 
-enum { G_JSON = 1, G_CREATE = 2, G_LOAD = 4, G_DUMP = 8, G_RANGE = 16, G_SHUTDOWN = 32 };
+enum { G_JSON = 1, G_CREATE = 2, G_LOAD = 4, G_DUMP = 8, G_RANGE = 16, G_SHUTDOWN = 32, G_FREEZE = 64 };
 
 typedef struct cmd {
     const char *name, *summary, *args, *help;
@@ -112,6 +113,7 @@ int cmd_ping(floe *c, const opts *o, int argc, char **argv);
 int cmd_pred(floe *c, const opts *o, int argc, char **argv);
 int cmd_range(floe *c, const opts *o, int argc, char **argv);
 int cmd_snapshot(floe *c, const opts *o, int argc, char **argv);
+int cmd_freeze(floe *c, const opts *o, int argc, char **argv);
 int cmd_shutdown(floe *c, const opts *o, int argc, char **argv);
 int cmd_stats(floe *c, const opts *o, int argc, char **argv);
 int cmd_succ(floe *c, const opts *o, int argc, char **argv);

@@ -416,8 +416,10 @@ static void print_info(const floe_table_info *t, bool long_form)
         return;
     }
     printf("name: %s\nkind: %s\nkey_bits: %u\n", t->name, kind_name(t->kind), t->key_bits);
-    if (t->kind == FLOE_TABLE_MAP || t->kind == FLOE_TABLE_ORDERED)
+    if (t->kind == FLOE_TABLE_MAP || t->kind == FLOE_TABLE_ORDERED || t->kind == FLOE_TABLE_STATIC)
         printf("value_bytes: %u\n", t->value_bytes);
+    if (t->kind == FLOE_TABLE_STATIC)
+        printf("frozen: %s\n", t->frozen ? "yes" : "no (filling: floe freeze builds it)");
     if (t->kind == FLOE_TABLE_ORDERED) { /* a B+tree: slots are its leaves' room for keys */
         printf("backend: %s\nkeys: %" PRIu64 "\nslots: %" PRIu64 "\nfill: %.4f\n", t->backend, t->keys, t->slots,
                t->fill);
@@ -467,8 +469,10 @@ static void json_table(jw *w, const floe_table_info *t, bool stages)
         jw_real(w, "bytes_per_vector", t->bytes_per_key);
     } else {
         jw_u64(w, "key_bits", t->key_bits);
-        if (t->kind == FLOE_TABLE_MAP || t->kind == FLOE_TABLE_ORDERED)
+        if (t->kind == FLOE_TABLE_MAP || t->kind == FLOE_TABLE_ORDERED || t->kind == FLOE_TABLE_STATIC)
             jw_u64(w, "value_bytes", t->value_bytes);
+        if (t->kind == FLOE_TABLE_STATIC)
+            jw_bool(w, "frozen", t->frozen);
         jw_u64(w, "tombstones", t->tombstones);
         jw_u64(w, "slots", t->slots);
         jw_real(w, "fill", t->fill);
@@ -609,6 +613,75 @@ int cmd_snapshot(floe *c, const opts *o, int argc, char **argv)
     if (st)
         return fail(c, st);
     printf("saved %s\n", argc ? argv[0] : "every table");
+    return 0;
+}
+
+/* Keys a page of freeze --from: a scan's and an insert's. */
+#define FROM_PAGE 65536
+
+/* freeze NAME --from TABLE: NAME created as a STATIC table of TABLE's
+ * shape and filled with its keys and values, a page at a time. */
+static int fill_from(floe *c, const char *name, const char *from)
+{
+    floe_table_info src;
+    int st = floe_stats(c, from, &src);
+    if (st)
+        return fail(c, st);
+    if (src.kind != FLOE_TABLE_SET && src.kind != FLOE_TABLE_MAP && src.kind != FLOE_TABLE_STATIC) {
+        fprintf(stderr,
+                "floe: freeze --from: table %s is a %s; a STATIC table is filled from a SET, MAP or STATIC "
+                "table\n",
+                from, kind_name(src.kind));
+        return 1;
+    }
+    const unsigned vb = has_values(&src) ? src.value_bytes : 0;
+    floe_table_def d = {.name = name,
+                        .kind = FLOE_TABLE_STATIC,
+                        .key_bits = src.key_bits,
+                        .value_bytes = vb,
+                        .capacity = src.keys ? src.keys : 1,
+                        .grow = 1};
+    if ((st = floe_create(c, &d)))
+        return fail(c, st);
+    uint64_t *keys = malloc(FROM_PAGE * sizeof *keys);
+    unsigned char *values = vb ? malloc((size_t)FROM_PAGE * vb) : NULL;
+    uint8_t *res = malloc(FROM_PAGE);
+    if (!keys || !res || (vb && !values)) {
+        free(keys), free(values), free(res);
+        fprintf(stderr, "floe: out of memory\n");
+        return 1;
+    }
+    floe_cursor cur = {0};
+    int done = 0;
+    uint64_t copied = 0;
+    while (!done && st == FLOE_OK) {
+        size_t n = 0;
+        st = floe_scan(c, from, &cur, FROM_PAGE, keys, values, vb, &n, &done);
+        if (st == FLOE_OK && n)
+            st = vb ? floe_insert_values(c, name, keys, values, n, vb, 0, res, NULL, NULL)
+                    : floe_insert(c, name, keys, n, res, NULL);
+        copied += n;
+    }
+    free(keys), free(values), free(res);
+    if (st)
+        return fail(c, st);
+    fprintf(stderr, "floe: %s filled with %" PRIu64 " keys of %s\n", name, copied, from);
+    return 0;
+}
+
+int cmd_freeze(floe *c, const opts *o, int argc, char **argv)
+{
+    (void)argc;
+    int rc = o->from ? fill_from(c, argv[0], o->from) : 0;
+    if (rc)
+        return rc;
+    int st = floe_freeze(c, argv[0]);
+    floe_table_info t;
+    if (st == FLOE_OK)
+        st = floe_stats(c, argv[0], &t);
+    if (st)
+        return fail(c, st);
+    printf("frozen %s: %" PRIu64 " keys, fill %.4f, %.3f bytes a key\n", argv[0], t.keys, t.fill, t.bytes_per_key);
     return 0;
 }
 

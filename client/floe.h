@@ -60,6 +60,7 @@ extern "C" {
 #define FLOE_TABLE_MAP     2
 #define FLOE_TABLE_TREE    3
 #define FLOE_TABLE_ORDERED 4
+#define FLOE_TABLE_STATIC  5 /* filled by inserts, then frozen (floe_freeze): finds only, from a static cuckoo table */
 
 typedef struct floe floe;
 typedef struct floe_call floe_call;
@@ -261,7 +262,7 @@ void floe_server_stats_free(floe_server_stats *s);
 
 typedef struct floe_table_def {
     const char *name;     /* 1..64 of [A-Za-z0-9_.-] */
-    int kind;             /* FLOE_TABLE_SET, FLOE_TABLE_MAP, FLOE_TABLE_TREE or FLOE_TABLE_ORDERED */
+    int kind;             /* FLOE_TABLE_SET, _MAP, _TREE, _ORDERED or _STATIC */
     unsigned key_bits;    /* SET, MAP, ORDERED: 1..64; 0 means 64.  TREE: 0 */
     unsigned value_bytes; /* MAP: 4 or 8; ORDERED: 0 (keys only), 4 or 8 */
     uint64_t capacity;    /* keys (TREE: vectors) to hold without growing; 0 means 1 Mi */
@@ -337,6 +338,7 @@ typedef struct floe_table_info {
         uint64_t states, open, claimed, claims; /* found; open; in claims out; claims out */
         uint32_t levels;                        /* depths found */
     } explore;
+    int frozen; /* a STATIC table after floe_freeze (over several floed or in parts: on every one) */
 } floe_table_info;
 
 typedef struct floe_counts {
@@ -382,6 +384,13 @@ int floe_scan(floe *c, const char *table, floe_cursor *cursor, size_t limit, uin
               unsigned value_bytes, size_t *n, int *done);
 /* Saves the table (NULL: every table) into the server's data-dir. */
 int floe_snapshot(floe *c, const char *table);
+/* Freezes a STATIC table (FLOE_KIND_STATIC): the server builds its static
+ * cuckoo table from the keys (and values) stored; from then on it answers
+ * finds, scans and stats, and refuses writes with FLOE_ERR_FROZEN.  A
+ * freeze again changes nothing; one that fails (FLOE_ERR_FULL,
+ * FLOE_ERR_NO_MEMORY) leaves the table filling.  Over several floed: each
+ * one's shard. */
+int floe_freeze(floe *c, const char *table);
 /* Stops the server as SIGTERM does (over several floed: each one): what is
  * in flight finishes, the tables are saved into its data-dir (nosave: not),
  * it exits.  FLOE_OK once the server has agreed; the connection then closes. */

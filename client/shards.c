@@ -726,6 +726,7 @@ static void add_info(floe_table_info *a, const floe_table_info *b)
     a->generation = a->generation > b->generation ? a->generation : b->generation;
     /* an exploring table's run has ended when it has on every server */
     a->explore.done = a->explore.done && b->explore.done;
+    a->frozen = a->frozen && b->frozen;
     a->explore.states += b->explore.states;
     a->explore.open += b->explore.open;
     a->explore.claimed += b->explore.claimed;

@@ -542,8 +542,11 @@ static void batch_done(floe_batch *b)
         floe_stage_add(&ln->stage[FLOE_STAGE_BACKEND], b->n, t_done - sl->t_submit);
         pthread_mutex_unlock(&ln->lock);
         if (b->status == FLOE_OK && (def->flags & FLOE_OPF_WRITES)) {
+            /* a write of the table as a whole (a freeze) is one change */
             const uint64_t changed =
-                b->counts.inserted + b->counts.erased + (def->flags & FLOE_OPF_UPDATES ? b->counts.present : 0);
+                !floe_op_keyed(b->op)
+                    ? 1
+                    : b->counts.inserted + b->counts.erased + (def->flags & FLOE_OPF_UPDATES ? b->counts.present : 0);
             atomic_fetch_add(&ln->changes, changed);
             atomic_fetch_add(&bt->changes, changed);
         }

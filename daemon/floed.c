@@ -820,7 +820,7 @@ int floed_run(const floed_config *cfg, int argc, char **argv)
         goto out;
     check_fd_limit(srv); /* before the loop runs: no connection is accepted yet */
     floe_backend *dflt = srv->reg.cpu;
-    registry_backend_for(&srv->reg, cfg->backend, &dflt, &err);
+    registry_backend_for(&srv->reg, cfg->backend, FLOE_KIND_SET, &dflt, &err);
     char ports[64] = "";
     if (srv->listener && srv->tls_listener)
         snprintf(ports, sizeof ports, "port %u and TLS port %u", srv->port, srv->tls_port);

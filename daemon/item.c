@@ -595,6 +595,15 @@ table_entry *request_table(server *srv, session *c, uint64_t id, const char *nam
 
 item *request_item(server *srv, session *c, Floe__V1__Request *req, const request_row *row, table_entry *e)
 {
+    floe_errinfo err;
+    /* the door for a row of the table as a whole (its kinds): the batch goes on marked checked */
+    if (row->op && floe_op_def(row->op)->shape == FLOE_SHAPE_TABLE &&
+        floe_request_check(&e->table->spec, (floe_op)row->op, 0, NULL, 0, NULL, 0, NULL, &err) != FLOE_OK) {
+        c->ops->send(c, reply_error(req->id, err.code, err.msg));
+        floe__v1__request__free_unpacked(req, NULL);
+        entry_unref(e);
+        return NULL;
+    }
     item *it = item_new(srv, c, req->id, row, row->op, req);
     if (!it) {
         c->ops->send(c, reply_errorf(req->id, FLOE_ERR_INTERNAL, "out of memory"));

@@ -85,6 +85,7 @@ void reply_fill_stats(Floe__V1__TableStats *out, reply_stats_room *room, int one
     out->backend = (char *)s->backend;
     out->tombstones = s->tombstones;
     out->device = s->device;
+    out->frozen = s->frozen;
     if (s->spec.kind == FLOE_KIND_TREE) {
         out->nodes = s->nodes;
         out->node_slots = s->node_slots;

@@ -44,6 +44,7 @@
     X(CLAIM, CLAIM, "claim", 0, 0, handle_claim, NULL)                                                                 \
     X(TRACE, TRACE, "trace", 0, 0, handle_trace, NULL)                                                                 \
     X(SHUTDOWN, SHUTDOWN, "shutdown", 0, 0, handle_shutdown, NULL)                                                     \
-    X(CONFIG, CONFIG, "config", 0, 0, handle_config, NULL)
+    X(CONFIG, CONFIG, "config", 0, 0, handle_config, NULL)                                                             \
+    X(FREEZE, FREEZE, "freeze", FLOE_OP_FREEZE, REQ_TAKES, handle_freeze, NULL)
 
 #endif

@@ -210,7 +210,8 @@ const char *server_default_backend_name(server *srv)
     char want[sizeof srv->cfg.backend];
     floe_backend *be = srv->reg.cpu;
     floe_errinfo ignored;
-    registry_backend_for(&srv->reg, server_default_backend(srv, want), &be, &ignored); /* SIGHUP may change it */
+    registry_backend_for(&srv->reg, server_default_backend(srv, want), FLOE_KIND_SET, &be,
+                         &ignored); /* SIGHUP may change it */
     return floe_backend_name(be);
 }
 

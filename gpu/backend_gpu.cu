@@ -419,9 +419,20 @@ static floe_status usable(const gpu_backend *be, const device_scope &on, floe_er
     return FLOE_OK;
 }
 
+/* STATIC tables run on the CPU engine only, so far. */
+static floe_status no_static_engine(const floe_spec *spec, floe_errinfo *err)
+{
+    return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
+                            "table %s: STATIC tables have no GPU engine yet: create or load it with backend cpu (or "
+                            "auto)",
+                            spec->name);
+}
+
 static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
     gpu_backend *be = (gpu_backend *)base;
+    if (spec->kind == FLOE_KIND_STATIC)
+        return no_static_engine(spec, err);
     device_scope on(be->device);
     floe_status st = usable(be, on, err);
     if (st != FLOE_OK)
@@ -440,6 +451,8 @@ static floe_status load_table(gpu_backend *be, const char *path, const floe_file
     floe_status st = floe_file_header_of(path, part, &h, err);
     if (st != FLOE_OK)
         return st;
+    if (h.spec.kind == FLOE_KIND_STATIC)
+        return no_static_engine(&h.spec, err);
     if (h.spec.kind == FLOE_KIND_ORDERED) { /* through the CPU engine's file code (checks), then built on the device */
         ordered *host;
         uint64_t *keys = NULL, n = 0;

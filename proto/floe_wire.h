@@ -192,7 +192,10 @@ typedef enum floe_status {
     FLOE_ERR_INTERNAL = 10,
     FLOE_ERR_UNAVAILABLE = 11,
     FLOE_ERR_NO_MEMORY = 12,
+    FLOE_ERR_FROZEN = 13,
 } floe_status;
+/* The largest status code (floe_wire_status_name names 0 to it). */
+#define FLOE_STATUS_MAX FLOE_ERR_FROZEN
 
 /* The id of a key that has none (FULL, ABSENT) in Response.ids, and in the
  * engines' id arrays. */
@@ -250,7 +253,7 @@ static inline const char *floe_wire_status_name(int s)
     static const char *const names[] = {
         "OK",           "ERR_INVALID",         "ERR_NO_TABLE",  "ERR_EXISTS",      "ERR_FULL",
         "ERR_BUSY",     "ERR_UNAUTHENTICATED", "ERR_TOO_LARGE", "ERR_UNSUPPORTED", "ERR_SHUTTING_DOWN",
-        "ERR_INTERNAL", "ERR_UNAVAILABLE",     "ERR_NO_MEMORY",
+        "ERR_INTERNAL", "ERR_UNAVAILABLE",     "ERR_NO_MEMORY", "ERR_FROZEN",
     };
     return s >= 0 && s < (int)(sizeof names / sizeof names[0]) ? names[s] : "ERR_UNKNOWN";
 }

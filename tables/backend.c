@@ -23,6 +23,7 @@ uint64_t floe_table_bytes_for(const floe_spec *spec)
     switch (spec->kind) {
     case FLOE_KIND_SET:
     case FLOE_KIND_MAP:
+    case FLOE_KIND_STATIC: /* as it fills */
         return iceberg_bytes_for(spec);
     case FLOE_KIND_TREE: {
         tree_sizing z;

@@ -1,6 +1,8 @@
 /*
  * backend_cpu.c - the CPU backend: tables/backend.h over the iceberg engine
- * (SET, MAP), the tree engine (TREE) and the B+tree (ORDERED).
+ * (SET, MAP, and a STATIC table while it fills), the static cuckoo table (a
+ * STATIC table once frozen), the tree engine (TREE) and the B+tree
+ * (ORDERED).
  *
  * Each table has a FIFO of submitted batches and one thread that drains it,
  * executing each batch with the whole thread pool (iceberg.c splits it into
@@ -20,6 +22,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "cuckoo.h"
 #include "iceberg.h"
 #include "ordered.h"
 #include "pool.h"
@@ -33,7 +36,8 @@ typedef struct cpu_backend {
 
 typedef struct cpu_table {
     floe_table base;
-    iceberg *ice; /* SET, MAP */
+    iceberg *ice;   /* SET, MAP; a STATIC table until its freeze */
+    cuckoo *frozen; /* a STATIC table from its freeze on */
     tree *tree;   /* TREE */
     ordered *ord; /* ORDERED */
     pthread_t thread;
@@ -142,6 +146,59 @@ static void execute_ordered(cpu_table *t, floe_batch *b)
     }
 }
 
+/* A STATIC table's freeze: its keys from the filling table into a static
+ * one, which takes its place; where the build fails, the filling table
+ * stays as it was. */
+static void freeze(cpu_table *t, floe_batch *b)
+{
+    cuckoo *c;
+    b->status = cuckoo_freeze(t->ice, t->base.backend->pool, &c, &b->error);
+    if (b->status != FLOE_OK)
+        return;
+    iceberg_destroy(t->ice);
+    t->ice = NULL;
+    t->frozen = c;
+}
+
+/* A frozen STATIC table: finds, scans and the table's figures and files; a
+ * freeze again changes nothing; a write is refused. */
+static void execute_frozen(cpu_table *t, floe_batch *b)
+{
+    floe_errinfo *e = &b->error;
+    const cuckoo *c = t->frozen;
+    switch (b->op) {
+    case FLOE_OP_FIND:
+        cuckoo_find(c, b->keys, b->n, b->results, (b->flags & FLOE_BATCH_WANT_IDS) ? b->ids : NULL,
+                    (b->flags & FLOE_BATCH_WANT_VALUES) ? b->values_out : NULL, &b->counts, t->base.backend->pool);
+        b->generation = cuckoo_generation(c);
+        b->status = FLOE_OK;
+        break;
+    case FLOE_OP_SCAN:
+        b->status = cuckoo_scan(c, b->cursor_set ? &b->cursor : NULL, b->limit, b->scan_keys,
+                                (b->flags & FLOE_BATCH_WANT_VALUES) ? b->scan_values : NULL, &b->scan_n, &b->next,
+                                &b->scan_done, e);
+        break;
+    case FLOE_OP_STATS:
+        cuckoo_stats(c, &b->stats);
+        b->status = FLOE_OK;
+        break;
+    case FLOE_OP_SAVE:
+        b->status = b->path ? cuckoo_save(c, b->path, e) : floe_errinfo_set(e, FLOE_ERR_INVALID, "save needs a path");
+        break;
+    case FLOE_OP_COPY:
+        b->status = cuckoo_copy_image(c, &b->image, e);
+        break;
+    case FLOE_OP_FREEZE:
+        b->status = FLOE_OK;
+        break;
+    default:
+        b->status = floe_errinfo_set(e, FLOE_ERR_FROZEN,
+                                     "table %s is frozen: a STATIC table answers finds only after its freeze (%s "
+                                     "refused, nothing written)",
+                                     t->base.spec.name, floe_op_name(b->op));
+    }
+}
+
 static void execute(cpu_table *t, floe_batch *b)
 {
     floe_errinfo *e = &b->error;
@@ -150,8 +207,8 @@ static void execute(cpu_table *t, floe_batch *b)
     if (b->status != FLOE_OK)
         return; /* refused by floe_table_submit: answered here, in its place in the order */
     memset(&b->counts, 0, sizeof b->counts);
-    if (t->tree || t->ord) {
-        (t->tree ? execute_tree : execute_ordered)(t, b);
+    if (t->tree || t->ord || t->frozen) {
+        (t->tree ? execute_tree : t->ord ? execute_ordered : execute_frozen)(t, b);
         if (b->status == FLOE_OK)
             floe_errinfo_clear(e);
         return;
@@ -190,6 +247,10 @@ static void execute(cpu_table *t, floe_batch *b)
     case FLOE_OP_COPY:
         b->status = iceberg_copy_image(t->ice, &b->image, e);
         break;
+    case FLOE_OP_FREEZE:
+        assert(t->base.spec.kind == FLOE_KIND_STATIC); /* the door */
+        freeze(t, b);
+        break;
     default:
         assert(b->op != FLOE_OP_GET); /* refused at the door */
         b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
@@ -224,6 +285,7 @@ typedef struct engines {
     iceberg *ice;
     tree *tree;
     ordered *ord;
+    cuckoo *frozen;
 } engines;
 
 static void engines_destroy(engines *en)
@@ -231,6 +293,7 @@ static void engines_destroy(engines *en)
     iceberg_destroy(en->ice);
     tree_destroy(en->tree);
     ordered_destroy(en->ord);
+    cuckoo_destroy(en->frozen);
 }
 
 /* Takes ownership of en's table. */
@@ -242,10 +305,14 @@ static floe_status start_table(cpu_backend *be, engines en, floe_table **out, fl
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
     t->base.backend = &be->base;
-    t->base.spec = en.ice ? *iceberg_spec(en.ice) : en.tree ? *tree_spec(en.tree) : *ordered_spec(en.ord);
+    t->base.spec = en.ice    ? *iceberg_spec(en.ice)
+                   : en.tree ? *tree_spec(en.tree)
+                   : en.ord  ? *ordered_spec(en.ord)
+                             : *cuckoo_spec(en.frozen);
     t->ice = en.ice;
     t->tree = en.tree;
     t->ord = en.ord;
+    t->frozen = en.frozen;
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cv, NULL);
     if (pthread_create(&t->thread, NULL, table_main, t) != 0) {
@@ -282,6 +349,7 @@ static floe_status cpu_load_table(floe_backend *base, const char *path, const fl
     if (st == FLOE_OK)
         st = h.spec.kind == FLOE_KIND_TREE      ? tree_load(path, offset, be->pool, &en.tree, err)
              : h.spec.kind == FLOE_KIND_ORDERED ? ordered_load(path, offset, be->pool, &en.ord, err)
+             : h.frozen                         ? cuckoo_load(path, offset, &en.frozen, err)
                                                 : iceberg_load(path, offset, be->pool, &en.ice, err);
     if (st != FLOE_OK)
         return st;
@@ -305,7 +373,7 @@ static void cpu_destroy_table(floe_table *base)
     pthread_cond_signal(&t->cv);
     pthread_mutex_unlock(&t->lock);
     pthread_join(t->thread, NULL);
-    engines_destroy(&(engines){t->ice, t->tree, t->ord});
+    engines_destroy(&(engines){t->ice, t->tree, t->ord, t->frozen});
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->lock);
     free(t);

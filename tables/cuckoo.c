@@ -3,11 +3,13 @@
  */
 #include "cuckoo.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "alloc.h"
 #include "iceberg.h"
+#include "tablefile.h"
 
 /* Moves one placement may make before its size is given up: chains stay
  * short until a table nears the fill its bucket size allows. */
@@ -21,23 +23,28 @@
 #define PREFETCH_AHEAD 16u
 
 struct cuckoo {
+    floe_spec spec; /* a STATIC table's (cuckoo_freeze, cuckoo_load); key_bits, value_bytes and seed else */
     floe_cuckoo_geometry g;
     uint64_t *words;
     size_t bytes;
-    uint64_t keys;
+    unsigned char *values; /* value_bytes a slot, by slot (NULL without values) */
+    size_t values_bytes;
+    uint64_t keys, generation;
 };
 
-/* Key's answer from its choices `from` on (its bucket b and row of that
- * choice given): the buckets in turn, until one holds it or has room. */
-static uint8_t find_from(const cuckoo *t, uint64_t key, uint32_t from, uint64_t b, uint64_t row)
+/* Key's slot from its choices `from` on (its bucket b and row of that
+ * choice given): the buckets in turn, until one holds it or has room;
+ * FLOE_NO_ID if none holds it. */
+static uint64_t find_from(const cuckoo *t, uint64_t key, uint32_t from, uint64_t b, uint64_t row)
 {
     const floe_level *lv = &t->g.level;
     for (uint32_t c = from;;) {
         const uint64_t *w = t->words + b * lv->words;
-        if (floe_bucket_find(w, lv, row) >= 0)
-            return FLOE_PRESENT;
+        const int i = floe_bucket_find(w, lv, row);
+        if (i >= 0)
+            return b * lv->slots + (uint64_t)i;
         if (floe_bucket_first_empty(w, lv) < lv->slots || ++c == FLOE_CUCKOO_CHOICES)
-            return FLOE_ABSENT; /* buckets fill in order: no later choice holds it */
+            return FLOE_NO_ID; /* buckets fill in order: no later choice holds it */
         floe_cuckoo_split(&t->g, c, key, &b, &row);
     }
 }
@@ -47,10 +54,10 @@ static bool too_wide(const cuckoo *t, uint64_t key)
     return t->g.key_bits < 64 && (key >> t->g.key_bits) != 0;
 }
 
-static uint8_t find_one(const cuckoo *t, uint64_t key)
+static uint64_t find_one(const cuckoo *t, uint64_t key)
 {
     if (too_wide(t, key))
-        return FLOE_ABSENT;
+        return FLOE_NO_ID;
     uint64_t b, row;
     floe_cuckoo_split(&t->g, 0, key, &b, &row);
     return find_from(t, key, 0, b, row);
@@ -104,12 +111,27 @@ static bool size_step(uint32_t key_bits, uint32_t k, uint32_t *hi_bits, uint32_t
     return floe_cuckoo_size_ok(key_bits, *hi_bits, *mult);
 }
 
-floe_status cuckoo_build(uint32_t key_bits, uint64_t seed, double fill, const uint64_t *keys, size_t n, cuckoo **out,
-                         floe_errinfo *err)
+/* Each key's value into its slot, the first of a key given twice winning
+ * (the last written): after every key is placed, since a placement moves
+ * keys on. */
+static void put_values(cuckoo *t, const uint64_t *keys, const void *values, size_t n)
+{
+    const uint32_t vb = t->spec.value_bytes;
+    for (size_t i = n; i-- > 0;)
+        memcpy(t->values + find_one(t, keys[i]) * vb, (const unsigned char *)values + i * vb, vb);
+}
+
+floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed, double fill, const uint64_t *keys,
+                         const void *values, size_t n, cuckoo **out, floe_errinfo *err)
 {
     *out = NULL;
     if (key_bits < 1 || key_bits > 64)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "key_bits must be 1..64, got %u", key_bits);
+    if (value_bytes != 0 && value_bytes != 4 && value_bytes != 8)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "a static table's value_bytes is 0, 4 or 8, got %u",
+                                value_bytes);
+    if ((value_bytes == 0 && values) || (value_bytes != 0 && !values && n > 0))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "values go with value_bytes 4 or 8, and only then");
     if (!(fill > 0.0 && fill <= FLOE_CUCKOO_FILL))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "a static table's fill must be in (0, %.2f], got %g",
                                 FLOE_CUCKOO_FILL, fill);
@@ -130,6 +152,9 @@ floe_status cuckoo_build(uint32_t key_bits, uint64_t seed, double fill, const ui
     cuckoo *t = floe_calloc(1, sizeof *t);
     if (!t)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    t->spec.key_bits = key_bits;
+    t->spec.value_bytes = value_bytes;
+    t->spec.seed = seed;
     for (uint32_t tried = 0; tried < SIZES_TRIED && k / 4 <= key_bits + 1; k++) {
         if (!size_step(key_bits, k, &hi_bits, &mult))
             continue;
@@ -148,12 +173,21 @@ floe_status cuckoo_build(uint32_t key_bits, uint64_t seed, double fill, const ui
         uint64_t rng = seed | 1, stored = 0;
         bool placed = true;
         for (size_t i = 0; i < n && placed; i++)
-            if (find_one(t, keys[i]) == FLOE_ABSENT) {
+            if (find_one(t, keys[i]) == FLOE_NO_ID) {
                 placed = place(t, keys[i], &rng);
                 stored++;
             }
         if (placed) {
             t->keys = stored;
+            if (value_bytes) {
+                t->values_bytes = floe_cuckoo_slots(&t->g) * value_bytes;
+                if (!(t->values = floe_calloc(1, t->values_bytes))) {
+                    cuckoo_destroy(t);
+                    return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
+                                            "cannot allocate %zu bytes for a static table's values", t->values_bytes);
+                }
+                put_values(t, keys, values, n);
+            }
             *out = t;
             return FLOE_OK;
         }
@@ -165,12 +199,49 @@ floe_status cuckoo_build(uint32_t key_bits, uint64_t seed, double fill, const ui
                             SIZES_TRIED, n);
 }
 
+floe_status cuckoo_freeze(iceberg *ice, floe_pool *pool, cuckoo **out, floe_errinfo *err)
+{
+    (void)pool;
+    const floe_spec *spec = iceberg_spec(ice);
+    const uint32_t vb = floe_spec_has_values(spec) ? spec->value_bytes : 0;
+    floe_table_stats st;
+    iceberg_stats(ice, &st);
+    const size_t want = st.keys ? st.keys : 1;
+    uint64_t *keys = floe_malloc(want * sizeof *keys);
+    unsigned char *values = vb ? floe_malloc(want * vb) : NULL;
+    if (!keys || (vb && !values)) {
+        free(keys);
+        free(values);
+        return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY, "cannot allocate %zu bytes to freeze table %s",
+                                want * (8 + vb), spec->name);
+    }
+    size_t n = 0;
+    floe_scan_pos at = {0, iceberg_generation(ice)};
+    int done = 0;
+    floe_status s = FLOE_OK;
+    while (s == FLOE_OK && !done && n < want) {
+        size_t got = 0;
+        s = iceberg_scan(ice, &at, want - n, keys + n, vb ? values + n * vb : NULL, &got, &at, &done, err);
+        n += got;
+    }
+    if (s == FLOE_OK)
+        s = cuckoo_build(spec->key_bits, vb, spec->seed, FLOE_CUCKOO_FILL, keys, values, n, out, err);
+    free(keys);
+    free(values);
+    if (s != FLOE_OK)
+        return s;
+    (*out)->spec = *spec;
+    (*out)->generation = iceberg_generation(ice) + 1;
+    return FLOE_OK;
+}
+
 void cuckoo_destroy(cuckoo *t)
 {
     if (!t)
         return;
     if (t->words)
         munmap(t->words, t->bytes);
+    free(t->values);
     free(t);
 }
 
@@ -178,6 +249,8 @@ typedef struct find_job {
     const cuckoo *t;
     const uint64_t *keys;
     uint8_t *results;
+    uint64_t *ids;
+    unsigned char *values_out;
     size_t n;
 } find_job;
 
@@ -186,6 +259,21 @@ static void prefetch_bucket(const cuckoo *t, uint64_t b)
     const char *p = (const char *)(t->words + b * t->g.level.words);
     for (uint32_t off = 0; off < t->g.level.words * 8; off += 64)
         __builtin_prefetch(p + off, 0);
+}
+
+/* Key i's answer from its slot (FLOE_NO_ID: absent), with its id and value where asked. */
+static void answer(const find_job *j, size_t i, uint64_t slot)
+{
+    const uint32_t vb = j->t->spec.value_bytes;
+    j->results[i] = slot == FLOE_NO_ID ? FLOE_ABSENT : FLOE_PRESENT;
+    if (j->ids)
+        j->ids[i] = slot;
+    if (j->values_out) {
+        if (slot == FLOE_NO_ID)
+            memset(j->values_out + i * vb, 0, vb);
+        else
+            memcpy(j->values_out + i * vb, j->t->values + slot * vb, vb);
+    }
 }
 
 /* A chunk of a find, software-pipelined: the first bucket of the key
@@ -202,9 +290,10 @@ static void find_chunk(void *arg, size_t task)
     for (size_t k = from; k < to + PREFETCH_AHEAD; k++) {
         if (k >= from + PREFETCH_AHEAD) { /* behind: the lookup, whose ring slot key k takes next */
             const size_t i = k - PREFETCH_AHEAD;
-            j->results[i] = too_wide(t, j->keys[i]) ? FLOE_ABSENT
-                                                    : find_from(t, j->keys[i], 0, ring_b[i % PREFETCH_AHEAD],
-                                                                ring_row[i % PREFETCH_AHEAD]);
+            answer(j, i,
+                   too_wide(t, j->keys[i])
+                       ? FLOE_NO_ID
+                       : find_from(t, j->keys[i], 0, ring_b[i % PREFETCH_AHEAD], ring_row[i % PREFETCH_AHEAD]));
         }
         if (k < to) { /* ahead: split and prefetch */
             const uint64_t key = too_wide(t, j->keys[k]) ? 0 : j->keys[k];
@@ -214,13 +303,194 @@ static void find_chunk(void *arg, size_t task)
     }
 }
 
-void cuckoo_find(const cuckoo *t, const uint64_t *keys, size_t n, uint8_t *results, floe_answer_counts *counts,
-                 floe_pool *pool)
+void cuckoo_find(const cuckoo *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids, void *values_out,
+                 floe_answer_counts *counts, floe_pool *pool)
 {
-    find_job j = {t, keys, results, n};
+    find_job j = {t, keys, results, ids, t->values ? values_out : NULL, n};
     floe_pool_run(pool, (n + FIND_CHUNK - 1) / FIND_CHUNK, find_chunk, &j);
     if (counts)
         floe_answer_counts_tally(counts, results, n);
+}
+
+floe_status cuckoo_scan(const cuckoo *t, const floe_scan_pos *from, size_t limit, uint64_t *keys, void *values,
+                        size_t *n, floe_scan_pos *next, int *done, floe_errinfo *err)
+{
+    const floe_level *lv = &t->g.level;
+    const uint64_t slots = floe_cuckoo_slots(&t->g);
+    const uint32_t vb = t->spec.value_bytes;
+    uint64_t pos = from ? from->position : 0;
+    if (from && from->generation != t->generation)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "scan cursor is from generation %llu but the table is at generation %llu (frozen "
+                                "since): start the scan again",
+                                (unsigned long long)from->generation, (unsigned long long)t->generation);
+    if (pos > slots)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu slots",
+                                (unsigned long long)pos, (unsigned long long)slots);
+    size_t got = 0;
+    for (; pos < slots && got < limit; pos++) {
+        const uint64_t b = pos / lv->slots;
+        const uint64_t row = floe_row_get(t->words + b * lv->words, lv->row_bits, (uint32_t)(pos % lv->slots));
+        if (row == FLOE_ROW_EMPTY)
+            continue;
+        keys[got] = floe_cuckoo_join(&t->g, b, row);
+        if (values && vb)
+            memcpy((unsigned char *)values + got * vb, t->values + pos * vb, vb);
+        got++;
+    }
+    *n = got;
+    next->position = pos;
+    next->generation = t->generation;
+    *done = pos >= slots;
+    return FLOE_OK;
+}
+
+void cuckoo_stats(const cuckoo *t, floe_table_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->spec = t->spec;
+    s->keys = t->keys;
+    s->slots = floe_cuckoo_slots(&t->g);
+    s->fill = s->slots ? (double)t->keys / (double)s->slots : 0.0;
+    s->memory_bytes = cuckoo_bytes(t);
+    s->bytes_per_key = t->keys ? (double)s->memory_bytes / (double)t->keys : 0.0;
+    s->generation = t->generation;
+    snprintf(s->backend, sizeof s->backend, "cpu");
+    s->device = -1;
+    s->frozen = true;
+    s->level[0].slots = s->slots;
+    s->level[0].used = t->keys;
+    s->level[0].row_bits = t->g.level.row_bits;
+    s->level[0].buckets_log2 = t->g.hi_bits + floe_cuckoo_mult_bits(t->g.mult);
+    s->level[0].fill = s->fill;
+}
+
+/* ---- the table file ---------------------------------------------------------------------------- */
+
+static void file_view(const cuckoo *t, floe_file_header *h, const void **sections)
+{
+    memset(h, 0, sizeof *h);
+    h->spec = t->spec;
+    h->layout_version = FLOE_LAYOUT_VERSION;
+    h->addr_bits = t->g.hi_bits;
+    h->frozen = 1;
+    h->cuckoo_mult = t->g.mult;
+    h->generation = t->generation;
+    h->keys = t->keys;
+    h->used[0] = t->keys;
+    h->nsections = 2;
+    h->section_bytes[0] = t->bytes;
+    h->section_bytes[1] = t->values_bytes;
+    sections[0] = t->words;
+    sections[1] = t->values;
+}
+
+floe_status cuckoo_save(const cuckoo *t, const char *path, floe_errinfo *err)
+{
+    floe_file_header h;
+    const void *sections[FLOE_FILE_MAX_SECTIONS];
+    file_view(t, &h, sections);
+    return floe_file_save(path, &h, sections, err);
+}
+
+floe_status cuckoo_copy_image(const cuckoo *t, floe_file_image **out, floe_errinfo *err)
+{
+    floe_file_header h;
+    const void *sections[FLOE_FILE_MAX_SECTIONS];
+    file_view(t, &h, sections);
+    if (!(*out = floe_file_image_copy(&h, sections)))
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory copying table %s for a snapshot", t->spec.name);
+    return FLOE_OK;
+}
+
+/* Every row a key of its bucket's choice (found where a lookup looks), and
+ * as many as the header says. */
+static floe_status verify_loaded(const cuckoo *t, const floe_file_header *h, const char *path, floe_errinfo *err)
+{
+    const floe_level *lv = &t->g.level;
+    uint64_t rows = 0;
+    for (uint64_t b = 0; b < t->g.buckets; b++)
+        for (uint32_t i = 0; i < lv->slots; i++) {
+            const uint64_t row = floe_row_get(t->words + b * lv->words, lv->row_bits, i);
+            if (row == FLOE_ROW_EMPTY)
+                continue;
+            const uint64_t key = floe_cuckoo_join(&t->g, b, row);
+            if (too_wide(t, key) || find_one(t, key) != b * lv->slots + i)
+                return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: bucket %llu row %u holds no key there",
+                                        path, (unsigned long long)b, i);
+            rows++;
+        }
+    if (rows != h->keys)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: %llu keys, the header says %llu", path,
+                                (unsigned long long)rows, (unsigned long long)h->keys);
+    return FLOE_OK;
+}
+
+floe_status cuckoo_load(const char *path, uint64_t offset, cuckoo **out, floe_errinfo *err)
+{
+    floe_file_header h;
+    floe_file_reader *r;
+    floe_errinfo spec_err;
+    *out = NULL;
+    floe_status st = floe_file_open(path, offset, &h, &r, err);
+    if (st != FLOE_OK)
+        return st;
+    cuckoo *t = NULL;
+    if (h.spec.kind != FLOE_KIND_STATIC || !h.frozen) {
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a frozen STATIC one", path,
+                              floe_kind_name(h.spec.kind));
+        goto out;
+    }
+    if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0 ||
+        (h.cuckoo_mult != 1 && h.cuckoo_mult != 3 && h.cuckoo_mult != 5 && h.cuckoo_mult != 7) ||
+        !floe_cuckoo_size_ok(h.spec.key_bits, h.addr_bits, h.cuckoo_mult)) {
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: %s", path,
+                              h.spec.seed == 0 ? "seed 0" : "its spec or size is not a static table's");
+        goto out;
+    }
+    if (!(t = floe_calloc(1, sizeof *t))) {
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        goto out;
+    }
+    t->spec = h.spec;
+    floe_cuckoo_geometry_init(&t->g, h.spec.key_bits, h.addr_bits, h.cuckoo_mult, h.spec.seed);
+    t->bytes = t->g.buckets * t->g.level.words * 8;
+    t->values_bytes = floe_cuckoo_slots(&t->g) * (floe_spec_has_values(&h.spec) ? h.spec.value_bytes : 0);
+    if (h.nsections != 2 || h.section_bytes[0] != t->bytes || h.section_bytes[1] != t->values_bytes) {
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: section sizes do not match the table's geometry",
+                              path);
+        goto out;
+    }
+    t->words = iceberg_map_zeroed(t->bytes);
+    t->values = t->values_bytes ? floe_malloc(t->values_bytes) : NULL;
+    if (!t->words || (t->values_bytes && !t->values)) {
+        st = floe_errinfo_set(err, FLOE_ERR_NO_MEMORY, "cannot allocate %zu bytes to load %s",
+                              t->bytes + t->values_bytes, path);
+        goto out;
+    }
+    void *sections[2] = {t->words, t->values};
+    if ((st = floe_file_read(r, sections, err)) != FLOE_OK)
+        goto out;
+    if ((st = verify_loaded(t, &h, path, err)) != FLOE_OK)
+        goto out;
+    t->keys = h.keys;
+    t->generation = h.generation;
+    *out = t;
+    t = NULL;
+out:
+    cuckoo_destroy(t);
+    floe_file_close(r);
+    return st;
+}
+
+const floe_spec *cuckoo_spec(const cuckoo *t)
+{
+    return &t->spec;
+}
+
+uint64_t cuckoo_generation(const cuckoo *t)
+{
+    return t->generation;
 }
 
 uint64_t cuckoo_keys(const cuckoo *t)
@@ -230,7 +500,7 @@ uint64_t cuckoo_keys(const cuckoo *t)
 
 uint64_t cuckoo_bytes(const cuckoo *t)
 {
-    return t->bytes;
+    return t->bytes + t->values_bytes;
 }
 
 const floe_cuckoo_geometry *cuckoo_geometry(const cuckoo *t)

@@ -98,7 +98,7 @@ static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bi
 {
     memset(s, 0, sizeof *s);
     floe_geometry_init(&s->g, spec->key_bits, addr_bits, three, spec->seed);
-    s->value_bytes = spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0;
+    s->value_bytes = floe_spec_has_values(spec) ? spec->value_bytes : 0;
     for (int l = 0; l < FLOE_LEVELS; l++) {
         s->bytes[l] = (size_t)floe_level_words(&s->g.level[l]) * sizeof(uint64_t);
         s->words[l] = iceberg_map_zeroed(s->bytes[l]);
@@ -797,7 +797,7 @@ uint64_t iceberg_bytes_for(const floe_spec *spec)
     uint64_t bytes = 0;
     for (int l = 0; l < FLOE_LEVELS; l++)
         bytes += (uint64_t)floe_level_words(&g.level[l]) * sizeof(uint64_t);
-    if (spec->kind == FLOE_KIND_MAP)
+    if (floe_spec_has_values(spec))
         bytes += (uint64_t)g.total_slots * spec->value_bytes;
     return bytes;
 }
@@ -818,8 +818,9 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, uint
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
         return st;
-    if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "the iceberg engine holds SET and MAP tables, not %s",
+    if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP && spec->kind != FLOE_KIND_STATIC)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID,
+                                "the iceberg engine holds SET and MAP tables (and STATIC ones while they fill), not %s",
                                 floe_kind_name(spec->kind));
     if ((st = iceberg_size_check(spec->key_bits, addr_bits, three, err)) != FLOE_OK)
         return st;
@@ -876,7 +877,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
                            floe_value_mode mode, uint8_t *results, uint64_t *ids, void *values_out,
                            floe_answer_counts *counts, floe_errinfo *err)
 {
-    const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
+    const uint32_t vb = floe_spec_has_values(&t->spec) ? t->spec.value_bytes : 0;
     const bool overwrite = mode == FLOE_VALUES_OVERWRITE, add = mode == FLOE_VALUES_ADD;
     floe_status st = FLOE_OK;
     assert_keys(t, keys, n, results);
@@ -975,7 +976,7 @@ floe_status iceberg_find(iceberg *t, const uint64_t *keys, size_t n, uint8_t *re
                          floe_answer_counts *counts, floe_errinfo *err)
 {
     assert_keys(t, keys, n, results);
-    assert(!values_out || t->spec.kind == FLOE_KIND_MAP);
+    assert(!values_out || floe_spec_has_values(&t->spec));
     tally *tallies = floe_calloc(batch_tasks(n) + 1, sizeof *tallies);
     if (!tallies)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu keys", n);
@@ -1027,7 +1028,7 @@ floe_status iceberg_erase(iceberg *t, const uint64_t *keys, size_t n, uint8_t *r
 floe_status iceberg_scan(iceberg *t, const floe_scan_pos *from, size_t limit, uint64_t *keys, void *values, size_t *n,
                          floe_scan_pos *next, int *done, floe_errinfo *err)
 {
-    const uint32_t vb = t->spec.kind == FLOE_KIND_MAP ? t->spec.value_bytes : 0;
+    const uint32_t vb = floe_spec_has_values(&t->spec) ? t->spec.value_bytes : 0;
     assert(!values || vb);      /* values in a scan: a MAP's (floe_request_check) */
     assert(limit == 0 || keys); /* the buffer (floe_batch_check) */
     pthread_rwlock_rdlock(&t->lock);
@@ -1255,9 +1256,9 @@ floe_status iceberg_load(const char *path, uint64_t offset, floe_pool *pool, ice
     if (st != FLOE_OK)
         return st;
     floe_errinfo spec_err;
-    if (h.spec.kind != FLOE_KIND_SET && h.spec.kind != FLOE_KIND_MAP) {
-        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds a %s table, not a SET or MAP", path,
-                              floe_kind_name(h.spec.kind));
+    if ((h.spec.kind != FLOE_KIND_SET && h.spec.kind != FLOE_KIND_MAP && h.spec.kind != FLOE_KIND_STATIC) || h.frozen) {
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s holds a %s%s table, not a SET or MAP", path,
+                              h.frozen ? "frozen " : "", floe_kind_name(h.spec.kind));
         goto out;
     }
     if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0) {
@@ -1271,7 +1272,7 @@ floe_status iceberg_load(const char *path, uint64_t offset, floe_pool *pool, ice
     }
     floe_geometry g;
     floe_geometry_init(&g, h.spec.key_bits, h.addr_bits, h.three, h.spec.seed);
-    uint64_t vbytes = h.spec.kind == FLOE_KIND_MAP ? g.total_slots * h.spec.value_bytes : 0;
+    uint64_t vbytes = floe_spec_has_values(&h.spec) ? g.total_slots * h.spec.value_bytes : 0;
     bool sizes_ok = h.nsections == FLOE_LEVELS + 1 && h.section_bytes[FLOE_LEVELS] == vbytes;
     for (int l = 0; l < FLOE_LEVELS; l++)
         sizes_ok = sizes_ok && h.section_bytes[l] == floe_level_words(&g.level[l]) * sizeof(uint64_t);

@@ -73,8 +73,9 @@ typedef enum floe_value_mode { FLOE_VALUES_KEEP = 0, FLOE_VALUES_OVERWRITE = 1, 
 #define FLOE_KINDS_MAP     (1u << 2)
 #define FLOE_KINDS_TREE    (1u << 3)
 #define FLOE_KINDS_ORDERED (1u << 4)
+#define FLOE_KINDS_STATIC  (1u << 5) /* writes until its freeze: the engine refuses them after (ERR_FROZEN) */
 #define FLOE_KINDS_HASHED  (FLOE_KINDS_SET | FLOE_KINDS_MAP)
-#define FLOE_KINDS_ALL     (FLOE_KINDS_HASHED | FLOE_KINDS_TREE | FLOE_KINDS_ORDERED)
+#define FLOE_KINDS_ALL     (FLOE_KINDS_HASHED | FLOE_KINDS_TREE | FLOE_KINDS_ORDERED | FLOE_KINDS_STATIC)
 
 /* The rows: X(NAME, "name", shape, flags, parts rule, kinds, what it does).
  * An operation's number is its place (from 1); a row is added at the end. */
@@ -107,7 +108,9 @@ typedef enum floe_value_mode { FLOE_VALUES_KEEP = 0, FLOE_VALUES_OVERWRITE = 1, 
           FLOE_OPF_VALUES_OUT,                                                                                         \
       SPLIT, FLOE_KINDS_MAP,                                                                                           \
       "value += delta, wrapping at value_bytes (an absent key stored with delta): INSERTED / PRESENT / FULL, "         \
-      "the value after")
+      "the value after")                                                                                               \
+    X(FREEZE, "freeze", TABLE, FLOE_OPF_WRITES, EVERY, FLOE_KINDS_STATIC,                                              \
+      "build the static table from the keys stored; finds only from then on (again: nothing changes)")
 
 /* What a batch (tables/backend.h) or a request does. */
 typedef enum floe_op {

@@ -271,8 +271,10 @@ static void merge_stats(split *sp)
     memcpy(st->backend, p0->backend, sizeof st->backend);
     st->device = p0->device;
     st->parts = t->parts;
+    st->frozen = true;
     for (unsigned p = 0; p < t->parts; p++) {
         const floe_table_stats *s = &sp->subs[p].stats;
+        st->frozen &= s->frozen; /* a freeze that failed in a part leaves the table unfrozen: freeze it again */
         st->keys += s->keys;
         st->tombstones += s->tombstones;
         st->slots += s->slots;
@@ -384,7 +386,7 @@ static void join_all(split *sp)
     part_table *t = sp->t;
     floe_batch *b = sp->b;
     const unsigned P = t->parts, lg = PID_LOG(P), per = PID_PER(lg);
-    const uint32_t vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
+    const uint32_t vb = floe_spec_has_values(&t->base.spec) ? t->base.spec.value_bytes : 0;
     const size_t W = t->base.spec.words;
     const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && floe_op_has(b->op, FLOE_OPF_IDS_OUT);
     const bool vals = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
@@ -553,7 +555,7 @@ static void scan_into(split *sp, unsigned p, const floe_scan_pos *from)
     part_table *t = sp->t;
     floe_batch *b = sp->b, *s = &sp->one;
     const size_t got = b->scan_n;
-    const uint32_t vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
+    const uint32_t vb = floe_spec_has_values(&t->base.spec) ? t->base.spec.value_bytes : 0;
     memset(s, 0, sizeof *s);
     sp->scan_part = p;
     s->op = FLOE_OP_SCAN;
@@ -732,7 +734,7 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
     const unsigned P = t->parts;
     const bool is_tree = t->base.spec.kind == FLOE_KIND_TREE;
     const bool get = floe_op_has(b->op, FLOE_OPF_VECTORS_OUT);
-    const uint32_t vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
+    const uint32_t vb = floe_spec_has_values(&t->base.spec) ? t->base.spec.value_bytes : 0;
     const size_t wb = (size_t)t->base.spec.words * 4;
     const bool vals_in = vb && b->values && floe_op_has(b->op, FLOE_OPF_VALUES_IN);
     const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && floe_op_has(b->op, FLOE_OPF_IDS_OUT);
@@ -1318,7 +1320,7 @@ static floe_status move_all(floe_table *from, floe_table *to, floe_errinfo *err)
 {
     const floe_spec *s = &from->spec;
     const bool is_tree = s->kind == FLOE_KIND_TREE;
-    const uint32_t vb = s->kind == FLOE_KIND_MAP ? s->value_bytes : 0;
+    const uint32_t vb = floe_spec_has_values(s) ? s->value_bytes : 0;
     const size_t wb = (size_t)s->words * 4;
     uint64_t *keys = floe_malloc(MOVE_CHUNK * 8);
     void *vals = vb ? floe_malloc(MOVE_CHUNK * vb) : NULL;

@@ -80,12 +80,8 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err)
                                 "table name must be 1 to %d characters of letters, digits, '_', '-' or '.', not "
                                 "starting with '.'",
                                 FLOE_NAME_MAX);
-    if (s->kind == FLOE_KIND_STATIC)
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "table kind %s is not implemented yet",
-                                floe_kind_name(s->kind));
-    if (s->kind != FLOE_KIND_SET && s->kind != FLOE_KIND_MAP && s->kind != FLOE_KIND_TREE &&
-        s->kind != FLOE_KIND_ORDERED)
-        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table kind must be SET, MAP, TREE or ORDERED");
+    if (s->kind < FLOE_KIND_SET || s->kind > FLOE_KIND_STATIC)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table kind must be SET, MAP, TREE, ORDERED or STATIC");
     if (s->kind == FLOE_KIND_TREE) {
         if (s->words < FLOE_TREE_MIN_WORDS || s->words > FLOE_TREE_MAX_WORDS)
             return floe_errinfo_set(err, FLOE_ERR_INVALID,
@@ -107,9 +103,10 @@ floe_status floe_spec_validate(const floe_spec *s, floe_errinfo *err)
                                     s->value_bytes);
         if (s->kind == FLOE_KIND_MAP && s->value_bytes != 4 && s->value_bytes != 8)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "a MAP needs value_bytes 4 or 8, got %u", s->value_bytes);
-        if (s->kind == FLOE_KIND_ORDERED && s->value_bytes != 0 && s->value_bytes != 4 && s->value_bytes != 8)
-            return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                                    "an ORDERED table's value_bytes is 0 (keys only), 4 or 8, got %u", s->value_bytes);
+        if ((s->kind == FLOE_KIND_ORDERED || s->kind == FLOE_KIND_STATIC) && s->value_bytes != 0 &&
+            s->value_bytes != 4 && s->value_bytes != 8)
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s %s table's value_bytes is 0 (keys only), 4 or 8, got %u",
+                                    s->kind == FLOE_KIND_ORDERED ? "an" : "a", floe_kind_name(s->kind), s->value_bytes);
         if (s->words != 0)
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "words is for TREE tables; a %s needs words = 0",
                                     floe_kind_name(s->kind));
@@ -266,11 +263,12 @@ bool floe_keys_fit(uint32_t key_bits, const uint64_t *keys, size_t n)
 /* Why a table of spec (without values) refuses values or overwrite, in floed's words. */
 static floe_status no_values(const floe_spec *spec, const char *what, floe_errinfo *err)
 {
-    if (spec->kind == FLOE_KIND_ORDERED)
+    if (spec->kind == FLOE_KIND_ORDERED || spec->kind == FLOE_KIND_STATIC)
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
-                                "table %s is an ORDERED table of value_bytes 0: it stores keys only; %s are for MAP "
-                                "tables and ORDERED tables with values",
-                                spec->name, what);
+                                "table %s is %s %s table of value_bytes 0: it stores keys only; %s are for MAP "
+                                "tables and %s tables with values",
+                                spec->name, spec->kind == FLOE_KIND_ORDERED ? "an" : "a", floe_kind_name(spec->kind),
+                                what, floe_kind_name(spec->kind));
     return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s is a %s: %s are for MAP tables", spec->name,
                             floe_kind_name(spec->kind), what);
 }

@@ -67,7 +67,7 @@ typedef struct floe_spec {
     floe_kind kind;
     uint32_t key_bits;                   /* SET, MAP, ORDERED: 1..64 */
     uint32_t words;                      /* TREE: 32-bit words per vector, 2..256 */
-    uint32_t value_bytes;                /* MAP: 4 or 8; ORDERED: 0, 4 or 8; SET, TREE: 0 */
+    uint32_t value_bytes;                /* MAP: 4 or 8; ORDERED, STATIC: 0, 4 or 8; SET, TREE: 0 */
     uint64_t capacity;                   /* keys the table holds without growing */
     bool grow;                           /* rebuild at twice the size instead of answering FULL */
     double max_fill;                     /* with grow: rebuild when occupied slots pass this fraction */
@@ -264,7 +264,8 @@ typedef struct floe_table_stats {
     double fill;         /* (keys + tombstones) / slots */
     uint64_t memory_bytes;
     double bytes_per_key; /* memory_bytes / keys (0 when empty) */
-    uint64_t generation;  /* rebuilds so far */
+    uint64_t generation;  /* rebuilds so far (a STATIC table: and 1 for its freeze) */
+    bool frozen;          /* a STATIC table that was frozen: it answers finds and refuses writes */
     char backend[FLOE_BACKEND_NAME_MAX];
     int32_t device;                      /* the CUDA device of a GPU table; -1 on the CPU or for several devices */
     floe_level_stats level[FLOE_LEVELS]; /* primary, secondary, stash (TREE: of the root table) */

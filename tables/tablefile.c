@@ -111,6 +111,9 @@ static void encode_header(const floe_file_header *h, unsigned char *buf)
     put_u32(&c, (h->spec.explore ? 1u : 0u) | (h->spec.explore_any_order ? 2u : 0u));
     put_u32(&c, h->spec.label_bytes);
     put_u32(&c, h->open_set);
+    /* A STATIC table's (zero before there were any). */
+    put_u32(&c, h->frozen);
+    put_u32(&c, h->cuckoo_mult);
 }
 
 static floe_status decode_header(const unsigned char *buf, floe_file_header *h, const char *path, floe_errinfo *err)
@@ -170,6 +173,11 @@ static floe_status decode_header(const unsigned char *buf, floe_file_header *h, 
     h->spec.explore_any_order = (explore & 2u) != 0;
     h->spec.label_bytes = get_u32(&c);
     h->open_set = get_u32(&c);
+    h->frozen = get_u32(&c);
+    h->cuckoo_mult = get_u32(&c);
+    if (h->frozen > 1 || (h->frozen && h->spec.kind != FLOE_KIND_STATIC) || (!h->frozen && h->cuckoo_mult != 0))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (frozen %u, size code %u, kind %u)", path,
+                                h->frozen, h->cuckoo_mult, (unsigned)h->spec.kind);
     if (explore > 3 || h->open_set > FLOE_FILE_OPEN_SET_BLOCK || (h->open_set != 0) != (version == 2) ||
         (h->open_set != FLOE_FILE_OPEN_SET_BLOCK && (h->open_set == FLOE_FILE_OPEN_SET_FOLLOWS) != h->spec.explore))
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged header (open set %u, explore %u, version %u)",

@@ -9,9 +9,10 @@
  *            memory),
  *            the layout version and primary address bits (from which the
  *            geometry is recomputed), generation, counters, section sizes
- *   sections raw little-endian arrays (SET/MAP: level 0, 1, 2, values;
- *            TREE: the root table's level 0, 1, 2, an empty values section,
- *            then the node table)
+ *   sections raw little-endian arrays (SET/MAP, and a STATIC table while it
+ *            fills: level 0, 1, 2, values; TREE: the root table's level 0,
+ *            1, 2, an empty values section, then the node table; a frozen
+ *            STATIC table: its buckets, its values)
  *   trailer  SHA-256 (OpenSSL) over header and sections
  *
  * An exploring table's file (tables/explore.h) ends with its open set: a
@@ -67,6 +68,10 @@ typedef struct floe_file_header {
     uint32_t parts, part;
     uint64_t whole_capacity, whole_memory;
     uint32_t open_set; /* FLOE_FILE_OPEN_SET_* */
+    /* A STATIC table (tables/cuckoo.h): 0 while it fills (an iceberg
+     * table's sections), 1 once frozen: its buckets are cuckoo_mult x
+     * 2^addr_bits, the sections its buckets' words and its values. */
+    uint32_t frozen, cuckoo_mult;
 } floe_file_header;
 
 enum {

@@ -1,7 +1,7 @@
 /*
  * tables.c - the requests on tables as a whole: create_table, drop_table,
  * list_tables and snapshot (answered for several tables at once:
- * request.c's multi), and stats.
+ * request.c's multi), stats and a STATIC table's freeze.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -31,13 +31,15 @@ static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *def
     if (p->grow && p->no_grow)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "grow and no_grow contradict each other: give one");
     /* SET and MAP grow when asked; a TREE unless told not to (a model
-     * checker does not know its state count); an ORDERED table always
+     * checker does not know its state count), and a STATIC table until its
+     * freeze (sized then from the keys it holds); an ORDERED table always
      * (its nodes are made as keys come) */
     if (s->kind == FLOE_KIND_ORDERED && p->no_grow)
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                 "an ORDERED table always grows (its nodes are made as keys come): no_grow is for SET, "
                                 "MAP and TREE tables");
-    s->grow = p->grow || ((s->kind == FLOE_KIND_TREE || s->kind == FLOE_KIND_ORDERED) && !p->no_grow);
+    s->grow = p->grow || ((s->kind == FLOE_KIND_TREE || s->kind == FLOE_KIND_ORDERED || s->kind == FLOE_KIND_STATIC) &&
+                          !p->no_grow);
     s->max_fill = p->max_fill != 0.0 ? p->max_fill : FLOE_DEFAULT_MAX_FILL;
     s->seed = p->seed;
     s->shard = p->shard;
@@ -62,7 +64,7 @@ void handle_create(server *srv, session *c, Floe__V1__Request *req, const reques
     char want[sizeof srv->cfg.backend];
     floe_status st = spec_from_proto(req->create_table->spec, server_default_backend(srv, want), &spec, &err);
     if (st == FLOE_OK)
-        st = registry_backend_for(&srv->reg, spec.backend, &be, &err);
+        st = registry_backend_for(&srv->reg, spec.backend, spec.kind, &be, &err);
     if (st != FLOE_OK) {
         send_now(c, reply_error(req->id, st, err.msg));
         return;
@@ -215,6 +217,17 @@ void handle_stats(server *srv, session *c, Floe__V1__Request *req, const request
             entry_ref(e);
             it->entry = e;
         }
+        item_submit(c, e, it);
+        entry_unref(e);
+    }
+}
+
+void handle_freeze(server *srv, session *c, Floe__V1__Request *req, const request_row *row)
+{
+    table_entry *e = request_table(srv, c, req->id, req->freeze->table, req);
+    item *it = e ? request_item(srv, c, req, row, e) : NULL;
+    if (it) {
+        log_info("freezing table %s", e->name);
         item_submit(c, e, it);
         entry_unref(e);
     }

@@ -19,11 +19,12 @@ import numpy as np
 from ._lib import C, ffi, lib
 
 __all__ = ["connect", "Client", "Table", "Future", "FloeError",
-           "ABSENT", "PRESENT", "INSERTED", "FULL", "ERASED", "SET", "MAP", "TREE", "ORDERED"]
+           "ABSENT", "PRESENT", "INSERTED", "FULL", "ERASED", "SET", "MAP", "TREE", "ORDERED",
+           "STATIC"]
 
 ABSENT, PRESENT, INSERTED, FULL, ERASED = 0, 1, 2, 3, 4
-SET, MAP, TREE, ORDERED = 1, 2, 3, 4
-_KINDS = {"set": SET, "map": MAP, "tree": TREE, "ordered": ORDERED}
+SET, MAP, TREE, ORDERED, STATIC = 1, 2, 3, 4, 5
+_KINDS = {"set": SET, "map": MAP, "tree": TREE, "ordered": ORDERED, "static": STATIC}
 _OVERWRITE, _WANT_IDS, _WANT_VALUES, _RANGE_DESC = 1, 2, 4, 8
 NO_ID = (1 << 64) - 1
 
@@ -143,10 +144,12 @@ class Client:
                grow: bool = False, words: int = 0, parts: int = 0, backend: Optional[str] = None,
                max_fill: float = 0.0, memory: int = 0) -> "Table":
         """Creates a table: kind "set", "map" (value_bytes 4 or 8), "tree"
-        (words 2..256) or "ordered"; grow: rebuild at twice the size instead of
-        answering FULL (a TREE always grows).  Returns it."""
+        (words 2..256), "ordered" or "static" (value_bytes 0, 4 or 8: filled
+        by inserts, then Table.freeze()); grow: rebuild at twice the size
+        instead of answering FULL (a TREE and a STATIC table grow anyway).
+        Returns it."""
         if kind not in _KINDS:
-            raise ValueError("kind: set, map, tree or ordered, got %r" % kind)
+            raise ValueError("kind: set, map, tree, ordered or static, got %r" % kind)
         d = ffi.new("floe_table_def *")
         cname = ffi.new("char[]", name.encode())
         cback = ffi.new("char[]", backend.encode()) if backend else ffi.NULL
@@ -225,7 +228,8 @@ def _info(i) -> Dict[str, object]:
             "value_bytes": i.value_bytes, "words": i.words, "capacity": i.capacity, "grow": bool(i.grow),
             "keys": i.keys, "tombstones": i.tombstones, "slots": i.slots, "fill": i.fill,
             "memory_bytes": i.memory_bytes, "bytes_per_key": i.bytes_per_key,
-            "backend": ffi.string(i.backend).decode(), "generation": i.generation, "parts": i.n_parts}
+            "backend": ffi.string(i.backend).decode(), "generation": i.generation, "parts": i.n_parts,
+            "frozen": bool(i.frozen)}
 
 
 def _copy(src, nbytes: int, dtype, count: int, what: str) -> np.ndarray:
@@ -257,6 +261,12 @@ class Table:
 
     def stats(self) -> Dict[str, object]:
         return self.client.stats(self.name)
+
+    def freeze(self) -> None:
+        """STATIC: builds the table's static cuckoo table from the keys (and
+        values) stored; from then on it answers finds, and writes raise
+        FloeError with status ERR_FROZEN (13).  Again: nothing changes."""
+        self.client._check(lib.floe_freeze(self.client._conn(), self.name.encode()))
 
     def __len__(self) -> int:
         return int(self.stats()["keys"])

@@ -98,6 +98,7 @@ typedef struct floe_table_info {
         uint64_t states, open, claimed, claims;
         uint32_t levels;
     } explore;
+    int frozen;
 } floe_table_info;
 
 typedef struct floe_counts {
@@ -121,6 +122,7 @@ int floe_drop(floe *c, const char *table);
 int floe_tables(floe *c, floe_table_info **tables, size_t *n);
 int floe_stats(floe *c, const char *table, floe_table_info *info);
 int floe_snapshot(floe *c, const char *table);
+int floe_freeze(floe *c, const char *table);
 int floe_get_by_id(floe *c, const char *table, const uint64_t *ids, size_t n, unsigned words, uint8_t *results,
                    uint32_t *vectors);
 int floe_range(floe *c, const char *table, uint64_t lo, uint64_t hi, unsigned flags, floe_range_cursor *cursor,

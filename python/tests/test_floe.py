@@ -105,6 +105,28 @@ def test_map_values_ids_and_add(client):
     client.drop("m")
 
 
+def test_static_filled_frozen_refuses_writes(client):
+    t = client.create("frozen", kind="static", value_bytes=4, key_bits=40)
+    rng = np.random.default_rng(7)
+    keys = np.unique(rng.integers(0, 1 << 40, size=50000, dtype=np.uint64))
+    vals = (keys * np.uint64(3) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    assert (t.insert(keys, vals) == floe.INSERTED).all()
+    assert not t.stats()["frozen"]
+    t.freeze()
+    st = t.stats()
+    assert st["frozen"] and st["keys"] == len(keys) and st["kind"] == "static"
+    others = np.setdiff1d(rng.integers(0, 1 << 40, size=50000, dtype=np.uint64), keys)
+    ans, got = t.find(np.concatenate([keys, others]), values=True)
+    assert (ans[:len(keys)] == floe.PRESENT).all() and (ans[len(keys):] == floe.ABSENT).all()
+    assert (got[:len(keys)] == vals).all() and (got[len(keys):] == 0).all()
+    with pytest.raises(floe.FloeError) as e:
+        t.insert(others[:3], vals[:3])
+    assert e.value.code == 13 and e.value.status == "ERR_FROZEN" and "frozen" in str(e.value)
+    t.freeze()  # again: nothing changes
+    assert t.stats()["keys"] == len(keys)
+    client.drop("frozen")
+
+
 def test_tree_vectors_as_2d_arrays(client):
     t = client.create("v", kind="tree", words=4, capacity=1000)
     vec = np.array([[1, 2, 3, 4], [1, 2, 3, 5], [1, 2, 3, 4]], dtype=np.uint32)

@@ -150,5 +150,6 @@ Suite *shards_suite(void);
 Suite *add_suite(void);
 Suite *explore_suite(void); /* exploring tables: claims, parents, traces */
 Suite *resp_suite(void);    /* the Redis protocol port */
+Suite *static_suite(void);  /* STATIC tables: filled, frozen, kept */
 
 #endif

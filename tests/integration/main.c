@@ -30,6 +30,7 @@ int main(void)
     srunner_add_suite(sr, tls_suite());
     srunner_add_suite(sr, faults_suite());
     srunner_add_suite(sr, resp_suite());
+    srunner_add_suite(sr, static_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

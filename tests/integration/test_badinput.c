@@ -88,9 +88,9 @@ START_TEST(bad_requests_change_nothing)
     ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_INVALID);
     bad = (floe_table_def){.name = "x", .kind = FLOE_TABLE_MAP, .value_bytes = 3};
     ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_INVALID);
-    bad = (floe_table_def){.name = "x", .kind = 5}; /* STATIC: not yet */
-    ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_UNSUPPORTED);
-    ck_assert(strstr(floe_errstr(c), "STATIC") != NULL);
+    bad = (floe_table_def){.name = "x", .kind = FLOE_TABLE_STATIC, .value_bytes = 2};
+    ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_INVALID);
+    ck_assert(strstr(floe_errstr(c), "STATIC table's value_bytes") != NULL);
     bad = (floe_table_def){.name = "x", .kind = 6};
     ck_assert_int_eq(floe_create(c, &bad), FLOE_ERR_INVALID);
     ck_assert(strstr(floe_errstr(c), "kind") != NULL);

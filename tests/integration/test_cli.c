@@ -197,7 +197,7 @@ START_TEST(cli_options_getopt)
         const char *args[8];
         const char *err;
     } bad[] = {
-        {{"create", "x1", "--kind=bogus"}, "--kind is set, map, tree or ordered, not 'bogus'"},
+        {{"create", "x1", "--kind=bogus"}, "--kind is set, map, tree, ordered or static, not 'bogus'"},
         {{"create", "x1", "--capacity=10Q"}, "--capacity is a count"},
         {{"create", "x1", "--key-bits", "65"}, "--key-bits is 1..64"},
         {{"create", "x1", "--max-fill", "0.5x"}, "--max-fill needs a number"},

@@ -53,12 +53,13 @@ enum {
     OP_TRACE,
     OP_SHUTDOWN,
     OP_CONFIG,
+    OP_FREEZE,
     NOPS
 };
-static const char *const OP_NAMES[NOPS] = {"unknown",  "hello", "ping",  "create_table", "drop_table",  "list_tables",
-                                           "insert",   "find",  "erase", "stats",        "scan",        "get_by_id",
-                                           "snapshot", "info",  "range", "successor",    "predecessor", "min",
-                                           "max",      "add",   "claim", "trace",        "shutdown",    "config"};
+static const char *const OP_NAMES[NOPS] = {
+    "unknown", "hello", "ping",      "create_table", "drop_table", "list_tables", "insert",    "find",        "erase",
+    "stats",   "scan",  "get_by_id", "snapshot",     "info",       "range",       "successor", "predecessor", "min",
+    "max",     "add",   "claim",     "trace",        "shutdown",   "config",      "freeze"};
 #define NSTATUS 11
 
 /* What the test sent and got back, to compare with the server's counters. */

@@ -567,6 +567,52 @@ START_TEST(shards_pipelined)
 }
 END_TEST
 
+/* ---- a STATIC table over the servers: each shard frozen, finds exact, writes refused ------------------- */
+
+START_TEST(shards_static_frozen)
+{
+    cluster cl;
+    cluster_start(&cl);
+    floe *c = connect_list(cl.uri);
+    create_table(c, "st", FLOE_TABLE_STATIC, 8, 0);
+    enum { N = 20000 };
+    uint64_t *keys = malloc(2 * N * 8), *vals = malloc(2 * N * 8), *got = malloc(2 * N * 8);
+    uint8_t *res = malloc(2 * N);
+    ck_assert(keys && vals && got && res);
+    for (uint64_t i = 0; i < 2 * N; i++) { /* the first N stored, the rest asked only */
+        keys[i] = key_of(i);
+        vals[i] = value_of(i, 8);
+    }
+    ck_assert_msg(floe_insert_values(c, "st", keys, vals, N, 8, 0, res, NULL, NULL) == FLOE_OK, "%s", floe_errstr(c));
+    ck_assert_int_eq(floe_freeze(c, "st"), FLOE_OK);
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "st", &info), FLOE_OK);
+    ck_assert_int_eq(info.frozen, 1);
+    ck_assert_uint_eq(info.keys, N);
+    for (unsigned s = 0; s < NS; s++) { /* each shard its share, frozen */
+        ck_assert_int_eq(floe_stats(floe_shard(c, s), "st", &info), FLOE_OK);
+        ck_assert_int_eq(info.frozen, 1);
+        ck_assert_uint_gt(info.keys, N / NS / 2);
+    }
+    floe_counts n;
+    ck_assert_int_eq(floe_find(c, "st", keys, 2 * N, res, got, 8, &n), FLOE_OK);
+    ck_assert_uint_eq(n.present, N);
+    for (uint64_t i = 0; i < 2 * N; i++) {
+        ck_assert_uint_eq(res[i], i < N ? FLOE_PRESENT : FLOE_ABSENT);
+        ck_assert_uint_eq(got[i], i < N ? vals[i] : 0);
+    }
+    ck_assert_int_eq(floe_insert_values(c, "st", keys + N, vals + N, 100, 8, 0, res, NULL, NULL), FLOE_ERR_FROZEN);
+    ck_assert_int_eq(floe_stats(c, "st", &info), FLOE_OK);
+    ck_assert_uint_eq(info.keys, N);
+    free(keys);
+    free(vals);
+    free(got);
+    free(res);
+    floe_close(c);
+    cluster_stop(&cl);
+}
+END_TEST
+
 /* ---- refusals: each changes nothing ------------------------------------------------------------------ */
 
 START_TEST(shards_refusals)
@@ -1026,6 +1072,7 @@ Suite *shards_suite(void)
     tcase_add_test(tc, shards_tree_concurrent);
     tcase_add_test(tc, shards_pipelined);
     tcase_add_test(tc, shards_refusals);
+    tcase_add_test(tc, shards_static_frozen);
     tcase_add_test(tc, shards_killed_shard);
     tcase_add_test(tc, shards_tools);
     tcase_add_test(tc, shards_mc_launchers);

@@ -19,6 +19,7 @@ int main(void)
     srunner_add_suite(sr, partition_suite());
     srunner_add_suite(sr, tree_suite());
     srunner_add_suite(sr, cuckoo_suite());
+    srunner_add_suite(sr, static_suite());
     srunner_add_suite(sr, ordered_suite());
     srunner_add_suite(sr, config_suite());
     srunner_add_suite(sr, envelope_suite());

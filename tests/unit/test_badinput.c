@@ -70,8 +70,12 @@ START_TEST(bad_specs_refused)
     s = good_spec(FLOE_KIND_SET);
     s.kind = FLOE_KIND_UNSPECIFIED;
     expect_spec_error(&s, FLOE_ERR_INVALID, "kind");
+    s.kind = (floe_kind)6;
+    expect_spec_error(&s, FLOE_ERR_INVALID, "kind");
     s.kind = FLOE_KIND_STATIC;
-    expect_spec_error(&s, FLOE_ERR_UNSUPPORTED, "STATIC");
+    s.value_bytes = 3;
+    expect_spec_error(&s, FLOE_ERR_INVALID, "a STATIC table's value_bytes is 0 (keys only), 4 or 8, got 3");
+    s.value_bytes = 0;
     s.kind = FLOE_KIND_ORDERED; /* valid, but ordered.c's: the iceberg engine refuses it */
     ck_assert_int_eq(floe_spec_validate(&s, NULL), FLOE_OK);
     expect_spec_error(&s, FLOE_ERR_INVALID, "ORDERED");

@@ -66,22 +66,50 @@ static void check_order(const cuckoo *t)
     ck_assert_uint_eq(rows, cuckoo_keys(t));
 }
 
-/* A table of n random key_bits-bit keys (some repeated) at `fill`, checked
- * against the reference with its keys and as many others. */
-static void build_and_check(uint32_t key_bits, size_t n, double fill, uint64_t seed, floe_pool *pool)
+/* The value a test gives key k (its first occurrence's), in value_bytes. */
+static uint64_t value_of(uint64_t k, uint32_t value_bytes)
+{
+    const uint64_t v = (k ^ 0x5DEECE66Dull) * 0x9E3779B97F4A7C15ull;
+    return value_bytes == 8 ? v : v & 0xFFFFFFFFull;
+}
+
+/* The key in slot id of t, by the layout alone. */
+static uint64_t key_at(const cuckoo *t, uint64_t id)
+{
+    const floe_cuckoo_geometry *g = cuckoo_geometry(t);
+    const uint64_t b = id / g->level.slots;
+    const uint64_t row =
+        floe_row_get(cuckoo_words(t) + b * g->level.words, g->level.row_bits, (uint32_t)(id % g->level.slots));
+    ck_assert_uint_ne(row, FLOE_ROW_EMPTY);
+    return floe_cuckoo_join(g, b, row);
+}
+
+/* A table of n random key_bits-bit keys (some repeated, with another value
+ * than their first: the first is kept) and value_bytes values at `fill`,
+ * checked against the reference with its keys and as many others: the
+ * answers, the values, the ids (each the slot that holds the key), and a
+ * scan of the whole table in pieces. */
+static void build_and_check(uint32_t key_bits, uint32_t value_bytes, size_t n, double fill, uint64_t seed,
+                            floe_pool *pool)
 {
     uint64_t *keys = malloc(n * sizeof *keys), *ref = malloc(n * sizeof *ref), *probe = malloc(2 * n * sizeof *probe);
+    uint64_t *ids = malloc(2 * n * sizeof *ids), *values = malloc(n * 8), *vout = malloc(2 * n * 8);
     uint8_t *res = malloc(2 * n);
-    ck_assert(keys && ref && probe && res);
+    ck_assert(keys && ref && probe && res && ids && values && vout);
     uint64_t s = seed;
     const uint64_t mask = key_bits == 64 ? ~0ull : (1ull << key_bits) - 1;
-    for (size_t i = 0; i < n; i++)
-        keys[i] = i % 17 == 5 && i ? keys[i / 2] : rng_next(&s) & mask; /* a few repeats */
+    for (size_t i = 0; i < n; i++) {
+        const bool repeat = i % 17 == 5 && i;
+        keys[i] = repeat ? keys[i / 2] : rng_next(&s) & mask; /* a few repeats */
+        const uint64_t v = repeat ? ~value_of(keys[i], 8) : value_of(keys[i], 8);
+        memcpy((unsigned char *)values + i * value_bytes, &v, value_bytes);
+    }
     const size_t m = sorted_distinct(keys, n, ref);
     cuckoo *t = NULL;
     floe_errinfo err;
-    ck_assert_msg(cuckoo_build(key_bits, seed, fill, keys, n, &t, &err) == FLOE_OK, "%u bits, %zu keys at %.2f: %s",
-                  key_bits, n, fill, err.msg);
+    ck_assert_msg(cuckoo_build(key_bits, value_bytes, seed, fill, keys, value_bytes ? values : NULL, n, &t, &err) ==
+                      FLOE_OK,
+                  "%u bits, %zu keys at %.2f: %s", key_bits, n, fill, err.msg);
     ck_assert_uint_eq(cuckoo_keys(t), m);
     const double got = (double)m / (double)floe_cuckoo_slots(cuckoo_geometry(t));
     ck_assert_msg(got <= fill + 1e-9, "fill %.3f past %.3f", got, fill);
@@ -92,22 +120,60 @@ static void build_and_check(uint32_t key_bits, size_t n, double fill, uint64_t s
         probe[2 * i + 1] = rng_next(&s) & mask;
     }
     floe_answer_counts counts = {0};
-    cuckoo_find(t, probe, 2 * n, res, &counts, pool);
+    cuckoo_find(t, probe, 2 * n, res, ids, value_bytes ? vout : NULL, &counts, pool);
     uint64_t present = 0;
     for (size_t i = 0; i < 2 * n; i++) {
         const bool want = in_ref(ref, m, probe[i]);
         ck_assert_msg(res[i] == (want ? FLOE_PRESENT : FLOE_ABSENT), "key %llu: answer %u, in the set: %d",
                       (unsigned long long)probe[i], res[i], want);
         present += want;
+        if (!want) {
+            ck_assert_uint_eq(ids[i], FLOE_NO_ID);
+        } else {
+            ck_assert_uint_lt(ids[i], floe_cuckoo_slots(cuckoo_geometry(t)));
+            ck_assert_uint_eq(key_at(t, ids[i]), probe[i]);
+        }
+        uint64_t v = 0;
+        memcpy(&v, (unsigned char *)vout + i * value_bytes, value_bytes);
+        if (value_bytes)
+            ck_assert_uint_eq(v, want ? value_of(probe[i], value_bytes) : 0);
     }
     ck_assert_uint_eq(counts.present, present);
     ck_assert_uint_eq(counts.absent, 2 * n - present);
+    /* a scan in pieces of 1000: every key once, in slot order, with its value */
+    floe_scan_pos at = {0, cuckoo_generation(t)};
+    int done = 0;
+    size_t seen = 0;
+    uint64_t *page = malloc(1000 * 8), *pvals = malloc(1000 * 8);
+    ck_assert(page && pvals);
+    while (!done) {
+        size_t got_n;
+        ck_assert_int_eq(cuckoo_scan(t, &at, 1000, page, value_bytes ? pvals : NULL, &got_n, &at, &done, &err),
+                         FLOE_OK);
+        for (size_t i = 0; i < got_n; i++) {
+            ck_assert(in_ref(ref, m, page[i]));
+            uint64_t v = 0;
+            memcpy(&v, (unsigned char *)pvals + i * value_bytes, value_bytes);
+            if (value_bytes)
+                ck_assert_uint_eq(v, value_of(page[i], value_bytes));
+        }
+        seen += got_n;
+    }
+    ck_assert_uint_eq(seen, m);
+    const floe_scan_pos stale = {0, cuckoo_generation(t) + 1};
+    size_t got_n;
+    ck_assert_int_eq(cuckoo_scan(t, &stale, 10, page, NULL, &got_n, &at, &done, &err), FLOE_ERR_INVALID);
     check_order(t);
     cuckoo_destroy(t);
+    free(page);
+    free(pvals);
     free(keys);
     free(ref);
     free(probe);
     free(res);
+    free(ids);
+    free(values);
+    free(vout);
 }
 
 START_TEST(every_key_found_every_other_absent)
@@ -115,11 +181,11 @@ START_TEST(every_key_found_every_other_absent)
     floe_pool *pool = NULL;
     floe_errinfo err;
     ck_assert_int_eq(floe_pool_create(2, &pool, &err), FLOE_OK);
-    build_and_check(40, 200000, FLOE_CUCKOO_FILL, 11, pool);
-    build_and_check(64, 100000, 0.9, 12, pool);
-    build_and_check(20, 300000, FLOE_CUCKOO_FILL, 13, NULL); /* a quarter of the key space: most probes hit */
-    build_and_check(33, 1000, 0.5, 14, NULL);
-    build_and_check(40, 1, FLOE_CUCKOO_FILL, 15, NULL);
+    build_and_check(40, 0, 200000, FLOE_CUCKOO_FILL, 11, pool);
+    build_and_check(64, 8, 100000, 0.9, 12, pool);
+    build_and_check(20, 4, 300000, FLOE_CUCKOO_FILL, 13, NULL); /* a quarter of the key space: most probes hit */
+    build_and_check(33, 0, 1000, 0.5, 14, NULL);
+    build_and_check(40, 8, 1, FLOE_CUCKOO_FILL, 15, NULL);
     floe_pool_destroy(pool);
 }
 END_TEST
@@ -139,13 +205,14 @@ START_TEST(fills_to_the_most)
             keys[i] = i * 0x9E3779B97F4A7C15ull >> 24; /* distinct 40-bit keys */
         cuckoo *t = NULL;
         floe_errinfo err;
-        ck_assert_msg(cuckoo_build(40, 99 + (uint64_t)s, FLOE_CUCKOO_FILL, keys, n, &t, &err) == FLOE_OK, "%s", err.msg);
+        ck_assert_msg(cuckoo_build(40, 0, 99 + (uint64_t)s, FLOE_CUCKOO_FILL, keys, NULL, n, &t, &err) == FLOE_OK, "%s",
+                      err.msg);
         ck_assert_uint_eq(cuckoo_geometry(t)->mult, mults[s]);
         ck_assert_uint_eq(cuckoo_geometry(t)->hi_bits, his[s]);
         ck_assert_uint_eq(floe_cuckoo_slots(cuckoo_geometry(t)), slots);
         uint8_t *res = malloc(n);
         ck_assert_ptr_nonnull(res);
-        cuckoo_find(t, keys, n, res, NULL, NULL);
+        cuckoo_find(t, keys, n, res, NULL, NULL, NULL, NULL);
         for (size_t i = 0; i < n; i++)
             ck_assert_int_eq(res[i], FLOE_PRESENT);
         check_order(t);
@@ -167,14 +234,20 @@ START_TEST(bad_input_builds_nothing)
     const uint64_t keys[3] = {1, 2, 1ull << 40};
     cuckoo *t = (cuckoo *)&t;
     floe_errinfo err;
-    ck_assert_int_eq(cuckoo_build(40, 1, 0.9, keys, 3, &t, &err), FLOE_ERR_INVALID);
+    const uint64_t values[3] = {7, 8, 9};
+    ck_assert_int_eq(cuckoo_build(40, 0, 1, 0.9, keys, NULL, 3, &t, &err), FLOE_ERR_INVALID);
     ck_assert_ptr_null(t);
     ck_assert_msg(strstr(err.msg, "key 2") && strstr(err.msg, "wider than 40 bits"), "%s", err.msg);
-    ck_assert_int_eq(cuckoo_build(40, 1, FLOE_CUCKOO_FILL + 0.01, keys, 2, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(cuckoo_build(40, 0, 1, FLOE_CUCKOO_FILL + 0.01, keys, NULL, 2, &t, &err), FLOE_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "fill"), "%s", err.msg);
-    ck_assert_int_eq(cuckoo_build(0, 1, 0.9, keys, 2, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(cuckoo_build(0, 0, 1, 0.9, keys, NULL, 2, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(cuckoo_build(40, 2, 1, 0.9, keys, values, 2, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(err.msg, "value_bytes"), "%s", err.msg);
+    ck_assert_int_eq(cuckoo_build(40, 8, 1, 0.9, keys, NULL, 2, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(cuckoo_build(40, 0, 1, 0.9, keys, values, 2, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_null(t);
     floe_alloc_set_budget(refuse_all);
-    ck_assert_int_eq(cuckoo_build(40, 1, 0.9, keys, 2, &t, &err), FLOE_ERR_NO_MEMORY);
+    ck_assert_int_eq(cuckoo_build(40, 0, 1, 0.9, keys, NULL, 2, &t, &err), FLOE_ERR_NO_MEMORY);
     floe_alloc_set_budget(NULL);
     ck_assert_msg(strstr(err.msg, "maxmemory"), "%s", err.msg);
     ck_assert_ptr_null(t);

@@ -64,6 +64,7 @@ Suite *config_suite(void);
 Suite *envelope_suite(void);
 Suite *resp_wire_suite(void); /* the Redis protocol's bytes (daemon/resp_wire.c) */
 Suite *cuckoo_suite(void);    /* STATIC tables: the compact cuckoo table (tables/cuckoo.c) */
+Suite *static_suite(void);    /* STATIC tables through the backend: filled, frozen, saved, refused */
 Suite *explore_suite(void); /* the open set of exploring tables (tables/explore.c) */
 Suite *tree_suite(void);
 Suite *ordered_suite(void);
