@@ -63,6 +63,17 @@ struct iceberg {
     _Atomic uint64_t used[FLOE_LEVELS]; /* non-empty slots per level */
     _Atomic uint64_t tombstones;
     _Atomic uint64_t generation;
+    /* the last insert's distinct keys and new ones: the share of an insert's keys likely new, which
+     * decides whether it grows the table first */
+    _Atomic uint64_t last_distinct, last_new;
+    /* the next size's arrays, made on a thread of their own during the batch before a growth */
+    struct {
+        pthread_mutex_t lock;
+        pthread_t thread;
+        bool started, ok; /* a thread to join; it made s */
+        uint32_t addr_bits, three;
+        store s;
+    } next;
 };
 
 /* ---- memory ---------------------------------------------------------------------- */
@@ -628,6 +639,62 @@ static void rebuild_chunk(void *arg, size_t task)
     rebuild_put_group(rj, &g, ty);
 }
 
+/* Whether a rebuild from `from` into `to` may split the primary level:
+ * both of 2^a buckets (not three), `to` twice `from`'s.  A primary bucket
+ * is the permuted key's bits above the remainder, and the permutation does
+ * not depend on the size, so the keys of old bucket b belong to new buckets
+ * 2b and 2b + 1 (the remainder's top bit), where they are the only keys
+ * yet: a split moves them in order, with no search and no random access. */
+static bool splits_primary(const store *from, const store *to)
+{
+    const floe_level *a = &from->g.level[0], *b = &to->g.level[0];
+    return !a->three && !b->three && b->addr_bits == a->addr_bits + 1 && b->slots == a->slots &&
+           b->rem_bits + 1 == a->rem_bits;
+}
+
+typedef struct split_job {
+    const store *from, *to;
+    uint64_t buckets_per_task;
+    tally *tallies;
+} split_job;
+
+static void split_chunk(void *arg, size_t task)
+{
+    split_job *sj = arg;
+    const store *from = sj->from, *to = sj->to;
+    const floe_level *a = &from->g.level[0], *b = &to->g.level[0];
+    const uint64_t nb = floe_level_buckets(a), lo = task * sj->buckets_per_task;
+    const uint64_t hi = lo + sj->buckets_per_task < nb ? lo + sj->buckets_per_task : nb;
+    uint64_t used = 0;
+    for (uint64_t ob = lo; ob < hi; ob++) {
+        uint64_t snap[MAX_WORDS], out[2][MAX_WORDS];
+        uint32_t n[2] = {0, 0};
+        snapshot(bucket_ptr(from, 0, ob), a->words, snap);
+        memset(out, 0, sizeof out);
+        for (uint32_t i = 0; i < a->slots; i++) {
+            const uint64_t row = floe_row_get(snap, a->row_bits, i);
+            if (!floe_row_is_key(row, a->row_bits))
+                continue; /* empty, or a tombstone that the growth drops */
+            const uint64_t rem = floe_row_remainder(0, row);
+            const uint32_t half = (uint32_t)((rem >> b->rem_bits) & 1), j = n[half]++;
+            const uint32_t w = floe_row_word(b->row_bits, j);
+            out[half][w] =
+                floe_row_put(out[half][w], b->row_bits, j, floe_row_encode(0, rem & floe_mask_bits(b->rem_bits), 0));
+            if (to->value_bytes)
+                value_store(to, floe_slot_id(&to->g, 0, 2 * ob + half, j),
+                            value_load(from, floe_slot_id(&from->g, 0, ob, i)));
+        }
+        for (uint32_t h = 0; h < 2; h++) {
+            aword *dst = bucket_ptr(to, 0, 2 * ob + h);
+            for (uint32_t w = 0; w < b->words; w++)
+                atomic_store_explicit(&dst[w], out[h][w], memory_order_relaxed);
+        }
+        used += n[0] + n[1];
+    }
+    memset(&sj->tallies[task], 0, sizeof sj->tallies[task]);
+    sj->tallies[task].used[0] = used;
+}
+
 /* Rebuilds t into 2^addr_bits primary buckets (1.5 times that with three),
  * into *ready if not NULL (that size's arrays, allocated before the lock was
  * taken: it is taken over); caller holds the write lock. */
@@ -652,7 +719,21 @@ static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, uint32_t three
             return st;
         uint64_t used[FLOE_LEVELS] = {0, 0, 0};
         bool failed = false, damaged = false;
-        for (uint32_t l = 0; l < FLOE_LEVELS && !failed && !damaged; l++) {
+        uint32_t first = 0; /* the first level moved key by key */
+        if (splits_primary(&t->s, &ns)) {
+            split_job sj = {.from = &t->s, .to = &ns, .buckets_per_task = 4096};
+            const size_t tasks = (size_t)((floe_level_buckets(&t->s.g.level[0]) + 4095) / 4096);
+            if (!(sj.tallies = floe_calloc(tasks, sizeof *sj.tallies))) {
+                store_free(&ns);
+                return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory rebuilding");
+            }
+            floe_pool_run(t->pool, tasks, split_chunk, &sj);
+            for (size_t k = 0; k < tasks; k++)
+                used[0] += sj.tallies[k].used[0];
+            free(sj.tallies);
+            first = 1;
+        }
+        for (uint32_t l = first; l < FLOE_LEVELS && !failed && !damaged; l++) {
             uint64_t nb = floe_level_buckets(&t->s.g.level[l]);
             rebuild_job rj = {.from = &t->s, .to = &ns, .level = l, .buckets_per_task = 1024};
             size_t tasks = (size_t)((nb + rj.buckets_per_task - 1) / rj.buckets_per_task);
@@ -707,27 +788,89 @@ static bool grow_in_place(iceberg *t)
     return (double)keys < t->spec.max_fill * 0.5 * (double)t->s.g.total_slots;
 }
 
-/* With grow on: rebuild before a batch once occupied slots pass max_fill.
- * The batches wait while the keys move (the write lock: about 70 ns a key on
- * two cores of the development machine, less on more); the new arrays are
- * allocated and faulted in before it is taken, while batches still run. */
-static void grow_if_over_fill(iceberg *t)
+/* How many of an insert's `distinct` keys are likely new: the share of the
+ * last insert's (all of them before the first). */
+static uint64_t likely_new(const iceberg *t, size_t distinct)
+{
+    const uint64_t d = atomic_load_explicit(&t->last_distinct, memory_order_relaxed);
+    const uint64_t k = atomic_load_explicit(&t->last_new, memory_order_relaxed);
+    return d ? (uint64_t)((double)distinct * (double)k / (double)d) : distinct;
+}
+
+static void *prepare_main(void *arg)
+{
+    iceberg *t = arg;
+    t->next.ok = store_alloc(&t->next.s, &t->spec, t->next.addr_bits, t->next.three, NULL) == FLOE_OK;
+    return NULL;
+}
+
+/* Starts making the arrays of a size the next batch will likely grow the
+ * table to: faulting in the arrays of a large table takes about as long as
+ * a batch, which then no batch waits for. */
+static void prepare_start(iceberg *t, uint32_t addr_bits, uint32_t three)
+{
+    pthread_mutex_lock(&t->next.lock);
+    if (!t->next.started && addr_bits <= floe_max_addr_bits(t->spec.key_bits)) {
+        t->next.addr_bits = addr_bits;
+        t->next.three = three;
+        t->next.ok = false;
+        t->next.started = pthread_create(&t->next.thread, NULL, prepare_main, t) == 0;
+    }
+    pthread_mutex_unlock(&t->next.lock);
+}
+
+/* The arrays prepare_start made, if of that size (true, into *out); any
+ * others are freed. */
+static bool prepare_take(iceberg *t, uint32_t addr_bits, uint32_t three, store *out)
+{
+    bool have = false;
+    pthread_mutex_lock(&t->next.lock);
+    if (t->next.started) {
+        pthread_join(t->next.thread, NULL);
+        t->next.started = false;
+        if (t->next.ok && t->next.addr_bits == addr_bits && t->next.three == three) {
+            *out = t->next.s;
+            have = true;
+        } else if (t->next.ok) {
+            store_free(&t->next.s);
+        }
+        t->next.ok = false;
+    }
+    pthread_mutex_unlock(&t->next.lock);
+    return have;
+}
+
+/* With grow on: rebuild before a batch whose likely new keys (`expect`)
+ * would take occupied slots past max_fill, rather than after it has filled
+ * the table and some of its keys came back FULL: the new arrays are then
+ * allocated and faulted in before the write lock is taken, while batches
+ * still run, and the table grows before its overflow levels fill.  The
+ * batches wait while the keys move (the write lock; a doubling splits the
+ * primary level's buckets in order: splits_primary).  Where the batch after
+ * this one likely will, the arrays are made meanwhile (prepare_start). */
+static void grow_if_due(iceberg *t, uint64_t expect)
 {
     if (!t->spec.grow)
         return;
     pthread_rwlock_rdlock(&t->lock);
-    const bool over = (double)used_slots(t) > t->spec.max_fill * (double)t->s.g.total_slots;
-    const bool same = over && grow_in_place(t);
+    const double room = t->spec.max_fill * (double)t->s.g.total_slots;
+    const bool over = (double)(used_slots(t) + expect) > room;
+    const bool soon = !over && (double)(used_slots(t) + 2 * expect) > room;
+    const bool same = grow_in_place(t);
     const uint32_t addr_bits = same ? t->addr_bits : t->addr_bits + 1, three = same ? t->three : 0;
     const uint64_t gen = atomic_load(&t->generation);
     pthread_rwlock_unlock(&t->lock);
+    if (soon)
+        prepare_start(t, addr_bits, three);
     if (!over)
         return;
     store ready;
-    const bool have = addr_bits <= floe_max_addr_bits(t->spec.key_bits) &&
-                      store_alloc(&ready, &t->spec, addr_bits, three, NULL) == FLOE_OK;
+    const bool have =
+        prepare_take(t, addr_bits, three, &ready) || (addr_bits <= floe_max_addr_bits(t->spec.key_bits) &&
+                                                      store_alloc(&ready, &t->spec, addr_bits, three, NULL) == FLOE_OK);
     pthread_rwlock_wrlock(&t->lock);
-    if (atomic_load(&t->generation) == gen && (double)used_slots(t) > t->spec.max_fill * (double)t->s.g.total_slots)
+    if (atomic_load(&t->generation) == gen &&
+        (double)(used_slots(t) + expect) > t->spec.max_fill * (double)t->s.g.total_slots)
         rebuild_locked(t, addr_bits, three, have ? &ready : NULL, NULL); /* on failure: as it is */
     else if (have)
         store_free(&ready); /* another batch grew it meanwhile */
@@ -834,8 +977,10 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, uint
     t->pool = pool;
     t->addr_bits = addr_bits;
     t->three = three;
+    pthread_mutex_init(&t->next.lock, NULL);
     st = store_alloc(&t->s, &t->spec, addr_bits, three, err);
     if (st != FLOE_OK) {
+        pthread_mutex_destroy(&t->next.lock);
         free(t);
         return st;
     }
@@ -863,6 +1008,9 @@ void iceberg_destroy(iceberg *t)
 {
     if (!t)
         return;
+    store unused;
+    prepare_take(t, UINT32_MAX, 0, &unused); /* joins a preparation, frees what it made */
+    pthread_mutex_destroy(&t->next.lock);
     store_free(&t->s);
     pthread_rwlock_destroy(&t->lock);
     free(t);
@@ -906,7 +1054,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
     if (totals)
         floe_dedup_totals(rep, n, vb, values, totals);
 
-    grow_if_over_fill(t);
+    grow_if_due(t, likely_new(t, distinct));
     if (growth_out_of_budget(t, distinct, err)) {
         st = FLOE_ERR_NO_MEMORY;
         goto out;
@@ -961,7 +1109,12 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
     }
 
     floe_dedup_settle(rep, n, distinct, vb, mode, values, src, results, ids, values_out);
-    floe_answer_counts_tally(counts, results, n);
+    floe_answer_counts c;
+    floe_answer_counts_tally(&c, results, n);
+    if (counts)
+        *counts = c;
+    atomic_store_explicit(&t->last_distinct, distinct, memory_order_relaxed);
+    atomic_store_explicit(&t->last_new, c.inserted, memory_order_relaxed);
 out:
     free(rep);
     free(src);
