@@ -384,7 +384,7 @@ static int run_s1(const options *o, floe_pool *pool, const uint64_t *keys, size_
                   double k1_bpk)
 {
     enum { S_BUILD, S_HIT, S_MISS, S_ROWS };
-    static const char *const names[S_ROWS] = {"build (one thread)", "find, all hits", "find, all misses"};
+    static const char *const names[S_ROWS] = {"build (on the pool)", "find, all hits", "find, all misses"};
     double *rate[S_ROWS];
     for (int r = 0; r < S_ROWS; r++)
         rate[r] = calloc(o->runs, sizeof(double));
@@ -395,7 +395,7 @@ static int run_s1(const options *o, floe_pool *pool, const uint64_t *keys, size_
         cuckoo *t;
         floe_errinfo err;
         double s = now();
-        if (cuckoo_build(o->key_bits, 0, 0x5EED + run, FLOE_CUCKOO_FILL, keys, NULL, n, &t, &err) != FLOE_OK)
+        if (cuckoo_build(o->key_bits, 0, 0x5EED + run, FLOE_CUCKOO_FILL, keys, NULL, n, pool, &t, &err) != FLOE_OK)
             die("static build", &err);
         rate[S_BUILD][run] = (double)n / (now() - s) / 1e6;
         for (int miss = 0; miss < 2; miss++) {

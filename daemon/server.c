@@ -437,11 +437,11 @@ int server_new(const floed_config *cfg, int argc, char **argv, server **out)
 
 void server_free(server *srv)
 {
+    registry_free(&srv->reg); /* first: a table's threads (a growth's arrays made ahead) may ask the budget */
     if (budget_srv == srv) {
         floe_alloc_set_budget(NULL);
         budget_srv = NULL;
     }
-    registry_free(&srv->reg);
     hostmem_free(srv->mem); /* every frame and answer is back: the io threads are gone */
     if (srv->drain_ev)
         event_free(srv->drain_ev);

@@ -3,11 +3,14 @@
  */
 #include "cuckoo.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "alloc.h"
+#include "dedup.h"
 #include "iceberg.h"
 #include "tablefile.h"
 
@@ -16,6 +19,8 @@
 #define PLACE_MOVES 4096u
 /* Sizes tried in all: each a quarter step (1.25, 1.2, 1.17, 1.14 times) past the one before. */
 #define SIZES_TRIED 12u
+/* Keys a task of a build that runs on a pool places. */
+#define BUILD_CHUNK 65536u
 /* Keys a task of a find. */
 #define FIND_CHUNK 16384u
 /* Keys between the prefetch of a key's first bucket and its lookup: enough
@@ -97,6 +102,74 @@ static bool place(cuckoo *t, uint64_t key, uint64_t *rng)
     return false;
 }
 
+/* place() for builders side by side: a row goes into an empty slot, or
+ * takes a full bucket's slot, by a compare-and-swap of its word, and the
+ * key it displaced is carried on as in place().  Buckets only fill, so a
+ * key that saw its bucket of choice c full goes on rightly to c + 1. */
+static bool place_shared(cuckoo *t, uint64_t key, uint64_t *rng)
+{
+    const floe_level *lv = &t->g.level;
+    uint32_t c = 0;
+    for (uint32_t moves = 0; moves < PLACE_MOVES; moves++) {
+        uint64_t b, row, snap[FLOE_CUCKOO_SLOTS]; /* a bucket is at most 16 words (rows of 64 bits) */
+        floe_cuckoo_split(&t->g, c, key, &b, &row);
+        _Atomic uint64_t *w = (_Atomic uint64_t *)(t->words + b * lv->words);
+        for (;;) {
+            for (uint32_t k = 0; k < lv->words; k++)
+                snap[k] = atomic_load_explicit(&w[k], memory_order_relaxed);
+            uint32_t i = floe_bucket_first_empty(snap, lv);
+            const bool full = i == lv->slots;
+            if (full) {
+                *rng ^= *rng << 13;
+                *rng ^= *rng >> 7;
+                *rng ^= *rng << 17;
+                i = (uint32_t)(*rng % lv->slots);
+            }
+            const uint32_t wi = floe_row_word(lv->row_bits, i);
+            const uint64_t old = floe_row_get(snap, lv->row_bits, i);
+            if (!atomic_compare_exchange_weak_explicit(&w[wi], &snap[wi], floe_row_put(snap[wi], lv->row_bits, i, row),
+                                                       memory_order_relaxed, memory_order_relaxed))
+                continue; /* another builder changed the word: look again */
+            if (!full)
+                return true;
+            key = floe_cuckoo_join(&t->g, b, old);
+            c = (floe_cuckoo_choice(old) + 1) % FLOE_CUCKOO_CHOICES;
+            break;
+        }
+    }
+    return false;
+}
+
+typedef struct build_job {
+    cuckoo *t;
+    const uint64_t *keys;
+    const unsigned char *values;
+    const uint32_t *rep; /* first occurrences (floe_dedup): the keys placed, the values kept */
+    size_t n;
+    uint64_t seed;
+    _Atomic bool failed; /* a chain of moves ran out: a key left out */
+} build_job;
+
+static void build_chunk(void *arg, size_t task)
+{
+    build_job *j = arg;
+    const size_t from = task * BUILD_CHUNK, to = from + BUILD_CHUNK < j->n ? from + BUILD_CHUNK : j->n;
+    uint64_t rng = (j->seed ^ (task * 0x9E3779B97F4A7C15ull)) | 1;
+    for (size_t i = from; i < to && !atomic_load_explicit(&j->failed, memory_order_relaxed); i++)
+        if (j->rep[i] == i && !place_shared(j->t, j->keys[i], &rng))
+            atomic_store(&j->failed, true);
+}
+
+static void values_chunk(void *arg, size_t task)
+{
+    build_job *j = arg;
+    const uint32_t vb = j->t->spec.value_bytes;
+    const size_t from = task * BUILD_CHUNK, to = from + BUILD_CHUNK < j->n ? from + BUILD_CHUNK : j->n;
+    for (size_t i = from; i < to; i++)
+        if (j->rep[i] == i) /* its first occurrence's value: each slot written once */
+            memcpy(j->t->values + find_one(j->t, j->keys[i]) * vb, j->values + i * vb, vb);
+}
+
 /* Size step k: 2^h buckets, 1.25, 1.5, 1.75 times that (5, 3, 7 times a
  * smaller power of two), 2^(h+1), ... for h = k / 4; false where a step has
  * no such size (h too small) or key_bits keys do not fit it. */
@@ -122,7 +195,7 @@ static void put_values(cuckoo *t, const uint64_t *keys, const void *values, size
 }
 
 floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed, double fill, const uint64_t *keys,
-                         const void *values, size_t n, cuckoo **out, floe_errinfo *err)
+                         const void *values, size_t n, floe_pool *pool, cuckoo **out, floe_errinfo *err)
 {
     *out = NULL;
     if (key_bits < 1 || key_bits > 64)
@@ -149,9 +222,27 @@ floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed,
             (double)(((uint64_t)mult << hi_bits) * FLOE_CUCKOO_SLOTS) * fill >= (double)n)
             break;
     }
+    /* on a pool: the first occurrences, placed side by side */
+    uint32_t *rep = NULL;
+    size_t distinct = 0;
+    if (pool && n > 0 && n < ((size_t)1 << 32)) {
+        if (!(rep = floe_malloc(n * sizeof *rep)))
+            return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY, "cannot allocate %zu bytes to build a static table",
+                                    n * sizeof *rep);
+        floe_status st = floe_dedup(pool, keys, n, rep, &distinct, err);
+        if (st != FLOE_OK) {
+            free(rep);
+            return st;
+        }
+    }
+    build_job bj = {.keys = keys, .values = values, .rep = rep, .n = n, .seed = seed};
+    const size_t tasks = (n + BUILD_CHUNK - 1) / BUILD_CHUNK;
     cuckoo *t = floe_calloc(1, sizeof *t);
-    if (!t)
+    if (!t) {
+        free(rep);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    }
+    bj.t = t;
     t->spec.key_bits = key_bits;
     t->spec.value_bytes = value_bytes;
     t->spec.seed = seed;
@@ -166,28 +257,41 @@ floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed,
             const bool budget = floe_alloc_over_budget();
             const size_t bytes = t->bytes;
             free(t);
+            free(rep);
             return floe_errinfo_set(err, budget ? FLOE_ERR_NO_MEMORY : FLOE_ERR_FULL,
                                     "cannot allocate %zu bytes for a static table of %zu keys%s", bytes, n,
                                     budget ? ": it would pass floed's maxmemory" : "");
         }
         uint64_t rng = seed | 1, stored = 0;
         bool placed = true;
-        for (size_t i = 0; i < n && placed; i++)
-            if (find_one(t, keys[i]) == FLOE_NO_ID) {
-                placed = place(t, keys[i], &rng);
-                stored++;
-            }
+        if (rep) {
+            atomic_store(&bj.failed, false);
+            floe_pool_run(pool, tasks, build_chunk, &bj);
+            placed = !atomic_load(&bj.failed);
+            stored = distinct;
+        } else {
+            for (size_t i = 0; i < n && placed; i++)
+                if (find_one(t, keys[i]) == FLOE_NO_ID) {
+                    placed = place(t, keys[i], &rng);
+                    stored++;
+                }
+        }
         if (placed) {
             t->keys = stored;
             if (value_bytes) {
                 t->values_bytes = floe_cuckoo_slots(&t->g) * value_bytes;
                 if (!(t->values = floe_calloc(1, t->values_bytes))) {
                     cuckoo_destroy(t);
+                    free(rep);
                     return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
                                             "cannot allocate %zu bytes for a static table's values", t->values_bytes);
                 }
-                put_values(t, keys, values, n);
+                if (rep)
+                    floe_pool_run(pool, tasks, values_chunk, &bj);
+                else
+                    put_values(t, keys, values, n);
             }
+            free(rep);
             *out = t;
             return FLOE_OK;
         }
@@ -195,13 +299,13 @@ floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed,
         t->words = NULL;
     }
     free(t);
+    free(rep);
     return floe_errinfo_set(err, FLOE_ERR_FULL, "no static table of up to %u sizes past the first holds these %zu keys",
                             SIZES_TRIED, n);
 }
 
 floe_status cuckoo_freeze(iceberg *ice, floe_pool *pool, cuckoo **out, floe_errinfo *err)
 {
-    (void)pool;
     const floe_spec *spec = iceberg_spec(ice);
     const uint32_t vb = floe_spec_has_values(spec) ? spec->value_bytes : 0;
     floe_table_stats st;
@@ -225,7 +329,7 @@ floe_status cuckoo_freeze(iceberg *ice, floe_pool *pool, cuckoo **out, floe_erri
         n += got;
     }
     if (s == FLOE_OK)
-        s = cuckoo_build(spec->key_bits, vb, spec->seed, FLOE_CUCKOO_FILL, keys, values, n, out, err);
+        s = cuckoo_build(spec->key_bits, vb, spec->seed, FLOE_CUCKOO_FILL, keys, values, n, pool, out, err);
     free(keys);
     free(values);
     if (s != FLOE_OK)

@@ -35,9 +35,12 @@ struct floe_file_image; /* tablefile.h */
  * full (0 < fill <= FLOE_CUCKOO_FILL), with permutations from seed.
  * ERR_FULL if no size up to 8 times that places every key; ERR_NO_MEMORY
  * where the arrays would pass the host memory budget (alloc.h).  Nothing
- * is left allocated on failure. */
+ * is left allocated on failure.  On pool (NULL: one key after another on
+ * this thread): the keys' first occurrences placed side by side, each
+ * placement a compare-and-swap of a word (fewer than 2^32 keys; more are
+ * placed on this thread). */
 floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed, double fill, const uint64_t *keys,
-                         const void *values, size_t n, cuckoo **out, floe_errinfo *err);
+                         const void *values, size_t n, floe_pool *pool, cuckoo **out, floe_errinfo *err);
 /* A STATIC table's freeze: the table of every key (and value) of ice, a
  * STATIC table's filling (its spec's kind STATIC, seed and values), at
  * FLOE_CUCKOO_FILL; ice is left as it was, whatever the outcome.  Its

@@ -66,6 +66,9 @@ struct iceberg {
     /* the last insert's distinct keys and new ones: the share of an insert's keys likely new, which
      * decides whether it grows the table first */
     _Atomic uint64_t last_distinct, last_new;
+    /* the last insert's new keys and nanoseconds, and the last arrays made ahead: their slots and
+     * nanoseconds (how early the next ones must start) */
+    _Atomic uint64_t last_new_ns, made_slots, made_ns;
     /* the next size's arrays, made on a thread of their own during the batch before a growth */
     struct {
         pthread_mutex_t lock;
@@ -797,11 +800,36 @@ static uint64_t likely_new(const iceberg *t, size_t distinct)
     return d ? (uint64_t)((double)distinct * (double)k / (double)d) : distinct;
 }
 
+/* A growth's new arrays, their making timed (keys_while_made). */
+static bool make_next(iceberg *t, store *s, uint32_t addr_bits, uint32_t three)
+{
+    const uint64_t t0 = floe_now_ns();
+    if (store_alloc(s, &t->spec, addr_bits, three, NULL) != FLOE_OK)
+        return false;
+    atomic_store_explicit(&t->made_slots, s->g.total_slots, memory_order_relaxed);
+    atomic_store_explicit(&t->made_ns, floe_now_ns() - t0, memory_order_relaxed);
+    return true;
+}
+
 static void *prepare_main(void *arg)
 {
     iceberg *t = arg;
-    t->next.ok = store_alloc(&t->next.s, &t->spec, t->next.addr_bits, t->next.three, NULL) == FLOE_OK;
+    t->next.ok = make_next(t, &t->next.s, t->next.addr_bits, t->next.three);
     return NULL;
+}
+
+/* New keys the table will likely take while the arrays of `slots` slots
+ * are made: the last arrays' time scaled to these, at the last insert's
+ * rate (the table's first arrays guide its first growth). */
+static uint64_t keys_while_made(const iceberg *t, uint64_t slots)
+{
+    const uint64_t ms = atomic_load_explicit(&t->made_slots, memory_order_relaxed);
+    const uint64_t mns = atomic_load_explicit(&t->made_ns, memory_order_relaxed);
+    const uint64_t k = atomic_load_explicit(&t->last_new, memory_order_relaxed);
+    const uint64_t kns = atomic_load_explicit(&t->last_new_ns, memory_order_relaxed);
+    if (!ms || !kns)
+        return 0;
+    return (uint64_t)((double)mns * ((double)slots / (double)ms) * ((double)k / (double)kns));
 }
 
 /* Starts making the arrays of a size the next batch will likely grow the
@@ -847,7 +875,11 @@ static bool prepare_take(iceberg *t, uint32_t addr_bits, uint32_t three, store *
  * still run, and the table grows before its overflow levels fill.  The
  * batches wait while the keys move (the write lock; a doubling splits the
  * primary level's buckets in order: splits_primary).  Where the batch after
- * this one likely will, the arrays are made meanwhile (prepare_start). */
+ * this one likely will, or the keys likely to come while the arrays are
+ * made (keys_while_made, three times over: the host may be busier) would, they are made
+ * meanwhile (prepare_start): early enough that no batch waits for them,
+ * and late enough that a table that stops short of its growth seldom holds
+ * them unused. */
 static void grow_if_due(iceberg *t, uint64_t expect)
 {
     if (!t->spec.grow)
@@ -855,9 +887,10 @@ static void grow_if_due(iceberg *t, uint64_t expect)
     pthread_rwlock_rdlock(&t->lock);
     const double room = t->spec.max_fill * (double)t->s.g.total_slots;
     const bool over = (double)(used_slots(t) + expect) > room;
-    const bool soon = !over && (double)(used_slots(t) + 2 * expect) > room;
     const bool same = grow_in_place(t);
     const uint32_t addr_bits = same ? t->addr_bits : t->addr_bits + 1, three = same ? t->three : 0;
+    const uint64_t lead = keys_while_made(t, same ? t->s.g.total_slots : 2 * t->s.g.total_slots) * 3;
+    const bool soon = !over && (double)(used_slots(t) + (2 * expect > lead ? 2 * expect : lead)) > room;
     const uint64_t gen = atomic_load(&t->generation);
     pthread_rwlock_unlock(&t->lock);
     if (soon)
@@ -865,9 +898,8 @@ static void grow_if_due(iceberg *t, uint64_t expect)
     if (!over)
         return;
     store ready;
-    const bool have =
-        prepare_take(t, addr_bits, three, &ready) || (addr_bits <= floe_max_addr_bits(t->spec.key_bits) &&
-                                                      store_alloc(&ready, &t->spec, addr_bits, three, NULL) == FLOE_OK);
+    const bool have = prepare_take(t, addr_bits, three, &ready) ||
+                      (addr_bits <= floe_max_addr_bits(t->spec.key_bits) && make_next(t, &ready, addr_bits, three));
     pthread_rwlock_wrlock(&t->lock);
     if (atomic_load(&t->generation) == gen &&
         (double)(used_slots(t) + expect) > t->spec.max_fill * (double)t->s.g.total_slots)
@@ -978,7 +1010,10 @@ floe_status iceberg_create_sized(const floe_spec *spec, uint32_t addr_bits, uint
     t->addr_bits = addr_bits;
     t->three = three;
     pthread_mutex_init(&t->next.lock, NULL);
+    const uint64_t t0 = floe_now_ns();
     st = store_alloc(&t->s, &t->spec, addr_bits, three, err);
+    atomic_store_explicit(&t->made_slots, t->s.g.total_slots, memory_order_relaxed); /* the first growth's guide */
+    atomic_store_explicit(&t->made_ns, floe_now_ns() - t0, memory_order_relaxed);
     if (st != FLOE_OK) {
         pthread_mutex_destroy(&t->next.lock);
         free(t);
@@ -1027,6 +1062,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
 {
     const uint32_t vb = floe_spec_has_values(&t->spec) ? t->spec.value_bytes : 0;
     const bool overwrite = mode == FLOE_VALUES_OVERWRITE, add = mode == FLOE_VALUES_ADD;
+    const uint64_t t_start = floe_now_ns();
     floe_status st = FLOE_OK;
     assert_keys(t, keys, n, results);
     assert(vb ? values_len == n * vb && (n == 0 || values) : !values_len && !values_out && !overwrite && !add);
@@ -1115,6 +1151,7 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         *counts = c;
     atomic_store_explicit(&t->last_distinct, distinct, memory_order_relaxed);
     atomic_store_explicit(&t->last_new, c.inserted, memory_order_relaxed);
+    atomic_store_explicit(&t->last_new_ns, floe_now_ns() - t_start, memory_order_relaxed);
 out:
     free(rep);
     free(src);

@@ -90,7 +90,7 @@ static uint64_t key_at(const cuckoo *t, uint64_t id)
  * answers, the values, the ids (each the slot that holds the key), and a
  * scan of the whole table in pieces. */
 static void build_and_check(uint32_t key_bits, uint32_t value_bytes, size_t n, double fill, uint64_t seed,
-                            floe_pool *pool)
+                            floe_pool *pool, floe_pool *build_pool)
 {
     uint64_t *keys = malloc(n * sizeof *keys), *ref = malloc(n * sizeof *ref), *probe = malloc(2 * n * sizeof *probe);
     uint64_t *ids = malloc(2 * n * sizeof *ids), *values = malloc(n * 8), *vout = malloc(2 * n * 8);
@@ -107,8 +107,8 @@ static void build_and_check(uint32_t key_bits, uint32_t value_bytes, size_t n, d
     const size_t m = sorted_distinct(keys, n, ref);
     cuckoo *t = NULL;
     floe_errinfo err;
-    ck_assert_msg(cuckoo_build(key_bits, value_bytes, seed, fill, keys, value_bytes ? values : NULL, n, &t, &err) ==
-                      FLOE_OK,
+    ck_assert_msg(cuckoo_build(key_bits, value_bytes, seed, fill, keys, value_bytes ? values : NULL, n, build_pool, &t,
+                               &err) == FLOE_OK,
                   "%u bits, %zu keys at %.2f: %s", key_bits, n, fill, err.msg);
     ck_assert_uint_eq(cuckoo_keys(t), m);
     const double got = (double)m / (double)floe_cuckoo_slots(cuckoo_geometry(t));
@@ -181,11 +181,15 @@ START_TEST(every_key_found_every_other_absent)
     floe_pool *pool = NULL;
     floe_errinfo err;
     ck_assert_int_eq(floe_pool_create(2, &pool, &err), FLOE_OK);
-    build_and_check(40, 0, 200000, FLOE_CUCKOO_FILL, 11, pool);
-    build_and_check(64, 8, 100000, 0.9, 12, pool);
-    build_and_check(20, 4, 300000, FLOE_CUCKOO_FILL, 13, NULL); /* a quarter of the key space: most probes hit */
-    build_and_check(33, 0, 1000, 0.5, 14, NULL);
-    build_and_check(40, 8, 1, FLOE_CUCKOO_FILL, 15, NULL);
+    build_and_check(40, 0, 200000, FLOE_CUCKOO_FILL, 11, pool, NULL);
+    build_and_check(64, 8, 100000, 0.9, 12, pool, NULL);
+    build_and_check(20, 4, 300000, FLOE_CUCKOO_FILL, 13, NULL, NULL); /* a quarter of the key space: most probes hit */
+    build_and_check(33, 0, 1000, 0.5, 14, NULL, NULL);
+    build_and_check(40, 8, 1, FLOE_CUCKOO_FILL, 15, NULL, NULL);
+    /* built side by side on the pool: the same answers, values the first occurrences' */
+    build_and_check(40, 8, 300000, FLOE_CUCKOO_FILL, 16, pool, pool);
+    build_and_check(20, 4, 300000, FLOE_CUCKOO_FILL, 17, NULL, pool);
+    build_and_check(64, 0, 150000, 0.9, 18, pool, pool);
     floe_pool_destroy(pool);
 }
 END_TEST
@@ -196,6 +200,8 @@ END_TEST
 START_TEST(fills_to_the_most)
 {
     static const uint32_t mults[4] = {1, 5, 3, 7}, his[4] = {12, 10, 11, 10};
+    floe_pool *pool = NULL; /* odd shapes built side by side on it */
+    ck_assert_int_eq(floe_pool_create(2, &pool, NULL), FLOE_OK);
     for (int s = 0; s < 4; s++) {
         const uint64_t slots = ((uint64_t)mults[s] << his[s]) * FLOE_CUCKOO_SLOTS;
         const size_t n = (size_t)(FLOE_CUCKOO_FILL * (double)slots);
@@ -205,8 +211,9 @@ START_TEST(fills_to_the_most)
             keys[i] = i * 0x9E3779B97F4A7C15ull >> 24; /* distinct 40-bit keys */
         cuckoo *t = NULL;
         floe_errinfo err;
-        ck_assert_msg(cuckoo_build(40, 0, 99 + (uint64_t)s, FLOE_CUCKOO_FILL, keys, NULL, n, &t, &err) == FLOE_OK, "%s",
-                      err.msg);
+        ck_assert_msg(cuckoo_build(40, 0, 99 + (uint64_t)s, FLOE_CUCKOO_FILL, keys, NULL, n, s % 2 ? pool : NULL, &t,
+                                   &err) == FLOE_OK,
+                      "%s", err.msg);
         ck_assert_uint_eq(cuckoo_geometry(t)->mult, mults[s]);
         ck_assert_uint_eq(cuckoo_geometry(t)->hi_bits, his[s]);
         ck_assert_uint_eq(floe_cuckoo_slots(cuckoo_geometry(t)), slots);
@@ -220,6 +227,7 @@ START_TEST(fills_to_the_most)
         free(res);
         free(keys);
     }
+    floe_pool_destroy(pool);
 }
 END_TEST
 
@@ -235,19 +243,19 @@ START_TEST(bad_input_builds_nothing)
     cuckoo *t = (cuckoo *)&t;
     floe_errinfo err;
     const uint64_t values[3] = {7, 8, 9};
-    ck_assert_int_eq(cuckoo_build(40, 0, 1, 0.9, keys, NULL, 3, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(cuckoo_build(40, 0, 1, 0.9, keys, NULL, 3, NULL, &t, &err), FLOE_ERR_INVALID);
     ck_assert_ptr_null(t);
     ck_assert_msg(strstr(err.msg, "key 2") && strstr(err.msg, "wider than 40 bits"), "%s", err.msg);
-    ck_assert_int_eq(cuckoo_build(40, 0, 1, FLOE_CUCKOO_FILL + 0.01, keys, NULL, 2, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(cuckoo_build(40, 0, 1, FLOE_CUCKOO_FILL + 0.01, keys, NULL, 2, NULL, &t, &err), FLOE_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "fill"), "%s", err.msg);
-    ck_assert_int_eq(cuckoo_build(0, 0, 1, 0.9, keys, NULL, 2, &t, &err), FLOE_ERR_INVALID);
-    ck_assert_int_eq(cuckoo_build(40, 2, 1, 0.9, keys, values, 2, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(cuckoo_build(0, 0, 1, 0.9, keys, NULL, 2, NULL, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(cuckoo_build(40, 2, 1, 0.9, keys, values, 2, NULL, &t, &err), FLOE_ERR_INVALID);
     ck_assert_msg(strstr(err.msg, "value_bytes"), "%s", err.msg);
-    ck_assert_int_eq(cuckoo_build(40, 8, 1, 0.9, keys, NULL, 2, &t, &err), FLOE_ERR_INVALID);
-    ck_assert_int_eq(cuckoo_build(40, 0, 1, 0.9, keys, values, 2, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(cuckoo_build(40, 8, 1, 0.9, keys, NULL, 2, NULL, &t, &err), FLOE_ERR_INVALID);
+    ck_assert_int_eq(cuckoo_build(40, 0, 1, 0.9, keys, values, 2, NULL, &t, &err), FLOE_ERR_INVALID);
     ck_assert_ptr_null(t);
     floe_alloc_set_budget(refuse_all);
-    ck_assert_int_eq(cuckoo_build(40, 0, 1, 0.9, keys, NULL, 2, &t, &err), FLOE_ERR_NO_MEMORY);
+    ck_assert_int_eq(cuckoo_build(40, 0, 1, 0.9, keys, NULL, 2, NULL, &t, &err), FLOE_ERR_NO_MEMORY);
     floe_alloc_set_budget(NULL);
     ck_assert_msg(strstr(err.msg, "maxmemory"), "%s", err.msg);
     ck_assert_ptr_null(t);
