@@ -511,6 +511,58 @@ START_TEST(growth_on_full_never_reports_full)
 }
 END_TEST
 
+/* A growing table grows before a batch whose new keys would take it past
+ * max_fill (issue 41, 11: it grew only once keys came back FULL, stalling
+ * the batch that met it with the copy of the whole table and a retry):
+ * after every insert of fresh keys its fill is at most max_fill, and every
+ * key is there with its value, SET and MAP, batches of two sizes. */
+START_TEST(growth_comes_before_the_batch)
+{
+    static const uint32_t vbs[2] = {0, 8};
+    static const size_t batch[2] = {3000, 20000};
+    for (int k = 0; k < 4; k++) {
+        const uint32_t vb = vbs[k % 2];
+        floe_spec spec = make_spec(40, 10000, vb, true, 77 + (uint64_t)k);
+        iceberg *t;
+        ck_assert_int_eq(iceberg_create(&spec, NULL, &t, NULL), FLOE_OK);
+        const size_t n = batch[k / 2], rounds = 200000 / n;
+        uint64_t *keys = malloc(n * 8), *vals = malloc(n * 8), r = 5 + (uint64_t)k;
+        uint8_t *res = malloc(n);
+        ck_assert(keys && vals && res);
+        floe_table_stats st;
+        for (size_t round = 0; round < rounds; round++) {
+            for (size_t i = 0; i < n; i++) {
+                keys[i] = (round * n + i) * 0x9E3779B97F4A7C15ull >> 24; /* fresh 40-bit keys */
+                vals[i] = rng_next(&r);
+            }
+            floe_answer_counts c;
+            ck_assert_int_eq(
+                iceberg_insert(t, keys, n, vb ? vals : NULL, n * vb, FLOE_VALUES_KEEP, res, NULL, NULL, &c, NULL),
+                FLOE_OK);
+            ck_assert_uint_eq(c.inserted, n);
+            iceberg_stats(t, &st);
+            ck_assert_msg(st.fill <= spec.max_fill + 1e-9, "round %zu: fill %.4f past %.2f (%llu keys, %llu slots)",
+                          round, st.fill, spec.max_fill, (unsigned long long)st.keys, (unsigned long long)st.slots);
+        }
+        ck_assert_uint_eq(st.keys, rounds * n);
+        ck_assert_uint_gt(st.generation, 3);
+        uint64_t *got = malloc(n * 8);
+        ck_assert_ptr_nonnull(got);
+        ck_assert_int_eq(iceberg_find(t, keys, n, res, NULL, vb ? got : NULL, NULL, NULL), FLOE_OK);
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_uint_eq(res[i], FLOE_PRESENT);
+            if (vb)
+                ck_assert_uint_eq(got[i], vals[i]);
+        }
+        free(got);
+        free(keys);
+        free(vals);
+        free(res);
+        iceberg_destroy(t);
+    }
+}
+END_TEST
+
 START_TEST(no_growth_reports_full)
 {
     /* 7-bit keys in... a tiny table cannot be FULL (one key per remainder), so
@@ -629,6 +681,7 @@ Suite *iceberg_suite(void)
     tcase_add_test(tc, first_occurrence_wins);
     tcase_add_test(tc, tombstones_and_rebuild);
     tcase_add_test(tc, growth_on_full_never_reports_full);
+    tcase_add_test(tc, growth_comes_before_the_batch);
     tcase_add_test(tc, no_growth_reports_full);
     tcase_add_test(tc, counts_tally_matches_plain_count);
     tcase_add_test(tc, size_for_capacity_is_the_smallest_step);
