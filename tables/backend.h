@@ -39,6 +39,12 @@
  * scan_n, scan_done and next.position (the key the next call starts from).
  * A SCAN of an ORDERED table walks it in key order; its positions are keys.
  *
+ * STATIC tables take keys (and values as a MAP's when value_bytes is 4 or 8)
+ * as a growing SET or MAP does until a FREEZE builds their static table;
+ * from then on FIND, SCAN, STATS, SAVE and COPY run, a FREEZE again does
+ * nothing, and a write completes with FLOE_ERR_FROZEN (the CPU backend's
+ * only, so far: the GPU backend refuses STATIC tables).
+ *
  * The door: floe_table_submit checks every batch once, with floe_batch_check
  * (floe_request_check of spec.h, the rules of what each kind accepts, plus
  * the buffers), before the backend sees it, and sets b->status.  A batch
