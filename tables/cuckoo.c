@@ -17,8 +17,10 @@
 /* Moves one placement may make before its size is given up: chains stay
  * short until a table nears the fill its bucket size allows. */
 #define PLACE_MOVES 4096u
-/* Sizes tried in all: each a quarter step (1.25, 1.2, 1.17, 1.14 times) past the one before. */
-#define SIZES_TRIED 12u
+/* Sizes tried in all, each a 1/32 step past the one before: up to about 1.6 times the first. */
+#define SIZES_TRIED 16u
+/* Size steps there are (size_step): 63 of one factor, then 32 a power of two up to 2^64. */
+#define SIZE_STEPS (63u + 32u * 64u)
 /* Keys a task of a build that runs on a pool places. */
 #define BUILD_CHUNK 65536u
 /* Keys a task of a find. */
@@ -170,17 +172,18 @@ static void values_chunk(void *arg, size_t task)
             memcpy(j->t->values + find_one(j->t, j->keys[i]) * vb, j->values + i * vb, vb);
 }
 
-/* Size step k: 2^h buckets, 1.25, 1.5, 1.75 times that (5, 3, 7 times a
- * smaller power of two), 2^(h+1), ... for h = k / 4; false where a step has
- * no such size (h too small) or key_bits keys do not fit it. */
+/* Size step k: k + 1 buckets while fewer than 64 (mult k + 1), then mult
+ * 32..63 times 2^hi_bits: each a 1/32 step or less past the one before;
+ * false where key_bits keys do not fit it. */
 static bool size_step(uint32_t key_bits, uint32_t k, uint32_t *hi_bits, uint32_t *mult)
 {
-    static const uint32_t mults[4] = {1, 5, 3, 7}, less[4] = {0, 2, 1, 2};
-    const uint32_t h = k / 4, i = k % 4;
-    if (h < less[i])
-        return false;
-    *mult = mults[i];
-    *hi_bits = h - less[i];
+    if (k < 63) {
+        *mult = k + 1;
+        *hi_bits = 0;
+    } else {
+        *mult = 32 + (k - 63) % 32;
+        *hi_bits = 1 + (k - 63) / 32;
+    }
     return floe_cuckoo_size_ok(key_bits, *hi_bits, *mult);
 }
 
@@ -215,7 +218,7 @@ floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed,
     /* the first size that holds n keys at `fill`, then larger ones while a build fails */
     uint32_t k = 0, hi_bits = 0, mult = 1;
     for (;; k++) {
-        if (k / 4 > key_bits + 1)
+        if (k >= SIZE_STEPS)
             return floe_errinfo_set(err, FLOE_ERR_FULL, "%zu keys of %u bits need a larger static table than there is",
                                     n, key_bits);
         if (size_step(key_bits, k, &hi_bits, &mult) &&
@@ -246,7 +249,7 @@ floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed,
     t->spec.key_bits = key_bits;
     t->spec.value_bytes = value_bytes;
     t->spec.seed = seed;
-    for (uint32_t tried = 0; tried < SIZES_TRIED && k / 4 <= key_bits + 1; k++) {
+    for (uint32_t tried = 0; tried < SIZES_TRIED && k < SIZE_STEPS; k++) {
         if (!size_step(key_bits, k, &hi_bits, &mult))
             continue;
         tried++;
@@ -281,10 +284,11 @@ floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed,
             if (value_bytes) {
                 t->values_bytes = floe_cuckoo_slots(&t->g) * value_bytes;
                 if (!(t->values = floe_calloc(1, t->values_bytes))) {
+                    const size_t bytes = t->values_bytes;
                     cuckoo_destroy(t);
                     free(rep);
                     return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
-                                            "cannot allocate %zu bytes for a static table's values", t->values_bytes);
+                                            "cannot allocate %zu bytes for a static table's values", bytes);
                 }
                 if (rep)
                     floe_pool_run(pool, tasks, values_chunk, &bj);
@@ -545,9 +549,8 @@ floe_status cuckoo_load(const char *path, uint64_t offset, cuckoo **out, floe_er
                               floe_kind_name(h.spec.kind));
         goto out;
     }
-    if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0 ||
-        (h.cuckoo_mult != 1 && h.cuckoo_mult != 3 && h.cuckoo_mult != 5 && h.cuckoo_mult != 7) ||
-        !floe_cuckoo_size_ok(h.spec.key_bits, h.addr_bits, h.cuckoo_mult)) {
+    if (floe_spec_validate(&h.spec, &spec_err) != FLOE_OK || h.spec.seed == 0 || h.cuckoo_mult < 1 ||
+        h.cuckoo_mult > FLOE_CUCKOO_MULT_MAX || !floe_cuckoo_size_ok(h.spec.key_bits, h.addr_bits, h.cuckoo_mult)) {
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "%s is damaged: %s", path,
                               h.spec.seed == 0 ? "seed 0" : "its spec or size is not a static table's");
         goto out;

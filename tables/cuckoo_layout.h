@@ -6,8 +6,9 @@
  * engine and the table file once they have it.
  *
  * One level of buckets of FLOE_CUCKOO_SLOTS rows, mult x 2^hi_bits of them
- * (mult 1, 5, 3 or 7: a size for every quarter step, 2^h x 1, 1.25, 1.5,
- * 1.75, so that a table of any number of keys is 0.78 to 0.98 full).  A key
+ * (mult 1..63 with hi_bits 0, else 32..63: a size for every 1/32 step, so
+ * that a table of any number of keys past 1,000 or so is 0.95 to 0.98
+ * full).  A key
  * has FLOE_CUCKOO_CHOICES candidate buckets, one for each of as many seeded
  * bijections (layout.h's floe_perm: permutations instead of hash functions,
  * so that a row keeps only a remainder): of the permuted key x, the high
@@ -54,10 +55,15 @@ typedef struct floe_cuckoo_geometry {
     floe_perm perm[FLOE_CUCKOO_CHOICES];
 } floe_cuckoo_geometry;
 
-/* floor(log2 mult) for mult 1, 3, 5, 7. */
+#define FLOE_CUCKOO_MULT_MAX 63u /* buckets: mult x 2^hi_bits, mult below 64 */
+
+/* floor(log2 mult) for mult 1..FLOE_CUCKOO_MULT_MAX. */
 FLOE_HD static inline uint32_t floe_cuckoo_mult_bits(uint32_t mult)
 {
-    return mult >= 4 ? 2u : mult >= 2 ? 1u : 0u;
+    uint32_t b = 0;
+    while (b < 5 && (mult >> (b + 1)) != 0)
+        b++;
+    return b;
 }
 
 /* Whether key_bits keys fit a table of mult x 2^hi_bits buckets: a
@@ -98,11 +104,38 @@ FLOE_HD static inline uint64_t floe_cuckoo_slots(const floe_cuckoo_geometry *g)
     return g->buckets * g->level.slots;
 }
 
-/* x / mult, by constants the compiler turns into multiplications. */
+/* x / mult, each mult a constant the compiler turns into a multiplication
+ * (a table's mult never changes, so the switch predicts). */
+#define FLOE_CUCKOO_DIV_(m)                                                                                            \
+    case m:                                                                                                            \
+        return x / (m);
+#define FLOE_CUCKOO_DIV8_(m)                                                                                           \
+    FLOE_CUCKOO_DIV_(m)                                                                                                \
+    FLOE_CUCKOO_DIV_(m + 1)                                                                                            \
+    FLOE_CUCKOO_DIV_(m + 2) FLOE_CUCKOO_DIV_(m + 3) FLOE_CUCKOO_DIV_(m + 4) FLOE_CUCKOO_DIV_(m + 5)                    \
+        FLOE_CUCKOO_DIV_(m + 6) FLOE_CUCKOO_DIV_(m + 7)
 FLOE_HD static inline uint64_t floe_cuckoo_div(uint64_t x, uint32_t mult)
 {
-    return mult == 3 ? x / 3 : mult == 5 ? x / 5 : mult == 7 ? x / 7 : x;
+    switch (mult) {
+        FLOE_CUCKOO_DIV_(2)
+        FLOE_CUCKOO_DIV_(3)
+        FLOE_CUCKOO_DIV_(4)
+        FLOE_CUCKOO_DIV_(5)
+        FLOE_CUCKOO_DIV_(6)
+        FLOE_CUCKOO_DIV_(7)
+        FLOE_CUCKOO_DIV8_(8)
+        FLOE_CUCKOO_DIV8_(16)
+        FLOE_CUCKOO_DIV8_(24)
+        FLOE_CUCKOO_DIV8_(32)
+        FLOE_CUCKOO_DIV8_(40)
+        FLOE_CUCKOO_DIV8_(48)
+        FLOE_CUCKOO_DIV8_(56)
+    default:
+        return x; /* 1 */
+    }
 }
+#undef FLOE_CUCKOO_DIV8_
+#undef FLOE_CUCKOO_DIV_
 
 /* Key's bucket and row for choice c. */
 FLOE_HD static inline void floe_cuckoo_split(const floe_cuckoo_geometry *g, uint32_t c, uint64_t key, uint64_t *bucket,
