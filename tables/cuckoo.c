@@ -384,11 +384,14 @@ static void answer(const find_job *j, size_t i, uint64_t slot)
     }
 }
 
-/* A chunk of a find, software-pipelined: the first bucket of the key
- * PREFETCH_AHEAD places ahead is computed and prefetched (a whole bucket:
- * 64 to 256 bytes) while this one is read.  (Prefetching the second bucket
- * too where the first is full, checked halfway, halved the hits' rate on
- * the development machine and left the misses' as it was.) */
+/* A chunk of a find, software-pipelined: both buckets of the key
+ * PREFETCH_AHEAD places ahead are computed and prefetched (whole buckets:
+ * 64 to 256 bytes each) while this one is read.  At fill 0.95 and more most
+ * first buckets are full, so a miss reads both and many hits live in their
+ * second: prefetching both doubled the misses' rate past the caches and
+ * raised the hits' by a quarter (docs/PERFORMANCE.md, S1).  (Prefetching
+ * the second only where the first is full, checked halfway, halved the
+ * hits' rate at fill 0.81: the check waits for the first.) */
 static void find_chunk(void *arg, size_t task)
 {
     const find_job *j = arg;
@@ -405,8 +408,11 @@ static void find_chunk(void *arg, size_t task)
         }
         if (k < to) { /* ahead: split and prefetch */
             const uint64_t key = too_wide(t, j->keys[k]) ? 0 : j->keys[k];
+            uint64_t b1, row1;
             floe_cuckoo_split(&t->g, 0, key, &ring_b[k % PREFETCH_AHEAD], &ring_row[k % PREFETCH_AHEAD]);
+            floe_cuckoo_split(&t->g, 1, key, &b1, &row1);
             prefetch_bucket(t, ring_b[k % PREFETCH_AHEAD]);
+            prefetch_bucket(t, b1);
         }
     }
 }
