@@ -70,45 +70,14 @@ static uint64_t find_one(const cuckoo *t, uint64_t key)
     return find_from(t, key, 0, b, row);
 }
 
-static void set_row(uint64_t *w, const floe_level *lv, uint32_t i, uint64_t row)
-{
-    const uint32_t k = floe_row_word(lv->row_bits, i);
-    w[k] = floe_row_put(w[k], lv->row_bits, i, row);
-}
-
-/* Places key (not stored yet), moving keys on where buckets are full: false
- * if the chain of moves ran out, with one key then left out of the table. */
+/* Places key (not stored yet): into its bucket's first empty row, or where
+ * the bucket is full into a row at random, the key that held it carried on
+ * to its next choice (the eviction of cuckoo hashing); false if the chain
+ * of moves ran out, one key then left out of the table.  Each row goes in
+ * by a compare-and-swap of its word, so that builders may place side by
+ * side; buckets only fill, so a key that saw its bucket of choice c full
+ * goes on rightly to c + 1. */
 static bool place(cuckoo *t, uint64_t key, uint64_t *rng)
-{
-    const floe_level *lv = &t->g.level;
-    uint32_t c = 0;
-    for (uint32_t moves = 0; moves < PLACE_MOVES; moves++) {
-        uint64_t b, row;
-        floe_cuckoo_split(&t->g, c, key, &b, &row);
-        uint64_t *w = t->words + b * lv->words;
-        const uint32_t i = floe_bucket_first_empty(w, lv);
-        if (i < lv->slots) {
-            set_row(w, lv, i, row);
-            return true;
-        }
-        /* full: the key takes a slot at random, and the key it held goes on to its next choice */
-        *rng ^= *rng << 13;
-        *rng ^= *rng >> 7;
-        *rng ^= *rng << 17;
-        const uint32_t j = (uint32_t)(*rng % lv->slots);
-        const uint64_t old = floe_row_get(w, lv->row_bits, j);
-        set_row(w, lv, j, row);
-        key = floe_cuckoo_join(&t->g, b, old);
-        c = (floe_cuckoo_choice(old) + 1) % FLOE_CUCKOO_CHOICES;
-    }
-    return false;
-}
-
-/* place() for builders side by side: a row goes into an empty slot, or
- * takes a full bucket's slot, by a compare-and-swap of its word, and the
- * key it displaced is carried on as in place().  Buckets only fill, so a
- * key that saw its bucket of choice c full goes on rightly to c + 1. */
-static bool place_shared(cuckoo *t, uint64_t key, uint64_t *rng)
 {
     const floe_level *lv = &t->g.level;
     uint32_t c = 0;
@@ -158,7 +127,7 @@ static void build_chunk(void *arg, size_t task)
     const size_t from = task * BUILD_CHUNK, to = from + BUILD_CHUNK < j->n ? from + BUILD_CHUNK : j->n;
     uint64_t rng = (j->seed ^ (task * 0x9E3779B97F4A7C15ull)) | 1;
     for (size_t i = from; i < to && !atomic_load_explicit(&j->failed, memory_order_relaxed); i++)
-        if (j->rep[i] == i && !place_shared(j->t, j->keys[i], &rng))
+        if (j->rep[i] == i && !place(j->t, j->keys[i], &rng))
             atomic_store(&j->failed, true);
 }
 
