@@ -276,12 +276,14 @@ build/gpu/bench/%.o: bench/%.cu $(NV_DEPS)
 NV_CRYPTO := -Xlinker -Bstatic -lcrypto -Xlinker -Bdynamic -ldl
 build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/iceberg_table.o build/gpu/tree_gpu.o build/gpu/tree_table.o \
                         build/gpu/ordered_gpu.o build/gpu/ordered_search.o build/gpu/backend_gpu.o build/gpu/run_keys.o \
-                        build/gpu/run_tree.o build/gpu/run_ordered.o build/gpu/run_group.o build/gpu/devices.o
+                        build/gpu/run_tree.o build/gpu/run_ordered.o build/gpu/run_group.o build/gpu/devices.o \
+                        build/gpu/cuckoo_gpu.o build/gpu/run_static.o
 	rm -f $@ && ar rcs $@ $^
 build/gpu/layout_selftest: build/gpu/tests/layout_selftest.o
 	$(NVCC) $(NVFLAGS) $^ -o $@
 build/gpu/floe-gpu-tests: build/gpu/tests/gpu_test.o build/gpu/tests/backend_test.o build/gpu/tests/tree_test.o \
                           build/gpu/tests/ordered_test.o build/gpu/tests/cycles_test.o build/gpu/tests/fault_test.o \
+                          build/gpu/tests/static_test.o \
                           build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 build/gpu/floe-k1-gpu: build/gpu/bench/k1_gpu.o build/gpu/libfloegpu.a build/rel/libfloetables.a

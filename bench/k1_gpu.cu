@@ -6,7 +6,10 @@
  * docs/PERFORMANCE.md (fill = occupied slots / all slots); puts run in batches of
  * --batch keys.  Each row is timed with CUDA events; medians of --runs runs.
  * `--no-dedup` also times the puts without the first-occurrence fix-up (the
- * reference library's semantics: any occurrence may win).
+ * reference library's semantics: any occurrence may win).  `--static` adds
+ * S1: the keys of the fill to 0.9 built into a static cuckoo table
+ * (cuckoo_gpu.h), its finds of all hits and all misses beside the K1
+ * table's in the same run, and its bytes per key.
  */
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 #include <vector>
 
+#include "cuckoo_gpu.h"
 #include "gpu_args.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
@@ -77,7 +81,7 @@ static const unsigned MAX_LOG2_SLOTS = floe_max_addr_bits(KEY_BITS) + LOG2_BUCKE
 
 static void usage_line(FILE *f)
 {
-    fprintf(f, "usage: floe-k1-gpu [--log2-slots S] [--runs R] [--batch B] [--no-dedup] [--sweep]\n");
+    fprintf(f, "usage: floe-k1-gpu [--log2-slots S] [--runs R] [--batch B] [--no-dedup] [--static] [--sweep]\n");
 }
 
 static void help(void)
@@ -94,6 +98,9 @@ static void help(void)
            "      --batch B       keys per put call; K, M, G suffixes (default 64M = 2^26)\n"
            "      --no-dedup      also time the puts without the first-occurrence fix-up (the reference\n"
            "                      library's semantics: any occurrence may win) (default: off)\n"
+           "      --static        also S1: the fill's keys built into a static cuckoo table (STATIC tables\n"
+           "                      once frozen), its finds of all hits and all misses against the K1\n"
+           "                      table's of the same run, and its bytes per key (default: off)\n"
            "      --sweep         instead of K1: the batch-size sweep, find-or-put of a stream in which each\n"
            "                      of 2^25 keys occurs twice, in batches of 2^10, 2^12 .. 2^26 keys, on the\n"
            "                      same table (what a batch costs besides its keys)\n"
@@ -118,6 +125,48 @@ static uint64_t number(const char *opt, const char *arg, uint64_t lo, uint64_t h
     if (!gpu_args_number("floe-k1-gpu", opt, arg, lo, hi, &v))
         usage_error();
     return v;
+}
+
+/* One run of S1: keys [0, n) (on the device) built into a static table,
+ * found (hits), and keys [n, 2n) found (misses); G keys/s to s1[0..2],
+ * every answer counted. */
+static int s1_static(const floe_spec &spec, const uint64_t *d_keys, uint64_t n, uint8_t *d_res,
+                     unsigned long long *d_cnt, std::vector<double> s1[3], double *fill, double *bpk)
+{
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    floe_errinfo err;
+    gpu_cuckoo *c;
+    float ms;
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaEventRecord(e0));
+    must(gpu_cuckoo_build(&spec, 1, d_keys, NULL, n, FLOE_CUCKOO_FILL, 0, &c, &err), err);
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    s1[0].push_back((double)n / ms / 1e6);
+    *fill = (double)n / (double)floe_cuckoo_slots(gpu_cuckoo_geometry(c));
+    *bpk = (double)gpu_cuckoo_memory(c) / (double)n;
+    for (int r = 0; r < 2; r++) {
+        CHECK(cudaEventRecord(e0));
+        must(gpu_cuckoo_find(c, d_keys + r * n, n, d_res, NULL, NULL, 0, &err), err);
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        s1[1 + r].push_back((double)n / ms / 1e6);
+        unsigned long long cnt[5];
+        counts(d_res, n, d_cnt, cnt);
+        if (cnt[r == 0 ? FLOE_PRESENT : FLOE_ABSENT] != n) {
+            fprintf(stderr, "floe-k1-gpu: static find-%s answered %llu PRESENT, %llu ABSENT of %llu\n",
+                    r ? "miss" : "hit", cnt[FLOE_PRESENT], cnt[FLOE_ABSENT], (unsigned long long)n);
+            return 1;
+        }
+    }
+    gpu_cuckoo_destroy(c);
+    CHECK(cudaEventDestroy(e0));
+    CHECK(cudaEventDestroy(e1));
+    return 0;
 }
 
 /* The batch-size sweep (--sweep): find-or-put of 2^26 keys, each of 2^25
@@ -184,12 +233,13 @@ int main(int argc, char **argv)
     unsigned log2_slots = 30, runs = 3;
     const unsigned key_bits = KEY_BITS;
     uint64_t batch = 1ull << 26;
-    bool no_dedup = false, sweep = false;
+    bool no_dedup = false, sweep = false, statics = false;
     static const struct option longopts[] = {
         {"log2-slots", required_argument, NULL, 'S'},
         {"runs", required_argument, NULL, 'r'},
         {"batch", required_argument, NULL, 'b'},
         {"no-dedup", no_argument, NULL, 'N'},
+        {"static", no_argument, NULL, 'X'},
         {"sweep", no_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -209,6 +259,9 @@ int main(int argc, char **argv)
             break;
         case 'N':
             no_dedup = true;
+            break;
+        case 'X':
+            statics = true;
             break;
         case 'W':
             sweep = true;
@@ -272,6 +325,11 @@ int main(int argc, char **argv)
     std::vector<std::vector<double>> gks(2 * nrows);
     floe_errinfo err;
     double bpk = 0;
+    /* S1 (--static): build, hits, misses (M keys/s), and the static table's fill and bytes per key */
+    std::vector<double> s1[3];
+    double s1_fill = 0, s1_bpk = 0;
+    floe_spec sspec = spec;
+    sspec.kind = FLOE_KIND_STATIC;
 
     for (int pass = 0; pass < (no_dedup ? 2 : 1); pass++) {
         unsigned flags = pass ? GPU_NO_DEDUP : 0;
@@ -317,6 +375,8 @@ int main(int argc, char **argv)
                     return 1;
                 }
             }
+            if (statics && pass == 0 && s1_static(sspec, d_keys, n09, d_res, d_cnt, s1, &s1_fill, &s1_bpk) != 0)
+                return 1;
             gpu_iceberg_destroy(t);
             must(gpu_iceberg_create(&spec, a0, 0, &t, &err), err);
             k_twice<<<(unsigned)((2 * n08 + 255) / 256), 256>>>(keyp, walk, n08, d_keys);
@@ -356,5 +416,22 @@ int main(int argc, char **argv)
         printf("\n");
     }
     printf("# memory at fill 0.9: %.3f bytes per key\n", bpk);
+    if (statics) {
+        for (auto &v : s1)
+            std::sort(v.begin(), v.end());
+        const double hit = gks[3][gks[3].size() / 2], miss = gks[4][gks[4].size() / 2];
+        printf("\nS1, the same %llu keys in a static cuckoo table: fill %.4f, %.3f bytes per key\n"
+               "| row | G keys/s (median) | min | max | / the K1 table's (median) |\n|---|---|---|---|---|\n",
+               (unsigned long long)n09, s1_fill, s1_bpk);
+        const char *srows[3] = {"static: build", "static: find, all hits", "static: find, all misses"};
+        for (int r = 0; r < 3; r++) {
+            const std::vector<double> &v = s1[r];
+            printf("| %s | %.2f | %.2f | %.2f |", srows[r], v[v.size() / 2], v.front(), v.back());
+            if (r == 0)
+                printf(" - |\n");
+            else
+                printf(" %.2fx |\n", v[v.size() / 2] / (r == 1 ? hit : miss));
+        }
+    }
     return 0;
 }

@@ -219,7 +219,8 @@ void registry_reap_run(registry *r)
 
 floe_status registry_backend_for(registry *r, const char *want, floe_kind kind, floe_backend **be, floe_errinfo *err)
 {
-    if (strcmp(want, "cpu") == 0 || (strcmp(want, "auto") == 0 && kind == FLOE_KIND_STATIC)) {
+    (void)kind; /* every kind has both engines */
+    if (strcmp(want, "cpu") == 0) {
         *be = r->cpu;
         return FLOE_OK;
     }

@@ -99,9 +99,8 @@ void registry_reap(registry *r, table_entry *e);
 void registry_reap_run(registry *r);
 
 /* The backend a table of `kind` asking for `want` (cpu, gpu or auto) runs
- * on: auto is the GPU where floed has one and it has an engine of the kind
- * (a STATIC table has only the CPU's so far).  gpu without a device is an
- * error. */
+ * on: auto is the GPU where floed has one (every kind has an engine on
+ * both).  gpu without a device is an error. */
 floe_status registry_backend_for(registry *r, const char *want, floe_kind kind, floe_backend **be, floe_errinfo *err);
 /* The backend a saved table goes back to: the one it ran on, or the CPU
  * engine where floed has no GPU (the file format is the same).  *moved:

@@ -75,8 +75,9 @@ void stage_times(const gpu_table *t, floe_stage_time out[FLOE_STAGES])
 
 /* Makes b lane L's current batch once no other lane grows the table (its
  * own pieces retired meanwhile): from here until its last piece is retired
- * the lane is busy. */
-static void take_batch(lane *L, floe_batch *b)
+ * the lane is busy.  False, with nothing taken, where the table is frozen
+ * by then (another lane's freeze, which ran alone). */
+static bool take_batch(lane *L, floe_batch *b)
 {
     gpu_table *t = L->t;
     pthread_mutex_lock(&t->glock);
@@ -89,9 +90,13 @@ static void take_batch(lane *L, floe_batch *b)
         retire(L);
         pthread_mutex_lock(&t->glock);
     }
-    L->cur = b;
-    L->cur_off = 0;
+    const bool frozen = t->frozen != NULL;
+    if (!frozen) {
+        L->cur = b;
+        L->cur_off = 0;
+    }
     pthread_mutex_unlock(&t->glock);
+    return !frozen;
 }
 
 /* Takes a batch off the queue: key batches become the current batch to cut
@@ -132,13 +137,18 @@ static void begin(lane *L, floe_batch *b)
         run_ordered(L, b);
         return;
     }
+    if (frozen_now(t)) {
+        run_static(L, b);
+        return;
+    }
     if (!floe_op_keyed(b->op)) { /* a SET's or MAP's keyed operations are cut into pieces */
         run_alone(L, b);
         return;
     }
     if (floe_op_has(b->op, FLOE_OPF_STORES))
         grow_if_due(L, b->n);
-    take_batch(L, b);
+    if (!take_batch(L, b)) /* frozen meanwhile */
+        run_static(L, b);
 }
 
 /* Before an insert of n keys on a grow table: grows it (drained, alone)
@@ -152,7 +162,7 @@ void grow_if_due(lane *L, size_t n)
     drain(L);
     exclusive_begin(L);
     pthread_mutex_lock(&t->klock);
-    if ((double)t->used > fill_limit(t)) {
+    if (t->ice && (double)t->used > fill_limit(t)) { /* (no ice: frozen meanwhile; the batch is refused) */
         floe_errinfo ignored;
         rebuild(t, grow_target(t), &ignored); /* on failure the table stays as it is */
     }
@@ -286,6 +296,7 @@ static void table_free(gpu_table *t)
     gpu_iceberg_destroy(t->ice);
     gpu_tree_destroy(t->tree);
     gpu_ordered_destroy(t->ord);
+    gpu_cuckoo_destroy(t->frozen);
     free(t);
 }
 
@@ -307,27 +318,39 @@ static void stop_lanes(gpu_table *t, unsigned n)
     pthread_mutex_destroy(&t->klock);
 }
 
-/* Takes ownership of ice, tree or ord (one of them). */
-static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree, gpu_ordered *ord, uint64_t generation,
-                               floe_table **out, floe_errinfo *err)
+/* The engine a table starts with: one of them. */
+struct engines {
+    gpu_iceberg *ice;
+    gpu_tree *tree;
+    gpu_ordered *ord;
+    gpu_cuckoo *frozen;
+};
+
+/* Takes ownership of en's engine. */
+static floe_status start_table(gpu_backend *be, engines en, uint64_t generation, floe_table **out, floe_errinfo *err)
 {
     gpu_table *t = (gpu_table *)calloc(1, sizeof *t);
     if (!t) {
-        gpu_iceberg_destroy(ice);
-        gpu_tree_destroy(tree);
-        gpu_ordered_destroy(ord);
+        gpu_iceberg_destroy(en.ice);
+        gpu_tree_destroy(en.tree);
+        gpu_ordered_destroy(en.ord);
+        gpu_cuckoo_destroy(en.frozen);
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
     }
     t->base.backend = &be->base;
-    t->base.spec = ice ? *gpu_iceberg_spec(ice) : tree ? *gpu_tree_spec(tree) : *gpu_ordered_spec(ord);
+    t->base.spec = en.ice    ? *gpu_iceberg_spec(en.ice)
+                   : en.tree ? *gpu_tree_spec(en.tree)
+                   : en.ord  ? *gpu_ordered_spec(en.ord)
+                             : *gpu_cuckoo_spec(en.frozen);
     t->be = be;
-    t->ice = ice;
-    t->tree = tree;
-    t->ord = ord;
-    t->vb = t->base.spec.kind == FLOE_KIND_MAP ? t->base.spec.value_bytes : 0;
-    t->generation = generation;
-    /* a TREE's or ORDERED table's batches run one at a time under klock: more lanes would only queue */
-    t->nlanes = tree || ord ? 1 : floe_backend_lanes(&be->base);
+    t->ice = en.ice;
+    t->tree = en.tree;
+    t->ord = en.ord;
+    t->frozen = en.frozen;
+    t->vb = floe_spec_has_values(&t->base.spec) ? t->base.spec.value_bytes : 0;
+    t->generation = en.frozen ? gpu_cuckoo_generation(en.frozen) : generation;
+    /* a TREE's, ORDERED or frozen table's batches run one at a time under klock: more lanes would only queue */
+    t->nlanes = en.tree || en.ord || en.frozen ? 1 : floe_backend_lanes(&be->base);
     for (unsigned i = 0; i < t->nlanes; i++) {
         t->lanes[i].t = t;
         t->lanes[i].index = i;
@@ -349,7 +372,7 @@ static floe_status start_table(gpu_backend *be, gpu_iceberg *ice, gpu_tree *tree
     floe_status st = FLOE_OK;
     if (e != cudaSuccess)
         st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "creating CUDA streams: %s", cuda_msg(e));
-    if (st == FLOE_OK && ice)
+    if (st == FLOE_OK && en.ice)
         st = recount(t, err);
     if (st != FLOE_OK) {
         table_free(t);
@@ -388,14 +411,14 @@ static floe_status create_table(gpu_backend *be, const floe_spec *spec, floe_tab
         floe_status st = gpu_ordered_create(&s, gpu_ordered_chunks_for(s.capacity), &ord, err);
         if (st != FLOE_OK)
             return st;
-        return start_table(be, NULL, NULL, ord, 0, out, err);
+        return start_table(be, engines{NULL, NULL, ord, NULL}, 0, out, err);
     }
     if (s.kind == FLOE_KIND_TREE) {
         gpu_tree *tree;
         floe_status st = gpu_tree_create(&s, NULL, &tree, err);
         if (st != FLOE_OK)
             return st;
-        return start_table(be, NULL, tree, NULL, 0, out, err);
+        return start_table(be, engines{NULL, tree, NULL, NULL}, 0, out, err);
     }
     gpu_iceberg *ice;
     uint32_t three;
@@ -403,7 +426,7 @@ static floe_status create_table(gpu_backend *be, const floe_spec *spec, floe_tab
     floe_status st = gpu_iceberg_create(&s, a, three, &ice, err);
     if (st != FLOE_OK)
         return st;
-    return start_table(be, ice, NULL, NULL, 0, out, err);
+    return start_table(be, engines{ice, NULL, NULL, NULL}, 0, out, err);
 }
 
 /* Creates and loads run on the caller's thread, with the backend's device
@@ -419,20 +442,9 @@ static floe_status usable(const gpu_backend *be, const device_scope &on, floe_er
     return FLOE_OK;
 }
 
-/* STATIC tables run on the CPU engine only, so far. */
-static floe_status no_static_engine(const floe_spec *spec, floe_errinfo *err)
-{
-    return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
-                            "table %s: STATIC tables have no GPU engine yet: create or load it with backend cpu (or "
-                            "auto)",
-                            spec->name);
-}
-
 static floe_status gpu_create_table(floe_backend *base, const floe_spec *spec, floe_table **out, floe_errinfo *err)
 {
     gpu_backend *be = (gpu_backend *)base;
-    if (spec->kind == FLOE_KIND_STATIC)
-        return no_static_engine(spec, err);
     device_scope on(be->device);
     floe_status st = usable(be, on, err);
     if (st != FLOE_OK)
@@ -451,8 +463,18 @@ static floe_status load_table(gpu_backend *be, const char *path, const floe_file
     floe_status st = floe_file_header_of(path, part, &h, err);
     if (st != FLOE_OK)
         return st;
-    if (h.spec.kind == FLOE_KIND_STATIC)
-        return no_static_engine(&h.spec, err);
+    if (h.spec.kind == FLOE_KIND_STATIC && h.frozen) { /* checked row by row on the host, then copied */
+        cuckoo *host;
+        gpu_cuckoo *c = NULL;
+        st = cuckoo_load(path, offset, &host, err);
+        if (st != FLOE_OK)
+            return st;
+        st = gpu_cuckoo_upload(host, &c, err);
+        cuckoo_destroy(host);
+        if (st != FLOE_OK)
+            return st;
+        return start_table(be, engines{NULL, NULL, NULL, c}, 0, out, err);
+    }
     if (h.spec.kind == FLOE_KIND_ORDERED) { /* through the CPU engine's file code (checks), then built on the device */
         ordered *host;
         uint64_t *keys = NULL, n = 0;
@@ -474,7 +496,7 @@ static floe_status load_table(gpu_backend *be, const char *path, const floe_file
             gpu_ordered_destroy(ord);
             return st;
         }
-        return start_table(be, NULL, NULL, ord, 0, out, err);
+        return start_table(be, engines{NULL, NULL, ord, NULL}, 0, out, err);
     }
     if (h.spec.kind == FLOE_KIND_TREE) {
         tree *th;
@@ -490,7 +512,7 @@ static floe_status load_table(gpu_backend *be, const char *path, const floe_file
             gpu_tree_destroy(gt);
             return st;
         }
-        return start_table(be, NULL, gt, NULL, 0, out, err);
+        return start_table(be, engines{NULL, gt, NULL, NULL}, 0, out, err);
     }
     iceberg *host;
     st = iceberg_load(path, offset, be->pool, &host, err);
@@ -507,7 +529,7 @@ static floe_status load_table(gpu_backend *be, const char *path, const floe_file
         gpu_iceberg_destroy(ice);
         return st;
     }
-    return start_table(be, ice, NULL, NULL, im.generation, out, err);
+    return start_table(be, engines{ice, NULL, NULL, NULL}, im.generation, out, err);
 }
 
 static floe_status gpu_load_table(floe_backend *base, const char *path, const floe_file_part *part, floe_table **out,

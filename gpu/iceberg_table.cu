@@ -195,8 +195,10 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     floe_status st = floe_spec_validate(spec, err);
     if (st != FLOE_OK)
         return st;
-    if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP)
-        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED, "the GPU engine holds SET and MAP tables, not %s",
+    if (spec->kind != FLOE_KIND_SET && spec->kind != FLOE_KIND_MAP && spec->kind != FLOE_KIND_STATIC)
+        return floe_errinfo_set(err, FLOE_ERR_UNSUPPORTED,
+                                "the GPU iceberg engine holds SET and MAP tables (and STATIC ones until their freeze), "
+                                "not %s",
                                 floe_kind_name(spec->kind));
     if ((st = iceberg_size_check(spec->key_bits, addr_bits, three, err)) != FLOE_OK)
         return st;
@@ -206,7 +208,7 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     t->spec = *spec;
     if (!t->spec.seed)
         t->spec.seed = 0x243F6A8885A308D3ull;
-    t->vb = spec->kind == FLOE_KIND_MAP ? spec->value_bytes : 0;
+    t->vb = floe_spec_has_values(spec) ? spec->value_bytes : 0;
     st = alloc_arrays(t, addr_bits, three, err);
     t->piece = PUT_PIECE_KEYS;
     int dev, major;

@@ -7,7 +7,8 @@
  * lane's worker, which takes batches off its queue and hands each to the
  * runner of its table's kind), run_keys.cu (SET and MAP: batches cut into
  * pieces through the lane's stages; growth; what runs alone),
- * run_tree.cu (TREE), run_ordered.cu (ORDERED), devices.cu (which device
+ * run_tree.cu (TREE), run_ordered.cu (ORDERED), run_static.cu (a STATIC
+ * table's freeze, and its batches once frozen), devices.cu (which device
  * is current, whether each still works, the pinned host memory the
  * backend registered).
  */
@@ -25,6 +26,7 @@
 #include <sys/random.h>
 
 #include "backend_gpu.h"
+#include "cuckoo_gpu.h"
 #include "dedup.h"
 #include "group.h"
 #include "iceberg.h"
@@ -125,7 +127,8 @@ struct tree_stage {
 };
 
 /* An ORDERED table's device buffers for a piece of a batch (keys, values,
- * answers, neighbours), grown as pieces need. */
+ * answers, neighbours), grown as pieces need; a frozen STATIC table's too
+ * (keys, answers, ids in d_found, values out). */
 struct ord_stage {
     uint64_t *d_keys, *d_found;
     uint8_t *d_res;
@@ -208,6 +211,7 @@ struct gpu_table {
     gpu_iceberg *ice; /* SET, MAP */
     gpu_tree *tree;   /* TREE */
     gpu_ordered *ord; /* ORDERED */
+    gpu_cuckoo *frozen; /* a STATIC table from its freeze on (ice until then; set under klock and glock) */
     tree_stage ts;
     ord_stage os;
     group_stage gs;
@@ -306,7 +310,13 @@ void run_group(lane *L, floe_batch *b);
 
 /* run_ordered.cu */
 void ord_stage_free(ord_stage *s);
+floe_status ord_stage_reserve(ord_stage *s, size_t n, floe_errinfo *err);
 void run_ordered(lane *L, floe_batch *b);
+
+/* run_static.cu */
+bool frozen_now(gpu_table *t);
+floe_status static_freeze(gpu_table *t, floe_errinfo *err);
+void run_static(lane *L, floe_batch *b);
 
 /* devices.cu */
 bool device_failed(int device);

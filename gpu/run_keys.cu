@@ -973,19 +973,25 @@ static void run_alone_locked(gpu_table *t, floe_batch *b)
     case FLOE_OP_COPY:
         b->status = copy_image(t, &b->image, e);
         break;
+    case FLOE_OP_FREEZE:
+        assert(t->base.spec.kind == FLOE_KIND_STATIC); /* the door */
+        b->status = static_freeze(t, e);
+        break;
     default:
         assert(b->op != FLOE_OP_GET); /* refused at the door */
         b->status = floe_errinfo_set(e, FLOE_ERR_INVALID, "unknown operation %d", (int)b->op);
     }
 }
 
-/* SCAN, STATS, REBUILD, SAVE, COPY of a SET or MAP: after lane L's pieces,
- * and every lane's kernels enqueued so far (klock held, so none starts). */
+/* SCAN, STATS, REBUILD, SAVE, COPY of a SET or MAP, and a STATIC table's
+ * FREEZE: after lane L's pieces, and every lane's kernels enqueued so far
+ * (klock held, so none starts). */
 void run_alone(lane *L, floe_batch *b)
 {
     gpu_table *t = L->t;
     floe_errinfo *e = &b->error;
-    const bool renumbers = b->op == FLOE_OP_REBUILD; /* every id: no other lane's batch may be under way */
+    /* every id, or the engine itself: no other lane's batch may be under way */
+    const bool renumbers = b->op == FLOE_OP_REBUILD || b->op == FLOE_OP_FREEZE;
     drain(L);
     if (renumbers)
         exclusive_begin(L);

@@ -18,7 +18,7 @@ void ord_stage_free(ord_stage *s)
     memset(s, 0, sizeof *s);
 }
 
-static floe_status ord_stage_reserve(ord_stage *s, size_t n, floe_errinfo *err)
+floe_status ord_stage_reserve(ord_stage *s, size_t n, floe_errinfo *err)
 {
     if (n <= s->cap)
         return FLOE_OK;

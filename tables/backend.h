@@ -42,8 +42,7 @@
  * STATIC tables take keys (and values as a MAP's when value_bytes is 4 or 8)
  * as a growing SET or MAP does until a FREEZE builds their static table;
  * from then on FIND, SCAN, STATS, SAVE and COPY run, a FREEZE again does
- * nothing, and a write completes with FLOE_ERR_FROZEN (the CPU backend's
- * only, so far: the GPU backend refuses STATIC tables).
+ * nothing, and a write completes with FLOE_ERR_FROZEN (both backends).
  *
  * The door: floe_table_submit checks every batch once, with floe_batch_check
  * (floe_request_check of spec.h, the rules of what each kind accepts, plus

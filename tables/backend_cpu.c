@@ -192,10 +192,7 @@ static void execute_frozen(cpu_table *t, floe_batch *b)
         b->status = FLOE_OK;
         break;
     default:
-        b->status = floe_errinfo_set(e, FLOE_ERR_FROZEN,
-                                     "table %s is frozen: a STATIC table answers finds only after its freeze (%s "
-                                     "refused, nothing written)",
-                                     t->base.spec.name, floe_op_name(b->op));
+        b->status = cuckoo_refuse(&t->base.spec, b->op, e);
     }
 }
 

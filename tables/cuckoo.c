@@ -3,6 +3,7 @@
  */
 #include "cuckoo.h"
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -14,13 +15,6 @@
 #include "iceberg.h"
 #include "tablefile.h"
 
-/* Moves one placement may make before its size is given up: chains stay
- * short until a table nears the fill its bucket size allows. */
-#define PLACE_MOVES 4096u
-/* Sizes tried in all, each a 1/32 step past the one before: up to about 1.6 times the first. */
-#define SIZES_TRIED 16u
-/* Size steps there are (size_step): 63 of one factor, then 32 a power of two up to 2^64. */
-#define SIZE_STEPS (63u + 32u * 64u)
 /* Keys a task of a build that runs on a pool places. */
 #define BUILD_CHUNK 65536u
 /* Keys a task of a find. */
@@ -70,32 +64,62 @@ static uint64_t find_one(const cuckoo *t, uint64_t key)
     return find_from(t, key, 0, b, row);
 }
 
-/* Places key (not stored yet): into its bucket's first empty row, or where
- * the bucket is full into a row at random, the key that held it carried on
- * to its next choice (the eviction of cuckoo hashing); false if the chain
- * of moves ran out, one key then left out of the table.  Each row goes in
- * by a compare-and-swap of its word, so that builders may place side by
- * side; buckets only fill, so a key that saw its bucket of choice c full
- * goes on rightly to c + 1. */
-static bool place(cuckoo *t, uint64_t key, uint64_t *rng)
+/* A snapshot of bucket b's words, read while other builders may write them. */
+static void snapshot(const cuckoo *t, uint64_t b, uint64_t *snap)
+{
+    _Atomic uint64_t *w = (_Atomic uint64_t *)(t->words + b * t->g.level.words);
+    for (uint32_t k = 0; k < t->g.level.words; k++)
+        snap[k] = atomic_load_explicit(&w[k], memory_order_relaxed);
+}
+
+/* Of a full bucket b (its snapshot), the row whose key to move on
+ * (cuckoo_layout.h, FLOE_CUCKOO_LOOKAHEAD): of up to that many rows from a
+ * random one on, the first of a key at its choice 0 whose bucket of choice
+ * 1 has room, else the random one. */
+static uint32_t pick_victim(const cuckoo *t, uint64_t b, const uint64_t *snap, uint64_t *rng)
 {
     const floe_level *lv = &t->g.level;
-    uint32_t c = 0;
-    for (uint32_t moves = 0; moves < PLACE_MOVES; moves++) {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    const uint32_t start = (uint32_t)(*rng % lv->slots);
+    for (uint32_t j = 0; j < FLOE_CUCKOO_LOOKAHEAD; j++) {
+        const uint32_t s = (start + j) % lv->slots;
+        const uint64_t row = floe_row_get(snap, lv->row_bits, s);
+        if (floe_cuckoo_choice(row) != 0)
+            continue;
+        uint64_t nb, nrow, other[FLOE_CUCKOO_SLOTS];
+        floe_cuckoo_split(&t->g, 1, floe_cuckoo_join(&t->g, b, row), &nb, &nrow);
+        snapshot(t, nb, other);
+        if (floe_bucket_first_empty(other, lv) < lv->slots)
+            return s;
+    }
+    return start;
+}
+
+/* Places key (not stored yet) from its choice c on: into its bucket's first
+ * empty row, or where the bucket is full (first_only: left there, false)
+ * into the row pick_victim names, the key that held it carried on to its
+ * next choice (the eviction of cuckoo hashing); false if the chain of moves
+ * ran out, one key then left out of the table.  Each row goes in by a
+ * compare-and-swap of its word, so that builders may place side by side;
+ * buckets only fill, so a key that saw its bucket of choice c full goes on
+ * rightly to c + 1. */
+static bool place(cuckoo *t, uint64_t key, uint32_t c, bool first_only, uint64_t *rng)
+{
+    const floe_level *lv = &t->g.level;
+    for (uint32_t moves = 0; moves < FLOE_CUCKOO_PLACE_MOVES; moves++) {
         uint64_t b, row, snap[FLOE_CUCKOO_SLOTS]; /* a bucket is at most 16 words (rows of 64 bits) */
         floe_cuckoo_split(&t->g, c, key, &b, &row);
         _Atomic uint64_t *w = (_Atomic uint64_t *)(t->words + b * lv->words);
         for (;;) {
-            for (uint32_t k = 0; k < lv->words; k++)
-                snap[k] = atomic_load_explicit(&w[k], memory_order_relaxed);
+            snapshot(t, b, snap);
             uint32_t i = floe_bucket_first_empty(snap, lv);
             const bool full = i == lv->slots;
-            if (full) {
-                *rng ^= *rng << 13;
-                *rng ^= *rng >> 7;
-                *rng ^= *rng << 17;
-                i = (uint32_t)(*rng % lv->slots);
-            }
+            if (full && first_only)
+                return false;
+            if (full)
+                i = pick_victim(t, b, snap, rng);
             const uint32_t wi = floe_row_word(lv->row_bits, i);
             const uint64_t old = floe_row_get(snap, lv->row_bits, i);
             if (!atomic_compare_exchange_weak_explicit(&w[wi], &snap[wi], floe_row_put(snap[wi], lv->row_bits, i, row),
@@ -115,20 +139,39 @@ typedef struct build_job {
     cuckoo *t;
     const uint64_t *keys;
     const unsigned char *values;
-    const uint32_t *rep; /* first occurrences (floe_dedup): the keys placed, the values kept */
+    const uint32_t *rep; /* first occurrences (floe_dedup): the keys placed, the values kept; NULL: on one thread */
+    uint64_t *later;     /* a bit a key: left by the first pass for the second (a chunk's words its own) */
     size_t n;
-    uint64_t seed;
+    uint64_t seed, stored; /* stored: on one thread, the keys placed */
+    int pass;
     _Atomic bool failed; /* a chain of moves ran out: a key left out */
 } build_job;
 
+/* A chunk of the build's pass (cuckoo_layout.h): the first places each
+ * key's first occurrence at its choice 0 where there is room and marks the
+ * others; the second places those from their choice 1 on, by moves.  On one
+ * thread (no rep) a key's repeat is known by a find. */
 static void build_chunk(void *arg, size_t task)
 {
     build_job *j = arg;
     const size_t from = task * BUILD_CHUNK, to = from + BUILD_CHUNK < j->n ? from + BUILD_CHUNK : j->n;
     uint64_t rng = (j->seed ^ (task * 0x9E3779B97F4A7C15ull)) | 1;
-    for (size_t i = from; i < to && !atomic_load_explicit(&j->failed, memory_order_relaxed); i++)
-        if (j->rep[i] == i && !place(j->t, j->keys[i], &rng))
-            atomic_store(&j->failed, true);
+    for (size_t i = from; i < to && !atomic_load_explicit(&j->failed, memory_order_relaxed); i++) {
+        const uint64_t key = j->keys[i], bit = 1ull << (i % 64);
+        if (j->pass == 0) {
+            if (j->rep ? j->rep[i] != i : find_one(j->t, key) != FLOE_NO_ID)
+                continue; /* a repeat */
+            if (!place(j->t, key, 0, true, &rng))
+                j->later[i / 64] |= bit;
+            else if (!j->rep)
+                j->stored++;
+        } else if ((j->later[i / 64] & bit) && (j->rep || find_one(j->t, key) == FLOE_NO_ID)) {
+            if (!place(j->t, key, 1, false, &rng))
+                atomic_store(&j->failed, true);
+            else if (!j->rep)
+                j->stored++;
+        }
+    }
 }
 
 static void values_chunk(void *arg, size_t task)
@@ -139,21 +182,6 @@ static void values_chunk(void *arg, size_t task)
     for (size_t i = from; i < to; i++)
         if (j->rep[i] == i) /* its first occurrence's value: each slot written once */
             memcpy(j->t->values + find_one(j->t, j->keys[i]) * vb, j->values + i * vb, vb);
-}
-
-/* Size step k: k + 1 buckets while fewer than 64 (mult k + 1), then mult
- * 32..63 times 2^hi_bits: each a 1/32 step or less past the one before;
- * false where key_bits keys do not fit it. */
-static bool size_step(uint32_t key_bits, uint32_t k, uint32_t *hi_bits, uint32_t *mult)
-{
-    if (k < 63) {
-        *mult = k + 1;
-        *hi_bits = 0;
-    } else {
-        *mult = 32 + (k - 63) % 32;
-        *hi_bits = 1 + (k - 63) / 32;
-    }
-    return floe_cuckoo_size_ok(key_bits, *hi_bits, *mult);
 }
 
 /* Each key's value into its slot, the first of a key given twice winning
@@ -185,15 +213,10 @@ floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed,
             return floe_errinfo_set(err, FLOE_ERR_INVALID, "key %zu (%llu) is wider than %u bits", i,
                                     (unsigned long long)keys[i], key_bits);
     /* the first size that holds n keys at `fill`, then larger ones while a build fails */
-    uint32_t k = 0, hi_bits = 0, mult = 1;
-    for (;; k++) {
-        if (k >= SIZE_STEPS)
-            return floe_errinfo_set(err, FLOE_ERR_FULL, "%zu keys of %u bits need a larger static table than there is",
-                                    n, key_bits);
-        if (size_step(key_bits, k, &hi_bits, &mult) &&
-            (double)(((uint64_t)mult << hi_bits) * FLOE_CUCKOO_SLOTS) * fill >= (double)n)
-            break;
-    }
+    uint32_t k = floe_cuckoo_first_step(key_bits, n, fill), hi_bits = 0, mult = 1;
+    if (k >= FLOE_CUCKOO_SIZE_STEPS)
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "%zu keys of %u bits need a larger static table than there is", n,
+                                key_bits);
     /* on a pool: the first occurrences, placed side by side */
     uint32_t *rep = NULL;
     size_t distinct = 0;
@@ -207,19 +230,24 @@ floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed,
             return st;
         }
     }
+    static_assert(BUILD_CHUNK % 64 == 0, "a chunk's bits of later are whole words");
     build_job bj = {.keys = keys, .values = values, .rep = rep, .n = n, .seed = seed};
     const size_t tasks = (n + BUILD_CHUNK - 1) / BUILD_CHUNK;
     cuckoo *t = floe_calloc(1, sizeof *t);
-    if (!t) {
+    bj.later = floe_malloc((n / 64 + 1) * sizeof *bj.later);
+    if (!t || !bj.later) {
+        free(t);
+        free(bj.later);
         free(rep);
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+        return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY, "cannot allocate %zu bytes to build a static table",
+                                (n / 64 + 1) * sizeof *bj.later);
     }
     bj.t = t;
     t->spec.key_bits = key_bits;
     t->spec.value_bytes = value_bytes;
     t->spec.seed = seed;
-    for (uint32_t tried = 0; tried < SIZES_TRIED && k < SIZE_STEPS; k++) {
-        if (!size_step(key_bits, k, &hi_bits, &mult))
+    for (uint32_t tried = 0; tried < FLOE_CUCKOO_SIZES_TRIED && k < FLOE_CUCKOO_SIZE_STEPS; k++) {
+        if (!floe_cuckoo_size_step(key_bits, k, &hi_bits, &mult))
             continue;
         tried++;
         floe_cuckoo_geometry_init(&t->g, key_bits, hi_bits, mult, seed);
@@ -230,32 +258,25 @@ floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed,
             const size_t bytes = t->bytes;
             free(t);
             free(rep);
+            free(bj.later);
             return floe_errinfo_set(err, budget ? FLOE_ERR_NO_MEMORY : FLOE_ERR_FULL,
                                     "cannot allocate %zu bytes for a static table of %zu keys%s", bytes, n,
                                     budget ? ": it would pass floed's maxmemory" : "");
         }
-        uint64_t rng = seed | 1, stored = 0;
-        bool placed = true;
-        if (rep) {
-            atomic_store(&bj.failed, false);
-            floe_pool_run(pool, tasks, build_chunk, &bj);
-            placed = !atomic_load(&bj.failed);
-            stored = distinct;
-        } else {
-            for (size_t i = 0; i < n && placed; i++)
-                if (find_one(t, keys[i]) == FLOE_NO_ID) {
-                    placed = place(t, keys[i], &rng);
-                    stored++;
-                }
-        }
-        if (placed) {
-            t->keys = stored;
+        memset(bj.later, 0, (n / 64 + 1) * sizeof *bj.later);
+        atomic_store(&bj.failed, false);
+        bj.stored = 0;
+        for (bj.pass = 0; bj.pass < 2; bj.pass++) /* on the pool where the first occurrences are known */
+            floe_pool_run(rep ? pool : NULL, tasks, build_chunk, &bj);
+        if (!atomic_load(&bj.failed)) {
+            t->keys = rep ? distinct : bj.stored;
             if (value_bytes) {
                 t->values_bytes = floe_cuckoo_slots(&t->g) * value_bytes;
                 if (!(t->values = floe_calloc(1, t->values_bytes))) {
                     const size_t bytes = t->values_bytes;
                     cuckoo_destroy(t);
                     free(rep);
+                    free(bj.later);
                     return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
                                             "cannot allocate %zu bytes for a static table's values", bytes);
                 }
@@ -265,6 +286,7 @@ floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed,
                     put_values(t, keys, values, n);
             }
             free(rep);
+            free(bj.later);
             *out = t;
             return FLOE_OK;
         }
@@ -273,8 +295,9 @@ floe_status cuckoo_build(uint32_t key_bits, uint32_t value_bytes, uint64_t seed,
     }
     free(t);
     free(rep);
+    free(bj.later);
     return floe_errinfo_set(err, FLOE_ERR_FULL, "no static table of up to %u sizes past the first holds these %zu keys",
-                            SIZES_TRIED, n);
+                            FLOE_CUCKOO_SIZES_TRIED, n);
 }
 
 floe_status cuckoo_freeze(iceberg *ice, floe_pool *pool, cuckoo **out, floe_errinfo *err)
@@ -395,57 +418,92 @@ void cuckoo_find(const cuckoo *t, const uint64_t *keys, size_t n, uint8_t *resul
         floe_answer_counts_tally(counts, results, n);
 }
 
-floe_status cuckoo_scan(const cuckoo *t, const floe_scan_pos *from, size_t limit, uint64_t *keys, void *values,
-                        size_t *n, floe_scan_pos *next, int *done, floe_errinfo *err)
+floe_status cuckoo_scan_rows(const floe_spec *spec, const floe_cuckoo_geometry *g, uint64_t generation,
+                             cuckoo_rows_fn rows, void *arg, uint64_t window, const floe_scan_pos *from, size_t limit,
+                             uint64_t *keys, void *values, size_t *n, floe_scan_pos *next, int *done, floe_errinfo *err)
 {
-    const floe_level *lv = &t->g.level;
-    const uint64_t slots = floe_cuckoo_slots(&t->g);
-    const uint32_t vb = t->spec.value_bytes;
+    const floe_level *lv = &g->level;
+    const uint64_t slots = floe_cuckoo_slots(g);
+    const uint32_t vb = floe_spec_has_values(spec) && values ? spec->value_bytes : 0;
     uint64_t pos = from ? from->position : 0;
-    if (from && from->generation != t->generation)
+    if (from && from->generation != generation)
         return floe_errinfo_set(err, FLOE_ERR_INVALID,
                                 "scan cursor is from generation %llu but the table is at generation %llu (frozen "
                                 "since): start the scan again",
-                                (unsigned long long)from->generation, (unsigned long long)t->generation);
+                                (unsigned long long)from->generation, (unsigned long long)generation);
     if (pos > slots)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu slots",
                                 (unsigned long long)pos, (unsigned long long)slots);
     size_t got = 0;
-    for (; pos < slots && got < limit; pos++) {
-        const uint64_t b = pos / lv->slots;
-        const uint64_t row = floe_row_get(t->words + b * lv->words, lv->row_bits, (uint32_t)(pos % lv->slots));
-        if (row == FLOE_ROW_EMPTY)
-            continue;
-        keys[got] = floe_cuckoo_join(&t->g, b, row);
-        if (values && vb)
-            memcpy((unsigned char *)values + got * vb, t->values + pos * vb, vb);
-        got++;
+    while (pos < slots && got < limit) {
+        const uint64_t first = pos / lv->slots, nb = g->buckets - first < window ? g->buckets - first : window;
+        const uint64_t *w;
+        const unsigned char *v;
+        floe_status st = rows(arg, first, nb, vb != 0, &w, &v, err);
+        if (st != FLOE_OK)
+            return st;
+        for (const uint64_t end = (first + nb) * lv->slots; pos < end && got < limit; pos++) {
+            const uint64_t b = pos / lv->slots - first, i = pos % lv->slots;
+            const uint64_t row = floe_row_get(w + b * lv->words, lv->row_bits, (uint32_t)i);
+            if (row == FLOE_ROW_EMPTY)
+                continue;
+            keys[got] = floe_cuckoo_join(g, first + b, row);
+            if (vb)
+                memcpy((unsigned char *)values + got * vb, v + (b * lv->slots + i) * vb, vb);
+            got++;
+        }
     }
     *n = got;
     next->position = pos;
-    next->generation = t->generation;
+    next->generation = generation;
     *done = pos >= slots;
     return FLOE_OK;
 }
 
-void cuckoo_stats(const cuckoo *t, floe_table_stats *s)
+/* A host table's rows, where they are. */
+static floe_status rows_in_place(void *arg, uint64_t first, uint64_t n, bool values, const uint64_t **words,
+                                 const unsigned char **vals, floe_errinfo *err)
+{
+    const cuckoo *t = arg;
+    (void)n;
+    (void)values;
+    (void)err;
+    *words = t->words + first * t->g.level.words;
+    *vals = t->values ? t->values + first * t->g.level.slots * t->spec.value_bytes : NULL;
+    return FLOE_OK;
+}
+
+floe_status cuckoo_scan(const cuckoo *t, const floe_scan_pos *from, size_t limit, uint64_t *keys, void *values,
+                        size_t *n, floe_scan_pos *next, int *done, floe_errinfo *err)
+{
+    return cuckoo_scan_rows(&t->spec, &t->g, t->generation, rows_in_place, (void *)t, t->g.buckets, from, limit, keys,
+                            t->values ? values : NULL, n, next, done, err);
+}
+
+void cuckoo_stats_of(const floe_spec *spec, const floe_cuckoo_geometry *g, uint64_t keys, uint64_t generation,
+                     uint64_t bytes, floe_table_stats *s)
 {
     memset(s, 0, sizeof *s);
-    s->spec = t->spec;
-    s->keys = t->keys;
-    s->slots = floe_cuckoo_slots(&t->g);
-    s->fill = s->slots ? (double)t->keys / (double)s->slots : 0.0;
-    s->memory_bytes = cuckoo_bytes(t);
-    s->bytes_per_key = t->keys ? (double)s->memory_bytes / (double)t->keys : 0.0;
-    s->generation = t->generation;
-    snprintf(s->backend, sizeof s->backend, "cpu");
+    s->spec = *spec;
+    s->keys = keys;
+    s->slots = floe_cuckoo_slots(g);
+    s->fill = s->slots ? (double)keys / (double)s->slots : 0.0;
+    s->memory_bytes = bytes;
+    s->bytes_per_key = keys ? (double)bytes / (double)keys : 0.0;
+    s->generation = generation;
     s->device = -1;
     s->frozen = true;
     s->level[0].slots = s->slots;
-    s->level[0].used = t->keys;
-    s->level[0].row_bits = t->g.level.row_bits;
-    s->level[0].buckets_log2 = t->g.hi_bits + floe_cuckoo_mult_bits(t->g.mult);
+    s->level[0].used = keys;
+    s->level[0].row_bits = g->level.row_bits;
+    s->level[0].buckets_log2 = g->hi_bits + floe_cuckoo_mult_bits(g->mult);
     s->level[0].fill = s->fill;
+}
+
+void cuckoo_stats(const cuckoo *t, floe_table_stats *s)
+{
+    cuckoo_stats_of(&t->spec, &t->g, t->keys, t->generation, cuckoo_bytes(t), s);
+    snprintf(s->backend, sizeof s->backend, "cpu");
 }
 
 /* ---- the table file ---------------------------------------------------------------------------- */
@@ -593,4 +651,50 @@ const floe_cuckoo_geometry *cuckoo_geometry(const cuckoo *t)
 const uint64_t *cuckoo_words(const cuckoo *t)
 {
     return t->words;
+}
+
+floe_status cuckoo_empty(const floe_spec *spec, uint32_t hi_bits, uint32_t mult, uint64_t keys, uint64_t generation,
+                         cuckoo **out, floe_errinfo *err)
+{
+    *out = NULL;
+    if (spec->kind != FLOE_KIND_STATIC || mult < 1 || mult > FLOE_CUCKOO_MULT_MAX ||
+        !floe_cuckoo_size_ok(spec->key_bits, hi_bits, mult))
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "table %s: not a static table's spec or size", spec->name);
+    cuckoo *t = floe_calloc(1, sizeof *t);
+    if (!t)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    t->spec = *spec;
+    floe_cuckoo_geometry_init(&t->g, spec->key_bits, hi_bits, mult, spec->seed);
+    t->bytes = t->g.buckets * t->g.level.words * 8;
+    t->values_bytes = floe_cuckoo_slots(&t->g) * (floe_spec_has_values(spec) ? spec->value_bytes : 0);
+    t->words = iceberg_map_zeroed(t->bytes);
+    t->values = t->values_bytes ? floe_calloc(1, t->values_bytes) : NULL;
+    if (!t->words || (t->values_bytes && !t->values)) {
+        const size_t bytes = t->bytes + t->values_bytes;
+        const bool budget = floe_alloc_over_budget();
+        cuckoo_destroy(t);
+        return floe_errinfo_set(err, budget ? FLOE_ERR_NO_MEMORY : FLOE_ERR_INTERNAL,
+                                "cannot allocate %zu bytes of host memory for a copy of table %s%s", bytes, spec->name,
+                                budget ? ": it would pass floed's maxmemory" : "");
+    }
+    t->keys = keys;
+    t->generation = generation;
+    *out = t;
+    return FLOE_OK;
+}
+
+void cuckoo_arrays(cuckoo *t, uint64_t **words, size_t *words_bytes, void **values, size_t *values_bytes)
+{
+    *words = t->words;
+    *words_bytes = t->bytes;
+    *values = t->values;
+    *values_bytes = t->values_bytes;
+}
+
+floe_status cuckoo_refuse(const floe_spec *spec, floe_op op, floe_errinfo *err)
+{
+    return floe_errinfo_set(err, FLOE_ERR_FROZEN,
+                            "table %s is frozen: a STATIC table answers finds only after its freeze (%s refused, "
+                            "nothing written)",
+                            spec->name, floe_op_name(op));
 }

@@ -1,5 +1,6 @@
 /*
- * cuckoo.h - the CPU engine of STATIC tables (cuckoo_layout.h): a compact
+ * cuckoo.h - the CPU engine of STATIC tables (cuckoo_layout.h; the GPU's is
+ * gpu/cuckoo_gpu.h, which uses this one's files and scans): a compact
  * bucketed cuckoo table built once from a set of keys, then only queried.
  *
  * It answers finds of a frozen set (the states of a finished run, a
@@ -12,6 +13,7 @@
 #ifndef FLOE_TABLES_CUCKOO_H
 #define FLOE_TABLES_CUCKOO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,8 +63,22 @@ void cuckoo_find(const cuckoo *t, const uint64_t *keys, size_t n, uint8_t *resul
  * generation, or past the table, is ERR_INVALID. */
 floe_status cuckoo_scan(const cuckoo *t, const floe_scan_pos *from, size_t limit, uint64_t *keys, void *values,
                         size_t *n, floe_scan_pos *next, int *done, floe_errinfo *err);
+/* The scan above over rows from elsewhere (the GPU engine's, copied from
+ * the device a window at a time): rows(arg, first, n, values, &words,
+ * &vals, err) gives the words of buckets [first, first + n), n at most
+ * `window`, and with `values` their slots' values. */
+typedef floe_status (*cuckoo_rows_fn)(void *arg, uint64_t first, uint64_t n, bool values, const uint64_t **words,
+                                      const unsigned char **vals, floe_errinfo *err);
+floe_status cuckoo_scan_rows(const floe_spec *spec, const floe_cuckoo_geometry *g, uint64_t generation,
+                             cuckoo_rows_fn rows, void *arg, uint64_t window, const floe_scan_pos *from, size_t limit,
+                             uint64_t *keys, void *values, size_t *n, floe_scan_pos *next, int *done,
+                             floe_errinfo *err);
 /* The table's figures: a STATIC table's spec, one level (its buckets), frozen. */
 void cuckoo_stats(const cuckoo *t, floe_table_stats *s);
+/* The same of a table of that geometry, keys and generation whose arrays
+ * hold `bytes` (the GPU engine's; no backend named, device -1). */
+void cuckoo_stats_of(const floe_spec *spec, const floe_cuckoo_geometry *g, uint64_t keys, uint64_t generation,
+                     uint64_t bytes, floe_table_stats *s);
 
 /* The table file (tablefile.h) of a frozen STATIC table: the header says
  * frozen, the bucket count's shape (addr_bits: hi_bits, cuckoo_mult); the
@@ -73,6 +89,19 @@ floe_status cuckoo_copy_image(const cuckoo *t, struct floe_file_image **out, flo
  * from the header, every row checked to be a key of its bucket's choice
  * and the count the header says. */
 floe_status cuckoo_load(const char *path, uint64_t offset, cuckoo **out, floe_errinfo *err);
+
+/* A table of a STATIC spec and mult x 2^hi_bits buckets with every row
+ * empty, said to hold `keys` keys at `generation`: for a table's arrays
+ * copied in whole (the GPU engine's save), through cuckoo_arrays.
+ * ERR_NO_MEMORY past the host memory budget. */
+floe_status cuckoo_empty(const floe_spec *spec, uint32_t hi_bits, uint32_t mult, uint64_t keys, uint64_t generation,
+                         cuckoo **out, floe_errinfo *err);
+/* Its arrays: the buckets' words, and the values by slot (NULL, 0 without). */
+void cuckoo_arrays(cuckoo *t, uint64_t **words, size_t *words_bytes, void **values, size_t *values_bytes);
+
+/* ERR_FROZEN for an operation a frozen table does not run (a write), on
+ * either engine. */
+floe_status cuckoo_refuse(const floe_spec *spec, floe_op op, floe_errinfo *err);
 
 const floe_spec *cuckoo_spec(const cuckoo *t);
 uint64_t cuckoo_keys(const cuckoo *t);

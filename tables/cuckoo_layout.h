@@ -2,8 +2,9 @@
  * cuckoo_layout.h - the one definition of the STATIC table's layout: the
  * seed paper's compact bucketed cuckoo table (notes/compact-iceberg.md;
  * Hegeman et al. 2024, section 4.4), built once from a set of keys and then
- * only queried.  Shared by the CPU engine (tables/cuckoo.c), and by the GPU
- * engine and the table file once they have it.
+ * only queried.  Shared by the CPU engine (tables/cuckoo.c), the GPU engine
+ * (gpu/cuckoo_gpu.cu) and the table file: a frozen table's file loads on
+ * either.
  *
  * One level of buckets of FLOE_CUCKOO_SLOTS rows, mult x 2^hi_bits of them
  * (mult 1..63 with hi_bits 0, else 32..63: a size for every 1/32 step, so
@@ -47,7 +48,7 @@ extern "C" {
 
 typedef struct floe_cuckoo_geometry {
     uint32_t key_bits;
-    uint32_t mult;    /* 1, 3, 5 or 7 */
+    uint32_t mult;    /* 1..63; 32..63 where hi_bits > 0 */
     uint32_t hi_bits; /* mult x 2^hi_bits buckets */
     uint32_t low_bits;
     uint64_t buckets;
@@ -56,6 +57,23 @@ typedef struct floe_cuckoo_geometry {
 } floe_cuckoo_geometry;
 
 #define FLOE_CUCKOO_MULT_MAX 63u /* buckets: mult x 2^hi_bits, mult below 64 */
+
+/* The build (both engines): moves one placement may make before its size is
+ * given up (chains stay short until a table nears the fill its bucket size
+ * allows), and sizes tried in all, each a 1/32 step past the one before (up
+ * to about 1.6 times the first). */
+#define FLOE_CUCKOO_PLACE_MOVES 4096u
+#define FLOE_CUCKOO_SIZES_TRIED 16u
+/* The build places every key it can at its choice 0 first, then the rest
+ * (about 8% at fill 0.956) by cuckoo moves from choice 1 on, where a full
+ * bucket's key to move is, of up to FLOE_CUCKOO_LOOKAHEAD rows from a
+ * random one on, the first of a key at its choice 0 whose choice-1 bucket
+ * has room: 8.6% of keys end at choice 1 against 18.8% by moves alone
+ * (nearly the 8.1% that must), and a hit reads a second bucket that much
+ * less often (docs/PERFORMANCE.md, S1). */
+#define FLOE_CUCKOO_LOOKAHEAD 6u
+/* Size steps there are (floe_cuckoo_size_step): 63 of one factor, then 32 a power of two up to 2^64. */
+#define FLOE_CUCKOO_SIZE_STEPS (63u + 32u * 64u)
 
 /* floor(log2 mult) for mult 1..FLOE_CUCKOO_MULT_MAX. */
 FLOE_HD static inline uint32_t floe_cuckoo_mult_bits(uint32_t mult)
@@ -73,6 +91,33 @@ FLOE_HD static inline int floe_cuckoo_size_ok(uint32_t key_bits, uint32_t hi_bit
 {
     const uint32_t mb = floe_cuckoo_mult_bits(mult);
     return hi_bits <= FLOE_MAX_ADDR_BITS && hi_bits + mb <= key_bits && key_bits - hi_bits - mb + FLOE_CUCKOO_TAG <= 64;
+}
+
+/* Size step k: k + 1 buckets while fewer than 64 (mult k + 1), then mult
+ * 32..63 times 2^hi_bits: each a 1/32 step or less past the one before;
+ * 0 where key_bits keys do not fit it. */
+FLOE_HD static inline int floe_cuckoo_size_step(uint32_t key_bits, uint32_t k, uint32_t *hi_bits, uint32_t *mult)
+{
+    if (k < 63) {
+        *mult = k + 1;
+        *hi_bits = 0;
+    } else {
+        *mult = 32 + (k - 63) % 32;
+        *hi_bits = 1 + (k - 63) / 32;
+    }
+    return floe_cuckoo_size_ok(key_bits, *hi_bits, *mult);
+}
+
+/* The first size step whose slots hold n keys at most `fill` full, or
+ * FLOE_CUCKOO_SIZE_STEPS if none does. */
+FLOE_HD static inline uint32_t floe_cuckoo_first_step(uint32_t key_bits, uint64_t n, double fill)
+{
+    uint32_t k = 0, hi_bits, mult;
+    for (; k < FLOE_CUCKOO_SIZE_STEPS; k++)
+        if (floe_cuckoo_size_step(key_bits, k, &hi_bits, &mult) &&
+            (double)(((uint64_t)mult << hi_bits) * FLOE_CUCKOO_SLOTS) * fill >= (double)n)
+            break;
+    return k;
 }
 
 /* Fills g for key_bits (1..64) and mult x 2^hi_bits buckets

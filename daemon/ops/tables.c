@@ -49,11 +49,8 @@ static floe_status spec_from_proto(const Floe__V1__TableSpec *p, const char *def
     s->explore = p->explore;
     s->label_bytes = p->label_bytes;
     s->explore_any_order = p->explore_any_order;
-    /* the server's default where the client named none; a STATIC table has no GPU engine yet, so a
-     * default of gpu places it as auto does (asked for by name, gpu is refused) */
-    const char *be = p->backend && p->backend[0]                                      ? p->backend
-                     : s->kind == FLOE_KIND_STATIC && !strcmp(default_backend, "gpu") ? "auto"
-                                                                                      : default_backend;
+    /* the server's default where the client named none */
+    const char *be = p->backend && p->backend[0] ? p->backend : default_backend;
     if (strlen(be) >= sizeof s->backend)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "backend must be cpu, gpu or auto");
     strcpy(s->backend, be);

@@ -54,4 +54,8 @@ int fault_child_main(void);
 /* The GPU ORDERED engine against the CPU one (ordered_test.cu). */
 void ordered_suite(uint64_t seed, bool small);
 
+/* STATIC tables: the GPU engine against a reference and the CPU engine,
+ * and through both backends, whole and in parts (static_test.cu). */
+void static_suite(uint64_t seed, bool small);
+
 #endif

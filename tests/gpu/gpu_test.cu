@@ -155,7 +155,8 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
 
 static void usage_line(FILE *f)
 {
-    fprintf(f, "usage: floe-gpu-tests [--small] [--tree | --ordered | --cycles N | --fault | --backend-case NAME]\n"
+    fprintf(f, "usage: floe-gpu-tests [--small] [--tree | --ordered | --static | --cycles N | --fault |\n"
+               "                      --backend-case NAME]\n"
                "                      [--seed N | N]\n");
 }
 
@@ -164,13 +165,15 @@ static void help(void)
     usage_line(stdout);
     printf("The GPU engines and the GPU backend against the CPU ones on fresh random batches (heavy\n"
            "duplication), then the TREE engine and TREE tables through both backends, then the ORDERED\n"
-           "engine.\n"
+           "engine, then STATIC tables (the engine and both backends).\n"
            "\n"
            "Options:\n"
            "      --small              small cases only, fast enough under compute-sanitizer; with --tree,\n"
            "                           the small TREE cases (default: the full sizes)\n"
            "      --tree               TREE tables only (default: every suite)\n"
            "      --ordered            the ORDERED engine only (default: every suite)\n"
+           "      --static             STATIC tables only: the static cuckoo engine against a reference and\n"
+           "                           the CPU engine, and through both backends (default: every suite)\n"
            "      --cycles N           only N cycles of create / fill / find / drop of a SET in parts over\n"
            "                           every device, batches of 2^24 keys (--small: 2^16) from 2 lanes at\n"
            "                           once (default: every suite, with 50 cycles; 4 small ones with --small)\n"
@@ -202,6 +205,7 @@ int main(int argc, char **argv)
         {"small", no_argument, NULL, 's'},
         {"tree", no_argument, NULL, 't'},
         {"ordered", no_argument, NULL, 'o'},
+        {"static", no_argument, NULL, 'x'},
         {"cycles", required_argument, NULL, 'c'},
         {"fault", no_argument, NULL, 'f'},
         {"fault-child", no_argument, NULL, 'F'},
@@ -210,7 +214,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool small = false, tree = false, ordered = false, seeded = false;
+    bool small = false, tree = false, ordered = false, statics = false, seeded = false;
     unsigned cycles = 0;
     bool fault = false, fault_child = false;
     const char *backend_case = NULL;
@@ -227,6 +231,9 @@ int main(int argc, char **argv)
             break;
         case 'o':
             ordered = true;
+            break;
+        case 'x':
+            statics = true;
             break;
         case 'f':
             fault = true;
@@ -286,8 +293,12 @@ int main(int argc, char **argv)
         }
         seeded = true;
     }
-    if ((tree ? 1 : 0) + (ordered ? 1 : 0) + (cycles ? 1 : 0) + (fault ? 1 : 0) + (backend_case ? 1 : 0) > 1) {
-        fprintf(stderr, "floe-gpu-tests: --tree, --ordered, --cycles, --fault and --backend-case exclude each other\n");
+    if ((tree ? 1 : 0) + (ordered ? 1 : 0) + (statics ? 1 : 0) + (cycles ? 1 : 0) + (fault ? 1 : 0) +
+            (backend_case ? 1 : 0) >
+        1) {
+        fprintf(
+            stderr,
+            "floe-gpu-tests: --tree, --ordered, --static, --cycles, --fault and --backend-case exclude each other\n");
         usage_error();
     }
     if (small && fault) {
@@ -334,6 +345,11 @@ int main(int argc, char **argv)
         printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
         return failures ? 1 : 0;
     }
+    if (statics) { /* floe-gpu-tests --static [--small] [SEED]: STATIC tables only */
+        static_suite(seed + 70, small);
+        printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
+        return failures ? 1 : 0;
+    }
     if (small) {
         against_cpu(40, 8, 0.9, seed, true);
         against_cpu(64, 9, 0.9, seed + 1, false, true);
@@ -347,6 +363,7 @@ int main(int argc, char **argv)
         backend_suite(seed + 2, true, NULL);
         tree_suite(seed + 3, true);
         ordered_suite(seed + 6, true);
+        static_suite(seed + 10, true);
         cycles_suite(seed + 9, true, 4);
     } else {
         const uint32_t widths[] = {16, 24, 31, 40, 48, 64};
@@ -370,6 +387,8 @@ int main(int argc, char **argv)
         tree_suite(seed + 40, false);
         /* ORDERED tables: the engine against the CPU engine */
         ordered_suite(seed + 50, false);
+        /* STATIC tables: the static cuckoo engine, both backends */
+        static_suite(seed + 70, false);
         /* tables in parts over every device, made and dropped again and again */
         cycles_suite(seed + 60, false, 50);
         /* last: a device failed on purpose (in a child process: the fault cannot be undone) */
