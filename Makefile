@@ -292,6 +292,18 @@ build/gpu/floe-t1-gpu: build/gpu/bench/t1_gpu.o build/gpu/libfloegpu.a build/rel
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 build/gpu/floe-o1-gpu: build/gpu/bench/o1_gpu.o build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
+# S1's anchors (bench/s1_anchors.cu), built against checkouts of cuCollections and the seed
+# library, which floe does not carry (docs/PERFORMANCE.md, "S1 with its anchors"):
+#   make s1-anchors CUCO_DIR=path/to/cuCollections CPHT_DIR=path/to/compact-parallel-hash-tables
+comma := ,
+S1_NVFLAGS := $(filter-out -std=c++17 -Xcompiler -Wall$(comma)-Wextra$(comma)-Werror,$(NVFLAGS)) -std=c++20 \
+  --expt-relaxed-constexpr --expt-extended-lambda -Ibench
+build/gpu/floe-s1-anchors: bench/s1_anchors.cu $(NV_DEPS) build/gpu/libfloegpu.a build/rel/libfloetables.a
+	@test -n "$(CUCO_DIR)" -a -n "$(CPHT_DIR)" || { echo "make s1-anchors needs CUCO_DIR and CPHT_DIR (checkouts of NVIDIA/cuCollections and System-Verification-Lab/compact-parallel-hash-tables)" >&2; exit 2; }
+	$(NVCC) $(S1_NVFLAGS) -I$(CUCO_DIR)/include -I$(CPHT_DIR)/include $< build/gpu/libfloegpu.a \
+	  build/rel/libfloetables.a $(NV_CRYPTO) -lpthread -o $@
+s1-anchors: build/gpu/floe-s1-anchors
+.PHONY: s1-anchors
 else
 # GPU=0: nothing to build (the hint above says so once)
 check-cuda:

@@ -9,7 +9,10 @@
  * reference library's semantics: any occurrence may win).  `--static` adds
  * S1: the keys of the fill to 0.9 built into a static cuckoo table
  * (cuckoo_gpu.h), its finds of all hits and all misses beside the K1
- * table's in the same run, and its bytes per key.
+ * table's in the same run, and its bytes per key.  `--grow` runs G1
+ * instead: --keys keys in batches of 1 Mi through the GPU backend (as floed
+ * runs them), into a SET and a MAP that grow from the default capacity and
+ * into ones sized for the keys, in the same run.
  */
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -20,6 +23,8 @@
 #include <string.h>
 #include <vector>
 
+#include "backend.h"
+#include "backend_gpu.h"
 #include "cuckoo_gpu.h"
 #include "gpu_args.h"
 #include "iceberg_gpu.h"
@@ -81,7 +86,8 @@ static const unsigned MAX_LOG2_SLOTS = floe_max_addr_bits(KEY_BITS) + LOG2_BUCKE
 
 static void usage_line(FILE *f)
 {
-    fprintf(f, "usage: floe-k1-gpu [--log2-slots S] [--runs R] [--batch B] [--no-dedup] [--static] [--sweep]\n");
+    fprintf(f, "usage: floe-k1-gpu [--log2-slots S] [--runs R] [--batch B] [--no-dedup] [--static] [--sweep]\n"
+               "       floe-k1-gpu --grow [--keys N] [--runs R]\n");
 }
 
 static void help(void)
@@ -101,6 +107,11 @@ static void help(void)
            "      --static        also S1: the fill's keys built into a static cuckoo table (STATIC tables\n"
            "                      once frozen), its finds of all hits and all misses against the K1\n"
            "                      table's of the same run, and its bytes per key (default: off)\n"
+           "      --grow          instead of K1: G1, --keys keys in batches of 1 Mi through the GPU backend\n"
+           "                      into a SET and a MAP (8-byte values) that grow from the default capacity,\n"
+           "                      and into ones sized for them: M keys/s over the run, the slowest batch\n"
+           "                      against the median one\n"
+           "      --keys N        with --grow: keys inserted (default 1G = 2^30)\n"
            "      --sweep         instead of K1: the batch-size sweep, find-or-put of a stream in which each\n"
            "                      of 2^25 keys occurs twice, in batches of 2^10, 2^12 .. 2^26 keys, on the\n"
            "                      same table (what a batch costs besides its keys)\n"
@@ -169,6 +180,115 @@ static int s1_static(const floe_spec &spec, const uint64_t *d_keys, uint64_t n, 
     return 0;
 }
 
+/* G1 (--grow): n unique random 40-bit keys, from pinned host memory, in
+ * batches of 1 Mi through the GPU backend into tables that grow from the
+ * default capacity and into ones sized for them, SET and MAP, in turn.
+ * The slowest batch is also given past the first WARM_BATCHES, which pay
+ * once for what a process does first (CUDA loads each kernel at its first
+ * launch; the staging buffers are made). */
+#define WARM_BATCHES 4
+static int run_g1(uint64_t n, unsigned runs)
+{
+    const uint64_t b = std::min<uint64_t>(1ull << 20, n), batches = (n + b - 1) / b;
+    floe_backend *be;
+    floe_errinfo err;
+    must(floe_backend_gpu_create(0, 0, &be, &err), err);
+    uint64_t *keys = (uint64_t *)floe_backend_host_alloc(be, n * 8),
+             *vals = (uint64_t *)floe_backend_host_alloc(be, n * 8);
+    uint8_t *res = (uint8_t *)floe_backend_host_alloc(be, b);
+    if (!keys || !vals || !res) {
+        fprintf(stderr, "floe-k1-gpu: cannot allocate %llu bytes of pinned memory\n", (unsigned long long)(16 * n + b));
+        return 1;
+    }
+    floe_perm keygen;
+    floe_perm_init(&keygen, 40, 777, 0);
+    for (uint64_t i = 0; i < n; i++) {
+        keys[i] = floe_permute(&keygen, i);
+        vals[i] = i;
+    }
+    std::vector<double> lat(batches);
+    printf("# floe-k1-gpu --grow: G1, %llu unique random 40-bit keys in batches of %llu through the GPU backend, "
+           "median of %u runs\n",
+           (unsigned long long)n, (unsigned long long)b, runs);
+    printf("| table | M keys/s (median) | slowest batch / median batch (median) | slowest batch, ms | median batch, "
+           "ms | growths | the slowest batch of each run | slowest past the first %d / median |\n"
+           "|---|---|---|---|---|---|---|---|\n",
+           WARM_BATCHES);
+    for (int map = 0; map < 2; map++)
+        for (int sized = 1; sized >= 0; sized--) {
+            std::vector<double> rate, ratio, worst, median, worst_at, warm_ratio;
+            uint64_t growths = 0;
+            for (unsigned run = 0; run < runs; run++) {
+                floe_spec spec;
+                floe_spec_default(&spec);
+                strcpy(spec.name, "g1");
+                spec.kind = map ? FLOE_KIND_MAP : FLOE_KIND_SET;
+                spec.key_bits = 40;
+                spec.value_bytes = map ? 8 : 0;
+                spec.grow = true;
+                if (sized)
+                    spec.capacity = n;
+                floe_table *t;
+                must(floe_table_create(be, &spec, &t, &err), err);
+                const uint64_t s0 = floe_now_ns();
+                for (uint64_t k = 0; k < batches; k++) {
+                    const uint64_t at = k * b, m = std::min(b, n - at);
+                    floe_batch bt;
+                    memset(&bt, 0, sizeof bt);
+                    bt.op = FLOE_OP_INSERT;
+                    bt.keys = keys + at;
+                    bt.n = m;
+                    bt.values = map ? vals + at : NULL;
+                    bt.values_len = map ? m * 8 : 0;
+                    bt.results = res;
+                    const uint64_t t0 = floe_now_ns();
+                    must(floe_table_run(t, &bt), bt.error);
+                    lat[k] = (double)(floe_now_ns() - t0) / 1e6;
+                    if (bt.counts.inserted != m) {
+                        fprintf(stderr, "floe-k1-gpu: G1 batch %llu: %llu of %llu keys INSERTED\n",
+                                (unsigned long long)k, (unsigned long long)bt.counts.inserted, (unsigned long long)m);
+                        return 1;
+                    }
+                }
+                rate.push_back((double)n / ((double)(floe_now_ns() - s0) / 1e9) / 1e6);
+                floe_batch st;
+                memset(&st, 0, sizeof st);
+                st.op = FLOE_OP_STATS;
+                must(floe_table_run(t, &st), st.error);
+                if (st.stats.keys != n) {
+                    fprintf(stderr, "floe-k1-gpu: G1: the table holds %llu keys of %llu\n",
+                            (unsigned long long)st.stats.keys, (unsigned long long)n);
+                    return 1;
+                }
+                growths = st.stats.generation;
+                floe_table_destroy(t);
+                worst_at.push_back((double)(std::max_element(lat.begin(), lat.end()) - lat.begin()));
+                const double warm_worst =
+                    batches > WARM_BATCHES ? *std::max_element(lat.begin() + WARM_BATCHES, lat.end()) : lat.back();
+                std::vector<double> sorted(lat);
+                std::sort(sorted.begin(), sorted.end());
+                worst.push_back(sorted.back());
+                median.push_back(sorted[sorted.size() / 2]);
+                ratio.push_back(sorted.back() / sorted[sorted.size() / 2]);
+                warm_ratio.push_back(warm_worst / sorted[sorted.size() / 2]);
+            }
+            for (auto *v : {&rate, &ratio, &worst, &median, &warm_ratio})
+                std::sort(v->begin(), v->end());
+            printf("| %s, %s | %.1f | %.1f | %.2f | %.3f | %llu |", map ? "MAP (8-byte values)" : "SET",
+                   sized ? "sized for the keys" : "grown from the default capacity", rate[runs / 2], ratio[runs / 2],
+                   worst[runs / 2], median[runs / 2], (unsigned long long)growths);
+            for (double at : worst_at)
+                printf(" #%.0f", at);
+            printf(" | %.1f |\n", warm_ratio[runs / 2]);
+            fflush(stdout);
+        }
+    floe_backend_host_free(be, keys);
+    floe_backend_host_free(be, vals);
+    floe_backend_host_free(be, res);
+    floe_backend_destroy(be);
+    return 0;
+}
+
 /* The batch-size sweep (--sweep): find-or-put of 2^26 keys, each of 2^25
  * occurring twice, on a fresh table per batch size and run. */
 static int batch_sweep(const floe_spec &spec, uint32_t a0, const floe_perm &keyp, unsigned runs)
@@ -233,13 +353,16 @@ int main(int argc, char **argv)
     unsigned log2_slots = 30, runs = 3;
     const unsigned key_bits = KEY_BITS;
     uint64_t batch = 1ull << 26;
-    bool no_dedup = false, sweep = false, statics = false;
+    bool no_dedup = false, sweep = false, statics = false, grow = false;
+    uint64_t g1_keys = 1ull << 30;
     static const struct option longopts[] = {
         {"log2-slots", required_argument, NULL, 'S'},
         {"runs", required_argument, NULL, 'r'},
         {"batch", required_argument, NULL, 'b'},
         {"no-dedup", no_argument, NULL, 'N'},
         {"static", no_argument, NULL, 'X'},
+        {"grow", no_argument, NULL, 'G'},
+        {"keys", required_argument, NULL, 'k'},
         {"sweep", no_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -263,6 +386,12 @@ int main(int argc, char **argv)
         case 'X':
             statics = true;
             break;
+        case 'G':
+            grow = true;
+            break;
+        case 'k':
+            g1_keys = number("keys", optarg, 1, 1ull << 36);
+            break;
         case 'W':
             sweep = true;
             break;
@@ -281,6 +410,10 @@ int main(int argc, char **argv)
     if (!gpu_available(0, name, sizeof name)) {
         fprintf(stderr, "floe-k1-gpu: no CUDA device\n");
         return 2;
+    }
+    if (grow) {
+        printf("# on %s\n", name);
+        return run_g1(g1_keys, runs);
     }
     floe_spec spec;
     floe_spec_default(&spec);

@@ -148,7 +148,9 @@ uint64_t gpu_iceberg_slots(const gpu_iceberg *t);
 /* Rebuilds on the device into 2^addr_bits primary buckets, 1.5 times that
  * with three (the next power of two up, or larger, if that cannot hold
  * every key), dropping tombstones; *addr_bits and *three get the size used.
- * On failure the table is unchanged.  Waits. */
+ * A doubling splits the primary level's buckets in two, in order
+ * (floe_geometry_splits), and puts the other levels' keys again.  On
+ * failure the table is unchanged.  Waits. */
 floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err);
 
 /* Slots a scan call examines at most. */

@@ -9,7 +9,8 @@
  * One level of buckets of FLOE_CUCKOO_SLOTS rows, mult x 2^hi_bits of them
  * (mult 1..63 with hi_bits 0, else 32..63: a size for every 1/32 step, so
  * that a table of any number of keys past 1,000 or so is 0.95 to 0.98
- * full).  A key
+ * full, unless a size past the next power of two takes fewer bytes with
+ * narrower rows: floe_cuckoo_first_step).  A key
  * has FLOE_CUCKOO_CHOICES candidate buckets, one for each of as many seeded
  * bijections (layout.h's floe_perm: permutations instead of hash functions,
  * so that a row keeps only a remainder): of the permuted key x, the high
@@ -108,8 +109,22 @@ FLOE_HD static inline int floe_cuckoo_size_step(uint32_t key_bits, uint32_t k, u
     return floe_cuckoo_size_ok(key_bits, *hi_bits, *mult);
 }
 
-/* The first size step whose slots hold n keys at most `fill` full, or
- * FLOE_CUCKOO_SIZE_STEPS if none does. */
+/* Bytes of the buckets of mult x 2^hi_bits buckets for key_bits keys
+ * (floe_cuckoo_size_ok): one row width short of a power of two, one wider
+ * past it. */
+FLOE_HD static inline uint64_t floe_cuckoo_size_bytes(uint32_t key_bits, uint32_t hi_bits, uint32_t mult)
+{
+    const uint32_t rem_bits = key_bits - hi_bits - floe_cuckoo_mult_bits(mult);
+    return ((uint64_t)mult << hi_bits) * FLOE_CUCKOO_SLOTS * floe_row_bits_for(rem_bits, FLOE_CUCKOO_TAG) / 8;
+}
+
+/* The size step a table of n keys, at most `fill` full, starts from: of
+ * the steps from the first that holds them up to twice its buckets, the
+ * one of fewest bytes (the first of them where several are as few).  A
+ * size just short of a power of two may need rows a width wider than one
+ * just past it: 1.02 G 40-bit keys fit 2^26 buckets of 16-bit rows, 0.95
+ * full, in half the bytes of 63 x 2^20 buckets of 32-bit rows, 0.97 full.
+ * FLOE_CUCKOO_SIZE_STEPS if no step holds them. */
 FLOE_HD static inline uint32_t floe_cuckoo_first_step(uint32_t key_bits, uint64_t n, double fill)
 {
     uint32_t k = 0, hi_bits, mult;
@@ -117,7 +132,22 @@ FLOE_HD static inline uint32_t floe_cuckoo_first_step(uint32_t key_bits, uint64_
         if (floe_cuckoo_size_step(key_bits, k, &hi_bits, &mult) &&
             (double)(((uint64_t)mult << hi_bits) * FLOE_CUCKOO_SLOTS) * fill >= (double)n)
             break;
-    return k;
+    if (k == FLOE_CUCKOO_SIZE_STEPS)
+        return k;
+    const uint64_t first = (uint64_t)mult << hi_bits;
+    uint64_t best_bytes = floe_cuckoo_size_bytes(key_bits, hi_bits, mult);
+    uint32_t best = k;
+    for (uint32_t j = k + 1; j < FLOE_CUCKOO_SIZE_STEPS; j++) {
+        if (!floe_cuckoo_size_step(key_bits, j, &hi_bits, &mult))
+            continue;
+        if (((uint64_t)mult << hi_bits) > 2 * first)
+            break;
+        if (floe_cuckoo_size_bytes(key_bits, hi_bits, mult) < best_bytes) {
+            best_bytes = floe_cuckoo_size_bytes(key_bits, hi_bits, mult);
+            best = j;
+        }
+    }
+    return best;
 }
 
 /* Fills g for key_bits (1..64) and mult x 2^hi_bits buckets

@@ -648,13 +648,6 @@ static void rebuild_chunk(void *arg, size_t task)
  * not depend on the size, so the keys of old bucket b belong to new buckets
  * 2b and 2b + 1 (the remainder's top bit), where they are the only keys
  * yet: a split moves them in order, with no search and no random access. */
-static bool splits_primary(const store *from, const store *to)
-{
-    const floe_level *a = &from->g.level[0], *b = &to->g.level[0];
-    return !a->three && !b->three && b->addr_bits == a->addr_bits + 1 && b->slots == a->slots &&
-           b->rem_bits + 1 == a->rem_bits;
-}
-
 typedef struct split_job {
     const store *from, *to;
     uint64_t buckets_per_task;
@@ -723,7 +716,7 @@ static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, uint32_t three
         uint64_t used[FLOE_LEVELS] = {0, 0, 0};
         bool failed = false, damaged = false;
         uint32_t first = 0; /* the first level moved key by key */
-        if (splits_primary(&t->s, &ns)) {
+        if (floe_geometry_splits(&t->s.g, &ns.g)) {
             split_job sj = {.from = &t->s, .to = &ns, .buckets_per_task = 4096};
             const size_t tasks = (size_t)((floe_level_buckets(&t->s.g.level[0]) + 4095) / 4096);
             if (!(sj.tallies = floe_calloc(tasks, sizeof *sj.tallies))) {
@@ -874,7 +867,7 @@ static bool prepare_take(iceberg *t, uint32_t addr_bits, uint32_t three, store *
  * allocated and faulted in before the write lock is taken, while batches
  * still run, and the table grows before its overflow levels fill.  The
  * batches wait while the keys move (the write lock; a doubling splits the
- * primary level's buckets in order: splits_primary).  Where the batch after
+ * primary level's buckets in order: floe_geometry_splits).  Where the batch after
  * this one likely will, or the keys likely to come while the arrays are
  * made (keys_while_made, three times over: the host may be busier) would, they are made
  * meanwhile (prepare_start): early enough that no batch waits for them,

@@ -477,6 +477,18 @@ FLOE_HD static inline uint64_t floe_slot_id(const floe_geometry *g, uint32_t l, 
     return g->level[l].first_id + bucket * g->level[l].slots + slot;
 }
 
+/* Whether geometry `to` is `from` with its primary level's buckets split in
+ * two (one address bit more, one remainder bit less, as many slots): each
+ * key of primary bucket b then belongs to bucket 2b or 2b + 1 by its
+ * remainder's top bit, so a growth moves that level bucket by bucket, in
+ * order, instead of key by key (iceberg.c; gpu/iceberg_table.cu). */
+FLOE_HD static inline int floe_geometry_splits(const floe_geometry *from, const floe_geometry *to)
+{
+    const floe_level *a = &from->level[0], *b = &to->level[0];
+    return !a->three && !b->three && b->addr_bits == a->addr_bits + 1 && b->slots == a->slots &&
+           b->rem_bits + 1 == a->rem_bits;
+}
+
 /* Splits an id into level, bucket and slot; returns 0 if the id is out of range. */
 FLOE_HD static inline int floe_slot_split(const floe_geometry *g, uint64_t id, uint32_t *l, uint64_t *bucket,
                                           uint32_t *slot)

@@ -231,6 +231,47 @@ START_TEST(fills_to_the_most)
 }
 END_TEST
 
+/* A table's size (floe_cuckoo_first_step) against every size step that
+ * holds its keys: the fewest bytes of those up to twice the smallest's
+ * buckets, the first of several as few; the layout's example of a row
+ * width saved past a power of two. */
+START_TEST(sized_for_fewest_bytes)
+{
+    uint32_t hi, mult;
+    ck_assert(floe_cuckoo_size_step(40, floe_cuckoo_first_step(40, 1020054732, FLOE_CUCKOO_FILL), &hi, &mult));
+    ck_assert_uint_eq((uint64_t)mult << hi, 1ull << 26); /* 16-bit rows, 0.95 full; not 63 x 2^20 of 32-bit rows */
+    static const uint32_t widths[] = {8, 17, 24, 31, 40, 47, 52, 64};
+    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
+        for (double x = 1; x < 1e11; x *= 1.37) {
+            const uint32_t kb = widths[w];
+            const uint64_t n = (uint64_t)x;
+            if (kb < 40 && n > (1ull << kb))
+                break;
+            const uint32_t k = floe_cuckoo_first_step(kb, n, FLOE_CUCKOO_FILL);
+            ck_assert(floe_cuckoo_size_step(kb, k, &hi, &mult));
+            const uint64_t bytes = floe_cuckoo_size_bytes(kb, hi, mult);
+            uint64_t smallest = 0;
+            for (uint32_t j = 0; j < FLOE_CUCKOO_SIZE_STEPS; j++) {
+                uint32_t h, m;
+                if (!floe_cuckoo_size_step(kb, j, &h, &m) ||
+                    (double)(((uint64_t)m << h) * FLOE_CUCKOO_SLOTS) * FLOE_CUCKOO_FILL < (double)n)
+                    continue;
+                if (!smallest)
+                    smallest = (uint64_t)m << h;
+                if (((uint64_t)m << h) > 2 * smallest)
+                    break;
+                const uint64_t b = floe_cuckoo_size_bytes(kb, h, m);
+                ck_assert_msg(b >= bytes && (j >= k || b > bytes),
+                              "%u-bit keys, %llu of them: step %u (%llu bytes) "
+                              "and the chosen %u (%llu)",
+                              kb, (unsigned long long)n, j, (unsigned long long)b, k, (unsigned long long)bytes);
+            }
+            ck_assert_msg(smallest && ((uint64_t)mult << hi) <= 2 * smallest, "%u-bit keys, %llu of them", kb,
+                          (unsigned long long)n);
+        }
+}
+END_TEST
+
 /* The layout alone, every size factor: a key's bucket is inside the table,
  * its row's remainder fits its bits, and the bucket and row give the key
  * back, for both choices. */
@@ -299,6 +340,7 @@ Suite *cuckoo_suite(void)
     tcase_add_test(tc, fills_to_the_most);
     tcase_add_test(tc, bad_input_builds_nothing);
     tcase_add_test(tc, split_and_join_agree);
+    tcase_add_test(tc, sized_for_fewest_bytes);
     suite_add_tcase(s, tc);
     return s;
 }
