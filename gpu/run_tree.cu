@@ -308,6 +308,27 @@ static floe_status tree_save_gpu(gpu_table *t, const char *path, floe_errinfo *e
     return st == FLOE_OK ? write_image(im, path, err) : st;
 }
 
+/* maxmemory-gpu (floe_gpu_set_budget): a growing TREE's insert of n
+ * vectors that would grow its tables (gpu_tree_over_fill) past the limit is
+ * refused whole before anything is stored, as rebuild refuses a SET's
+ * growth and the CPU engine a TREE's past maxmemory (tables/tree.c). */
+static bool growth_refused(gpu_table *t, size_t n, floe_errinfo *err)
+{
+    unsigned what = 0;
+    floe_errinfo ignored;
+    if (!t->base.spec.grow || gpu_tree_over_fill(t->tree, n, t->base.spec.max_fill, &what, &ignored) != FLOE_OK ||
+        !what)
+        return false;
+    const uint64_t need = gpu_tree_growth_bytes(t->tree, what);
+    if (device_budget_fits(t->be->device, need))
+        return false;
+    floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
+                     "table %s: the %zu vectors would grow it by %.1f MiB on GPU %d, past maxmemory-gpu: nothing "
+                     "stored",
+                     t->base.spec.name, n, (double)need / 1048576.0, t->be->device);
+    return true;
+}
+
 /* A TREE's batch, whatever it is, runs alone: its engine waits for the
  * device within every batch anyway. */
 void run_tree(lane *L, floe_batch *b)
@@ -320,6 +341,10 @@ void run_tree(lane *L, floe_batch *b)
     case FLOE_OP_INSERT:
     case FLOE_OP_FIND:
     case FLOE_OP_GET:
+        if (b->op == FLOE_OP_INSERT && growth_refused(t, b->n, e)) {
+            b->status = FLOE_ERR_NO_MEMORY;
+            break;
+        }
         b->status = b->parents ? tree_states(L, b, e) : tree_batch(L, b, e);
         b->generation = gpu_tree_generation(t->tree);
         if (b->status == FLOE_OK)

@@ -347,13 +347,28 @@ extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max
 /* gpu_tree_grow, with the root keys keys[0, nkeys) of vectors folded but
  * not yet put (NULL: none) taken along: their nodes are kept and the keys
  * become the new generation's (copy_into). */
+/* The sizes a growth of `what` takes t to: at the last batch's nodes a new
+ * vector (a model's rate changes as it runs). */
+static floe_status grown_sizes(const gpu_tree *t, unsigned what, tree_sizing *z, floe_errinfo *err)
+{
+    const double rate = t->last_put ? (double)t->last_made / (double)t->last_put : 0.0;
+    return tree_size_grown(&t->spec, &t->z, what, tree_nodes_ahead(&t->spec, t->nodes_used, t->roots_bound, rate), z,
+                           err);
+}
+
+extern "C" uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what)
+{
+    tree_sizing z;
+    floe_errinfo ignored;
+    if (!what || grown_sizes(t, what, &z, &ignored) != FLOE_OK)
+        return 0;
+    return (what & TREE_GROW_NODES ? z.node_bytes : 0) + z.root_bytes;
+}
+
 floe_status tree_grow_tables(gpu_tree *t, unsigned what, uint64_t *keys, size_t nkeys, floe_errinfo *err)
 {
     tree_sizing z;
-    /* the last batch's nodes a new vector: a model's rate changes as it runs */
-    const double rate = t->last_put ? (double)t->last_made / (double)t->last_put : 0.0;
-    floe_status st = tree_size_grown(&t->spec, &t->z, what,
-                                     tree_nodes_ahead(&t->spec, t->nodes_used, t->roots_bound, rate), &z, err);
+    floe_status st = grown_sizes(t, what, &z, err);
     if (st != FLOE_OK)
         return st;
     if (!(what & TREE_GROW_NODES)) { /* the roots move; the nodes stay where they are */

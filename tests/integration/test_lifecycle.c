@@ -443,8 +443,10 @@ static uint64_t gpu_in_use(floe *c)
  * creates of GPU tables are refused (ERR_NO_MEMORY) and change nothing, a
  * CPU table's writes and every read go on; a growing GPU table stops
  * growing at the limit, the keys that needed the room answering FULL and
- * every key answered INSERTED stored.  Without a GPU the setting is there
- * (config, info, /metrics) and touches no CPU table. */
+ * every key answered INSERTED stored; a growing GPU TREE's insert that
+ * would grow it past the limit is refused whole (ERR_NO_MEMORY), every
+ * vector of the calls before it stored and none of it.  Without a GPU the
+ * setting is there (config, info, /metrics) and touches no CPU table. */
 START_TEST(maxmemory_gpu_refuses_gpu_writes)
 {
     daemon_proc d;
@@ -511,6 +513,42 @@ START_TEST(maxmemory_gpu_refuses_gpu_writes)
     ck_assert_int_eq(r[0], FLOE_INSERTED);
     free(keys);
     free(res);
+
+    /* a growing TREE: refused whole at the growth the limit does not allow */
+    enum { W = 8, V = 1 << 18 };
+    floe_table_def tt = {.name = "tt", .kind = FLOE_TABLE_TREE, .words = W, .grow = 1, .backend = "gpu"};
+    ck_assert_int_eq(floe_create(c, &tt), FLOE_OK);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)(gpu_in_use(c) + (128u << 20)));
+    ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", v), FLOE_OK);
+    usleep(200000);
+    uint32_t *vec = malloc((size_t)V * W * 4);
+    uint8_t *vres = malloc(V);
+    ck_assert(vec && vres);
+    uint64_t stored = 0, rng = 12345;
+    st = FLOE_OK;
+    for (int round = 0; round < 200 && st == FLOE_OK; round++) {
+        for (size_t i = 0; i < (size_t)V * W; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            vec[i] = (uint32_t)(rng >> 33);
+        }
+        st = floe_insert_vectors(c, "tt", vec, V, W, vres, NULL, NULL);
+        for (size_t i = 0; st == FLOE_OK && i < V; i++)
+            ck_assert_int_eq(vres[i], FLOE_INSERTED); /* random vectors: new, and no growth refused halfway */
+        if (st == FLOE_OK)
+            stored += V;
+    }
+    fprintf(stderr, "maxmemory-gpu: a TREE took %llu vectors, then %s: %s\n", (unsigned long long)stored,
+            floe_strerror(st), floe_errstr(c));
+    ck_assert_msg(st == FLOE_ERR_NO_MEMORY && strstr(floe_errstr(c), "maxmemory-gpu"), "%s: %s", floe_strerror(st),
+                  floe_errstr(c));
+    ck_assert_int_eq(floe_find_vectors(c, "tt", vec, V, W, vres, NULL, NULL), FLOE_OK); /* none of the refused call */
+    for (size_t i = 0; i < V; i++)
+        ck_assert_int_eq(vres[i], FLOE_ABSENT);
+    ck_assert_int_eq(floe_stats(c, "tt", &t), FLOE_OK);
+    ck_assert_uint_eq(t.keys, stored); /* every vector of the calls before */
+    ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", "0"), FLOE_OK);
+    free(vec);
+    free(vres);
     floe_close(c);
     ck_assert(log_has(&d, "maxmemory-gpu", 2000));
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
