@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bucket_device.cuh"
 #include "cuckoo_gpu.h"
 #include "cuda_try.h"
 
@@ -43,29 +44,6 @@ template <uint32_t W> __device__ __forceinline__ floe_level level_of(const floe_
     return lv;
 }
 
-/* The bucket's words in 16-byte loads: through the caches (a find), or
- * from L2, where the build's compare-and-swaps land (cg). */
-template <uint32_t W, bool CG> __device__ __forceinline__ void read_bucket(const uint64_t *p, uint64_t (&w)[W])
-{
-    const ulonglong2 *q = reinterpret_cast<const ulonglong2 *>(p);
-#pragma unroll
-    for (uint32_t k = 0; k < W / 2; k++) {
-        const ulonglong2 v = CG ? __ldcg(q + k) : __ldg(q + k);
-        w[2 * k] = v.x;
-        w[2 * k + 1] = v.y;
-    }
-}
-
-/* w[i] for a run-time i, without indexing the snapshot (which would put it in local memory). */
-template <uint32_t W> __device__ __forceinline__ uint64_t word_at(const uint64_t (&w)[W], uint32_t i)
-{
-    uint64_t x = 0;
-#pragma unroll
-    for (uint32_t k = 0; k < W; k++)
-        x = k == i ? w[k] : x;
-    return x;
-}
-
 /* Key's slot, or FLOE_NO_ID: its buckets in choice order until one holds
  * it or has room (buckets fill in order: no later choice holds it then). */
 template <uint32_t W>
@@ -78,7 +56,7 @@ __device__ __forceinline__ uint64_t find_slot(const floe_cuckoo_geometry &g, con
     for (uint32_t c = 0; c < FLOE_CUCKOO_CHOICES; c++) {
         uint64_t b, row, w[W];
         floe_cuckoo_split(&g, c, key, &b, &row);
-        read_bucket<W, false>(words + b * W, w);
+        load_bucket<W, READ_ONLY>(words + b * W, w);
         const int i = floe_bucket_find(w, &lv, row);
         if (i >= 0)
             return b * FLOE_CUCKOO_SLOTS + (uint64_t)i;
@@ -126,7 +104,7 @@ __device__ __forceinline__ uint32_t pick_victim(const floe_cuckoo_geometry &g, c
             continue;
         uint64_t nb, nrow, other[W];
         floe_cuckoo_split(&g, 1, floe_cuckoo_join(&g, b, row), &nb, &nrow);
-        read_bucket<W, true>(words + nb * W, other);
+        load_bucket<W, L2_ONLY>(words + nb * W, other);
         if (floe_bucket_first_empty(other, &lv) < FLOE_CUCKOO_SLOTS)
             return s;
     }
@@ -149,7 +127,7 @@ __device__ bool place(const floe_cuckoo_geometry &g, uint64_t *words, uint64_t k
         floe_cuckoo_split(&g, c, key, &b, &row);
         unsigned long long *w = reinterpret_cast<unsigned long long *>(words + b * W);
         for (;;) {
-            read_bucket<W, true>(words + b * W, snap);
+            load_bucket<W, L2_ONLY>(words + b * W, snap);
             uint32_t s = floe_bucket_first_empty(snap, &lv);
             const bool full = s == FLOE_CUCKOO_SLOTS;
             if (full && first_only)

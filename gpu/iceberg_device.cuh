@@ -1,7 +1,8 @@
 /*
  * iceberg_device.cuh - what the GPU engine's two files for SET and MAP
  * tables share: the table's struct, the device helpers that read buckets
- * and claim slots (one thread per key, see iceberg_gpu.cu), the key in a
+ * (over bucket_device.cuh's snapshots) and claim slots (one thread per
+ * key, see iceberg_gpu.cu), the key in a
  * slot, and the host helpers that pick a kernel's shape.  Included by
  * iceberg_gpu.cu (batches) and iceberg_table.cu (the table as a whole)
  * only: everything here is static or inline.
@@ -20,6 +21,7 @@
 #include <type_traits>
 
 #include "append.h"
+#include "bucket_device.cuh"
 #include "cuda_try.h"
 #include "dedup.h"
 #include "iceberg.h"
@@ -68,52 +70,6 @@ struct gpu_iceberg {
 };
 
 /* ---- device helpers ----------------------------------------------------------------------------- */
-
-/* A bucket snapshot with 16-byte loads, by one of three paths:
- *   READ_ONLY (__ldg): a find kernel writes nothing and runs alone on its
- *     table; the second 16 bytes of a 32-byte sector hit L1 instead of
- *     costing another L2 request;
- *   L2_ONLY (__ldcg): inserts change buckets that other SMs read, and a CAS
- *     retry must see them;
- *   L1_FIRST (__ldca): a SET insert's first snapshot of each sector may be
- *     an old one from L1, because during a put slots only go from EMPTY to
- *     a key: a key seen is there, a full sector stays full with the same
- *     keys, and a claim of the first EMPTY slot seen succeeds only if its
- *     word is still as seen, so that the slot and all after it are EMPTY. */
-enum load_path { READ_ONLY, L2_ONLY, L1_FIRST };
-
-template <int W, load_path P> __device__ __forceinline__ void load_bucket(const uint64_t *p, uint64_t (&s)[W])
-{
-#pragma unroll
-    for (int i = 0; i < W; i += 2) {
-        const ulonglong2 *q = reinterpret_cast<const ulonglong2 *>(p + i);
-        ulonglong2 v = P == READ_ONLY ? __ldg(q) : P == L1_FIRST ? __ldca(q) : __ldcg(q);
-        s[i] = v.x;
-        s[i + 1] = v.y;
-    }
-}
-
-/* First slot whose row equals v, or SLOTS. */
-template <int W, int RB> __device__ __forceinline__ int first_eq(const uint64_t (&s)[W], uint64_t v)
-{
-    const uint64_t pattern = v * floe_lanes_lo(RB);
-#pragma unroll
-    for (int i = 0; i < W; i++) {
-        uint64_t z = floe_zero_lanes(s[i] ^ pattern, RB);
-        if (z)
-            return i * (64 / RB) + (int)(floe_ctz64(z) / RB);
-    }
-    return W * 64 / RB;
-}
-
-template <int W> __device__ __forceinline__ uint64_t word_at(const uint64_t (&s)[W], int w)
-{
-    uint64_t x = 0;
-#pragma unroll
-    for (int i = 0; i < W; i++)
-        x = i == w ? s[i] : x;
-    return x;
-}
 
 enum { R_ABSENT = FLOE_ABSENT, R_PRESENT = FLOE_PRESENT, R_INSERTED = FLOE_INSERTED, R_FULL = FLOE_FULL };
 
