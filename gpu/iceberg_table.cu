@@ -83,10 +83,12 @@ __global__ void __launch_bounds__(BLOCK, 2)
  * ballot); the two new buckets' words are put together in shared memory and
  * stored whole, side by side, so that reads and writes stream (a thread a
  * bucket wrote its words a few bytes at a time: 12.6 ms for 2^25 buckets of
- * 16-bit rows on the H200, a tenth of the memory's speed).  The other
- * levels' keys go through k_rebuild after. */
+ * 16-bit rows on the H200, a tenth of the memory's speed); a warp's
+ * SPLIT_BUCKETS buckets (and their values) are read before any is split.
+ * The other levels' keys go through k_rebuild after. */
 static_assert(FLOE_L0_SLOTS == 32, "k_split: a lane a primary slot");
-#define SPLIT_WARPS (BLOCK / 32)
+#define SPLIT_WARPS   (BLOCK / 32)
+#define SPLIT_BUCKETS 4 /* a warp's buckets, read at once: more reads in flight */
 __global__ void __launch_bounds__(BLOCK)
     k_split(const __grid_constant__ floe_geometry from, const uint64_t *old0, const void *old_vals,
             const __grid_constant__ floe_geometry to, uint64_t *new0, void *new_vals, uint32_t vb)
@@ -94,31 +96,44 @@ __global__ void __launch_bounds__(BLOCK)
     __shared__ unsigned long long out[SPLIT_WARPS][2 * FLOE_L0_SLOTS]; /* two buckets of rows up to 64 bits */
     const floe_level &a = from.level[0], &b = to.level[0];
     const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const uint64_t ob = blockIdx.x * (uint64_t)SPLIT_WARPS + warp;
-    if (ob >= floe_level_buckets(&a)) /* the whole warp */
+    const uint64_t nb = floe_level_buckets(&a), first = (blockIdx.x * (uint64_t)SPLIT_WARPS + warp) * SPLIT_BUCKETS;
+    if (first >= nb) /* the whole warp */
         return;
-    for (uint32_t k = lane; k < 2 * b.words; k += 32)
-        out[warp][k] = 0;
-    __syncwarp();
-    const uint64_t w =
-        __ldcs(reinterpret_cast<const unsigned long long *>(old0) + ob * a.words + floe_row_word(a.row_bits, lane));
-    const uint64_t row = (w >> ((lane * a.row_bits) & 63)) & floe_row_mask(a.row_bits);
-    const bool key = floe_row_is_key(row, a.row_bits);
-    const uint64_t rem = key ? floe_row_remainder(0, row) : 0;
-    const uint32_t h = (uint32_t)(rem >> b.rem_bits) & 1;
-    const unsigned high = __ballot_sync(0xFFFFFFFFu, key && h), low = __ballot_sync(0xFFFFFFFFu, key && !h);
-    const uint32_t j = (uint32_t)__popc((h ? high : low) & ((1u << lane) - 1));
-    if (key) {
-        const uint64_t nrow = floe_row_encode(0, rem & floe_mask_bits(b.rem_bits), 0);
-        atomicOr(&out[warp][h * b.words + floe_row_word(b.row_bits, j)],
-                 (unsigned long long)(nrow << ((j * b.row_bits) & 63)));
-        if (vb)
-            value_set(new_vals, vb, floe_slot_id(&to, 0, 2 * ob + h, j),
-                      value_get(old_vals, vb, floe_slot_id(&from, 0, ob, lane)));
+    uint64_t w[SPLIT_BUCKETS], val[SPLIT_BUCKETS];
+#pragma unroll
+    for (int k = 0; k < SPLIT_BUCKETS; k++) {
+        const bool in = first + k < nb;
+        w[k] = in ? __ldcs(reinterpret_cast<const unsigned long long *>(old0) + (first + k) * a.words +
+                           floe_row_word(a.row_bits, lane))
+                  : 0;
+        val[k] = in && vb ? value_get(old_vals, vb, floe_slot_id(&from, 0, first + k, lane)) : 0;
     }
-    __syncwarp();
-    for (uint32_t k = lane; k < 2 * b.words; k += 32) /* buckets 2 ob and 2 ob + 1 are side by side */
-        new0[2 * ob * b.words + k] = out[warp][k];
+#pragma unroll
+    for (int k = 0; k < SPLIT_BUCKETS; k++) {
+        const uint64_t ob = first + k;
+        if (ob >= nb) /* the whole warp */
+            break;
+        for (uint32_t i = lane; i < 2 * b.words; i += 32)
+            out[warp][i] = 0;
+        __syncwarp();
+        const uint64_t row = (w[k] >> ((lane * a.row_bits) & 63)) & floe_row_mask(a.row_bits);
+        const bool key = floe_row_is_key(row, a.row_bits);
+        const uint64_t rem = key ? floe_row_remainder(0, row) : 0;
+        const uint32_t h = (uint32_t)(rem >> b.rem_bits) & 1;
+        const unsigned high = __ballot_sync(0xFFFFFFFFu, key && h), low = __ballot_sync(0xFFFFFFFFu, key && !h);
+        const uint32_t j = (uint32_t)__popc((h ? high : low) & ((1u << lane) - 1));
+        if (key) {
+            const uint64_t nrow = floe_row_encode(0, rem & floe_mask_bits(b.rem_bits), 0);
+            atomicOr(&out[warp][h * b.words + floe_row_word(b.row_bits, j)],
+                     (unsigned long long)(nrow << ((j * b.row_bits) & 63)));
+            if (vb)
+                value_set(new_vals, vb, floe_slot_id(&to, 0, 2 * ob + h, j), val[k]);
+        }
+        __syncwarp();
+        for (uint32_t i = lane; i < 2 * b.words; i += 32) /* buckets 2 ob and 2 ob + 1 are side by side */
+            new0[2 * ob * b.words + i] = out[warp][i];
+        __syncwarp(); /* out read before the next bucket clears it */
+    }
 }
 
 struct live_slot {
@@ -382,8 +397,9 @@ extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, 
         uint64_t begin = 0; /* the first slot moved key by key */
         if (floe_geometry_splits(&t->g, &nt.g)) {
             const uint64_t nb = floe_level_buckets(&t->g.level[0]);
-            k_split<<<(unsigned)((nb + SPLIT_WARPS - 1) / SPLIT_WARPS), BLOCK>>>(t->g, t->level[0], t->values, nt.g,
-                                                                                 nt.level[0], nt.values, t->vb);
+            const uint64_t per_block = SPLIT_WARPS * SPLIT_BUCKETS;
+            k_split<<<(unsigned)((nb + per_block - 1) / per_block), BLOCK>>>(t->g, t->level[0], t->values, nt.g,
+                                                                             nt.level[0], nt.values, t->vb);
             begin = t->g.level[1].first_id;
         }
         for (uint64_t first = begin; first < total && e == cudaSuccess; first += step) {
