@@ -316,8 +316,14 @@ static bool growth_refused(gpu_table *t, size_t n, floe_errinfo *err)
 {
     unsigned what = 0;
     floe_errinfo ignored;
-    if (!t->base.spec.grow || gpu_tree_over_fill(t->tree, n, t->base.spec.max_fill, &what, &ignored) != FLOE_OK ||
-        !what)
+    if (!t->base.spec.grow)
+        return false;
+    /* first, on the host alone: whether any growth fits (no limit, or far from it) */
+    const uint64_t any = gpu_tree_growth_bytes(t->tree, TREE_GROW_NODES) +
+                         gpu_tree_growth_bytes(t->tree, TREE_GROW_ROOTS) +
+                         gpu_tree_growth_bytes(t->tree, TREE_GROW_NODES | TREE_GROW_ROOTS);
+    if (device_budget_fits(t->be->device, any) ||
+        gpu_tree_over_fill(t->tree, n, t->base.spec.max_fill, &what, &ignored) != FLOE_OK || !what)
         return false;
     const uint64_t need = gpu_tree_growth_bytes(t->tree, what);
     if (device_budget_fits(t->be->device, need))
