@@ -2,7 +2,7 @@
 # device-check.sh - the GPU checks, run on a GPU host from the repository
 # root after `make device-bundle` (the bundle/ folder travels with it):
 #
-#   tests/gpu/device-check.sh [tests|sanitize|itests|service|load|k1|t1|membw|e1|e1tls|mc|redis|gpus]...
+#   tests/gpu/device-check.sh [tests|sanitize|itests|service|load|k1|s1|g1|t1|membw|e1|e1tls|mc|redis|gpus]...
 #   (default: all but gpus, which wants a host of several GPUs)
 #
 # FLOED_ARGS adds flags to the e1 and mc steps' floed (e.g. --io-threads 8); MC_MODEL,
@@ -14,7 +14,7 @@ set -u
 B=${BUNDLE:-bundle}
 O=${OUT:-/tmp/floe-device}
 mkdir -p "$O"
-steps=${*:-tests sanitize itests service load k1 t1 membw e1 e1tls mc redis}
+steps=${*:-tests sanitize itests service load k1 s1 g1 t1 membw e1 e1tls mc redis}
 rc=0
 step() { # name, then the command
     local name=$1; shift
@@ -66,6 +66,10 @@ for s in $steps; do
         rm -f /tmp/floe-keys.bin ;;
     k1)
         step k1 "$B/floe-k1-gpu" --runs 3 ;;
+    s1) # K1 with S1: its keys in a static table beside it (docs/PERFORMANCE.md)
+        step s1 "$B/floe-k1-gpu" --static --runs 3 ;;
+    g1) # G1: 2^30 keys into growing and sized SET and MAP tables through the GPU backend
+        step g1 "$B/floe-k1-gpu" --grow --runs 3 ;;
     membw) # how fast the host copies memory, by threads (E1's copies share it)
         step membw "$B/floe-membw" ;;
     e1) # E1 and E2 (docs/PERFORMANCE.md) through a GPU floed (floe-bench), and E1 in process (floe-e1-local)
