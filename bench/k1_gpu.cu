@@ -355,6 +355,7 @@ int main(int argc, char **argv)
     uint64_t batch = 1ull << 26;
     bool no_dedup = false, sweep = false, statics = false, grow = false;
     uint64_t g1_keys = 1ull << 30;
+    bool keys_given = false;
     static const struct option longopts[] = {
         {"log2-slots", required_argument, NULL, 'S'},
         {"runs", required_argument, NULL, 'r'},
@@ -391,6 +392,7 @@ int main(int argc, char **argv)
             break;
         case 'k':
             g1_keys = number("keys", optarg, 1, 1ull << 36);
+            keys_given = true;
             break;
         case 'W':
             sweep = true;
@@ -404,6 +406,14 @@ int main(int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "floe-k1-gpu: unexpected argument '%s'\n", argv[optind]);
+        usage_error();
+    }
+    if (grow && (statics || sweep || no_dedup)) {
+        fprintf(stderr, "floe-k1-gpu: --grow runs G1 instead of K1: --static, --sweep and --no-dedup are K1's\n");
+        usage_error();
+    }
+    if (keys_given && !grow) {
+        fprintf(stderr, "floe-k1-gpu: --keys is G1's (with --grow); K1's size is --log2-slots\n");
         usage_error();
     }
     char name[256];
