@@ -292,6 +292,16 @@ double fill_limit(const gpu_table *t);
 uint32_t grow_target(const gpu_table *t);
 void launch(lane *L, const piece &p);
 floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err);
+/* One round of a retry: the nf keys at places idx of a batch run again, their
+ * answers written into res at those places. */
+typedef floe_status (*retry_round)(void *ctx, const uint32_t *idx, size_t nf, uint8_t *res, floe_errinfo *err);
+/* The keys of a grow table's insert that answered FULL, or were skipped behind
+ * one, among res[0..m): retried by `round` after a growth (none first if
+ * `grown`: the table grew since they ran) until none is left or the table
+ * cannot grow (then they answer FULL).  Lane L alone (exclusive_begin), klock
+ * held; idx has room for m. */
+floe_status retry_after_growth(lane *L, uint8_t *res, uint32_t *idx, size_t m, bool grown, retry_round round, void *ctx,
+                               floe_errinfo *err);
 floe_status recount(gpu_table *t, floe_errinfo *err);
 void retire(lane *L);
 void run_alone(lane *L, floe_batch *b);

@@ -399,10 +399,42 @@ static floe_status run_op(gpu_table *t, floe_op op, const uint64_t *d_in, size_t
     return gpu_iceberg_find(t->ice, d_in, m, d_res, NULL, NULL, (gpu_stream)t->ks, err);
 }
 
+/* A retry round of a chunk set's keys (retry_full): through the part's
+ * staging on the device, run and copied back at once. */
+struct group_round {
+    gpu_table *t;
+    group_chunk *c;
+    floe_op op;
+    const uint64_t *keys;
+    uint64_t *redo;
+};
+
+static floe_status group_retry(void *ctx, const uint32_t *idx, size_t nf, uint8_t *res, floe_errinfo *err)
+{
+    const group_round *r = (const group_round *)ctx;
+    gpu_table *t = r->t;
+    for (size_t k = 0; k < nf; k++)
+        r->redo[k] = r->keys[idx[k]];
+    floe_status st = FLOE_OK;
+    cudaError_t e = cudaMemcpyAsync(t->gs.d_in, r->redo, nf * 8, cudaMemcpyHostToDevice, t->ks);
+    if (e == cudaSuccess && (st = run_op(t, r->op, t->gs.d_in, nf, r->c->d_res, err)) == FLOE_OK) {
+        e = cudaMemcpyAsync(r->redo, r->c->d_res, nf, cudaMemcpyDeviceToHost, t->ks);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(t->ks);
+    }
+    if (st == FLOE_OK && e != cudaSuccess)
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "retrying FULL keys: %s", cuda_msg(e));
+    if (st == FLOE_OK) {
+        const uint8_t *got = (const uint8_t *)r->redo;
+        for (size_t k = 0; k < nf; k++)
+            res[idx[k]] = got[k];
+    }
+    return st;
+}
+
 /* Keys of an insert that came back FULL, or skipped behind a FULL one:
- * grown and retried in order until none is left or the table cannot grow
- * (then they answer FULL), as retire's grow_and_retry does; tally counted
- * again. */
+ * grown and retried (retry_after_growth, as retire's grow_and_retry does);
+ * tally counted again. */
 static floe_status retry_full(lane *L, group_chunk *c, floe_op op, size_t m, unsigned long long *tally,
                               floe_errinfo *err)
 {
@@ -427,38 +459,9 @@ static floe_status retry_full(lane *L, group_chunk *c, floe_op op, size_t m, uns
         if (e != cudaSuccess)
             st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "retrying FULL keys: %s", cuda_msg(e));
     }
-    gpu_iceberg_lane(t->ice, L->index);
-    if (st == FLOE_OK)
-        st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
-    while (st == FLOE_OK) {
-        size_t nf = 0;
-        for (size_t j = 0; j < m; j++)
-            if (res[j] == FLOE_FULL || res[j] == GPU_SKIPPED)
-                idx[nf++] = (uint32_t)j;
-        if (nf == 0)
-            break;
-        floe_errinfo ignored;
-        if (rebuild(t, gpu_iceberg_addr_bits(t->ice) + 1, &ignored) != FLOE_OK) {
-            for (size_t k = 0; k < nf; k++) /* cannot grow: FULL stands */
-                res[idx[k]] = FLOE_FULL;
-            break;
-        }
-        for (size_t k = 0; k < nf; k++)
-            redo[k] = keys[idx[k]]; /* in order: first occurrences stay first */
-        cudaError_t e = cudaMemcpyAsync(s->d_in, redo, nf * 8, cudaMemcpyHostToDevice, t->ks);
-        if (e == cudaSuccess && (st = run_op(t, op, s->d_in, nf, c->d_res, err)) == FLOE_OK) {
-            e = cudaMemcpyAsync(redo, c->d_res, nf, cudaMemcpyDeviceToHost, t->ks);
-            if (e == cudaSuccess)
-                e = cudaStreamSynchronize(t->ks);
-        }
-        if (st == FLOE_OK && e != cudaSuccess)
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "retrying FULL keys: %s", cuda_msg(e));
-        if (st == FLOE_OK) {
-            const uint8_t *got = (const uint8_t *)redo;
-            for (size_t k = 0; k < nf; k++)
-                res[idx[k]] = got[k];
-            st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
-        }
+    if (st == FLOE_OK) {
+        group_round r = {t, c, op, keys, redo};
+        st = retry_after_growth(L, res, idx, m, false, group_retry, &r, err);
     }
     if (st == FLOE_OK) { /* the answers where step 3 reads them, and counted */
         cudaError_t e = cudaMemcpyAsync(c->d_res, res, m, cudaMemcpyHostToDevice, t->ks);

@@ -189,7 +189,7 @@ static void launch_small(lane *L, stage *s)
     gpu_table *t = L->t;
     const piece &p = s->p;
     floe_batch *b = p.seg[0].b;
-    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    const bool want_ids = floe_batch_wants_ids(b);
     size_t m = 0;
     for (unsigned i = 0; i < p.nseg; i++) {
         const segment &g = p.seg[i];
@@ -255,7 +255,7 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
     gpu_table *t = L->t;
     const piece &p = s->p;
     floe_batch *b = p.seg[0].b;
-    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    const bool want_ids = floe_batch_wants_ids(b);
     const bool want_values =
         t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
     const int mode = floe_value_mode_of(b->op, b->flags);
@@ -325,7 +325,7 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
 {
     gpu_table *t = L->t;
     floe_batch *b = p.seg[0].b;
-    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    const bool want_ids = floe_batch_wants_ids(b);
     /* want_values means nothing to an erase (the door lets it through without values_out) */
     const bool want_values =
         t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
@@ -559,6 +559,67 @@ void exclusive_end(lane *L)
     pthread_mutex_unlock(&t->glock);
 }
 
+floe_status retry_after_growth(lane *L, uint8_t *res, uint32_t *idx, size_t m, bool grown, retry_round round, void *ctx,
+                               floe_errinfo *err)
+{
+    gpu_table *t = L->t;
+    gpu_iceberg_lane(t->ice, L->index);
+    floe_status st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
+    for (; st == FLOE_OK; grown = false) {
+        size_t nf = 0;
+        for (size_t j = 0; j < m; j++)
+            if (res[j] == FLOE_FULL || res[j] == GPU_SKIPPED)
+                idx[nf++] = (uint32_t)j;
+        if (nf == 0)
+            break;
+        floe_errinfo ignored;
+        if (!grown && rebuild(t, gpu_iceberg_addr_bits(t->ice) + 1, &ignored) != FLOE_OK) {
+            for (size_t k = 0; k < nf; k++) /* cannot grow: FULL stands */
+                res[idx[k]] = FLOE_FULL;
+            break;
+        }
+        /* in the batch's order, so first occurrences stay first */
+        st = round(ctx, idx, nf, res, err);
+        if (st == FLOE_OK)
+            st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
+    }
+    return st;
+}
+
+/* A retry round of a stage's keys through the stage itself (grow_and_retry):
+ * the keys and a MAP insert's values kept aside while its buffers serve. */
+struct stage_round {
+    lane *L;
+    stage *s;
+    floe_op op;
+    int mode;
+    bool want_values;
+    const uint64_t *keys;
+    const unsigned char *vin;
+    unsigned char *vout;
+};
+
+static floe_status stage_retry(void *ctx, const uint32_t *idx, size_t nf, uint8_t *res, floe_errinfo *err)
+{
+    const stage_round *r = (const stage_round *)ctx;
+    stage *s = r->s;
+    const uint32_t vb = r->L->t->vb;
+    for (size_t k = 0; k < nf; k++) {
+        s->h_keys[k] = r->keys[idx[k]];
+        if (vb)
+            memcpy((unsigned char *)s->h_vin + k * vb, r->vin + (size_t)idx[k] * vb, vb);
+    }
+    floe_status st = run_now(r->L, s, r->op, nf, false, r->mode, r->want_values, err);
+    if (st != FLOE_OK)
+        return st;
+    for (size_t k = 0; k < nf; k++) {
+        res[idx[k]] = s->h_res[k];
+        if (r->want_values)
+            memcpy(r->vout + (size_t)idx[k] * vb, (unsigned char *)s->h_vout + k * vb, vb);
+    }
+    return FLOE_OK;
+}
+
 /* Stage s (retired, its results in h_res) had FULL keys on a grow table:
  * every piece of its lane in flight behind it was skipped.  Drain them into
  * the redo list, grow, and retry the FULL keys until none is left or the
@@ -613,36 +674,10 @@ static floe_status grow_and_retry(lane *L, stage *s, floe_errinfo *err)
     }
     exclusive_begin(L);
     pthread_mutex_lock(&t->klock);
-    gpu_iceberg_lane(t->ice, L->index);
-    st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
-    for (bool grown = t->generation != s->gen;; grown = false) {
-        size_t nf = 0;
-        for (size_t j = 0; j < s->m; j++)
-            if (res[j] == FLOE_FULL)
-                idx[nf++] = (uint32_t)j;
-        if (nf == 0 || st != FLOE_OK)
-            break;
-        floe_errinfo ignored;
-        if (!grown && rebuild(t, gpu_iceberg_addr_bits(t->ice) + 1, &ignored) != FLOE_OK)
-            break; /* cannot grow: FULL stands */
-        for (size_t k = 0; k < nf; k++) {
-            s->h_keys[k] = keys[idx[k]];
-            if (vb)
-                memcpy((unsigned char *)s->h_vin + k * vb, vin + (size_t)idx[k] * vb, vb);
-        }
-        /* the FULL keys keep their order, so first occurrences stay first */
-        st = run_now(L, s, b->op, nf, false, mode, want_values, err);
-        if (st != FLOE_OK)
-            break;
-        for (size_t k = 0; k < nf; k++) {
-            res[idx[k]] = s->h_res[k];
-            if (want_values)
-                memcpy(vout + (size_t)idx[k] * vb, (unsigned char *)s->h_vout + k * vb, vb);
-        }
-        st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
+    {
+        stage_round r = {L, s, b->op, mode, want_values, keys, vin, vout};
+        st = retry_after_growth(L, res, idx, s->m, t->generation != s->gen, stage_retry, &r, err);
     }
-    if (st == FLOE_OK)
-        st = gpu_iceberg_clear_halt(t->ice, (gpu_stream)t->ks, err);
     pthread_mutex_unlock(&t->klock);
     exclusive_end(L);
     /* ids are looked up again for the whole batch once it is retired (refind_ids) */
@@ -741,7 +776,7 @@ static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried, 
 {
     const segment &g = s->p.seg[i];
     floe_batch *b = g.b;
-    const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
+    const bool want_ids = floe_batch_wants_ids(b);
     const bool want_values =
         t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
     const uint32_t vb = t->vb;
@@ -818,7 +853,7 @@ void retire(lane *L)
         const segment &g = s->p.seg[i];
         floe_batch *b = g.b;
         uint64_t ids_gen = g.off == 0 ? generation : L->ids_gen; /* the generation b's ids start from */
-        if (b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && t->generation != generation) {
+        if (b->status == FLOE_OK && floe_batch_wants_ids(b) && t->generation != generation) {
             /* The table grew for this piece: the ids of the batch so far (its retried keys' too) are
              * looked up again now, while no later batch of this lane has run on the grown table
              * (grow_and_retry took their pieces back: a later erase must not hide a key this batch
@@ -826,7 +861,7 @@ void retire(lane *L)
             refind_ids(L, s, b, g.off + g.n);
             ids_gen = t->generation;
         }
-        if (g.last && b->status == FLOE_OK && (b->flags & FLOE_BATCH_WANT_IDS) && ids_gen != t->generation)
+        if (g.last && b->status == FLOE_OK && floe_batch_wants_ids(b) && ids_gen != t->generation)
             refind_ids(L, s, b, g.off + g.n); /* the table grew while the batch ran */
         if (!g.last)
             L->ids_gen = ids_gen;

@@ -98,7 +98,7 @@ static floe_status find_piece(lane *L, floe_batch *b, size_t off, size_t m, floe
 {
     gpu_table *t = L->t;
     ord_stage *s = &t->os;
-    const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0, values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES);
+    const bool ids = floe_batch_wants_ids(b), values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES);
     floe_status st = ord_stage_reserve(s, m, err);
     if (st != FLOE_OK)
         return st;

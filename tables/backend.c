@@ -224,7 +224,7 @@ static floe_status batch_check(const floe_spec *spec, const floe_batch *b, floe_
     const char *what = vectors ? "vectors" : def->shape == FLOE_SHAPE_IDS ? "ids" : "keys";
     if (n > 0 && !b->results)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "no results buffer for %zu %s", n, what);
-    if (n > 0 && (b->flags & FLOE_BATCH_WANT_IDS) && (def->flags & FLOE_OPF_IDS_OUT) && !b->ids)
+    if (n > 0 && floe_batch_wants_ids(b) && !b->ids)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "ids requested without an ids buffer");
     if (n > 0 && valued && (b->flags & FLOE_BATCH_WANT_VALUES) && (def->flags & FLOE_OPF_VALUES_OUT) && !b->values_out)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "values requested without a values buffer");

@@ -154,6 +154,14 @@ struct floe_batch {
 /* The batch of a backend queue's link. */
 #define FLOE_BATCH_OF(l) QUEUE_ENTRY(l, floe_batch, link)
 
+/* Whether b's answers include ids: asked for, and its operation gives them
+ * (FLOE_OPF_IDS_OUT).  Otherwise ids may be NULL (an erase or an add asked
+ * for ids has none to give: floe_table_submit's rule), and nothing writes it. */
+static inline bool floe_batch_wants_ids(const floe_batch *b)
+{
+    return (b->flags & FLOE_BATCH_WANT_IDS) && floe_op_has(b->op, FLOE_OPF_IDS_OUT);
+}
+
 typedef struct floe_backend floe_backend;
 typedef struct floe_table floe_table;
 

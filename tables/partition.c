@@ -388,7 +388,7 @@ static void join_all(split *sp)
     const unsigned P = t->parts, lg = PID_LOG(P), per = PID_PER(lg);
     const uint32_t vb = floe_spec_has_values(&t->base.spec) ? t->base.spec.value_bytes : 0;
     const size_t W = t->base.spec.words;
-    const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && floe_op_has(b->op, FLOE_OPF_IDS_OUT);
+    const bool ids = floe_batch_wants_ids(b);
     const bool vals = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
     const bool get = floe_op_has(b->op, FLOE_OPF_VECTORS_OUT);
     const uint64_t *pid = sp->pid;
@@ -737,7 +737,7 @@ static floe_status split_keys(split *sp, floe_errinfo *err)
     const uint32_t vb = floe_spec_has_values(&t->base.spec) ? t->base.spec.value_bytes : 0;
     const size_t wb = (size_t)t->base.spec.words * 4;
     const bool vals_in = vb && b->values && floe_op_has(b->op, FLOE_OPF_VALUES_IN);
-    const bool ids = (b->flags & FLOE_BATCH_WANT_IDS) && floe_op_has(b->op, FLOE_OPF_IDS_OUT);
+    const bool ids = floe_batch_wants_ids(b);
     const bool vals_out = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
     const bool vec_in = floe_op_takes_vectors(b->op, is_tree ? t->base.spec.words : 0);
 

@@ -115,7 +115,9 @@ static void prepare(job &j, floe_op op, unsigned flags, uint32_t vb, counter *c)
     j.b.keys = j.keys.data();
     j.b.n = n;
     j.b.results = j.results.data();
-    j.b.ids = j.ids.data();
+    /* an erase or an add gives no ids, asked or not: no buffer for them (floe_table_submit's rule, and
+     * what a table in parts gives its parts) */
+    j.b.ids = floe_op_has(op, FLOE_OPF_IDS_OUT) ? j.ids.data() : NULL;
     if (floe_op_has(op, FLOE_OPF_VALUES_IN) && vb) { /* an insert's values, an add's deltas */
         j.b.values = j.values.data();
         j.b.values_len = n * vb;
