@@ -260,7 +260,7 @@ NVFLAGS := -std=c++17 -O3 -Iproto -Itables -Igpu -cudart static \
   -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
   -Xcompiler -Wall,-Wextra,-Werror
 GPU_BINS := build/gpu/layout_selftest build/gpu/floe-gpu-tests build/gpu/floe-k1-gpu build/gpu/floe-t1-gpu \
-  build/gpu/floe-o1-gpu
+  build/gpu/floe-o1-gpu build/gpu/floe-links-gpu
 check-cuda: $(GPU_BINS)
 NV_DEPS := $(wildcard gpu/*.h) $(wildcard gpu/*.cuh) $(wildcard tables/*.h) proto/floe_wire.h
 build/gpu/%.o: gpu/%.cu $(NV_DEPS)
@@ -292,6 +292,8 @@ build/gpu/floe-t1-gpu: build/gpu/bench/t1_gpu.o build/gpu/libfloegpu.a build/rel
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
 build/gpu/floe-o1-gpu: build/gpu/bench/o1_gpu.o build/gpu/libfloegpu.a build/rel/libfloetables.a
 	$(NVCC) $(NVFLAGS) $^ $(NV_CRYPTO) -lpthread -o $@
+build/gpu/floe-links-gpu: build/gpu/bench/links_gpu.o
+	$(NVCC) $(NVFLAGS) $^ -o $@
 # S1's anchors (bench/s1_anchors.cu), built against checkouts of cuCollections and the seed
 # library, which floe does not carry (docs/PERFORMANCE.md, "S1 with its anchors"):
 #   make s1-anchors CUCO_DIR=path/to/cuCollections CPHT_DIR=path/to/compact-parallel-hash-tables
@@ -322,7 +324,8 @@ have_static = $(filter /%,$(shell $(CC) -print-file-name=$(1)))
 SYSTEMD_STATIC := -Wl,-Bstatic -lsystemd -lcap -Wl,-Bdynamic
 BUNDLE_SYSTEMD = $(if $(and $(call have_static,libsystemd.a),$(call have_static,libcap.a)),$(SYSTEMD_STATIC),$(PKG_SYSTEMD))
 BUNDLE_BINS := bundle/floed bundle/floe bundle/floe-itests bundle/floe-kbench bundle/floe-e1-local bundle/floe-bench bundle/floe-membw bundle/floe-mc bundle/floe-gpu-tests \
-  bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/floe-o1-gpu bundle/layout_selftest bundle/libmc_peterson.so
+  bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/floe-o1-gpu bundle/floe-links-gpu bundle/layout_selftest \
+  bundle/libmc_peterson.so
 # The service's programs alone, with or without CUDA (GPU=0): what the Dockerfile installs.
 SERVICE_BINS := bundle/floed bundle/floe bundle/floe-bench bundle/floe-mc
 .PHONY: device-bundle
@@ -358,7 +361,7 @@ bundle/floe-kbench: build/rel/bench/kbench.o build/rel/libfloetables.a
 bundle/floe-membw: build/rel/floe-membw
 	@mkdir -p bundle
 	cp $< $@
-bundle/floe-gpu-tests bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/floe-o1-gpu bundle/layout_selftest: bundle/%: build/gpu/%
+bundle/floe-gpu-tests bundle/floe-k1-gpu bundle/floe-t1-gpu bundle/floe-o1-gpu bundle/floe-links-gpu bundle/layout_selftest: bundle/%: build/gpu/%
 	@mkdir -p bundle
 	cp $< $@
 else

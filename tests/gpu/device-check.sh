@@ -132,13 +132,14 @@ for s in $steps; do
             step mc-$run bash -c "time $B/floe-mc --model ${MC_MODEL:-puzzle:3x4} --server $S --workers ${MC_WORKERS:-16} --backend gpu ${MC_ARGS:-}"
         done
         kill -TERM $pid; wait $pid ;;
-    gpus) # scaling over the host's GPUs (docs/PERFORMANCE.md, "Several GPUs"): K1 on one device, then one
+    gpus) # scaling over the host's GPUs (docs/PERFORMANCE.md, "Several GPUs"): the links' rates, K1 on one device, then one
         # K1 process per device at once; E1 in process (a table in g parts over g devices, its batches
         # split on the devices: keys in pinned memory) and through floed with 1, 2, ... devices: the
         # default (each table whole on one device) and, past one, every table in g parts
         # (--partitions g); floe-mc likewise; then, on the default floed of all devices, as many
         # clients as devices at once, each with a table of its own (placed one a device)
         N=$(nvidia-smi -L | wc -l)
+        step links "$B/floe-links-gpu" # what the host's links carry, one device and all at once
         step k1-one env CUDA_VISIBLE_DEVICES=0 "$B/floe-k1-gpu" --runs 3
         t0=$(date +%s.%N)
         for d in $(seq 0 $((N - 1))); do
