@@ -327,6 +327,12 @@ struct engines {
 };
 
 /* Takes ownership of en's engine. */
+/* maxmemory-gpu, as an ORDERED table's engine asks it before its pool grows */
+static bool ordered_fits(void *ctx, uint64_t bytes)
+{
+    return device_budget_fits(((const gpu_table *)ctx)->be->device, bytes);
+}
+
 static floe_status start_table(gpu_backend *be, engines en, uint64_t generation, floe_table **out, floe_errinfo *err)
 {
     gpu_table *t = (gpu_table *)calloc(1, sizeof *t);
@@ -346,6 +352,8 @@ static floe_status start_table(gpu_backend *be, engines en, uint64_t generation,
     t->ice = en.ice;
     t->tree = en.tree;
     t->ord = en.ord;
+    if (t->ord)
+        gpu_ordered_set_limit(t->ord, ordered_fits, t);
     t->frozen = en.frozen;
     t->vb = floe_spec_has_values(&t->base.spec) ? t->base.spec.value_bytes : 0;
     t->generation = en.frozen ? gpu_cuckoo_generation(en.frozen) : generation;

@@ -43,6 +43,8 @@ struct gpu_ordered {
     uint32_t height;
     uint32_t head[MAX_LEVELS]; /* each level's first chunk */
     uint64_t live;
+    bool (*fits)(void *ctx, uint64_t bytes); /* gpu_ordered_set_limit's (NULL: no limit) */
+    void *fits_ctx;
 };
 
 /* ---- chunk headers ---------------------------------------------------------------------------- */

@@ -413,8 +413,9 @@ __global__ void k_gather_all(const view v, const uint32_t *ids, size_t nb, const
 
 /* ---- host side ---------------------------------------------------------------------------------- */
 
-/* A pool of at least `need` chunks, the chunks in use kept. */
-static floe_status reserve(gpu_ordered *t, uint64_t need, cudaStream_t s, floe_errinfo *err)
+/* A pool of at least `need` chunks, the chunks in use kept; with `limited`,
+ * a growth the limit (gpu_ordered_set_limit) refuses changes nothing. */
+static floe_status reserve(gpu_ordered *t, uint64_t need, cudaStream_t s, floe_errinfo *err, bool limited = false)
 {
     if (need <= t->cap)
         return FLOE_OK;
@@ -427,6 +428,11 @@ static floe_status reserve(gpu_ordered *t, uint64_t need, cudaStream_t s, floe_e
         return floe_errinfo_set(err, FLOE_ERR_FULL, "an ORDERED table of more than %u chunks", DOWN);
     uint64_t *k = NULL, *v = NULL;
     const size_t bytes = cap * OC_LANES * 8;
+    if (limited && t->fits && !t->fits(t->fits_ctx, 2 * bytes))
+        return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
+                                "table %s: its chunks would grow by %.1f MiB on its GPU, past maxmemory-gpu: none of "
+                                "these keys stored",
+                                t->spec.name, (double)(2 * bytes) / 1048576.0);
     cudaError_t e = cudaMalloc(&k, bytes);
     if (e == cudaSuccess)
         e = cudaMalloc(&v, bytes);
@@ -564,7 +570,11 @@ static floe_status merge_level(gpu_ordered *t, uint32_t level, const uint64_t *n
     if ((st = read_back(off + nruns, &fresh, s, err)) != FLOE_OK)
         return st;
     k_stage<<<grid_for(nb * OC_LANES), BLOCK, 0, s>>>(v0, run_start, bigs, nb, leaf, stk, stv);
-    if ((st = reserve(t, t->used + fresh, s, err)) != FLOE_OK) /* before anything is written */
+    /* before anything is written; at the first level with room for the levels above too (a
+     * chunk's separator each at most, a 24th of them in a random batch), so that only this growth
+     * asks the limit and one it refuses leaves the table as it was */
+    const uint64_t above = level == 0 ? fresh / 8 + MAX_LEVELS : 0;
+    if ((st = reserve(t, t->used + fresh + above, s, err, level == 0)) != FLOE_OK)
         return st;
     const uint64_t base = t->used;
     t->used += fresh;
@@ -761,6 +771,12 @@ floe_status gpu_ordered_create(const floe_spec *spec, uint64_t chunks, gpu_order
     }
     *out = t;
     return FLOE_OK;
+}
+
+void gpu_ordered_set_limit(gpu_ordered *t, bool (*fits)(void *ctx, uint64_t bytes), void *ctx)
+{
+    t->fits = fits;
+    t->fits_ctx = ctx;
 }
 
 void gpu_ordered_destroy(gpu_ordered *t)

@@ -61,6 +61,11 @@ typedef struct gpu_ordered gpu_ordered;
  * keep what they free. */
 floe_status gpu_ordered_create(const floe_spec *spec, uint64_t chunks, gpu_ordered **out, floe_errinfo *err);
 void gpu_ordered_destroy(gpu_ordered *t);
+/* A limit on the pool's growth (floed's maxmemory-gpu): fits(ctx, bytes) is
+ * asked before an insert grows the pool by bytes (new chunks beside the old
+ * until they are copied); false refuses the insert, FLOE_ERR_NO_MEMORY,
+ * before any of its keys is stored.  fits NULL: none (the default). */
+void gpu_ordered_set_limit(gpu_ordered *t, bool (*fits)(void *ctx, uint64_t bytes), void *ctx);
 /* The chunks of a table of `keys` random keys, every level, with room to spare. */
 uint64_t gpu_ordered_chunks_for(uint64_t keys);
 const floe_spec *gpu_ordered_spec(const gpu_ordered *t);

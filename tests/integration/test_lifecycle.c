@@ -445,7 +445,8 @@ static uint64_t gpu_in_use(floe *c)
  * growing at the limit, the keys that needed the room answering FULL and
  * every key answered INSERTED stored; a growing GPU TREE's insert that
  * would grow it past the limit is refused whole (ERR_NO_MEMORY), every
- * vector of the calls before it stored and none of it.  Without a GPU the
+ * vector of the calls before it stored and none of it, and an ORDERED
+ * table's likewise.  Without a GPU the
  * setting is there (config, info, /metrics) and touches no CPU table. */
 START_TEST(maxmemory_gpu_refuses_gpu_writes)
 {
@@ -514,7 +515,9 @@ START_TEST(maxmemory_gpu_refuses_gpu_writes)
     free(keys);
     free(res);
 
-    /* a growing TREE: refused whole at the growth the limit does not allow */
+    /* a growing TREE: refused whole at the growth the limit does not allow (by its own check, not at
+     * the door: gg dropped, no GPU is near the limit but by the TREE's growth) */
+    ck_assert_int_eq(floe_drop(c, "gg"), FLOE_OK);
     enum { W = 8, V = 1 << 18 };
     floe_table_def tt = {.name = "tt", .kind = FLOE_TABLE_TREE, .words = W, .grow = 1, .backend = "gpu"};
     ck_assert_int_eq(floe_create(c, &tt), FLOE_OK);
@@ -539,8 +542,9 @@ START_TEST(maxmemory_gpu_refuses_gpu_writes)
     }
     fprintf(stderr, "maxmemory-gpu: a TREE took %llu vectors, then %s: %s\n", (unsigned long long)stored,
             floe_strerror(st), floe_errstr(c));
-    ck_assert_msg(st == FLOE_ERR_NO_MEMORY && strstr(floe_errstr(c), "maxmemory-gpu"), "%s: %s", floe_strerror(st),
-                  floe_errstr(c));
+    ck_assert_msg(st == FLOE_ERR_NO_MEMORY && strstr(floe_errstr(c), "would grow it") &&
+                      strstr(floe_errstr(c), "maxmemory-gpu"),
+                  "%s: %s", floe_strerror(st), floe_errstr(c));
     ck_assert_int_eq(floe_find_vectors(c, "tt", vec, V, W, vres, NULL, NULL), FLOE_OK); /* none of the refused call */
     for (size_t i = 0; i < V; i++)
         ck_assert_int_eq(vres[i], FLOE_ABSENT);
@@ -549,6 +553,49 @@ START_TEST(maxmemory_gpu_refuses_gpu_writes)
     ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", "0"), FLOE_OK);
     free(vec);
     free(vres);
+
+    /* an ORDERED table: its pool of chunks does not grow past the limit, the insert that needed
+     * it refused whole by the engine (not at the door: the GPU stays under the limit) */
+    ck_assert_int_eq(floe_drop(c, "tt"), FLOE_OK);
+    enum { K = 1 << 20 };
+    floe_table_def ot = {.name = "oo", .kind = FLOE_TABLE_ORDERED, .key_bits = 64, .backend = "gpu"};
+    ck_assert_int_eq(floe_create(c, &ot), FLOE_OK);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)(gpu_in_use(c) + (256u << 20)));
+    ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", v), FLOE_OK);
+    usleep(200000);
+    keys = malloc((size_t)K * 8);
+    res = malloc(K);
+    ck_assert(keys && res);
+    stored = 0;
+    st = FLOE_OK;
+    for (int round = 0; round < 400 && st == FLOE_OK; round++) {
+        for (size_t i = 0; i < K; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            keys[i] = rng ^ (rng >> 29);
+        }
+        st = floe_insert(c, "oo", keys, K, res, NULL);
+        for (size_t i = 0; st == FLOE_OK && i < K; i++)
+            ck_assert_int_eq(res[i], FLOE_INSERTED); /* random 64-bit keys: new */
+        if (st == FLOE_OK)
+            stored += K;
+    }
+    fprintf(stderr, "maxmemory-gpu: an ORDERED table took %llu keys, then %s: %s\n", (unsigned long long)stored,
+            floe_strerror(st), floe_errstr(c));
+    ck_assert_msg(st == FLOE_ERR_NO_MEMORY && strstr(floe_errstr(c), "chunks would grow") &&
+                      strstr(floe_errstr(c), "maxmemory-gpu"),
+                  "%s: %s", floe_strerror(st), floe_errstr(c));
+    ck_assert_uint_gt(stored, 0);
+    ck_assert_int_eq(floe_find(c, "oo", keys, K, res, NULL, 0, NULL), FLOE_OK); /* none of the refused call */
+    for (size_t i = 0; i < K; i++)
+        ck_assert_int_eq(res[i], FLOE_ABSENT);
+    ck_assert_int_eq(floe_stats(c, "oo", &t), FLOE_OK);
+    ck_assert_uint_eq(t.keys, stored); /* every key of the calls before */
+    ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", "0"), FLOE_OK);
+    usleep(100000);
+    ck_assert_int_eq(floe_insert(c, "oo", keys, K, res, NULL), FLOE_OK); /* the limit gone, it grows again */
+    ck_assert_int_eq(res[0], FLOE_INSERTED);
+    free(keys);
+    free(res);
     floe_close(c);
     ck_assert(log_has(&d, "maxmemory-gpu", 2000));
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
