@@ -831,7 +831,7 @@ static uint64_t keys_while_made(const iceberg *t, uint64_t slots)
 static void prepare_start(iceberg *t, uint32_t addr_bits, uint32_t three)
 {
     pthread_mutex_lock(&t->next.lock);
-    if (!t->next.started && addr_bits <= floe_max_addr_bits(t->spec.key_bits)) {
+    if (!t->next.started && !t->next.ok && addr_bits <= floe_max_addr_bits(t->spec.key_bits)) {
         t->next.addr_bits = addr_bits;
         t->next.three = three;
         t->next.ok = false;
@@ -840,25 +840,44 @@ static void prepare_start(iceberg *t, uint32_t addr_bits, uint32_t three)
     pthread_mutex_unlock(&t->next.lock);
 }
 
+/* Waits for a preparation under way (next.lock held): afterwards next.ok
+ * says whether arrays are made. */
+static void prepare_wait(iceberg *t)
+{
+    if (t->next.started) {
+        pthread_join(t->next.thread, NULL);
+        t->next.started = false;
+    }
+}
+
 /* The arrays prepare_start made, if of that size (true, into *out); any
  * others are freed. */
 static bool prepare_take(iceberg *t, uint32_t addr_bits, uint32_t three, store *out)
 {
     bool have = false;
     pthread_mutex_lock(&t->next.lock);
-    if (t->next.started) {
-        pthread_join(t->next.thread, NULL);
-        t->next.started = false;
-        if (t->next.ok && t->next.addr_bits == addr_bits && t->next.three == three) {
-            *out = t->next.s;
-            have = true;
-        } else if (t->next.ok) {
-            store_free(&t->next.s);
-        }
-        t->next.ok = false;
+    prepare_wait(t);
+    if (t->next.ok && t->next.addr_bits == addr_bits && t->next.three == three) {
+        *out = t->next.s;
+        have = true;
+    } else if (t->next.ok) {
+        store_free(&t->next.s);
     }
+    t->next.ok = false;
     pthread_mutex_unlock(&t->next.lock);
     return have;
+}
+
+/* The bytes of the arrays made ahead (waiting for them if they are being
+ * made), 0 if none. */
+static uint64_t prepared_bytes(iceberg *t)
+{
+    pthread_mutex_lock(&t->next.lock);
+    prepare_wait(t);
+    const store *n = &t->next.s;
+    const uint64_t bytes = t->next.ok ? n->bytes[0] + n->bytes[1] + n->bytes[2] + n->values_bytes : 0;
+    pthread_mutex_unlock(&t->next.lock);
+    return bytes;
 }
 
 /* With grow on: rebuild before a batch whose likely new keys (`expect`)
@@ -904,7 +923,8 @@ static void grow_if_due(iceberg *t, uint64_t expect)
 
 /* maxmemory (floe_alloc_set_budget): a growing table's insert of `distinct` keys that could
  * need its next growth, where the budget would not allow that growth, is refused whole before
- * anything is stored, rather than failing halfway through with some of its keys in. */
+ * anything is stored, rather than failing halfway through with some of its keys in.  Arrays
+ * made ahead for it are held already (the budget counts them): the growth needs no more. */
 static bool growth_out_of_budget(iceberg *t, size_t distinct, floe_errinfo *err)
 {
     if (!t->spec.grow)
@@ -913,7 +933,9 @@ static bool growth_out_of_budget(iceberg *t, size_t distinct, floe_errinfo *err)
     const bool may_grow = (double)(used_slots(t) + distinct) > t->spec.max_fill * (double)t->s.g.total_slots;
     const uint64_t next = 2 * (uint64_t)(t->s.bytes[0] + t->s.bytes[1] + t->s.bytes[2] + t->s.values_bytes);
     pthread_rwlock_unlock(&t->lock);
-    return may_grow && floe_alloc_growth_refused(t->spec.name, distinct, "keys", next, err);
+    if (!may_grow || floe_alloc_fits(next) || prepared_bytes(t) >= next) /* the wait: only near the limit */
+        return false;
+    return floe_alloc_growth_refused(t->spec.name, distinct, "keys", next, err);
 }
 
 /* ---- public API ------------------------------------------------------------------------ */
