@@ -137,7 +137,7 @@ static void begin(lane *L, floe_batch *b)
         run_ordered(L, b);
         return;
     }
-    if (frozen_now(t)) {
+    if (t->base.spec.kind == FLOE_KIND_STATIC && frozen_now(t)) { /* only a STATIC table freezes */
         run_static(L, b);
         return;
     }
