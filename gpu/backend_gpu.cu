@@ -326,13 +326,13 @@ struct engines {
     gpu_cuckoo *frozen;
 };
 
-/* Takes ownership of en's engine. */
 /* maxmemory-gpu, as an ORDERED table's engine asks it before its pool grows */
 static bool ordered_fits(void *ctx, uint64_t bytes)
 {
     return device_budget_fits(((const gpu_table *)ctx)->be->device, bytes);
 }
 
+/* Takes ownership of en's engine. */
 static floe_status start_table(gpu_backend *be, engines en, uint64_t generation, floe_table **out, floe_errinfo *err)
 {
     gpu_table *t = (gpu_table *)calloc(1, sizeof *t);
