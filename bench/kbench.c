@@ -320,14 +320,17 @@ static int run_g1(const options *o, floe_pool *pool)
     printf("# floe-kbench --grow: G1 scaled, %zu unique random 40-bit keys in batches of %zu, %u threads, median "
            "of %u runs\n",
            n, b, floe_pool_width(pool), o->runs);
-    printf("| table | M keys/s (median) | slowest batch / median batch (median) | slowest batch, ms | growths |\n"
-           "|---|---|---|---|---|\n");
+    printf("| table | M keys/s (median) | slowest batch / median batch (median) | slowest batch, ms | growths | "
+           "allocated / used, most after a growth |\n"
+           "|---|---|---|---|---|---|\n");
     for (int map = 0; map < 2; map++)
         for (int sized = 0; sized < 2; sized++) {
             double *rate = calloc(o->runs, sizeof(double)), *ratio = calloc(o->runs, sizeof(double));
             double *worst = calloc(o->runs, sizeof(double));
             check(rate && ratio && worst, "out of memory");
             uint64_t growths = 0;
+            double spare =
+                0; /* the table's bytes over those its keys fill (1 / fill), most after a batch that grew it */
             for (unsigned run = 0; run < o->runs; run++) {
                 floe_spec spec;
                 floe_errinfo err;
@@ -343,6 +346,7 @@ static int run_g1(const options *o, floe_pool *pool)
                 if (iceberg_create(&spec, pool, &t, &err) != FLOE_OK)
                     die("create", &err);
                 const double s = now();
+                uint64_t seen = 0; /* growths seen so far in this run */
                 for (size_t k = 0; k < batches; k++) {
                     const size_t at = k * b, m = n - at < b ? n - at : b;
                     floe_answer_counts c;
@@ -352,6 +356,13 @@ static int run_g1(const options *o, floe_pool *pool)
                         die("insert", &err);
                     lat[k] = now() - t0;
                     check(c.inserted == m, "insert: not every key INSERTED");
+                    if (iceberg_generation(t) != seen) { /* timed apart from the batches */
+                        floe_table_stats st;
+                        iceberg_stats(t, &st);
+                        seen = iceberg_generation(t);
+                        if (st.fill > 0 && 1.0 / st.fill > spare)
+                            spare = 1.0 / st.fill;
+                    }
                 }
                 rate[run] = (double)n / (now() - s) / 1e6;
                 growths = iceberg_generation(t);
@@ -363,9 +374,12 @@ static int run_g1(const options *o, floe_pool *pool)
             qsort(rate, o->runs, sizeof(double), cmp_double);
             qsort(ratio, o->runs, sizeof(double), cmp_double);
             qsort(worst, o->runs, sizeof(double), cmp_double);
-            printf("| %s, %s | %.1f | %.1f | %.1f | %llu |\n", map ? "MAP (8-byte values)" : "SET",
+            char sp[32] = "(none)";
+            if (spare > 0)
+                snprintf(sp, sizeof sp, "%.2f", spare);
+            printf("| %s, %s | %.1f | %.1f | %.1f | %llu | %s |\n", map ? "MAP (8-byte values)" : "SET",
                    sized ? "sized for the keys" : "grown from the default capacity", rate[o->runs / 2],
-                   ratio[o->runs / 2], worst[o->runs / 2], (unsigned long long)growths);
+                   ratio[o->runs / 2], worst[o->runs / 2], (unsigned long long)growths, sp);
             free(rate);
             free(ratio);
             free(worst);

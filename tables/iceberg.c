@@ -108,6 +108,17 @@ static void store_free(store *s)
     memset(s, 0, sizeof *s);
 }
 
+/* The bytes of a store of that size (store_alloc's arrays). */
+static uint64_t store_bytes(const floe_spec *spec, uint32_t addr_bits, uint32_t three)
+{
+    floe_geometry g;
+    floe_geometry_init(&g, spec->key_bits, addr_bits, three, spec->seed);
+    uint64_t bytes = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        bytes += floe_level_words(&g.level[l]) * sizeof(uint64_t);
+    return bytes + (floe_spec_has_values(spec) ? g.total_slots * spec->value_bytes : 0);
+}
+
 static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
 {
     memset(s, 0, sizeof *s);
@@ -642,53 +653,134 @@ static void rebuild_chunk(void *arg, size_t task)
     rebuild_put_group(rj, &g, ty);
 }
 
-/* Whether a rebuild from `from` into `to` may split the primary level:
- * both of 2^a buckets (not three), `to` twice `from`'s.  A primary bucket
- * is the permuted key's bits above the remainder, and the permutation does
- * not depend on the size, so the keys of old bucket b belong to new buckets
- * 2b and 2b + 1 (the remainder's top bit), where they are the only keys
- * yet: a split moves them in order, with no search and no random access. */
+/* A rebuild from `from` into `to` that moves the primary level group by
+ * group (floe_geometry_splits: a doubling, an old bucket into two;
+ * floe_geometry_spreads: by a half, two into three, or by a third, three
+ * into four).  A primary bucket is the permuted key's bits above the
+ * remainder (and, with three, the remainder's value mod 3), and the
+ * permutation does not depend on the size, so each group's keys belong to
+ * its new buckets alone, where they are the first keys: they move in order,
+ * with no search and no random access.  Keys past a new bucket's slots (a
+ * spread's, rarely) are put as any key is, deeper. */
 typedef struct split_job {
     const store *from, *to;
-    uint64_t buckets_per_task;
+    int shape; /* 2: a split, else FLOE_SPREAD_THIRDS or FLOE_SPREAD_QUARTERS */
+    uint64_t groups_per_task;
     tally *tallies;
+    _Atomic int failed; /* a key past its new bucket found no room deeper */
 } split_job;
+
+enum { SPLIT_OLD_MAX = 3, SPLIT_NEW_MAX = 4 };
+
+/* How many old buckets a group of the shape has. */
+static uint64_t split_olds(int shape)
+{
+    return shape == FLOE_SPREAD_THIRDS ? 2 : shape == FLOE_SPREAD_QUARTERS ? 3 : 1;
+}
+
+/* Group gi's old buckets and new ones, and how many of each. */
+static void split_group(const split_job *sj, uint64_t gi, uint64_t *old, unsigned *nold, uint64_t *nw, unsigned *nnew)
+{
+    const uint32_t a = sj->from->g.level[0].addr_bits;                 /* at least 1 where a spread is the shape */
+    const uint64_t half = sj->shape == 2 ? 0 : (uint64_t)1 << (a - 1); /* a third's buckets, three */
+    switch (sj->shape) {
+    case FLOE_SPREAD_THIRDS:
+        *nold = 2, *nnew = 3;
+        old[0] = 2 * gi, old[1] = 2 * gi + 1;
+        for (unsigned t = 0; t < 3; t++)
+            nw[t] = t * half + gi;
+        break;
+    case FLOE_SPREAD_QUARTERS:
+        *nold = 3, *nnew = 4;
+        for (unsigned t = 0; t < 3; t++)
+            old[t] = t * half + gi;
+        for (unsigned j = 0; j < 4; j++)
+            nw[j] = 4 * gi + j;
+        break;
+    default:
+        *nold = 1, *nnew = 2;
+        old[0] = gi;
+        nw[0] = 2 * gi, nw[1] = 2 * gi + 1;
+    }
+}
+
+/* Where a key of old bucket ob (k-th of its group) with remainder rem goes:
+ * its new bucket's place in the group, and its new remainder. */
+static unsigned split_dest(const split_job *sj, unsigned k, uint64_t ob, uint64_t rem, uint64_t *nrem)
+{
+    const floe_level *a = &sj->from->g.level[0], *b = &sj->to->g.level[0];
+    switch (sj->shape) {
+    case FLOE_SPREAD_THIRDS: {
+        const uint64_t r = (ob & 1) << a->rem_bits | rem;
+        *nrem = r / 3;
+        return (unsigned)(r % 3);
+    }
+    case FLOE_SPREAD_QUARTERS: {
+        const uint64_t r = rem * 3 + k;
+        *nrem = r & floe_mask_bits(b->rem_bits);
+        return (unsigned)(r >> b->rem_bits);
+    }
+    default:
+        *nrem = rem & floe_mask_bits(b->rem_bits);
+        return (unsigned)((rem >> b->rem_bits) & 1);
+    }
+}
 
 static void split_chunk(void *arg, size_t task)
 {
     split_job *sj = arg;
     const store *from = sj->from, *to = sj->to;
     const floe_level *a = &from->g.level[0], *b = &to->g.level[0];
-    const uint64_t nb = floe_level_buckets(a), lo = task * sj->buckets_per_task;
-    const uint64_t hi = lo + sj->buckets_per_task < nb ? lo + sj->buckets_per_task : nb;
-    uint64_t used = 0;
-    for (uint64_t ob = lo; ob < hi; ob++) {
-        uint64_t snap[MAX_WORDS], out[2][MAX_WORDS];
-        uint32_t n[2] = {0, 0};
-        snapshot(bucket_ptr(from, 0, ob), a->words, snap);
+    const uint64_t groups = floe_level_buckets(a) / split_olds(sj->shape);
+    const uint64_t lo = task * sj->groups_per_task,
+                   hi = lo + sj->groups_per_task < groups ? lo + sj->groups_per_task : groups;
+    tally *ty = &sj->tallies[task];
+    memset(ty, 0, sizeof *ty);
+    for (uint64_t gi = lo; gi < hi; gi++) {
+        uint64_t old[SPLIT_OLD_MAX], nw[SPLIT_NEW_MAX], snap[MAX_WORDS], out[SPLIT_NEW_MAX][MAX_WORDS];
+        unsigned nold, nnew, nover = 0;
+        uint32_t n[SPLIT_NEW_MAX] = {0};
+        uint64_t over_key[SPLIT_OLD_MAX * FLOE_L0_SLOTS], over_value[SPLIT_OLD_MAX * FLOE_L0_SLOTS];
+        split_group(sj, gi, old, &nold, nw, &nnew);
         memset(out, 0, sizeof out);
-        for (uint32_t i = 0; i < a->slots; i++) {
-            const uint64_t row = floe_row_get(snap, a->row_bits, i);
-            if (!floe_row_is_key(row, a->row_bits))
-                continue; /* empty, or a tombstone that the growth drops */
-            const uint64_t rem = floe_row_remainder(0, row);
-            const uint32_t half = (uint32_t)((rem >> b->rem_bits) & 1), j = n[half]++;
-            const uint32_t w = floe_row_word(b->row_bits, j);
-            out[half][w] =
-                floe_row_put(out[half][w], b->row_bits, j, floe_row_encode(0, rem & floe_mask_bits(b->rem_bits), 0));
-            if (to->value_bytes)
-                value_store(to, floe_slot_id(&to->g, 0, 2 * ob + half, j),
-                            value_load(from, floe_slot_id(&from->g, 0, ob, i)));
+        for (unsigned k = 0; k < nold; k++) {
+            snapshot(bucket_ptr(from, 0, old[k]), a->words, snap);
+            for (uint32_t i = 0; i < a->slots; i++) {
+                const uint64_t row = floe_row_get(snap, a->row_bits, i);
+                if (!floe_row_is_key(row, a->row_bits))
+                    continue; /* empty, or a tombstone that the growth drops */
+                const uint64_t rem = floe_row_remainder(0, row);
+                uint64_t nrem;
+                const unsigned d = split_dest(sj, k, old[k], rem, &nrem);
+                const uint64_t value = to->value_bytes ? value_load(from, floe_slot_id(&from->g, 0, old[k], i)) : 0;
+                if (n[d] == b->slots) { /* put deeper once the group's buckets are written */
+                    over_key[nover] = floe_join(&from->g, 0, 0, old[k], rem);
+                    over_value[nover++] = value;
+                    continue;
+                }
+                const uint32_t j = n[d]++, w = floe_row_word(b->row_bits, j);
+                out[d][w] = floe_row_put(out[d][w], b->row_bits, j, floe_row_encode(0, nrem, 0));
+                if (to->value_bytes)
+                    value_store(to, floe_slot_id(&to->g, 0, nw[d], j), value);
+            }
         }
-        for (uint32_t h = 0; h < 2; h++) {
-            aword *dst = bucket_ptr(to, 0, 2 * ob + h);
+        for (unsigned d = 0; d < nnew; d++) {
+            aword *dst = bucket_ptr(to, 0, nw[d]);
             for (uint32_t w = 0; w < b->words; w++)
-                atomic_store_explicit(&dst[w], out[h][w], memory_order_relaxed);
+                atomic_store_explicit(&dst[w], out[d][w], memory_order_relaxed);
+            ty->used[0] += n[d];
         }
-        used += n[0] + n[1];
+        for (unsigned k = 0; k < nover; k++) {
+            uint64_t bk, rk;
+            floe_split(&to->g, 0, 0, over_key[k], &bk, &rk);
+            const put_result r = put_one(to, over_key[k], bk, rk, over_value[k], false);
+            if (r.result != FLOE_INSERTED) {
+                atomic_store(&sj->failed, 1);
+                return;
+            }
+            ty->used[r.level]++;
+        }
     }
-    memset(&sj->tallies[task], 0, sizeof sj->tallies[task]);
-    sj->tallies[task].used[0] = used;
 }
 
 /* Rebuilds t into 2^addr_bits primary buckets (1.5 times that with three),
@@ -716,17 +808,22 @@ static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, uint32_t three
         uint64_t used[FLOE_LEVELS] = {0, 0, 0};
         bool failed = false, damaged = false;
         uint32_t first = 0; /* the first level moved key by key */
-        if (floe_geometry_splits(&t->s.g, &ns.g)) {
-            split_job sj = {.from = &t->s, .to = &ns, .buckets_per_task = 4096};
-            const size_t tasks = (size_t)((floe_level_buckets(&t->s.g.level[0]) + 4095) / 4096);
+        const int shape = floe_geometry_splits(&t->s.g, &ns.g) ? 2 : floe_geometry_spreads(&t->s.g, &ns.g);
+        if (shape) {
+            split_job sj = {.from = &t->s, .to = &ns, .shape = shape, .groups_per_task = 4096 / (unsigned)shape};
+            const uint64_t groups = floe_level_buckets(&t->s.g.level[0]) / split_olds(shape);
+            const size_t tasks = (size_t)((groups + sj.groups_per_task - 1) / sj.groups_per_task);
             if (!(sj.tallies = floe_calloc(tasks, sizeof *sj.tallies))) {
                 store_free(&ns);
                 return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory rebuilding");
             }
+            atomic_init(&sj.failed, 0);
             floe_pool_run(t->pool, tasks, split_chunk, &sj);
             for (size_t k = 0; k < tasks; k++)
-                used[0] += sj.tallies[k].used[0];
+                for (int m = 0; m < FLOE_LEVELS; m++)
+                    used[m] += sj.tallies[k].used[m];
             free(sj.tallies);
+            failed = atomic_load(&sj.failed) != 0;
             first = 1;
         }
         for (uint32_t l = first; l < FLOE_LEVELS && !failed && !damaged; l++) {
@@ -776,8 +873,20 @@ static uint64_t used_slots(iceberg *t)
     return u;
 }
 
+/* The size a growth takes t to: 2^(a+1) primary buckets, from 2^a (a
+ * split) or from 1.5 x 2^a (three into four: floe_geometry_spreads).
+ * Steps by a half and a third (2^a -> 1.5 x 2^a -> 2^(a+1), spreads both)
+ * would keep the arrays within 1.5 times what the keys fill instead of 2,
+ * at twice the growths: docs/PERFORMANCE.md, "G1 in steps of a half". */
+static void next_size(const iceberg *t, uint32_t *addr_bits, uint32_t *three)
+{
+    *addr_bits = t->addr_bits + 1;
+    *three = 0;
+}
+
 /* Whether a growth rebuilds at the same size: tombstones hold most of the
- * occupied space, which a rebuild reclaims.  Otherwise it doubles. */
+ * occupied space, which a rebuild reclaims.  Otherwise it takes the next
+ * size (next_size). */
 static bool grow_in_place(iceberg *t)
 {
     uint64_t keys = used_slots(t) - atomic_load(&t->tombstones);
@@ -900,8 +1009,12 @@ static void grow_if_due(iceberg *t, uint64_t expect)
     const double room = t->spec.max_fill * (double)t->s.g.total_slots;
     const bool over = (double)(used_slots(t) + expect) > room;
     const bool same = grow_in_place(t);
-    const uint32_t addr_bits = same ? t->addr_bits : t->addr_bits + 1, three = same ? t->three : 0;
-    const uint64_t lead = keys_while_made(t, same ? t->s.g.total_slots : 2 * t->s.g.total_slots) * 3;
+    uint32_t addr_bits = t->addr_bits, three = t->three;
+    if (!same)
+        next_size(t, &addr_bits, &three);
+    floe_geometry next;
+    floe_geometry_init(&next, t->spec.key_bits, addr_bits, three, t->spec.seed);
+    const uint64_t lead = keys_while_made(t, next.total_slots) * 3;
     const bool soon = !over && (double)(used_slots(t) + (2 * expect > lead ? 2 * expect : lead)) > room;
     const uint64_t gen = atomic_load(&t->generation);
     pthread_rwlock_unlock(&t->lock);
@@ -931,7 +1044,9 @@ static bool growth_out_of_budget(iceberg *t, size_t distinct, floe_errinfo *err)
         return false;
     pthread_rwlock_rdlock(&t->lock);
     const bool may_grow = (double)(used_slots(t) + distinct) > t->spec.max_fill * (double)t->s.g.total_slots;
-    const uint64_t next = 2 * (uint64_t)(t->s.bytes[0] + t->s.bytes[1] + t->s.bytes[2] + t->s.values_bytes);
+    uint32_t addr_bits, three;
+    next_size(t, &addr_bits, &three);
+    const uint64_t next = store_bytes(&t->spec, addr_bits, three);
     pthread_rwlock_unlock(&t->lock);
     if (!may_grow || floe_alloc_fits(next) || prepared_bytes(t) >= next) /* the wait: only near the limit */
         return false;
@@ -1134,9 +1249,11 @@ floe_status iceberg_insert(iceberg *t, const uint64_t *keys, size_t n, const voi
         pthread_rwlock_wrlock(&t->lock);
         floe_status gst = FLOE_OK;
         floe_errinfo gerr;
-        const bool at_max = t->addr_bits + 1 > floe_max_addr_bits(t->spec.key_bits);
+        uint32_t addr_bits, three;
+        next_size(t, &addr_bits, &three);
+        const bool at_max = addr_bits > floe_max_addr_bits(t->spec.key_bits);
         if (atomic_load(&t->generation) == gen) /* nobody else grew it meanwhile */
-            gst = rebuild_locked(t, t->addr_bits + 1, 0, NULL, &gerr);
+            gst = rebuild_locked(t, addr_bits, three, NULL, &gerr);
         pthread_rwlock_unlock(&t->lock);
         if (gst != FLOE_OK && at_max)
             break; /* as large as its key width allows: FULL stands */

@@ -489,6 +489,33 @@ FLOE_HD static inline int floe_geometry_splits(const floe_geometry *from, const 
            b->rem_bits + 1 == a->rem_bits;
 }
 
+/* The growths by a half and by a third that move the primary level bucket
+ * group by bucket group, as a split does by one bucket (as many slots, the
+ * permutation the same):
+ * - FLOE_SPREAD_THIRDS, from 2^a buckets to 1.5 x 2^a (three, the same
+ *   address bits and remainder bits): the keys of old buckets 2i and 2i + 1
+ *   go to bucket i of the three thirds, by r mod 3, their remainder r / 3,
+ *   where r is the old remainder with the old bucket's low bit above it;
+ * - FLOE_SPREAD_QUARTERS, from 1.5 x 2^a (three) to 2^(a+1) (one address
+ *   bit more, one remainder bit less): the keys of bucket i of the three
+ *   thirds go to buckets 4i .. 4i + 3, by the top two bits of r = old
+ *   remainder x 3 + third, their remainder the rest of r.
+ * Two or three old buckets' keys meet in each new one, which may get more
+ * keys than it has slots (the rest go deeper).  0 for neither. */
+#define FLOE_SPREAD_THIRDS   3
+#define FLOE_SPREAD_QUARTERS 4
+FLOE_HD static inline int floe_geometry_spreads(const floe_geometry *from, const floe_geometry *to)
+{
+    const floe_level *a = &from->level[0], *b = &to->level[0];
+    if (b->slots != a->slots || a->addr_bits < 1)
+        return 0;
+    if (!a->three && b->three && b->addr_bits == a->addr_bits && b->rem_bits == a->rem_bits)
+        return FLOE_SPREAD_THIRDS;
+    if (a->three && !b->three && b->addr_bits == a->addr_bits + 1 && b->rem_bits + 1 == a->rem_bits)
+        return FLOE_SPREAD_QUARTERS;
+    return 0;
+}
+
 /* Splits an id into level, bucket and slot; returns 0 if the id is out of range. */
 FLOE_HD static inline int floe_slot_split(const floe_geometry *g, uint64_t id, uint32_t *l, uint64_t *bucket,
                                           uint32_t *slot)

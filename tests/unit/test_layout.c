@@ -335,6 +335,41 @@ START_TEST(node_slots_roundtrip)
 }
 END_TEST
 
+/* The growths by a half and by a third (floe_geometry_spreads) move keys
+ * as its comment says: each key's bucket and remainder in the new geometry,
+ * worked out from its old ones by that rule, are floe_split's. */
+START_TEST(spreads_move_keys_as_said)
+{
+    uint64_t r = 88172645463325252ull;
+    for (uint32_t kb = 24; kb <= 64; kb += 8)
+        for (uint32_t a = 10; a < 16; a++) {
+            floe_geometry g2, g3, g4;
+            floe_geometry_init(&g2, kb, a, 0, 77);
+            floe_geometry_init(&g3, kb, a, 1, 77);
+            floe_geometry_init(&g4, kb, a + 1, 0, 77);
+            ck_assert_int_eq(floe_geometry_spreads(&g2, &g3), FLOE_SPREAD_THIRDS);
+            ck_assert_int_eq(floe_geometry_spreads(&g3, &g4), FLOE_SPREAD_QUARTERS);
+            ck_assert_int_eq(floe_geometry_spreads(&g2, &g4), 0); /* a split, not a spread */
+            const uint64_t third = (uint64_t)1 << (a - 1);
+            for (int k = 0; k < 20000; k++) {
+                const uint64_t key = rng_next(&r) & floe_mask_bits(kb);
+                uint64_t b2, r2, b3, r3, b4, r4;
+                floe_split(&g2, 0, 0, key, &b2, &r2);
+                floe_split(&g3, 0, 0, key, &b3, &r3);
+                floe_split(&g4, 0, 0, key, &b4, &r4);
+                /* thirds: old buckets 2i, 2i + 1 to bucket i of third x mod 3, x = (b & 1) r */
+                const uint64_t x = (b2 & 1) << g2.level[0].rem_bits | r2;
+                ck_assert_uint_eq(b3, (x % 3) * third + (b2 >> 1));
+                ck_assert_uint_eq(r3, x / 3);
+                /* quarters: bucket i of third t to bucket 4i + (y's top two bits), y = 3 r + t */
+                const uint64_t t = b3 / third, i = b3 % third, y = r3 * 3 + t;
+                ck_assert_uint_eq(b4, 4 * i + (y >> g4.level[0].rem_bits));
+                ck_assert_uint_eq(r4, y & floe_mask_bits(g4.level[0].rem_bits));
+            }
+        }
+}
+END_TEST
+
 Suite *layout_suite(void)
 {
     Suite *s = suite_create("layout");
@@ -346,6 +381,7 @@ Suite *layout_suite(void)
     tcase_add_test(tc, geometry_rows_fit);
     tcase_add_test(tc, geometry_k1_shape);
     tcase_add_test(tc, split_join_roundtrip);
+    tcase_add_test(tc, spreads_move_keys_as_said);
     tcase_add_test(tc, rows_pack_into_words);
     tcase_add_test(tc, first_candidate_until_first_fill);
     tcase_add_test(tc, swar_search_matches_naive);
