@@ -108,15 +108,21 @@ static void store_free(store *s)
     memset(s, 0, sizeof *s);
 }
 
+/* Bytes of a geometry's rows (values aside: fewer slots never have more). */
+static uint64_t rows_bytes(const floe_geometry *g)
+{
+    uint64_t words = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        words += floe_level_words(&g->level[l]);
+    return words * sizeof(uint64_t);
+}
+
 /* The bytes of a store of that size (store_alloc's arrays). */
 static uint64_t store_bytes(const floe_spec *spec, uint32_t addr_bits, uint32_t three)
 {
     floe_geometry g;
     floe_geometry_init(&g, spec->key_bits, addr_bits, three, spec->seed);
-    uint64_t bytes = 0;
-    for (int l = 0; l < FLOE_LEVELS; l++)
-        bytes += floe_level_words(&g.level[l]) * sizeof(uint64_t);
-    return bytes + (floe_spec_has_values(spec) ? g.total_slots * spec->value_bytes : 0);
+    return rows_bytes(&g) + (floe_spec_has_values(spec) ? g.total_slots * spec->value_bytes : 0);
 }
 
 static floe_status store_alloc(store *s, const floe_spec *spec, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
@@ -1067,15 +1073,6 @@ uint32_t iceberg_addr_bits_for(uint32_t key_bits, uint64_t capacity)
     return a;
 }
 
-/* Bytes of a geometry's rows (values aside: fewer slots never have more). */
-static uint64_t rows_bytes(const floe_geometry *g)
-{
-    uint64_t words = 0;
-    for (int l = 0; l < FLOE_LEVELS; l++)
-        words += floe_level_words(&g->level[l]);
-    return words * sizeof(uint64_t);
-}
-
 uint32_t iceberg_size_for(uint32_t key_bits, uint64_t capacity, uint32_t *three)
 {
     const uint32_t a = iceberg_addr_bits_for(key_bits, capacity);
@@ -1097,14 +1094,7 @@ uint64_t iceberg_bytes_for(const floe_spec *spec)
 {
     uint32_t three;
     const uint32_t a = iceberg_size_for(spec->key_bits, spec->capacity, &three);
-    floe_geometry g;
-    floe_geometry_init(&g, spec->key_bits, a, three, 0);
-    uint64_t bytes = 0;
-    for (int l = 0; l < FLOE_LEVELS; l++)
-        bytes += (uint64_t)floe_level_words(&g.level[l]) * sizeof(uint64_t);
-    if (floe_spec_has_values(spec))
-        bytes += (uint64_t)g.total_slots * spec->value_bytes;
-    return bytes;
+    return store_bytes(spec, a, three);
 }
 
 floe_status iceberg_size_check(uint32_t key_bits, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
