@@ -290,8 +290,7 @@ static void table_free(gpu_table *t)
     }
     if (t->ks)
         cudaStreamDestroy(t->ks);
-    tree_stage_free(&t->ts);
-    ord_stage_free(&t->os);
+    staging_free(&t->one);
     group_stage_free(&t->gs);
     gpu_iceberg_destroy(t->ice);
     gpu_tree_destroy(t->tree);

@@ -8,7 +8,8 @@
  * runner of its table's kind), run_keys.cu (SET and MAP: batches cut into
  * pieces through the lane's stages; growth; what runs alone),
  * run_tree.cu (TREE), run_ordered.cu (ORDERED), run_static.cu (a STATIC
- * table's freeze, and its batches once frozen), devices.cu (which device
+ * table's freeze, and its batches once frozen), staging.cu (the one
+ * staging type every runner's pieces go through), devices.cu (which device
  * is current, whether each still works, the pinned host memory the
  * backend registered).
  */
@@ -81,6 +82,53 @@ struct seg_io {
     size_t at, m; /* the segment's keys on the device: [at, at + m) of the stage's buffers */
 };
 
+/* ---- staging: one type for every runner ---------------------------------------------------------- */
+
+/* Where a staging buffer lives: pinned host memory (which the copy engines
+ * reach with no staging copy of their own), device memory, or both. */
+enum { ON_HOST = 1, ON_DEVICE = 2, ON_BOTH = 3 };
+
+/* staging.cu: *h (pinned) and *d freed, and `bytes` of each side `where`
+ * asks for allocated in their place; on failure both NULL. */
+floe_status stage_buf_alloc(void **h, void **d, size_t bytes, unsigned where, floe_errinfo *err);
+void stage_buf_release(void **h, void **d);
+
+/* One staging buffer: room for cap elements of T on the host, the device or
+ * both, grown (never shrunk) as pieces need and kept between them; a growth
+ * does not keep what it held.  Zeroed is empty. */
+template <class T> struct stage_buf {
+    T *h, *d;
+    size_t cap; /* elements */
+    floe_status reserve(size_t n, unsigned where, floe_errinfo *err)
+    {
+        if (n <= cap)
+            return FLOE_OK;
+        cap = 0;
+        floe_status st = stage_buf_alloc((void **)&h, (void **)&d, n * sizeof(T), where, err);
+        if (st == FLOE_OK)
+            cap = n;
+        return st;
+    }
+    void release()
+    {
+        stage_buf_release((void **)&h, (void **)&d);
+        cap = 0;
+    }
+};
+
+/* A piece's buffers, whatever its table's kind: every runner stages
+ * through one (a SET or MAP lane's stages one each, a TREE, ORDERED or
+ * frozen STATIC table, whose batches run alone, one for the table). */
+struct staging {
+    stage_buf<uint64_t> keys;           /* keys in (SET, MAP, ORDERED, STATIC) */
+    stage_buf<uint32_t> vec;            /* TREE: vectors in, or out of a GET */
+    stage_buf<uint64_t> ids;            /* ids out; a TREE's ids in (a GET's, parents); ORDERED: the keys found */
+    stage_buf<uint8_t> res;             /* answers */
+    stage_buf<unsigned char> vin, vout; /* values in and out; TREE: the states' changes in (vin) */
+    stage_buf<uint32_t> first;          /* TREE: each state's first change */
+};
+void staging_free(staging *s);
+
 struct stage {
     cudaStream_t copy;
     /* h0 -> in: keys in; k0 -> k: kernels; o0 -> done: answers back (a MAP insert's); a direct
@@ -89,14 +137,7 @@ struct stage {
     bool timed;        /* every event above was recorded (one piece in TIME_EVERY) */
     uint64_t stage_ns; /* the worker's time setting the piece up and enqueueing it */
     size_t cap;        /* keys */
-    /* pinned host */
-    uint64_t *h_keys, *h_ids;
-    uint8_t *h_res;
-    void *h_vin, *h_vout;
-    /* device */
-    uint64_t *d_keys, *d_ids;
-    uint8_t *d_res;
-    void *d_vin, *d_vout;
+    staging buf;       /* cap keys of each buffer, pinned and on the device (values: cap x vb bytes) */
     seg_io io[PIECE_SEGS];
     bool direct;             /* one answer per key from the device (all but MAP inserts) */
     bool small;              /* one kernel on pinned staging, no copies (launch_small) */
@@ -114,28 +155,6 @@ struct stage {
 static_assert(FLOE_ABSENT < 5 && FLOE_PRESENT < 5 && FLOE_INSERTED < 5 && FLOE_FULL < 5 && FLOE_ERASED < 5,
               "gpu_tally counts answers 0..4");
 
-/* A TREE table's staging: pinned host and device buffers for one piece. */
-struct tree_stage {
-    size_t cap; /* vectors */
-    uint32_t *h_vec, *d_vec;
-    uint64_t *h_ids, *d_ids;
-    uint8_t *h_res, *d_res;
-    /* states by parent: each state's first change (cap + 1), and the changes (ch_cap bytes) */
-    uint32_t *h_first, *d_first;
-    uint8_t *h_ch, *d_ch;
-    size_t ch_cap;
-};
-
-/* An ORDERED table's device buffers for a piece of a batch (keys, values,
- * answers, neighbours), grown as pieces need; a frozen STATIC table's too
- * (keys, answers, ids in d_found, values out). */
-struct ord_stage {
-    uint64_t *d_keys, *d_found;
-    uint8_t *d_res;
-    unsigned char *d_vals, *d_vout;
-    size_t cap;
-};
-
 /* A SET table's buffers for the batches of a table in parts that its
  * devices split among themselves (run_group.cu; tables/group.h), grown as
  * batches need and kept.  A batch's chunk and answers take one of
@@ -143,19 +162,19 @@ struct ord_stage {
  * and sorted (on ss) and the last run's answers go back (on as) while the
  * table runs this one; a run takes up to GROUP_MERGE batches, its part's
  * answers to all of them in its first set's d_res.
- * The other parts' workers read a set's d_sk, cnt and d_res between the
+ * The other parts' workers read a set's sk, cnt and res between the
  * meetings. */
 #define GROUP_MERGE 4
 #define GROUP_SETS  (2 * GROUP_MERGE)
 #define GROUP_META 32 /* d_meta: keys of each part (FLOE_PARTS_MAX), their bits or'ed, two tallies */
 struct group_chunk {
-    size_t cap, res_cap, temp_bytes;
-    uint64_t *d_ck, *d_sk;               /* the chunk's keys as they came, and by part */
-    uint8_t *d_pb, *d_pbs;               /* the part of each, and sorted */
-    uint32_t *d_iota, *d_perm;           /* 0, 1, 2, ...; and the chunk's place of each key by part */
-    void *d_temp;                        /* cub's */
-    uint8_t *d_res;                      /* the part's answers to its keys of every chunk */
-    unsigned long long *d_meta, *h_meta; /* h_meta pinned */
+    stage_buf<uint64_t> ck, sk;          /* the chunk's keys as they came, and by part */
+    stage_buf<uint8_t> pb, pbs;          /* the part of each, and sorted */
+    stage_buf<uint32_t> iota, perm;      /* 0, 1, 2, ...; and the chunk's place of each key by part */
+    stage_buf<unsigned char> temp;       /* cub's */
+    size_t temp_bytes;                   /* what cub asked for, at ck.cap keys */
+    stage_buf<uint8_t> res;              /* the part's answers to its keys of every chunk */
+    stage_buf<unsigned long long> meta;  /* GROUP_META words, on the device and pinned */
     size_t cnt[FLOE_PARTS_MAX];          /* the chunk's keys of each part */
     const floe_batch *b;                 /* the batch whose chunk it holds, sorted or on its way (ss) */
     cudaEvent_t sorted;                  /* recorded on ss after its chunk's sort */
@@ -165,10 +184,9 @@ struct group_chunk {
 struct group_stage {
     cudaStream_t ss, as; /* chunks sorted, answers back: beside the table's stream */
     group_chunk ch[GROUP_SETS];
-    unsigned next; /* the set the next chunk takes */
-    size_t part_cap, chunk_cap;
-    uint64_t *d_in;           /* this part's keys from every chunk, in chunk order */
-    uint8_t *d_sres, *d_cres; /* the chunk's answers by part, and in the chunk's order */
+    unsigned next;                     /* the set the next chunk takes */
+    stage_buf<uint64_t> in;            /* this part's keys from every chunk, in chunk order */
+    stage_buf<uint8_t> sres, cres;     /* the chunk's answers by part, and in the chunk's order */
     group_chunk *pending[GROUP_MERGE]; /* sets whose batches' answers are on their way back (as), in */
     unsigned npending;                 /* their order: completed by group_finish */
 };
@@ -212,8 +230,7 @@ struct gpu_table {
     gpu_tree *tree;   /* TREE */
     gpu_ordered *ord; /* ORDERED */
     gpu_cuckoo *frozen; /* a STATIC table from its freeze on (ice until then; set under klock and glock) */
-    tree_stage ts;
-    ord_stage os;
+    staging one;        /* TREE, ORDERED, frozen STATIC: their batches run alone, through this */
     group_stage gs;
     uint32_t vb;
     cudaStream_t ks; /* kernels, in the order enqueued */
@@ -310,7 +327,6 @@ floe_status write_image(floe_file_image *im, const char *path, floe_errinfo *err
 
 /* run_tree.cu */
 void run_tree(lane *L, floe_batch *b);
-void tree_stage_free(tree_stage *s);
 
 /* run_group.cu: batches of a table in parts split on its devices */
 void group_finish(lane *L);
@@ -319,8 +335,7 @@ void group_stage_free(group_stage *s);
 void run_group(lane *L, floe_batch *b);
 
 /* run_ordered.cu */
-void ord_stage_free(ord_stage *s);
-floe_status ord_stage_reserve(ord_stage *s, size_t n, floe_errinfo *err);
+floe_status ord_stage_reserve(staging *s, size_t n, floe_errinfo *err);
 void run_ordered(lane *L, floe_batch *b);
 
 /* run_static.cu */

@@ -60,11 +60,11 @@
  * larger batches pay their fixed costs alone well enough. */
 #define GROUP_MERGE_KEYS ((size_t)1 << 21)
 #define GROUP_BLOCK    256
-/* d_meta's words */
+/* meta's words */
 #define META_BITS        FLOE_PARTS_MAX       /* every key of the chunk, or'ed */
 #define META_PART_TALLY  (FLOE_PARTS_MAX + 1) /* the part's answers: 0..4, then anything else (skipped) */
 #define META_CHUNK_TALLY (META_PART_TALLY + 6)
-static_assert(META_CHUNK_TALLY + 6 <= GROUP_META, "d_meta holds the counts, the bits and two tallies");
+static_assert(META_CHUNK_TALLY + 6 <= GROUP_META, "meta holds the counts, the bits and two tallies");
 
 bool group_fits(floe_table *const *parts, unsigned nparts, const floe_batch *b)
 {
@@ -177,10 +177,15 @@ static __global__ void k_tally(const uint8_t *res, size_t n, unsigned long long 
 
 static void chunk_free(group_chunk *c)
 {
-    void *d[] = {c->d_ck, c->d_sk, c->d_pb, c->d_pbs, c->d_iota, c->d_perm, c->d_temp, c->d_res, c->d_meta};
-    for (void *p : d)
-        cudaFree(p);
-    cudaFreeHost(c->h_meta);
+    c->ck.release();
+    c->sk.release();
+    c->pb.release();
+    c->pbs.release();
+    c->iota.release();
+    c->perm.release();
+    c->temp.release();
+    c->res.release();
+    c->meta.release();
     if (c->sorted)
         cudaEventDestroy(c->sorted);
     memset(c, 0, sizeof *c);
@@ -193,9 +198,9 @@ void group_stage_free(group_stage *s)
         cudaStreamSynchronize(s->ss);
     for (group_chunk &c : s->ch)
         chunk_free(&c);
-    void *d[] = {s->d_in, s->d_sres, s->d_cres};
-    for (void *p : d)
-        cudaFree(p);
+    s->in.release();
+    s->sres.release();
+    s->cres.release();
     if (s->ss)
         cudaStreamDestroy(s->ss);
     if (s->as)
@@ -212,33 +217,22 @@ static floe_status reserve_chunk(group_stage *s, group_chunk *c, size_t m, floe_
         RUN_CUDA(cudaStreamCreateWithFlags(&s->as, cudaStreamNonBlocking));
     if (!c->sorted)
         RUN_CUDA(cudaEventCreateWithFlags(&c->sorted, cudaEventDisableTiming));
-    if (!c->d_meta) {
-        RUN_CUDA(cudaMalloc(&c->d_meta, GROUP_META * sizeof *c->d_meta));
-        RUN_CUDA(cudaHostAlloc(&c->h_meta, GROUP_META * sizeof *c->h_meta, cudaHostAllocDefault));
-    }
-    if (m <= c->cap)
-        return FLOE_OK;
-    void **d[] = {(void **)&c->d_ck,   (void **)&c->d_sk,   (void **)&c->d_pb,  (void **)&c->d_pbs,
-                  (void **)&c->d_iota, (void **)&c->d_perm, (void **)&c->d_temp};
-    for (void **p : d) {
-        cudaFree(*p);
-        *p = NULL;
-    }
-    c->cap = 0;
+    floe_status st = c->meta.reserve(GROUP_META, ON_BOTH, err);
+    if (st != FLOE_OK || m <= c->iota.cap) /* iota is grown last: its room is every array's */
+        return st;
     const size_t cap = m + m / 4;
-    RUN_CUDA(cudaMalloc(&c->d_ck, cap * 8));
-    RUN_CUDA(cudaMalloc(&c->d_sk, cap * 8));
-    RUN_CUDA(cudaMalloc(&c->d_pb, cap));
-    RUN_CUDA(cudaMalloc(&c->d_pbs, cap));
-    RUN_CUDA(cudaMalloc(&c->d_iota, cap * 4));
-    RUN_CUDA(cudaMalloc(&c->d_perm, cap * 4));
-    c->temp_bytes = 0;
-    RUN_CUDA(cub::DeviceRadixSort::SortPairs(NULL, c->temp_bytes, c->d_pb, c->d_pbs, c->d_iota, c->d_perm, (int)cap, 0,
+    if ((st = c->ck.reserve(cap, ON_DEVICE, err)) != FLOE_OK || (st = c->sk.reserve(cap, ON_DEVICE, err)) != FLOE_OK ||
+        (st = c->pb.reserve(cap, ON_DEVICE, err)) != FLOE_OK || (st = c->pbs.reserve(cap, ON_DEVICE, err)) != FLOE_OK ||
+        (st = c->perm.reserve(cap, ON_DEVICE, err)) != FLOE_OK)
+        return st;
+    c->temp_bytes = 0; /* cub's query: no array read */
+    RUN_CUDA(cub::DeviceRadixSort::SortPairs(NULL, c->temp_bytes, c->pb.d, c->pbs.d, c->iota.d, c->perm.d, (int)cap, 0,
                                              8, s->ss));
-    RUN_CUDA(cudaMalloc(&c->d_temp, c->temp_bytes));
-    k_iota<<<blocks_for(cap), GROUP_BLOCK, 0, s->ss>>>(c->d_iota, cap);
+    if ((st = c->temp.reserve(c->temp_bytes, ON_DEVICE, err)) != FLOE_OK ||
+        (st = c->iota.reserve(cap, ON_DEVICE, err)) != FLOE_OK)
+        return st;
+    k_iota<<<blocks_for(cap), GROUP_BLOCK, 0, s->ss>>>(c->iota.d, cap);
     RUN_CUDA(cudaGetLastError());
-    c->cap = cap;
     return FLOE_OK;
 }
 
@@ -246,32 +240,16 @@ static floe_status reserve_chunk(group_stage *s, group_chunk *c, size_t m, floe_
  * and for a chunk's m2 answers. */
 static floe_status reserve_part(group_stage *s, group_chunk *c, size_t m, size_t m2, floe_errinfo *err)
 {
-    if (m > s->part_cap) {
-        cudaFree(s->d_in);
-        s->d_in = NULL;
-        s->part_cap = 0;
-        RUN_CUDA(cudaMalloc(&s->d_in, (m + m / 4) * 8));
-        s->part_cap = m + m / 4;
-    }
-    if (m > c->res_cap) {
-        cudaFree(c->d_res);
-        c->d_res = NULL;
-        c->res_cap = 0;
-        RUN_CUDA(cudaMalloc(&c->d_res, m + m / 4));
-        c->res_cap = m + m / 4;
-    }
-    if (m2 > s->chunk_cap) {
-        cudaFree(s->d_sres);
-        cudaFree(s->d_cres);
-        s->d_sres = NULL;
-        s->d_cres = NULL;
-        s->chunk_cap = 0;
-        const size_t cap = m2 + m2 / 4;
-        RUN_CUDA(cudaMalloc(&s->d_sres, cap));
-        RUN_CUDA(cudaMalloc(&s->d_cres, cap));
-        s->chunk_cap = cap;
-    }
-    return FLOE_OK;
+    floe_status st = FLOE_OK;
+    if (m > s->in.cap)
+        st = s->in.reserve(m + m / 4, ON_DEVICE, err);
+    if (st == FLOE_OK && m > c->res.cap)
+        st = c->res.reserve(m + m / 4, ON_DEVICE, err);
+    if (st == FLOE_OK && m2 > s->sres.cap)
+        st = s->sres.reserve(m2 + m2 / 4, ON_DEVICE, err);
+    if (st == FLOE_OK && m2 > s->cres.cap)
+        st = s->cres.reserve(m2 + m2 / 4, ON_DEVICE, err);
+    return st;
 }
 
 /* ---- the steps ----------------------------------------------------------------------------------------------- */
@@ -287,7 +265,7 @@ static const group_chunk *chunk_of(const floe_group *g, unsigned p)
 }
 
 /* Step 1, enqueued: b's chunk in, sorted by part, and its counts and bits
- * on their way to h_meta, into the next set (c->st says how it went). */
+ * on their way to meta.h, into the next set (c->st says how it went). */
 static group_chunk *sort_chunk(gpu_table *t, const floe_batch *b)
 {
     group_stage *s = &t->gs;
@@ -303,22 +281,22 @@ static group_chunk *sort_chunk(gpu_table *t, const floe_batch *b)
     if ((c->st = reserve_chunk(s, c, m, err)) != FLOE_OK)
         return c;
     const cudaStream_t ss = s->ss;
-    cudaError_t e = cudaMemsetAsync(c->d_meta, 0, GROUP_META * sizeof *c->d_meta, ss);
+    cudaError_t e = cudaMemsetAsync(c->meta.d, 0, GROUP_META * sizeof *c->meta.d, ss);
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(c->d_ck, b->keys, m * 8, cudaMemcpyHostToDevice, ss);
+        e = cudaMemcpyAsync(c->ck.d, b->keys, m * 8, cudaMemcpyHostToDevice, ss);
     if (e == cudaSuccess) {
-        k_parts<<<blocks_for(m), GROUP_BLOCK, 0, ss>>>(c->d_ck, m, P, c->d_pb, c->d_meta);
+        k_parts<<<blocks_for(m), GROUP_BLOCK, 0, ss>>>(c->ck.d, m, P, c->pb.d, c->meta.d);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
-        e = cub::DeviceRadixSort::SortPairs(c->d_temp, c->temp_bytes, c->d_pb, c->d_pbs, c->d_iota, c->d_perm, (int)m,
+        e = cub::DeviceRadixSort::SortPairs(c->temp.d, c->temp_bytes, c->pb.d, c->pbs.d, c->iota.d, c->perm.d, (int)m,
                                             0, (int)end_bit, ss);
     if (e == cudaSuccess) {
-        k_gather<<<blocks_for(m), GROUP_BLOCK, 0, ss>>>(c->d_ck, c->d_perm, m, c->d_sk);
+        k_gather<<<blocks_for(m), GROUP_BLOCK, 0, ss>>>(c->ck.d, c->perm.d, m, c->sk.d);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(c->h_meta, c->d_meta, (META_BITS + 1) * sizeof *c->d_meta, cudaMemcpyDeviceToHost, ss);
+        e = cudaMemcpyAsync(c->meta.h, c->meta.d, (META_BITS + 1) * sizeof *c->meta.d, cudaMemcpyDeviceToHost, ss);
     if (e == cudaSuccess)
         e = cudaEventRecord(c->sorted, ss);
     if (e != cudaSuccess)
@@ -351,7 +329,7 @@ static group_chunk *sorted_chunk(gpu_table *t, const floe_batch *b, floe_status 
         *err = c->err;
     }
     for (unsigned q = 0; q < b->group->parts; q++)
-        c->cnt[q] = *st == FLOE_OK ? (size_t)c->h_meta[q] : 0;
+        c->cnt[q] = *st == FLOE_OK ? (size_t)c->meta.h[q] : 0;
     return c;
 }
 
@@ -359,7 +337,7 @@ static group_chunk *sorted_chunk(gpu_table *t, const floe_batch *b, floe_status 
 static bool too_wide(const gpu_table *t, const group_chunk *c)
 {
     const uint32_t kb = t->base.spec.key_bits;
-    return kb < 64 && (c->h_meta[META_BITS] >> kb) != 0;
+    return kb < 64 && (c->meta.h[META_BITS] >> kb) != 0;
 }
 
 /* Step 1 of the batches at the head of lane L's queue that are of these
@@ -416,9 +394,9 @@ static floe_status group_retry(void *ctx, const uint32_t *idx, size_t nf, uint8_
     for (size_t k = 0; k < nf; k++)
         r->redo[k] = r->keys[idx[k]];
     floe_status st = FLOE_OK;
-    cudaError_t e = cudaMemcpyAsync(t->gs.d_in, r->redo, nf * 8, cudaMemcpyHostToDevice, t->ks);
-    if (e == cudaSuccess && (st = run_op(t, r->op, t->gs.d_in, nf, r->c->d_res, err)) == FLOE_OK) {
-        e = cudaMemcpyAsync(r->redo, r->c->d_res, nf, cudaMemcpyDeviceToHost, t->ks);
+    cudaError_t e = cudaMemcpyAsync(t->gs.in.d, r->redo, nf * 8, cudaMemcpyHostToDevice, t->ks);
+    if (e == cudaSuccess && (st = run_op(t, r->op, t->gs.in.d, nf, r->c->res.d, err)) == FLOE_OK) {
+        e = cudaMemcpyAsync(r->redo, r->c->res.d, nf, cudaMemcpyDeviceToHost, t->ks);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(t->ks);
     }
@@ -451,9 +429,9 @@ static floe_status retry_full(lane *L, group_chunk *c, floe_op op, size_t m, uns
     exclusive_begin(L);
     pthread_mutex_lock(&t->klock);
     {
-        cudaError_t e = cudaMemcpyAsync(keys, s->d_in, m * 8, cudaMemcpyDeviceToHost, t->ks);
+        cudaError_t e = cudaMemcpyAsync(keys, s->in.d, m * 8, cudaMemcpyDeviceToHost, t->ks);
         if (e == cudaSuccess)
-            e = cudaMemcpyAsync(res, c->d_res, m, cudaMemcpyDeviceToHost, t->ks);
+            e = cudaMemcpyAsync(res, c->res.d, m, cudaMemcpyDeviceToHost, t->ks);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(t->ks);
         if (e != cudaSuccess)
@@ -464,7 +442,7 @@ static floe_status retry_full(lane *L, group_chunk *c, floe_op op, size_t m, uns
         st = retry_after_growth(L, res, idx, m, false, group_retry, &r, err);
     }
     if (st == FLOE_OK) { /* the answers where step 3 reads them, and counted */
-        cudaError_t e = cudaMemcpyAsync(c->d_res, res, m, cudaMemcpyHostToDevice, t->ks);
+        cudaError_t e = cudaMemcpyAsync(c->res.d, res, m, cudaMemcpyHostToDevice, t->ks);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(t->ks);
         if (e != cudaSuccess)
@@ -520,7 +498,7 @@ static unsigned merge_candidates(lane *L, unsigned me, floe_batch **run, group_c
     return k;
 }
 
-/* Where part q's answers to chunk `me` of run[j] start in its d_res: after
+/* Where part q's answers to chunk `me` of run[j] start in its res: after
  * its keys of the run's batches before j, and of chunks before me in j. */
 static size_t answers_at(floe_batch *const *run, unsigned j, unsigned me, unsigned q)
 {
@@ -534,7 +512,7 @@ static size_t answers_at(floe_batch *const *run, unsigned j, unsigned me, unsign
 }
 
 /* Step 2: this part's keys of every chunk of the run's k batches, in the
- * batches' order, run on its table into the d_res of the run's first set.
+ * batches' order, run on its table into the res of the run's first set.
  * Meanwhile the previous run is answered (group_finish) and step 1 of the
  * next batches enqueued (sort_ahead), in that order: the sets the next take
  * are the previous run's. */
@@ -555,9 +533,9 @@ static floe_status run_part(lane *L, floe_batch *const *run, group_chunk *const 
     }
     if (floe_op_has(op, FLOE_OPF_STORES))
         grow_if_due(L, m); /* finishes the previous run first */
-    unsigned long long *tally = c->h_meta + META_PART_TALLY;
+    unsigned long long *tally = c->meta.h + META_PART_TALLY;
     memset(tally, 0, 6 * sizeof *tally);
-    if (most > s->chunk_cap)
+    if (most > s->sres.cap)
         group_finish(L); /* the buffers its answers pass through are about to move */
     floe_status st = reserve_part(s, c, m, most, err);
     if (st != FLOE_OK) {
@@ -575,18 +553,18 @@ static floe_status run_part(lane *L, floe_batch *const *run, group_chunk *const 
             for (unsigned q = 0; q < me; q++)
                 at += o->cnt[q];
             if (o->cnt[me])
-                e = cudaMemcpyPeerAsync(s->d_in + in, dev, o->d_sk + at, device_of(g, d), o->cnt[me] * 8, t->ks);
+                e = cudaMemcpyPeerAsync(s->in.d + in, dev, o->sk.d + at, device_of(g, d), o->cnt[me] * 8, t->ks);
             in += o->cnt[me];
         }
     if (e == cudaSuccess && m) {
         gpu_iceberg_lane(t->ice, L->index);
-        st = run_op(t, op, s->d_in, m, c->d_res, err);
+        st = run_op(t, op, s->in.d, m, c->res.d, err);
         if (st == FLOE_OK) {
-            k_tally<<<blocks_for(m), GROUP_BLOCK, 0, t->ks>>>(c->d_res, m, c->d_meta + META_PART_TALLY);
+            k_tally<<<blocks_for(m), GROUP_BLOCK, 0, t->ks>>>(c->res.d, m, c->meta.d + META_PART_TALLY);
             e = cudaGetLastError();
         }
         if (e == cudaSuccess && st == FLOE_OK)
-            e = cudaMemcpyAsync(tally, c->d_meta + META_PART_TALLY, 6 * sizeof *tally, cudaMemcpyDeviceToHost, t->ks);
+            e = cudaMemcpyAsync(tally, c->meta.d + META_PART_TALLY, 6 * sizeof *tally, cudaMemcpyDeviceToHost, t->ks);
     }
     pthread_mutex_unlock(&t->klock);
     group_finish(L);
@@ -609,7 +587,7 @@ static floe_status run_part(lane *L, floe_batch *const *run, group_chunk *const 
 }
 
 /* Step 3, enqueued on the answers' stream: the answers to chunk `me` of
- * run[j] from every part (each part's in the d_res of its set of run[0]),
+ * run[j] from every part (each part's in the res of its set of run[0]),
  * in the chunk's order, out to the caller, and counted. */
 static floe_status answer_chunk(gpu_table *t, floe_batch *const *run, group_chunk *const *rc, unsigned j, unsigned me,
                                 floe_errinfo *err)
@@ -621,27 +599,27 @@ static floe_status answer_chunk(gpu_table *t, floe_batch *const *run, group_chun
     const unsigned P = g0->parts;
     const int dev = t->be->device;
     const size_t m = b->n;
-    unsigned long long *tally = c->h_meta + META_CHUNK_TALLY;
+    unsigned long long *tally = c->meta.h + META_CHUNK_TALLY;
     cudaError_t e = cudaSuccess;
     size_t at = 0;
     for (unsigned q = 0; q < P && e == cudaSuccess; q++) {
         if (c->cnt[q])
-            e = cudaMemcpyPeerAsync(s->d_sres + at, dev, chunk_of(g0, q)->d_res + answers_at(run, j, me, q),
+            e = cudaMemcpyPeerAsync(s->sres.d + at, dev, chunk_of(g0, q)->res.d + answers_at(run, j, me, q),
                                     device_of(g0, q), c->cnt[q], s->as);
         at += c->cnt[q];
     }
     if (e == cudaSuccess) {
-        k_unscatter<<<blocks_for(m), GROUP_BLOCK, 0, s->as>>>(s->d_sres, c->d_perm, m, s->d_cres);
+        k_unscatter<<<blocks_for(m), GROUP_BLOCK, 0, s->as>>>(s->sres.d, c->perm.d, m, s->cres.d);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(b->results, s->d_cres, m, cudaMemcpyDeviceToHost, s->as);
+        e = cudaMemcpyAsync(b->results, s->cres.d, m, cudaMemcpyDeviceToHost, s->as);
     if (e == cudaSuccess) {
-        k_tally<<<blocks_for(m), GROUP_BLOCK, 0, s->as>>>(s->d_cres, m, c->d_meta + META_CHUNK_TALLY);
+        k_tally<<<blocks_for(m), GROUP_BLOCK, 0, s->as>>>(s->cres.d, m, c->meta.d + META_CHUNK_TALLY);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(tally, c->d_meta + META_CHUNK_TALLY, 6 * sizeof *tally, cudaMemcpyDeviceToHost, s->as);
+        e = cudaMemcpyAsync(tally, c->meta.d + META_CHUNK_TALLY, 6 * sizeof *tally, cudaMemcpyDeviceToHost, s->as);
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "answers on the GPU: %s", cuda_msg(e));
     return FLOE_OK;
@@ -678,7 +656,7 @@ void group_finish(lane *L)
         if (e != cudaSuccess) {
             b->status = floe_errinfo_set(&b->error, FLOE_ERR_INTERNAL, "answers on the GPU: %s", cuda_msg(e));
         } else {
-            const unsigned long long *tally = c->h_meta + META_CHUNK_TALLY;
+            const unsigned long long *tally = c->meta.h + META_CHUNK_TALLY;
             b->counts.absent = tally[FLOE_ABSENT];
             b->counts.present = tally[FLOE_PRESENT];
             b->counts.inserted = tally[FLOE_INSERTED];

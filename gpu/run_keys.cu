@@ -16,22 +16,10 @@ const char *cuda_msg(cudaError_t e)
 
 void stage_free_buffers(stage *s)
 {
-    cudaFreeHost(s->h_keys);
-    cudaFreeHost(s->h_ids);
-    cudaFreeHost(s->h_res);
-    cudaFreeHost(s->h_vin);
-    cudaFreeHost(s->h_vout);
-    cudaFree(s->d_keys);
-    cudaFree(s->d_ids);
-    cudaFree(s->d_res);
-    cudaFree(s->d_vin);
-    cudaFree(s->d_vout);
+    staging_free(&s->buf);
     free(s->rep);
     free(s->src);
     free(s->uniq);
-    s->h_keys = s->h_ids = s->d_keys = s->d_ids = NULL;
-    s->h_res = s->d_res = NULL;
-    s->h_vin = s->h_vout = s->d_vin = s->d_vout = NULL;
     s->rep = s->src = s->uniq = NULL;
     s->cap = 0;
 }
@@ -45,37 +33,26 @@ static floe_status stage_reserve(stage *s, size_t n, uint32_t vb, floe_errinfo *
     while (cap < n)
         cap <<= 1;
     stage_free_buffers(s);
-    cudaError_t e = cudaHostAlloc(&s->h_keys, cap * 8, cudaHostAllocDefault);
-    if (e == cudaSuccess)
-        e = cudaHostAlloc(&s->h_ids, cap * 8, cudaHostAllocDefault);
-    if (e == cudaSuccess)
-        e = cudaHostAlloc(&s->h_res, cap, cudaHostAllocDefault);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_keys, cap * 8);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_ids, cap * 8);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_res, cap);
-    if (vb) {
-        if (e == cudaSuccess)
-            e = cudaHostAlloc(&s->h_vin, cap * vb, cudaHostAllocDefault);
-        if (e == cudaSuccess)
-            e = cudaHostAlloc(&s->h_vout, cap * vb, cudaHostAllocDefault);
-        if (e == cudaSuccess)
-            e = cudaMalloc(&s->d_vin, cap * vb);
-        if (e == cudaSuccess)
-            e = cudaMalloc(&s->d_vout, cap * vb);
+    staging *g = &s->buf;
+    floe_status st = g->keys.reserve(cap, ON_BOTH, err);
+    if (st == FLOE_OK)
+        st = g->ids.reserve(cap, ON_BOTH, err);
+    if (st == FLOE_OK)
+        st = g->res.reserve(cap, ON_BOTH, err);
+    if (st == FLOE_OK && vb)
+        st = g->vin.reserve(cap * vb, ON_BOTH, err);
+    if (st == FLOE_OK && vb)
+        st = g->vout.reserve(cap * vb, ON_BOTH, err);
+    if (st == FLOE_OK && vb) {
         s->rep = (uint32_t *)malloc(cap * sizeof(uint32_t));
         s->src = (uint32_t *)malloc(cap * sizeof(uint32_t));
         s->uniq = (uint32_t *)malloc(cap * sizeof(uint32_t));
-        if (e == cudaSuccess && (!s->rep || !s->src || !s->uniq))
-            e = cudaErrorMemoryAllocation;
+        if (!s->rep || !s->src || !s->uniq)
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a piece of %zu keys", cap);
     }
-    if (e != cudaSuccess) {
+    if (st != FLOE_OK) {
         stage_free_buffers(s);
-        cudaGetLastError();
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "cannot allocate staging buffers for %zu keys: %s", cap,
-                                cuda_msg(e));
+        return st;
     }
     s->cap = cap;
     return FLOE_OK;
@@ -198,11 +175,11 @@ static void launch_small(lane *L, stage *s)
         uint64_t *ids = want_ids ? g.b->ids + g.off : NULL;
         const bool alone = p.nseg == 1; /* else the kernel's arrays are the stage's, one after another */
         seg_io &io = s->io[i];
-        io = {s->h_keys + m, s->h_res + m, want_ids ? s->h_ids + m : NULL, NULL, m, g.n};
+        io = {s->buf.keys.h + m, s->buf.res.h + m, want_ids ? s->buf.ids.h + m : NULL, NULL, m, g.n};
         if (alone && pinned(keys, g.n * 8))
             io.in_keys = keys;
         else
-            memcpy(s->h_keys + m, keys, g.n * 8);
+            memcpy(s->buf.keys.h + m, keys, g.n * 8);
         if (alone && pinned(res, g.n))
             io.out_res = res;
         if (alone && ids && pinned(ids, g.n * 8))
@@ -275,22 +252,23 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
     floe_status st;
     gpu_segments segs;
     segments_of(s, &segs);
-    uint64_t *d_ids = want_ids ? s->d_ids : NULL;
-    void *d_vout = want_values ? s->d_vout : NULL;
+    uint64_t *d_ids = want_ids ? s->buf.ids.d : NULL;
+    void *d_vout = want_values ? s->buf.vout.d : NULL;
     switch (floe_op_has(b->op, FLOE_OPF_STORES) ? FLOE_OP_INSERT : b->op) {
     case FLOE_OP_INSERT: /* and add: a MAP's distinct keys, their values or deltas (a SET's has none) */
-        st = vb ? gpu_iceberg_put_map(t->ice, s->d_keys, s->d_vin, m, mode, s->d_res, d_ids, d_vout, ks, &s->err)
-                : gpu_iceberg_put(t->ice, s->d_keys, m, s->d_res, d_ids, 0, ks, &s->err);
+        st = vb ? gpu_iceberg_put_map(t->ice, s->buf.keys.d, s->buf.vin.d, m, mode, s->buf.res.d, d_ids, d_vout, ks,
+                                      &s->err)
+                : gpu_iceberg_put(t->ice, s->buf.keys.d, m, s->buf.res.d, d_ids, 0, ks, &s->err);
         break;
     case FLOE_OP_FIND:
-        st = gpu_iceberg_find(t->ice, s->d_keys, m, s->d_res, d_ids, d_vout, ks, &s->err);
+        st = gpu_iceberg_find(t->ice, s->buf.keys.d, m, s->buf.res.d, d_ids, d_vout, ks, &s->err);
         break;
     default:
-        st = gpu_iceberg_erase(t->ice, s->d_keys, m, s->d_res, ks, &s->err);
+        st = gpu_iceberg_erase(t->ice, s->buf.keys.d, m, s->buf.res.d, ks, &s->err);
         break;
     }
     if (st == FLOE_OK && direct) /* answers and counts written where they go, by one kernel */
-        st = gpu_answers_out(s->d_res, d_ids, d_vout, vb, &segs, s->d_tally, s->h_counts, ks, &s->err);
+        st = gpu_answers_out(s->buf.res.d, d_ids, d_vout, vb, &segs, s->d_tally, s->h_counts, ks, &s->err);
     if (st != FLOE_OK) {
         s->st = st;
         return;
@@ -305,11 +283,11 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
         if (e == cudaSuccess && timing)
             e = cudaEventRecord(s->o0_ev, s->copy);
         if (e == cudaSuccess)
-            e = cudaMemcpyAsync(io.out_res, s->d_res, io.m, cudaMemcpyDeviceToHost, s->copy);
+            e = cudaMemcpyAsync(io.out_res, s->buf.res.d, io.m, cudaMemcpyDeviceToHost, s->copy);
         if (e == cudaSuccess && d_ids)
-            e = cudaMemcpyAsync(io.out_ids, s->d_ids, io.m * 8, cudaMemcpyDeviceToHost, s->copy);
+            e = cudaMemcpyAsync(io.out_ids, s->buf.ids.d, io.m * 8, cudaMemcpyDeviceToHost, s->copy);
         if (e == cudaSuccess && d_vout)
-            e = cudaMemcpyAsync(io.out_vout, s->d_vout, io.m * vb, cudaMemcpyDeviceToHost, s->copy);
+            e = cudaMemcpyAsync(io.out_vout, s->buf.vout.d, io.m * vb, cudaMemcpyDeviceToHost, s->copy);
         if (e == cudaSuccess)
             e = cudaEventRecord(s->done_ev, s->copy);
     }
@@ -361,15 +339,15 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
                 if (s->rep[i] != i)
                     continue;
                 s->uniq[m] = (uint32_t)i;
-                s->h_keys[m] = keys[i];
-                memcpy((unsigned char *)s->h_vin + m * vb, vin + (size_t)(overwrite ? s->src[i] : i) * vb, vb);
+                s->buf.keys.h[m] = keys[i];
+                memcpy((unsigned char *)s->buf.vin.h + m * vb, vin + (size_t)(overwrite ? s->src[i] : i) * vb, vb);
                 s->src[i] = (uint32_t)m; /* an add's: where its key's total goes */
                 m++;
             }
             for (size_t i = 0; mode == FLOE_VALUES_ADD && i < g.n; i++) {
                 if (s->rep[i] == i)
                     continue;
-                unsigned char *total = (unsigned char *)s->h_vin + (size_t)s->src[s->rep[i]] * vb;
+                unsigned char *total = (unsigned char *)s->buf.vin.h + (size_t)s->src[s->rep[i]] * vb;
                 uint64_t sum = 0, d = 0;
                 memcpy(&sum, total, vb);
                 memcpy(&d, vin + i * vb, vb);
@@ -377,7 +355,8 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
                 memcpy(total, &sum, vb);
             }
         }
-        s->io[0] = {s->h_keys, s->h_res, want_ids ? s->h_ids : NULL, want_values ? s->h_vout : NULL, 0, m};
+        s->io[0] = {
+            s->buf.keys.h, s->buf.res.h, want_ids ? s->buf.ids.h : NULL, want_values ? s->buf.vout.h : NULL, 0, m};
     }
     for (unsigned i = 0; st == FLOE_OK && direct && i < p.nseg; i++) {
         const segment &g = p.seg[i];
@@ -385,13 +364,15 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
         seg_io &io = s->io[i];
         io.at = m;
         io.m = g.n;
-        io.in_keys = pinned(keys, g.n * 8) ? keys : s->h_keys + m;
+        io.in_keys = pinned(keys, g.n * 8) ? keys : s->buf.keys.h + m;
         if (io.in_keys != keys)
-            floe_pool_copy(t->be->pool, s->h_keys + m, keys, g.n * 8);
-        io.out_res = pinned(g.b->results + g.off, g.n) ? g.b->results + g.off : s->h_res + m;
-        io.out_ids = !want_ids ? NULL : pinned(g.b->ids + g.off, g.n * 8) ? g.b->ids + g.off : s->h_ids + m;
+            floe_pool_copy(t->be->pool, s->buf.keys.h + m, keys, g.n * 8);
+        io.out_res = pinned(g.b->results + g.off, g.n) ? g.b->results + g.off : s->buf.res.h + m;
+        io.out_ids = !want_ids ? NULL : pinned(g.b->ids + g.off, g.n * 8) ? g.b->ids + g.off : s->buf.ids.h + m;
         unsigned char *vout = want_values ? (unsigned char *)g.b->values_out + g.off * vb : NULL;
-        io.out_vout = !want_values ? NULL : pinned(vout, g.n * vb) ? (void *)vout : (unsigned char *)s->h_vout + m * vb;
+        io.out_vout = !want_values             ? NULL
+                      : pinned(vout, g.n * vb) ? (void *)vout
+                                               : (unsigned char *)s->buf.vout.h + m * vb;
         m += g.n;
     }
     s->m = m;
@@ -408,11 +389,11 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
     cudaError_t e = timing ? cudaEventRecord(s->h0_ev, s->copy) : cudaSuccess;
     /* several segments: one launch for all; one segment: the copy engine */
     if (e == cudaSuccess && direct && p.nseg > 1)
-        st = gpu_keys_in(s->d_keys, &segs, (gpu_stream)s->copy, &s->err);
+        st = gpu_keys_in(s->buf.keys.d, &segs, (gpu_stream)s->copy, &s->err);
     else if (e == cudaSuccess)
-        e = cudaMemcpyAsync(s->d_keys, s->io[0].in_keys, s->io[0].m * 8, cudaMemcpyHostToDevice, s->copy);
+        e = cudaMemcpyAsync(s->buf.keys.d, s->io[0].in_keys, s->io[0].m * 8, cudaMemcpyHostToDevice, s->copy);
     if (st == FLOE_OK && e == cudaSuccess && !direct)
-        e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, s->copy);
+        e = cudaMemcpyAsync(s->buf.vin.d, s->buf.vin.h, m * vb, cudaMemcpyHostToDevice, s->copy);
     if (st == FLOE_OK && e == cudaSuccess)
         e = cudaEventRecord(s->in_ev, s->copy);
     if (st != FLOE_OK || e != cudaSuccess) {
@@ -472,7 +453,7 @@ static floe_status stage_wait(gpu_table *t, stage *s)
     return s->st;
 }
 
-/* Runs m keys (already in s->h_keys, values in s->h_vin) through one
+/* Runs m keys (already in s->buf.keys.h, values in s->buf.vin.h) through one
  * operation of lane L synchronously on the table's stream: for retries
  * after growth and ids looked up again (klock held). */
 static floe_status run_now(lane *L, stage *s, floe_op op, size_t m, bool ids, int mode, bool values, floe_errinfo *err)
@@ -481,25 +462,25 @@ static floe_status run_now(lane *L, stage *s, floe_op op, size_t m, bool ids, in
     gpu_stream ks = (gpu_stream)t->ks;
     gpu_iceberg_lane(t->ice, L->index); /* its own halt flag (clear): another's would skip the keys */
     const uint32_t vb = t->vb;
-    cudaError_t e = cudaMemcpyAsync(s->d_keys, s->h_keys, m * 8, cudaMemcpyHostToDevice, t->ks);
+    cudaError_t e = cudaMemcpyAsync(s->buf.keys.d, s->buf.keys.h, m * 8, cudaMemcpyHostToDevice, t->ks);
     if (e == cudaSuccess && floe_op_has(op, FLOE_OPF_STORES) && vb)
-        e = cudaMemcpyAsync(s->d_vin, s->h_vin, m * vb, cudaMemcpyHostToDevice, t->ks);
+        e = cudaMemcpyAsync(s->buf.vin.d, s->buf.vin.h, m * vb, cudaMemcpyHostToDevice, t->ks);
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "staging a retry: %s", cuda_msg(e));
     floe_status st;
     if (floe_op_has(op, FLOE_OPF_STORES))
-        st = vb ? gpu_iceberg_put_map(t->ice, s->d_keys, s->d_vin, m, mode, s->d_res, ids ? s->d_ids : NULL,
-                                      values ? s->d_vout : NULL, ks, err)
-                : gpu_iceberg_put(t->ice, s->d_keys, m, s->d_res, ids ? s->d_ids : NULL, 0, ks, err);
+        st = vb ? gpu_iceberg_put_map(t->ice, s->buf.keys.d, s->buf.vin.d, m, mode, s->buf.res.d,
+                                      ids ? s->buf.ids.d : NULL, values ? s->buf.vout.d : NULL, ks, err)
+                : gpu_iceberg_put(t->ice, s->buf.keys.d, m, s->buf.res.d, ids ? s->buf.ids.d : NULL, 0, ks, err);
     else
-        st = gpu_iceberg_find(t->ice, s->d_keys, m, s->d_res, ids ? s->d_ids : NULL, NULL, ks, err);
+        st = gpu_iceberg_find(t->ice, s->buf.keys.d, m, s->buf.res.d, ids ? s->buf.ids.d : NULL, NULL, ks, err);
     if (st != FLOE_OK)
         return st;
-    e = cudaMemcpyAsync(s->h_res, s->d_res, m, cudaMemcpyDeviceToHost, t->ks);
+    e = cudaMemcpyAsync(s->buf.res.h, s->buf.res.d, m, cudaMemcpyDeviceToHost, t->ks);
     if (e == cudaSuccess && ids)
-        e = cudaMemcpyAsync(s->h_ids, s->d_ids, m * 8, cudaMemcpyDeviceToHost, t->ks);
+        e = cudaMemcpyAsync(s->buf.ids.h, s->buf.ids.d, m * 8, cudaMemcpyDeviceToHost, t->ks);
     if (e == cudaSuccess && values)
-        e = cudaMemcpyAsync(s->h_vout, s->d_vout, m * vb, cudaMemcpyDeviceToHost, t->ks);
+        e = cudaMemcpyAsync(s->buf.vout.h, s->buf.vout.d, m * vb, cudaMemcpyDeviceToHost, t->ks);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(t->ks);
     if (e != cudaSuccess)
@@ -605,22 +586,22 @@ static floe_status stage_retry(void *ctx, const uint32_t *idx, size_t nf, uint8_
     stage *s = r->s;
     const uint32_t vb = r->L->t->vb;
     for (size_t k = 0; k < nf; k++) {
-        s->h_keys[k] = r->keys[idx[k]];
+        s->buf.keys.h[k] = r->keys[idx[k]];
         if (vb)
-            memcpy((unsigned char *)s->h_vin + k * vb, r->vin + (size_t)idx[k] * vb, vb);
+            memcpy((unsigned char *)s->buf.vin.h + k * vb, r->vin + (size_t)idx[k] * vb, vb);
     }
     floe_status st = run_now(r->L, s, r->op, nf, false, r->mode, r->want_values, err);
     if (st != FLOE_OK)
         return st;
     for (size_t k = 0; k < nf; k++) {
-        res[idx[k]] = s->h_res[k];
+        res[idx[k]] = s->buf.res.h[k];
         if (r->want_values)
-            memcpy(r->vout + (size_t)idx[k] * vb, (unsigned char *)s->h_vout + k * vb, vb);
+            memcpy(r->vout + (size_t)idx[k] * vb, (unsigned char *)s->buf.vout.h + k * vb, vb);
     }
     return FLOE_OK;
 }
 
-/* Stage s (retired, its results in h_res) had FULL keys on a grow table:
+/* Stage s (retired, its results in buf.res.h) had FULL keys on a grow table:
  * every piece of its lane in flight behind it was skipped.  Drain them into
  * the redo list, grow, and retry the FULL keys until none is left or the
  * table cannot grow.  If another lane grew the table since s ran, the keys
@@ -668,7 +649,7 @@ static floe_status grow_and_retry(lane *L, stage *s, floe_errinfo *err)
         memcpy(res + s->io[i].at, s->io[i].out_res, s->io[i].m);
     }
     if (vb) {
-        memcpy(vin, s->h_vin, s->m * vb);
+        memcpy(vin, s->buf.vin.h, s->m * vb);
         if (want_values)
             memcpy(vout, s->io[0].out_vout, s->m * vb);
     }
@@ -707,7 +688,7 @@ static void refind_ids(lane *L, stage *s, floe_batch *b, size_t upto)
         size_t m = upto - at < PIECE_MAX ? upto - at : PIECE_MAX;
         floe_status st = stage_reserve(s, m, t->vb, &err);
         if (st == FLOE_OK) {
-            memcpy(s->h_keys, b->keys + at, m * 8);
+            memcpy(s->buf.keys.h, b->keys + at, m * 8);
             st = run_now(L, s, FLOE_OP_FIND, m, true, false, false, &err);
         }
         if (st != FLOE_OK) {
@@ -715,7 +696,7 @@ static void refind_ids(lane *L, stage *s, floe_batch *b, size_t upto)
             return;
         }
         for (size_t j = 0; j < m; j++)
-            b->ids[at + j] = s->h_res[j] == FLOE_PRESENT ? s->h_ids[j] : FLOE_NO_ID;
+            b->ids[at + j] = s->buf.res.h[j] == FLOE_PRESENT ? s->buf.ids.h[j] : FLOE_NO_ID;
         at += m;
     }
 }
@@ -787,11 +768,11 @@ static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried, 
     if (!s->direct) { /* scatter the first occurrences' answers, then settle the rest */
         for (size_t j = 0; j < s->m; j++) {
             size_t k = s->uniq[j];
-            res[k] = s->h_res[j];
+            res[k] = s->buf.res.h[j];
             if (ids)
-                ids[k] = s->h_ids[j];
+                ids[k] = s->buf.ids.h[j];
             if (vout)
-                memcpy(vout + k * vb, (unsigned char *)s->h_vout + j * vb, vb);
+                memcpy(vout + k * vb, (unsigned char *)s->buf.vout.h + j * vb, vb);
         }
         floe_dedup_settle(s->rep, g.n, s->distinct, vb, floe_value_mode_of(b->op, b->flags),
                           (const unsigned char *)b->values + g.off * vb, s->src, res, ids, vout);

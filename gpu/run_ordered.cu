@@ -8,36 +8,21 @@
 
 #define ORD_PIECE_MAX ((size_t)1 << 22) /* keys per piece of a batch */
 
-void ord_stage_free(ord_stage *s)
+/* Room for n keys of a piece on the device (values up to 8 bytes, the
+ * keys found, answers) in the table's staging: an ORDERED or frozen STATIC
+ * table's batches copy straight from and to the batch's own buffers. */
+floe_status ord_stage_reserve(staging *s, size_t n, floe_errinfo *err)
 {
-    cudaFree(s->d_keys);
-    cudaFree(s->d_found);
-    cudaFree(s->d_res);
-    cudaFree(s->d_vals);
-    cudaFree(s->d_vout);
-    memset(s, 0, sizeof *s);
-}
-
-floe_status ord_stage_reserve(ord_stage *s, size_t n, floe_errinfo *err)
-{
-    if (n <= s->cap)
-        return FLOE_OK;
-    ord_stage_free(s);
-    cudaError_t e = cudaMalloc(&s->d_keys, n * 8);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_found, n * 8);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_res, n);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_vals, n * 8);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_vout, n * 8);
-    if (e != cudaSuccess) {
-        ord_stage_free(s);
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "staging for %zu keys: %s", n, cuda_msg(e));
-    }
-    s->cap = n;
-    return FLOE_OK;
+    floe_status st = s->keys.reserve(n, ON_DEVICE, err);
+    if (st == FLOE_OK)
+        st = s->ids.reserve(n, ON_DEVICE, err);
+    if (st == FLOE_OK)
+        st = s->res.reserve(n, ON_DEVICE, err);
+    if (st == FLOE_OK)
+        st = s->vin.reserve(n * 8, ON_DEVICE, err);
+    if (st == FLOE_OK)
+        st = s->vout.reserve(n * 8, ON_DEVICE, err);
+    return st;
 }
 
 /* INSERT, FIND, ERASE, SUCC or PRED of batch b's keys [off, off + m): in
@@ -46,41 +31,41 @@ floe_status ord_stage_reserve(ord_stage *s, size_t n, floe_errinfo *err)
 static floe_status ord_piece(lane *L, floe_batch *b, size_t off, size_t m, floe_errinfo *err)
 {
     gpu_table *t = L->t;
-    ord_stage *s = &t->os;
+    staging *s = &t->one;
     const uint32_t vb = t->base.spec.value_bytes;
     const bool want_values = vb && (b->flags & FLOE_BATCH_WANT_VALUES) && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
     floe_status st = ord_stage_reserve(s, m, err);
     if (st != FLOE_OK)
         return st;
     const uint64_t t0 = floe_now_ns();
-    RUN_CUDA(cudaMemcpyAsync(s->d_keys, b->keys + off, m * 8, cudaMemcpyHostToDevice, t->ks));
+    RUN_CUDA(cudaMemcpyAsync(s->keys.d, b->keys + off, m * 8, cudaMemcpyHostToDevice, t->ks));
     if (b->op == FLOE_OP_INSERT && vb && b->values)
-        RUN_CUDA(cudaMemcpyAsync(s->d_vals, (const unsigned char *)b->values + off * vb, m * vb, cudaMemcpyHostToDevice,
+        RUN_CUDA(cudaMemcpyAsync(s->vin.d, (const unsigned char *)b->values + off * vb, m * vb, cudaMemcpyHostToDevice,
                                  t->ks));
     floe_answer_counts ignored;
     switch (b->op) {
     case FLOE_OP_INSERT:
-        st = gpu_ordered_insert(t->ord, s->d_keys, vb && b->values ? s->d_vals : NULL, m,
-                                (b->flags & FLOE_BATCH_OVERWRITE) != 0, s->d_res, want_values ? s->d_vout : NULL,
+        st = gpu_ordered_insert(t->ord, s->keys.d, vb && b->values ? s->vin.d : NULL, m,
+                                (b->flags & FLOE_BATCH_OVERWRITE) != 0, s->res.d, want_values ? s->vout.d : NULL,
                                 &ignored, t->ks, err);
         break;
     case FLOE_OP_FIND:
-        st = gpu_ordered_find(t->ord, s->d_keys, m, s->d_res, want_values ? s->d_vout : NULL, t->ks, err);
+        st = gpu_ordered_find(t->ord, s->keys.d, m, s->res.d, want_values ? s->vout.d : NULL, t->ks, err);
         break;
     case FLOE_OP_ERASE:
-        st = gpu_ordered_erase(t->ord, s->d_keys, m, s->d_res, &ignored, t->ks, err);
+        st = gpu_ordered_erase(t->ord, s->keys.d, m, s->res.d, &ignored, t->ks, err);
         break;
     default:
-        st = gpu_ordered_neighbours(t->ord, b->op == FLOE_OP_PRED, s->d_keys, m, s->d_res, s->d_found,
-                                    want_values ? s->d_vout : NULL, t->ks, err);
+        st = gpu_ordered_neighbours(t->ord, b->op == FLOE_OP_PRED, s->keys.d, m, s->res.d, s->ids.d,
+                                    want_values ? s->vout.d : NULL, t->ks, err);
         if (st == FLOE_OK)
-            RUN_CUDA(cudaMemcpyAsync(b->keys_out + off, s->d_found, m * 8, cudaMemcpyDeviceToHost, t->ks));
+            RUN_CUDA(cudaMemcpyAsync(b->keys_out + off, s->ids.d, m * 8, cudaMemcpyDeviceToHost, t->ks));
     }
     if (st != FLOE_OK)
         return st;
-    RUN_CUDA(cudaMemcpyAsync(b->results + off, s->d_res, m, cudaMemcpyDeviceToHost, t->ks));
+    RUN_CUDA(cudaMemcpyAsync(b->results + off, s->res.d, m, cudaMemcpyDeviceToHost, t->ks));
     if (want_values)
-        RUN_CUDA(cudaMemcpyAsync((unsigned char *)b->values_out + off * vb, s->d_vout, m * vb, cudaMemcpyDeviceToHost,
+        RUN_CUDA(cudaMemcpyAsync((unsigned char *)b->values_out + off * vb, s->vout.d, m * vb, cudaMemcpyDeviceToHost,
                                  t->ks));
     RUN_CUDA(cudaStreamSynchronize(t->ks));
     /* one stream, synchronised once: copies and kernels are timed together, under kernel */
@@ -105,7 +90,7 @@ static floe_status ord_range(gpu_table *t, floe_batch *b, floe_errinfo *err)
                                 (unsigned long long)b->cursor.position, t->base.spec.key_bits);
     const uint64_t lo = scan ? (b->cursor_set ? b->cursor.position : 0) : b->lo, hi = scan ? top : b->hi;
     const bool desc = !scan && b->desc;
-    ord_stage *s = &t->os;
+    staging *s = &t->one;
     floe_status st = ord_stage_reserve(s, b->limit ? b->limit : 1, err);
     if (st != FLOE_OK)
         return st;
@@ -113,14 +98,14 @@ static floe_status ord_range(gpu_table *t, floe_batch *b, floe_errinfo *err)
     size_t n;
     uint64_t next;
     bool done;
-    st = gpu_ordered_range(t->ord, lo, hi, desc, b->limit, s->d_keys, values ? s->d_vout : NULL, &n, &next, &done,
+    st = gpu_ordered_range(t->ord, lo, hi, desc, b->limit, s->keys.d, values ? s->vout.d : NULL, &n, &next, &done,
                            t->ks, err);
     if (st != FLOE_OK)
         return st;
     if (n)
-        RUN_CUDA(cudaMemcpyAsync(b->scan_keys, s->d_keys, n * 8, cudaMemcpyDeviceToHost, t->ks));
+        RUN_CUDA(cudaMemcpyAsync(b->scan_keys, s->keys.d, n * 8, cudaMemcpyDeviceToHost, t->ks));
     if (n && values)
-        RUN_CUDA(cudaMemcpyAsync(b->scan_values, s->d_vout, n * vb, cudaMemcpyDeviceToHost, t->ks));
+        RUN_CUDA(cudaMemcpyAsync(b->scan_values, s->vout.d, n * vb, cudaMemcpyDeviceToHost, t->ks));
     RUN_CUDA(cudaStreamSynchronize(t->ks));
     b->scan_n = n;
     b->scan_done = done;

@@ -97,22 +97,22 @@ floe_status static_freeze(gpu_table *t, floe_errinfo *err)
 static floe_status find_piece(lane *L, floe_batch *b, size_t off, size_t m, floe_errinfo *err)
 {
     gpu_table *t = L->t;
-    ord_stage *s = &t->os;
+    staging *s = &t->one;
     const bool ids = floe_batch_wants_ids(b), values = t->vb && (b->flags & FLOE_BATCH_WANT_VALUES);
     floe_status st = ord_stage_reserve(s, m, err);
     if (st != FLOE_OK)
         return st;
     const uint64_t t0 = floe_now_ns();
-    RUN_CUDA(cudaMemcpyAsync(s->d_keys, b->keys + off, m * 8, cudaMemcpyHostToDevice, t->ks));
-    st = gpu_cuckoo_find(t->frozen, s->d_keys, m, s->d_res, ids ? s->d_found : NULL, values ? s->d_vout : NULL, t->ks,
+    RUN_CUDA(cudaMemcpyAsync(s->keys.d, b->keys + off, m * 8, cudaMemcpyHostToDevice, t->ks));
+    st = gpu_cuckoo_find(t->frozen, s->keys.d, m, s->res.d, ids ? s->ids.d : NULL, values ? s->vout.d : NULL, t->ks,
                          err);
     if (st != FLOE_OK)
         return st;
-    RUN_CUDA(cudaMemcpyAsync(b->results + off, s->d_res, m, cudaMemcpyDeviceToHost, t->ks));
+    RUN_CUDA(cudaMemcpyAsync(b->results + off, s->res.d, m, cudaMemcpyDeviceToHost, t->ks));
     if (ids)
-        RUN_CUDA(cudaMemcpyAsync(b->ids + off, s->d_found, m * 8, cudaMemcpyDeviceToHost, t->ks));
+        RUN_CUDA(cudaMemcpyAsync(b->ids + off, s->ids.d, m * 8, cudaMemcpyDeviceToHost, t->ks));
     if (values)
-        RUN_CUDA(cudaMemcpyAsync((unsigned char *)b->values_out + off * t->vb, s->d_vout, m * t->vb,
+        RUN_CUDA(cudaMemcpyAsync((unsigned char *)b->values_out + off * t->vb, s->vout.d, m * t->vb,
                                  cudaMemcpyDeviceToHost, t->ks));
     RUN_CUDA(cudaStreamSynchronize(t->ks));
     /* one stream, synchronised once: copies and kernels are timed together, under kernel */

@@ -10,65 +10,18 @@
 #define TREE_PIECE_MAX (1u << 20) /* vectors per piece */
 #define TREE_SCAN_STEP (1u << 16) /* root slots per scan step */
 
-void tree_stage_free(tree_stage *s)
+/* Room for n vectors of W words in the table's staging (their ids,
+ * answers, and states' first changes). */
+static floe_status tree_stage_reserve(staging *s, size_t n, uint32_t W, floe_errinfo *err)
 {
-    cudaFreeHost(s->h_vec);
-    cudaFreeHost(s->h_ids);
-    cudaFreeHost(s->h_res);
-    cudaFree(s->d_vec);
-    cudaFree(s->d_ids);
-    cudaFree(s->d_res);
-    cudaFreeHost(s->h_first);
-    cudaFree(s->d_first);
-    cudaFreeHost(s->h_ch);
-    cudaFree(s->d_ch);
-    memset(s, 0, sizeof *s);
-}
-
-static floe_status tree_stage_reserve(tree_stage *s, size_t n, uint32_t W, floe_errinfo *err)
-{
-    if (n <= s->cap)
-        return FLOE_OK;
-    tree_stage_free(s);
-    cudaError_t e = cudaMallocHost(&s->h_vec, n * W * 4);
-    if (e == cudaSuccess)
-        e = cudaMallocHost(&s->h_ids, n * 8);
-    if (e == cudaSuccess)
-        e = cudaMallocHost(&s->h_res, n);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_vec, n * W * 4);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_ids, n * 8);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_res, n);
-    if (e == cudaSuccess)
-        e = cudaMallocHost(&s->h_first, (n + 1) * 4);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_first, (n + 1) * 4);
-    if (e != cudaSuccess) {
-        tree_stage_free(s);
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "staging for %zu vectors: %s", n, cuda_msg(e));
-    }
-    s->cap = n;
-    return FLOE_OK;
-}
-
-/* Room for `bytes` of states' changes in the staging (after tree_stage_reserve). */
-static floe_status tree_stage_reserve_changes(tree_stage *s, size_t bytes, floe_errinfo *err)
-{
-    if (bytes <= s->ch_cap)
-        return FLOE_OK;
-    cudaFreeHost(s->h_ch);
-    cudaFree(s->d_ch);
-    s->h_ch = s->d_ch = NULL;
-    s->ch_cap = 0;
-    cudaError_t e = cudaMallocHost(&s->h_ch, bytes);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&s->d_ch, bytes);
-    if (e != cudaSuccess)
-        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "staging for %zu bytes of changes: %s", bytes, cuda_msg(e));
-    s->ch_cap = bytes;
-    return FLOE_OK;
+    floe_status st = s->vec.reserve(n * W, ON_BOTH, err);
+    if (st == FLOE_OK)
+        st = s->ids.reserve(n, ON_BOTH, err);
+    if (st == FLOE_OK)
+        st = s->res.reserve(n, ON_BOTH, err);
+    if (st == FLOE_OK)
+        st = s->first.reserve(n + 1, ON_BOTH, err);
+    return st;
 }
 
 /* INSERT or FIND of m vectors (answers and, ids not NULL, ids), or GET of
@@ -78,42 +31,42 @@ static floe_status tree_run(lane *L, floe_op op, const void *in, size_t m, uint8
 {
     gpu_table *t = L->t;
     const uint32_t W = t->base.spec.words;
-    tree_stage *s = &t->ts;
+    staging *s = &t->one;
     const bool want_ids = op != FLOE_OP_GET && ids;
     floe_status st = tree_stage_reserve(s, m, W, err);
     if (st != FLOE_OK)
         return st;
     if (op == FLOE_OP_GET) {
-        memcpy(s->h_ids, in, m * 8);
-        RUN_CUDA(cudaMemcpyAsync(s->d_ids, s->h_ids, m * 8, cudaMemcpyHostToDevice, t->ks));
-        st = gpu_tree_get(t->tree, s->d_ids, 0, m, s->d_res, s->d_vec, t->ks, err);
+        memcpy(s->ids.h, in, m * 8);
+        RUN_CUDA(cudaMemcpyAsync(s->ids.d, s->ids.h, m * 8, cudaMemcpyHostToDevice, t->ks));
+        st = gpu_tree_get(t->tree, s->ids.d, 0, m, s->res.d, s->vec.d, t->ks, err);
         if (st != FLOE_OK)
             return st;
-        RUN_CUDA(cudaMemcpyAsync(s->h_vec, s->d_vec, m * W * 4, cudaMemcpyDeviceToHost, t->ks));
+        RUN_CUDA(cudaMemcpyAsync(s->vec.h, s->vec.d, m * W * 4, cudaMemcpyDeviceToHost, t->ks));
     } else {
         const uint64_t t0 = floe_now_ns();
-        memcpy(s->h_vec, in, m * W * 4);
+        memcpy(s->vec.h, in, m * W * 4);
         floe_stage_add(&L->stage[FLOE_STAGE_STAGE_IN], m, floe_now_ns() - t0);
-        RUN_CUDA(cudaMemcpyAsync(s->d_vec, s->h_vec, m * W * 4, cudaMemcpyHostToDevice, t->ks));
+        RUN_CUDA(cudaMemcpyAsync(s->vec.d, s->vec.h, m * W * 4, cudaMemcpyHostToDevice, t->ks));
         st = op == FLOE_OP_INSERT
-                 ? gpu_tree_insert(t->tree, s->d_vec, m, s->d_res, want_ids ? s->d_ids : NULL, t->ks, err)
-                 : gpu_tree_find(t->tree, s->d_vec, m, s->d_res, want_ids ? s->d_ids : NULL, t->ks, err);
+                 ? gpu_tree_insert(t->tree, s->vec.d, m, s->res.d, want_ids ? s->ids.d : NULL, t->ks, err)
+                 : gpu_tree_find(t->tree, s->vec.d, m, s->res.d, want_ids ? s->ids.d : NULL, t->ks, err);
         if (st != FLOE_OK)
             return st;
         if (want_ids)
-            RUN_CUDA(cudaMemcpyAsync(s->h_ids, s->d_ids, m * 8, cudaMemcpyDeviceToHost, t->ks));
+            RUN_CUDA(cudaMemcpyAsync(s->ids.h, s->ids.d, m * 8, cudaMemcpyDeviceToHost, t->ks));
     }
-    RUN_CUDA(cudaMemcpyAsync(s->h_res, s->d_res, m, cudaMemcpyDeviceToHost, t->ks));
+    RUN_CUDA(cudaMemcpyAsync(s->res.h, s->res.d, m, cudaMemcpyDeviceToHost, t->ks));
     const uint64_t t1 = floe_now_ns();
     RUN_CUDA(cudaStreamSynchronize(t->ks));
     const uint64_t t2 = floe_now_ns();
     /* one stream, synchronised once: copies and kernels are timed together, under kernel */
     floe_stage_add(&L->stage[FLOE_STAGE_KERNEL], m, t2 - t1);
-    memcpy(results, s->h_res, m);
+    memcpy(results, s->res.h, m);
     if (want_ids)
-        memcpy(ids, s->h_ids, m * 8);
+        memcpy(ids, s->ids.h, m * 8);
     if (op == FLOE_OP_GET)
-        memcpy(vectors_out, s->h_vec, m * W * 4);
+        memcpy(vectors_out, s->vec.h, m * W * 4);
     floe_stage_add(&L->stage[FLOE_STAGE_STAGE_OUT], m, floe_now_ns() - t2);
     return FLOE_OK;
 }
@@ -172,38 +125,38 @@ static floe_status tree_states_piece(lane *L, floe_batch *b, floe_errinfo *err)
     gpu_table *t = L->t;
     const uint32_t W = t->base.spec.words;
     const size_t n = b->n;
-    tree_stage *s = &t->ts;
+    staging *s = &t->one;
     const bool want_ids = (b->flags & FLOE_BATCH_WANT_IDS) != 0;
     floe_status st = tree_stage_reserve(s, n, W, err);
     if (st == FLOE_OK)
-        st = tree_stage_reserve_changes(s, b->changes_len ? b->changes_len : 1, err);
+        st = s->vin.reserve(b->changes_len ? b->changes_len : 1, ON_BOTH, err);
     if (st != FLOE_OK)
         return st;
     const uint64_t t0 = floe_now_ns();
-    memcpy(s->h_ids, b->parents, n * 8);
-    s->h_first[0] = 0;
+    memcpy(s->ids.h, b->parents, n * 8);
+    s->first.h[0] = 0;
     for (size_t i = 0; i < n; i++)
-        s->h_first[i + 1] = s->h_first[i] + b->change_counts[i];
-    memcpy(s->h_ch, b->changes, b->changes_len);
+        s->first.h[i + 1] = s->first.h[i] + b->change_counts[i];
+    memcpy(s->vin.h, b->changes, b->changes_len);
     floe_stage_add(&L->stage[FLOE_STAGE_STAGE_IN], n, floe_now_ns() - t0);
-    RUN_CUDA(cudaMemcpyAsync(s->d_ids, s->h_ids, n * 8, cudaMemcpyHostToDevice, t->ks));
-    RUN_CUDA(cudaMemcpyAsync(s->d_first, s->h_first, (n + 1) * 4, cudaMemcpyHostToDevice, t->ks));
-    RUN_CUDA(cudaMemcpyAsync(s->d_ch, s->h_ch, b->changes_len, cudaMemcpyHostToDevice, t->ks));
+    RUN_CUDA(cudaMemcpyAsync(s->ids.d, s->ids.h, n * 8, cudaMemcpyHostToDevice, t->ks));
+    RUN_CUDA(cudaMemcpyAsync(s->first.d, s->first.h, (n + 1) * 4, cudaMemcpyHostToDevice, t->ks));
+    RUN_CUDA(cudaMemcpyAsync(s->vin.d, s->vin.h, b->changes_len, cudaMemcpyHostToDevice, t->ks));
     const uint64_t t1 = floe_now_ns();
-    /* s->d_ids holds the parents, then the answers' ids */
-    st = gpu_tree_insert_delta(t->tree, s->d_ids, s->d_first, s->d_ch, n, s->d_res, want_ids ? s->d_ids : NULL, t->ks,
+    /* s->ids.d holds the parents, then the answers' ids */
+    st = gpu_tree_insert_delta(t->tree, s->ids.d, s->first.d, s->vin.d, n, s->res.d, want_ids ? s->ids.d : NULL, t->ks,
                                err);
     if (st != FLOE_OK)
         return st;
-    RUN_CUDA(cudaMemcpyAsync(s->h_res, s->d_res, n, cudaMemcpyDeviceToHost, t->ks));
+    RUN_CUDA(cudaMemcpyAsync(s->res.h, s->res.d, n, cudaMemcpyDeviceToHost, t->ks));
     if (want_ids)
-        RUN_CUDA(cudaMemcpyAsync(s->h_ids, s->d_ids, n * 8, cudaMemcpyDeviceToHost, t->ks));
+        RUN_CUDA(cudaMemcpyAsync(s->ids.h, s->ids.d, n * 8, cudaMemcpyDeviceToHost, t->ks));
     RUN_CUDA(cudaStreamSynchronize(t->ks));
     const uint64_t t2 = floe_now_ns();
     floe_stage_add(&L->stage[FLOE_STAGE_KERNEL], n, t2 - t1);
-    memcpy(b->results, s->h_res, n);
+    memcpy(b->results, s->res.h, n);
     if (want_ids)
-        memcpy(b->ids, s->h_ids, n * 8);
+        memcpy(b->ids, s->ids.h, n * 8);
     floe_stage_add(&L->stage[FLOE_STAGE_STAGE_OUT], n, floe_now_ns() - t2);
     return FLOE_OK;
 }
@@ -255,24 +208,24 @@ static floe_status tree_scan(gpu_table *t, floe_batch *b, floe_errinfo *err)
     if (pos > total)
         return floe_errinfo_set(err, FLOE_ERR_INVALID, "scan cursor position %llu is past the table's %llu root slots",
                                 (unsigned long long)pos, (unsigned long long)total);
-    tree_stage *s = &t->ts;
+    staging *s = &t->one;
     floe_status st = tree_stage_reserve(s, TREE_SCAN_STEP, W, err);
     uint64_t budget = GPU_SCAN_WINDOW;
     while (st == FLOE_OK && pos < total && b->scan_n < b->limit && budget > 0) {
         size_t m = total - pos < TREE_SCAN_STEP ? (size_t)(total - pos) : TREE_SCAN_STEP;
-        st = gpu_tree_get(t->tree, NULL, pos, m, s->d_res, s->d_vec, t->ks, err);
+        st = gpu_tree_get(t->tree, NULL, pos, m, s->res.d, s->vec.d, t->ks, err);
         if (st != FLOE_OK)
             break;
-        RUN_CUDA(cudaMemcpyAsync(s->h_res, s->d_res, m, cudaMemcpyDeviceToHost, t->ks));
-        RUN_CUDA(cudaMemcpyAsync(s->h_vec, s->d_vec, m * W * 4, cudaMemcpyDeviceToHost, t->ks));
+        RUN_CUDA(cudaMemcpyAsync(s->res.h, s->res.d, m, cudaMemcpyDeviceToHost, t->ks));
+        RUN_CUDA(cudaMemcpyAsync(s->vec.h, s->vec.d, m * W * 4, cudaMemcpyDeviceToHost, t->ks));
         RUN_CUDA(cudaStreamSynchronize(t->ks));
         size_t k = 0;
         for (; k < m && b->scan_n < b->limit; k++) {
-            if (s->h_res[k] != FLOE_PRESENT)
+            if (s->res.h[k] != FLOE_PRESENT)
                 continue;
             b->scan_keys[b->scan_n] = pos + k;
             if (b->scan_vectors)
-                memcpy(b->scan_vectors + b->scan_n * W, s->h_vec + k * W, W * 4);
+                memcpy(b->scan_vectors + b->scan_n * W, s->vec.h + k * W, W * 4);
             b->scan_n++;
         }
         pos += k;
