@@ -211,12 +211,13 @@ static int run_g1(uint64_t n, unsigned runs)
            "median of %u runs\n",
            (unsigned long long)n, (unsigned long long)b, runs);
     printf("| table | M keys/s (median) | slowest batch / median batch (median) | slowest batch, ms | median batch, "
-           "ms | growths | the slowest batch of each run | slowest past the first %d / median |\n"
+           "ms | growths | the slowest batch of each run | slowest past the first %d / median (each run's) |\n"
            "|---|---|---|---|---|---|---|---|\n",
            WARM_BATCHES);
     for (int map = 0; map < 2; map++)
         for (int sized = 1; sized >= 0; sized--) {
             std::vector<double> rate, ratio, worst, median, worst_at, warm_ratio;
+            std::vector<std::pair<uint64_t, double>> warm_worst_at; /* each run's slowest past the first batches */
             uint64_t growths = 0;
             for (unsigned run = 0; run < runs; run++) {
                 floe_spec spec;
@@ -263,8 +264,10 @@ static int run_g1(uint64_t n, unsigned runs)
                 growths = st.stats.generation;
                 floe_table_destroy(t);
                 worst_at.push_back((double)(std::max_element(lat.begin(), lat.end()) - lat.begin()));
-                const double warm_worst =
-                    batches > WARM_BATCHES ? *std::max_element(lat.begin() + WARM_BATCHES, lat.end()) : lat.back();
+                const auto warm_it =
+                    batches > WARM_BATCHES ? std::max_element(lat.begin() + WARM_BATCHES, lat.end()) : lat.end() - 1;
+                const double warm_worst = *warm_it;
+                warm_worst_at.push_back({(uint64_t)(warm_it - lat.begin()), warm_worst});
                 std::vector<double> sorted(lat);
                 std::sort(sorted.begin(), sorted.end());
                 worst.push_back(sorted.back());
@@ -279,7 +282,11 @@ static int run_g1(uint64_t n, unsigned runs)
                    worst[runs / 2], median[runs / 2], (unsigned long long)growths);
             for (double at : worst_at)
                 printf(" #%.0f", at);
-            printf(" | %.1f |\n", warm_ratio[runs / 2]);
+            printf(" | %.1f (", warm_ratio[runs / 2]);
+            for (size_t j = 0; j < warm_worst_at.size(); j++)
+                printf("%s#%llu %.2f ms", j ? ", " : "", (unsigned long long)warm_worst_at[j].first,
+                       warm_worst_at[j].second);
+            printf(") |\n");
             fflush(stdout);
         }
     floe_backend_host_free(be, keys);

@@ -67,7 +67,20 @@ struct gpu_iceberg {
     size_t filter_words;
     bool pdl;     /* the device launches kernels programmatically after the one before (9.0 and up) */
     size_t piece; /* the most keys a put runs at once (gpu_iceberg_put) */
+    /* A growth under way (gpu_iceberg_grow): the arrays before it, whose
+     * keys move into these a share at a time (iceberg_move_step); NULL:
+     * none.  Every key lives in exactly one of the two. */
+    gpu_iceberg *old;
+    uint64_t moved;   /* the old arrays' slots [0, moved) moved */
+    int *move_failed; /* device: a key the new arrays could not place stayed in the old */
 };
+
+/* iceberg_table.cu: with a growth under way, before a batch of n keys
+ * (device-visible; n may be 0) runs: the old arrays' keys among them move
+ * into the new ones, and then the next share of the old arrays' slots
+ * (GPU_MOVE_PER_KEY a key, GPU_MOVE_MIN at least); the last share ends
+ * the growth (waits, frees the old arrays).  Enqueued on s. */
+floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, cudaStream_t s, floe_errinfo *err);
 
 /* ---- device helpers ----------------------------------------------------------------------------- */
 

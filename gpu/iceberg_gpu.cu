@@ -805,10 +805,12 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
     next_seq(t);
     if (n == 0)
         return FLOE_OK;
+    floe_status st = iceberg_move_step(t, d_keys, n, s, err);
+    if (st != FLOE_OK)
+        return st;
     if (flags & GPU_NO_DEDUP)
         return launch(t, d_keys, n, true, d_results, d_ids, NULL, s, err);
     const size_t piece = t->piece;
-    floe_status st = FLOE_OK;
     for (size_t at = 0; at < n && st == FLOE_OK; at += piece)
         st = put_piece(t, d_keys + at, n - at < piece ? n - at : piece, d_results + at, d_ids ? d_ids + at : NULL, s,
                        err);
@@ -825,6 +827,9 @@ extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_key
     next_seq(t);
     if (n == 0)
         return FLOE_OK;
+    floe_status st = iceberg_move_step(t, d_keys, n, s, err);
+    if (st != FLOE_OK)
+        return st;
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
     with_row_bits(t->g.level[0], [&](auto rb) {
         k_put_map<decltype(rb)::value><<<blocks_for(n), BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, d_values, n, d_results,
@@ -845,7 +850,9 @@ extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys,
         return FLOE_OK;
     id_bits claimed; /* an erase claims no slot */
     losers L;
-    floe_status st = begin_fixup(t, n, s, &claimed, &L, err);
+    floe_status st = iceberg_move_step(t, d_keys, n, s, err);
+    if (st == FLOE_OK)
+        st = begin_fixup(t, n, s, &claimed, &L, err);
     if (st != FLOE_OK)
         return st;
     CUDA_TRY(cudaMemsetAsync(L.lost.bits, 0, (L.lost.mask + 1) / 8, s), err);
@@ -866,6 +873,9 @@ extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, 
     assert_n(n);
     assert(!d_values_out || t->vb); /* values: a MAP's */
     next_seq(t);
+    floe_status st = iceberg_move_step(t, d_keys, n, (cudaStream_t)stream, err);
+    if (st != FLOE_OK)
+        return st;
     return launch(t, d_keys, n, false, d_results, d_ids, d_values_out, (cudaStream_t)stream, err);
 }
 
@@ -876,6 +886,9 @@ extern "C" floe_status gpu_iceberg_small(gpu_iceberg *t, int insert, const uint6
     assert(n >= 1 && n <= GPU_SMALL_KEYS);
     assert(!t->vb); /* a SET's */
     next_seq(t);
+    floe_status st = iceberg_move_step(t, h_keys, n, s, err); /* pinned: the kernels read it */
+    if (st != FLOE_OK)
+        return st;
     const unsigned threads = (unsigned)((n + 31) / 32 * 32);
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
     with_shape(t->g.level[0], insert, [&](auto rb, auto ins) {

@@ -137,21 +137,42 @@ floe_status gpu_iceberg_erase_host(gpu_iceberg *t, const uint64_t *keys, size_t 
 floe_status gpu_iceberg_find_host(gpu_iceberg *t, const uint64_t *keys, size_t n, uint8_t *results, uint64_t *ids,
                                   floe_errinfo *err);
 
-/* Non-empty slots per level and tombstones, counted on the device (waits). */
+/* Non-empty slots per level and tombstones, counted on the device (waits);
+ * with a growth under way, the old arrays' keys counted with the new
+ * arrays' levels of the same number. */
 floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, floe_errinfo *err);
 /* Occupied slots per level (waits). */
 floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_errinfo *err);
-/* Bytes of device memory the table's arrays hold. */
+/* Bytes of device memory the table's arrays hold (old and new during a growth). */
 uint64_t gpu_iceberg_memory(const gpu_iceberg *t);
 uint64_t gpu_iceberg_slots(const gpu_iceberg *t);
 
 /* Rebuilds on the device into 2^addr_bits primary buckets, 1.5 times that
  * with three (the next power of two up, or larger, if that cannot hold
- * every key), dropping tombstones; *addr_bits and *three get the size used.
+ * every key), dropping tombstones, at once (a growth under way ended
+ * first); *addr_bits and *three get the size used.
  * A doubling splits the primary level's buckets in two, in order
  * (floe_geometry_splits), and puts the other levels' keys again.  On
  * failure the table is unchanged.  Waits. */
 floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err);
+
+/* Grows into 2^addr_bits primary buckets (1.5 times that with three)
+ * without stopping the batches: the new arrays are allocated and zeroed
+ * (waits), and from then on every batch first moves the old arrays' keys
+ * it names into the new ones, then the next GPU_MOVE_PER_KEY slots of the
+ * old arrays a key of the batch (GPU_MOVE_MIN at least), every key living
+ * in exactly one of the two; the batch that moves the last ends the growth
+ * (waits, frees the old arrays).  Its answers and ids are the new arrays'.
+ * A scan, a download, ids to keys, a rebuild or another growth ends a
+ * growth under way first (gpu_iceberg_settle).  ERR_FULL if the arrays
+ * cannot be allocated: the table as it was. */
+#define GPU_MOVE_PER_KEY 8u
+#define GPU_MOVE_MIN     ((uint64_t)1 << 16)
+floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err);
+/* Whether a growth is under way. */
+int gpu_iceberg_growing(const gpu_iceberg *t);
+/* Ends a growth under way: every key left in the old arrays moved (waits). */
+floe_status gpu_iceberg_settle(gpu_iceberg *t, floe_errinfo *err);
 
 /* Slots a scan call examines at most. */
 #define GPU_SCAN_WINDOW ((uint64_t)1 << 22)

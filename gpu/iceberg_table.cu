@@ -1,6 +1,7 @@
 /*
  * iceberg_table.cu - the GPU engine's SET and MAP tables as a whole (see
- * iceberg_gpu.h): their arrays' life, counting rows, growing by a rebuild
+ * iceberg_gpu.h): their arrays' life, counting rows, growing (the keys
+ * moved a share at a time with the batches, or all at once by a rebuild)
  * into larger arrays, scans, snapshots' sections in and out, and every key
  * held or the key in given slots.  The batches' kernels are in
  * iceberg_gpu.cu; what both use is iceberg_device.cuh.
@@ -42,6 +43,17 @@ __global__ void __launch_bounds__(BLOCK)
         atomicAdd(out + 1, tomb);
 }
 
+/* The slots in column order, as if the table were rows of 32: thread i of
+ * count takes slot 32 (i mod S) + i / S.  The keys of one bucket go to one
+ * or two buckets of the grown table, and its neighbours' threads all
+ * claiming rows there at once would queue on the same words; this way a
+ * bucket's slots are taken S threads apart, by different waves. */
+__device__ __forceinline__ uint64_t column_order(uint64_t i, uint64_t count)
+{
+    const uint64_t S = count / 32;
+    return i < S * 32 ? (i % S) * 32 + i / S : i;
+}
+
 /* Every key of the old table into the new one (distinct keys, no readers:
  * rows go in directly, values after). */
 template <int SHAPE>
@@ -50,18 +62,10 @@ __global__ void __launch_bounds__(BLOCK, 2)
               const __grid_constant__ floe_geometry to, levels nw, void *new_vals, uint32_t vb, uint64_t first,
               uint64_t count, int *failed)
 {
-    uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= count)
         return;
-    /* The slots in column order, as if the table were rows of 32: thread i
-     * takes slot 32 (i mod S) + i / S.  The keys of one bucket go to one
-     * or two buckets of the grown table, and its neighbours' threads all
-     * claiming rows there at once would queue on the same words; this way
-     * a bucket's slots are taken S threads apart, by different waves. */
-    const uint64_t S = count / 32;
-    if (i < S * 32)
-        i = (i % S) * 32 + i / S;
-    uint64_t key, p = first + i;
+    uint64_t key, p = first + column_order(i, count);
     if (!key_at(from, old.L, p, &key))
         return;
     uint8_t res;
@@ -134,6 +138,89 @@ __global__ void __launch_bounds__(BLOCK)
             new0[2 * ob * b.words + i] = out[warp][i];
         __syncwarp(); /* out read before the next bucket clears it */
     }
+}
+
+/* ---- growth that does not stop the batches (gpu_iceberg_grow) ------------------------------------------ */
+
+/* Moves the key in old slot p, if it holds one (another thread may have
+ * taken it), into the new arrays: the slot is claimed BUSY, the key put
+ * (with its value, published after it), and the slot made a tombstone; or
+ * given its row back where the new arrays cannot place the key (*failed).
+ * Only the mover changes a BUSY slot, so an xor sets its row. */
+template <int SN>
+__device__ __forceinline__ void move_slot(const floe_geometry &from, const levels &old, const void *old_vals,
+                                          const floe_geometry &to, const levels &nw, void *new_vals, uint32_t vb,
+                                          uint64_t p, int *failed)
+{
+    uint32_t shift, rb;
+    uint64_t *w = slot_word(from, old.L[0], old.L[1], old.L[2], p, &shift, &rb);
+    unsigned long long *word = reinterpret_cast<unsigned long long *>(w);
+    const uint64_t mask = floe_row_mask(rb), busy = floe_row_busy(rb);
+    unsigned long long cur = *(volatile unsigned long long *)word;
+    uint64_t row;
+    for (;;) {
+        row = (cur >> shift) & mask;
+        if (!floe_row_is_key(row, rb))
+            return;
+        const unsigned long long seen = atomicCAS(word, cur, cur ^ ((row ^ busy) << shift));
+        if (seen == cur)
+            break;
+        cur = seen;
+    }
+    uint32_t l, slot;
+    uint64_t b;
+    floe_slot_split(&from, p, &l, &b, &slot);
+    const uint64_t key = floe_join(&from, l, floe_row_choice(l, row), b, floe_row_remainder(l, row));
+    uint8_t res;
+    uint64_t id, put;
+    if (vb)
+        op_key<SN, true, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+    else
+        op_key<SN, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+    if (res == R_FULL) {
+        atomicXor(word, (unsigned long long)((busy ^ row) << shift));
+        *(volatile int *)failed = 1;
+        return;
+    }
+    if (res == R_INSERTED && vb) {
+        value_set(new_vals, vb, id, value_get(old_vals, vb, p));
+        publish(to, nw.L[0], nw.L[1], nw.L[2], id, put);
+    }
+    atomicXor(word, (unsigned long long)((busy ^ floe_row_tombstone(rb)) << shift));
+}
+
+/* Old slots [first, first + count) moved, in column order. */
+template <int SN>
+__global__ void __launch_bounds__(BLOCK)
+    k_move_slots(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
+                 const __grid_constant__ floe_geometry to, const levels nw, void *new_vals, uint32_t vb, uint64_t first,
+                 uint64_t count, int *failed)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= count)
+        return;
+    move_slot<SN>(from, old, old_vals, to, nw, new_vals, vb, first + column_order(i, count), failed);
+}
+
+/* The old arrays' keys among a batch's n keys moved (a key twice in the
+ * batch: one thread takes its slot). */
+template <int SO, int SN>
+__global__ void __launch_bounds__(BLOCK)
+    k_move_keys(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
+                const __grid_constant__ floe_geometry to, const levels nw, void *new_vals, uint32_t vb,
+                const uint64_t *keys, uint64_t n, int *failed)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    const uint64_t key = keys[i];
+    if (key & ~floe_mask_bits(from.key_bits)) /* too wide: the batch answers it */
+        return;
+    uint8_t res;
+    uint64_t id, put;
+    op_key<SO, false>(from, old.L[0], old.L[1], old.L[2], key, &res, &id, &put);
+    if (res == R_PRESENT)
+        move_slot<SN>(from, old, old_vals, to, nw, new_vals, vb, id, failed);
 }
 
 struct live_slot {
@@ -217,6 +304,20 @@ static void free_arrays(gpu_iceberg *t)
     t->values = NULL;
 }
 
+/* The arrays (and the geometry they follow) of `from` given to `to`. */
+static void arrays_from(gpu_iceberg *to, const gpu_iceberg *from)
+{
+    to->g = from->g;
+    to->addr_bits = from->addr_bits;
+    to->three = from->three;
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        to->level[l] = from->level[l];
+        to->bytes[l] = from->bytes[l];
+    }
+    to->values = from->values;
+    to->values_bytes = from->values_bytes;
+}
+
 /* Zeroed level and value arrays for 2^addr_bits primary buckets, 1.5 times that with three. */
 static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
 {
@@ -294,6 +395,11 @@ extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
 {
     if (!t)
         return;
+    if (t->old) {
+        free_arrays(t->old);
+        free(t->old);
+    }
+    cudaFree(t->move_failed);
     free_arrays(t);
     cudaFree(t->halt);
     cudaFree(t->scratch_map);
@@ -326,8 +432,9 @@ extern "C" uint32_t gpu_iceberg_first_fill(const gpu_iceberg *t)
     return t->g.first_fill;
 }
 
-/* Counts of a table's arrays as they are in g/L (waits). */
-static floe_status count_levels(const floe_geometry &g, uint64_t *const *L, uint64_t used[3], uint64_t *tomb,
+/* Counts of a table's arrays as they are in g/L (waits): rows that are
+ * not EMPTY, and tombstones, per level. */
+static floe_status count_levels(const floe_geometry &g, uint64_t *const *L, uint64_t used[3], uint64_t tomb[3],
                                 floe_errinfo *err)
 {
     unsigned long long *d, h[2 * FLOE_LEVELS];
@@ -344,17 +451,25 @@ static floe_status count_levels(const floe_geometry &g, uint64_t *const *L, uint
     cudaFree(d);
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "counting rows: %s", cudaGetErrorString(e));
-    *tomb = 0;
     for (int l = 0; l < FLOE_LEVELS; l++) {
         used[l] = h[2 * l];
-        *tomb += h[2 * l + 1];
+        tomb[l] = h[2 * l + 1];
     }
     return FLOE_OK;
 }
 
 extern "C" floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, floe_errinfo *err)
 {
-    return count_levels(t->g, t->level, used, tombstones, err);
+    uint64_t tomb[3], old_used[3], old_tomb[3];
+    floe_status st = count_levels(t->g, t->level, used, tomb, err);
+    if (st == FLOE_OK && t->old) /* its keys, not the tombstones its moves left */
+        st = count_levels(t->old->g, t->old->level, old_used, old_tomb, err);
+    if (st != FLOE_OK)
+        return st;
+    *tombstones = tomb[0] + tomb[1] + tomb[2];
+    for (int l = 0; l < FLOE_LEVELS && t->old; l++)
+        used[l] += old_used[l] - old_tomb[l];
+    return FLOE_OK;
 }
 
 extern "C" floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_errinfo *err)
@@ -363,9 +478,14 @@ extern "C" floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_e
     return gpu_iceberg_count(t, used, &tomb, err);
 }
 
-extern "C" uint64_t gpu_iceberg_memory(const gpu_iceberg *t)
+static uint64_t arrays_bytes(const gpu_iceberg *t)
 {
     return t->bytes[0] + t->bytes[1] + t->bytes[2] + t->values_bytes;
+}
+
+extern "C" uint64_t gpu_iceberg_memory(const gpu_iceberg *t)
+{
+    return arrays_bytes(t) + (t->old ? arrays_bytes(t->old) : 0);
 }
 
 extern "C" uint64_t gpu_iceberg_slots(const gpu_iceberg *t)
@@ -373,7 +493,8 @@ extern "C" uint64_t gpu_iceberg_slots(const gpu_iceberg *t)
     return t->g.total_slots;
 }
 
-extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err)
+/* gpu_iceberg_rebuild of t's arrays (a growth under way keeps its old arrays). */
+static floe_status rebuild_arrays(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err)
 {
     const uint32_t max = floe_max_addr_bits(t->spec.key_bits);
     CUDA_TRY(cudaDeviceSynchronize(), err);
@@ -423,15 +544,7 @@ extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, 
             continue;
         }
         free_arrays(t);
-        for (int l = 0; l < FLOE_LEVELS; l++) {
-            t->level[l] = nt.level[l];
-            t->bytes[l] = nt.bytes[l];
-        }
-        t->values = nt.values;
-        t->values_bytes = nt.values_bytes;
-        t->g = nt.g;
-        t->addr_bits = a;
-        t->three = a3;
+        arrays_from(t, &nt); /* alloc_arrays set its addr_bits and three: a, a3 */
         *addr_bits = a;
         *three = a3;
         cudaFree(failed);
@@ -439,9 +552,133 @@ extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, 
     }
 }
 
+extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err)
+{
+    floe_status st = gpu_iceberg_settle(t, err);
+    return st == FLOE_OK ? rebuild_arrays(t, addr_bits, three, err) : st;
+}
+
+extern "C" int gpu_iceberg_growing(const gpu_iceberg *t)
+{
+    return t->old != NULL;
+}
+
+/* Old slots [first, first + count) moved, enqueued on s. */
+static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, cudaStream_t s, floe_errinfo *err)
+{
+    const gpu_iceberg *o = t->old;
+    const uint64_t step = (uint64_t)1 << 30;
+    for (uint64_t at = first; at < first + count; at += step) {
+        const uint64_t m = first + count - at < step ? first + count - at : step;
+        with_row_bits(t->g.level[0], [&](auto rn) {
+            k_move_slots<decltype(rn)::value><<<blocks_for(m), BLOCK, 0, s>>>(
+                o->g, levels_of(o), o->values, t->g, levels_of(t), t->values, t->vb, at, m, t->move_failed);
+        });
+        CUDA_TRY(cudaGetLastError(), err);
+    }
+    return FLOE_OK;
+}
+
+/* Ends the growth under way: the old slots not yet moved are, and, where a
+ * key could not be placed (the new arrays are twice the old: not met below
+ * fill 0.9), every old slot again after the new arrays grow at once; then
+ * the old arrays are freed.  Waits for s. */
+static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
+{
+    gpu_iceberg *o = t->old;
+    if (!o)
+        return FLOE_OK;
+    for (uint64_t from = t->moved;; from = 0) {
+        floe_status st = move_slots(t, from, o->g.total_slots - from, s, err);
+        if (st != FLOE_OK)
+            return st;
+        int failed = 1;
+        CUDA_TRY(cudaMemcpyAsync(&failed, t->move_failed, sizeof failed, cudaMemcpyDeviceToHost, s), err);
+        CUDA_TRY(cudaStreamSynchronize(s), err);
+        if (!failed)
+            break;
+        uint32_t a = t->addr_bits + 1, a3 = 0;
+        if ((st = rebuild_arrays(t, &a, &a3, err)) != FLOE_OK)
+            return st;
+        CUDA_TRY(cudaMemset(t->move_failed, 0, sizeof(int)), err);
+        CUDA_TRY(cudaDeviceSynchronize(), err);
+    }
+    free_arrays(o);
+    free(o);
+    t->old = NULL;
+    t->moved = 0;
+    return FLOE_OK;
+}
+
+extern "C" floe_status gpu_iceberg_settle(gpu_iceberg *t, floe_errinfo *err)
+{
+    if (!t->old)
+        return FLOE_OK;
+    CUDA_TRY(cudaDeviceSynchronize(), err); /* the batches enqueued on any stream */
+    return settle_on(t, 0, err);
+}
+
+floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, cudaStream_t s, floe_errinfo *err)
+{
+    const gpu_iceberg *o = t->old;
+    if (!o)
+        return FLOE_OK;
+    if (n) {
+        with_row_bits(o->g.level[0], [&](auto ro) {
+            with_row_bits(t->g.level[0], [&](auto rn) {
+                k_move_keys<decltype(ro)::value, decltype(rn)::value><<<blocks_for(n), BLOCK, 0, s>>>(
+                    o->g, levels_of(o), o->values, t->g, levels_of(t), t->values, t->vb, keys, n, t->move_failed);
+            });
+        });
+        CUDA_TRY(cudaGetLastError(), err);
+    }
+    const uint64_t left = o->g.total_slots - t->moved, share = (uint64_t)n * GPU_MOVE_PER_KEY;
+    if (left <= share || left <= GPU_MOVE_MIN)
+        return settle_on(t, s, err); /* the last share */
+    const uint64_t count = share > GPU_MOVE_MIN ? share : GPU_MOVE_MIN;
+    floe_status st = move_slots(t, t->moved, count, s, err);
+    if (st == FLOE_OK)
+        t->moved += count;
+    return st;
+}
+
+extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
+{
+    floe_status st = gpu_iceberg_settle(t, err);
+    if (st == FLOE_OK)
+        st = iceberg_size_check(t->spec.key_bits, addr_bits, three, err);
+    if (st != FLOE_OK)
+        return st;
+    if (!t->move_failed)
+        CUDA_TRY(cudaMalloc(&t->move_failed, sizeof(int)), err);
+    CUDA_TRY(cudaDeviceSynchronize(), err); /* the batches before, on any stream */
+    gpu_iceberg *o = (gpu_iceberg *)calloc(1, sizeof *o);
+    if (!o)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    o->spec = t->spec;
+    o->vb = t->vb;
+    arrays_from(o, t);
+    if ((st = alloc_arrays(t, addr_bits, three, err)) != FLOE_OK) { /* t's arrays are NULL: the old ones back */
+        arrays_from(t, o);
+        free(o);
+        return st;
+    }
+    cudaError_t e = cudaMemset(t->move_failed, 0, sizeof(int));
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize(); /* zeroed before any stream's kernel reads them */
+    t->old = o;
+    t->moved = 0;
+    if (e != cudaSuccess)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing: %s", cudaGetErrorString(e));
+    return FLOE_OK;
+}
+
 extern "C" floe_status gpu_iceberg_scan(gpu_iceberg *t, uint64_t pos, size_t limit, uint64_t *keys, void *values,
                                         size_t *n, uint64_t *next, int *done, floe_errinfo *err)
 {
+    floe_status st = gpu_iceberg_settle(t, err);
+    if (st != FLOE_OK)
+        return st;
     const uint64_t total = t->g.total_slots;
     *n = 0;
     *next = pos;
@@ -505,6 +742,9 @@ extern "C" floe_status gpu_iceberg_scan(gpu_iceberg *t, uint64_t pos, size_t lim
 
 extern "C" floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections[FLOE_LEVELS + 1], floe_errinfo *err)
 {
+    floe_status st = gpu_iceberg_settle(t, err);
+    if (st != FLOE_OK)
+        return st;
     CUDA_TRY(cudaDeviceSynchronize(), err);
     for (int l = 0; l < FLOE_LEVELS; l++)
         CUDA_TRY(cudaMemcpy(sections[l], t->level[l], t->bytes[l], cudaMemcpyDeviceToHost), err);
@@ -516,6 +756,9 @@ extern "C" floe_status gpu_iceberg_download(gpu_iceberg *t, void *const sections
 extern "C" floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sections[FLOE_LEVELS + 1],
                                           uint32_t first_fill, floe_errinfo *err)
 {
+    floe_status st = gpu_iceberg_settle(t, err);
+    if (st != FLOE_OK)
+        return st;
     CUDA_TRY(cudaDeviceSynchronize(), err);
     t->g.first_fill = first_fill;
     for (int l = 0; l < FLOE_LEVELS; l++)
@@ -528,6 +771,9 @@ extern "C" floe_status gpu_iceberg_upload(gpu_iceberg *t, const void *const sect
 extern "C" floe_status gpu_iceberg_keys_all(gpu_iceberg *t, uint64_t *d_keys, size_t cap, unsigned long long *d_count,
                                             gpu_stream stream, floe_errinfo *err)
 {
+    floe_status st = gpu_iceberg_settle(t, err);
+    if (st != FLOE_OK)
+        return st;
     const unsigned blocks = blocks_for(t->g.total_slots) < 8192 ? blocks_for(t->g.total_slots) : 8192;
     k_keys_all<<<blocks, BLOCK, 0, stream>>>(t->g, levels_of(t), d_keys, cap, d_count);
     CUDA_TRY(cudaGetLastError(), err);
@@ -537,8 +783,9 @@ extern "C" floe_status gpu_iceberg_keys_all(gpu_iceberg *t, uint64_t *d_keys, si
 extern "C" floe_status gpu_iceberg_keys_at(gpu_iceberg *t, const uint64_t *d_ids, uint64_t first, size_t n,
                                            uint64_t *d_keys, uint8_t *d_found, gpu_stream stream, floe_errinfo *err)
 {
-    if (n == 0)
-        return FLOE_OK;
+    floe_status st = gpu_iceberg_settle(t, err);
+    if (st != FLOE_OK || n == 0)
+        return st;
     k_keys_at<<<blocks_for(n), BLOCK, 0, stream>>>(t->g, levels_of(t), d_ids, first, n, d_keys, d_found);
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;

@@ -92,7 +92,9 @@ static floe_status quiesce(gpu_table *t, floe_errinfo *err)
     return FLOE_OK;
 }
 
-/* Rebuild at 2^addr_bits primary buckets (0: the current size); klock held. */
+/* Rebuild at 2^addr_bits primary buckets (0: the current size), or grow to
+ * them where they are more (gpu_iceberg_grow: the table does not stop);
+ * klock held. */
 floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
 {
     uint32_t three = 0; /* a SET or MAP doubles */
@@ -110,12 +112,20 @@ floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
                               t->base.spec.name, (double)need / 1048576.0, t->be->device);
     if (st == FLOE_OK)
         st = quiesce(t, err); /* other lanes' pieces */
-    if (st == FLOE_OK)
+    const bool grow = addr_bits > now_bits;
+    if (st == FLOE_OK && grow) /* larger: the keys move while the batches go on */
+        st = gpu_iceberg_grow(t->ice, addr_bits, three, err);
+    else if (st == FLOE_OK)
         st = gpu_iceberg_rebuild(t->ice, &addr_bits, &three, err);
     if (st != FLOE_OK)
         return st;
     t->generation++;
-    return recount(t, err);
+    if (!grow)
+        return recount(t, err);
+    /* the same keys, drained: no count on the device (two tables' arrays to read); tombstones stay behind */
+    relaxed_set(&t->used, t->used - t->tombstones);
+    relaxed_set(&t->tombstones, 0);
+    return FLOE_OK;
 }
 
 /* The size to grow to: twice the slots, unless tombstones hold most of the

@@ -12,12 +12,15 @@
  * (backend_test.cu), and the TREE engine and backend against the CPU ones
  * (tree_test.cu).  Exit 0: all passed.
  */
+#include <algorithm>
 #include <cuda_runtime.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend_test.h"
@@ -149,6 +152,172 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
         key_bits, with_erase ? " with erases" : "", tags_left ? " (fix-up tags wrapped)" : "", pieces,
         three ? "1.5 x " : "", addr_bits, st.level[0].row_bits, st.level[1].row_bits, batches, all_inserted.size(),
         st.fill, (unsigned long long)used[0], (unsigned long long)used[1], (unsigned long long)used[2]);
+    iceberg_destroy(cpu);
+    gpu_iceberg_destroy(gpu);
+}
+
+/* Copies n host values to a device buffer, or back. */
+#define TO_DEV(d, h, bytes)   EXPECT(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) == cudaSuccess, "copy in")
+#define FROM_DEV(h, d, bytes) EXPECT(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) == cudaSuccess, "copy out")
+
+/* A table that grows while its batches go on (gpu_iceberg_grow): the keys
+ * move into the new arrays a share at a time with each batch, and with the
+ * batches that name them.  Inserts (with repeats; a MAP's with values),
+ * finds and erases in batches of up to 6000 keys, so that a growth's move
+ * spans several batches; every answer and value the CPU engine's (a table
+ * sized never to grow), through four growths, one of them begun while
+ * another was under way; then a scan, which ends any growth first, gives
+ * exactly the keys (and values) of a plain map kept beside. */
+static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
+{
+    floe_spec spec;
+    floe_spec_default(&spec);
+    strcpy(spec.name, "g");
+    spec.kind = vb ? FLOE_KIND_MAP : FLOE_KIND_SET;
+    spec.value_bytes = vb;
+    spec.key_bits = key_bits;
+    spec.capacity = 1000;
+    spec.seed = seed;
+    floe_errinfo err;
+    iceberg *cpu;
+    gpu_iceberg *gpu;
+    uint32_t addr = 11;
+    EXPECT(iceberg_create_sized(&spec, 18, 0, NULL, &cpu, &err) == FLOE_OK, "cpu create: %s", err.msg);
+    EXPECT(gpu_iceberg_create(&spec, addr, 0, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
+    const size_t most = 6000;
+    uint64_t *dk, *dv, *dvo;
+    uint8_t *dr;
+    EXPECT(cudaMalloc(&dk, most * 8) == cudaSuccess && cudaMalloc(&dv, most * 8) == cudaSuccess &&
+               cudaMalloc(&dvo, most * 8) == cudaSuccess && cudaMalloc(&dr, most) == cudaSuccess,
+           "device buffers");
+    const uint64_t mask = floe_mask_bits(key_bits), vmask = floe_mask_bits(vb * 8);
+    std::vector<uint64_t> universe(1u << 21);
+    uint64_t r = seed * 7919 + 3;
+    for (auto &k : universe)
+        k = test_rng(&r) & mask;
+    std::unordered_map<uint64_t, uint64_t> model;
+    std::vector<uint64_t> keys, vals, vc(most), vg(most);
+    std::vector<unsigned char> cpu_out(most * 8), gpu_out(most * 8); /* values out, vb bytes each */
+    std::vector<uint8_t> rc(most), rg(most);
+    unsigned growths = 0, steps_growing = 0, batches = 0;
+    bool mid = false; /* a growth begun while one was under way */
+    while (growths < 4 || gpu_iceberg_growing(gpu) || batches < 40) {
+        const int op = (int)(test_rng(&r) % 10); /* 0-5 insert, 6-8 find, 9 erase */
+        size_t n = 1 + (size_t)(test_rng(&r) % most);
+        keys.clear();
+        std::unordered_set<uint64_t> seen;
+        while (keys.size() < n) {
+            uint64_t k = !keys.empty() && test_rng(&r) % 4 == 0 ? keys[test_rng(&r) % keys.size()]
+                                                                : universe[test_rng(&r) % universe.size()];
+            if (vb && op < 6 && !seen.insert(k).second) /* a MAP insert's keys are distinct (gpu_iceberg_put_map) */
+                continue;
+            keys.push_back(k);
+        }
+        vals.resize(n);
+        for (auto &v : vals)
+            v = test_rng(&r) & vmask;
+        std::vector<unsigned char> packed(n * (vb ? vb : 1));
+        for (size_t i = 0; i < n && vb; i++)
+            memcpy(&packed[i * vb], &vals[i], vb);
+        TO_DEV(dk, keys.data(), n * 8);
+        std::fill(vc.begin(), vc.end(), 0);
+        std::fill(vg.begin(), vg.end(), 0);
+        const bool growing = gpu_iceberg_growing(gpu);
+        if (op < 6) {
+            EXPECT(iceberg_insert(cpu, keys.data(), n, vb ? packed.data() : NULL, vb ? n * vb : 0, FLOE_VALUES_KEEP,
+                                  rc.data(), NULL, vb ? cpu_out.data() : NULL, NULL, &err) == FLOE_OK,
+                   "%s", err.msg);
+            if (vb) {
+                TO_DEV(dv, packed.data(), n * vb);
+                EXPECT(gpu_iceberg_put_map(gpu, dk, dv, n, FLOE_VALUES_KEEP, dr, NULL, dvo, 0, &err) == FLOE_OK, "%s",
+                       err.msg);
+            } else {
+                EXPECT(gpu_iceberg_put(gpu, dk, n, dr, NULL, 0, 0, &err) == FLOE_OK, "%s", err.msg);
+            }
+            for (size_t i = 0; i < n; i++)
+                if (rc[i] == FLOE_INSERTED)
+                    model[keys[i]] = vb ? vals[i] : 0;
+        } else if (op < 9) {
+            EXPECT(iceberg_find(cpu, keys.data(), n, rc.data(), NULL, vb ? cpu_out.data() : NULL, NULL, &err) ==
+                       FLOE_OK,
+                   "%s", err.msg);
+            EXPECT(gpu_iceberg_find(gpu, dk, n, dr, NULL, vb ? dvo : NULL, 0, &err) == FLOE_OK, "%s", err.msg);
+        } else {
+            EXPECT(iceberg_erase(cpu, keys.data(), n, rc.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
+            EXPECT(gpu_iceberg_erase(gpu, dk, n, dr, 0, &err) == FLOE_OK, "%s", err.msg);
+            for (size_t i = 0; i < n; i++)
+                if (rc[i] == FLOE_ERASED)
+                    model.erase(keys[i]);
+        }
+        FROM_DEV(rg.data(), dr, n);
+        if (vb && op < 9) {
+            FROM_DEV(gpu_out.data(), dvo, n * vb);
+            for (size_t i = 0; i < n; i++) {
+                memcpy(&vc[i], &cpu_out[i * vb], vb);
+                memcpy(&vg[i], &gpu_out[i * vb], vb);
+            }
+        }
+        for (size_t i = 0, bad = 0; i < n && bad < 5; i++)
+            if (rc[i] != rg[i] || (vb && op < 9 && vc[i] != vg[i])) {
+                bad++;
+                EXPECT(false, "growing (%s) %s batch %u (op %d) key %zu (%llu): cpu %u / %llu, gpu %u / %llu",
+                       growing ? "under way" : "none", vb ? "MAP" : "SET", batches, op, i, (unsigned long long)keys[i],
+                       rc[i], (unsigned long long)vc[i], rg[i], (unsigned long long)vg[i]);
+            }
+        steps_growing += growing;
+        batches++;
+        const double fill = (double)model.size() / (double)gpu_iceberg_slots(gpu);
+        bool grow = growths < 4 && fill > 0.7;
+        if (growths == 2 && !mid && gpu_iceberg_growing(gpu)) /* the next one begun while this one is under way */
+            grow = mid = true;
+        if (grow) {
+            EXPECT(gpu_iceberg_grow(gpu, ++addr, 0, &err) == FLOE_OK, "grow to 2^%u: %s", addr, err.msg);
+            growths++;
+        }
+    }
+    /* every key once, with its value: a scan (which ends a growth under way first) */
+    std::vector<uint64_t> got, got_vals;
+    std::vector<uint64_t> kbuf(1 << 16), vbuf(1 << 16);
+    uint64_t pos = 0;
+    for (int done = 0; !done;) {
+        size_t m = 0;
+        uint64_t next = 0;
+        EXPECT(gpu_iceberg_scan(gpu, pos, kbuf.size(), kbuf.data(), vb ? vbuf.data() : NULL, &m, &next, &done, &err) ==
+                   FLOE_OK,
+               "scan: %s", err.msg);
+        if (failures)
+            break;
+        for (size_t i = 0; i < m; i++) {
+            uint64_t v = 0;
+            if (vb)
+                memcpy(&v, (const unsigned char *)vbuf.data() + i * vb, vb);
+            got.push_back(kbuf[i]);
+            got_vals.push_back(v);
+        }
+        pos = next;
+    }
+    size_t wrong = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        auto it = model.find(got[i]);
+        wrong += it == model.end() || (vb && it->second != got_vals[i]);
+    }
+    std::sort(got.begin(), got.end());
+    EXPECT(got.size() == model.size() && wrong == 0 && std::adjacent_find(got.begin(), got.end()) == got.end(),
+           "after the growths: %zu keys scanned (%zu not as the model says), the model holds %zu", got.size(), wrong,
+           model.size());
+    uint64_t used[3], tomb;
+    EXPECT(gpu_iceberg_count(gpu, used, &tomb, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(used[0] + used[1] + used[2] - tomb == model.size(), "counted %llu keys, the model holds %zu",
+           (unsigned long long)(used[0] + used[1] + used[2] - tomb), model.size());
+    EXPECT(steps_growing >= 8 && mid && !gpu_iceberg_growing(gpu),
+           "%u batches ran while a growth was under way (one begun in another: %d)", steps_growing, (int)mid);
+    printf("ok: %s of %u-bit keys grown from 2^11 to 2^%u primary buckets while %u of its %u batches ran, %zu keys: "
+           "every answer%s the CPU engine's\n",
+           vb ? "MAP" : "SET", key_bits, addr, steps_growing, batches, model.size(), vb ? " and value" : "");
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dvo);
+    cudaFree(dr);
     iceberg_destroy(cpu);
     gpu_iceberg_destroy(gpu);
 }
@@ -360,6 +529,9 @@ int main(int argc, char **argv)
         against_cpu(40, 13, 0.6, seed + 7, false, false, 0, 4096);
         /* 1.5 x 2^a primary buckets, as a TREE's root table grows */
         against_cpu(52, 9, 0.9, seed + 8, true, false, 0, 0, 1);
+        /* growth while the batches go on */
+        grow_against_cpu(40, 0, seed + 11);
+        grow_against_cpu(48, 8, seed + 12);
         backend_suite(seed + 2, true, NULL);
         tree_suite(seed + 3, true);
         ordered_suite(seed + 6, true);
@@ -381,6 +553,11 @@ int main(int argc, char **argv)
         /* 1.5 x 2^a primary buckets, as a TREE's root table grows */
         against_cpu(52, 13, 0.95, seed + 24, true, false, 0, 0, 1);
         against_cpu(31, 14, 0.95, seed + 25, false, true, 0, 0, 1);
+        /* growth while the batches go on: SET and MAP, narrow and wide rows */
+        grow_against_cpu(40, 0, seed + 26);
+        grow_against_cpu(64, 0, seed + 27);
+        grow_against_cpu(48, 8, seed + 28);
+        grow_against_cpu(24, 4, seed + 29);
         /* the backend floed uses: pipeline, MAP, growth, scan, save/load across backends */
         backend_suite(seed + 30, false, NULL);
         /* TREE tables: engine against the CPU engine, both backends */
