@@ -73,6 +73,8 @@ struct gpu_iceberg {
     gpu_iceberg *old;
     uint64_t moved;   /* the old arrays' slots [0, moved) moved */
     int *move_failed; /* device: a key the new arrays could not place stayed in the old */
+    uint64_t *move_list; /* device: where a batch's keys are in the old arrays (k_old_slots) */
+    size_t move_cap;
 };
 
 /* iceberg_table.cu: with a growth under way, before a batch of n keys

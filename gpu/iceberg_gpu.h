@@ -165,7 +165,8 @@ floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *t
  * (waits, frees the old arrays).  Its answers and ids are the new arrays'.
  * A scan, a download, ids to keys, a rebuild or another growth ends a
  * growth under way first (gpu_iceberg_settle).  ERR_FULL if the arrays
- * cannot be allocated: the table as it was. */
+ * cannot be allocated: the table as it was.  To a size of 1.5 x 2^a, or
+ * not larger, it rebuilds at once (gpu_iceberg_rebuild). */
 #define GPU_MOVE_PER_KEY 8u
 #define GPU_MOVE_MIN     ((uint64_t)1 << 16)
 floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err);

@@ -189,38 +189,37 @@ __device__ __forceinline__ void move_slot(const floe_geometry &from, const level
     atomicXor(word, (unsigned long long)((busy ^ floe_row_tombstone(rb)) << shift));
 }
 
-/* Old slots [first, first + count) moved, in column order. */
+/* Old slots moved: slots[i] for i < count where slots is not NULL
+ * (UINT64_MAX: none), else [first, first + count) in column order. */
 template <int SN>
 __global__ void __launch_bounds__(BLOCK)
-    k_move_slots(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
-                 const __grid_constant__ floe_geometry to, const levels nw, void *new_vals, uint32_t vb, uint64_t first,
-                 uint64_t count, int *failed)
+    k_move(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
+           const __grid_constant__ floe_geometry to, const levels nw, void *new_vals, uint32_t vb, uint64_t first,
+           uint64_t count, const uint64_t *slots, int *failed)
 {
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= count)
         return;
-    move_slot<SN>(from, old, old_vals, to, nw, new_vals, vb, first + column_order(i, count), failed);
+    const uint64_t p = slots ? slots[i] : first + column_order(i, count);
+    if (p != UINT64_MAX)
+        move_slot<SN>(from, old, old_vals, to, nw, new_vals, vb, p, failed);
 }
 
-/* The old arrays' keys among a batch's n keys moved (a key twice in the
- * batch: one thread takes its slot). */
-template <int SO, int SN>
-__global__ void __launch_bounds__(BLOCK)
-    k_move_keys(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
-                const __grid_constant__ floe_geometry to, const levels nw, void *new_vals, uint32_t vb,
-                const uint64_t *keys, uint64_t n, int *failed)
+/* Where each of a batch's n keys is in the old arrays (UINT64_MAX: not
+ * there, or too wide: the batch answers it), for k_move. */
+template <int SO>
+__global__ void __launch_bounds__(BLOCK) k_old_slots(const __grid_constant__ floe_geometry from, const levels old,
+                                                     const uint64_t *keys, uint64_t n, uint64_t *slots)
 {
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
     const uint64_t key = keys[i];
-    if (key & ~floe_mask_bits(from.key_bits)) /* too wide: the batch answers it */
-        return;
-    uint8_t res;
+    uint8_t res = R_ABSENT;
     uint64_t id, put;
-    op_key<SO, false>(from, old.L[0], old.L[1], old.L[2], key, &res, &id, &put);
-    if (res == R_PRESENT)
-        move_slot<SN>(from, old, old_vals, to, nw, new_vals, vb, id, failed);
+    if (!(key & ~floe_mask_bits(from.key_bits)))
+        op_key<SO, false>(from, old.L[0], old.L[1], old.L[2], key, &res, &id, &put);
+    slots[i] = res == R_PRESENT ? id : UINT64_MAX;
 }
 
 struct live_slot {
@@ -400,6 +399,7 @@ extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
         free(t->old);
     }
     cudaFree(t->move_failed);
+    cudaFree(t->move_list);
     free_arrays(t);
     cudaFree(t->halt);
     cudaFree(t->scratch_map);
@@ -563,16 +563,32 @@ extern "C" int gpu_iceberg_growing(const gpu_iceberg *t)
     return t->old != NULL;
 }
 
-/* Old slots [first, first + count) moved, enqueued on s. */
-static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, cudaStream_t s, floe_errinfo *err)
+/* with_row_bits for the new arrays of a growth, which has 2^a primary
+ * buckets (gpu_iceberg_grow): the moves' kernels carry no 1.5 x 2^a path. */
+template <typename F> static void with_new_row_bits(const floe_level &l0, F f)
+{
+    assert(!l0.three);
+    if (l0.row_bits == 16)
+        f(std::integral_constant<int, 16>{});
+    else if (l0.row_bits == 32)
+        f(std::integral_constant<int, 32>{});
+    else
+        f(std::integral_constant<int, 64>{});
+}
+
+/* Old slots moved, enqueued on s: [first, first + count), or the count
+ * slots listed in slots (device memory) where it is not NULL. */
+static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, const uint64_t *slots, cudaStream_t s,
+                              floe_errinfo *err)
 {
     const gpu_iceberg *o = t->old;
     const uint64_t step = (uint64_t)1 << 30;
-    for (uint64_t at = first; at < first + count; at += step) {
-        const uint64_t m = first + count - at < step ? first + count - at : step;
-        with_row_bits(t->g.level[0], [&](auto rn) {
-            k_move_slots<decltype(rn)::value><<<blocks_for(m), BLOCK, 0, s>>>(
-                o->g, levels_of(o), o->values, t->g, levels_of(t), t->values, t->vb, at, m, t->move_failed);
+    for (uint64_t at = 0; at < count; at += step) {
+        const uint64_t m = count - at < step ? count - at : step;
+        with_new_row_bits(t->g.level[0], [&](auto rn) {
+            k_move<decltype(rn)::value><<<blocks_for(m), BLOCK, 0, s>>>(o->g, levels_of(o), o->values, t->g,
+                                                                        levels_of(t), t->values, t->vb, first + at, m,
+                                                                        slots ? slots + at : NULL, t->move_failed);
         });
         CUDA_TRY(cudaGetLastError(), err);
     }
@@ -589,7 +605,7 @@ static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
     if (!o)
         return FLOE_OK;
     for (uint64_t from = t->moved;; from = 0) {
-        floe_status st = move_slots(t, from, o->g.total_slots - from, s, err);
+        floe_status st = move_slots(t, from, o->g.total_slots - from, NULL, s, err);
         if (st != FLOE_OK)
             return st;
         int failed = 1;
@@ -623,20 +639,27 @@ floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, cu
     const gpu_iceberg *o = t->old;
     if (!o)
         return FLOE_OK;
-    if (n) {
+    if (n) { /* the batch's keys first: where each is, then those moved */
+        if (n > t->move_cap) {
+            cudaFree(t->move_list); /* waits for the kernels that read it */
+            t->move_list = NULL;
+            t->move_cap = 0;
+            CUDA_TRY(cudaMalloc(&t->move_list, n * sizeof *t->move_list), err);
+            t->move_cap = n;
+        }
         with_row_bits(o->g.level[0], [&](auto ro) {
-            with_row_bits(t->g.level[0], [&](auto rn) {
-                k_move_keys<decltype(ro)::value, decltype(rn)::value><<<blocks_for(n), BLOCK, 0, s>>>(
-                    o->g, levels_of(o), o->values, t->g, levels_of(t), t->values, t->vb, keys, n, t->move_failed);
-            });
+            k_old_slots<decltype(ro)::value><<<blocks_for(n), BLOCK, 0, s>>>(o->g, levels_of(o), keys, n, t->move_list);
         });
         CUDA_TRY(cudaGetLastError(), err);
+        floe_status st = move_slots(t, 0, n, t->move_list, s, err);
+        if (st != FLOE_OK)
+            return st;
     }
     const uint64_t left = o->g.total_slots - t->moved, share = (uint64_t)n * GPU_MOVE_PER_KEY;
     if (left <= share || left <= GPU_MOVE_MIN)
         return settle_on(t, s, err); /* the last share */
     const uint64_t count = share > GPU_MOVE_MIN ? share : GPU_MOVE_MIN;
-    floe_status st = move_slots(t, t->moved, count, s, err);
+    floe_status st = move_slots(t, t->moved, count, NULL, s, err);
     if (st == FLOE_OK)
         t->moved += count;
     return st;
@@ -649,6 +672,8 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
         st = iceberg_size_check(t->spec.key_bits, addr_bits, three, err);
     if (st != FLOE_OK)
         return st;
+    if (three || addr_bits <= t->addr_bits) /* not a growth the moves make: at once */
+        return rebuild_arrays(t, &addr_bits, &three, err);
     if (!t->move_failed)
         CUDA_TRY(cudaMalloc(&t->move_failed, sizeof(int)), err);
     CUDA_TRY(cudaDeviceSynchronize(), err); /* the batches before, on any stream */
