@@ -325,18 +325,25 @@ static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, uint32_t thr
     t->three = three;
     size_t total = 0;
     cudaError_t e = cudaSuccess;
+    /* new arrays: t's pointers may be a copy of arrays in use (a rebuild's,
+     * a growth's), which a failure below must not free */
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        t->level[l] = NULL;
+    t->values = NULL;
     for (int l = 0; l < FLOE_LEVELS && e == cudaSuccess; l++) {
         t->bytes[l] = floe_level_words(&t->g.level[l]) * sizeof(uint64_t);
         total += t->bytes[l];
-        e = cudaMalloc(&t->level[l], t->bytes[l]);
-        if (e == cudaSuccess)
+        if ((e = cudaMalloc(&t->level[l], t->bytes[l])) != cudaSuccess)
+            t->level[l] = NULL;
+        else
             e = cudaMemset(t->level[l], 0, t->bytes[l]);
     }
     t->values_bytes = t->vb ? (size_t)t->g.total_slots * t->vb : 0;
     total += t->values_bytes;
     if (e == cudaSuccess && t->vb) {
-        e = cudaMalloc(&t->values, t->values_bytes);
-        if (e == cudaSuccess)
+        if ((e = cudaMalloc(&t->values, t->values_bytes)) != cudaSuccess)
+            t->values = NULL;
+        else
             e = cudaMemset(t->values, 0, t->values_bytes);
     }
     if (e != cudaSuccess) {

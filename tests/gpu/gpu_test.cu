@@ -167,7 +167,9 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
  * spans several batches; every answer and value the CPU engine's (a table
  * sized never to grow), through four growths, one of them begun while
  * another was under way; then a scan, which ends any growth first, gives
- * exactly the keys (and values) of a plain map kept beside. */
+ * exactly the keys (and values) of a plain map kept beside; and a growth
+ * and a rebuild to arrays that cannot be had answer ERR_FULL and leave the
+ * table whole. */
 static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
 {
     floe_spec spec;
@@ -305,6 +307,23 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
     EXPECT(got.size() == model.size() && wrong == 0 && std::adjacent_find(got.begin(), got.end()) == got.end(),
            "after the growths: %zu keys scanned (%zu not as the model says), the model holds %zu", got.size(), wrong,
            model.size());
+    /* arrays that cannot be had (2^35 buckets: terabytes): ERR_FULL, and the table as it was, for a
+     * growth and a rebuild alike */
+    uint32_t big = 35, three = 0;
+    if (key_bits >= big) {
+        EXPECT(gpu_iceberg_grow(gpu, big, 0, &err) == FLOE_ERR_FULL, "a growth to 2^35 buckets: not ERR_FULL");
+        EXPECT(gpu_iceberg_rebuild(gpu, &big, &three, &err) == FLOE_ERR_FULL,
+               "a rebuild at 2^35 buckets: not ERR_FULL");
+        EXPECT(!gpu_iceberg_growing(gpu) && gpu_iceberg_addr_bits(gpu) == addr, "the table changed size");
+    }
+    std::vector<uint64_t> held;
+    for (const auto &kv : model)
+        held.push_back(kv.first);
+    std::vector<uint8_t> f(held.size());
+    EXPECT(gpu_iceberg_find_host(gpu, held.data(), held.size(), f.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
+    EXPECT(std::count(f.begin(), f.end(), (uint8_t)FLOE_PRESENT) == (long)held.size(),
+           "after a growth that could not allocate: %ld of %zu keys found",
+           (long)std::count(f.begin(), f.end(), (uint8_t)FLOE_PRESENT), held.size());
     uint64_t used[3], tomb;
     EXPECT(gpu_iceberg_count(gpu, used, &tomb, &err) == FLOE_OK, "%s", err.msg);
     EXPECT(used[0] + used[1] + used[2] - tomb == model.size(), "counted %llu keys, the model holds %zu",
