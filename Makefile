@@ -83,7 +83,7 @@ MPI_CFLAGS := -DFLOE_MC_MPI $(shell $(MPICC) --showme:compile 2>/dev/null || $(M
 MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null || $(MPICC) -link-info | cut -d' ' -f2-)
 endif
 
-TABLES_SRC := tables/alloc.c tables/status.c tables/spec.c tables/pool.c tables/dedup.c tables/explore.c tables/iceberg.c tables/tree.c \
+TABLES_SRC := tables/alloc.c tables/status.c tables/spec.c tables/pool.c tables/dedup.c tables/explore.c tables/iceberg.c tables/iceberg_file.c tables/tree.c \
               tables/tablefile.c tables/backend.c tables/backend_cpu.c tables/partition.c tables/group.c tables/ordered.c \
               tables/hostmem.c tables/cuckoo.c
 TEST_SRC   := $(wildcard tests/unit/*.c)

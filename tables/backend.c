@@ -1,7 +1,8 @@
 /*
  * backend.c - dispatch from the backend interface to a backend's functions,
- * the in-process door (every batch checked once, in floe_table_submit), and
- * the blocking floe_table_run built on submit (see backend.h).
+ * the in-process door (every batch checked once, in floe_table_submit), the
+ * blocking floe_table_run built on submit, and a table's keys copied into
+ * another through it (see backend.h).
  */
 #include "backend.h"
 
@@ -295,4 +296,59 @@ floe_status floe_table_run(floe_table *t, floe_batch *b)
 {
     floe_tables_run(&t, &b, 1);
     return b->status;
+}
+
+#define COPY_CHUNK ((size_t)1 << 18) /* keys per scan and insert */
+
+floe_status floe_table_copy_keys(floe_table *from, floe_table *to, floe_errinfo *err)
+{
+    const floe_spec *s = &from->spec;
+    const bool is_tree = s->kind == FLOE_KIND_TREE;
+    const uint32_t vb = floe_spec_has_values(s) ? s->value_bytes : 0;
+    const size_t wb = (size_t)s->words * 4;
+    uint64_t *keys = floe_malloc(COPY_CHUNK * 8);
+    void *vals = vb ? floe_malloc(COPY_CHUNK * vb) : NULL;
+    uint32_t *vecs = is_tree ? floe_malloc(COPY_CHUNK * wb) : NULL;
+    uint8_t *res = floe_malloc(COPY_CHUNK);
+    floe_status st = FLOE_OK;
+    if (!keys || !res || (vb && !vals) || (is_tree && !vecs))
+        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
+    floe_batch sc = {.op = FLOE_OP_SCAN, .limit = COPY_CHUNK, .scan_keys = keys};
+    if (vb) {
+        sc.flags = FLOE_BATCH_WANT_VALUES;
+        sc.scan_values = vals;
+    }
+    sc.scan_vectors = vecs;
+    while (st == FLOE_OK) {
+        st = floe_table_run(from, &sc);
+        if (st != FLOE_OK) {
+            *err = sc.error;
+            break;
+        }
+        if (sc.scan_n > 0) {
+            floe_batch ins = {.op = FLOE_OP_INSERT, .n = sc.scan_n, .results = res};
+            if (is_tree) {
+                ins.vectors = vecs;
+            } else {
+                ins.keys = keys;
+                ins.values = vals;
+                ins.values_len = vb ? sc.scan_n * vb : 0;
+            }
+            st = floe_table_run(to, &ins);
+            if (st != FLOE_OK)
+                *err = ins.error;
+            else if (ins.counts.full)
+                st = floe_errinfo_set(err, FLOE_ERR_FULL, "%llu keys did not fit while loading",
+                                      (unsigned long long)ins.counts.full);
+        }
+        if (sc.scan_done)
+            break;
+        sc.cursor = sc.next;
+        sc.cursor_set = 1;
+    }
+    free(keys);
+    free(vals);
+    free(vecs);
+    free(res);
+    return st;
 }

@@ -216,6 +216,10 @@ floe_status floe_table_load(floe_backend *be, const char *path, floe_table **out
 void floe_table_submit(floe_table *t, floe_batch *b);
 /* Submits b and waits for it: for tools and tests.  b->done must be NULL. */
 floe_status floe_table_run(floe_table *t, floe_batch *b);
+/* Every key (with its value) or vector of from inserted into to, through
+ * scans of from and inserts into to (a table loaded into a different
+ * number of parts); ERR_FULL if to could not take them all. */
+floe_status floe_table_copy_keys(floe_table *from, floe_table *to, floe_errinfo *err);
 /* Submits b[i] to t[i] for every i < n, all at once, and waits for all of
  * them (a layer over several tables: tables in parts).  Each done NULL. */
 void floe_tables_run(floe_table *const *t, floe_batch *const *b, size_t n);

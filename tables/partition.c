@@ -66,7 +66,6 @@
 #include "tablefile.h"
 #include "tree.h"
 
-#define MOVE_CHUNK  ((size_t)1 << 18) /* keys per scan and insert while re-partitioning a loaded file */
 #define JOIN_INLINE ((size_t)1 << 14) /* a batch's answers joined on its last part's thread, not posted to the pool */
 /* Split buffers kept for reuse: pinned memory takes milliseconds to get,
  * and 64 batches of 4 Mi keys in flight need 4 GiB of them (kept 2 GiB:
@@ -1284,91 +1283,6 @@ static floe_status part_create_table(floe_backend *base, const floe_spec *spec, 
     return st;
 }
 
-static bool same_table(const floe_spec *a, const floe_spec *b)
-{
-    return strcmp(a->name, b->name) == 0 && a->kind == b->kind && a->key_bits == b->key_bits && a->words == b->words &&
-           a->value_bytes == b->value_bytes && a->seed == b->seed;
-}
-
-/* Reads every part's header of path; the whole table's spec goes to whole. */
-static floe_status read_parts(const char *path, floe_file_part *where, unsigned *nparts, floe_spec *whole,
-                              floe_errinfo *err)
-{
-    floe_file_header h0, h;
-    floe_status st = floe_file_header_at(path, 0, &h0, err);
-    if (st != FLOE_OK)
-        return st;
-    uint64_t off = 0;
-    for (uint32_t i = 0; i < h0.parts; i++) {
-        if (i > 0 && (st = floe_file_header_at(path, off, &h, err)) != FLOE_OK)
-            return st;
-        const floe_file_header *hi = i ? &h : &h0;
-        if (hi->parts != h0.parts || hi->part != i || !same_table(&hi->spec, &h0.spec))
-            return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged (part %u does not match part 0)", path, i);
-        where[i] = (floe_file_part){off, i};
-        off += floe_file_bytes(hi);
-    }
-    *nparts = h0.parts;
-    *whole = h0.spec;
-    whole->capacity = h0.whole_capacity;
-    whole->memory = h0.whole_memory;
-    return FLOE_OK;
-}
-
-/* Every key (with its value) or vector of from into to. */
-static floe_status move_all(floe_table *from, floe_table *to, floe_errinfo *err)
-{
-    const floe_spec *s = &from->spec;
-    const bool is_tree = s->kind == FLOE_KIND_TREE;
-    const uint32_t vb = floe_spec_has_values(s) ? s->value_bytes : 0;
-    const size_t wb = (size_t)s->words * 4;
-    uint64_t *keys = floe_malloc(MOVE_CHUNK * 8);
-    void *vals = vb ? floe_malloc(MOVE_CHUNK * vb) : NULL;
-    uint32_t *vecs = is_tree ? floe_malloc(MOVE_CHUNK * wb) : NULL;
-    uint8_t *res = floe_malloc(MOVE_CHUNK);
-    floe_status st = FLOE_OK;
-    if (!keys || !res || (vb && !vals) || (is_tree && !vecs))
-        st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory");
-    floe_batch sc = {.op = FLOE_OP_SCAN, .limit = MOVE_CHUNK, .scan_keys = keys};
-    if (vb) {
-        sc.flags = FLOE_BATCH_WANT_VALUES;
-        sc.scan_values = vals;
-    }
-    sc.scan_vectors = vecs;
-    while (st == FLOE_OK) {
-        st = floe_table_run(from, &sc);
-        if (st != FLOE_OK) {
-            *err = sc.error;
-            break;
-        }
-        if (sc.scan_n > 0) {
-            floe_batch ins = {.op = FLOE_OP_INSERT, .n = sc.scan_n, .results = res};
-            if (is_tree) {
-                ins.vectors = vecs;
-            } else {
-                ins.keys = keys;
-                ins.values = vals;
-                ins.values_len = vb ? sc.scan_n * vb : 0;
-            }
-            st = floe_table_run(to, &ins);
-            if (st != FLOE_OK)
-                *err = ins.error;
-            else if (ins.counts.full)
-                st = floe_errinfo_set(err, FLOE_ERR_FULL, "%llu keys did not fit while loading",
-                                      (unsigned long long)ins.counts.full);
-        }
-        if (sc.scan_done)
-            break;
-        sc.cursor = sc.next;
-        sc.cursor_set = 1;
-    }
-    free(keys);
-    free(vals);
-    free(vecs);
-    free(res);
-    return st;
-}
-
 static floe_status part_load_table(floe_backend *base, const char *path, const floe_file_part *part, floe_table **out,
                                    floe_errinfo *err)
 {
@@ -1378,7 +1292,7 @@ static floe_status part_load_table(floe_backend *base, const char *path, const f
     floe_file_part where[FLOE_PARTS_MAX];
     unsigned nparts = 0;
     floe_spec whole = {.kind = FLOE_KIND_UNSPECIFIED};
-    floe_status st = read_parts(path, where, &nparts, &whole, err);
+    floe_status st = floe_file_read_parts(path, where, &nparts, &whole, err);
     if (st != FLOE_OK)
         return st;
     /* the parts it was saved in, unless the backend makes every table in some other number */
@@ -1412,7 +1326,7 @@ static floe_status part_load_table(floe_backend *base, const char *path, const f
         floe_table *from = NULL;
         st = in->ops->load_table(in, path, nparts > 1 ? &where[i] : NULL, &from, err);
         if (st == FLOE_OK)
-            st = move_all(from, t, err);
+            st = floe_table_copy_keys(from, t, err);
         floe_table_destroy(from);
     }
     if (st != FLOE_OK) {

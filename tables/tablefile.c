@@ -650,3 +650,33 @@ floe_status floe_file_header_of(const char *path, const floe_file_part *part, fl
                               part->index);
     return FLOE_OK;
 }
+
+static bool same_table(const floe_spec *a, const floe_spec *b)
+{
+    return strcmp(a->name, b->name) == 0 && a->kind == b->kind && a->key_bits == b->key_bits && a->words == b->words &&
+           a->value_bytes == b->value_bytes && a->seed == b->seed;
+}
+
+floe_status floe_file_read_parts(const char *path, floe_file_part *where, unsigned *nparts, floe_spec *whole,
+                                 floe_errinfo *err)
+{
+    floe_file_header h0, h;
+    floe_status st = floe_file_header_at(path, 0, &h0, err);
+    if (st != FLOE_OK)
+        return st;
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < h0.parts; i++) {
+        if (i > 0 && (st = floe_file_header_at(path, off, &h, err)) != FLOE_OK)
+            return st;
+        const floe_file_header *hi = i ? &h : &h0;
+        if (hi->parts != h0.parts || hi->part != i || !same_table(&hi->spec, &h0.spec))
+            return floe_errinfo_set(err, FLOE_ERR_INVALID, "%s: damaged (part %u does not match part 0)", path, i);
+        where[i] = (floe_file_part){off, i};
+        off += floe_file_bytes(hi);
+    }
+    *nparts = h0.parts;
+    *whole = h0.spec;
+    whole->capacity = h0.whole_capacity;
+    whole->memory = h0.whole_memory;
+    return FLOE_OK;
+}

@@ -172,6 +172,12 @@ typedef struct floe_file_part {
  * that part, checked to be the one named. */
 floe_status floe_file_header_of(const char *path, const floe_file_part *part, floe_file_header *h, floe_errinfo *err);
 
+/* Every part's header of the file at path, checked to be parts of one
+ * table: where each is (nparts of them, at most FLOE_PARTS_MAX), and the
+ * whole table's spec (its capacity and memory the whole's). */
+floe_status floe_file_read_parts(const char *path, floe_file_part *where, unsigned *nparts, floe_spec *whole,
+                                 floe_errinfo *err);
+
 #ifdef __cplusplus
 }
 #endif
