@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "iceberg.h"
 #include "iceberg_store.h"
 #include "tablefile.h"
 

@@ -12,9 +12,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "iceberg.h"
 #include "layout.h"
 #include "pool.h"
+#include "spec.h"
 
 typedef _Atomic uint64_t aword;
 
