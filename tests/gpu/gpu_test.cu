@@ -343,7 +343,7 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
 
 static void usage_line(FILE *f)
 {
-    fprintf(f, "usage: floe-gpu-tests [--small] [--tree | --ordered | --static | --cycles N | --fault |\n"
+    fprintf(f, "usage: floe-gpu-tests [--small] [--tree | --ordered | --static | --grow | --cycles N | --fault |\n"
                "                      --backend-case NAME]\n"
                "                      [--seed N | N]\n");
 }
@@ -362,6 +362,8 @@ static void help(void)
            "      --ordered            the ORDERED engine only (default: every suite)\n"
            "      --static             STATIC tables only: the static cuckoo engine against a reference and\n"
            "                           the CPU engine, and through both backends (default: every suite)\n"
+           "      --grow               only the SET and MAP tables that grow while batches go on, checked\n"
+           "                           against the CPU engine (default: every suite)\n"
            "      --cycles N           only N cycles of create / fill / find / drop of a SET in parts over\n"
            "                           every device, batches of 2^24 keys (--small: 2^16) from 2 lanes at\n"
            "                           once (default: every suite, with 50 cycles; 4 small ones with --small)\n"
@@ -385,6 +387,20 @@ static void help(void)
     exit(2);
 }
 
+/* growth while the batches go on: SET and MAP; the full run adds wide and narrow rows */
+static void grow_cases(uint64_t seed, bool small)
+{
+    if (small) {
+        grow_against_cpu(40, 0, seed + 11);
+        grow_against_cpu(48, 8, seed + 12);
+        return;
+    }
+    grow_against_cpu(40, 0, seed + 26);
+    grow_against_cpu(64, 0, seed + 27);
+    grow_against_cpu(48, 8, seed + 28);
+    grow_against_cpu(24, 4, seed + 29);
+}
+
 int main(int argc, char **argv)
 {
     /* the cases backend_suite runs by name (backend_test.cu); any other name would run nothing */
@@ -394,6 +410,7 @@ int main(int argc, char **argv)
         {"tree", no_argument, NULL, 't'},
         {"ordered", no_argument, NULL, 'o'},
         {"static", no_argument, NULL, 'x'},
+        {"grow", no_argument, NULL, 'g'},
         {"cycles", required_argument, NULL, 'c'},
         {"fault", no_argument, NULL, 'f'},
         {"fault-child", no_argument, NULL, 'F'},
@@ -402,7 +419,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool small = false, tree = false, ordered = false, statics = false, seeded = false;
+    bool small = false, tree = false, ordered = false, statics = false, grow = false, seeded = false;
     unsigned cycles = 0;
     bool fault = false, fault_child = false;
     const char *backend_case = NULL;
@@ -422,6 +439,9 @@ int main(int argc, char **argv)
             break;
         case 'x':
             statics = true;
+            break;
+        case 'g':
+            grow = true;
             break;
         case 'f':
             fault = true;
@@ -481,12 +501,11 @@ int main(int argc, char **argv)
         }
         seeded = true;
     }
-    if ((tree ? 1 : 0) + (ordered ? 1 : 0) + (statics ? 1 : 0) + (cycles ? 1 : 0) + (fault ? 1 : 0) +
+    if ((tree ? 1 : 0) + (ordered ? 1 : 0) + (statics ? 1 : 0) + (grow ? 1 : 0) + (cycles ? 1 : 0) + (fault ? 1 : 0) +
             (backend_case ? 1 : 0) >
         1) {
-        fprintf(
-            stderr,
-            "floe-gpu-tests: --tree, --ordered, --static, --cycles, --fault and --backend-case exclude each other\n");
+        fprintf(stderr, "floe-gpu-tests: --tree, --ordered, --static, --grow, --cycles, --fault and --backend-case "
+                        "exclude each other\n");
         usage_error();
     }
     if (small && fault) {
@@ -538,6 +557,11 @@ int main(int argc, char **argv)
         printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
         return failures ? 1 : 0;
     }
+    if (grow) { /* floe-gpu-tests --grow [--small] [SEED]: SET and MAP growth while batches go on */
+        grow_cases(seed, small);
+        printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
+        return failures ? 1 : 0;
+    }
     if (small) {
         against_cpu(40, 8, 0.9, seed, true);
         against_cpu(64, 9, 0.9, seed + 1, false, true);
@@ -548,9 +572,7 @@ int main(int argc, char **argv)
         against_cpu(40, 13, 0.6, seed + 7, false, false, 0, 4096);
         /* 1.5 x 2^a primary buckets, as a TREE's root table grows */
         against_cpu(52, 9, 0.9, seed + 8, true, false, 0, 0, 1);
-        /* growth while the batches go on */
-        grow_against_cpu(40, 0, seed + 11);
-        grow_against_cpu(48, 8, seed + 12);
+        grow_cases(seed, true);
         backend_suite(seed + 2, true, NULL);
         tree_suite(seed + 3, true);
         ordered_suite(seed + 6, true);
@@ -572,11 +594,7 @@ int main(int argc, char **argv)
         /* 1.5 x 2^a primary buckets, as a TREE's root table grows */
         against_cpu(52, 13, 0.95, seed + 24, true, false, 0, 0, 1);
         against_cpu(31, 14, 0.95, seed + 25, false, true, 0, 0, 1);
-        /* growth while the batches go on: SET and MAP, narrow and wide rows */
-        grow_against_cpu(40, 0, seed + 26);
-        grow_against_cpu(64, 0, seed + 27);
-        grow_against_cpu(48, 8, seed + 28);
-        grow_against_cpu(24, 4, seed + 29);
+        grow_cases(seed, false);
         /* the backend floed uses: pipeline, MAP, growth, scan, save/load across backends */
         backend_suite(seed + 30, false, NULL);
         /* TREE tables: engine against the CPU engine, both backends */
