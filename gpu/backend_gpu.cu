@@ -153,7 +153,9 @@ static void begin(lane *L, floe_batch *b)
 
 /* Before an insert of n keys on a grow table: grows it (drained, alone)
  * if its fill, with every lane's keys in flight and these, may pass
- * max_fill and has passed it already. */
+ * max_fill, so that the keys find room and no batch pays for FULL keys
+ * and their retries (a growth does not stop the batches: only the next
+ * arrays are made here). */
 void grow_if_due(lane *L, size_t n)
 {
     gpu_table *t = L->t;
@@ -162,9 +164,9 @@ void grow_if_due(lane *L, size_t n)
     drain(L);
     exclusive_begin(L);
     pthread_mutex_lock(&t->klock);
-    if (t->ice && (double)t->used > fill_limit(t)) { /* (no ice: frozen meanwhile; the batch is refused) */
+    if (t->ice && (double)(t->used + n) > fill_limit(t)) { /* (no ice: frozen meanwhile; the batch is refused) */
         floe_errinfo ignored;
-        rebuild(t, grow_target(t), &ignored); /* on failure the table stays as it is */
+        rebuild(t, grow_target(t, n), &ignored); /* on failure the table stays as it is */
     }
     pthread_mutex_unlock(&t->klock);
     exclusive_end(L);

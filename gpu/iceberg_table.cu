@@ -357,6 +357,23 @@ static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, uint32_t thr
     return FLOE_OK;
 }
 
+/* A growth's kernels, every instantiation, loaded on the current device
+ * now: CUDA loads a kernel at its first use (lazy loading, the default),
+ * which would be a table's first growth, inside a batch. */
+static cudaError_t load_growth_kernels(void)
+{
+    cudaFuncAttributes a;
+    const void *const kernels[] = {
+        (const void *)k_move<16>,          (const void *)k_move<32>,          (const void *)k_move<64>,
+        (const void *)k_old_slots<16>,     (const void *)k_old_slots<32>,     (const void *)k_old_slots<64>,
+        (const void *)k_old_slots<16 | 1>, (const void *)k_old_slots<32 | 1>, (const void *)k_old_slots<64 | 1>,
+    };
+    cudaError_t e = cudaSuccess;
+    for (size_t i = 0; i < sizeof kernels / sizeof *kernels && e == cudaSuccess; i++)
+        e = cudaFuncGetAttributes(&a, kernels[i]);
+    return e;
+}
+
 extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_bits, uint32_t three, gpu_iceberg **out,
                                           floe_errinfo *err)
 {
@@ -386,8 +403,10 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
         cudaError_t e = cudaMalloc((void **)&t->halt, GPU_LANES_MAX * sizeof *t->halt);
         if (e == cudaSuccess)
             e = cudaMemset(t->halt, 0, GPU_LANES_MAX * sizeof *t->halt);
+        if (e == cudaSuccess)
+            e = load_growth_kernels();
         if (e != cudaSuccess)
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "allocating a flag: %s", cudaGetErrorString(e));
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "making a growing table: %s", cudaGetErrorString(e));
     }
     if (st != FLOE_OK) {
         gpu_iceberg_destroy(t);

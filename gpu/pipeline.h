@@ -306,7 +306,7 @@ void drain(lane *L);
 void exclusive_begin(lane *L);
 void exclusive_end(lane *L);
 double fill_limit(const gpu_table *t);
-uint32_t grow_target(const gpu_table *t);
+uint32_t grow_target(const gpu_table *t, uint64_t n);
 void launch(lane *L, const piece &p);
 floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err);
 /* One round of a retry: the nf keys at places idx of a batch run again, their

@@ -128,15 +128,22 @@ floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
     return FLOE_OK;
 }
 
-/* The size to grow to: twice the slots, unless tombstones hold most of the
+/* The size to grow to before n more keys: twice the slots or more, so that
+ * the keys and the n fit below max_fill, unless tombstones hold most of the
  * occupied space (then the same size reclaims it): the CPU engine's rule. */
-uint32_t grow_target(const gpu_table *t)
+uint32_t grow_target(const gpu_table *t, uint64_t n)
 {
-    uint64_t keys = t->used - t->tombstones;
-    uint32_t a = gpu_iceberg_addr_bits(t->ice);
-    if ((double)keys < t->base.spec.max_fill * 0.5 * (double)table_slots(t))
+    const uint64_t keys = t->used - t->tombstones;
+    const uint32_t a = gpu_iceberg_addr_bits(t->ice);
+    const double fill = t->base.spec.max_fill;
+    if ((double)keys < fill * 0.5 * (double)table_slots(t))
         return a;
-    return a + 1;
+    uint32_t to = a + 1;
+    for (floe_geometry g;; to++) { /* a batch larger than the table: one growth to its size, not several */
+        floe_geometry_init(&g, t->base.spec.key_bits, to, 0, 0);
+        if (to >= floe_max_addr_bits(t->base.spec.key_bits) || fill * (double)g.total_slots >= (double)(keys + n))
+            return to;
+    }
 }
 
 /* ---- the pipeline ------------------------------------------------------------------------------------ */
@@ -810,8 +817,10 @@ void retire(lane *L)
     stage *s = &L->stg[L->head];
     floe_status st = stage_wait(t, s);
     pthread_mutex_lock(&t->glock);
-    L->head = (L->head + 1) % STAGES;
     L->count--;
+    /* idle, the next piece takes the first stage again: a lane fed one batch at a time makes one
+     * stage's staging, not STAGES (each a first batch's wait for pinned memory) */
+    L->head = L->count ? (L->head + 1) % STAGES : 0;
     lane_changed(t);
     pthread_mutex_unlock(&t->glock);
     const uint64_t t0 = floe_now_ns();

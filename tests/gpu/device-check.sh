@@ -32,12 +32,15 @@ for s in $steps; do
         step selftest "$B/layout_selftest"
         step gpu-tests "$B/floe-gpu-tests" ;;
     sanitize) # line-buffered, so that a caller's time limit leaves the log so far; SANITIZE_SEED
-        # repeats a run (racecheck takes 2 minutes on some seeds, more than 5 on others)
+        # repeats a run (racecheck takes 2 minutes on some seeds, more than 5 on others).  The tests
+        # ask for arrays no device has on purpose (a growth that must answer FULL): the sanitizers
+        # would count those cudaMalloc failures as errors, while the code checks every CUDA call's
+        # status and the tests check what it answers, so API errors are not reported here.
         seed=${SANITIZE_SEED:-$(date +%s)}
-        step memcheck stdbuf -oL compute-sanitizer --tool memcheck --error-exitcode 1 "$B/floe-gpu-tests" --small \
-            --seed "$seed"
-        step racecheck stdbuf -oL compute-sanitizer --tool racecheck --error-exitcode 1 "$B/floe-gpu-tests" --small \
-            --seed "$seed" ;;
+        step memcheck stdbuf -oL compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1 \
+            "$B/floe-gpu-tests" --small --seed "$seed"
+        step racecheck stdbuf -oL compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 1 \
+            "$B/floe-gpu-tests" --small --seed "$seed" ;;
     itests) # the daemon's integration tests against a floed whose tables run on the GPU
         # (the fault-injection walk starts floed hundreds of times: it runs in make test, on the CPU)
         step itests env FLOE_BACKEND=gpu CK_EXCLUDE_TAGS=faults FLOED="$B/floed" FLOE_CLI="$B/floe" \
