@@ -110,7 +110,8 @@ static void help(void)
            "      --grow          instead of K1: G1, --keys keys in batches of 1 Mi through the GPU backend\n"
            "                      into a SET and a MAP (8-byte values) that grow from the default capacity,\n"
            "                      and into ones sized for them: M keys/s over the run, the slowest batch\n"
-           "                      against the median one\n"
+           "                      against the median one, and the most slots a key (1 / fill) seen every\n"
+           "                      8 batches\n"
            "      --keys N        with --grow: keys inserted (default 1G = 2^30)\n"
            "      --sweep         instead of K1: the batch-size sweep, find-or-put of a stream in which each\n"
            "                      of 2^25 keys occurs twice, in batches of 2^10, 2^12 .. 2^26 keys, on the\n"
@@ -187,6 +188,10 @@ static int s1_static(const floe_spec &spec, const uint64_t *d_keys, uint64_t n, 
  * once for what a process does first (CUDA loads each kernel at its first
  * launch; the staging buffers are made). */
 #define WARM_BATCHES 4
+/* The table's slots over its keys (1 / fill; after a growth, how much of
+ * the arrays the keys leave empty) sampled every SPARE_EVERY batches past
+ * the first WARM_BATCHES, its time taken out of the run's. */
+#define SPARE_EVERY 8
 static int run_g1(uint64_t n, unsigned runs)
 {
     const uint64_t b = std::min<uint64_t>(1ull << 20, n), batches = (n + b - 1) / b;
@@ -211,14 +216,16 @@ static int run_g1(uint64_t n, unsigned runs)
            "median of %u runs\n",
            (unsigned long long)n, (unsigned long long)b, runs);
     printf("| table | M keys/s (median) | slowest batch / median batch (median) | slowest batch, ms | median batch, "
-           "ms | growths | the slowest batch of each run | slowest past the first %d / median (each run's) |\n"
-           "|---|---|---|---|---|---|---|---|\n",
+           "ms | growths | the slowest batch of each run | slowest past the first %d / median (each run's) | slots "
+           "/ keys, most seen |\n"
+           "|---|---|---|---|---|---|---|---|---|\n",
            WARM_BATCHES);
     for (int map = 0; map < 2; map++)
         for (int sized = 1; sized >= 0; sized--) {
             std::vector<double> rate, ratio, worst, median, worst_at, warm_ratio;
             std::vector<std::pair<uint64_t, double>> warm_worst_at; /* each run's slowest past the first batches */
             uint64_t growths = 0;
+            double spare = 0; /* the most slots over keys (1 / fill) a sample saw, over the runs */
             for (unsigned run = 0; run < runs; run++) {
                 floe_spec spec;
                 floe_spec_default(&spec);
@@ -232,6 +239,7 @@ static int run_g1(uint64_t n, unsigned runs)
                 floe_table *t;
                 must(floe_table_create(be, &spec, &t, &err), err);
                 const uint64_t s0 = floe_now_ns();
+                uint64_t untimed = 0; /* the samples' time, not the run's */
                 for (uint64_t k = 0; k < batches; k++) {
                     const uint64_t at = k * b, m = std::min(b, n - at);
                     floe_batch bt;
@@ -245,13 +253,23 @@ static int run_g1(uint64_t n, unsigned runs)
                     const uint64_t t0 = floe_now_ns();
                     must(floe_table_run(t, &bt), bt.error);
                     lat[k] = (double)(floe_now_ns() - t0) / 1e6;
+                    if (k >= WARM_BATCHES && k % SPARE_EVERY == 0) { /* the slots over the keys (1 / fill) */
+                        const uint64_t u0 = floe_now_ns();
+                        floe_batch q;
+                        memset(&q, 0, sizeof q);
+                        q.op = FLOE_OP_STATS;
+                        must(floe_table_run(t, &q), q.error);
+                        if (q.stats.fill > 0 && 1.0 / q.stats.fill > spare)
+                            spare = 1.0 / q.stats.fill;
+                        untimed += floe_now_ns() - u0;
+                    }
                     if (bt.counts.inserted != m) {
                         fprintf(stderr, "floe-k1-gpu: G1 batch %llu: %llu of %llu keys INSERTED\n",
                                 (unsigned long long)k, (unsigned long long)bt.counts.inserted, (unsigned long long)m);
                         return 1;
                     }
                 }
-                rate.push_back((double)n / ((double)(floe_now_ns() - s0) / 1e9) / 1e6);
+                rate.push_back((double)n / ((double)(floe_now_ns() - s0 - untimed) / 1e9) / 1e6);
                 floe_batch st;
                 memset(&st, 0, sizeof st);
                 st.op = FLOE_OP_STATS;
@@ -286,7 +304,7 @@ static int run_g1(uint64_t n, unsigned runs)
             for (size_t j = 0; j < warm_worst_at.size(); j++)
                 printf("%s#%llu %.2f ms", j ? ", " : "", (unsigned long long)warm_worst_at[j].first,
                        warm_worst_at[j].second);
-            printf(") |\n");
+            printf(") | %.2f |\n", spare);
             fflush(stdout);
         }
     floe_backend_host_free(be, keys);
