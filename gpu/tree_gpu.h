@@ -70,9 +70,9 @@ const tree_sizing *gpu_tree_sizes(const gpu_tree *t);
  * roots if they are past it now (the batches keep a bound; counted on the
  * device when the bound passes: waits then). */
 floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what, floe_errinfo *err);
-/* Bytes of the arrays a growth of `what` would make (as gpu_tree_grow sizes
- * it; beside the old ones until it ends); 0 for none, or past the largest
- * size. */
+/* Bytes a growth of `what` would allocate (as gpu_tree_grow sizes it: the
+ * new arrays, beside the old ones until it ends, and a node table's copy's
+ * scratch); 0 for none, or past the largest size. */
 uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what);
 /* Grows t (what: TREE_GROW_NODES, TREE_GROW_ROOTS) on the device: a new
  * node table means new tables that every node reached from a root is put

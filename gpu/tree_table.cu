@@ -217,6 +217,20 @@ __global__ void k_translate_roots(const __grid_constant__ floe_tree_geometry fro
     rk[i] = floe_tree_root_key(&to, translated(map_l, l, bad), translated(map_r, r, bad));
 }
 
+/* copy_into's scratch for t with this many roots, in sizes[5]: their keys and
+ * answers, a map of the node slots for each node class, counters, a flag. */
+static size_t copy_scratch(const gpu_tree *t, uint64_t roots, size_t sizes[5])
+{
+    node_classes cl;
+    classes_of(t->g.words, &cl);
+    sizes[0] = (roots ? roots : 1) * 8;
+    sizes[1] = roots ? roots : 1;
+    sizes[2] = cl.n * t->g.node_slots * 4;
+    sizes[3] = 3 * 8;
+    sizes[4] = sizeof(int);
+    return carved_bytes(sizes, 5);
+}
+
 /* Puts every vector of t into n (empty, larger): each node reached from a
  * root translated once (above), then every new root into n's root table in
  * one put; *full when n had no room for one.  Nothing waits between the
@@ -236,8 +250,8 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, uint64_t *keys, size_t nk
     /* its scratch: the batch scratch where that is large enough and free
      * (a growth between batches; one with keys runs inside a batch), else
      * an allocation of its own */
-    const size_t sizes[] = {(roots ? roots : 1) * 8, roots ? roots : 1, cl.n * node_slots * 4, 3 * 8, sizeof(int)};
-    const size_t bytes = carved_bytes(sizes, 5);
+    size_t sizes[5];
+    const size_t bytes = copy_scratch(t, roots, sizes);
     void *own = NULL;
     cudaError_t e = cudaSuccess;
     if (bytes > t->scratch_bytes || keys)
@@ -362,7 +376,12 @@ extern "C" uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what)
     floe_errinfo ignored;
     if (!what || grown_sizes(t, what, &z, &ignored) != FLOE_OK)
         return 0;
-    return (what & TREE_GROW_NODES ? z.node_bytes : 0) + z.root_bytes;
+    if (!(what & TREE_GROW_NODES))
+        return z.root_bytes;
+    /* the copy's scratch too, beside both generations while it runs (counted even where the batch
+     * scratch would serve: a growth inside a batch allocates its own) */
+    size_t sizes[5];
+    return z.node_bytes + z.root_bytes + copy_scratch(t, t->roots_bound, sizes);
 }
 
 floe_status tree_grow_tables(gpu_tree *t, unsigned what, uint64_t *keys, size_t nkeys, floe_errinfo *err)
