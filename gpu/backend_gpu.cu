@@ -166,7 +166,9 @@ void grow_if_due(lane *L, size_t n)
     pthread_mutex_lock(&t->klock);
     if (t->ice && (double)(t->used + n) > fill_limit(t)) { /* (no ice: frozen meanwhile; the batch is refused) */
         floe_errinfo ignored;
-        rebuild(t, grow_target(t, n), &ignored); /* on failure the table stays as it is */
+        uint32_t three;
+        const uint32_t a = grow_target(t, n, &three);
+        rebuild(t, a, three, &ignored); /* on failure the table stays as it is */
     }
     pthread_mutex_unlock(&t->klock);
     exclusive_end(L);

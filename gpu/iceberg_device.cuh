@@ -72,6 +72,7 @@ struct gpu_iceberg {
      * none.  Every key lives in exactly one of the two. */
     gpu_iceberg *old;
     uint64_t moved;   /* the old arrays' slots [0, moved) moved */
+    uint64_t owed;    /* slots the batches so far owe the growth (gpu_iceberg_move_owed) */
     int *move_failed; /* device: a key the new arrays could not place stayed in the old */
     uint64_t *move_list; /* device: where a batch's keys are in the old arrays (k_old_slots) */
     size_t move_cap;
@@ -79,9 +80,11 @@ struct gpu_iceberg {
 
 /* iceberg_table.cu: with a growth under way, before a batch of n keys
  * (device-visible; n may be 0) runs: the old arrays' keys among them move
- * into the new ones, and then the next share of the old arrays' slots
- * (GPU_MOVE_PER_KEY a key, GPU_MOVE_MIN at least); the last share ends
- * the growth (waits, frees the old arrays).  Enqueued on s. */
+ * into the new ones, and then the share of the old arrays' slots that the
+ * batches before owe, if gpu_iceberg_move_owed did not move it after them;
+ * this batch owes the next share (GPU_MOVE_PER_KEY a key, GPU_MOVE_MIN at
+ * least).  The last share ends the growth (waits, frees the old arrays).
+ * Enqueued on s. */
 floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, cudaStream_t s, floe_errinfo *err);
 
 /* ---- device helpers ----------------------------------------------------------------------------- */

@@ -159,17 +159,24 @@ floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *t
 /* Grows into 2^addr_bits primary buckets (1.5 times that with three)
  * without stopping the batches: the new arrays are allocated and zeroed
  * (waits), and from then on every batch first moves the old arrays' keys
- * it names into the new ones, then the next GPU_MOVE_PER_KEY slots of the
- * old arrays a key of the batch (GPU_MOVE_MIN at least), every key living
- * in exactly one of the two; the batch that moves the last ends the growth
+ * it names into the new ones, and owes the next GPU_MOVE_PER_KEY slots of
+ * the old arrays a key of the batch (GPU_MOVE_MIN at least), moved after it
+ * (gpu_iceberg_move_owed) or before the next, every key living in exactly
+ * one of the two; the batch that moves the last ends the growth
  * (waits, frees the old arrays).  Its answers and ids are the new arrays'.
  * A scan, a download, ids to keys, a rebuild or another growth ends a
  * growth under way first (gpu_iceberg_settle).  ERR_FULL if the arrays
- * cannot be allocated: the table as it was.  To a size of 1.5 x 2^a, or
- * not larger, it rebuilds at once (gpu_iceberg_rebuild). */
+ * cannot be allocated: the table as it was.  To a size of no more slots
+ * it rebuilds at once (gpu_iceberg_rebuild). */
 #define GPU_MOVE_PER_KEY 8u
 #define GPU_MOVE_MIN     ((uint64_t)1 << 16)
 floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err);
+/* The share of a growth's moves that the batches so far owe, enqueued on
+ * stream after their kernels: the pipeline calls it once a batch's answers
+ * are on their way, so that the moves run while the host stages the next
+ * batch rather than before its kernels.  Leaves the last share, which ends
+ * the growth, to the next batch (its ids must be the final arrays'). */
+floe_status gpu_iceberg_move_owed(gpu_iceberg *t, gpu_stream stream, floe_errinfo *err);
 /* Whether a growth is under way. */
 int gpu_iceberg_growing(const gpu_iceberg *t);
 /* Ends a growth under way: every key left in the old arrays moved (waits). */

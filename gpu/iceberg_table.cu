@@ -365,6 +365,7 @@ static cudaError_t load_growth_kernels(void)
     cudaFuncAttributes a;
     const void *const kernels[] = {
         (const void *)k_move<16>,          (const void *)k_move<32>,          (const void *)k_move<64>,
+        (const void *)k_move<16 | 1>,      (const void *)k_move<32 | 1>,      (const void *)k_move<64 | 1>,
         (const void *)k_old_slots<16>,     (const void *)k_old_slots<32>,     (const void *)k_old_slots<64>,
         (const void *)k_old_slots<16 | 1>, (const void *)k_old_slots<32 | 1>, (const void *)k_old_slots<64 | 1>,
     };
@@ -589,19 +590,6 @@ extern "C" int gpu_iceberg_growing(const gpu_iceberg *t)
     return t->old != NULL;
 }
 
-/* with_row_bits for the new arrays of a growth, which has 2^a primary
- * buckets (gpu_iceberg_grow): the moves' kernels carry no 1.5 x 2^a path. */
-template <typename F> static void with_new_row_bits(const floe_level &l0, F f)
-{
-    assert(!l0.three);
-    if (l0.row_bits == 16)
-        f(std::integral_constant<int, 16>{});
-    else if (l0.row_bits == 32)
-        f(std::integral_constant<int, 32>{});
-    else
-        f(std::integral_constant<int, 64>{});
-}
-
 /* Old slots moved, enqueued on s: [first, first + count), or the count
  * slots listed in slots (device memory) where it is not NULL. */
 static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, const uint64_t *slots, cudaStream_t s,
@@ -611,7 +599,7 @@ static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, co
     const uint64_t step = (uint64_t)1 << 30;
     for (uint64_t at = 0; at < count; at += step) {
         const uint64_t m = count - at < step ? count - at : step;
-        with_new_row_bits(t->g.level[0], [&](auto rn) {
+        with_row_bits(t->g.level[0], [&](auto rn) {
             k_move<decltype(rn)::value><<<blocks_for(m), BLOCK, 0, s>>>(o->g, levels_of(o), o->values, t->g,
                                                                         levels_of(t), t->values, t->vb, first + at, m,
                                                                         slots ? slots + at : NULL, t->move_failed);
@@ -649,6 +637,7 @@ static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
     free(o);
     t->old = NULL;
     t->moved = 0;
+    t->owed = 0;
     return FLOE_OK;
 }
 
@@ -659,6 +648,8 @@ extern "C" floe_status gpu_iceberg_settle(gpu_iceberg *t, floe_errinfo *err)
     CUDA_TRY(cudaDeviceSynchronize(), err); /* the batches enqueued on any stream */
     return settle_on(t, 0, err);
 }
+
+static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_errinfo *err);
 
 floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, cudaStream_t s, floe_errinfo *err)
 {
@@ -681,14 +672,34 @@ floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, cu
         if (st != FLOE_OK)
             return st;
     }
-    const uint64_t left = o->g.total_slots - t->moved, share = (uint64_t)n * GPU_MOVE_PER_KEY;
-    if (left <= share || left <= GPU_MOVE_MIN)
-        return settle_on(t, s, err); /* the last share */
-    const uint64_t count = share > GPU_MOVE_MIN ? share : GPU_MOVE_MIN;
-    floe_status st = move_slots(t, t->moved, count, NULL, s, err);
-    if (st == FLOE_OK)
-        t->moved += count;
+    floe_status st = move_share(t, true, s, err); /* what the batches before owe, if not moved after them */
+    if (st == FLOE_OK && t->old) {
+        const uint64_t share = (uint64_t)n * GPU_MOVE_PER_KEY;
+        t->owed += share > GPU_MOVE_MIN ? share : GPU_MOVE_MIN;
+    }
     return st;
+}
+
+/* The share of old slots the batches owe moved, enqueued on s; with last,
+ * the last share too, which ends the growth (waits). */
+static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_errinfo *err)
+{
+    if (!t->old || t->owed == 0)
+        return FLOE_OK;
+    const uint64_t left = t->old->g.total_slots - t->moved;
+    if (left <= t->owed || left <= GPU_MOVE_MIN)
+        return last ? settle_on(t, s, err) : FLOE_OK;
+    floe_status st = move_slots(t, t->moved, t->owed, NULL, s, err);
+    if (st == FLOE_OK) {
+        t->moved += t->owed;
+        t->owed = 0;
+    }
+    return st;
+}
+
+extern "C" floe_status gpu_iceberg_move_owed(gpu_iceberg *t, gpu_stream stream, floe_errinfo *err)
+{
+    return move_share(t, false, (cudaStream_t)stream, err);
 }
 
 extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
@@ -698,7 +709,9 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
         st = iceberg_size_check(t->spec.key_bits, addr_bits, three, err);
     if (st != FLOE_OK)
         return st;
-    if (three || addr_bits <= t->addr_bits) /* not a growth the moves make: at once */
+    floe_geometry to;
+    floe_geometry_init(&to, t->spec.key_bits, addr_bits, three, t->spec.seed);
+    if (to.total_slots <= t->g.total_slots) /* not a growth the moves make: at once */
         return rebuild_arrays(t, &addr_bits, &three, err);
     if (!t->move_failed)
         CUDA_TRY(cudaMalloc(&t->move_failed, sizeof(int)), err);
@@ -719,6 +732,7 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
         e = cudaDeviceSynchronize(); /* zeroed before any stream's kernel reads them */
     t->old = o;
     t->moved = 0;
+    t->owed = 0;
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing: %s", cudaGetErrorString(e));
     return FLOE_OK;

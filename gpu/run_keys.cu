@@ -92,27 +92,26 @@ static floe_status quiesce(gpu_table *t, floe_errinfo *err)
     return FLOE_OK;
 }
 
-/* Rebuild at 2^addr_bits primary buckets (0: the current size), or grow to
- * them where they are more (gpu_iceberg_grow: the table does not stop);
- * klock held. */
-floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
+/* Rebuild at 2^addr_bits primary buckets (1.5 times that with three; 0:
+ * the current size), or grow to them where they are more slots
+ * (gpu_iceberg_grow: the table does not stop); klock held. */
+floe_status rebuild(gpu_table *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
 {
-    uint32_t three = 0; /* a SET or MAP doubles */
     if (addr_bits == 0) {
         addr_bits = gpu_iceberg_addr_bits(t->ice);
         three = gpu_iceberg_three(t->ice);
     }
     floe_status st = iceberg_size_check(t->base.spec.key_bits, addr_bits, three, err);
-    const uint32_t now_bits = gpu_iceberg_addr_bits(t->ice);
-    const uint64_t need =
-        addr_bits > now_bits ? gpu_iceberg_memory(t->ice) << (addr_bits - now_bits) : gpu_iceberg_memory(t->ice);
+    floe_geometry to;
+    floe_geometry_init(&to, t->base.spec.key_bits, addr_bits, three, 0);
+    const bool grow = to.total_slots > table_slots(t);
+    const uint64_t need = iceberg_bytes_at(&t->base.spec, addr_bits, three);
     if (st == FLOE_OK && !device_budget_fits(t->be->device, need)) /* the new arrays, beside the old until built */
         st = floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
                               "table %s: growing it takes %.1f MiB more on GPU %d, past maxmemory-gpu",
                               t->base.spec.name, (double)need / 1048576.0, t->be->device);
     if (st == FLOE_OK)
-        st = quiesce(t, err); /* other lanes' pieces */
-    const bool grow = addr_bits > now_bits;
+        st = quiesce(t, err);  /* other lanes' pieces */
     if (st == FLOE_OK && grow) /* larger: the keys move while the batches go on */
         st = gpu_iceberg_grow(t->ice, addr_bits, three, err);
     else if (st == FLOE_OK)
@@ -128,19 +127,21 @@ floe_status rebuild(gpu_table *t, uint32_t addr_bits, floe_errinfo *err)
     return FLOE_OK;
 }
 
-/* The size to grow to before n more keys: twice the slots or more, so that
- * the keys and the n fit below max_fill, unless tombstones hold most of the
- * occupied space (then the same size reclaims it): the CPU engine's rule. */
-uint32_t grow_target(const gpu_table *t, uint64_t n)
+/* The size to grow to before n more keys (*three with it): the next step up
+ * (iceberg_step_up) or more, so that the keys and the n fit below max_fill,
+ * unless tombstones hold most of the occupied space (then the same size
+ * reclaims it). */
+uint32_t grow_target(const gpu_table *t, uint64_t n, uint32_t *three)
 {
     const uint64_t keys = t->used - t->tombstones;
-    const uint32_t a = gpu_iceberg_addr_bits(t->ice);
+    uint32_t to = gpu_iceberg_addr_bits(t->ice);
+    *three = gpu_iceberg_three(t->ice);
     const double fill = t->base.spec.max_fill;
     if ((double)keys < fill * 0.5 * (double)table_slots(t))
-        return a;
-    uint32_t to = a + 1;
-    for (floe_geometry g;; to++) { /* a batch larger than the table: one growth to its size, not several */
-        floe_geometry_init(&g, t->base.spec.key_bits, to, 0, 0);
+        return to;
+    for (floe_geometry g;;) { /* a batch larger than the table: one growth to its size, not several */
+        iceberg_step_up(&to, three);
+        floe_geometry_init(&g, t->base.spec.key_bits, to, *three, 0);
         if (to >= floe_max_addr_bits(t->base.spec.key_bits) || fill * (double)g.total_slots >= (double)(keys + n))
             return to;
     }
@@ -170,6 +171,15 @@ static void fail_batch(floe_batch *b, floe_status st, const floe_errinfo *err)
         b->status = st;
         b->error = *err;
     }
+}
+
+/* The moves of a growth under way that stage s's batch owes, after its
+ * kernels, so that they run while the host stages the next batch (klock
+ * held). */
+static void move_after(gpu_table *t, stage *s)
+{
+    if (s->st == FLOE_OK)
+        s->st = gpu_iceberg_move_owed(t->ice, (gpu_stream)t->ks, &s->err);
 }
 
 /* A small SET insert or find (E2's requests): one kernel reads the keys
@@ -225,6 +235,7 @@ static void launch_small(lane *L, stage *s)
         else
             s->timed = timing;
     }
+    move_after(t, s);
     pthread_mutex_unlock(&t->klock);
 }
 
@@ -312,6 +323,7 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
         s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "running a batch: %s", cuda_msg(e));
     else
         s->timed = timing;
+    move_after(t, s);
 }
 
 /* Stages a piece and enqueues its copies and kernels.  Its segments share
@@ -571,7 +583,9 @@ floe_status retry_after_growth(lane *L, uint8_t *res, uint32_t *idx, size_t m, b
         if (nf == 0)
             break;
         floe_errinfo ignored;
-        if (!grown && rebuild(t, gpu_iceberg_addr_bits(t->ice) + 1, &ignored) != FLOE_OK) {
+        uint32_t a = gpu_iceberg_addr_bits(t->ice), three = gpu_iceberg_three(t->ice);
+        iceberg_step_up(&a, &three);
+        if (!grown && rebuild(t, a, three, &ignored) != FLOE_OK) {
             for (size_t k = 0; k < nf; k++) /* cannot grow: FULL stands */
                 res[idx[k]] = FLOE_FULL;
             break;
@@ -1000,7 +1014,7 @@ static void run_alone_locked(gpu_table *t, floe_batch *b)
         b->status = FLOE_OK;
         break;
     case FLOE_OP_REBUILD:
-        b->status = rebuild(t, b->addr_bits, e);
+        b->status = rebuild(t, b->addr_bits, 0, e);
         break;
     case FLOE_OP_SAVE:
         b->status = save(t, b->path, e);

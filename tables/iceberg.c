@@ -1049,6 +1049,21 @@ uint32_t iceberg_size_for(uint32_t key_bits, uint64_t capacity, uint32_t *three)
     return a;
 }
 
+uint64_t iceberg_bytes_at(const floe_spec *spec, uint32_t addr_bits, uint32_t three)
+{
+    return store_bytes(spec, addr_bits, three);
+}
+
+void iceberg_step_up(uint32_t *addr_bits, uint32_t *three)
+{
+    if (*three) {
+        *addr_bits += 1;
+        *three = 0;
+    } else {
+        *three = 1;
+    }
+}
+
 uint64_t iceberg_bytes_for(const floe_spec *spec)
 {
     uint32_t three;

@@ -54,6 +54,16 @@ floe_status iceberg_size_check(uint32_t key_bits, uint32_t addr_bits, uint32_t t
 /* The bytes a new SET or MAP of spec takes (its levels and values, as
  * iceberg_size_for sizes it; the same on the GPU). */
 uint64_t iceberg_bytes_for(const floe_spec *spec);
+/* The bytes of spec's levels and values at 2^addr_bits primary buckets
+ * (1.5 times that with three = 1), on every engine. */
+uint64_t iceberg_bytes_at(const floe_spec *spec, uint32_t addr_bits, uint32_t three);
+/* The next size up in steps of a half and a third: 2^a -> 1.5 x 2^a ->
+ * 2^(a+1) primary buckets, so that a table grown at fill 0.9 is 0.6 full or
+ * more (arrays within 1.67 times what its keys fill; doubling leaves 2.2).
+ * The GPU engine grows so (its moves cost a batch its share, whatever the
+ * step); the CPU engine doubles (docs/PERFORMANCE.md, "G1 in steps of a
+ * half"). */
+void iceberg_step_up(uint32_t *addr_bits, uint32_t *three);
 
 /* Creates an empty table sized for spec->capacity; pool runs its batches
  * (NULL: inline in the caller).  The spec must pass floe_spec_validate. */

@@ -161,11 +161,13 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
 #define FROM_DEV(h, d, bytes) EXPECT(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) == cudaSuccess, "copy out")
 
 /* A table that grows while its batches go on (gpu_iceberg_grow): the keys
- * move into the new arrays a share at a time with each batch, and with the
- * batches that name them.  Inserts (with repeats; a MAP's with values),
+ * move into the new arrays a share at a time, each batch's after it (as
+ * the pipeline enqueues it) or before the next, and with the batches that
+ * name them.  Inserts (with repeats; a MAP's with values),
  * finds and erases in batches of up to 6000 keys, so that a growth's move
  * spans several batches; every answer and value the CPU engine's (a table
- * sized never to grow), through four growths, one of them begun while
+ * sized never to grow), through four growths in steps of a half and a
+ * third (2^11 -> 1.5 x 2^11 -> ... -> 2^13), one of them begun while
  * another was under way; then a scan, which ends any growth first, gives
  * exactly the keys (and values) of a plain map kept beside; and a growth
  * and a rebuild to arrays that cannot be had answer ERR_FULL and leave the
@@ -183,7 +185,7 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
     floe_errinfo err;
     iceberg *cpu;
     gpu_iceberg *gpu;
-    uint32_t addr = 11;
+    uint32_t addr = 11, three = 0;
     EXPECT(iceberg_create_sized(&spec, 18, 0, NULL, &cpu, &err) == FLOE_OK, "cpu create: %s", err.msg);
     EXPECT(gpu_iceberg_create(&spec, addr, 0, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
     const size_t most = 6000;
@@ -251,6 +253,8 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
                 if (rc[i] == FLOE_ERASED)
                     model.erase(keys[i]);
         }
+        if (test_rng(&r) % 2) /* the batch's share of the moves after it, as the pipeline does; else before the next */
+            EXPECT(gpu_iceberg_move_owed(gpu, 0, &err) == FLOE_OK, "%s", err.msg);
         FROM_DEV(rg.data(), dr, n);
         if (vb && op < 9) {
             FROM_DEV(gpu_out.data(), dvo, n * vb);
@@ -272,8 +276,10 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
         bool grow = growths < 4 && fill > 0.7;
         if (growths == 2 && !mid && gpu_iceberg_growing(gpu)) /* the next one begun while this one is under way */
             grow = mid = true;
-        if (grow) {
-            EXPECT(gpu_iceberg_grow(gpu, ++addr, 0, &err) == FLOE_OK, "grow to 2^%u: %s", addr, err.msg);
+        if (grow) { /* in steps of a half and a third: 2^a -> 1.5 x 2^a -> 2^(a+1) */
+            iceberg_step_up(&addr, &three);
+            EXPECT(gpu_iceberg_grow(gpu, addr, three, &err) == FLOE_OK, "grow to %s2^%u: %s", three ? "1.5 x " : "",
+                   addr, err.msg);
             growths++;
         }
     }
@@ -309,12 +315,12 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
            model.size());
     /* arrays that cannot be had (2^35 buckets: terabytes): ERR_FULL, and the table as it was, for a
      * growth and a rebuild alike */
-    uint32_t big = 35, three = 0;
+    uint32_t big = 35, big3 = 0;
     if (key_bits >= big) {
         EXPECT(gpu_iceberg_grow(gpu, big, 0, &err) == FLOE_ERR_FULL, "a growth to 2^35 buckets: not ERR_FULL");
-        EXPECT(gpu_iceberg_rebuild(gpu, &big, &three, &err) == FLOE_ERR_FULL,
-               "a rebuild at 2^35 buckets: not ERR_FULL");
-        EXPECT(!gpu_iceberg_growing(gpu) && gpu_iceberg_addr_bits(gpu) == addr, "the table changed size");
+        EXPECT(gpu_iceberg_rebuild(gpu, &big, &big3, &err) == FLOE_ERR_FULL, "a rebuild at 2^35 buckets: not ERR_FULL");
+        EXPECT(!gpu_iceberg_growing(gpu) && gpu_iceberg_addr_bits(gpu) == addr && gpu_iceberg_three(gpu) == three,
+               "the table changed size");
     }
     std::vector<uint64_t> held;
     for (const auto &kv : model)

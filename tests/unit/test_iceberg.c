@@ -705,6 +705,35 @@ START_TEST(size_for_capacity_is_the_smallest_step)
 }
 END_TEST
 
+/* The steps a GPU table grows by (iceberg_step_up): 2^a -> 1.5 x 2^a ->
+ * 2^(a+1), each a size every engine allows, the primary level 1.5 and 4/3
+ * times larger in turn; and iceberg_bytes_at is the levels' bytes and the
+ * values' at that size. */
+START_TEST(step_up_goes_by_a_half_then_a_third)
+{
+    floe_spec spec;
+    floe_spec_default(&spec);
+    spec.kind = FLOE_KIND_MAP;
+    spec.key_bits = 40;
+    spec.value_bytes = 8;
+    uint32_t a = 11, three = 0;
+    floe_geometry g;
+    floe_geometry_init(&g, spec.key_bits, a, three, 0);
+    for (int i = 0; i < 8; i++) {
+        const uint64_t primary = floe_level_slots(&g.level[0]);
+        iceberg_step_up(&a, &three);
+        ck_assert_uint_eq(three, i % 2 == 0 ? 1u : 0u);
+        ck_assert_int_eq(iceberg_size_check(spec.key_bits, a, three, NULL), FLOE_OK);
+        floe_geometry_init(&g, spec.key_bits, a, three, 0);
+        const uint64_t now = floe_level_slots(&g.level[0]);
+        ck_assert_uint_eq(three ? now * 2 : now * 3, three ? primary * 3 : primary * 4); /* 3/2, then 4/3 */
+        ck_assert_uint_eq(iceberg_bytes_at(&spec, a, three), geometry_bytes(&g) + g.total_slots * 8);
+    }
+    ck_assert_uint_eq(a, 15);
+    ck_assert_uint_eq(three, 0);
+}
+END_TEST
+
 START_TEST(counts_tally_matches_plain_count)
 {
     const size_t lens[] = {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 1000, 1u << 20};
@@ -751,6 +780,7 @@ Suite *iceberg_suite(void)
     tcase_add_test(tc, no_growth_reports_full);
     tcase_add_test(tc, counts_tally_matches_plain_count);
     tcase_add_test(tc, size_for_capacity_is_the_smallest_step);
+    tcase_add_test(tc, step_up_goes_by_a_half_then_a_third);
     suite_add_tcase(s, tc);
     return s;
 }
