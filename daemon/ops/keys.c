@@ -181,6 +181,24 @@ static floe_status from_of_counts(const key_request *kr, size_t n, item *it, con
     return FLOE_OK;
 }
 
+/* Whether the parents of from_first and from_counts are one run of ids of
+ * one shard, and if so the first and last used in ends: checking them
+ * checks every parent (the ids between are places between theirs). */
+static bool parents_range(const key_request *kr, uint64_t ends[2])
+{
+    size_t a = 0, z = kr->from_counts_len;
+    while (a < z && !kr->from_counts[a])
+        a++;
+    while (z > a && !kr->from_counts[z - 1])
+        z--;
+    if (a == z)
+        return false;
+    ends[0] = kr->from_first + a;
+    ends[1] = kr->from_first + (z - 1);
+    return ends[1] >= ends[0] && ends[1] != FLOE_EXPLORE_ROOT &&
+           ends[0] >> FLOE_ID_SHARD_SHIFT == ends[1] >> FLOE_ID_SHARD_SHIFT;
+}
+
 /* An exploring table's part of an insert (its parents, labels, the claim
  * it ends), checked against the open set before the batch runs, so that a
  * bad one changes nothing; the item then adds its states when answered
@@ -221,7 +239,11 @@ static floe_status explore_door(table_entry *e, floe_op op, const key_request *k
         return FLOE_ERR_INTERNAL;
     }
     floe_errinfo err;
-    st = floe_explore_check_parents(e->explore, from, from ? n : 0, &err);
+    uint64_t ends[2];
+    const bool range = parents_range(kr, ends);
+    st = floe_explore_check_parents(e->explore, range ? ends : from, range ? 2 : from ? n : 0, &err);
+    if (st != FLOE_OK && range) /* the parent to name */
+        st = floe_explore_check_parents(e->explore, from, n, &err);
     if (st == FLOE_OK && kr->complete && !floe_explore_holds(e->explore, kr->complete))
         st = floe_errinfo_set(&err, FLOE_ERR_INVALID,
                               "no claim 0x%llx is out on table %s: completed, expired (its states are open again) or "

@@ -218,6 +218,14 @@ START_TEST(refusals_change_nothing)
     ck_assert_int_eq(floe_wait(c, call), FLOE_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(floe_call_error(call), "add up to 3 keys"));
     floe_call_free(call);
+    /* run-length parents that are no states (4 and 5, none found; a run of none first): the first
+     * named */
+    const uint8_t runs[3] = {0, 1, 1};
+    call = floe_send_insert_successors(c, "ex", k, 16, 2, 3, runs, 3, 0, NULL, 0, 0, NULL, NULL);
+    ck_assert_int_eq(floe_wait(c, call), FLOE_ERR_INVALID);
+    ck_assert_msg(strstr(floe_call_error(call), "parent 4 (state 1 of 2) is no state found"), "%s",
+                  floe_call_error(call));
+    floe_call_free(call);
     ck_assert_int_eq(floe_stats(c, "ex", &info), FLOE_OK);
     ck_assert_uint_eq(info.keys, 0);
     /* one state, no successor: its claim ends with an insert of no keys, and then the run is DONE */
