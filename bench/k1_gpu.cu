@@ -87,7 +87,7 @@ static const unsigned MAX_LOG2_SLOTS = floe_max_addr_bits(KEY_BITS) + LOG2_BUCKE
 static void usage_line(FILE *f)
 {
     fprintf(f, "usage: floe-k1-gpu [--log2-slots S] [--runs R] [--batch B] [--no-dedup] [--static] [--sweep]\n"
-               "       floe-k1-gpu --grow [--keys N] [--runs R]\n");
+               "       floe-k1-gpu --grow [--keys N] [--runs R] [--per-batch]\n");
 }
 
 static void help(void)
@@ -113,6 +113,8 @@ static void help(void)
            "                      against the median one, and the most slots a key (1 / fill) seen every\n"
            "                      8 batches\n"
            "      --keys N        with --grow: keys inserted (default 1G = 2^30)\n"
+           "      --per-batch     with --grow: after each run, its first 8 batches' times and every later\n"
+           "                      batch over 3x the median\n"
            "      --sweep         instead of K1: the batch-size sweep, find-or-put of a stream in which each\n"
            "                      of 2^25 keys occurs twice, in batches of 2^10, 2^12 .. 2^26 keys, on the\n"
            "                      same table (what a batch costs besides its keys)\n"
@@ -192,7 +194,7 @@ static int s1_static(const floe_spec &spec, const uint64_t *d_keys, uint64_t n, 
  * the arrays the keys leave empty) sampled every SPARE_EVERY batches past
  * the first WARM_BATCHES, its time taken out of the run's. */
 #define SPARE_EVERY 8
-static int run_g1(uint64_t n, unsigned runs)
+static int run_g1(uint64_t n, unsigned runs, bool per_batch)
 {
     const uint64_t b = std::min<uint64_t>(1ull << 20, n), batches = (n + b - 1) / b;
     floe_backend *be;
@@ -291,6 +293,18 @@ static int run_g1(uint64_t n, unsigned runs)
                 worst.push_back(sorted.back());
                 median.push_back(sorted[sorted.size() / 2]);
                 ratio.push_back(sorted.back() / sorted[sorted.size() / 2]);
+                if (per_batch) { /* where the slow batches are: a table's first, or a growth's */
+                    const double med = sorted[sorted.size() / 2];
+                    printf("#   %s, %s, run %u: the first batches", map ? "MAP" : "SET", sized ? "sized" : "grown",
+                           run);
+                    for (uint64_t k = 0; k < batches && k < 8; k++)
+                        printf(" #%llu %.2f", (unsigned long long)k, lat[k]);
+                    printf(" ms; later ones over 3x the median (%.3f ms):", med);
+                    for (uint64_t k = 8; k < batches; k++)
+                        if (lat[k] > 3 * med)
+                            printf(" #%llu %.2f", (unsigned long long)k, lat[k]);
+                    printf("\n");
+                }
                 warm_ratio.push_back(warm_worst / sorted[sorted.size() / 2]);
             }
             for (auto *v : {&rate, &ratio, &worst, &median, &warm_ratio})
@@ -380,7 +394,7 @@ int main(int argc, char **argv)
     uint64_t batch = 1ull << 26;
     bool no_dedup = false, sweep = false, statics = false, grow = false;
     uint64_t g1_keys = 1ull << 30;
-    bool keys_given = false;
+    bool keys_given = false, per_batch = false;
     static const struct option longopts[] = {
         {"log2-slots", required_argument, NULL, 'S'},
         {"runs", required_argument, NULL, 'r'},
@@ -390,6 +404,7 @@ int main(int argc, char **argv)
         {"grow", no_argument, NULL, 'G'},
         {"keys", required_argument, NULL, 'k'},
         {"sweep", no_argument, NULL, 'W'},
+        {"per-batch", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -422,6 +437,9 @@ int main(int argc, char **argv)
         case 'W':
             sweep = true;
             break;
+        case 'P':
+            per_batch = true;
+            break;
         case 'h':
             help();
             return 0;
@@ -437,6 +455,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "floe-k1-gpu: --grow runs G1 instead of K1: --static, --sweep and --no-dedup are K1's\n");
         usage_error();
     }
+    if (per_batch && !grow) {
+        fprintf(stderr, "floe-k1-gpu: --per-batch is G1's (with --grow)\n");
+        usage_error();
+    }
     if (keys_given && !grow) {
         fprintf(stderr, "floe-k1-gpu: --keys is G1's (with --grow); K1's size is --log2-slots\n");
         usage_error();
@@ -448,7 +470,7 @@ int main(int argc, char **argv)
     }
     if (grow) {
         printf("# on %s\n", name);
-        return run_g1(g1_keys, runs);
+        return run_g1(g1_keys, runs, per_batch);
     }
     floe_spec spec;
     floe_spec_default(&spec);

@@ -577,6 +577,7 @@ static void gpu_destroy(floe_backend *base)
 {
     gpu_backend *be = (gpu_backend *)base;
     floe_pool_destroy(be->pool);
+    stage_pool_drain(); /* its tables' pinned staging (the other backends' too: it is only kept for speed) */
     free(be);
 }
 

@@ -88,10 +88,16 @@ struct seg_io {
  * reach with no staging copy of their own), device memory, or both. */
 enum { ON_HOST = 1, ON_DEVICE = 2, ON_BOTH = 3 };
 
-/* staging.cu: *h (pinned) and *d freed, and `bytes` of each side `where`
- * asks for allocated in their place; on failure both NULL. */
-floe_status stage_buf_alloc(void **h, void **d, size_t bytes, unsigned where, floe_errinfo *err);
-void stage_buf_release(void **h, void **d);
+/* staging.cu: *h (pinned, old_bytes) and *d given back, and *bytes of each
+ * side `where` asks for allocated in their place, *bytes then what each
+ * holds (a kept pinned block may be larger); on failure both NULL. */
+floe_status stage_buf_alloc(void **h, void **d, size_t old_bytes, size_t *bytes, unsigned where, floe_errinfo *err);
+/* *h (pinned, bytes of it) and *d given back: a pinned block is kept for
+ * the next staging that fits it (stage_pool_drain frees them), a device
+ * one freed. */
+void stage_buf_release(void **h, void **d, size_t bytes);
+/* Frees the pinned blocks kept (a backend that goes). */
+void stage_pool_drain(void);
 
 /* One staging buffer: room for cap elements of T on the host, the device or
  * both, grown (never shrunk) as pieces need and kept between them; a growth
@@ -103,15 +109,17 @@ template <class T> struct stage_buf {
     {
         if (n <= cap)
             return FLOE_OK;
+        size_t bytes = n * sizeof(T);
+        const size_t old = cap * sizeof(T);
         cap = 0;
-        floe_status st = stage_buf_alloc((void **)&h, (void **)&d, n * sizeof(T), where, err);
+        floe_status st = stage_buf_alloc((void **)&h, (void **)&d, old, &bytes, where, err);
         if (st == FLOE_OK)
-            cap = n;
+            cap = bytes / sizeof(T);
         return st;
     }
     void release()
     {
-        stage_buf_release((void **)&h, (void **)&d);
+        stage_buf_release((void **)&h, (void **)&d, cap * sizeof(T));
         cap = 0;
     }
 };
