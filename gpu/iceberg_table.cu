@@ -610,8 +610,9 @@ static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, co
 }
 
 /* Ends the growth under way: the old slots not yet moved are, and, where a
- * key could not be placed (the new arrays are twice the old: not met below
- * fill 0.9), every old slot again after the new arrays grow at once; then
+ * key could not be placed (the new arrays have 4/3 of the old's slots or
+ * more: not met below fill 0.9), every old slot again after the new arrays
+ * double at once; then
  * the old arrays are freed.  Waits for s. */
 static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
 {
