@@ -169,8 +169,12 @@ static void explore_record(item *it, const batch_out *o, size_t at)
     const floe_spec *spec = &t->table->spec;
     const void *keys = it->j.vectors ? (const void *)it->j.vectors : (const void *)it->j.keys;
     floe_errinfo err;
-    floe_status st = floe_explore_add(t->explore, keys, it->explore_from, it->explore_from_depth, it->explore_labels,
-                                      o->results + at, it->j.n, NULL, it->explore_complete, &err);
+    floe_status st =
+        it->explore_runs.counts
+            ? floe_explore_add_runs(t->explore, keys, &it->explore_runs, it->explore_from_depth, it->explore_labels,
+                                    o->results + at, it->j.n, NULL, it->explore_complete, &err)
+            : floe_explore_add(t->explore, keys, it->explore_from, it->explore_from_depth, it->explore_labels,
+                               o->results + at, it->j.n, NULL, it->explore_complete, &err);
     if (st != FLOE_OK) /* the run misses states: say so loudly */
         log_error("table %s: the states a batch found could not join the open set (%s): the run is incomplete",
                   spec->name, err.msg);

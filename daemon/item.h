@@ -80,11 +80,13 @@ struct item {
     /* a RANGE: the request's bounds, which its reply's cursor names */
     uint64_t from, to;
     /* an exploring table's insert (entry set): each key's parent in the open set (NULL: all
-     * initial), labels (NULL: zeros), the claim it ends (0: none), the depth of its parents on
-     * other shards (Insert.from_depth); explore_copy holds the parents
-     * when the request's were not aligned */
+     * initial, or explore_runs), or the parents as runs (from_first and from_counts, read in the
+     * request: explore_runs.counts not NULL), labels (NULL: zeros), the claim it ends (0: none),
+     * the depth of its parents on other shards (Insert.from_depth); explore_copy holds the
+     * parents when the request's were not aligned, or spelled out */
     bool explore;
     const uint64_t *explore_from;
+    floe_parent_runs explore_runs;
     const uint8_t *explore_labels;
     uint64_t explore_complete;
     uint32_t explore_from_depth;

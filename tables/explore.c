@@ -331,46 +331,64 @@ static void publish_locked(floe_explore *x)
     atomic_store_explicit(&x->published, x->count, memory_order_release);
 }
 
-/* The depths of the new states (places[0..m) of parents), with the lock
- * held: the runs and levels of [id0, id0 + m) (room reserved), state by
- * state; for a batch whose parents are not all of one depth. */
-static void depths_one_by_one(floe_explore *x, const uint64_t *parents, uint32_t parent_depth, const uint32_t *places,
-                              size_t m, uint64_t id0)
+/* The depths of the new states (parents pp[0..m)), with the lock held: the
+ * runs and levels of [id0, id0 + m) (room reserved), state by state; for a
+ * batch whose parents are not all of one depth. */
+static void depths_one_by_one(floe_explore *x, const uint64_t *pp, uint32_t parent_depth, size_t m, uint64_t id0)
 {
     size_t hint = x->nruns ? x->nruns - 1 : 0;
     for (size_t j = 0; j < m; j++) {
-        const uint64_t p = parents ? parents[places ? places[j] : j] : FLOE_EXPLORE_ROOT;
-        const uint32_t d = depth_from(x, p, parent_depth, &hint);
+        const uint32_t d = depth_from(x, pp[j], parent_depth, &hint);
         if (!x->nruns || x->runs[x->nruns - 1].depth != d)
             x->runs[x->nruns++] = (depth_run){id0 + j, d};
         x->levels[d]++;
     }
 }
 
-floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, uint32_t parent_depth,
-                             const void *labels, const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete,
-                             floe_errinfo *err)
+/* A batch's parents: one a state (each), runs of them, or none (every
+ * state initial). */
+typedef struct parent_src {
+    const uint64_t *each;
+    const floe_parent_runs *runs;
+} parent_src;
+
+/* floe_explore_add and floe_explore_add_runs. */
+static floe_status add_states(floe_explore *x, const void *keys, parent_src ps, uint32_t parent_depth,
+                              const void *labels, const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete,
+                              floe_errinfo *err)
 {
-    /* without the lock: the places of the new states (found without a branch: the answers are as
-     * good as random), and the range of their parents */
+    /* without the lock: the places of the new states and their parents (kept without a branch:
+     * the answers are as good as random; a place not taken is written again), and the range of
+     * their parents */
     if (n > UINT32_MAX)
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a batch of %zu states: at most 2^32 - 1", n);
-    uint32_t *places = NULL;
-    size_t m = n;
-    if (results) {
-        if (!(places = floe_malloc(n * sizeof *places + 1)))
-            return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a batch of %zu states", n);
-        m = 0;
-        for (size_t i = 0; i < n; i++) {
-            places[m] = (uint32_t)i;
-            m += results[i] == FLOE_INSERTED;
-        }
+    uint32_t *places = floe_malloc(n * sizeof *places + 1);
+    uint64_t *pp = floe_malloc(n * sizeof *pp + 8);
+    if (!places || !pp) {
+        free(places);
+        free(pp);
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a batch of %zu states", n);
     }
-#define PLACE(j) (places ? (size_t)places[j] : (j))
+    size_t m = 0, r = 0;
+    uint64_t left = ps.runs && ps.runs->n ? ps.runs->counts[0] : 0; /* states left in run r */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t p = FLOE_EXPLORE_ROOT;
+        if (ps.each) {
+            p = ps.each[i];
+        } else if (ps.runs) {
+            while (left == 0) /* the counts add up to n (floe_explore_add_runs) */
+                left = ps.runs->counts[++r];
+            p = ps.runs->first + r;
+            left--;
+        }
+        places[m] = (uint32_t)i;
+        pp[m] = p;
+        m += !results || results[i] == FLOE_INSERTED;
+    }
     uint64_t lo = UINT64_MAX, hi = 0; /* the places of the parents here */
     bool roots = false, foreign = false;
     for (size_t j = 0; j < m; j++) {
-        const uint64_t p = parents ? parents[PLACE(j)] : FLOE_EXPLORE_ROOT;
+        const uint64_t p = pp[j];
         uint64_t at;
         roots |= p == FLOE_EXPLORE_ROOT;
         if (p == FLOE_EXPLORE_ROOT)
@@ -387,12 +405,11 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
     lock(x);
     const uint64_t id0 = x->reserved;
     if (lo != UINT64_MAX && hi >= x->count) { /* name the first */
-        size_t i = 0;
+        size_t j = 0;
         uint64_t at;
-        while (parents[i] == FLOE_EXPLORE_ROOT || !here(x, parents[i], &at) || at < x->count ||
-               (results && results[i] != FLOE_INSERTED))
-            i++;
-        st = no_parent(x, parents[i], i, n, x->count, err);
+        while (pp[j] == FLOE_EXPLORE_ROOT || !here(x, pp[j], &at) || at < x->count)
+            j++;
+        st = no_parent(x, pp[j], places[j], n, x->count, err);
     } else {
         /* one depth (the successors of one claim, in a breadth-first run): the parents in one run
          * here, or all on other shards, or all initial */
@@ -413,7 +430,7 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
             size_t hint = at;
             uint32_t last = x->nruns ? x->runs[x->nruns - 1].depth : UINT32_MAX;
             for (size_t j = 0; j < m; j++) {
-                const uint32_t dj = depth_from(x, parents[PLACE(j)], parent_depth, &hint);
+                const uint32_t dj = depth_from(x, pp[j], parent_depth, &hint);
                 deepest = dj > deepest ? dj : deepest;
                 new_runs += dj != last;
                 last = dj;
@@ -442,7 +459,7 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
                     x->runs[x->nruns++] = (depth_run){id0, d};
                 x->levels[d] += m;
             } else if (m) {
-                depths_one_by_one(x, parents, parent_depth, places, m, id0);
+                depths_one_by_one(x, pp, parent_depth, m, id0);
             }
             x->pend[x->pend_n++] = (pending){id0 + m, complete, false};
             x->reserved = id0 + m;
@@ -457,6 +474,7 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
     unlock(x);
     if (st != FLOE_OK || !to) {
         free(places);
+        free(pp);
         if (st == FLOE_OK) { /* its place in the queue is taken: it completes empty, and says why */
             lock(x);
             x->pend[x->pend_head + (size_t)(seq - x->pend_first)].done = true;
@@ -470,12 +488,12 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
     const unsigned char *k = keys, *l = labels;
     const uint32_t kb = x->key_bytes, lb = x->label_bytes;
     for (size_t j = 0; j < m; j++) {
-        const size_t i = PLACE(j);
+        const size_t i = places[j];
         const uint64_t id = id0 + j;
         chunk *c = &to[(id >> CHUNK_BITS) - c0];
         const size_t at = in_chunk(id);
         put_state(c->keys + at * kb, k + i * kb, kb);
-        c->parents[at] = parents ? parents[i] : FLOE_EXPLORE_ROOT;
+        c->parents[at] = pp[j];
         if (lb) {
             if (l)
                 memcpy(c->labels + at * lb, l + i * lb, lb);
@@ -485,14 +503,34 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
         if (ids)
             ids[i] = x->base + id;
     }
-#undef PLACE
     free(to);
     free(places);
+    free(pp);
     lock(x);
     x->pend[x->pend_head + (size_t)(seq - x->pend_first)].done = true;
     publish_locked(x);
     unlock(x);
     return FLOE_OK;
+}
+
+floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, uint32_t parent_depth,
+                             const void *labels, const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete,
+                             floe_errinfo *err)
+{
+    return add_states(x, keys, (parent_src){parents, NULL}, parent_depth, labels, results, n, ids, complete, err);
+}
+
+floe_status floe_explore_add_runs(floe_explore *x, const void *keys, const floe_parent_runs *runs,
+                                  uint32_t parent_depth, const void *labels, const uint8_t *results, size_t n,
+                                  uint64_t *ids, uint64_t complete, floe_errinfo *err)
+{
+    uint64_t sum = 0;
+    for (size_t r = 0; r < runs->n; r++)
+        sum += runs->counts[r];
+    if (sum != n)
+        return floe_errinfo_set(err, FLOE_ERR_INVALID, "the parents' runs count %llu states; the batch has %zu",
+                                (unsigned long long)sum, n);
+    return add_states(x, keys, (parent_src){NULL, runs}, parent_depth, labels, results, n, ids, complete, err);
 }
 
 /* ---- claims ----------------------------------------------------------------------------------- */

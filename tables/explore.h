@@ -98,6 +98,20 @@ floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *
                              const void *labels, const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete,
                              floe_errinfo *err);
 
+/* Parents as Insert.from_first and from_counts give them: counts[r]
+ * states in a row have parent first + r (r < n). */
+typedef struct floe_parent_runs {
+    uint64_t first;
+    const uint8_t *counts;
+    size_t n;
+} floe_parent_runs;
+
+/* floe_explore_add with the parents as runs (their counts add up to n; the
+ * parents checked), so that they are never spelled out 8 bytes a state. */
+floe_status floe_explore_add_runs(floe_explore *x, const void *keys, const floe_parent_runs *runs,
+                                  uint32_t parent_depth, const void *labels, const uint8_t *results, size_t n,
+                                  uint64_t *ids, uint64_t complete, floe_errinfo *err);
+
 /* Hands out up to max open states, shallowest and earliest first (the
  * states of expired claims before the rest), all of one depth: ids, keys
  * (key_bytes each) and *depth, under *token with a lease to now_ms +

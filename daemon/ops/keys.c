@@ -151,10 +151,9 @@ static const void *aligned(const void *p, size_t len, size_t align, void **copy)
     return *copy;
 }
 
-/* Insert.from_first and from_counts as the from they stand for (8 bytes a
- * key), into the item's copy. */
-static floe_status from_of_counts(const key_request *kr, size_t n, item *it, const uint64_t **from, char *msg,
-                                  size_t len)
+/* Whether Insert.from_first and from_counts stand for one parent a key of
+ * the n (and no from beside them). */
+static floe_status counts_check(const key_request *kr, size_t n, char *msg, size_t len)
 {
     uint64_t sum = 0;
     for (size_t i = 0; i < kr->from_counts_len; i++)
@@ -167,6 +166,15 @@ static floe_status from_of_counts(const key_request *kr, size_t n, item *it, con
         snprintf(msg, len, "from_counts add up to %llu keys; the request has %zu", (unsigned long long)sum, n);
         return FLOE_ERR_INVALID;
     }
+    return FLOE_OK;
+}
+
+/* Insert.from_first and from_counts (counts_check passed) as the from they
+ * stand for (8 bytes a key), into the item's copy: for the checks that
+ * need each parent. */
+static floe_status from_of_counts(const key_request *kr, size_t n, item *it, const uint64_t **from, char *msg,
+                                  size_t len)
+{
     uint64_t *f = floe_malloc(n * 8 + 8);
     if (!f) {
         snprintf(msg, len, "out of memory");
@@ -231,7 +239,13 @@ static floe_status explore_door(table_entry *e, floe_op op, const key_request *k
         return FLOE_ERR_INVALID;
     }
     const uint64_t *from = NULL;
-    floe_status st = kr->from_counts_len ? from_of_counts(kr, n, it, &from, msg, len) : FLOE_OK;
+    /* runs of parents stay runs where their ends check them all (one run of ids of one shard),
+     * else they are spelled out, one a key, to check each */
+    uint64_t ends[2];
+    const bool range = kr->from_counts_len && parents_range(kr, ends);
+    floe_status st = kr->from_counts_len ? counts_check(kr, n, msg, len) : FLOE_OK;
+    if (st == FLOE_OK && kr->from_counts_len && !range)
+        st = from_of_counts(kr, n, it, &from, msg, len);
     if (st != FLOE_OK)
         return st;
     if (!kr->from_counts_len && kr->from_len && !(from = aligned(kr->from, kr->from_len, 8, &it->explore_copy))) {
@@ -239,11 +253,11 @@ static floe_status explore_door(table_entry *e, floe_op op, const key_request *k
         return FLOE_ERR_INTERNAL;
     }
     floe_errinfo err;
-    uint64_t ends[2];
-    const bool range = parents_range(kr, ends);
     st = floe_explore_check_parents(e->explore, range ? ends : from, range ? 2 : from ? n : 0, &err);
-    if (st != FLOE_OK && range) /* the parent to name */
-        st = floe_explore_check_parents(e->explore, from, n, &err);
+    if (st != FLOE_OK && range && (st = from_of_counts(kr, n, it, &from, msg, len)) == FLOE_OK)
+        st = floe_explore_check_parents(e->explore, from, n, &err); /* the parent to name */
+    else if (st != FLOE_OK && range)
+        return st; /* out of memory to spell them out: msg says so */
     if (st == FLOE_OK && kr->complete && !floe_explore_holds(e->explore, kr->complete))
         st = floe_errinfo_set(&err, FLOE_ERR_INVALID,
                               "no claim 0x%llx is out on table %s: completed, expired (its states are open again) or "
@@ -255,6 +269,8 @@ static floe_status explore_door(table_entry *e, floe_op op, const key_request *k
     }
     it->explore = true;
     it->explore_from = from;
+    if (range)
+        it->explore_runs = (floe_parent_runs){kr->from_first, kr->from_counts, kr->from_counts_len};
     it->explore_labels = kr->labels_len ? kr->labels : NULL;
     it->explore_complete = kr->complete;
     it->explore_from_depth = kr->from_depth;

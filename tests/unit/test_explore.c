@@ -717,6 +717,61 @@ START_TEST(bad_input_changes_nothing)
 }
 END_TEST
 
+/* Parents as runs (Insert.from_first and from_counts) add what the same
+ * parents spelled out add: the same ids, depths and traces, with answers
+ * that skip states; runs that do not count the batch are refused and
+ * change nothing. */
+START_TEST(parent_runs_add_as_spelled_out)
+{
+    floe_errinfo err;
+    floe_explore *a, *b;
+    ck_assert_int_eq(floe_explore_create(8, 1, true, 1, -1, &a, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_create(8, 1, true, 1, -1, &b, &err), FLOE_OK);
+    const uint64_t roots[3] = {10, 20, 30}, none[3] = {FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT};
+    uint64_t ia[8], ib[8];
+    ck_assert_int_eq(floe_explore_add(a, roots, none, 0, NULL, NULL, 3, ia, 0, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add(b, roots, none, 0, NULL, NULL, 3, ib, 0, &err), FLOE_OK);
+    /* depth 1: parents 0, 0, 2, 2, 2 (a run of none between), two of them not new */
+    const uint64_t k1[5] = {41, 42, 43, 44, 45}, p1[5] = {0, 0, 2, 2, 2};
+    const uint8_t c1[3] = {2, 0, 3}, r1[5] = {FLOE_INSERTED, FLOE_PRESENT, FLOE_INSERTED, FLOE_INSERTED, FLOE_PRESENT};
+    const unsigned char l1[5] = {1, 2, 3, 4, 5};
+    const floe_parent_runs runs1 = {0, c1, 3};
+    ck_assert_int_eq(floe_explore_add(a, k1, p1, 0, l1, r1, 5, ia, 0, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add_runs(b, k1, &runs1, 0, l1, r1, 5, ib, 0, &err), FLOE_OK);
+    /* parents of two depths in one batch (0 and the new 3): state by state */
+    const uint64_t k2[4] = {51, 52, 53, 54}, p2[4] = {2, 3, 3, 4};
+    const uint8_t c2[3] = {1, 2, 1}, r2[4] = {FLOE_INSERTED, FLOE_INSERTED, FLOE_PRESENT, FLOE_INSERTED};
+    const floe_parent_runs runs2 = {2, c2, 3};
+    ck_assert_int_eq(floe_explore_add(a, k2, p2, 0, NULL, r2, 4, ia, 0, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add_runs(b, k2, &runs2, 0, NULL, r2, 4, ib, 0, &err), FLOE_OK);
+    /* runs that count 3 states of a batch of 4: refused, nothing added */
+    const uint8_t c3[2] = {1, 2};
+    const floe_parent_runs runs3 = {0, c3, 2};
+    ck_assert_int_eq(floe_explore_add_runs(b, k2, &runs3, 0, NULL, NULL, 4, ib, 0, &err), FLOE_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(err.msg, "count 3 states; the batch has 4"));
+    floe_explore_counts ca, cb;
+    floe_explore_stats(a, &ca);
+    floe_explore_stats(b, &cb);
+    ck_assert_uint_eq(ca.states, 9); /* 3 + 3 + 3 */
+    ck_assert(cb.states == ca.states && cb.levels == ca.levels && cb.levels == 3);
+    for (uint64_t id = 0; id < ca.states; id++) { /* every state's way back, keys and labels alike */
+        uint64_t ta[8], tb[8], ka[8], kb[8];
+        unsigned char la[8], lb[8];
+        size_t na, nb;
+        uint32_t da, db;
+        ck_assert_int_eq(floe_explore_trace(a, id, 8, ta, ka, la, &na, NULL, &err), FLOE_OK);
+        ck_assert_int_eq(floe_explore_trace(b, id, 8, tb, kb, lb, &nb, NULL, &err), FLOE_OK);
+        ck_assert_uint_eq(na, nb);
+        ck_assert(memcmp(ta, tb, na * 8) == 0 && memcmp(ka, kb, na * 8) == 0 && memcmp(la, lb, na) == 0);
+        ck_assert_int_eq(floe_explore_depth(a, id, &da, &err), FLOE_OK);
+        ck_assert_int_eq(floe_explore_depth(b, id, &db, &err), FLOE_OK);
+        ck_assert_uint_eq(da, db);
+    }
+    floe_explore_destroy(a);
+    floe_explore_destroy(b);
+}
+END_TEST
+
 Suite *explore_suite(void)
 {
     Suite *s = suite_create("explore");
@@ -726,6 +781,7 @@ Suite *explore_suite(void)
     tcase_add_test(tc, leases_run_out_and_claims_end_once);
     tcase_add_test(tc, a_run_saved_with_claims_out_resumes_exactly);
     tcase_add_test(tc, bad_input_changes_nothing);
+    tcase_add_test(tc, parent_runs_add_as_spelled_out);
     tcase_add_test(tc, threads_add_at_once);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
