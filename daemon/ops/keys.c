@@ -254,10 +254,11 @@ static floe_status explore_door(table_entry *e, floe_op op, const key_request *k
     }
     floe_errinfo err;
     st = floe_explore_check_parents(e->explore, range ? ends : from, range ? 2 : from ? n : 0, &err);
-    if (st != FLOE_OK && range && (st = from_of_counts(kr, n, it, &from, msg, len)) == FLOE_OK)
-        st = floe_explore_check_parents(e->explore, from, n, &err); /* the parent to name */
-    else if (st != FLOE_OK && range)
-        return st; /* out of memory to spell them out: msg says so */
+    if (st != FLOE_OK && range) { /* spelled out, to name the parent that is no state */
+        if ((st = from_of_counts(kr, n, it, &from, msg, len)) != FLOE_OK)
+            return st;
+        st = floe_explore_check_parents(e->explore, from, n, &err);
+    }
     if (st == FLOE_OK && kr->complete && !floe_explore_holds(e->explore, kr->complete))
         st = floe_errinfo_set(&err, FLOE_ERR_INVALID,
                               "no claim 0x%llx is out on table %s: completed, expired (its states are open again) or "
