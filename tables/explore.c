@@ -300,15 +300,6 @@ static uint32_t depth_from(const floe_explore *x, uint64_t p, uint32_t parent_de
     return (here(x, p, &at) ? depth_near(x, at, hint) : parent_depth) + 1;
 }
 
-/* A batch's states copied in whole (key_bytes a constant where it is 8). */
-static inline void put_state(unsigned char *dst, const unsigned char *src, uint32_t key_bytes)
-{
-    if (key_bytes == 8)
-        memcpy(dst, src, 8);
-    else
-        memcpy(dst, src, key_bytes);
-}
-
 static claim *claim_of(floe_explore *x, uint64_t token);
 static void drop_claim(floe_explore *x, claim *c);
 
@@ -352,39 +343,94 @@ typedef struct parent_src {
     const floe_parent_runs *runs;
 } parent_src;
 
+/* parents_of_keys writes a run's parent RUN_SPREAD times whatever its count
+ * (the count then says how far to go on): no branch a run, whose outcome
+ * is as good as random.  A run longer than that is written out. */
+#define RUN_SPREAD 4
+
+/* Each of the n states' parent, into pp (n + RUN_SPREAD places). */
+static void parents_of_keys(parent_src ps, size_t n, uint64_t *pp)
+{
+    if (ps.each) {
+        memcpy(pp, ps.each, n * sizeof *pp);
+    } else if (ps.runs) { /* the counts add up to n (floe_explore_add_runs) */
+        size_t k = 0;
+        for (size_t r = 0; r < ps.runs->n; r++) {
+            const uint64_t p = ps.runs->first + r;
+            const unsigned c = ps.runs->counts[r];
+            if (c <= RUN_SPREAD)
+                for (unsigned t = 0; t < RUN_SPREAD; t++)
+                    pp[k + t] = p;
+            else
+                for (unsigned t = 0; t < c; t++)
+                    pp[k + t] = p;
+            k += c;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            pp[i] = FLOE_EXPLORE_ROOT;
+    }
+}
+
+/* The states answered INSERTED (results NULL: all): their places in the
+ * batch into places, their parents moved to the front of pp; how many.
+ * Without a branch a state: the answers are as good as random (a place not
+ * taken is written again). */
+static size_t pick_inserted(const uint8_t *results, size_t n, uint32_t *places, uint64_t *pp)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        places[m] = (uint32_t)i;
+        pp[m] = pp[i];
+        m += !results || results[i] == FLOE_INSERTED;
+    }
+    return m;
+}
+
+/* States [j, j + k) of an add, all in chunk c from place `at` on: their
+ * keys, parents, labels (and ids).  Key and label sizes of 8 and 1 (a SET's
+ * states, a floe-mc label) are constants here, so that nothing is a call. */
+static void copy_states(const floe_explore *x, chunk *c, size_t at, size_t k, const uint32_t *places,
+                        const uint64_t *pp, const unsigned char *keys, const unsigned char *labels, uint64_t *ids,
+                        uint64_t id)
+{
+    const uint32_t kb = x->key_bytes, lb = x->label_bytes;
+    if (kb == 8)
+        for (size_t t = 0; t < k; t++)
+            memcpy(c->keys + (at + t) * 8, keys + (size_t)places[t] * 8, 8);
+    else
+        for (size_t t = 0; t < k; t++)
+            memcpy(c->keys + (at + t) * kb, keys + (size_t)places[t] * kb, kb);
+    memcpy(c->parents + at, pp, k * sizeof *pp);
+    if (lb && !labels)
+        memset(c->labels + at * lb, 0, k * lb);
+    else if (lb == 1)
+        for (size_t t = 0; t < k; t++)
+            c->labels[at + t] = labels[places[t]];
+    else if (lb)
+        for (size_t t = 0; t < k; t++)
+            memcpy(c->labels + (at + t) * lb, labels + (size_t)places[t] * lb, lb);
+    for (size_t t = 0; ids && t < k; t++)
+        ids[places[t]] = x->base + id + t;
+}
+
 /* floe_explore_add and floe_explore_add_runs. */
 static floe_status add_states(floe_explore *x, const void *keys, parent_src ps, uint32_t parent_depth,
                               const void *labels, const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete,
                               floe_errinfo *err)
 {
-    /* without the lock: the places of the new states and their parents (kept without a branch:
-     * the answers are as good as random; a place not taken is written again), and the range of
-     * their parents */
+    /* without the lock: the places of the new states, their parents, and the range of those */
     if (n > UINT32_MAX)
         return floe_errinfo_set(err, FLOE_ERR_TOO_LARGE, "a batch of %zu states: at most 2^32 - 1", n);
     uint32_t *places = floe_malloc(n * sizeof *places + 1);
-    uint64_t *pp = floe_malloc(n * sizeof *pp + 8);
+    uint64_t *pp = floe_malloc((n + RUN_SPREAD) * sizeof *pp);
     if (!places || !pp) {
         free(places);
         free(pp);
         return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a batch of %zu states", n);
     }
-    size_t m = 0, r = 0;
-    uint64_t left = ps.runs && ps.runs->n ? ps.runs->counts[0] : 0; /* states left in run r */
-    for (size_t i = 0; i < n; i++) {
-        uint64_t p = FLOE_EXPLORE_ROOT;
-        if (ps.each) {
-            p = ps.each[i];
-        } else if (ps.runs) {
-            while (left == 0) /* the counts add up to n (floe_explore_add_runs) */
-                left = ps.runs->counts[++r];
-            p = ps.runs->first + r;
-            left--;
-        }
-        places[m] = (uint32_t)i;
-        pp[m] = p;
-        m += !results || results[i] == FLOE_INSERTED;
-    }
+    parents_of_keys(ps, n, pp);
+    const size_t m = pick_inserted(results, n, places, pp);
     uint64_t lo = UINT64_MAX, hi = 0; /* the places of the parents here */
     bool roots = false, foreign = false;
     for (size_t j = 0; j < m; j++) {
@@ -484,24 +530,13 @@ static floe_status add_states(floe_explore *x, const void *keys, parent_src ps, 
         }
         return st;
     }
-    /* without the lock: the states, into places nobody reads before they are published */
-    const unsigned char *k = keys, *l = labels;
-    const uint32_t kb = x->key_bytes, lb = x->label_bytes;
-    for (size_t j = 0; j < m; j++) {
-        const size_t i = places[j];
+    /* without the lock: the states, into places nobody reads before they are published, a chunk at
+     * a time */
+    for (size_t j = 0; j < m;) {
         const uint64_t id = id0 + j;
-        chunk *c = &to[(id >> CHUNK_BITS) - c0];
-        const size_t at = in_chunk(id);
-        put_state(c->keys + at * kb, k + i * kb, kb);
-        c->parents[at] = pp[j];
-        if (lb) {
-            if (l)
-                memcpy(c->labels + at * lb, l + i * lb, lb);
-            else
-                memset(c->labels + at * lb, 0, lb);
-        }
-        if (ids)
-            ids[i] = x->base + id;
+        const size_t at = in_chunk(id), k = (size_t)(CHUNK - at) < m - j ? (size_t)(CHUNK - at) : m - j;
+        copy_states(x, &to[(id >> CHUNK_BITS) - c0], at, k, places + j, pp + j, keys, labels, ids, id);
+        j += k;
     }
     free(to);
     free(places);

@@ -157,12 +157,44 @@ static void on_insert(floe *c, floe_call *call, void *arg)
     atomic_fetch_add(&w->p->states, mine);
 }
 
+static uint64_t now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+static void sleep_us(uint64_t us)
+{
+    struct timespec t = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
+    nanosleep(&t, NULL);
+}
+
+/* A claim's answer waited for, the wait counted. */
+static void wait_claim(sq *w, floe *c, floe_call *call)
+{
+    const uint64_t t0 = now_us();
+    floe_wait(c, call);
+    atomic_fetch_add(&w->p->waited_claim_us, now_us() - t0);
+}
+
+/* A pause while the server (every server) says WAIT, counted. */
+static void pause_level(sq *w, uint64_t us)
+{
+    sleep_us(us);
+    atomic_fetch_add(&w->p->waited_level_us, us);
+}
+
 /* Sends the insert being filled; `last`: the claim's last (on one floed it ends the claim). */
 static void send_insert(sq *w, bool last)
 {
-    while (w->inserts_out >= w->r->inflight && !w->status)
-        if (floe_poll(w->c, -1) < 0)
-            sq_fail(w, floe_error(w->c), "connection lost", floe_errstr(w->c));
+    if (w->inserts_out >= w->r->inflight && !w->status) {
+        const uint64_t t0 = now_us();
+        while (w->inserts_out >= w->r->inflight && !w->status)
+            if (floe_poll(w->c, -1) < 0)
+                sq_fail(w, floe_error(w->c), "connection lost", floe_errstr(w->c));
+        atomic_fetch_add(&w->p->waited_insert_us, now_us() - t0);
+    }
     held *h = w->cur;
     if (w->status || (last && w->shards > 1 && !w->n)) /* nothing to send: the claim ends when the rest answer */
         return;
@@ -183,7 +215,10 @@ static void send_insert(sq *w, bool last)
 
 static void add_successor(sq *w, const void *state, uint64_t parent, unsigned j)
 {
-    memcpy(w->keys + w->n * w->kb, state, w->kb);
+    if (w->kb == 8) /* a SET's states: a move, not a call */
+        memcpy(w->keys + w->n * 8, state, 8);
+    else
+        memcpy(w->keys + w->n * w->kb, state, w->kb);
     if (w->range) { /* parents with no successor here count 0 */
         if (!w->ncounts) {
             w->first = parent;
@@ -286,19 +321,6 @@ out:
     settle(w, h);
 }
 
-static uint64_t now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
-}
-
-static void sleep_us(uint64_t us)
-{
-    struct timespec t = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
-    nanosleep(&t, NULL);
-}
-
 /* A claim's answer taken (and freed): its states expanded if it brought any;
  * its FLOE_CLAIM_* state (found, next: a bounded claim's figures; may be
  * NULL), or -1 after a failure. */
@@ -342,7 +364,7 @@ static void run_one(sq *w, size_t claim)
     while (!w->status && (!w->done || w->claims_out)) {
         const uint64_t t = now_us();
         if (!w->done && !w->claims_out && t < wait_until)
-            sleep_us(wait_until - t);
+            pause_level(w, wait_until - t);
         /* keep claims in flight: all of them while states come, one while the server says WAIT */
         while (!w->done && w->claims_out < (pause ? 1u : r->inflight) && now_us() >= wait_until) {
             floe_call *call = floe_send_claim(w->c, r->table, claim, r->lease_ms, NULL, NULL);
@@ -357,7 +379,7 @@ static void run_one(sq *w, size_t claim)
         floe_call *call = w->claims[w->claim_head];
         w->claim_head = (w->claim_head + 1) % r->inflight;
         w->claims_out--;
-        floe_wait(w->c, call);
+        wait_claim(w, w->c, call);
         const int state = take_claim(w, call, NULL, NULL);
         if (state == FLOE_CLAIM_DONE)
             w->done = true;
@@ -393,7 +415,7 @@ static int sweep(sq *w, size_t claim, uint32_t level, floe_call **calls, uint64_
             sq_fail(w, FLOE_ERR_IO, "out of memory", "for a claim");
             continue;
         }
-        floe_wait(floe_shard(w->c, s), calls[s]);
+        wait_claim(w, floe_shard(w->c, s), calls[s]);
         const int st = take_claim(w, calls[s], &found[s], &next[s]);
         if (st < 0 || verdict < 0)
             verdict = -1;
@@ -444,7 +466,7 @@ static void run_sharded(sq *w, size_t claim)
             floe_call *call = w->claims[w->claim_head];
             w->claim_head = (w->claim_head + 1) % r->inflight;
             w->claims_out--;
-            floe_wait(floe_shard(w->c, s), call);
+            wait_claim(w, floe_shard(w->c, s), call);
             if (take_claim(w, call, NULL, NULL) != FLOE_CLAIM_GOT)
                 dry[s] = true;
             continue;
@@ -470,7 +492,7 @@ static void run_sharded(sq *w, size_t claim)
         } else if (first == FLOE_CLAIM_GOT || second == FLOE_CLAIM_GOT) {
             pause = 0;
         } else { /* other workers' claims are out, or their states still coming */
-            sleep_us(pause = longer(pause));
+            pause_level(w, pause = longer(pause));
         }
     }
     quiet(w);

@@ -406,7 +406,20 @@ static uint64_t sum_states(mc_progress *p, unsigned n, uint64_t *transitions)
 }
 
 /* What a worker reports, as the totals add them up. */
-enum { C_STATES, C_TRANSITIONS, C_SENT, C_SENT_BYTES, C_BY_PARENT, C_VIOLATIONS, C_DEADLOCKS, C_FAILED, NCOUNTS };
+enum {
+    C_STATES,
+    C_TRANSITIONS,
+    C_SENT,
+    C_SENT_BYTES,
+    C_BY_PARENT,
+    C_VIOLATIONS,
+    C_DEADLOCKS,
+    C_WAITED_CLAIM_US,
+    C_WAITED_INSERT_US,
+    C_WAITED_LEVEL_US,
+    C_FAILED,
+    NCOUNTS
+};
 
 static void counts_of(const mc_progress *p, int failed, uint64_t c[NCOUNTS])
 {
@@ -417,6 +430,9 @@ static void counts_of(const mc_progress *p, int failed, uint64_t c[NCOUNTS])
     c[C_BY_PARENT] = atomic_load(&p->by_parent);
     c[C_VIOLATIONS] = atomic_load(&p->violations);
     c[C_DEADLOCKS] = atomic_load(&p->deadlocks);
+    c[C_WAITED_CLAIM_US] = atomic_load(&p->waited_claim_us);
+    c[C_WAITED_INSERT_US] = atomic_load(&p->waited_insert_us);
+    c[C_WAITED_LEVEL_US] = atomic_load(&p->waited_level_us);
     c[C_FAILED] = (uint64_t)failed;
 }
 
@@ -456,6 +472,11 @@ static int report(const options *o, const mc_model *m, int packed, double secs, 
         printf(" (whole vectors)\n");
     else
         printf(" (%" PRIu64 " by their parent, the rest whole)\n", sum[C_BY_PARENT]);
+    if (end && n) /* where the workers' time went besides expanding: what bounds a run */
+        printf("waited       %.3f s for claims, %.3f s for inserts' answers, %.3f s at the ends of levels "
+               "(a worker's mean)\n",
+               (double)sum[C_WAITED_CLAIM_US] / 1e6 / n, (double)sum[C_WAITED_INSERT_US] / 1e6 / n,
+               (double)sum[C_WAITED_LEVEL_US] / 1e6 / n);
     for (unsigned i = 0; i < n && n > 1; i++) {
         const uint64_t w = c[(size_t)i * NCOUNTS + C_STATES];
         printf("worker %-5u %" PRIu64 " states (%.1f%%), %" PRIu64 " transitions\n", i, w,

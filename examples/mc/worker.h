@@ -48,6 +48,9 @@ typedef struct mc_progress {
     uint64_t violation_id, deadlock_id;
     uint32_t violation_depth, deadlock_depth;
     _Atomic uint64_t claims, waits, expanded; /* claims served, answered WAIT, and states expanded */
+    /* --server-queue: microseconds spent waiting for a claim's answer, for an insert's (all of
+     * --inflight out), and pausing while the server said WAIT (the end of a level) */
+    _Atomic uint64_t waited_claim_us, waited_insert_us, waited_level_us;
     atomic_int done;                   /* 1 when finished (status set) */
     int status;      /* 0 or a FLOE_ERR_* code */
     char error[256]; /* why, when status is not 0 */

@@ -772,6 +772,89 @@ START_TEST(parent_runs_add_as_spelled_out)
 }
 END_TEST
 
+/* Large batches the way floe-mc sends them, with runs longer than the
+ * adds spread at once, states of 8 and 12 bytes, labels of 1 and 2, and
+ * new states that cross the open set's chunks: added as runs and spelled
+ * out alike (ids, keys in order, traces). */
+START_TEST(parent_runs_long_and_across_chunks)
+{
+    enum { PARENTS = 40000, PROBES = 2000 };
+    static const uint32_t shapes[2][2] = {{8, 1}, {12, 2}};
+    uint64_t seed = 0x5eed0000u + (uint64_t)_i;
+    const uint32_t kb = shapes[_i][0], lb = shapes[_i][1];
+    floe_errinfo err;
+    floe_explore *a, *b;
+    ck_assert_int_eq(floe_explore_create(kb, lb, true, 1, -1, &a, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_create(kb, lb, true, 1, -1, &b, &err), FLOE_OK);
+    unsigned char *keys = malloc((size_t)PARENTS * 10 * kb), *labels = malloc((size_t)PARENTS * 10 * lb);
+    uint64_t *from = malloc((size_t)PARENTS * 10 * 8), *ia = malloc((size_t)PARENTS * 10 * 8),
+             *ib = malloc((size_t)PARENTS * 10 * 8);
+    uint8_t *counts = malloc(PARENTS), *results = malloc((size_t)PARENTS * 10);
+    ck_assert(keys && labels && from && ia && ib && counts && results);
+    for (size_t i = 0; i < (size_t)PARENTS * 10 * kb; i++)
+        keys[i] = (unsigned char)rng_next(&seed);
+    for (size_t i = 0; i < (size_t)PARENTS * 10 * lb; i++)
+        labels[i] = (unsigned char)rng_next(&seed);
+    for (size_t i = 0; i < PARENTS; i++)
+        from[i] = FLOE_EXPLORE_ROOT;
+    ck_assert_int_eq(floe_explore_add(a, keys, from, 0, labels, NULL, PARENTS, ia, 0, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add(b, keys, from, 0, labels, NULL, PARENTS, ib, 0, &err), FLOE_OK);
+    size_t n = 0;
+    for (size_t r = 0; r < PARENTS; r++) { /* 0..9 successors a parent: runs of none and longer than 4 */
+        counts[r] = (uint8_t)rng_below(&seed, 10);
+        for (unsigned c = 0; c < counts[r]; c++, n++) {
+            from[n] = r;
+            results[n] = rng_below(&seed, 5) < 3 ? FLOE_INSERTED : FLOE_PRESENT;
+        }
+    }
+    const floe_parent_runs runs = {0, counts, PARENTS};
+    ck_assert_int_eq(floe_explore_add(a, keys, from, 0, labels, results, n, ia, 0, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_add_runs(b, keys, &runs, 0, labels, results, n, ib, 0, &err), FLOE_OK);
+    floe_explore_counts ca, cb;
+    floe_explore_stats(a, &ca);
+    floe_explore_stats(b, &cb);
+    ck_assert_uint_gt(ca.states, 2 * (1u << 16)); /* past two chunks' ends */
+    ck_assert(cb.states == ca.states && cb.levels == 2 && ca.levels == 2);
+    for (size_t i = 0; i < n; i++)
+        ck_assert(results[i] != FLOE_INSERTED || ia[i] == ib[i]);
+    unsigned char *ka = malloc(ca.states * kb), *kb2 = malloc(ca.states * kb);
+    ck_assert(ka && kb2);
+    ck_assert_int_eq(floe_explore_keys(a, 0, ca.states, ka, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_keys(b, 0, cb.states, kb2, &err), FLOE_OK);
+    ck_assert(memcmp(ka, kb2, ca.states * kb) == 0);
+    for (unsigned p = 0; p < PROBES; p++) { /* ways back, keys and labels alike, and each as sent */
+        const uint64_t id = PARENTS + rng_below(&seed, ca.states - PARENTS);
+        uint64_t ta[2], tb[2];
+        unsigned char la[2 * 2], lb2[2 * 2], k1[2 * 12], k2[2 * 12];
+        size_t na, nb;
+        ck_assert_int_eq(floe_explore_trace(a, id, 2, ta, k1, la, &na, NULL, &err), FLOE_OK);
+        ck_assert_int_eq(floe_explore_trace(b, id, 2, tb, k2, lb2, &nb, NULL, &err), FLOE_OK);
+        ck_assert(na == 2 && nb == 2 && ta[0] == tb[0] && ta[1] == tb[1]);
+        ck_assert(memcmp(k1, k2, 2 * kb) == 0 && memcmp(la, lb2, 2 * lb) == 0);
+    }
+    for (size_t i = 0; i < n; i += 97) /* a state's key and label are those of its place in the batch */
+        if (results[i] == FLOE_INSERTED) {
+            uint64_t t[2];
+            unsigned char l[2 * 2], k[2 * 12];
+            size_t nt;
+            ck_assert_int_eq(floe_explore_trace(b, ib[i], 2, t, k, l, &nt, NULL, &err), FLOE_OK);
+            ck_assert(nt == 2 && t[0] == from[i] && memcmp(k + kb, keys + i * kb, kb) == 0 &&
+                      memcmp(l + lb, labels + i * lb, lb) == 0);
+        }
+    free(ka);
+    free(kb2);
+    free(keys);
+    free(labels);
+    free(from);
+    free(ia);
+    free(ib);
+    free(counts);
+    free(results);
+    floe_explore_destroy(a);
+    floe_explore_destroy(b);
+}
+END_TEST
+
 Suite *explore_suite(void)
 {
     Suite *s = suite_create("explore");
@@ -782,6 +865,7 @@ Suite *explore_suite(void)
     tcase_add_test(tc, a_run_saved_with_claims_out_resumes_exactly);
     tcase_add_test(tc, bad_input_changes_nothing);
     tcase_add_test(tc, parent_runs_add_as_spelled_out);
+    tcase_add_loop_test(tc, parent_runs_long_and_across_chunks, 0, 2);
     tcase_add_test(tc, threads_add_at_once);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
