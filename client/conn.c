@@ -219,6 +219,7 @@ void floe_call_free(floe_call *call)
         return;
     if (call->resp)
         floe__v1__response__free_unpacked(call->resp, NULL);
+    free(call->ids);
     free(call->error);
     free(call);
 }

@@ -108,6 +108,7 @@ static floe_call *claim_call(floe *c, const char *table, size_t max, unsigned le
     q.renew = renew;
     q.bounded = upto != UINT32_MAX;
     q.upto = q.bounded ? upto : 0;
+    q.ids_range = true; /* floe_call_claim spells a range out */
     req.op_case = FLOE__V1__REQUEST__OP_CLAIM;
     req.claim = &q;
     return floe__send_request(c, &req, cb, arg);
@@ -147,10 +148,18 @@ int floe_call_claim(const floe_call *call, floe_claim *out, const uint64_t **ids
         return call->status;
     const Floe__V1__Response *r = call->resp;
     const Floe__V1__ClaimReply *cr = r && r->body_case == FLOE__V1__RESPONSE__BODY_CLAIM ? r->claim : NULL;
-    const size_t n = cr ? cr->ids.len / 8 : 0;
-    if (!cr || cr->ids.len % 8 || (n && cr->keys.len % n) || (!n && cr->keys.len) ||
+    const size_t n = !cr ? 0 : cr->count ? cr->count : cr->ids.len / 8;
+    if (!cr || cr->ids.len % 8 || (cr->count && cr->ids.len) || (n && cr->keys.len % n) || (!n && cr->keys.len) ||
         (cr->state == FLOE_CLAIM_GOT) != (n > 0))
         return FLOE_ERR_PROTOCOL;
+    if (cr->count && !call->ids) { /* the ids as a range: spelled out once, kept with the call */
+        uint64_t *spelled = malloc(n * sizeof *spelled);
+        if (!spelled)
+            return FLOE_ERR_IO;
+        for (size_t i = 0; i < n; i++)
+            spelled[i] = cr->first_id + i;
+        ((floe_call *)call)->ids = spelled; /* a cache: the call reads the same either way */
+    }
     out->state = (int)cr->state;
     out->token = cr->token;
     out->depth = cr->depth;
@@ -158,7 +167,7 @@ int floe_call_claim(const floe_call *call, floe_claim *out, const uint64_t **ids
     out->next = cr->next;
     out->n = n;
     out->key_bytes = cr->keys.len;
-    *ids = (const uint64_t *)(const void *)cr->ids.data;
+    *ids = cr->count ? call->ids : (const uint64_t *)(const void *)cr->ids.data;
     *keys = cr->keys.data;
     return FLOE_OK;
 }

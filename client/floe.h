@@ -569,7 +569,8 @@ floe_call *floe_send_erase(floe *c, const char *table, const uint64_t *keys, siz
 /* floe_insert_explore and floe_claim_states pipelined: floe_send_insert_explore's
  * answers are read with floe_call_results; floe_send_claim's with
  * floe_call_claim: *out, and its ids (out->n) and keys, which live as
- * long as the call; FLOE_OK, or the call's error. */
+ * long as the call; FLOE_OK, or the call's error (FLOE_ERR_IO: no memory to
+ * spell out ids the server sent as a range). */
 floe_call *floe_send_insert_explore(floe *c, const char *table, const void *keys, size_t key_bytes, size_t n,
                                     const uint64_t *from, uint32_t parent_depth, const void *labels, size_t labels_len,
                                     uint64_t complete, floe_callback *cb, void *arg);

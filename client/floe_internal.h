@@ -41,6 +41,7 @@ struct floe_call {
     int status;
     char *error;
     Floe__V1__Response *resp;
+    uint64_t *ids; /* a claim's ids the server sent as a range, spelled out (floe_call_claim) */
     floe_callback *cb;
     void *arg;
     floe_call *next, *prev;

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "floe_wire.h"
 #include "harness.h"
@@ -330,6 +331,71 @@ START_TEST(a_run_survives_kill_9)
 }
 END_TEST
 
+/* A raw Claim (the protocol, not libfloe): ids as 8 bytes each unless the
+ * client asks for ranges; with ids_range, consecutive ids come as
+ * first_id and count, and ids that are not consecutive (states of expired
+ * claims) as bytes still.  libfloe reads both ways alike. */
+static Floe__V1__Response *raw_claim(int fd, uint64_t id, uint32_t max, uint32_t lease_ms, bool range)
+{
+    Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+    Floe__V1__Claim q = FLOE__V1__CLAIM__INIT;
+    q.table = "ex";
+    q.max = max;
+    q.lease_ms = lease_ms;
+    q.ids_range = range;
+    req.op_case = FLOE__V1__REQUEST__OP_CLAIM;
+    req.claim = &q;
+    Floe__V1__Response *r = raw_call(fd, &req, id);
+    ck_assert_int_eq(r->status, FLOE_OK);
+    ck_assert_int_eq(r->body_case, FLOE__V1__RESPONSE__BODY_CLAIM);
+    return r;
+}
+
+START_TEST(claim_ids_as_bytes_or_range)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    floe *c = connect_ok(&d);
+    floe_table_def ex = {.name = "ex", .kind = FLOE_TABLE_SET, .key_bits = 16, .explore = 1};
+    ck_assert_int_eq(floe_create(c, &ex), FLOE_OK);
+    const uint64_t roots[6] = {10, 11, 12, 13, 14, 15};
+    uint8_t res[6];
+    ck_assert_int_eq(floe_insert_explore(c, "ex", roots, 48, 6, NULL, 0, NULL, 0, 0, res, NULL), FLOE_OK);
+    const int fd = raw_connect(d.port);
+    /* without ids_range: 8 bytes an id, as an older client reads them */
+    Floe__V1__Response *r = raw_claim(fd, 1, 1, 60000, false);
+    ck_assert(r->claim->ids.len == 8 && r->claim->count == 0 && r->claim->keys.len == 8);
+    ck_assert_uint_eq(((uint64_t *)(void *)r->claim->ids.data)[0], 0);
+    floe__v1__response__free_unpacked(r, NULL);
+    /* with it: ids 1 and 2 as a range, the keys as ever */
+    r = raw_claim(fd, 2, 2, 1000, true); /* a lease that ends after the next two claims, even under TSan */
+    ck_assert(r->claim->ids.len == 0 && r->claim->count == 2 && r->claim->first_id == 1);
+    ck_assert(r->claim->keys.len == 16 && ((uint64_t *)(void *)r->claim->keys.data)[1] == 12);
+    floe__v1__response__free_unpacked(r, NULL);
+    r = raw_claim(fd, 3, 1, 60000, true); /* id 3, kept out */
+    ck_assert(r->claim->count == 1 && r->claim->first_id == 3);
+    floe__v1__response__free_unpacked(r, NULL);
+    r = raw_claim(fd, 4, 1, 1000, true); /* id 4, to expire with 1 and 2 */
+    ck_assert(r->claim->count == 1 && r->claim->first_id == 4);
+    floe__v1__response__free_unpacked(r, NULL);
+    usleep(1500000);
+    /* the expired claims' states 1, 2 and 4 come back first: not a range, so as bytes */
+    r = raw_claim(fd, 5, 8, 60000, true);
+    ck_assert(r->claim->count == 0 && r->claim->ids.len == 24);
+    const uint64_t *got = (const uint64_t *)(void *)r->claim->ids.data;
+    ck_assert(got[0] == 1 && got[1] == 2 && got[2] == 4);
+    floe__v1__response__free_unpacked(r, NULL);
+    close(fd);
+    /* libfloe asks for ranges and hands out ids either way: the last open state, 5 */
+    uint64_t ids[4], keys[4];
+    floe_claim cl;
+    ck_assert_int_eq(floe_claim_states(c, "ex", 4, 0, ids, keys, sizeof keys, &cl), FLOE_OK);
+    ck_assert(cl.state == FLOE_CLAIM_GOT && cl.n == 1 && ids[0] == 5 && keys[0] == 15);
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *explore_suite(void)
 {
     Suite *s = suite_create("explore");
@@ -337,6 +403,7 @@ Suite *explore_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, workers_find_what_bfs_finds);
     tcase_add_test(tc, refusals_change_nothing);
+    tcase_add_test(tc, claim_ids_as_bytes_or_range);
     tcase_add_test(tc, a_run_survives_kill_9);
     suite_add_tcase(s, tc);
     return s;
