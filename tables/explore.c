@@ -629,12 +629,41 @@ static bool shallower_out(const floe_explore *x, uint32_t below)
     return false;
 }
 
+/* A claim from the cursor, to copy out once the lock is let go: its states
+ * are published, so they never change, and the chunks' memory never moves
+ * (only the list of them does, under the lock: the few it needs are copied
+ * here).  Claims are many and large (floe-mc's: 20 Ki states), and adds and
+ * other claims would wait on the copy. */
+typedef struct claim_copy {
+    uint64_t first;       /* the claim's first state */
+    size_t n;             /* 0: nothing to copy */
+    unsigned char **keys; /* the key arrays of chunks first >> CHUNK_BITS on */
+} claim_copy;
+
+/* The copy of c (lock not held): ids and keys as claim_locked would have written them. */
+static void claim_copy_out(const floe_explore *x, const claim_copy *c, uint64_t *ids, void *keys)
+{
+    for (size_t i = 0; i < c->n; i++)
+        ids[i] = x->base + c->first + i;
+    const size_t c0 = (size_t)(c->first >> CHUNK_BITS);
+    for (size_t i = 0; keys && i < c->n;) { /* chunk by chunk */
+        const uint64_t id = c->first + i;
+        const size_t k = (size_t)(CHUNK - in_chunk(id)) < c->n - i ? (size_t)(CHUNK - in_chunk(id)) : c->n - i;
+        memcpy((unsigned char *)keys + i * x->key_bytes, c->keys[(id >> CHUNK_BITS) - c0] + in_chunk(id) * x->key_bytes,
+               k * x->key_bytes);
+        i += k;
+    }
+    free(c->keys);
+}
+
 /* upto: UINT32_MAX for a claim of floe_explore_claim (the barrier here when strict), else
- * claim_upto's bound (no barrier: the workers keep it). */
+ * claim_upto's bound (no barrier: the workers keep it).  A claim from the cursor leaves its ids
+ * and keys to *later (claim_copy_out), when it can. */
 static floe_status claim_locked(floe_explore *x, size_t max, uint32_t upto, uint64_t now_ms, uint64_t lease_ms,
                                 uint64_t *ids, void *keys, size_t *n, uint32_t *depth, uint64_t *token,
-                                floe_explore_state *state, floe_errinfo *err)
+                                floe_explore_state *state, claim_copy *later, floe_errinfo *err)
 {
+    *later = (claim_copy){0, 0, NULL};
     *n = 0;
     *token = 0;
     *depth = 0;
@@ -684,14 +713,14 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint32_t upto, uint
         const uint64_t end =
             hint + 1 < x->nruns && x->runs[hint + 1].start < x->count ? x->runs[hint + 1].start : x->count;
         m = (size_t)(end - x->cursor < max ? end - x->cursor : max);
-        for (size_t i = 0; i < m; i++)
-            ids[i] = x->base + x->cursor + i;
-        for (size_t i = 0; keys && i < m;) { /* chunk by chunk */
-            const uint64_t id = x->cursor + i;
-            const size_t k = (size_t)(CHUNK - in_chunk(id)) < m - i ? (size_t)(CHUNK - in_chunk(id)) : m - i;
-            memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, id), k * x->key_bytes);
-            i += k;
-        }
+        const size_t c0 = (size_t)(x->cursor >> CHUNK_BITS),
+                     nc = m ? (size_t)((x->cursor + m - 1) >> CHUNK_BITS) - c0 + 1 : 0;
+        unsigned char **chunk_keys = floe_malloc(nc * sizeof *chunk_keys + 1);
+        if (!chunk_keys)
+            return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for a claim of %zu states", m);
+        for (size_t i = 0; i < nc; i++)
+            chunk_keys[i] = x->chunks[c0 + i].keys;
+        *later = (claim_copy){x->cursor, m, chunk_keys};
     }
     if (from_back) {
         x->back_head += m;
@@ -716,9 +745,11 @@ floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uin
                                void *keys, size_t *n, uint32_t *depth, uint64_t *token, floe_explore_state *state,
                                floe_errinfo *err)
 {
+    claim_copy later;
     lock(x);
-    floe_status r = claim_locked(x, max, UINT32_MAX, now_ms, lease_ms, ids, keys, n, depth, token, state, err);
+    floe_status r = claim_locked(x, max, UINT32_MAX, now_ms, lease_ms, ids, keys, n, depth, token, state, &later, err);
     unlock(x);
+    claim_copy_out(x, &later, ids, keys);
     return r;
 }
 
@@ -728,13 +759,15 @@ floe_status floe_explore_claim_upto(floe_explore *x, size_t max, uint32_t upto, 
 {
     if (upto == UINT32_MAX)
         upto--;
+    claim_copy later;
     lock(x);
-    floe_status r = claim_locked(x, max, upto, now_ms, lease_ms, ids, keys, n, depth, token, state, err);
+    floe_status r = claim_locked(x, max, upto, now_ms, lease_ms, ids, keys, n, depth, token, state, &later, err);
     *found = 0;
     for (uint32_t d = 0; d <= upto && d < x->nlevels; d++)
         *found += x->levels[d];
     *next = upto + 1 < x->nlevels ? x->levels[upto + 1] : 0;
     unlock(x);
+    claim_copy_out(x, &later, ids, keys);
     return r;
 }
 
