@@ -234,6 +234,32 @@ static void add_successor(sq *w, const void *state, uint64_t parent, unsigned j)
         send_insert(w, false);
 }
 
+/* add_few writes SPREAD successors whatever their number k and counts k:
+ * no loop whose end is as good as random (a puzzle's board has 2, 3 or 4). */
+#define SPREAD 4
+
+/* The k <= SPREAD successors of parent (8-byte states; room for SPREAD in the request) at once. */
+static void add_few(sq *w, const uint64_t *succ, unsigned k, uint64_t parent)
+{
+    memcpy(w->keys + w->n * 8, succ, SPREAD * 8);
+    for (unsigned j = 0; j < SPREAD; j++) {
+        w->from[w->n + j] = parent;
+        w->labels[w->n + j] = (uint8_t)j;
+    }
+    if (w->range && k) { /* as add_successor counts them */
+        if (!w->ncounts) {
+            w->first = parent;
+            w->counts[w->ncounts++] = 0;
+        }
+        while (w->first + w->ncounts - 1 < parent)
+            w->counts[w->ncounts++] = 0;
+        w->counts[w->ncounts - 1] += (uint8_t)k;
+    }
+    w->n += k;
+    if (w->n == w->r->batch)
+        send_insert(w, false);
+}
+
 /* The first state of its kind this run met, or a shallower one: kept (with its id) for --trace. */
 static void note(_Atomic uint64_t *count, uint32_t *kept, uint64_t *kept_id, uint32_t *kept_depth, const uint32_t *s,
                  unsigned words, uint64_t id, uint32_t depth)
@@ -253,7 +279,7 @@ static void expand_claim(sq *w, const floe_claim *cl, const uint64_t *ids, const
     const bool packed = w->r->packed;
     const bool leaf = w->r->max_depth && cl->depth >= w->r->max_depth; /* found, not expanded */
     uint32_t s[MC_MAX_WORDS], succ[MC_MAX_SUCC * MC_MAX_WORDS];
-    uint64_t psucc[MC_MAX_SUCC], edges = 0;
+    uint64_t psucc[MC_MAX_SUCC] = {0}, edges = 0; /* add_few copies SPREAD of them */
     held *h = malloc(sizeof *h);
     if (!h) {
         sq_fail(w, FLOE_ERR_IO, "out of memory", "for a claim");
@@ -309,6 +335,10 @@ static void expand_claim(sq *w, const floe_claim *cl, const uint64_t *ids, const
             if (!words_always)
                 mc_unpack(m, key, s);
             note(&p->deadlocks, p->deadlock, &p->deadlock_id, &p->deadlock_depth, s, m->words, ids[i], cl->depth);
+        }
+        if (packed && k <= SPREAD && w->n + SPREAD <= w->r->batch) {
+            add_few(w, psucc, k, ids[i]);
+            continue;
         }
         for (unsigned j = 0; j < k && !w->status; j++)
             add_successor(w, packed ? (const void *)&psucc[j] : (const void *)(succ + j * m->words), ids[i], j);

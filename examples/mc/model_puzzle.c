@@ -6,6 +6,7 @@
  * reachable when R, C >= 2.  A plugin (floe_mc_model.h) built in, with a
  * next function on packed boards beside it: the fast path.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,6 +15,14 @@
 typedef struct puzzle {
     floe_mc_plugin p;
     int rows, cols;
+    /* next_packed's tables: a 1 at the bottom and the top of each cell's field (the blank is the
+     * field that is zero), the cell whose field's top bit is bit i, and for the blank on each
+     * cell its four neighbours in next()'s order (up, down, left, right; one off the board is
+     * the blank's own cell, not counted) */
+    uint64_t lows, highs;
+    uint8_t cell_at[64];
+    uint8_t from[MC_MAX_WORDS][4];
+    uint8_t on_board[MC_MAX_WORDS][4];
 } puzzle;
 
 static const puzzle *board(const floe_mc_plugin *p)
@@ -52,28 +61,43 @@ static void next(const floe_mc_plugin *p, const uint32_t *s, floe_mc_emit *emit,
     }
 }
 
-/* next on a packed board: cell i's tile in bits [i*b, i*b + b). */
+/* next on a packed board: cell i's tile in bits [i*b, i*b + b).  No loop
+ * and no branch: the blank is the lowest field that is zero (the one zero
+ * field, found as strlen finds a zero byte), its neighbours come from the
+ * tables, and all four moves are written, the ones on the board counted
+ * (where the blank is, and so which moves there are, is as good as random). */
 static unsigned next_packed(const mc_model *m, uint64_t s, uint64_t *out)
 {
-    const int rows = board(m->plugin)->rows, cols = board(m->plugin)->cols;
+    const puzzle *z = board(m->plugin);
     const unsigned b = m->bits;
-    const uint64_t mask = (1ull << b) - 1;
-    unsigned blank = 0;
-    while ((s >> (blank * b)) & mask)
-        blank++;
-    const int r = (int)blank / cols, c = (int)blank % cols;
+    const uint64_t mask = (1ull << b) - 1, zero = (s - z->lows) & ~s & z->highs;
+    const unsigned blank = z->cell_at[__builtin_ctzll(zero | 1ull << 63)];
     unsigned n = 0;
-    /* the neighbours, in next()'s order: up, down, left, right */
-    const int from[4] = {r > 0 ? (int)blank - cols : -1, r + 1 < rows ? (int)blank + cols : -1,
-                         c > 0 ? (int)blank - 1 : -1, c + 1 < cols ? (int)blank + 1 : -1};
     for (int d = 0; d < 4; d++) {
-        if (from[d] < 0)
-            continue;
-        const unsigned f = (unsigned)from[d];
+        const unsigned f = z->from[blank][d];
         const uint64_t tile = (s >> (f * b)) & mask;
-        out[n++] = (s & ~(mask << (f * b))) | tile << (blank * b);
+        out[n] = (s & ~(mask << (f * b))) | tile << (blank * b);
+        n += z->on_board[blank][d];
     }
     return n;
+}
+
+/* next_packed's tables (a board that packs: cells x bits <= 64). */
+static void packed_tables(puzzle *z, unsigned cells, unsigned b)
+{
+    for (unsigned i = 0; i < cells; i++) {
+        z->lows |= 1ull << (i * b);
+        z->highs |= 1ull << (i * b + b - 1);
+        z->cell_at[i * b + b - 1] = (uint8_t)i;
+    }
+    static const int dr[4] = {-1, 1, 0, 0}, dc[4] = {0, 0, -1, 1};
+    for (unsigned i = 0; i < cells; i++)
+        for (int d = 0; d < 4; d++) {
+            const int r = (int)i / z->cols + dr[d], c = (int)i % z->cols + dc[d];
+            const bool on = r >= 0 && r < z->rows && c >= 0 && c < z->cols;
+            z->on_board[i][d] = on;
+            z->from[i][d] = (uint8_t)(on ? r * z->cols + c : (int)i);
+        }
 }
 
 int mc_puzzle_init(mc_model *m, int rows, int cols, char *err, size_t errlen)
@@ -108,6 +132,8 @@ int mc_puzzle_init(mc_model *m, int rows, int cols, char *err, size_t errlen)
     }
     if (mc_model_from_plugin(p, z, m, err, errlen) != 0)
         return -1;
+    if (mc_packs(m))
+        packed_tables(z, cells, p->bits);
     m->next_packed = mc_packs(m) ? next_packed : NULL;
     return 0;
 }

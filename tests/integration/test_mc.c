@@ -853,6 +853,64 @@ START_TEST(server_queue_over_three_floed)
 }
 END_TEST
 
+/* The sliding-tile puzzle's moves in floe-mc's order (up, down, left,
+ * right of the blank, those on the board): the successor number `label`
+ * of a board packed `bits` a cell, or 0 when it has fewer. */
+static uint64_t puzzle_move(unsigned rows, unsigned cols, unsigned bits, uint64_t s, unsigned label)
+{
+    const uint64_t mask = (1ull << bits) - 1;
+    unsigned blank = 0;
+    while ((s >> (blank * bits)) & mask)
+        blank++;
+    const int r = (int)(blank / cols), c = (int)(blank % cols);
+    const int dr[4] = {-1, 1, 0, 0}, dc[4] = {0, 0, -1, 1};
+    for (unsigned d = 0, j = 0; d < 4; d++) {
+        const int nr = r + dr[d], nc = c + dc[d];
+        if (nr < 0 || nr >= (int)rows || nc < 0 || nc >= (int)cols)
+            continue;
+        if (j++ != label)
+            continue;
+        const unsigned f = (unsigned)(nr * (int)cols + nc);
+        const uint64_t tile = (s >> (f * bits)) & mask;
+        return (s & ~(mask << (f * bits))) | tile << (blank * bits);
+    }
+    return 0;
+}
+
+/* Every state of a --server-queue run of puzzle:2x3 (small requests and
+ * claims, so that a parent's successors straddle requests) traced back:
+ * each step is its label's move from the state before, from the solved
+ * board, and as long as the state's depth. */
+START_TEST(server_queue_labels_replay)
+{
+    daemon_proc d;
+    daemon_start(&d, NULL);
+    char *out;
+    const int rc = run_mc(&d, &out,
+                          (const char *const[]){"--model", "puzzle:2x3", "--server-queue", "--table", "lab", "--keep",
+                                                "--workers", "3", "--batch", "10", "--claim", "4", NULL});
+    ck_assert_msg(rc == 0 && field(out, "states ") == 360, "exit %d:\n%s", rc, out);
+    free(out);
+    floe *c = connect_ok(&d);
+    const uint64_t solved = 1 | 2 << 3 | 3 << 6 | 4 << 9 | 5 << 12; /* tiles 1..5, the blank last; 3 bits a cell */
+    for (uint64_t id = 0; id < 360; id++) {
+        uint64_t *ids;
+        void *keys, *labels;
+        size_t n;
+        ck_assert_int_eq(floe_trace(c, "lab", id, &ids, &keys, &labels, &n), FLOE_OK);
+        const uint64_t *k = keys;
+        const uint8_t *l = labels;
+        ck_assert(n >= 1 && ids[n - 1] == id && k[0] == solved && l != NULL);
+        for (size_t t = 1; t < n; t++)
+            ck_assert_msg(puzzle_move(2, 3, 3, k[t - 1], l[t]) == k[t], "state %llu, step %zu", (unsigned long long)id,
+                          t);
+        free(ids), free(keys), free(labels);
+    }
+    floe_close(c);
+    ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
+}
+END_TEST
+
 Suite *mc_suite(void)
 {
     Suite *s = suite_create("mc");
@@ -866,6 +924,7 @@ Suite *mc_suite(void)
     tcase_add_test(tc, interrupted_run_drops_its_table);
     tcase_add_test(tc, a_model_library);
     tcase_add_test(tc, server_queue_counts);
+    tcase_add_test(tc, server_queue_labels_replay);
     tcase_add_test(tc, deadlock_trace_replayed);
     tcase_add_test(tc, server_queue_over_three_floed);
     tcase_add_test(tc, a_run_survives_kill_9);

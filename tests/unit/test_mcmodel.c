@@ -10,7 +10,8 @@
 
 START_TEST(pack_roundtrip_and_packed_next)
 {
-    const char *specs[] = {"puzzle:2x2", "puzzle:2x4", "puzzle:3x3", "puzzle:3x4", "puzzle:4x4", "hanoi:9", "phils:7"};
+    const char *specs[] = {"puzzle:2x2", "puzzle:2x3", "puzzle:2x4", "puzzle:3x3",
+                           "puzzle:3x4", "puzzle:4x4", "hanoi:9",    "phils:7"};
     for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
         mc_model m;
         char err[256];
