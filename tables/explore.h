@@ -26,8 +26,10 @@
  * Host memory, one structure per table, safe to call from several threads:
  * a lock inside guards it; floe_explore_add holds it only to take ids and
  * to publish, and copies a batch's states in without it (several adds at
- * once, from the table's several lanes); floe_explore_check_parents takes
- * no lock at all.  key_bytes of a state
+ * once, from the table's several lanes); a claim from the order found
+ * takes its range under it and copies the states out after (they are
+ * published: they never change); floe_explore_check_parents takes no lock
+ * at all.  key_bytes of a state
  * as the table stores it (8 for SET and MAP keys, words x 4 for TREE
  * vectors).
  */
