@@ -213,21 +213,27 @@ static void send_insert(sq *w, bool last)
     w->ncounts = 0;
 }
 
+/* k more successors of parent in the request's run-length parents (parents with none there count 0). */
+static void count_successors(sq *w, uint64_t parent, unsigned k)
+{
+    if (!w->range || !k)
+        return;
+    if (!w->ncounts) {
+        w->first = parent;
+        w->counts[w->ncounts++] = 0;
+    }
+    while (w->first + w->ncounts - 1 < parent)
+        w->counts[w->ncounts++] = 0;
+    w->counts[w->ncounts - 1] += (uint8_t)k;
+}
+
 static void add_successor(sq *w, const void *state, uint64_t parent, unsigned j)
 {
     if (w->kb == 8) /* a SET's states: a move, not a call */
         memcpy(w->keys + w->n * 8, state, 8);
     else
         memcpy(w->keys + w->n * w->kb, state, w->kb);
-    if (w->range) { /* parents with no successor here count 0 */
-        if (!w->ncounts) {
-            w->first = parent;
-            w->counts[w->ncounts++] = 0;
-        }
-        while (w->first + w->ncounts - 1 < parent)
-            w->counts[w->ncounts++] = 0;
-        w->counts[w->ncounts - 1]++;
-    }
+    count_successors(w, parent, 1);
     w->from[w->n] = parent;
     w->labels[w->n] = (uint8_t)j;
     if (++w->n == w->r->batch)
@@ -246,15 +252,7 @@ static void add_few(sq *w, const uint64_t *succ, unsigned k, uint64_t parent)
         w->from[w->n + j] = parent;
         w->labels[w->n + j] = (uint8_t)j;
     }
-    if (w->range && k) { /* as add_successor counts them */
-        if (!w->ncounts) {
-            w->first = parent;
-            w->counts[w->ncounts++] = 0;
-        }
-        while (w->first + w->ncounts - 1 < parent)
-            w->counts[w->ncounts++] = 0;
-        w->counts[w->ncounts - 1] += (uint8_t)k;
-    }
+    count_successors(w, parent, k);
     w->n += k;
     if (w->n == w->r->batch)
         send_insert(w, false);
