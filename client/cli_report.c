@@ -336,7 +336,6 @@ int cmd_info(floe *c, const opts *given, int argc, char **argv)
     return rc;
 }
 
-/* A table in parts: one line each (stats of one table). */
 /* An exploring table's open set (stats of one table). */
 static void print_explore(const floe_table_info *t)
 {
@@ -347,6 +346,7 @@ static void print_explore(const floe_table_info *t)
                t->explore.done ? "; done" : "");
 }
 
+/* A table in parts: one line each (stats of one table). */
 static void print_parts(const floe_table_info *t)
 {
     if (t->n_parts)
@@ -441,9 +441,27 @@ static void print_info(const floe_table_info *t, bool long_form)
     print_explore(t);
 }
 
+/* An exploring table's run level by level (floe_explore_levels), for `floe stats`. */
+typedef struct run_levels {
+    uint64_t *sizes;
+    size_t n;
+    uint64_t bytes;
+} run_levels;
+
+/* The run's figures below the explore line: its open set's memory and each level's size. */
+static void print_levels(const floe_table_info *t, const run_levels *lv)
+{
+    printf("explore_bytes: %" PRIu64 " (host memory: %.2f bytes a state)\nlevel_sizes:", lv->bytes,
+           t->explore.states ? (double)lv->bytes / (double)t->explore.states : 0.0);
+    for (size_t d = 0; d < lv->n; d++)
+        printf(" %" PRIu64, lv->sizes[d]);
+    printf("\n");
+}
+
 /* A table as a JSON object: the figures of `floe stats`, under the same
- * names (TREE: its own; levels are the root table's). */
-static void json_table(jw *w, const floe_table_info *t, bool stages)
+ * names (TREE: its own; levels are the root table's); run: an exploring
+ * table's levels, or NULL. */
+static void json_table(jw *w, const floe_table_info *t, bool stages, const run_levels *run)
 {
     static const char *const lv[] = {"primary", "secondary", "stash"};
     const bool tree = t->kind == FLOE_TABLE_TREE;
@@ -518,6 +536,23 @@ static void json_table(jw *w, const floe_table_info *t, bool stages)
         }
         jw_close(w, '}');
     }
+    if (t->explore.on) {
+        jw_open(w, "explore", '{');
+        jw_u64(w, "states", t->explore.states);
+        jw_u64(w, "open", t->explore.open);
+        jw_u64(w, "claimed", t->explore.claimed);
+        jw_u64(w, "claims", t->explore.claims);
+        jw_u64(w, "levels", t->explore.levels);
+        jw_bool(w, "done", t->explore.done);
+        if (run) {
+            jw_u64(w, "bytes", run->bytes);
+            jw_open(w, "level_sizes", '[');
+            for (size_t d = 0; d < run->n; d++)
+                jw_u64(w, NULL, run->sizes[d]);
+            jw_close(w, ']');
+        }
+        jw_close(w, '}');
+    }
     jw_close(w, '}');
 }
 
@@ -533,7 +568,7 @@ int cmd_tables(floe *c, const opts *o, int argc, char **argv)
         jw_open(&w, NULL, '{');
         jw_open(&w, "tables", '[');
         for (size_t i = 0; i < n; i++)
-            json_table(&w, &t[i], false);
+            json_table(&w, &t[i], false, NULL);
         jw_close(&w, ']');
         jw_close(&w, '}');
     } else {
@@ -588,12 +623,19 @@ int cmd_stats(floe *c, const opts *o, int argc, char **argv)
     int st = floe_stats(c, argv[0], &t);
     if (st)
         return fail(c, st);
+    run_levels lv = {NULL, 0, 0};
+    if (t.explore.on && (st = floe_explore_levels(c, argv[0], &lv.sizes, &lv.n, &lv.bytes)) != FLOE_OK)
+        return fail(c, st);
     if (o->json) {
         jw w = {0};
-        json_table(&w, &t, true);
+        json_table(&w, &t, true, t.explore.on ? &lv : NULL);
+        free(lv.sizes);
         return 0;
     }
     print_info(&t, true);
+    if (t.explore.on)
+        print_levels(&t, &lv);
+    free(lv.sizes);
     print_shards(c, &t);
     /* where the table's batches spent their time (docs/PROTOCOL.md, StageTime) */
     for (unsigned i = 0; i < t.n_stages; i++) {

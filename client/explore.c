@@ -291,3 +291,56 @@ int floe_trace(floe *c, const char *table, uint64_t id, uint64_t **ids, void **k
     *n = id_bytes / 8;
     return FLOE_OK;
 }
+
+int floe_explore_levels(floe *c, const char *table, uint64_t **sizes, size_t *n, uint64_t *bytes)
+{
+    *sizes = NULL, *n = 0;
+    if (bytes)
+        *bytes = 0;
+    const unsigned shards = floe_shards(c);
+    int st = FLOE_OK;
+    for (unsigned shard = 0; shard < shards && st == FLOE_OK; shard++) {
+        floe *s = floe_shard(c, shard);
+        Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
+        Floe__V1__Stats q = FLOE__V1__STATS__INIT;
+        q.table = (char *)table;
+        req.op_case = FLOE__V1__REQUEST__OP_STATS;
+        req.stats = &q;
+        floe_call *call = floe__send_request(s, &req, NULL, NULL);
+        st = floe__finish(s, call);
+        const Floe__V1__Response *r = st == FLOE_OK ? call->resp : NULL;
+        const Floe__V1__ExploreStats *x =
+            r && r->body_case == FLOE__V1__RESPONSE__BODY_STATS && r->stats ? r->stats->explore : NULL;
+        if (st != FLOE_OK) {
+            st = s == c ? st
+                        : floe__set_error(c, st, "server %u of %u (%s): %s", shard + 1, shards,
+                                          floe_shard_name(c, shard), floe_errstr(s));
+        } else if (!r || r->body_case != FLOE__V1__RESPONSE__BODY_STATS) {
+            st = floe__set_error(c, FLOE_ERR_PROTOCOL, "stats reply without stats");
+        } else if (!x) {
+            st = floe__set_error(c, FLOE_ERR_INVALID, "table %s is not an exploring table (create it with explore)",
+                                 table);
+        } else {
+            if (x->n_level_sizes > *n) { /* each server's levels added up, depth by depth */
+                uint64_t *more = realloc(*sizes, x->n_level_sizes * sizeof *more);
+                if (!more) {
+                    st = floe__set_error(c, FLOE_ERR_IO, "out of memory");
+                } else {
+                    memset(more + *n, 0, (x->n_level_sizes - *n) * sizeof *more);
+                    *sizes = more;
+                    *n = x->n_level_sizes;
+                }
+            }
+            for (size_t d = 0; st == FLOE_OK && d < x->n_level_sizes; d++)
+                (*sizes)[d] += x->level_sizes[d];
+            if (bytes)
+                *bytes += x->bytes;
+        }
+        floe_call_free(call);
+    }
+    if (st != FLOE_OK) {
+        free(*sizes);
+        *sizes = NULL, *n = 0;
+    }
+    return st;
+}

@@ -544,6 +544,12 @@ int floe_claim_renew(floe *c, const char *table, uint64_t token, unsigned lease_
  * and labels (each malloc'd, for the caller to free; labels NULL when the
  * table has none); over several floed, followed from server to server. */
 int floe_trace(floe *c, const char *table, uint64_t id, uint64_t **ids, void **keys, void **labels, size_t *n);
+/* An exploring table's run, level by level: *n sizes, the states found at
+ * each depth (malloc'd, for the caller to free), and in *bytes (may be
+ * NULL) the host memory of its open set (the states in the order found,
+ * their parents and labels); over several floed, every server's added up.
+ * ERR_INVALID for a table that does not explore. */
+int floe_explore_levels(floe *c, const char *table, uint64_t **sizes, size_t *n, uint64_t *bytes);
 
 /* ---- pipelined calls ------------------------------------------------------------------------ */
 

@@ -459,6 +459,8 @@ typedef struct gathered {
     multi *m;
     uint64_t *changes;
     int64_t *last_snapshot;
+    floe_explore_counts *explore;
+    bool *explores;
     void (*done)(metrics_view *v, void *arg);
     void *arg;
 } gathered;
@@ -472,13 +474,15 @@ void request_view_free(metrics_view *v)
         multi_free(g->m);
     free(g->changes);
     free(g->last_snapshot);
+    free(g->explore);
+    free(g->explores);
     free(g);
 }
 
 static void gather_done(multi *m)
 {
     gathered *g = m->arg;
-    g->v.tables = (metrics_tables){m->n, m->stats, m->have, g->changes, g->last_snapshot};
+    g->v.tables = (metrics_tables){m->n, m->stats, m->have, g->changes, g->last_snapshot, g->explore, g->explores};
     g->done(&g->v, g->arg);
 }
 
@@ -491,8 +495,10 @@ int request_gather(server *srv, void (*done)(metrics_view *v, void *arg), void *
         g->m = multi_new(NULL, 0, NULL, n);
         g->changes = floe_calloc(n + 1, sizeof *g->changes);
         g->last_snapshot = floe_calloc(n + 1, sizeof *g->last_snapshot);
+        g->explore = floe_calloc(n + 1, sizeof *g->explore);
+        g->explores = floe_calloc(n + 1, sizeof *g->explores);
     }
-    const bool ok = all && g->m && g->changes && g->last_snapshot;
+    const bool ok = all && g->m && g->changes && g->last_snapshot && g->explore && g->explores;
     if (ok) {
         metrics_view *v = &g->v;
         metrics_view_take(srv->metrics, v);
@@ -522,6 +528,8 @@ int request_gather(server *srv, void (*done)(metrics_view *v, void *arg), void *
         for (size_t i = 0; i < n; i++) { /* before any part can finish the multi */
             g->changes[i] = atomic_load(&all[i]->bt.changes) - atomic_load(&all[i]->saved_changes);
             g->last_snapshot[i] = atomic_load(&all[i]->saved_at);
+            if ((g->explores[i] = all[i]->explore != NULL))
+                floe_explore_stats(all[i]->explore, &g->explore[i]);
         }
         multi_fan_out(srv, g->m, all, n, "");
     } else {

@@ -337,6 +337,36 @@ static void sample_l(struct evbuffer *b, const char *name, const char *label, co
     evbuffer_add_printf(b, "\"} %.17g\n", value);
 }
 
+/* The runs of the exploring tables (a model checker's, its open set on floed): one sample a
+ * table and figure; each level's size is in `floe stats` (a run may have many levels). */
+static void render_explore(struct evbuffer *b, const metrics_tables *tb)
+{
+    static const struct {
+        const char *name, *help;
+    } X[] = {
+        {"floe_explore_states", "States an exploring table's run has found (each once)."},
+        {"floe_explore_open_states", "States open: not handed out yet, or handed back by an expired claim."},
+        {"floe_explore_claimed_states", "States in claims out."},
+        {"floe_explore_claims", "Claims out."},
+        {"floe_explore_levels", "Breadth-first depths found: the deepest + 1."},
+        {"floe_explore_done", "1 once the run has ended: no state open, no claim out."},
+        {"floe_explore_memory_bytes", "Host memory of the open set: the states in the order found, parents, labels."},
+    };
+    bool any = false;
+    for (size_t i = 0; i < tb->n; i++)
+        any |= tb->have[i] && tb->explores[i];
+    for (size_t k = 0; any && k < sizeof X / sizeof X[0]; k++) {
+        family(b, X[k].name, "gauge", X[k].help);
+        for (size_t i = 0; i < tb->n; i++) {
+            if (!tb->have[i] || !tb->explores[i])
+                continue;
+            const floe_explore_counts *x = &tb->explore[i];
+            const uint64_t v[] = {x->states, x->open, x->claimed, x->claims, x->levels, x->done, x->bytes};
+            sample_l(b, X[k].name, "table", tb->stats[i].spec.name, (double)v[k]);
+        }
+    }
+}
+
 void metrics_render(metrics *m, struct evbuffer *b, const metrics_view *v)
 {
     const metrics_tables *tb = &v->tables;
@@ -478,6 +508,7 @@ void metrics_render(metrics *m, struct evbuffer *b, const metrics_view *v)
             }
         }
     }
+    render_explore(b, tb);
 }
 
 /* ---- life ------------------------------------------------------------------------------------ */

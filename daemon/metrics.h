@@ -26,9 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "explore.h"
 #include "floe.pb-c.h"
-#include "rows.h"
 #include "reply.h"
+#include "rows.h"
 #include "spec.h"
 #include "status.h"
 
@@ -102,6 +103,8 @@ typedef struct metrics_tables {
     const bool *have;             /* false: dropped meanwhile */
     const uint64_t *changes;      /* since its last snapshot */
     const int64_t *last_snapshot; /* unix seconds (0: none) */
+    const floe_explore_counts *explore; /* an exploring table's run (explore[i].states etc.), */
+    const bool *explores;               /* for those that explore */
 } metrics_tables;
 
 /* One of floed's GPUs, as info and /metrics report it. */

@@ -671,3 +671,26 @@ int run_python(const daemon_proc *d, const char *script, const char *const *args
     }
     return rc;
 }
+
+/* An HTTP request on the metrics port; returns the response (malloc'ed). */
+char *http_request(unsigned port, const char *request)
+{
+    int fd = raw_connect(port);
+    raw_send(fd, request, strlen(request));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, 10000) <= 0)
+            break;
+        ssize_t got = recv(fd, buf + len, cap - len - 1, 0);
+        if (got <= 0)
+            break;
+        len += (size_t)got;
+        if (len + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    close(fd);
+    return buf;
+}

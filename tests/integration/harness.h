@@ -72,6 +72,8 @@ void make_certs(const char *dir);
 
 /* A free TCP port on loopback (for a setting that takes a number, not 0). */
 unsigned free_port(void);
+/* An HTTP request on a port (the metrics port); returns the response (malloc'ed). */
+char *http_request(unsigned port, const char *request);
 /* Runs /usr/bin/python3 ($FLOE_PYTHON) script with args (NULL-terminated),
  * its output to d->dir/script.out (printed on failure): its exit code; 77
  * (its Debian package missing) is 0 after a note, except under CI. */

@@ -880,20 +880,67 @@ static uint64_t puzzle_move(unsigned rows, unsigned cols, unsigned bits, uint64_
 /* Every state of a --server-queue run of puzzle:2x3 (small requests and
  * claims, so that a parent's successors straddle requests) traced back:
  * each step is its label's move from the state before, from the solved
- * board, and as long as the state's depth. */
+ * board.  The run's levels (floe_explore_levels, `floe stats`, /metrics)
+ * are those of a breadth-first search of the test's own. */
 START_TEST(server_queue_labels_replay)
 {
+    enum { STATES = 360 };                                          /* 6!/2 */
+    const uint64_t solved = 1 | 2 << 3 | 3 << 6 | 4 << 9 | 5 << 12; /* tiles 1..5, the blank last; 3 bits a cell */
+    uint64_t seen[STATES], want[32] = {0};
+    size_t nseen = 1, depths = 0;
+    seen[0] = solved;
+    for (size_t from = 0, end = 1; from < end; depths++) { /* level by level */
+        want[depths] = end - from;
+        for (size_t i = from; i < end; i++)
+            for (unsigned l = 0; l < 4; l++) {
+                const uint64_t t = puzzle_move(2, 3, 3, seen[i], l);
+                bool dup = t == 0;
+                for (size_t k = 0; k < nseen && !dup; k++)
+                    dup = seen[k] == t;
+                if (!dup)
+                    seen[nseen++] = t;
+            }
+        from = end;
+        end = nseen;
+    }
+    ck_assert_uint_eq(nseen, STATES);
+    const unsigned mport = free_port();
+    char ps[16];
+    snprintf(ps, sizeof ps, "%u", mport);
+    const char *flags[] = {"--metrics-port", ps, NULL};
     daemon_proc d;
-    daemon_start(&d, NULL);
+    daemon_start(&d, flags);
     char *out;
     const int rc = run_mc(&d, &out,
                           (const char *const[]){"--model", "puzzle:2x3", "--server-queue", "--table", "lab", "--keep",
                                                 "--workers", "3", "--batch", "10", "--claim", "4", NULL});
-    ck_assert_msg(rc == 0 && field(out, "states ") == 360, "exit %d:\n%s", rc, out);
+    ck_assert_msg(rc == 0 && field(out, "states ") == STATES, "exit %d:\n%s", rc, out);
     free(out);
     floe *c = connect_ok(&d);
-    const uint64_t solved = 1 | 2 << 3 | 3 << 6 | 4 << 9 | 5 << 12; /* tiles 1..5, the blank last; 3 bits a cell */
-    for (uint64_t id = 0; id < 360; id++) {
+    uint64_t *sizes, bytes;
+    size_t levels;
+    ck_assert_int_eq(floe_explore_levels(c, "lab", &sizes, &levels, &bytes), FLOE_OK);
+    ck_assert_uint_eq(levels, depths);
+    ck_assert(memcmp(sizes, want, depths * 8) == 0 && bytes >= STATES * 17);
+    free(sizes);
+    ck_assert_int_eq(floe_explore_levels(c, "nope", &sizes, &levels, NULL), FLOE_ERR_NO_TABLE);
+    char line[512] = "level_sizes:", metric[128];
+    for (size_t l = 0; l < depths; l++)
+        snprintf(line + strlen(line), sizeof line - strlen(line), " %llu", (unsigned long long)want[l]);
+    const char *cli = tool_path("FLOE_CLI", "build/san/floe");
+    out = NULL;
+    ck_assert_int_eq(run_tool(&d, NULL, &out, ARGS(cli, "--server", d.uri, "stats", "lab")), 0);
+    ck_assert_msg(out && strstr(out, line) && strstr(out, "explore: 360 states found in"), "want '%s' in:\n%s", line,
+                  out ? out : "");
+    free(out);
+    char *m = http_request(mport, "GET /metrics HTTP/1.0\r\n\r\n");
+    snprintf(metric, sizeof metric, "\nfloe_explore_levels{table=\"lab\"} %zu\n", depths);
+    ck_assert_msg(strstr(m, "\nfloe_explore_states{table=\"lab\"} 360\n") && strstr(m, metric) &&
+                      strstr(m, "\nfloe_explore_done{table=\"lab\"} 1\n") &&
+                      strstr(m, "\nfloe_explore_open_states{table=\"lab\"} 0\n"),
+                  "%s", m);
+    free(m);
+    for (uint64_t id = 0; id < STATES; id++) {
         uint64_t *ids;
         void *keys, *labels;
         size_t n;

@@ -445,29 +445,6 @@ START_TEST(info_and_metrics_count_what_was_sent)
 }
 END_TEST
 
-/* An HTTP request on the metrics port; returns the response (malloc'ed). */
-static char *http(unsigned port, const char *request)
-{
-    int fd = raw_connect(port);
-    raw_send(fd, request, strlen(request));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        struct pollfd pfd = {fd, POLLIN, 0};
-        if (poll(&pfd, 1, 10000) <= 0)
-            break;
-        ssize_t got = recv(fd, buf + len, cap - len - 1, 0);
-        if (got <= 0)
-            break;
-        len += (size_t)got;
-        if (len + 1 == cap)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    close(fd);
-    return buf;
-}
-
 /* The status code of an HTTP response. */
 static int http_status(const char *r)
 {
@@ -514,21 +491,21 @@ START_TEST(other_paths_are_not_found)
     const char *flags[] = {"--metrics-port", ps, "--metrics-bind", "127.0.0.1", NULL};
     daemon_proc d;
     daemon_start(&d, flags);
-    char *r = http(mport, "GET / HTTP/1.0\r\n\r\n");
+    char *r = http_request(mport, "GET / HTTP/1.0\r\n\r\n");
     ck_assert_msg(http_status(r) == 404, "got: %.200s", r);
     free(r);
-    r = http(mport, "GET /metricsx HTTP/1.0\r\n\r\n");
+    r = http_request(mport, "GET /metricsx HTTP/1.0\r\n\r\n");
     ck_assert_msg(http_status(r) == 404, "got: %.200s", r);
     free(r);
-    r = http(mport, "GET /metrics?name=x HTTP/1.0\r\n\r\n"); /* the query does not matter */
+    r = http_request(mport, "GET /metrics?name=x HTTP/1.0\r\n\r\n"); /* the query does not matter */
     ck_assert_msg(http_status(r) == 200, "got: %.200s", r);
     ck_assert_msg(strstr(r, "text/plain; version=0.0.4"), "got: %.300s", r);
     ck_assert_msg(strstr(r, "\nfloe_requests_total{op=\"insert\"} 0\n"), "got: %s", r);
     free(r);
-    r = http(mport, "HEAD /metrics HTTP/1.0\r\n\r\n");
+    r = http_request(mport, "HEAD /metrics HTTP/1.0\r\n\r\n");
     ck_assert_msg(http_status(r) == 200 && !strstr(r, "floe_"), "got: %.300s", r);
     free(r);
-    r = http(mport, "POST /metrics HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+    r = http_request(mport, "POST /metrics HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
     ck_assert_msg(http_status(r) >= 400, "got: %.200s", r);
     free(r);
     ck_assert_int_eq(daemon_stop(&d, SIGTERM), 0);
@@ -681,7 +658,7 @@ START_TEST(counters_under_load)
     for (int i = 0; i < 20; i++) {
         Floe__V1__Response *r = info(fd, &t);
         floe__v1__response__free_unpacked(r, NULL);
-        char *body = http(mport, "GET /metrics HTTP/1.0\r\n\r\n");
+        char *body = http_request(mport, "GET /metrics HTTP/1.0\r\n\r\n");
         ck_assert_msg(http_status(body) == 200, "got: %.200s", body);
         free(body);
     }
