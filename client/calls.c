@@ -619,23 +619,28 @@ void floe__info_from(floe_table_info *o, const Floe__V1__TableStats *s)
     }
 }
 
-int floe_stats(floe *c, const char *table, floe_table_info *info)
+int floe__stats_call(floe *c, const char *table, floe_call **call)
 {
-    if (c->router)
-        return c->router->stats(c, table, info);
     Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
     Floe__V1__Stats s = FLOE__V1__STATS__INIT;
     s.table = (char *)table;
     req.op_case = FLOE__V1__REQUEST__OP_STATS;
     req.stats = &s;
-    floe_call *call = floe__send_request(c, &req, NULL, NULL);
-    int st = floe__finish(c, call);
-    if (st == FLOE_OK) {
-        if (call->resp->body_case != FLOE__V1__RESPONSE__BODY_STATS)
-            st = floe__set_error(c, FLOE_ERR_PROTOCOL, "stats reply without stats");
-        else
-            floe__info_from(info, call->resp->stats);
-    }
+    *call = floe__send_request(c, &req, NULL, NULL);
+    int st = floe__finish(c, *call);
+    if (st == FLOE_OK && (call[0]->resp->body_case != FLOE__V1__RESPONSE__BODY_STATS || !call[0]->resp->stats))
+        st = floe__set_error(c, FLOE_ERR_PROTOCOL, "stats reply without stats");
+    return st;
+}
+
+int floe_stats(floe *c, const char *table, floe_table_info *info)
+{
+    if (c->router)
+        return c->router->stats(c, table, info);
+    floe_call *call;
+    int st = floe__stats_call(c, table, &call);
+    if (st == FLOE_OK)
+        floe__info_from(info, call->resp->stats);
     floe_call_free(call);
     return st;
 }

@@ -301,22 +301,13 @@ int floe_explore_levels(floe *c, const char *table, uint64_t **sizes, size_t *n,
     int st = FLOE_OK;
     for (unsigned shard = 0; shard < shards && st == FLOE_OK; shard++) {
         floe *s = floe_shard(c, shard);
-        Floe__V1__Request req = FLOE__V1__REQUEST__INIT;
-        Floe__V1__Stats q = FLOE__V1__STATS__INIT;
-        q.table = (char *)table;
-        req.op_case = FLOE__V1__REQUEST__OP_STATS;
-        req.stats = &q;
-        floe_call *call = floe__send_request(s, &req, NULL, NULL);
-        st = floe__finish(s, call);
-        const Floe__V1__Response *r = st == FLOE_OK ? call->resp : NULL;
-        const Floe__V1__ExploreStats *x =
-            r && r->body_case == FLOE__V1__RESPONSE__BODY_STATS && r->stats ? r->stats->explore : NULL;
+        floe_call *call;
+        st = floe__stats_call(s, table, &call);
+        const Floe__V1__ExploreStats *x = st == FLOE_OK ? call->resp->stats->explore : NULL;
         if (st != FLOE_OK) {
             st = s == c ? st
                         : floe__set_error(c, st, "server %u of %u (%s): %s", shard + 1, shards,
                                           floe_shard_name(c, shard), floe_errstr(s));
-        } else if (!r || r->body_case != FLOE__V1__RESPONSE__BODY_STATS) {
-            st = floe__set_error(c, FLOE_ERR_PROTOCOL, "stats reply without stats");
         } else if (!x) {
             st = floe__set_error(c, FLOE_ERR_INVALID, "table %s is not an exploring table (create it with explore)",
                                  table);

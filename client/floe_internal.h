@@ -100,6 +100,9 @@ void floe__complete(floe *c, floe_call *call, int status, const char *error, Flo
 floe_call *floe__send_request(floe *c, Floe__V1__Request *req, floe_callback *cb, void *arg);
 /* Waits for a call, records its error on c, and returns its status. */
 int floe__finish(floe *c, floe_call *call);
+/* A Stats request on one connection, answered: FLOE_OK with *call's resp->stats set, or the
+ * error (a reply without stats: ERR_PROTOCOL); *call to floe_call_free either way. */
+int floe__stats_call(floe *c, const char *table, floe_call **call);
 /* The connection is gone: every call in flight fails with c's error. */
 void floe__fail_all(floe *c);
 uint64_t floe__now_ms(void); /* CLOCK_MONOTONIC */
