@@ -610,6 +610,7 @@ void floe__info_from(floe_table_info *o, const Floe__V1__TableStats *s)
         o->explore.claimed = s->explore->claimed;
         o->explore.claims = s->explore->claims;
         o->explore.levels = s->explore->levels;
+        snprintf(o->explore.memory, sizeof o->explore.memory, "%s", s->explore->memory ? s->explore->memory : "");
     }
     for (size_t l = 0; l < s->n_levels && l < 3; l++) {
         o->level[l].slots = s->levels[l]->slots;

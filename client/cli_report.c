@@ -451,7 +451,8 @@ typedef struct run_levels {
 /* The run's figures below the explore line: its open set's memory and each level's size. */
 static void print_levels(const floe_table_info *t, const run_levels *lv)
 {
-    printf("explore_bytes: %" PRIu64 " (host memory: %.2f bytes a state)\nlevel_sizes:", lv->bytes,
+    printf("explore_bytes: %" PRIu64 " (%s memory: %.2f bytes a state)\nlevel_sizes:", lv->bytes,
+           t->explore.memory[0] ? t->explore.memory : "host",
            t->explore.states ? (double)lv->bytes / (double)t->explore.states : 0.0);
     for (size_t d = 0; d < lv->n; d++)
         printf(" %" PRIu64, lv->sizes[d]);
@@ -544,6 +545,7 @@ static void json_table(jw *w, const floe_table_info *t, bool stages, const run_l
         jw_u64(w, "claims", t->explore.claims);
         jw_u64(w, "levels", t->explore.levels);
         jw_bool(w, "done", t->explore.done);
+        jw_str(w, "memory", t->explore.memory[0] ? t->explore.memory : "host");
         if (run) {
             jw_u64(w, "bytes", run->bytes);
             jw_open(w, "level_sizes", '[');

@@ -337,6 +337,7 @@ typedef struct floe_table_info {
         int on, done;                           /* done: no state open, no claim out */
         uint64_t states, open, claimed, claims; /* found; open; in claims out; claims out */
         uint32_t levels;                        /* depths found */
+        char memory[16]; /* where its states, parents and labels are: "host", "GPU n" ("" from an older floed) */
     } explore;
     int frozen; /* a STATIC table after floe_freeze (over several floed or in parts: on every one) */
 } floe_table_info;

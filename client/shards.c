@@ -732,6 +732,8 @@ static void add_info(floe_table_info *a, const floe_table_info *b)
     a->explore.claimed += b->explore.claimed;
     a->explore.claims += b->explore.claims;
     a->explore.levels = a->explore.levels > b->explore.levels ? a->explore.levels : b->explore.levels;
+    if (strcmp(a->explore.memory, b->explore.memory) != 0) /* each shard's where its floed keeps it */
+        snprintf(a->explore.memory, sizeof a->explore.memory, "several");
     for (int l = 0; l < 3; l++) {
         a->level[l].slots += b->level[l].slots;
         a->level[l].used += b->level[l].used;

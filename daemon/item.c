@@ -162,30 +162,44 @@ static frame *key_reply(const batch_out *o, const item *it, size_t at)
  * claim it names ends: a claim never ends before its successors are in, so
  * DONE is never answered early (tables/explore.h).  On the io thread that
  * packs the answer (several at once), in each connection's order, before
- * the answer goes: the table's lane only runs batches. */
-static void explore_record(item *it, const batch_out *o, size_t at)
+ * the answer goes: the table's lane only runs batches.  If they cannot (no
+ * room for the open set where the table lives), the insert is answered
+ * with the error: its worker must not count on a run that misses states. */
+static floe_status explore_record(item *it, const batch_out *o, size_t at, floe_errinfo *err)
 {
     table_entry *t = it->entry;
     const floe_spec *spec = &t->table->spec;
     const void *keys = it->j.vectors ? (const void *)it->j.vectors : (const void *)it->j.keys;
-    floe_errinfo err;
     floe_status st =
         it->explore_runs.counts
             ? floe_explore_add_runs(t->explore, keys, &it->explore_runs, it->explore_from_depth, it->explore_labels,
-                                    o->results + at, it->j.n, NULL, it->explore_complete, &err)
+                                    o->results + at, it->j.n, NULL, it->explore_complete, err)
             : floe_explore_add(t->explore, keys, it->explore_from, it->explore_from_depth, it->explore_labels,
-                               o->results + at, it->j.n, NULL, it->explore_complete, &err);
-    if (st != FLOE_OK) /* the run misses states: say so loudly */
+                               o->results + at, it->j.n, NULL, it->explore_complete, err);
+    if (st != FLOE_OK) { /* the run misses states: say so loudly, here and to the worker */
         log_error("table %s: the states a batch found could not join the open set (%s): the run is incomplete",
-                  spec->name, err.msg);
+                  spec->name, err->msg);
+        char msg[FLOE_ERROR_MAX];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        floe_errinfo_set(err, st,
+                         "the states this insert found could not join the open set (%s): the run is incomplete", msg);
+    }
+    return st;
+}
+
+/* A keyed request's answer: its exploring table's open set first, then the
+ * answers, or the error that kept its new states out of the open set. */
+static frame *keys_answer(item *it, const batch_out *o, size_t at)
+{
+    floe_errinfo err;
+    const floe_status st = it->explore ? explore_record(it, o, at, &err) : FLOE_OK;
+    return st == FLOE_OK ? key_reply(o, it, at) : reply_error(it->id, st, err.msg);
 }
 
 frame *request_pack(frame *f)
 {
     item *it = f->pending;
-    if (it->explore)
-        explore_record(it, it->out, it->at);
-    frame *packed = key_reply(it->out, it, it->at);
+    frame *packed = keys_answer(it, it->out, it->at);
     if (!packed) /* say so, if even that can be built */
         packed = reply_error(it->id, FLOE_ERR_INTERNAL, "out of memory building the answer");
     if (packed) {
@@ -205,9 +219,7 @@ void item_answer_later(item *it, batch_out *o, size_t at)
 {
     frame *f = floe_calloc(1, sizeof *f);
     if (!f) { /* pack it here, then */
-        if (it->explore)
-            explore_record(it, o, at);
-        item_answer(it, key_reply(o, it, at));
+        item_answer(it, keys_answer(it, o, at));
         return;
     }
     batch_out_hold(o);
@@ -290,6 +302,8 @@ static void item_done(job *j, const job_end *e)
         return;
     }
     floe_batch *b = e->b;
+    if (b && b->op == FLOE_OP_STATS && b->status == FLOE_OK && it->entry)
+        entry_count_open_set(it->entry, &b->stats);
     if (!b) {
         if (j->op == FLOE_OP_COPY && it->save.by_rules) /* it never reached the saver */
             atomic_store(&it->entry->snapshot_pending, false);

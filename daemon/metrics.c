@@ -350,7 +350,8 @@ static void render_explore(struct evbuffer *b, const metrics_tables *tb)
         {"floe_explore_claims", "Claims out."},
         {"floe_explore_levels", "Breadth-first depths found: the deepest + 1."},
         {"floe_explore_done", "1 once the run has ended: no state open, no claim out."},
-        {"floe_explore_memory_bytes", "Host memory of the open set: the states in the order found, parents, labels."},
+        {"floe_explore_memory_bytes", "Memory of the open set (the states in the order found, parents, labels), where "
+                                      "its table lives (GPU or host); counted in floe_table_memory_bytes too."},
     };
     bool any = false;
     for (size_t i = 0; i < tb->n; i++)

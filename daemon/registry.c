@@ -60,6 +60,16 @@ static void free_cut(void *ctx)
     floe_explore_cut_free(ctx);
 }
 
+void entry_count_open_set(const table_entry *e, floe_table_stats *s)
+{
+    if (!e->explore)
+        return;
+    floe_explore_counts x;
+    floe_explore_stats(e->explore, &x);
+    s->memory_bytes += x.bytes;
+    s->bytes_per_key = s->keys ? (double)s->memory_bytes / (double)s->keys : 0.0;
+}
+
 floe_status entry_open_set_image(table_entry *e, floe_file_image **out, floe_errinfo *err)
 {
     floe_explore_counts x;
@@ -131,22 +141,30 @@ floe_status registry_install(registry *r, floe_table *t, floe_explore *open_set,
     }
     const floe_spec *spec = &t->spec;
     e->explore = open_set;
+    floe_status st = FLOE_OK;
     if (spec->explore && !open_set) {
         const uint32_t key_bytes = spec->kind == FLOE_KIND_TREE ? spec->words * 4 : 8;
-        floe_status st = floe_explore_create(key_bytes, spec->label_bytes, !spec->explore_any_order, 0,
-                                             floe_spec_shard_index(spec), &e->explore, err);
-        if (st != FLOE_OK) {
-            batcher_destroy(&e->bt);
-            free(e);
-            floe_table_destroy(t);
-            return st;
-        }
+        st = floe_explore_create(key_bytes, spec->label_bytes, !spec->explore_any_order, 0, floe_spec_shard_index(spec),
+                                 &e->explore, err);
+    }
+    if (st == FLOE_OK && e->explore) { /* the open set lives where its table does */
+        floe_store store;
+        st = floe_table_side_store(t, &store, err);
+        if (st == FLOE_OK)
+            st = floe_explore_move(e->explore, &store, err);
+    }
+    if (st != FLOE_OK) {
+        batcher_destroy(&e->bt);
+        floe_explore_destroy(e->explore);
+        free(e);
+        floe_table_destroy(t);
+        return st;
     }
     strcpy(e->name, t->spec.name);
     e->table = t;
     atomic_init(&e->refs, 1);
     atomic_init(&e->last_save, (int_fast64_t)time(NULL));
-    floe_status st = registry_add(r, e, max_tables, err);
+    st = registry_add(r, e, max_tables, err);
     if (st != FLOE_OK) {
         floe_table_destroy(t);
         e->table = NULL;

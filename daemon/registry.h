@@ -70,6 +70,10 @@ void registry_free(registry *r);
  * a load builds the table again from them (daemon/floed.c), so the two
  * always agree, whatever the table's batches in flight. */
 floe_status entry_open_set_image(table_entry *e, struct floe_file_image **out, floe_errinfo *err);
+/* The table's figures (its engine's, from a STATS batch) with its open set's
+ * memory counted in (memory_bytes, bytes_per_key): a state's bytes are its
+ * key's in the table and its place in the open set. */
+void entry_count_open_set(const table_entry *e, floe_table_stats *s);
 /* The entry named name with a reference taken, or NULL. */
 table_entry *registry_get(registry *r, const char *name);
 /* Wraps table t in a new entry (with its batcher) and adds it; an

@@ -613,7 +613,7 @@ static floe_status gpu_memory(floe_backend *base, uint64_t *free_bytes, uint64_t
 static const floe_backend_ops gpu_ops = {
     "gpu",       gpu_create_table, gpu_load_table, gpu_submit, gpu_destroy_table,
     gpu_destroy, gpu_host_alloc,   gpu_host_free,  NULL, /* set_lanes: the tables read the backend's own lanes */
-    gpu_memory,  group_fits,
+    gpu_memory,  group_fits,       gpu_side_store,
 };
 
 extern "C" int floe_gpu_built(void)

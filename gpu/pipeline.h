@@ -342,6 +342,9 @@ bool group_fits(floe_table *const *parts, unsigned nparts, const floe_batch *b);
 void group_stage_free(group_stage *s);
 void run_group(lane *L, floe_batch *b);
 
+/* side_store.cu: the memory of a table's side arrays (tables/store.h) */
+floe_status gpu_side_store(floe_table *t, floe_store *out, floe_errinfo *err);
+
 /* run_ordered.cu */
 floe_status ord_stage_reserve(staging *s, size_t n, floe_errinfo *err);
 void run_ordered(lane *L, floe_batch *b);

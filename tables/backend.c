@@ -130,6 +130,12 @@ void floe_backend_host_free(floe_backend *be, void *p)
         free(p);
 }
 
+floe_status floe_table_side_store(floe_table *t, floe_store *out, floe_errinfo *err)
+{
+    *out = FLOE_STORE_HOST;
+    return t->backend->ops->side_store ? t->backend->ops->side_store(t, out, err) : FLOE_OK;
+}
+
 floe_status floe_backend_memory(floe_backend *be, uint64_t *free_bytes, uint64_t *total_bytes)
 {
     *free_bytes = *total_bytes = 0;

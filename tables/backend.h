@@ -67,6 +67,7 @@
 
 #include "spec.h"
 #include "status.h"
+#include "store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -185,6 +186,8 @@ typedef struct floe_backend_ops {
     /* optional: whether the parts (tables of this backend) can split keyed batch b (checked) among
      * themselves on their devices (group.h) */
     bool (*group_fits)(floe_table *const *parts, unsigned nparts, const floe_batch *b);
+    /* optional (NULL: host memory): the memory t's side arrays live in, its device's (store.h) */
+    floe_status (*side_store)(floe_table *t, floe_store *out, floe_errinfo *err);
 } floe_backend_ops;
 
 /* Every backend's own structs begin with these. */
@@ -235,6 +238,10 @@ const char *floe_backend_name(const floe_backend *be);
  * is destroyed. */
 void *floe_backend_host_alloc(floe_backend *be, size_t bytes);
 void floe_backend_host_free(floe_backend *be, void *p);
+/* A new store (store.h) in the memory t lives in, for arrays kept beside it
+ * (an exploring table's open set): a GPU table's device's (a table in parts:
+ * its first part's), else FLOE_STORE_HOST.  UNAVAILABLE for a failed device. */
+floe_status floe_table_side_store(floe_table *t, floe_store *out, floe_errinfo *err);
 /* Free and total bytes of the device memory be's tables live in: FLOE_OK,
  * FLOE_ERR_UNSUPPORTED for a backend of host memory, FLOE_ERR_UNAVAILABLE
  * for a device that has failed.  For placing tables (tables/partition.h). */

@@ -24,6 +24,7 @@
 
 #include "alloc.h"
 #include "floe_wire.h"
+#include "store.h"
 
 #define CHUNK_BITS 16
 #define CHUNK      ((uint64_t)1 << CHUNK_BITS)
@@ -95,6 +96,7 @@ struct floe_explore {
     claim *claims;
     size_t nclaims, claims_cap;
     uint64_t claimed;
+    floe_store store; /* where the chunks are (floe_explore_move): read and written through it alone */
 };
 
 /* The lock of a const x (its figures are read under it as well). */
@@ -125,6 +127,49 @@ static bool reserve(void **p, size_t *cap, size_t need, size_t size)
     return true;
 }
 
+/* ---- the chunks' memory: the host's, or the table's device's (store.h) -------------------------- */
+
+static int store_get(const floe_store *s, void *to, const void *from, size_t bytes)
+{
+    if (!bytes)
+        return 0;
+    if (!s->ops) {
+        memcpy(to, from, bytes);
+        return 0;
+    }
+    return s->ops->get(s->ctx, &(floe_store_copy){to, from, bytes}, 1);
+}
+
+/* A chunk's arrays: in host memory three of the host's (labels zeroed), in
+ * a store one piece of it. */
+static bool chunk_alloc(const floe_explore *x, const floe_store *s, chunk *c)
+{
+    const size_t kb = CHUNK * x->key_bytes, pb = CHUNK * sizeof *c->parents, lb = CHUNK * x->label_bytes;
+    if (s->ops) {
+        unsigned char *p = s->ops->alloc(s->ctx, pb + kb + lb);
+        if (!p)
+            return false;
+        *c = (chunk){p + pb, (uint64_t *)p, lb ? p + pb + kb : NULL};
+        return true;
+    }
+    *c = (chunk){floe_malloc(kb), floe_malloc(pb), lb ? floe_calloc(CHUNK, x->label_bytes) : NULL};
+    if (c->keys && c->parents && (!lb || c->labels))
+        return true;
+    free(c->keys);
+    free(c->parents);
+    free(c->labels);
+    return false;
+}
+
+static void chunk_free(const floe_store *s, chunk *c)
+{
+    if (s->ops) /* freed with the store */
+        return;
+    free(c->keys);
+    free(c->parents);
+    free(c->labels);
+}
+
 static chunk *chunk_of(const floe_explore *x, uint64_t id)
 {
     return &x->chunks[id >> CHUNK_BITS];
@@ -135,14 +180,33 @@ static size_t in_chunk(uint64_t id)
     return (size_t)(id & (CHUNK - 1));
 }
 
-static const unsigned char *key_at(const floe_explore *x, uint64_t id)
+/* The key, parent and label of state id into host memory (nonzero: the store failed). */
+static int key_of(const floe_explore *x, uint64_t id, void *to)
 {
-    return chunk_of(x, id)->keys + in_chunk(id) * x->key_bytes;
+    return store_get(&x->store, to, chunk_of(x, id)->keys + in_chunk(id) * x->key_bytes, x->key_bytes);
 }
 
-static uint64_t parent_at(const floe_explore *x, uint64_t id)
+static int parent_of(const floe_explore *x, uint64_t id, uint64_t *to)
 {
-    return chunk_of(x, id)->parents[in_chunk(id)];
+    return store_get(&x->store, to, chunk_of(x, id)->parents + in_chunk(id), sizeof *to);
+}
+
+static int label_of(const floe_explore *x, uint64_t id, void *to)
+{
+    return store_get(&x->store, to, chunk_of(x, id)->labels + in_chunk(id) * x->label_bytes, x->label_bytes);
+}
+
+/* The keys of the n states from id on into host memory, a chunk at a time. */
+static int keys_from(const floe_explore *x, uint64_t id, size_t n, void *to)
+{
+    for (size_t i = 0; i < n;) {
+        const size_t k = (size_t)(CHUNK - in_chunk(id + i)) < n - i ? (size_t)(CHUNK - in_chunk(id + i)) : n - i;
+        if (store_get(&x->store, (unsigned char *)to + i * x->key_bytes,
+                      chunk_of(x, id + i)->keys + in_chunk(id + i) * x->key_bytes, k * x->key_bytes))
+            return -1;
+        i += k;
+    }
+    return 0;
 }
 
 /* Whether id (not FLOE_EXPLORE_ROOT) is a state of this shard, and if so
@@ -161,18 +225,9 @@ static bool room_for(floe_explore *x, uint64_t end)
     const size_t need = (size_t)((end + CHUNK - 1) >> CHUNK_BITS);
     if (!reserve((void **)&x->chunks, &x->chunks_cap, need, sizeof *x->chunks))
         return false;
-    for (; x->nchunks < need; x->nchunks++) {
-        chunk *c = &x->chunks[x->nchunks];
-        c->keys = floe_malloc(CHUNK * x->key_bytes);
-        c->parents = floe_malloc(CHUNK * sizeof *c->parents);
-        c->labels = x->label_bytes ? floe_calloc(CHUNK, x->label_bytes) : NULL;
-        if (!c->keys || !c->parents || (x->label_bytes && !c->labels)) {
-            free(c->keys);
-            free(c->parents);
-            free(c->labels);
+    for (; x->nchunks < need; x->nchunks++)
+        if (!chunk_alloc(x, &x->store, &x->chunks[x->nchunks]))
             return false;
-        }
-    }
     return true;
 }
 
@@ -222,6 +277,7 @@ floe_status floe_explore_create(uint32_t key_bytes, uint32_t label_bytes, bool s
     if (!x)
         return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for an open set");
     pthread_mutex_init(&x->lock, NULL);
+    x->store = FLOE_STORE_HOST;
     x->key_bytes = key_bytes;
     x->label_bytes = label_bytes;
     x->strict = strict;
@@ -241,11 +297,10 @@ void floe_explore_destroy(floe_explore *x)
 {
     if (!x)
         return;
-    for (size_t i = 0; i < x->nchunks; i++) {
-        free(x->chunks[i].keys);
-        free(x->chunks[i].parents);
-        free(x->chunks[i].labels);
-    }
+    for (size_t i = 0; i < x->nchunks; i++)
+        chunk_free(&x->store, &x->chunks[i]);
+    if (x->store.ops)
+        x->store.ops->close(x->store.ctx);
     for (size_t i = 0; i < x->nclaims; i++)
         free(x->claims[i].ids);
     free(x->chunks);
@@ -388,30 +443,53 @@ static size_t pick_inserted(const uint8_t *results, size_t n, uint32_t *places, 
 }
 
 /* States [j, j + k) of an add, all in chunk c from place `at` on: their
- * keys, parents, labels (and ids).  Key and label sizes of 8 and 1 (a SET's
- * states, a floe-mc label) are constants here, so that nothing is a call. */
-static void copy_states(const floe_explore *x, chunk *c, size_t at, size_t k, const uint32_t *places,
-                        const uint64_t *pp, const unsigned char *keys, const unsigned char *labels, uint64_t *ids,
-                        uint64_t id)
+ * keys, parents, labels (and ids); nonzero if the store failed.  In host
+ * memory straight into the chunk; in a store gathered into scratch (k
+ * states' keys, then their labels) first, and the three arrays put at
+ * once.  Key and label sizes of 8 and 1 (a SET's states, a floe-mc label)
+ * are constants here, so that nothing is a call. */
+static int copy_states(const floe_explore *x, chunk *c, size_t at, size_t k, const uint32_t *places, const uint64_t *pp,
+                       const unsigned char *keys, const unsigned char *labels, uint64_t *ids, uint64_t id,
+                       unsigned char *scratch)
 {
     const uint32_t kb = x->key_bytes, lb = x->label_bytes;
+    const bool host = !x->store.ops;
+    unsigned char *kd = host ? c->keys + at * kb : scratch;
     if (kb == 8)
         for (size_t t = 0; t < k; t++)
-            memcpy(c->keys + (at + t) * 8, keys + (size_t)places[t] * 8, 8);
+            memcpy(kd + t * 8, keys + (size_t)places[t] * 8, 8);
     else
         for (size_t t = 0; t < k; t++)
-            memcpy(c->keys + (at + t) * kb, keys + (size_t)places[t] * kb, kb);
-    memcpy(c->parents + at, pp, k * sizeof *pp);
-    if (lb && !labels)
-        memset(c->labels + at * lb, 0, k * lb);
-    else if (lb == 1)
-        for (size_t t = 0; t < k; t++)
-            c->labels[at + t] = labels[places[t]];
-    else if (lb)
-        for (size_t t = 0; t < k; t++)
-            memcpy(c->labels + (at + t) * lb, labels + (size_t)places[t] * lb, lb);
+            memcpy(kd + t * kb, keys + (size_t)places[t] * kb, kb);
+    if (host)
+        memcpy(c->parents + at, pp, k * sizeof *pp);
+    if (lb) {
+        unsigned char *ld = host ? c->labels + at * lb : scratch + k * kb;
+        if (!labels)
+            memset(ld, 0, k * lb);
+        else if (lb == 1)
+            for (size_t t = 0; t < k; t++)
+                ld[t] = labels[places[t]];
+        else
+            for (size_t t = 0; t < k; t++)
+                memcpy(ld + t * lb, labels + (size_t)places[t] * lb, lb);
+    }
     for (size_t t = 0; ids && t < k; t++)
         ids[places[t]] = x->base + id + t;
+    if (host)
+        return 0;
+    const floe_store_copy all[3] = {{c->keys + at * kb, scratch, k * kb},
+                                    {c->parents + at, pp, k * sizeof *pp},
+                                    {lb ? c->labels + at * lb : NULL, scratch + k * kb, k * lb}};
+    return x->store.ops->put(x->store.ctx, all, lb ? 3 : 2);
+}
+
+static floe_status store_failed(const floe_explore *x, size_t m, floe_errinfo *err)
+{
+    if (!x->store.ops)
+        return floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for %zu states of the open set", m);
+    return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "the open set's memory on GPU %d failed (%zu states)",
+                            x->store.device, m);
 }
 
 /* floe_explore_add and floe_explore_add_runs. */
@@ -494,7 +572,12 @@ static floe_status add_states(floe_explore *x, const void *keys, parent_src ps, 
                           reserve((void **)&x->pend, &x->pend_cap, x->pend_n + 1, sizeof *x->pend);
         x->levels_cap = (uint32_t)levels_cap;
         if (!room) {
-            st = floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for %zu more states of the open set", m);
+            st = x->store.ops
+                     ? floe_errinfo_set(err, FLOE_ERR_FULL,
+                                        "no room on GPU %d for %zu more states of the open set (its "
+                                        "memory, or maxmemory-gpu)",
+                                        x->store.device, m)
+                     : floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for %zu more states of the open set", m);
         } else {
             if (m && deepest >= x->nlevels) {
                 memset(x->levels + x->nlevels, 0, (deepest + 1 - x->nlevels) * sizeof *x->levels);
@@ -532,12 +615,16 @@ static floe_status add_states(floe_explore *x, const void *keys, parent_src ps, 
     }
     /* without the lock: the states, into places nobody reads before they are published, a chunk at
      * a time */
-    for (size_t j = 0; j < m;) {
+    unsigned char *scratch =
+        x->store.ops ? floe_malloc((m < CHUNK ? m : CHUNK) * (x->key_bytes + x->label_bytes) + 1) : NULL;
+    int rc = x->store.ops && !scratch ? -1 : 0;
+    for (size_t j = 0; j < m && rc == 0;) {
         const uint64_t id = id0 + j;
         const size_t at = in_chunk(id), k = (size_t)(CHUNK - at) < m - j ? (size_t)(CHUNK - at) : m - j;
-        copy_states(x, &to[(id >> CHUNK_BITS) - c0], at, k, places + j, pp + j, keys, labels, ids, id);
+        rc = copy_states(x, &to[(id >> CHUNK_BITS) - c0], at, k, places + j, pp + j, keys, labels, ids, id, scratch);
         j += k;
     }
+    free(scratch);
     free(to);
     free(places);
     free(pp);
@@ -545,7 +632,9 @@ static floe_status add_states(floe_explore *x, const void *keys, parent_src ps, 
     x->pend[x->pend_head + (size_t)(seq - x->pend_first)].done = true;
     publish_locked(x);
     unlock(x);
-    return FLOE_OK;
+    /* (the ids are taken and later adds' states may be published: a store that failed, a device's,
+     * leaves these states unknown, and its table fails as well) */
+    return rc == 0 ? FLOE_OK : store_failed(x, m, err);
 }
 
 floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, uint32_t parent_depth,
@@ -640,20 +729,24 @@ typedef struct claim_copy {
     unsigned char **keys; /* the key arrays of chunks first >> CHUNK_BITS on */
 } claim_copy;
 
-/* The copy of c (lock not held): ids and keys as claim_locked would have written them. */
-static void claim_copy_out(const floe_explore *x, const claim_copy *c, uint64_t *ids, void *keys)
+/* The copy of c (lock not held): ids and keys as claim_locked would have
+ * written them; ERR_INTERNAL if the store failed. */
+static floe_status claim_copy_out(const floe_explore *x, const claim_copy *c, uint64_t *ids, void *keys,
+                                  floe_errinfo *err)
 {
     for (size_t i = 0; i < c->n; i++)
         ids[i] = x->base + c->first + i;
     const size_t c0 = (size_t)(c->first >> CHUNK_BITS);
-    for (size_t i = 0; keys && i < c->n;) { /* chunk by chunk */
+    int rc = 0;
+    for (size_t i = 0; keys && i < c->n && rc == 0;) { /* chunk by chunk */
         const uint64_t id = c->first + i;
         const size_t k = (size_t)(CHUNK - in_chunk(id)) < c->n - i ? (size_t)(CHUNK - in_chunk(id)) : c->n - i;
-        memcpy((unsigned char *)keys + i * x->key_bytes, c->keys[(id >> CHUNK_BITS) - c0] + in_chunk(id) * x->key_bytes,
-               k * x->key_bytes);
+        rc = store_get(&x->store, (unsigned char *)keys + i * x->key_bytes,
+                       c->keys[(id >> CHUNK_BITS) - c0] + in_chunk(id) * x->key_bytes, k * x->key_bytes);
         i += k;
     }
     free(c->keys);
+    return rc == 0 ? FLOE_OK : store_failed(x, c->n, err);
 }
 
 /* upto: UINT32_MAX for a claim of floe_explore_claim (the barrier here when strict), else
@@ -704,8 +797,14 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint32_t upto, uint
         for (size_t i = 0; i < m; i++) {
             mine[i] = x->back[x->back_head + i];
             ids[i] = x->base + mine[i];
-            if (keys)
-                memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, mine[i]), x->key_bytes);
+        }
+        for (size_t i = 0, k; keys && i < m; i += k) { /* consecutive states (a cursor's claim's) at once */
+            for (k = 1; i + k < m && mine[i + k] == mine[i] + k; k++)
+                ;
+            if (keys_from(x, mine[i], k, (unsigned char *)keys + i * x->key_bytes)) {
+                free(mine);
+                return store_failed(x, m, err);
+            }
         }
     } else {
         size_t hint = x->nruns - 1;
@@ -749,8 +848,8 @@ floe_status floe_explore_claim(floe_explore *x, size_t max, uint64_t now_ms, uin
     lock(x);
     floe_status r = claim_locked(x, max, UINT32_MAX, now_ms, lease_ms, ids, keys, n, depth, token, state, &later, err);
     unlock(x);
-    claim_copy_out(x, &later, ids, keys);
-    return r;
+    const floe_status c = claim_copy_out(x, &later, ids, keys, err);
+    return r != FLOE_OK ? r : c;
 }
 
 floe_status floe_explore_claim_upto(floe_explore *x, size_t max, uint32_t upto, uint64_t now_ms, uint64_t lease_ms,
@@ -767,8 +866,8 @@ floe_status floe_explore_claim_upto(floe_explore *x, size_t max, uint32_t upto, 
         *found += x->levels[d];
     *next = upto + 1 < x->nlevels ? x->levels[upto + 1] : 0;
     unlock(x);
-    claim_copy_out(x, &later, ids, keys);
-    return r;
+    const floe_status c = claim_copy_out(x, &later, ids, keys, err);
+    return r != FLOE_OK ? r : c;
 }
 
 static floe_status no_claim(uint64_t token, floe_errinfo *err)
@@ -879,17 +978,19 @@ static floe_status trace_locked(const floe_explore *x, uint64_t id, size_t cap, 
     uint64_t p;
     for (;;) {
         i--;
-        p = parent_at(x, at);
+        int rc = parent_of(x, at, &p);
         ids[i] = x->base + at;
         if (keys)
-            memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, at), x->key_bytes);
+            rc |= key_of(x, at, (unsigned char *)keys + i * x->key_bytes);
         if (labels && x->label_bytes) {
             unsigned char *dst = (unsigned char *)labels + i * x->label_bytes;
             if (p == FLOE_EXPLORE_ROOT)
                 memset(dst, 0, x->label_bytes);
             else
-                memcpy(dst, chunk_of(x, at)->labels + in_chunk(at) * x->label_bytes, x->label_bytes);
+                rc |= label_of(x, at, dst);
         }
+        if (rc)
+            return store_failed(x, most, err);
         if (p == FLOE_EXPLORE_ROOT || !here(x, p, &at) || i == 0)
             break;
     }
@@ -924,6 +1025,7 @@ static void stats_locked(const floe_explore *x, floe_explore_counts *st)
     st->claims = x->nclaims;
     st->levels = x->nlevels;
     st->done = x->count && !st->open && !x->nclaims && x->reserved == x->count;
+    st->device = x->store.device;
     st->bytes = sizeof *x + x->nchunks * (CHUNK * (x->key_bytes + sizeof(uint64_t) + x->label_bytes)) +
                 x->chunks_cap * sizeof *x->chunks + x->runs_cap * sizeof *x->runs +
                 (uint64_t)x->levels_cap * sizeof *x->levels + x->back_cap * sizeof *x->back +
@@ -957,8 +1059,8 @@ floe_status floe_explore_keys(const floe_explore *x, uint64_t from, size_t n, vo
     if (from > x->count || n > x->count - from)
         st = floe_errinfo_set(err, FLOE_ERR_INVALID, "states %llu..%llu: %llu were found", (unsigned long long)from,
                               (unsigned long long)(from + n), (unsigned long long)x->count);
-    for (size_t i = 0; st == FLOE_OK && i < n; i++)
-        memcpy((unsigned char *)keys + i * x->key_bytes, key_at(x, from + i), x->key_bytes);
+    if (st == FLOE_OK && keys_from(x, from, n, keys))
+        st = store_failed(x, n, err);
     unlock(x);
     return st;
 }
@@ -995,6 +1097,7 @@ struct floe_explore_cut {
     uint64_t *open_back; /* handed back, then the claims' states */
     chunk *chunks;
     size_t nchunks;
+    floe_store store; /* the chunks' (x's: it outlives the cut) */
 };
 
 void floe_explore_cut_free(floe_explore_cut *c)
@@ -1046,6 +1149,7 @@ static floe_explore_cut *cut_take_locked(const floe_explore *x)
     }
     c->h.nlevels = nlevels;
     c->chunks = copy_of(x->chunks, c->nchunks, sizeof *x->chunks);
+    c->store = x->store;
     c->open_back = copy_of(x->back ? x->back + x->back_head : NULL, back, sizeof *x->back);
     if (!c->runs || !c->levels || !c->chunks || !c->open_back) {
         floe_explore_cut_free(c);
@@ -1078,19 +1182,33 @@ uint64_t floe_explore_cut_bytes(const floe_explore_cut *c)
            c->h.open_back * sizeof *c->open_back + c->h.count * (c->h.key_bytes + sizeof(uint64_t) + c->h.label_bytes);
 }
 
+/* An array of a chunk (of c's store) through write, by way of buf where the store is not the host's. */
+static int put_chunk(const floe_explore_cut *c, int (*write)(void *ctx, const void *p, size_t len), void *ctx,
+                     const void *p, size_t len, unsigned char *buf)
+{
+    if (!c->store.ops)
+        return put(write, ctx, p, len);
+    return store_get(&c->store, buf, p, len) != 0 ? -1 : put(write, ctx, buf, len);
+}
+
 int floe_explore_cut_write(const floe_explore_cut *c, int (*write)(void *ctx, const void *p, size_t len), void *ctx)
 {
     bool ok = put(write, ctx, &c->h, sizeof c->h) == 0 &&
               put(write, ctx, c->runs, (size_t)c->h.nruns * sizeof *c->runs) == 0 &&
               put(write, ctx, c->levels, (size_t)c->h.nlevels * sizeof *c->levels) == 0 &&
               put(write, ctx, c->open_back, (size_t)c->h.open_back * sizeof *c->open_back) == 0;
+    /* a store's chunks through a host buffer of one array of a chunk */
+    const size_t widest = c->h.key_bytes > sizeof(uint64_t) ? c->h.key_bytes : sizeof(uint64_t);
+    unsigned char *buf = c->store.ops && c->h.count ? floe_malloc(CHUNK * widest) : NULL;
+    ok = ok && (buf || !c->store.ops || !c->h.count);
     for (uint64_t at = 0; ok && at < c->h.count; at += CHUNK) {
         const size_t m = (size_t)(c->h.count - at < CHUNK ? c->h.count - at : CHUNK);
         const chunk *k = &c->chunks[at >> CHUNK_BITS];
-        ok = put(write, ctx, k->keys, m * c->h.key_bytes) == 0 &&
-             put(write, ctx, k->parents, m * sizeof *k->parents) == 0 &&
-             (!c->h.label_bytes || put(write, ctx, k->labels, m * c->h.label_bytes) == 0);
+        ok = put_chunk(c, write, ctx, k->keys, m * c->h.key_bytes, buf) == 0 &&
+             put_chunk(c, write, ctx, k->parents, m * sizeof *k->parents, buf) == 0 &&
+             (!c->h.label_bytes || put_chunk(c, write, ctx, k->labels, m * c->h.label_bytes, buf) == 0);
     }
+    free(buf);
     return ok ? 0 : -1;
 }
 
@@ -1119,8 +1237,8 @@ static bool holds_together(const floe_explore *x)
         if (x->runs[i].start >= x->count || x->runs[i].depth >= x->nlevels ||
             (i && (x->runs[i].start <= x->runs[i - 1].start || x->runs[i].depth == x->runs[i - 1].depth)))
             return false;
-    for (uint64_t id = 0; id < x->count; id++) {
-        const uint64_t p = parent_at(x, id);
+    for (uint64_t id = 0; id < x->count; id++) { /* (a loaded open set is in host memory) */
+        const uint64_t p = chunk_of(x, id)->parents[in_chunk(id)];
         const uint32_t d = depth_of(x, id);
         uint64_t at;
         if (p == FLOE_EXPLORE_ROOT ? d != 0 : here(x, p, &at) && (at >= x->count || depth_of(x, at) + 1 != d))
@@ -1191,4 +1309,44 @@ floe_status floe_explore_load(int (*read)(void *ctx, void *p, size_t len), void 
     }
     *out = x;
     return FLOE_OK;
+}
+
+floe_status floe_explore_move(floe_explore *x, const floe_store *store, floe_errinfo *err)
+{
+    if (!store->ops)
+        return FLOE_OK;
+    floe_status st = FLOE_OK;
+    lock(x);
+    chunk *moved = x->store.ops ? NULL : floe_malloc(x->nchunks * sizeof *moved + 1);
+    if (x->store.ops)
+        st = floe_errinfo_set(err, FLOE_ERR_INVALID, "the open set is in a table's memory already");
+    else if (x->reserved != x->count)
+        st = floe_errinfo_set(err, FLOE_ERR_BUSY, "states are being added to the open set");
+    else if (!moved)
+        st = floe_errinfo_set(err, FLOE_ERR_FULL, "out of memory for the open set's chunks");
+    for (size_t i = 0; st == FLOE_OK && i < x->nchunks; i++) {
+        const chunk *h = &x->chunks[i];
+        chunk *d = &moved[i];
+        if (!chunk_alloc(x, store, d))
+            st = floe_errinfo_set(err, FLOE_ERR_FULL, "no room for the open set's %zu states on GPU %d",
+                                  (size_t)x->count, store->device);
+        else if (store->ops->put(store->ctx,
+                                 (const floe_store_copy[]){{d->keys, h->keys, CHUNK * x->key_bytes},
+                                                           {d->parents, h->parents, CHUNK * sizeof *h->parents},
+                                                           {d->labels, h->labels, CHUNK * x->label_bytes}},
+                                 x->label_bytes ? 3 : 2))
+            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "copying the open set to GPU %d failed", store->device);
+    }
+    if (st == FLOE_OK) {
+        for (size_t i = 0; i < x->nchunks; i++) {
+            chunk_free(&x->store, &x->chunks[i]);
+            x->chunks[i] = moved[i];
+        }
+        x->store = *store;
+    } else {
+        store->ops->close(store->ctx);
+    }
+    free(moved);
+    unlock(x);
+    return st;
 }

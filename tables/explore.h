@@ -23,7 +23,9 @@
  * shard, end each level themselves (floe_explore_claim_upto; the protocol
  * is docs/PROTOCOL.md's).
  *
- * Host memory, one structure per table, safe to call from several threads:
+ * One structure per table, its bookkeeping in host memory and its states,
+ * parents and labels where the table lives (floe_explore_move: a GPU
+ * table's device), safe to call from several threads:
  * a lock inside guards it; floe_explore_add holds it only to take ids and
  * to publish, and copies a batch's states in without it (several adds at
  * once, from the table's several lanes); a claim from the order found
@@ -41,6 +43,7 @@
 #include <stdint.h>
 
 #include "status.h"
+#include "store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,7 +70,8 @@ typedef struct floe_explore_counts {
     uint64_t claims;  /* claims out */
     uint32_t levels;  /* depths found: the deepest + 1 */
     bool done;        /* no state open, no claim out, and at least one state found */
-    uint64_t bytes;   /* host memory held */
+    uint64_t bytes;   /* memory held: the chunks' where they are (device), the rest the host's */
+    int device;       /* where its states, parents and labels are: a GPU, or -1 for host memory */
 } floe_explore_counts;
 
 /* strict: breadth-first with a barrier between depths (the default of a
@@ -178,6 +182,15 @@ floe_explore_cut *floe_explore_cut_take(const floe_explore *x);
 uint64_t floe_explore_cut_bytes(const floe_explore_cut *c); /* what write writes */
 int floe_explore_cut_write(const floe_explore_cut *c, int (*write)(void *ctx, const void *p, size_t len), void *ctx);
 void floe_explore_cut_free(floe_explore_cut *c);
+/* The open set's states, parents and labels (all but its bookkeeping) moved
+ * into store (store.h: the memory of the table it belongs to, a device's),
+ * where they stay and grow from then on; x takes the store and closes it
+ * with itself, or at once if this fails.  Before any add (a table not yet
+ * served, new or loaded: BUSY while an add is in progress); FULL if the
+ * store has no room, nothing moved.  A store of host memory: nothing to
+ * do. */
+floe_status floe_explore_move(floe_explore *x, const floe_store *store, floe_errinfo *err);
+
 /* An open set from what floe_explore_save wrote, through read(ctx, p,
  * len) (nonzero: short or failed); ERR_INVALID if it does not hold
  * together.  run, shard: as floe_explore_create (a new run's tokens). */

@@ -1394,6 +1394,12 @@ static floe_status part_memory(floe_backend *base, uint64_t *free_bytes, uint64_
     return st;
 }
 
+/* The first part's: one open set for the whole table, beside one of its parts. */
+static floe_status part_side_store(floe_table *t, floe_store *out, floe_errinfo *err)
+{
+    return floe_table_side_store(((part_table *)t)->part[0], out, err);
+}
+
 static const floe_backend_ops part_ops = {
     .name = "partitioned",
     .create_table = part_create_table,
@@ -1405,6 +1411,7 @@ static const floe_backend_ops part_ops = {
     .host_free = part_host_free,
     .set_lanes = part_set_lanes,
     .memory = part_memory,
+    .side_store = part_side_store,
 };
 
 static size_t split_keep_device(void)

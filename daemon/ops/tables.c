@@ -183,6 +183,7 @@ frame *stats_reply(const job_end *e, const item *it)
     /* an exploring table's open set, as of now (after the batches before this stats) */
     Floe__V1__ExploreStats xs = FLOE__V1__EXPLORE_STATS__INIT;
     uint64_t *levels = NULL;
+    char where[16];
     table_entry *t = it->entry;
     if (t && t->explore) {
         floe_explore_counts x;
@@ -197,6 +198,11 @@ frame *stats_reply(const job_end *e, const item *it)
         xs.levels = x.levels;
         xs.done = x.done;
         xs.bytes = x.bytes;
+        if (x.device >= 0)
+            snprintf(where, sizeof where, "GPU %d", x.device);
+        else
+            snprintf(where, sizeof where, "host");
+        xs.memory = where;
         xs.level_sizes = levels;
         xs.n_level_sizes = levels ? x.levels : 0;
         ts.explore = &xs;

@@ -97,6 +97,7 @@ typedef struct floe_table_info {
         int on, done;
         uint64_t states, open, claimed, claims;
         uint32_t levels;
+        char memory[16];
     } explore;
     int frozen;
 } floe_table_info;

@@ -446,7 +446,9 @@ static uint64_t gpu_in_use(floe *c)
  * every key answered INSERTED stored; a growing GPU TREE's insert that
  * would grow it past the limit is refused whole (ERR_NO_MEMORY), every
  * vector of the calls before it stored and none of it, and an ORDERED
- * table's likewise.  Without a GPU the
+ * table's likewise; and an exploring table whose open set (on its GPU)
+ * has no room answers the insert that found new states with ERR_FULL, its
+ * open set unchanged.  Without a GPU the
  * setting is there (config, info, /metrics) and touches no CPU table. */
 START_TEST(maxmemory_gpu_refuses_gpu_writes)
 {
@@ -594,6 +596,29 @@ START_TEST(maxmemory_gpu_refuses_gpu_writes)
     usleep(100000);
     ck_assert_int_eq(floe_insert(c, "oo", keys, K, res, NULL), FLOE_OK); /* the limit gone, it grows again */
     ck_assert_int_eq(res[0], FLOE_INSERTED);
+
+    /* an exploring table: its open set's first slab (32 MiB on the GPU) past the limit */
+    ck_assert_int_eq(floe_drop(c, "oo"), FLOE_OK);
+    floe_table_def et = {.name = "ex", .kind = FLOE_TABLE_SET, .key_bits = 64, .explore = 1, .backend = "gpu"};
+    ck_assert_int_eq(floe_create(c, &et), FLOE_OK);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)(gpu_in_use(c) + (8u << 20)));
+    ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", v), FLOE_OK);
+    usleep(200000);
+    for (size_t i = 0; i < 1000; i++)
+        keys[i] = i * 0x9E3779B97F4A7C15ull;
+    st = floe_insert_explore(c, "ex", keys, 8 * 1000, 1000, NULL, 0, NULL, 0, 0, res, NULL);
+    ck_assert_msg(st == FLOE_ERR_FULL && strstr(floe_errstr(c), "could not join the open set") &&
+                      strstr(floe_errstr(c), "no room on GPU"),
+                  "%s: %s", floe_strerror(st), floe_errstr(c));
+    ck_assert_int_eq(floe_stats(c, "ex", &t), FLOE_OK);
+    ck_assert(t.explore.on && t.explore.states == 0 && strncmp(t.explore.memory, "GPU ", 4) == 0);
+    ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", "0"), FLOE_OK);
+    usleep(100000);
+    for (size_t i = 0; i < 1000; i++)
+        keys[i] = (i + 1000) * 0x9E3779B97F4A7C15ull;
+    ck_assert_int_eq(floe_insert_explore(c, "ex", keys, 8 * 1000, 1000, NULL, 0, NULL, 0, 0, res, NULL), FLOE_OK);
+    ck_assert_int_eq(floe_stats(c, "ex", &t), FLOE_OK);
+    ck_assert_uint_eq(t.explore.states, 1000);
     free(keys);
     free(res);
     floe_close(c);

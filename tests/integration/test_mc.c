@@ -923,6 +923,14 @@ START_TEST(server_queue_labels_replay)
     ck_assert_uint_eq(levels, depths);
     ck_assert(memcmp(sizes, want, depths * 8) == 0 && bytes >= STATES * 17);
     free(sizes);
+    /* the open set lives where the table does, and counts in its memory */
+    floe_table_info info;
+    ck_assert_int_eq(floe_stats(c, "lab", &info), FLOE_OK);
+    const bool gpu = strcmp(expected_backend(), "gpu") == 0;
+    ck_assert_msg(gpu ? strncmp(info.explore.memory, "GPU ", 4) == 0 : strcmp(info.explore.memory, "host") == 0,
+                  "the open set of a %s table is in %s", expected_backend(), info.explore.memory);
+    ck_assert_uint_ge(info.memory_bytes, bytes + 1);
+    ck_assert(info.bytes_per_key >= (double)bytes / STATES);
     ck_assert_int_eq(floe_explore_levels(c, "nope", &sizes, &levels, NULL), FLOE_ERR_NO_TABLE);
     char line[512] = "level_sizes:", metric[128];
     for (size_t l = 0; l < depths; l++)
@@ -930,8 +938,9 @@ START_TEST(server_queue_labels_replay)
     const char *cli = tool_path("FLOE_CLI", "build/san/floe");
     out = NULL;
     ck_assert_int_eq(run_tool(&d, NULL, &out, ARGS(cli, "--server", d.uri, "stats", "lab")), 0);
-    ck_assert_msg(out && strstr(out, line) && strstr(out, "explore: 360 states found in"), "want '%s' in:\n%s", line,
-                  out ? out : "");
+    ck_assert_msg(out && strstr(out, line) && strstr(out, "explore: 360 states found in") &&
+                      strstr(out, gpu ? "(GPU " : "(host memory: "),
+                  "want '%s' in:\n%s", line, out ? out : "");
     free(out);
     char *m = http_request(mport, "GET /metrics HTTP/1.0\r\n\r\n");
     snprintf(metric, sizeof metric, "\nfloe_explore_levels{table=\"lab\"} %zu\n", depths);

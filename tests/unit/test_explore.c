@@ -5,7 +5,8 @@
  * size, every state's depth and every trace (each step a real transition,
  * the first state initial, as long as the shortest path); leases that run
  * out, DONE only at the end, a run saved with claims out and resumed, and
- * bad input refused with nothing changed.
+ * bad input refused with nothing changed.  The same runs with the open set
+ * in a store (tables/store.h) that only put and get can reach, as a GPU's.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -67,6 +68,116 @@ static uint32_t reference_bfs(uint32_t *levels, uint32_t *nlevels)
     return (uint32_t)tail;
 }
 
+/* ---- a store as a device's: memory the open set can reach only through put and get ----------- */
+
+/* Its pieces are at addresses no process maps (not canonical: any load or
+ * store through one faults), each backed by a buffer of the test's; alloc
+ * fails past limit bytes. */
+#define FAKE_BASE   ((uintptr_t)0x8000000000000000ull)
+#define FAKE_PIECES 64
+
+typedef struct fake_store {
+    pthread_mutex_t lock;
+    struct {
+        uintptr_t at;
+        unsigned char *mem;
+        size_t len;
+    } piece[FAKE_PIECES];
+    size_t n, used, limit;
+    uintptr_t next;
+    atomic_ulong puts, gets;
+    atomic_bool closed;
+} fake_store;
+
+/* The test's memory behind [p, p + len) of the store, which must lie in one piece. */
+static unsigned char *fake_mem(fake_store *s, const void *p, size_t len)
+{
+    const uintptr_t a = (uintptr_t)p;
+    unsigned char *m = NULL;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n && !m; i++)
+        if (a >= s->piece[i].at && a + len <= s->piece[i].at + s->piece[i].len)
+            m = s->piece[i].mem + (a - s->piece[i].at);
+    pthread_mutex_unlock(&s->lock);
+    ck_assert_msg(m != NULL, "an address outside the store's pieces");
+    return m;
+}
+
+static void *fake_alloc(void *ctx, size_t bytes)
+{
+    fake_store *s = ctx;
+    void *r = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->n < FAKE_PIECES && s->used + bytes <= s->limit) {
+        unsigned char *mem = malloc(bytes);
+        ck_assert_ptr_nonnull(mem);
+        memset(mem, 0xA5, bytes); /* what was never put is not zero */
+        s->piece[s->n].at = s->next;
+        s->piece[s->n].mem = mem;
+        s->piece[s->n++].len = bytes;
+        r = (void *)s->next;
+        s->next += (bytes + 4095) / 4096 * 4096 + 4096;
+        s->used += bytes;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return r;
+}
+
+static int fake_put(void *ctx, const floe_store_copy *c, size_t n)
+{
+    fake_store *s = ctx;
+    for (size_t i = 0; i < n; i++)
+        memcpy(fake_mem(s, c[i].to, c[i].bytes), c[i].from, c[i].bytes);
+    atomic_fetch_add(&s->puts, 1);
+    return 0;
+}
+
+static int fake_get(void *ctx, const floe_store_copy *c, size_t n)
+{
+    fake_store *s = ctx;
+    for (size_t i = 0; i < n; i++)
+        memcpy(c[i].to, fake_mem(s, c[i].from, c[i].bytes), c[i].bytes);
+    atomic_fetch_add(&s->gets, 1);
+    return 0;
+}
+
+static void fake_close(void *ctx)
+{
+    fake_store *s = ctx;
+    for (size_t i = 0; i < s->n; i++)
+        free(s->piece[i].mem);
+    s->n = 0;
+    atomic_store(&s->closed, true);
+}
+
+static const floe_store_ops fake_ops = {fake_alloc, fake_put, fake_get, fake_close};
+
+/* A store of at most limit bytes, as GPU 3's (the caller frees s once x is destroyed). */
+static floe_store fake_store_new(fake_store *s, size_t limit)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->lock, NULL);
+    s->next = FAKE_BASE;
+    s->limit = limit;
+    return (floe_store){&fake_ops, s, 3};
+}
+
+/* x moved into a new fake store *s (NULL: left in host memory), as floed does for a GPU table. */
+static void move_to_fake(floe_explore *x, fake_store *s)
+{
+    if (!s)
+        return;
+    floe_store st = fake_store_new(s, (size_t)1 << 30);
+    floe_errinfo err;
+    ck_assert_int_eq(floe_explore_move(x, &st, &err), FLOE_OK);
+    floe_explore_counts c;
+    floe_explore_stats(x, &c);
+    ck_assert_int_eq(c.device, 3);
+}
+
+/* The store of this test's runs (loop tests: _i odd), or NULL for host memory. */
+static fake_store *run_store;
+
 /* The table: which states are stored (the set), and the explore id of each. */
 typedef struct run {
     floe_explore *x;
@@ -102,6 +213,14 @@ static void start(run *r, bool strict, uint64_t run_id)
     const uint64_t init[2] = {0, 1}, roots[2] = {FLOE_EXPLORE_ROOT, FLOE_EXPLORE_ROOT};
     const uint8_t lab[2] = {0, 0};
     insert_batch(r, init, roots, lab, 2);
+    move_to_fake(r->x, run_store); /* with states in it already */
+}
+
+/* The test's store: one when in_store. */
+static void use_store(bool in_store)
+{
+    static fake_store s;
+    run_store = in_store ? &s : NULL;
 }
 
 /* One worker's step: claim up to max, expand, insert the successors; the
@@ -181,6 +300,7 @@ static void check_finished(run *r, uint32_t want_states, const uint32_t *levels,
 
 START_TEST(workers_find_what_bfs_finds)
 {
+    use_store(_i);
     uint32_t levels[N], nlevels;
     const uint32_t want = reference_bfs(levels, &nlevels);
     ck_assert_uint_gt(nlevels, 5);
@@ -222,6 +342,7 @@ END_TEST
 
 START_TEST(leases_run_out_and_claims_end_once)
 {
+    use_store(_i);
     uint32_t levels[N], nlevels;
     const uint32_t want = reference_bfs(levels, &nlevels);
     run *r = malloc(sizeof *r);
@@ -322,6 +443,7 @@ static int buf_read(void *ctx, void *p, size_t len)
 
 START_TEST(a_run_saved_with_claims_out_resumes_exactly)
 {
+    use_store(_i);
     uint32_t levels[N], nlevels;
     const uint32_t want = reference_bfs(levels, &nlevels);
     run *r = malloc(sizeof *r);
@@ -366,6 +488,7 @@ START_TEST(a_run_saved_with_claims_out_resumes_exactly)
     floe_explore_destroy(r->x);
     b.at = 0;
     ck_assert_int_eq(floe_explore_load(buf_read, &b, 11, -1, &r->x, &err), FLOE_OK);
+    move_to_fake(r->x, run_store); /* (a new store: the old one closed with its open set) */
     floe_explore_counts after;
     floe_explore_stats(r->x, &after);
     ck_assert_uint_eq(after.states, before.states);
@@ -382,6 +505,50 @@ START_TEST(a_run_saved_with_claims_out_resumes_exactly)
     free(b.p);
     floe_explore_destroy(r->x);
     free(r);
+}
+END_TEST
+
+/* A store without room for the open set takes none of it: FULL, the open
+ * set where it was and whole, the store closed; and an open set moves once. */
+START_TEST(a_store_that_is_full_moves_nothing)
+{
+    enum { STATES = 70000 }; /* two chunks */
+    floe_errinfo err;
+    floe_explore *x;
+    ck_assert_int_eq(floe_explore_create(8, 1, true, 1, -1, &x, &err), FLOE_OK);
+    uint64_t *keys = malloc(STATES * 8), *from = malloc(STATES * 8), *ids = malloc(STATES * 8),
+             *got = malloc(STATES * 8);
+    ck_assert(keys && from && ids && got);
+    for (size_t i = 0; i < STATES; i++)
+        keys[i] = i * 0x9E3779B97F4A7C15ull, from[i] = FLOE_EXPLORE_ROOT;
+    ck_assert_int_eq(floe_explore_add(x, keys, from, 0, NULL, NULL, STATES, ids, 0, &err), FLOE_OK);
+    fake_store s;
+    floe_store st = fake_store_new(&s, (size_t)1 << 20); /* a chunk takes 1.1 MiB */
+    ck_assert_int_eq(floe_explore_move(x, &st, &err), FLOE_ERR_FULL);
+    ck_assert(atomic_load(&s.closed) && s.n == 0);
+    floe_explore_counts c;
+    floe_explore_stats(x, &c);
+    ck_assert(c.device == -1 && c.states == STATES && c.open == STATES);
+    size_t n;
+    uint32_t depth;
+    uint64_t token;
+    floe_explore_state state;
+    ck_assert_int_eq(floe_explore_claim(x, STATES, 0, 1000, ids, got, &n, &depth, &token, &state, &err), FLOE_OK);
+    ck_assert(state == FLOE_EXPLORE_GOT && n == STATES && memcmp(got, keys, STATES * 8) == 0);
+    fake_store s2;
+    move_to_fake(x, &s2); /* with a claim out: its states stay claimed, and come back from the store */
+    fake_store s3;
+    st = fake_store_new(&s3, (size_t)1 << 30);
+    ck_assert_int_eq(floe_explore_move(x, &st, &err), FLOE_ERR_INVALID);
+    ck_assert(atomic_load(&s3.closed));
+    ck_assert_int_eq(floe_explore_keys(x, 0, STATES, got, &err), FLOE_OK);
+    ck_assert(memcmp(got, keys, STATES * 8) == 0);
+    floe_explore_destroy(x);
+    ck_assert(atomic_load(&s2.closed));
+    free(keys);
+    free(from);
+    free(ids);
+    free(got);
 }
 END_TEST
 
@@ -456,6 +623,7 @@ static void *cut_taker(void *arg)
 
 START_TEST(threads_add_at_once)
 {
+    use_store(_i);
     uint32_t levels[N], nlevels;
     const uint32_t want = reference_bfs(levels, &nlevels);
     shared_run *sr = calloc(1, sizeof *sr);
@@ -780,8 +948,8 @@ START_TEST(parent_runs_long_and_across_chunks)
 {
     enum { PARENTS = 40000, PROBES = 2000 };
     static const uint32_t shapes[2][2] = {{8, 1}, {12, 2}};
-    uint64_t seed = 0x5eed0000u + (uint64_t)_i;
-    const uint32_t kb = shapes[_i][0], lb = shapes[_i][1];
+    uint64_t seed = 0x5eed0000u + (uint64_t)(_i & 1);
+    const uint32_t kb = shapes[_i & 1][0], lb = shapes[_i & 1][1];
     floe_errinfo err;
     floe_explore *a, *b;
     ck_assert_int_eq(floe_explore_create(kb, lb, true, 1, -1, &a, &err), FLOE_OK);
@@ -799,6 +967,8 @@ START_TEST(parent_runs_long_and_across_chunks)
         from[i] = FLOE_EXPLORE_ROOT;
     ck_assert_int_eq(floe_explore_add(a, keys, from, 0, labels, NULL, PARENTS, ia, 0, &err), FLOE_OK);
     ck_assert_int_eq(floe_explore_add(b, keys, from, 0, labels, NULL, PARENTS, ib, 0, &err), FLOE_OK);
+    fake_store store; /* _i 2, 3: b's states in a store from here on, a's in host memory */
+    move_to_fake(b, _i & 2 ? &store : NULL);
     size_t n = 0;
     for (size_t r = 0; r < PARENTS; r++) { /* 0..9 successors a parent: runs of none and longer than 4 */
         counts[r] = (uint8_t)rng_below(&seed, 10);
@@ -841,6 +1011,29 @@ START_TEST(parent_runs_long_and_across_chunks)
             ck_assert(nt == 2 && t[0] == from[i] && memcmp(k + kb, keys + i * kb, kb) == 0 &&
                       memcmp(l + lb, labels + i * lb, lb) == 0);
         }
+    /* claims across the chunks' ends hand out the same states, and the two save the same bytes */
+    for (size_t got = 0; got < ca.states;) {
+        uint64_t ta, tb;
+        size_t na, nb;
+        uint32_t da, db;
+        floe_explore_state sa, sb;
+        const size_t most = 50000;
+        ck_assert_int_eq(floe_explore_claim(a, most, 0, 1000, ia, ka, &na, &da, &ta, &sa, &err), FLOE_OK);
+        ck_assert_int_eq(floe_explore_claim(b, most, 0, 1000, ib, kb2, &nb, &db, &tb, &sb, &err), FLOE_OK);
+        ck_assert(sa == FLOE_EXPLORE_GOT && sb == sa && na == nb && na > 0 && da == db);
+        ck_assert(memcmp(ia, ib, na * 8) == 0 && memcmp(ka, kb2, na * kb) == 0);
+        got += na;
+        if (da == 0) /* the first level's claims end; the second's stay out, and are saved as open */
+            ck_assert(floe_explore_complete(a, ta, &err) == FLOE_OK && floe_explore_complete(b, tb, &err) == FLOE_OK);
+    }
+    buffer sa = {0}, sb = {0};
+    ck_assert_int_eq(floe_explore_save(a, buf_write, &sa, &err), FLOE_OK);
+    ck_assert_int_eq(floe_explore_save(b, buf_write, &sb, &err), FLOE_OK);
+    ck_assert(sa.len == sb.len && memcmp(sa.p, sb.p, sa.len) == 0);
+    free(sa.p);
+    free(sb.p);
+    if (_i & 2)
+        ck_assert(atomic_load(&store.puts) > 0 && atomic_load(&store.gets) > 0);
     free(ka);
     free(kb2);
     free(keys);
@@ -859,14 +1052,15 @@ Suite *explore_suite(void)
 {
     Suite *s = suite_create("explore");
     TCase *tc = tcase_create("explore");
-    tcase_add_test(tc, workers_find_what_bfs_finds);
+    tcase_add_loop_test(tc, workers_find_what_bfs_finds, 0, 2); /* _i 1: in a store */
     tcase_add_test(tc, shards_find_what_bfs_finds);
-    tcase_add_test(tc, leases_run_out_and_claims_end_once);
-    tcase_add_test(tc, a_run_saved_with_claims_out_resumes_exactly);
+    tcase_add_loop_test(tc, leases_run_out_and_claims_end_once, 0, 2);
+    tcase_add_loop_test(tc, a_run_saved_with_claims_out_resumes_exactly, 0, 2);
     tcase_add_test(tc, bad_input_changes_nothing);
     tcase_add_test(tc, parent_runs_add_as_spelled_out);
-    tcase_add_loop_test(tc, parent_runs_long_and_across_chunks, 0, 2);
-    tcase_add_test(tc, threads_add_at_once);
+    tcase_add_loop_test(tc, parent_runs_long_and_across_chunks, 0, 4); /* _i 2, 3: one in a store */
+    tcase_add_test(tc, a_store_that_is_full_moves_nothing);
+    tcase_add_loop_test(tc, threads_add_at_once, 0, 2);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
