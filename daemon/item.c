@@ -452,6 +452,10 @@ void multi_fan_out(server *srv, multi *m, table_entry **all, size_t n, const cha
         if (it) {
             it->multi = m;
             it->multi_index = k;
+            if (!it->entry && all[i]->explore) { /* its figures count the open set (item_done) */
+                entry_ref(all[i]);
+                it->entry = all[i];
+            }
         }
         const floe_status st = !it                     ? FLOE_ERR_INTERNAL
                                : m->op == FLOE_OP_SAVE ? snapshot_submit(all[i], it)

@@ -74,6 +74,10 @@ floe_status entry_open_set_image(table_entry *e, floe_file_image **out, floe_err
 {
     floe_explore_counts x;
     floe_explore_stats(e->explore, &x);
+    if (x.broken)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL,
+                                "the open set lost states when copying into its GPU's memory failed: not saved (the "
+                                "table's last snapshot stays)");
     floe_file_header h;
     memset(&h, 0, sizeof h);
     h.spec = e->table->spec;
@@ -152,6 +156,10 @@ floe_status registry_install(registry *r, floe_table *t, floe_explore *open_set,
         st = floe_table_side_store(t, &store, err);
         if (st == FLOE_OK)
             st = floe_explore_move(e->explore, &store, err);
+        if (st == FLOE_ERR_FULL) { /* a loaded one that its GPU cannot take: served from host memory */
+            log_warn("table %s: %s: its open set stays in host memory", spec->name, err->msg);
+            st = FLOE_OK;
+        }
     }
     if (st != FLOE_OK) {
         batcher_destroy(&e->bt);

@@ -78,7 +78,8 @@ void entry_count_open_set(const table_entry *e, floe_table_stats *s);
 table_entry *registry_get(registry *r, const char *name);
 /* Wraps table t in a new entry (with its batcher) and adds it; an
  * exploring table's open set is open_set (a loaded one; NULL: a new, empty
- * one), taken over.  On failure t and open_set are destroyed and the error
+ * one), taken over and moved where t lives (its GPU's memory; a loaded one
+ * that does not fit there stays in host memory, with a warning).  On failure t and open_set are destroyed and the error
  * says why (exists, max-tables). */
 floe_status registry_install(registry *r, floe_table *t, floe_explore *open_set, size_t max_tables,
                              floe_errinfo *err);

@@ -6,7 +6,8 @@
  * SLAB_MOST: an open set takes a chunk at a time and never gives one back
  * before its table goes, and a cudaMalloc a chunk would be thousands of
  * calls that synchronise the device in a long run.  Every slab is counted
- * against maxmemory-gpu (device_budget_fits) as the tables' arrays are.
+ * against maxmemory-gpu (device_budget_fits) as the tables' arrays are;
+ * where a slab does not fit, the piece alone is asked for.
  * Copies go through a pinned buffer of the thread that asks (floed's io
  * threads, its saver) on that thread's default stream of the device: the
  * tables' streams are non-blocking, so neither waits for the other, and
@@ -20,7 +21,7 @@
 #include "store.h"
 
 #define SLAB_FIRST ((size_t)32 << 20)
-#define SLAB_MOST  ((size_t)1 << 30)
+#define SLAB_MOST   ((size_t)256 << 20) /* the most a slab's unused end leaves idle */
 #define PIECE_ALIGN 256
 
 typedef struct side_store {
@@ -67,15 +68,20 @@ static void *side_alloc(void *ctx, size_t bytes)
     bytes = (bytes + PIECE_ALIGN - 1) / PIECE_ALIGN * PIECE_ALIGN;
     void *piece = NULL;
     pthread_mutex_lock(&s->lock);
-    const size_t want = bytes > s->next ? bytes : s->next;
-    if (bytes > s->left && !device_failed(s->device) && slab_room(s) && device_budget_fits(s->device, want)) {
+    for (size_t want = bytes > s->next ? bytes : s->next; bytes > s->left && want >= bytes;
+         want = want > bytes ? bytes : 0) {
+        if (device_failed(s->device) || !slab_room(s))
+            break;
+        if (!device_budget_fits(s->device, want))
+            continue; /* the piece alone, then */
         on_device d(s->device);
         void *slab = NULL;
         if (d.ok && cudaMalloc(&slab, want) == cudaSuccess) { /* (the last slab's rest is left) */
             s->slabs[s->nslabs++] = slab;
             s->free = (unsigned char *)slab;
             s->left = want;
-            s->next = want * 2 < SLAB_MOST ? want * 2 : SLAB_MOST;
+            if (want >= s->next) /* (a piece alone leaves the slabs' steps as they were) */
+                s->next = want * 2 < SLAB_MOST ? want * 2 : SLAB_MOST;
         } else {
             cudaGetLastError(); /* out of memory is an answer (FULL), not a fault of the device */
         }

@@ -97,6 +97,7 @@ struct floe_explore {
     size_t nclaims, claims_cap;
     uint64_t claimed;
     floe_store store; /* where the chunks are (floe_explore_move): read and written through it alone */
+    bool broken;      /* an add's copy into the store failed: its states are unknown, nothing is handed out */
 };
 
 /* The lock of a const x (its figures are read under it as well). */
@@ -492,6 +493,15 @@ static floe_status store_failed(const floe_explore *x, size_t m, floe_errinfo *e
                             x->store.device, m);
 }
 
+/* What everything answers once an add's states were lost (x->broken, lock held). */
+static floe_status broken_error(const floe_explore *x, floe_errinfo *err)
+{
+    return floe_errinfo_set(err, FLOE_ERR_INTERNAL,
+                            "the open set lost states when copying into its memory on GPU %d failed: the run "
+                            "cannot go on (resume it from its last snapshot)",
+                            x->store.device);
+}
+
 /* floe_explore_add and floe_explore_add_runs. */
 static floe_status add_states(floe_explore *x, const void *keys, parent_src ps, uint32_t parent_depth,
                               const void *labels, const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete,
@@ -528,7 +538,9 @@ static floe_status add_states(floe_explore *x, const void *keys, parent_src ps, 
     floe_status st = FLOE_OK;
     lock(x);
     const uint64_t id0 = x->reserved;
-    if (lo != UINT64_MAX && hi >= x->count) { /* name the first */
+    if (x->broken) {
+        st = broken_error(x, err);
+    } else if (lo != UINT64_MAX && hi >= x->count) { /* name the first */
         size_t j = 0;
         uint64_t at;
         while (pp[j] == FLOE_EXPLORE_ROOT || !here(x, pp[j], &at) || at < x->count)
@@ -629,11 +641,12 @@ static floe_status add_states(floe_explore *x, const void *keys, parent_src ps, 
     free(places);
     free(pp);
     lock(x);
+    /* (the ids are taken and later adds' states may be published: states a store failed to take
+     * are unknown, so from here on nothing is handed out, traced or saved) */
+    x->broken |= rc != 0;
     x->pend[x->pend_head + (size_t)(seq - x->pend_first)].done = true;
     publish_locked(x);
     unlock(x);
-    /* (the ids are taken and later adds' states may be published: a store that failed, a device's,
-     * leaves these states unknown, and its table fails as well) */
     return rc == 0 ? FLOE_OK : store_failed(x, m, err);
 }
 
@@ -760,6 +773,9 @@ static floe_status claim_locked(floe_explore *x, size_t max, uint32_t upto, uint
     *n = 0;
     *token = 0;
     *depth = 0;
+    *state = FLOE_EXPLORE_WAIT;
+    if (x->broken)
+        return broken_error(x, err);
     expire_locked(x, now_ms);
     const bool bounded = upto != UINT32_MAX, from_cursor = x->cursor < x->count;
     /* the states handed back first; bounded, whichever of them and the cursor's is shallower
@@ -964,7 +980,7 @@ static floe_status trace_locked(const floe_explore *x, uint64_t id, size_t cap, 
                                 size_t *n, uint64_t *from, floe_errinfo *err)
 {
     uint64_t at;
-    floe_status st = place_of(x, id, &at, err);
+    floe_status st = x->broken ? broken_error(x, err) : place_of(x, id, &at, err);
     if (st != FLOE_OK)
         return st;
     /* each parent is one shallower: the chain here is at most depth + 1 states, the last one's
@@ -1026,6 +1042,7 @@ static void stats_locked(const floe_explore *x, floe_explore_counts *st)
     st->levels = x->nlevels;
     st->done = x->count && !st->open && !x->nclaims && x->reserved == x->count;
     st->device = x->store.device;
+    st->broken = x->broken;
     st->bytes = sizeof *x + x->nchunks * (CHUNK * (x->key_bytes + sizeof(uint64_t) + x->label_bytes)) +
                 x->chunks_cap * sizeof *x->chunks + x->runs_cap * sizeof *x->runs +
                 (uint64_t)x->levels_cap * sizeof *x->levels + x->back_cap * sizeof *x->back +
@@ -1122,6 +1139,8 @@ static void *copy_of(const void *p, size_t n, size_t size)
 
 static floe_explore_cut *cut_take_locked(const floe_explore *x)
 {
+    if (x->broken) /* (no snapshot of states that are unknown) */
+        return NULL;
     floe_explore_cut *c = floe_calloc(1, sizeof *c);
     if (!c)
         return NULL;

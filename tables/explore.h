@@ -72,6 +72,7 @@ typedef struct floe_explore_counts {
     bool done;        /* no state open, no claim out, and at least one state found */
     uint64_t bytes;   /* memory held: the chunks' where they are (device), the rest the host's */
     int device;       /* where its states, parents and labels are: a GPU, or -1 for host memory */
+    bool broken;      /* states were lost (their copy into the GPU failed): nothing is handed out or saved */
 } floe_explore_counts;
 
 /* strict: breadth-first with a barrier between depths (the default of a
@@ -99,7 +100,10 @@ floe_status floe_explore_check_parents(const floe_explore *x, const uint64_t *pa
  * published (claimable, counted, saved) and claims ended in the order of
  * their ids, so that a claim never ends before the states its expansion
  * found are there.  ERR_INVALID for a parent that is no state found,
- * ERR_FULL if memory runs out: nothing appended, no claim ended. */
+ * ERR_FULL if memory runs out: nothing appended, no claim ended;
+ * ERR_INTERNAL if copying into its store (a GPU's) failed: those states
+ * are lost, and the open set is broken from then on (claims, traces,
+ * adds and snapshots refused: the run resumes from its last snapshot). */
 floe_status floe_explore_add(floe_explore *x, const void *keys, const uint64_t *parents, uint32_t parent_depth,
                              const void *labels, const uint8_t *results, size_t n, uint64_t *ids, uint64_t complete,
                              floe_errinfo *err);
@@ -171,10 +175,9 @@ uint64_t floe_explore_level(const floe_explore *x, uint32_t d);
  * written as open: a loaded table hands their states out again. */
 floe_status floe_explore_save(const floe_explore *x, int (*write)(void *ctx, const void *p, size_t len), void *ctx,
                               floe_errinfo *err);
-/* The same bytes in two steps, so that a snapshot takes its moment under
- * the table's lock and writes on another thread while the run goes on: a
- * cut copies what changes (the order's cursor, depths, states handed back,
- * claims out) and notes where the states are; the states it names never
+/* The same bytes in two steps (none of an open set that is broken: floe_explore_counts), so that a snapshot takes its
+ * moment under the table's lock and writes on another thread while the run goes on: a cut copies what changes (the
+ * order's cursor, depths, states handed back, claims out) and notes where the states are; the states it names never
  * change again, so writing it needs no lock, only x alive (never destroyed
  * while a cut of it is written).  NULL if out of memory. */
 typedef struct floe_explore_cut floe_explore_cut;

@@ -597,28 +597,44 @@ START_TEST(maxmemory_gpu_refuses_gpu_writes)
     ck_assert_int_eq(floe_insert(c, "oo", keys, K, res, NULL), FLOE_OK); /* the limit gone, it grows again */
     ck_assert_int_eq(res[0], FLOE_INSERTED);
 
-    /* an exploring table: its open set's first slab (32 MiB on the GPU) past the limit */
+    /* an exploring table whose open set's memory on the GPU runs out: its first slab used up, and
+     * not even the next chunk's piece (1.1 MiB) under the limit */
     ck_assert_int_eq(floe_drop(c, "oo"), FLOE_OK);
-    floe_table_def et = {.name = "ex", .kind = FLOE_TABLE_SET, .key_bits = 64, .explore = 1, .backend = "gpu"};
+    enum { E = 1 << 22 }; /* twice the states the first slab (32 MiB) holds */
+    floe_table_def et = {
+        .name = "ex", .kind = FLOE_TABLE_SET, .key_bits = 64, .capacity = 2 * E, .explore = 1, .backend = "gpu"};
     ck_assert_int_eq(floe_create(c, &et), FLOE_OK);
-    snprintf(v, sizeof v, "%llu", (unsigned long long)(gpu_in_use(c) + (8u << 20)));
+    uint64_t *ek = malloc((size_t)E * 8);
+    uint8_t *er = malloc(E);
+    ck_assert(ek && er);
+    for (size_t i = 0; i < E; i++)
+        ek[i] = i * 0x9E3779B97F4A7C15ull;
+    ck_assert_int_eq(floe_insert_explore(c, "ex", ek, 8 * 1000, 1000, NULL, 0, NULL, 0, 0, er, NULL), FLOE_OK);
+    uint64_t used = gpu_in_use(c), was; /* once the dropped tables' memory is back (the reaper frees it) */
+    do {
+        was = used;
+        usleep(300000);
+        used = gpu_in_use(c);
+    } while (used != was);
+    snprintf(v, sizeof v, "%llu", (unsigned long long)(used + (512u << 10)));
     ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", v), FLOE_OK);
     usleep(200000);
-    for (size_t i = 0; i < 1000; i++)
-        keys[i] = i * 0x9E3779B97F4A7C15ull;
-    st = floe_insert_explore(c, "ex", keys, 8 * 1000, 1000, NULL, 0, NULL, 0, 0, res, NULL);
+    st = floe_insert_explore(c, "ex", ek + 1000, 8 * (size_t)(E - 1000), E - 1000, NULL, 0, NULL, 0, 0, er, NULL);
     ck_assert_msg(st == FLOE_ERR_FULL && strstr(floe_errstr(c), "could not join the open set") &&
                       strstr(floe_errstr(c), "no room on GPU"),
-                  "%s: %s", floe_strerror(st), floe_errstr(c));
-    ck_assert_int_eq(floe_stats(c, "ex", &t), FLOE_OK);
-    ck_assert(t.explore.on && t.explore.states == 0 && strncmp(t.explore.memory, "GPU ", 4) == 0);
+                  "%s: %s (GPU memory in use %llu, now %llu)", floe_strerror(st), floe_errstr(c),
+                  (unsigned long long)used, (unsigned long long)gpu_in_use(c));
+    ck_assert_int_eq(floe_stats(c, "ex", &t), FLOE_OK); /* none of them joined */
+    ck_assert(t.explore.on && t.explore.states == 1000 && strncmp(t.explore.memory, "GPU ", 4) == 0);
     ck_assert_int_eq(floe_config_set(c, "maxmemory-gpu", "0"), FLOE_OK);
     usleep(100000);
     for (size_t i = 0; i < 1000; i++)
-        keys[i] = (i + 1000) * 0x9E3779B97F4A7C15ull;
-    ck_assert_int_eq(floe_insert_explore(c, "ex", keys, 8 * 1000, 1000, NULL, 0, NULL, 0, 0, res, NULL), FLOE_OK);
+        ek[i] = (i + E) * 0x9E3779B97F4A7C15ull;
+    ck_assert_int_eq(floe_insert_explore(c, "ex", ek, 8 * 1000, 1000, NULL, 0, NULL, 0, 0, er, NULL), FLOE_OK);
     ck_assert_int_eq(floe_stats(c, "ex", &t), FLOE_OK);
-    ck_assert_uint_eq(t.explore.states, 1000);
+    ck_assert_uint_eq(t.explore.states, 2000);
+    free(ek);
+    free(er);
     free(keys);
     free(res);
     floe_close(c);

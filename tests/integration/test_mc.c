@@ -948,6 +948,9 @@ START_TEST(server_queue_labels_replay)
                       strstr(m, "\nfloe_explore_done{table=\"lab\"} 1\n") &&
                       strstr(m, "\nfloe_explore_open_states{table=\"lab\"} 0\n"),
                   "%s", m);
+    const char *mem = strstr(m, "\nfloe_table_memory_bytes{table=\"lab\"} "); /* the open set counted in */
+    ck_assert_msg(mem && strtod(strchr(mem, '}') + 1, NULL) == (double)info.memory_bytes, "want %llu in:\n%s",
+                  (unsigned long long)info.memory_bytes, m);
     free(m);
     for (uint64_t id = 0; id < STATES; id++) {
         uint64_t *ids;

@@ -87,6 +87,7 @@ typedef struct fake_store {
     uintptr_t next;
     atomic_ulong puts, gets;
     atomic_bool closed;
+    atomic_bool fail_puts; /* puts fail (a device's copy that failed) */
 } fake_store;
 
 /* The test's memory behind [p, p + len) of the store, which must lie in one piece. */
@@ -126,6 +127,8 @@ static void *fake_alloc(void *ctx, size_t bytes)
 static int fake_put(void *ctx, const floe_store_copy *c, size_t n)
 {
     fake_store *s = ctx;
+    if (atomic_load(&s->fail_puts))
+        return -1;
     for (size_t i = 0; i < n; i++)
         memcpy(fake_mem(s, c[i].to, c[i].bytes), c[i].from, c[i].bytes);
     atomic_fetch_add(&s->puts, 1);
@@ -549,6 +552,41 @@ START_TEST(a_store_that_is_full_moves_nothing)
     free(from);
     free(ids);
     free(got);
+}
+END_TEST
+
+/* An add whose copy into the store fails loses its states: the add says
+ * so, and from then on nothing is handed out, traced, added or saved. */
+START_TEST(a_store_that_fails_hands_out_nothing)
+{
+    floe_errinfo err;
+    floe_explore *x;
+    ck_assert_int_eq(floe_explore_create(8, 1, true, 1, -1, &x, &err), FLOE_OK);
+    fake_store s;
+    move_to_fake(x, &s);
+    uint64_t keys[4] = {10, 11, 12, 13}, from[4], ids[4], got[4], token;
+    for (int i = 0; i < 4; i++)
+        from[i] = FLOE_EXPLORE_ROOT;
+    ck_assert_int_eq(floe_explore_add(x, keys, from, 0, NULL, NULL, 2, ids, 0, &err), FLOE_OK);
+    atomic_store(&s.fail_puts, true);
+    ck_assert_int_eq(floe_explore_add(x, keys + 2, from, 0, NULL, NULL, 2, ids + 2, 0, &err), FLOE_ERR_INTERNAL);
+    ck_assert_msg(strstr(err.msg, "GPU 3"), "%s", err.msg);
+    atomic_store(&s.fail_puts, false);
+    floe_explore_counts c;
+    floe_explore_stats(x, &c);
+    ck_assert(c.broken && c.states == 4);
+    size_t n;
+    uint32_t depth;
+    floe_explore_state state;
+    ck_assert_int_eq(floe_explore_claim(x, 4, 0, 1000, ids, got, &n, &depth, &token, &state, &err), FLOE_ERR_INTERNAL);
+    ck_assert(n == 0 && token == 0 && strstr(err.msg, "cannot go on"));
+    ck_assert_int_eq(floe_explore_trace(x, 0, 4, ids, got, NULL, &n, NULL, &err), FLOE_ERR_INTERNAL);
+    ck_assert_int_eq(floe_explore_add(x, keys, from, 0, NULL, NULL, 1, ids, 0, &err), FLOE_ERR_INTERNAL);
+    buffer b = {0};
+    ck_assert_int_ne(floe_explore_save(x, buf_write, &b, &err), FLOE_OK);
+    ck_assert_uint_eq(b.len, 0);
+    free(b.p);
+    floe_explore_destroy(x);
 }
 END_TEST
 
@@ -1060,6 +1098,7 @@ Suite *explore_suite(void)
     tcase_add_test(tc, parent_runs_add_as_spelled_out);
     tcase_add_loop_test(tc, parent_runs_long_and_across_chunks, 0, 4); /* _i 2, 3: one in a store */
     tcase_add_test(tc, a_store_that_is_full_moves_nothing);
+    tcase_add_test(tc, a_store_that_fails_hands_out_nothing);
     tcase_add_loop_test(tc, threads_add_at_once, 0, 2);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
