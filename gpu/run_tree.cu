@@ -272,13 +272,13 @@ static bool growth_refused(gpu_table *t, size_t n, floe_errinfo *err)
     if (!t->base.spec.grow)
         return false;
     /* first, on the host alone: whether any growth fits (no limit, or far from it) */
-    const uint64_t any = gpu_tree_growth_bytes(t->tree, TREE_GROW_NODES) +
-                         gpu_tree_growth_bytes(t->tree, TREE_GROW_ROOTS) +
-                         gpu_tree_growth_bytes(t->tree, TREE_GROW_NODES | TREE_GROW_ROOTS);
+    const uint64_t any = gpu_tree_growth_bytes(t->tree, TREE_GROW_NODES, n) +
+                         gpu_tree_growth_bytes(t->tree, TREE_GROW_ROOTS, n) +
+                         gpu_tree_growth_bytes(t->tree, TREE_GROW_NODES | TREE_GROW_ROOTS, n);
     if (device_budget_fits(t->be->device, any) ||
         gpu_tree_over_fill(t->tree, n, t->base.spec.max_fill, &what, &ignored) != FLOE_OK || !what)
         return false;
-    const uint64_t need = gpu_tree_growth_bytes(t->tree, what);
+    const uint64_t need = gpu_tree_growth_bytes(t->tree, what, n);
     if (device_budget_fits(t->be->device, need))
         return false;
     floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,

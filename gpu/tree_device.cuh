@@ -246,6 +246,7 @@ static inline uint32_t *full_lists(gpu_tree *t)
  * a growth of the tables `what` (TREE_GROW_*) taking keys[0, nkeys) (root keys of the batch) along. */
 floe_status tree_tables_alloc(gpu_tree *t, floe_errinfo *err);
 void tree_tables_free(gpu_tree *t);
-floe_status tree_grow_tables(gpu_tree *t, unsigned what, uint64_t *keys, size_t nkeys, floe_errinfo *err);
+floe_status tree_grow_tables(gpu_tree *t, unsigned what, size_t coming, uint64_t *keys, size_t nkeys,
+                             floe_errinfo *err);
 
 #endif

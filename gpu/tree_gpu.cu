@@ -568,11 +568,14 @@ static floe_status refold_grown(gpu_tree *t, const uint32_t *d_vectors, uint8_t 
     uint32_t *from = full_lists(t), *to = from + t->cap;
     while (t->h_counter[3] & FULL_IN_NODES) {
         const uint64_t folded = t->h_counter[1], nfull = t->h_counter[5];
-        t->last_n = t->h_counter[0];
+        /* the batch's rates so far, for the growth's room for the nfull to fold again: its nodes
+         * over the vectors it folded whole (the leaders it tried would understate them by the
+         * share the full table stopped), or over the ones it tried where none went whole */
+        t->last_n = folded ? folded : t->h_counter[0];
         t->last_made = t->batch_made;
         t->last_put = folded;
         floe_errinfo gerr;
-        const floe_status gst = tree_grow_tables(t, TREE_GROW_NODES, t->rk, folded, &gerr);
+        const floe_status gst = tree_grow_tables(t, TREE_GROW_NODES, (size_t)nfull, t->rk, folded, &gerr);
         if (gst == FLOE_ERR_TOO_LARGE)
             return FLOE_OK; /* as large as a TREE gets: FULL stands */
         if (gst != FLOE_OK)
@@ -739,7 +742,7 @@ static floe_status retry_full(gpu_tree *t, unsigned long long bits, uint8_t *d_r
         if (st != FLOE_OK || nf == 0)
             break;
         floe_errinfo gerr;
-        floe_status gst = gpu_tree_grow(t, full_tables(bits), &gerr);
+        floe_status gst = gpu_tree_grow(t, full_tables(bits), nf, &gerr);
         if (gst == FLOE_ERR_TOO_LARGE)
             break; /* as large as a TREE gets: FULL stands */
         if (gst != FLOE_OK)
@@ -771,7 +774,7 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
         floe_errinfo ignored; /* on failure the table stays as it is: FULL answers decide */
         if (st == FLOE_OK && what) /* the batch's vectors are written on s; a growth runs on its own */
             CUDA_TRY(cudaStreamSynchronize(s), err);
-        if (st == FLOE_OK && what && gpu_tree_grow(t, what, &ignored) != FLOE_OK)
+        if (st == FLOE_OK && what && gpu_tree_grow(t, what, n, &ignored) != FLOE_OK)
             break;
     }
     unsigned long long tail[2] = {0, 0};
@@ -1065,7 +1068,7 @@ static floe_status put_roots(gpu_tree *t, const uint64_t *d_keys, size_t n, uint
     for (unsigned what = TREE_GROW_ROOTS; grow && (what & TREE_GROW_ROOTS) && st == FLOE_OK;) {
         st = gpu_tree_over_fill(t, n, t->spec.max_fill, &what, err);
         floe_errinfo ignored; /* on failure the table stays as it is: FULL answers decide */
-        if (st == FLOE_OK && (what & TREE_GROW_ROOTS) && gpu_tree_grow(t, TREE_GROW_ROOTS, &ignored) != FLOE_OK)
+        if (st == FLOE_OK && (what & TREE_GROW_ROOTS) && gpu_tree_grow(t, TREE_GROW_ROOTS, n, &ignored) != FLOE_OK)
             break;
     }
     if (st != FLOE_OK)

@@ -70,19 +70,24 @@ const tree_sizing *gpu_tree_sizes(const gpu_tree *t);
  * roots if they are past it now (the batches keep a bound; counted on the
  * device when the bound passes: waits then). */
 floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what, floe_errinfo *err);
-/* Bytes a growth of `what` would allocate (as gpu_tree_grow sizes it: the
- * new arrays, beside the old ones until it ends, and a node table's copy's
- * scratch); 0 for none, or past the largest size. */
-uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what);
-/* Grows t (what: TREE_GROW_NODES, TREE_GROW_ROOTS) on the device: a new
- * node table means new tables that every node reached from a root is put
- * into again, once, bottom-up, with its halves' new references (a map from
- * old to new references for each class of node: 4 bytes an old slot a
- * class, one class a level for most lengths), then every root; they then
- * replace t's.  A new root table alone moves the roots.  Ids change and the
+/* Bytes a growth of `what` before `coming` vectors would allocate (as
+ * gpu_tree_grow sizes it: the new arrays, beside the old ones until it
+ * ends, and a node table's copy's scratch); 0 for none, or past the
+ * largest size. */
+uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what, size_t coming);
+/* Grows t (what: TREE_GROW_NODES, TREE_GROW_ROOTS) on the device, in one
+ * growth: each table a step larger, and as many steps more as `coming`
+ * vectors need at the last batch's rates of new nodes and roots (0: one
+ * step; the nodes may go further, to the look ahead's guess:
+ * tree_size_grown).  A new node table means new tables that every node
+ * reached from a root is put into again, once, bottom-up, with its halves'
+ * new references (a map from old to new references for each class of
+ * node: 4 bytes an old slot a class, one class a level for most lengths),
+ * then every root; they then replace t's.  A new root table alone moves
+ * the roots.  Ids change and the
  * generation increments.  Needs the old and the new arrays at once; on
  * failure t is unchanged (ERR_TOO_LARGE past the largest size).  Waits. */
-floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *err);
+floe_status gpu_tree_grow(gpu_tree *t, unsigned what, size_t coming, floe_errinfo *err);
 /* Find-or-put of n states by parent, on the device: state i is the vector
  * of root slot d_parents[i] (an id of the table's generation) with the
  * changes [d_first[i], d_first[i + 1]) of d_changes (FLOE_CHANGE_BYTES

@@ -358,23 +358,24 @@ extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max
     return FLOE_OK;
 }
 
-/* gpu_tree_grow, with the root keys keys[0, nkeys) of vectors folded but
- * not yet put (NULL: none) taken along: their nodes are kept and the keys
- * become the new generation's (copy_into). */
-/* The sizes a growth of `what` takes t to: at the last batch's nodes a new
- * vector (a model's rate changes as it runs). */
-static floe_status grown_sizes(const gpu_tree *t, unsigned what, tree_sizing *z, floe_errinfo *err)
+/* The sizes a growth of `what` takes t to (tree_size_for): the nodes to the
+ * step nearest the look ahead's guess at the last batch's nodes a new
+ * vector (a model's rate changes as it runs), and room for `coming` vectors
+ * at the last batch's rates of new nodes and roots a vector. */
+static floe_status grown_sizes(const gpu_tree *t, unsigned what, size_t coming, tree_sizing *z, floe_errinfo *err)
 {
     const double rate = t->last_put ? (double)t->last_made / (double)t->last_put : 0.0;
-    return tree_size_grown(&t->spec, &t->z, what, tree_nodes_ahead(&t->spec, t->nodes_used, t->roots_bound, rate), z,
-                           err);
+    const double want = tree_nodes_ahead(&t->spec, t->nodes_used, t->roots_bound, rate);
+    const double per = t->last_n ? (double)coming / (double)t->last_n : 0.0;
+    return tree_size_for(&t->spec, &t->z, what, want, (double)t->nodes_used + (double)t->last_made * per,
+                         (double)t->roots_bound + (double)t->last_put * per, z, err);
 }
 
-extern "C" uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what)
+extern "C" uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what, size_t coming)
 {
     tree_sizing z;
     floe_errinfo ignored;
-    if (!what || grown_sizes(t, what, &z, &ignored) != FLOE_OK)
+    if (!what || grown_sizes(t, what, coming, &z, &ignored) != FLOE_OK)
         return 0;
     if (!(what & TREE_GROW_NODES))
         return z.root_bytes;
@@ -384,10 +385,13 @@ extern "C" uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what)
     return z.node_bytes + z.root_bytes + copy_scratch(t, t->roots_bound, sizes);
 }
 
-floe_status tree_grow_tables(gpu_tree *t, unsigned what, uint64_t *keys, size_t nkeys, floe_errinfo *err)
+/* gpu_tree_grow, with the root keys keys[0, nkeys) of vectors folded but
+ * not yet put (NULL: none) taken along: their nodes are kept and the keys
+ * become the new generation's (copy_into). */
+floe_status tree_grow_tables(gpu_tree *t, unsigned what, size_t coming, uint64_t *keys, size_t nkeys, floe_errinfo *err)
 {
     tree_sizing z;
-    floe_status st = grown_sizes(t, what, &z, err);
+    floe_status st = grown_sizes(t, what, coming, &z, err);
     if (st != FLOE_OK)
         return st;
     if (!(what & TREE_GROW_NODES)) { /* the roots move; the nodes stay where they are */
@@ -428,9 +432,9 @@ floe_status tree_grow_tables(gpu_tree *t, unsigned what, uint64_t *keys, size_t 
     return st;
 }
 
-extern "C" floe_status gpu_tree_grow(gpu_tree *t, unsigned what, floe_errinfo *err)
+extern "C" floe_status gpu_tree_grow(gpu_tree *t, unsigned what, size_t coming, floe_errinfo *err)
 {
-    return tree_grow_tables(t, what, NULL, 0, err);
+    return tree_grow_tables(t, what, coming, NULL, 0, err);
 }
 
 extern "C" uint64_t gpu_tree_generation(const gpu_tree *t)

@@ -228,6 +228,30 @@ floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsi
     return tree_size_bits(spec, &sizes, to, err);
 }
 
+static double root_slots_of(const tree_sizing *z)
+{
+    floe_geometry rg;
+    floe_geometry_init(&rg, z->root_spec.key_bits, z->root_addr_bits, z->root_three, z->root_spec.seed);
+    return (double)rg.total_slots;
+}
+
+floe_status tree_size_for(const floe_spec *spec, const tree_sizing *from, unsigned what, double want, double nodes,
+                          double roots, tree_sizing *to, floe_errinfo *err)
+{
+    floe_status st = tree_size_grown(spec, from, what, want, to, err);
+    const double node_fill = spec->max_fill < TREE_NODE_FILL ? spec->max_fill : TREE_NODE_FILL;
+    for (;;) {
+        const double node_slots = (double)floe_node_slots_for(to->node_bits, to->node_three);
+        const unsigned more = ((what & TREE_GROW_NODES) && nodes > node_fill * node_slots ? TREE_GROW_NODES : 0) |
+                              (roots > spec->max_fill * root_slots_of(to) ? TREE_GROW_ROOTS : 0);
+        tree_sizing next;
+        floe_errinfo ignored;
+        if (st != FLOE_OK || !more || tree_size_grown(spec, to, more, 0.0, &next, &ignored) != FLOE_OK)
+            return st;
+        *to = next;
+    }
+}
+
 /* ---- nodes ---------------------------------------------------------------------------- */
 
 /* Finds or (insert) puts one node; returns 1 and its reference, or 0 when it

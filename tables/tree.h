@@ -93,6 +93,16 @@ double tree_nodes_ahead(const floe_spec *spec, uint64_t nodes, uint64_t vectors,
  * a step, where its model shares less than the start size assumed. */
 floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsigned what, double want, tree_sizing *to,
                             floe_errinfo *err);
+/* tree_size_grown's growth, then as many steps more as `nodes` nodes and
+ * `roots` roots need (the ones stored and a batch's to come): the node
+ * table (where `what` grows it) until they fill it to TREE_NODE_FILL at
+ * most (a node may find no room short of max_fill), the root table until
+ * they fill it to max_fill at most (whatever `what` says: a new node table
+ * puts every root again).  Past the largest size it stops there (the
+ * batch then meets FULL where it must).  One growth makes a batch's room,
+ * not one growth a step: each puts the whole tree again. */
+floe_status tree_size_for(const floe_spec *spec, const tree_sizing *from, unsigned what, double want, double nodes,
+                          double roots, tree_sizing *to, floe_errinfo *err);
 
 /* The spec must pass floe_spec_validate with kind TREE (seed 0: pick one). */
 floe_status tree_create(const floe_spec *spec, floe_pool *pool, tree **out, floe_errinfo *err);

@@ -360,9 +360,10 @@ static void backends_agree(uint64_t seed, bool small, unsigned parts)
 }
 
 /* The GPU engine and the CPU engine, both growing from 64 vectors, the same
- * batches (one larger than the table at once): the same answers, never
- * FULL, each batch's ids giving its vectors back in the generation after
- * it, and every vector there at the end. */
+ * batches (one larger than the table at once, which the GPU engine grows
+ * for in a growth or two): the same answers, never FULL, each batch's ids
+ * giving its vectors back in the generation after it, and every vector
+ * there at the end. */
 static void engine_grows(uint32_t W, size_t total, uint64_t seed)
 {
     floe_errinfo err;
@@ -382,8 +383,24 @@ static void engine_grows(uint32_t W, size_t total, uint64_t seed)
         if (b > total - at)
             b = total - at;
         const uint32_t *v = &stream[at * W];
+        const uint64_t gen = gpu_tree_generation(gpu);
+        const tree_sizing z0 = *gpu_tree_sizes(gpu);
         EXPECT(tree_insert(cpu, v, b, &rc[at], NULL, NULL, &err) == FLOE_OK, "cpu insert: %s", err.msg);
         EXPECT(gpu_tree_insert_host(gpu, v, b, &rg[at], &ig[at], &err) == FLOE_OK, "gpu insert: %s", err.msg);
+        if (k == 1) { /* sized for the batch at the last one's rates: fewer growths than steps of 1.5 or 4/3 */
+            const tree_sizing *z1 = gpu_tree_sizes(gpu);
+            const int node_steps =
+                          2 * ((int)z1->node_bits - (int)z0.node_bits) + (int)z1->node_three - (int)z0.node_three,
+                      root_steps = 2 * ((int)z1->root_addr_bits - (int)z0.root_addr_bits) + (int)z1->root_three -
+                                   (int)z0.root_three;
+            const int steps = node_steps > root_steps ? node_steps : root_steps;
+            const uint64_t growths = gpu_tree_generation(gpu) - gen;
+            EXPECT(steps >= 4 && growths < (uint64_t)steps,
+                   "W=%u: a batch of %zu grew the table %llu times, %d node steps, %d root steps", W, b,
+                   (unsigned long long)growths, node_steps, root_steps);
+            printf("tree engine growing, W=%u: a batch of %zu, %llu growths for %d node and %d root steps\n", W, b,
+                   (unsigned long long)growths, node_steps, root_steps);
+        }
         for (size_t i = at; i < at + b; i++)
             EXPECT(rc[i] == rg[i] && rg[i] != FLOE_FULL, "W=%u growing vector %zu: cpu %d gpu %d", W, i, rc[i], rg[i]);
         back.resize(b * W);

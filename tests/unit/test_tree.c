@@ -914,6 +914,57 @@ START_TEST(growth_sizes_for_the_capacity)
 }
 END_TEST
 
+/* A growth sized for a batch (tree_size_for): tree_size_grown's step, then
+ * as many more as the nodes and roots to come need, each table the
+ * smallest step that holds them (nodes to TREE_NODE_FILL, roots to
+ * max_fill), and at the largest size it stops. */
+START_TEST(growth_sized_for_a_batch)
+{
+    floe_spec spec;
+    floe_spec_default(&spec);
+    spec.kind = FLOE_KIND_TREE;
+    spec.words = 16;
+    spec.capacity = 1u << 20;
+    spec.grow = 1;
+    spec.seed = 5;
+    strcpy(spec.name, "t");
+    floe_errinfo err;
+    tree_sizing z, g;
+    const tree_sizing sizes = {.node_bits = 17, .node_tag_bits = FLOE_NODE_TAG_BITS, .root_addr_bits = 12};
+    ck_assert_int_eq(tree_size_bits(&spec, &sizes, &z, &err), FLOE_OK);
+    /* nothing to come: one step */
+    ck_assert_int_eq(tree_size_for(&spec, &z, TREE_GROW_NODES, 0.0, 0.0, 0.0, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, 17);
+    ck_assert_uint_eq(g.node_three, 1);
+    ck_assert_uint_eq(g.root_addr_bits, 12);
+    ck_assert_uint_eq(g.root_three, 0);
+    /* 10^6 nodes at 0.8: 1.5 x 2^20 = 1 572 864 slots hold them, 2^20 do not (six steps more) */
+    ck_assert_int_eq(tree_size_for(&spec, &z, TREE_GROW_NODES, 0.0, 1e6, 0.0, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, 20);
+    ck_assert_uint_eq(g.node_three, 1);
+    ck_assert_uint_eq(g.root_addr_bits, 12);
+    /* roots past max_fill of 2^12 primary buckets (147 968 slots in all levels) and of 1.5 x 2^12
+     * (221 952): 2^13 (295 936), though only the nodes grow */
+    ck_assert_int_eq(tree_size_for(&spec, &z, TREE_GROW_NODES, 0.0, 0.0, 250000.0, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, 17);
+    ck_assert_uint_eq(g.node_three, 1);
+    ck_assert_uint_eq(g.root_addr_bits, 13);
+    ck_assert_uint_eq(g.root_three, 0);
+    /* the roots alone: the nodes stay, whatever they need */
+    ck_assert_int_eq(tree_size_for(&spec, &z, TREE_GROW_ROOTS, 0.0, 1e6, 0.0, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, 17);
+    ck_assert_uint_eq(g.node_three, 0);
+    ck_assert_uint_eq(g.root_addr_bits, 12);
+    ck_assert_uint_eq(g.root_three, 1);
+    /* more than any table holds: the largest node table, and no error */
+    ck_assert_int_eq(tree_size_for(&spec, &z, TREE_GROW_NODES, 0.0, 1e12, 0.0, &g, &err), FLOE_OK);
+    ck_assert_uint_eq(g.node_bits, FLOE_NODE_MAX_BITS);
+    ck_assert_uint_eq(g.node_three, 0);
+    /* at the largest already: ERR_TOO_LARGE, as tree_size_grown */
+    ck_assert_int_eq(tree_size_for(&spec, &g, TREE_GROW_NODES, 0.0, 0.0, 0.0, &z, &err), FLOE_ERR_TOO_LARGE);
+}
+END_TEST
+
 /* ---- states as a parent and changed words ---------------------------------------------------- */
 
 /* Table a takes states as their parent's id and the changed words
@@ -1454,6 +1505,7 @@ Suite *tree_suite(void)
     tcase_add_test(tc, growth_keeps_every_vector);
     tcase_add_test(tc, growing_table_never_answers_full);
     tcase_add_test(tc, growth_sizes_for_the_capacity);
+    tcase_add_test(tc, growth_sized_for_a_batch);
     tcase_add_test(tc, states_by_parent_match_whole_vectors);
     tcase_add_test(tc, bad_specs_and_batches);
     tcase_add_test(tc, oversized_header_refused);
