@@ -84,9 +84,9 @@ uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what, size_t coming);
  * new references (a map from old to new references for each class of
  * node: 4 bytes an old slot a class, one class a level for most lengths),
  * then every root; they then replace t's.  A new root table alone moves
- * the roots.  Ids change and the
- * generation increments.  Needs the old and the new arrays at once; on
- * failure t is unchanged (ERR_TOO_LARGE past the largest size).  Waits. */
+ * the roots.  Ids change and the generation increments.  Needs the old and
+ * the new arrays at once; on failure t is unchanged (ERR_TOO_LARGE past
+ * the largest size).  Waits. */
 floe_status gpu_tree_grow(gpu_tree *t, unsigned what, size_t coming, floe_errinfo *err);
 /* Find-or-put of n states by parent, on the device: state i is the vector
  * of root slot d_parents[i] (an id of the table's generation) with the

@@ -521,7 +521,8 @@ static int get_one(tree *t, uint64_t id, uint32_t *out)
 
 /* ---- batches, and growth between their steps ------------------------------------------------ */
 
-static floe_status grow_locked(tree *t, unsigned what, floe_errinfo *err);
+static floe_status grow_locked(tree *t, unsigned what, size_t coming, floe_errinfo *err);
+static floe_status size_growth(tree *t, unsigned what, size_t coming, tree_sizing *z, floe_errinfo *err);
 
 /* Which of t's tables are past max_fill (the caller holds the lock). */
 static unsigned over_fill(tree *t)
@@ -641,9 +642,8 @@ static bool growth_out_of_budget(tree *t, size_t n, floe_errinfo *err)
         what |= TREE_GROW_ROOTS;
     tree_sizing z;
     floe_errinfo ignored;
-    /* as grow_locked would size it; a table that cannot grow further answers FULL instead */
-    const bool grows = what && tree_size_grown(&t->spec, &t->z, what, tree_nodes_ahead(&t->spec, nodes, roots, 0.0), &z,
-                                               &ignored) == FLOE_OK;
+    /* as grow_locked would size it before the batch; a table that cannot grow further answers FULL instead */
+    const bool grows = what && size_growth(t, what, 0, &z, &ignored) == FLOE_OK;
     pthread_rwlock_unlock(&t->lock);
     return grows && floe_alloc_growth_refused(t->spec.name, n, "vectors",
                                               (what & TREE_GROW_NODES ? z.node_bytes : 0) + z.root_bytes, err);
@@ -652,11 +652,12 @@ static bool growth_out_of_budget(tree *t, size_t n, floe_errinfo *err)
 /* Find-or-put of n states (j: whole vectors, or parents of `generation`
  * with their changes).  A table that grows is grown before the batch when
  * a table of it is past max_fill, and after it when states came back FULL,
- * which are then put again (in order, so first occurrences stay first) until
- * none is left; the ids of a batch that saw its table grow are looked up
- * again.  A delta batch is taken whole (unfolded from its parents) before
- * any growth renames them.  Under maxmemory, a batch that could need a
- * growth the budget does not allow is refused before it runs. */
+ * once for all of them (tree_size_for), which are then put again (in
+ * order, so first occurrences stay first) until none is left; the ids of a
+ * batch that saw its table grow are looked up again.  A delta batch is
+ * taken whole (unfolded from its parents) before any growth renames them.
+ * Under maxmemory, a batch that could need a growth the budget does not
+ * allow is refused before it runs. */
 static floe_status insert_states(tree *t, fold_job j, uint64_t generation, size_t n, uint8_t *results, uint64_t *ids,
                                  floe_answer_counts *counts, floe_errinfo *err)
 {
@@ -682,7 +683,7 @@ static floe_status insert_states(tree *t, fold_job j, uint64_t generation, size_
         pthread_rwlock_wrlock(&t->lock);
         over = over_fill(t); /* another batch may have grown it */
         if (over)
-            grow_locked(t, over, &ignored); /* on failure the table stays as it is: FULL answers decide */
+            grow_locked(t, over, 0, &ignored); /* on failure the table stays as it is: FULL answers decide */
         pthread_rwlock_unlock(&t->lock);
     }
     if (growth_out_of_budget(t, n, err)) {
@@ -712,9 +713,16 @@ static floe_status insert_states(tree *t, fold_job j, uint64_t generation, size_
             st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a batch of %zu vectors", n);
     }
     while (st == FLOE_OK && full_in && grow) {
+        size_t nr = 0;
+        for (size_t i = 0; i < n; i++)
+            if (results[i] == FLOE_FULL) {
+                memcpy(retry + nr * W, j.vectors + i * W, W * sizeof *retry);
+                where[nr++] = (uint32_t)i;
+            }
         pthread_rwlock_wrlock(&t->lock);
         floe_errinfo gerr;
-        floe_status gst = t->generation == gen ? grow_locked(t, full_in, &gerr) : FLOE_OK;
+        /* grown once for the nr to put again, not a step at a time */
+        floe_status gst = t->generation == gen ? grow_locked(t, full_in, nr, &gerr) : FLOE_OK;
         pthread_rwlock_unlock(&t->lock);
         if (gst == FLOE_ERR_TOO_LARGE)
             break; /* as large as a TREE gets: FULL stands */
@@ -726,12 +734,6 @@ static floe_status insert_states(tree *t, fold_job j, uint64_t generation, size_
             break;
         }
         renamed = true;
-        size_t nr = 0;
-        for (size_t i = 0; i < n; i++)
-            if (results[i] == FLOE_FULL) {
-                memcpy(retry + nr * W, j.vectors + i * W, W * sizeof *retry);
-                where[nr++] = (uint32_t)i;
-            }
         pthread_rwlock_rdlock(&t->lock);
         st = run_states(t, (fold_job){.vectors = retry}, nr, 1, rres, NULL, NULL, &full_in, err);
         gen = t->generation;
@@ -962,11 +964,23 @@ static floe_status copy_vectors(tree *t, tree *n, unsigned *full_in, floe_errinf
     return st;
 }
 
-/* A root table a step larger: the nodes stay, the roots move (new ids). */
-static floe_status grow_roots(tree *t, floe_errinfo *err)
+/* The sizes a growth of `what` takes t to (tree_size_for): a step, the
+ * nodes to the look ahead's guess, and room for `coming` more vectors at
+ * the nodes a vector so far, each a new root.  The caller holds the lock. */
+static floe_status size_growth(tree *t, unsigned what, size_t coming, tree_sizing *z, floe_errinfo *err)
+{
+    const uint64_t nodes = atomic_load(&t->nodes_used), roots = iceberg_used_slots(t->roots);
+    const double per = roots ? (double)nodes / (double)roots : 0.0;
+    return tree_size_for(&t->spec, &t->z, what, tree_nodes_ahead(&t->spec, nodes, roots, 0.0),
+                         (double)nodes + per * (double)coming, (double)(roots + coming), z, err);
+}
+
+/* A root table a step larger, or more for `coming` vectors: the nodes stay,
+ * the roots move (new ids). */
+static floe_status grow_roots(tree *t, size_t coming, floe_errinfo *err)
 {
     tree_sizing z;
-    floe_status st = tree_size_grown(&t->spec, &t->z, TREE_GROW_ROOTS, 0.0, &z, err);
+    floe_status st = size_growth(t, TREE_GROW_ROOTS, coming, &z, err);
     if (st == FLOE_OK)
         st = iceberg_rebuild(t->roots, z.root_addr_bits, z.root_three, err);
     if (st != FLOE_OK)
@@ -979,14 +993,14 @@ static floe_status grow_roots(tree *t, floe_errinfo *err)
     return FLOE_OK;
 }
 
-/* A node table twice the size (and the root table too with roots): every
- * vector is put again, in root-slot order, into new tables that replace
- * t's.  Where the new ones cannot hold them all, larger ones are tried. */
-static floe_status grow_nodes(tree *t, bool roots, floe_errinfo *err)
+/* A node table a step larger or more (and the root table too with roots,
+ * or where `coming` vectors need it; size_growth): every vector is put
+ * again, in root-slot order, into new tables that replace t's.  Where the
+ * new ones cannot hold them all, larger ones are tried. */
+static floe_status grow_nodes(tree *t, bool roots, size_t coming, floe_errinfo *err)
 {
     tree_sizing z;
-    const double want = tree_nodes_ahead(&t->spec, atomic_load(&t->nodes_used), iceberg_used_slots(t->roots), 0.0);
-    floe_status st = tree_size_grown(&t->spec, &t->z, TREE_GROW_NODES | (roots ? TREE_GROW_ROOTS : 0), want, &z, err);
+    floe_status st = size_growth(t, TREE_GROW_NODES | (roots ? TREE_GROW_ROOTS : 0), coming, &z, err);
     while (st == FLOE_OK) {
         tree *n;
         st = create_sized(&t->spec, &z, t->pool, &n, err);
@@ -1020,11 +1034,12 @@ static floe_status grow_nodes(tree *t, bool roots, floe_errinfo *err)
     return st;
 }
 
-/* Grows what `what` names; the caller holds the write lock. */
-static floe_status grow_locked(tree *t, unsigned what, floe_errinfo *err)
+/* Grows what `what` names, with room for `coming` vectors more (0: a
+ * step); the caller holds the write lock. */
+static floe_status grow_locked(tree *t, unsigned what, size_t coming, floe_errinfo *err)
 {
-    floe_status st = (what & TREE_GROW_NODES)   ? grow_nodes(t, (what & TREE_GROW_ROOTS) != 0, err)
-                     : (what & TREE_GROW_ROOTS) ? grow_roots(t, err)
+    floe_status st = (what & TREE_GROW_NODES)   ? grow_nodes(t, (what & TREE_GROW_ROOTS) != 0, coming, err)
+                     : (what & TREE_GROW_ROOTS) ? grow_roots(t, coming, err)
                                                 : FLOE_OK;
     if (st == FLOE_OK && what)
         t->generation++;
@@ -1034,7 +1049,7 @@ static floe_status grow_locked(tree *t, unsigned what, floe_errinfo *err)
 floe_status tree_grow(tree *t, unsigned what, floe_errinfo *err)
 {
     pthread_rwlock_wrlock(&t->lock);
-    floe_status st = grow_locked(t, what, err);
+    floe_status st = grow_locked(t, what, 0, err);
     pthread_rwlock_unlock(&t->lock);
     return st;
 }

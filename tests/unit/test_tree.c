@@ -854,6 +854,75 @@ START_TEST(growing_table_never_answers_full)
 }
 END_TEST
 
+/* A batch far larger than its growing table (20000 vectors into one made
+ * for 64) is answered whole, never FULL, every vector INSERTED once and
+ * found after, and the table grows for the vectors that came back FULL in
+ * one growth each round, not a step of 1.5 or 4/3 a growth: fewer
+ * growths than the steps either table took. */
+START_TEST(a_large_batch_grows_in_few_growths)
+{
+    enum { W = 16, N = 20000 };
+    floe_pool *pool;
+    floe_errinfo err;
+    ck_assert_int_eq(floe_pool_create(2, &pool, &err), FLOE_OK);
+    tree *t = make_tree_grow(W, 64, 0, true, pool);
+    uint32_t *v = malloc((size_t)N * W * 4), *raw = malloc((size_t)2 * N * W * 4);
+    walk w;
+    walk_init(&w, W, 991, 16);
+    vset ref;
+    vset_init(&ref, W, 2 * N);
+    size_t n = 0;
+    while (n < N) { /* distinct vectors */
+        walk_stream(&w, raw, 2 * N);
+        for (size_t i = 0; i < 2 * (size_t)N && n < N; i++)
+            if (vset_find(&ref, raw + i * W, 1, 0) < 0)
+                memcpy(v + n++ * W, raw + i * W, W * 4);
+    }
+    const tree_sizing z0 = *tree_sizes(t);
+    floe_table_stats st;
+    tree_stats(t, &st);
+    const uint64_t gen0 = st.generation;
+    uint8_t *res = malloc(N);
+    ck_assert_int_eq(tree_insert(t, v, N, res, NULL, NULL, &err), FLOE_OK);
+    for (size_t i = 0; i < N; i++)
+        ck_assert_msg(res[i] == FLOE_INSERTED, "vector %zu: %d", i, res[i]);
+    const tree_sizing *z1 = tree_sizes(t);
+    const int node_steps = 2 * ((int)z1->node_bits - (int)z0.node_bits) + (int)z1->node_three - (int)z0.node_three;
+    const int root_steps =
+        2 * ((int)z1->root_addr_bits - (int)z0.root_addr_bits) + (int)z1->root_three - (int)z0.root_three;
+    const int steps = node_steps > root_steps ? node_steps : root_steps;
+    tree_stats(t, &st);
+    const uint64_t growths = st.generation - gen0;
+    ck_assert_msg(steps >= 4 && growths < (uint64_t)steps, "%llu growths for %d node and %d root steps",
+                  (unsigned long long)growths, node_steps, root_steps);
+    ck_assert_int_eq(tree_find(t, v, N, res, NULL, NULL, &err), FLOE_OK);
+    for (size_t i = 0; i < N; i++)
+        ck_assert_int_eq(res[i], FLOE_PRESENT);
+    vset_free(&ref);
+    free(res);
+    free(v);
+    free(raw);
+    tree_destroy(t);
+    floe_pool_destroy(pool);
+}
+END_TEST
+
+/* The sizing tests' table: 16 words, capacity 2^20, growing, laid out as
+ * 2^17 node slots and 2^12 primary root buckets. */
+static void sizing_table(floe_spec *spec, tree_sizing *z)
+{
+    floe_errinfo err;
+    floe_spec_default(spec);
+    spec->kind = FLOE_KIND_TREE;
+    spec->words = 16;
+    spec->capacity = 1u << 20;
+    spec->grow = 1;
+    spec->seed = 5;
+    strcpy(spec->name, "t");
+    const tree_sizing sizes = {.node_bits = 17, .node_tag_bits = FLOE_NODE_TAG_BITS, .root_addr_bits = 12};
+    ck_assert_int_eq(tree_size_bits(spec, &sizes, z, &err), FLOE_OK);
+}
+
 /* A node-table growth of a table that holds fewer vectors than its capacity
  * goes as far as the capacity needs at the rate given (at most
  * 2^TREE_GROW_AHEAD_BITS times); past its capacity, or without a rate, it
@@ -861,17 +930,9 @@ END_TEST
 START_TEST(growth_sizes_for_the_capacity)
 {
     floe_spec spec;
-    floe_spec_default(&spec);
-    spec.kind = FLOE_KIND_TREE;
-    spec.words = 16;
-    spec.capacity = 1u << 20;
-    spec.grow = 1;
-    spec.seed = 5;
-    strcpy(spec.name, "t");
     floe_errinfo err;
     tree_sizing z, g;
-    const tree_sizing sizes = {.node_bits = 17, .node_tag_bits = FLOE_NODE_TAG_BITS, .root_addr_bits = 12};
-    ck_assert_int_eq(tree_size_bits(&spec, &sizes, &z, &err), FLOE_OK);
+    sizing_table(&spec, &z);
     /* 100 000 vectors made 120 000 nodes, the last ones 1.5 a vector: (120 000 + 1.5 x 948 576) / 0.8 slots */
     const double want = tree_nodes_ahead(&spec, 120000, 100000, 1.5);
     ck_assert_double_eq_tol(want, (120000.0 + 1.5 * ((1u << 20) - 100000)) / TREE_NODE_FILL, 1e-6);
@@ -921,41 +982,30 @@ END_TEST
 START_TEST(growth_sized_for_a_batch)
 {
     floe_spec spec;
-    floe_spec_default(&spec);
-    spec.kind = FLOE_KIND_TREE;
-    spec.words = 16;
-    spec.capacity = 1u << 20;
-    spec.grow = 1;
-    spec.seed = 5;
-    strcpy(spec.name, "t");
     floe_errinfo err;
     tree_sizing z, g;
-    const tree_sizing sizes = {.node_bits = 17, .node_tag_bits = FLOE_NODE_TAG_BITS, .root_addr_bits = 12};
-    ck_assert_int_eq(tree_size_bits(&spec, &sizes, &z, &err), FLOE_OK);
-    /* nothing to come: one step */
-    ck_assert_int_eq(tree_size_for(&spec, &z, TREE_GROW_NODES, 0.0, 0.0, 0.0, &g, &err), FLOE_OK);
-    ck_assert_uint_eq(g.node_bits, 17);
-    ck_assert_uint_eq(g.node_three, 1);
-    ck_assert_uint_eq(g.root_addr_bits, 12);
-    ck_assert_uint_eq(g.root_three, 0);
-    /* 10^6 nodes at 0.8: 1.5 x 2^20 = 1 572 864 slots hold them, 2^20 do not (six steps more) */
-    ck_assert_int_eq(tree_size_for(&spec, &z, TREE_GROW_NODES, 0.0, 1e6, 0.0, &g, &err), FLOE_OK);
-    ck_assert_uint_eq(g.node_bits, 20);
-    ck_assert_uint_eq(g.node_three, 1);
-    ck_assert_uint_eq(g.root_addr_bits, 12);
-    /* roots past max_fill of 2^12 primary buckets (147 968 slots in all levels) and of 1.5 x 2^12
-     * (221 952): 2^13 (295 936), though only the nodes grow */
-    ck_assert_int_eq(tree_size_for(&spec, &z, TREE_GROW_NODES, 0.0, 0.0, 250000.0, &g, &err), FLOE_OK);
-    ck_assert_uint_eq(g.node_bits, 17);
-    ck_assert_uint_eq(g.node_three, 1);
-    ck_assert_uint_eq(g.root_addr_bits, 13);
-    ck_assert_uint_eq(g.root_three, 0);
-    /* the roots alone: the nodes stay, whatever they need */
-    ck_assert_int_eq(tree_size_for(&spec, &z, TREE_GROW_ROOTS, 0.0, 1e6, 0.0, &g, &err), FLOE_OK);
-    ck_assert_uint_eq(g.node_bits, 17);
-    ck_assert_uint_eq(g.node_three, 0);
-    ck_assert_uint_eq(g.root_addr_bits, 12);
-    ck_assert_uint_eq(g.root_three, 1);
+    sizing_table(&spec, &z);
+    static const struct {
+        unsigned what;
+        double nodes, roots;
+        uint32_t node_bits, node_three, root_bits, root_three;
+    } cases[] = {
+        {TREE_GROW_NODES, 0.0, 0.0, 17, 1, 12, 0}, /* nothing to come: one step */
+        /* 10^6 nodes at 0.8: 1.5 x 2^20 = 1 572 864 slots hold them, 2^20 do not (six steps more) */
+        {TREE_GROW_NODES, 1e6, 0.0, 20, 1, 12, 0},
+        /* roots past max_fill of 2^12 primary buckets (147 968 slots in all levels) and of 1.5 x 2^12
+         * (221 952): 2^13 (295 936), though only the nodes grow */
+        {TREE_GROW_NODES, 0.0, 250000.0, 17, 1, 13, 0},
+        {TREE_GROW_ROOTS, 1e6, 0.0, 17, 0, 12, 1}, /* the roots alone: the nodes stay, whatever they need */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_assert_int_eq(tree_size_for(&spec, &z, cases[i].what, 0.0, cases[i].nodes, cases[i].roots, &g, &err),
+                         FLOE_OK);
+        ck_assert_msg(g.node_bits == cases[i].node_bits && g.node_three == cases[i].node_three &&
+                          g.root_addr_bits == cases[i].root_bits && g.root_three == cases[i].root_three,
+                      "case %zu: nodes 2^%u (three %u), roots 2^%u (three %u)", i, g.node_bits, g.node_three,
+                      g.root_addr_bits, g.root_three);
+    }
     /* more than any table holds: the largest node table, and no error */
     ck_assert_int_eq(tree_size_for(&spec, &z, TREE_GROW_NODES, 0.0, 1e12, 0.0, &g, &err), FLOE_OK);
     ck_assert_uint_eq(g.node_bits, FLOE_NODE_MAX_BITS);
@@ -1506,6 +1556,7 @@ Suite *tree_suite(void)
     tcase_add_test(tc, growing_table_never_answers_full);
     tcase_add_test(tc, growth_sizes_for_the_capacity);
     tcase_add_test(tc, growth_sized_for_a_batch);
+    tcase_add_test(tc, a_large_batch_grows_in_few_growths);
     tcase_add_test(tc, states_by_parent_match_whole_vectors);
     tcase_add_test(tc, bad_specs_and_batches);
     tcase_add_test(tc, oversized_header_refused);
