@@ -110,8 +110,9 @@ static void help(void)
            "      --grow          instead of K1: G1, --keys keys in batches of 1 Mi through the GPU backend\n"
            "                      into a SET and a MAP (8-byte values) that grow from the default capacity,\n"
            "                      and into ones sized for them: M keys/s over the run, the slowest batch\n"
-           "                      against the median one, and the most slots a key (1 / fill) seen every\n"
-           "                      8 batches\n"
+           "                      against the median one, and the most slots a key (1 / fill) and the\n"
+           "                      most device bytes over the bytes the keys fill (the old arrays' too\n"
+           "                      while a growth moves them) seen every 4 batches\n"
            "      --keys N        with --grow: keys inserted (default 1G = 2^30)\n"
            "      --per-batch     with --grow: after each run, its first 8 batches' times and every later\n"
            "                      batch over 3x the median\n"
@@ -191,9 +192,22 @@ static int s1_static(const floe_spec &spec, const uint64_t *d_keys, uint64_t n, 
  * launch; the staging buffers are made). */
 #define WARM_BATCHES 4
 /* The table's slots over its keys (1 / fill; after a growth, how much of
- * the arrays the keys leave empty) sampled every SPARE_EVERY batches past
- * the first WARM_BATCHES, its time taken out of the run's. */
-#define SPARE_EVERY 8
+ * the arrays the keys leave empty), and its device bytes over the bytes its
+ * keys fill (at the arrays' bytes a slot; while a growth is under way the
+ * old arrays' chunks still mapped count too), sampled every SPARE_EVERY
+ * batches past the first WARM_BATCHES, their time taken out of the run's. */
+#define SPARE_EVERY 4
+
+/* The device bytes of a table over the bytes its keys fill: its arrays'
+ * bytes a slot, from the levels' sizes. */
+static double bytes_over_filled(const floe_table_stats &st)
+{
+    double whole = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        whole += (double)st.level[l].slots * st.level[l].row_bits / 8.0;
+    const double a_slot = whole / (double)st.slots + st.spec.value_bytes;
+    return st.keys ? (double)st.memory_bytes / ((double)st.keys * a_slot) : 0.0;
+}
 static int run_g1(uint64_t n, unsigned runs, bool per_batch)
 {
     const uint64_t b = std::min<uint64_t>(1ull << 20, n), batches = (n + b - 1) / b;
@@ -219,8 +233,8 @@ static int run_g1(uint64_t n, unsigned runs, bool per_batch)
            (unsigned long long)n, (unsigned long long)b, runs);
     printf("| table | M keys/s (median) | slowest batch / median batch (median) | slowest batch, ms | median batch, "
            "ms | growths | the slowest batch of each run | slowest past the first %d / median (each run's) | slots "
-           "/ keys, most seen |\n"
-           "|---|---|---|---|---|---|---|---|---|\n",
+           "/ keys, most seen | device bytes / bytes the keys fill, most seen |\n"
+           "|---|---|---|---|---|---|---|---|---|---|\n",
            WARM_BATCHES);
     for (int map = 0; map < 2; map++)
         for (int sized = 1; sized >= 0; sized--) {
@@ -228,6 +242,7 @@ static int run_g1(uint64_t n, unsigned runs, bool per_batch)
             std::vector<std::pair<uint64_t, double>> warm_worst_at; /* each run's slowest past the first batches */
             uint64_t growths = 0;
             double spare = 0; /* the most slots over keys (1 / fill) a sample saw, over the runs */
+            double bytes_most = 0; /* the most device bytes over the bytes the keys fill */
             for (unsigned run = 0; run < runs; run++) {
                 floe_spec spec;
                 floe_spec_default(&spec);
@@ -263,6 +278,7 @@ static int run_g1(uint64_t n, unsigned runs, bool per_batch)
                         must(floe_table_run(t, &q), q.error);
                         if (q.stats.fill > 0 && 1.0 / q.stats.fill > spare)
                             spare = 1.0 / q.stats.fill;
+                        bytes_most = std::max(bytes_most, bytes_over_filled(q.stats));
                         untimed += floe_now_ns() - u0;
                     }
                     if (bt.counts.inserted != m) {
@@ -318,7 +334,7 @@ static int run_g1(uint64_t n, unsigned runs, bool per_batch)
             for (size_t j = 0; j < warm_worst_at.size(); j++)
                 printf("%s#%llu %.2f ms", j ? ", " : "", (unsigned long long)warm_worst_at[j].first,
                        warm_worst_at[j].second);
-            printf(") | %.2f |\n", spare);
+            printf(") | %.2f | %.2f |\n", spare, bytes_most);
             fflush(stdout);
         }
     floe_backend_host_free(be, keys);

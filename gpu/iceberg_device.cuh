@@ -27,6 +27,7 @@
 #include "iceberg.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
+#include "vmem.h"
 
 #define BLOCK 256
 
@@ -37,6 +38,19 @@
  * in L2 while the table's traffic streams through it, and its losers' map
  * is a quarter of a 2^26-key batch's (docs/PERFORMANCE.md, K1). */
 #define PUT_PIECE_KEYS ((size_t)1 << 24)
+
+/* The keys a launch runs while a batch of a growth runs on both arrays
+ * (routed(), iceberg_gpu.cu): every key (ALL: the batches of a table that
+ * is not growing), or those of one side, the new arrays' (groups [0,
+ * front) and keys too wide, which either side answers alike) or the old
+ * arrays'.  A key of the other side is answered ABSENT and touches
+ * nothing (off_side). */
+enum { SIDE_ALL, SIDE_OLD, SIDE_NEW };
+struct key_side {
+    uint64_t front;
+    uint32_t gbits;
+    int side;
+};
 
 struct gpu_iceberg {
     floe_spec spec;
@@ -67,25 +81,71 @@ struct gpu_iceberg {
     size_t filter_words;
     bool pdl;     /* the device launches kernels programmatically after the one before (9.0 and up) */
     size_t piece; /* the most keys a put runs at once (gpu_iceberg_put) */
+    /* A growing table's primary level and values, mapped a chunk at a time
+     * (vmem.h; NULL: plain device memory, mapped whole). */
+    gpu_vmem *vm_l0, *vm_values;
     /* A growth under way (gpu_iceberg_grow): the arrays before it, whose
-     * keys move into these a share at a time (iceberg_move_step); NULL:
-     * none.  Every key lives in exactly one of the two. */
+     * keys move into these a group at a time, in order (iceberg_move_step);
+     * NULL: none.  A key's group is the top gbits of its primary
+     * permutation (key_group): the keys of groups [0, front) live in these
+     * arrays, the others in the old ones, and a batch runs on each its own
+     * keys (routed(), iceberg_gpu.cu).  The new primary level is mapped
+     * for groups [0, front) only, and the old one's chunks of groups [0,
+     * released) are given back, so the two stay within twice the bytes
+     * the keys fill (docs/OPERATIONS.md, "Backends: CPU and GPU"). */
     gpu_iceberg *old;
-    uint64_t moved;   /* the old arrays' slots [0, moved) moved */
+    uint32_t gbits;
+    uint64_t groups, front, released;
+    cudaEvent_t share_ev; /* recorded after the last share, which moved groups [0, shared_front) */
+    uint64_t shared_front;
     uint64_t owed;    /* slots the batches so far owe the growth (gpu_iceberg_move_owed) */
     int *move_failed; /* device: a key the new arrays could not place stayed in the old */
+    /* A growth that a batch large against the old arrays meets before any group moved: the new
+     * arrays mapped whole, each batch's keys moved first and run there (no split), the old
+     * arrays given back at its end (iceberg_move_step) */
+    bool whole;
     uint64_t *move_list; /* device: where a batch's keys are in the old arrays (k_old_slots) */
     size_t move_cap;
+    void *route;      /* routed()'s scratch (iceberg_gpu.cu) */
+    size_t route_bytes;
+    key_side pick;    /* the keys the next launches run (routed(); zero: every key) */
 };
 
-/* iceberg_table.cu: with a growth under way, before a batch of n keys
- * (device-visible; n may be 0) runs: the old arrays' keys among them move
- * into the new ones, and then the share of the old arrays' slots that the
- * batches before owe, if gpu_iceberg_move_owed did not move it after them;
- * this batch owes the next share (GPU_MOVE_PER_KEY a key, GPU_MOVE_MIN at
- * least).  The last share ends the growth (waits, frees the old arrays).
- * Enqueued on s. */
-floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, cudaStream_t s, floe_errinfo *err);
+/* iceberg_table.cu: with a growth under way, before a batch of n keys runs:
+ * the share of the moves that the batches before owe, if
+ * gpu_iceberg_move_owed did not move it after them; this batch owes the
+ * next share (GPU_MOVE_PER_KEY a key, GPU_MOVE_MIN at least).  The last
+ * share ends the growth (waits, frees the old arrays).  A batch that wants
+ * ids (the new arrays' slots: valid until the next growth) ends a growth
+ * whose batches run on both arrays first.  Enqueued on s. */
+floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, bool ids, cudaStream_t s,
+                              floe_errinfo *err);
+
+/* Whether a batch now runs on the old and the new arrays, each its own keys (routed(), iceberg_gpu.cu). */
+static inline bool iceberg_routing(const gpu_iceberg *t)
+{
+    return t->old && !t->whole;
+}
+
+/* The arrays (and the geometry they follow) of a and b exchanged: a batch
+ * of the old arrays' keys runs on t with them in place. */
+void iceberg_swap_arrays(gpu_iceberg *a, gpu_iceberg *b);
+
+/* A key's group in a growth of gbits (see gpu_iceberg.old): the top gbits of
+ * its primary permutation, where both geometries' primary buckets begin. */
+__host__ __device__ __forceinline__ uint64_t key_group(const floe_geometry &g, uint32_t gbits, uint64_t key)
+{
+    return gbits == 0 ? 0 : floe_permute(&g.perm[0], key) >> (g.key_bits - gbits);
+}
+
+/* Whether a launch of pick leaves key alone (see key_side). */
+__device__ __forceinline__ bool off_side(const floe_geometry &g, const key_side &pick, uint64_t key)
+{
+    if (pick.side == SIDE_ALL)
+        return false;
+    const bool nw = (key & ~floe_mask_bits(g.key_bits)) != 0 || key_group(g, pick.gbits, key) < pick.front;
+    return nw != (pick.side == SIDE_NEW);
+}
 
 /* ---- device helpers ----------------------------------------------------------------------------- */
 

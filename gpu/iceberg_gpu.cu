@@ -58,7 +58,7 @@ template <int SHAPE, bool insert>
 __global__ void __launch_bounds__(BLOCK, insert ? PUT_BLOCKS : FIND_BLOCKS)
     k_op(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
          uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, const void *vals, uint32_t vb,
-         void *vals_out)
+         void *vals_out, const key_side pick)
 {
     const bool skip = block_halted(halt, seq);
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
@@ -68,9 +68,14 @@ __global__ void __launch_bounds__(BLOCK, insert ? PUT_BLOCKS : FIND_BLOCKS)
         results[i] = SKIPPED;
         return;
     }
+    const uint64_t key = __ldg(keys + i);
+    if (off_side(g, pick, key)) {
+        results[i] = R_ABSENT;
+        return;
+    }
     uint8_t res;
     uint64_t id, put;
-    op_key<SHAPE, insert>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
+    op_key<SHAPE, insert>(g, L0, L1, L2, key, &res, &id, &put);
     if (insert && res == R_FULL)
         halt_on_full(halt, seq);
     results[i] = res;
@@ -88,7 +93,7 @@ template <int SHAPE>
 __global__ void __launch_bounds__(BLOCK, 2)
     k_put_map(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
               const void *in, uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, void *vals,
-              uint32_t vb, int mode, void *out)
+              uint32_t vb, int mode, void *out, const key_side pick)
 {
     const bool skip = block_halted(halt, seq);
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
@@ -98,9 +103,14 @@ __global__ void __launch_bounds__(BLOCK, 2)
         results[i] = SKIPPED;
         return;
     }
+    const uint64_t key = __ldg(keys + i);
+    if (off_side(g, pick, key)) {
+        results[i] = R_ABSENT;
+        return;
+    }
     uint8_t res;
     uint64_t id, put;
-    op_key<SHAPE, true, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
+    op_key<SHAPE, true, true>(g, L0, L1, L2, key, &res, &id, &put);
     uint64_t v =
         vb == 4 ? (uint64_t) reinterpret_cast<const uint32_t *>(in)[i] : reinterpret_cast<const uint64_t *>(in)[i];
     uint64_t answer = 0;
@@ -196,23 +206,25 @@ __device__ __forceinline__ void tag_block(bool said, const losers &L, int which)
 #define FIX_PRESENT 0x80000000u
 #define FIX_NONE    0xFFFFFFFFu
 
-/* Find-or-put of key i (skipped: the table is halted); whether it came back
- * PRESENT.  Id: the ids' type: 64 bits, the slot ids the caller wants (an
- * id of a FULL key is never read), or 32 bits with the answer in them. */
+/* Find-or-put of key i (skipped: the table is halted; ABSENT: the key is
+ * another launch's, see key_side); whether it came back PRESENT.  Id: the
+ * ids' type: 64 bits, the slot ids the caller wants (an id of a FULL or
+ * ABSENT key is never read), or 32 bits with the answer in them. */
 template <int SHAPE, typename Id>
 __device__ __forceinline__ bool put_one(const floe_geometry &g, uint64_t *L0, uint64_t *L1, uint64_t *L2,
                                         const uint64_t *keys, uint64_t i, uint8_t *results, Id *ids, bool skip,
-                                        unsigned *halt, unsigned seq)
+                                        unsigned *halt, unsigned seq, const key_side &pick)
 {
-    if (skip) {
-        results[i] = SKIPPED;
+    const uint64_t key = skip ? 0 : __ldg(keys + i);
+    if (skip || off_side(g, pick, key)) {
+        results[i] = skip ? SKIPPED : R_ABSENT;
         if constexpr (sizeof(Id) == 4)
             ids[i] = FIX_NONE;
         return false;
     }
     uint8_t res;
     uint64_t id, put;
-    op_key<SHAPE, true>(g, L0, L1, L2, __ldg(keys + i), &res, &id, &put);
+    op_key<SHAPE, true>(g, L0, L1, L2, key, &res, &id, &put);
     if (res == R_FULL)
         halt_on_full(halt, seq);
     results[i] = res;
@@ -330,13 +342,13 @@ template <int SHAPE, typename Id>
 __global__ void __launch_bounds__(BLOCK, PUT_BLOCKS)
     k_put_pass(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
                uint64_t n, uint8_t *results, Id *ids, uint32_t *filter, uint64_t filter_words, const losers L,
-               unsigned *halt, unsigned seq, bool pdl)
+               unsigned *halt, unsigned seq, bool pdl, const key_side pick)
 {
     const bool skip = block_halted(halt, seq);
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i < filter_words)
         filter[i] = 0;
-    const bool present = i < n && put_one<SHAPE, Id>(g, L0, L1, L2, keys, i, results, ids, skip, halt, seq);
+    const bool present = i < n && put_one<SHAPE, Id>(g, L0, L1, L2, keys, i, results, ids, skip, halt, seq, pick);
     tag_block(present, L, TAGGED_PRESENT);
     if (pdl)
         let_next_start();
@@ -452,7 +464,7 @@ __global__ void k_erase(const __grid_constant__ floe_geometry g, uint64_t *L0, u
 template <int SHAPE, bool insert>
 __global__ void __launch_bounds__(GPU_SMALL_KEYS, 1)
     k_small(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
-            uint32_t n, uint8_t *results, uint64_t *ids_out, unsigned *halt, unsigned seq)
+            uint32_t n, uint8_t *results, uint64_t *ids_out, unsigned *halt, unsigned seq, const key_side pick)
 {
     __shared__ uint64_t sid[GPU_SMALL_KEYS];
     __shared__ uint8_t sres[GPU_SMALL_KEYS], fin[GPU_SMALL_KEYS];
@@ -469,13 +481,14 @@ __global__ void __launch_bounds__(GPU_SMALL_KEYS, 1)
             results[i] = SKIPPED;
         return;
     }
-    uint8_t res = R_ABSENT;
+    uint8_t res = R_ABSENT; /* and for a key of another launch (key_side) */
     uint64_t id = FLOE_NO_ID, put, key = i < n ? keys[i] : 0;
-    if (i < n)
+    const bool mine = i < n && !off_side(g, pick, key);
+    if (mine)
         op_key<SHAPE, false>(g, L0, L1, L2, key, &res, &id, &put);
     if (insert) {
         __syncthreads(); /* every key looked up before any is put */
-        if (i < n && res == R_ABSENT) {
+        if (mine && res == R_ABSENT) {
             op_key<SHAPE, true>(g, L0, L1, L2, key, &res, &id, &put);
             if (res == R_FULL)
                 halt_on_full(halt, seq);
@@ -615,7 +628,7 @@ static floe_status launch(gpu_iceberg *t, const uint64_t *d_keys, size_t n, bool
     uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
     with_shape(t->g.level[0], insert, [&](auto rb, auto ins) {
         k_op<decltype(rb)::value, decltype(ins)::value><<<blocks, BLOCK, 0, s>>>(
-            t->g, L0, L1, L2, d_keys, n, d_results, d_ids, lane_halt(t), t->seq, t->values, t->vb, d_vout);
+            t->g, L0, L1, L2, d_keys, n, d_results, d_ids, lane_halt(t), t->seq, t->values, t->vb, d_vout, t->pick);
     });
     CUDA_TRY(cudaGetLastError(), err);
     return FLOE_OK;
@@ -762,7 +775,8 @@ static floe_status put_phases(gpu_iceberg *t, const uint64_t *d_keys, size_t n, 
     const bool pdl = t->pdl && n <= PDL_MAX_KEYS;
     with_row_bits(t->g.level[0], [&](auto rb) {
         k_put_pass<decltype(rb)::value, Id><<<blocks, BLOCK, 0, s>>>(
-            t->g, L0, L1, L2, d_keys, n, d_results, ids, t->filter, filter_words, L, lane_halt(t), t->seq, pdl);
+            t->g, L0, L1, L2, d_keys, n, d_results, ids, t->filter, filter_words, L, lane_halt(t), t->seq, pdl,
+            t->pick);
     });
     CUDA_TRY(cudaGetLastError(), err);
     const unsigned fix = fix_blocks_for(n);
@@ -796,6 +810,84 @@ static floe_status put_piece(gpu_iceberg *t, const uint64_t *d_keys, size_t n, u
     return put_phases(t, d_keys, n, d_results, t->tmp_ids, claimed, L, s, err);
 }
 
+/* ---- a batch while a growth is under way ---------------------------------------------------------------- */
+
+/* The old side's answers (run into scratch) put in the batch's: its keys'
+ * places in res hold the new side's ABSENT (off_side). */
+__global__ void k_route_merge(const __grid_constant__ floe_geometry g, const key_side old_side, const uint64_t *keys,
+                              uint64_t n, const uint8_t *sres, const uint64_t *sids, const void *svout, uint32_t vb,
+                              uint8_t *res, uint64_t *ids, void *vout)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i >= n || off_side(g, old_side, keys[i]))
+        return;
+    res[i] = sres[i];
+    if (ids)
+        ids[i] = sids[i];
+    if (vout)
+        value_set(vout, vb, i, value_get(svout, vb, i));
+}
+
+/* One side's run: keys, values in (NULL: none), answers, ids and values out
+ * (NULL: not wanted), n of each. */
+struct side_io {
+    const uint64_t *keys;
+    const void *vin;
+    uint8_t *res;
+    uint64_t *ids;
+    void *vout;
+};
+
+/* A batch of n keys while a growth is under way: `run` runs it twice, on
+ * the old arrays (swapped into t for it) and on the new, each launch
+ * taking its side's keys alone (t->pick, key_side) in place, so that
+ * nothing waits for the host: the old side answers into scratch, the new
+ * side into the batch's arrays, and the old side's answers are put there
+ * last.  A key's repeats share its side, so the first occurrence wins as
+ * in one run. */
+template <typename Run>
+static floe_status routed(gpu_iceberg *t, const side_io &io, size_t n, cudaStream_t s, Run run, floe_errinfo *err)
+{
+    assert(n <= UINT32_MAX);
+    const uint32_t vb = t->vb;
+    const size_t parts[] = {n, io.ids ? 8 * n : 0, io.vout ? (size_t)vb * n : 0}; /* answers, ids, values out */
+    size_t need = 0;
+    for (size_t b : parts)
+        need += (b + 255) / 256 * 256;
+    if (need > t->route_bytes) {
+        cudaFree(t->route); /* waits for the kernels that read it */
+        t->route = NULL;
+        t->route_bytes = 0;
+        CUDA_TRY(cudaMalloc(&t->route, need), err);
+        t->route_bytes = need;
+    }
+    char *at = (char *)t->route;
+    auto piece = [&](size_t b) {
+        char *p = at;
+        at += (b + 255) / 256 * 256;
+        return (void *)p;
+    };
+    uint8_t *sres = (uint8_t *)piece(parts[0]);
+    uint64_t *sids = (uint64_t *)piece(parts[1]);
+    void *svout = piece(parts[2]);
+    const side_io old_io = {io.keys, io.vin, sres, io.ids ? sids : NULL, io.vout ? svout : NULL};
+    const key_side old_side = {t->front, t->gbits, SIDE_OLD};
+    t->pick = old_side;
+    iceberg_swap_arrays(t, t->old);
+    floe_status st = run(old_io, n);
+    iceberg_swap_arrays(t, t->old);
+    t->pick.side = SIDE_NEW;
+    if (st == FLOE_OK)
+        st = run(io, n);
+    t->pick.side = SIDE_ALL;
+    if (st != FLOE_OK)
+        return st;
+    k_route_merge<<<blocks_for(n), BLOCK, 0, s>>>(t->g, old_side, io.keys, n, sres, io.ids ? sids : NULL,
+                                                  io.vout ? svout : NULL, vb, io.res, io.ids, io.vout);
+    CUDA_TRY(cudaGetLastError(), err);
+    return FLOE_OK;
+}
+
 extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
                                        uint64_t *d_ids, unsigned flags, gpu_stream stream, floe_errinfo *err)
 {
@@ -805,16 +897,21 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
     next_seq(t);
     if (n == 0)
         return FLOE_OK;
-    floe_status st = iceberg_move_step(t, d_keys, n, s, err);
+    floe_status st = iceberg_move_step(t, d_keys, n, d_ids != NULL, s, err);
     if (st != FLOE_OK)
         return st;
-    if (flags & GPU_NO_DEDUP)
-        return launch(t, d_keys, n, true, d_results, d_ids, NULL, s, err);
-    const size_t piece = t->piece;
-    for (size_t at = 0; at < n && st == FLOE_OK; at += piece)
-        st = put_piece(t, d_keys + at, n - at < piece ? n - at : piece, d_results + at, d_ids ? d_ids + at : NULL, s,
-                       err);
-    return st;
+    auto run = [&](const side_io &io, size_t m) {
+        if (flags & GPU_NO_DEDUP)
+            return launch(t, io.keys, m, true, io.res, io.ids, NULL, s, err);
+        const size_t piece = t->piece;
+        floe_status r = FLOE_OK;
+        for (size_t at = 0; at < m && r == FLOE_OK; at += piece)
+            r = put_piece(t, io.keys + at, m - at < piece ? m - at : piece, io.res + at, io.ids ? io.ids + at : NULL, s,
+                          err);
+        return r;
+    };
+    const side_io io = {d_keys, NULL, d_results, d_ids, NULL};
+    return iceberg_routing(t) ? routed(t, io, n, s, run, err) : run(io, n);
 }
 
 extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_keys, const void *d_values, size_t n,
@@ -827,17 +924,21 @@ extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_key
     next_seq(t);
     if (n == 0)
         return FLOE_OK;
-    floe_status st = iceberg_move_step(t, d_keys, n, s, err);
+    floe_status st = iceberg_move_step(t, d_keys, n, d_ids != NULL, s, err);
     if (st != FLOE_OK)
         return st;
-    uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
-    with_row_bits(t->g.level[0], [&](auto rb) {
-        k_put_map<decltype(rb)::value><<<blocks_for(n), BLOCK, 0, s>>>(t->g, L0, L1, L2, d_keys, d_values, n, d_results,
-                                                                       d_ids, lane_halt(t), t->seq, t->values, t->vb,
-                                                                       mode, d_values_out);
-    });
-    CUDA_TRY(cudaGetLastError(), err);
-    return FLOE_OK;
+    auto run = [&](const side_io &io, size_t m) {
+        uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
+        with_row_bits(t->g.level[0], [&](auto rb) {
+            k_put_map<decltype(rb)::value><<<blocks_for(m), BLOCK, 0, s>>>(t->g, L0, L1, L2, io.keys, io.vin, m, io.res,
+                                                                           io.ids, lane_halt(t), t->seq, t->values,
+                                                                           t->vb, mode, io.vout, t->pick);
+        });
+        CUDA_TRY(cudaGetLastError(), err);
+        return FLOE_OK;
+    };
+    const side_io io = {d_keys, d_values, d_results, d_ids, d_values_out};
+    return iceberg_routing(t) ? routed(t, io, n, s, run, err) : run(io, n);
 }
 
 extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
@@ -848,23 +949,25 @@ extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys,
     next_seq(t);
     if (n == 0)
         return FLOE_OK;
-    id_bits claimed; /* an erase claims no slot */
-    losers L;
-    floe_status st = iceberg_move_step(t, d_keys, n, s, err);
-    if (st == FLOE_OK)
-        st = begin_fixup(t, n, s, &claimed, &L, err);
+    floe_status st = iceberg_move_step(t, d_keys, n, false, s, err);
     if (st != FLOE_OK)
         return st;
-    CUDA_TRY(cudaMemsetAsync(L.lost.bits, 0, (L.lost.mask + 1) / 8, s), err);
-    if (st == FLOE_OK)
-        st = launch(t, d_keys, n, false, d_results, t->tmp_ids, NULL, s, err); /* where each key lives */
-    if (st != FLOE_OK)
-        return st;
-    const unsigned blocks = blocks_for(n);
-    k_erase<<<blocks, BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], n, d_results, t->tmp_ids, L);
-    k_settle<uint64_t><<<fix_blocks_for(n), BLOCK, 0, s>>>(t->tmp_ids, d_results, n, L, FLOE_ERASED, R_ABSENT);
-    CUDA_TRY(cudaGetLastError(), err);
-    return FLOE_OK;
+    auto run = [&](const side_io &io, size_t m) {
+        id_bits claimed; /* an erase claims no slot */
+        losers L;
+        floe_status r = begin_fixup(t, m, s, &claimed, &L, err);
+        if (r != FLOE_OK)
+            return r;
+        CUDA_TRY(cudaMemsetAsync(L.lost.bits, 0, (L.lost.mask + 1) / 8, s), err);
+        if ((r = launch(t, io.keys, m, false, io.res, t->tmp_ids, NULL, s, err)) != FLOE_OK) /* where each key lives */
+            return r;
+        k_erase<<<blocks_for(m), BLOCK, 0, s>>>(t->g, t->level[0], t->level[1], t->level[2], m, io.res, t->tmp_ids, L);
+        k_settle<uint64_t><<<fix_blocks_for(m), BLOCK, 0, s>>>(t->tmp_ids, io.res, m, L, FLOE_ERASED, R_ABSENT);
+        CUDA_TRY(cudaGetLastError(), err);
+        return FLOE_OK;
+    };
+    const side_io io = {d_keys, NULL, d_results, NULL, NULL};
+    return iceberg_routing(t) ? routed(t, io, n, s, run, err) : run(io, n);
 }
 
 extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,
@@ -873,10 +976,15 @@ extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, 
     assert_n(n);
     assert(!d_values_out || t->vb); /* values: a MAP's */
     next_seq(t);
-    floe_status st = iceberg_move_step(t, d_keys, n, (cudaStream_t)stream, err);
+    const cudaStream_t s = (cudaStream_t)stream;
+    floe_status st = iceberg_move_step(t, d_keys, n, d_ids != NULL, s, err);
     if (st != FLOE_OK)
         return st;
-    return launch(t, d_keys, n, false, d_results, d_ids, d_values_out, (cudaStream_t)stream, err);
+    auto run = [&](const side_io &io, size_t m) {
+        return launch(t, io.keys, m, false, io.res, io.ids, io.vout, s, err);
+    };
+    const side_io io = {d_keys, NULL, d_results, d_ids, d_values_out};
+    return iceberg_routing(t) && n ? routed(t, io, n, s, run, err) : run(io, n);
 }
 
 extern "C" floe_status gpu_iceberg_small(gpu_iceberg *t, int insert, const uint64_t *h_keys, size_t n,
@@ -886,17 +994,23 @@ extern "C" floe_status gpu_iceberg_small(gpu_iceberg *t, int insert, const uint6
     assert(n >= 1 && n <= GPU_SMALL_KEYS);
     assert(!t->vb); /* a SET's */
     next_seq(t);
-    floe_status st = iceberg_move_step(t, h_keys, n, s, err); /* pinned: the kernels read it */
+    floe_status st = iceberg_move_step(t, h_keys, n, h_ids != NULL, s, err);
     if (st != FLOE_OK)
         return st;
-    const unsigned threads = (unsigned)((n + 31) / 32 * 32);
-    uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
-    with_shape(t->g.level[0], insert, [&](auto rb, auto ins) {
-        k_small<decltype(rb)::value, decltype(ins)::value>
-            <<<1, threads, 0, s>>>(t->g, L0, L1, L2, h_keys, (uint32_t)n, h_results, h_ids, lane_halt(t), t->seq);
-    });
-    CUDA_TRY(cudaGetLastError(), err);
-    return FLOE_OK;
+    auto run = [&](const side_io &io, size_t m) { /* pinned keys and answers: the kernel reads and writes them */
+                                                  const unsigned threads = (unsigned)((m + 31) / 32 * 32);
+                                                  uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
+                                                  with_shape(t->g.level[0], insert, [&](auto rb, auto ins) {
+                                                      k_small<decltype(rb)::value, decltype(ins)::value>
+                                                          <<<1, threads, 0, s>>>(t->g, L0, L1, L2, io.keys, (uint32_t)m,
+                                                                                 io.res, io.ids, lane_halt(t), t->seq,
+                                                                                 t->pick);
+                                                  });
+                                                  CUDA_TRY(cudaGetLastError(), err);
+                                                  return FLOE_OK;
+    };
+    const side_io io = {h_keys, NULL, h_results, h_ids, NULL};
+    return iceberg_routing(t) ? routed(t, io, n, s, run, err) : run(io, n);
 }
 
 /* Blocks per column for a piece whose largest segment has m keys. */

@@ -157,13 +157,20 @@ uint64_t gpu_iceberg_slots(const gpu_iceberg *t);
 floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err);
 
 /* Grows into 2^addr_bits primary buckets (1.5 times that with three)
- * without stopping the batches: the new arrays are allocated and zeroed
- * (waits), and from then on every batch first moves the old arrays' keys
- * it names into the new ones, and owes the next GPU_MOVE_PER_KEY slots of
- * the old arrays a key of the batch (GPU_MOVE_MIN at least), moved after it
- * (gpu_iceberg_move_owed) or before the next, every key living in exactly
- * one of the two; the batch that moves the last ends the growth
- * (waits, frees the old arrays).  Its answers and ids are the new arrays'.
+ * without stopping the batches: the new arrays' address ranges are made
+ * (waits), and from then on every batch owes the next GPU_MOVE_PER_KEY
+ * slots of the old arrays a key of the batch (GPU_MOVE_MIN at least),
+ * moved after it (gpu_iceberg_move_owed) or before the next, a group of
+ * keys at a time in order, every key living in exactly one of the two
+ * arrays; a batch meanwhile runs on both, each its own keys.  A growing
+ * table's primary level and values are mapped a chunk at a time (vmem.h):
+ * the new arrays' as their groups come, the old arrays' given back as
+ * their keys leave, so the two stay within twice the bytes the keys fill.
+ * A growth that a batch of more than the old slots / 32 keys meets before
+ * any group moved maps the new arrays whole and moves each batch's keys
+ * first instead; a batch that wants ids (the new arrays' slots) or one
+ * that large later ends the growth first.  The batch that moves the last
+ * ends the growth (waits, frees the old arrays).
  * A scan, a download, ids to keys, a rebuild or another growth ends a
  * growth under way first (gpu_iceberg_settle).  ERR_FULL if the arrays
  * cannot be allocated: the table as it was.  To a size of no more slots

@@ -143,34 +143,40 @@ __global__ void __launch_bounds__(BLOCK)
 /* ---- growth that does not stop the batches (gpu_iceberg_grow) ------------------------------------------ */
 
 /* Moves the key in old slot p, if it holds one (another thread may have
- * taken it), into the new arrays: the slot is claimed BUSY, the key put
- * (with its value, published after it), and the slot made a tombstone; or
- * given its row back where the new arrays cannot place the key (*failed).
- * Only the mover changes a BUSY slot, so an xor sets its row. */
+ * taken it) and, with a filter (ghi > glo), its group is in [glo, ghi),
+ * into the new arrays: the slot is claimed BUSY, the key put (with its
+ * value, published after it), and the slot made a tombstone; or given its
+ * row back where the new arrays cannot place the key (*failed).  Only the
+ * mover changes a BUSY slot, so an xor sets its row. */
 template <int SN>
 __device__ __forceinline__ void move_slot(const floe_geometry &from, const levels &old, const void *old_vals,
                                           const floe_geometry &to, const levels &nw, void *new_vals, uint32_t vb,
-                                          uint64_t p, int *failed)
+                                          uint64_t p, uint32_t gbits, uint64_t glo, uint64_t ghi, int *failed)
 {
     uint32_t shift, rb;
     uint64_t *w = slot_word(from, old.L[0], old.L[1], old.L[2], p, &shift, &rb);
     unsigned long long *word = reinterpret_cast<unsigned long long *>(w);
     const uint64_t mask = floe_row_mask(rb), busy = floe_row_busy(rb);
+    uint32_t l, slot;
+    uint64_t b;
+    floe_slot_split(&from, p, &l, &b, &slot);
     unsigned long long cur = *(volatile unsigned long long *)word;
-    uint64_t row;
+    uint64_t row, key;
     for (;;) {
         row = (cur >> shift) & mask;
         if (!floe_row_is_key(row, rb))
             return;
+        key = floe_join(&from, l, floe_row_choice(l, row), b, floe_row_remainder(l, row));
+        if (ghi > glo) {
+            const uint64_t grp = key_group(from, gbits, key);
+            if (grp < glo || grp >= ghi)
+                return;
+        }
         const unsigned long long seen = atomicCAS(word, cur, cur ^ ((row ^ busy) << shift));
         if (seen == cur)
             break;
         cur = seen;
     }
-    uint32_t l, slot;
-    uint64_t b;
-    floe_slot_split(&from, p, &l, &b, &slot);
-    const uint64_t key = floe_join(&from, l, floe_row_choice(l, row), b, floe_row_remainder(l, row));
     uint8_t res;
     uint64_t id, put;
     if (vb)
@@ -189,24 +195,34 @@ __device__ __forceinline__ void move_slot(const floe_geometry &from, const level
     atomicXor(word, (unsigned long long)((busy ^ floe_row_tombstone(rb)) << shift));
 }
 
-/* Old slots moved: slots[i] for i < count where slots is not NULL
- * (UINT64_MAX: none), else [first, first + count) in column order. */
+/* Old slots [first, first + count) moved, in column order, those of groups
+ * [glo, ghi) alone where ghi > glo. */
 template <int SN>
 __global__ void __launch_bounds__(BLOCK)
     k_move(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
            const __grid_constant__ floe_geometry to, const levels nw, void *new_vals, uint32_t vb, uint64_t first,
-           uint64_t count, const uint64_t *slots, int *failed)
+           uint64_t count, uint32_t gbits, uint64_t glo, uint64_t ghi, int *failed)
 {
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= count)
-        return;
-    const uint64_t p = slots ? slots[i] : first + column_order(i, count);
-    if (p != UINT64_MAX)
-        move_slot<SN>(from, old, old_vals, to, nw, new_vals, vb, p, failed);
+    if (i < count)
+        move_slot<SN>(from, old, old_vals, to, nw, new_vals, vb, first + column_order(i, count), gbits, glo, ghi,
+                      failed);
+}
+
+/* The old slots listed moved (UINT64_MAX: none), a growth's batch's keys (a growth mapped whole). */
+template <int SN>
+__global__ void __launch_bounds__(BLOCK)
+    k_move_listed(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
+                  const __grid_constant__ floe_geometry to, const levels nw, void *new_vals, uint32_t vb,
+                  const uint64_t *slots, uint64_t count, int *failed)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (i < count && slots[i] != UINT64_MAX)
+        move_slot<SN>(from, old, old_vals, to, nw, new_vals, vb, slots[i], 0, 0, 0, failed);
 }
 
 /* Where each of a batch's n keys is in the old arrays (UINT64_MAX: not
- * there, or too wide: the batch answers it), for k_move. */
+ * there, or too wide: the batch answers it), for k_move_listed. */
 template <int SO>
 __global__ void __launch_bounds__(BLOCK) k_old_slots(const __grid_constant__ floe_geometry from, const levels old,
                                                      const uint64_t *keys, uint64_t n, uint64_t *slots)
@@ -295,11 +311,18 @@ extern "C" int gpu_available(int device, char *name, size_t len)
 
 static void free_arrays(gpu_iceberg *t)
 {
+    if (t->vm_l0 || t->vm_values)
+        cudaDeviceSynchronize(); /* as cudaFree does: no kernel reads them any more */
     for (int l = 0; l < FLOE_LEVELS; l++) {
-        cudaFree(t->level[l]);
+        if (l > 0 || !t->vm_l0)
+            cudaFree(t->level[l]);
         t->level[l] = NULL;
     }
-    cudaFree(t->values);
+    if (!t->vm_values)
+        cudaFree(t->values);
+    gpu_vmem_free(t->vm_l0);
+    gpu_vmem_free(t->vm_values);
+    t->vm_l0 = t->vm_values = NULL;
     t->values = NULL;
 }
 
@@ -315,32 +338,69 @@ static void arrays_from(gpu_iceberg *to, const gpu_iceberg *from)
     }
     to->values = from->values;
     to->values_bytes = from->values_bytes;
+    to->vm_l0 = from->vm_l0;
+    to->vm_values = from->vm_values;
 }
 
-/* Zeroed level and value arrays for 2^addr_bits primary buckets, 1.5 times that with three. */
-static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
+void iceberg_swap_arrays(gpu_iceberg *a, gpu_iceberg *b)
+{
+    gpu_iceberg tmp;
+    arrays_from(&tmp, a);
+    arrays_from(a, b);
+    arrays_from(b, &tmp);
+}
+
+/* The chunks of a growing table's primary level and of its values (vmem.h).
+ * A chunk costs the host about 0.2 ms to map and give back (H200: mostly
+ * cuMemSetAccess and cuMemUnmap; a run of chunks takes one call of each),
+ * and a growth holds up to a chunk of its old and new arrays more than its
+ * keys fill.  A SET's batches are short enough for the chunks' cost to
+ * show (G1: 64 chunks cost a grown SET 60-80 ms of 300, 16 about 35); a
+ * MAP's values, 4 times the bytes, stay at 64 (16 took a MAP to 1.93
+ * times the bytes its keys fill) and its batches hide them
+ * (docs/PERFORMANCE.md, G1). */
+#define L0_CHUNKS     16
+#define VALUES_CHUNKS 64
+
+/* Zeroed level and value arrays for 2^addr_bits primary buckets, 1.5 times
+ * that with three.  A growing table's primary level and values are mapped a
+ * chunk at a time (vmem.h): with lazy, its primary level (and the values
+ * of its slots) not yet, for a growth to map as its keys come. */
+static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, bool lazy, floe_errinfo *err)
 {
     floe_geometry_init(&t->g, t->spec.key_bits, addr_bits, three, t->spec.seed);
     t->addr_bits = addr_bits;
     t->three = three;
     size_t total = 0;
     cudaError_t e = cudaSuccess;
+    const bool chunked = t->spec.grow;
     /* new arrays: t's pointers may be a copy of arrays in use (a rebuild's,
      * a growth's), which a failure below must not free */
     for (int l = 0; l < FLOE_LEVELS; l++)
         t->level[l] = NULL;
     t->values = NULL;
+    t->vm_l0 = t->vm_values = NULL;
     for (int l = 0; l < FLOE_LEVELS && e == cudaSuccess; l++) {
         t->bytes[l] = floe_level_words(&t->g.level[l]) * sizeof(uint64_t);
         total += t->bytes[l];
-        if ((e = cudaMalloc(&t->level[l], t->bytes[l])) != cudaSuccess)
+        if (l == 0 && chunked) {
+            e = gpu_vmem_reserve(t->bytes[0], L0_CHUNKS, &t->vm_l0, (void **)&t->level[0]);
+            if (e == cudaSuccess && !lazy)
+                e = gpu_vmem_map(t->vm_l0, 0, t->bytes[0], 0);
+        } else if ((e = cudaMalloc(&t->level[l], t->bytes[l])) != cudaSuccess) {
             t->level[l] = NULL;
-        else
+        } else {
             e = cudaMemset(t->level[l], 0, t->bytes[l]);
+        }
     }
     t->values_bytes = t->vb ? (size_t)t->g.total_slots * t->vb : 0;
     total += t->values_bytes;
-    if (e == cudaSuccess && t->vb) {
+    if (e == cudaSuccess && t->vb && chunked) {
+        const size_t primary = (size_t)floe_level_slots(&t->g.level[0]) * t->vb; /* the values of the primary slots */
+        e = gpu_vmem_reserve(t->values_bytes, VALUES_CHUNKS, &t->vm_values, &t->values);
+        if (e == cudaSuccess)
+            e = gpu_vmem_map(t->vm_values, lazy ? primary : 0, lazy ? t->values_bytes - primary : t->values_bytes, 0);
+    } else if (e == cudaSuccess && t->vb) {
         if ((e = cudaMalloc(&t->values, t->values_bytes)) != cudaSuccess)
             t->values = NULL;
         else
@@ -364,10 +424,8 @@ static cudaError_t load_growth_kernels(void)
 {
     cudaFuncAttributes a;
     const void *const kernels[] = {
-        (const void *)k_move<16>,          (const void *)k_move<32>,          (const void *)k_move<64>,
-        (const void *)k_move<16 | 1>,      (const void *)k_move<32 | 1>,      (const void *)k_move<64 | 1>,
-        (const void *)k_old_slots<16>,     (const void *)k_old_slots<32>,     (const void *)k_old_slots<64>,
-        (const void *)k_old_slots<16 | 1>, (const void *)k_old_slots<32 | 1>, (const void *)k_old_slots<64 | 1>,
+        (const void *)k_move<16>,     (const void *)k_move<32>,     (const void *)k_move<64>,
+        (const void *)k_move<16 | 1>, (const void *)k_move<32 | 1>, (const void *)k_move<64 | 1>,
     };
     cudaError_t e = cudaSuccess;
     for (size_t i = 0; i < sizeof kernels / sizeof *kernels && e == cudaSuccess; i++)
@@ -395,7 +453,7 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     if (!t->spec.seed)
         t->spec.seed = 0x243F6A8885A308D3ull;
     t->vb = floe_spec_has_values(spec) ? spec->value_bytes : 0;
-    st = alloc_arrays(t, addr_bits, three, err);
+    st = alloc_arrays(t, addr_bits, three, false, err);
     t->piece = PUT_PIECE_KEYS;
     int dev, major;
     t->pdl = cudaGetDevice(&dev) == cudaSuccess &&
@@ -427,6 +485,9 @@ extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
     }
     cudaFree(t->move_failed);
     cudaFree(t->move_list);
+    cudaFree(t->route);
+    if (t->share_ev)
+        cudaEventDestroy(t->share_ev);
     free_arrays(t);
     cudaFree(t->halt);
     cudaFree(t->scratch_map);
@@ -459,19 +520,46 @@ extern "C" uint32_t gpu_iceberg_first_fill(const gpu_iceberg *t)
     return t->g.first_fill;
 }
 
-/* Counts of a table's arrays as they are in g/L (waits): rows that are
- * not EMPTY, and tombstones, per level. */
-static floe_status count_levels(const floe_geometry &g, uint64_t *const *L, uint64_t used[3], uint64_t tomb[3],
-                                floe_errinfo *err)
+/* ---- growth within twice the bytes: groups of keys ---------------------------------------------------- */
+
+/* The primary buckets of groups [lo, hi) of a growth of gbits in geometry g:
+ * one range, or one in each third of a table of 1.5 x 2^a buckets (layout.h,
+ * floe_split_as: a bucket's low bits there are the top bits of the
+ * permutation, its third comes from the low ones).  Returns the ranges. */
+static unsigned group_buckets(const floe_geometry &g, uint32_t gbits, uint64_t lo, uint64_t hi, uint64_t first[3],
+                              uint64_t count[3])
+{
+    const floe_level &lv = g.level[0];
+    const uint32_t hb = lv.addr_bits - lv.three, sh = hb - gbits;
+    const unsigned n = lv.three ? 3 : 1;
+    for (unsigned k = 0; k < n; k++) {
+        first[k] = ((uint64_t)k << hb) + (lo << sh);
+        count[k] = (hi - lo) << sh;
+    }
+    return n;
+}
+
+/* Counts of a table's arrays as they are in g/L (waits): rows that are not
+ * EMPTY, and tombstones, per level; of the primary level, with part, only
+ * the buckets of groups [glo, ghi) of a growth of gbits (the part of it
+ * that is mapped). */
+static floe_status count_levels(const floe_geometry &g, uint64_t *const *L, bool part, uint32_t gbits, uint64_t glo,
+                                uint64_t ghi, uint64_t used[3], uint64_t tomb[3], floe_errinfo *err)
 {
     unsigned long long *d, h[2 * FLOE_LEVELS];
     CUDA_TRY(cudaMalloc(&d, sizeof h), err);
     cudaError_t e = cudaMemset(d, 0, sizeof h);
     for (int l = 0; l < FLOE_LEVELS && e == cudaSuccess; l++) {
-        uint64_t nw = floe_level_words(&g.level[l]);
-        k_count<<<blocks_for(nw) < COUNT_BLOCKS ? blocks_for(nw) : COUNT_BLOCKS, BLOCK>>>(L[l], nw, g.level[l].row_bits,
-                                                                                          d + 2 * l);
-        e = cudaGetLastError();
+        uint64_t first[3] = {0, 0, 0}, count[3] = {floe_level_buckets(&g.level[l]), 0, 0};
+        const unsigned ranges = l > 0 || !part ? 1 : ghi > glo ? group_buckets(g, gbits, glo, ghi, first, count) : 0;
+        for (unsigned k = 0; k < ranges && e == cudaSuccess; k++) {
+            const uint64_t nw = count[k] * g.level[l].words;
+            if (nw == 0)
+                continue;
+            const unsigned blocks = blocks_for(nw) < COUNT_BLOCKS ? blocks_for(nw) : COUNT_BLOCKS;
+            k_count<<<blocks, BLOCK>>>(L[l] + first[k] * g.level[l].words, nw, g.level[l].row_bits, d + 2 * l);
+            e = cudaGetLastError();
+        }
     }
     if (e == cudaSuccess)
         e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
@@ -488,13 +576,16 @@ static floe_status count_levels(const floe_geometry &g, uint64_t *const *L, uint
 extern "C" floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, floe_errinfo *err)
 {
     uint64_t tomb[3], old_used[3], old_tomb[3];
-    floe_status st = count_levels(t->g, t->level, used, tomb, err);
-    if (st == FLOE_OK && t->old) /* its keys, not the tombstones its moves left */
-        st = count_levels(t->old->g, t->old->level, old_used, old_tomb, err);
+    const gpu_iceberg *o = t->old;
+    /* while a growth is under way, the new primary level holds groups [0, front), the old one the rest */
+    const bool part = iceberg_routing(t); /* else both mapped whole */
+    floe_status st = count_levels(t->g, t->level, part, t->gbits, 0, t->front, used, tomb, err);
+    if (st == FLOE_OK && o) /* its keys, not the tombstones its moves left */
+        st = count_levels(o->g, o->level, part, t->gbits, t->front, t->groups, old_used, old_tomb, err);
     if (st != FLOE_OK)
         return st;
     *tombstones = tomb[0] + tomb[1] + tomb[2];
-    for (int l = 0; l < FLOE_LEVELS && t->old; l++)
+    for (int l = 0; l < FLOE_LEVELS && o; l++)
         used[l] += old_used[l] - old_tomb[l];
     return FLOE_OK;
 }
@@ -505,9 +596,11 @@ extern "C" floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_e
     return gpu_iceberg_count(t, used, &tomb, err);
 }
 
+/* The device memory t's arrays hold now (a chunked array's mapped chunks). */
 static uint64_t arrays_bytes(const gpu_iceberg *t)
 {
-    return t->bytes[0] + t->bytes[1] + t->bytes[2] + t->values_bytes;
+    return (t->vm_l0 ? gpu_vmem_mapped(t->vm_l0) : t->bytes[0]) + t->bytes[1] + t->bytes[2] +
+           (t->vm_values ? gpu_vmem_mapped(t->vm_values) : t->values_bytes);
 }
 
 extern "C" uint64_t gpu_iceberg_memory(const gpu_iceberg *t)
@@ -534,7 +627,7 @@ static floe_status rebuild_arrays(gpu_iceberg *t, uint32_t *addr_bits, uint32_t 
             return floe_errinfo_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
         }
         gpu_iceberg nt = *t; /* the new arrays; everything else shared */
-        floe_status st = alloc_arrays(&nt, a, a3, err);
+        floe_status st = alloc_arrays(&nt, a, a3, false, err);
         if (st != FLOE_OK) {
             cudaFree(failed);
             return st;
@@ -590,10 +683,12 @@ extern "C" int gpu_iceberg_growing(const gpu_iceberg *t)
     return t->old != NULL;
 }
 
-/* Old slots moved, enqueued on s: [first, first + count), or the count
- * slots listed in slots (device memory) where it is not NULL. */
-static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, const uint64_t *slots, cudaStream_t s,
-                              floe_errinfo *err)
+/* ---- growth within twice the bytes: the moves (gpu_iceberg_grow) ------------------------------------------ */
+
+/* Old slots [first, first + count) moved, enqueued on s; of them, the keys
+ * of groups [glo, ghi) alone where ghi > glo. */
+static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, uint64_t glo, uint64_t ghi,
+                              cudaStream_t s, floe_errinfo *err)
 {
     const gpu_iceberg *o = t->old;
     const uint64_t step = (uint64_t)1 << 30;
@@ -602,43 +697,151 @@ static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, co
         with_row_bits(t->g.level[0], [&](auto rn) {
             k_move<decltype(rn)::value><<<blocks_for(m), BLOCK, 0, s>>>(o->g, levels_of(o), o->values, t->g,
                                                                         levels_of(t), t->values, t->vb, first + at, m,
-                                                                        slots ? slots + at : NULL, t->move_failed);
+                                                                        t->gbits, glo, ghi, t->move_failed);
         });
         CUDA_TRY(cudaGetLastError(), err);
     }
     return FLOE_OK;
 }
 
-/* Ends the growth under way: the old slots not yet moved are, and, where a
- * key could not be placed (the new arrays have 4/3 of the old's slots or
- * more: not met below fill 0.9), every old slot again after the new arrays
- * double at once; then
- * the old arrays are freed.  Waits for s. */
+/* Maps (zeroed on s) or unmaps the chunks of a chunked table's primary level
+ * and values that hold the buckets of groups [lo, hi). */
+static cudaError_t chunks_of_groups(gpu_iceberg *t, uint32_t gbits, uint64_t lo, uint64_t hi, bool map, cudaStream_t s)
+{
+    uint64_t first[3], count[3];
+    const unsigned n = group_buckets(t->g, gbits, lo, hi, first, count);
+    const floe_level &lv = t->g.level[0];
+    cudaError_t e = cudaSuccess;
+    for (unsigned k = 0; k < n && e == cudaSuccess; k++) {
+        const size_t w = lv.words * sizeof(uint64_t), v = (size_t)lv.slots * t->vb;
+        if (t->vm_l0)
+            e = map ? gpu_vmem_map(t->vm_l0, first[k] * w, count[k] * w, s)
+                    : gpu_vmem_unmap(t->vm_l0, first[k] * w, count[k] * w);
+        if (e == cudaSuccess && t->vm_values)
+            e = map ? gpu_vmem_map(t->vm_values, first[k] * v, count[k] * v, s)
+                    : gpu_vmem_unmap(t->vm_values, first[k] * v, count[k] * v);
+    }
+    return e;
+}
+
+/* Groups [lo, hi) moved, enqueued on s: the new arrays' buckets of them
+ * mapped, then the keys of the old primary buckets of them and those of
+ * them in the old overflow levels moved; front = hi. */
+static floe_status move_groups(gpu_iceberg *t, uint64_t lo, uint64_t hi, cudaStream_t s, floe_errinfo *err)
+{
+    const gpu_iceberg *o = t->old;
+    const cudaError_t e = chunks_of_groups(t, t->gbits, lo, hi, true, s);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* an out-of-memory error is not sticky */
+        return floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
+                                "device memory for table %s's growth: %s", t->spec.name, cudaGetErrorString(e));
+    }
+    uint64_t first[3], count[3];
+    const unsigned n = group_buckets(o->g, t->gbits, lo, hi, first, count);
+    const uint64_t per = o->g.level[0].slots;
+    floe_status st = FLOE_OK;
+    for (unsigned k = 0; k < n && st == FLOE_OK; k++)
+        st = move_slots(t, first[k] * per, count[k] * per, 0, 0, s, err);
+    const uint64_t over = o->g.level[1].first_id; /* the overflow levels: their keys of these groups */
+    if (st == FLOE_OK)
+        st = move_slots(t, over, o->g.total_slots - over, lo, hi, s, err);
+    if (st == FLOE_OK)
+        t->front = hi;
+    return st;
+}
+
+/* The old arrays' chunks of groups [0, hi) given back: every key of them
+ * moved (no kernel reads them any more). */
+static floe_status release_groups(gpu_iceberg *t, uint64_t hi, floe_errinfo *err)
+{
+    /* from group 0 each time: a chunk across the last boundary goes back only now */
+    const cudaError_t e = chunks_of_groups(t->old, t->gbits, 0, hi, false, 0);
+    if (e != cudaSuccess)
+        return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "giving back table %s's old arrays: %s", t->spec.name,
+                                cudaGetErrorString(e));
+    t->released = hi;
+    return FLOE_OK;
+}
+
+static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err);
+
+/* The old chunks of the groups that the shares finished so far moved given
+ * back (with wait, s idle: all of them); where a move found no room in the
+ * new arrays, the growth ends here instead (settle_on, which waits). */
+static floe_status release_done(gpu_iceberg *t, bool wait, cudaStream_t s, floe_errinfo *err)
+{
+    if (!t->old || t->whole || t->shared_front <= t->released) /* whole: the batches' keys are looked up anywhere */
+        return FLOE_OK;
+    const cudaError_t q = wait ? cudaEventSynchronize(t->share_ev) : cudaEventQuery(t->share_ev);
+    if (q == cudaErrorNotReady)
+        return FLOE_OK;
+    CUDA_TRY(q, err);
+    int failed = 0;
+    CUDA_TRY(cudaMemcpy(&failed, t->move_failed, sizeof failed, cudaMemcpyDeviceToHost), err);
+    return failed ? settle_on(t, s, err) : release_groups(t, t->shared_front, err);
+}
+
+/* Ends the growth under way, waiting for s: the groups left moved, a
+ * sixteenth at a time, the old chunks of each given back before the next
+ * is mapped; where a key could not be placed (the new arrays have 4/3 of
+ * the old's slots or more: not met below fill 0.9), the new arrays double
+ * at once and every key still in the old arrays moves again; then the old
+ * arrays are freed. */
+#define SETTLE_WHOLE ((size_t)256 << 20)
 static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
 {
     gpu_iceberg *o = t->old;
     if (!o)
         return FLOE_OK;
-    for (uint64_t from = t->moved;; from = 0) {
-        floe_status st = move_slots(t, from, o->g.total_slots - from, NULL, s, err);
-        if (st != FLOE_OK)
+    /* a sixteenth at a time where that bounds the bytes; old arrays below SETTLE_WHOLE at once (their
+     * chunks are few, and a step costs a wait) */
+    const uint64_t step = o->bytes[0] < SETTLE_WHOLE || t->groups < 16 ? t->groups : t->groups / 16;
+    int failed = 0;
+    floe_status st = FLOE_OK;
+    while (st == FLOE_OK && !failed && t->front < t->groups) {
+        const uint64_t hi = t->groups - t->front < step ? t->groups : t->front + step;
+        if ((st = move_groups(t, t->front, hi, s, err)) != FLOE_OK)
             return st;
-        int failed = 1;
         CUDA_TRY(cudaMemcpyAsync(&failed, t->move_failed, sizeof failed, cudaMemcpyDeviceToHost, s), err);
         CUDA_TRY(cudaStreamSynchronize(s), err);
         if (!failed)
-            break;
+            st = release_groups(t, t->front, err);
+    }
+    while (st == FLOE_OK && failed) {
+        /* the new primary level whole, for the rebuild to read; the old keys of groups
+         * [released, groups) and of its overflow levels into the doubled arrays */
+        cudaError_t e = chunks_of_groups(t, t->gbits, 0, t->groups, true, s);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(s);
+        if (e != cudaSuccess)
+            return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name,
+                                    cudaGetErrorString(e));
         uint32_t a = t->addr_bits + 1, a3 = 0;
         if ((st = rebuild_arrays(t, &a, &a3, err)) != FLOE_OK)
             return st;
         CUDA_TRY(cudaMemset(t->move_failed, 0, sizeof(int)), err);
         CUDA_TRY(cudaDeviceSynchronize(), err);
+        uint64_t first[3], count[3];
+        const unsigned n = group_buckets(o->g, t->gbits, t->released, t->groups, first, count);
+        const uint64_t per = o->g.level[0].slots, over = o->g.level[1].first_id;
+        for (unsigned k = 0; k < n && st == FLOE_OK; k++)
+            st = move_slots(t, first[k] * per, count[k] * per, 0, 0, s, err);
+        if (st == FLOE_OK)
+            st = move_slots(t, over, o->g.total_slots - over, 0, 0, s, err);
+        if (st != FLOE_OK)
+            return st;
+        CUDA_TRY(cudaMemcpyAsync(&failed, t->move_failed, sizeof failed, cudaMemcpyDeviceToHost, s), err);
+        CUDA_TRY(cudaStreamSynchronize(s), err);
     }
+    if (st != FLOE_OK)
+        return st;
     free_arrays(o);
     free(o);
     t->old = NULL;
-    t->moved = 0;
+    t->gbits = 0;
+    t->groups = t->front = t->released = t->shared_front = 0;
     t->owed = 0;
+    t->whole = false;
     return FLOE_OK;
 }
 
@@ -652,12 +855,32 @@ extern "C" floe_status gpu_iceberg_settle(gpu_iceberg *t, floe_errinfo *err)
 
 static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_errinfo *err);
 
-floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, cudaStream_t s, floe_errinfo *err)
+/* A batch of more keys than the old arrays' slots / ROUTE_SHARE: a growth mapped whole (iceberg_move_step). */
+#define ROUTE_SHARE 32u
+
+floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, bool ids, cudaStream_t s,
+                              floe_errinfo *err)
 {
-    const gpu_iceberg *o = t->old;
-    if (!o)
+    if (!t->old)
         return FLOE_OK;
-    if (n) { /* the batch's keys first: where each is, then those moved */
+    if (ids && iceberg_routing(t)) /* an old slot's id would not outlive the growth */
+        return settle_on(t, s, err);
+    /* a batch the old arrays could not take beside their keys (its keys of the groups not moved would
+     * go there): before any group moved, the new arrays are mapped whole and the batches' own keys move
+     * first (the bytes are few beside such a batch); later, the growth ends first */
+    const bool large = (uint64_t)n * ROUTE_SHARE > t->old->g.total_slots;
+    if (large && !t->whole && t->front > 0)
+        return settle_on(t, s, err);
+    if (large && !t->whole) {
+        const cudaError_t e = chunks_of_groups(t, t->gbits, 0, t->groups, true, s);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            return floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
+                                    "device memory for table %s's growth: %s", t->spec.name, cudaGetErrorString(e));
+        }
+        t->whole = true;
+    }
+    if (t->whole && n) { /* the batch's keys first: where each is, then those moved */
         if (n > t->move_cap) {
             cudaFree(t->move_list); /* waits for the kernels that read it */
             t->move_list = NULL;
@@ -665,13 +888,15 @@ floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, cu
             CUDA_TRY(cudaMalloc(&t->move_list, n * sizeof *t->move_list), err);
             t->move_cap = n;
         }
+        const gpu_iceberg *o = t->old;
         with_row_bits(o->g.level[0], [&](auto ro) {
             k_old_slots<decltype(ro)::value><<<blocks_for(n), BLOCK, 0, s>>>(o->g, levels_of(o), keys, n, t->move_list);
         });
+        with_row_bits(t->g.level[0], [&](auto rn) {
+            k_move_listed<decltype(rn)::value><<<blocks_for(n), BLOCK, 0, s>>>(
+                o->g, levels_of(o), o->values, t->g, levels_of(t), t->values, t->vb, t->move_list, n, t->move_failed);
+        });
         CUDA_TRY(cudaGetLastError(), err);
-        floe_status st = move_slots(t, 0, n, t->move_list, s, err);
-        if (st != FLOE_OK)
-            return st;
     }
     floe_status st = move_share(t, true, s, err); /* what the batches before owe, if not moved after them */
     if (st == FLOE_OK && t->old) {
@@ -681,18 +906,24 @@ floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, cu
     return st;
 }
 
-/* The share of old slots the batches owe moved, enqueued on s; with last,
- * the last share too, which ends the growth (waits). */
+/* The share of old slots the batches owe moved (whole groups, in order),
+ * enqueued on s; with last, the last share too, which ends the growth
+ * (waits). */
 static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_errinfo *err)
 {
-    if (!t->old || t->owed == 0)
-        return FLOE_OK;
-    const uint64_t left = t->old->g.total_slots - t->moved;
+    floe_status st = release_done(t, false, s, err); /* what the shares before emptied */
+    if (st != FLOE_OK || !t->old || t->owed == 0)
+        return st;
+    const uint64_t per = floe_level_slots(&t->old->g.level[0]) / t->groups; /* primary slots a group */
+    const uint64_t left = (t->groups - t->front) * per;
     if (left <= t->owed || left <= GPU_MOVE_MIN)
         return last ? settle_on(t, s, err) : FLOE_OK;
-    floe_status st = move_slots(t, t->moved, t->owed, NULL, s, err);
+    const uint64_t d = (t->owed + per - 1) / per;
+    st = move_groups(t, t->front, t->front + d, s, err);
+    if (st == FLOE_OK)
+        CUDA_TRY(cudaEventRecord(t->share_ev, s), err);
     if (st == FLOE_OK) {
-        t->moved += t->owed;
+        t->shared_front = t->front;
         t->owed = 0;
     }
     return st;
@@ -701,6 +932,13 @@ static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_er
 extern "C" floe_status gpu_iceberg_move_owed(gpu_iceberg *t, gpu_stream stream, floe_errinfo *err)
 {
     return move_share(t, false, (cudaStream_t)stream, err);
+}
+
+/* The bits of a geometry's primary bucket that are the top bits of the
+ * permutation (all of them, but the third's in a table of thirds). */
+static uint32_t top_bucket_bits(const floe_geometry &g)
+{
+    return g.level[0].addr_bits - g.level[0].three;
 }
 
 extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
@@ -716,6 +954,8 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
         return rebuild_arrays(t, &addr_bits, &three, err);
     if (!t->move_failed)
         CUDA_TRY(cudaMalloc(&t->move_failed, sizeof(int)), err);
+    if (!t->share_ev)
+        CUDA_TRY(cudaEventCreateWithFlags(&t->share_ev, cudaEventDisableTiming), err);
     CUDA_TRY(cudaDeviceSynchronize(), err); /* the batches before, on any stream */
     gpu_iceberg *o = (gpu_iceberg *)calloc(1, sizeof *o);
     if (!o)
@@ -723,7 +963,9 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
     o->spec = t->spec;
     o->vb = t->vb;
     arrays_from(o, t);
-    if ((st = alloc_arrays(t, addr_bits, three, err)) != FLOE_OK) { /* t's arrays are NULL: the old ones back */
+    /* the new primary level (and its values) mapped as the groups move: the rest now */
+    st = alloc_arrays(t, addr_bits, three, true, err);
+    if (st != FLOE_OK) { /* t's arrays are NULL: the old ones back */
         arrays_from(t, o);
         free(o);
         return st;
@@ -732,8 +974,12 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
     if (e == cudaSuccess)
         e = cudaDeviceSynchronize(); /* zeroed before any stream's kernel reads them */
     t->old = o;
-    t->moved = 0;
+    const uint32_t a = top_bucket_bits(o->g), b = top_bucket_bits(t->g);
+    t->gbits = a < b ? a : b;
+    t->groups = (uint64_t)1 << t->gbits;
+    t->front = t->released = t->shared_front = 0;
     t->owed = 0;
+    t->whole = false;
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing: %s", cudaGetErrorString(e));
     return FLOE_OK;
