@@ -766,13 +766,13 @@ static floe_status release_groups(gpu_iceberg *t, uint64_t hi, floe_errinfo *err
 static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err);
 
 /* The old chunks of the groups that the shares finished so far moved given
- * back (with wait, s idle: all of them); where a move found no room in the
- * new arrays, the growth ends here instead (settle_on, which waits). */
-static floe_status release_done(gpu_iceberg *t, bool wait, cudaStream_t s, floe_errinfo *err)
+ * back, if the last share is done (its event); where a move found no room in
+ * the new arrays, the growth ends here instead (settle_on, which waits). */
+static floe_status release_done(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
 {
     if (!t->old || t->whole || t->shared_front <= t->released) /* whole: the batches' keys are looked up anywhere */
         return FLOE_OK;
-    const cudaError_t q = wait ? cudaEventSynchronize(t->share_ev) : cudaEventQuery(t->share_ev);
+    const cudaError_t q = cudaEventQuery(t->share_ev);
     if (q == cudaErrorNotReady)
         return FLOE_OK;
     CUDA_TRY(q, err);
@@ -911,7 +911,7 @@ floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, bo
  * (waits). */
 static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_errinfo *err)
 {
-    floe_status st = release_done(t, false, s, err); /* what the shares before emptied */
+    floe_status st = release_done(t, s, err); /* what the shares before emptied */
     if (st != FLOE_OK || !t->old || t->owed == 0)
         return st;
     const uint64_t per = floe_level_slots(&t->old->g.level[0]) / t->groups; /* primary slots a group */
