@@ -329,8 +329,8 @@ struct engines {
     gpu_cuckoo *frozen;
 };
 
-/* maxmemory-gpu, as an ORDERED table's engine asks it before its pool grows */
-static bool ordered_fits(void *ctx, uint64_t bytes)
+/* maxmemory-gpu, as a TREE's or ORDERED table's engine asks it before it grows */
+static bool table_fits(void *ctx, uint64_t bytes)
 {
     return device_budget_fits(((const gpu_table *)ctx)->be->device, bytes);
 }
@@ -355,8 +355,10 @@ static floe_status start_table(gpu_backend *be, engines en, uint64_t generation,
     t->ice = en.ice;
     t->tree = en.tree;
     t->ord = en.ord;
+    if (t->tree)
+        gpu_tree_set_limit(t->tree, table_fits, t);
     if (t->ord)
-        gpu_ordered_set_limit(t->ord, ordered_fits, t);
+        gpu_ordered_set_limit(t->ord, table_fits, t);
     t->frozen = en.frozen;
     t->vb = floe_spec_has_values(&t->base.spec) ? t->base.spec.value_bytes : 0;
     t->generation = en.frozen ? gpu_cuckoo_generation(en.frozen) : generation;

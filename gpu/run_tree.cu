@@ -262,9 +262,11 @@ static floe_status tree_save_gpu(gpu_table *t, const char *path, floe_errinfo *e
 }
 
 /* maxmemory-gpu (floe_gpu_set_budget): a growing TREE's insert of n
- * vectors that would grow its tables (gpu_tree_over_fill) past the limit is
- * refused whole before anything is stored, as rebuild refuses a SET's
- * growth and the CPU engine a TREE's past maxmemory (tables/tree.c). */
+ * vectors that could grow its tables (gpu_tree_growths_possible: the rule
+ * of the CPU engine's refusal past maxmemory, tables/tree.c) past the limit
+ * is refused whole before anything is stored, as rebuild refuses a SET's
+ * growth.  A growth the batch then needs all the same is asked again when
+ * it allocates (gpu_tree_set_limit). */
 static bool growth_refused(gpu_table *t, size_t n, floe_errinfo *err)
 {
     unsigned what = 0;
@@ -275,8 +277,8 @@ static bool growth_refused(gpu_table *t, size_t n, floe_errinfo *err)
     const uint64_t any = gpu_tree_growth_bytes(t->tree, TREE_GROW_NODES, n) +
                          gpu_tree_growth_bytes(t->tree, TREE_GROW_ROOTS, n) +
                          gpu_tree_growth_bytes(t->tree, TREE_GROW_NODES | TREE_GROW_ROOTS, n);
-    if (device_budget_fits(t->be->device, any) ||
-        gpu_tree_over_fill(t->tree, n, t->base.spec.max_fill, &what, &ignored) != FLOE_OK || !what)
+    if (device_budget_fits(t->be->device, any) || gpu_tree_growths_possible(t->tree, n, &what, &ignored) != FLOE_OK ||
+        !what)
         return false;
     const uint64_t need = gpu_tree_growth_bytes(t->tree, what, n);
     if (device_budget_fits(t->be->device, need))

@@ -56,6 +56,8 @@ struct gpu_tree {
     uint32_t *whole; /* states by parent that go whole: their vectors (not batch scratch: a growth
                       * in their insert reserves scratch of its own) */
     size_t whole_cap;
+    bool (*fits)(void *ctx, uint64_t bytes); /* maxmemory-gpu (gpu_tree_set_limit); NULL: none */
+    void *fits_ctx;
 };
 
 /* ---- device ------------------------------------------------------------------------------------------ */

@@ -561,23 +561,28 @@ extern "C" floe_status gpu_tree_get_host(gpu_tree *t, const uint64_t *ids, size_
  * stands).  The root put that follows gives ids of the new generation, so
  * the batch looks none up again.  The growth sizes the node table at this
  * batch's rate so far: the nodes its fold made for the leaders it folded.
- * Leaves the counters as a fold does (h_counter too). */
+ * Leaves the counters as a fold does (h_counter too).  ERR_NO_MEMORY where
+ * the limit (gpu_tree_set_limit) does not allow the growth: no root of the
+ * batch is put yet, so none of its vectors is stored. */
 static floe_status refold_grown(gpu_tree *t, const uint32_t *d_vectors, uint8_t *d_results, uint64_t *d_ids,
                                 cudaStream_t s, floe_errinfo *err)
 {
     uint32_t *from = full_lists(t), *to = from + t->cap;
     while (t->h_counter[3] & FULL_IN_NODES) {
-        const uint64_t folded = t->h_counter[1], nfull = t->h_counter[5];
+        const uint64_t folded = t->h_counter[1], nfull = t->h_counter[5], tried = t->h_counter[0];
         /* the batch's rates so far, for the growth's room for the nfull to fold again: its nodes
          * over the vectors it folded whole (the leaders it tried would understate them by the
-         * share the full table stopped), or over the ones it tried where none went whole */
-        t->last_n = folded ? folded : t->h_counter[0];
-        t->last_made = t->batch_made;
-        t->last_put = folded;
+         * share the full table stopped; grown_sizes takes no more than a vector can make); where
+         * none went whole, nothing is known: the most a vector makes, and a root each */
+        t->last_n = folded ? folded : tried;
+        t->last_made = folded ? t->batch_made : (uint64_t)(tree_most_nodes_a_vector(&t->spec) * (double)tried);
+        t->last_put = folded ? folded : tried;
         floe_errinfo gerr;
         const floe_status gst = tree_grow_tables(t, TREE_GROW_NODES, (size_t)nfull, t->rk, folded, &gerr);
         if (gst == FLOE_ERR_TOO_LARGE)
             return FLOE_OK; /* as large as a TREE gets: FULL stands */
+        if (gst == FLOE_ERR_NO_MEMORY) /* before the root put: none of the batch is stored */
+            return floe_errinfo_set(err, gst, "%s: nothing stored", gerr.msg);
         if (gst != FLOE_OK)
             return floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name,
                                     gerr.msg);
@@ -741,10 +746,14 @@ static floe_status retry_full(gpu_tree *t, unsigned long long bits, uint8_t *d_r
         st = select_full(r, d_results, n, item_bytes, &nf, s, err);
         if (st != FLOE_OK || nf == 0)
             break;
+        /* each vector FULL here wants a root at most, and nodes at the batch's rate: room for them all
+         * (the rates of the batch count only the roots its full table took) */
+        t->last_made = t->last_n ? (uint64_t)((double)t->last_made * (double)nf / (double)t->last_n) : 0;
+        t->last_n = t->last_put = nf;
         floe_errinfo gerr;
         floe_status gst = gpu_tree_grow(t, full_tables(bits), nf, &gerr);
-        if (gst == FLOE_ERR_TOO_LARGE)
-            break; /* as large as a TREE gets: FULL stands */
+        if (gst == FLOE_ERR_TOO_LARGE || gst == FLOE_ERR_NO_MEMORY)
+            break; /* as large as a TREE gets, or may get under maxmemory-gpu: FULL stands */
         if (gst != FLOE_OK)
             return floe_errinfo_set(err, FLOE_ERR_FULL, "table %s is full and could not grow: %s", t->spec.name,
                                     gerr.msg);

@@ -70,6 +70,17 @@ const tree_sizing *gpu_tree_sizes(const gpu_tree *t);
  * roots if they are past it now (the batches keep a bound; counted on the
  * device when the bound passes: waits then). */
 floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what, floe_errinfo *err);
+/* The growths a batch of `coming` vectors could need at most
+ * (tree_growths_possible, by the roots counted where the bound says they
+ * might: waits then): what a limit on the device's memory refuses by. */
+floe_status gpu_tree_growths_possible(gpu_tree *t, size_t coming, unsigned *what, floe_errinfo *err);
+/* A limit on growth (floed's maxmemory-gpu): fits(ctx, bytes) is asked
+ * before a growth allocates (its new arrays and the copy's scratch); false
+ * fails the growth with FLOE_ERR_NO_MEMORY, t unchanged.  An insert whose
+ * fold then has no room answers FLOE_ERR_NO_MEMORY with none of its vectors
+ * stored; one whose roots had no room answers FULL for those.  fits NULL:
+ * none (the default). */
+void gpu_tree_set_limit(gpu_tree *t, bool (*fits)(void *ctx, uint64_t bytes), void *ctx);
 /* Bytes a growth of `what` before `coming` vectors would allocate (as
  * gpu_tree_grow sizes it: the new arrays, beside the old ones until it
  * ends, and a node table's copy's scratch); 0 for none, or past the
@@ -86,7 +97,7 @@ uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what, size_t coming);
  * then every root; they then replace t's.  A new root table alone moves
  * the roots.  Ids change and the generation increments.  Needs the old and
  * the new arrays at once; on failure t is unchanged (ERR_TOO_LARGE past
- * the largest size).  Waits. */
+ * the largest size, ERR_NO_MEMORY past the limit).  Waits. */
 floe_status gpu_tree_grow(gpu_tree *t, unsigned what, size_t coming, floe_errinfo *err);
 /* Find-or-put of n states by parent, on the device: state i is the vector
  * of root slot d_parents[i] (an id of the table's generation) with the

@@ -6,6 +6,7 @@
  * tree_device.cuh.
  */
 #include <cub/device/device_select.cuh>
+#include <math.h>
 #include <string.h>
 
 #include "tree_device.cuh"
@@ -333,6 +334,35 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, uint64_t *keys, size_t nk
     return st;
 }
 
+/* t->roots_bound made the count of the roots stored (waits for the device). */
+static floe_status count_roots(gpu_tree *t, floe_errinfo *err)
+{
+    uint64_t used[FLOE_LEVELS];
+    CUDA_TRY(cudaDeviceSynchronize(), err);
+    floe_status st = gpu_iceberg_used(t->roots, used, err);
+    if (st == FLOE_OK)
+        t->roots_bound = used[0] + used[1] + used[2];
+    return st;
+}
+
+extern "C" floe_status gpu_tree_growths_possible(gpu_tree *t, size_t coming, unsigned *what, floe_errinfo *err)
+{
+    const uint64_t root_slots = gpu_iceberg_slots(t->roots);
+    *what = tree_growths_possible(&t->spec, t->nodes_used, t->g.node_slots, t->roots_bound, root_slots, coming);
+    if (!(*what & TREE_GROW_ROOTS))
+        return FLOE_OK;
+    floe_status st = count_roots(t, err); /* the bound says maybe */
+    if (st == FLOE_OK)
+        *what = tree_growths_possible(&t->spec, t->nodes_used, t->g.node_slots, t->roots_bound, root_slots, coming);
+    return st;
+}
+
+extern "C" void gpu_tree_set_limit(gpu_tree *t, bool (*fits)(void *ctx, uint64_t bytes), void *ctx)
+{
+    t->fits = fits;
+    t->fits_ctx = ctx;
+}
+
 extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what,
                                           floe_errinfo *err)
 {
@@ -346,12 +376,9 @@ extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max
     const double root_slots = (double)gpu_iceberg_slots(t->roots);
     const double added = t->last_n ? (double)t->last_put * (double)coming / (double)t->last_n : 0.0;
     if ((double)t->roots_bound + added > max_fill * root_slots) { /* the bound says maybe: count them */
-        uint64_t used[FLOE_LEVELS];
-        CUDA_TRY(cudaDeviceSynchronize(), err);
-        floe_status st = gpu_iceberg_used(t->roots, used, err);
+        floe_status st = count_roots(t, err);
         if (st != FLOE_OK)
             return st;
-        t->roots_bound = used[0] + used[1] + used[2];
         if ((double)t->roots_bound + added > max_fill * root_slots)
             *what |= TREE_GROW_ROOTS;
     }
@@ -364,11 +391,26 @@ extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max
  * at the last batch's rates of new nodes and roots a vector. */
 static floe_status grown_sizes(const gpu_tree *t, unsigned what, size_t coming, tree_sizing *z, floe_errinfo *err)
 {
-    const double rate = t->last_put ? (double)t->last_made / (double)t->last_put : 0.0;
+    /* a batch cut short by a full table counts nodes that vectors it did not fold whole made: no
+     * vector makes more than tree_most_nodes_a_vector */
+    const double most = tree_most_nodes_a_vector(&t->spec);
+    const double rate = t->last_put ? fmin((double)t->last_made / (double)t->last_put, most) : 0.0;
     const double want = tree_nodes_ahead(&t->spec, t->nodes_used, t->roots_bound, rate);
+    const double made = t->last_n ? fmin((double)t->last_made / (double)t->last_n, most) : 0.0;
     const double per = t->last_n ? (double)coming / (double)t->last_n : 0.0;
-    return tree_size_for(&t->spec, &t->z, what, want, (double)t->nodes_used + (double)t->last_made * per,
+    return tree_size_for(&t->spec, &t->z, what, want, (double)t->nodes_used + made * (double)coming,
                          (double)t->roots_bound + (double)t->last_put * per, z, err);
+}
+
+/* The bytes a growth to z allocates beside t's tables while it runs. */
+static uint64_t bytes_to_grow(const gpu_tree *t, unsigned what, const tree_sizing *z)
+{
+    if (!(what & TREE_GROW_NODES))
+        return z->root_bytes;
+    /* the copy's scratch too, beside both generations while it runs (counted even where the batch
+     * scratch would serve: a growth inside a batch allocates its own) */
+    size_t sizes[5];
+    return z->node_bytes + z->root_bytes + copy_scratch(t, t->roots_bound, sizes);
 }
 
 extern "C" uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what, size_t coming)
@@ -377,12 +419,18 @@ extern "C" uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what, size
     floe_errinfo ignored;
     if (!what || grown_sizes(t, what, coming, &z, &ignored) != FLOE_OK)
         return 0;
-    if (!(what & TREE_GROW_NODES))
-        return z.root_bytes;
-    /* the copy's scratch too, beside both generations while it runs (counted even where the batch
-     * scratch would serve: a growth inside a batch allocates its own) */
-    size_t sizes[5];
-    return z.node_bytes + z.root_bytes + copy_scratch(t, t->roots_bound, sizes);
+    return bytes_to_grow(t, what, &z);
+}
+
+/* ERR_NO_MEMORY where the limit (gpu_tree_set_limit) does not allow a growth to z. */
+static floe_status growth_allowed(const gpu_tree *t, unsigned what, const tree_sizing *z, floe_errinfo *err)
+{
+    const uint64_t bytes = bytes_to_grow(t, what, z);
+    if (!t->fits || t->fits(t->fits_ctx, bytes))
+        return FLOE_OK;
+    return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
+                            "table %s: its vectors would grow it by %.1f MiB on its GPU, past maxmemory-gpu",
+                            t->spec.name, (double)bytes / 1048576.0);
 }
 
 /* gpu_tree_grow, with the root keys keys[0, nkeys) of vectors folded but
@@ -392,6 +440,8 @@ floe_status tree_grow_tables(gpu_tree *t, unsigned what, size_t coming, uint64_t
 {
     tree_sizing z;
     floe_status st = grown_sizes(t, what, coming, &z, err);
+    if (st == FLOE_OK)
+        st = growth_allowed(t, what, &z, err);
     if (st != FLOE_OK)
         return st;
     if (!(what & TREE_GROW_NODES)) { /* the roots move; the nodes stay where they are */
@@ -428,6 +478,8 @@ floe_status tree_grow_tables(gpu_tree *t, unsigned what, size_t coming, uint64_t
         tree_tables_free(&n);
         if (st == FLOE_OK) /* which table had no room is not known here: both grow */
             st = tree_size_grown(&t->spec, &z, TREE_GROW_NODES | TREE_GROW_ROOTS, 0.0, &z, err);
+        if (st == FLOE_OK)
+            st = growth_allowed(t, TREE_GROW_NODES | TREE_GROW_ROOTS, &z, err);
     }
     return st;
 }

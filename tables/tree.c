@@ -115,11 +115,12 @@ floe_status tree_size(const floe_spec *spec, tree_sizing *z, floe_errinfo *err)
          * room for the first TREE_UNSHARED_VECTORS to share nothing; a table
          * that grows starts at TREE_GROW_NODES_PER_VECTOR and no more. */
         const double want_per = spec->grow ? TREE_GROW_NODES_PER_VECTOR : TREE_DEFAULT_NODES_PER_VECTOR;
-        const double per = spec->words - 2 < want_per ? spec->words - 2 : want_per;
+        const double most = tree_most_nodes_a_vector(spec);
+        const double per = most < want_per ? most : want_per;
         uint64_t unshared = spec->grow                               ? 0
                             : spec->capacity < TREE_UNSHARED_VECTORS ? spec->capacity
                                                                      : TREE_UNSHARED_VECTORS;
-        double want = ((double)spec->capacity * (double)per + (double)unshared * (spec->words - 2)) / TREE_NODE_FILL;
+        double want = ((double)spec->capacity * per + (double)unshared * most) / TREE_NODE_FILL;
         uint32_t bits = FLOE_NODE_MIN_BITS, three = 0;
         while (bits < FLOE_NODE_MAX_BITS && (double)floe_node_slots_for(bits, three) < want)
             node_step(&bits, &three);
@@ -620,26 +621,31 @@ static floe_status unfold_states(tree *t, const fold_job *j, size_t n, uint32_t 
     return FLOE_OK;
 }
 
+unsigned tree_growths_possible(const floe_spec *spec, uint64_t nodes, uint64_t node_slots, uint64_t roots,
+                               uint64_t root_slots, size_t n)
+{
+    const double per = tree_most_nodes_a_vector(spec);
+    const double node_fill = spec->max_fill < TREE_NODE_FILL ? spec->max_fill : TREE_NODE_FILL;
+    unsigned what = 0;
+    if ((double)nodes + per * (double)n > node_fill * (double)node_slots)
+        what |= TREE_GROW_NODES;
+    if ((double)roots + (double)n > spec->max_fill * (double)root_slots)
+        what |= TREE_GROW_ROOTS;
+    return what;
+}
+
 /* maxmemory (floe_alloc_set_budget): a growing table's insert of n vectors
- * that could need its next growth (each vector adds a root and words - 2
- * nodes at most; a node table's buckets may fill past TREE_NODE_FILL, short
- * of max_fill), where the budget would not allow that growth's arrays, is
- * refused whole before anything is stored, as iceberg.c refuses a SET's or
- * MAP's: a growth that failed in the middle of a batch left some of its
- * vectors in. */
+ * that could need its next growth (tree_growths_possible), where the budget
+ * would not allow that growth's arrays, is refused whole before anything is
+ * stored, as iceberg.c refuses a SET's or MAP's: a growth that failed in
+ * the middle of a batch left some of its vectors in. */
 static bool growth_out_of_budget(tree *t, size_t n, floe_errinfo *err)
 {
     if (!t->spec.grow)
         return false;
     pthread_rwlock_rdlock(&t->lock);
-    const uint64_t nodes = atomic_load(&t->nodes_used), roots = iceberg_used_slots(t->roots);
-    const double per = t->spec.words > 2 ? (double)(t->spec.words - 2) : 0.0;
-    unsigned what = 0;
-    const double node_fill = t->spec.max_fill < TREE_NODE_FILL ? t->spec.max_fill : TREE_NODE_FILL;
-    if ((double)nodes + per * (double)n > node_fill * (double)t->g.node_slots)
-        what |= TREE_GROW_NODES;
-    if ((double)(roots + n) > t->spec.max_fill * (double)iceberg_total_slots(t->roots))
-        what |= TREE_GROW_ROOTS;
+    const unsigned what = tree_growths_possible(&t->spec, atomic_load(&t->nodes_used), t->g.node_slots,
+                                                iceberg_used_slots(t->roots), iceberg_total_slots(t->roots), n);
     tree_sizing z;
     floe_errinfo ignored;
     /* as grow_locked would size it before the batch; a table that cannot grow further answers FULL instead */

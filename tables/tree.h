@@ -104,6 +104,21 @@ floe_status tree_size_grown(const floe_spec *spec, const tree_sizing *from, unsi
 floe_status tree_size_for(const floe_spec *spec, const tree_sizing *from, unsigned what, double want, double nodes,
                           double roots, tree_sizing *to, floe_errinfo *err);
 
+/* The most nodes a vector adds to the node table: words - 2 (its tree's
+ * inner nodes but the root, which goes to the root table). */
+static inline double tree_most_nodes_a_vector(const floe_spec *spec)
+{
+    return spec->words > 2 ? (double)(spec->words - 2) : 0.0;
+}
+/* The growths (TREE_GROW_NODES, TREE_GROW_ROOTS) a batch of n vectors
+ * could need at most, in tables of node_slots and root_slots holding
+ * `nodes` and `roots`: each vector adds a root and words - 2 nodes at most,
+ * and a node may find no room past TREE_NODE_FILL, short of max_fill.  The
+ * rule by which both engines refuse, under a memory limit, a batch whose
+ * growth the limit would not allow, before anything of it is stored. */
+unsigned tree_growths_possible(const floe_spec *spec, uint64_t nodes, uint64_t node_slots, uint64_t roots,
+                               uint64_t root_slots, size_t n);
+
 /* The spec must pass floe_spec_validate with kind TREE (seed 0: pick one). */
 floe_status tree_create(const floe_spec *spec, floe_pool *pool, tree **out, floe_errinfo *err);
 /* The same laid out as z (tree_size_bits of the same spec and seed). */
