@@ -908,7 +908,12 @@ floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, bo
 
 /* The share of old slots the batches owe moved (whole groups, in order),
  * enqueued on s; with last, the last share too, which ends the growth
- * (waits). */
+ * (waits).  Where the device has no memory for a share's chunks now (taken
+ * since the growth began), its groups stay where they are, still owed, and
+ * the batches go on: a key goes where its group is (FULL where the old
+ * arrays have no room), and the next batch tries again.  The last share
+ * (settle_on) answers ERR_FULL then: a batch that meets it before its
+ * kernels stores nothing. */
 static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_errinfo *err)
 {
     floe_status st = release_done(t, s, err); /* what the shares before emptied */
@@ -920,6 +925,8 @@ static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_er
         return last ? settle_on(t, s, err) : FLOE_OK;
     const uint64_t d = (t->owed + per - 1) / per;
     st = move_groups(t, t->front, t->front + d, s, err);
+    if (st == FLOE_ERR_FULL)
+        return FLOE_OK;
     if (st == FLOE_OK)
         CUDA_TRY(cudaEventRecord(t->share_ev, s), err);
     if (st == FLOE_OK) {

@@ -558,6 +558,113 @@ static void grow_within_twice(uint32_t vb, uint64_t seed)
     gpu_iceberg_destroy(gpu);
 }
 
+/* A growth whose device memory is taken while it is under way (every free
+ * byte, as another process might): the batches go on, each key INSERTED or
+ * FULL and no error, the new arrays mapping no chunk meanwhile; with the
+ * memory back the growth goes on to its end, and every key answered
+ * INSERTED is found, every one answered FULL absent. */
+static void grow_out_of_device_memory(uint64_t seed)
+{
+    floe_spec spec;
+    floe_spec_default(&spec);
+    strcpy(spec.name, "g3");
+    spec.kind = FLOE_KIND_SET;
+    spec.key_bits = 40;
+    spec.seed = seed;
+    spec.grow = true;
+    floe_errinfo err;
+    gpu_iceberg *gpu;
+    uint32_t addr = 20, three = 0;
+    EXPECT(gpu_iceberg_create(&spec, addr, three, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
+    if (failures)
+        return;
+    const uint64_t batch = 1u << 18;
+    floe_perm gen;
+    floe_perm_init(&gen, 40, seed, 3);
+    std::vector<uint64_t> keys(batch);
+    std::vector<uint8_t> res(batch), all_res;
+    uint64_t *dk;
+    uint8_t *dr;
+    EXPECT(cudaMalloc(&dk, batch * 8) == cudaSuccess && cudaMalloc(&dr, batch) == cudaSuccess, "device buffers");
+    std::vector<void *> hog;
+    uint64_t at = 0, mem0 = 0, inserted_short = 0, full_short = 0;
+    unsigned growing_batches = 0, short_batches = 0, after = 0;
+    enum { SHORT = 8 };
+    /* before the growth, two batches into it, SHORT with no free device memory, then until it ends */
+    while (!failures && at < (256ull << 20)) {
+        const bool growing = gpu_iceberg_growing(gpu);
+        if (!growing && growing_batches > 0)
+            break; /* it ended */
+        if (!growing && (double)(at + batch) > 0.9 * (double)gpu_iceberg_slots(gpu)) {
+            iceberg_step_up(&addr, &three);
+            EXPECT(gpu_iceberg_grow(gpu, addr, three, &err) == FLOE_OK, "grow: %s", err.msg);
+        }
+        if (growing && growing_batches == 2 && hog.empty()) { /* every free byte taken, in ever smaller pieces */
+            for (size_t piece = (size_t)256 << 20; piece >= ((size_t)1 << 20); piece /= 4) {
+                void *p;
+                while (cudaMalloc(&p, piece) == cudaSuccess)
+                    hog.push_back(p);
+            }
+            cudaGetLastError();
+            mem0 = gpu_iceberg_memory(gpu);
+        }
+        for (uint64_t i = 0; i < batch; i++)
+            keys[i] = floe_permute(&gen, at + i);
+        TO_DEV(dk, keys.data(), batch * 8);
+        EXPECT(gpu_iceberg_put(gpu, dk, batch, dr, NULL, 0, 0, &err) == FLOE_OK, "batch at %llu: %s",
+               (unsigned long long)at, err.msg);
+        EXPECT(gpu_iceberg_move_owed(gpu, 0, &err) == FLOE_OK, "moves after the batch at %llu: %s",
+               (unsigned long long)at, err.msg);
+        FROM_DEV(res.data(), dr, batch);
+        all_res.insert(all_res.end(), res.begin(), res.end());
+        const size_t ins = (size_t)std::count(res.begin(), res.end(), (uint8_t)FLOE_INSERTED),
+                     full = (size_t)std::count(res.begin(), res.end(), (uint8_t)FLOE_FULL);
+        EXPECT(ins + full == batch, "batch at %llu (%u batches with no free memory): %zu INSERTED, %zu FULL of %llu",
+               (unsigned long long)at, short_batches, ins, full, (unsigned long long)batch);
+        if (full) /* as the backend does where the table cannot grow now: FULL stands, the next batch runs */
+            EXPECT(gpu_iceberg_clear_halt(gpu, 0, &err) == FLOE_OK, "%s", err.msg);
+        if (!hog.empty() && short_batches < SHORT) {
+            short_batches++;
+            inserted_short += ins;
+            full_short += full;
+            EXPECT(gpu_iceberg_growing(gpu) && gpu_iceberg_memory(gpu) <= mem0,
+                   "with no free device memory: growing %d, %llu bytes mapped, %llu before", gpu_iceberg_growing(gpu),
+                   (unsigned long long)gpu_iceberg_memory(gpu), (unsigned long long)mem0);
+            if (short_batches == SHORT) { /* the memory back */
+                for (void *p : hog)
+                    cudaFree(p);
+                hog.clear();
+            }
+        } else if (short_batches == SHORT) {
+            after++;
+        }
+        growing_batches += growing;
+        at += batch;
+    }
+    for (void *p : hog) /* a case that stopped early gives the memory back too */
+        cudaFree(p);
+    EXPECT(short_batches == SHORT && !gpu_iceberg_growing(gpu), "%u batches with no free memory, growing %d",
+           short_batches, gpu_iceberg_growing(gpu));
+    /* every key as it was answered */
+    size_t wrong = 0;
+    for (uint64_t b = 0; b < at && !failures; b += batch) {
+        for (uint64_t i = 0; i < batch; i++)
+            keys[i] = floe_permute(&gen, b + i);
+        TO_DEV(dk, keys.data(), batch * 8);
+        EXPECT(gpu_iceberg_find(gpu, dk, batch, dr, NULL, NULL, 0, &err) == FLOE_OK, "%s", err.msg);
+        FROM_DEV(res.data(), dr, batch);
+        for (uint64_t i = 0; i < batch; i++)
+            wrong += res[i] != (all_res[b + i] == FLOE_INSERTED ? FLOE_PRESENT : FLOE_ABSENT);
+    }
+    EXPECT(wrong == 0, "%zu keys not found as their inserts answered", wrong);
+    printf("  SET growing with no free device memory: %u batches went on (%llu keys INSERTED, %llu FULL), "
+           "the growth ended %u batches after the memory came back\n",
+           short_batches, (unsigned long long)inserted_short, (unsigned long long)full_short, after);
+    cudaFree(dk);
+    cudaFree(dr);
+    gpu_iceberg_destroy(gpu);
+}
+
 /* growth while the batches go on: SET and MAP; the full run adds wide and narrow rows */
 static void grow_cases(uint64_t seed, bool small)
 {
@@ -572,6 +679,7 @@ static void grow_cases(uint64_t seed, bool small)
     grow_against_cpu(24, 4, seed + 29);
     grow_within_twice(0, seed + 30);
     grow_within_twice(8, seed + 31);
+    grow_out_of_device_memory(seed + 32);
 }
 
 int main(int argc, char **argv)
