@@ -174,8 +174,8 @@ floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *t
  * no memory for a share's chunks when it comes (taken by others since the
  * growth began), the share waits for a later batch, and the batches go on
  * in the room the arrays have (FULL answers where none is left); a batch
- * that must end the growth first, or meets its last share, answers
- * ERR_FULL, nothing of it stored.
+ * that must end the growth first (ids, or more keys than the old arrays'
+ * room) answers ERR_FULL then, nothing of it stored.
  * A scan, a download, ids to keys, a rebuild or another growth ends a
  * growth under way first (gpu_iceberg_settle).  ERR_FULL if the arrays
  * cannot be allocated: the table as it was.  To a size of no more slots

@@ -906,14 +906,22 @@ floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, bo
     return st;
 }
 
+/* Whether settle_on's ERR_FULL was chunks it could not map (every key
+ * still where its group says: the batches may go on as they were), not the
+ * doubling after a key found no room in the new arrays. */
+static bool settle_stalled(const gpu_iceberg *t)
+{
+    int failed = 1;
+    return t->old && t->front < t->groups &&
+           cudaMemcpy(&failed, t->move_failed, sizeof failed, cudaMemcpyDeviceToHost) == cudaSuccess && !failed;
+}
+
 /* The share of old slots the batches owe moved (whole groups, in order),
  * enqueued on s; with last, the last share too, which ends the growth
  * (waits).  Where the device has no memory for a share's chunks now (taken
  * since the growth began), its groups stay where they are, still owed, and
  * the batches go on: a key goes where its group is (FULL where the old
- * arrays have no room), and the next batch tries again.  The last share
- * (settle_on) answers ERR_FULL then: a batch that meets it before its
- * kernels stores nothing. */
+ * arrays have no room), and the next batch tries again. */
 static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_errinfo *err)
 {
     floe_status st = release_done(t, s, err); /* what the shares before emptied */
@@ -921,8 +929,12 @@ static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_er
         return st;
     const uint64_t per = floe_level_slots(&t->old->g.level[0]) / t->groups; /* primary slots a group */
     const uint64_t left = (t->groups - t->front) * per;
-    if (left <= t->owed || left <= GPU_MOVE_MIN)
-        return last ? settle_on(t, s, err) : FLOE_OK;
+    if (left <= t->owed || left <= GPU_MOVE_MIN) {
+        if (!last)
+            return FLOE_OK;
+        st = settle_on(t, s, err);
+        return st == FLOE_ERR_FULL && settle_stalled(t) ? FLOE_OK : st;
+    }
     const uint64_t d = (t->owed + per - 1) / per;
     st = move_groups(t, t->front, t->front + d, s, err);
     if (st == FLOE_ERR_FULL)

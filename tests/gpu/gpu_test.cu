@@ -589,7 +589,7 @@ static void grow_out_of_device_memory(uint64_t seed)
     std::vector<void *> hog;
     uint64_t at = 0, mem0 = 0, inserted_short = 0, full_short = 0;
     unsigned growing_batches = 0, short_batches = 0, after = 0;
-    enum { SHORT = 8 };
+    enum { SHORT = 24 }; /* past the batches that owe every group left: the last share meets no memory too */
     /* before the growth, two batches into it, SHORT with no free device memory, then until it ends */
     while (!failures && at < (256ull << 20)) {
         const bool growing = gpu_iceberg_growing(gpu);
