@@ -433,6 +433,39 @@ static double bytes_a_slot(const floe_geometry &g, uint32_t vb)
     return b / (double)g.total_slots + vb;
 }
 
+/* A growing table of 40-bit keys (a MAP's with vb-byte values) of 2^addr
+ * primary buckets; NULL (a failure counted) where it cannot be made. */
+static gpu_iceberg *growing_table(const char *name, uint32_t vb, uint64_t seed, uint32_t addr)
+{
+    floe_spec spec;
+    floe_spec_default(&spec);
+    strcpy(spec.name, name);
+    spec.kind = vb ? FLOE_KIND_MAP : FLOE_KIND_SET;
+    spec.value_bytes = vb;
+    spec.key_bits = 40;
+    spec.seed = seed;
+    spec.grow = true;
+    floe_errinfo err;
+    gpu_iceberg *gpu = NULL;
+    EXPECT_OR_RETURN(NULL, gpu_iceberg_create(&spec, addr, 0, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
+    return gpu;
+}
+
+/* Device memory held until it goes out of scope (an EXPECT returns early). */
+struct device_hog {
+    std::vector<void *> pieces;
+    void release()
+    {
+        for (void *p : pieces)
+            cudaFree(p);
+        pieces.clear();
+    }
+    ~device_hog()
+    {
+        release();
+    }
+};
+
 /* A growing table's device bytes stay within twice what its keys fill
  * (issue 44): distinct random 40-bit keys in batches of 2^18 into a SET or a
  * MAP of 8-byte values made with 2^20 primary buckets (32 Mi slots: its
@@ -446,19 +479,10 @@ static double bytes_a_slot(const floe_geometry &g, uint32_t vb)
  * last growth name the same keys after it. */
 static void grow_within_twice(uint32_t vb, uint64_t seed)
 {
-    floe_spec spec;
-    floe_spec_default(&spec);
-    strcpy(spec.name, "g2");
-    spec.kind = vb ? FLOE_KIND_MAP : FLOE_KIND_SET;
-    spec.value_bytes = vb;
-    spec.key_bits = 40;
-    spec.seed = seed;
-    spec.grow = true;
     floe_errinfo err;
-    gpu_iceberg *gpu;
     uint32_t addr = 20, three = 0;
-    EXPECT(gpu_iceberg_create(&spec, addr, three, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
-    if (failures)
+    gpu_iceberg *gpu = growing_table("g2", vb, seed, addr);
+    if (!gpu)
         return;
     const uint64_t batch = 1u << 18, total = 76u << 20;
     floe_perm gen;
@@ -565,18 +589,10 @@ static void grow_within_twice(uint32_t vb, uint64_t seed)
  * INSERTED is found, every one answered FULL absent. */
 static void grow_out_of_device_memory(uint64_t seed)
 {
-    floe_spec spec;
-    floe_spec_default(&spec);
-    strcpy(spec.name, "g3");
-    spec.kind = FLOE_KIND_SET;
-    spec.key_bits = 40;
-    spec.seed = seed;
-    spec.grow = true;
     floe_errinfo err;
-    gpu_iceberg *gpu;
     uint32_t addr = 20, three = 0;
-    EXPECT(gpu_iceberg_create(&spec, addr, three, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
-    if (failures)
+    gpu_iceberg *gpu = growing_table("g3", 0, seed, addr);
+    if (!gpu)
         return;
     const uint64_t batch = 1u << 18;
     floe_perm gen;
@@ -586,12 +602,12 @@ static void grow_out_of_device_memory(uint64_t seed)
     uint64_t *dk;
     uint8_t *dr;
     EXPECT(cudaMalloc(&dk, batch * 8) == cudaSuccess && cudaMalloc(&dr, batch) == cudaSuccess, "device buffers");
-    std::vector<void *> hog;
+    device_hog hog;
     uint64_t at = 0, mem0 = 0, inserted_short = 0, full_short = 0;
     unsigned growing_batches = 0, short_batches = 0, after = 0;
     enum { SHORT = 24 }; /* past the batches that owe every group left: the last share meets no memory too */
     /* before the growth, two batches into it, SHORT with no free device memory, then until it ends */
-    while (!failures && at < (256ull << 20)) {
+    while (at < (256ull << 20)) {
         const bool growing = gpu_iceberg_growing(gpu);
         if (!growing && growing_batches > 0)
             break; /* it ended */
@@ -599,11 +615,11 @@ static void grow_out_of_device_memory(uint64_t seed)
             iceberg_step_up(&addr, &three);
             EXPECT(gpu_iceberg_grow(gpu, addr, three, &err) == FLOE_OK, "grow: %s", err.msg);
         }
-        if (growing && growing_batches == 2 && hog.empty()) { /* every free byte taken, in ever smaller pieces */
+        if (growing && growing_batches == 2 && hog.pieces.empty()) { /* every free byte, in ever smaller pieces */
             for (size_t piece = (size_t)256 << 20; piece >= ((size_t)1 << 20); piece /= 4) {
                 void *p;
                 while (cudaMalloc(&p, piece) == cudaSuccess)
-                    hog.push_back(p);
+                    hog.pieces.push_back(p);
             }
             cudaGetLastError();
             mem0 = gpu_iceberg_memory(gpu);
@@ -623,26 +639,21 @@ static void grow_out_of_device_memory(uint64_t seed)
                (unsigned long long)at, short_batches, ins, full, (unsigned long long)batch);
         if (full) /* as the backend does where the table cannot grow now: FULL stands, the next batch runs */
             EXPECT(gpu_iceberg_clear_halt(gpu, 0, &err) == FLOE_OK, "%s", err.msg);
-        if (!hog.empty() && short_batches < SHORT) {
+        if (!hog.pieces.empty() && short_batches < SHORT) {
             short_batches++;
             inserted_short += ins;
             full_short += full;
             EXPECT(gpu_iceberg_growing(gpu) && gpu_iceberg_memory(gpu) <= mem0,
                    "with no free device memory: growing %d, %llu bytes mapped, %llu before", gpu_iceberg_growing(gpu),
                    (unsigned long long)gpu_iceberg_memory(gpu), (unsigned long long)mem0);
-            if (short_batches == SHORT) { /* the memory back */
-                for (void *p : hog)
-                    cudaFree(p);
-                hog.clear();
-            }
+            if (short_batches == SHORT) /* the memory back */
+                hog.release();
         } else if (short_batches == SHORT) {
             after++;
         }
         growing_batches += growing;
         at += batch;
     }
-    for (void *p : hog) /* a case that stopped early gives the memory back too */
-        cudaFree(p);
     EXPECT(short_batches == SHORT && !gpu_iceberg_growing(gpu), "%u batches with no free memory, growing %d",
            short_batches, gpu_iceberg_growing(gpu));
     /* every key as it was answered */
