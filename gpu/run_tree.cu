@@ -261,35 +261,6 @@ static floe_status tree_save_gpu(gpu_table *t, const char *path, floe_errinfo *e
     return st == FLOE_OK ? write_image(im, path, err) : st;
 }
 
-/* maxmemory-gpu (floe_gpu_set_budget): a growing TREE's insert of n
- * vectors that could grow its tables (gpu_tree_growths_possible: the rule
- * of the CPU engine's refusal past maxmemory, tables/tree.c) past the limit
- * is refused whole before anything is stored, as rebuild refuses a SET's
- * growth.  A growth the batch then needs all the same is asked again when
- * it allocates (gpu_tree_set_limit). */
-static bool growth_refused(gpu_table *t, size_t n, floe_errinfo *err)
-{
-    unsigned what = 0;
-    floe_errinfo ignored;
-    if (!t->base.spec.grow)
-        return false;
-    /* first, on the host alone: whether any growth fits (no limit, or far from it) */
-    const uint64_t any = gpu_tree_growth_bytes(t->tree, TREE_GROW_NODES, n) +
-                         gpu_tree_growth_bytes(t->tree, TREE_GROW_ROOTS, n) +
-                         gpu_tree_growth_bytes(t->tree, TREE_GROW_NODES | TREE_GROW_ROOTS, n);
-    if (device_budget_fits(t->be->device, any) || gpu_tree_growths_possible(t->tree, n, &what, &ignored) != FLOE_OK ||
-        !what)
-        return false;
-    const uint64_t need = gpu_tree_growth_bytes(t->tree, what, n);
-    if (device_budget_fits(t->be->device, need))
-        return false;
-    floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
-                     "table %s: the %zu vectors would grow it by %.1f MiB on GPU %d, past maxmemory-gpu: nothing "
-                     "stored",
-                     t->base.spec.name, n, (double)need / 1048576.0, t->be->device);
-    return true;
-}
-
 /* A TREE's batch, whatever it is, runs alone: its engine waits for the
  * device within every batch anyway. */
 void run_tree(lane *L, floe_batch *b)
@@ -302,7 +273,9 @@ void run_tree(lane *L, floe_batch *b)
     case FLOE_OP_INSERT:
     case FLOE_OP_FIND:
     case FLOE_OP_GET:
-        if (b->op == FLOE_OP_INSERT && growth_refused(t, b->n, e)) {
+        /* maxmemory-gpu: an insert that could grow the table past it is refused whole, before
+         * anything is stored (the engine holds the limit: table_fits in backend_gpu.cu) */
+        if (b->op == FLOE_OP_INSERT && gpu_tree_refuses(t->tree, b->n, e)) {
             b->status = FLOE_ERR_NO_MEMORY;
             break;
         }

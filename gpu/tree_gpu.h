@@ -70,10 +70,6 @@ const tree_sizing *gpu_tree_sizes(const gpu_tree *t);
  * roots if they are past it now (the batches keep a bound; counted on the
  * device when the bound passes: waits then). */
 floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what, floe_errinfo *err);
-/* The growths a batch of `coming` vectors could need at most
- * (tree_growths_possible, by the roots counted where the bound says they
- * might: waits then): what a limit on the device's memory refuses by. */
-floe_status gpu_tree_growths_possible(gpu_tree *t, size_t coming, unsigned *what, floe_errinfo *err);
 /* A limit on growth (floed's maxmemory-gpu): fits(ctx, bytes) is asked
  * before a growth allocates (its new arrays and the copy's scratch); false
  * fails the growth with FLOE_ERR_NO_MEMORY, t unchanged.  An insert whose
@@ -81,11 +77,12 @@ floe_status gpu_tree_growths_possible(gpu_tree *t, size_t coming, unsigned *what
  * stored; one whose roots had no room answers FULL for those.  fits NULL:
  * none (the default). */
 void gpu_tree_set_limit(gpu_tree *t, bool (*fits)(void *ctx, uint64_t bytes), void *ctx);
-/* Bytes a growth of `what` before `coming` vectors would allocate (as
- * gpu_tree_grow sizes it: the new arrays, beside the old ones until it
- * ends, and a node table's copy's scratch); 0 for none, or past the
- * largest size. */
-uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what, size_t coming);
+/* Whether an insert of n vectors into a growing t is refused whole under
+ * the limit (gpu_tree_set_limit): a growth it could need at most (the CPU
+ * engine's rule, tree_growths_possible) would allocate past it.  Then
+ * FLOE_ERR_NO_MEMORY in err, nothing stored; false with no limit.  A growth
+ * the batch needs all the same is asked again as it allocates. */
+bool gpu_tree_refuses(gpu_tree *t, size_t n, floe_errinfo *err);
 /* Grows t (what: TREE_GROW_NODES, TREE_GROW_ROOTS) on the device, in one
  * growth: each table a step larger, and as many steps more as `coming`
  * vectors need at the last batch's rates of new nodes and roots (0: one

@@ -345,7 +345,9 @@ static floe_status count_roots(gpu_tree *t, floe_errinfo *err)
     return st;
 }
 
-extern "C" floe_status gpu_tree_growths_possible(gpu_tree *t, size_t coming, unsigned *what, floe_errinfo *err)
+/* The growths a batch of `coming` vectors could need at most (tree_growths_possible, by the roots
+ * counted where the bound says they might: waits then). */
+static floe_status growths_possible(gpu_tree *t, size_t coming, unsigned *what, floe_errinfo *err)
 {
     const uint64_t root_slots = gpu_iceberg_slots(t->roots);
     *what = tree_growths_possible(&t->spec, t->nodes_used, t->g.node_slots, t->roots_bound, root_slots, coming);
@@ -413,7 +415,7 @@ static uint64_t bytes_to_grow(const gpu_tree *t, unsigned what, const tree_sizin
     return z->node_bytes + z->root_bytes + copy_scratch(t, t->roots_bound, sizes);
 }
 
-extern "C" uint64_t gpu_tree_growth_bytes(const gpu_tree *t, unsigned what, size_t coming)
+static uint64_t growth_bytes(const gpu_tree *t, unsigned what, size_t coming)
 {
     tree_sizing z;
     floe_errinfo ignored;
@@ -431,6 +433,27 @@ static floe_status growth_allowed(const gpu_tree *t, unsigned what, const tree_s
     return floe_errinfo_set(err, FLOE_ERR_NO_MEMORY,
                             "table %s: its vectors would grow it by %.1f MiB on its GPU, past maxmemory-gpu",
                             t->spec.name, (double)bytes / 1048576.0);
+}
+
+extern "C" bool gpu_tree_refuses(gpu_tree *t, size_t n, floe_errinfo *err)
+{
+    unsigned what = 0;
+    floe_errinfo ignored;
+    if (!t->fits || !t->spec.grow)
+        return false;
+    /* first, on the host alone: whether any growth fits (far from the limit) */
+    const uint64_t any = growth_bytes(t, TREE_GROW_NODES, n) + growth_bytes(t, TREE_GROW_ROOTS, n) +
+                         growth_bytes(t, TREE_GROW_NODES | TREE_GROW_ROOTS, n);
+    if (t->fits(t->fits_ctx, any) || growths_possible(t, n, &what, &ignored) != FLOE_OK || !what)
+        return false;
+    const uint64_t need = growth_bytes(t, what, n);
+    if (t->fits(t->fits_ctx, need))
+        return false;
+    floe_errinfo_set(
+        err, FLOE_ERR_NO_MEMORY,
+        "table %s: the %zu vectors would grow it by %.1f MiB on its GPU, past maxmemory-gpu: nothing stored",
+        t->spec.name, n, (double)need / 1048576.0);
+    return true;
 }
 
 /* gpu_tree_grow, with the root keys keys[0, nkeys) of vectors folded but
