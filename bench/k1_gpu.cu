@@ -115,7 +115,8 @@ static void help(void)
            "                      while a growth moves them) seen every 4 batches\n"
            "      --keys N        with --grow: keys inserted (default 1G = 2^30)\n"
            "      --per-batch     with --grow: after each run, its first 8 batches' times and every later\n"
-           "                      batch over 3x the median\n"
+           "                      batch over 3x the median, and (a growing table's) the samples of more than\n"
+           "                      1.8 times the device bytes the keys fill\n"
            "      --sweep         instead of K1: the batch-size sweep, find-or-put of a stream in which each\n"
            "                      of 2^25 keys occurs twice, in batches of 2^10, 2^12 .. 2^26 keys, on the\n"
            "                      same table (what a batch costs besides its keys)\n"
@@ -197,6 +198,8 @@ static int s1_static(const floe_spec &spec, const uint64_t *d_keys, uint64_t n, 
  * old arrays' chunks still mapped count too), sampled every SPARE_EVERY
  * batches past the first WARM_BATCHES, their time taken out of the run's. */
 #define SPARE_EVERY 4
+/* --per-batch lists the samples of more device bytes than this over the keys' */
+#define BYTES_SHOWN 1.8
 
 /* The device bytes of a table over the bytes its keys fill: its arrays'
  * bytes a slot, from the levels' sizes. */
@@ -257,6 +260,8 @@ static int run_g1(uint64_t n, unsigned runs, bool per_batch)
                 must(floe_table_create(be, &spec, &t, &err), err);
                 const uint64_t s0 = floe_now_ns();
                 uint64_t untimed = 0; /* the samples' time, not the run's */
+                /* the samples past BYTES_SHOWN */
+                std::vector<std::pair<uint64_t, double>> bytes_seen;
                 for (uint64_t k = 0; k < batches; k++) {
                     const uint64_t at = k * b, m = std::min(b, n - at);
                     floe_batch bt;
@@ -278,7 +283,10 @@ static int run_g1(uint64_t n, unsigned runs, bool per_batch)
                         must(floe_table_run(t, &q), q.error);
                         if (q.stats.fill > 0 && 1.0 / q.stats.fill > spare)
                             spare = 1.0 / q.stats.fill;
-                        bytes_most = std::max(bytes_most, bytes_over_filled(q.stats));
+                        const double over = bytes_over_filled(q.stats);
+                        bytes_most = std::max(bytes_most, over);
+                        if (per_batch && !sized && over > BYTES_SHOWN) /* a sized table starts nearly empty */
+                            bytes_seen.push_back({k, over});
                         untimed += floe_now_ns() - u0;
                     }
                     if (bt.counts.inserted != m) {
@@ -319,6 +327,11 @@ static int run_g1(uint64_t n, unsigned runs, bool per_batch)
                     for (uint64_t k = 8; k < batches; k++)
                         if (lat[k] > 3 * med)
                             printf(" #%llu %.2f", (unsigned long long)k, lat[k]);
+                    if (!sized) {
+                        printf("; device bytes over %.1fx the keys' after batch", BYTES_SHOWN);
+                        for (const auto &b : bytes_seen)
+                            printf(" #%llu %.2f", (unsigned long long)b.first, b.second);
+                    }
                     printf("\n");
                 }
                 warm_ratio.push_back(warm_worst / sorted[sorted.size() / 2]);

@@ -100,15 +100,9 @@ struct gpu_iceberg {
     uint64_t shared_front;
     uint64_t owed;    /* slots the batches so far owe the growth (gpu_iceberg_move_owed) */
     int *move_failed; /* device: a key the new arrays could not place stayed in the old */
-    /* A growth that a batch large against the old arrays meets before any group moved: the new
-     * arrays mapped whole, each batch's keys moved first and run there (no split), the old
-     * arrays given back at its end (iceberg_move_step) */
-    bool whole;
-    uint64_t *move_list; /* device: where a batch's keys are in the old arrays (k_old_slots) */
-    size_t move_cap;
     void *route;      /* routed()'s scratch (iceberg_gpu.cu) */
     size_t route_bytes;
-    key_side pick;    /* the keys the next launches run (routed(); zero: every key) */
+    key_side pick; /* the keys the next launches run (routed(); zero: every key) */
 };
 
 /* iceberg_table.cu: with a growth under way, before a batch of n keys runs:
@@ -116,15 +110,14 @@ struct gpu_iceberg {
  * gpu_iceberg_move_owed did not move it after them; this batch owes the
  * next share (GPU_MOVE_PER_KEY a key, GPU_MOVE_MIN at least).  The last
  * share ends the growth (waits, frees the old arrays).  A batch that wants
- * ids (the new arrays' slots: valid until the next growth) ends a growth
- * whose batches run on both arrays first.  Enqueued on s. */
-floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, bool ids, cudaStream_t s,
-                              floe_errinfo *err);
+ * ids (the new arrays' slots: valid until the next growth), or one too
+ * large for the old arrays' room, ends the growth first.  Enqueued on s. */
+floe_status iceberg_move_step(gpu_iceberg *t, size_t n, bool ids, cudaStream_t s, floe_errinfo *err);
 
 /* Whether a batch now runs on the old and the new arrays, each its own keys (routed(), iceberg_gpu.cu). */
 static inline bool iceberg_routing(const gpu_iceberg *t)
 {
-    return t->old && !t->whole;
+    return t->old != NULL;
 }
 
 /* The arrays (and the geometry they follow) of a and b exchanged: a batch

@@ -897,7 +897,7 @@ extern "C" floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, s
     next_seq(t);
     if (n == 0)
         return FLOE_OK;
-    floe_status st = iceberg_move_step(t, d_keys, n, d_ids != NULL, s, err);
+    floe_status st = iceberg_move_step(t, n, d_ids != NULL, s, err);
     if (st != FLOE_OK)
         return st;
     auto run = [&](const side_io &io, size_t m) {
@@ -924,7 +924,7 @@ extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_key
     next_seq(t);
     if (n == 0)
         return FLOE_OK;
-    floe_status st = iceberg_move_step(t, d_keys, n, d_ids != NULL, s, err);
+    floe_status st = iceberg_move_step(t, n, d_ids != NULL, s, err);
     if (st != FLOE_OK)
         return st;
     auto run = [&](const side_io &io, size_t m) {
@@ -949,7 +949,7 @@ extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys,
     next_seq(t);
     if (n == 0)
         return FLOE_OK;
-    floe_status st = iceberg_move_step(t, d_keys, n, false, s, err);
+    floe_status st = iceberg_move_step(t, n, false, s, err);
     if (st != FLOE_OK)
         return st;
     auto run = [&](const side_io &io, size_t m) {
@@ -977,7 +977,7 @@ extern "C" floe_status gpu_iceberg_find(gpu_iceberg *t, const uint64_t *d_keys, 
     assert(!d_values_out || t->vb); /* values: a MAP's */
     next_seq(t);
     const cudaStream_t s = (cudaStream_t)stream;
-    floe_status st = iceberg_move_step(t, d_keys, n, d_ids != NULL, s, err);
+    floe_status st = iceberg_move_step(t, n, d_ids != NULL, s, err);
     if (st != FLOE_OK)
         return st;
     auto run = [&](const side_io &io, size_t m) {
@@ -994,7 +994,7 @@ extern "C" floe_status gpu_iceberg_small(gpu_iceberg *t, int insert, const uint6
     assert(n >= 1 && n <= GPU_SMALL_KEYS);
     assert(!t->vb); /* a SET's */
     next_seq(t);
-    floe_status st = iceberg_move_step(t, h_keys, n, h_ids != NULL, s, err);
+    floe_status st = iceberg_move_step(t, n, h_ids != NULL, s, err);
     if (st != FLOE_OK)
         return st;
     auto run = [&](const side_io &io, size_t m) { /* pinned keys and answers: the kernel reads and writes them */

@@ -151,9 +151,10 @@ uint64_t gpu_iceberg_slots(const gpu_iceberg *t);
  * with three (the next power of two up, or larger, if that cannot hold
  * every key), dropping tombstones, at once (a growth under way ended
  * first); *addr_bits and *three get the size used.
- * A doubling splits the primary level's buckets in two, in order
- * (floe_geometry_splits), and puts the other levels' keys again.  On
- * failure the table is unchanged.  Waits. */
+ * A step of a doubling, a half or a third moves the primary level a
+ * group of buckets at a time, in order (floe_geometry_moves_by_group), and
+ * puts the other levels' keys again.  On failure the table is unchanged.
+ * Waits. */
 floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err);
 
 /* Grows into 2^addr_bits primary buckets (1.5 times that with three)
@@ -166,11 +167,13 @@ floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *t
  * table's primary level and values are mapped a chunk at a time (vmem.h):
  * the new arrays' as their groups come, the old arrays' given back as
  * their keys leave, so the two stay within twice the bytes the keys fill.
- * A growth that a batch of more than the old slots / 32 keys meets before
- * any group moved maps the new arrays whole and moves each batch's keys
- * first instead; a batch that wants ids (the new arrays' slots) or one
- * that large later ends the growth first.  The batch that moves the last
- * ends the growth (waits, frees the old arrays).  Where the device has
+ * The primary level moves a group of buckets at a time where the growth
+ * is one step (a doubling, a half, a third: each group's keys stream into
+ * its new buckets), the overflow levels key by key.  A batch that wants
+ * ids (the new arrays' slots), or one of more than the old slots / 32
+ * keys (the old arrays have no room for it: a table that small moves in a
+ * stop of a few milliseconds), ends the growth first, as does the batch
+ * that moves the last (waits, frees the old arrays).  Where the device has
  * no memory for a share's chunks when it comes (taken by others since the
  * growth began), the share waits for a later batch, and the batches go on
  * in the room the arrays have (FULL answers where none is left); a batch

@@ -79,65 +79,148 @@ __global__ void __launch_bounds__(BLOCK, 2)
         value_set(new_vals, vb, id, value_get(old_vals, vb, p));
 }
 
-/* A growth that splits the primary level (floe_geometry_splits): old
- * primary bucket ob's keys into new buckets 2 ob and 2 ob + 1 by their
- * remainder's top bit, in slot order (the levels' prefix order kept), with
- * their values; tombstones are dropped.  A warp a bucket, a lane a slot:
- * each key's place in its half is the keys of that half before it (a
- * ballot); the two new buckets' words are put together in shared memory and
- * stored whole, side by side, so that reads and writes stream (a thread a
- * bucket wrote its words a few bytes at a time: 12.6 ms for 2^25 buckets of
- * 16-bit rows on the H200, a tenth of the memory's speed); a warp's
- * SPLIT_BUCKETS buckets (and their values) are read before any is split.
- * The other levels' keys go through k_rebuild after. */
-static_assert(FLOE_L0_SLOTS == 32, "k_split: a lane a primary slot");
-#define SPLIT_WARPS   (BLOCK / 32)
-#define SPLIT_BUCKETS 4 /* a warp's buckets, read at once: more reads in flight */
-__global__ void __launch_bounds__(BLOCK)
-    k_split(const __grid_constant__ floe_geometry from, const uint64_t *old0, const void *old_vals,
-            const __grid_constant__ floe_geometry to, uint64_t *new0, void *new_vals, uint32_t vb)
+/* A key moved out of the old arrays put into the new ones (distinct keys:
+ * INSERTED, or R_FULL where they have no room), its value published with
+ * it. */
+template <int SN>
+__device__ __forceinline__ uint8_t put_moved(const floe_geometry &to, const levels &nw, void *new_vals, uint32_t vb,
+                                             uint64_t key, uint64_t value)
 {
-    __shared__ unsigned long long out[SPLIT_WARPS][2 * FLOE_L0_SLOTS]; /* two buckets of rows up to 64 bits */
+    uint8_t res;
+    uint64_t id, put;
+    if (vb)
+        op_key<SN, true, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+    else
+        op_key<SN, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+    if (res == R_INSERTED && vb) {
+        value_set(new_vals, vb, id, value);
+        publish(to, nw.L[0], nw.L[1], nw.L[2], id, put);
+    }
+    return res;
+}
+
+/* A growth that moves the primary level a group of buckets at a time
+ * (floe_geometry_moves_by_group: a doubling, a half, a third): groups
+ * [glo, ghi), each group's old buckets' keys into its new buckets in slot
+ * order (the levels' prefix order kept), with their values; tombstones are
+ * dropped.  A warp a group, a lane a slot: the group's old buckets (and
+ * their values) are read before any is placed, each key's place among its
+ * new bucket's keys is those before it (a ballot a new bucket), and the new
+ * buckets' words are put together in shared memory and stored whole, so
+ * that reads and writes stream (a thread a bucket wrote its words a few
+ * bytes at a time: a tenth of the memory's speed).  A key past its new
+ * bucket's slots (a spread's, rarely) is put as any key is, deeper, once
+ * the new buckets are written; one that finds no room there stays where it
+ * was (*failed).  With clear, a growth's moves, each old bucket keeps only
+ * such keys (as k_move leaves tombstones); a rebuild, which may read the
+ * old arrays again for a larger size, leaves them as they were.  The other
+ * levels' keys move key by key (k_rebuild, k_move). */
+static_assert(FLOE_L0_SLOTS == 32, "k_spread: a lane a primary slot");
+#define SPREAD_WARPS (BLOCK / 32)
+template <int SN>
+__global__ void __launch_bounds__(BLOCK)
+    k_spread(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
+             const __grid_constant__ floe_geometry to, const levels nw, void *new_vals, uint32_t vb, int shape,
+             uint64_t glo, uint64_t ghi, bool clear, int *failed)
+{
+    /* a group's new buckets (or, to clear, its old ones) of rows up to 64 bits */
+    __shared__ unsigned long long out[SPREAD_WARPS][FLOE_SPREAD_NEW_MAX * FLOE_L0_SLOTS];
     const floe_level &a = from.level[0], &b = to.level[0];
     const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const uint64_t nb = floe_level_buckets(&a), first = (blockIdx.x * (uint64_t)SPLIT_WARPS + warp) * SPLIT_BUCKETS;
-    if (first >= nb) /* the whole warp */
+    const unsigned before = (1u << lane) - 1;
+    const uint64_t gi = glo + blockIdx.x * (uint64_t)SPREAD_WARPS + warp;
+    if (gi >= ghi) /* the whole warp */
         return;
-    uint64_t w[SPLIT_BUCKETS], val[SPLIT_BUCKETS];
+    uint64_t ob[FLOE_SPREAD_OLD_MAX], nb[FLOE_SPREAD_NEW_MAX], row[FLOE_SPREAD_OLD_MAX], val[FLOE_SPREAD_OLD_MAX];
+    unsigned nold, nnew;
+    floe_spread_group(&from, shape, gi, ob, &nold, nb, &nnew);
 #pragma unroll
-    for (int k = 0; k < SPLIT_BUCKETS; k++) {
-        const bool in = first + k < nb;
-        w[k] = in ? __ldcs(reinterpret_cast<const unsigned long long *>(old0) + (first + k) * a.words +
-                           floe_row_word(a.row_bits, lane))
-                  : 0;
-        val[k] = in && vb ? value_get(old_vals, vb, floe_slot_id(&from, 0, first + k, lane)) : 0;
+    for (unsigned k = 0; k < FLOE_SPREAD_OLD_MAX; k++) {
+        const bool in = k < nold;
+        const uint64_t w = in ? __ldcs(reinterpret_cast<const unsigned long long *>(old.L[0]) + ob[k] * a.words +
+                                       floe_row_word(a.row_bits, lane))
+                              : 0;
+        row[k] = (w >> ((lane * a.row_bits) & 63)) & floe_row_mask(a.row_bits);
+        val[k] = in && vb ? value_get(old_vals, vb, floe_slot_id(&from, 0, ob[k], lane)) : 0;
     }
+    for (uint32_t i = lane; i < nnew * b.words; i += 32)
+        out[warp][i] = 0;
+    __syncwarp();
+    uint32_t count[FLOE_SPREAD_NEW_MAX] = {0, 0, 0, 0}; /* the same in every lane */
+    unsigned over = 0;                                  /* old buckets whose key of this lane goes deeper */
 #pragma unroll
-    for (int k = 0; k < SPLIT_BUCKETS; k++) {
-        const uint64_t ob = first + k;
-        if (ob >= nb) /* the whole warp */
+    for (unsigned k = 0; k < FLOE_SPREAD_OLD_MAX; k++) {
+        if (k >= nold) /* the whole warp */
             break;
-        for (uint32_t i = lane; i < 2 * b.words; i += 32)
-            out[warp][i] = 0;
-        __syncwarp();
-        const uint64_t row = (w[k] >> ((lane * a.row_bits) & 63)) & floe_row_mask(a.row_bits);
-        const bool key = floe_row_is_key(row, a.row_bits);
-        const uint64_t rem = key ? floe_row_remainder(0, row) : 0;
-        const uint32_t h = (uint32_t)(rem >> b.rem_bits) & 1;
-        const unsigned high = __ballot_sync(0xFFFFFFFFu, key && h), low = __ballot_sync(0xFFFFFFFFu, key && !h);
-        const uint32_t j = (uint32_t)__popc((h ? high : low) & ((1u << lane) - 1));
-        if (key) {
-            const uint64_t nrow = floe_row_encode(0, rem & floe_mask_bits(b.rem_bits), 0);
-            atomicOr(&out[warp][h * b.words + floe_row_word(b.row_bits, j)],
-                     (unsigned long long)(nrow << ((j * b.row_bits) & 63)));
-            if (vb)
-                value_set(new_vals, vb, floe_slot_id(&to, 0, 2 * ob + h, j), val[k]);
+        const bool key = floe_row_is_key(row[k], a.row_bits);
+        uint64_t nrem = 0;
+        const unsigned d =
+            key ? floe_spread_dest(&from, &to, shape, k, ob[k], floe_row_remainder(0, row[k]), &nrem) : 0;
+        uint32_t j = 0;
+#pragma unroll
+        for (unsigned e = 0; e < FLOE_SPREAD_NEW_MAX; e++) {
+            const unsigned m = __ballot_sync(0xFFFFFFFFu, key && d == e);
+            if (key && d == e)
+                j = count[e] + (uint32_t)__popc(m & before);
+            count[e] += (uint32_t)__popc(m);
         }
-        __syncwarp();
-        for (uint32_t i = lane; i < 2 * b.words; i += 32) /* buckets 2 ob and 2 ob + 1 are side by side */
-            new0[2 * ob * b.words + i] = out[warp][i];
-        __syncwarp(); /* out read before the next bucket clears it */
+        if (key && j < b.slots) {
+            atomicOr(&out[warp][d * b.words + floe_row_word(b.row_bits, j)],
+                     (unsigned long long)(floe_row_encode(0, nrem, 0) << ((j * b.row_bits) & 63)));
+            if (vb)
+                value_set(new_vals, vb, floe_slot_id(&to, 0, nb[d], j), val[k]);
+        } else if (key) {
+            over |= 1u << k;
+        }
     }
+    __syncwarp();
+    for (unsigned e = 0; e < nnew; e++)
+        for (uint32_t i = lane; i < b.words; i += 32)
+            nw.L[0][nb[e] * b.words + i] = out[warp][e * b.words + i];
+    /* the new buckets written (and seen full) before a key goes deeper; out read */
+    __syncwarp();
+    unsigned stay = 0; /* old buckets whose key of this lane found no room */
+    for (unsigned k = 0; k < nold && over; k++) {
+        if (!(over >> k & 1))
+            continue;
+        const uint64_t key = floe_join(&from, 0, 0, ob[k], floe_row_remainder(0, row[k]));
+        if (put_moved<SN>(to, nw, new_vals, vb, key, val[k]) == R_FULL) {
+            stay |= 1u << k;
+            *(volatile int *)failed = 1;
+        }
+    }
+    if (!clear)
+        return;
+    for (uint32_t i = lane; i < nold * a.words; i += 32)
+        out[warp][i] = 0;
+    __syncwarp();
+    for (unsigned k = 0; k < nold; k++)
+        if (stay >> k & 1)
+            atomicOr(&out[warp][k * a.words + floe_row_word(a.row_bits, lane)],
+                     (unsigned long long)(row[k] << ((lane * a.row_bits) & 63)));
+    __syncwarp();
+    for (unsigned k = 0; k < nold; k++)
+        for (uint32_t i = lane; i < a.words; i += 32)
+            old.L[0][ob[k] * a.words + i] = out[warp][k * a.words + i];
+}
+
+/* Groups [glo, ghi) of a growth of the shape moved by k_spread, enqueued on s. */
+static cudaError_t spread_groups(const floe_geometry &from, const levels &old, const void *old_vals,
+                                 const floe_geometry &to, const levels &nw, void *new_vals, uint32_t vb, int shape,
+                                 uint64_t glo, uint64_t ghi, bool clear, int *failed, cudaStream_t s)
+{
+    const uint64_t step = (uint64_t)SPREAD_WARPS << 30; /* groups a launch */
+    for (uint64_t lo = glo; lo < ghi; lo += step) {
+        const uint64_t hi = ghi - lo < step ? ghi : lo + step;
+        with_row_bits(to.level[0], [&](auto rn) {
+            k_spread<decltype(rn)::value><<<(unsigned)((hi - lo + SPREAD_WARPS - 1) / SPREAD_WARPS), BLOCK, 0, s>>>(
+                from, old, old_vals, to, nw, new_vals, vb, shape, lo, hi, clear, failed);
+        });
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
 }
 
 /* ---- growth that does not stop the batches (gpu_iceberg_grow) ------------------------------------------ */
@@ -177,20 +260,10 @@ __device__ __forceinline__ void move_slot(const floe_geometry &from, const level
             break;
         cur = seen;
     }
-    uint8_t res;
-    uint64_t id, put;
-    if (vb)
-        op_key<SN, true, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
-    else
-        op_key<SN, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
-    if (res == R_FULL) {
+    if (put_moved<SN>(to, nw, new_vals, vb, key, vb ? value_get(old_vals, vb, p) : 0) == R_FULL) {
         atomicXor(word, (unsigned long long)((busy ^ row) << shift));
         *(volatile int *)failed = 1;
         return;
-    }
-    if (res == R_INSERTED && vb) {
-        value_set(new_vals, vb, id, value_get(old_vals, vb, p));
-        publish(to, nw.L[0], nw.L[1], nw.L[2], id, put);
     }
     atomicXor(word, (unsigned long long)((busy ^ floe_row_tombstone(rb)) << shift));
 }
@@ -207,35 +280,6 @@ __global__ void __launch_bounds__(BLOCK)
     if (i < count)
         move_slot<SN>(from, old, old_vals, to, nw, new_vals, vb, first + column_order(i, count), gbits, glo, ghi,
                       failed);
-}
-
-/* The old slots listed moved (UINT64_MAX: none), a growth's batch's keys (a growth mapped whole). */
-template <int SN>
-__global__ void __launch_bounds__(BLOCK)
-    k_move_listed(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
-                  const __grid_constant__ floe_geometry to, const levels nw, void *new_vals, uint32_t vb,
-                  const uint64_t *slots, uint64_t count, int *failed)
-{
-    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i < count && slots[i] != UINT64_MAX)
-        move_slot<SN>(from, old, old_vals, to, nw, new_vals, vb, slots[i], 0, 0, 0, failed);
-}
-
-/* Where each of a batch's n keys is in the old arrays (UINT64_MAX: not
- * there, or too wide: the batch answers it), for k_move_listed. */
-template <int SO>
-__global__ void __launch_bounds__(BLOCK) k_old_slots(const __grid_constant__ floe_geometry from, const levels old,
-                                                     const uint64_t *keys, uint64_t n, uint64_t *slots)
-{
-    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    const uint64_t key = keys[i];
-    uint8_t res = R_ABSENT;
-    uint64_t id, put;
-    if (!(key & ~floe_mask_bits(from.key_bits)))
-        op_key<SO, false>(from, old.L[0], old.L[1], old.L[2], key, &res, &id, &put);
-    slots[i] = res == R_PRESENT ? id : UINT64_MAX;
 }
 
 struct live_slot {
@@ -484,7 +528,6 @@ extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
         free(t->old);
     }
     cudaFree(t->move_failed);
-    cudaFree(t->move_list);
     cudaFree(t->route);
     if (t->share_ev)
         cudaEventDestroy(t->share_ev);
@@ -578,7 +621,7 @@ extern "C" floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint6
     uint64_t tomb[3], old_used[3], old_tomb[3];
     const gpu_iceberg *o = t->old;
     /* while a growth is under way, the new primary level holds groups [0, front), the old one the rest */
-    const bool part = iceberg_routing(t); /* else both mapped whole */
+    const bool part = iceberg_routing(t);
     floe_status st = count_levels(t->g, t->level, part, t->gbits, 0, t->front, used, tomb, err);
     if (st == FLOE_OK && o) /* its keys, not the tombstones its moves left */
         st = count_levels(o->g, o->level, part, t->gbits, t->front, t->groups, old_used, old_tomb, err);
@@ -636,11 +679,10 @@ static floe_status rebuild_arrays(gpu_iceberg *t, uint32_t *addr_bits, uint32_t 
         const levels from = levels_of(t), to = levels_of(&nt);
         const uint64_t total = t->g.total_slots, step = (uint64_t)1 << 30;
         uint64_t begin = 0; /* the first slot moved key by key */
-        if (floe_geometry_splits(&t->g, &nt.g)) {
-            const uint64_t nb = floe_level_buckets(&t->g.level[0]);
-            const uint64_t per_block = SPLIT_WARPS * SPLIT_BUCKETS;
-            k_split<<<(unsigned)((nb + per_block - 1) / per_block), BLOCK>>>(t->g, t->level[0], t->values, nt.g,
-                                                                             nt.level[0], nt.values, t->vb);
+        const int shape = floe_geometry_moves_by_group(&t->g, &nt.g);
+        if (shape && e == cudaSuccess) {
+            const uint64_t groups = floe_level_buckets(&t->g.level[0]) / floe_spread_olds(shape);
+            e = spread_groups(t->g, from, t->values, nt.g, to, nt.values, t->vb, shape, 0, groups, false, failed, 0);
             begin = t->g.level[1].first_id;
         }
         for (uint64_t first = begin; first < total && e == cudaSuccess; first += step) {
@@ -736,12 +778,19 @@ static floe_status move_groups(gpu_iceberg *t, uint64_t lo, uint64_t hi, cudaStr
         return floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
                                 "device memory for table %s's growth: %s", t->spec.name, cudaGetErrorString(e));
     }
-    uint64_t first[3], count[3];
-    const unsigned n = group_buckets(o->g, t->gbits, lo, hi, first, count);
-    const uint64_t per = o->g.level[0].slots;
     floe_status st = FLOE_OK;
-    for (unsigned k = 0; k < n && st == FLOE_OK; k++)
-        st = move_slots(t, first[k] * per, count[k] * per, 0, 0, s, err);
+    const int shape = floe_geometry_moves_by_group(&o->g, &t->g);
+    if (shape && floe_level_buckets(&o->g.level[0]) / floe_spread_olds(shape) == t->groups) { /* a group at a time */
+        CUDA_TRY(spread_groups(o->g, levels_of(o), o->values, t->g, levels_of(t), t->values, t->vb, shape, lo, hi, true,
+                               t->move_failed, s),
+                 err);
+    } else { /* a larger step: key by key */
+        uint64_t first[3], count[3];
+        const unsigned n = group_buckets(o->g, t->gbits, lo, hi, first, count);
+        const uint64_t per = o->g.level[0].slots;
+        for (unsigned k = 0; k < n && st == FLOE_OK; k++)
+            st = move_slots(t, first[k] * per, count[k] * per, 0, 0, s, err);
+    }
     const uint64_t over = o->g.level[1].first_id; /* the overflow levels: their keys of these groups */
     if (st == FLOE_OK)
         st = move_slots(t, over, o->g.total_slots - over, lo, hi, s, err);
@@ -765,17 +814,17 @@ static floe_status release_groups(gpu_iceberg *t, uint64_t hi, floe_errinfo *err
 
 static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err);
 
-/* The old chunks of the groups that the shares finished so far moved given
- * back, if the last share is done (its event); where a move found no room in
+/* The old chunks of the groups that the shares so far moved given back,
+ * once the last share is done (its event: waited for, so that a share's old
+ * chunks go back before the next one's new chunks are mapped and the two
+ * arrays stay within twice the bytes the keys fill, rather than piling up
+ * while the host runs ahead of the device); where a move found no room in
  * the new arrays, the growth ends here instead (settle_on, which waits). */
 static floe_status release_done(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
 {
-    if (!t->old || t->whole || t->shared_front <= t->released) /* whole: the batches' keys are looked up anywhere */
+    if (!t->old || t->shared_front <= t->released)
         return FLOE_OK;
-    const cudaError_t q = cudaEventQuery(t->share_ev);
-    if (q == cudaErrorNotReady)
-        return FLOE_OK;
-    CUDA_TRY(q, err);
+    CUDA_TRY(cudaEventSynchronize(t->share_ev), err);
     int failed = 0;
     CUDA_TRY(cudaMemcpy(&failed, t->move_failed, sizeof failed, cudaMemcpyDeviceToHost), err);
     return failed ? settle_on(t, s, err) : release_groups(t, t->shared_front, err);
@@ -841,7 +890,6 @@ static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
     t->gbits = 0;
     t->groups = t->front = t->released = t->shared_front = 0;
     t->owed = 0;
-    t->whole = false;
     return FLOE_OK;
 }
 
@@ -855,49 +903,20 @@ extern "C" floe_status gpu_iceberg_settle(gpu_iceberg *t, floe_errinfo *err)
 
 static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_errinfo *err);
 
-/* A batch of more keys than the old arrays' slots / ROUTE_SHARE: a growth mapped whole (iceberg_move_step). */
+/* A batch of more keys than the old arrays' slots / ROUTE_SHARE ends a growth first (iceberg_move_step). */
 #define ROUTE_SHARE 32u
 
-floe_status iceberg_move_step(gpu_iceberg *t, const uint64_t *keys, size_t n, bool ids, cudaStream_t s,
-                              floe_errinfo *err)
+floe_status iceberg_move_step(gpu_iceberg *t, size_t n, bool ids, cudaStream_t s, floe_errinfo *err)
 {
     if (!t->old)
         return FLOE_OK;
-    if (ids && iceberg_routing(t)) /* an old slot's id would not outlive the growth */
+    if (ids) /* an old slot's id would not outlive the growth */
         return settle_on(t, s, err);
     /* a batch the old arrays could not take beside their keys (its keys of the groups not moved would
-     * go there): before any group moved, the new arrays are mapped whole and the batches' own keys move
-     * first (the bytes are few beside such a batch); later, the growth ends first */
-    const bool large = (uint64_t)n * ROUTE_SHARE > t->old->g.total_slots;
-    if (large && !t->whole && t->front > 0)
+     * go there): the growth ends first, a stop of a table under ROUTE_SHARE times the batch, whose
+     * primary level moves a group at a time (k_spread) */
+    if ((uint64_t)n * ROUTE_SHARE > t->old->g.total_slots)
         return settle_on(t, s, err);
-    if (large && !t->whole) {
-        const cudaError_t e = chunks_of_groups(t, t->gbits, 0, t->groups, true, s);
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            return floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
-                                    "device memory for table %s's growth: %s", t->spec.name, cudaGetErrorString(e));
-        }
-        t->whole = true;
-    }
-    if (t->whole && n) { /* the batch's keys first: where each is, then those moved */
-        if (n > t->move_cap) {
-            cudaFree(t->move_list); /* waits for the kernels that read it */
-            t->move_list = NULL;
-            t->move_cap = 0;
-            CUDA_TRY(cudaMalloc(&t->move_list, n * sizeof *t->move_list), err);
-            t->move_cap = n;
-        }
-        const gpu_iceberg *o = t->old;
-        with_row_bits(o->g.level[0], [&](auto ro) {
-            k_old_slots<decltype(ro)::value><<<blocks_for(n), BLOCK, 0, s>>>(o->g, levels_of(o), keys, n, t->move_list);
-        });
-        with_row_bits(t->g.level[0], [&](auto rn) {
-            k_move_listed<decltype(rn)::value><<<blocks_for(n), BLOCK, 0, s>>>(
-                o->g, levels_of(o), o->values, t->g, levels_of(t), t->values, t->vb, t->move_list, n, t->move_failed);
-        });
-        CUDA_TRY(cudaGetLastError(), err);
-    }
     floe_status st = move_share(t, true, s, err); /* what the batches before owe, if not moved after them */
     if (st == FLOE_OK && t->old) {
         const uint64_t share = (uint64_t)n * GPU_MOVE_PER_KEY;
@@ -998,7 +1017,6 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
     t->groups = (uint64_t)1 << t->gbits;
     t->front = t->released = t->shared_front = 0;
     t->owed = 0;
-    t->whole = false;
     if (e != cudaSuccess)
         return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing: %s", cudaGetErrorString(e));
     return FLOE_OK;

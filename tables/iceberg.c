@@ -629,84 +629,29 @@ static void rebuild_chunk(void *arg, size_t task)
  * spread's, rarely) are put as any key is, deeper. */
 typedef struct split_job {
     const store *from, *to;
-    int shape; /* 2: a split, else FLOE_SPREAD_THIRDS or FLOE_SPREAD_QUARTERS */
+    int shape; /* floe_geometry_moves_by_group */
     uint64_t groups_per_task;
     tally *tallies;
     _Atomic int failed; /* a key past its new bucket found no room deeper */
 } split_job;
-
-enum { SPLIT_OLD_MAX = 3, SPLIT_NEW_MAX = 4 };
-
-/* How many old buckets a group of the shape has. */
-static uint64_t split_olds(int shape)
-{
-    return shape == FLOE_SPREAD_THIRDS ? 2 : shape == FLOE_SPREAD_QUARTERS ? 3 : 1;
-}
-
-/* Group gi's old buckets and new ones, and how many of each. */
-static void split_group(const split_job *sj, uint64_t gi, uint64_t *old, unsigned *nold, uint64_t *nw, unsigned *nnew)
-{
-    const uint32_t a = sj->from->g.level[0].addr_bits;                 /* at least 1 where a spread is the shape */
-    const uint64_t half = sj->shape == 2 ? 0 : (uint64_t)1 << (a - 1); /* a third's buckets, three */
-    switch (sj->shape) {
-    case FLOE_SPREAD_THIRDS:
-        *nold = 2, *nnew = 3;
-        old[0] = 2 * gi, old[1] = 2 * gi + 1;
-        for (unsigned t = 0; t < 3; t++)
-            nw[t] = t * half + gi;
-        break;
-    case FLOE_SPREAD_QUARTERS:
-        *nold = 3, *nnew = 4;
-        for (unsigned t = 0; t < 3; t++)
-            old[t] = t * half + gi;
-        for (unsigned j = 0; j < 4; j++)
-            nw[j] = 4 * gi + j;
-        break;
-    default:
-        *nold = 1, *nnew = 2;
-        old[0] = gi;
-        nw[0] = 2 * gi, nw[1] = 2 * gi + 1;
-    }
-}
-
-/* Where a key of old bucket ob (k-th of its group) with remainder rem goes:
- * its new bucket's place in the group, and its new remainder. */
-static unsigned split_dest(const split_job *sj, unsigned k, uint64_t ob, uint64_t rem, uint64_t *nrem)
-{
-    const floe_level *a = &sj->from->g.level[0], *b = &sj->to->g.level[0];
-    switch (sj->shape) {
-    case FLOE_SPREAD_THIRDS: {
-        const uint64_t r = (ob & 1) << a->rem_bits | rem;
-        *nrem = r / 3;
-        return (unsigned)(r % 3);
-    }
-    case FLOE_SPREAD_QUARTERS: {
-        const uint64_t r = rem * 3 + k;
-        *nrem = r & floe_mask_bits(b->rem_bits);
-        return (unsigned)(r >> b->rem_bits);
-    }
-    default:
-        *nrem = rem & floe_mask_bits(b->rem_bits);
-        return (unsigned)((rem >> b->rem_bits) & 1);
-    }
-}
 
 static void split_chunk(void *arg, size_t task)
 {
     split_job *sj = arg;
     const store *from = sj->from, *to = sj->to;
     const floe_level *a = &from->g.level[0], *b = &to->g.level[0];
-    const uint64_t groups = floe_level_buckets(a) / split_olds(sj->shape);
+    const uint64_t groups = floe_level_buckets(a) / floe_spread_olds(sj->shape);
     const uint64_t lo = task * sj->groups_per_task,
                    hi = lo + sj->groups_per_task < groups ? lo + sj->groups_per_task : groups;
     tally *ty = &sj->tallies[task];
     memset(ty, 0, sizeof *ty);
     for (uint64_t gi = lo; gi < hi; gi++) {
-        uint64_t old[SPLIT_OLD_MAX], nw[SPLIT_NEW_MAX], snap[MAX_WORDS], out[SPLIT_NEW_MAX][MAX_WORDS];
+        uint64_t old[FLOE_SPREAD_OLD_MAX], nw[FLOE_SPREAD_NEW_MAX], snap[MAX_WORDS],
+            out[FLOE_SPREAD_NEW_MAX][MAX_WORDS];
         unsigned nold, nnew, nover = 0;
-        uint32_t n[SPLIT_NEW_MAX] = {0};
-        uint64_t over_key[SPLIT_OLD_MAX * FLOE_L0_SLOTS], over_value[SPLIT_OLD_MAX * FLOE_L0_SLOTS];
-        split_group(sj, gi, old, &nold, nw, &nnew);
+        uint32_t n[FLOE_SPREAD_NEW_MAX] = {0};
+        uint64_t over_key[FLOE_SPREAD_OLD_MAX * FLOE_L0_SLOTS], over_value[FLOE_SPREAD_OLD_MAX * FLOE_L0_SLOTS];
+        floe_spread_group(&from->g, sj->shape, gi, old, &nold, nw, &nnew);
         memset(out, 0, sizeof out);
         for (unsigned k = 0; k < nold; k++) {
             snapshot(bucket_ptr(from, 0, old[k]), a->words, snap);
@@ -716,7 +661,7 @@ static void split_chunk(void *arg, size_t task)
                     continue; /* empty, or a tombstone that the growth drops */
                 const uint64_t rem = floe_row_remainder(0, row);
                 uint64_t nrem;
-                const unsigned d = split_dest(sj, k, old[k], rem, &nrem);
+                const unsigned d = floe_spread_dest(&from->g, &to->g, sj->shape, k, old[k], rem, &nrem);
                 const uint64_t value = to->value_bytes ? value_load(from, floe_slot_id(&from->g, 0, old[k], i)) : 0;
                 if (n[d] == b->slots) { /* put deeper once the group's buckets are written */
                     over_key[nover] = floe_join(&from->g, 0, 0, old[k], rem);
@@ -773,10 +718,10 @@ static floe_status rebuild_locked(iceberg *t, uint32_t addr_bits, uint32_t three
         uint64_t used[FLOE_LEVELS] = {0, 0, 0};
         bool failed = false, damaged = false;
         uint32_t first = 0; /* the first level moved key by key */
-        const int shape = floe_geometry_splits(&t->s.g, &ns.g) ? 2 : floe_geometry_spreads(&t->s.g, &ns.g);
+        const int shape = floe_geometry_moves_by_group(&t->s.g, &ns.g);
         if (shape) {
             split_job sj = {.from = &t->s, .to = &ns, .shape = shape, .groups_per_task = 4096 / (unsigned)shape};
-            const uint64_t groups = floe_level_buckets(&t->s.g.level[0]) / split_olds(shape);
+            const uint64_t groups = floe_level_buckets(&t->s.g.level[0]) / floe_spread_olds(shape);
             const size_t tasks = (size_t)((groups + sj.groups_per_task - 1) / sj.groups_per_task);
             if (!(sj.tallies = floe_calloc(tasks, sizeof *sj.tallies))) {
                 store_free(&ns);

@@ -516,6 +516,75 @@ FLOE_HD static inline int floe_geometry_spreads(const floe_geometry *from, const
     return 0;
 }
 
+/* The growths that move the primary level a group of buckets at a time
+ * (FLOE_SPREAD_HALVES: floe_geometry_splits; else floe_geometry_spreads),
+ * the same rule for both engines: group gi's old buckets old[0 .. *nold)
+ * and new ones nw[0 .. *nnew), and where a key of the group's k-th old
+ * bucket ob with remainder rem goes (floe_spread_dest: the index of its
+ * new bucket in nw, its new remainder in *nrem).  A group is the buckets
+ * of one value of the permutation's top bits that both sizes share (the
+ * third's excepted), so its keys belong to its new buckets alone. */
+#define FLOE_SPREAD_HALVES  2
+#define FLOE_SPREAD_OLD_MAX 3
+#define FLOE_SPREAD_NEW_MAX 4
+FLOE_HD static inline int floe_geometry_moves_by_group(const floe_geometry *from, const floe_geometry *to)
+{
+    return floe_geometry_splits(from, to) ? FLOE_SPREAD_HALVES : floe_geometry_spreads(from, to);
+}
+
+/* Old primary buckets a group has (1, 2 or 3). */
+FLOE_HD static inline unsigned floe_spread_olds(int shape)
+{
+    return shape == FLOE_SPREAD_THIRDS ? 2 : shape == FLOE_SPREAD_QUARTERS ? 3 : 1;
+}
+
+FLOE_HD static inline void floe_spread_group(const floe_geometry *from, int shape, uint64_t gi, uint64_t *old,
+                                             unsigned *nold, uint64_t *nw, unsigned *nnew)
+{
+    const uint32_t a = from->level[0].addr_bits; /* at least 1 where a spread is the shape */
+    const uint64_t third = shape == FLOE_SPREAD_HALVES ? 0 : (uint64_t)1 << (a - 1);
+    switch (shape) {
+    case FLOE_SPREAD_THIRDS:
+        *nold = 2, *nnew = 3;
+        old[0] = 2 * gi, old[1] = 2 * gi + 1;
+        for (unsigned t = 0; t < 3; t++)
+            nw[t] = t * third + gi;
+        break;
+    case FLOE_SPREAD_QUARTERS:
+        *nold = 3, *nnew = 4;
+        for (unsigned t = 0; t < 3; t++)
+            old[t] = t * third + gi;
+        for (unsigned j = 0; j < 4; j++)
+            nw[j] = 4 * gi + j;
+        break;
+    default:
+        *nold = 1, *nnew = 2;
+        old[0] = gi;
+        nw[0] = 2 * gi, nw[1] = 2 * gi + 1;
+    }
+}
+
+FLOE_HD static inline unsigned floe_spread_dest(const floe_geometry *from, const floe_geometry *to, int shape,
+                                                unsigned k, uint64_t ob, uint64_t rem, uint64_t *nrem)
+{
+    const floe_level *a = &from->level[0], *b = &to->level[0];
+    switch (shape) {
+    case FLOE_SPREAD_THIRDS: {
+        const uint64_t r = (ob & 1) << a->rem_bits | rem;
+        *nrem = r / 3;
+        return (unsigned)(r % 3);
+    }
+    case FLOE_SPREAD_QUARTERS: {
+        const uint64_t r = rem * 3 + k;
+        *nrem = r & floe_mask_bits(b->rem_bits);
+        return (unsigned)(r >> b->rem_bits);
+    }
+    default:
+        *nrem = rem & floe_mask_bits(b->rem_bits);
+        return (unsigned)((rem >> b->rem_bits) & 1);
+    }
+}
+
 /* Splits an id into level, bucket and slot; returns 0 if the id is out of range. */
 FLOE_HD static inline int floe_slot_split(const floe_geometry *g, uint64_t id, uint32_t *l, uint64_t *bucket,
                                           uint32_t *slot)

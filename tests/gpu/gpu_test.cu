@@ -164,15 +164,17 @@ static void against_cpu(uint32_t key_bits, uint32_t addr_bits, double target, ui
 /* A table that grows while its batches go on (gpu_iceberg_grow): the keys
  * move into the new arrays a share at a time, each batch's after it (as
  * the pipeline enqueues it) or before the next, and with the batches that
- * name them.  Inserts (with repeats; a MAP's with values),
- * finds and erases in batches of up to 6000 keys, so that a growth's move
- * spans several batches; every answer and value the CPU engine's (a table
- * sized never to grow), through four growths in steps of a half and a
- * third (2^11 -> 1.5 x 2^11 -> ... -> 2^13), one of them begun while
- * another was under way; then a scan, which ends any growth first, gives
- * exactly the keys (and values) of a plain map kept beside; and a growth
- * and a rebuild to arrays that cannot be had answer ERR_FULL and leave the
- * table whole. */
+ * name them.  Inserts (with repeats; a MAP's with values), finds and
+ * erases in batches of up to a 64th of the slots, so that a growth's move
+ * spans several batches, and now and then (and the first batch the first
+ * growth meets) of 40000 to 80000 keys, more than the old arrays take,
+ * which ends a growth under way first (its primary level moved a group at
+ * a time); every answer and value the CPU engine's (a table sized never to
+ * grow), through four growths in steps of a half and a third (2^14 -> 1.5
+ * x 2^14 -> ... -> 2^16), one of them begun while another was under way;
+ * then a scan, which ends any growth first, gives exactly the keys (and
+ * values) of a plain map kept beside; and a growth and a rebuild to arrays
+ * that cannot be had answer ERR_FULL and leave the table whole. */
 static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
 {
     floe_spec spec;
@@ -187,17 +189,17 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
     floe_errinfo err;
     iceberg *cpu;
     gpu_iceberg *gpu;
-    uint32_t addr = 11, three = 0;
+    uint32_t addr = 14, three = 0;
     EXPECT(iceberg_create_sized(&spec, 18, 0, NULL, &cpu, &err) == FLOE_OK, "cpu create: %s", err.msg);
     EXPECT(gpu_iceberg_create(&spec, addr, 0, &gpu, &err) == FLOE_OK, "gpu create: %s", err.msg);
-    const size_t most = 6000;
+    const size_t most = 80000;
     uint64_t *dk, *dv, *dvo;
     uint8_t *dr;
     EXPECT(cudaMalloc(&dk, most * 8) == cudaSuccess && cudaMalloc(&dv, most * 8) == cudaSuccess &&
                cudaMalloc(&dvo, most * 8) == cudaSuccess && cudaMalloc(&dr, most) == cudaSuccess,
            "device buffers");
     const uint64_t mask = floe_mask_bits(key_bits), vmask = floe_mask_bits(vb * 8);
-    std::vector<uint64_t> universe(1u << 21);
+    std::vector<uint64_t> universe(1u << 22);
     uint64_t r = seed * 7919 + 3;
     for (auto &k : universe)
         k = test_rng(&r) & mask;
@@ -205,11 +207,17 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
     std::vector<uint64_t> keys, vals, vc(most), vg(most);
     std::vector<unsigned char> cpu_out(most * 8), gpu_out(most * 8); /* values out, vb bytes each */
     std::vector<uint8_t> rc(most), rg(most);
-    unsigned growths = 0, steps_growing = 0, batches = 0;
-    bool mid = false; /* a growth begun while one was under way */
+    unsigned growths = 0, steps_growing = 0, batches = 0, ends_growing = 0;
+    uint64_t old_slots = 0; /* the slots before the last growth */
+    bool mid = false;       /* a growth begun while one was under way */
     while (growths < 4 || gpu_iceberg_growing(gpu) || batches < 40) {
         const int op = (int)(test_rng(&r) % 10); /* 0-5 insert, 6-8 find, 9 erase */
-        size_t n = 1 + (size_t)(test_rng(&r) % most);
+        /* mostly batches the old arrays take beside their keys (a growth's batches run on both), now
+         * and then one too large for them, which ends a growth under way first */
+        const bool large = (growths == 1 && gpu_iceberg_growing(gpu) && ends_growing == 0) || /* the first growth's */
+                           (test_rng(&r) % 32 == 0 && !(growths == 2 && !mid)); /* not one to end the second */
+        size_t n = large ? most / 2 + (size_t)(test_rng(&r) % (most / 2))
+                         : 1 + (size_t)(test_rng(&r) % (gpu_iceberg_slots(gpu) / 64));
         keys.clear();
         std::unordered_set<uint64_t> seen;
         while (keys.size() < n) {
@@ -274,12 +282,18 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
             }
         steps_growing += growing;
         batches++;
+        if (growing && n * 32 > old_slots) {
+            ends_growing++;
+            EXPECT(!gpu_iceberg_growing(gpu), "a batch of %zu keys ran on a growth from %llu slots", n,
+                   (unsigned long long)old_slots);
+        }
         const double fill = (double)model.size() / (double)gpu_iceberg_slots(gpu);
         bool grow = growths < 4 && fill > 0.7;
         if (growths == 2 && !mid && gpu_iceberg_growing(gpu)) /* the next one begun while this one is under way */
             grow = mid = true;
         if (grow) { /* in steps of a half and a third: 2^a -> 1.5 x 2^a -> 2^(a+1) */
             iceberg_step_up(&addr, &three);
+            old_slots = gpu_iceberg_slots(gpu);
             EXPECT(gpu_iceberg_grow(gpu, addr, three, &err) == FLOE_OK, "grow to %s2^%u: %s", three ? "1.5 x " : "",
                    addr, err.msg);
             growths++;
@@ -336,11 +350,13 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
     EXPECT(gpu_iceberg_count(gpu, used, &tomb, &err) == FLOE_OK, "%s", err.msg);
     EXPECT(used[0] + used[1] + used[2] - tomb == model.size(), "counted %llu keys, the model holds %zu",
            (unsigned long long)(used[0] + used[1] + used[2] - tomb), model.size());
-    EXPECT(steps_growing >= 8 && mid && !gpu_iceberg_growing(gpu),
-           "%u batches ran while a growth was under way (one begun in another: %d)", steps_growing, (int)mid);
-    printf("ok: %s of %u-bit keys grown from 2^11 to 2^%u primary buckets while %u of its %u batches ran, %zu keys: "
-           "every answer%s the CPU engine's\n",
-           vb ? "MAP" : "SET", key_bits, addr, steps_growing, batches, model.size(), vb ? " and value" : "");
+    EXPECT(steps_growing >= 8 && mid && ends_growing >= 1 && !gpu_iceberg_growing(gpu),
+           "%u batches ran while a growth was under way (one begun in another: %d; %u ended one first)", steps_growing,
+           (int)mid, ends_growing);
+    printf("ok: %s of %u-bit keys grown from 2^14 to 2^%u primary buckets while %u of its %u batches ran (%u too "
+           "large for the old arrays ended one first), %zu keys: every answer%s the CPU engine's\n",
+           vb ? "MAP" : "SET", key_bits, addr, steps_growing, batches, ends_growing, model.size(),
+           vb ? " and value" : "");
     cudaFree(dk);
     cudaFree(dv);
     cudaFree(dvo);

@@ -370,12 +370,57 @@ START_TEST(spreads_move_keys_as_said)
 }
 END_TEST
 
+/* The rule both engines move a group by (floe_spread_group, floe_spread_dest):
+ * for a doubling, a half and a third, each key's old bucket is one of its
+ * group's old buckets, and the new bucket and remainder the rule gives are
+ * floe_split's in the new geometry. */
+START_TEST(groups_move_keys_as_split_says)
+{
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    for (uint32_t kb = 24; kb <= 64; kb += 20)
+        for (uint32_t a = 10; a < 14; a++) {
+            floe_geometry g[3];
+            floe_geometry_init(&g[0], kb, a, 0, 91);
+            floe_geometry_init(&g[1], kb, a, 1, 91);
+            floe_geometry_init(&g[2], kb, a + 1, 0, 91);
+            const floe_geometry *from[3] = {&g[0], &g[0], &g[1]}, *to[3] = {&g[2], &g[1], &g[2]};
+            const int shapes[3] = {FLOE_SPREAD_HALVES, FLOE_SPREAD_THIRDS, FLOE_SPREAD_QUARTERS};
+            for (int s = 0; s < 3; s++) {
+                ck_assert_int_eq(floe_geometry_moves_by_group(from[s], to[s]), shapes[s]);
+                const uint64_t groups = floe_level_buckets(&from[s]->level[0]) / floe_spread_olds(shapes[s]);
+                for (int n = 0; n < 5000; n++) {
+                    const uint64_t key = rng_next(&r) & floe_mask_bits(kb);
+                    uint64_t ob, orem, nb, nrem;
+                    floe_split(from[s], 0, 0, key, &ob, &orem);
+                    floe_split(to[s], 0, 0, key, &nb, &nrem);
+                    /* the group: the one whose old buckets hold ob (found by looking, not by the rule) */
+                    uint64_t gi = UINT64_MAX, old[FLOE_SPREAD_OLD_MAX], nw[FLOE_SPREAD_NEW_MAX];
+                    unsigned k = 0, nold = 0, nnew = 0;
+                    const uint64_t guess[3] = {ob, ob >> 1, ob & floe_mask_bits(a - 1)};
+                    floe_spread_group(from[s], shapes[s], guess[s], old, &nold, nw, &nnew);
+                    for (unsigned j = 0; j < nold; j++)
+                        if (old[j] == ob)
+                            gi = guess[s], k = j;
+                    ck_assert_uint_lt(gi, groups);
+                    ck_assert_uint_eq(nold, floe_spread_olds(shapes[s]));
+                    uint64_t rem2;
+                    const unsigned d = floe_spread_dest(from[s], to[s], shapes[s], k, ob, orem, &rem2);
+                    ck_assert_uint_lt(d, nnew);
+                    ck_assert_uint_eq(nw[d], nb);
+                    ck_assert_uint_eq(rem2, nrem);
+                }
+            }
+        }
+}
+END_TEST
+
 Suite *layout_suite(void)
 {
     Suite *s = suite_create("layout");
     TCase *tc = tcase_create("layout");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, perm_exhaustive_small_widths);
+    tcase_add_test(tc, groups_move_keys_as_split_says);
     tcase_add_test(tc, perm_random_large_widths);
     tcase_add_test(tc, perm_mixes_sequential_keys);
     tcase_add_test(tc, geometry_rows_fit);
