@@ -79,26 +79,6 @@ __global__ void __launch_bounds__(BLOCK, 2)
         value_set(new_vals, vb, id, value_get(old_vals, vb, p));
 }
 
-/* A key moved out of the old arrays put into the new ones (distinct keys:
- * INSERTED, or R_FULL where they have no room), its value published with
- * it. */
-template <int SN>
-__device__ __forceinline__ uint8_t put_moved(const floe_geometry &to, const levels &nw, void *new_vals, uint32_t vb,
-                                             uint64_t key, uint64_t value)
-{
-    uint8_t res;
-    uint64_t id, put;
-    if (vb)
-        op_key<SN, true, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
-    else
-        op_key<SN, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
-    if (res == R_INSERTED && vb) {
-        value_set(new_vals, vb, id, value);
-        publish(to, nw.L[0], nw.L[1], nw.L[2], id, put);
-    }
-    return res;
-}
-
 /* A growth that moves the primary level a group of buckets at a time
  * (floe_geometry_moves_by_group: a doubling, a half, a third): groups
  * [glo, ghi), each group's old buckets' keys into its new buckets in slot
@@ -184,9 +164,18 @@ __global__ void __launch_bounds__(BLOCK)
         if (!(over >> k & 1))
             continue;
         const uint64_t key = floe_join(&from, 0, 0, ob[k], floe_row_remainder(0, row[k]));
-        if (put_moved<SN>(to, nw, new_vals, vb, key, val[k]) == R_FULL) {
+        uint8_t res;
+        uint64_t id, put;
+        if (vb)
+            op_key<SN, true, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+        else
+            op_key<SN, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+        if (res == R_FULL) {
             stay |= 1u << k;
             *(volatile int *)failed = 1;
+        } else if (res == R_INSERTED && vb) {
+            value_set(new_vals, vb, id, val[k]);
+            publish(to, nw.L[0], nw.L[1], nw.L[2], id, put);
         }
     }
     if (!clear)
@@ -260,10 +249,20 @@ __device__ __forceinline__ void move_slot(const floe_geometry &from, const level
             break;
         cur = seen;
     }
-    if (put_moved<SN>(to, nw, new_vals, vb, key, vb ? value_get(old_vals, vb, p) : 0) == R_FULL) {
+    uint8_t res;
+    uint64_t id, put;
+    if (vb)
+        op_key<SN, true, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+    else
+        op_key<SN, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+    if (res == R_FULL) {
         atomicXor(word, (unsigned long long)((busy ^ row) << shift));
         *(volatile int *)failed = 1;
         return;
+    }
+    if (res == R_INSERTED && vb) {
+        value_set(new_vals, vb, id, value_get(old_vals, vb, p));
+        publish(to, nw.L[0], nw.L[1], nw.L[2], id, put);
     }
     atomicXor(word, (unsigned long long)((busy ^ floe_row_tombstone(rb)) << shift));
 }
