@@ -60,6 +60,7 @@ struct gpu_iceberg {
     size_t bytes[FLOE_LEVELS];
     void *values; /* MAP: vb bytes per slot */
     size_t values_bytes;
+    void *block; /* the one allocation of the arrays not mapped a chunk at a time (alloc_arrays) */
     uint32_t vb;
     unsigned *halt; /* grow tables, one word a lane: the sequence number of the batch that met FULL, 0: none */
     unsigned lane;  /* whose word the next launches read and set (gpu_iceberg_lane) */
@@ -99,7 +100,8 @@ struct gpu_iceberg {
     cudaEvent_t share_ev; /* recorded after the last share, which moved groups [0, shared_front) */
     uint64_t shared_front;
     uint64_t owed;    /* slots the batches so far owe the growth (gpu_iceberg_move_owed) */
-    int *move_failed; /* device: a key the new arrays could not place stayed in the old */
+    int *move_failed; /* device: a key the new arrays could not place (a growth's: it stayed in the old), or a
+                       * rebuild's */
     void *route;      /* routed()'s scratch (iceberg_gpu.cu) */
     size_t route_bytes;
     key_side pick; /* the keys the next launches run (routed(); zero: every key) */

@@ -157,6 +157,14 @@ uint64_t gpu_iceberg_slots(const gpu_iceberg *t);
  * Waits. */
 floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err);
 
+/* gpu_iceberg_rebuild with its work on `stream` alone, beside what other
+ * streams run (a TREE's fold, which reads only its node table): the caller
+ * sees that nothing else writes t until it returns (the old arrays are
+ * read, then freed, which waits for the kernels that read them).  NULL:
+ * gpu_iceberg_rebuild.  Waits for the stream. */
+floe_status gpu_iceberg_rebuild_on(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, gpu_stream stream,
+                                   floe_errinfo *err);
+
 /* Grows into 2^addr_bits primary buckets (1.5 times that with three)
  * without stopping the batches: the new arrays' address ranges are made
  * (waits), and from then on every batch owes the next GPU_MOVE_PER_KEY

@@ -79,6 +79,26 @@ __global__ void __launch_bounds__(BLOCK, 2)
         value_set(new_vals, vb, id, value_get(old_vals, vb, p));
 }
 
+/* A moved key put into the new arrays (a key of a table with values left
+ * unpublished until its value is written, then published); the put's
+ * answer: R_FULL where no probe had room. */
+template <int SN>
+__device__ __forceinline__ uint8_t put_moved(const floe_geometry &to, const levels &nw, void *new_vals, uint32_t vb,
+                                             uint64_t key, uint64_t value)
+{
+    uint8_t res;
+    uint64_t id, put;
+    if (vb)
+        op_key<SN, true, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+    else
+        op_key<SN, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
+    if (res == R_INSERTED && vb) {
+        value_set(new_vals, vb, id, value);
+        publish(to, nw.L[0], nw.L[1], nw.L[2], id, put);
+    }
+    return res;
+}
+
 /* A growth that moves the primary level a group of buckets at a time
  * (floe_geometry_moves_by_group: a doubling, a half, a third): groups
  * [glo, ghi), each group's old buckets' keys into its new buckets in slot
@@ -164,18 +184,9 @@ __global__ void __launch_bounds__(BLOCK)
         if (!(over >> k & 1))
             continue;
         const uint64_t key = floe_join(&from, 0, 0, ob[k], floe_row_remainder(0, row[k]));
-        uint8_t res;
-        uint64_t id, put;
-        if (vb)
-            op_key<SN, true, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
-        else
-            op_key<SN, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
-        if (res == R_FULL) {
+        if (put_moved<SN>(to, nw, new_vals, vb, key, val[k]) == R_FULL) {
             stay |= 1u << k;
             *(volatile int *)failed = 1;
-        } else if (res == R_INSERTED && vb) {
-            value_set(new_vals, vb, id, val[k]);
-            publish(to, nw.L[0], nw.L[1], nw.L[2], id, put);
         }
     }
     if (!clear)
@@ -249,20 +260,11 @@ __device__ __forceinline__ void move_slot(const floe_geometry &from, const level
             break;
         cur = seen;
     }
-    uint8_t res;
-    uint64_t id, put;
-    if (vb)
-        op_key<SN, true, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
-    else
-        op_key<SN, true>(to, nw.L[0], nw.L[1], nw.L[2], key, &res, &id, &put);
-    if (res == R_FULL) {
+    /* the slot is BUSY: its value stays as it is until the tombstone */
+    if (put_moved<SN>(to, nw, new_vals, vb, key, vb ? value_get(old_vals, vb, p) : 0) == R_FULL) {
         atomicXor(word, (unsigned long long)((busy ^ row) << shift));
         *(volatile int *)failed = 1;
         return;
-    }
-    if (res == R_INSERTED && vb) {
-        value_set(new_vals, vb, id, value_get(old_vals, vb, p));
-        publish(to, nw.L[0], nw.L[1], nw.L[2], id, put);
     }
     atomicXor(word, (unsigned long long)((busy ^ floe_row_tombstone(rb)) << shift));
 }
@@ -356,15 +358,12 @@ static void free_arrays(gpu_iceberg *t)
 {
     if (t->vm_l0 || t->vm_values)
         cudaDeviceSynchronize(); /* as cudaFree does: no kernel reads them any more */
-    for (int l = 0; l < FLOE_LEVELS; l++) {
-        if (l > 0 || !t->vm_l0)
-            cudaFree(t->level[l]);
+    cudaFree(t->block);
+    for (int l = 0; l < FLOE_LEVELS; l++)
         t->level[l] = NULL;
-    }
-    if (!t->vm_values)
-        cudaFree(t->values);
     gpu_vmem_free(t->vm_l0);
     gpu_vmem_free(t->vm_values);
+    t->block = NULL;
     t->vm_l0 = t->vm_values = NULL;
     t->values = NULL;
 }
@@ -381,6 +380,7 @@ static void arrays_from(gpu_iceberg *to, const gpu_iceberg *from)
     }
     to->values = from->values;
     to->values_bytes = from->values_bytes;
+    to->block = from->block;
     to->vm_l0 = from->vm_l0;
     to->vm_values = from->vm_values;
 }
@@ -408,46 +408,57 @@ void iceberg_swap_arrays(gpu_iceberg *a, gpu_iceberg *b)
 /* Zeroed level and value arrays for 2^addr_bits primary buckets, 1.5 times
  * that with three.  A growing table's primary level and values are mapped a
  * chunk at a time (vmem.h): with lazy, its primary level (and the values
- * of its slots) not yet, for a growth to map as its keys come. */
-static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, bool lazy, floe_errinfo *err)
+ * of its slots) not yet, for a growth to map as its keys come.  The other
+ * arrays share one allocation (t->block): a cudaMalloc and a cudaFree cost
+ * the host about 0.1 ms each, and a TREE's root table is rebuilt at each
+ * of its growths. */
+static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, bool lazy, cudaStream_t s,
+                                floe_errinfo *err)
 {
     floe_geometry_init(&t->g, t->spec.key_bits, addr_bits, three, t->spec.seed);
     t->addr_bits = addr_bits;
     t->three = three;
-    size_t total = 0;
-    cudaError_t e = cudaSuccess;
     const bool chunked = t->spec.grow;
     /* new arrays: t's pointers may be a copy of arrays in use (a rebuild's,
      * a growth's), which a failure below must not free */
     for (int l = 0; l < FLOE_LEVELS; l++)
         t->level[l] = NULL;
-    t->values = NULL;
+    t->values = t->block = NULL;
     t->vm_l0 = t->vm_values = NULL;
-    for (int l = 0; l < FLOE_LEVELS && e == cudaSuccess; l++) {
+    size_t total = 0, at[FLOE_LEVELS + 1] = {0}, block = 0; /* offsets in the block, 256-byte aligned */
+    for (int l = 0; l < FLOE_LEVELS; l++) {
         t->bytes[l] = floe_level_words(&t->g.level[l]) * sizeof(uint64_t);
         total += t->bytes[l];
-        if (l == 0 && chunked) {
-            e = gpu_vmem_reserve(t->bytes[0], L0_CHUNKS, &t->vm_l0, (void **)&t->level[0]);
-            if (e == cudaSuccess && !lazy)
-                e = gpu_vmem_map(t->vm_l0, 0, t->bytes[0], 0);
-        } else if ((e = cudaMalloc(&t->level[l], t->bytes[l])) != cudaSuccess) {
-            t->level[l] = NULL;
-        } else {
-            e = cudaMemset(t->level[l], 0, t->bytes[l]);
+        if (l > 0 || !chunked) {
+            at[l] = block;
+            block += (t->bytes[l] + 255) & ~(size_t)255;
         }
     }
     t->values_bytes = t->vb ? (size_t)t->g.total_slots * t->vb : 0;
     total += t->values_bytes;
+    at[FLOE_LEVELS] = block;
+    if (t->vb && !chunked)
+        block += t->values_bytes;
+    cudaError_t e = cudaMalloc(&t->block, block);
+    if (e != cudaSuccess)
+        t->block = NULL;
+    else
+        e = cudaMemsetAsync(t->block, 0, block, s);
+    for (int l = 0; l < FLOE_LEVELS && e == cudaSuccess; l++)
+        if (l > 0 || !chunked)
+            t->level[l] = (uint64_t *)((char *)t->block + at[l]);
+    if (e == cudaSuccess && t->vb && !chunked)
+        t->values = (char *)t->block + at[FLOE_LEVELS];
+    if (e == cudaSuccess && chunked) {
+        e = gpu_vmem_reserve(t->bytes[0], L0_CHUNKS, &t->vm_l0, (void **)&t->level[0]);
+        if (e == cudaSuccess && !lazy)
+            e = gpu_vmem_map(t->vm_l0, 0, t->bytes[0], 0);
+    }
     if (e == cudaSuccess && t->vb && chunked) {
         const size_t primary = (size_t)floe_level_slots(&t->g.level[0]) * t->vb; /* the values of the primary slots */
         e = gpu_vmem_reserve(t->values_bytes, VALUES_CHUNKS, &t->vm_values, &t->values);
         if (e == cudaSuccess)
             e = gpu_vmem_map(t->vm_values, lazy ? primary : 0, lazy ? t->values_bytes - primary : t->values_bytes, 0);
-    } else if (e == cudaSuccess && t->vb) {
-        if ((e = cudaMalloc(&t->values, t->values_bytes)) != cudaSuccess)
-            t->values = NULL;
-        else
-            e = cudaMemset(t->values, 0, t->values_bytes);
     }
     if (e != cudaSuccess) {
         free_arrays(t);
@@ -496,7 +507,7 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     if (!t->spec.seed)
         t->spec.seed = 0x243F6A8885A308D3ull;
     t->vb = floe_spec_has_values(spec) ? spec->value_bytes : 0;
-    st = alloc_arrays(t, addr_bits, three, false, err);
+    st = alloc_arrays(t, addr_bits, three, false, 0, err);
     t->piece = PUT_PIECE_KEYS;
     int dev, major;
     t->pdl = cudaGetDevice(&dev) == cudaSuccess &&
@@ -655,49 +666,50 @@ extern "C" uint64_t gpu_iceberg_slots(const gpu_iceberg *t)
     return t->g.total_slots;
 }
 
-/* gpu_iceberg_rebuild of t's arrays (a growth under way keeps its old arrays). */
-static floe_status rebuild_arrays(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err)
+/* gpu_iceberg_rebuild_on of t's arrays (a growth under way keeps its old arrays). */
+static floe_status rebuild_arrays(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, cudaStream_t s,
+                                  floe_errinfo *err)
 {
     const uint32_t max = floe_max_addr_bits(t->spec.key_bits);
-    CUDA_TRY(cudaDeviceSynchronize(), err);
-    int *failed;
-    CUDA_TRY(cudaMalloc(&failed, sizeof *failed), err);
+    if (!s)
+        CUDA_TRY(cudaDeviceSynchronize(), err); /* the batches before, on any stream */
+    /* the flag is kept for the table's next rebuild or growth */
+    if (!t->move_failed)
+        CUDA_TRY(cudaMalloc(&t->move_failed, sizeof(int)), err);
+    int *failed = t->move_failed;
     uint32_t a3 = *three;
     for (uint32_t a = *addr_bits;; a++, a3 = 0) { /* where a size cannot hold every key: the next power of two */
-        if (a > max) {
-            cudaFree(failed);
+        if (a > max)
             return floe_errinfo_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
-        }
         gpu_iceberg nt = *t; /* the new arrays; everything else shared */
-        floe_status st = alloc_arrays(&nt, a, a3, false, err);
-        if (st != FLOE_OK) {
-            cudaFree(failed);
+        floe_status st = alloc_arrays(&nt, a, a3, false, s, err);
+        if (st != FLOE_OK)
             return st;
-        }
-        cudaError_t e = cudaMemset(failed, 0, sizeof *failed);
+        cudaError_t e = cudaMemsetAsync(failed, 0, sizeof *failed, s);
         const levels from = levels_of(t), to = levels_of(&nt);
         const uint64_t total = t->g.total_slots, step = (uint64_t)1 << 30;
         uint64_t begin = 0; /* the first slot moved key by key */
         const int shape = floe_geometry_moves_by_group(&t->g, &nt.g);
         if (shape && e == cudaSuccess) {
             const uint64_t groups = floe_level_buckets(&t->g.level[0]) / floe_spread_olds(shape);
-            e = spread_groups(t->g, from, t->values, nt.g, to, nt.values, t->vb, shape, 0, groups, false, failed, 0);
+            e = spread_groups(t->g, from, t->values, nt.g, to, nt.values, t->vb, shape, 0, groups, false, failed, s);
             begin = t->g.level[1].first_id;
         }
         for (uint64_t first = begin; first < total && e == cudaSuccess; first += step) {
             uint64_t count = total - first < step ? total - first : step;
             with_row_bits(nt.g.level[0], [&](auto rb) {
-                k_rebuild<decltype(rb)::value><<<blocks_for(count), BLOCK>>>(t->g, from, t->values, nt.g, to, nt.values,
-                                                                             t->vb, first, count, failed);
+                k_rebuild<decltype(rb)::value><<<blocks_for(count), BLOCK, 0, s>>>(
+                    t->g, from, t->values, nt.g, to, nt.values, t->vb, first, count, failed);
             });
             e = cudaGetLastError();
         }
         int h = 1;
         if (e == cudaSuccess)
-            e = cudaMemcpy(&h, failed, sizeof h, cudaMemcpyDeviceToHost);
+            e = cudaMemcpyAsync(&h, failed, sizeof h, cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(s);
         if (e != cudaSuccess) {
             free_arrays(&nt);
-            cudaFree(failed);
             return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "rebuilding: %s", cudaGetErrorString(e));
         }
         if (h) { /* the new size could not hold every key: try larger */
@@ -708,15 +720,20 @@ static floe_status rebuild_arrays(gpu_iceberg *t, uint32_t *addr_bits, uint32_t 
         arrays_from(t, &nt); /* alloc_arrays set its addr_bits and three: a, a3 */
         *addr_bits = a;
         *three = a3;
-        cudaFree(failed);
         return FLOE_OK;
     }
 }
 
 extern "C" floe_status gpu_iceberg_rebuild(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, floe_errinfo *err)
 {
+    return gpu_iceberg_rebuild_on(t, addr_bits, three, NULL, err);
+}
+
+extern "C" floe_status gpu_iceberg_rebuild_on(gpu_iceberg *t, uint32_t *addr_bits, uint32_t *three, gpu_stream stream,
+                                              floe_errinfo *err)
+{
     floe_status st = gpu_iceberg_settle(t, err);
-    return st == FLOE_OK ? rebuild_arrays(t, addr_bits, three, err) : st;
+    return st == FLOE_OK ? rebuild_arrays(t, addr_bits, three, (cudaStream_t)stream, err) : st;
 }
 
 extern "C" int gpu_iceberg_growing(const gpu_iceberg *t)
@@ -865,7 +882,7 @@ static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
             return floe_errinfo_set(err, FLOE_ERR_INTERNAL, "growing table %s: %s", t->spec.name,
                                     cudaGetErrorString(e));
         uint32_t a = t->addr_bits + 1, a3 = 0;
-        if ((st = rebuild_arrays(t, &a, &a3, err)) != FLOE_OK)
+        if ((st = rebuild_arrays(t, &a, &a3, 0, err)) != FLOE_OK)
             return st;
         CUDA_TRY(cudaMemset(t->move_failed, 0, sizeof(int)), err);
         CUDA_TRY(cudaDeviceSynchronize(), err);
@@ -988,7 +1005,7 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
     floe_geometry to;
     floe_geometry_init(&to, t->spec.key_bits, addr_bits, three, t->spec.seed);
     if (to.total_slots <= t->g.total_slots) /* not a growth the moves make: at once */
-        return rebuild_arrays(t, &addr_bits, &three, err);
+        return rebuild_arrays(t, &addr_bits, &three, 0, err);
     if (!t->move_failed)
         CUDA_TRY(cudaMalloc(&t->move_failed, sizeof(int)), err);
     if (!t->share_ev)
@@ -1001,7 +1018,7 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
     o->vb = t->vb;
     arrays_from(o, t);
     /* the new primary level (and its values) mapped as the groups move: the rest now */
-    st = alloc_arrays(t, addr_bits, three, true, err);
+    st = alloc_arrays(t, addr_bits, three, true, 0, err);
     if (st != FLOE_OK) { /* t's arrays are NULL: the old ones back */
         arrays_from(t, o);
         free(o);

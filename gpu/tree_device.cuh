@@ -45,6 +45,7 @@ struct gpu_tree {
     uint64_t last_n, last_made, last_put; /* the last insert batch: vectors, nodes it made, roots it put */
     uint64_t batch_made; /* the nodes the batch running has made (its folds' counts: a growth renumbers nodes_used) */
     uint64_t generation; /* growths: ids of an earlier one name other vectors */
+    cudaStream_t grow_stream; /* a root table's growth beside a batch's fold (made at the first; NULL: none) */
     /* batch scratch, grown on demand: one allocation, which a node table's
      * growth borrows where it is large enough (copy_into) */
     void *scratch;
@@ -244,11 +245,14 @@ static inline uint32_t *full_lists(gpu_tree *t)
     return (uint32_t *)t->dd_table;
 }
 
-/* tree_table.cu: the arrays of t's tables, laid out as t->z (tables_alloc frees what it made on failure), and
- * a growth of the tables `what` (TREE_GROW_*) taking keys[0, nkeys) (root keys of the batch) along. */
+/* tree_table.cu: the arrays of t's tables, laid out as t->z (tables_alloc frees what it made on failure), a
+ * growth of the tables `what` (TREE_GROW_*) taking keys[0, nkeys) (root keys of the batch) along, and one of
+ * the root table alone for `coming` vectors, its work on stream s (gpu_iceberg_rebuild_on; NULL: the device
+ * waits first). */
 floe_status tree_tables_alloc(gpu_tree *t, floe_errinfo *err);
 void tree_tables_free(gpu_tree *t);
 floe_status tree_grow_tables(gpu_tree *t, unsigned what, size_t coming, uint64_t *keys, size_t nkeys,
                              floe_errinfo *err);
+floe_status tree_grow_roots(gpu_tree *t, size_t coming, cudaStream_t s, floe_errinfo *err);
 
 #endif

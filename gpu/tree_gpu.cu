@@ -318,6 +318,8 @@ extern "C" void gpu_tree_destroy(gpu_tree *t)
     scratch_free(t);
     cudaFree(t->whole);
     tree_tables_free(t);
+    if (t->grow_stream)
+        cudaStreamDestroy(t->grow_stream);
     cudaFree(t->counter);
     cudaFreeHost(t->h_counter);
     free(t);
@@ -381,10 +383,25 @@ static cudaError_t launch_dedup(gpu_tree *t, const uint32_t *d_vectors, size_t n
 static floe_status refold_grown(gpu_tree *t, const uint32_t *d_vectors, uint8_t *d_results, uint64_t *d_ids,
                                 cudaStream_t s, floe_errinfo *err);
 
-/* The shared body of insert and find. */
+/* The stream of t's root table's growths beside a fold (made at the first;
+ * where it cannot be, s: the growth after the fold). */
+static cudaStream_t grow_stream(gpu_tree *t, cudaStream_t s)
+{
+    if (!t->grow_stream && cudaStreamCreateWithFlags(&t->grow_stream, cudaStreamNonBlocking) != cudaSuccess) {
+        cudaGetLastError();
+        t->grow_stream = NULL;
+        return s;
+    }
+    return t->grow_stream;
+}
+
+/* The shared body of insert and find; with grow_roots (a growing table's
+ * insert), the root table grows for the batch while it folds (which reads
+ * only the node table): the growth's host work and kernels go beside the
+ * fold's, not before it. */
 template <bool insert>
 static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
-                             gpu_stream stream, floe_errinfo *err)
+                             gpu_stream stream, floe_errinfo *err, bool grow_roots = false)
 {
     assert(n < ((size_t)1 << 32)); /* the door's limit (floe_request_check) */
     if (n == 0)
@@ -393,6 +410,7 @@ static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, u
     if (st != FLOE_OK)
         return st;
     cudaStream_t s = (cudaStream_t)stream;
+    const bool empty = t->roots_bound == 0; /* a bound: 0 holds no root */
     CUDA_TRY(cudaMemsetAsync(t->counter, 0, COUNTERS * sizeof *t->counter, s), err);
     const uint32_t idx_bits = 64 - (uint32_t)__builtin_clzll((unsigned long long)n); /* n < 2^idx_bits */
     if (idx_bits <= DEDUP_SMALL_BITS)
@@ -402,6 +420,10 @@ static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, u
     launch_fold<insert>(t, d_vectors, t->list, n, d_results, d_ids, insert && t->spec.grow ? full_lists(t) : NULL, s);
     CUDA_TRY(cudaGetLastError(), err);
     CUDA_TRY(cudaMemcpyAsync(t->h_counter, t->counter, COUNTERS * sizeof *t->counter, cudaMemcpyDeviceToHost, s), err);
+    if (insert && grow_roots) {
+        floe_errinfo ignored;
+        (void)tree_grow_roots(t, n, grow_stream(t, s), &ignored); /* where it cannot, FULL answers decide */
+    }
     CUDA_TRY(cudaStreamSynchronize(s), err);
     if (insert) {
         t->nodes_used += t->h_counter[2];
@@ -414,6 +436,12 @@ static floe_status run_batch(gpu_tree *t, const uint32_t *d_vectors, size_t n, u
             return st;
     }
     const size_t m = (size_t)t->h_counter[1];
+    if (insert && t->spec.grow && empty && (double)m > t->spec.max_fill * (double)gpu_iceberg_slots(t->roots)) {
+        /* an empty table's roots are all new, so the fold counted them exactly: the root table grows
+         * for them now, not after a put that met FULL (its answers picked out and put again) */
+        floe_errinfo ignored;
+        (void)tree_grow_roots(t, 0, s, &ignored); /* where it cannot, FULL answers decide */
+    }
     if (m > 0) {
         st = insert ? gpu_iceberg_put(t->roots, t->rk, m, t->res_c, t->ids_c, GPU_NO_DEDUP, stream, err)
                     : gpu_iceberg_find(t->roots, t->rk, m, t->res_c, t->ids_c, NULL, stream, err);
@@ -653,10 +681,10 @@ static floe_status batch_tail(gpu_tree *t, unsigned long long tail[2], cudaStrea
  * it was one, and the look ahead of the next batch need not count the
  * roots on the device (a sync and a pass over the root table). */
 static floe_status put_vectors(gpu_tree *t, const uint32_t *d_vectors, size_t n, uint8_t *d_results, uint64_t *d_ids,
-                               unsigned long long tail[2], gpu_stream stream, floe_errinfo *err)
+                               unsigned long long tail[2], gpu_stream stream, floe_errinfo *err, bool grow_roots = false)
 {
     const uint64_t before = t->roots_bound;
-    floe_status st = run_batch<true>(t, d_vectors, n, d_results, d_ids, stream, err);
+    floe_status st = run_batch<true>(t, d_vectors, n, d_results, d_ids, stream, err, grow_roots);
     if (st == FLOE_OK)
         st = batch_tail(t, tail, (cudaStream_t)stream, err);
     if (st == FLOE_OK)
@@ -778,17 +806,21 @@ static floe_status insert_growing(gpu_tree *t, const uint32_t *d_vectors, size_t
     cudaStream_t s = (cudaStream_t)stream;
     const uint32_t W = t->g.words;
     floe_status st = FLOE_OK;
-    for (unsigned what = 1; what && st == FLOE_OK;) { /* a batch larger than the room left meets FULL below */
+    unsigned what = 0;
+    for (;;) { /* a batch larger than the room left meets FULL below */
         st = gpu_tree_over_fill(t, n, t->spec.max_fill, &what, err);
-        floe_errinfo ignored; /* on failure the table stays as it is: FULL answers decide */
-        if (st == FLOE_OK && what) /* the batch's vectors are written on s; a growth runs on its own */
-            CUDA_TRY(cudaStreamSynchronize(s), err);
-        if (st == FLOE_OK && what && gpu_tree_grow(t, what, n, &ignored) != FLOE_OK)
+        if (st != FLOE_OK || !(what & TREE_GROW_NODES)) /* the root table alone grows beside the fold */
             break;
+        floe_errinfo ignored; /* on failure the table stays as it is: FULL answers decide */
+        CUDA_TRY(cudaStreamSynchronize(s), err); /* the batch's vectors are written on s; a growth runs on its own */
+        if (gpu_tree_grow(t, what, n, &ignored) != FLOE_OK) {
+            what = 0;
+            break;
+        }
     }
     unsigned long long tail[2] = {0, 0};
     if (st == FLOE_OK)
-        st = put_vectors(t, d_vectors, n, d_results, d_ids, tail, stream, err);
+        st = put_vectors(t, d_vectors, n, d_results, d_ids, tail, stream, err, (what & TREE_GROW_ROOTS) != 0);
     if (st == FLOE_OK) { /* the batch's rates, for the look ahead of the next one */
         t->last_n = n;
         t->last_made = t->batch_made;

@@ -13,8 +13,7 @@
 
 void tree_tables_free(gpu_tree *t)
 {
-    cudaFree(t->nodes);
-    cudaFree(t->orphans);
+    cudaFree(t->nodes); /* the orphan count too */
     gpu_iceberg_destroy(t->roots);
     t->nodes = NULL;
     t->orphans = NULL;
@@ -22,18 +21,20 @@ void tree_tables_free(gpu_tree *t)
 }
 
 /* The arrays of t's tables, laid out as t->z: the node table, its orphan
- * count and the root table (what a growth replaces; the batch counters
- * and scratch stay).  On failure the ones made are freed. */
+ * count (one allocation: a growth pays a cudaMalloc and a cudaFree, about
+ * 0.1 ms each) and the root table (what a growth replaces; the batch
+ * counters and scratch stay).  On failure the ones made are freed. */
 floe_status tree_tables_alloc(gpu_tree *t, floe_errinfo *err)
 {
     tree_geometry_for(&t->spec, &t->z, &t->g);
-    cudaError_t e = cudaMalloc(&t->nodes, t->z.node_bytes);
-    if (e == cudaSuccess)
-        e = cudaMemset(t->nodes, 0, t->z.node_bytes);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&t->orphans, sizeof *t->orphans);
-    if (e == cudaSuccess)
-        e = cudaMemset(t->orphans, 0, sizeof *t->orphans);
+    const size_t bytes = t->z.node_bytes + sizeof *t->orphans; /* 8-byte nodes: the count stays aligned */
+    cudaError_t e = cudaMalloc(&t->nodes, bytes);
+    if (e == cudaSuccess) {
+        t->orphans = (unsigned long long *)(t->nodes + t->z.node_bytes / sizeof *t->nodes);
+        e = cudaMemset(t->nodes, 0, bytes);
+    } else {
+        t->nodes = NULL;
+    }
     floe_status st = FLOE_OK;
     if (e != cudaSuccess)
         st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
@@ -459,21 +460,30 @@ extern "C" bool gpu_tree_refuses(gpu_tree *t, size_t n, floe_errinfo *err)
 /* gpu_tree_grow, with the root keys keys[0, nkeys) of vectors folded but
  * not yet put (NULL: none) taken along: their nodes are kept and the keys
  * become the new generation's (copy_into). */
+floe_status tree_grow_roots(gpu_tree *t, size_t coming, cudaStream_t s, floe_errinfo *err)
+{
+    tree_sizing z;
+    floe_status st = grown_sizes(t, TREE_GROW_ROOTS, coming, &z, err);
+    if (st == FLOE_OK)
+        st = growth_allowed(t, TREE_GROW_ROOTS, &z, err);
+    if (st == FLOE_OK) /* the roots move; the nodes stay where they are */
+        st = gpu_iceberg_rebuild_on(t->roots, &z.root_addr_bits, &z.root_three, s, err); /* it may go larger still */
+    if (st == FLOE_OK)
+        st = tree_size_bits(&t->spec, &z, &t->z, err);
+    t->generation += st == FLOE_OK;
+    return st;
+}
+
 floe_status tree_grow_tables(gpu_tree *t, unsigned what, size_t coming, uint64_t *keys, size_t nkeys, floe_errinfo *err)
 {
+    if (!(what & TREE_GROW_NODES))
+        return tree_grow_roots(t, coming, NULL, err);
     tree_sizing z;
     floe_status st = grown_sizes(t, what, coming, &z, err);
     if (st == FLOE_OK)
         st = growth_allowed(t, what, &z, err);
     if (st != FLOE_OK)
         return st;
-    if (!(what & TREE_GROW_NODES)) { /* the roots move; the nodes stay where they are */
-        st = gpu_iceberg_rebuild(t->roots, &z.root_addr_bits, &z.root_three, err); /* it may go larger still */
-        if (st == FLOE_OK)
-            st = tree_size_bits(&t->spec, &z, &t->z, err);
-        t->generation += st == FLOE_OK;
-        return st;
-    }
     while (st == FLOE_OK) {
         /* new tables only: t's counters and batch scratch serve the new generation too */
         gpu_tree n;
