@@ -111,8 +111,9 @@ static void help(void)
            "                      into a SET and a MAP (8-byte values) that grow from the default capacity,\n"
            "                      and into ones sized for them: M keys/s over the run, the slowest batch\n"
            "                      against the median one, and the most slots a key (1 / fill) and the\n"
-           "                      most device bytes over the bytes the keys fill (the old arrays' too\n"
-           "                      while a growth moves them) seen every 4 batches\n"
+           "                      most device bytes over the bytes the keys fill (the slots in use, in\n"
+           "                      the arrays that hold them; the old arrays' too while a growth moves\n"
+           "                      them) seen every 4 batches\n"
            "      --keys N        with --grow: keys inserted (default 1G = 2^30)\n"
            "      --per-batch     with --grow: after each run, its first 8 batches' times and every later\n"
            "                      batch over 3x the median, and (a growing table's) the samples of more than\n"
@@ -194,22 +195,20 @@ static int s1_static(const floe_spec &spec, const uint64_t *d_keys, uint64_t n, 
 #define WARM_BATCHES 4
 /* The table's slots over its keys (1 / fill; after a growth, how much of
  * the arrays the keys leave empty), and its device bytes over the bytes its
- * keys fill (at the arrays' bytes a slot; while a growth is under way the
- * old arrays' chunks still mapped count too), sampled every SPARE_EVERY
+ * keys fill (bytes_over_filled; while a growth is under way the old
+ * arrays' chunks still mapped count too), sampled every SPARE_EVERY
  * batches past the first WARM_BATCHES, their time taken out of the run's. */
 #define SPARE_EVERY 4
 /* --per-batch lists the samples of more device bytes than this over the keys' */
 #define BYTES_SHOWN 1.8
 
-/* The device bytes of a table over the bytes its keys fill: its arrays'
- * bytes a slot, from the levels' sizes. */
+/* The device bytes of a table over the bytes its keys fill: the bytes of
+ * the slots in use in the arrays that hold them (stats' used_bytes: while a
+ * growth moves the keys from arrays of wider rows, the keys not moved yet
+ * at the old arrays' width). */
 static double bytes_over_filled(const floe_table_stats &st)
 {
-    double whole = 0;
-    for (int l = 0; l < FLOE_LEVELS; l++)
-        whole += (double)st.level[l].slots * st.level[l].row_bits / 8.0;
-    const double a_slot = whole / (double)st.slots + st.spec.value_bytes;
-    return st.keys ? (double)st.memory_bytes / ((double)st.keys * a_slot) : 0.0;
+    return st.used_bytes ? (double)st.memory_bytes / (double)st.used_bytes : 0.0;
 }
 static int run_g1(uint64_t n, unsigned runs, bool per_batch)
 {

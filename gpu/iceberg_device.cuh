@@ -99,7 +99,14 @@ struct gpu_iceberg {
     uint64_t groups, front, released;
     cudaEvent_t share_ev; /* recorded after the last share, which moved groups [0, shared_front) */
     uint64_t shared_front;
-    uint64_t owed;    /* slots the batches so far owe the growth (gpu_iceberg_move_owed) */
+    uint64_t owed; /* slots the batches so far owe the growth (gpu_iceberg_move_owed) */
+    /* A growth's old overflow slots: the bin of each one's key (its group >> bin_shift; BIN_UNKNOWN:
+     * not worked out yet), and a bit each that marks the keys of a share's bins (k_over_marks), in
+     * one allocation of bins_bytes. */
+    uint8_t *bins;
+    uint32_t *marks;
+    size_t bins_bytes;
+    uint32_t bin_shift;
     int *move_failed; /* device: a key the new arrays could not place (a growth's: it stayed in the old), or a
                        * rebuild's */
     void *route;      /* routed()'s scratch (iceberg_gpu.cu) */

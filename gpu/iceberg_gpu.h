@@ -139,8 +139,10 @@ floe_status gpu_iceberg_find_host(gpu_iceberg *t, const uint64_t *keys, size_t n
 
 /* Non-empty slots per level and tombstones, counted on the device (waits);
  * with a growth under way, the old arrays' keys counted with the new
- * arrays' levels of the same number. */
-floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, floe_errinfo *err);
+ * arrays' levels of the same number.  used_bytes (NULL: not wanted): the
+ * bytes those slots take (rows and values) in the arrays that hold them. */
+floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, uint64_t *used_bytes,
+                              floe_errinfo *err);
 /* Occupied slots per level (waits). */
 floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_errinfo *err);
 /* Bytes of device memory the table's arrays hold (old and new during a growth). */

@@ -225,24 +225,20 @@ static cudaError_t spread_groups(const floe_geometry &from, const levels &old, c
 
 /* ---- growth that does not stop the batches (gpu_iceberg_grow) ------------------------------------------ */
 
-/* Moves the key in old slot p, if it holds one (another thread may have
- * taken it) and, with a filter (ghi > glo), its group is in [glo, ghi),
- * into the new arrays: the slot is claimed BUSY, the key put (with its
- * value, published after it), and the slot made a tombstone; or given its
- * row back where the new arrays cannot place the key (*failed).  Only the
- * mover changes a BUSY slot, so an xor sets its row. */
+/* Moves the key in the row at shift of old word (slot p, bucket b of level
+ * l), if it holds one (another thread may have taken it) and, with a
+ * filter (ghi > glo), its group is in [glo, ghi), into the new arrays: the
+ * slot is claimed BUSY, the key put (with its value, published after it),
+ * and the slot made a tombstone; or given its row back where the new
+ * arrays cannot place the key (*failed).  Only the mover changes a BUSY
+ * slot, so an xor sets its row. */
 template <int SN>
-__device__ __forceinline__ void move_slot(const floe_geometry &from, const levels &old, const void *old_vals,
-                                          const floe_geometry &to, const levels &nw, void *new_vals, uint32_t vb,
-                                          uint64_t p, uint32_t gbits, uint64_t glo, uint64_t ghi, int *failed)
+__device__ __forceinline__ void move_row(const floe_geometry &from, const void *old_vals, const floe_geometry &to,
+                                         const levels &nw, void *new_vals, uint32_t vb, unsigned long long *word,
+                                         uint32_t shift, uint32_t rb, uint32_t l, uint64_t b, uint64_t p,
+                                         uint32_t gbits, uint64_t glo, uint64_t ghi, int *failed)
 {
-    uint32_t shift, rb;
-    uint64_t *w = slot_word(from, old.L[0], old.L[1], old.L[2], p, &shift, &rb);
-    unsigned long long *word = reinterpret_cast<unsigned long long *>(w);
     const uint64_t mask = floe_row_mask(rb), busy = floe_row_busy(rb);
-    uint32_t l, slot;
-    uint64_t b;
-    floe_slot_split(&from, p, &l, &b, &slot);
     unsigned long long cur = *(volatile unsigned long long *)word;
     uint64_t row, key;
     for (;;) {
@@ -269,18 +265,94 @@ __device__ __forceinline__ void move_slot(const floe_geometry &from, const level
     atomicXor(word, (unsigned long long)((busy ^ floe_row_tombstone(rb)) << shift));
 }
 
-/* Old slots [first, first + count) moved, in column order, those of groups
- * [glo, ghi) alone where ghi > glo. */
+/* Old slots [first, first + count) moved (move_row), in column order. */
 template <int SN>
 __global__ void __launch_bounds__(BLOCK)
     k_move(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
            const __grid_constant__ floe_geometry to, const levels nw, void *new_vals, uint32_t vb, uint64_t first,
-           uint64_t count, uint32_t gbits, uint64_t glo, uint64_t ghi, int *failed)
+           uint64_t count, int *failed)
 {
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i < count)
-        move_slot<SN>(from, old, old_vals, to, nw, new_vals, vb, first + column_order(i, count), gbits, glo, ghi,
-                      failed);
+    if (i >= count)
+        return;
+    const uint64_t p = first + column_order(i, count);
+    uint32_t shift, rb, l, slot;
+    uint64_t b;
+    uint64_t *w = slot_word(from, old.L[0], old.L[1], old.L[2], p, &shift, &rb);
+    floe_slot_split(&from, p, &l, &b, &slot);
+    move_row<SN>(from, old_vals, to, nw, new_vals, vb, reinterpret_cast<unsigned long long *>(w), shift, rb, l, b, p, 0,
+                 0, 0, failed);
+}
+
+/* A share's moves of the old overflow levels' keys of its groups: each
+ * share must look at every overflow slot (a batch may have put a key of
+ * any group not moved yet there), and a kernel that moves keys holds too
+ * many registers (put_moved) to keep enough loads in flight for a slot a
+ * thread (at 2^30 keys, 100 M slots, 3 ms a share).  So a light kernel
+ * marks the keys that may be the share's (k_over_marks) and a second moves
+ * the marked ones (k_move_marked, a thread 32 marks).  A key's group costs
+ * two permutations: worked out once a growth, and kept as its bin. */
+#define BIN_BITS    7u
+#define BIN_UNKNOWN 0xffu
+
+/* The 32-bit words of marks of overflow level lv: a bit a row, word c *
+ * rows + r holding row r of the 32 words of rows [32c, 32c + 32). */
+static inline uint64_t marks_words(const floe_level &lv)
+{
+    const uint64_t words = floe_level_buckets(&lv) * lv.words;
+    return (words + 31) / 32 * (64 / lv.row_bits);
+}
+
+/* Marks the keys of old overflow level l whose bin is in [blo, bhi]
+ * (bins and marks: the level's), a thread a 64-bit word of rows; a key's
+ * bin is worked out where it is BIN_UNKNOWN (the growth's first share, a
+ * key put since). */
+__global__ void __launch_bounds__(BLOCK)
+    k_over_marks(const __grid_constant__ floe_geometry from, const uint64_t *L, uint32_t l, uint64_t words,
+                 uint32_t gbits, uint32_t bin_shift, uint32_t blo, uint32_t bhi, uint8_t *bins, uint32_t *marks)
+{
+    const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    const floe_level &lv = from.level[l];
+    const uint32_t rb = lv.row_bits, rows = 64 / rb, wlog = __ffs(lv.words) - 1; /* words a bucket: 4, 8, 16 */
+    const uint64_t w = i < words ? __ldcg(L + i) : FLOE_ROW_EMPTY;
+    for (uint32_t r = 0; r < rows; r++) { /* every lane to the ballots */
+        const uint64_t row = (w >> (r * rb)) & floe_row_mask(rb);
+        bool mark = false;
+        if (floe_row_is_key(row, rb)) {
+            uint32_t bin = bins[i * rows + r];
+            if (bin == BIN_UNKNOWN) { /* a slot holds no other key till the growth ends */
+                const uint64_t key =
+                    floe_join(&from, l, floe_row_choice(l, row), i >> wlog, floe_row_remainder(l, row));
+                bin = (uint32_t)(key_group(from, gbits, key) >> bin_shift);
+                bins[i * rows + r] = (uint8_t)bin;
+            }
+            mark = bin >= blo && bin <= bhi;
+        }
+        const unsigned m = __ballot_sync(~0u, mark);
+        if ((i & 31) == 0 && i < words)
+            marks[i / 32 * rows + r] = m;
+    }
+}
+
+/* The marked keys of old overflow level l of groups [glo, ghi) moved
+ * (move_row), a thread a word of marks (k_over_marks). */
+template <int SN>
+__global__ void __launch_bounds__(BLOCK)
+    k_move_marked(const __grid_constant__ floe_geometry from, const levels old, const void *old_vals,
+                  const __grid_constant__ floe_geometry to, const levels nw, void *new_vals, uint32_t vb, uint32_t l,
+                  const uint32_t *marks, uint64_t count, uint32_t gbits, uint64_t glo, uint64_t ghi, int *failed)
+{
+    const uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (j >= count)
+        return;
+    uint32_t m = marks[j];
+    const floe_level &lv = from.level[l];
+    const uint32_t rb = lv.row_bits, rows = 64 / rb, r = (uint32_t)(j % rows), wlog = __ffs(lv.words) - 1;
+    for (; m; m &= m - 1) {
+        const uint64_t i = j / rows * 32 + (__ffs(m) - 1); /* the row's word */
+        move_row<SN>(from, old_vals, to, nw, new_vals, vb, reinterpret_cast<unsigned long long *>(old.L[l]) + i, r * rb,
+                     rb, l, i >> wlog, lv.first_id + i * rows + r, gbits, glo, ghi, failed);
+    }
 }
 
 struct live_slot {
@@ -478,8 +550,19 @@ static cudaError_t load_growth_kernels(void)
 {
     cudaFuncAttributes a;
     const void *const kernels[] = {
-        (const void *)k_move<16>,     (const void *)k_move<32>,     (const void *)k_move<64>,
-        (const void *)k_move<16 | 1>, (const void *)k_move<32 | 1>, (const void *)k_move<64 | 1>,
+        (const void *)k_move<16>,
+        (const void *)k_move<32>,
+        (const void *)k_move<64>,
+        (const void *)k_move<16 | 1>,
+        (const void *)k_move<32 | 1>,
+        (const void *)k_move<64 | 1>,
+        (const void *)k_move_marked<16>,
+        (const void *)k_move_marked<32>,
+        (const void *)k_move_marked<64>,
+        (const void *)k_move_marked<16 | 1>,
+        (const void *)k_move_marked<32 | 1>,
+        (const void *)k_move_marked<64 | 1>,
+        (const void *)k_over_marks,
     };
     cudaError_t e = cudaSuccess;
     for (size_t i = 0; i < sizeof kernels / sizeof *kernels && e == cudaSuccess; i++)
@@ -529,14 +612,25 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     return FLOE_OK;
 }
 
+/* A growth's old arrays and its bins freed (none: nothing). */
+static void free_old(gpu_iceberg *t)
+{
+    if (t->old) {
+        free_arrays(t->old);
+        free(t->old);
+        t->old = NULL;
+    }
+    cudaFree(t->bins);
+    t->bins = NULL;
+    t->marks = NULL;
+    t->bins_bytes = 0;
+}
+
 extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
 {
     if (!t)
         return;
-    if (t->old) {
-        free_arrays(t->old);
-        free(t->old);
-    }
+    free_old(t);
     cudaFree(t->move_failed);
     cudaFree(t->route);
     if (t->share_ev)
@@ -626,7 +720,14 @@ static floe_status count_levels(const floe_geometry &g, uint64_t *const *L, bool
     return FLOE_OK;
 }
 
-extern "C" floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, floe_errinfo *err)
+/* The bytes of n slots of level l of geometry g, with their values (vb bytes a slot). */
+static uint64_t slot_bytes(const floe_geometry &g, int l, uint64_t n, uint32_t vb)
+{
+    return n * (g.level[l].row_bits / 8 + vb);
+}
+
+extern "C" floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint64_t *tombstones, uint64_t *used_bytes,
+                                         floe_errinfo *err)
 {
     uint64_t tomb[3], old_used[3], old_tomb[3];
     const gpu_iceberg *o = t->old;
@@ -638,15 +739,23 @@ extern "C" floe_status gpu_iceberg_count(gpu_iceberg *t, uint64_t used[3], uint6
     if (st != FLOE_OK)
         return st;
     *tombstones = tomb[0] + tomb[1] + tomb[2];
-    for (int l = 0; l < FLOE_LEVELS && o; l++)
-        used[l] += old_used[l] - old_tomb[l];
+    uint64_t bytes = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        bytes += slot_bytes(t->g, l, used[l], t->vb);
+        if (o) {
+            bytes += slot_bytes(o->g, l, old_used[l] - old_tomb[l], t->vb);
+            used[l] += old_used[l] - old_tomb[l];
+        }
+    }
+    if (used_bytes)
+        *used_bytes = bytes;
     return FLOE_OK;
 }
 
 extern "C" floe_status gpu_iceberg_used(gpu_iceberg *t, uint64_t used[3], floe_errinfo *err)
 {
     uint64_t tomb;
-    return gpu_iceberg_count(t, used, &tomb, err);
+    return gpu_iceberg_count(t, used, &tomb, NULL, err);
 }
 
 /* The device memory t's arrays hold now (a chunked array's mapped chunks). */
@@ -656,9 +765,15 @@ static uint64_t arrays_bytes(const gpu_iceberg *t)
            (t->vm_values ? gpu_vmem_mapped(t->vm_values) : t->values_bytes);
 }
 
+/* The slots of a growth's old overflow levels. */
+static uint64_t over_slots(const gpu_iceberg *o)
+{
+    return o->g.total_slots - o->g.level[1].first_id;
+}
+
 extern "C" uint64_t gpu_iceberg_memory(const gpu_iceberg *t)
 {
-    return arrays_bytes(t) + (t->old ? arrays_bytes(t->old) : 0);
+    return arrays_bytes(t) + (t->old ? arrays_bytes(t->old) : 0) + t->bins_bytes;
 }
 
 extern "C" uint64_t gpu_iceberg_slots(const gpu_iceberg *t)
@@ -743,21 +858,46 @@ extern "C" int gpu_iceberg_growing(const gpu_iceberg *t)
 
 /* ---- growth within twice the bytes: the moves (gpu_iceberg_grow) ------------------------------------------ */
 
-/* Old slots [first, first + count) moved, enqueued on s; of them, the keys
- * of groups [glo, ghi) alone where ghi > glo. */
-static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, uint64_t glo, uint64_t ghi,
-                              cudaStream_t s, floe_errinfo *err)
+/* Old slots [first, first + count) moved, enqueued on s. */
+static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, cudaStream_t s, floe_errinfo *err)
 {
     const gpu_iceberg *o = t->old;
     const uint64_t step = (uint64_t)1 << 30;
     for (uint64_t at = 0; at < count; at += step) {
         const uint64_t m = count - at < step ? count - at : step;
         with_row_bits(t->g.level[0], [&](auto rn) {
-            k_move<decltype(rn)::value><<<blocks_for(m), BLOCK, 0, s>>>(o->g, levels_of(o), o->values, t->g,
-                                                                        levels_of(t), t->values, t->vb, first + at, m,
-                                                                        t->gbits, glo, ghi, t->move_failed);
+            k_move<decltype(rn)::value><<<blocks_for(m), BLOCK, 0, s>>>(
+                o->g, levels_of(o), o->values, t->g, levels_of(t), t->values, t->vb, first + at, m, t->move_failed);
         });
         CUDA_TRY(cudaGetLastError(), err);
+    }
+    return FLOE_OK;
+}
+
+/* The old overflow levels' keys of groups [glo, ghi) moved, enqueued on s. */
+static floe_status move_overflow(gpu_iceberg *t, uint64_t glo, uint64_t ghi, cudaStream_t s, floe_errinfo *err)
+{
+    static_assert((FLOE_L1_SLOTS & (FLOE_L1_SLOTS - 1)) == 0, "k_over_marks: a power of two of words a bucket");
+    const gpu_iceberg *o = t->old;
+    const uint64_t over = o->g.level[1].first_id;
+    uint64_t marks_at = 0;
+    for (uint32_t l = 1; l < FLOE_LEVELS; l++) {
+        const floe_level &lv = o->g.level[l];
+        const uint64_t words = floe_level_buckets(&lv) * lv.words, nm = marks_words(lv);
+        uint8_t *bins = t->bins + (lv.first_id - over);
+        uint32_t *marks = t->marks + marks_at;
+        assert(nm / BLOCK < UINT32_MAX && words / BLOCK < UINT32_MAX); /* a grid of 32-bit size */
+        k_over_marks<<<blocks_for(words), BLOCK, 0, s>>>(o->g, o->level[l], l, words, t->gbits, t->bin_shift,
+                                                         (uint32_t)(glo >> t->bin_shift),
+                                                         (uint32_t)((ghi - 1) >> t->bin_shift), bins, marks);
+        CUDA_TRY(cudaGetLastError(), err);
+        with_row_bits(t->g.level[0], [&](auto rn) {
+            k_move_marked<decltype(rn)::value>
+                <<<blocks_for(nm), BLOCK, 0, s>>>(o->g, levels_of(o), o->values, t->g, levels_of(t), t->values, t->vb,
+                                                  l, marks, nm, t->gbits, glo, ghi, t->move_failed);
+        });
+        CUDA_TRY(cudaGetLastError(), err);
+        marks_at += nm;
     }
     return FLOE_OK;
 }
@@ -805,11 +945,10 @@ static floe_status move_groups(gpu_iceberg *t, uint64_t lo, uint64_t hi, cudaStr
         const unsigned n = group_buckets(o->g, t->gbits, lo, hi, first, count);
         const uint64_t per = o->g.level[0].slots;
         for (unsigned k = 0; k < n && st == FLOE_OK; k++)
-            st = move_slots(t, first[k] * per, count[k] * per, 0, 0, s, err);
+            st = move_slots(t, first[k] * per, count[k] * per, s, err);
     }
-    const uint64_t over = o->g.level[1].first_id; /* the overflow levels: their keys of these groups */
-    if (st == FLOE_OK)
-        st = move_slots(t, over, o->g.total_slots - over, lo, hi, s, err);
+    if (st == FLOE_OK) /* the overflow levels: their keys of these groups */
+        st = move_overflow(t, lo, hi, s, err);
     if (st == FLOE_OK)
         t->front = hi;
     return st;
@@ -890,9 +1029,9 @@ static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
         const unsigned n = group_buckets(o->g, t->gbits, t->released, t->groups, first, count);
         const uint64_t per = o->g.level[0].slots, over = o->g.level[1].first_id;
         for (unsigned k = 0; k < n && st == FLOE_OK; k++)
-            st = move_slots(t, first[k] * per, count[k] * per, 0, 0, s, err);
+            st = move_slots(t, first[k] * per, count[k] * per, s, err);
         if (st == FLOE_OK)
-            st = move_slots(t, over, o->g.total_slots - over, 0, 0, s, err);
+            st = move_slots(t, over, over_slots(o), s, err);
         if (st != FLOE_OK)
             return st;
         CUDA_TRY(cudaMemcpyAsync(&failed, t->move_failed, sizeof failed, cudaMemcpyDeviceToHost, s), err);
@@ -900,9 +1039,7 @@ static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
     }
     if (st != FLOE_OK)
         return st;
-    free_arrays(o);
-    free(o);
-    t->old = NULL;
+    free_old(t);
     t->gbits = 0;
     t->groups = t->front = t->released = t->shared_front = 0;
     t->owed = 0;
@@ -1024,12 +1161,31 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
         free(o);
         return st;
     }
-    cudaError_t e = cudaMemset(t->move_failed, 0, sizeof(int));
+    const uint32_t a = top_bucket_bits(o->g), b = top_bucket_bits(t->g);
+    t->gbits = a < b ? a : b;
+    /* the old overflow slots' bins (BIN_UNKNOWN) and marks */
+    t->bin_shift = t->gbits > BIN_BITS ? t->gbits - BIN_BITS : 0;
+    const size_t nbins = (over_slots(o) + 255) / 256 * 256;
+    const size_t bytes = nbins + 4 * (marks_words(o->g.level[1]) + marks_words(o->g.level[2]));
+    uint8_t *bins = NULL;
+    cudaError_t e = cudaMalloc(&bins, bytes);
+    if (e == cudaSuccess && (e = cudaMemset(bins, BIN_UNKNOWN, nbins)) != cudaSuccess)
+        cudaFree(bins);
+    if (e != cudaSuccess) { /* the old arrays back */
+        cudaGetLastError(); /* an out-of-memory error is not sticky */
+        free_arrays(t);
+        arrays_from(t, o);
+        free(o);
+        return floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
+                                "device memory for table %s's growth: %s", t->spec.name, cudaGetErrorString(e));
+    }
+    t->bins = bins;
+    t->marks = (uint32_t *)(bins + nbins);
+    t->bins_bytes = bytes;
+    e = cudaMemset(t->move_failed, 0, sizeof(int));
     if (e == cudaSuccess)
         e = cudaDeviceSynchronize(); /* zeroed before any stream's kernel reads them */
     t->old = o;
-    const uint32_t a = top_bucket_bits(o->g), b = top_bucket_bits(t->g);
-    t->gbits = a < b ? a : b;
     t->groups = (uint64_t)1 << t->gbits;
     t->front = t->released = t->shared_front = 0;
     t->owed = 0;

@@ -75,7 +75,7 @@ double fill_limit(const gpu_table *t)
 floe_status recount(gpu_table *t, floe_errinfo *err)
 {
     uint64_t used[3], tomb;
-    floe_status st = gpu_iceberg_count(t->ice, used, &tomb, err);
+    floe_status st = gpu_iceberg_count(t->ice, used, &tomb, NULL, err);
     if (st == FLOE_OK) {
         relaxed_set(&t->used, used[0] + used[1] + used[2]);
         relaxed_set(&t->tombstones, tomb);
@@ -907,10 +907,10 @@ void drain(lane *L)
 
 static void fill_stats(gpu_table *t, floe_table_stats *st)
 {
-    uint64_t used[3] = {0, 0, 0}, tomb = 0;
+    uint64_t used[3] = {0, 0, 0}, tomb = 0, used_bytes = 0;
     floe_errinfo err;
     memset(st, 0, sizeof *st);
-    if (gpu_iceberg_count(t->ice, used, &tomb, &err) != FLOE_OK) {
+    if (gpu_iceberg_count(t->ice, used, &tomb, &used_bytes, &err) != FLOE_OK) {
         used[0] = t->used; /* the device cannot count: report what the host knows */
         tomb = t->tombstones;
     }
@@ -924,6 +924,7 @@ static void fill_stats(gpu_table *t, floe_table_stats *st)
     st->slots = g.total_slots;
     st->fill = (double)u / (double)st->slots;
     st->memory_bytes = gpu_iceberg_memory(t->ice);
+    st->used_bytes = used_bytes;
     st->bytes_per_key = st->keys ? (double)st->memory_bytes / (double)st->keys : 0.0;
     st->generation = t->generation;
     strcpy(st->backend, "gpu");
@@ -952,7 +953,7 @@ static floe_status copy_image(gpu_table *t, floe_file_image **out, floe_errinfo 
     uint64_t used[3], tomb;
     st = gpu_iceberg_download(t->ice, im.sections, err);
     if (st == FLOE_OK)
-        st = gpu_iceberg_count(t->ice, used, &tomb, err);
+        st = gpu_iceberg_count(t->ice, used, &tomb, NULL, err);
     if (st == FLOE_OK) {
         iceberg_set_counters(host, used, tomb, t->generation);
         st = iceberg_image_of(host, out, err);

@@ -36,7 +36,7 @@ floe_status static_freeze(gpu_table *t, floe_errinfo *err)
 {
     const floe_spec *spec = &t->base.spec;
     uint64_t used[3], tomb;
-    floe_status st = gpu_iceberg_count(t->ice, used, &tomb, err);
+    floe_status st = gpu_iceberg_count(t->ice, used, &tomb, NULL, err);
     if (st != FLOE_OK)
         return st;
     const uint64_t n = used[0] + used[1] + used[2] - tomb; /* no erase on a STATIC table: no tombstones either */

@@ -1358,6 +1358,7 @@ void iceberg_stats(iceberg *t, floe_table_stats *st)
         floe_level_stats *ls = &st->level[l];
         ls->slots = floe_level_slots(&s->g.level[l]);
         ls->used = atomic_load(&t->used[l]);
+        st->used_bytes += ls->used * (s->g.level[l].row_bits / 8 + s->value_bytes);
         ls->row_bits = s->g.level[l].row_bits;
         ls->buckets_log2 = s->g.level[l].addr_bits;
         ls->fill = (double)ls->used / (double)ls->slots;

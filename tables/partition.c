@@ -285,6 +285,7 @@ static void merge_stats(split *sp)
         stored += s->compression * (double)s->keys;
         if (s->device != st->device)
             st->device = -1;
+        st->used_bytes += s->used_bytes;
         for (int l = 0; l < FLOE_LEVELS; l++) {
             st->level[l].slots += s->level[l].slots;
             st->level[l].used += s->level[l].used;

@@ -263,6 +263,8 @@ typedef struct floe_table_stats {
     uint64_t slots;      /* all slots, every level */
     double fill;         /* (keys + tombstones) / slots */
     uint64_t memory_bytes;
+    uint64_t used_bytes;  /* the bytes of the slots in use (rows and values; TREE: nodes and root rows) in the
+                           * arrays that hold them (a growing GPU SET's or MAP's old arrays too); 0: not counted */
     double bytes_per_key; /* memory_bytes / keys (0 when empty) */
     uint64_t generation;  /* rebuilds so far (a STATIC table: and 1 for its freeze) */
     bool frozen;          /* a STATIC table that was frozen: it answers finds and refuses writes */

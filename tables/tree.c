@@ -1116,6 +1116,7 @@ void tree_fill_stats(floe_table_stats *s, const floe_tree_geometry *g, uint64_t 
     s->node_fill = (double)nodes / (double)g->node_slots;
     s->orphan_nodes = orphans;
     s->memory_bytes += node_bytes;
+    s->used_bytes = nodes * 8 + root_used_bytes;
     s->bytes_per_key = vectors ? (double)s->memory_bytes / (double)vectors : 0.0;
     s->compression = vectors ? (double)(nodes * 8 + root_used_bytes) / ((double)vectors * g->words * 4.0) : 0.0;
 }

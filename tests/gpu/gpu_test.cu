@@ -281,6 +281,13 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
                        rc[i], (unsigned long long)vc[i], rg[i], (unsigned long long)vg[i]);
             }
         steps_growing += growing;
+        if (growing && steps_growing == 4) { /* the slots in use, old and new arrays: within the bytes held */
+            uint64_t u[3], tb, ub;
+            EXPECT(gpu_iceberg_count(gpu, u, &tb, &ub, &err) == FLOE_OK, "%s", err.msg);
+            EXPECT(ub >= (u[0] + u[1] + u[2] - tb) * (2 + vb) && ub <= gpu_iceberg_memory(gpu),
+                   "growing: %llu bytes of slots in use, for %llu keys in %llu bytes of arrays", (unsigned long long)ub,
+                   (unsigned long long)(u[0] + u[1] + u[2] - tb), (unsigned long long)gpu_iceberg_memory(gpu));
+        }
         batches++;
         if (growing && n * 32 > old_slots) {
             ends_growing++;
@@ -346,10 +353,17 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
     EXPECT(std::count(f.begin(), f.end(), (uint8_t)FLOE_PRESENT) == (long)held.size(),
            "after a growth that could not allocate: %ld of %zu keys found",
            (long)std::count(f.begin(), f.end(), (uint8_t)FLOE_PRESENT), held.size());
-    uint64_t used[3], tomb;
-    EXPECT(gpu_iceberg_count(gpu, used, &tomb, &err) == FLOE_OK, "%s", err.msg);
+    uint64_t used[3], tomb, used_bytes;
+    EXPECT(gpu_iceberg_count(gpu, used, &tomb, &used_bytes, &err) == FLOE_OK, "%s", err.msg);
     EXPECT(used[0] + used[1] + used[2] - tomb == model.size(), "counted %llu keys, the model holds %zu",
            (unsigned long long)(used[0] + used[1] + used[2] - tomb), model.size());
+    floe_geometry g; /* one set of arrays: each level's slots in use at its rows' width */
+    floe_geometry_init(&g, key_bits, addr, three, spec.seed);
+    uint64_t expect_bytes = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++)
+        expect_bytes += used[l] * (g.level[l].row_bits / 8 + vb);
+    EXPECT(used_bytes == expect_bytes, "%llu bytes of slots in use counted, %llu by the levels' rows",
+           (unsigned long long)used_bytes, (unsigned long long)expect_bytes);
     EXPECT(steps_growing >= 8 && mid && ends_growing >= 1 && !gpu_iceberg_growing(gpu),
            "%u batches ran while a growth was under way (one begun in another: %d; %u ended one first)", steps_growing,
            (int)mid, ends_growing);

@@ -452,6 +452,15 @@ START_TEST(tombstones_and_rebuild)
     iceberg_stats(t, &st);
     ck_assert_uint_eq(st.keys, N);
     ck_assert_uint_eq(st.tombstones, N / 2);
+    /* the bytes of the slots in use: keys and tombstones, each level's at its rows' width */
+    uint64_t in_use = 0, in_use_bytes = 0;
+    for (int l = 0; l < FLOE_LEVELS; l++) {
+        in_use += st.level[l].used;
+        in_use_bytes += st.level[l].used * (st.level[l].row_bits / 8);
+    }
+    ck_assert_uint_eq(in_use, N + N / 2);
+    ck_assert_uint_eq(st.used_bytes, in_use_bytes);
+    ck_assert_uint_ge(st.used_bytes, (N + N / 2) * 2);
     /* a rebuild drops the tombstones, keeps every key, bumps the generation */
     floe_scan_pos stale = {0, st.generation};
     ck_assert_int_eq(iceberg_rebuild(t, 0, 0, NULL), FLOE_OK);
