@@ -34,6 +34,7 @@ floe_status tree_tables_alloc(gpu_tree *t, floe_errinfo *err)
         e = cudaMemset(t->nodes, 0, bytes);
     } else {
         t->nodes = NULL;
+        cudaGetLastError(); /* an out-of-memory error is not sticky: clear it */
     }
     floe_status st = FLOE_OK;
     if (e != cudaSuccess)
@@ -256,8 +257,8 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, uint64_t *keys, size_t nk
     const size_t bytes = copy_scratch(t, roots, sizes);
     void *own = NULL;
     cudaError_t e = cudaSuccess;
-    if (bytes > t->scratch_bytes || keys)
-        e = cudaMalloc(&own, bytes);
+    if ((bytes > t->scratch_bytes || keys) && (e = cudaMalloc(&own, bytes)) != cudaSuccess)
+        cudaGetLastError(); /* not sticky: leave it for the status, not the next check */
     char *base = (char *)(own ? own : t->scratch);
     carver cv = {base, base + bytes};
     uint64_t *rk = (uint64_t *)cv.piece(sizes[0]);

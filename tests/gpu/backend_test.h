@@ -1,5 +1,5 @@
 /* backend_test.h - what the parts of floe-gpu-tests share: the failure count and EXPECT,
- * the random numbers, and the suites of backend_test.cu and tree_test.cu. */
+ * the random numbers, device memory taken away, and the suites of backend_test.cu and tree_test.cu. */
 #ifndef FLOE_GPU_BACKEND_TEST_H
 #define FLOE_GPU_BACKEND_TEST_H
 
@@ -25,6 +25,37 @@ extern int failures;
 
 /* xorshift64*: the tests' random numbers (gpu_test.cu). */
 uint64_t test_rng(uint64_t *s);
+
+#ifdef __cplusplus
+#include <cuda_runtime.h>
+#include <vector>
+
+/* Device memory held until released or out of scope (an EXPECT returns
+ * early): take_all() takes every free byte, in ever smaller pieces, as
+ * another process might. */
+struct device_hog {
+    std::vector<void *> pieces;
+    void take_all()
+    {
+        for (size_t piece = (size_t)256 << 20; piece >= ((size_t)1 << 20); piece /= 4) {
+            void *p;
+            while (cudaMalloc(&p, piece) == cudaSuccess)
+                pieces.push_back(p);
+        }
+        cudaGetLastError(); /* the last cudaMalloc's failure is not sticky: clear it */
+    }
+    void release()
+    {
+        for (void *p : pieces)
+            cudaFree(p);
+        pieces.clear();
+    }
+    ~device_hog()
+    {
+        release();
+    }
+};
+#endif
 
 struct floe_backend;
 /* Tables in `parts` parts (tables/partition.h) over one GPU backend per

@@ -481,21 +481,6 @@ static gpu_iceberg *growing_table(const char *name, uint32_t vb, uint64_t seed, 
     return gpu;
 }
 
-/* Device memory held until it goes out of scope (an EXPECT returns early). */
-struct device_hog {
-    std::vector<void *> pieces;
-    void release()
-    {
-        for (void *p : pieces)
-            cudaFree(p);
-        pieces.clear();
-    }
-    ~device_hog()
-    {
-        release();
-    }
-};
-
 /* A growing table's device bytes stay within twice what its keys fill
  * (issue 44): distinct random 40-bit keys in batches of 2^18 into a SET or a
  * MAP of 8-byte values made with 2^20 primary buckets (32 Mi slots: its
@@ -646,12 +631,7 @@ static void grow_out_of_device_memory(uint64_t seed)
             EXPECT(gpu_iceberg_grow(gpu, addr, three, &err) == FLOE_OK, "grow: %s", err.msg);
         }
         if (growing && growing_batches == 2 && hog.pieces.empty()) { /* every free byte, in ever smaller pieces */
-            for (size_t piece = (size_t)256 << 20; piece >= ((size_t)1 << 20); piece /= 4) {
-                void *p;
-                while (cudaMalloc(&p, piece) == cudaSuccess)
-                    hog.pieces.push_back(p);
-            }
-            cudaGetLastError();
+            hog.take_all();
             mem0 = gpu_iceberg_memory(gpu);
         }
         for (uint64_t i = 0; i < batch; i++)

@@ -11,7 +11,8 @@
  * with the same number of vectors and nodes.  A GPU table saved through the
  * file code and loaded by the CPU engine (and back to the GPU) answers the
  * same.  A full node table answers FULL without a false PRESENT; a growth
- * past a memory limit refuses its batch whole.  Then a TREE
+ * past a memory limit refuses its batch whole, and one with no free device
+ * memory answers FULL.  Then a TREE
  * table through the GPU backend against one through the CPU backend.
  */
 #include <cuda_runtime.h>
@@ -489,6 +490,62 @@ static void limit_refuses_growth(uint64_t seed)
     gpu_tree_destroy(gpu);
 }
 
+/* A growth with no free device memory (every byte taken, as another
+ * process might): the batch that needs it answers ERR_FULL ("could not
+ * grow"), not an error of the device, with none of its vectors stored and
+ * the ones before found; with the memory back the same batch is stored
+ * whole. */
+static void growth_without_device_memory(uint64_t seed)
+{
+    const uint32_t W = 8;
+    const size_t n = 20000;
+    floe_errinfo err;
+    floe_spec spec = tree_spec_for(W, 64, 0, seed);
+    spec.grow = true;
+    gpu_tree *gpu = NULL;
+    EXPECT(gpu_tree_create(&spec, NULL, &gpu, &err) == FLOE_OK, "%s", err.msg);
+    std::vector<uint32_t> a(n * W), b(n * W);
+    uint64_t rng = seed;
+    for (size_t i = 0; i < n * W; i++) { /* random vectors: every one new, W - 2 nodes each */
+        a[i] = (uint32_t)test_rng(&rng);
+        b[i] = (uint32_t)test_rng(&rng);
+    }
+    std::vector<uint8_t> r(n);
+    uint32_t *dv = NULL;
+    uint8_t *dr = NULL;
+    EXPECT(cudaMalloc(&dv, n * W * 4) == cudaSuccess && cudaMalloc(&dr, n) == cudaSuccess, "device buffers");
+    /* the first batch sizes the batch scratch for this size */
+    EXPECT(cudaMemcpy(dv, a.data(), n * W * 4, cudaMemcpyHostToDevice) == cudaSuccess, "copy");
+    EXPECT(gpu_tree_insert(gpu, dv, n, dr, NULL, 0, &err) == FLOE_OK, "%s", err.msg);
+    const uint64_t gen = gpu_tree_generation(gpu);
+    device_hog hog;
+    hog.take_all();
+    EXPECT(cudaMemcpy(dv, b.data(), n * W * 4, cudaMemcpyHostToDevice) == cudaSuccess, "copy");
+    const floe_status st = gpu_tree_insert(gpu, dv, n, dr, NULL, 0, &err);
+    const std::string answer = err.msg;
+    hog.release();
+    EXPECT(st == FLOE_ERR_FULL && strstr(answer.c_str(), "could not grow"),
+           "a batch whose growth has no device memory: %s (%s)", floe_status_name(st), answer.c_str());
+    EXPECT(gpu_tree_generation(gpu) == gen, "%llu growths with no device memory",
+           (unsigned long long)(gpu_tree_generation(gpu) - gen));
+    EXPECT(gpu_tree_find_host(gpu, a.data(), n, r.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
+    for (size_t i = 0; i < n; i++)
+        EXPECT(r[i] == FLOE_PRESENT, "vector %zu of the first batch: find %d", i, r[i]);
+    EXPECT(gpu_tree_find_host(gpu, b.data(), n, r.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
+    for (size_t i = 0; i < n; i++)
+        EXPECT(r[i] == FLOE_ABSENT, "vector %zu of the batch that could not grow: find %d", i, r[i]);
+    EXPECT(gpu_tree_insert_host(gpu, b.data(), n, r.data(), NULL, &err) == FLOE_OK, "%s", err.msg);
+    for (size_t i = 0; i < n; i++)
+        EXPECT(r[i] == FLOE_INSERTED, "vector %zu with the memory back: %d", i, r[i]);
+    floe_table_stats s;
+    EXPECT(gpu_tree_stats(gpu, &s, &err) == FLOE_OK && s.keys == 2 * n, "%llu vectors", (unsigned long long)s.keys);
+    printf("tree growth with no free device memory: %s (%s); %zu vectors with the memory back\n", floe_status_name(st),
+           answer.c_str(), n);
+    cudaFree(dv);
+    cudaFree(dr);
+    gpu_tree_destroy(gpu);
+}
+
 /* A batch through a table, waiting; the answers' status. */
 static floe_status run_vectors(floe_table *t, floe_op op, const uint32_t *v, size_t n, uint8_t *res, uint64_t *ids,
                                floe_batch *b)
@@ -911,6 +968,7 @@ void tree_suite(uint64_t seed, bool small)
     engine_grows(3, small ? 30000 : 300000, seed + 500);
     engine_grows(17, small ? 30000 : 300000, seed + 501);
     limit_refuses_growth(seed + 502);
+    growth_without_device_memory(seed + 503);
     backends_states(seed + 600, small);
     static const uint32_t delta_lengths[] = {2, 3, 16, 17, 64};
     for (size_t i = 0; i < sizeof delta_lengths / sizeof *delta_lengths; i++)
