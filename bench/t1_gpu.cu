@@ -9,8 +9,9 @@
  * each gpu_tree_insert of a batch is timed with CUDA events (dedup, fold,
  * root table, answers, and the one count read back).  Reports G vectors/s
  * over all vectors sent (both occurrences), INSERTED = distinct vectors,
- * and the table's bytes per stored vector; medians of --runs runs, each on
- * a fresh table.  The table grows, as a TREE does by default: it starts
+ * and the table's bytes per stored vector, and the slowest batch against
+ * the median batch (a growth's stall); medians of --runs runs, each on a
+ * fresh table.  The table grows, as a TREE does by default: it starts
  * at --capacity vectors (default --vectors: a node slot for 8 of them) and
  * grows itself inside gpu_tree_insert (as in floed), so the growths are
  * timed with the batches; the bytes allocated and used are printed as the
@@ -147,7 +148,8 @@ static void help(void)
     usage_line(stdout);
     printf("The T1 tree benchmark (docs/PERFORMANCE.md) on the GPU TREE engine: vectors from random walks,\n"
            "each sent twice, inserted batch by batch into a fresh table per run; prints G vectors/s,\n"
-           "INSERTED/PRESENT/FULL and bytes per stored vector per run, then their medians.\n"
+           "INSERTED/PRESENT/FULL, bytes per stored vector and the slowest batch against the median\n"
+           "batch (a growth's stall) per run, then their medians.\n"
            "\n"
            "Options:\n"
            "      --words W       words per vector, 2..256 (default 16)\n"
@@ -312,7 +314,7 @@ int main(int argc, char **argv)
     cudaEvent_t e0, e1;
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
-    std::vector<double> rate, bpv, bpv_used, comp;
+    std::vector<double> rate, bpv, bpv_used, comp, stall; /* stall: a run's slowest batch / its median batch */
     unsigned long long c[6];
     floe_table_stats st;
     for (uint32_t run = 0; run < runs; run++) {
@@ -346,6 +348,7 @@ int main(int argc, char **argv)
             CHECK(cudaMemcpy(d_ids, ids.data(), batch * 8, cudaMemcpyHostToDevice));
         }
         double ms_total = 0;
+        std::vector<double> batch_ms;
         for (uint64_t done = 0, b = 1; done < vectors; done += batch, b++) {
             if (by_parent) /* each walker's state before the step: its vector's parent */
                 CHECK(cudaMemcpyAsync(d_before, d_state, (uint64_t)walkers * W * 4, cudaMemcpyDeviceToDevice, s));
@@ -372,6 +375,7 @@ int main(int argc, char **argv)
             float ms;
             CHECK(cudaEventElapsedTime(&ms, e0, e1));
             ms_total += ms;
+            batch_ms.push_back(ms);
             if (per_batch)
                 printf("  run %u, batch %llu: %.3f ms, %llu growths\n", run, (unsigned long long)b, ms,
                        (unsigned long long)gpu_tree_generation(t));
@@ -406,6 +410,15 @@ int main(int argc, char **argv)
         if (grow)
             printf("run %u: %llu growths (inside the timed inserts)\n", run,
                    (unsigned long long)gpu_tree_generation(t));
+        { /* the slowest batch against the median batch: what a client waits for at a growth */
+            std::vector<double> sorted = batch_ms;
+            std::sort(sorted.begin(), sorted.end());
+            const size_t slowest = (size_t)(std::max_element(batch_ms.begin(), batch_ms.end()) - batch_ms.begin());
+            const double mid = sorted[sorted.size() / 2];
+            stall.push_back(batch_ms[slowest] / mid);
+            printf("run %u: slowest batch #%zu %.3f ms, %.1fx the median batch (%.3f ms)\n", run, slowest + 1,
+                   batch_ms[slowest], stall.back(), mid);
+        }
         if (c[FLOE_INSERTED] + extra != st.keys || c[FLOE_INSERTED] + c[FLOE_PRESENT] + c[FLOE_FULL] != 2 * vectors ||
             c[5] != 0) {
             fprintf(stderr, "floe-t1-gpu: answers do not add up\n");
@@ -418,8 +431,8 @@ int main(int argc, char **argv)
         return v[v.size() / 2];
     };
     printf("T1 median: %.3f G vectors/s (min %.3f, max %.3f), %.2f bytes per stored vector allocated (%.2f used), "
-           "compression %.4f, memory %.1f MiB\n",
+           "compression %.4f, memory %.1f MiB, slowest batch %.1fx the median batch\n",
            median(rate), *std::min_element(rate.begin(), rate.end()), *std::max_element(rate.begin(), rate.end()),
-           median(bpv), median(bpv_used), median(comp), st.memory_bytes / 1048576.0);
+           median(bpv), median(bpv_used), median(comp), st.memory_bytes / 1048576.0, median(stall));
     return 0;
 }
