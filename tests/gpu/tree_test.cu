@@ -434,6 +434,18 @@ static bool bytes_at_most(void *ctx, uint64_t bytes)
     return bytes <= *(const uint64_t *)ctx;
 }
 
+/* A growing table of W words made for 64 vectors, and its spec; NULL (a
+ * failure counted) where it cannot be made. */
+static gpu_tree *small_growing_table(uint32_t W, uint64_t seed, floe_spec *spec)
+{
+    floe_errinfo err;
+    *spec = tree_spec_for(W, 64, 0, seed);
+    spec->grow = true;
+    gpu_tree *gpu = NULL;
+    EXPECT_OR_RETURN(NULL, gpu_tree_create(spec, NULL, &gpu, &err) == FLOE_OK, "%s", err.msg);
+    return gpu;
+}
+
 /* Under a limit (maxmemory-gpu's): a growing table's first batch, which no
  * growth before it foresees (no rates yet) and whose fold meets a full node
  * table, answers ERR_NO_MEMORY with none of its vectors stored and the
@@ -443,10 +455,10 @@ static void limit_refuses_growth(uint64_t seed)
     const uint32_t W = 8;
     const size_t n = 20000;
     floe_errinfo err;
-    floe_spec spec = tree_spec_for(W, 64, 0, seed);
-    spec.grow = true;
-    gpu_tree *gpu = NULL;
-    EXPECT(gpu_tree_create(&spec, NULL, &gpu, &err) == FLOE_OK, "%s", err.msg);
+    floe_spec spec;
+    gpu_tree *gpu = small_growing_table(W, seed, &spec);
+    if (!gpu)
+        return;
     uint64_t allowed = 0;
     gpu_tree_set_limit(gpu, bytes_at_most, &allowed);
     std::vector<uint32_t> v(n * W);
@@ -500,10 +512,10 @@ static void growth_without_device_memory(uint64_t seed)
     const uint32_t W = 8;
     const size_t n = 20000;
     floe_errinfo err;
-    floe_spec spec = tree_spec_for(W, 64, 0, seed);
-    spec.grow = true;
-    gpu_tree *gpu = NULL;
-    EXPECT(gpu_tree_create(&spec, NULL, &gpu, &err) == FLOE_OK, "%s", err.msg);
+    floe_spec spec;
+    gpu_tree *gpu = small_growing_table(W, seed, &spec);
+    if (!gpu)
+        return;
     std::vector<uint32_t> a(n * W), b(n * W);
     uint64_t rng = seed;
     for (size_t i = 0; i < n * W; i++) { /* random vectors: every one new, W - 2 nodes each */
