@@ -274,7 +274,8 @@ build/gpu/bench/%.o: bench/%.cu $(NV_DEPS)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 # libcrypto linked in, so that the GPU programs run on hosts without it
 NV_CRYPTO := -Xlinker -Bstatic -lcrypto -Xlinker -Bdynamic -ldl
-build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/iceberg_table.o build/gpu/tree_gpu.o build/gpu/tree_table.o \
+build/gpu/libfloegpu.a: build/gpu/iceberg_gpu.o build/gpu/iceberg_table.o build/gpu/dedup_gpu.o \
+                        build/gpu/tree_gpu.o build/gpu/tree_table.o \
                         build/gpu/ordered_gpu.o build/gpu/ordered_search.o build/gpu/backend_gpu.o build/gpu/run_keys.o \
                         build/gpu/run_tree.o build/gpu/run_ordered.o build/gpu/run_group.o build/gpu/devices.o \
                         build/gpu/cuckoo_gpu.o build/gpu/run_static.o build/gpu/staging.o build/gpu/side_store.o \

@@ -26,10 +26,10 @@
  * Nothing synchronises the device on this path: the worker waits on events
  * only.
  *
- * MAP inserts are deduplicated on the host (tables/dedup.c) so that the
- * device sees distinct keys, and later occurrences are answered with the
- * CPU engine's own settle function.  SET inserts and erases resolve
- * first occurrences on the device (iceberg_gpu.cu).
+ * First occurrences are resolved on the device: a SET insert's and an
+ * erase's after the put (iceberg_gpu.cu's fix-up), a MAP insert's before it
+ * (dedup_gpu.cuh: its first occurrence stores what the batch implies), with
+ * the answers tables/dedup.c gives on the CPU.
  *
  * Growth: before an insert batch the worker checks an upper bound on the
  * fill (every lane's keys in flight counted) and, past max_fill, drains its
@@ -285,8 +285,8 @@ static void table_free(gpu_table *t)
         stage_free_buffers(s);
         if (s->copy)
             cudaStreamDestroy(s->copy);
-        cudaEvent_t *evs[6] = {&s->h0_ev, &s->in_ev, &s->k0_ev, &s->k_ev, &s->o0_ev, &s->done_ev};
-        for (int j = 0; j < 6; j++)
+        cudaEvent_t *evs[5] = {&s->h0_ev, &s->in_ev, &s->k0_ev, &s->k_ev, &s->done_ev};
+        for (int j = 0; j < 5; j++)
             if (*evs[j])
                 cudaEventDestroy(*evs[j]);
         cudaFree(s->d_tally);
@@ -372,8 +372,8 @@ static floe_status start_table(gpu_backend *be, engines en, uint64_t generation,
     for (unsigned k = 0; k < t->nlanes * STAGES && e == cudaSuccess; k++) {
         stage *s = &t->lanes[k / STAGES].stg[k % STAGES];
         e = cudaStreamCreateWithFlags(&s->copy, cudaStreamNonBlocking);
-        cudaEvent_t *evs[6] = {&s->h0_ev, &s->in_ev, &s->k0_ev, &s->k_ev, &s->o0_ev, &s->done_ev};
-        for (int j = 0; j < 6 && e == cudaSuccess; j++) /* with timing: they feed the stage timers */
+        cudaEvent_t *evs[5] = {&s->h0_ev, &s->in_ev, &s->k0_ev, &s->k_ev, &s->done_ev};
+        for (int j = 0; j < 5 && e == cudaSuccess; j++) /* with timing: they feed the stage timers */
             e = cudaEventCreate(evs[j]);
         if (e == cudaSuccess)
             e = cudaMalloc(&s->d_tally, sizeof *s->d_tally);

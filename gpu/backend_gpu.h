@@ -55,7 +55,7 @@ void floe_gpu_fault_arm(int device, unsigned after);
 
 /* The GPU backend on CUDA device `device` (every table of it lives there;
  * tables/partition.h spreads one table over several); host_threads size
- * the pool that deduplicates MAP batches (0: one per CPU).
+ * the pool that copies batches into and out of staging (0: one per CPU).
  * FLOE_ERR_UNSUPPORTED with a message saying why where there is no such
  * device or no CUDA in this build. */
 floe_status floe_backend_gpu_create(int device, unsigned host_threads, floe_backend **out, floe_errinfo *err);

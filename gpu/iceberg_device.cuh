@@ -24,6 +24,7 @@
 #include "bucket_device.cuh"
 #include "cuda_try.h"
 #include "dedup.h"
+#include "dedup_gpu.cuh"
 #include "iceberg.h"
 #include "iceberg_gpu.h"
 #include "layout.h"
@@ -111,6 +112,7 @@ struct gpu_iceberg {
                        * rebuild's */
     void *route;      /* routed()'s scratch (iceberg_gpu.cu) */
     size_t route_bytes;
+    gpu_dedup *dedup; /* a MAP insert's first occurrences (gpu_iceberg_put_map) */
     key_side pick; /* the keys the next launches run (routed(); zero: every key) */
 };
 

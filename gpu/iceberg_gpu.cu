@@ -85,19 +85,20 @@ __global__ void __launch_bounds__(BLOCK, insert ? PUT_BLOCKS : FIND_BLOCKS)
         value_set(vals_out, vb, i, res == R_PRESENT ? value_get(vals, vb, id) : 0);
 }
 
-/* MAP find-or-put of distinct keys (the host deduplicated the batch): a new
- * key's slot is claimed BUSY, its value written, then its row published; a
- * PRESENT key's value comes back (mode, dedup.h: kept, swapped for the new
- * one, or added to; an add's new key answers 0, the value before it). */
+/* MAP find-or-put of the first occurrences of a batch's keys (rep[i] == i,
+ * dedup_gpu.cuh; the others wait for the settle): a new key's slot is
+ * claimed BUSY, its value written, then its row published; a PRESENT key's
+ * value comes back (mode, dedup.h: kept, swapped for the new one, or added
+ * to; an add's new key answers 0, the value before it). */
 template <int SHAPE>
 __global__ void __launch_bounds__(BLOCK, 2)
     k_put_map(const __grid_constant__ floe_geometry g, uint64_t *L0, uint64_t *L1, uint64_t *L2, const uint64_t *keys,
-              const void *in, uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt, unsigned seq, void *vals,
-              uint32_t vb, int mode, void *out, const key_side pick)
+              const uint32_t *rep, const void *in, uint64_t n, uint8_t *results, uint64_t *ids, unsigned *halt,
+              unsigned seq, void *vals, uint32_t vb, int mode, void *out, const key_side pick)
 {
     const bool skip = block_halted(halt, seq);
     uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    if (i >= n)
+    if (i >= n || rep[i] != i)
         return;
     if (skip) {
         results[i] = SKIPPED;
@@ -925,20 +926,27 @@ extern "C" floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_key
     if (n == 0)
         return FLOE_OK;
     floe_status st = iceberg_move_step(t, n, d_ids != NULL, s, err);
+    const void *put_values = NULL;
+    if (st == FLOE_OK)
+        st = gpu_dedup_run(&t->dedup, d_keys, n, t->spec.key_bits, d_values, t->vb, mode, &put_values, s, err);
     if (st != FLOE_OK)
         return st;
+    const uint32_t *rep = t->dedup->rep;
     auto run = [&](const side_io &io, size_t m) {
         uint64_t *L0 = t->level[0], *L1 = t->level[1], *L2 = t->level[2];
         with_row_bits(t->g.level[0], [&](auto rb) {
-            k_put_map<decltype(rb)::value><<<blocks_for(m), BLOCK, 0, s>>>(t->g, L0, L1, L2, io.keys, io.vin, m, io.res,
-                                                                           io.ids, lane_halt(t), t->seq, t->values,
-                                                                           t->vb, mode, io.vout, t->pick);
+            k_put_map<decltype(rb)::value><<<blocks_for(m), BLOCK, 0, s>>>(
+                t->g, L0, L1, L2, io.keys, rep, io.vin, m, io.res, io.ids, lane_halt(t), t->seq, t->values, t->vb,
+                mode, io.vout, t->pick);
         });
         CUDA_TRY(cudaGetLastError(), err);
         return FLOE_OK;
     };
-    const side_io io = {d_keys, d_values, d_results, d_ids, d_values_out};
-    return iceberg_routing(t) ? routed(t, io, n, s, run, err) : run(io, n);
+    const side_io io = {d_keys, put_values, d_results, d_ids, d_values_out};
+    st = iceberg_routing(t) ? routed(t, io, n, s, run, err) : run(io, n);
+    if (st == FLOE_OK)
+        st = gpu_dedup_settle(t->dedup, n, t->vb, mode, d_values, d_results, d_ids, d_values_out, s, err);
+    return st;
 }
 
 extern "C" floe_status gpu_iceberg_erase(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results,

@@ -50,11 +50,13 @@ uint32_t gpu_iceberg_first_fill(const gpu_iceberg *t);
  * (n, may be NULL) in device memory. */
 floe_status gpu_iceberg_put(gpu_iceberg *t, const uint64_t *d_keys, size_t n, uint8_t *d_results, uint64_t *d_ids,
                             unsigned flags, gpu_stream stream, floe_errinfo *err);
-/* MAP find-or-put of n DISTINCT keys with their values (d_values: n x
- * value_bytes, packed).  mode (floe_value_mode, tables/dedup.h): a PRESENT
- * key's value kept, replaced, or added to (an add: values are deltas).
- * d_values_out (may be NULL): the value stored before (PRESENT; an add's
- * INSERTED: 0) or now (INSERTED). */
+/* MAP find-or-put of n keys with their values (d_values: n x value_bytes,
+ * packed), in order: a key's first occurrence is the one that may be
+ * INSERTED, the later ones see its effect (dedup.h's answers, worked out on
+ * the device: dedup_gpu.cuh).  mode (floe_value_mode, tables/dedup.h): a
+ * PRESENT key's value kept, replaced, or added to (an add: values are
+ * deltas).  d_values_out (may be NULL): the value stored before (PRESENT)
+ * or now (INSERTED); an add's, the value after each occurrence's delta. */
 floe_status gpu_iceberg_put_map(gpu_iceberg *t, const uint64_t *d_keys, const void *d_values, size_t n, int mode,
                                 uint8_t *d_results, uint64_t *d_ids, void *d_values_out, gpu_stream stream,
                                 floe_errinfo *err);

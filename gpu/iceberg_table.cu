@@ -633,6 +633,7 @@ extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
     free_old(t);
     cudaFree(t->move_failed);
     cudaFree(t->route);
+    gpu_dedup_destroy(t->dedup);
     if (t->share_ev)
         cudaEventDestroy(t->share_ev);
     free_arrays(t);

@@ -76,6 +76,7 @@ struct piece {
  * the copy engines reach with no staging copy. */
 struct seg_io {
     const uint64_t *in_keys;
+    const void *in_vals; /* a MAP insert's values (NULL: none) */
     uint8_t *out_res;
     uint64_t *out_ids;
     void *out_vout;
@@ -139,21 +140,18 @@ void staging_free(staging *s);
 
 struct stage {
     cudaStream_t copy;
-    /* h0 -> in: keys in; k0 -> k: kernels; o0 -> done: answers back (a MAP insert's); a direct
-     * piece's kernels end with its answers written out: k0 -> done (timing events) */
-    cudaEvent_t h0_ev, in_ev, k0_ev, k_ev, o0_ev, done_ev;
+    /* h0 -> in: keys in; k0 -> done: kernels, which end with the answers written out (a small
+     * piece's, k0 -> k: its kernel) (timing events) */
+    cudaEvent_t h0_ev, in_ev, k0_ev, k_ev, done_ev;
     bool timed;        /* every event above was recorded (one piece in TIME_EVERY) */
     uint64_t stage_ns; /* the worker's time setting the piece up and enqueueing it */
     size_t cap;        /* keys */
     staging buf;       /* cap keys of each buffer, pinned and on the device (values: cap x vb bytes) */
     seg_io io[PIECE_SEGS];
-    bool direct;             /* one answer per key from the device (all but MAP inserts) */
     bool small;              /* one kernel on pinned staging, no copies (launch_small) */
-    gpu_tally *d_tally;      /* direct pieces: their answers counted on the device ... */
+    gpu_tally *d_tally;      /* pieces but small ones: their answers counted on the device ... */
     uint64_t (*h_counts)[5]; /* ... and written here with them (pinned, 5 per segment) */
-    /* MAP inserts: first occurrences (host) */
-    uint32_t *rep, *src, *uniq;
-    size_t distinct, m; /* keys sent to the device */
+    size_t m;                /* keys sent to the device */
     piece p;
     uint64_t gen; /* the table's generation when its kernels were enqueued */
     floe_status st;

@@ -17,10 +17,6 @@ const char *cuda_msg(cudaError_t e)
 void stage_free_buffers(stage *s)
 {
     staging_free(&s->buf);
-    free(s->rep);
-    free(s->src);
-    free(s->uniq);
-    s->rep = s->src = s->uniq = NULL;
     s->cap = 0;
 }
 
@@ -43,13 +39,6 @@ static floe_status stage_reserve(stage *s, size_t n, uint32_t vb, floe_errinfo *
         st = g->vin.reserve(cap * vb, ON_BOTH, err);
     if (st == FLOE_OK && vb)
         st = g->vout.reserve(cap * vb, ON_BOTH, err);
-    if (st == FLOE_OK && vb) {
-        s->rep = (uint32_t *)malloc(cap * sizeof(uint32_t));
-        s->src = (uint32_t *)malloc(cap * sizeof(uint32_t));
-        s->uniq = (uint32_t *)malloc(cap * sizeof(uint32_t));
-        if (!s->rep || !s->src || !s->uniq)
-            st = floe_errinfo_set(err, FLOE_ERR_INTERNAL, "out of memory for a piece of %zu keys", cap);
-    }
     if (st != FLOE_OK) {
         stage_free_buffers(s);
         return st;
@@ -202,7 +191,7 @@ static void launch_small(lane *L, stage *s)
         uint64_t *ids = want_ids ? g.b->ids + g.off : NULL;
         const bool alone = p.nseg == 1; /* else the kernel's arrays are the stage's, one after another */
         seg_io &io = s->io[i];
-        io = {s->buf.keys.h + m, s->buf.res.h + m, want_ids ? s->buf.ids.h + m : NULL, NULL, m, g.n};
+        io = {s->buf.keys.h + m, NULL, s->buf.res.h + m, want_ids ? s->buf.ids.h + m : NULL, NULL, m, g.n};
         if (alone && pinned(keys, g.n * 8))
             io.in_keys = keys;
         else
@@ -264,7 +253,6 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
     const bool want_values =
         t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
     const int mode = floe_value_mode_of(b->op, b->flags);
-    const bool direct = s->direct;
     const uint32_t vb = t->vb;
     const size_t m = s->m;
     gpu_stream ks = (gpu_stream)t->ks;
@@ -283,7 +271,7 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
     uint64_t *d_ids = want_ids ? s->buf.ids.d : NULL;
     void *d_vout = want_values ? s->buf.vout.d : NULL;
     switch (floe_op_has(b->op, FLOE_OPF_STORES) ? FLOE_OP_INSERT : b->op) {
-    case FLOE_OP_INSERT: /* and add: a MAP's distinct keys, their values or deltas (a SET's has none) */
+    case FLOE_OP_INSERT: /* and add: a MAP's keys with their values or deltas (a SET's have none) */
         st = vb ? gpu_iceberg_put_map(t->ice, s->buf.keys.d, s->buf.vin.d, m, mode, s->buf.res.d, d_ids, d_vout, ks,
                                       &s->err)
                 : gpu_iceberg_put(t->ice, s->buf.keys.d, m, s->buf.res.d, d_ids, 0, ks, &s->err);
@@ -295,30 +283,13 @@ static void enqueue_kernels(lane *L, stage *s, bool timing)
         st = gpu_iceberg_erase(t->ice, s->buf.keys.d, m, s->buf.res.d, ks, &s->err);
         break;
     }
-    if (st == FLOE_OK && direct) /* answers and counts written where they go, by one kernel */
+    if (st == FLOE_OK) /* answers and counts written where they go, by one kernel */
         st = gpu_answers_out(s->buf.res.d, d_ids, d_vout, vb, &segs, s->d_tally, s->h_counts, ks, &s->err);
     if (st != FLOE_OK) {
         s->st = st;
         return;
     }
-    if (direct) {
-        e = cudaEventRecord(s->done_ev, t->ks);
-    } else { /* a MAP insert's answers, per distinct key, come back into staging */
-        const seg_io &io = s->io[0];
-        e = cudaEventRecord(s->k_ev, t->ks);
-        if (e == cudaSuccess)
-            e = cudaStreamWaitEvent(s->copy, s->k_ev, 0);
-        if (e == cudaSuccess && timing)
-            e = cudaEventRecord(s->o0_ev, s->copy);
-        if (e == cudaSuccess)
-            e = cudaMemcpyAsync(io.out_res, s->buf.res.d, io.m, cudaMemcpyDeviceToHost, s->copy);
-        if (e == cudaSuccess && d_ids)
-            e = cudaMemcpyAsync(io.out_ids, s->buf.ids.d, io.m * 8, cudaMemcpyDeviceToHost, s->copy);
-        if (e == cudaSuccess && d_vout)
-            e = cudaMemcpyAsync(io.out_vout, s->buf.vout.d, io.m * vb, cudaMemcpyDeviceToHost, s->copy);
-        if (e == cudaSuccess)
-            e = cudaEventRecord(s->done_ev, s->copy);
-    }
+    e = cudaEventRecord(s->done_ev, t->ks);
     if (e != cudaSuccess)
         s->st = floe_errinfo_set(&s->err, FLOE_ERR_INTERNAL, "running a batch: %s", cuda_msg(e));
     else
@@ -336,58 +307,21 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
     /* want_values means nothing to an erase (the door lets it through without values_out) */
     const bool want_values =
         t->vb && (b->flags & FLOE_BATCH_WANT_VALUES) != 0 && floe_op_has(b->op, FLOE_OPF_VALUES_OUT);
-    const int mode = floe_value_mode_of(b->op, b->flags);
     const uint32_t vb = t->vb;
     s->p = p;
     s->st = FLOE_OK;
     s->timed = false;
 
     floe_status st = stage_reserve(s, p.n, vb, &s->err);
-    /* a MAP insert's device answers are per distinct key: staged, then scattered (retire); it is
-     * a piece of one segment */
-    const bool direct = !(floe_op_has(b->op, FLOE_OPF_VALUES_IN) && vb);
-    s->direct = direct;
     s->small = st == FLOE_OK && !vb && (b->op == FLOE_OP_INSERT || b->op == FLOE_OP_FIND) && p.n <= GPU_SMALL_KEYS;
     if (s->small) {
         launch_small(L, s);
         return;
     }
+    /* a MAP insert's values go in beside its keys (it is a piece of one segment: joins) */
+    const bool values_in = floe_op_has(b->op, FLOE_OPF_VALUES_IN) && vb;
     size_t m = 0; /* keys sent to the device */
-    if (st == FLOE_OK && !direct) {
-        const segment &g = p.seg[0];
-        const uint64_t *keys = b->keys + g.off;
-        /* first occurrences only; each stores its own value, or the last one with overwrite, or
-         * adds the sum of its key's deltas */
-        st = floe_dedup(t->be->pool, keys, g.n, s->rep, &s->distinct, &s->err);
-        if (st == FLOE_OK) {
-            const unsigned char *vin = (const unsigned char *)b->values + g.off * vb;
-            const bool overwrite = mode == FLOE_VALUES_OVERWRITE;
-            if (overwrite)
-                floe_dedup_value_src(s->rep, g.n, s->src);
-            for (size_t i = 0; i < g.n; i++) {
-                if (s->rep[i] != i)
-                    continue;
-                s->uniq[m] = (uint32_t)i;
-                s->buf.keys.h[m] = keys[i];
-                memcpy((unsigned char *)s->buf.vin.h + m * vb, vin + (size_t)(overwrite ? s->src[i] : i) * vb, vb);
-                s->src[i] = (uint32_t)m; /* an add's: where its key's total goes */
-                m++;
-            }
-            for (size_t i = 0; mode == FLOE_VALUES_ADD && i < g.n; i++) {
-                if (s->rep[i] == i)
-                    continue;
-                unsigned char *total = (unsigned char *)s->buf.vin.h + (size_t)s->src[s->rep[i]] * vb;
-                uint64_t sum = 0, d = 0;
-                memcpy(&sum, total, vb);
-                memcpy(&d, vin + i * vb, vb);
-                sum += d; /* wraps at vb bytes: only those go back */
-                memcpy(total, &sum, vb);
-            }
-        }
-        s->io[0] = {
-            s->buf.keys.h, s->buf.res.h, want_ids ? s->buf.ids.h : NULL, want_values ? s->buf.vout.h : NULL, 0, m};
-    }
-    for (unsigned i = 0; st == FLOE_OK && direct && i < p.nseg; i++) {
+    for (unsigned i = 0; st == FLOE_OK && i < p.nseg; i++) {
         const segment &g = p.seg[i];
         const uint64_t *keys = g.b->keys + g.off;
         seg_io &io = s->io[i];
@@ -396,6 +330,10 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
         io.in_keys = pinned(keys, g.n * 8) ? keys : s->buf.keys.h + m;
         if (io.in_keys != keys)
             floe_pool_copy(t->be->pool, s->buf.keys.h + m, keys, g.n * 8);
+        const unsigned char *vin = values_in ? (const unsigned char *)g.b->values + g.off * vb : NULL;
+        io.in_vals = !values_in ? NULL : pinned(vin, g.n * vb) ? (const void *)vin : s->buf.vin.h + m * vb;
+        if (values_in && io.in_vals != vin)
+            floe_pool_copy(t->be->pool, s->buf.vin.h + m * vb, vin, g.n * vb);
         io.out_res = pinned(g.b->results + g.off, g.n) ? g.b->results + g.off : s->buf.res.h + m;
         io.out_ids = !want_ids ? NULL : pinned(g.b->ids + g.off, g.n * 8) ? g.b->ids + g.off : s->buf.ids.h + m;
         unsigned char *vout = want_values ? (unsigned char *)g.b->values_out + g.off * vb : NULL;
@@ -417,12 +355,12 @@ static void enqueue_piece(lane *L, stage *s, const piece &p)
     const bool timing = L->launched++ % TIME_EVERY == 0;
     cudaError_t e = timing ? cudaEventRecord(s->h0_ev, s->copy) : cudaSuccess;
     /* several segments: one launch for all; one segment: the copy engine */
-    if (e == cudaSuccess && direct && p.nseg > 1)
+    if (e == cudaSuccess && p.nseg > 1)
         st = gpu_keys_in(s->buf.keys.d, &segs, (gpu_stream)s->copy, &s->err);
     else if (e == cudaSuccess)
         e = cudaMemcpyAsync(s->buf.keys.d, s->io[0].in_keys, s->io[0].m * 8, cudaMemcpyHostToDevice, s->copy);
-    if (st == FLOE_OK && e == cudaSuccess && !direct)
-        e = cudaMemcpyAsync(s->buf.vin.d, s->buf.vin.h, m * vb, cudaMemcpyHostToDevice, s->copy);
+    if (st == FLOE_OK && e == cudaSuccess && values_in)
+        e = cudaMemcpyAsync(s->buf.vin.d, s->io[0].in_vals, m * vb, cudaMemcpyHostToDevice, s->copy);
     if (st == FLOE_OK && e == cudaSuccess)
         e = cudaEventRecord(s->in_ev, s->copy);
     if (st != FLOE_OK || e != cudaSuccess) {
@@ -450,11 +388,11 @@ static void stage_account(lane *L, const stage *s)
     floe_stage_add(&L->stage[FLOE_STAGE_STAGE_IN], s->p.n, s->stage_ns);
     if (!s->timed)
         return;
-    /* a small piece: its kernel only; a direct one: its kernels end with the answers written out */
-    const cudaEvent_t from[3] = {s->h0_ev, s->k0_ev, s->o0_ev};
-    const cudaEvent_t to[3] = {s->in_ev, s->direct && !s->small ? s->done_ev : s->k_ev, s->done_ev};
-    const int which[3] = {FLOE_STAGE_H2D, FLOE_STAGE_KERNEL, FLOE_STAGE_D2H};
-    for (int i = s->small ? 1 : 0; i < (s->small ? 2 : s->direct ? 2 : 3); i++) {
+    /* a small piece: its kernel only; another: its kernels end with the answers written out */
+    const cudaEvent_t from[2] = {s->h0_ev, s->k0_ev};
+    const cudaEvent_t to[2] = {s->in_ev, s->small ? s->k_ev : s->done_ev};
+    const int which[2] = {FLOE_STAGE_H2D, FLOE_STAGE_KERNEL};
+    for (int i = s->small ? 1 : 0; i < 2; i++) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, from[i], to[i]) == cudaSuccess) {
             floe_stage_time *st = &L->stage[which[i]]; /* for TIME_EVERY pieces of this one's size */
@@ -679,11 +617,10 @@ static floe_status grow_and_retry(lane *L, stage *s, floe_errinfo *err)
         memcpy(keys + s->io[i].at, s->io[i].in_keys, s->io[i].m * 8);
         memcpy(res + s->io[i].at, s->io[i].out_res, s->io[i].m);
     }
-    if (vb) {
-        memcpy(vin, s->buf.vin.h, s->m * vb);
-        if (want_values)
-            memcpy(vout, s->io[0].out_vout, s->m * vb);
-    }
+    if (vb && s->io[0].in_vals)
+        memcpy(vin, s->io[0].in_vals, s->m * vb);
+    if (want_values)
+        memcpy(vout, s->io[0].out_vout, s->m * vb);
     exclusive_begin(L);
     pthread_mutex_lock(&t->klock);
     {
@@ -774,7 +711,7 @@ static void answers_out(gpu_table *t, const seg_io *io, uint8_t *res, uint64_t *
 /* Whether some key of the stage's piece came back FULL. */
 static bool stage_full(const stage *s)
 {
-    if (!s->direct || s->small) /* answers counted on the host: in one array (io[0]'s and on) */
+    if (s->small) /* answers counted on the host: in one array (io[0]'s and on) */
         return memchr(s->io[0].out_res, FLOE_FULL, s->m) != NULL;
     for (unsigned i = 0; i < s->p.nseg; i++)
         if (s->h_counts[i][FLOE_FULL])
@@ -782,8 +719,8 @@ static bool stage_full(const stage *s)
     return false;
 }
 
-/* Hands segment i's answers to its batch: copied out of staging (a MAP
- * insert's scattered and settled), counted (also into *piece_counts). */
+/* Hands segment i's answers to its batch: copied out of staging where the
+ * device did not write them there, counted (also into *piece_counts). */
 static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried, floe_answer_counts *piece_counts)
 {
     const segment &g = s->p.seg[i];
@@ -796,25 +733,11 @@ static void segment_out(gpu_table *t, const stage *s, unsigned i, bool retried, 
     uint64_t *ids = want_ids ? b->ids + g.off : NULL;
     unsigned char *vout = want_values ? (unsigned char *)b->values_out + g.off * vb : NULL;
     floe_answer_counts c;
-    if (!s->direct) { /* scatter the first occurrences' answers, then settle the rest */
-        for (size_t j = 0; j < s->m; j++) {
-            size_t k = s->uniq[j];
-            res[k] = s->buf.res.h[j];
-            if (ids)
-                ids[k] = s->buf.ids.h[j];
-            if (vout)
-                memcpy(vout + k * vb, (unsigned char *)s->buf.vout.h + j * vb, vb);
-        }
-        floe_dedup_settle(s->rep, g.n, s->distinct, vb, floe_value_mode_of(b->op, b->flags),
-                          (const unsigned char *)b->values + g.off * vb, s->src, res, ids, vout);
+    answers_out(t, &s->io[i], res, ids, vout, g.n);
+    if (retried || s->small) /* FULL keys retried after growth: the answers differ from the device's counts */
         floe_answer_counts_tally(&c, res, g.n);
-    } else {
-        answers_out(t, &s->io[i], res, ids, vout, g.n);
-        if (retried || s->small) /* FULL keys retried after growth: the answers differ from the device's counts */
-            floe_answer_counts_tally(&c, res, g.n);
-        else
-            floe_answer_counts_of(&c, s->h_counts[i]); /* as the device counted them */
-    }
+    else
+        floe_answer_counts_of(&c, s->h_counts[i]); /* as the device counted them */
     b->counts.inserted += c.inserted;
     b->counts.present += c.present;
     b->counts.absent += c.absent;

@@ -20,7 +20,6 @@
 #include <string.h>
 #include <time.h>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "backend_test.h"
@@ -221,14 +220,9 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
         size_t n = large ? most / 2 + (size_t)(test_rng(&r) % (most / 2))
                          : 1 + (size_t)(test_rng(&r) % (gpu_iceberg_slots(gpu) / 64));
         keys.clear();
-        std::unordered_set<uint64_t> seen;
-        while (keys.size() < n) {
-            uint64_t k = !keys.empty() && test_rng(&r) % 4 == 0 ? keys[test_rng(&r) % keys.size()]
-                                                                : universe[test_rng(&r) % universe.size()];
-            if (vb && op < 6 && !seen.insert(k).second) /* a MAP insert's keys are distinct (gpu_iceberg_put_map) */
-                continue;
-            keys.push_back(k);
-        }
+        while (keys.size() < n)
+            keys.push_back(!keys.empty() && test_rng(&r) % 4 == 0 ? keys[test_rng(&r) % keys.size()]
+                                                                  : universe[test_rng(&r) % universe.size()]);
         vals.resize(n);
         for (auto &v : vals)
             v = test_rng(&r) & vmask;
