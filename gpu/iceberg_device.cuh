@@ -110,6 +110,10 @@ struct gpu_iceberg {
     uint32_t bin_shift;
     int *move_failed; /* device: a key the new arrays could not place (a growth's: it stayed in the old), or a
                        * rebuild's */
+    /* The old arrays (and bins) of a growth that ended inside a batch (iceberg_move_step), given
+     * back once the batch's kernels are enqueued (gpu_iceberg_move_owed), so that the driver's
+     * unmaps, a few milliseconds at a MAP's stop, overlap them; NULL: none. */
+    gpu_iceberg *retired;
     void *route;      /* routed()'s scratch (iceberg_gpu.cu) */
     size_t route_bytes;
     gpu_dedup *dedup; /* a MAP insert's first occurrences (gpu_iceberg_put_map) */

@@ -185,7 +185,8 @@ floe_status gpu_iceberg_rebuild_on(gpu_iceberg *t, uint32_t *addr_bits, uint32_t
  * ids (the new arrays' slots), or one of more than the old slots / 32
  * keys (the old arrays have no room for it: a table that small moves in a
  * stop of a few milliseconds), ends the growth first, as does the batch
- * that moves the last (waits, frees the old arrays).  Where the device has
+ * that moves the last (waits; the old arrays are given back once the
+ * batch's kernels are enqueued: gpu_iceberg_move_owed).  Where the device has
  * no memory for a share's chunks when it comes (taken by others since the
  * growth began), the share waits for a later batch, and the batches go on
  * in the room the arrays have (FULL answers where none is left); a batch
@@ -201,8 +202,10 @@ floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint32_t three,
 /* The share of a growth's moves that the batches so far owe, enqueued on
  * stream after their kernels: the pipeline calls it once a batch's answers
  * are on their way, so that the moves run while the host stages the next
- * batch rather than before its kernels.  Leaves the last share, which ends
- * the growth, to the next batch (its ids must be the final arrays'). */
+ * batch rather than before its kernels; first, the old arrays of a growth
+ * that those batches ended are given back, so that the driver's unmaps
+ * overlap their kernels.  Leaves the last share, which ends the growth, to
+ * the next batch (its ids must be the final arrays'). */
 floe_status gpu_iceberg_move_owed(gpu_iceberg *t, gpu_stream stream, floe_errinfo *err);
 /* Whether a growth is under way. */
 int gpu_iceberg_growing(const gpu_iceberg *t);

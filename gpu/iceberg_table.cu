@@ -470,12 +470,14 @@ void iceberg_swap_arrays(gpu_iceberg *a, gpu_iceberg *b)
  * cuMemSetAccess and cuMemUnmap; a run of chunks takes one call of each),
  * and a growth holds up to a chunk of its old and new arrays more than its
  * keys fill.  A SET's batches are short enough for the chunks' cost to
- * show (G1: 64 chunks cost a grown SET 60-80 ms of 300, 16 about 35); a
- * MAP's values, 4 times the bytes, stay at 64 (16 took a MAP to 1.93
- * times the bytes its keys fill) and its batches hide them
- * (docs/PERFORMANCE.md, G1). */
+ * show (G1: 64 chunks cost a grown SET 60-80 ms of 300, 16 about 35).  A
+ * MAP's values, 4 times the bytes, take 32: each chunk costs the stop of
+ * a table under 32 batches (iceberg_move_step) about 40 us to map, and
+ * with 64 the largest stop took 7-10 ms against MAP batches of 1.4 (G1),
+ * while 16 took the first growth in shares past twice the bytes the keys
+ * fill (docs/PERFORMANCE.md, G1). */
 #define L0_CHUNKS     16
-#define VALUES_CHUNKS 64
+#define VALUES_CHUNKS 32
 
 /* Zeroed level and value arrays for 2^addr_bits primary buckets, 1.5 times
  * that with three.  A growing table's primary level and values are mapped a
@@ -612,14 +614,29 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     return FLOE_OK;
 }
 
-/* A growth's old arrays and its bins freed (none: nothing). */
-static void free_old(gpu_iceberg *t)
+/* The old arrays of a growth that ended given back, with their bins (none: nothing). */
+static void give_back_retired(gpu_iceberg *t)
 {
+    gpu_iceberg *o = t->retired;
+    if (!o)
+        return;
+    free_arrays(o);
+    cudaFree(o->bins);
+    free(o);
+    t->retired = NULL;
+}
+
+/* A growth's old arrays and its bins set aside, for give_back_retired (none: nothing). */
+static void retire_old(gpu_iceberg *t)
+{
+    give_back_retired(t);
     if (t->old) {
-        free_arrays(t->old);
-        free(t->old);
-        t->old = NULL;
+        t->old->bins = t->bins; /* given back with them */
+        t->old->bins_bytes = t->bins_bytes;
+        t->bins = NULL;
     }
+    t->retired = t->old;
+    t->old = NULL;
     cudaFree(t->bins);
     t->bins = NULL;
     t->marks = NULL;
@@ -630,7 +647,8 @@ extern "C" void gpu_iceberg_destroy(gpu_iceberg *t)
 {
     if (!t)
         return;
-    free_old(t);
+    retire_old(t);
+    give_back_retired(t);
     cudaFree(t->move_failed);
     cudaFree(t->route);
     gpu_dedup_destroy(t->dedup);
@@ -774,7 +792,9 @@ static uint64_t over_slots(const gpu_iceberg *o)
 
 extern "C" uint64_t gpu_iceberg_memory(const gpu_iceberg *t)
 {
-    return arrays_bytes(t) + (t->old ? arrays_bytes(t->old) : 0) + t->bins_bytes;
+    const gpu_iceberg *r = t->retired;
+    return arrays_bytes(t) + (t->old ? arrays_bytes(t->old) : 0) + t->bins_bytes +
+           (r ? arrays_bytes(r) + r->bins_bytes : 0);
 }
 
 extern "C" uint64_t gpu_iceberg_slots(const gpu_iceberg *t)
@@ -991,7 +1011,7 @@ static floe_status release_done(gpu_iceberg *t, cudaStream_t s, floe_errinfo *er
  * is mapped; where a key could not be placed (the new arrays have 4/3 of
  * the old's slots or more: not met below fill 0.9), the new arrays double
  * at once and every key still in the old arrays moves again; then the old
- * arrays are freed. */
+ * arrays are set aside whole (retire_old), for the caller to give back. */
 #define SETTLE_WHOLE ((size_t)256 << 20)
 static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
 {
@@ -1009,7 +1029,7 @@ static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
             return st;
         CUDA_TRY(cudaMemcpyAsync(&failed, t->move_failed, sizeof failed, cudaMemcpyDeviceToHost, s), err);
         CUDA_TRY(cudaStreamSynchronize(s), err);
-        if (!failed)
+        if (!failed && t->front < t->groups) /* the last step's go back with the rest */
             st = release_groups(t, t->front, err);
     }
     while (st == FLOE_OK && failed) {
@@ -1040,7 +1060,7 @@ static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
     }
     if (st != FLOE_OK)
         return st;
-    free_old(t);
+    retire_old(t); /* given back by the caller, or after the batch that ended the growth */
     t->gbits = 0;
     t->groups = t->front = t->released = t->shared_front = 0;
     t->owed = 0;
@@ -1049,10 +1069,14 @@ static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
 
 extern "C" floe_status gpu_iceberg_settle(gpu_iceberg *t, floe_errinfo *err)
 {
-    if (!t->old)
+    if (!t->old) {
+        give_back_retired(t);
         return FLOE_OK;
+    }
     CUDA_TRY(cudaDeviceSynchronize(), err); /* the batches enqueued on any stream */
-    return settle_on(t, 0, err);
+    const floe_status st = settle_on(t, 0, err);
+    give_back_retired(t);
+    return st;
 }
 
 static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_errinfo *err);
@@ -1123,6 +1147,7 @@ static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_er
 
 extern "C" floe_status gpu_iceberg_move_owed(gpu_iceberg *t, gpu_stream stream, floe_errinfo *err)
 {
+    give_back_retired(t); /* a growth that the batch before these kernels ended */
     return move_share(t, false, (cudaStream_t)stream, err);
 }
 
