@@ -168,7 +168,7 @@ void grow_if_due(lane *L, size_t n)
         floe_errinfo ignored;
         uint32_t three;
         const uint32_t a = grow_target(t, n, &three);
-        rebuild(t, a, three, &ignored); /* on failure the table stays as it is */
+        rebuild(t, a, three, n, &ignored); /* on failure the table stays as it is */
     }
     pthread_mutex_unlock(&t->klock);
     exclusive_end(L);

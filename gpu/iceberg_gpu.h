@@ -178,7 +178,12 @@ floe_status gpu_iceberg_rebuild_on(gpu_iceberg *t, uint32_t *addr_bits, uint32_t
  * arrays; a batch meanwhile runs on both, each its own keys.  A growing
  * table's primary level and values are mapped a chunk at a time (vmem.h):
  * the new arrays' as their groups come, the old arrays' given back as
- * their keys leave, so the two stay within twice the bytes the keys fill.
+ * their keys leave, so the two stay within twice the bytes the keys fill;
+ * batch, the keys of the batch the growth makes room for (0: not known),
+ * asks for whole arrays instead where batches of its size end this growth
+ * at once and the next one too (a table under 32 of them: a stop maps
+ * every chunk, then unmaps them at the next), a growth from whole arrays
+ * giving them back at its end.
  * The primary level moves a group of buckets at a time where the growth
  * is one step (a doubling, a half, a third: each group's keys stream into
  * its new buckets), the overflow levels key by key.  A batch that wants
@@ -198,7 +203,7 @@ floe_status gpu_iceberg_rebuild_on(gpu_iceberg *t, uint32_t *addr_bits, uint32_t
  * it rebuilds at once (gpu_iceberg_rebuild). */
 #define GPU_MOVE_PER_KEY 8u
 #define GPU_MOVE_MIN     ((uint64_t)1 << 16)
-floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err);
+floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, size_t batch, floe_errinfo *err);
 /* The share of a growth's moves that the batches so far owe, enqueued on
  * stream after their kernels: the pipeline calls it once a batch's answers
  * are on their way, so that the moves run while the host stages the next

@@ -479,20 +479,26 @@ void iceberg_swap_arrays(gpu_iceberg *a, gpu_iceberg *b)
 #define L0_CHUNKS     16
 #define VALUES_CHUNKS 32
 
+/* How alloc_arrays makes a table's primary level and values: whole, in
+ * one allocation with the other levels (a cudaMalloc and a cudaFree cost
+ * the host 0.1-0.3 ms whatever the size), or a chunk at a time (vmem.h:
+ * a growth maps the new arrays' chunks as their keys come and gives the
+ * old ones' back as they leave, so the two stay within twice the bytes
+ * the keys fill, at about 40 us of the host a chunk), mapped now or, for
+ * a growth, not yet. */
+enum arrays_kind { ARRAYS_WHOLE, ARRAYS_CHUNKED, ARRAYS_LAZY };
+
 /* Zeroed level and value arrays for 2^addr_bits primary buckets, 1.5 times
- * that with three.  A growing table's primary level and values are mapped a
- * chunk at a time (vmem.h): with lazy, its primary level (and the values
- * of its slots) not yet, for a growth to map as its keys come.  The other
- * arrays share one allocation (t->block): a cudaMalloc and a cudaFree cost
- * the host about 0.1 ms each, and a TREE's root table is rebuilt at each
- * of its growths. */
-static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, bool lazy, cudaStream_t s,
+ * that with three, of the kind asked.  The other levels share one
+ * allocation (t->block): a TREE's root table is rebuilt at each of its
+ * growths. */
+static floe_status alloc_arrays(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, arrays_kind kind, cudaStream_t s,
                                 floe_errinfo *err)
 {
     floe_geometry_init(&t->g, t->spec.key_bits, addr_bits, three, t->spec.seed);
     t->addr_bits = addr_bits;
     t->three = three;
-    const bool chunked = t->spec.grow;
+    const bool chunked = kind != ARRAYS_WHOLE, lazy = kind == ARRAYS_LAZY;
     /* new arrays: t's pointers may be a copy of arrays in use (a rebuild's,
      * a growth's), which a failure below must not free */
     for (int l = 0; l < FLOE_LEVELS; l++)
@@ -592,7 +598,7 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     if (!t->spec.seed)
         t->spec.seed = 0x243F6A8885A308D3ull;
     t->vb = floe_spec_has_values(spec) ? spec->value_bytes : 0;
-    st = alloc_arrays(t, addr_bits, three, false, 0, err);
+    st = alloc_arrays(t, addr_bits, three, spec->grow ? ARRAYS_CHUNKED : ARRAYS_WHOLE, 0, err);
     t->piece = PUT_PIECE_KEYS;
     int dev, major;
     t->pdl = cudaGetDevice(&dev) == cudaSuccess &&
@@ -818,7 +824,7 @@ static floe_status rebuild_arrays(gpu_iceberg *t, uint32_t *addr_bits, uint32_t 
         if (a > max)
             return floe_errinfo_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
         gpu_iceberg nt = *t; /* the new arrays; everything else shared */
-        floe_status st = alloc_arrays(&nt, a, a3, false, s, err);
+        floe_status st = alloc_arrays(&nt, a, a3, t->spec.grow ? ARRAYS_CHUNKED : ARRAYS_WHOLE, s, err);
         if (st != FLOE_OK)
             return st;
         cudaError_t e = cudaMemsetAsync(failed, 0, sizeof *failed, s);
@@ -878,6 +884,9 @@ extern "C" int gpu_iceberg_growing(const gpu_iceberg *t)
 }
 
 /* ---- growth within twice the bytes: the moves (gpu_iceberg_grow) ------------------------------------------ */
+
+/* A batch of more keys than the old arrays' slots / ROUTE_SHARE ends a growth first (iceberg_move_step). */
+#define ROUTE_SHARE 32u
 
 /* Old slots [first, first + count) moved, enqueued on s. */
 static floe_status move_slots(gpu_iceberg *t, uint64_t first, uint64_t count, cudaStream_t s, floe_errinfo *err)
@@ -1018,9 +1027,10 @@ static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
     gpu_iceberg *o = t->old;
     if (!o)
         return FLOE_OK;
-    /* a sixteenth at a time where that bounds the bytes; old arrays below SETTLE_WHOLE at once (their
-     * chunks are few, and a step costs a wait) */
-    const uint64_t step = o->bytes[0] < SETTLE_WHOLE || t->groups < 16 ? t->groups : t->groups / 16;
+    /* a sixteenth at a time where that bounds the bytes; old arrays below SETTLE_WHOLE, or whole ones,
+     * at once (their chunks are few or none, and a step costs a wait) */
+    const bool at_once = !o->vm_l0 || o->bytes[0] < SETTLE_WHOLE || t->groups < 16;
+    const uint64_t step = at_once ? t->groups : t->groups / 16;
     int failed = 0;
     floe_status st = FLOE_OK;
     while (st == FLOE_OK && !failed && t->front < t->groups) {
@@ -1080,9 +1090,6 @@ extern "C" floe_status gpu_iceberg_settle(gpu_iceberg *t, floe_errinfo *err)
 }
 
 static floe_status move_share(gpu_iceberg *t, bool last, cudaStream_t s, floe_errinfo *err);
-
-/* A batch of more keys than the old arrays' slots / ROUTE_SHARE ends a growth first (iceberg_move_step). */
-#define ROUTE_SHARE 32u
 
 floe_status iceberg_move_step(gpu_iceberg *t, size_t n, bool ids, cudaStream_t s, floe_errinfo *err)
 {
@@ -1158,7 +1165,8 @@ static uint32_t top_bucket_bits(const floe_geometry &g)
     return g.level[0].addr_bits - g.level[0].three;
 }
 
-extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
+extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint32_t three, size_t batch,
+                                        floe_errinfo *err)
 {
     floe_status st = gpu_iceberg_settle(t, err);
     if (st == FLOE_OK)
@@ -1180,8 +1188,11 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
     o->spec = t->spec;
     o->vb = t->vb;
     arrays_from(o, t);
-    /* the new primary level (and its values) mapped as the groups move: the rest now */
-    st = alloc_arrays(t, addr_bits, three, true, 0, err);
+    /* the new primary level (and its values) mapped as the groups move, the rest now; or all of them
+     * whole, where batches of this size end this growth at once and the next one too (a stop maps
+     * every chunk, and unmaps them at the next: 2-6 ms of the driver's calls for a MAP's) */
+    const bool whole = !t->spec.grow || (uint64_t)batch * ROUTE_SHARE > to.total_slots;
+    st = alloc_arrays(t, addr_bits, three, whole ? ARRAYS_WHOLE : ARRAYS_LAZY, 0, err);
     if (st != FLOE_OK) { /* t's arrays are NULL: the old ones back */
         arrays_from(t, o);
         free(o);

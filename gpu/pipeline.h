@@ -314,7 +314,7 @@ void exclusive_end(lane *L);
 double fill_limit(const gpu_table *t);
 uint32_t grow_target(const gpu_table *t, uint64_t n, uint32_t *three);
 void launch(lane *L, const piece &p);
-floe_status rebuild(gpu_table *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err);
+floe_status rebuild(gpu_table *t, uint32_t addr_bits, uint32_t three, size_t batch, floe_errinfo *err);
 /* One round of a retry: the nf keys at places idx of a batch run again, their
  * answers written into res at those places. */
 typedef floe_status (*retry_round)(void *ctx, const uint32_t *idx, size_t nf, uint8_t *res, floe_errinfo *err);

@@ -83,8 +83,9 @@ static floe_status quiesce(gpu_table *t, floe_errinfo *err)
 
 /* Rebuild at 2^addr_bits primary buckets (1.5 times that with three; 0:
  * the current size), or grow to them where they are more slots
- * (gpu_iceberg_grow: the table does not stop); klock held. */
-floe_status rebuild(gpu_table *t, uint32_t addr_bits, uint32_t three, floe_errinfo *err)
+ * (gpu_iceberg_grow: the table does not stop; batch, the keys of the batch
+ * it makes room for, 0 if none); klock held. */
+floe_status rebuild(gpu_table *t, uint32_t addr_bits, uint32_t three, size_t batch, floe_errinfo *err)
 {
     if (addr_bits == 0) {
         addr_bits = gpu_iceberg_addr_bits(t->ice);
@@ -102,7 +103,7 @@ floe_status rebuild(gpu_table *t, uint32_t addr_bits, uint32_t three, floe_errin
     if (st == FLOE_OK)
         st = quiesce(t, err);  /* other lanes' pieces */
     if (st == FLOE_OK && grow) /* larger: the keys move while the batches go on */
-        st = gpu_iceberg_grow(t->ice, addr_bits, three, err);
+        st = gpu_iceberg_grow(t->ice, addr_bits, three, batch, err);
     else if (st == FLOE_OK)
         st = gpu_iceberg_rebuild(t->ice, &addr_bits, &three, err);
     if (st != FLOE_OK)
@@ -523,7 +524,7 @@ floe_status retry_after_growth(lane *L, uint8_t *res, uint32_t *idx, size_t m, b
         floe_errinfo ignored;
         uint32_t a = gpu_iceberg_addr_bits(t->ice), three = gpu_iceberg_three(t->ice);
         iceberg_step_up(&a, &three);
-        if (!grown && rebuild(t, a, three, &ignored) != FLOE_OK) {
+        if (!grown && rebuild(t, a, three, m, &ignored) != FLOE_OK) {
             for (size_t k = 0; k < nf; k++) /* cannot grow: FULL stands */
                 res[idx[k]] = FLOE_FULL;
             break;
@@ -938,7 +939,7 @@ static void run_alone_locked(gpu_table *t, floe_batch *b)
         b->status = FLOE_OK;
         break;
     case FLOE_OP_REBUILD:
-        b->status = rebuild(t, b->addr_bits, 0, e);
+        b->status = rebuild(t, b->addr_bits, 0, 0, e);
         break;
     case FLOE_OP_SAVE:
         b->status = save(t, b->path, e);

@@ -297,7 +297,7 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
         if (grow) { /* in steps of a half and a third: 2^a -> 1.5 x 2^a -> 2^(a+1) */
             iceberg_step_up(&addr, &three);
             old_slots = gpu_iceberg_slots(gpu);
-            EXPECT(gpu_iceberg_grow(gpu, addr, three, &err) == FLOE_OK, "grow to %s2^%u: %s", three ? "1.5 x " : "",
+            EXPECT(gpu_iceberg_grow(gpu, addr, three, 0, &err) == FLOE_OK, "grow to %s2^%u: %s", three ? "1.5 x " : "",
                    addr, err.msg);
             growths++;
         }
@@ -336,7 +336,7 @@ static void grow_against_cpu(uint32_t key_bits, uint32_t vb, uint64_t seed)
      * growth and a rebuild alike */
     uint32_t big = 35, big3 = 0;
     if (key_bits >= big) {
-        EXPECT(gpu_iceberg_grow(gpu, big, 0, &err) == FLOE_ERR_FULL, "a growth to 2^35 buckets: not ERR_FULL");
+        EXPECT(gpu_iceberg_grow(gpu, big, 0, 0, &err) == FLOE_ERR_FULL, "a growth to 2^35 buckets: not ERR_FULL");
         EXPECT(gpu_iceberg_rebuild(gpu, &big, &big3, &err) == FLOE_ERR_FULL, "a rebuild at 2^35 buckets: not ERR_FULL");
         EXPECT(!gpu_iceberg_growing(gpu) && gpu_iceberg_addr_bits(gpu) == addr && gpu_iceberg_three(gpu) == three,
                "the table changed size");
@@ -512,7 +512,7 @@ static void grow_within_twice(uint32_t vb, uint64_t seed)
     for (uint64_t at = 0; at < total && !failures; at += batch) {
         if ((double)(at + batch) > 0.9 * (double)gpu_iceberg_slots(gpu)) {
             iceberg_step_up(&addr, &three);
-            EXPECT(gpu_iceberg_grow(gpu, addr, three, &err) == FLOE_OK, "grow: %s", err.msg);
+            EXPECT(gpu_iceberg_grow(gpu, addr, three, 0, &err) == FLOE_OK, "grow: %s", err.msg);
             growths++;
         }
         for (uint64_t i = 0; i < batch; i++) {
@@ -624,7 +624,7 @@ static void grow_out_of_device_memory(uint64_t seed)
             break; /* it ended */
         if (!growing && (double)(at + batch) > 0.9 * (double)gpu_iceberg_slots(gpu)) {
             iceberg_step_up(&addr, &three);
-            EXPECT(gpu_iceberg_grow(gpu, addr, three, &err) == FLOE_OK, "grow: %s", err.msg);
+            EXPECT(gpu_iceberg_grow(gpu, addr, three, 0, &err) == FLOE_OK, "grow: %s", err.msg);
         }
         if (growing && growing_batches == 2 && hog.pieces.empty()) { /* every free byte, in ever smaller pieces */
             hog.take_all();
@@ -682,12 +682,129 @@ static void grow_out_of_device_memory(uint64_t seed)
     gpu_iceberg_destroy(gpu);
 }
 
+/* A table whose batches end each of its growths at once (more keys than
+ * its slots / 32) grows into whole arrays (gpu_iceberg_grow's batch): after
+ * such a growth its device bytes are at least the whole new arrays' (a
+ * lazy growth's new primary level and values take none yet), and the next
+ * batch ends it.  Then, with shrink, batches 64 times smaller (a client
+ * whose batches shrink): the growth from the whole arrays goes on in
+ * shares, batches running on both arrays, and ends; else a growth into
+ * arrays mapped a chunk at a time, which the next batch ends at once (as
+ * G1's largest stop does).
+ * Distinct random 40-bit keys (a MAP's values derived from them): every
+ * one INSERTED, at the end found with its value, and as many others
+ * absent. */
+static void grow_whole(uint32_t vb, bool shrink, uint64_t seed)
+{
+    floe_errinfo err;
+    uint32_t addr = 12, three = 0;
+    gpu_iceberg *gpu = growing_table("g4", vb, seed, addr);
+    if (!gpu)
+        return;
+    const uint64_t big = 1u << 14, small = big / 64;
+    floe_perm gen;
+    floe_perm_init(&gen, 40, seed, 3);
+    std::vector<uint64_t> keys(2 * big), vals(2 * big), got(2 * big);
+    std::vector<uint8_t> res(2 * big);
+    uint64_t *dk, *dv, *dvo;
+    uint8_t *dr;
+    EXPECT(cudaMalloc(&dk, 2 * big * 8) == cudaSuccess && cudaMalloc(&dv, 2 * big * 8) == cudaSuccess &&
+               cudaMalloc(&dvo, 2 * big * 8) == cudaSuccess && cudaMalloc(&dr, 2 * big) == cudaSuccess,
+           "device buffers");
+    auto key_at = [&](uint64_t i) { return floe_permute(&gen, i); };
+    auto value_of = [&](uint64_t k) { return (k * 0x9E3779B97F4A7C15ull) & floe_mask_bits(vb * 8); };
+    auto insert = [&](uint64_t at, uint64_t n) {
+        for (uint64_t i = 0; i < n; i++) {
+            keys[i] = key_at(at + i);
+            vals[i] = value_of(keys[i]);
+        }
+        TO_DEV(dk, keys.data(), n * 8);
+        if (vb) {
+            TO_DEV(dv, vals.data(), n * 8);
+            EXPECT(gpu_iceberg_put_map(gpu, dk, dv, n, FLOE_VALUES_KEEP, dr, NULL, NULL, 0, &err) == FLOE_OK, "%s",
+                   err.msg);
+        } else {
+            EXPECT(gpu_iceberg_put(gpu, dk, n, dr, NULL, 0, 0, &err) == FLOE_OK, "%s", err.msg);
+        }
+        EXPECT(gpu_iceberg_move_owed(gpu, 0, &err) == FLOE_OK, "%s", err.msg);
+        FROM_DEV(res.data(), dr, n);
+        const size_t ins = (size_t)std::count(res.begin(), res.begin() + (long)n, (uint8_t)FLOE_INSERTED);
+        EXPECT(ins == n, "batch at %llu: %zu of %llu keys INSERTED", (unsigned long long)at, ins,
+               (unsigned long long)n);
+    };
+    /* grown before the batch that would fill it past 0.9, for batches of n keys; whether into whole arrays */
+    auto grow_for = [&](uint64_t at, uint64_t n) {
+        const uint64_t mem0 = gpu_iceberg_memory(gpu);
+        iceberg_step_up(&addr, &three);
+        floe_geometry g;
+        floe_geometry_init(&g, 40, addr, three, seed);
+        EXPECT_OR_RETURN(false, gpu_iceberg_grow(gpu, addr, three, n, &err) == FLOE_OK, "grow: %s", err.msg);
+        const double whole = bytes_a_slot(g, vb) * (double)g.total_slots, added = (double)(gpu_iceberg_memory(gpu) - mem0);
+        const bool stops = n * 32 > g.total_slots; /* the growth after this one ends at once too */
+        EXPECT_OR_RETURN(stops, stops ? added >= whole : added < whole,
+               "a growth to %llu slots before batches of %llu keys at %llu: %.0f bytes more, the whole arrays %.0f",
+               (unsigned long long)g.total_slots, (unsigned long long)n, (unsigned long long)at, added, whole);
+        return stops;
+    };
+    uint64_t at = 0;
+    unsigned whole_growths = 0, shares = 0;
+    while (whole_growths < 2 && !failures) { /* large batches: each growth whole, ended by the next batch */
+        if ((double)(at + big) > 0.9 * (double)gpu_iceberg_slots(gpu)) {
+            whole_growths += grow_for(at, big);
+            EXPECT(gpu_iceberg_growing(gpu), "a growth begun");
+        }
+        insert(at, big);
+        EXPECT(!gpu_iceberg_growing(gpu), "a batch of %llu keys left a growth of whole arrays under way",
+               (unsigned long long)big);
+        at += big;
+    }
+    /* from the whole arrays into chunked ones: in shares (small batches now), or at once */
+    const uint64_t next = shrink ? small : big;
+    while ((double)(at + next) <= 0.9 * (double)gpu_iceberg_slots(gpu) && !failures) {
+        insert(at, next);
+        at += next;
+    }
+    EXPECT(!grow_for(at, shrink ? small : big / 4), "a growth into arrays its next growth would not stop: whole");
+    for (; gpu_iceberg_growing(gpu) && !failures; at += next, shares++)
+        insert(at, next);
+    EXPECT(shrink ? shares >= 4 : shares == 1, "a growth from whole arrays took %u batches of %llu keys (%s)", shares,
+           (unsigned long long)next, shrink ? "in shares: 4 or more" : "a stop: 1");
+    /* every key found with its value, and as many others absent */
+    size_t wrong = 0;
+    for (uint64_t b = 0; b < 2 * at && !failures; b += 2 * big) {
+        const uint64_t n = 2 * at - b < 2 * big ? 2 * at - b : 2 * big;
+        for (uint64_t i = 0; i < n; i++)
+            keys[i] = key_at(b + i);
+        TO_DEV(dk, keys.data(), n * 8);
+        EXPECT(gpu_iceberg_find(gpu, dk, n, dr, NULL, vb ? dvo : NULL, 0, &err) == FLOE_OK, "%s", err.msg);
+        FROM_DEV(res.data(), dr, n);
+        if (vb)
+            FROM_DEV(got.data(), dvo, n * 8);
+        for (uint64_t i = 0; i < n; i++) {
+            const bool held = b + i < at;
+            wrong += res[i] != (held ? FLOE_PRESENT : FLOE_ABSENT) ||
+                     (vb && held && (got[i] & floe_mask_bits(vb * 8)) != value_of(keys[i]));
+        }
+    }
+    EXPECT(wrong == 0, "%zu of %llu keys not found (or not absent) as inserted", wrong, (unsigned long long)(2 * at));
+    printf("  %s of whole arrays: %u growths ended by their batch, then one from them into chunked arrays in %u "
+           "batches; %llu keys\n",
+           vb ? "MAP" : "SET", whole_growths, shares, (unsigned long long)at);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dvo);
+    cudaFree(dr);
+    gpu_iceberg_destroy(gpu);
+}
+
 /* growth while the batches go on: SET and MAP; the full run adds wide and narrow rows */
 static void grow_cases(uint64_t seed, bool small)
 {
     if (small) {
         grow_against_cpu(40, 0, seed + 11);
         grow_against_cpu(48, 8, seed + 12);
+        grow_whole(8, true, seed + 13);
+        grow_whole(8, false, seed + 14);
         return;
     }
     grow_against_cpu(40, 0, seed + 26);
@@ -697,6 +814,10 @@ static void grow_cases(uint64_t seed, bool small)
     grow_within_twice(0, seed + 30);
     grow_within_twice(8, seed + 31);
     grow_out_of_device_memory(seed + 32);
+    grow_whole(0, true, seed + 33);
+    grow_whole(8, true, seed + 34);
+    grow_whole(0, false, seed + 35);
+    grow_whole(8, false, seed + 36);
 }
 
 int main(int argc, char **argv)
