@@ -477,6 +477,22 @@ static gpu_iceberg *growing_table(const char *name, uint32_t vb, uint64_t seed, 
     return gpu;
 }
 
+/* n keys (a MAP's vb-byte values, from vals) inserted through dk and dv,
+ * keeping stored values; their answers in dr. */
+static void put_batch(gpu_iceberg *gpu, uint32_t vb, const uint64_t *keys, const uint64_t *vals, size_t n, uint64_t *dk,
+                      uint64_t *dv, uint8_t *dr)
+{
+    floe_errinfo err;
+    TO_DEV(dk, keys, n * 8);
+    if (vb) {
+        TO_DEV(dv, vals, n * 8);
+        EXPECT(gpu_iceberg_put_map(gpu, dk, dv, n, FLOE_VALUES_KEEP, dr, NULL, NULL, 0, &err) == FLOE_OK, "%s",
+               err.msg);
+    } else {
+        EXPECT(gpu_iceberg_put(gpu, dk, n, dr, NULL, 0, 0, &err) == FLOE_OK, "%s", err.msg);
+    }
+}
+
 /* A growing table's device bytes stay within twice what its keys fill
  * (issue 44): distinct random 40-bit keys in batches of 2^18 into a SET or a
  * MAP of 8-byte values made with 2^20 primary buckets (32 Mi slots: its
@@ -519,14 +535,7 @@ static void grow_within_twice(uint32_t vb, uint64_t seed)
             keys[i] = floe_permute(&gen, at + i);
             vals[i] = keys[i] * 0x9E3779B97F4A7C15ull;
         }
-        TO_DEV(dk, keys.data(), batch * 8);
-        if (vb) {
-            TO_DEV(dv, vals.data(), batch * 8);
-            EXPECT(gpu_iceberg_put_map(gpu, dk, dv, batch, FLOE_VALUES_KEEP, dr, NULL, NULL, 0, &err) == FLOE_OK, "%s",
-                   err.msg);
-        } else {
-            EXPECT(gpu_iceberg_put(gpu, dk, batch, dr, NULL, 0, 0, &err) == FLOE_OK, "%s", err.msg);
-        }
+        put_batch(gpu, vb, keys.data(), vals.data(), batch, dk, dv, dr);
         const bool growing = gpu_iceberg_growing(gpu);
         EXPECT(gpu_iceberg_move_owed(gpu, 0, &err) == FLOE_OK, "%s", err.msg);
         FROM_DEV(res.data(), dr, batch);
@@ -718,14 +727,7 @@ static void grow_whole(uint32_t vb, bool shrink, uint64_t seed)
             keys[i] = key_at(at + i);
             vals[i] = value_of(keys[i]);
         }
-        TO_DEV(dk, keys.data(), n * 8);
-        if (vb) {
-            TO_DEV(dv, vals.data(), n * 8);
-            EXPECT(gpu_iceberg_put_map(gpu, dk, dv, n, FLOE_VALUES_KEEP, dr, NULL, NULL, 0, &err) == FLOE_OK, "%s",
-                   err.msg);
-        } else {
-            EXPECT(gpu_iceberg_put(gpu, dk, n, dr, NULL, 0, 0, &err) == FLOE_OK, "%s", err.msg);
-        }
+        put_batch(gpu, vb, keys.data(), vals.data(), n, dk, dv, dr);
         EXPECT(gpu_iceberg_move_owed(gpu, 0, &err) == FLOE_OK, "%s", err.msg);
         FROM_DEV(res.data(), dr, n);
         const size_t ins = (size_t)std::count(res.begin(), res.begin() + (long)n, (uint8_t)FLOE_INSERTED);
@@ -739,11 +741,13 @@ static void grow_whole(uint32_t vb, bool shrink, uint64_t seed)
         floe_geometry g;
         floe_geometry_init(&g, 40, addr, three, seed);
         EXPECT_OR_RETURN(false, gpu_iceberg_grow(gpu, addr, three, n, &err) == FLOE_OK, "grow: %s", err.msg);
-        const double whole = bytes_a_slot(g, vb) * (double)g.total_slots, added = (double)(gpu_iceberg_memory(gpu) - mem0);
+        const double whole = bytes_a_slot(g, vb) * (double)g.total_slots,
+                     added = (double)(gpu_iceberg_memory(gpu) - mem0);
         const bool stops = n * 32 > g.total_slots; /* the growth after this one ends at once too */
-        EXPECT_OR_RETURN(stops, stops ? added >= whole : added < whole,
-               "a growth to %llu slots before batches of %llu keys at %llu: %.0f bytes more, the whole arrays %.0f",
-               (unsigned long long)g.total_slots, (unsigned long long)n, (unsigned long long)at, added, whole);
+        EXPECT_OR_RETURN(
+            stops, stops ? added >= whole : added < whole,
+            "a growth to %llu slots before batches of %llu keys at %llu: %.0f bytes more, the whole arrays %.0f",
+            (unsigned long long)g.total_slots, (unsigned long long)n, (unsigned long long)at, added, whole);
         return stops;
     };
     uint64_t at = 0;
