@@ -695,11 +695,11 @@ static void grow_out_of_device_memory(uint64_t seed)
  * its slots / 32) grows into whole arrays (gpu_iceberg_grow's batch): after
  * such a growth its device bytes are at least the whole new arrays' (a
  * lazy growth's new primary level and values take none yet), and the next
- * batch ends it.  Then, with shrink, batches 64 times smaller (a client
- * whose batches shrink): the growth from the whole arrays goes on in
- * shares, batches running on both arrays, and ends; else a growth into
- * arrays mapped a chunk at a time, which the next batch ends at once (as
- * G1's largest stop does).
+ * batch ends it.  Then a growth from them into arrays mapped a chunk at a
+ * time, which the next batch ends at once whether it is as large (as
+ * G1's largest stop) or, with shrink, 64 times smaller (a client whose
+ * batches shrink: whole old arrays could go back only at the end); with
+ * shrink, the next growth, from the chunked arrays, goes on in shares.
  * Distinct random 40-bit keys (a MAP's values derived from them): every
  * one INSERTED, at the end found with its value, and as many others
  * absent. */
@@ -771,8 +771,19 @@ static void grow_whole(uint32_t vb, bool shrink, uint64_t seed)
     EXPECT(!grow_for(at, shrink ? small : big / 4), "a growth into arrays its next growth would not stop: whole");
     for (; gpu_iceberg_growing(gpu) && !failures; at += next, shares++)
         insert(at, next);
-    EXPECT(shrink ? shares >= 4 : shares == 1, "a growth from whole arrays took %u batches of %llu keys (%s)", shares,
-           (unsigned long long)next, shrink ? "in shares: 4 or more" : "a stop: 1");
+    EXPECT(shares == 1, "a growth from whole arrays took %u batches of %llu keys (a stop: 1)", shares,
+           (unsigned long long)next);
+    if (shrink) { /* the next growth, from the chunked arrays, in shares */
+        while ((double)(at + small) <= 0.9 * (double)gpu_iceberg_slots(gpu) && !failures) {
+            insert(at, small);
+            at += small;
+        }
+        EXPECT(!grow_for(at, small), "a growth before small batches made whole arrays");
+        for (shares = 0; gpu_iceberg_growing(gpu) && !failures; at += small, shares++)
+            insert(at, small);
+        EXPECT(shares >= 4, "a growth from chunked arrays took %u batches of %llu keys (in shares: 4 or more)", shares,
+               (unsigned long long)small);
+    }
     /* every key found with its value, and as many others absent */
     size_t wrong = 0;
     for (uint64_t b = 0; b < 2 * at && !failures; b += 2 * big) {
@@ -791,9 +802,10 @@ static void grow_whole(uint32_t vb, bool shrink, uint64_t seed)
         }
     }
     EXPECT(wrong == 0, "%zu of %llu keys not found (or not absent) as inserted", wrong, (unsigned long long)(2 * at));
-    printf("  %s of whole arrays: %u growths ended by their batch, then one from them into chunked arrays in %u "
-           "batches; %llu keys\n",
-           vb ? "MAP" : "SET", whole_growths, shares, (unsigned long long)at);
+    printf("  %s of whole arrays: %u growths ended by their batch, then one from them into chunked arrays by a "
+           "batch of %llu keys%s; %llu keys\n",
+           vb ? "MAP" : "SET", whole_growths, (unsigned long long)next, shrink ? ", then one in shares" : "",
+           (unsigned long long)at);
     cudaFree(dk);
     cudaFree(dv);
     cudaFree(dvo);
