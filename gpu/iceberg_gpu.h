@@ -182,8 +182,8 @@ floe_status gpu_iceberg_rebuild_on(gpu_iceberg *t, uint32_t *addr_bits, uint32_t
  * batch, the keys of the batch the growth makes room for (0: not known),
  * asks for whole arrays instead where batches of its size end this growth
  * at once and the next one too (a table under 32 of them: a stop maps
- * every chunk, then unmaps them at the next); a growth from whole arrays
- * ends at its first batch, whatever its size.
+ * every chunk, then unmaps them at the next); a growth into or from whole
+ * arrays ends at its first batch, whatever its size.
  * The primary level moves a group of buckets at a time where the growth
  * is one step (a doubling, a half, a third: each group's keys stream into
  * its new buckets), the overflow levels key by key.  A batch that wants

@@ -1099,10 +1099,10 @@ floe_status iceberg_move_step(gpu_iceberg *t, size_t n, bool ids, cudaStream_t s
         return settle_on(t, s, err);
     /* a batch the old arrays could not take beside their keys (its keys of the groups not moved would
      * go there): the growth ends first, a stop of a table under ROUTE_SHARE times the batch, whose
-     * primary level moves a group at a time (k_spread); so does a growing table's from whole arrays
-     * (its batches were that large when it made them, and smaller since), which could give them
-     * back only at its end, past twice the bytes its keys fill */
-    if ((uint64_t)n * ROUTE_SHARE > t->old->g.total_slots || (t->spec.grow && !t->old->vm_l0))
+     * primary level moves a group at a time (k_spread); so does a growing table's into or from
+     * whole arrays (made for batches that large; smaller ones since), which in shares would hold
+     * whole new arrays from the start, or whole old ones to the end: past twice the bytes */
+    if ((uint64_t)n * ROUTE_SHARE > t->old->g.total_slots || (t->spec.grow && (!t->vm_l0 || !t->old->vm_l0)))
         return settle_on(t, s, err);
     floe_status st = move_share(t, true, s, err); /* what the batches before owe, if not moved after them */
     if (st == FLOE_OK && t->old) {
@@ -1192,8 +1192,8 @@ extern "C" floe_status gpu_iceberg_grow(gpu_iceberg *t, uint32_t addr_bits, uint
     arrays_from(o, t);
     /* the new primary level (and its values) mapped as the groups move, the rest now; or all of them
      * whole, where batches of this size end this growth at once and the next one too (a stop maps
-     * every chunk, and unmaps them at the next: 2-6 ms of the driver's calls for a MAP's); the
-     * growth from whole arrays is a stop whatever its batches (iceberg_move_step) */
+     * every chunk, and unmaps them at the next: 2-6 ms of the driver's calls for a MAP's); a
+     * growth into or from whole arrays is a stop whatever its batches (iceberg_move_step) */
     const bool whole = !t->spec.grow || (uint64_t)batch * ROUTE_SHARE > to.total_slots;
     st = alloc_arrays(t, addr_bits, three, whole ? ARRAYS_WHOLE : ARRAYS_LAZY, 0, err);
     if (st != FLOE_OK) { /* t's arrays are NULL: the old ones back */

@@ -695,11 +695,13 @@ static void grow_out_of_device_memory(uint64_t seed)
  * its slots / 32) grows into whole arrays (gpu_iceberg_grow's batch): after
  * such a growth its device bytes are at least the whole new arrays' (a
  * lazy growth's new primary level and values take none yet), and the next
- * batch ends it.  Then a growth from them into arrays mapped a chunk at a
- * time, which the next batch ends at once whether it is as large (as
- * G1's largest stop) or, with shrink, 64 times smaller (a client whose
- * batches shrink: whole old arrays could go back only at the end); with
- * shrink, the next growth, from the chunked arrays, goes on in shares.
+ * batch ends it (with shrink, the second one by a batch 64 times smaller:
+ * a growth into or from whole arrays is a stop whatever its batch, which
+ * keeps the two arrays within twice the bytes).  Then a growth from them
+ * into arrays mapped a chunk at a time, which the next batch ends at once
+ * whether it is as large (as G1's largest stop) or, with shrink, 64 times
+ * smaller (a client whose batches shrink); with shrink, the next growth,
+ * from the chunked arrays, goes on in shares.
  * Distinct random 40-bit keys (a MAP's values derived from them): every
  * one INSERTED, at the end found with its value, and as many others
  * absent. */
@@ -753,16 +755,18 @@ static void grow_whole(uint32_t vb, bool shrink, uint64_t seed)
     uint64_t at = 0;
     unsigned whole_growths = 0, shares = 0;
     while (whole_growths < 2 && !failures) { /* large batches: each growth whole, ended by the next batch */
+        uint64_t n = big;
         if ((double)(at + big) > 0.9 * (double)gpu_iceberg_slots(gpu)) {
             whole_growths += grow_for(at, big);
             EXPECT(gpu_iceberg_growing(gpu), "a growth begun");
+            n = shrink && whole_growths == 2 ? small : big; /* into whole arrays: a stop whatever its batch */
         }
-        insert(at, big);
+        insert(at, n);
         EXPECT(!gpu_iceberg_growing(gpu), "a batch of %llu keys left a growth of whole arrays under way",
-               (unsigned long long)big);
-        at += big;
+               (unsigned long long)n);
+        at += n;
     }
-    /* from the whole arrays into chunked ones: in shares (small batches now), or at once */
+    /* from the whole arrays into chunked ones: at once, whatever the batch */
     const uint64_t next = shrink ? small : big;
     while ((double)(at + next) <= 0.9 * (double)gpu_iceberg_slots(gpu) && !failures) {
         insert(at, next);
