@@ -488,6 +488,12 @@ void iceberg_swap_arrays(gpu_iceberg *a, gpu_iceberg *b)
  * a growth, not yet. */
 enum arrays_kind { ARRAYS_WHOLE, ARRAYS_CHUNKED, ARRAYS_LAZY };
 
+/* Whether t's arrays were made whole (ARRAYS_WHOLE: nothing of them mapped a chunk at a time). */
+static bool arrays_whole(const gpu_iceberg *t)
+{
+    return !t->vm_l0;
+}
+
 /* Zeroed level and value arrays for 2^addr_bits primary buckets, 1.5 times
  * that with three, of the kind asked.  The other levels share one
  * allocation (t->block): a TREE's root table is rebuilt at each of its
@@ -1029,7 +1035,7 @@ static floe_status settle_on(gpu_iceberg *t, cudaStream_t s, floe_errinfo *err)
         return FLOE_OK;
     /* a sixteenth at a time where that bounds the bytes; old arrays below SETTLE_WHOLE, or whole ones,
      * at once (their chunks are few or none, and a step costs a wait) */
-    const bool at_once = !o->vm_l0 || o->bytes[0] < SETTLE_WHOLE || t->groups < 16;
+    const bool at_once = arrays_whole(o) || o->bytes[0] < SETTLE_WHOLE || t->groups < 16;
     const uint64_t step = at_once ? t->groups : t->groups / 16;
     int failed = 0;
     floe_status st = FLOE_OK;
@@ -1102,7 +1108,8 @@ floe_status iceberg_move_step(gpu_iceberg *t, size_t n, bool ids, cudaStream_t s
      * primary level moves a group at a time (k_spread); so does a growing table's into or from
      * whole arrays (made for batches that large; smaller ones since), which in shares would hold
      * whole new arrays from the start, or whole old ones to the end: past twice the bytes */
-    if ((uint64_t)n * ROUTE_SHARE > t->old->g.total_slots || (t->spec.grow && (!t->vm_l0 || !t->old->vm_l0)))
+    if ((uint64_t)n * ROUTE_SHARE > t->old->g.total_slots ||
+        (t->spec.grow && (arrays_whole(t) || arrays_whole(t->old))))
         return settle_on(t, s, err);
     floe_status st = move_share(t, true, s, err); /* what the batches before owe, if not moved after them */
     if (st == FLOE_OK && t->old) {
