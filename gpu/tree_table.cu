@@ -76,12 +76,14 @@ static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, 
  * word, or a reference to a node of which shape) depends only on the node's
  * place in the vector's tree, so the nodes fall into a few classes (one a
  * level, two where a level's last node pairs a carried item), each with a
- * map from old to new references: marked from the roots down, translated
- * from the leaves up. */
+ * bit a node slot, marked from the roots down (a bitmap of the node table is
+ * a 64th of its bytes: the marks' random writes stay in L2), and a map from
+ * old to new references, written from the leaves up where marked (no other
+ * entry is read: a marked node's halves are marked). */
 #define MAX_CLASSES  16          /* 2 a level at most: 8 levels for 256 words */
 #define TYPE_WORD    0xFFu       /* a half that holds a word */
-#define REF_NONE     0xFFFFFFFFu /* map entries: a node no root reaches, */
-#define REF_MARKED   0xFFFFFFFEu /* one reached and not yet translated */
+#define REF_NONE     0xFFFFFFFFu /* map entries: a marked slot that holds no node, */
+#define REF_MARKED   0xFFFFFFFEu /* one whose put found no room */
 #define GROW_FULL    1           /* what went wrong (the worse wins): the new node table had no room, */
 #define GROW_DAMAGED 2           /* a reference to no node */
 
@@ -118,54 +120,73 @@ static void classes_of(uint32_t W, node_classes *c)
     c->root_right = type[1];
 }
 
-/* A half's map (NULL for a word). */
-static inline uint32_t *class_map(uint32_t *maps, uint64_t slots, uint8_t type)
+/* 32-bit words of a class's bitmap of the node slots. */
+static inline uint64_t mark_words(uint64_t slots)
 {
-    return type == TYPE_WORD ? NULL : maps + type * slots;
+    return (slots + 31) / 32;
 }
 
-__device__ __forceinline__ void mark(uint32_t *map, uint32_t ref, uint64_t slots, int *bad)
+/* A half's map or bitmap (NULL for a word): class `type`'s of n entries. */
+template <typename T> static inline T *class_part(T *parts, uint64_t n, uint8_t type)
 {
-    if (!map)
+    return type == TYPE_WORD ? NULL : parts + type * n;
+}
+
+__device__ __forceinline__ bool marked(const uint32_t *marks, uint64_t s)
+{
+    return (marks[s >> 5] >> (s & 31)) & 1u;
+}
+
+__device__ __forceinline__ void mark(uint32_t *marks, uint32_t ref, uint64_t slots, int *bad)
+{
+    if (!marks)
         return;
-    if (ref >= slots)
+    if (ref >= slots) {
         atomicMax(bad, GROW_DAMAGED); /* a reference past the table */
-    else if (map[ref] != REF_MARKED)
-        map[ref] = REF_MARKED;
+        return;
+    }
+    uint32_t *w = marks + (ref >> 5);
+    const uint32_t bit = 1u << (ref & 31);
+    if (!(*w & bit)) /* most halves are shared: a read first spares the atomic */
+        atomicOr(w, bit);
 }
 
-__device__ __forceinline__ uint32_t translated(const uint32_t *map, uint32_t x, int *bad)
+__device__ __forceinline__ uint32_t translated(const uint32_t *map, uint32_t x, uint64_t slots, int *bad)
 {
     if (!map)
         return x;
+    if (x >= slots) { /* reported by its mark */
+        atomicMax(bad, GROW_DAMAGED);
+        return REF_NONE;
+    }
     const uint32_t r = map[x];
     if (r == REF_MARKED) /* its own put found no room */
         atomicMax(bad, GROW_FULL);
-    else if (r == REF_NONE) /* marked nodes' halves are marked: a table damaged */
+    else if (r == REF_NONE)
         atomicMax(bad, GROW_DAMAGED);
     return r;
 }
 
 /* The halves of every root of rk[0, n) marked. */
 __global__ void k_mark_roots(const __grid_constant__ floe_tree_geometry g, const uint64_t *rk, uint64_t n,
-                             uint32_t *map_l, uint32_t *map_r, int *bad)
+                             uint32_t *marks_l, uint32_t *marks_r, int *bad)
 {
     const uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (i >= n)
         return;
     uint32_t l, r;
     floe_tree_root_split(&g, rk[i], &l, &r);
-    mark(map_l, l, g.node_slots, bad);
-    mark(map_r, r, g.node_slots, bad);
+    mark(marks_l, l, g.node_slots, bad);
+    mark(marks_r, r, g.node_slots, bad);
 }
 
 /* The halves of every marked node of a class marked. */
-__global__ void k_mark_class(const __grid_constant__ floe_tree_geometry g, const uint64_t *nodes, const uint32_t *map,
-                             uint32_t *map_a, uint32_t *map_b, int *bad)
+__global__ void k_mark_class(const __grid_constant__ floe_tree_geometry g, const uint64_t *nodes, const uint32_t *marks,
+                             uint32_t *marks_a, uint32_t *marks_b, int *bad)
 {
     for (uint64_t s = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; s < g.node_slots;
          s += (uint64_t)gridDim.x * blockDim.x) {
-        if (map[s] != REF_MARKED)
+        if (!marked(marks, s))
             continue;
         const uint64_t v = nodes[s];
         if (!floe_node_valid(&g, v)) {
@@ -173,32 +194,40 @@ __global__ void k_mark_class(const __grid_constant__ floe_tree_geometry g, const
             continue;
         }
         const uint64_t node = floe_node_decode(&g, s, v);
-        mark(map_a, (uint32_t)node, g.node_slots, bad);
-        mark(map_b, (uint32_t)(node >> 32), g.node_slots, bad);
+        mark(marks_a, (uint32_t)node, g.node_slots, bad);
+        mark(marks_b, (uint32_t)(node >> 32), g.node_slots, bad);
     }
 }
 
 /* Every marked node of a class put into the new table: its map entry the
- * new reference (or still REF_MARKED, and *bad GROW_FULL, where the new
- * table had no room). */
+ * new reference (REF_MARKED, and *bad GROW_FULL, where the new table had
+ * no room). */
 __global__ void __launch_bounds__(BLOCK)
-    k_translate_class(const __grid_constant__ floe_tree_geometry from, const uint64_t *from_nodes, uint32_t *map,
-                      const uint32_t *map_a, const uint32_t *map_b, const __grid_constant__ floe_tree_geometry to,
-                      uint64_t *to_nodes, int *bad, unsigned long long *made)
+    k_translate_class(const __grid_constant__ floe_tree_geometry from, const uint64_t *from_nodes,
+                      const uint32_t *marks, uint32_t *map, const uint32_t *map_a, const uint32_t *map_b,
+                      const __grid_constant__ floe_tree_geometry to, uint64_t *to_nodes, int *bad,
+                      unsigned long long *made)
 {
     unsigned created = 0;
     for (uint64_t s = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; s < from.node_slots;
          s += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t v = from_nodes[s];
-        if (map[s] != REF_MARKED || !floe_node_valid(&from, v)) /* an invalid one was reported by k_mark_class */
+        if (!marked(marks, s))
             continue;
+        const uint64_t v = from_nodes[s];
+        if (!floe_node_valid(&from, v)) { /* damaged: reported where a half or a root reads REF_NONE */
+            map[s] = REF_NONE;
+            continue;
+        }
         const uint64_t node = floe_node_decode(&from, s, v);
-        const uint32_t a = translated(map_a, (uint32_t)node, bad), b = translated(map_b, (uint32_t)(node >> 32), bad);
+        const uint32_t a = translated(map_a, (uint32_t)node, from.node_slots, bad),
+                       b = translated(map_b, (uint32_t)(node >> 32), from.node_slots, bad);
         uint32_t ref;
         if (node_ref<true>(to, to_nodes, floe_node_pack(a, b), &ref, &created))
             map[s] = ref;
-        else
+        else {
+            map[s] = REF_MARKED;
             atomicMax(bad, GROW_FULL);
+        }
     }
     typedef cub::BlockReduce<unsigned, BLOCK> block_reduce; /* an atomic a block, not a group of threads */
     __shared__ typename block_reduce::TempStorage tmp;
@@ -217,21 +246,25 @@ __global__ void k_translate_roots(const __grid_constant__ floe_tree_geometry fro
         return;
     uint32_t l, r;
     floe_tree_root_split(&from, rk[i], &l, &r);
-    rk[i] = floe_tree_root_key(&to, translated(map_l, l, bad), translated(map_r, r, bad));
+    rk[i] =
+        floe_tree_root_key(&to, translated(map_l, l, from.node_slots, bad), translated(map_r, r, from.node_slots, bad));
 }
 
-/* copy_into's scratch for t with this many roots, in sizes[5]: their keys and
- * answers, a map of the node slots for each node class, counters, a flag. */
-static size_t copy_scratch(const gpu_tree *t, uint64_t roots, size_t sizes[5])
+/* copy_into's scratch for t with this many roots, in sizes[COPY_PIECES]:
+ * their keys and answers, a map and a bitmap of the node slots for each
+ * node class, counters, a flag. */
+#define COPY_PIECES 6
+static size_t copy_scratch(const gpu_tree *t, uint64_t roots, size_t sizes[COPY_PIECES])
 {
     node_classes cl;
     classes_of(t->g.words, &cl);
     sizes[0] = (roots ? roots : 1) * 8;
     sizes[1] = roots ? roots : 1;
     sizes[2] = cl.n * t->g.node_slots * 4;
-    sizes[3] = 3 * 8;
-    sizes[4] = sizeof(int);
-    return carved_bytes(sizes, 5);
+    sizes[3] = cl.n * mark_words(t->g.node_slots) * 4;
+    sizes[4] = 3 * 8;
+    sizes[5] = sizeof(int);
+    return carved_bytes(sizes, COPY_PIECES);
 }
 
 /* Puts every vector of t into n (empty, larger): each node reached from a
@@ -253,7 +286,7 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, uint64_t *keys, size_t nk
     /* its scratch: the batch scratch where that is large enough and free
      * (a growth between batches; one with keys runs inside a batch), else
      * an allocation of its own */
-    size_t sizes[5];
+    size_t sizes[COPY_PIECES];
     const size_t bytes = copy_scratch(t, roots, sizes);
     void *own = NULL;
     cudaError_t e = cudaSuccess;
@@ -264,11 +297,13 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, uint64_t *keys, size_t nk
     uint64_t *rk = (uint64_t *)cv.piece(sizes[0]);
     uint8_t *res = (uint8_t *)cv.piece(sizes[1]);
     uint32_t *maps = (uint32_t *)cv.piece(sizes[2]);
-    unsigned long long *c = (unsigned long long *)cv.piece(sizes[3]);
+    uint32_t *marks = (uint32_t *)cv.piece(sizes[3]);
+    unsigned long long *c = (unsigned long long *)cv.piece(sizes[4]);
     unsigned long long h[3] = {0, 0, 0}; /* roots gathered, not INSERTED, nodes made */
-    int *d_bad = (int *)cv.piece(sizes[4]), h_bad = 0;
+    int *d_bad = (int *)cv.piece(sizes[5]), h_bad = 0;
+    const uint64_t words = mark_words(node_slots);
     if (e == cudaSuccess && cl.n)
-        e = cudaMemset(maps, 0xFF, cl.n * node_slots * 4); /* REF_NONE */
+        e = cudaMemset(marks, 0, cl.n * words * 4);
     if (e == cudaSuccess)
         e = cudaMemset(c, 0, sizeof h);
     if (e == cudaSuccess)
@@ -276,24 +311,26 @@ static floe_status copy_into(gpu_tree *t, gpu_tree *n, uint64_t *keys, size_t nk
     if (e != cudaSuccess)
         st = floe_errinfo_set(err, e == cudaErrorMemoryAllocation ? FLOE_ERR_FULL : FLOE_ERR_INTERNAL,
                               "device memory to grow table %s: %s", t->spec.name, cudaGetErrorString(e));
-    uint32_t *map_l = class_map(maps, node_slots, cl.root_left), *map_r = class_map(maps, node_slots, cl.root_right);
+    uint32_t *map_l = class_part(maps, node_slots, cl.root_left), *map_r = class_part(maps, node_slots, cl.root_right);
+    uint32_t *marks_l = class_part(marks, words, cl.root_left), *marks_r = class_part(marks, words, cl.root_right);
     const unsigned node_blocks = blocks_for(node_slots) < 8192 ? blocks_for(node_slots) : 8192;
     /* down from the roots (gathered into rk in one pass over the root table), then up from the
      * leaves, then the roots */
     if (st == FLOE_OK && roots)
         st = gpu_iceberg_keys_all(t->roots, rk, roots, c, NULL, err);
     if (st == FLOE_OK && roots)
-        k_mark_roots<<<blocks_for(roots), BLOCK>>>(t->g, rk, roots, map_l, map_r, d_bad);
+        k_mark_roots<<<blocks_for(roots), BLOCK>>>(t->g, rk, roots, marks_l, marks_r, d_bad);
     if (st == FLOE_OK && nkeys)
-        k_mark_roots<<<blocks_for(nkeys), BLOCK>>>(t->g, keys, nkeys, map_l, map_r, d_bad);
+        k_mark_roots<<<blocks_for(nkeys), BLOCK>>>(t->g, keys, nkeys, marks_l, marks_r, d_bad);
     for (uint32_t k = cl.n; st == FLOE_OK && k-- > 0;)
-        k_mark_class<<<node_blocks, BLOCK>>>(t->g, t->nodes, maps + k * node_slots,
-                                             class_map(maps, node_slots, cl.left[k]),
-                                             class_map(maps, node_slots, cl.right[k]), d_bad);
+        if (cl.left[k] != TYPE_WORD || cl.right[k] != TYPE_WORD) /* a node of two words marks nothing */
+            k_mark_class<<<node_blocks, BLOCK>>>(t->g, t->nodes, marks + k * words,
+                                                 class_part(marks, words, cl.left[k]),
+                                                 class_part(marks, words, cl.right[k]), d_bad);
     for (uint32_t k = 0; st == FLOE_OK && k < cl.n; k++)
         k_translate_class<<<node_blocks, BLOCK>>>(
-            t->g, t->nodes, maps + k * node_slots, class_map(maps, node_slots, cl.left[k]),
-            class_map(maps, node_slots, cl.right[k]), n->g, n->nodes, d_bad, c + 2);
+            t->g, t->nodes, marks + k * words, maps + k * node_slots, class_part(maps, node_slots, cl.left[k]),
+            class_part(maps, node_slots, cl.right[k]), n->g, n->nodes, d_bad, c + 2);
     if (st == FLOE_OK && roots)
         k_translate_roots<<<blocks_for(roots), BLOCK>>>(t->g, rk, roots, map_l, map_r, n->g, d_bad);
     if (st == FLOE_OK && (e = cudaGetLastError()) != cudaSuccess)
@@ -413,7 +450,7 @@ static uint64_t bytes_to_grow(const gpu_tree *t, unsigned what, const tree_sizin
         return z->root_bytes;
     /* the copy's scratch too, beside both generations while it runs (counted even where the batch
      * scratch would serve: a growth inside a batch allocates its own) */
-    size_t sizes[5];
+    size_t sizes[COPY_PIECES];
     return z->node_bytes + z->root_bytes + copy_scratch(t, t->roots_bound, sizes);
 }
 
