@@ -404,6 +404,17 @@ extern "C" void gpu_tree_set_limit(gpu_tree *t, bool (*fits)(void *ctx, uint64_t
     t->fits_ctx = ctx;
 }
 
+/* The node slots the look ahead wants for t's capacity (tree_nodes_ahead; 0: none) at the last
+ * batch's nodes a new vector (a model's rate changes as it runs). */
+static double nodes_ahead(const gpu_tree *t)
+{
+    /* a batch cut short by a full table counts nodes that vectors it did not fold whole made: no
+     * vector makes more than tree_most_nodes_a_vector */
+    const double most = tree_most_nodes_a_vector(&t->spec);
+    const double rate = t->last_put ? fmin((double)t->last_made / (double)t->last_put, most) : 0.0;
+    return tree_nodes_ahead(&t->spec, t->nodes_used, t->roots_bound, rate);
+}
+
 extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what,
                                           floe_errinfo *err)
 {
@@ -411,7 +422,8 @@ extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max
     /* the nodes `coming` vectors will make, at the last batch's rate: a node table that fills in
      * the middle of a batch leaves its vectors half folded, to fold again after the growth */
     const double made = t->last_n ? (double)t->last_made * (double)coming / (double)t->last_n : 0.0;
-    if ((double)t->nodes_used + made > max_fill * (double)t->g.node_slots)
+    const double node_fill = max_fill < TREE_NODE_GROW_FILL || nodes_ahead(t) > 0.0 ? max_fill : TREE_NODE_GROW_FILL;
+    if ((double)t->nodes_used + made > node_fill * (double)t->g.node_slots)
         *what |= TREE_GROW_NODES;
     /* the roots likewise, at the last batch's rate of new roots */
     const double root_slots = (double)gpu_iceberg_slots(t->roots);
@@ -432,11 +444,8 @@ extern "C" floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max
  * at the last batch's rates of new nodes and roots a vector. */
 static floe_status grown_sizes(const gpu_tree *t, unsigned what, size_t coming, tree_sizing *z, floe_errinfo *err)
 {
-    /* a batch cut short by a full table counts nodes that vectors it did not fold whole made: no
-     * vector makes more than tree_most_nodes_a_vector */
     const double most = tree_most_nodes_a_vector(&t->spec);
-    const double rate = t->last_put ? fmin((double)t->last_made / (double)t->last_put, most) : 0.0;
-    const double want = tree_nodes_ahead(&t->spec, t->nodes_used, t->roots_bound, rate);
+    const double want = nodes_ahead(t);
     const double made = t->last_n ? fmin((double)t->last_made / (double)t->last_n, most) : 0.0;
     const double per = t->last_n ? (double)coming / (double)t->last_n : 0.0;
     return tree_size_for(&t->spec, &t->z, what, want, (double)t->nodes_used + made * (double)coming,

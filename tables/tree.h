@@ -62,6 +62,14 @@ typedef struct tree_sizing {
 #define TREE_UNSHARED_VECTORS 1024u
 /* Node table fill the default sizing aims at. */
 #define TREE_NODE_FILL 0.8
+/* A node table grows before a batch that would take it past this fill (at
+ * the last batch's rate of new nodes; max_fill where that is lower): past
+ * it a node may find no room in its 31 probes (T1's tables met it at 0.83
+ * to 0.87), and a batch that meets a full node table folds again after a
+ * growth that carries its folded roots along (the GPU engine's look-ahead).
+ * Not while a growth is sized for the capacity (tree_nodes_ahead): one
+ * sooner would guess the capacity's nodes from an earlier, higher rate. */
+#define TREE_NODE_GROW_FILL 0.85
 /* A model's first states share little, and say little of its rate of new
  * nodes: a growth guesses from that rate only once the table holds a
  * TREE_AHEAD_FROM-th of its capacity (tree_nodes_ahead) ... */
