@@ -66,8 +66,9 @@ floe_status gpu_tree_get_host(gpu_tree *t, const uint64_t *ids, size_t n, uint8_
 const tree_sizing *gpu_tree_sizes(const gpu_tree *t);
 /* Which of t's tables to grow before `coming` more vectors (what:
  * TREE_GROW_NODES, TREE_GROW_ROOTS): the nodes if they would pass max_fill
- * or TREE_NODE_GROW_FILL (tree.h), the lower, at the last batch's rate of
- * new nodes (the count the batches keep), the
+ * or TREE_NODE_GROW_FILL (tree.h), the lower (max_fill while a growth is
+ * sized for the capacity), at the last batch's rate of new nodes (the count
+ * the batches keep), the
  * roots if they are past it now (the batches keep a bound; counted on the
  * device when the bound passes: waits then). */
 floe_status gpu_tree_over_fill(gpu_tree *t, size_t coming, double max_fill, unsigned *what, floe_errinfo *err);
