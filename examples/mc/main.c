@@ -412,6 +412,7 @@ enum {
     C_SENT,
     C_SENT_BYTES,
     C_BY_PARENT,
+    C_AGAIN,
     C_VIOLATIONS,
     C_DEADLOCKS,
     C_WAITED_CLAIM_US,
@@ -428,6 +429,7 @@ static void counts_of(const mc_progress *p, int failed, uint64_t c[NCOUNTS])
     c[C_SENT] = atomic_load(&p->sent);
     c[C_SENT_BYTES] = atomic_load(&p->sent_bytes);
     c[C_BY_PARENT] = atomic_load(&p->by_parent);
+    c[C_AGAIN] = atomic_load(&p->again);
     c[C_VIOLATIONS] = atomic_load(&p->violations);
     c[C_DEADLOCKS] = atomic_load(&p->deadlocks);
     c[C_WAITED_CLAIM_US] = atomic_load(&p->waited_claim_us);
@@ -472,6 +474,9 @@ static int report(const options *o, const mc_model *m, int packed, double secs, 
         printf(" (whole vectors)\n");
     else
         printf(" (%" PRIu64 " by their parent, the rest whole)\n", sum[C_BY_PARENT]);
+    if (sum[C_AGAIN]) /* the table grew while they were in flight (sent counts them twice) */
+        printf("again        %" PRIu64 " states sent again whole: a growth renamed their parents in flight\n",
+               sum[C_AGAIN]);
     if (end && n) /* where the workers' time went besides expanding: what bounds a run */
         printf("waited       %.3f s for claims, %.3f s for inserts' answers, %.3f s at the ends of levels "
                "(a worker's mean)\n",

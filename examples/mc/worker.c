@@ -5,8 +5,10 @@
  * (SET), vector requests of the same shape for a TREE.  A TREE worker's
  * states carry their id (and its generation), and their successors go as
  * that id and the few words that differ (floe_send_insert_states), unless
- * --whole; a request whose parents the table renamed (it grew meanwhile)
- * is sent again whole.
+ * --whole or the parent's id is of a generation older than the newest an
+ * answer named (the table grew since: its ids were renamed); a request
+ * whose parents the table renamed while it was in flight is sent again
+ * whole.
  */
 #include "worker.h"
 
@@ -67,7 +69,8 @@ typedef struct worker {
     uint8_t *dcnt, *dch;
     uint32_t *dvec;
     size_t dn, dch_len;
-    int whole; /* TREE: every state whole (--whole, or a table that takes no states by parent) */
+    uint64_t gen; /* TREE: the newest generation of the table an answer named */
+    int whole;    /* TREE: every state whole (--whole, or a table that takes no states by parent) */
     unsigned vinflight;
     int status; /* the first error */
     char error[256];
@@ -132,12 +135,14 @@ static void on_keys(void *arg, int status, const uint64_t *keys, const uint64_t 
     take_answers(w, keys, 8, w->q.esz == 16 ? tags : NULL, results, n);
 }
 
-/* A TREE request in flight: its states whole (by_parent: it went as parents and changes). */
+/* A TREE request in flight: its states whole (by_parent: it went as parents of generation gen
+ * and changes). */
 typedef struct vreq {
     worker *w;
     uint32_t *vectors;
     size_t n;
     int by_parent;
+    uint64_t gen;
 } vreq;
 
 static void on_vectors(floe *c, floe_call *call, void *arg);
@@ -191,9 +196,16 @@ static void on_vectors(floe *c, floe_call *call, void *arg)
     if (st == FLOE_ERR_UNSUPPORTED && rq->by_parent && !w->status)
         w->whole = 1; /* a server that takes no states by parent (an older floed): whole from now on */
     if ((st == FLOE_ERR_INVALID || st == FLOE_ERR_UNSUPPORTED) && rq->by_parent && !w->status) {
-        send_whole(w, rq); /* INVALID: the table grew, and its parents have new ids */
+        if (st == FLOE_ERR_INVALID) { /* the table grew, and its parents have new ids */
+            if (w->gen <= rq->gen)
+                w->gen = rq->gen + 1;
+            atomic_fetch_add(&w->p->again, rq->n);
+        }
+        send_whole(w, rq);
         return;
     }
+    if (st == FLOE_OK && floe_call_generation(call) > w->gen)
+        w->gen = floe_call_generation(call);
     if (st != FLOE_OK)
         fail(w, st, "a find-or-put request failed: %s", floe_call_error(call));
     else if (n != rq->n || idb != n * 8)
@@ -221,7 +233,7 @@ static vreq *take_request(worker *w, uint32_t **buf, size_t n)
         fail(w, FLOE_ERR_IO, "%s", "out of memory for a request");
         return NULL;
     }
-    *rq = (vreq){w, *buf, n, 0};
+    *rq = (vreq){w, *buf, n, 0, 0};
     *buf = next;
     return rq;
 }
@@ -242,8 +254,13 @@ static int dflush(worker *w)
     if (w->dn == 0 || w->status)
         return w->status;
     vreq *rq = take_request(w, &w->dvec, w->dn);
+    if (rq && w->dgen < w->gen) { /* an answer since says the table grew: its parents were renamed */
+        send_whole(w, rq);
+        rq = NULL;
+    }
     if (rq) {
         rq->by_parent = 1;
+        rq->gen = w->dgen;
         w->vinflight++;
         atomic_fetch_add(&w->p->sent, w->dn);
         atomic_fetch_add(&w->p->sent_bytes, w->dn * 9 + w->dch_len);
@@ -262,7 +279,7 @@ static void submit_tree(worker *w, const uint32_t *s, const uint32_t *parent, ui
     unsigned k = 0;
     for (unsigned i = 0; parent && i < W && k <= DELTA_MAX; i++)
         k += s[i] != parent[i];
-    if (!parent || w->whole || pid == FLOE_NO_ID || k > DELTA_MAX) {
+    if (!parent || w->whole || pid == FLOE_NO_ID || k > DELTA_MAX || pgen < w->gen) {
         memcpy(w->vbuf + w->vn * W, s, W * 4);
         if (++w->vn == w->r->batch)
             vflush(w);

@@ -40,6 +40,7 @@ typedef struct mc_progress {
     _Atomic uint64_t sent, sent_bytes; /* states sent in find-or-put requests, and their bytes (keys, or parents
                                         * and changes) */
     _Atomic uint64_t by_parent;        /* TREE: states answered that went by their parent */
+    _Atomic uint64_t again;            /* TREE: states sent again whole, their parents renamed in flight */
     _Atomic uint64_t violations;       /* states expanded that break the model's invariant */
     uint32_t violation[MC_MAX_WORDS];  /* the first of them */
     _Atomic uint64_t deadlocks;        /* states expanded that have no successor */

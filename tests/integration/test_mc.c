@@ -269,6 +269,24 @@ START_TEST(expect_and_bad_command_lines)
     ck_assert_msg(strstr(out, " by their parent, the rest whole)") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "(0 by their parent") == NULL, "%s", out);
     free(out);
+    /* one worker with one request in flight: a growth comes inside a request, whose answer names
+     * the new generation, so no later request names renamed parents (their states go whole):
+     * every state is sent once, as many as into a table that never grows */
+    ck_assert_int_eq(run_mc(&d, &out,
+                            (const char *const[]){"--model", "hanoi:8", "--tree", "--workers", "1", "--inflight", "1",
+                                                  "--batch", "500", NULL}),
+                     0);
+    const unsigned long long sent_sized = field(out, "sent "), by_parent_sized = field(out, "each (");
+    free(out);
+    ck_assert_int_eq(run_mc(&d, &out,
+                            (const char *const[]){"--model", "hanoi:8", "--tree", "--capacity", "100", "--workers", "1",
+                                                  "--inflight", "1", "--batch", "500", NULL}),
+                     0);
+    ck_assert_msg(strstr(out, "check        ok: 6561 states") != NULL, "%s", out);
+    ck_assert_uint_eq(field(out, "sent "), sent_sized);
+    ck_assert_msg(strstr(out, "again ") == NULL, "%s", out);
+    ck_assert_uint_lt(field(out, "each ("), by_parent_sized); /* it grew: some went whole */
+    free(out);
     /* the same with every state sent whole */
     ck_assert_int_eq(run_mc(&d, &out,
                             (const char *const[]){"--model", "hanoi:8", "--tree", "--whole", "--capacity", "100",
