@@ -494,6 +494,13 @@ static bool arrays_whole(const gpu_iceberg *t)
     return !t->vm_l0;
 }
 
+/* The arrays a table of spec is made with, at creation and at a rebuild: a table that grows maps
+ * them a chunk at a time (its growths move a chunk at a time too). */
+static arrays_kind arrays_for(const floe_spec *spec)
+{
+    return spec->grow ? ARRAYS_CHUNKED : ARRAYS_WHOLE;
+}
+
 /* Zeroed level and value arrays for 2^addr_bits primary buckets, 1.5 times
  * that with three, of the kind asked.  The other levels share one
  * allocation (t->block): a TREE's root table is rebuilt at each of its
@@ -604,7 +611,7 @@ extern "C" floe_status gpu_iceberg_create(const floe_spec *spec, uint32_t addr_b
     if (!t->spec.seed)
         t->spec.seed = 0x243F6A8885A308D3ull;
     t->vb = floe_spec_has_values(spec) ? spec->value_bytes : 0;
-    st = alloc_arrays(t, addr_bits, three, spec->grow ? ARRAYS_CHUNKED : ARRAYS_WHOLE, 0, err);
+    st = alloc_arrays(t, addr_bits, three, arrays_for(spec), 0, err);
     t->piece = PUT_PIECE_KEYS;
     int dev, major;
     t->pdl = cudaGetDevice(&dev) == cudaSuccess &&
@@ -830,7 +837,7 @@ static floe_status rebuild_arrays(gpu_iceberg *t, uint32_t *addr_bits, uint32_t 
         if (a > max)
             return floe_errinfo_set(err, FLOE_ERR_FULL, "table cannot grow past 2^%u primary buckets", max);
         gpu_iceberg nt = *t; /* the new arrays; everything else shared */
-        floe_status st = alloc_arrays(&nt, a, a3, t->spec.grow ? ARRAYS_CHUNKED : ARRAYS_WHOLE, s, err);
+        floe_status st = alloc_arrays(&nt, a, a3, arrays_for(&t->spec), s, err);
         if (st != FLOE_OK)
             return st;
         cudaError_t e = cudaMemsetAsync(failed, 0, sizeof *failed, s);
