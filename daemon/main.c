@@ -45,6 +45,8 @@ static void usage(FILE *f)
             "  auto  gpu where a device is present, else cpu (the default)\n"
             "A GPU table is partitioned over every device of `gpus` (each holds a whole table of its share\n"
             "of the keys); `partitions` sets the parts of every new table (docs/OPERATIONS.md, \"Several GPUs\").\n"
+            "floed loads every GPU kernel at start (CUDA_MODULE_LOADING=EAGER unless the environment\n"
+            "sets it; LAZY: each at its first launch, CUDA's default).\n"
             "CUDA devices now: %d\n",
             !floe_gpu_built()                     ? "not in this build (GPU=0)"
             : floe_gpu_device(0, dev, sizeof dev) ? dev
@@ -59,6 +61,7 @@ int main(int argc, char **argv)
 {
     floed_config cfg;
     char err[1200];
+    floe_gpu_load_kernels_at_start(); /* before anything starts CUDA: no request pays a kernel's first load */
     /* Requests of 64 Ki keys (512 KiB) and batches of several MiB are
      * allocated and freed thousands of times a second.  By default glibc
      * maps blocks this large afresh each time and trims freed memory back

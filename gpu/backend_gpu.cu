@@ -60,6 +60,8 @@
  * sticky error: "devices" below) answers FLOE_ERR_UNAVAILABLE, and so does
  * every later batch, create or load on that device, without touching it.
  */
+#include <stdlib.h>
+
 #include "pipeline.h"
 
 /* Every lane's stage timers, together (klock held). */
@@ -621,6 +623,11 @@ static const floe_backend_ops gpu_ops = {
 extern "C" int floe_gpu_built(void)
 {
     return 1;
+}
+
+extern "C" void floe_gpu_load_kernels_at_start(void)
+{
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0); /* read when CUDA starts: a setting already there wins */
 }
 
 extern "C" int floe_gpu_count(void)

@@ -10,6 +10,10 @@ int floe_gpu_built(void)
     return 0;
 }
 
+void floe_gpu_load_kernels_at_start(void)
+{
+}
+
 int floe_gpu_count(void)
 {
     return 0;
