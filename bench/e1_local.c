@@ -436,7 +436,7 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    floe_gpu_load_kernels_at_start(); /* before anything starts CUDA: no run pays a kernel's first load */
+    floe_gpu_load_kernels_at_start(); /* as floed runs the engines (backend_gpu.h) */
     options o = {"cpu", 1, 0, 65536, 64, 2000, 40, 0.5, 3, 1, false, 1, 1, 0, 0, 0};
     static const struct option longopts[] = {
         {"backend", required_argument, 0, 'B'},

@@ -417,7 +417,7 @@ static int batch_sweep(const floe_spec &spec, uint32_t a0, const floe_perm &keyp
 
 int main(int argc, char **argv)
 {
-    floe_gpu_load_kernels_at_start(); /* before anything starts CUDA: no run pays a kernel's first load */
+    floe_gpu_load_kernels_at_start(); /* as floed runs the engines (backend_gpu.h) */
     unsigned log2_slots = 30, runs = 3;
     const unsigned key_bits = KEY_BITS;
     uint64_t batch = 1ull << 26;

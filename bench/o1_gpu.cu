@@ -151,7 +151,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    floe_gpu_load_kernels_at_start(); /* before anything starts CUDA: no run pays a kernel's first load */
+    floe_gpu_load_kernels_at_start(); /* as floed runs the engines (backend_gpu.h) */
     uint64_t keys = 1ull << 27, batch = 4ull << 20, range_keys = 32, runs = 3, grow = 0;
     static const struct option opts[] = {{"keys", required_argument, NULL, 'k'},
                                          {"batch", required_argument, NULL, 'b'},

@@ -197,7 +197,7 @@ static uint64_t number(const char *opt, const char *arg, uint64_t lo, uint64_t h
 
 int main(int argc, char **argv)
 {
-    floe_gpu_load_kernels_at_start(); /* before anything starts CUDA: no run pays a kernel's first load */
+    floe_gpu_load_kernels_at_start(); /* as floed runs the engines (backend_gpu.h) */
     uint32_t W = 16, walkers = 1u << 16, domain = 4, runs = 3;
     uint64_t batch = 1ull << 21, vectors = 1ull << 25, memory = 0, capacity = 0;
     bool grow = true, capacity_set = false, by_parent = false, per_batch = false;

@@ -13,6 +13,7 @@
  * (tree_test.cu).  Exit 0: all passed.
  */
 #include <algorithm>
+#include <cuda.h> /* CUmoduleLoadingMode: the driver says how it loads kernels */
 #include <cuda_runtime.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend_gpu.h"
 #include "backend_test.h"
 #include "floe_wire.h" /* floe_size_parse */
 #include "iceberg.h"
@@ -416,7 +418,9 @@ static void help(void)
     usage_line(stdout);
     printf("The GPU engines and the GPU backend against the CPU ones on fresh random batches (heavy\n"
            "duplication), then the TREE engine and TREE tables through both backends, then the ORDERED\n"
-           "engine, then STATIC tables (the engine and both backends).\n"
+           "engine, then STATIC tables (the engine and both backends). Every run first checks that CUDA\n"
+           "loads the kernels at start, as in floed (CUDA_MODULE_LOADING=EAGER unless the environment\n"
+           "sets it, which wins).\n"
            "\n"
            "Options:\n"
            "      --small              small cases only, fast enough under compute-sanitizer; with --tree,\n"
@@ -840,6 +844,32 @@ static void grow_cases(uint64_t seed, bool small)
     grow_whole(8, false, seed + 36);
 }
 
+/* floe_gpu_load_kernels_at_start, called (as floed calls it) before CUDA started with `before`
+ * the environment's CUDA_MODULE_LOADING then (NULL: none): the driver loads kernels eagerly,
+ * or as the environment said, which wins. */
+static void loading_check(const char *before)
+{
+    const char *want = before ? before : "EAGER";
+    if (strcmp(want, "EAGER") && strcmp(want, "LAZY")) {
+        printf("not checked: kernels' loading (CUDA_MODULE_LOADING=%s, neither EAGER nor LAZY)\n", want);
+        return;
+    }
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    CUmoduleLoadingMode mode = CU_MODULE_LAZY_LOADING;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 12000, cudaEnableDefault, &q);
+    EXPECT(e == cudaSuccess && q == cudaDriverEntryPointSuccess && fn, "cuModuleGetLoadingMode: not found (%s)",
+           cudaGetErrorString(e));
+    const CUresult r = ((CUresult(*)(CUmoduleLoadingMode *))fn)(&mode);
+    EXPECT(r == CUDA_SUCCESS, "cuModuleGetLoadingMode: error %d", (int)r);
+    const bool eager = mode == CU_MODULE_EAGER_LOADING;
+    EXPECT(eager == !strcmp(want, "EAGER"), "the driver loads kernels %s, where CUDA_MODULE_LOADING was %s%s",
+           eager ? "eagerly" : "lazily", want,
+           before ? " in the environment" : " (set by floe_gpu_load_kernels_at_start)");
+    printf("ok: kernels loaded %s (CUDA_MODULE_LOADING %s)\n", eager ? "at start" : "at their first launch",
+           before ? "from the environment, kept" : "set to EAGER by floe_gpu_load_kernels_at_start");
+}
+
 int main(int argc, char **argv)
 {
     /* the cases backend_suite runs by name (backend_test.cu); any other name would run nothing */
@@ -955,6 +985,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "floe-gpu-tests: --backend-case runs its case at full size; --small does not apply\n");
         usage_error();
     }
+    const char *loading = getenv("CUDA_MODULE_LOADING");
+    floe_gpu_load_kernels_at_start(); /* as floed and the benchmarks run the engines */
     char name[256];
     if (!gpu_available(0, name, sizeof name)) {
         fprintf(stderr, "floe-gpu-tests: no CUDA device\n");
@@ -966,6 +998,7 @@ int main(int argc, char **argv)
     if (!seeded)
         seed = (uint64_t)time(NULL); /* fresh inputs every run; printed to reproduce */
     printf("seed %llu\n", (unsigned long long)seed);
+    loading_check(loading);
     if (backend_case) { /* floe-gpu-tests --backend-case NAME [SEED] */
         backend_suite(seed + 30, false, backend_case);
         printf("%s: %d failures\n", failures ? "FAILED" : "passed", failures);
