@@ -83,7 +83,7 @@ static floe_status count_nodes(gpu_tree *t, uint64_t *nodes, uint64_t *orphans, 
 #define MAX_CLASSES  16          /* 2 a level at most: 8 levels for 256 words */
 #define TYPE_WORD    0xFFu       /* a half that holds a word */
 #define REF_NONE     0xFFFFFFFFu /* map entries: a marked slot that holds no node, */
-#define REF_MARKED   0xFFFFFFFEu /* one whose put found no room */
+#define REF_NO_ROOM  0xFFFFFFFEu /* one whose put found no room */
 #define GROW_FULL    1           /* what went wrong (the worse wins): the new node table had no room, */
 #define GROW_DAMAGED 2           /* a reference to no node */
 
@@ -160,7 +160,7 @@ __device__ __forceinline__ uint32_t translated(const uint32_t *map, uint32_t x, 
         return REF_NONE;
     }
     const uint32_t r = map[x];
-    if (r == REF_MARKED) /* its own put found no room */
+    if (r == REF_NO_ROOM) /* its own put found no room */
         atomicMax(bad, GROW_FULL);
     else if (r == REF_NONE)
         atomicMax(bad, GROW_DAMAGED);
@@ -200,7 +200,7 @@ __global__ void k_mark_class(const __grid_constant__ floe_tree_geometry g, const
 }
 
 /* Every marked node of a class put into the new table: its map entry the
- * new reference (REF_MARKED, and *bad GROW_FULL, where the new table had
+ * new reference (REF_NO_ROOM, and *bad GROW_FULL, where the new table had
  * no room). */
 __global__ void __launch_bounds__(BLOCK)
     k_translate_class(const __grid_constant__ floe_tree_geometry from, const uint64_t *from_nodes,
@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(BLOCK)
         if (node_ref<true>(to, to_nodes, floe_node_pack(a, b), &ref, &created))
             map[s] = ref;
         else {
-            map[s] = REF_MARKED;
+            map[s] = REF_NO_ROOM;
             atomicMax(bad, GROW_FULL);
         }
     }
